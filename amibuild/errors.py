@@ -1,0 +1,110 @@
+"""One exception tree for amibuild.
+
+Library code raises these and never prints or exits; ``amibuild.cli.run`` is the one place that
+turns them into a one-line message and an exit code::
+
+    AmibuildError                 exit 1  anything amibuild expects to go wrong
+    ├── UsageError                exit 2  bad input: flag, pipeline file, var-file; nothing was done
+    │   ├── SpecError                     pipeline file / flag value refused
+    │   ├── VarFileError                  a .pkrvars.hcl file that does not parse
+    │   └── UpstreamError                 an upstream amazon-eks-ami checkout we cannot read
+    ├── TemplateError                     a packer/ template failed to render (a bug or a bad template)
+    ├── PackerError                       the packer binary failed or is missing
+    │   ├── PackerNotFound        exit 2  no packer on PATH (or too old)
+    │   ├── PackerValidateError           `packer validate` / `packer fmt -check` refused a file
+    │   └── PackerOutputError             machine-readable output and manifest disagree / unreadable
+    ├── AwsError                          an AWS call failed (already mapped from botocore)
+    │   ├── NoCredentials         exit 2
+    │   ├── ExpiredToken          exit 2
+    │   ├── AccessDenied
+    │   ├── EndpointUnreachable
+    │   └── NotFound
+    ├── BuildFailed                       one or more variants failed to build
+    └── Interrupted               exit 130 Ctrl-C / SIGTERM
+"""
+
+from __future__ import annotations
+
+
+class AmibuildError(Exception):
+    """Root of everything amibuild raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(AmibuildError):
+    """Bad input from the user; refused before anything was done."""
+
+    exit_code = 2
+
+
+class SpecError(UsageError):
+    """A pipeline file field or a flag holds a value amibuild refuses."""
+
+
+class VarFileError(UsageError):
+    """A Packer var-file does not parse."""
+
+
+class UpstreamError(UsageError):
+    """An upstream amazon-eks-ami checkout is missing, unreadable or of an unknown layout."""
+
+
+class TemplateError(AmibuildError):
+    """A Packer template under packer/ failed to render."""
+
+
+class PackerError(AmibuildError):
+    """The packer binary failed."""
+
+
+class PackerNotFound(PackerError):
+    """No usable packer binary."""
+
+    exit_code = 2
+
+
+class PackerValidateError(PackerError):
+    """`packer validate` or `packer fmt -check` refused a rendered file."""
+
+
+class PackerOutputError(PackerError):
+    """Packer's machine-readable output or manifest is unreadable or inconsistent."""
+
+
+class AwsError(AmibuildError):
+    """An AWS call failed."""
+
+
+class NoCredentials(AwsError):
+    """No AWS credentials were found."""
+
+    exit_code = 2
+
+
+class ExpiredToken(AwsError):
+    """The AWS credentials have expired."""
+
+    exit_code = 2
+
+
+class AccessDenied(AwsError):
+    """AWS refused an action for lack of permission."""
+
+
+class EndpointUnreachable(AwsError):
+    """The AWS endpoint (or the endpoint override) cannot be reached."""
+
+
+class NotFound(AwsError):
+    """An AWS resource that should exist does not."""
+
+
+class BuildFailed(AmibuildError):
+    """One or more variants failed to build."""
+
+
+class Interrupted(AmibuildError):
+    """The run was interrupted by Ctrl-C or SIGTERM."""
+
+    exit_code = 130

@@ -1,0 +1,209 @@
+"""Write HCL2 that `packer fmt -check` accepts, and read HCL2 with python-hcl2.
+
+Writing: a tiny document model (`Block`, `Attr`, `Expr`, `BLANK`) and `dumps`. Every Python value
+is escaped for HCL here and nowhere else (strings get ``\\``, ``"``, newlines, ``${`` and ``%{``
+escaped, so a user's value can never become an HCL expression). The layout follows hclwrite's
+formatter, which `packer fmt` uses: two-space indents, and the ``=`` of consecutive attribute lines
+aligned one space after the longest key; any line without ``=`` (a block, a closing brace, a blank
+line, a line inside a multi-line value) ends an alignment run.
+
+Reading: `loads` returns plain Python values (strings unquoted, no block markers) and turns parse
+errors into `SpecError`-like errors carrying file:line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A raw HCL expression, written as is (``var.region``, ``source.amazon-ebs.worker``)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Attr:
+    key: str
+    value: Any
+
+
+@dataclass
+class Block:
+    type: str
+    labels: tuple[str, ...] = ()
+    body: list[Any] = field(default_factory=list)
+
+    def attr(self, key: str, value: Any) -> "Block":
+        self.body.append(Attr(key, value))
+        return self
+
+    def block(self, type_: str, *labels: str) -> "Block":
+        child = Block(type_, tuple(labels))
+        self.body.append(child)
+        return child
+
+
+BLANK = object()
+
+
+def quote(text: str) -> str:
+    """An HCL quoted string whose value is exactly ``text`` (no interpolation)."""
+    out = json.dumps(text, ensure_ascii=False)
+    return out.replace("${", "$${").replace("%{", "%%{")
+
+
+def _key(key: str) -> str:
+    return key if _IDENT.match(key) else quote(key)
+
+
+def _inline(value: Any) -> str | None:
+    """Single-line form of a value, or None when it must span lines (non-empty maps)."""
+    if isinstance(value, Expr):
+        return value.text
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return quote(value)
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        parts = [_inline(v) for v in value]
+        if any(p is None for p in parts):
+            return None
+        return "[" + ", ".join(parts) + "]"  # type: ignore[arg-type]
+    if isinstance(value, dict):
+        return "{}" if not value else None
+    raise TypeError(f"cannot write {type(value).__name__} as HCL")
+
+
+def _value_lines(value: Any, indent: str) -> list[str]:
+    """Lines of a value; the first is appended after ``key = ``."""
+    inline = _inline(value)
+    if inline is not None:
+        return [inline]
+    if isinstance(value, dict):
+        inner = indent + "  "
+        lines = ["{"]
+        lines += _attr_lines([Attr(str(k), v) for k, v in value.items()], inner)
+        lines.append(indent + "}")
+        return lines
+    # a list holding a map: one element per line
+    inner = indent + "  "
+    lines = ["["]
+    for item in value:
+        sub = _value_lines(item, inner)
+        sub[-1] += ","
+        lines.append(inner + sub[0])
+        lines += sub[1:]
+    lines.append(indent + "]")
+    return lines
+
+
+def _attr_lines(attrs: list[Attr], indent: str) -> list[str]:
+    """Attribute lines with ``=`` aligned across each run of single-line attributes."""
+    rendered = [(_key(a.key), _value_lines(a.value, indent)) for a in attrs]
+    out: list[str] = []
+    run: list[tuple[str, list[str]]] = []
+
+    def flush() -> None:
+        width = max(len(k) for k, _ in run)
+        for key, lines in run:
+            out.append(f"{indent}{key.ljust(width)} = {lines[0]}")
+            out.extend(lines[1:])
+        run.clear()
+
+    for key, lines in rendered:
+        if len(lines) > 1:
+            # hclwrite leaves a multi-line value out of alignment runs altogether
+            if run:
+                flush()
+            out.append(f"{indent}{key} = {lines[0]}")
+            out.extend(lines[1:])
+            continue
+        run.append((key, lines))
+    if run:
+        flush()
+    return out
+
+
+def _body_lines(body: Iterable[Any], indent: str) -> list[str]:
+    out: list[str] = []
+    pending: list[Attr] = []
+    for item in body:
+        if isinstance(item, Attr):
+            pending.append(item)
+            continue
+        out += _attr_lines(pending, indent) if pending else []
+        pending = []
+        if item is BLANK:
+            out.append("")
+        elif isinstance(item, Block):
+            out += _block_lines(item, indent)
+        else:
+            raise TypeError(f"unexpected HCL body item {item!r}")
+    if pending:
+        out += _attr_lines(pending, indent)
+    return out
+
+
+def _block_lines(block: Block, indent: str) -> list[str]:
+    head = " ".join([block.type, *(quote(label) for label in block.labels)])
+    if not block.body:
+        return [f"{indent}{head} {{", f"{indent}}}"]
+    return [f"{indent}{head} {{", *_body_lines(block.body, indent + "  "), f"{indent}}}"]
+
+
+def dumps(body: Iterable[Any], header: str = "") -> str:
+    """A whole file: top-level attributes and blocks, blocks separated by blank lines."""
+    items: list[Any] = []
+    previous = None
+    for item in body:
+        if isinstance(item, Block) and previous is not None and previous is not BLANK:
+            items.append(BLANK)
+        elif isinstance(item, Attr) and isinstance(previous, Block):
+            items.append(BLANK)
+        items.append(item)
+        previous = item
+    text = "\n".join(_body_lines(items, ""))
+    prefix = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
+    if prefix:
+        prefix += "\n"
+    return prefix + text + "\n"
+
+
+# ---------------------------------------------------------------------------------------- reading
+
+
+class HclSyntaxError(ValueError):
+    """python-hcl2 refused the text; carries the line number when the parser gave one."""
+
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def loads(text: str) -> dict[str, Any]:
+    """Parse HCL2 text into plain Python values (blocks as lists of dicts, strings unquoted)."""
+    import hcl2  # python-hcl2 pulls in lark; keep it off the `invoke --list` path
+    from hcl2 import SerializationOptions
+
+    options = SerializationOptions(
+        strip_string_quotes=True, explicit_blocks=False, with_comments=False
+    )
+    try:
+        return hcl2.loads(text, serialization_options=options)
+    except Exception as exc:  # lark raises a family of its own; all mean "does not parse"
+        line = getattr(exc, "line", None)
+        if not isinstance(line, int) or line < 1:
+            line = None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise HclSyntaxError(first, line) from exc
