@@ -85,6 +85,11 @@ def _inline(value: Any) -> str | None:
     raise TypeError(f"cannot write {type(value).__name__} as HCL")
 
 
+def value(value: Any, indent: str = "") -> str:
+    """One value as HCL text; continuation lines of a multi-line map are indented by ``indent``."""
+    return "\n".join(_value_lines(value, indent))
+
+
 def _value_lines(value: Any, indent: str) -> list[str]:
     """Lines of a value; the first is appended after ``key = ``."""
     inline = _inline(value)

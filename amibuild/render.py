@@ -1,0 +1,470 @@
+"""Variant → Packer HCL2 files, resolved values and a fingerprint of everything that went in.
+
+`render_variant` is pure: it takes a validated `Variant`, what is known about Packer and the AWS
+target, and the source AMI decision, and returns a `Rendered` value holding every file's text.
+`write` puts a `Rendered` on disk (into a fresh folder, swapped in whole, so a failure never leaves
+a half-written variant). Nothing here calls AWS or runs Packer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
+from urllib.parse import urlparse
+
+from . import __version__, hcl
+from .errors import SpecError, TemplateError
+from .spec import Pipeline, Variant, _suggest
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = ROOT / "packer"
+PROVISION_SCRIPTS = ROOT / "scripts" / "provision"
+
+HCL_FILE = "amibuild.pkr.hcl"
+VARS_FILE = "amibuild.auto.pkrvars.hcl"
+RECORD_FILE = "render.json"
+EKS_OWNER = "602401143452"  # the account that publishes the EKS-optimized AMIs
+
+# Packer's amazon-ebs waits (seconds between polls, attempts): a large AMI copy takes a while on AWS,
+# the emulator answers at once.
+AWS_POLLING = (30, 120)
+SANDBOX_POLLING = (1, 30)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where Packer talks to AWS. An endpoint on loopback is the local sandbox."""
+
+    endpoint: str | None = None
+
+    @property
+    def sandbox(self) -> bool:
+        if not self.endpoint:
+            return False
+        host = urlparse(self.endpoint).hostname or ""
+        return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> "Target":
+        return cls(env.get("AWS_ENDPOINT_URL_EC2") or env.get("AWS_ENDPOINT_URL") or None)
+
+
+@dataclass(frozen=True)
+class SourceAmi:
+    """How the build finds its source AMI."""
+
+    how: str  # "pinned" (given), "resolved" (read from SSM now), "lookup" (filter at build time)
+    image_id: str = ""
+    parameter: str = ""  # the public SSM parameter it was (or would be) read from
+    note: str = ""
+
+    @property
+    def known(self) -> bool:
+        return bool(self.image_id)
+
+
+@dataclass(frozen=True)
+class PackerVariable:
+    name: str
+    type: str
+    default: Any
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """Everything `write` puts in build/<variant>/ — the fingerprint covers all of it."""
+
+    variant: Variant
+    files: Mapping[str, str]  # relative path -> text (HCL, var file, shipped scripts)
+    values: Mapping[str, Any]  # resolved Packer variable values
+    source_ami: SourceAmi
+    fingerprint: str
+    notes: tuple[str, ...] = ()
+    executable: frozenset[str] = field(default_factory=frozenset)
+
+    def record(self, pipeline: Pipeline, packer_version: str) -> dict[str, Any]:
+        return {
+            "amibuild_version": __version__,
+            "variant": self.variant.name,
+            "fingerprint": self.fingerprint,
+            "packer_version": packer_version,
+            "pipeline": {
+                "file": str(pipeline.source) if pipeline.source else None,
+                "name": pipeline.name,
+                "regions": list(pipeline.regions),
+                "copy_to": list(pipeline.copy_to),
+            },
+            "inputs": self.variant.settings(),
+            "source_ami": {
+                "how": self.source_ami.how,
+                "image_id": self.source_ami.image_id,
+                "parameter": self.source_ami.parameter,
+            },
+            "values": dict(self.values),
+            "files": sorted(self.files),
+            "notes": list(self.notes),
+        }
+
+
+# ------------------------------------------------------------------------------- source AMI
+
+
+def eks_parameter(variant: Variant) -> str:
+    """The public SSM parameter AWS publishes the recommended EKS-optimized image id under."""
+    base = f"/aws/service/eks/optimized-ami/{variant.kubernetes_version}"
+    if variant.os == "al2023":
+        return f"{base}/amazon-linux-2023/{variant.arch}/standard/recommended/image_id"
+    flavour = "amazon-linux-2-arm64" if variant.arch == "arm64" else "amazon-linux-2"
+    return f"{base}/{flavour}/recommended/image_id"
+
+
+def eks_name_filter(variant: Variant) -> str:
+    """An image-name filter that matches the same EKS-optimized images, for a build-time lookup."""
+    k8s = variant.kubernetes_version
+    if variant.os == "al2023":
+        return f"amazon-eks-node-al2023-{variant.arch}-standard-{k8s}-v*"
+    return f"amazon-eks-arm64-node-{k8s}-v*" if variant.arch == "arm64" else f"amazon-eks-node-{k8s}-v*"
+
+
+# ------------------------------------------------------------------------------- variables
+
+
+def template_variables(variant: Variant, pipeline: Pipeline) -> list[PackerVariable]:
+    """The Packer variables of our eks-worker template, with this variant's resolved values."""
+    v = variant
+    tags = {"amibuild:pipeline": pipeline.name, **pipeline.tags}
+    return [
+        PackerVariable("kubernetes_version", "string", v.kubernetes_version),
+        PackerVariable("arch", "string", v.arch),
+        PackerVariable("instance_type", "string", v.effective_instance_type),
+        PackerVariable("volume_size", "number", v.volume_size),
+        PackerVariable("volume_type", "string", v.volume_type),
+        PackerVariable("encrypted", "bool", v.encrypted),
+        PackerVariable("kms_key_id", "string", v.kms_key_id),
+        PackerVariable("subnet_id", "string", v.subnet_id),
+        PackerVariable("security_group_id", "string", v.security_group_id),
+        PackerVariable("associate_public_ip_address", "bool", v.associate_public_ip_address),
+        PackerVariable("iam_instance_profile", "string", ""),
+        PackerVariable("ssh_username", "string", "ec2-user"),
+        PackerVariable("ssh_interface", "string", ""),
+        PackerVariable("source_ami", "string", ""),
+        PackerVariable("source_ami_filter_name", "string", eks_name_filter(v)),
+        PackerVariable("source_ami_owners", "list(string)", [EKS_OWNER]),
+        PackerVariable("ami_name_prefix", "string", f"{pipeline.name}-{v.name}-{v.kubernetes_version}-{v.arch}"),
+        PackerVariable(
+            "ami_description",
+            "string",
+            v.description or f"EKS {v.kubernetes_version} {v.os} {v.arch} worker, variant {v.name}, built by amibuild",
+        ),
+        PackerVariable("ami_regions", "list(string)", list(pipeline.target_regions)),
+        PackerVariable("ami_users", "list(string)", list(pipeline.ami_users)),
+        PackerVariable("tags", "map(string)", tags),
+        PackerVariable("run_tags", "map(string)", {}),
+        # set per build run (not rendered: a run id must not change the fingerprint)
+        PackerVariable("provenance_tags", "map(string)", {}),
+        PackerVariable("amibuild_run_id", "string", ""),
+        PackerVariable("extra_packages", "list(string)", list(v.extra_packages)),
+        PackerVariable("extra_repos", "list(string)", [f"{r.name}|{r.baseurl}|{r.gpgkey}" for r in v.repos]),
+        PackerVariable("http_proxy", "string", v.proxy.http),
+        PackerVariable("https_proxy", "string", v.proxy.https),
+        PackerVariable("no_proxy", "string", v.proxy.no_proxy),
+    ]
+
+
+def apply_packer_vars(
+    variables: Sequence[PackerVariable], variant: Variant, *, source: SourceAmi
+) -> dict[str, Any]:
+    """The final value of every template variable: template default ← variant's extra vars.
+
+    An unknown name is refused here, naming the flag or file it came from.
+    """
+    values = {var.name: var.default for var in variables}
+    types = {var.name: var.type for var in variables}
+    for name, raw in variant.packer_vars.items():
+        if name not in values:
+            where = variant.origins.get(name, f"--var {name}")
+            raise SpecError(f"{where}: unknown Packer variable `{name}`{_suggest(name, values)}; "
+                            f"the template's variables are listed in build/<variant>/{HCL_FILE}")
+        values[name] = _coerce(raw, types[name], variant.origins.get(name, name))
+    if source.known:
+        values["source_ami"] = source.image_id
+    return values
+
+
+def _coerce(raw: Any, type_: str, where: str) -> Any:
+    if type_ == "number":
+        if isinstance(raw, bool):
+            raise SpecError(f"{where}: expected a number, got {raw!r}")
+        try:
+            return int(str(raw)) if str(raw).lstrip("-").isdigit() else float(str(raw))
+        except ValueError:
+            raise SpecError(f"{where}: expected a number, got {raw!r}") from None
+    if type_ == "bool":
+        text = str(raw).lower()
+        if isinstance(raw, bool) or text in ("true", "false"):
+            return raw if isinstance(raw, bool) else text == "true"
+        raise SpecError(f"{where}: expected true or false, got {raw!r}")
+    if type_.startswith("list"):
+        if isinstance(raw, list):
+            return [str(x) for x in raw]
+        return [x for x in (s.strip() for s in str(raw).split(",")) if x]
+    if type_.startswith("map"):
+        if not isinstance(raw, dict):
+            raise SpecError(f"{where}: expected a map, e.g. {{ key = \"value\" }} in a var-file")
+        return {str(k): str(v) for k, v in raw.items()}
+    if isinstance(raw, (list, dict)):
+        raise SpecError(f"{where}: expected a string, got a {type(raw).__name__}")
+    return str(raw).lower() if isinstance(raw, bool) else str(raw)
+
+
+# ------------------------------------------------------------------------------- provisioners
+
+
+@dataclass(frozen=True)
+class Step:
+    """One of our provisioning steps: a script shipped into build/<variant>/scripts/."""
+
+    script: str  # file name under scripts/provision/
+    env: tuple[tuple[str, str], ...]  # NAME -> HCL expression
+    needed: bool
+
+
+def provisioning_steps(variant: Variant, values: Mapping[str, Any]) -> list[Step]:
+    return [
+        Step("configure-proxy.sh", (
+            ("AMIBUILD_HTTP_PROXY", "var.http_proxy"),
+            ("AMIBUILD_HTTPS_PROXY", "var.https_proxy"),
+            ("AMIBUILD_NO_PROXY", "var.no_proxy"),
+        ), bool(values["http_proxy"] or values["https_proxy"])),
+        Step("add-repos.sh", (("AMIBUILD_REPOS", 'join("\\n", var.extra_repos)'),), bool(values["extra_repos"])),
+        Step("install-packages.sh", (("AMIBUILD_EXTRA_PACKAGES", 'join(" ", var.extra_packages)'),),
+             bool(values["extra_packages"])),
+    ]
+
+
+EXECUTE = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}'"
+
+
+def provisioner_blocks(variant: Variant, values: Mapping[str, Any], *, sandbox: bool) -> tuple[list[hcl.Block], dict[str, str]]:
+    """Our provisioner blocks (in order) and the files they need shipped beside the template.
+
+    In the sandbox there is no instance to connect to (`communicator = "none"`): each step becomes a
+    `shell-local` that says what would have run, so the build log still shows the plan.
+    """
+    blocks: list[hcl.Block] = []
+    shipped: dict[str, str] = {}
+    for step in provisioning_steps(variant, values):
+        if not step.needed:
+            continue
+        shipped[f"scripts/{step.script}"] = _read(PROVISION_SCRIPTS / step.script)
+        if sandbox:
+            blocks.append(_sandbox_echo(step.script, step.env))
+            continue
+        block = hcl.Block("provisioner", ("shell",))
+        block.attr("script", interpolated(hcl.Expr("path.root"), f"/scripts/{step.script}"))
+        block.attr("execute_command", EXECUTE)
+        block.attr("environment_vars", [interpolated(f"{name}=", hcl.Expr(expr)) for name, expr in step.env])
+        blocks.append(block)
+    for index, script in enumerate(variant.scripts, start=1):
+        name = f"scripts/user-{index:02d}-{script.name}"
+        shipped[name] = _read(script)
+        if sandbox:
+            blocks.append(_sandbox_echo(Path(name).name, ()))
+            continue
+        block = hcl.Block("provisioner", ("shell",))
+        block.attr("script", interpolated(hcl.Expr("path.root"), f"/{name}"))
+        block.attr("execute_command", EXECUTE)
+        blocks.append(block)
+    if blocks and not sandbox:
+        cleanup = hcl.Block("provisioner", ("shell",))
+        cleanup.attr("inline", [
+            "sudo yum clean all 2>/dev/null || sudo dnf clean all",
+            "sudo rm -rf /var/cache/yum /var/cache/dnf /tmp/amibuild-*",
+        ])
+        blocks.append(cleanup)
+    return blocks, shipped
+
+
+def _sandbox_echo(script: str, env: Sequence[tuple[str, str]]) -> hcl.Block:
+    parts: list[Any] = [f"printf '%s\\n' 'amibuild sandbox: no instance to connect to; would run {script}"]
+    for name, expr in env:
+        parts += [f" {name}=", hcl.Expr(expr)]
+    parts.append("'")
+    block = hcl.Block("provisioner", ("shell-local",))
+    block.attr("inline", hcl.Expr(f"[{interpolated(*parts).text}]"))
+    return block
+
+
+def interpolated(*parts: Any) -> hcl.Expr:
+    """An HCL template string: str parts are literal text, `hcl.Expr` parts become ``${...}``."""
+    body = "".join(p.text.join(("${", "}")) if isinstance(p, hcl.Expr) else hcl.quote(p)[1:-1] for p in parts)
+    return hcl.Expr(f'"{body}"')
+
+
+# ------------------------------------------------------------------------------- rendering
+
+
+def render_variant(
+    pipeline: Pipeline,
+    variant: Variant,
+    *,
+    uses_plugins: bool,
+    target: Target,
+    source: SourceAmi,
+    upstream: Any = None,
+) -> Rendered:
+    """All files of one variant, their values and fingerprint. Pure."""
+    notes: list[str] = []
+    if variant.base == "upstream":
+        from . import upstream as upstream_mod  # only this path needs it
+
+        text, values, shipped, extra_notes = upstream_mod_render(upstream_mod, upstream, pipeline, variant,
+                                                                 uses_plugins=uses_plugins, target=target,
+                                                                 source=source)
+        notes += extra_notes
+    else:
+        variables = template_variables(variant, pipeline)
+        values = apply_packer_vars(variables, variant, source=source)
+        provisioners, shipped = provisioner_blocks(variant, values, sandbox=target.sandbox)
+        delay, attempts = SANDBOX_POLLING if target.sandbox else AWS_POLLING
+        text = render_template(
+            "eks-worker.pkr.hcl.j2",
+            amibuild_version=__version__,
+            variant=variant.name,
+            os_label="Amazon Linux 2023" if variant.os == "al2023" else "Amazon Linux 2",
+            uses_plugins=uses_plugins,
+            variables=[hcl.dumps([_variable_block(v)]).rstrip("\n") for v in variables],
+            build_regions=list(pipeline.regions),
+            sources=[f"source.amazon-ebs.{r}" for r in pipeline.regions],
+            endpoint=target.endpoint,
+            sandbox=target.sandbox,
+            skip_region_validation=bool(target.endpoint),
+            pinned_source=source.known,
+            polling_delay=delay,
+            polling_attempts=attempts,
+            provisioners=[_indent(hcl.dumps([b]).rstrip("\n"), "  ") for b in provisioners],
+        )
+    if not uses_plugins:
+        notes.append("Packer < 1.7: no required_plugins block and no metadata_options (IMDSv2 on the "
+                     "build instance); upgrade Packer to get them")
+    if target.sandbox:
+        notes.append("sandbox build (loopback endpoint): communicator \"none\"; provisioners that need a "
+                     "connection to the instance are shown, not run")
+    if source.note:
+        notes.append(source.note)
+    var_text = hcl.dumps([hcl.Attr(k, v) for k, v in sorted(values.items()) if k not in _BUILD_TIME_VARS],
+                         header=f"Resolved values for variant \"{variant.name}\", written by amibuild {__version__}.")
+    files = {HCL_FILE: text, VARS_FILE: var_text, **shipped}
+    executable = frozenset(name for name in shipped if name.endswith(".sh"))
+    return Rendered(
+        variant=variant,
+        files=MappingProxyType(files),
+        values=MappingProxyType(values),
+        source_ami=source,
+        fingerprint=fingerprint(files, values),
+        notes=tuple(notes),
+        executable=executable,
+    )
+
+
+_BUILD_TIME_VARS = frozenset({"provenance_tags", "amibuild_run_id"})
+
+
+def upstream_mod_render(upstream_mod, template, pipeline, variant, *, uses_plugins, target, source):
+    raise NotImplementedError  # replaced below once upstream.py lands
+
+
+def fingerprint(files: Mapping[str, str], values: Mapping[str, Any]) -> str:
+    """sha256 over every file (name and text) and the resolved values, source AMI included."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    digest.update(json.dumps(dict(values), sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _environment():
+    import jinja2  # keep `invoke --list` fast
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["q"] = hcl.quote
+    env.filters["hcl"] = lambda value: hcl.value(value, "  ")
+    return env
+
+
+def render_template(name: str, **context: Any) -> str:
+    import jinja2
+
+    try:
+        return _environment().get_template(name).render(**context)
+    except jinja2.TemplateError as exc:
+        where = f"{TEMPLATES / name}"
+        line = getattr(exc, "lineno", None)
+        raise TemplateError(f"{where}{':' + str(line) if line else ''}: {exc}") from exc
+
+
+def _variable_block(var: PackerVariable) -> hcl.Block:
+    block = hcl.Block("variable", (var.name,))
+    block.attr("type", hcl.Expr(var.type)).attr("default", var.default)
+    return block
+
+
+def _indent(text: str, prefix: str) -> str:
+    return "\n".join(prefix + line if line else line for line in text.splitlines())
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read the script ({exc.strerror})") from exc
+
+
+# ------------------------------------------------------------------------------- writing
+
+
+def write(rendered: Rendered, out_dir: Path, record: Mapping[str, Any]) -> Path:
+    """Write one variant's files into out_dir/<variant>/, replacing what was there as a whole."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / rendered.variant.name
+    staging = Path(tempfile.mkdtemp(prefix=f".{rendered.variant.name}-", dir=out_dir))
+    try:
+        for name, text in rendered.files.items():
+            path = staging / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            if name in rendered.executable:
+                path.chmod(0o755)
+        (staging / RECORD_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        # keep build logs and records of earlier runs that live beside the rendered files
+        if final.exists():
+            for keep in ("packer.log", "manifest.json"):
+                if (final / keep).exists():
+                    shutil.copy2(final / keep, staging / keep)
+            old = final.with_name(f".{final.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            final.rename(old)
+            staging.rename(final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            staging.rename(final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final

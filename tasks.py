@@ -1,0 +1,82 @@
+"""amibuild tasks: `invoke --list` shows them, `invoke TASK --help` lists every flag.
+
+Each task parses its flags, calls into `amibuild` and prints; the work lives in the package.
+Heavy modules (boto3, jinja2, python-hcl2) are imported inside the task bodies so that
+`invoke --list` stays fast. Settings can also come from invoke's config (`invoke.yaml`,
+`INVOKE_AMIBUILD_*` environment variables): see `ns.configure` at the bottom.
+"""
+
+from invoke import Collection, task
+
+from amibuild import cli
+
+# Flags shared by render / validate / build-ami.
+SELECT_HELP = {
+    "pipeline": "Pipeline file (default: amibuild.hcl in the current directory, if present)",
+    "variant": "Variant to use (repeatable; default: every variant in the pipeline file)",
+    "base": "Base: eks-optimized (default) or upstream",
+    "upstream": "Upstream amazon-eks-ami checkout: a path or git URL (with --base upstream)",
+    "upstream_ref": "Git ref (tag, branch, commit) of the upstream checkout",
+    "os": "Operating system: al2 or al2023",
+    "k8s": "Kubernetes version, e.g. 1.30",
+    "arch": "Architecture: x86_64 or arm64",
+    "region": "Build region (repeatable; default: the pipeline's regions, else AWS_REGION)",
+    "extra_pkg": "Extra RPM package to install (repeatable; added to the variant's own)",
+    "extra_repo": "Extra yum repository NAME=URL (repeatable; added to the variant's own)",
+    "var": "Packer variable KEY=VALUE (repeatable; wins over everything else)",
+    "var_file": "Packer var-file FILE.pkrvars.hcl (repeatable; later files win)",
+    "build_dir": "Output folder (default: build)",
+    "profile": "AWS profile (default: AWS_PROFILE / the standard chain)",
+}
+REPEATABLE = ["variant", "region", "extra_pkg", "extra_repo", "var", "var_file"]
+
+
+@task(help=SELECT_HELP, iterable=REPEATABLE)
+def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
+           arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
+           profile=None):
+    """Render Packer HCL2 for each variant into build/<variant>/."""
+    from amibuild import commands
+
+    opts = cli.options(c, **locals_flags(locals()))
+    result = cli.run(lambda: commands.render(opts, cli.say))
+    cli.lines(f"note: {n}" for n in result.notes)
+
+
+@task(help=SELECT_HELP, iterable=REPEATABLE)
+def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
+             arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
+             profile=None):
+    """Render, then check every file: python-hcl2 parse, packer validate, packer fmt -check."""
+    from amibuild import commands
+
+    opts = cli.options(c, **locals_flags(locals()))
+    result = cli.run(lambda: commands.validate(opts, cli.say))
+    cli.say(f"{len(result.checked)} variant(s) valid with packer {result.packer_version}")
+
+
+@task(help={"port": "Port on 127.0.0.1 (default: a free one)"})
+def sandbox(c, port=0):
+    """Run the local AWS emulator in the foreground (prints `export` lines first)."""
+    from amibuild import sandbox as sandbox_mod
+
+    cli.run(lambda: sandbox_mod.serve_foreground(port=int(port)))
+
+
+def locals_flags(values):
+    """Task locals minus the context, with `os_` under its flag name."""
+    flags = {k: v for k, v in values.items() if k != "c"}
+    flags["os"] = flags.pop("os_", None)
+    return flags
+
+
+ns = Collection(render, validate, sandbox)
+ns.configure({
+    "amibuild": {
+        "pipeline": None,  # default: amibuild.hcl when present
+        "build_dir": "build",
+        "packer": "packer",
+        "cache_dir": None,
+        "max_parallel": 8,
+    }
+})
