@@ -3,7 +3,8 @@
 Precedence, lowest first — this table is the one place it is decided (`LAYERS`):
 
     1. built-in defaults          (`DEFAULTS` below)
-    2. the pipeline file           `defaults { ... }` block, then the `variant "NAME" { ... }` block
+    2. the pipeline file           `defaults { ... }` block, then the variants a variant `extends`
+                                   (oldest first), then its own `variant "NAME" { ... }` block
     3. var-files                   `--var-file FILE.pkrvars.hcl`, in the order given
     4. flags                       `--k8s`, `--os`, `--arch`, `--base`, ..., then `--var KEY=VALUE`
 
@@ -259,9 +260,9 @@ def load(
         layers = [
             ("defaults", dict(DEFAULTS)),
             (f"{where}: defaults", _file_layer(defaults_block, f"{where}: defaults", source)),
-            (
-                f"{where}: variant \"{name}\"",
-                _file_layer(variant_blocks.get(name, {}), f'{where}: variant "{name}"', source),
+            *(
+                (f'{where}: variant "{link}"', _file_layer(variant_blocks[link], f'{where}: variant "{link}"', source))
+                for link in _lineage(name, variant_blocks, where)
             ),
             *var_file_layer,
             *flag_layer,
@@ -271,7 +272,7 @@ def load(
 
 
 _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags"}
-_VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy"} | {"repo", "proxy", "vars"}
+_VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy"} | {"repo", "proxy", "vars", "extends"}
 
 
 def _parse_file(path: Path) -> dict[str, Any]:
@@ -320,6 +321,26 @@ def _variant_blocks(doc: dict[str, Any], where: str) -> dict[str, dict[str, Any]
     return out
 
 
+def _lineage(name: str, blocks: Mapping[str, Mapping[str, Any]], where: str) -> list[str]:
+    """The chain of variants `name` extends, oldest ancestor first, ending with `name` itself."""
+    chain: list[str] = []
+    current: str | None = name
+    while current is not None:
+        if current in chain:
+            raise SpecError(f'{where}: variant "{name}": `extends` loops through {" -> ".join([*chain, current])}')
+        if current not in blocks:
+            if current == name:  # a variant named by flags alone, with no block in the file
+                return []
+            raise SpecError(f'{where}: variant "{chain[-1]}" extends unknown variant "{current}"'
+                            f"{_suggest(current, blocks)}")
+        chain.append(current)
+        parent = blocks[current].get("extends")
+        if parent is not None and not isinstance(parent, str):
+            raise SpecError(f'{where}: variant "{current}": extends = "OTHER_VARIANT" (a name in quotes)')
+        current = parent
+    return chain[::-1]
+
+
 def _select(variant_blocks: dict[str, Any], overrides: Overrides, where: str) -> list[str]:
     if overrides.variants:
         for name in overrides.variants:
@@ -355,6 +376,8 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> di
         return {}
     layer: dict[str, Any] = {}
     for key, value in block.items():
+        if key == "extends":
+            continue  # followed by _lineage
         if key == "vars":
             if not isinstance(value, dict):
                 raise SpecError(f"{where}: `vars` must be a map: vars = {{ name = value }}")

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Set up amibuild on a fresh Debian/Ubuntu machine: packer, shellcheck and git from apt, then
+# the package with its test extras in .venv. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for tool in packer shellcheck git; do
+  command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
+done
+if [ "${#need[@]}" -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "amibuild setup: installing ${need[*]} with apt-get"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$python" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+echo "amibuild setup: done ($(packer version | head -n 1), $(.venv/bin/python --version))"
