@@ -105,9 +105,9 @@ def render(options: Options, say: Say = lambda _: None, *, aws=None, resolve: bo
     upstreams = _upstreams(pipeline, options)
     rendered: list[Rendered] = []
     for variant in pipeline.variants:
-        source = resolve_source(variant, pipeline.build_region, aws if resolve else None)
+        sources = {region: resolve_source(variant, region, aws if resolve else None) for region in pipeline.regions}
         rendered.append(render_mod.render_variant(
-            pipeline, variant, uses_plugins=uses_plugins, target=target, source=source,
+            pipeline, variant, uses_plugins=uses_plugins, target=target, sources=sources,
             upstream=upstreams.get(variant.name),
         ))
     # every variant rendered in memory before anything is written: bad input writes nothing

@@ -85,7 +85,7 @@ class Rendered:
     variant: Variant
     files: Mapping[str, str]  # relative path -> text (HCL, var file, shipped scripts)
     values: Mapping[str, Any]  # resolved Packer variable values
-    source_ami: SourceAmi
+    sources: Mapping[str, SourceAmi]  # per build region
     fingerprint: str
     notes: tuple[str, ...] = ()
     executable: frozenset[str] = field(default_factory=frozenset)
@@ -104,9 +104,8 @@ class Rendered:
             },
             "inputs": self.variant.settings(),
             "source_ami": {
-                "how": self.source_ami.how,
-                "image_id": self.source_ami.image_id,
-                "parameter": self.source_ami.parameter,
+                region: {"how": s.how, "image_id": s.image_id, "parameter": s.parameter}
+                for region, s in self.sources.items()
             },
             "values": dict(self.values),
             "files": sorted(self.files),
@@ -155,7 +154,7 @@ def template_variables(variant: Variant, pipeline: Pipeline) -> list[PackerVaria
         PackerVariable("iam_instance_profile", "string", ""),
         PackerVariable("ssh_username", "string", "ec2-user"),
         PackerVariable("ssh_interface", "string", ""),
-        PackerVariable("source_ami", "string", ""),
+        PackerVariable("source_amis", "map(string)", {}),  # build region -> source AMI, when known
         PackerVariable("source_ami_filter_name", "string", eks_name_filter(v)),
         PackerVariable("source_ami_owners", "list(string)", [EKS_OWNER]),
         PackerVariable("ami_name_prefix", "string", f"{pipeline.name}-{v.name}-{v.kubernetes_version}-{v.arch}"),
@@ -175,12 +174,22 @@ def template_variables(variant: Variant, pipeline: Pipeline) -> list[PackerVaria
         PackerVariable("extra_repos", "list(string)", [f"{r.name}|{r.baseurl}|{r.gpgkey}" for r in v.repos]),
         PackerVariable("http_proxy", "string", v.proxy.http),
         PackerVariable("https_proxy", "string", v.proxy.https),
-        PackerVariable("no_proxy", "string", v.proxy.no_proxy),
+        PackerVariable("no_proxy", "string", effective_no_proxy(v.proxy.no_proxy) if v.proxy else v.proxy.no_proxy),
     ]
 
 
+# Always bypassed by a baked-in proxy: loopback, the instance metadata service and the ECS/EKS
+# Pod Identity agent address, and the VPC-internal DNS names.
+NO_PROXY_ALWAYS = ("localhost", "127.0.0.1", "169.254.169.254", "169.254.170.2", ".internal")
+
+
+def effective_no_proxy(user: str) -> str:
+    entries = [e.strip() for e in user.split(",") if e.strip()]
+    return ",".join(dict.fromkeys([*entries, *NO_PROXY_ALWAYS]))
+
+
 def apply_packer_vars(
-    variables: Sequence[PackerVariable], variant: Variant, *, source: SourceAmi
+    variables: Sequence[PackerVariable], variant: Variant, *, sources: Mapping[str, SourceAmi]
 ) -> dict[str, Any]:
     """The final value of every template variable: template default ← variant's extra vars.
 
@@ -194,8 +203,8 @@ def apply_packer_vars(
             raise SpecError(f"{where}: unknown Packer variable `{name}`{_suggest(name, values)}; "
                             f"the template's variables are listed in build/<variant>/{HCL_FILE}")
         values[name] = _coerce(raw, types[name], variant.origins.get(name, name))
-    if source.known:
-        values["source_ami"] = source.image_id
+    if all(s.known for s in sources.values()):
+        values["source_amis"] = {region: s.image_id for region, s in sorted(sources.items())}
     return values
 
 
@@ -318,7 +327,7 @@ def render_variant(
     *,
     uses_plugins: bool,
     target: Target,
-    source: SourceAmi,
+    sources: Mapping[str, SourceAmi],
     upstream: Any = None,
 ) -> Rendered:
     """All files of one variant, their values and fingerprint. Pure."""
@@ -328,11 +337,11 @@ def render_variant(
 
         text, values, shipped, extra_notes = upstream_mod_render(upstream_mod, upstream, pipeline, variant,
                                                                  uses_plugins=uses_plugins, target=target,
-                                                                 source=source)
+                                                                 sources=sources)
         notes += extra_notes
     else:
         variables = template_variables(variant, pipeline)
-        values = apply_packer_vars(variables, variant, source=source)
+        values = apply_packer_vars(variables, variant, sources=sources)
         provisioners, shipped = provisioner_blocks(variant, values, sandbox=target.sandbox)
         delay, attempts = SANDBOX_POLLING if target.sandbox else AWS_POLLING
         text = render_template(
@@ -347,7 +356,7 @@ def render_variant(
             endpoint=target.endpoint,
             sandbox=target.sandbox,
             skip_region_validation=bool(target.endpoint),
-            pinned_source=source.known,
+            pinned_source=all(s.known for s in sources.values()),
             polling_delay=delay,
             polling_attempts=attempts,
             provisioners=[_indent(hcl.dumps([b]).rstrip("\n"), "  ") for b in provisioners],
@@ -358,8 +367,7 @@ def render_variant(
     if target.sandbox:
         notes.append("sandbox build (loopback endpoint): communicator \"none\"; provisioners that need a "
                      "connection to the instance are shown, not run")
-    if source.note:
-        notes.append(source.note)
+    notes.extend(s.note for s in sources.values() if s.note)
     var_text = hcl.dumps([hcl.Attr(k, v) for k, v in sorted(values.items()) if k not in _BUILD_TIME_VARS],
                          header=f"Resolved values for variant \"{variant.name}\", written by amibuild {__version__}.")
     files = {HCL_FILE: text, VARS_FILE: var_text, **shipped}
@@ -368,7 +376,7 @@ def render_variant(
         variant=variant,
         files=MappingProxyType(files),
         values=MappingProxyType(values),
-        source_ami=source,
+        sources=MappingProxyType(dict(sources)),
         fingerprint=fingerprint(files, values),
         notes=tuple(notes),
         executable=executable,
@@ -378,7 +386,7 @@ def render_variant(
 _BUILD_TIME_VARS = frozenset({"provenance_tags", "amibuild_run_id"})
 
 
-def upstream_mod_render(upstream_mod, template, pipeline, variant, *, uses_plugins, target, source):
+def upstream_mod_render(upstream_mod, template, pipeline, variant, *, uses_plugins, target, sources):
     raise NotImplementedError  # replaced below once upstream.py lands
 
 

@@ -268,6 +268,13 @@ def load(
             *flag_layer,
         ]
         variants.append(_build_variant(name, layers))
+    if len(regions) > 1:
+        for variant in variants:
+            if variant.source_ami:
+                raise SpecError(
+                    f"{variant.origins.get('source_ami', where)}: source_ami {variant.source_ami} exists in one region "
+                    f"only, but the pipeline builds in {', '.join(regions)}; build in one region and use copy_to"
+                )
     return Pipeline(variants=tuple(variants), source=source, **pipeline_kwargs)
 
 
