@@ -19,6 +19,7 @@ turns them into a one-line message and an exit code::
     │   ├── AccessDenied
     │   ├── EndpointUnreachable
     │   └── NotFound
+    ├── SandboxError                      the local AWS emulator failed to start or answer
     ├── BuildFailed                       one or more variants failed to build
     └── Interrupted               exit 130 Ctrl-C / SIGTERM
 """
@@ -98,6 +99,10 @@ class EndpointUnreachable(AwsError):
 
 class NotFound(AwsError):
     """An AWS resource that should exist does not."""
+
+
+class SandboxError(AmibuildError):
+    """The local AWS emulator failed to start, answer or do what it was asked."""
 
 
 class BuildFailed(AmibuildError):

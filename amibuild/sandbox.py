@@ -47,7 +47,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
-from amibuild.errors import AmibuildError
+from amibuild.errors import AmibuildError, SandboxError
 
 SEED_REGIONS: tuple[str, ...] = (
     "us-west-2",
@@ -78,10 +78,6 @@ _PORT_LINE = re.compile(rb"^AMIBUILD_SANDBOX_PORT=(\d+)$", re.MULTILINE)
 _PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "ALL_PROXY")
 _K8S_VERSION = re.compile(r"^\d+\.\d+$")
 _RELEASE_DATE = re.compile(r"^\d{8}$")
-
-
-class SandboxError(AmibuildError):
-    """The local AWS emulator failed to start, answer or do what it was asked."""
 
 
 # --------------------------------------------------------------------------------------------
