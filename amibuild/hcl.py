@@ -13,7 +13,6 @@ errors into `SpecError`-like errors carrying file:line.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -55,18 +54,26 @@ BLANK = object()
 
 def quote(text: str) -> str:
     """An HCL quoted string whose value is exactly ``text`` (no interpolation)."""
-    out = json.dumps(text, ensure_ascii=False)
-    return out.replace("${", "$${").replace("%{", "%%{")
+    body = "".join(
+        _ESCAPES.get(ch) or (f"\\u{ord(ch):04x}" if ord(ch) < 0x20 or ord(ch) == 0x7F else ch) for ch in text
+    )
+    return '"' + body.replace("${", "$${").replace("%{", "%%{") + '"'
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+_KEYWORDS = frozenset({"for", "if", "in", "null", "true", "false"})
 
 
 def _key(key: str) -> str:
-    return key if _IDENT.match(key) else quote(key)
+    return key if _IDENT.match(key) and key not in _KEYWORDS else quote(key)
 
 
 def _inline(value: Any) -> str | None:
     """Single-line form of a value, or None when it must span lines (non-empty maps)."""
     if isinstance(value, Expr):
-        return value.text
+        return None if "\n" in value.text else value.text
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
@@ -95,6 +102,8 @@ def _value_lines(value: Any, indent: str) -> list[str]:
     inline = _inline(value)
     if inline is not None:
         return [inline]
+    if isinstance(value, Expr):  # an expression written over several lines, already indented
+        return value.text.split("\n")
     if isinstance(value, dict):
         inner = indent + "  "
         lines = ["{"]

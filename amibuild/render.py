@@ -333,11 +333,8 @@ def render_variant(
     """All files of one variant, their values and fingerprint. Pure."""
     notes: list[str] = []
     if variant.base == "upstream":
-        from . import upstream as upstream_mod  # only this path needs it
-
-        text, values, shipped, extra_notes = upstream_mod_render(upstream_mod, upstream, pipeline, variant,
-                                                                 uses_plugins=uses_plugins, target=target,
-                                                                 sources=sources)
+        templates, values, shipped, extra_notes = render_upstream(
+            upstream, pipeline, variant, uses_plugins=uses_plugins, target=target, sources=sources)
         notes += extra_notes
     else:
         variables = template_variables(variant, pipeline)
@@ -360,7 +357,9 @@ def render_variant(
             polling_delay=delay,
             polling_attempts=attempts,
             provisioners=[_indent(hcl.dumps([b]).rstrip("\n"), "  ") for b in provisioners],
+            manifest=_indent(hcl.dumps([manifest_block(variant.name)]).rstrip("\n"), "  "),
         )
+        templates = {HCL_FILE: text}
     if not uses_plugins:
         notes.append("Packer < 1.7: no required_plugins block and no metadata_options (IMDSv2 on the "
                      "build instance); upgrade Packer to get them")
@@ -370,7 +369,7 @@ def render_variant(
     notes.extend(s.note for s in sources.values() if s.note)
     var_text = hcl.dumps([hcl.Attr(k, v) for k, v in sorted(values.items()) if k not in _BUILD_TIME_VARS],
                          header=f"Resolved values for variant \"{variant.name}\", written by amibuild {__version__}.")
-    files = {HCL_FILE: text, VARS_FILE: var_text, **shipped}
+    files = {**templates, VARS_FILE: var_text, **shipped}
     executable = frozenset(name for name in shipped if name.endswith(".sh"))
     return Rendered(
         variant=variant,
@@ -386,8 +385,99 @@ def render_variant(
 _BUILD_TIME_VARS = frozenset({"provenance_tags", "amibuild_run_id"})
 
 
-def upstream_mod_render(upstream_mod, template, pipeline, variant, *, uses_plugins, target, sources):
-    raise NotImplementedError  # replaced below once upstream.py lands
+# The upstream template's variables that take our settings: name -> (our field, value). Fields
+# marked None always apply; the others only when the pipeline or a flag set them, so upstream's
+# own defaults (e.g. its volume type) stand otherwise.
+UPSTREAM_VARS: dict[str, tuple[str | None, Any]] = {
+    "kubernetes_version": (None, lambda v, p: v.kubernetes_version),
+    "arch": (None, lambda v, p: v.arch),
+    "instance_type": (None, lambda v, p: v.effective_instance_type),
+    "aws_region": (None, lambda v, p: p.build_region),
+    "ami_name": (None, lambda v, p: f"{p.name}-{v.name}-{v.kubernetes_version}-{v.arch}-{{{{timestamp}}}}"),
+    "ami_regions": (None, lambda v, p: ",".join(r for r in p.target_regions if r != p.build_region)),
+    "ami_users": (None, lambda v, p: ",".join(p.ami_users)),
+    "encrypted": ("encrypted", lambda v, p: str(v.encrypted).lower()),
+    "kms_key_id": ("kms_key_id", lambda v, p: v.kms_key_id),
+    "subnet_id": ("subnet_id", lambda v, p: v.subnet_id),
+    "security_group_id": ("security_group_id", lambda v, p: v.security_group_id),
+    "associate_public_ip_address": ("associate_public_ip_address",
+                                    lambda v, p: str(v.associate_public_ip_address).lower()),
+    "volume_type": ("volume_type", lambda v, p: v.volume_type),
+    "volume_size": ("volume_size", lambda v, p: str(v.volume_size)),
+    "launch_block_device_mappings_volume_size": ("volume_size", lambda v, p: str(v.volume_size)),
+}
+# amibuild's own variables, declared beside the converted upstream template
+OWN_VARS = ("tags", "provenance_tags", "amibuild_run_id", "extra_packages", "extra_repos",
+            "http_proxy", "https_proxy", "no_proxy")
+OWN_VARS_FILE = "amibuild-variables.pkr.hcl"
+
+
+def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses_plugins: bool, target: Target,
+                    sources: Mapping[str, SourceAmi]) -> tuple[dict[str, str], dict[str, Any], dict[str, str], list[str]]:
+    """The upstream eks-worker-al2 template as HCL2 with our provisioners: (files, values, shipped, notes)."""
+    from . import upstream
+
+    if len(pipeline.regions) > 1:
+        raise SpecError(f"variant {variant.name}: the upstream base builds in one region; "
+                        "list one in pipeline.regions and the rest in copy_to")
+    ours = [var for var in template_variables(variant, pipeline) if var.name in OWN_VARS]
+    # only what we set goes into the var file; upstream's own defaults stay in its variable blocks
+    declared = template.variables
+    values: dict[str, Any] = {}
+    for name, (field_name, setting) in UPSTREAM_VARS.items():
+        if name in declared and (field_name is None or variant.origins.get(field_name, "defaults") != "defaults"):
+            values[name] = setting(variant, pipeline)
+    source = sources.get(pipeline.build_region)
+    if source is not None and source.known and "source_ami_id" in declared:
+        values["source_ami_id"] = source.image_id
+    types = {name: "string" for name in declared} | {var.name: var.type for var in ours}
+    values.update({var.name: var.default for var in ours})
+    for name, raw in variant.packer_vars.items():
+        if name not in types:
+            where = variant.origins.get(name, f"--var {name}")
+            raise SpecError(f"{where}: unknown Packer variable `{name}`{_suggest(name, types)}; "
+                            f"the upstream template's variables are listed in build/{variant.name}/{HCL_FILE}")
+        values[name] = _coerce(raw, types[name], variant.origins.get(name, name))
+    missing = sorted(name for name, default in declared.items() if default is None and values.get(name) is None)
+    if missing:
+        raise SpecError(f"variant {variant.name}: the upstream template needs a value for "
+                        f"{', '.join(missing)}; pass --var {missing[0]}=... (or set it in the variant's vars)")
+    provisioners, shipped = provisioner_blocks(variant, values, sandbox=target.sandbox)
+    overrides: dict[str, Any] = {}
+    original = {getattr(item, "key", None): item.value for item in template.source if isinstance(item, hcl.Attr)}
+    for key in ("tags", "snapshot_tags"):
+        base = hcl.value(original[key], "  ") if key in original else "{}"
+        overrides[key] = hcl.Expr(f"merge({base}, var.tags, var.provenance_tags)")
+    if target.endpoint:
+        overrides["custom_endpoint_ec2"] = target.endpoint
+        overrides["skip_region_validation"] = True
+    if target.sandbox:
+        overrides.update(communicator="none", ssh_username=None, ssh_pty=None, ssh_interface=None)
+        overrides["aws_polling"] = hcl.Block("aws_polling", (), [
+            hcl.Attr("delay_seconds", SANDBOX_POLLING[0]), hcl.Attr("max_attempts", SANDBOX_POLLING[1])])
+    packer_block = None
+    if uses_plugins:
+        packer_block = hcl.Block("packer")
+        packer_block.attr("required_version", ">= 1.7.0")
+        packer_block.block("required_plugins").attr("amazon", {"version": ">= 1.2.0", "source": "github.com/hashicorp/amazon"})
+    text = upstream.hcl_document(
+        template, source_name=pipeline.build_region, source_overrides=overrides,
+        extra_provisioners=provisioners, post_processors=[manifest_block(variant.name)],
+        drop_remote_provisioners=target.sandbox, packer_block=packer_block,
+    )
+    own = hcl.dumps([_variable_block(var) for var in ours],
+                    header=f"amibuild's own variables for variant \"{variant.name}\" (upstream base).")
+    notes = [f"upstream base: {template.root} ({template.layout} layout); our provisioners run after its worker install"]
+    return {HCL_FILE: text, OWN_VARS_FILE: own}, values, shipped, notes
+
+
+def manifest_block(variant_name: str) -> hcl.Block:
+    """The manifest post-processor every build ends with; custom_data ties it to the run."""
+    block = hcl.Block("post-processor", ("manifest",))
+    block.attr("output", interpolated(hcl.Expr("path.root"), "/manifest.json"))
+    block.attr("strip_path", True)
+    block.attr("custom_data", {"variant": variant_name, "amibuild_run_id": hcl.Expr("var.amibuild_run_id")})
+    return block
 
 
 def fingerprint(files: Mapping[str, str], values: Mapping[str, Any]) -> str:

@@ -1,0 +1,667 @@
+"""The "upstream" base: an awslabs/amazon-eks-ami checkout's JSON Packer template as one HCL2 file.
+
+`fetch` gets a checkout (a local folder, or a git URL / local repository at a ref, cloned into a
+cache), `load` reads its JSON template in either layout the repository has had and converts it,
+and `hcl_document` writes one ``.pkr.hcl`` text with amibuild's provisioners inserted right after
+the worker install, before upstream's cleanup and validation::
+
+    root layout       eks-worker-al2.json, eks-worker-al2-variables.json, scripts/, files/
+    templates layout  templates/al2/template.json, templates/al2/variables-default.json,
+                      templates/al2/provisioners/, templates/shared/runtime/
+
+What changes on the way (each rule is where it is applied):
+
+- ``{{user `x`}}`` becomes ``var.x``, or ``local.x`` when x's default refers to other variables
+  (HCL2 defaults cannot): ``variable "x" { default = null }`` plus a local that falls back to the
+  derived value, so ``-var x=...`` still wins. ``{{template_dir}}`` becomes the template folder's
+  absolute path; relative script and file paths are made absolute against the checkout root
+  (upstream's Makefile runs packer there). ``{{env `X`}}`` in a variable default becomes
+  ``env("X")``; Packer refuses it anywhere else, so do we. Every other Go template
+  (``{{timestamp}}``, ``{{ .SourceAMIName }}``, ``{{.Vars}}``, ...) stays text: Packer still
+  evaluates those at build time in HCL2 files.
+- Credentials never reach the file: credential-looking variables are dropped, with every list
+  element, map entry or attribute that refers to them, and the builder's access_key / secret_key /
+  token. Packer takes credentials from its environment or profile.
+- Packer's JSON decoder read comma-separated strings as lists and "" as false/0; HCL2 does not, so
+  list fields become ``compact(split(",", ...))`` and bool/number fields bound to a variable whose
+  default is "" become ``var.x == "" ? null : var.x`` (null = unset).
+- Upstream's post-processors are dropped: amibuild adds its own manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from amibuild import hcl
+from amibuild.errors import UpstreamError
+
+# layout -> (template, variables file), relative to the checkout root
+LAYOUTS = {
+    "templates": ("templates/al2/template.json", "templates/al2/variables-default.json"),
+    "root": ("eks-worker-al2.json", "eks-worker-al2-variables.json"),
+}
+
+# amazon-ebs settings written as nested blocks in HCL2 (a JSON list of objects -> one block each)
+BLOCK_FIELDS = frozenset({
+    "launch_block_device_mappings", "ami_block_device_mappings", "source_ami_filter",
+    "metadata_options", "aws_polling", "vpc_filter", "subnet_filter", "security_group_filter",
+    "assume_role", "vault_aws_engine", "placement",
+})
+# fields HCL2 wants as lists, where the JSON decoder also took a comma-separated string
+LIST_FIELDS = frozenset({
+    "ami_users", "ami_groups", "ami_regions", "ami_product_codes", "ami_org_arns", "ami_ou_arns",
+    "snapshot_users", "snapshot_groups", "security_group_ids", "spot_instance_types",
+    "temporary_security_group_source_cidrs", "owners", "inline", "scripts", "environment_vars",
+    "sources", "valid_exit_codes",
+})
+# bool / number fields, where the JSON decoder read "" as false / 0
+SCALAR_FIELDS = frozenset({
+    "associate_public_ip_address", "disable_stop_instance", "ebs_optimized", "ena_support",
+    "enable_t2_unlimited", "encrypt_boot", "force_delete_snapshot", "force_deregister",
+    "skip_region_validation", "skip_save_build_region", "sriov_support", "ssh_pty", "ssh_port",
+    "most_recent", "most_free", "random", "delete_on_termination", "encrypted", "no_device",
+    "volume_size", "iops", "throughput", "max_retries", "expect_disconnect", "skip_clean",
+    "http_put_response_hop_limit", "delay_seconds", "max_attempts", "block_duration_minutes",
+})
+CREDENTIAL_ATTRS = frozenset({"access_key", "secret_key", "token", "mfa_code"})
+_CREDENTIAL = re.compile(
+    r"access_key|secret|session_token|password|passwd|api_key|(^|_)token$", re.IGNORECASE
+)
+LOCAL_PROVISIONERS = frozenset({"shell-local", "breakpoint"})
+
+_GO_TEMPLATE = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}", re.DOTALL)
+_CALL = re.compile(r"""^(user|env)\s+[`"]([^`"]+)[`"]$""")
+_MENTIONS_CALL = re.compile(r"\b(user|env)\b")
+
+
+@dataclass(frozen=True)
+class UpstreamTemplate:
+    """An upstream template, converted; `hcl_document` writes it out."""
+
+    root: Path
+    layout: str  # "root" | "templates"
+    template: Path  # the JSON template file
+    builder: str  # the amazon-ebs builder's name in the JSON template (for only/except)
+    variables: dict[str, Any]  # name -> JSON default (None = required), variables file applied
+    dropped: tuple[str, ...]  # credential variables removed
+    declarations: tuple[hcl.Block, ...]  # `variable` blocks, then `locals` for derived defaults
+    source: tuple[Any, ...]  # hcl.Attr / hcl.Block items of the amazon-ebs source
+    provisioners: tuple[hcl.Block, ...]
+    insert_at: int  # where amibuild's provisioners go
+    remote: tuple[bool, ...]  # per provisioner: needs a connection to the instance
+    notes: tuple[str, ...]  # what was dropped or skipped and why, for the file header
+
+
+# ------------------------------------------------------------------------------------------ fetch
+
+
+def fetch(source: str, ref: str | None, cache_dir: Path) -> Path:
+    """A checkout of ``source`` at ``ref``: a local folder as is, else a clone in ``cache_dir``.
+
+    Clones live in ``cache_dir/<hash of source and ref>`` so variants pinned to different refs of
+    one repository never share a work tree (Packer reads the scripts from it at build time). A ref
+    is resolved in the existing clone first and fetched only when missing: pin a tag or a commit;
+    a branch (or no ref: the remote's default branch) stays where it was when first cloned until
+    the cache folder is removed.
+    """
+    if ref is not None and (not ref or ref.startswith("-")):
+        raise UpstreamError(f"upstream ref {ref!r} is not a tag, branch or commit name")
+    if not _is_git_url(source):
+        path = Path(source).expanduser()
+        if not path.is_dir():
+            raise UpstreamError(
+                f"upstream checkout {source} is not a directory: give the path of an "
+                "amazon-eks-ami checkout or a git URL"
+            )
+        if ref is None:
+            return path.resolve()
+        source = str(path.resolve())
+    key = hashlib.sha256(f"{source}\0{ref or ''}".encode()).hexdigest()[:16]
+    dest = Path(cache_dir) / key
+    if not (dest / ".git").is_dir():
+        _clone(source, dest)
+    commit = _resolve(dest, source, ref)
+    try:
+        _git(dest, "checkout", "--quiet", "--force", "--detach", commit)
+    except _GitFailed as exc:
+        raise UpstreamError(f"cannot check out {ref} of {source} in {dest}: {exc}") from exc
+    return dest
+
+
+class _GitFailed(Exception):
+    """A git command exited non-zero; carries the last line of its stderr."""
+
+
+def _is_git_url(source: str) -> bool:
+    return "://" in source or re.match(r"^[\w.-]+@[\w.-]+:", source) is not None
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+        )
+    except FileNotFoundError as exc:
+        raise UpstreamError("git is not installed: install it to fetch upstream checkouts") from exc
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise _GitFailed(lines[-1] if lines else f"git {args[0]} exited {done.returncode}")
+    return done.stdout.strip()
+
+
+def _clone(source: str, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # clone beside the destination, then rename: a concurrent fetch never sees half a clone
+    tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=dest.parent))
+    try:
+        _git(dest.parent, "clone", "--quiet", "--no-checkout", "--", source, str(tmp))
+        try:
+            tmp.rename(dest)
+        except OSError:
+            if not (dest / ".git").is_dir():
+                raise
+    except (_GitFailed, OSError) as exc:
+        raise UpstreamError(f"cannot clone upstream {source}: {exc}; check the URL/path") from exc
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _resolve(repo: Path, source: str, ref: str | None) -> str:
+    candidates = [ref, f"origin/{ref}"] if ref else ["origin/HEAD"]
+    for fetched in (False, True):
+        if fetched:
+            try:
+                heads = "+refs/heads/*:refs/remotes/origin/*"
+                _git(repo, "fetch", "--quiet", "--tags", "--force", "origin", heads)
+            except _GitFailed as exc:
+                raise UpstreamError(f"cannot fetch {source}: {exc}") from exc
+            if ref:
+                try:  # a commit on no branch or tag
+                    _git(repo, "fetch", "--quiet", "origin", ref)
+                    candidates.append("FETCH_HEAD")
+                except _GitFailed:
+                    pass
+        for candidate in candidates:
+            try:
+                return _git(repo, "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}")
+            except _GitFailed:
+                continue
+    raise UpstreamError(
+        f"ref {ref!r} not found in upstream {source}: give a tag, branch or commit it holds"
+    )
+
+
+# ------------------------------------------------------------------------------------------- load
+
+
+def load(root: Path) -> UpstreamTemplate:
+    """Detect the layout of the checkout at ``root``, read its JSON template and convert it."""
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise UpstreamError(f"upstream checkout {root} is not a directory: fetch it first")
+    layout = next((name for name, (tpl, _) in LAYOUTS.items() if (root / tpl).is_file()), None)
+    if layout is None:
+        raise UpstreamError(
+            f"{root} holds neither {LAYOUTS['templates'][0]} nor {LAYOUTS['root'][0]}: "
+            "point at an awslabs/amazon-eks-ami checkout"
+        )
+    template_path = root / LAYOUTS[layout][0]
+    doc = _read_object(template_path)
+    defaults = dict(_object(doc.get("variables") or {}, template_path, "variables"))
+    variables_file = root / LAYOUTS[layout][1]
+    if variables_file.is_file():
+        defaults.update(_read_object(variables_file))
+
+    dropped = _credential_variables(defaults)
+    variables = {k: v for k, v in defaults.items() if k not in dropped}
+    conv = _Converter(template_path, root, variables, dropped)
+    notes: list[str] = []
+    sensitive = set(doc.get("sensitive-variables") or [])
+
+    builder_name, builder = _amazon_ebs(doc, template_path)
+    source = conv.body(builder, blocks=BLOCK_FIELDS, skip={"type", "name"}, notes=notes)
+
+    provisioners: list[hcl.Block] = []
+    remote: list[bool] = []
+    scripts: list[list[str]] = []
+    for index, raw in enumerate(doc.get("provisioners") or []):
+        raw = dict(_object(raw, template_path, f"provisioners[{index}]"))
+        kind = raw.get("type")
+        if not isinstance(kind, str):
+            raise UpstreamError(f"{template_path}: provisioners[{index}] has no type: fix it")
+        raw.update((raw.pop("override", None) or {}).get(builder_name) or {})
+        only, excluded = raw.pop("only", None), raw.pop("except", None) or []
+        if (only is not None and builder_name not in only) or builder_name in excluded:
+            notes.append(f"provisioner {index} ({kind}) skipped: only/except leave this build out")
+            continue
+        block = hcl.Block("provisioner", (kind,))
+        if only is not None:
+            block.attr("only", [builder_name])  # retargeted to the source name by hcl_document
+        block.body += conv.body(raw, blocks=(), skip={"type"}, notes=notes, provisioner=kind)
+        provisioners.append(block)
+        remote.append(kind not in LOCAL_PROVISIONERS)
+        names = [raw["script"]] if isinstance(raw.get("script"), str) else []
+        names += [s for s in raw.get("scripts") or [] if isinstance(s, str)]
+        scripts.append([os.path.basename(s) for s in names])
+
+    return UpstreamTemplate(
+        root=root,
+        layout=layout,
+        template=template_path,
+        builder=builder_name,
+        variables=variables,
+        dropped=tuple(sorted(dropped)),
+        declarations=tuple(conv.declarations(sensitive)),
+        source=tuple(source),
+        provisioners=tuple(provisioners),
+        insert_at=_insert_at(scripts),
+        remote=tuple(remote),
+        notes=tuple(notes),
+    )
+
+
+def _insert_at(scripts: list[list[str]]) -> int:
+    """After the worker install; else before the first cleanup/validate; else at the end."""
+    for i, names in enumerate(scripts):
+        if any("install-worker" in n for n in names):
+            return i + 1
+    for i, names in enumerate(scripts):
+        if any("cleanup" in n or "validate" in n for n in names):
+            return i
+    return len(scripts)
+
+
+def _read_object(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UpstreamError(f"cannot read {path}: {exc.strerror}; check the checkout") from exc
+    except ValueError as exc:
+        raise UpstreamError(f"{path} is not valid JSON ({exc}): check the checkout") from exc
+    return _object(doc, path, "the file")
+
+
+def _object(value: Any, path: Path, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise UpstreamError(f"{path}: {what} is not a JSON object: check the checkout")
+    return value
+
+
+def _amazon_ebs(doc: dict[str, Any], path: Path) -> tuple[str, dict[str, Any]]:
+    builders = [b for b in doc.get("builders") or [] if isinstance(b, dict)]
+    ebs = [b for b in builders if b.get("type") == "amazon-ebs"]
+    if len(ebs) != 1:
+        raise UpstreamError(
+            f"{path} has {len(ebs)} amazon-ebs builders, amibuild needs exactly one: "
+            "check the checkout and ref"
+        )
+    return str(ebs[0].get("name") or "amazon-ebs"), ebs[0]
+
+
+def _refs(value: Any, call: str) -> list[str]:
+    """Names in ``{{user `x`}}`` (call="user") or ``{{env `X`}}`` (call="env") in a string."""
+    if not isinstance(value, str):
+        return []
+    found = []
+    for m in _GO_TEMPLATE.finditer(value):
+        c = _CALL.match(m.group(1))
+        if c and c.group(1) == call:
+            found.append(c.group(2))
+    return found
+
+
+def _credential_variables(defaults: Mapping[str, Any]) -> set[str]:
+    """Credential-looking names or env sources, and every variable defaulting to one of them."""
+    dropped = {
+        name for name, default in defaults.items()
+        if _CREDENTIAL.search(name) or any(_CREDENTIAL.search(e) for e in _refs(default, "env"))
+    }
+    grew = True
+    while grew:
+        more = {
+            n for n, d in defaults.items() if n not in dropped and set(_refs(d, "user")) & dropped
+        }
+        dropped |= more
+        grew = bool(more)
+    return dropped
+
+
+# ------------------------------------------------------------------------------------- converting
+
+
+class _Dropped(Exception):
+    """A value refers to a dropped credential: the enclosing element, entry or attribute goes."""
+
+
+class _Converter:
+    """JSON template values -> Python values / hcl.Expr, for one template."""
+
+    def __init__(self, path: Path, root: Path, variables: dict[str, Any], dropped: set[str]):
+        self.path, self.root, self.template_dir = path, root, path.parent
+        self.variables, self.dropped = variables, dropped
+        # variables whose default refers to other variables: written as locals
+        self.derived = [n for n, d in variables.items() if _refs(d, "user")]
+        self._check_cycles()
+
+    def _check_cycles(self) -> None:
+        visiting: set[str] = set()
+
+        def visit(name: str) -> None:
+            if name in visiting:
+                raise UpstreamError(f"{self.path}: the default of {name} refers back to itself")
+            visiting.add(name)
+            for ref in _refs(self.variables.get(name), "user"):
+                if ref in self.derived:
+                    visit(ref)
+            visiting.discard(name)
+
+        for name in self.derived:
+            visit(name)
+
+    # strings -> literal text and expressions
+
+    def parts(self, text: str, *, in_default: bool = False) -> list[str | hcl.Expr]:
+        out: list[str | hcl.Expr] = []
+        pos = 0
+        for m in _GO_TEMPLATE.finditer(text):
+            out.append(text[pos:m.start()])
+            pos = m.end()
+            inner = m.group(1)
+            call = _CALL.match(inner)
+            if inner == "template_dir":
+                out.append(str(self.template_dir))
+            elif call and call.group(1) == "user":
+                out.append(self.ref(call.group(2)))
+            elif call and call.group(1) == "env":
+                name = call.group(2)
+                if _CREDENTIAL.search(name):
+                    raise _Dropped(name)
+                if not in_default:
+                    raise UpstreamError(
+                        f"{self.path}: {m.group(0)} outside a plain variable default; Packer "
+                        "allows env only there: move it into a variable of its own"
+                    )
+                out.append(hcl.Expr(f"env({json.dumps(name)})"))
+            elif _MENTIONS_CALL.search(inner):
+                raise UpstreamError(
+                    f"{self.path}: unsupported template expression {m.group(0)}: amibuild converts "
+                    "only {{user `x`}} and {{env `X`}}; simplify it in the template"
+                )
+            else:
+                out.append(m.group(0))  # evaluated by Packer at build time
+        out.append(text[pos:])
+        return out
+
+    def ref(self, name: str) -> hcl.Expr:
+        if name in self.dropped:
+            raise _Dropped(name)
+        if name not in self.variables:
+            raise UpstreamError(
+                f"{self.path}: {{{{user `{name}`}}}} names an undeclared variable: declare it"
+            )
+        return hcl.Expr(f"local.{name}" if name in self.derived else f"var.{name}")
+
+    def string(self, text: str, *, in_default: bool = False) -> str | hcl.Expr:
+        return _join(self.parts(text, in_default=in_default))
+
+    def value(self, raw: Any) -> Any:
+        """A JSON value as Python values / hcl.Expr; elements and entries naming credentials go."""
+        if isinstance(raw, str):
+            return self.string(raw)
+        if isinstance(raw, list):
+            out = []
+            for item in raw:
+                try:
+                    out.append(self.value(item))
+                except _Dropped:
+                    continue
+            return out
+        if isinstance(raw, dict):
+            out_map = {}
+            for key, item in raw.items():
+                if _GO_TEMPLATE.search(key):
+                    raise UpstreamError(f"{self.path}: map key {key!r} holds a template: remove it")
+                try:
+                    out_map[key] = self.value(item)
+                except _Dropped:
+                    continue
+            return out_map
+        return raw
+
+    def field(self, key: str, raw: Any) -> Any:
+        """An attribute value, fixed up where HCL2's types are stricter than the JSON decoder."""
+        if isinstance(raw, str) and key in LIST_FIELDS:
+            converted = self.string(raw)
+            if isinstance(converted, str):
+                return converted.split(",") if converted else []
+            single = _single_ref(raw)
+            if single is not None and isinstance(self.variables.get(single), list):
+                return converted
+            return hcl.Expr(f'compact(split(",", {_text(converted)}))')
+        if isinstance(raw, str) and key in SCALAR_FIELDS:
+            single = _single_ref(raw)
+            if single and single not in self.derived and self.variables.get(single) == "":
+                var = self.ref(single).text
+                return hcl.Expr(f'{var} == "" ? null : {var}')
+        return self.value(raw)
+
+    def body(
+        self,
+        raw: Mapping[str, Any],
+        *,
+        blocks: frozenset[str] | tuple[()],
+        skip: set[str],
+        notes: list[str],
+        provisioner: str | None = None,
+    ) -> list[Any]:
+        """Attributes and blocks of a builder, block or provisioner, credentials left out."""
+        out: list[Any] = []
+        for key, item in raw.items():
+            if key in skip or key.startswith("_") or item is None:
+                continue
+            if provisioner is None and key in CREDENTIAL_ATTRS:
+                note = "the builder's credential settings are dropped too"
+                if note not in notes:
+                    notes.append(note)
+                continue
+            try:
+                if key in blocks:
+                    for entry in item if isinstance(item, list) else [item]:
+                        entry = _object(entry, self.path, key)
+                        inner = self.body(entry, blocks=blocks, skip=set(), notes=notes)
+                        out.append(hcl.Block(key, (), inner))
+                    continue
+                value = self.field(key, item)
+                if provisioner is not None:
+                    value = self.local_path(provisioner, key, value, raw)
+                out.append(hcl.Attr(key, value))
+            except _Dropped:
+                continue
+        return out
+
+    def local_path(self, kind: str, key: str, value: Any, raw: Mapping[str, Any]) -> Any:
+        """Script and upload paths made absolute: upstream's Makefile runs packer at the root."""
+        upload = kind == "file" and raw.get("direction", "upload") == "upload"
+        is_path = key in ("script", "scripts") or (upload and key in ("source", "sources"))
+        if not is_path:
+            return value
+        if isinstance(value, list):
+            return [self.local_path(kind, "script", v, raw) for v in value]
+        if not isinstance(value, str):
+            return value
+        path = os.path.normpath(os.path.join(self.root, value))
+        return path + "/" if value.endswith("/") and not path.endswith("/") else path
+
+    def declarations(self, sensitive: set[str]) -> list[hcl.Block]:
+        """`variable` blocks (sorted), then one `locals` block for the derived defaults."""
+        out = []
+        for name in sorted(self.variables):
+            raw = self.variables[name]
+            block = hcl.Block("variable", (name,))
+            if name in self.derived:  # null: the local below falls back to the derived value
+                block.attr("type", hcl.Expr("string")).attr("default", None)
+            else:
+                block.attr("type", hcl.Expr(_hcl_type(self.path, name, raw)))
+                if isinstance(raw, str):
+                    block.attr("default", self.string(raw, in_default=True))
+                elif raw is not None:
+                    block.attr("default", raw)
+            if name in sensitive:
+                block.attr("sensitive", True)
+            out.append(block)
+        if self.derived:
+            locals_ = hcl.Block("locals")
+            for name in self.derived:
+                derived = _text(self.string(self.variables[name]))
+                locals_.attr(name, hcl.Expr(f"var.{name} == null ? {derived} : var.{name}"))
+            out.append(locals_)
+        return out
+
+
+def _single_ref(raw: str) -> str | None:
+    m = _GO_TEMPLATE.fullmatch(raw.strip())
+    call = _CALL.match(m.group(1)) if m else None
+    return call.group(2) if call and call.group(1) == "user" else None
+
+
+def _join(parts: Sequence[str | hcl.Expr]) -> str | hcl.Expr:
+    """Literal text and expressions as one value: a str, a lone Expr, or an HCL string template."""
+    merged: list[str | hcl.Expr] = []
+    for part in parts:
+        if isinstance(part, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += part
+        elif part != "":
+            merged.append(part)
+    if not merged:
+        return ""
+    if len(merged) == 1:
+        only = merged[0]
+        if isinstance(only, str) and re.search("[\b\f]", only):
+            return hcl.Expr(_template(merged))  # hcl.quote writes \b and \f, which HCL refuses
+        return only
+    return hcl.Expr(_template(merged))
+
+
+def _template(parts: Sequence[str | hcl.Expr]) -> str:
+    out = []
+    for i, part in enumerate(parts):
+        if isinstance(part, hcl.Expr):
+            out.append("${" + part.text + "}")
+            continue
+        text = _escape(part)
+        dollars = len(text) - len(text.rstrip("$"))
+        if dollars and i + 1 < len(parts):
+            # "$" right before "${" would read as the "$${" escape: write the run as an expression
+            text = text[:-dollars] + "${" + json.dumps("$" * dollars) + "}"
+        out.append(text)
+    return '"' + "".join(out) + '"'
+
+
+def _escape(text: str) -> str:
+    """Literal text inside an HCL quoted template."""
+    simple = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    out = "".join(
+        simple.get(ch) or (f"\\u{ord(ch):04x}" if ord(ch) < 0x20 or ord(ch) == 0x7F else ch)
+        for ch in text
+    )
+    return out.replace("${", "$${").replace("%{", "%%{")
+
+
+def _text(value: str | hcl.Expr) -> str:
+    return value.text if isinstance(value, hcl.Expr) else hcl.quote(value)
+
+
+def _hcl_type(path: Path, name: str, default: Any) -> str:
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, (int, float)):
+        return "number"
+    if isinstance(default, list) and all(isinstance(v, str) for v in default):
+        return "list(string)"
+    if isinstance(default, dict) and all(isinstance(v, str) for v in default.values()):
+        return "map(string)"
+    if default is None or isinstance(default, str):
+        return "string"
+    raise UpstreamError(f"{path}: no HCL type fits the default of {name}: {default!r}")
+
+
+# ------------------------------------------------------------------------------------------ write
+
+
+def hcl_document(
+    t: UpstreamTemplate,
+    *,
+    source_name: str = "worker",
+    source_overrides: Mapping[str, Any] | None = None,
+    extra_provisioners: Sequence[hcl.Block] = (),
+    post_processors: Sequence[hcl.Block] = (),
+    drop_remote_provisioners: bool = False,
+    packer_block: hcl.Block | None = None,
+) -> str:
+    """One ``.pkr.hcl`` text: variables, locals, the amazon-ebs source and the build.
+
+    ``source_overrides`` maps a setting name to a value (Python value or hcl.Expr), an hcl.Block
+    or a list of them; it replaces the attribute or blocks of that name, else is appended; None
+    removes the setting. ``drop_remote_provisioners`` leaves out provisioners that need a
+    connection to the instance (for ``communicator = "none"`` builds against the emulator).
+    """
+    body: list[Any] = [packer_block] if packer_block is not None else []
+    body += t.declarations
+    source = _override(list(t.source), source_overrides or {})
+    body.append(hcl.Block("source", ("amazon-ebs", source_name), source))
+
+    target = f"amazon-ebs.{source_name}"
+    kept: list[hcl.Block] = []
+    insert_at = t.insert_at
+    for i, (block, remote) in enumerate(zip(t.provisioners, t.remote)):
+        if remote and drop_remote_provisioners:
+            if i < t.insert_at:
+                insert_at -= 1
+            continue
+        items = [
+            hcl.Attr("only", [target]) if isinstance(x, hcl.Attr) and x.key == "only" else x
+            for x in block.body
+        ]
+        kept.append(hcl.Block(block.type, block.labels, items))
+    kept[insert_at:insert_at] = list(extra_provisioners)
+    sources = hcl.Attr("sources", [f"source.{target}"])
+    body.append(hcl.Block("build", (), [sources, *kept, *post_processors]))
+    return hcl.dumps(body, header=_header(t))
+
+
+def _override(body: list[Any], overrides: Mapping[str, Any]) -> list[Any]:
+    for key, value in overrides.items():
+        named = [i for i, x in enumerate(body) if getattr(x, "key", getattr(x, "type", "")) == key]
+        at = named[0] if named else len(body)
+        body = [x for i, x in enumerate(body) if i not in named]
+        if isinstance(value, hcl.Block):
+            body[at:at] = [value]
+        elif isinstance(value, list) and value and all(isinstance(v, hcl.Block) for v in value):
+            body[at:at] = value
+        elif value is not None:
+            body[at:at] = [hcl.Attr(key, value)]
+    return body
+
+
+def _header(t: UpstreamTemplate) -> str:
+    lines = [
+        f"Generated by amibuild from {t.template.relative_to(t.root)} ({t.layout} layout) of the",
+        f"amazon-eks-ami checkout at {t.root}. Do not edit: regenerate it.",
+        "",
+        "Upstream's post-processors are dropped: amibuild adds its own manifest.",
+    ]
+    if t.dropped:
+        lines.append("Credential variables are dropped: Packer takes AWS credentials from its")
+        lines.append("environment or profile.")
+    return "\n".join(lines + list(t.notes))

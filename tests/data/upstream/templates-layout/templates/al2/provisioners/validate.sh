@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# test fixture: stands in for an upstream script
+echo "validate"
