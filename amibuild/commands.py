@@ -8,14 +8,13 @@ never prints: progress goes to the `say` callback, results are returned.
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from . import render as render_mod
 from . import spec
-from .errors import AmibuildError, AwsError, NotFound, PackerNotFound, PackerValidateError, SpecError
+from .errors import AwsError, NotFound, PackerNotFound, PackerValidateError, SpecError
 from .render import Rendered, SourceAmi, Target
 
 Say = Callable[[str], None]
@@ -63,8 +62,11 @@ def packer_version(options: Options) -> tuple[str, bool, str | None]:
     return f"{version.major}.{version.minor}.{version.patch}", version.uses_plugins, None
 
 
-def resolve_source(variant: spec.Variant, region: str, aws: "Aws | None") -> SourceAmi:  # noqa: F821
-    """Where the build's source AMI comes from; reads the public SSM parameter when AWS is reachable."""
+def resolve_source(variant: spec.Variant, region: str, aws: "Aws | None", *, strict: bool = False) -> SourceAmi:  # noqa: F821
+    """Where the build's source AMI comes from; reads the public SSM parameter when AWS is reachable.
+
+    ``strict`` (build-ami): AWS must answer; render alone falls back to a build-time lookup.
+    """
     parameter = render_mod.eks_parameter(variant)
     if variant.source_ami:
         return SourceAmi("pinned", variant.source_ami, note=f"source AMI pinned to {variant.source_ami}")
@@ -82,6 +84,8 @@ def resolve_source(variant: spec.Variant, region: str, aws: "Aws | None") -> Sou
             f"Kubernetes {variant.kubernetes_version} in {region} ({parameter} not found); pick another version"
         ) from exc
     except AwsError as exc:
+        if strict:
+            raise
         return SourceAmi("lookup", parameter=parameter,
                          note=f"source AMI: could not read {parameter} ({exc}); looked up at build time by image name")
     return SourceAmi("resolved", image_id, parameter, note=f"source AMI {image_id} from {parameter} in {region}")
@@ -95,30 +99,51 @@ def aws_if_available(options: Options) -> "Aws | None":  # noqa: F821
     return aws if aws.has_credentials() else None
 
 
-def render(options: Options, say: Say = lambda _: None, *, aws=None, resolve: bool = True) -> RenderResult:
-    """Render every selected variant into build/<variant>/; all or nothing."""
+@dataclass
+class Prepared:
+    """Every selected variant rendered in memory; nothing written yet."""
+
+    pipeline: spec.Pipeline
+    rendered: list[Rendered]
+    packer_version: str
+    notes: list[str]
+
+
+def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = False) -> Prepared:
     pipeline = load_pipeline(options)
     version, uses_plugins, note = packer_version(options)
     target = Target.from_env()
-    if resolve and aws is None:
-        aws = aws_if_available(options)
     upstreams = _upstreams(pipeline, options)
     rendered: list[Rendered] = []
     for variant in pipeline.variants:
-        sources = {region: resolve_source(variant, region, aws if resolve else None) for region in pipeline.regions}
+        sources = {region: resolve_source(variant, region, aws if resolve else None, strict=strict)
+                   for region in pipeline.regions}
         rendered.append(render_mod.render_variant(
             pipeline, variant, uses_plugins=uses_plugins, target=target, sources=sources,
             upstream=upstreams.get(variant.name),
         ))
-    # every variant rendered in memory before anything is written: bad input writes nothing
+    return Prepared(pipeline, rendered, version, [note] if note else [])
+
+
+def write_all(prepared: Prepared, options: Options, say: Say) -> list[Path]:
     out_dir = Path(options.build_dir)
     directories = []
-    for item in rendered:
-        directories.append(render_mod.write(item, out_dir, item.record(pipeline, version)))
+    for item in prepared.rendered:
+        directories.append(render_mod.write(item, out_dir, item.record(prepared.pipeline, prepared.packer_version)))
         say(f"rendered {item.variant.name}: {out_dir / item.variant.name} (fingerprint {item.fingerprint[:12]})")
         for line in item.notes:
             say(f"  note: {line}")
-    return RenderResult(pipeline, rendered, directories, version, [note] if note else [])
+    return directories
+
+
+def render(options: Options, say: Say = lambda _: None, *, aws=None, resolve: bool = True) -> RenderResult:
+    """Render every selected variant into build/<variant>/; all or nothing."""
+    if resolve and aws is None:
+        aws = aws_if_available(options)
+    # every variant rendered in memory before anything is written: bad input writes nothing
+    prepared = prepare(options, aws=aws, resolve=resolve)
+    directories = write_all(prepared, options, say)
+    return RenderResult(prepared.pipeline, prepared.rendered, directories, prepared.packer_version, prepared.notes)
 
 
 def _upstreams(pipeline: spec.Pipeline, options: Options) -> dict[str, object]:
@@ -148,31 +173,185 @@ class ValidateResult:
 
 def validate(options: Options, say: Say = lambda _: None, *, aws=None) -> ValidateResult:
     """Render, then check every file: python-hcl2 parses it, `packer validate`, `packer fmt -check`."""
-    from . import hcl
     from .packer import Packer
 
     packer = Packer(options.packer)
     packer.version()  # PackerNotFound here, before anything is rendered
     result = render(options, say, aws=aws)
-    checked = []
     for directory in result.directories:
-        for path in sorted(directory.glob("*.hcl")):
-            try:
-                hcl.loads(path.read_text(encoding="utf-8"))
-            except hcl.HclSyntaxError as exc:
-                raise PackerValidateError(f"{path}:{exc.line or '?'}: python-hcl2 cannot parse it ({exc})") from exc
-        packer.init(directory)
-        packer.validate(directory)
-        unformatted = packer.fmt_check(directory)
-        if unformatted:
-            raise PackerValidateError(f"{directory}: not `packer fmt` clean: {', '.join(unformatted)}")
-        checked.append(directory.name)
+        check_directory(packer, directory)
         say(f"valid {directory.name}: hcl2 parse, packer validate, packer fmt -check")
-    return ValidateResult(result.directories, result.packer_version, checked)
+    return ValidateResult(result.directories, result.packer_version, [d.name for d in result.directories])
 
 
-def packer_on_path(binary: str) -> bool:
-    return shutil.which(binary) is not None or Path(binary).is_file()
+def check_directory(packer: "Packer", directory: Path) -> None:  # noqa: F821
+    """python-hcl2 parses every file, `packer validate` and `packer fmt -check` accept the folder."""
+    from . import hcl
+
+    for path in sorted(directory.glob("*.hcl")):
+        try:
+            hcl.loads(path.read_text(encoding="utf-8"))
+        except hcl.HclSyntaxError as exc:
+            raise PackerValidateError(f"{path}:{exc.line or '?'}: python-hcl2 cannot parse it ({exc})") from exc
+    packer.init(directory)
+    packer.validate(directory)
+    unformatted = packer.fmt_check(directory)
+    if unformatted:
+        raise PackerValidateError(f"{directory}: not `packer fmt` clean: {', '.join(unformatted)}")
 
 
-__all__ = ["Options", "render", "validate", "AmibuildError"]
+
+
+# ------------------------------------------------------------------------------- build-ami
+
+
+@dataclass
+class BuildRun:
+    """The result of `build_ami`: the plan, and per variant what happened (None on --dry-run)."""
+
+    plan: "BuildPlan"  # noqa: F821
+    outcomes: list | None
+    record_path: Path | None
+    interrupted: bool = False
+    aborted: bool = False
+
+    @property
+    def failed(self) -> list:
+        return [o for o in self.outcomes or [] if o.status in ("failed", "interrupted")]
+
+    def summary(self) -> dict:
+        if self.outcomes is None:
+            return {"dry_run": True, **self.plan.as_dict()}
+        return {
+            "run_id": self.plan.run_id,
+            "regions": list(self.plan.regions),
+            "interrupted": self.interrupted,
+            "record": str(self.record_path) if self.record_path else None,
+            "variants": [o.as_dict() for o in self.outcomes],
+        }
+
+
+def build_ami(
+    options: Options,
+    say: Say = lambda _: None,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    parallel: int | None = None,
+    max_parallel: int = 8,
+    timeout: float | None = None,
+    cleanup_timeout: float = 120.0,
+    progress=None,
+) -> BuildRun:
+    """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → record."""
+    from .aws import Aws
+    from .packer import Packer
+    from .plan import plan_build
+
+    packer = Packer(options.packer)
+    packer.version()  # PackerNotFound before any AWS call
+    aws = Aws(profile=options.profile)
+    if not aws.has_credentials():
+        from .errors import NoCredentials
+
+        raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
+                            "AWS_SECRET_ACCESS_KEY, or run `invoke sandbox` for the local emulator")
+    prepared = prepare(options, aws=aws, strict=True)
+    out_dir = Path(options.build_dir)
+    existing = find_built_images(aws, prepared.pipeline.target_regions, [r.fingerprint for r in prepared.rendered])
+    plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],
+                      existing, force=force)
+    if dry_run:
+        return BuildRun(plan, None, None)
+    write_all(prepared, options, say)
+    for item in plan.to_build:
+        check_directory(packer, item.directory)
+    return execute_plan(plan, packer, aws, options, say, parallel=parallel or min(len(plan.items), max_parallel),
+                        timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress)
+
+
+def find_built_images(aws, regions, fingerprints) -> dict:
+    """amibuild's images with any of these fingerprints: one DescribeImages per region, in parallel."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .plan import FINGERPRINT_TAG
+
+    if not fingerprints:
+        return {}
+    values = sorted(set(fingerprints))
+
+    def lookup(region: str):
+        return aws.describe_images(region, owners=["self"], filters={f"tag:{FINGERPRINT_TAG}": values})
+
+    with ThreadPoolExecutor(max_workers=len(regions)) as pool:
+        return dict(zip(regions, pool.map(lookup, regions)))
+
+
+def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int, timeout, cleanup_timeout,
+                 progress=None) -> BuildRun:
+    import json
+
+    from . import __version__
+    from .build import Executor
+    from .plan import provenance_tags
+    from .progress import Progress
+
+    commit = git_commit(plan.pipeline.source.parent if plan.pipeline.source else Path.cwd())
+    own_progress = progress is None
+    progress = progress or Progress([i.name for i in plan.items])
+    try:
+        executor = Executor(
+            plan, packer, aws,
+            provenance=lambda item: provenance_tags(item, plan, version=__version__, git_commit=commit),
+            progress=progress, parallel=parallel, timeout=timeout, cleanup_timeout=cleanup_timeout,
+        )
+        outcomes = executor.run()
+    finally:
+        if own_progress:
+            progress.close()
+    runs = Path(options.build_dir) / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    record_path = runs / f"{plan.run_id}.json"
+    items = {i.name: i for i in plan.items}
+    record = {
+        "run_id": plan.run_id,
+        "started": plan.started,
+        "amibuild_version": __version__,
+        "git_commit": commit,
+        "pipeline": str(plan.pipeline.source) if plan.pipeline.source else None,
+        "regions": list(plan.regions),
+        "force": plan.force,
+        "interrupted": executor.state.interrupted,
+        "variants": [
+            {**o.as_dict(), "inputs": items[o.name].rendered.variant.settings(),
+             "source_amis": {r: s.image_id for r, s in items[o.name].rendered.sources.items()}}
+            for o in outcomes
+        ],
+    }
+    record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return BuildRun(plan, outcomes, record_path, executor.state.interrupted, executor.state.aborted)
+
+
+def git_commit(directory: Path) -> str | None:
+    """The pipeline repository's HEAD commit, or None outside a git work tree."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def list_runs(options: Options, limit: int = 10) -> list[dict]:
+    """The newest run records under build/runs/, newest first."""
+    import json
+
+    runs = sorted((Path(options.build_dir) / "runs").glob("*.json"), reverse=True)[:limit]
+    out = []
+    for path in runs:
+        try:
+            out.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return out
