@@ -31,7 +31,7 @@ SELECT_HELP = {
 REPEATABLE = ["variant", "region", "extra_pkg", "extra_repo", "var", "var_file"]
 
 
-@task(help=SELECT_HELP, iterable=REPEATABLE)
+@task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
            arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
            profile=None):
@@ -43,7 +43,7 @@ def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_re
     cli.lines(f"note: {n}" for n in result.notes)
 
 
-@task(help=SELECT_HELP, iterable=REPEATABLE)
+@task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
              profile=None):
@@ -53,6 +53,48 @@ def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
     opts = cli.options(c, **locals_flags(locals()))
     result = cli.run(lambda: commands.validate(opts, cli.say))
     cli.say(f"{len(result.checked)} variant(s) valid with packer {result.packer_version}")
+
+
+BUILD_HELP = {
+    **SELECT_HELP,
+    "all": "Build every variant of the pipeline file (the default when no --variant is given)",
+    "force": "Rebuild even when an image with the same fingerprint exists",
+    "dry_run": "Print the plan (what would be built, what skipped and why) and exit",
+    "json": "Print one JSON summary on stdout (progress goes to stderr)",
+    "parallel": "Packer builds at once (default: every variant, capped by amibuild.max_parallel)",
+    "timeout": "Give up on a variant's build after this many seconds",
+}
+
+
+@task(help=BUILD_HELP, iterable=REPEATABLE, auto_shortflags=False)
+def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
+              k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
+              build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None):
+    """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
+    from amibuild import commands, report
+
+    opts = cli.options(c, **locals_flags(locals()))
+    run = cli.run(lambda: commands.build_ami(
+        opts, cli.say, force=force, dry_run=dry_run, parallel=int(parallel) if parallel else None,
+        max_parallel=int(c.config.amibuild.max_parallel), timeout=float(timeout) if timeout else None,
+    ))
+    if json:
+        cli.emit_json(run.summary())
+    else:
+        cli.lines(report.build_lines(run))
+    cli.finish(run)
+
+
+@task(help={"limit": "How many runs to show (default 10)", "json": "Print JSON", "build_dir": SELECT_HELP["build_dir"]})
+def runs(c, limit=10, json=False, build_dir=None):
+    """List recent build runs and what each did."""
+    from amibuild import commands, report
+
+    records = commands.list_runs(cli.options(c, build_dir=build_dir), int(limit))
+    if json:
+        cli.emit_json(records)
+    else:
+        print("\n".join(report.runs_lines(records)))
 
 
 @task(help={"port": "Port on 127.0.0.1 (default: a free one)"})
@@ -70,7 +112,7 @@ def locals_flags(values):
     return flags
 
 
-ns = Collection(render, validate, sandbox)
+ns = Collection(render, validate, build_ami, runs, sandbox)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

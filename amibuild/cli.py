@@ -39,6 +39,19 @@ def run(body: Callable[[], T]) -> T:
         raise Exit("amibuild: interrupted", code=EXIT_INTERRUPTED) from None
 
 
+def finish(run: Any) -> None:
+    """Exit code of a build run: 130 when interrupted, 1 when a variant failed, else 0."""
+    from invoke.exceptions import Exit
+
+    if run.interrupted:
+        raise Exit("amibuild: interrupted: nothing was published" + (
+            "; packer was killed before its cleanup finished: look for instances, key pairs and security "
+            "groups named packer_* in the build regions" if run.aborted else ""), code=EXIT_INTERRUPTED)
+    if run.failed:
+        names = ", ".join(f"{o.name} (log: {o.log})" for o in run.failed)
+        raise Exit(f"amibuild: error: {len(run.failed)} variant(s) failed: {names}", code=EXIT_FAILED)
+
+
 def say(line: str) -> None:
     """Progress and notes go to stderr, so stdout stays clean for --json and piping."""
     print(line, file=sys.stderr, flush=True)

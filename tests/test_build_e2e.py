@@ -1,0 +1,210 @@
+"""build-ami end to end: the real CLI, the real packer binary, the sandbox emulator over HTTP.
+
+A packer wrapper on the configured path (`INVOKE_AMIBUILD_PACKER`) logs each invocation, so the
+tests can tell which variants Packer actually built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+
+from amibuild.plan import TAG_PREFIX
+
+ROOT = Path(__file__).resolve().parent.parent
+REGIONS = ("us-west-2", "eu-west-1")
+PROVENANCE_KEYS = {
+    "fingerprint", "variant", "pipeline", "os", "kubernetes-version", "arch", "base", "source-ami",
+    "source-ami-name", "extra-packages", "version", "run-id", "created",
+}
+
+PIPELINE = """\
+pipeline {
+  name    = "e2e"
+  regions = ["us-west-2"]
+  copy_to = ["eu-west-1"]
+}
+
+variant "ceph" {
+  extra_packages = ["ceph-common"]
+}
+
+variant "arm" {
+  arch = "arm64"
+}
+"""
+
+pytestmark = pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, sandbox, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    wrapper = tmp_path / "packer-wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho "$1 $(basename "$PWD")" >> "{tmp_path}/packer-calls"\n'
+                       f'exec {shutil.which("packer")} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("INVOKE_AMIBUILD_PACKER", str(wrapper))
+    return tmp_path
+
+
+def builds(workdir: Path) -> list[str]:
+    """Variant folders that `packer build` ran in, in order."""
+    calls = workdir / "packer-calls"
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    return sorted(line.split()[1] for line in lines if line.startswith("build "))
+
+
+def build_ami(workdir: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", *args],
+                          cwd=workdir, capture_output=True, text=True, timeout=timeout)
+
+
+def summary(result: subprocess.CompletedProcess[str]) -> dict[str, dict]:
+    return {v["name"]: v for v in json.loads(result.stdout)["variants"]}
+
+
+def test_two_variants_in_two_regions_are_built_tagged_and_recorded(workdir: Path) -> None:
+    result = build_ami(workdir, "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    variants = summary(result)
+    assert set(variants) == {"ceph", "arm"}
+    assert builds(workdir) == ["arm", "ceph"]
+    for name, variant in variants.items():
+        assert variant["status"] == "built"
+        assert set(variant["amis"]) == set(REGIONS)
+        assert Path(workdir / variant["log"]).is_file()
+        for region, ami in variant["amis"].items():
+            ec2 = boto3.client("ec2", region_name=region)
+            image = ec2.describe_images(ImageIds=[ami])["Images"][0]
+            tags = {t["Key"]: t["Value"] for t in image.get("Tags", [])}
+            assert {k[len(TAG_PREFIX):] for k in tags if k.startswith(TAG_PREFIX)} >= PROVENANCE_KEYS
+            assert tags[f"{TAG_PREFIX}fingerprint"] == variant["fingerprint"]
+            assert tags[f"{TAG_PREFIX}variant"] == name
+            assert tags[f"{TAG_PREFIX}run-id"] == document["run_id"]
+            assert tags[f"{TAG_PREFIX}source-ami"].startswith("ami-")  # filled in by Packer
+            assert tags[f"{TAG_PREFIX}arch"] == ("arm64" if name == "arm" else "x86_64")
+            snapshot = image["BlockDeviceMappings"][0]["Ebs"]["SnapshotId"]
+            snap = ec2.describe_snapshots(SnapshotIds=[snapshot])["Snapshots"][0]
+            snap_tags = {t["Key"]: t["Value"] for t in snap.get("Tags", [])}
+            assert snap_tags.get(f"{TAG_PREFIX}fingerprint") == variant["fingerprint"]
+    record = json.loads((workdir / document["record"]).read_text())
+    assert record["run_id"] == document["run_id"]
+    assert {v["name"]: v["amis"] for v in record["variants"]} == {n: v["amis"] for n, v in variants.items()}
+    assert all(v["inputs"]["name"] == v["name"] for v in record["variants"])
+    runs = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "runs"], cwd=workdir,
+                          capture_output=True, text=True, timeout=60)
+    assert document["run_id"] in runs.stdout and "2 built" in runs.stdout
+
+
+def test_unchanged_variants_are_skipped_and_only_a_changed_one_rebuilds(workdir: Path) -> None:
+    first = build_ami(workdir, "--json")
+    assert first.returncode == 0, first.stderr
+    second = build_ami(workdir, "--json")
+    assert second.returncode == 0, second.stderr
+    assert builds(workdir) == ["arm", "ceph"], "the second run started packer build"
+    assert {n: v["status"] for n, v in summary(second).items()} == {"ceph": "skipped", "arm": "skipped"}
+    assert {n: v["amis"] for n, v in summary(second).items()} == {n: v["amis"] for n, v in summary(first).items()}
+
+    (workdir / "amibuild.hcl").write_text(PIPELINE.replace('["ceph-common"]', '["ceph-common", "htop"]'))
+    third = build_ami(workdir, "--json")
+    assert third.returncode == 0, third.stderr
+    assert {n: v["status"] for n, v in summary(third).items()} == {"ceph": "built", "arm": "skipped"}
+    assert builds(workdir) == ["arm", "ceph", "ceph"]
+
+    forced = build_ami(workdir, "--json", "--force")
+    assert {n: v["status"] for n, v in summary(forced).items()} == {"ceph": "built", "arm": "built"}
+    assert builds(workdir) == ["arm", "arm", "ceph", "ceph", "ceph"]
+
+
+def test_dry_run_prints_the_plan_and_builds_nothing(workdir: Path) -> None:
+    result = build_ami(workdir, "--dry-run", "--json")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["dry_run"] is True
+    assert {v["name"]: v["decision"] for v in plan["variants"]} == {"ceph": "build", "arm": "build"}
+    assert builds(workdir) == []
+    assert not (workdir / "build").exists()
+
+
+def test_a_failing_variant_does_not_stop_the_other_and_rerun_rebuilds_only_it(workdir: Path) -> None:
+    (workdir / "amibuild.hcl").write_text(PIPELINE.replace('arch = "arm64"', 'source_ami = "ami-0000000000000dead"'))
+    result = build_ami(workdir, "--json")
+    assert result.returncode == 1, result.stderr
+    variants = summary(result)
+    assert variants["ceph"]["status"] == "built"
+    assert variants["arm"]["status"] == "failed"
+    assert "ami-0000000000000dead" in variants["arm"]["error"] or "source" in variants["arm"]["error"].lower()
+    assert "arm" in result.stderr.splitlines()[-1] and "packer.log" in result.stderr.splitlines()[-1]
+
+    again = build_ami(workdir, "--json")
+    assert again.returncode == 1
+    assert {n: v["status"] for n, v in summary(again).items()} == {"ceph": "skipped", "arm": "failed"}
+    assert builds(workdir) == ["arm", "arm", "ceph"]
+
+
+def test_interrupt_cancels_packer_cleans_up_and_exits_130(workdir: Path, sandbox) -> None:
+    from faultproxy import FaultProxy
+
+    with FaultProxy(sandbox.endpoint, delay=0.15) as proxy:  # every EC2 call slowed: builds take seconds
+        env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
+        proc = subprocess.Popen([sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--json"],
+                                cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        log = workdir / "build" / "ceph" / "packer.log"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if log.exists() and "Waiting for instance" in log.read_text():
+                break
+            time.sleep(0.05)
+        else:
+            proc.kill()
+            pytest.fail("packer never reached the instance launch")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "nothing was published" in err
+    assert {v["status"] for v in json.loads(out)["variants"]} <= {"interrupted", "built"}
+    assert "interrupted" in {v["status"] for v in json.loads(out)["variants"]}
+    for region in REGIONS:
+        ec2 = boto3.client("ec2", region_name=region)
+        states = [i["State"]["Name"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+        assert all(s in ("terminated", "shutting-down") for s in states), states
+        assert not [k for k in ec2.describe_key_pairs()["KeyPairs"] if k["KeyName"].startswith("packer")]
+        assert not [g for g in ec2.describe_security_groups()["SecurityGroups"] if g["GroupName"].startswith("packer")]
+        ssm = boto3.client("ssm", region_name=region)
+        ours = [p["Name"] for p in ssm.describe_parameters()["Parameters"] if not p["Name"].startswith("/aws/")]
+        assert ours == []
+
+
+def test_emulator_down_gives_a_clear_error_within_seconds(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    started = time.monotonic()
+    result = build_ami(workdir)
+    assert time.monotonic() - started < 15
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("amibuild: error: ")
+    assert "cannot reach" in result.stderr
+    assert builds(workdir) == []
+
+
+def test_no_credentials_is_a_usage_error_before_any_aws_call(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    result = build_ami(workdir)
+    assert result.returncode == 2
+    assert "no AWS credentials" in result.stderr
+    assert not (workdir / "build").exists()
