@@ -105,6 +105,14 @@ def sandbox(c, port=0):
     cli.run(lambda: sandbox_mod.serve_foreground(port=int(port)))
 
 
+@task
+def demo(c):
+    """Run the whole pipeline against the local emulator, printing each step (the README demo)."""
+    from amibuild.demo import run_demo
+
+    cli.run(run_demo)
+
+
 def locals_flags(values):
     """Task locals minus the context, with `os_` under its flag name."""
     flags = {k: v for k, v in values.items() if k != "c"}
@@ -112,7 +120,7 @@ def locals_flags(values):
     return flags
 
 
-ns = Collection(render, validate, build_ami, runs, sandbox)
+ns = Collection(render, validate, build_ami, runs, sandbox, demo)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

@@ -1,0 +1,235 @@
+"""A small fault-injecting HTTP forwarder on 127.0.0.1, in front of the local emulator.
+
+Point ``AWS_ENDPOINT_URL`` at `FaultProxy.endpoint` and every AWS call goes through it. It can
+
+* delay every request (`delay`, seconds) to stand in for network latency;
+* answer ``ThrottlingException`` to a fraction of chosen operations (`throttle`);
+* fail chosen operations in one region with a non-retryable error (`fail`);
+* hold the first N matching requests until all N have arrived, then let them go together
+  (`hold`): a deterministic way to make two writers race.
+
+Operations are named as the wire names them: the ``X-Amz-Target`` header for JSON protocols
+(``AmazonSSM.PutParameter``), else the query ``Action`` (``DescribeImages``). The region comes from
+the SigV4 credential scope. Everything seen is recorded in `log` as `Seen` entries.
+
+    with FaultProxy(sandbox.endpoint, seed=1) as proxy:
+        proxy.throttle(0.3)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import re
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterable
+
+SSM_WRITES = ("AmazonSSM.PutParameter",)
+_SCOPE = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/([^/]+)/aws4_request")
+_HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
+               "transfer-encoding", "upgrade", "content-length"}
+_OWN_HEADERS = {"server", "date"}  # send_response writes its own
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One request the proxy handled: what it was and what the proxy did with it."""
+
+    op: str
+    region: str
+    outcome: str  # "forwarded" | "throttled" | "failed"
+
+
+@dataclass
+class _Failure:
+    region: str
+    ops: frozenset[str]
+    status: int
+    code: str
+    message: str
+    times: int | None  # None: every matching request
+
+
+class FaultProxy:
+    """Threaded forwarder to `upstream` with injectable delay, throttling, failures and holds."""
+
+    def __init__(self, upstream: str, *, delay: float = 0.0, seed: int | None = None) -> None:
+        parsed = urllib.parse.urlsplit(upstream)
+        if parsed.hostname not in ("127.0.0.1", "localhost"):
+            raise ValueError(f"FaultProxy forwards to loopback only, not {upstream}")
+        self._upstream = (parsed.hostname, parsed.port or 80)
+        self.delay = delay
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        self._throttle: tuple[float, frozenset[str]] = (0.0, frozenset())
+        self._failures: list[_Failure] = []
+        self._hold: tuple[frozenset[str], threading.Barrier, float] | None = None
+        self._hold_left = 0
+        self.log: list[Seen] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- faults -------------------------------------------------------------------------------
+
+    def throttle(self, fraction: float, ops: Iterable[str] = SSM_WRITES) -> None:
+        """Answer ThrottlingException (HTTP 400) to about `fraction` of the matching requests."""
+        with self._lock:
+            self._throttle = (fraction, frozenset(ops))
+
+    def fail(self, region: str, ops: Iterable[str] = SSM_WRITES, *, times: int | None = None,
+             status: int = 400, code: str = "AccessDeniedException",
+             message: str = "injected by FaultProxy: explicit deny in a service control policy") -> None:
+        """Fail matching requests in `region` (all of them, or the next `times`) with a JSON error."""
+        with self._lock:
+            self._failures.append(_Failure(region, frozenset(ops), status, code, message, times))
+
+    def hold(self, ops: Iterable[str], count: int, timeout: float = 20.0) -> None:
+        """Hold the next `count` matching requests until all have arrived, then release them at once."""
+        with self._lock:
+            self._hold = (frozenset(ops), threading.Barrier(count), timeout)
+            self._hold_left = count
+
+    def clear(self) -> None:
+        """Drop every fault (the delay stays)."""
+        with self._lock:
+            self._throttle = (0.0, frozenset())
+            self._failures = []
+            self._hold, self._hold_left = None, 0
+
+    def count(self, op: str | None = None, outcome: str | None = None, region: str | None = None) -> int:
+        with self._lock:
+            return sum(
+                1 for s in self.log
+                if (op is None or s.op == op) and (outcome is None or s.outcome == outcome)
+                and (region is None or s.region == region)
+            )
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> FaultProxy:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                proxy._handle(self)
+
+            do_GET = do_PUT = do_DELETE = do_HEAD = do_POST  # noqa: N815
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="faultproxy", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def endpoint(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the proxy is not started")
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    # -- the forwarding -----------------------------------------------------------------------
+
+    def _handle(self, request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("Content-Length") or 0)
+        body = request.rfile.read(length) if length else b""
+        op = request.headers.get("X-Amz-Target") or _query_action(request.path, body)
+        scope = _SCOPE.search(request.headers.get("Authorization", ""))
+        region = scope.group(1) if scope else ""
+
+        if self.delay:
+            time.sleep(self.delay)
+        self._wait_for_hold(op)
+        fault = self._fault_for(op, region)
+        if fault is not None:
+            outcome, status, code, message = fault
+            self._record(op, region, outcome)
+            payload = json.dumps({"__type": code, "message": message}).encode()
+            self._reply(request, status, [("Content-Type", "application/x-amz-json-1.1"),
+                                          ("x-amzn-ErrorType", code)], payload)
+            return
+
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        connection = http.client.HTTPConnection(*self._upstream, timeout=60)
+        try:
+            connection.request(request.command, request.path, body=body, headers=headers)
+            response = connection.getresponse()
+            data = response.read()
+            reply_headers = [(k, v) for k, v in response.getheaders()
+                             if k.lower() not in _HOP_BY_HOP | _OWN_HEADERS]
+            status = response.status
+        finally:
+            connection.close()
+        self._record(op, region, "forwarded")
+        self._reply(request, status, reply_headers, data)
+
+    def _wait_for_hold(self, op: str) -> None:
+        with self._lock:
+            if self._hold is None or op not in self._hold[0] or self._hold_left <= 0:
+                return
+            self._hold_left -= 1
+            barrier, timeout = self._hold[1], self._hold[2]
+        try:
+            barrier.wait(timeout)
+        except threading.BrokenBarrierError:
+            pass  # not all arrived in time: let this one go rather than hang the test
+
+    def _fault_for(self, op: str, region: str) -> tuple[str, int, str, str] | None:
+        with self._lock:
+            for failure in self._failures:
+                if failure.region == region and op in failure.ops and failure.times != 0:
+                    if failure.times is not None:
+                        failure.times -= 1
+                    return "failed", failure.status, failure.code, failure.message
+            fraction, ops = self._throttle
+            if op in ops and self._random.random() < fraction:
+                return "throttled", 400, "ThrottlingException", "Rate exceeded"
+        return None
+
+    def _record(self, op: str, region: str, outcome: str) -> None:
+        with self._lock:
+            self.log.append(Seen(op, region, outcome))
+
+    @staticmethod
+    def _reply(request: BaseHTTPRequestHandler, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        request.send_response(status)
+        for key, value in headers:
+            request.send_header(key, value)
+        request.send_header("Content-Length", str(len(body)))
+        request.end_headers()
+        if request.command != "HEAD":
+            request.wfile.write(body)
+
+
+def _query_action(path: str, body: bytes) -> str:
+    """The ``Action`` of a query-protocol request (EC2, STS, ...), from the body or the URL."""
+    for source in (body.decode("utf-8", "replace"), urllib.parse.urlsplit(path).query):
+        action = urllib.parse.parse_qs(source).get("Action")
+        if action:
+            return action[0]
+    return ""
