@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def steps(example: Path) -> list[tuple[str, list[str]]]:
     return [
-        ("Render and validate two variants of the example pipeline file (no AWS needed)",
+        ("Render and validate two variants of the example pipeline file (works without AWS access too)",
          ["validate", "--pipeline", str(example), "--variant", "ceph", "--variant", "ceph-al2023-arm"]),
         ("Build an AMI with ceph-common on the EKS-optimized AL2 image: render, validate, packer build",
          ["build-ami", "--extra-pkg", "ceph-common"]),

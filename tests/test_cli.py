@@ -1,0 +1,69 @@
+"""The command line as users meet it: task list, help, and validate with the real packer, offline."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def invoke(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def tasks(cwd: Path) -> dict[str, str]:
+    """Task name -> its summary, from invoke's JSON listing."""
+    listing = json.loads(invoke(cwd, "--list", "--list-format", "json").stdout)
+    return {t["name"]: t["help"] or "" for t in listing["tasks"]}
+
+
+def test_every_task_is_listed_with_a_summary(tmp_path: Path) -> None:
+    result = invoke(tmp_path, "--list")
+    assert result.returncode == 0
+    summaries = tasks(tmp_path)
+    assert {"render", "validate", "build-ami", "runs", "sandbox", "demo"} <= set(summaries)
+    for name, summary in summaries.items():
+        assert len(summary) > 10, f"{name} has no summary"
+        assert name in result.stdout
+
+
+def test_every_flag_of_every_task_has_help(tmp_path: Path) -> None:
+    for name in tasks(tmp_path):
+        result = invoke(tmp_path, name, "--help")
+        assert result.returncode == 0
+        options = result.stdout.split("Options:", 1)
+        if len(options) == 1:
+            continue  # a task without flags
+        for line in options[1].splitlines():
+            match = re.match(r"^  (-\S.*?)(?:\s{2,}(\S.*))?$", line)
+            if match:
+                assert match.group(2), f"invoke {name}: {match.group(1)} has no help text"
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
+def test_validate_passes_on_the_example_without_aws_access(tmp_path: Path) -> None:
+    """No credentials, no endpoint: the source AMI stays a build-time lookup and packer validates."""
+    result = invoke(tmp_path, "validate", "--pipeline", str(ROOT / "amibuild.hcl"), "--variant", "ceph",
+                    "--variant", "ceph-arm", "--variant", "ceph-al2023", "--variant", "ceph-al2023-arm")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("valid ceph") == 4
+    assert "looked up at build time" in result.stderr
+    assert "4 variant(s) valid with packer" in result.stderr
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
+def test_validate_reports_a_packer_refusal_as_one_line(tmp_path: Path) -> None:
+    """A value packer itself refuses (not caught by amibuild's checks) still ends as one clear line."""
+    result = invoke(tmp_path, "validate", "--extra-pkg", "htop", "--var", "volume_type=io1")
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("amibuild: error: packer validate refused")
+    assert "Traceback" not in result.stderr
