@@ -159,7 +159,12 @@ class Executor:
                 self.state.signal_all(signal.SIGKILL)
 
         previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-        return lambda: [signal.signal(s, h) for s, h in previous.items()] and None
+
+        def restore() -> None:
+            for signum, old in previous.items():
+                signal.signal(signum, old)
+
+        return restore
 
     def _build_one(self, item: PlanItem, outcome: Outcome) -> None:
         started = time.monotonic()

@@ -43,12 +43,13 @@ class RenderResult:
     notes: list[str] = field(default_factory=list)
 
 
-def default_region(profile: str | None = None) -> str:
+def default_region() -> str:
+    """The build region when neither the pipeline file nor --region names one."""
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-west-2"
 
 
 def load_pipeline(options: Options) -> spec.Pipeline:
-    return spec.load(options.pipeline_file, options.overrides, default_region=default_region(options.profile))
+    return spec.load(options.pipeline_file, options.overrides, default_region=default_region())
 
 
 def packer_version(options: Options) -> tuple[str, bool, str | None]:

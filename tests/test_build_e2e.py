@@ -208,3 +208,30 @@ def test_no_credentials_is_a_usage_error_before_any_aws_call(workdir: Path, monk
     assert result.returncode == 2
     assert "no AWS credentials" in result.stderr
     assert not (workdir / "build").exists()
+
+
+def test_a_new_eks_optimized_release_rebuilds_only_the_variants_it_affects(workdir: Path, sandbox) -> None:
+    first = build_ami(workdir, "--json")
+    assert first.returncode == 0, first.stderr
+    sandbox.release("1.30", os="al2", arch="arm64")  # AWS publishes a newer arm64 image
+    second = build_ami(workdir, "--json")
+    assert second.returncode == 0, second.stderr
+    assert {n: v["status"] for n, v in summary(second).items()} == {"ceph": "skipped", "arm": "built"}
+    assert summary(second)["arm"]["fingerprint"] != summary(first)["arm"]["fingerprint"]
+
+
+def test_a_build_past_its_timeout_fails_and_cleans_up(workdir: Path, sandbox) -> None:
+    from faultproxy import FaultProxy
+
+    with FaultProxy(sandbox.endpoint, delay=0.3) as proxy:
+        env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
+        result = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--json",
+                                 "--variant", "ceph", "--timeout", "2"],
+                                cwd=workdir, env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 1, result.stderr
+    ceph = summary(result)["ceph"]
+    assert ceph["status"] == "failed"
+    assert "timed out after 2s" in ceph["error"]
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    states = [i["State"]["Name"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+    assert all(s in ("terminated", "shutting-down") for s in states), states
