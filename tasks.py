@@ -105,6 +105,87 @@ def sandbox(c, port=0):
     cli.run(lambda: sandbox_mod.serve_foreground(port=int(port)))
 
 
+USERDATA_HELP = {
+    "cluster": "EKS cluster name",
+    "os": "Node operating system: al2 (bootstrap.sh, default) or al2023 (nodeadm)",
+    "proxy": "HTTP(S) proxy URL for yum/dnf, /etc/environment, containerd, docker and the kubelet",
+    "no_proxy": "Extra NO_PROXY entry: host, .domain, address or CIDR (repeatable, or comma-separated)",
+    "service_cidr": "Cluster service CIDR (default: both EKS defaults in NO_PROXY; required for al2023)",
+    "cluster_ip": "ClusterIP of the `kubernetes` service, to pick 10.100.0.0/16 or 172.20.0.0/16",
+    "region": "Region of the cluster, for the regional endpoints in NO_PROXY (default: AWS_REGION)",
+    "bypass": "AWS service whose regional endpoint bypasses the proxy: eks, ec2, ecr, s3, sts, or none "
+              "(repeatable; default: all)",
+    "bootstrap_args": "Extra arguments for /etc/eks/bootstrap.sh, quoted as for a shell (al2)",
+    "kubelet_flag": "Kubelet flag --name=value (repeatable)",
+    "api_server_endpoint": "Cluster API endpoint, https://... (required for al2023)",
+    "certificate_authority": "Cluster CA as base64, as describe-cluster prints it (required for al2023)",
+    "cfn_stack": "Stack to cfn-signal once bootstrap.sh finished (al2; with --cfn-resource)",
+    "cfn_resource": "Logical ID of the resource in --cfn-stack that waits for the signal",
+    "k8s_manifests": "Print the kube-system proxy ConfigMap and daemonset patches instead (needs --proxy)",
+    "vpc_cidr": "VPC CIDR for the ConfigMap's NO_PROXY (with --k8s-manifests; repeatable)",
+    "base64": "Print the user data base64-encoded, as a launch template's UserData takes it",
+}
+
+
+@task(help=USERDATA_HELP, iterable=["no_proxy", "bypass", "kubelet_flag", "vpc_cidr"], auto_shortflags=False)
+def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="", cluster_ip="", region="",
+             bypass=None, bootstrap_args="", kubelet_flag=None, api_server_endpoint="", certificate_authority="",
+             cfn_stack="", cfn_resource="", k8s_manifests=False, vpc_cidr=None, base64_=False):
+    """Print node user data (MIME multi-part), or with --k8s-manifests the cluster side of a proxy."""
+    import base64
+    import os
+
+    from amibuild import userdata as ud
+
+    def body():
+        cfg = ud.config_from_flags(
+            cluster=cluster, os=os_, proxy=proxy, no_proxy=no_proxy or (), service_cidr=service_cidr,
+            cluster_ip=cluster_ip, region=region or os.environ.get("AWS_REGION", ""), bypass=bypass or (),
+            bootstrap_args=bootstrap_args, kubelet_flags=kubelet_flag or (),
+            api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
+            cfn_stack=cfn_stack, cfn_resource=cfn_resource,
+        )
+        if k8s_manifests:
+            return ud.k8s_manifests(cfg, vpc_cidr or ())
+        text = ud.render_userdata(cfg)
+        return base64.b64encode(text.encode()).decode() + "\n" if base64_ else text
+
+    print(cli.run(body), end="")
+
+
+@task(help={"source": "File with the user data, or - for stdin: raw, base64, gzip, MIME, cloud-config, "
+                      "or EC2 / CloudFormation JSON or YAML holding a UserData field"})
+def decode_userdata(c, source):
+    """Decode user data (base64, gzip, MIME, cloud-config, any nesting) and print each part."""
+    import sys
+    from pathlib import Path
+
+    from amibuild import userdata_decode as ud
+    from amibuild.errors import NotUserData
+
+    def body():
+        if source in ("--help", "-h"):  # invoke hands a required positional the flag itself
+            raise NotUserData("for this task's help run `invoke --help decode-userdata`")
+        if source == "-":
+            data, name = sys.stdin.buffer.read(), "<stdin>"
+        else:
+            try:
+                data, name = Path(source).read_bytes(), source
+            except OSError as exc:
+                raise NotUserData(f"{source}: cannot read: {exc.strerror}") from None
+        return ud.format_parts(ud.decode(data, name))
+
+    print(cli.run(body), end="")
+
+
+@task(help={"role_arn": "IAM role ARN of the nodes (e.g. the node group stack's NodeInstanceRole output)"})
+def aws_auth(c, role_arn=""):
+    """Print the aws-auth mapRoles entry that lets nodes with ROLE_ARN join the cluster."""
+    from amibuild import userdata as ud
+
+    print(cli.run(lambda: ud.aws_auth_entry(role_arn)), end="")
+
+
 @task
 def demo(c):
     """Run the whole pipeline against the local emulator, printing each step (the README demo)."""
@@ -120,7 +201,7 @@ def locals_flags(values):
     return flags
 
 
-ns = Collection(render, validate, build_ami, runs, sandbox, demo)
+ns = Collection(render, validate, build_ami, runs, userdata, decode_userdata, aws_auth, sandbox, demo)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

@@ -7,7 +7,8 @@ turns them into a one-line message and an exit code::
     ├── UsageError                exit 2  bad input: flag, pipeline file, var-file; nothing was done
     │   ├── SpecError                     pipeline file / flag value refused
     │   ├── VarFileError                  a .pkrvars.hcl file that does not parse
-    │   └── UpstreamError                 an upstream amazon-eks-ami checkout we cannot read
+    │   ├── UpstreamError                 an upstream amazon-eks-ami checkout we cannot read
+    │   └── NotUserData                   `decode-userdata` input that is no user data
     ├── TemplateError                     a packer/ template failed to render (a bug or a bad template)
     ├── PackerError                       the packer binary failed or is missing
     │   ├── PackerNotFound        exit 2  no packer on PATH (or too old)
@@ -49,6 +50,10 @@ class VarFileError(UsageError):
 
 class UpstreamError(UsageError):
     """An upstream amazon-eks-ami checkout is missing, unreadable or of an unknown layout."""
+
+
+class NotUserData(UsageError):
+    """Input that is not user data: no base64, gzip, MIME, cloud-config, script or NodeConfig."""
 
 
 class TemplateError(AmibuildError):

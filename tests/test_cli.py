@@ -37,7 +37,7 @@ def test_every_task_is_listed_with_a_summary(tmp_path: Path) -> None:
 
 def test_every_flag_of_every_task_has_help(tmp_path: Path) -> None:
     for name in tasks(tmp_path):
-        result = invoke(tmp_path, name, "--help")
+        result = invoke(tmp_path, "--help", name)
         assert result.returncode == 0
         options = result.stdout.split("Options:", 1)
         if len(options) == 1:
@@ -67,3 +67,23 @@ def test_validate_reports_a_packer_refusal_as_one_line(tmp_path: Path) -> None:
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("amibuild: error: packer validate refused")
     assert "Traceback" not in result.stderr
+
+
+def test_userdata_round_trips_through_decode_userdata(tmp_path: Path) -> None:
+    made = invoke(tmp_path, "userdata", "--cluster", "prod", "--proxy", "http://proxy.local:3128",
+                  "--region", "eu-west-1", "--base64")
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "ud.txt").write_text(made.stdout)
+    decoded = invoke(tmp_path, "decode-userdata", "ud.txt")
+    assert decoded.returncode == 0, decoded.stderr
+    assert "text/cloud-boothook" in decoded.stdout and "text/x-shellscript" in decoded.stdout
+    assert "/etc/eks/bootstrap.sh prod" in decoded.stdout
+    assert "http://proxy.local:3128" in decoded.stdout
+
+
+def test_decode_userdata_refuses_garbage_with_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "junk.bin").write_bytes(bytes(range(256)) * 4)
+    result = invoke(tmp_path, "decode-userdata", "junk.bin")
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("amibuild: error: junk.bin: not user data")
+    assert len(result.stderr.strip().splitlines()) == 1
