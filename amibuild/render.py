@@ -196,16 +196,22 @@ def apply_packer_vars(
     An unknown name is refused here, naming the flag or file it came from.
     """
     values = {var.name: var.default for var in variables}
-    types = {var.name: var.type for var in variables}
-    for name, raw in variant.packer_vars.items():
-        if name not in values:
-            where = variant.origins.get(name, f"--var {name}")
-            raise SpecError(f"{where}: unknown Packer variable `{name}`{_suggest(name, values)}; "
-                            f"the template's variables are listed in build/<variant>/{HCL_FILE}")
-        values[name] = _coerce(raw, types[name], variant.origins.get(name, name))
+    values.update(user_values(variant, {var.name: var.type for var in variables}))
     if all(s.known for s in sources.values()):
         values["source_amis"] = {region: s.image_id for region, s in sorted(sources.items())}
     return values
+
+
+def user_values(variant: Variant, types: Mapping[str, str]) -> dict[str, Any]:
+    """The variant's further Packer variables, typed; an unknown name is refused, naming its origin."""
+    out = {}
+    for name, raw in variant.packer_vars.items():
+        where = variant.origins.get(name, f"--var {name}")
+        if name not in types:
+            raise SpecError(f"{where}: unknown Packer variable `{name}`{_suggest(name, types)}; "
+                            f"the template's variables are listed in build/{variant.name}/{HCL_FILE}")
+        out[name] = _coerce(raw, types[name], where)
+    return out
 
 
 def _coerce(raw: Any, type_: str, where: str) -> Any:
@@ -432,12 +438,7 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
         values["source_ami_id"] = source.image_id
     types = {name: "string" for name in declared} | {var.name: var.type for var in ours}
     values.update({var.name: var.default for var in ours})
-    for name, raw in variant.packer_vars.items():
-        if name not in types:
-            where = variant.origins.get(name, f"--var {name}")
-            raise SpecError(f"{where}: unknown Packer variable `{name}`{_suggest(name, types)}; "
-                            f"the upstream template's variables are listed in build/{variant.name}/{HCL_FILE}")
-        values[name] = _coerce(raw, types[name], variant.origins.get(name, name))
+    values.update(user_values(variant, types))
     missing = sorted(name for name, default in declared.items() if default is None and values.get(name) is None)
     if missing:
         raise SpecError(f"variant {variant.name}: the upstream template needs a value for "

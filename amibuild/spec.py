@@ -282,16 +282,22 @@ _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags
 _VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy"} | {"repo", "proxy", "vars", "extends"}
 
 
-def _parse_file(path: Path) -> dict[str, Any]:
+def _read_hcl(path: Path, what: str, error: type[SpecError]) -> dict[str, Any]:
+    """Read and parse one HCL file; errors name it (and the line, when the parser knows it)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: cannot read the pipeline file ({exc})") from exc
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc.__class__.__name__
+        raise error(f"{path}: cannot read the {what} ({reason}); check the path") from exc
     try:
-        doc = hcl.loads(text)
+        return hcl.loads(text)
     except hcl.HclSyntaxError as exc:
         at = f"{path}:{exc.line}" if exc.line else str(path)
-        raise SpecError(f"{at}: HCL syntax error ({exc}); fix the file and retry") from exc
+        raise error(f"{at}: HCL syntax error in the {what} ({exc}); fix the file and retry") from exc
+
+
+def _parse_file(path: Path) -> dict[str, Any]:
+    doc = _read_hcl(path, "pipeline file", SpecError)
     unknown = set(doc) - {"pipeline", "defaults", "variant"}
     if unknown:
         key = sorted(unknown)[0]
@@ -423,16 +429,9 @@ def _repos_from_blocks(value: Any, where: str) -> list[dict[str, str]]:
 def _read_var_files(paths: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
     layers = []
     for name in paths:
-        path = Path(name)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise VarFileError(f"--var-file {name}: cannot read it ({exc.__class__.__name__}); check the path") from exc
-        try:
-            doc = hcl.loads(text)
-        except hcl.HclSyntaxError as exc:
-            at = f"{name}:{exc.line}" if exc.line else name
-            raise VarFileError(f"{at}: HCL syntax error in var-file ({exc}); fix the file and retry") from exc
+        if not Path(name).is_file():
+            raise VarFileError(f"--var-file {name}: no such file; check the path")
+        doc = _read_hcl(Path(name), "var-file", VarFileError)
         layer: dict[str, Any] = {}
         for key, value in doc.items():
             if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and key not in DEFAULTS:
