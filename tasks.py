@@ -194,6 +194,38 @@ def demo(c):
     cli.run(run_demo)
 
 
+@task(help={"pipeline": SELECT_HELP["pipeline"], "variant": SELECT_HELP["variant"],
+            "json": "Print the matrix as JSON on stdout",
+            "github": "Append matrix=<json> to $GITHUB_OUTPUT (GitHub Actions) and print that line"},
+      iterable=["variant"], auto_shortflags=False)
+def matrix(c, pipeline=None, variant=None, json=False, github=False):
+    """Print the variants as a CI matrix, so each runner builds one variant."""
+    from amibuild import commands
+    from amibuild import matrix as matrix_mod
+
+    opts = cli.options(c, pipeline=pipeline, variant=variant)
+    value = cli.run(lambda: matrix_mod.matrix(commands.load_pipeline(opts)))
+    written = cli.run(lambda: matrix_mod.github_output(value)) if github else None
+    if json:
+        cli.emit_json(value)
+    else:
+        print(written or "\n".join(matrix_mod.table(value)))
+
+
+@task(help={"pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"],
+            "json": "Print the checks as JSON on stdout"}, auto_shortflags=False)
+def doctor(c, pipeline=None, profile=None, json=False):
+    """Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix."""
+    from amibuild import doctor as doctor_mod
+
+    results = cli.run(lambda: doctor_mod.checks(cli.options(c, pipeline=pipeline, profile=profile)))
+    if json:
+        cli.emit_json([r.as_dict() for r in results])
+    else:
+        print("\n".join(doctor_mod.lines(results)))
+    cli.run(lambda: doctor_mod.verdict(results))
+
+
 def locals_flags(values):
     """Task locals minus the context, with `os_` under its flag name."""
     flags = {k: v for k, v in values.items() if k != "c"}
@@ -201,7 +233,8 @@ def locals_flags(values):
     return flags
 
 
-ns = Collection(render, validate, build_ami, runs, userdata, decode_userdata, aws_auth, sandbox, demo)
+ns = Collection(render, validate, build_ami, runs, userdata, decode_userdata, aws_auth, matrix, doctor, sandbox,
+                demo)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

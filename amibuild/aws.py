@@ -13,9 +13,10 @@ import contextlib
 import os
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Iterator, Mapping, Sequence
 
-from .errors import AccessDenied, AwsError, EndpointUnreachable, ExpiredToken, NoCredentials, NotFound
+from .errors import AccessDenied, AwsError, UsageError, EndpointUnreachable, ExpiredToken, NoCredentials, NotFound
 
 _EXPIRED = {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"}
 _DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedAccess",
@@ -80,7 +81,13 @@ class Aws:
         import boto3  # heavy: imported only when AWS is actually used
         from botocore.config import Config
 
-        self._session = boto3.session.Session(profile_name=profile, region_name=region)
+        from botocore.exceptions import ProfileNotFound
+
+        try:
+            self._session = boto3.session.Session(profile_name=profile, region_name=region)
+        except ProfileNotFound as exc:
+            raise UsageError(f"AWS profile {profile or os.environ.get('AWS_PROFILE')!r} not found in "
+                             "~/.aws/config; check --profile / AWS_PROFILE") from exc
         self._config = Config(
             connect_timeout=3,
             read_timeout=30,
@@ -113,11 +120,101 @@ class Aws:
     def _count(self, model: Any, context: Mapping[str, Any], **_: Any) -> None:
         self.calls.append((model.service_model.service_name, model.name, context.get("client_region", "")))
 
+    # ---------------------------------------------------------------------------- STS
+
+    def caller_identity(self, region: str) -> dict[str, str]:
+        """Account and ARN of the credentials in use (sts:GetCallerIdentity)."""
+        with _mapped("sts:GetCallerIdentity", region):
+            raw = self.client("sts", region).get_caller_identity()
+        return {"account": raw["Account"], "arn": raw["Arn"]}
+
     # ---------------------------------------------------------------------------- SSM
 
     def get_parameter(self, name: str, region: str) -> str:
         with _mapped(f"ssm:GetParameter {name}", region):
             return self.client("ssm", region).get_parameter(Name=name)["Parameter"]["Value"]
+
+    # PutParameter is limited to a few calls per second per account and region; a throttled call
+    # is retried by botocore's adaptive mode (client-side rate limiting) with more attempts than
+    # other calls get, so a burst of ThrottlingException does not fail a publish. The channel
+    # methods below (reads included: one client per region) use this client.
+    ssm_write_attempts = 10
+
+    def _ssm_channels(self, region: str) -> Any:
+        key = ("ssm:channels", region)
+        with self._lock:
+            if key not in self._clients:
+                from botocore.config import Config
+
+                config = self._config.merge(
+                    Config(retries={"mode": "adaptive", "max_attempts": self.ssm_write_attempts})
+                )
+                client = self._session.client("ssm", region_name=region, config=config)
+                client.meta.events.register("before-call", self._count)
+                self._clients[key] = client
+            return self._clients[key]
+
+    def find_parameter(self, name: str, region: str, *, version: int | None = None) -> Parameter | None:
+        """The parameter (its latest version, or `version`), or None when it does not exist."""
+        selector = f"{name}:{version}" if version is not None else name
+        try:
+            with _mapped(f"ssm:GetParameter {selector}", region):
+                raw = self._ssm_channels(region).get_parameter(Name=selector)["Parameter"]
+        except NotFound:
+            return None
+        return _parameter(raw, region)
+
+    def parameter_history(self, name: str, region: str) -> list[Parameter]:
+        """Every version of a parameter, oldest first; [] when it does not exist."""
+        try:
+            with _mapped(f"ssm:GetParameterHistory {name}", region):
+                pages = self._ssm_channels(region).get_paginator("get_parameter_history").paginate(Name=name)
+                raws = [raw for page in pages for raw in page.get("Parameters", [])]
+        except NotFound:
+            return []
+        return sorted((_parameter(raw, region) for raw in raws), key=lambda p: p.version)
+
+    def parameters_under(self, path: str, region: str) -> list[Parameter]:
+        """Every parameter below `path` (recursive), latest versions."""
+        with _mapped(f"ssm:GetParametersByPath {path}", region):
+            pages = self._ssm_channels(region).get_paginator("get_parameters_by_path").paginate(
+                Path=path, Recursive=True
+            )
+            return [_parameter(raw, region) for page in pages for raw in page.get("Parameters", [])]
+
+    def put_image_parameter(self, name: str, image_id: str, region: str, *, description: str) -> int:
+        """Write an AMI id as a new version (``aws:ec2:image``, standard tier); the new version number.
+
+        ``DataType`` is always passed: an overwrite without it silently resets the type to ``text``.
+        """
+        with _mapped(f"ssm:PutParameter {name}", region):
+            response = self._ssm_channels(region).put_parameter(
+                Name=name,
+                Value=image_id,
+                Type="String",
+                DataType="aws:ec2:image",
+                Tier="Standard",
+                Description=description,
+                Overwrite=True,
+            )
+        return int(response["Version"])
+
+    def delete_parameter(self, name: str, region: str) -> None:
+        with _mapped(f"ssm:DeleteParameter {name}", region):
+            self._ssm_channels(region).delete_parameter(Name=name)
+
+    def tag_parameter(self, name: str, region: str, tags: Mapping[str, str]) -> None:
+        """Add or overwrite tags on a parameter (PutParameter cannot tag when overwriting)."""
+        with _mapped(f"ssm:AddTagsToResource {name}", region):
+            self._ssm_channels(region).add_tags_to_resource(
+                ResourceType="Parameter", ResourceId=name,
+                Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
+            )
+
+    def parameter_tags(self, name: str, region: str) -> dict[str, str]:
+        with _mapped(f"ssm:ListTagsForResource {name}", region):
+            raw = self._ssm_channels(region).list_tags_for_resource(ResourceType="Parameter", ResourceId=name)
+        return {t["Key"]: t["Value"] for t in raw.get("TagList", [])}
 
     # ---------------------------------------------------------------------------- EC2
 
@@ -134,6 +231,32 @@ class Aws:
             pages = self.client("ec2", region).get_paginator("describe_images").paginate(**kwargs)
             return [_image(raw, region) for page in pages for raw in page.get("Images", [])]
 
+    # -- EC2 reads for publishing (amibuild/publish.py) -----------------------------------
+
+    def find_image(self, region: str, image_id: str) -> Image | None:
+        """One image by id, disabled ones included; None when it does not exist (or was deregistered)."""
+        try:
+            with _mapped(f"ec2:DescribeImages {image_id}", region):
+                raws = self.client("ec2", region).describe_images(ImageIds=[image_id], IncludeDisabled=True)["Images"]
+        except NotFound:
+            return None
+        found = [_image(raw, region) for raw in raws if raw.get("ImageId") == image_id]
+        return found[0] if found else None
+
+    def image_launch_users(self, region: str, image_id: str) -> frozenset[str]:
+        """Account ids allowed to launch the image (its launch permission)."""
+        with _mapped(f"ec2:DescribeImageAttribute {image_id}", region):
+            raw = self.client("ec2", region).describe_image_attribute(ImageId=image_id, Attribute="launchPermission")
+        return frozenset(p["UserId"] for p in raw.get("LaunchPermissions", []) if p.get("UserId"))
+
+    def snapshot_volume_users(self, region: str, snapshot_id: str) -> frozenset[str]:
+        """Account ids allowed to create volumes from the snapshot (its createVolumePermission)."""
+        with _mapped(f"ec2:DescribeSnapshotAttribute {snapshot_id}", region):
+            raw = self.client("ec2", region).describe_snapshot_attribute(
+                SnapshotId=snapshot_id, Attribute="createVolumePermission"
+            )
+        return frozenset(p["UserId"] for p in raw.get("CreateVolumePermissions", []) if p.get("UserId"))
+
 
 def _image(raw: Mapping[str, Any], region: str) -> Image:
     return Image(
@@ -146,4 +269,31 @@ def _image(raw: Mapping[str, Any], region: str) -> Image:
         snapshot_ids=tuple(
             m["Ebs"]["SnapshotId"] for m in raw.get("BlockDeviceMappings", []) if m.get("Ebs", {}).get("SnapshotId")
         ),
+    )
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One version of an SSM parameter, as GetParameter / GetParameterHistory return it."""
+
+    name: str
+    region: str
+    value: str
+    version: int
+    data_type: str
+    last_modified: datetime | None = None
+    description: str = ""  # only in history (GetParameter does not return it)
+    user: str = ""  # LastModifiedUser, only in history
+
+
+def _parameter(raw: Mapping[str, Any], region: str) -> Parameter:
+    return Parameter(
+        name=raw["Name"],
+        region=region,
+        value=raw.get("Value", ""),
+        version=int(raw.get("Version", 0)),
+        data_type=raw.get("DataType", "text"),
+        last_modified=raw.get("LastModifiedDate"),
+        description=raw.get("Description", "") or "",
+        user=raw.get("LastModifiedUser", "") or "",
     )

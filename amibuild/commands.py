@@ -43,13 +43,22 @@ class RenderResult:
     notes: list[str] = field(default_factory=list)
 
 
-def default_region() -> str:
-    """The build region when neither the pipeline file nor --region names one."""
-    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-west-2"
+def default_region(profile: str | None = None) -> str:
+    """The build region when neither the pipeline file nor --region names one: AWS_REGION,
+    AWS_DEFAULT_REGION, the profile's region in ~/.aws/config, else us-west-2."""
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        return region
+    import botocore.session  # only when the environment names no region
+
+    try:
+        return botocore.session.Session(profile=profile).get_config_variable("region") or "us-west-2"
+    except Exception:  # a broken or missing profile: the AWS calls later say what is wrong
+        return "us-west-2"
 
 
 def load_pipeline(options: Options) -> spec.Pipeline:
-    return spec.load(options.pipeline_file, options.overrides, default_region=default_region())
+    return spec.load(options.pipeline_file, options.overrides, default_region=default_region(options.profile))
 
 
 def packer_version(options: Options) -> tuple[str, bool, str | None]:
