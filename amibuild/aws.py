@@ -216,6 +216,17 @@ class Aws:
             raw = self._ssm_channels(region).list_tags_for_resource(ResourceType="Parameter", ResourceId=name)
         return {t["Key"]: t["Value"] for t in raw.get("TagList", [])}
 
+    def get_parameters(self, names: Sequence[str], region: str) -> dict[str, str]:
+        """Values of several parameters (GetParameters, ten names a call); missing names are left out."""
+        values: dict[str, str] = {}
+        unique = sorted(set(names))
+        for start in range(0, len(unique), 10):
+            batch = unique[start:start + 10]
+            with _mapped(f"ssm:GetParameters {', '.join(batch)}", region):
+                answer = self.client("ssm", region).get_parameters(Names=batch)
+            values.update({p["Name"]: p["Value"] for p in answer.get("Parameters", [])})
+        return values
+
     # ---------------------------------------------------------------------------- EC2
 
     def describe_images(self, region: str, *, image_ids: Sequence[str] = (), owners: Sequence[str] = (),

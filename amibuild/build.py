@@ -21,6 +21,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Callable, Mapping
 
 from . import hcl
@@ -98,6 +99,7 @@ class Executor:
         aws: Aws,
         *,
         provenance: Callable[[PlanItem], Mapping[str, str]],
+        check: Callable[[Packer, Path], None],
         progress: Progress,
         parallel: int,
         timeout: float | None = None,
@@ -107,6 +109,7 @@ class Executor:
         self.packer = packer
         self.aws = aws
         self.provenance = provenance
+        self.check = check
         self.progress = progress
         self.parallel = max(1, parallel)
         self.timeout = timeout
@@ -174,6 +177,8 @@ class Executor:
                 outcome.status = "interrupted"
                 self.progress.update(item.name, State.INTERRUPTED, "not started")
                 return
+            self.progress.update(item.name, State.BUILDING, "checking: hcl2 parse, packer validate, fmt")
+            self.check(self.packer, item.directory)  # a variant packer refuses fails alone, before any instance
             self.progress.update(item.name, State.BUILDING, "starting packer")
             outcome.amis = self._run_packer(item, outcome)
             outcome.status = "built"

@@ -14,7 +14,7 @@ from typing import Callable
 
 from . import render as render_mod
 from . import spec
-from .errors import AwsError, NotFound, PackerNotFound, PackerValidateError, SpecError
+from .errors import AwsError, PackerNotFound, PackerValidateError, SpecError
 from .render import Rendered, SourceAmi, Target
 
 Say = Callable[[str], None]
@@ -61,43 +61,69 @@ def load_pipeline(options: Options) -> spec.Pipeline:
     return spec.load(options.pipeline_file, options.overrides, default_region=default_region(options.profile))
 
 
-def packer_version(options: Options) -> tuple[str, bool, str | None]:
+def packer_version(options: Options, packer=None) -> tuple[str, bool, str | None]:
     """(version text, uses_plugins, note). Without packer on PATH, render for a current Packer."""
     from .packer import Packer
 
     try:
-        version = Packer(options.packer).version()
+        version = (packer or Packer(options.packer)).version()
     except PackerNotFound:
         return "unknown", True, "packer not found: rendered for Packer >= 1.7 (with required_plugins)"
     return f"{version.major}.{version.minor}.{version.patch}", version.uses_plugins, None
 
 
-def resolve_source(variant: spec.Variant, region: str, aws: "Aws | None", *, strict: bool = False) -> SourceAmi:  # noqa: F821
-    """Where the build's source AMI comes from; reads the public SSM parameter when AWS is reachable.
+def resolve_sources(pipeline: spec.Pipeline, aws, *, strict: bool = False) -> dict[str, dict[str, SourceAmi]]:
+    """Variant -> build region -> where its source AMI comes from.
 
-    ``strict`` (build-ami): AWS must answer; render alone falls back to a build-time lookup.
+    The public EKS parameters are read with GetParameters, each distinct name once per region and
+    the regions in parallel. Without AWS access (``aws`` None) the template looks the image up by
+    name at build time; ``strict`` (build-ami) makes an unanswered read an error instead.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
+    needed = [v for v in pipeline.variants if not v.source_ami and v.base != "upstream"]
+    names = sorted({render_mod.eks_parameter(v) for v in needed})
+    values: dict[str, dict[str, str]] = {}
+    failures: dict[str, AwsError] = {}
+    if aws is not None and names:
+        def read(region: str) -> tuple[str, dict[str, str] | AwsError]:
+            try:
+                return region, aws.get_parameters(names, region)
+            except AwsError as exc:
+                if strict:
+                    raise
+                return region, exc
+
+        with ThreadPoolExecutor(max_workers=len(pipeline.regions)) as pool:
+            for region, answer in pool.map(read, pipeline.regions):
+                if isinstance(answer, AwsError):
+                    failures[region] = answer
+                else:
+                    values[region] = answer
+    return {
+        v.name: {r: _source(v, r, aws is not None, values.get(r), failures.get(r)) for r in pipeline.regions}
+        for v in pipeline.variants
+    }
+
+
+def _source(variant: spec.Variant, region: str, access: bool, values: dict[str, str] | None,
+            failure: AwsError | None) -> SourceAmi:
     parameter = render_mod.eks_parameter(variant)
     if variant.source_ami:
         return SourceAmi("pinned", variant.source_ami, note=f"source AMI pinned to {variant.source_ami}")
     if variant.base == "upstream":
         return SourceAmi("lookup", note="upstream base: the upstream template finds its own source AMI")
-    if aws is None:
-        return SourceAmi("lookup", parameter=parameter,
-                         note=f"source AMI: no AWS access now; looked up at build time by image name "
-                              f"({render_mod.eks_name_filter(variant)}, owner {render_mod.EKS_OWNER})")
-    try:
-        image_id = aws.get_parameter(parameter, region)
-    except NotFound as exc:
+    lookup = f"looked up at build time by image name ({render_mod.eks_name_filter(variant)}, owner {render_mod.EKS_OWNER})"
+    if not access:
+        return SourceAmi("lookup", parameter=parameter, note=f"source AMI: no AWS access now; {lookup}")
+    if failure is not None or values is None:
+        return SourceAmi("lookup", parameter=parameter, note=f"source AMI: could not read {parameter} ({failure}); {lookup}")
+    if parameter not in values:
         raise SpecError(
             f"variant {variant.name}: AWS publishes no EKS-optimized {variant.os} {variant.arch} image for "
             f"Kubernetes {variant.kubernetes_version} in {region} ({parameter} not found); pick another version"
-        ) from exc
-    except AwsError as exc:
-        if strict:
-            raise
-        return SourceAmi("lookup", parameter=parameter,
-                         note=f"source AMI: could not read {parameter} ({exc}); looked up at build time by image name")
+        )
+    image_id = values[parameter]
     return SourceAmi("resolved", image_id, parameter, note=f"source AMI {image_id} from {parameter} in {region}")
 
 
@@ -119,19 +145,18 @@ class Prepared:
     notes: list[str]
 
 
-def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = False) -> Prepared:
+def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = False,
+            packer=None) -> Prepared:
     pipeline = load_pipeline(options)
-    version, uses_plugins, note = packer_version(options)
+    version, uses_plugins, note = packer_version(options, packer)
     target = Target.from_env()
     upstreams = _upstreams(pipeline, options)
-    rendered: list[Rendered] = []
-    for variant in pipeline.variants:
-        sources = {region: resolve_source(variant, region, aws if resolve else None, strict=strict)
-                   for region in pipeline.regions}
-        rendered.append(render_mod.render_variant(
-            pipeline, variant, uses_plugins=uses_plugins, target=target, sources=sources,
-            upstream=upstreams.get(variant.name),
-        ))
+    sources = resolve_sources(pipeline, aws if resolve else None, strict=strict)
+    rendered = [
+        render_mod.render_variant(pipeline, variant, uses_plugins=uses_plugins, target=target,
+                                  sources=sources[variant.name], upstream=upstreams.get(variant.name))
+        for variant in pipeline.variants
+    ]
     return Prepared(pipeline, rendered, version, [note] if note else [])
 
 
@@ -266,16 +291,17 @@ def build_ami(
 
         raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
                             "AWS_SECRET_ACCESS_KEY, or run `invoke sandbox` for the local emulator")
-    prepared = prepare(options, aws=aws, strict=True)
+    prepared = prepare(options, aws=aws, strict=True, packer=packer)
     out_dir = Path(options.build_dir)
     existing = find_built_images(aws, prepared.pipeline.target_regions, [r.fingerprint for r in prepared.rendered])
     plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],
                       existing, force=force)
     if dry_run:
         return BuildRun(plan, None, None)
-    write_all(prepared, options, say)
-    for item in plan.to_build:
-        check_directory(packer, item.directory)
+    # only what will be built is written; each build job checks its folder before packer starts
+    building = {item.name for item in plan.to_build}
+    write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
+                       prepared.packer_version, prepared.notes), options, say)
     return execute_plan(plan, packer, aws, options, say, parallel=parallel or min(len(plan.items), max_parallel),
                         timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress)
 
@@ -313,7 +339,7 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
         executor = Executor(
             plan, packer, aws,
             provenance=lambda item: provenance_tags(item, plan, version=__version__, git_commit=commit),
-            progress=progress, parallel=parallel, timeout=timeout, cleanup_timeout=cleanup_timeout,
+            check=check_directory, progress=progress, parallel=parallel, timeout=timeout, cleanup_timeout=cleanup_timeout,
         )
         outcomes = executor.run()
     finally:

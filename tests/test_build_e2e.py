@@ -235,3 +235,14 @@ def test_a_build_past_its_timeout_fails_and_cleans_up(workdir: Path, sandbox) ->
     ec2 = boto3.client("ec2", region_name="us-west-2")
     states = [i["State"]["Name"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
     assert all(s in ("terminated", "shutting-down") for s in states), states
+
+
+def test_a_variant_packer_refuses_fails_alone_before_any_instance(workdir: Path) -> None:
+    (workdir / "amibuild.hcl").write_text(PIPELINE.replace('arch = "arm64"', 'arch = "arm64"\n  volume_type = "io1"'))
+    result = build_ami(workdir, "--json")
+    assert result.returncode == 1, result.stderr
+    variants = summary(result)
+    assert variants["ceph"]["status"] == "built"
+    assert variants["arm"]["status"] == "failed"
+    assert "packer validate refused" in variants["arm"]["error"]
+    assert builds(workdir) == ["ceph"]
