@@ -63,13 +63,16 @@ BUILD_HELP = {
     "json": "Print one JSON summary on stdout (progress goes to stderr)",
     "parallel": "Packer builds at once (default: every variant, capped by amibuild.max_parallel)",
     "timeout": "Give up on a variant's build after this many seconds",
+    "channel": "Channel to publish each built or reused image to (default: recommended)",
+    "no_publish": "Build only; publish nothing",
 }
 
 
 @task(help=BUILD_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
-              build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None):
+              build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
+              channel="recommended", no_publish=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     from amibuild import commands, report
 
@@ -77,6 +80,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     run = cli.run(lambda: commands.build_ami(
         opts, cli.say, force=force, dry_run=dry_run, parallel=int(parallel) if parallel else None,
         max_parallel=int(c.config.amibuild.max_parallel), timeout=float(timeout) if timeout else None,
+        channel=None if no_publish else channel,
     ))
     if json:
         cli.emit_json(run.summary())
@@ -194,6 +198,118 @@ def demo(c):
     cli.run(run_demo)
 
 
+CHANNEL_HELP = {
+    "pipeline": SELECT_HELP["pipeline"],
+    "variant": "Variant whose channel this is (required)",
+    "k8s": "Kubernetes version of the variant, if not the pipeline file's (it is part of the parameter name)",
+    "profile": SELECT_HELP["profile"],
+    "json": "Print the result as JSON on stdout",
+}
+
+
+def _channel_options(c, pipeline, variant, k8s, profile):
+    return cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, k8s=k8s, profile=profile)
+
+
+@task(help={**CHANNEL_HELP,
+            "ami": "REGION=AMI_ID, comma-separated or repeated; every target region of the pipeline needs one",
+            "channel": "Channel to publish to (default: recommended)",
+            "run_id": "Run id to record (default: the images' amibuild:run-id tag)",
+            "allow_foreign": "Publish images amibuild did not build (no amibuild:fingerprint tag)",
+            "force": "Write even if another writer moved the channel since amibuild read it"},
+      iterable=["ami"], auto_shortflags=False)
+def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow_foreign=False, force=False,
+            pipeline=None, k8s=None, profile=None, json=False):
+    """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
+    from amibuild import commands, report
+    from amibuild import publish as channels_mod
+
+    def body():
+        aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        return channels_mod.publish_variant(aws, pipeline=pipe, variant=var, amis=channels_mod.parse_amis(ami or []),
+                                            channel=channel, run_id=run_id, allow_foreign=allow_foreign, force=force)
+
+    result = cli.run(body)
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+
+
+@task(help={**CHANNEL_HELP, "from_": "Channel to copy from, e.g. recommended",
+            "to": "Channel to copy into, e.g. stable",
+            "force": "Write even if another writer moved the target channel since amibuild read it"},
+      auto_shortflags=False)
+def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False):
+    """Copy a channel's exact AMI, region by region, into another channel."""
+    from amibuild import commands, report
+    from amibuild import publish as channels_mod
+    from amibuild.errors import SpecError
+
+    def body():
+        if not from_ or not to:
+            raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
+        aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        return channels_mod.promote(aws, pipeline=pipe, variant=var, source=from_, target=to, force=force)
+
+    result = cli.run(body)
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+
+
+@task(help={**CHANNEL_HELP, "channel": "Channel to roll back (default: recommended)",
+            "to_version": "Parameter version to go back to, as `invoke history` shows it for the build region "
+                          "(default: the newest version holding another AMI than now)",
+            "force": "Write even if another writer moved the channel since amibuild read it"},
+      auto_shortflags=False)
+def rollback(c, variant=None, channel="recommended", to_version=None, force=False, pipeline=None, k8s=None,
+             profile=None, json=False):
+    """Put a channel back to an earlier AMI from its parameter history."""
+    from amibuild import commands, report
+    from amibuild import publish as channels_mod
+    from amibuild.errors import SpecError
+
+    def body():
+        try:
+            version = int(to_version) if to_version not in (None, "") else None
+        except ValueError:
+            raise SpecError(f"--to-version {to_version}: a parameter version number, e.g. --to-version 3") from None
+        aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        return channels_mod.rollback(aws, pipeline=pipe, variant=var, channel=channel, to_version=version, force=force)
+
+    result = cli.run(body)
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+
+
+@task(help={**CHANNEL_HELP, "channel": "Only this channel (default: every channel of the variant)",
+            "region": "Only this region (default: every target region of the pipeline)"},
+      auto_shortflags=False)
+def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None, profile=None, json=False):
+    """Show a variant's channel history: version, time, AMI, fingerprint, run id, who wrote it."""
+    from amibuild import commands, report
+    from amibuild import publish as channels_mod
+
+    def body():
+        aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        return channels_mod.history(aws, pipeline=pipe, variant=var, channel=channel, region=region)
+
+    entries = cli.run(body)
+    cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.history_lines(entries))
+
+
+@task(help={"pipeline": CHANNEL_HELP["pipeline"], "profile": CHANNEL_HELP["profile"], "json": CHANNEL_HELP["json"]},
+      auto_shortflags=False)
+def channels(c, pipeline=None, profile=None, json=False):
+    """List every variant x channel x region: AMI, version, age."""
+    from amibuild import commands, report
+    from amibuild import publish as channels_mod
+    from amibuild.aws import Aws
+
+    def body():
+        opts = cli.options(c, pipeline=pipeline, profile=profile)
+        pipe = commands.load_pipeline(opts)
+        return channels_mod.channels(Aws(profile=opts.profile, region=pipe.build_region), pipeline=pipe)
+
+    entries = cli.run(body)
+    cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))
+
+
 @task(help={"pipeline": SELECT_HELP["pipeline"], "variant": SELECT_HELP["variant"],
             "json": "Print the matrix as JSON on stdout",
             "github": "Append matrix=<json> to $GITHUB_OUTPUT (GitHub Actions) and print that line"},
@@ -233,8 +349,8 @@ def locals_flags(values):
     return flags
 
 
-ns = Collection(render, validate, build_ami, runs, userdata, decode_userdata, aws_auth, matrix, doctor, sandbox,
-                demo)
+ns = Collection(render, validate, build_ami, runs, publish, promote, rollback, history, channels, userdata,
+                decode_userdata, aws_auth, matrix, doctor, sandbox, demo)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

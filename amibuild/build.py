@@ -50,6 +50,8 @@ class Outcome:
     error: str = ""
     started: str = ""
     seconds: float = 0.0
+    published: dict = field(default_factory=dict)  # channel, parameter, per region: version or "unchanged"
+    publish_error: str = ""
 
     def as_dict(self) -> dict:
         return {
@@ -63,6 +65,8 @@ class Outcome:
             "error": self.error,
             "started": self.started,
             "seconds": round(self.seconds, 3),
+            "published": self.published,
+            "publish_error": self.publish_error,
         }
 
 

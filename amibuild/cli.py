@@ -48,7 +48,8 @@ def finish(run: Any) -> None:
             "; packer was killed before its cleanup finished: look for instances, key pairs and security "
             "groups named packer_* in the build regions" if run.aborted else ""), code=EXIT_INTERRUPTED)
     if run.failed:
-        names = ", ".join(f"{o.name} (log: {o.log})" for o in run.failed)
+        names = ", ".join(f"{o.name} (not published: {o.publish_error})" if o.publish_error and o.status != "failed"
+                          else f"{o.name} (log: {o.log})" for o in run.failed)
         raise Exit(f"amibuild: error: {len(run.failed)} variant(s) failed: {names}", code=EXIT_FAILED)
 
 
@@ -98,5 +99,12 @@ def options(c: Any, **flags: Any) -> "Options":  # noqa: F821
 
 
 def lines(items: Iterable[str]) -> None:
+    """Report lines on stderr (progress, notes)."""
     for item in items:
         say(item)
+
+
+def lines_out(items: Iterable[str]) -> None:
+    """Result lines on stdout (the answer to the command)."""
+    for item in items:
+        print(item, flush=True)

@@ -250,9 +250,11 @@ class BuildRun:
     interrupted: bool = False
     aborted: bool = False
 
+    sharing: list[str] = field(default_factory=list)  # launch/snapshot permissions missing for ami_users
+
     @property
     def failed(self) -> list:
-        return [o for o in self.outcomes or [] if o.status in ("failed", "interrupted")]
+        return [o for o in self.outcomes or [] if o.status in ("failed", "interrupted") or o.publish_error]
 
     def summary(self) -> dict:
         if self.outcomes is None:
@@ -262,6 +264,7 @@ class BuildRun:
             "regions": list(self.plan.regions),
             "interrupted": self.interrupted,
             "record": str(self.record_path) if self.record_path else None,
+            "sharing": list(self.sharing),
             "variants": [o.as_dict() for o in self.outcomes],
         }
 
@@ -277,8 +280,12 @@ def build_ami(
     timeout: float | None = None,
     cleanup_timeout: float = 120.0,
     progress=None,
+    channel: str | None = "recommended",
 ) -> BuildRun:
-    """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → record."""
+    """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → publish → record.
+
+    ``channel`` None: build only (--no-publish). An interrupted run publishes nothing.
+    """
     from .aws import Aws
     from .packer import Packer
     from .plan import plan_build
@@ -303,7 +310,7 @@ def build_ami(
     write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
                        prepared.packer_version, prepared.notes), options, say)
     return execute_plan(plan, packer, aws, options, say, parallel=parallel or min(len(plan.items), max_parallel),
-                        timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress)
+                        timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress, channel=channel)
 
 
 def find_built_images(aws, regions, fingerprints) -> dict:
@@ -324,7 +331,7 @@ def find_built_images(aws, regions, fingerprints) -> dict:
 
 
 def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int, timeout, cleanup_timeout,
-                 progress=None) -> BuildRun:
+                 progress=None, channel: str | None = None) -> BuildRun:
     import json
 
     from . import __version__
@@ -345,6 +352,10 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
     finally:
         if own_progress:
             progress.close()
+    sharing: list[str] = []
+    if channel and not executor.state.interrupted:
+        publish_outcomes(aws, plan, outcomes, channel, say)
+        sharing = check_shared(aws, plan, outcomes)
     runs = Path(options.build_dir) / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     record_path = runs / f"{plan.run_id}.json"
@@ -364,8 +375,63 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
             for o in outcomes
         ],
     }
+    record["sharing"] = sharing
     record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return BuildRun(plan, outcomes, record_path, executor.state.interrupted, executor.state.aborted)
+    return BuildRun(plan, outcomes, record_path, executor.state.interrupted, executor.state.aborted, sharing)
+
+
+def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
+    """Publish each built or reused variant to `channel`, all regions or none per variant.
+
+    Channels that already hold a reused image are found with GetParameters (ten names a call per
+    region), so an unchanged scheduled run makes no parameter version and few calls.
+    """
+    from . import publish
+    from .errors import AmibuildError
+
+    variants = {i.name: i.rendered.variant for i in plan.items}
+    ready = [o for o in outcomes if o.status in ("built", "skipped") and o.amis]
+    names = {o.name: publish.parameter_name(plan.pipeline, variants[o.name], channel) for o in ready}
+    reused = [o for o in ready if o.status == "skipped"]
+    current: dict[str, dict[str, str]] = {}
+    for region in plan.regions:
+        if reused:
+            current[region] = aws.get_parameters([names[o.name] for o in reused], region)
+    for outcome in ready:
+        parameter = names[outcome.name]
+        if outcome.status == "skipped" and all(
+            current.get(r, {}).get(parameter) == ami for r, ami in outcome.amis.items()
+        ):
+            outcome.published = {"channel": channel, "parameter": parameter,
+                                 "regions": {r: "unchanged" for r in sorted(outcome.amis)}}
+            continue
+        try:
+            result = publish.publish_variant(aws, pipeline=plan.pipeline, variant=variants[outcome.name],
+                                             amis=outcome.amis, channel=channel, fingerprint=outcome.fingerprint,
+                                             run_id=plan.run_id if outcome.status == "built" else None)
+        except AmibuildError as exc:
+            outcome.publish_error = str(exc)
+            say(f"{outcome.name}: not published: {exc}")
+            continue
+        outcome.published = {"channel": channel, "parameter": result.parameter, "regions": {
+            r.region: (r.version if r.action == "write" else "unchanged") for r in result.regions}}
+        say(f"{outcome.name}: published to {channel} ({result.parameter}): "
+            + ", ".join(f"{r.region}={r.ami}" for r in result.regions))
+
+
+def check_shared(aws, plan, outcomes) -> list[str]:
+    """Missing launch / snapshot permissions for the pipeline's ami_users, as lines to show."""
+    from . import publish
+
+    users = plan.pipeline.ami_users
+    if not users:
+        return []
+    problems = []
+    for outcome in outcomes:
+        if outcome.status in ("built", "skipped") and outcome.amis:
+            report = publish.check_sharing(aws, amis=outcome.amis, users=users)
+            problems += [f"{outcome.name}: {line}" for line in report.problems()]
+    return problems
 
 
 def git_commit(directory: Path) -> str | None:
@@ -391,3 +457,16 @@ def list_runs(options: Options, limit: int = 10) -> list[dict]:
         except (OSError, ValueError):
             continue
     return out
+
+
+# ------------------------------------------------------------------------------- channels
+
+
+def channel_target(options: Options, variant: str | None):
+    """(Aws, Pipeline, Variant) for publish / promote / rollback / history of one variant."""
+    from .aws import Aws
+
+    if not variant:
+        raise SpecError("--variant: name the variant whose channel to change, e.g. --variant ceph")
+    pipeline = load_pipeline(options)
+    return Aws(profile=options.profile, region=pipeline.build_region), pipeline, pipeline.variants[0]

@@ -24,10 +24,15 @@ def steps(example: Path) -> list[tuple[str, list[str]]]:
     return [
         ("Render and validate two variants of the example pipeline file (works without AWS access too)",
          ["validate", "--pipeline", str(example), "--variant", "ceph", "--variant", "ceph-al2023-arm"]),
-        ("Build an AMI with ceph-common on the EKS-optimized AL2 image: render, validate, packer build",
-         ["build-ami", "--extra-pkg", "ceph-common"]),
-        ("Run it again: nothing changed, so nothing is built (one DescribeImages per region)",
-         ["build-ami", "--extra-pkg", "ceph-common"]),
+        ("Build an AMI with ceph-common on the EKS-optimized AL2 image and publish "
+         "it to the `recommended` channel: render, validate, packer build, SSM",
+         ["build-ami", "--extra-pkg", "ceph-common", "--region", "us-west-2"]),
+        ("Run it again: nothing changed, so nothing is built and no parameter version is written",
+         ["build-ami", "--extra-pkg", "ceph-common", "--region", "us-west-2"]),
+        ("Promote what `recommended` holds to `stable`, region by region",
+         ["promote", "--variant", "default", "--from", "recommended", "--to", "stable"]),
+        ("The channels: every variant x channel x region", ["channels"]),
+        ("The history of the stable channel", ["history", "--variant", "default", "--channel", "stable"]),
         ("The run records", ["runs"]),
     ]
 

@@ -21,6 +21,9 @@ turns them into a one-line message and an exit code::
     │   ├── EndpointUnreachable
     │   └── NotFound
     ├── SandboxError                      the local AWS emulator failed to start or answer
+    ├── PublishRefused                    publish/promote/rollback refused before any write
+    ├── PublishConflict                   another writer moved the channel in between
+    ├── PublishFailed                     a write failed part-way; written regions were put back
     ├── BuildFailed                       one or more variants failed to build
     └── Interrupted               exit 130 Ctrl-C / SIGTERM
 """
@@ -108,6 +111,18 @@ class NotFound(AwsError):
 
 class SandboxError(AmibuildError):
     """The local AWS emulator failed to start, answer or do what it was asked."""
+
+
+class PublishRefused(AmibuildError):
+    """A publish, promote or rollback was refused before anything was written."""
+
+
+class PublishConflict(AmibuildError):
+    """Another writer moved the channel between amibuild's read and its write."""
+
+
+class PublishFailed(AmibuildError):
+    """A write failed part-way; the regions already written were put back."""
 
 
 class BuildFailed(AmibuildError):

@@ -19,6 +19,14 @@ def build_lines(run: Any) -> Iterable[str]:
         amis = " ".join(f"{r}={a}" for r, a in sorted(outcome.amis.items()))
         detail = amis if outcome.status in ("built", "skipped") else f"{outcome.error} (log: {outcome.log})"
         yield f"  {outcome.name.ljust(width)}  {outcome.status:11}  {detail}"
+        if outcome.published:
+            versions = ", ".join(f"{r}: {v if v == 'unchanged' else 'version ' + str(v)}"
+                                 for r, v in outcome.published["regions"].items())
+            yield f"  {''.ljust(width)}  published    {outcome.published['parameter']} ({versions})"
+        elif outcome.publish_error:
+            yield f"  {''.ljust(width)}  NOT published: {outcome.publish_error}"
+    for line in getattr(run, "sharing", []):
+        yield f"  sharing: {line}"
 
 
 def runs_lines(records: list[dict]) -> Iterable[str]:
@@ -31,3 +39,47 @@ def runs_lines(records: list[dict]) -> Iterable[str]:
             counts[variant.get("status", "?")] = counts.get(variant.get("status", "?"), 0) + 1
         summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         yield f"{record.get('run_id')}  {record.get('started', '')}  {summary}"
+
+
+def publish_lines(result: Any) -> Iterable[str]:
+    yield f"{result.operation}: {result.variant} {result.channel} ({result.parameter})"
+    for r in result.regions:
+        if r.action == "write":
+            yield f"  {r.region}: {r.previous_ami or '(new)'} -> {r.ami}  version {r.version}"
+        else:
+            yield f"  {r.region}: {r.ami}  unchanged, version {r.version}"
+
+
+def history_lines(entries: list) -> Iterable[str]:
+    rows = [(e.channel, e.region, str(e.version), when(e.modified), e.ami, e.fingerprint or "-", e.run_id or "-",
+             e.user or "-") for e in entries]
+    return table(("CHANNEL", "REGION", "VERSION", "TIME (UTC)", "AMI", "FINGERPRINT", "RUN ID", "WRITTEN BY"), rows)
+
+
+def channel_lines(entries: list) -> Iterable[str]:
+    rows = [(e.variant, e.k8s, e.channel, e.region, e.ami or "(not published)", str(e.version or "-"), age(e.modified))
+            for e in entries]
+    return table(("VARIANT", "K8S", "CHANNEL", "REGION", "AMI", "VERSION", "AGE"), rows)
+
+
+def table(header: tuple, rows: list) -> list[str]:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    return ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in (header, *rows)]
+
+
+def when(moment: Any) -> str:
+    from datetime import timezone
+
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+
+
+def age(moment: Any) -> str:
+    from datetime import datetime, timezone
+
+    if moment is None:
+        return "-"
+    seconds = max(0, int((datetime.now(timezone.utc) - moment).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -1,7 +1,8 @@
 """How much amibuild's `tasks.py` adds to invoke's own start-up.
 
-`invoke --list` and `invoke render --help` on this project, each against the same command on a bare
-collection (a temporary folder whose tasks.py holds one trivial task). All four run as
+`invoke --list`, `invoke render --help` and `invoke build-ami --help` on this project, each against
+the same command on a bare collection (a temporary folder whose tasks.py holds one trivial task;
+both `--help` commands are compared with its `hello --help`). All five run as
 `python -m invoke -r <dir> ...` subprocesses with this interpreter, interleaved, and the ratio of
 medians is the figure: invoke's own start-up cancels out, what remains is what our import adds.
 Target: at most 1.2x. When it misses, the note on heavy modules says what got imported.
@@ -18,7 +19,7 @@ from pathlib import Path
 from benchmarks.common import BenchmarkError, Report, Row, Target, interleave, ms, subprocess_command
 
 NAME = "cli_startup"
-DESCRIPTION = "invoke --list / render --help of tasks.py, as a ratio to a bare invoke collection"
+DESCRIPTION = "invoke --list / render --help / build-ami --help of tasks.py, as a ratio to a bare invoke collection"
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = 15
@@ -45,21 +46,24 @@ def run() -> Report:
         def invoke(root: Path, *args: str) -> list[str]:
             return [sys.executable, "-m", "invoke", "-r", str(root), *args]
 
-        # same neutral working directory for all four, so only the collection differs
+        # same neutral working directory for all five, so only the collection differs
         commands = {
             "bare --list": invoke(bare, "--list"),
             "amibuild --list": invoke(ROOT, "--list"),
             "bare hello --help": invoke(bare, "hello", "--help"),
             "amibuild render --help": invoke(ROOT, "render", "--help"),
+            "amibuild build-ami --help": invoke(ROOT, "build-ami", "--help"),
         }
         timings = interleave({k: subprocess_command(v, cwd=bare) for k, v in commands.items()}, runs=RUNS)
         imports_list = imported_modules(commands["amibuild --list"], cwd=bare)
         imports_help = imported_modules(commands["amibuild render --help"], cwd=bare)
+        imports_build_help = imported_modules(commands["amibuild build-ami --help"], cwd=bare)
 
     rows = []
     for what, bare_key, ours_key in (
         ("invoke --list", "bare --list", "amibuild --list"),
         ("invoke render --help", "bare hello --help", "amibuild render --help"),
+        ("invoke build-ami --help", "bare hello --help", "amibuild build-ami --help"),
     ):
         b, o = timings[bare_key], timings[ours_key]
         rows += [
@@ -70,6 +74,7 @@ def run() -> Report:
     notes = [
         _heavy_note("invoke --list", imports_list),
         _heavy_note("invoke render --help", imports_help),
+        _heavy_note("invoke build-ami --help", imports_build_help),
         "amibuild modules imported by `invoke --list`: "
         + (", ".join(f"{m} ({t:.1f} ms)" for m, t in _ours(imports_list)) or "none"),
     ]

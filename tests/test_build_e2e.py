@@ -246,3 +246,34 @@ def test_a_variant_packer_refuses_fails_alone_before_any_instance(workdir: Path)
     assert variants["arm"]["status"] == "failed"
     assert "packer validate refused" in variants["arm"]["error"]
     assert builds(workdir) == ["ceph"]
+
+
+def test_build_publishes_to_recommended_and_an_unchanged_rerun_writes_no_version(workdir: Path) -> None:
+    first = build_ami(workdir, "--json")
+    assert first.returncode == 0, first.stderr
+    for name, variant in summary(first).items():
+        parameter = variant["published"]["parameter"]
+        assert parameter == f"/amibuild/e2e/1.30/{name}/recommended/image_id"
+        for region, ami in variant["amis"].items():
+            ssm = boto3.client("ssm", region_name=region)
+            got = ssm.get_parameter(Name=parameter)["Parameter"]
+            assert got["Value"] == ami
+            assert got["DataType"] == "aws:ec2:image"
+            assert got["Version"] == 1
+    again = build_ami(workdir, "--json")
+    assert again.returncode == 0, again.stderr
+    for name, variant in summary(again).items():
+        assert set(variant["published"]["regions"].values()) == {"unchanged"}
+        for region in REGIONS:
+            history = boto3.client("ssm", region_name=region).get_parameter_history(
+                Name=variant["published"]["parameter"])["Parameters"]
+            assert len(history) == 1
+
+
+def test_no_publish_builds_but_writes_no_parameter(workdir: Path) -> None:
+    result = build_ami(workdir, "--json", "--no-publish")
+    assert result.returncode == 0, result.stderr
+    assert all(v["status"] == "built" and v["published"] == {} for v in summary(result).values())
+    for region in REGIONS:
+        names = [p["Name"] for p in boto3.client("ssm", region_name=region).describe_parameters()["Parameters"]]
+        assert [n for n in names if not n.startswith("/aws/")] == []
