@@ -268,6 +268,10 @@ class Aws:
             )
         return frozenset(p["UserId"] for p in raw.get("CreateVolumePermissions", []) if p.get("UserId"))
 
+    # ---------------------------------------------------------------------------- EC2 lifecycle (prune)
+
+    # ---------------------------------------------------------------------------- CloudFormation, Auto Scaling, EKS (rollout)
+
 
 def _image(raw: Mapping[str, Any], region: str) -> Image:
     return Image(
