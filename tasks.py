@@ -182,12 +182,18 @@ def decode_userdata(c, source):
     print(cli.run(body), end="")
 
 
-@task(help={"role_arn": "IAM role ARN of the nodes (e.g. the node group stack's NodeInstanceRole output)"})
-def aws_auth(c, role_arn=""):
-    """Print the aws-auth mapRoles entry that lets nodes with ROLE_ARN join the cluster."""
+@task(help={"role_arn": "IAM role ARN of the nodes (e.g. the node group stack's NodeInstanceRole output)",
+            "stack": "Node group stack whose NodeInstanceRole output is the role (instead of --role-arn)",
+            "region": "Region of the stack (default: AWS_REGION / the profile's region)",
+            "profile": SELECT_HELP["profile"]},
+      auto_shortflags=False)
+def aws_auth(c, role_arn="", stack="", region=None, profile=None):
+    """Print the aws-auth mapRoles entry that lets nodes with ROLE_ARN (or a stack's node role) join."""
+    from amibuild import nodegroup
     from amibuild import userdata as ud
 
-    print(cli.run(lambda: ud.aws_auth_entry(role_arn)), end="")
+    print(cli.run(lambda: ud.aws_auth_entry(nodegroup.node_role(
+        cli.options(c, profile=profile), role_arn=role_arn, stack=stack, region=region))), end="")
 
 
 @task
@@ -310,6 +316,79 @@ def channels(c, pipeline=None, profile=None, json=False):
     cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))
 
 
+ROLLOUT_HELP = {
+    "stack": "Node group stack to roll (made from cloudformation/nodegroup.yaml or the classic EKS template)",
+    "nodegroup": "EKS managed node group CLUSTER/NAME whose launch template names the image (instead of --stack)",
+    "variant": "Variant whose channel to roll to (with --stack, default: the SSM parameter the stack names now)",
+    "channel": "Channel of the variant to roll to (default: recommended)",
+    "region": "Region of the stack or cluster (default: AWS_REGION / the profile's region)",
+    "dry_run": "Create the change set, print what would change, delete it: change nothing",
+    "no_wait": "Return once the update has started instead of following it to the end",
+    "timeout": "Stop waiting after this many seconds (default 7200); the update itself goes on",
+    "pipeline": SELECT_HELP["pipeline"],
+    "k8s": CHANNEL_HELP["k8s"],
+    "profile": SELECT_HELP["profile"],
+    "json": "Print the result as JSON on stdout",
+}
+
+
+@task(help=ROLLOUT_HELP, auto_shortflags=False)
+def rollout(c, stack=None, nodegroup=None, variant=None, channel=None, region=None, dry_run=False, no_wait=False,
+            timeout=None, pipeline=None, k8s=None, profile=None, json=False):
+    """Roll a node group stack or EKS managed node group to a channel's AMI: change set, update, verify."""
+    from amibuild import rollout as rollout_mod
+
+    opts = _channel_options(c, pipeline, variant, k8s, profile)
+    result = cli.run(lambda: rollout_mod.run(opts, stack=stack, nodegroup=nodegroup, variant=variant, channel=channel,
+                                             region=region, say=cli.say, dry_run=dry_run, wait=not no_wait,
+                                             timeout=timeout))
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+
+
+DEPLOY_HELP = {
+    "stack": "Stack to create or update (required)",
+    "cluster": "EKS cluster the nodes join (ClusterName; required to create)",
+    "variant": "Variant whose channel the nodes run: NodeImageIdSSMParam names that channel's parameter",
+    "channel": "Channel of the variant (default: recommended)",
+    "vpc_id": "VPC of the cluster (VpcId; required to create)",
+    "subnet": "Subnet for the nodes (Subnets; repeatable or comma-separated; required to create)",
+    "control_plane_sg": "The cluster's control plane security group (ClusterControlPlaneSecurityGroup; "
+                        "required to create)",
+    "nodegroup_name": "NodeGroupName, used in resource names (default on create: the stack name)",
+    "parameter": "Another template parameter KEY=VALUE, e.g. NodeInstanceType=m6i.large (repeatable); on update "
+                 "every parameter not given keeps its value",
+    "proxy": "HTTP(S) proxy for the nodes: their user data comes from `invoke userdata` (boothook, bootstrap, "
+             "cfn-signal); give it on every deploy, the template sent is made from these flags",
+    "no_proxy": "Extra NO_PROXY entry for the nodes (repeatable or comma-separated; with --proxy)",
+    "service_cidr": "Cluster service CIDR for NO_PROXY (with --proxy; default: both EKS defaults)",
+    "region": ROLLOUT_HELP["region"],
+    "no_wait": "Return once CloudFormation has started instead of following the stack's events",
+    "timeout": ROLLOUT_HELP["timeout"],
+    "pipeline": SELECT_HELP["pipeline"],
+    "k8s": CHANNEL_HELP["k8s"],
+    "profile": SELECT_HELP["profile"],
+    "json": "Print the result as JSON on stdout",
+}
+
+
+@task(help=DEPLOY_HELP, iterable=["subnet", "parameter", "no_proxy"], auto_shortflags=False)
+def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vpc_id=None, subnet=None,
+                     control_plane_sg=None, nodegroup_name=None, parameter=None, proxy="", no_proxy=None,
+                     service_cidr="", region=None, no_wait=False, timeout=None, pipeline=None, k8s=None,
+                     profile=None, json=False):
+    """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
+    from amibuild import nodegroup
+
+    opts = _channel_options(c, pipeline, variant, k8s, profile)
+    flags = {"ClusterName": cluster, "VpcId": vpc_id, "ClusterControlPlaneSecurityGroup": control_plane_sg,
+             "NodeGroupName": nodegroup_name}
+    result = cli.run(lambda: nodegroup.deploy_from_flags(
+        opts, stack=stack, region=region, variant=variant, channel=channel, flags=flags, subnets=subnet or [],
+        parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr, say=cli.say,
+        wait=not no_wait, timeout=timeout))
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+
+
 @task(help={"pipeline": SELECT_HELP["pipeline"], "variant": SELECT_HELP["variant"],
             "json": "Print the matrix as JSON on stdout",
             "github": "Append matrix=<json> to $GITHUB_OUTPUT (GitHub Actions) and print that line"},
@@ -349,8 +428,8 @@ def locals_flags(values):
     return flags
 
 
-ns = Collection(render, validate, build_ami, runs, publish, promote, rollback, history, channels, userdata,
-                decode_userdata, aws_auth, matrix, doctor, sandbox, demo)
+ns = Collection(render, validate, build_ami, runs, publish, promote, rollback, history, channels, nodegroup_deploy,
+                rollout, userdata, decode_userdata, aws_auth, matrix, doctor, sandbox, demo)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

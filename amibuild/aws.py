@@ -270,7 +270,258 @@ class Aws:
 
     # ---------------------------------------------------------------------------- EC2 lifecycle (prune)
 
+    # What `amibuild.prune` needs to know before it may delete an image (which snapshots are ours,
+    # which launch templates, Auto Scaling groups and instances still use an image), and the three
+    # changes it makes. Plain tuples keep the gateway's surface small; prune.py names the fields.
+
+    def own_images(self, region: str, filters: Mapping[str, Sequence[str]]) -> list[tuple[Image, str]]:
+        """(image, its DeprecationTime or "") of this account's images matching `filters`.
+
+        An owner's DescribeImages lists its deprecated images too, whatever IncludeDeprecated says.
+        """
+        with _mapped("ec2:DescribeImages", region):
+            pages = self.client("ec2", region).get_paginator("describe_images").paginate(
+                Owners=["self"], Filters=[{"Name": k, "Values": list(v)} for k, v in filters.items()]
+            )
+            return [(_image(raw, region), raw.get("DeprecationTime", "") or "")
+                    for page in pages for raw in page.get("Images", [])]
+
+    def snapshot_tags(self, region: str, snapshot_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Tags of this account's snapshots among `snapshot_ids`, by id; ids that do not exist are left out.
+
+        A ``snapshot-id`` filter instead of ``SnapshotIds``: one missing id must not fail the whole call.
+        """
+        ids = sorted(set(snapshot_ids))
+        found: dict[str, dict[str, str]] = {}
+        for start in range(0, len(ids), 200):
+            with _mapped("ec2:DescribeSnapshots", region):
+                pages = self.client("ec2", region).get_paginator("describe_snapshots").paginate(
+                    OwnerIds=["self"], Filters=[{"Name": "snapshot-id", "Values": ids[start:start + 200]}]
+                )
+                for page in pages:
+                    for raw in page.get("Snapshots", []):
+                        found[raw["SnapshotId"]] = {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
+        return found
+
+    def launch_templates(self, region: str) -> list[tuple[str, str, int, int]]:
+        """(id, name, default version, latest version) of every launch template in the region."""
+        with _mapped("ec2:DescribeLaunchTemplates", region):
+            pages = self.client("ec2", region).get_paginator("describe_launch_templates").paginate()
+            return [
+                (raw["LaunchTemplateId"], raw.get("LaunchTemplateName", ""), int(raw.get("DefaultVersionNumber", 0)),
+                 int(raw.get("LatestVersionNumber", 0)))
+                for page in pages for raw in page.get("LaunchTemplates", [])
+            ]
+
+    def launch_template_image_ids(self, region: str, template_id: str, versions: Sequence[str]) -> dict[int, str]:
+        """Version number -> ImageId for `versions` ("$Default", "$Latest" or numbers) of one template.
+
+        ``ResolveAlias`` makes EC2 answer the AMI id behind an ``resolve:ssm:...`` ImageId; a version
+        without an ImageId is left out.
+        """
+        with _mapped(f"ec2:DescribeLaunchTemplateVersions {template_id}", region):
+            raws = self.client("ec2", region).describe_launch_template_versions(
+                LaunchTemplateId=template_id, Versions=list(dict.fromkeys(versions)), ResolveAlias=True
+            ).get("LaunchTemplateVersions", [])
+        return {int(raw["VersionNumber"]): raw["LaunchTemplateData"]["ImageId"]
+                for raw in raws if raw.get("LaunchTemplateData", {}).get("ImageId")}
+
+    def auto_scaling_template_refs(self, region: str) -> list[tuple[str, str, str, str]]:
+        """(group name, template id, template name, version) for every launch template an Auto Scaling
+        group names: its own, its mixed instances policy's, and those of the policy's overrides."""
+        refs: list[tuple[str, str, str, str]] = []
+        with _mapped("autoscaling:DescribeAutoScalingGroups", region):
+            pages = self.client("autoscaling", region).get_paginator("describe_auto_scaling_groups").paginate()
+            for page in pages:
+                for group in page.get("AutoScalingGroups", []):
+                    mixed = group.get("MixedInstancesPolicy", {}).get("LaunchTemplate", {})
+                    specs = [group.get("LaunchTemplate"), mixed.get("LaunchTemplateSpecification"),
+                             *(o.get("LaunchTemplateSpecification") for o in mixed.get("Overrides", []))]
+                    refs += [(group["AutoScalingGroupName"], s.get("LaunchTemplateId", ""),
+                              s.get("LaunchTemplateName", ""), str(s.get("Version") or "$Default"))
+                             for s in specs if s]
+        return refs
+
+    def launch_configuration_images(self, region: str) -> dict[str, str]:
+        """Launch configuration name -> ImageId (the older, immutable way an Auto Scaling group launches)."""
+        with _mapped("autoscaling:DescribeLaunchConfigurations", region):
+            pages = self.client("autoscaling", region).get_paginator("describe_launch_configurations").paginate()
+            return {raw["LaunchConfigurationName"]: raw.get("ImageId", "")
+                    for page in pages for raw in page.get("LaunchConfigurations", [])}
+
+    def instance_images(self, region: str,
+                        states: Sequence[str] = ("pending", "running", "stopping", "stopped")) -> list[tuple[str, str, str]]:
+        """(instance id, state, image id) of every instance in one of `states`."""
+        with _mapped("ec2:DescribeInstances", region):
+            pages = self.client("ec2", region).get_paginator("describe_instances").paginate(
+                Filters=[{"Name": "instance-state-name", "Values": list(states)}]
+            )
+            return [(raw["InstanceId"], raw.get("State", {}).get("Name", ""), raw.get("ImageId", ""))
+                    for page in pages for reservation in page.get("Reservations", [])
+                    for raw in reservation.get("Instances", [])]
+
+    def deregister_image(self, region: str, image_id: str) -> None:
+        with _mapped(f"ec2:DeregisterImage {image_id}", region):
+            self.client("ec2", region).deregister_image(ImageId=image_id)
+
+    def delete_snapshot(self, region: str, snapshot_id: str) -> None:
+        with _mapped(f"ec2:DeleteSnapshot {snapshot_id}", region):
+            self.client("ec2", region).delete_snapshot(SnapshotId=snapshot_id)
+
+    def deprecate_image(self, region: str, image_id: str, at: datetime) -> None:
+        """Set the image's deprecation time (EC2 refuses a time in the past and rounds to the minute)."""
+        with _mapped(f"ec2:EnableImageDeprecation {image_id}", region):
+            self.client("ec2", region).enable_image_deprecation(ImageId=image_id, DeprecateAt=at)
+
     # ---------------------------------------------------------------------------- CloudFormation, Auto Scaling, EKS (rollout)
+    # Raw response dicts: amibuild/rollout.py parses them (pure functions, tested on recorded ones).
+
+    @staticmethod
+    def _no_updates(exc: Any) -> bool:
+        """CloudFormation's refusal of an update that changes nothing (a ValidationError)."""
+        error = exc.response.get("Error", {})
+        return error.get("Code") == "ValidationError" and "No updates are to be performed" in str(error.get("Message"))
+
+    def describe_stack(self, name: str, region: str) -> dict[str, Any] | None:
+        """The stack (status, parameters, outputs, capabilities); None when it does not exist."""
+        try:
+            with _mapped(f"cloudformation:DescribeStacks {name}", region):
+                stacks = self.client("cloudformation", region).describe_stacks(StackName=name)["Stacks"]
+        except NotFound:  # "Stack with id NAME does not exist" is a ValidationError
+            return None
+        return stacks[0] if stacks else None
+
+    def stack_resources(self, name: str, region: str) -> list[dict[str, Any]]:
+        with _mapped(f"cloudformation:ListStackResources {name}", region):
+            pages = self.client("cloudformation", region).get_paginator("list_stack_resources").paginate(StackName=name)
+            return [raw for page in pages for raw in page.get("StackResourceSummaries", [])]
+
+    def stack_template(self, name: str, region: str) -> str:
+        """The stack's template as submitted, as text (botocore hands JSON bodies back parsed)."""
+        import json
+
+        with _mapped(f"cloudformation:GetTemplate {name}", region):
+            body = self.client("cloudformation", region).get_template(StackName=name, TemplateStage="Original")
+        text = body.get("TemplateBody", "")
+        return text if isinstance(text, str) else json.dumps(text)
+
+    def create_stack(self, name: str, region: str, *, template_body: str, parameters: Sequence[Mapping[str, Any]],
+                     capabilities: Sequence[str], token: str) -> str:
+        with _mapped(f"cloudformation:CreateStack {name}", region):
+            return self.client("cloudformation", region).create_stack(
+                StackName=name, TemplateBody=template_body, Parameters=list(parameters),
+                Capabilities=list(capabilities), ClientRequestToken=token,
+            )["StackId"]
+
+    def create_change_set(self, stack: str, region: str, *, name: str, parameters: Sequence[Mapping[str, Any]],
+                          capabilities: Sequence[str], description: str,
+                          template_body: str | None = None) -> str | None:
+        """Start an UPDATE change set (the stack's own template unless `template_body`); its id.
+
+        None when CloudFormation refuses it at once for changing nothing; AWS itself usually
+        accepts it and marks the change set FAILED instead (see `describe_change_set`).
+        """
+        from botocore.exceptions import ClientError
+
+        template: dict[str, Any] = {"TemplateBody": template_body} if template_body else {"UsePreviousTemplate": True}
+        with _mapped(f"cloudformation:CreateChangeSet {stack}", region):
+            try:
+                return self.client("cloudformation", region).create_change_set(
+                    StackName=stack, ChangeSetName=name, ChangeSetType="UPDATE", Parameters=list(parameters),
+                    Capabilities=list(capabilities), Description=description, **template,
+                )["Id"]
+            except ClientError as exc:
+                if self._no_updates(exc):
+                    return None
+                raise
+
+    def describe_change_set(self, stack: str, region: str, change_set: str) -> dict[str, Any]:
+        """Status, reason, parameters and every change of a change set (all pages)."""
+        client = self.client("cloudformation", region)
+        with _mapped(f"cloudformation:DescribeChangeSet {change_set}", region):
+            first = page = client.describe_change_set(StackName=stack, ChangeSetName=change_set)
+            changes = list(page.get("Changes", []))
+            while page.get("NextToken"):
+                page = client.describe_change_set(StackName=stack, ChangeSetName=change_set, NextToken=page["NextToken"])
+                changes += page.get("Changes", [])
+        return {**first, "Changes": changes}
+
+    def execute_change_set(self, stack: str, region: str, change_set: str, *, token: str) -> None:
+        with _mapped(f"cloudformation:ExecuteChangeSet {change_set}", region):
+            self.client("cloudformation", region).execute_change_set(
+                StackName=stack, ChangeSetName=change_set, ClientRequestToken=token
+            )
+
+    def delete_change_set(self, stack: str, region: str, change_set: str) -> None:
+        with _mapped(f"cloudformation:DeleteChangeSet {change_set}", region):
+            self.client("cloudformation", region).delete_change_set(StackName=stack, ChangeSetName=change_set)
+
+    def latest_stack_event(self, name: str, region: str) -> dict[str, Any] | None:
+        """The stack's newest event (one page read), or None."""
+        with _mapped(f"cloudformation:DescribeStackEvents {name}", region):
+            events = self.client("cloudformation", region).describe_stack_events(StackName=name).get("StackEvents", [])
+        return events[0] if events else None
+
+    def stack_events_since(self, name: str, region: str, event_id: str | None) -> list[dict[str, Any]]:
+        """The stack's events newer than `event_id` (all when None), newest first; paging stops there."""
+        found: list[dict[str, Any]] = []
+        with _mapped(f"cloudformation:DescribeStackEvents {name}", region):
+            pages = self.client("cloudformation", region).get_paginator("describe_stack_events").paginate(StackName=name)
+            for page in pages:
+                for event in page.get("StackEvents", []):
+                    if event_id is not None and event.get("EventId") == event_id:
+                        return found
+                    found.append(event)
+        return found
+
+    def auto_scaling_group(self, name: str, region: str) -> dict[str, Any] | None:
+        with _mapped(f"autoscaling:DescribeAutoScalingGroups {name}", region):
+            groups = self.client("autoscaling", region).describe_auto_scaling_groups(
+                AutoScalingGroupNames=[name]
+            ).get("AutoScalingGroups", [])
+        return groups[0] if groups else None
+
+    def launch_template_version(self, template_id: str, version: str, region: str) -> dict[str, Any] | None:
+        """One version of a launch template (a number, ``$Latest`` or ``$Default``); None when missing."""
+        try:
+            with _mapped(f"ec2:DescribeLaunchTemplateVersions {template_id} {version}", region):
+                versions = self.client("ec2", region).describe_launch_template_versions(
+                    LaunchTemplateId=template_id, Versions=[str(version)]
+                ).get("LaunchTemplateVersions", [])
+        except NotFound:
+            return None
+        return versions[0] if versions else None
+
+    def create_launch_template_version(self, template_id: str, region: str, *, source_version: str, image_id: str,
+                                       description: str) -> int:
+        """A new version copied from `source_version` with another ImageId; its number."""
+        with _mapped(f"ec2:CreateLaunchTemplateVersion {template_id}", region):
+            raw = self.client("ec2", region).create_launch_template_version(
+                LaunchTemplateId=template_id, SourceVersion=str(source_version), VersionDescription=description,
+                LaunchTemplateData={"ImageId": image_id},
+            )
+        return int(raw["LaunchTemplateVersion"]["VersionNumber"])
+
+    def describe_nodegroup(self, cluster: str, name: str, region: str) -> dict[str, Any] | None:
+        try:
+            with _mapped(f"eks:DescribeNodegroup {cluster}/{name}", region):
+                return self.client("eks", region).describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
+        except NotFound:
+            return None
+
+    def update_nodegroup_version(self, cluster: str, name: str, region: str, *, template_id: str,
+                                 version: str) -> dict[str, Any]:
+        """Roll a managed node group to a launch template version; the update (id, status)."""
+        with _mapped(f"eks:UpdateNodegroupVersion {cluster}/{name}", region):
+            return self.client("eks", region).update_nodegroup_version(
+                clusterName=cluster, nodegroupName=name, launchTemplate={"id": template_id, "version": str(version)},
+            )["update"]
+
+    def describe_nodegroup_update(self, cluster: str, name: str, update_id: str, region: str) -> dict[str, Any]:
+        with _mapped(f"eks:DescribeUpdate {update_id}", region):
+            return self.client("eks", region).describe_update(
+                name=cluster, nodegroupName=name, updateId=update_id
+            )["update"]
 
 
 def _image(raw: Mapping[str, Any], region: str) -> Image:

@@ -8,7 +8,8 @@ turns them into a one-line message and an exit code::
     │   ├── SpecError                     pipeline file / flag value refused
     │   ├── VarFileError                  a .pkrvars.hcl file that does not parse
     │   ├── UpstreamError                 an upstream amazon-eks-ami checkout we cannot read
-    │   └── NotUserData                   `decode-userdata` input that is no user data
+    │   ├── NotUserData                   `decode-userdata` input that is no user data
+    │   └── RolloutRefused                a stack / node group / channel that cannot be rolled as asked
     ├── TemplateError                     a packer/ template failed to render (a bug or a bad template)
     ├── PackerError                       the packer binary failed or is missing
     │   ├── PackerNotFound        exit 2  no packer on PATH (or too old)
@@ -24,6 +25,8 @@ turns them into a one-line message and an exit code::
     ├── PublishRefused                    publish/promote/rollback refused before any write
     ├── PublishConflict                   another writer moved the channel in between
     ├── PublishFailed                     a write failed part-way; written regions were put back
+    ├── RolloutBlocked                    the stack or node group is busy or broken: not updated now
+    ├── RolloutFailed                     the update failed, rolled back, timed out or did not converge
     ├── BuildFailed                       one or more variants failed to build
     └── Interrupted               exit 130 Ctrl-C / SIGTERM
 """
@@ -59,8 +62,12 @@ class NotUserData(UsageError):
     """Input that is not user data: no base64, gzip, MIME, cloud-config, script or NodeConfig."""
 
 
+class RolloutRefused(UsageError):
+    """The stack, node group or channel named cannot be rolled out as asked (nothing was changed)."""
+
+
 class TemplateError(AmibuildError):
-    """A Packer template under packer/ failed to render."""
+    """A template (packer/, cloudformation/) failed to render or load."""
 
 
 class PackerError(AmibuildError):
@@ -123,6 +130,14 @@ class PublishConflict(AmibuildError):
 
 class PublishFailed(AmibuildError):
     """A write failed part-way; the regions already written were put back."""
+
+
+class RolloutBlocked(AmibuildError):
+    """The stack or node group is busy or broken and cannot be updated now (nothing was changed)."""
+
+
+class RolloutFailed(AmibuildError):
+    """The update failed, rolled back, timed out, changed nothing or did not converge."""
 
 
 class BuildFailed(AmibuildError):

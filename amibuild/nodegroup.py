@@ -12,15 +12,21 @@ CloudFormation should fill in stay as they are: ``${Name}`` where Name is one of
 shell's (``${proxy}``, ``${!name}``) and is written ``${!`` so that CloudFormation gives it back
 unchanged.
 
-Pure functions of the file and their arguments: no AWS calls.
+`stack_parameters` says what a deploy sends: every value on create, the values given and
+``UsePreviousValue`` for the rest on update.
+
+Pure functions of the file and their arguments, except `deploy` (`invoke nodegroup-deploy`), which
+creates or updates a stack from this template through the AWS gateway and amibuild/rollout.py's
+change set and stack event machinery, and `node_role_arn`, which reads a stack's role output.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
@@ -57,7 +63,16 @@ PSEUDO_PARAMETERS: frozenset[str] = frozenset({
 })
 NODE_GROUP = "NodeGroup"  # the Auto Scaling group's logical id: what cfn-signal --resource names
 LAUNCH_TEMPLATE = "NodeLaunchTemplate"
+ROLE_OUTPUT = "NodeInstanceRole"  # the output naming the nodes' IAM role (for aws-auth)
 MAX_TEMPLATE_BODY = 51_200  # bytes CloudFormation takes as TemplateBody (more must go through S3)
+# Parameters without a Default, with the `invoke nodegroup-deploy` flag that sets each.
+REQUIRED_ON_CREATE = {
+    "ClusterName": "--cluster",
+    "ClusterControlPlaneSecurityGroup": "--control-plane-sg",
+    "NodeGroupName": "--nodegroup-name",
+    "VpcId": "--vpc-id",
+    "Subnets": "--subnet",
+}
 
 # "${" and, when it closes before another "$", "{" or "}", the name it holds: in ${a:-${b}} the
 # outer "${" is matched alone, so every "${" is seen once whatever the nesting.
@@ -126,12 +141,17 @@ def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TemplateError(f"{path}: cannot read the node group template: {exc.strerror}") from exc
+    return parse_template(text, str(path))
+
+
+def parse_template(text: str, source: str = "template") -> dict[str, Any]:
+    """A CloudFormation template in YAML (short-form tags allowed) or JSON, as a long-form dict."""
     try:
         template = yaml.load(text, Loader=_CfnLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as exc:
-        raise TemplateError(f"{path}: not a CloudFormation template: {exc}") from exc
+        raise TemplateError(f"{source}: not a CloudFormation template: {exc}") from exc
     if not isinstance(template, dict) or not isinstance(template.get("Resources"), dict):
-        raise TemplateError(f"{path}: not a CloudFormation template (no Resources mapping)")
+        raise TemplateError(f"{source}: not a CloudFormation template (no Resources mapping)")
     return template
 
 
@@ -180,3 +200,205 @@ def template_json(user_data: str | None = None) -> str:
             f"most {MAX_TEMPLATE_BODY} inline: shorten the user data"
         )
     return body
+
+
+# ------------------------------------------------------------------------------- update policy
+
+
+def _resolve(expr: Any, template: Mapping[str, Any], params: Mapping[str, str]) -> Any:
+    """A Ref / Fn::If / condition expression against the stack's parameters ("?" when it cannot say)."""
+    if not isinstance(expr, dict) or len(expr) != 1:
+        return expr
+    (key, arg), = expr.items()
+    if key == "Ref":
+        return params.get(arg, "?")
+    if key == "Condition":
+        return _resolve(template.get("Conditions", {}).get(arg), template, params)
+    if key == "Fn::If":
+        return _resolve(arg[1] if _resolve({"Condition": arg[0]}, template, params) is True else arg[2], template, params)
+    if key == "Fn::Equals":
+        return str(_resolve(arg[0], template, params)) == str(_resolve(arg[1], template, params))
+    if key == "Fn::Not":
+        return not _resolve(arg[0], template, params)
+    if key in ("Fn::And", "Fn::Or"):
+        values = [_resolve(a, template, params) is True for a in arg]
+        return all(values) if key == "Fn::And" else any(values)
+    return "?"
+
+
+def update_policy_line(template: Mapping[str, Any], logical_id: str, params: Mapping[str, str]) -> str:
+    """How CloudFormation replaces the group's nodes on this update (its UpdatePolicy). Pure."""
+    policy = template.get("Resources", {}).get(logical_id, {}).get("UpdatePolicy", {})
+    if _resolve(policy.get("AutoScalingReplacingUpdate", {}).get("WillReplace"), template, params) in (True, "true"):
+        return f"{logical_id}: replacing update (a new Auto Scaling group, then the old one is deleted)"
+    roll = policy.get("AutoScalingRollingUpdate")
+    if roll is None:
+        return (f"{logical_id}: no rolling update policy; the group launches new nodes from the new version, "
+                "running nodes are not replaced")
+    def text(value: Any) -> str:
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    shown = ", ".join(f"{key} {text(_resolve(roll[key], template, params))}" for key in (
+        "MaxBatchSize", "MinInstancesInService", "PauseTime", "WaitOnResourceSignals") if key in roll)
+    return f"{logical_id}: rolling update ({shown})"
+
+
+# ------------------------------------------------------------------------------------- deploying
+
+
+def parse_parameters(pairs: Iterable[str]) -> dict[str, str]:
+    """``KEY=VALUE`` flags → {KEY: VALUE}, each KEY one of the template's `PARAMETERS`."""
+    values: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in PARAMETERS:
+            raise SpecError(
+                f"--parameter {pair!r}: write KEY=VALUE with KEY a parameter of the node group template, "
+                f"one of {', '.join(sorted(PARAMETERS))}"
+            )
+        if key in values:
+            raise SpecError(f"--parameter {key} is given twice")
+        values[key] = value
+    return values
+
+
+def stack_parameters(given: Mapping[str, str], previous: Iterable[str] | None) -> list[dict[str, Any]]:
+    """CloudFormation ``Parameters`` for a deploy.
+
+    `previous` None is a create: the given values, which must include every `REQUIRED_ON_CREATE`.
+    Otherwise an update: the given values, and ``UsePreviousValue`` for every other parameter the
+    stack has (a parameter the template no longer has is left out).
+    """
+    unknown = sorted(set(given) - PARAMETERS)
+    if unknown:
+        raise SpecError(f"{unknown[0]} is not a parameter of the node group template")
+    out = [{"ParameterKey": key, "ParameterValue": value} for key, value in sorted(given.items())]
+    if previous is None:
+        missing = [flag for key, flag in REQUIRED_ON_CREATE.items() if not given.get(key)]
+        if missing:
+            raise SpecError(f"creating the node group stack needs {', '.join(missing)}")
+        return out
+    kept = sorted(key for key in set(previous) & PARAMETERS if key not in given)
+    return out + [{"ParameterKey": key, "UsePreviousValue": True} for key in kept]
+
+
+@dataclass(frozen=True)
+class DeployResult:
+    stack: str
+    region: str
+    action: str  # created, updated, unchanged, started
+    status: str
+    outputs: Mapping[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        out = [f"stack {self.stack} ({self.region}): {self.action} ({self.status})"]
+        out += [f"  {key}: {value}" for key, value in sorted(self.outputs.items())]
+        if ROLE_OUTPUT in self.outputs:
+            out.append(f"  next: invoke aws-auth --stack {self.stack}   (the mapRoles entry that lets these nodes join)")
+        return out
+
+
+def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], template_body: str,
+           channel_parameter: str | None, say: Callable[[str], None], wait: bool = True,
+           poll: float = 5.0, timeout: float = 7200.0) -> DeployResult:
+    """Create stack `name` from this template, or update it with a change set; follow its events."""
+    from . import rollout as ro
+
+    if channel_parameter:
+        problem = ro.channel_problem(ro.read_channel(aws, channel_parameter, region))
+        if problem:
+            raise ro.RolloutRefused(problem)
+        given = {**given, "NodeImageIdSSMParam": channel_parameter}
+    raw = aws.describe_stack(name, region)
+    if raw is None:
+        if not given.get("NodeImageIdSSMParam") and not given.get("NodeImageId"):
+            raise SpecError("creating a node group stack needs --variant (and --channel), or --parameter NodeImageId=AMI")
+        parameters = stack_parameters({"NodeGroupName": name, **given}, None)
+        say(f"stack {name}: creating in {region}")
+        aws.create_stack(name, region, template_body=template_body, parameters=parameters,
+                         capabilities=("CAPABILITY_IAM",), token=ro.token("create"))
+        action, status = "created", "CREATE_IN_PROGRESS"
+        if wait:
+            status, events = ro.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
+            ro.check_outcome(name, status, events)
+    else:
+        state = ro.stack_state(raw["StackStatus"])
+        if state not in (ro.StackState.READY, ro.StackState.ROLLED_BACK):
+            raise ro.RolloutBlocked(f"stack {name} in {region} is {raw['StackStatus']}: wait until it ends, or "
+                                    "repair or delete it")
+        parameters = stack_parameters(given, [p["ParameterKey"] for p in raw.get("Parameters", [])])
+        made = ro.make_change_set(aws, name, region, parameters, ("CAPABILITY_IAM",), say, poll=poll,
+                                  template_body=template_body)
+        if made is None:
+            return DeployResult(name, region, "unchanged", raw["StackStatus"], _outputs(raw))
+        action = "updated"
+        status = ro.execute(aws, name, region, made[0], say, wait=wait, poll=poll, timeout=timeout)
+    if not wait:
+        return DeployResult(name, region, "started", status)
+    return DeployResult(name, region, action, status, _outputs(aws.describe_stack(name, region) or {}))
+
+
+def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: str | None, channel: str | None,
+                      flags: Mapping[str, str], subnets: Iterable[str], parameters: Iterable[str],
+                      proxy: str, no_proxy: Iterable[str], service_cidr: str, say: Callable[[str], None],
+                      wait: bool = True, timeout: float | None = None) -> DeployResult:
+    """`invoke nodegroup-deploy`: flags (parameter name -> value) and --parameter KEY=VALUE become the
+    stack's parameters; --proxy makes the nodes' user data from `invoke userdata`'s code."""
+    from . import rollout as ro
+
+    if not stack:
+        raise SpecError("nodegroup-deploy: --stack NAME is required")
+    given = parse_parameters(parameters)
+    named = {**{key: value for key, value in flags.items() if value},
+             "Subnets": ",".join(s for value in subnets for s in value.split(",") if s)}
+    for key, value in named.items():
+        if value and key in given:
+            raise SpecError(f"{key} is set twice: by its own flag and by --parameter")
+    given.update({key: value for key, value in named.items() if value})
+    aws, region = ro.gateway(options, region)
+    user_data = None
+    if proxy:
+        from .userdata import config_from_flags, render_userdata
+
+        user_data = render_userdata(config_from_flags(
+            cluster=given.get("ClusterName", ""), proxy=proxy, no_proxy=tuple(no_proxy), service_cidr=service_cidr,
+            region=region, bootstrap_args=given.get("BootstrapArguments", ""), cfn_stack=stack,
+            cfn_resource=NODE_GROUP,
+        ))
+    elif tuple(no_proxy) or service_cidr:
+        raise SpecError("--no-proxy and --service-cidr go with --proxy")
+    return deploy(aws, stack, region, given=given, template_body=template_json(user_data),
+                  channel_parameter=ro.channel_parameter(options, variant, channel), say=say, wait=wait,
+                  timeout=ro.seconds(timeout))
+
+
+def _outputs(raw: Mapping[str, Any]) -> dict[str, str]:
+    return {o["OutputKey"]: o.get("OutputValue", "") for o in raw.get("Outputs", [])}
+
+
+def node_role_arn(aws: Any, stack: str, region: str) -> str:
+    """The NodeInstanceRole output of a node group stack (for `invoke aws-auth --stack`)."""
+    from .rollout import RolloutRefused
+
+    raw = aws.describe_stack(stack, region)
+    if raw is None:
+        raise RolloutRefused(f"stack {stack} does not exist in {region}")
+    role = _outputs(raw).get(ROLE_OUTPUT)
+    if not role:
+        raise RolloutRefused(f"stack {stack} has no {ROLE_OUTPUT} output; give the role with --role-arn")
+    return role
+
+
+def node_role(options: Any, *, role_arn: str, stack: str, region: str | None) -> str:
+    """`invoke aws-auth`: the role ARN given, or the NodeInstanceRole output of `stack`."""
+    from .rollout import gateway
+
+    if bool(role_arn) == bool(stack):
+        raise SpecError("aws-auth: give --role-arn ARN or --stack NAME (one of them)")
+    if role_arn:
+        return role_arn
+    aws, region = gateway(options, region)
+    return node_role_arn(aws, stack, region)

@@ -616,6 +616,54 @@ class _SandboxApp:
         return [data]
 
 
+def _model_stack_updates() -> None:
+    """Make moto's CloudFormation stack updates behave as AWS's where amibuild's rollout needs it.
+
+    moto 5.2.5 keeps a stack's parameters only as resolved values: DescribeStacks shows an SSM
+    parameter's value instead of its name (and no ResolvedValue), UsePreviousValue hands the
+    resolved value back (a List<...> then fails with HTTP 500, an SSM name becomes an AMI id), and
+    a parameter left at its Default counts as changed on every update. And an Auto Scaling group
+    keeps its launch template version when the template's ``!GetAtt LatestVersionNumber`` moves.
+    Here the previous value is the one passed (else the Default, unresolved), DescribeStacks shows
+    it with ResolvedValue, and after an update each group follows its LaunchTemplate property.
+    Instances are still not replaced, and SSM values are still not re-resolved on an update.
+    """
+    from moto.cloudformation.models import Stack
+    from moto.cloudformation.parsing import ResourceMap, clean_json
+
+    def previous(resource_map: Any) -> dict[str, Any]:
+        slots = resource_map._template.get("Parameters", {})
+        values = {key: str(slot["Default"]) for key, slot in slots.items() if "Default" in slot}
+        values.update(resource_map.input_parameters or {})
+        return values
+
+    def parameter_list(stack: Any) -> list[dict[str, Any]]:
+        slots = stack.resource_map._template.get("Parameters", {})
+        hidden = stack.resource_map.no_echo_parameter_keys
+        out = []
+        for key, value in previous(stack.resource_map).items():
+            entry = {"ParameterKey": key, "ParameterValue": "****" if key in hidden else value}
+            if slots.get(key, {}).get("Type", "").startswith("AWS::SSM::Parameter::Value<"):
+                resolved = stack.resource_map.resolved_parameters.get(key)
+                entry["ResolvedValue"] = ",".join(resolved) if isinstance(resolved, list) else str(resolved)
+            out.append(entry)
+        return out
+
+    original_update = ResourceMap.update
+
+    def update(resource_map: Any, template: dict[str, Any], parameters: dict[str, Any] | None = None) -> None:
+        resource_map.input_parameters = previous(resource_map)  # a Default left alone is no change
+        original_update(resource_map, template, parameters)
+        for logical_id, resource in resource_map._resource_json_map.items():
+            spec = resource.get("Properties", {}).get("LaunchTemplate")
+            if resource.get("Type") == "AWS::AutoScaling::AutoScalingGroup" and spec:
+                resource_map[logical_id]._set_launch_configuration(None, clean_json(spec, resource_map), None)
+
+    Stack.stack_parameters = property(lambda stack: previous(stack.resource_map))
+    Stack.parameter_list = property(parameter_list)
+    ResourceMap.update = update
+
+
 def _serve(host: str, port: int, watch_stdin: bool) -> None:
     """The child process: seed moto, bind, report the port on stdout, serve until told to stop."""
     with tempfile.TemporaryDirectory(prefix="amibuild-sandbox-") as scratch:
@@ -624,6 +672,7 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         # moto reads the file when its EC2 models are imported, and only checks the variable after.
         os.environ["MOTO_AMIS_PATH"] = str(amis_path)
         import moto.ec2.models  # noqa: F401
+    _model_stack_updates()
 
     import logging
 
