@@ -317,6 +317,19 @@ class Sandbox:
         """Drop everything clients created and put the seed back."""
         self._post("reset", {})
 
+    def cluster_network(self, region: str = DEFAULT_REGION, cluster: str = "demo") -> dict[str, Any]:
+        """The seeded VPC and its subnets, and a new control plane security group for `cluster`:
+        what `invoke nodegroup-deploy` needs to create a stack here."""
+        import boto3
+
+        ec2 = boto3.client("ec2", region_name=region, endpoint_url=self.endpoint,
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+        vpc = ec2.describe_vpcs(Filters=[{"Name": "tag:Name", "Values": [SANDBOX_VPC_NAME]}])["Vpcs"][0]["VpcId"]
+        subnets = ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]
+        group = ec2.create_security_group(GroupName=f"eks-cluster-{cluster}", Description=f"{cluster} control plane",
+                                          VpcId=vpc)["GroupId"]
+        return {"vpc": vpc, "subnets": sorted(s["SubnetId"] for s in subnets), "control_plane_sg": group}
+
     def release(
         self,
         k8s: str,
@@ -626,10 +639,14 @@ def _model_stack_updates() -> None:
     keeps its launch template version when the template's ``!GetAtt LatestVersionNumber`` moves.
     Here the previous value is the one passed (else the Default, unresolved), DescribeStacks shows
     it with ResolvedValue, and after an update each group follows its LaunchTemplate property.
-    Instances are still not replaced, and SSM values are still not re-resolved on an update.
+    And as on AWS, which resolves SSM parameter values again on every update, an update whose
+    template and parameters are unchanged still goes ahead when an SSM-typed parameter's value moved
+    (moto answered "No updates are to be performed"). Instances are still not replaced.
     """
     from moto.cloudformation.models import Stack
-    from moto.cloudformation.parsing import ResourceMap, clean_json
+    from moto.cloudformation.parsing import ResourceMap, clean_json, get_references_from_template
+    from moto.cloudformation.responses import CloudFormationResponse
+    from moto.ssm.models import ssm_backends
 
     def previous(resource_map: Any) -> dict[str, Any]:
         slots = resource_map._template.get("Parameters", {})
@@ -659,6 +676,37 @@ def _model_stack_updates() -> None:
             if resource.get("Type") == "AWS::AutoScaling::AutoScalingGroup" and spec:
                 resource_map[logical_id]._set_launch_configuration(None, clean_json(spec, resource_map), None)
 
+    def moved_ssm_parameters(resource_map: Any) -> set[str]:
+        """Stack parameters of SSM type whose parameter's value moved since the stack resolved it."""
+        slots = resource_map._template.get("Parameters", {})
+        backend = ssm_backends[resource_map._account_id][resource_map._region_name]
+        moved = set()
+        for key, name in previous(resource_map).items():
+            if slots.get(key, {}).get("Type", "").startswith("AWS::SSM::Parameter::Value<"):
+                parameter = backend.get_parameter(name)
+                if parameter is not None and parameter.value != resource_map.resolved_parameters.get(key):
+                    moved.add(key)
+        return moved
+
+    original_validate = CloudFormationResponse._validate_different_update
+
+    def validate_different_update(self: Any, incoming: Any, body: str, old_stack: Any) -> None:
+        if not moved_ssm_parameters(old_stack.resource_map):
+            original_validate(self, incoming, body, old_stack)
+
+    original_diff = ResourceMap.build_resource_diff
+
+    def build_resource_diff(resource_map: Any, template: dict[str, Any], parameters: Any = None) -> dict[str, Any]:
+        actions = original_diff(resource_map, template, parameters)
+        moved = moved_ssm_parameters(resource_map)
+        for name, resource in template.get("Resources", {}).items():
+            if (name in resource_map._resource_json_map and name not in actions["Modify"]
+                    and moved & set(get_references_from_template(resource))):
+                actions["Modify"].append(name)
+        return actions
+
+    ResourceMap.build_resource_diff = build_resource_diff
+    CloudFormationResponse._validate_different_update = validate_different_update
     Stack.stack_parameters = property(lambda stack: previous(stack.resource_map))
     Stack.parameter_list = property(parameter_list)
     ResourceMap.update = update

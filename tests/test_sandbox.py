@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import boto3
+import botocore.exceptions
 import pytest
 
 from amibuild.sandbox import (
@@ -25,6 +26,7 @@ from amibuild.sandbox import (
     SandboxError,
     recommended_parameter,
     safety_env,
+    seed_images,
 )
 
 KINDS = [  # (os, arch, name pattern)
@@ -268,3 +270,33 @@ def test_module_run_prints_exports_and_stops_cleanly_on_sigterm():
     assert re.fullmatch(r"'?http://127\.0\.0\.1:\d+'?", exports["AWS_ENDPOINT_URL"])
     assert exports["HTTPS_PROXY"] == "http://127.0.0.1:9"
     assert exports["NO_PROXY"] == "127.0.0.1,localhost"
+
+
+def test_a_stack_update_resolves_a_moved_ssm_parameter_again(sandbox):
+    """AWS resolves SSM-typed stack parameters again on every update; the sandbox does too."""
+    cfn = boto3.client("cloudformation", region_name="us-west-2")
+    ssm = boto3.client("ssm", region_name="us-west-2")
+    images = [i.image_id for i in seed_images() if i.os == "al2" and i.arch == "x86_64"][:2]
+    ssm.put_parameter(Name="/t/image", Value=images[0], Type="String", DataType="aws:ec2:image")
+    template = {
+        "Parameters": {"Image": {"Type": "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>", "Default": "/t/image"}},
+        "Resources": {"Template": {"Type": "AWS::EC2::LaunchTemplate", "Properties": {
+            "LaunchTemplateData": {"ImageId": {"Ref": "Image"}, "InstanceType": "t3.micro"}}}},
+        "Outputs": {"Id": {"Value": {"Ref": "Template"}}},
+    }
+    body = json.dumps(template)
+    cfn.create_stack(StackName="s", TemplateBody=body, Parameters=[{"ParameterKey": "Image", "ParameterValue": "/t/image"}])
+    lt = cfn.describe_stacks(StackName="s")["Stacks"][0]["Outputs"][0]["OutputValue"]
+    unchanged = [{"ParameterKey": "Image", "UsePreviousValue": True}]
+    with pytest.raises(botocore.exceptions.ClientError, match="No updates are to be performed"):
+        cfn.update_stack(StackName="s", TemplateBody=body, Parameters=unchanged)
+
+    ssm.put_parameter(Name="/t/image", Value=images[1], Type="String", DataType="aws:ec2:image", Overwrite=True)
+    cfn.update_stack(StackName="s", TemplateBody=body, Parameters=unchanged)
+
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    versions = ec2.describe_launch_template_versions(LaunchTemplateId=lt)["LaunchTemplateVersions"]
+    assert sorted((v["VersionNumber"], v["LaunchTemplateData"]["ImageId"]) for v in versions) == [
+        (1, images[0]), (2, images[1])]
+    stack_parameter = cfn.describe_stacks(StackName="s")["Stacks"][0]["Parameters"][0]
+    assert (stack_parameter["ParameterValue"], stack_parameter["ResolvedValue"]) == ("/t/image", images[1])
