@@ -27,6 +27,7 @@ turns them into a one-line message and an exit code::
     ├── PublishFailed                     a write failed part-way; written regions were put back
     ├── RolloutBlocked                    the stack or node group is busy or broken: not updated now
     ├── RolloutFailed                     the update failed, rolled back, timed out or did not converge
+    ├── PruneFailed                       images or snapshots prune meant to remove are still there
     ├── BuildFailed                       one or more variants failed to build
     └── Interrupted               exit 130 Ctrl-C / SIGTERM
 """
@@ -138,6 +139,10 @@ class RolloutBlocked(AmibuildError):
 
 class RolloutFailed(AmibuildError):
     """The update failed, rolled back, timed out, changed nothing or did not converge."""
+
+
+class PruneFailed(AmibuildError):
+    """Some images or snapshots prune meant to delete (or deprecate) are still there."""
 
 
 class BuildFailed(AmibuildError):

@@ -159,7 +159,7 @@ def _fields(pipeline: _PipelineLike, variant: _VariantLike, channel: str) -> dic
     }
 
 
-def _name_pattern(pipeline: _PipelineLike, template: str) -> tuple[str, re.Pattern[str]]:
+def name_pattern(pipeline: _PipelineLike, template: str) -> tuple[str, re.Pattern[str]]:
     """(the path to list, a regex with one group per template field) for reading channels back."""
     check_template(template)
     fixed = {"prefix": pipeline.ssm_prefix.rstrip("/"), "pipeline": pipeline.name}
@@ -294,7 +294,7 @@ class PublishPlan:
         return tuple(r for r in self.regions if r.action is Action.WRITE)
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self)
+        return plain(self)
 
 
 def decide(
@@ -408,7 +408,7 @@ class PublishResult:
         return any(r.action is Action.WRITE for r in self.regions)
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self)
+        return plain(self)
 
 
 # ------------------------------------------------------------------------------- publish
@@ -805,7 +805,7 @@ class HistoryEntry:
     data_type: str
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self)
+        return plain(self)
 
 
 @dataclass(frozen=True)
@@ -822,7 +822,7 @@ class ChannelEntry:
     modified: datetime | None
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self)
+        return plain(self)
 
 
 def history(
@@ -867,7 +867,7 @@ def channels(
 ) -> list[ChannelEntry]:
     """Every variant x channel x region under the pipeline's prefix, with a row where one is missing."""
     regions = tuple(regions or pipeline.target_regions)
-    path, pattern = _name_pattern(pipeline, template)
+    path, pattern = name_pattern(pipeline, template)
     listed = fan_out(regions, lambda r: aws.parameters_under(path, r))
     found: dict[tuple[str, str, str], dict[str, Parameter]] = {}
     for region in regions:
@@ -929,7 +929,7 @@ class SharingReport:
         return lines
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self)
+        return plain(self)
 
 
 def check_sharing(aws: Aws, *, amis: Mapping[str, str], users: Sequence[str]) -> SharingReport:
@@ -968,14 +968,14 @@ def fan_out(keys: Sequence[K], work: Callable[[K], V]) -> dict[K, V]:
         return {k: futures[k].result() for k in keys}
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """A dataclass as JSON-ready data: enums as their value, datetimes as ISO 8601."""
     if hasattr(value, "__dataclass_fields__"):
         value = asdict(value)
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, datetime):
