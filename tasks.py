@@ -27,6 +27,7 @@ SELECT_HELP = {
     "var_file": "Packer var-file FILE.pkrvars.hcl (repeatable; later files win)",
     "build_dir": "Output folder (default: build)",
     "profile": "AWS profile (default: AWS_PROFILE / the standard chain)",
+    "json": "Print what was rendered (folders, fingerprints, source AMIs, notes) as JSON on stdout",
 }
 REPEATABLE = ["variant", "region", "extra_pkg", "extra_repo", "var", "var_file"]
 
@@ -34,25 +35,30 @@ REPEATABLE = ["variant", "region", "extra_pkg", "extra_repo", "var", "var_file"]
 @task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
            arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
-           profile=None):
+           profile=None, json=False):
     """Render Packer HCL2 for each variant into build/<variant>/."""
     from amibuild import commands
 
     opts = cli.options(c, **locals_flags(locals()))
     result = cli.run(lambda: commands.render(opts, cli.say))
     cli.lines(f"note: {n}" for n in result.notes)
+    if json:
+        cli.emit_json(result.summary())
 
 
 @task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
-             profile=None):
+             profile=None, json=False):
     """Render, then check every file: python-hcl2 parse, packer validate, packer fmt -check."""
     from amibuild import commands
 
     opts = cli.options(c, **locals_flags(locals()))
     result = cli.run(lambda: commands.validate(opts, cli.say))
     cli.say(f"{len(result.checked)} variant(s) valid with packer {result.packer_version}")
+    if json:
+        cli.emit_json({"packer_version": result.packer_version, "valid": result.checked,
+                       "directories": [str(d) for d in result.directories]})
 
 
 BUILD_HELP = {
@@ -158,8 +164,9 @@ def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="",
 
 
 @task(help={"source": "File with the user data, or - for stdin: raw, base64, gzip, MIME, cloud-config, "
-                      "or EC2 / CloudFormation JSON or YAML holding a UserData field"})
-def decode_userdata(c, source):
+                      "or EC2 / CloudFormation JSON or YAML holding a UserData field",
+            "json": "Print the parts as JSON on stdout"})
+def decode_userdata(c, source, json=False):
     """Decode user data (base64, gzip, MIME, cloud-config, any nesting) and print each part."""
     import sys
     from pathlib import Path
@@ -177,9 +184,13 @@ def decode_userdata(c, source):
                 data, name = Path(source).read_bytes(), source
             except OSError as exc:
                 raise NotUserData(f"{source}: cannot read: {exc.strerror}") from None
-        return ud.format_parts(ud.decode(data, name))
+        return ud.decode(data, name)
 
-    print(cli.run(body), end="")
+    parts = cli.run(body)
+    if json:
+        cli.emit_json([vars(part) for part in parts])
+    else:
+        print(ud.format_parts(parts), end="")
 
 
 @task(help={"role_arn": "IAM role ARN of the nodes (e.g. the node group stack's NodeInstanceRole output)",

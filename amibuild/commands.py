@@ -42,6 +42,18 @@ class RenderResult:
     packer_version: str
     notes: list[str] = field(default_factory=list)
 
+    def summary(self) -> dict:
+        return {
+            "packer_version": self.packer_version,
+            "notes": list(self.notes),
+            "variants": [
+                {"name": r.variant.name, "directory": str(d), "fingerprint": r.fingerprint,
+                 "source_amis": {region: s.image_id or None for region, s in r.sources.items()},
+                 "notes": list(r.notes)}
+                for r, d in zip(self.rendered, self.directories)
+            ],
+        }
+
 
 def default_region(profile: str | None = None) -> str:
     """The build region when neither the pipeline file nor --region names one: AWS_REGION,

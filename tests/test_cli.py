@@ -87,3 +87,23 @@ def test_decode_userdata_refuses_garbage_with_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.strip().startswith("amibuild: error: junk.bin: not user data")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_every_task_that_reports_takes_json(tmp_path: Path) -> None:
+    """Issue 6: reports are machine-readable. Tasks that print a document of their own kind
+    (user data, YAML, a policy that is JSON already) or run a service are the exceptions."""
+    documents = {"userdata", "aws-auth", "iam-policy", "sandbox", "demo"}
+    for name in tasks(tmp_path):
+        if name in documents:
+            continue
+        assert "--json" in invoke(tmp_path, "--help", name).stdout, f"invoke {name} has no --json"
+
+
+def test_render_json_lists_folders_and_fingerprints(tmp_path: Path) -> None:
+    result = invoke(tmp_path, "render", "--extra-pkg", "htop", "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    (variant,) = document["variants"]
+    assert variant["name"] == "default" and len(variant["fingerprint"]) == 64
+    assert (tmp_path / variant["directory"] / "render.json").is_file()
+    assert json.loads((tmp_path / variant["directory"] / "render.json").read_text())["fingerprint"] == variant["fingerprint"]
