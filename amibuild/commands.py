@@ -392,12 +392,17 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
     return BuildRun(plan, outcomes, record_path, executor.state.interrupted, executor.state.aborted, sharing)
 
 
+PUBLISH_PARALLEL = 4
+
+
 def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
     """Publish each built or reused variant to `channel`, all regions or none per variant.
 
     Channels that already hold a reused image are found with GetParameters (ten names a call per
     region), so an unchanged scheduled run makes no parameter version and few calls.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from . import publish
     from .errors import AmibuildError
 
@@ -409,14 +414,14 @@ def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
     for region in plan.regions:
         if reused:
             current[region] = aws.get_parameters([names[o.name] for o in reused], region)
-    for outcome in ready:
+    def publish_one(outcome) -> None:
         parameter = names[outcome.name]
         if outcome.status == "skipped" and all(
             current.get(r, {}).get(parameter) == ami for r, ami in outcome.amis.items()
         ):
             outcome.published = {"channel": channel, "parameter": parameter,
                                  "regions": {r: "unchanged" for r in sorted(outcome.amis)}}
-            continue
+            return
         try:
             result = publish.publish_variant(aws, pipeline=plan.pipeline, variant=variants[outcome.name],
                                              amis=outcome.amis, channel=channel, fingerprint=outcome.fingerprint,
@@ -424,11 +429,16 @@ def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
         except AmibuildError as exc:
             outcome.publish_error = str(exc)
             say(f"{outcome.name}: not published: {exc}")
-            continue
+            return
         outcome.published = {"channel": channel, "parameter": result.parameter, "regions": {
             r.region: (r.version if r.action == "write" else "unchanged") for r in result.regions}}
         say(f"{outcome.name}: published to {channel} ({result.parameter}): "
             + ", ".join(f"{r.region}={r.ami}" for r in result.regions))
+
+    # Variants are independent channels: a few at once (the gateway paces and retries SSM writes,
+    # whose account-wide rate is low), each still all regions or none.
+    with ThreadPoolExecutor(max_workers=PUBLISH_PARALLEL) as pool:
+        list(pool.map(publish_one, ready))
 
 
 def check_shared(aws, plan, outcomes) -> list[str]:
