@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -277,3 +278,52 @@ def test_no_publish_builds_but_writes_no_parameter(workdir: Path) -> None:
     for region in REGIONS:
         names = [p["Name"] for p in boto3.client("ssm", region_name=region).describe_parameters()["Parameters"]]
         assert [n for n in names if not n.startswith("/aws/")] == []
+
+
+def missing_shares(amis: dict[str, str], account: str) -> set[tuple[str, str]]:
+    """(region, image or snapshot id) lacking a permission for `account`, read straight from EC2."""
+    missing = set()
+    for region, ami in amis.items():
+        ec2 = boto3.client("ec2", region_name=region)
+        launch = ec2.describe_image_attribute(ImageId=ami, Attribute="launchPermission")["LaunchPermissions"]
+        if {"UserId": account} not in launch:
+            missing.add((region, ami))
+        image = ec2.describe_images(ImageIds=[ami])["Images"][0]
+        for mapping in image["BlockDeviceMappings"]:
+            snapshot = mapping["Ebs"]["SnapshotId"]
+            users = ec2.describe_snapshot_attribute(SnapshotId=snapshot, Attribute="createVolumePermission")
+            if {"UserId": account} not in users["CreateVolumePermissions"]:
+                missing.add((region, snapshot))
+    return missing
+
+
+def test_build_with_ami_users_reports_exactly_the_missing_permissions(workdir: Path) -> None:
+    """Packer 1.6.6 against the emulator leaves the copied snapshot unshared; the check must say
+    exactly what EC2 says is missing, and notice a launch permission taken away."""
+    account = "111122223333"
+    (workdir / "amibuild.hcl").write_text(PIPELINE.replace('copy_to = ["eu-west-1"]',
+                                                           f'copy_to = ["eu-west-1"]\n  ami_users = ["{account}"]'))
+    result = build_ami(workdir, "--json", "--variant", "ceph")
+    assert result.returncode == 0, result.stderr
+    amis = summary(result)["ceph"]["amis"]
+    launch = boto3.client("ec2", region_name="us-west-2").describe_image_attribute(
+        ImageId=amis["us-west-2"], Attribute="launchPermission")["LaunchPermissions"]
+    assert {"UserId": account} in launch  # Packer shared the image itself
+
+    def reported(document: dict) -> set[tuple[str, str]]:
+        """(region, image or snapshot id) from the summary's sharing lines."""
+        out = set()
+        for line in document["sharing"]:
+            match = re.match(r"^ceph: ([a-z0-9-]+): (ami-\w+) (?:snapshot (snap-\w+) volume|launch) permission "
+                             rf"missing for {account}$", line)
+            assert match, line
+            out.add((match.group(1), match.group(3) or match.group(2)))
+        return out
+
+    assert reported(json.loads(result.stdout)) == missing_shares(amis, account)
+
+    boto3.client("ec2", region_name="eu-west-1").modify_image_attribute(
+        ImageId=amis["eu-west-1"], LaunchPermission={"Remove": [{"UserId": account}]})
+    again = json.loads(build_ami(workdir, "--json", "--variant", "ceph").stdout)
+    assert ("eu-west-1", amis["eu-west-1"]) in reported(again)
+    assert reported(again) == missing_shares(amis, account)
