@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 from . import __version__, hcl
 from .errors import SpecError, TemplateError
-from .spec import Pipeline, Variant, _suggest
+from .spec import Pipeline, Variant, suggest
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "packer"
@@ -208,7 +208,7 @@ def user_values(variant: Variant, types: Mapping[str, str]) -> dict[str, Any]:
     for name, raw in variant.packer_vars.items():
         where = variant.origins.get(name, f"--var {name}")
         if name not in types:
-            raise SpecError(f"{where}: unknown Packer variable `{name}`{_suggest(name, types)}; "
+            raise SpecError(f"{where}: unknown Packer variable `{name}`{suggest(name, types)}; "
                             f"the template's variables are listed in build/{variant.name}/{HCL_FILE}")
         out[name] = _coerce(raw, types[name], where)
     return out

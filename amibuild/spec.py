@@ -302,7 +302,7 @@ def _parse_file(path: Path) -> dict[str, Any]:
     if unknown:
         key = sorted(unknown)[0]
         raise SpecError(
-            f"{path}: unknown top-level `{key}`{_suggest(key, ['pipeline', 'defaults', 'variant'])}; "
+            f"{path}: unknown top-level `{key}`{suggest(key, ['pipeline', 'defaults', 'variant'])}; "
             "the file holds `pipeline`, `defaults` and `variant \"NAME\"` blocks"
         )
     return doc
@@ -345,7 +345,7 @@ def _lineage(name: str, blocks: Mapping[str, Mapping[str, Any]], where: str) -> 
             if current == name:  # a variant named by flags alone, with no block in the file
                 return []
             raise SpecError(f'{where}: variant "{chain[-1]}" extends unknown variant "{current}"'
-                            f"{_suggest(current, blocks)}")
+                            f"{suggest(current, blocks)}")
         chain.append(current)
         parent = blocks[current].get("extends")
         if parent is not None and not isinstance(parent, str):
@@ -355,12 +355,14 @@ def _lineage(name: str, blocks: Mapping[str, Mapping[str, Any]], where: str) -> 
 
 
 def _select(variant_blocks: dict[str, Any], overrides: Overrides, where: str) -> list[str]:
+    if overrides.variants and overrides.all_variants:
+        raise SpecError("--all and --variant: give one of them (--all is every variant of the pipeline file)")
     if overrides.variants:
         for name in overrides.variants:
             if variant_blocks and name not in variant_blocks:
                 raise SpecError(
                     f"--variant {name}: no such variant in {where}"
-                    f"{_suggest(name, variant_blocks)}; known: {', '.join(variant_blocks)}"
+                    f"{suggest(name, variant_blocks)}; known: {', '.join(variant_blocks)}"
                 )
             _check_name(name, f"--variant {name}")
         return list(dict.fromkeys(overrides.variants))
@@ -380,7 +382,7 @@ def _check_name(name: str, where: str) -> None:
 def _check_keys(block: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
     for key in block:
         if key not in allowed:
-            raise SpecError(f"{where}: unknown field `{key}`{_suggest(key, allowed)}")
+            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, allowed)}")
 
 
 def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> dict[str, Any]:
@@ -409,7 +411,7 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> di
                 value = [str((source.parent / str(s))) for s in value]
             layer[key] = (value, f"{where}: {key}")
         else:
-            raise SpecError(f"{where}: unknown field `{key}`{_suggest(key, _VARIANT_KEYS)}")
+            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, _VARIANT_KEYS)}")
     return layer
 
 
@@ -504,7 +506,7 @@ def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> No
         for region in kw[field_name]:
             if region not in known:
                 label = "--region" if field_name == "regions" and from_flag else f"{where}: pipeline.{field_name}"
-                raise SpecError(f"{label}: unknown region {region!r}{_suggest(region, known)}")
+                raise SpecError(f"{label}: unknown region {region!r}{suggest(region, known)}")
     for account in kw["ami_users"]:
         if not re.match(r"^\d{12}$", account):
             raise SpecError(f"{where}: pipeline.ami_users: {account!r} is not a 12-digit AWS account id")
@@ -625,7 +627,7 @@ def known_regions() -> frozenset[str]:
 _REGIONS: frozenset[str] | None = None
 
 
-def _suggest(word: str, choices: Iterable[str]) -> str:
+def suggest(word: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -633,7 +635,7 @@ def _suggest(word: str, choices: Iterable[str]) -> str:
 def _choice(value: Any, choices: Sequence[str], where: str) -> str:
     text = _str(value, where)
     if text not in choices:
-        raise SpecError(f"{where}: {text!r} is not supported; use one of {', '.join(choices)}{_suggest(text, choices)}")
+        raise SpecError(f"{where}: {text!r} is not supported; use one of {', '.join(choices)}{suggest(text, choices)}")
     return text
 
 
