@@ -158,8 +158,8 @@ class Prepared:
 
 
 def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = False,
-            packer=None) -> Prepared:
-    pipeline = load_pipeline(options)
+            packer=None, pipeline: spec.Pipeline | None = None) -> Prepared:
+    pipeline = pipeline or load_pipeline(options)
     version, uses_plugins, note = packer_version(options, packer)
     target = Target.from_env()
     upstreams = _upstreams(pipeline, options)
@@ -302,6 +302,7 @@ def build_ami(
     from .packer import Packer
     from .plan import plan_build
 
+    pipeline = load_pipeline(options)  # bad input is refused before anything else
     packer = Packer(options.packer)
     packer.version()  # PackerNotFound before any AWS call
     aws = Aws(profile=options.profile)
@@ -310,7 +311,7 @@ def build_ami(
 
         raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
                             "AWS_SECRET_ACCESS_KEY, or run `invoke sandbox` for the local emulator")
-    prepared = prepare(options, aws=aws, strict=True, packer=packer)
+    prepared = prepare(options, aws=aws, strict=True, packer=packer, pipeline=pipeline)
     out_dir = Path(options.build_dir)
     existing = find_built_images(aws, prepared.pipeline.target_regions, [r.fingerprint for r in prepared.rendered])
     plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],

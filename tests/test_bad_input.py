@@ -76,6 +76,8 @@ CASES = [
     ("k8s-unquoted", ["render"], PIPELINE.replace("variant \"plain\" {\n", "variant \"plain\" {\n  kubernetes_version = 1.30\n"),
      ["kubernetes_version", "in quotes"]),
     ("missing-pipeline-flag", ["render", "--pipeline", "other.hcl"], None, ["other.hcl", "not found"]),
+    ("all-and-variant", ["build-ami", "--all", "--variant", "ceph"], None, ["--all and --variant"]),
+    ("build-unknown-variant", ["build-ami", "--variant", "cepf"], None, ["--variant cepf", "did you mean 'ceph'"]),
 ]
 
 
