@@ -299,12 +299,11 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
       auto_shortflags=False)
 def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None, profile=None, json=False):
     """Show a variant's channel history: version, time, AMI, fingerprint, run id, who wrote it."""
-    from amibuild import commands, report
-    from amibuild import publish as channels_mod
+    from amibuild import channel_status, commands, report
 
     def body():
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
-        return channels_mod.history(aws, pipeline=pipe, variant=var, channel=channel, region=region)
+        return channel_status.history(aws, pipeline=pipe, variant=var, channel=channel, region=region)
 
     entries = cli.run(body)
     cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.history_lines(entries))
@@ -314,14 +313,13 @@ def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None,
       auto_shortflags=False)
 def channels(c, pipeline=None, profile=None, json=False):
     """List every variant x channel x region: AMI, version, age."""
-    from amibuild import commands, report
-    from amibuild import publish as channels_mod
+    from amibuild import channel_status, commands, report
     from amibuild.aws import Aws
 
     def body():
         opts = cli.options(c, pipeline=pipeline, profile=profile)
         pipe = commands.load_pipeline(opts)
-        return channels_mod.channels(Aws(profile=opts.profile, region=pipe.build_region), pipeline=pipe)
+        return channel_status.channels(Aws(profile=opts.profile, region=pipe.build_region), pipeline=pipe)
 
     entries = cli.run(body)
     cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))

@@ -444,7 +444,7 @@ def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
 
 def check_shared(aws, plan, outcomes) -> list[str]:
     """Missing launch / snapshot permissions for the pipeline's ami_users, as lines to show."""
-    from . import publish
+    from . import channel_status
 
     users = plan.pipeline.ami_users
     if not users:
@@ -452,7 +452,7 @@ def check_shared(aws, plan, outcomes) -> list[str]:
     problems = []
     for outcome in outcomes:
         if outcome.status in ("built", "skipped") and outcome.amis:
-            report = publish.check_sharing(aws, amis=outcome.amis, users=users)
+            report = channel_status.check_sharing(aws, amis=outcome.amis, users=users)
             problems += [f"{outcome.name}: {line}" for line in report.problems()]
     return problems
 

@@ -50,8 +50,8 @@ Throttling and speed
     (`WRITE_INTERVAL`); reads and writes fan out across regions in threads, so ten regions take
     about as long as one plus one round trip (the first region's put, see rule 2).
 
-Nothing here prints: functions return data (`PublishResult`, `HistoryEntry`, `ChannelEntry`,
-`SharingReport`, all with ``to_dict()``) and raise amibuild errors.
+Nothing here prints: functions return data (`PublishResult`, with ``to_dict()``) and raise amibuild
+errors. The read side (history, the channel table, the sharing check) is `amibuild.channel_status`.
 """
 
 from __future__ import annotations
@@ -95,14 +95,14 @@ _UNKNOWN = "-"
 # ------------------------------------------------------------------------------- naming
 
 
-class _VariantLike(Protocol):
+class VariantLike(Protocol):
     name: str
     kubernetes_version: str
     os: str
     arch: str
 
 
-class _PipelineLike(Protocol):
+class PipelineLike(Protocol):
     name: str
     ssm_prefix: str
 
@@ -134,7 +134,7 @@ def check_channel(channel: str) -> str:
     return channel
 
 
-def parameter_name(pipeline: _PipelineLike, variant: _VariantLike, channel: str,
+def parameter_name(pipeline: PipelineLike, variant: VariantLike, channel: str,
                    template: str = DEFAULT_NAME_TEMPLATE) -> str:
     """The SSM parameter a channel of a variant lives in, e.g. /amibuild/eks-workers/1.30/ceph/recommended/image_id."""
     check_template(template)
@@ -147,7 +147,7 @@ def parameter_name(pipeline: _PipelineLike, variant: _VariantLike, channel: str,
     return name
 
 
-def _fields(pipeline: _PipelineLike, variant: _VariantLike, channel: str) -> dict[str, str]:
+def _fields(pipeline: PipelineLike, variant: VariantLike, channel: str) -> dict[str, str]:
     return {
         "prefix": pipeline.ssm_prefix.rstrip("/"),
         "pipeline": pipeline.name,
@@ -159,7 +159,7 @@ def _fields(pipeline: _PipelineLike, variant: _VariantLike, channel: str) -> dic
     }
 
 
-def name_pattern(pipeline: _PipelineLike, template: str) -> tuple[str, re.Pattern[str]]:
+def name_pattern(pipeline: PipelineLike, template: str) -> tuple[str, re.Pattern[str]]:
     """(the path to list, a regex with one group per template field) for reading channels back."""
     check_template(template)
     fixed = {"prefix": pipeline.ssm_prefix.rstrip("/"), "pipeline": pipeline.name}
@@ -417,8 +417,8 @@ class PublishResult:
 def plan_publish(
     aws: Aws,
     *,
-    pipeline: _PipelineLike,
-    variant: _VariantLike,
+    pipeline: PipelineLike,
+    variant: VariantLike,
     channel: str = DEFAULT_CHANNEL,
     amis: Mapping[str, str],
     fingerprint: str | None = None,
@@ -456,8 +456,8 @@ def plan_publish(
 def publish_variant(
     aws: Aws,
     *,
-    pipeline: _PipelineLike,
-    variant: _VariantLike,
+    pipeline: PipelineLike,
+    variant: VariantLike,
     amis: Mapping[str, str],
     channel: str = DEFAULT_CHANNEL,
     fingerprint: str | None = None,
@@ -479,8 +479,8 @@ def publish_variant(
 def promote(
     aws: Aws,
     *,
-    pipeline: _PipelineLike,
-    variant: _VariantLike,
+    pipeline: PipelineLike,
+    variant: VariantLike,
     source: str,
     target: str,
     force: bool = False,
@@ -514,8 +514,8 @@ def promote(
 def rollback(
     aws: Aws,
     *,
-    pipeline: _PipelineLike,
-    variant: _VariantLike,
+    pipeline: PipelineLike,
+    variant: VariantLike,
     channel: str,
     to_version: int | None = None,
     force: bool = False,
@@ -783,173 +783,6 @@ def _put_back(aws: Aws, plan: PublishPlan, region: str, ours: int, previous: Par
         return (f"{region}: put back {previous.value} as version {version}, but another writer wrote in between; "
                 "check `invoke history`")
     return f"{region}: back to {previous.value} (version {version})"
-
-
-# ------------------------------------------------------------------------------- reading
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    """One version of one channel's parameter in one region."""
-
-    channel: str
-    region: str
-    parameter: str
-    version: int
-    modified: datetime | None
-    ami: str
-    fingerprint: str | None
-    run_id: str | None
-    user: str
-    description: str
-    data_type: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return plain(self)
-
-
-@dataclass(frozen=True)
-class ChannelEntry:
-    """One variant x channel x region: the AMI it holds (None: not published there)."""
-
-    variant: str
-    k8s: str
-    channel: str
-    region: str
-    parameter: str
-    ami: str | None
-    version: int
-    modified: datetime | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return plain(self)
-
-
-def history(
-    aws: Aws,
-    *,
-    pipeline: _PipelineLike,
-    variant: _VariantLike,
-    channel: str | None = None,
-    region: str | None = None,
-    template: str = DEFAULT_NAME_TEMPLATE,
-) -> list[HistoryEntry]:
-    """Every version of the variant's channels (or one channel), per region, oldest first."""
-    regions = (region,) if region else pipeline.target_regions
-    if channel:
-        names = [channel]
-    else:
-        found = channels(aws, pipeline=pipeline, template=template, regions=regions)
-        names = sorted({e.channel for e in found if e.variant == variant.name and e.ami is not None
-                        and e.k8s == variant.kubernetes_version})
-    jobs = [(c, r) for c in names for r in regions]
-
-    def read(job: tuple[str, str]) -> list[HistoryEntry]:
-        chan, reg = job
-        name = parameter_name(pipeline, variant, chan, template)
-        return [
-            HistoryEntry(chan, reg, name, p.version, p.last_modified, p.value,
-                         provenance_of(p.description).fingerprint, provenance_of(p.description).run_id,
-                         p.user, p.description, p.data_type)
-            for p in aws.parameter_history(name, reg)
-        ]
-
-    results = fan_out(jobs, read)
-    return [entry for job in jobs for entry in results[job]]
-
-
-def channels(
-    aws: Aws,
-    *,
-    pipeline: _PipelineLike,
-    template: str = DEFAULT_NAME_TEMPLATE,
-    regions: Sequence[str] | None = None,
-) -> list[ChannelEntry]:
-    """Every variant x channel x region under the pipeline's prefix, with a row where one is missing."""
-    regions = tuple(regions or pipeline.target_regions)
-    path, pattern = name_pattern(pipeline, template)
-    listed = fan_out(regions, lambda r: aws.parameters_under(path, r))
-    found: dict[tuple[str, str, str], dict[str, Parameter]] = {}
-    for region in regions:
-        for p in listed[region]:
-            match = pattern.match(p.name)
-            if match:
-                key = (match.group("variant"), match.groupdict().get("k8s") or "", match.group("channel"))
-                found.setdefault(key, {})[region] = p
-    for variant in getattr(pipeline, "variants", ()):
-        if not any(k[0] == variant.name for k in found):
-            found[(variant.name, variant.kubernetes_version, DEFAULT_CHANNEL)] = {}
-    rows = []
-    for key in sorted(found):
-        variant_name, k8s, chan = key
-        for region in regions:
-            p = found[key].get(region)
-            name = p.name if p else ""
-            rows.append(ChannelEntry(variant_name, k8s, chan, region, name, p.value if p else None,
-                                     p.version if p else 0, p.last_modified if p else None))
-    return rows
-
-
-# ------------------------------------------------------------------------------- sharing
-
-
-@dataclass(frozen=True)
-class SharingGap:
-    """In one region: which accounts cannot launch the image, or read one of its snapshots."""
-
-    region: str
-    ami: str
-    missing_launch: tuple[str, ...]
-    missing_snapshot: Mapping[str, tuple[str, ...]]  # snapshot id -> accounts
-
-    @property
-    def ok(self) -> bool:
-        return not self.missing_launch and not any(self.missing_snapshot.values())
-
-
-@dataclass(frozen=True)
-class SharingReport:
-    users: tuple[str, ...]
-    regions: tuple[SharingGap, ...]
-
-    @property
-    def ok(self) -> bool:
-        return all(g.ok for g in self.regions)
-
-    def problems(self) -> list[str]:
-        """One line per missing permission, e.g. for a build summary."""
-        lines = []
-        for gap in self.regions:
-            if gap.missing_launch:
-                lines.append(f"{gap.region}: {gap.ami} launch permission missing for {', '.join(gap.missing_launch)}")
-            for snapshot, users in gap.missing_snapshot.items():
-                if users:
-                    lines.append(f"{gap.region}: {gap.ami} snapshot {snapshot} volume permission missing for "
-                                 f"{', '.join(users)}")
-        return lines
-
-    def to_dict(self) -> dict[str, Any]:
-        return plain(self)
-
-
-def check_sharing(aws: Aws, *, amis: Mapping[str, str], users: Sequence[str]) -> SharingReport:
-    """Check that every account in `users` may launch each image and read its snapshots, per region."""
-    wanted = tuple(dict.fromkeys(users))
-
-    def check(region: str) -> SharingGap:
-        ami = amis[region]
-        image = aws.find_image(region, ami)
-        if image is None:
-            return SharingGap(region, ami, wanted, {})
-        launch = aws.image_launch_users(region, ami)
-        snapshots = {s: tuple(u for u in wanted if u not in aws.snapshot_volume_users(region, s))
-                     for s in image.snapshot_ids}
-        return SharingGap(region, ami, tuple(u for u in wanted if u not in launch), snapshots)
-
-    if not wanted:
-        return SharingReport((), ())
-    gaps = fan_out(list(amis), check)
-    return SharingReport(wanted, tuple(gaps[r] for r in amis))
 
 
 # ------------------------------------------------------------------------------- helpers

@@ -17,7 +17,7 @@ from typing import Iterator
 import boto3
 import pytest
 
-from amibuild import publish, spec
+from amibuild import channel_status, publish, spec
 from amibuild.aws import Aws, Image
 from amibuild.errors import PublishConflict, PublishFailed, PublishRefused, SpecError
 from amibuild.sandbox import Sandbox, seed_images
@@ -287,7 +287,7 @@ def test_promote_copies_each_regions_exact_ami_to_the_target_channel(sandbox, pi
                              source="recommended", target="stable")
     assert result.parameter == NAME.format(channel="stable")
     assert [current("stable", r) for r in REGIONS] == [amis[r] for r in REGIONS]
-    entries = publish.history(gateway(), pipeline=pipeline, variant=ceph, channel="stable")
+    entries = channel_status.history(gateway(), pipeline=pipeline, variant=ceph, channel="stable")
     assert {(e.region, e.ami, e.fingerprint, e.run_id) for e in entries} == {
         (r, amis[r], "fp1", "run-7") for r in REGIONS}
     assert all("promoted from recommended" in e.description for e in entries)
@@ -332,7 +332,7 @@ def test_history_lists_every_version_with_ami_fingerprint_run_id_and_writer(sand
     do_publish(pipeline, ceph, a, run_id="run-1")
     do_publish(pipeline, ceph, b, run_id="run-2")
     publish.promote(gateway(), pipeline=pipeline, variant=ceph, source="recommended", target="stable")
-    entries = publish.history(gateway(), pipeline=pipeline, variant=ceph, region="eu-west-1")
+    entries = channel_status.history(gateway(), pipeline=pipeline, variant=ceph, region="eu-west-1")
     rows = [(e.channel, e.version, e.ami, e.fingerprint, e.run_id) for e in entries]
     assert rows == [("recommended", 1, a["eu-west-1"], "fp1", "run-1"),
                     ("recommended", 2, b["eu-west-1"], "fp2", "run-2"),
@@ -345,7 +345,7 @@ def test_channels_lists_every_variant_channel_and_region(sandbox, pipeline, ceph
     amis = build("fp1")
     do_publish(pipeline, ceph, amis)
     publish.promote(gateway(), pipeline=pipeline, variant=ceph, source="recommended", target="stable")
-    rows = publish.channels(gateway(), pipeline=pipeline)
+    rows = channel_status.channels(gateway(), pipeline=pipeline)
     assert {(e.variant, e.k8s, e.channel, e.region, e.ami, e.version) for e in rows} == {
         ("ceph", "1.30", "recommended", "us-west-2", amis["us-west-2"], 1),
         ("ceph", "1.30", "recommended", "eu-west-1", amis["eu-west-1"], 1),
@@ -360,7 +360,7 @@ def test_channels_lists_every_variant_channel_and_region(sandbox, pipeline, ceph
 
 PROMOTE = """
 import sys
-from amibuild import publish, spec
+from amibuild import channel_status, publish, spec
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError
 pipeline = spec.load(sys.argv[1])
@@ -429,7 +429,7 @@ def test_sharing_check_names_the_missing_launch_and_snapshot_permissions(sandbox
     snapshot = us.describe_images(ImageIds=[amis["us-west-2"]])["Images"][0]["BlockDeviceMappings"][0]["Ebs"]["SnapshotId"]
     us.modify_snapshot_attribute(SnapshotId=snapshot, Attribute="createVolumePermission", OperationType="add",
                                  UserIds=["111122223333", "444455556666"])
-    report = publish.check_sharing(gateway(), amis=amis, users=["111122223333", "444455556666"])
+    report = channel_status.check_sharing(gateway(), amis=amis, users=["111122223333", "444455556666"])
     assert not report.ok
     problems = report.problems()
     assert f"us-west-2: {amis['us-west-2']} launch permission missing for 444455556666" in problems
