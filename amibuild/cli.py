@@ -44,7 +44,10 @@ def finish(run: Any) -> None:
     from invoke.exceptions import Exit
 
     if run.interrupted:
-        raise Exit("amibuild: interrupted: nothing was published" + (
+        published = [o.name for o in run.outcomes or [] if o.published]
+        raise Exit("amibuild: interrupted: " + (
+            f"published before the interrupt: {', '.join(published)}; every other variant was not published"
+            if published else "nothing was published") + (
             "; packer was killed before its cleanup finished: look for instances, key pairs and security "
             "groups named packer_* in the build regions" if run.aborted else ""), code=EXIT_INTERRUPTED)
     if run.failed:

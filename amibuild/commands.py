@@ -366,9 +366,13 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
         if own_progress:
             progress.close()
     sharing: list[str] = []
-    if channel and not executor.state.interrupted:
-        publish_outcomes(aws, plan, outcomes, channel, say)
-        sharing = check_shared(aws, plan, outcomes)
+    interrupted = executor.state.interrupted
+    if channel and not interrupted:
+        try:
+            publish_outcomes(aws, plan, outcomes, channel, say)
+            sharing = check_shared(aws, plan, outcomes)
+        except KeyboardInterrupt:
+            interrupted = True  # recorded below; what was published is in each variant's record
     runs = Path(options.build_dir) / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     record_path = runs / f"{plan.run_id}.json"
@@ -381,7 +385,7 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
         "pipeline": str(plan.pipeline.source) if plan.pipeline.source else None,
         "regions": list(plan.regions),
         "force": plan.force,
-        "interrupted": executor.state.interrupted,
+        "interrupted": interrupted,
         "variants": [
             {**o.as_dict(), "inputs": items[o.name].rendered.variant.settings(),
              "source_amis": {r: s.image_id for r, s in items[o.name].rendered.sources.items()}}
@@ -390,7 +394,7 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
     }
     record["sharing"] = sharing
     record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return BuildRun(plan, outcomes, record_path, executor.state.interrupted, executor.state.aborted, sharing)
+    return BuildRun(plan, outcomes, record_path, interrupted, executor.state.aborted, sharing)
 
 
 PUBLISH_PARALLEL = 4
@@ -437,9 +441,20 @@ def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
             + ", ".join(f"{r.region}={r.ami}" for r in result.regions))
 
     # Variants are independent channels: a few at once (the gateway paces and retries SSM writes,
-    # whose account-wide rate is low), each still all regions or none.
-    with ThreadPoolExecutor(max_workers=PUBLISH_PARALLEL) as pool:
-        list(pool.map(publish_one, ready))
+    # whose account-wide rate is low), each still all regions or none. Ctrl-C here lets the
+    # variants already being published finish (so none is left half moved) and starts no other.
+    pool = ThreadPoolExecutor(max_workers=PUBLISH_PARALLEL)
+    futures = {pool.submit(publish_one, outcome): outcome for outcome in ready}
+    try:
+        for future in futures:
+            future.result()
+    except KeyboardInterrupt:
+        for future, outcome in futures.items():
+            if future.cancel():
+                outcome.publish_error = "not published: interrupted before its turn"
+        pool.shutdown(wait=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def check_shared(aws, plan, outcomes) -> list[str]:

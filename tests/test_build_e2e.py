@@ -71,6 +71,13 @@ def build_ami(workdir: Path, *args: str, timeout: float = 120) -> subprocess.Com
                           cwd=workdir, capture_output=True, text=True, timeout=timeout)
 
 
+def our_parameters(region: str) -> list[str]:
+    """Every parameter under amibuild's prefix (by path: the seeded /aws/ ones fill describe's first page)."""
+    pages = boto3.client("ssm", region_name=region).get_paginator("get_parameters_by_path").paginate(
+        Path="/amibuild", Recursive=True)
+    return sorted(p["Name"] for page in pages for p in page["Parameters"])
+
+
 def summary(result: subprocess.CompletedProcess[str]) -> dict[str, dict]:
     return {v["name"]: v for v in json.loads(result.stdout)["variants"]}
 
@@ -183,9 +190,7 @@ def test_interrupt_cancels_packer_cleans_up_and_exits_130(workdir: Path, sandbox
         assert all(s in ("terminated", "shutting-down") for s in states), states
         assert not [k for k in ec2.describe_key_pairs()["KeyPairs"] if k["KeyName"].startswith("packer")]
         assert not [g for g in ec2.describe_security_groups()["SecurityGroups"] if g["GroupName"].startswith("packer")]
-        ssm = boto3.client("ssm", region_name=region)
-        ours = [p["Name"] for p in ssm.describe_parameters()["Parameters"] if not p["Name"].startswith("/aws/")]
-        assert ours == []
+        assert our_parameters(region) == []
 
 
 def test_emulator_down_gives_a_clear_error_within_seconds(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -276,8 +281,7 @@ def test_no_publish_builds_but_writes_no_parameter(workdir: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert all(v["status"] == "built" and v["published"] == {} for v in summary(result).values())
     for region in REGIONS:
-        names = [p["Name"] for p in boto3.client("ssm", region_name=region).describe_parameters()["Parameters"]]
-        assert [n for n in names if not n.startswith("/aws/")] == []
+        assert our_parameters(region) == []
 
 
 def missing_shares(amis: dict[str, str], account: str) -> set[tuple[str, str]]:
@@ -327,3 +331,32 @@ def test_build_with_ami_users_reports_exactly_the_missing_permissions(workdir: P
     again = json.loads(build_ami(workdir, "--json", "--variant", "ceph").stdout)
     assert ("eu-west-1", amis["eu-west-1"]) in reported(again)
     assert reported(again) == missing_shares(amis, account)
+
+
+def test_interrupt_while_publishing_finishes_the_variants_in_flight_and_starts_no_other(workdir: Path, sandbox) -> None:
+    from faultproxy import FaultProxy
+
+    names = [f"v{i}" for i in range(6)]
+    (workdir / "amibuild.hcl").write_text('pipeline {\n  name = "e2e"\n  regions = ["us-west-2"]\n}\n' + "".join(
+        f'variant "{n}" {{\n  extra_packages = ["{n}"]\n}}\n' for n in names))
+    with FaultProxy(sandbox.endpoint) as proxy:
+        proxy.hold(["AmazonSSM.PutParameter"], count=100, timeout=6)  # the first writes wait 6 s
+        env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
+        proc = subprocess.Popen([sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--json"],
+                                cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 90
+        while not all((workdir / "build" / n / "manifest.json").exists() for n in names):
+            assert time.monotonic() < deadline, "the builds did not finish"
+            time.sleep(0.1)
+        time.sleep(1.5)  # publishing has started and its first writes are held
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    variants = summary(subprocess.CompletedProcess([], 0, out, err))
+    published = sorted(n for n, v in variants.items() if v["published"])
+    assert 1 <= len(published) < len(names), variants
+    assert all(variants[n]["publish_error"] for n in names if n not in published)
+    assert f"published before the interrupt: {', '.join(published)}" in err.strip().splitlines()[-1]
+    written = {name.split("/")[4] for name in our_parameters("us-west-2")}
+    assert sorted(written) == published
+    assert json.loads(out)["interrupted"] is True
