@@ -69,7 +69,8 @@ BUILD_HELP = {
     "json": "Print one JSON summary on stdout (progress goes to stderr)",
     "parallel": "Packer builds at once (default: every variant, capped by amibuild.max_parallel)",
     "timeout": "Give up on a variant's build after this many seconds",
-    "channel": "Channel to publish each built or reused image to (default: recommended)",
+    "channel": "Channel to publish each built or reused image to (default: the pipeline's default_channel, "
+               "else recommended)",
     "no_publish": "Build only; publish nothing",
 }
 
@@ -78,7 +79,7 @@ BUILD_HELP = {
 def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
-              channel="recommended", no_publish=False):
+              channel=None, no_publish=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     from amibuild import commands, report
 
@@ -86,7 +87,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     run = cli.run(lambda: commands.build_ami(
         opts, cli.say, force=force, dry_run=dry_run, parallel=int(parallel) if parallel else None,
         max_parallel=int(c.config.amibuild.max_parallel), timeout=float(timeout) if timeout else None,
-        channel=None if no_publish else channel,
+        channel=channel, publish=not no_publish,
     ))
     if json:
         cli.emit_json(run.summary())

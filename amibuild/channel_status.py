@@ -13,7 +13,6 @@ from typing import Any, Mapping, Sequence
 from .aws import Aws, Parameter
 from .publish import (
     DEFAULT_CHANNEL,
-    DEFAULT_NAME_TEMPLATE,
     PipelineLike,
     VariantLike,
     fan_out,
@@ -70,7 +69,7 @@ def history(
     variant: VariantLike,
     channel: str | None = None,
     region: str | None = None,
-    template: str = DEFAULT_NAME_TEMPLATE,
+    template: str | None = None,
 ) -> list[HistoryEntry]:
     """Every version of the variant's channels (or one channel), per region, oldest first."""
     regions = (region,) if region else pipeline.target_regions
@@ -100,7 +99,7 @@ def channels(
     aws: Aws,
     *,
     pipeline: PipelineLike,
-    template: str = DEFAULT_NAME_TEMPLATE,
+    template: str | None = None,
     regions: Sequence[str] | None = None,
 ) -> list[ChannelEntry]:
     """Every variant x channel x region under the pipeline's prefix, with a row where one is missing."""

@@ -292,17 +292,27 @@ def build_ami(
     timeout: float | None = None,
     cleanup_timeout: float = 120.0,
     progress=None,
-    channel: str | None = "recommended",
+    channel: str | None = None,
+    publish: bool = True,
 ) -> BuildRun:
     """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → publish → record.
 
-    ``channel`` None: build only (--no-publish). An interrupted run publishes nothing.
+    ``channel`` None: the pipeline's default channel; ``publish`` False: build only (--no-publish).
+    An interrupted build publishes nothing.
     """
     from .aws import Aws
     from .packer import Packer
     from .plan import plan_build
 
     pipeline = load_pipeline(options)  # bad input is refused before anything else
+    if publish and channel:
+        from .publish import check_channel
+
+        try:
+            check_channel(channel)
+        except SpecError as exc:
+            raise SpecError(f"--channel: {exc}") from None
+    channel = (channel or pipeline.default_channel) if publish else None
     packer = Packer(options.packer)
     packer.version()  # PackerNotFound before any AWS call
     aws = Aws(profile=options.profile)

@@ -42,7 +42,7 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import SpecError
-from .publish import DEFAULT_NAME_TEMPLATE, name_pattern
+from .publish import name_pattern
 
 TASKS = ("build", "publish", "rollout", "prune")
 PUBLIC_EKS_PARAMETERS = "/aws/service/eks/optimized-ami/*"
@@ -140,7 +140,7 @@ def to_json(document: Mapping[str, Any]) -> str:
 class _Arns:
     def __init__(self, partition: str, account: str, pipeline: Any) -> None:
         self.p, self.a = partition, account
-        self.channel_path = name_pattern(pipeline, DEFAULT_NAME_TEMPLATE)[0].rstrip("/")
+        self.channel_path = name_pattern(pipeline)[0].rstrip("/")
 
     @property
     def channels(self) -> list[str]:

@@ -43,7 +43,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .aws import Aws, Image
 from .errors import AmibuildError, NotFound, PruneFailed, SpecError
 from .plan import FINGERPRINT_TAG, TAG_PREFIX, VARIANT_TAG
-from .publish import DEFAULT_NAME_TEMPLATE, name_pattern, plain, fan_out
+from .publish import name_pattern, plain, fan_out
 
 PIPELINE_TAG = f"{TAG_PREFIX}pipeline"
 CREATED_TAG = f"{TAG_PREFIX}created"
@@ -261,7 +261,7 @@ class Facts:
 
 
 def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: int = DEFAULT_KEEP_VERSIONS,
-           variants: Sequence[str] = (), template: str = DEFAULT_NAME_TEMPLATE) -> Facts:
+           variants: Sequence[str] = (), template: str | None = None) -> Facts:
     """Read everything `plan_prune` needs, the regions in parallel. Read-only."""
     path, pattern = name_pattern(pipeline, template)
 

@@ -134,9 +134,15 @@ def check_channel(channel: str) -> str:
     return channel
 
 
+def template_of(pipeline: PipelineLike, template: str | None = None) -> str:
+    """The name template in force: the one given, else the pipeline file's, else the default."""
+    return template or getattr(pipeline, "parameter_template", None) or DEFAULT_NAME_TEMPLATE
+
+
 def parameter_name(pipeline: PipelineLike, variant: VariantLike, channel: str,
-                   template: str = DEFAULT_NAME_TEMPLATE) -> str:
+                   template: str | None = None) -> str:
     """The SSM parameter a channel of a variant lives in, e.g. /amibuild/eks-workers/1.30/ceph/recommended/image_id."""
+    template = template_of(pipeline, template)
     check_template(template)
     check_channel(channel)
     name = template.format(**_fields(pipeline, variant, channel))
@@ -159,8 +165,9 @@ def _fields(pipeline: PipelineLike, variant: VariantLike, channel: str) -> dict[
     }
 
 
-def name_pattern(pipeline: PipelineLike, template: str) -> tuple[str, re.Pattern[str]]:
+def name_pattern(pipeline: PipelineLike, template: str | None = None) -> tuple[str, re.Pattern[str]]:
     """(the path to list, a regex with one group per template field) for reading channels back."""
+    template = template_of(pipeline, template)
     check_template(template)
     fixed = {"prefix": pipeline.ssm_prefix.rstrip("/"), "pipeline": pipeline.name}
     regex, root, open_field = "", "", False
@@ -427,7 +434,7 @@ def plan_publish(
     provenance: Mapping[str, Provenance] | None = None,
     operation: str = "publish",
     note: str = "",
-    template: str = DEFAULT_NAME_TEMPLATE,
+    template: str | None = None,
 ) -> PublishPlan:
     """Read the channel and the images in every region (read-only, in parallel), then `decide`."""
     name = parameter_name(pipeline, variant, channel, template)
@@ -464,7 +471,7 @@ def publish_variant(
     run_id: str | None = None,
     allow_foreign: bool = False,
     force: bool = False,
-    template: str = DEFAULT_NAME_TEMPLATE,
+    template: str | None = None,
 ) -> PublishResult:
     """Point `channel` of `variant` at `amis` ({region: ami}) in every target region, or nowhere.
 
@@ -484,7 +491,7 @@ def promote(
     source: str,
     target: str,
     force: bool = False,
-    template: str = DEFAULT_NAME_TEMPLATE,
+    template: str | None = None,
 ) -> PublishResult:
     """Copy, region by region, the exact AMI of channel `source` into channel `target`."""
     check_channel(source)
@@ -519,7 +526,7 @@ def rollback(
     channel: str,
     to_version: int | None = None,
     force: bool = False,
-    template: str = DEFAULT_NAME_TEMPLATE,
+    template: str | None = None,
 ) -> PublishResult:
     """Put `channel` back to an earlier value from the parameter's own history.
 

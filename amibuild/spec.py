@@ -178,6 +178,10 @@ class Pipeline:
     tags: Mapping[str, str]
     variants: tuple[Variant, ...]
     source: Path | None  # the pipeline file read, None when flags alone were used
+    # SSM channel parameters: name template (None: publish.DEFAULT_NAME_TEMPLATE) and the channel
+    # build-ami publishes to
+    parameter_template: str | None = None
+    default_channel: str = "recommended"
 
     @property
     def build_region(self) -> str:
@@ -246,6 +250,9 @@ def load(
         copy_to=tuple(_str_list(settings, "copy_to", where)),
         ami_users=tuple(_str_list(settings, "ami_users", where)),
         tags=MappingProxyType(_str_map(settings.get("tags", {}), f"{where}: pipeline.tags")),
+        parameter_template=_str(settings["parameter_template"], f"{where}: pipeline.parameter_template")
+        if "parameter_template" in settings else None,
+        default_channel=_str(settings.get("default_channel", "recommended"), f"{where}: pipeline.default_channel"),
     )
     _validate_pipeline(pipeline_kwargs, where, from_flag=bool(overrides.regions))
 
@@ -278,7 +285,8 @@ def load(
     return Pipeline(variants=tuple(variants), source=source, **pipeline_kwargs)
 
 
-_PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags"}
+_PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
+                  "default_channel"}
 _VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy"} | {"repo", "proxy", "vars", "extends"}
 
 
@@ -507,6 +515,14 @@ def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> No
             if region not in known:
                 label = "--region" if field_name == "regions" and from_flag else f"{where}: pipeline.{field_name}"
                 raise SpecError(f"{label}: unknown region {region!r}{suggest(region, known)}")
+    from . import publish  # its naming rules are the ones to check against
+
+    for key, check in (("parameter_template", publish.check_template), ("default_channel", publish.check_channel)):
+        if kw[key] is not None:
+            try:
+                check(kw[key])
+            except SpecError as exc:
+                raise SpecError(f"{where}: pipeline.{key}: {exc}") from None
     for account in kw["ami_users"]:
         if not re.match(r"^\d{12}$", account):
             raise SpecError(f"{where}: pipeline.ami_users: {account!r} is not a 12-digit AWS account id")

@@ -76,6 +76,13 @@ CASES = [
     ("k8s-unquoted", ["render"], PIPELINE.replace("variant \"plain\" {\n", "variant \"plain\" {\n  kubernetes_version = 1.30\n"),
      ["kubernetes_version", "in quotes"]),
     ("missing-pipeline-flag", ["render", "--pipeline", "other.hcl"], None, ["other.hcl", "not found"]),
+    ("parameter-template-without-variant", ["render"],
+     PIPELINE.replace('ssm_prefix = "/amibuild"', 'ssm_prefix = "/amibuild"\n  parameter_template = "{prefix}/{channel}"'),
+     ["amibuild.hcl", "pipeline.parameter_template", "{variant}"]),
+    ("bad-default-channel", ["render"],
+     PIPELINE.replace('ssm_prefix = "/amibuild"', 'ssm_prefix = "/amibuild"\n  default_channel = "a b"'),
+     ["amibuild.hcl", "pipeline.default_channel", "'a b'"]),
+    ("bad-channel-flag", ["build-ami", "--channel", "a/b"], None, ["--channel", "'a/b'"]),
     ("all-and-variant", ["build-ami", "--all", "--variant", "ceph"], None, ["--all and --variant"]),
     ("build-unknown-variant", ["build-ami", "--variant", "cepf"], None, ["--variant cepf", "did you mean 'ceph'"]),
 ]

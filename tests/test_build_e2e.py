@@ -360,3 +360,19 @@ def test_interrupt_while_publishing_finishes_the_variants_in_flight_and_starts_n
     written = {name.split("/")[4] for name in our_parameters("us-west-2")}
     assert sorted(written) == published
     assert json.loads(out)["interrupted"] is True
+
+
+def test_the_pipeline_file_names_the_parameter_template_and_default_channel(workdir: Path) -> None:
+    (workdir / "amibuild.hcl").write_text(PIPELINE.replace(
+        'copy_to = ["eu-west-1"]',
+        'copy_to = ["eu-west-1"]\n  parameter_template = "{prefix}/{variant}/{arch}/{channel}"\n'
+        '  default_channel = "nightly"'))
+    result = build_ami(workdir, "--json", "--variant", "arm")
+    assert result.returncode == 0, result.stderr
+    assert summary(result)["arm"]["published"]["parameter"] == "/amibuild/arm/arm64/nightly"
+    assert our_parameters("eu-west-1") == ["/amibuild/arm/arm64/nightly"]
+    listed = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "channels", "--json"], cwd=workdir,
+                            capture_output=True, text=True, timeout=60)
+    rows = [r for r in json.loads(listed.stdout) if r["ami"]]
+    assert {(r["variant"], r["channel"], r["region"]) for r in rows} == {
+        ("arm", "nightly", "us-west-2"), ("arm", "nightly", "eu-west-1")}

@@ -8,6 +8,9 @@ pipeline {
   regions    = ["us-west-2"] # where Packer builds; --region overrides
   copy_to    = ["eu-west-1"] # where each image is copied afterwards
   ami_users  = []            # account ids to share the images with
+  # SSM channel parameters; these are the defaults:
+  # parameter_template = "{prefix}/{pipeline}/{k8s}/{variant}/{channel}/image_id"
+  # default_channel    = "recommended"
   tags = {
     team = "platform"
   }
