@@ -96,6 +96,11 @@ class FaultProxy:
             self._hold = (frozenset(ops), threading.Barrier(count), timeout)
             self._hold_left = count
 
+    def held(self) -> int:
+        """How many requests the current `hold` has caught so far."""
+        with self._lock:
+            return 0 if self._hold is None else self._hold[1].parties - self._hold_left
+
     def clear(self) -> None:
         """Drop every fault (the delay stays)."""
         with self._lock:

@@ -345,10 +345,9 @@ def test_interrupt_while_publishing_finishes_the_variants_in_flight_and_starts_n
         proc = subprocess.Popen([sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--json"],
                                 cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 90
-        while not all((workdir / "build" / n / "manifest.json").exists() for n in names):
-            assert time.monotonic() < deadline, "the builds did not finish"
-            time.sleep(0.1)
-        time.sleep(1.5)  # publishing has started and its first writes are held
+        while proxy.held() < 4:  # publishing has started: its first writes (4 variants at once) are held
+            assert time.monotonic() < deadline and proc.poll() is None, "publishing never started"
+            time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
