@@ -13,9 +13,10 @@ errors into `SpecError`-like errors carrying file:line.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
@@ -61,6 +62,22 @@ def quote(text: str) -> str:
 
 
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def template(parts: Sequence[str | Expr]) -> Expr:
+    """An HCL string template: str parts are literal text, `Expr` parts become ``${...}``."""
+    out = []
+    for i, part in enumerate(parts):
+        if isinstance(part, Expr):
+            out.append("${" + part.text + "}")
+            continue
+        text = quote(part)[1:-1]
+        dollars = len(text) - len(text.rstrip("$"))
+        if dollars and i + 1 < len(parts):
+            # "$" right before "${" would read as the "$${" escape: write the run as an expression
+            text = text[:-dollars] + "${" + json.dumps("$" * dollars) + "}"
+        out.append(text)
+    return Expr('"' + "".join(out) + '"')
 
 
 _KEYWORDS = frozenset({"for", "if", "in", "null", "true", "false"})

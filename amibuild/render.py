@@ -284,9 +284,9 @@ def provisioner_blocks(variant: Variant, values: Mapping[str, Any], *, sandbox: 
             blocks.append(_sandbox_echo(step.script, step.env))
             continue
         block = hcl.Block("provisioner", ("shell",))
-        block.attr("script", interpolated(hcl.Expr("path.root"), f"/scripts/{step.script}"))
+        block.attr("script", hcl.template([hcl.Expr("path.root"), f"/scripts/{step.script}"]))
         block.attr("execute_command", EXECUTE)
-        block.attr("environment_vars", [interpolated(f"{name}=", hcl.Expr(expr)) for name, expr in step.env])
+        block.attr("environment_vars", [hcl.template([f"{name}=", hcl.Expr(expr)]) for name, expr in step.env])
         blocks.append(block)
     for index, script in enumerate(variant.scripts, start=1):
         name = f"scripts/user-{index:02d}-{script.name}"
@@ -295,7 +295,7 @@ def provisioner_blocks(variant: Variant, values: Mapping[str, Any], *, sandbox: 
             blocks.append(_sandbox_echo(Path(name).name, ()))
             continue
         block = hcl.Block("provisioner", ("shell",))
-        block.attr("script", interpolated(hcl.Expr("path.root"), f"/{name}"))
+        block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{name}"]))
         block.attr("execute_command", EXECUTE)
         blocks.append(block)
     if blocks and not sandbox:
@@ -314,14 +314,8 @@ def _sandbox_echo(script: str, env: Sequence[tuple[str, str]]) -> hcl.Block:
         parts += [f" {name}=", hcl.Expr(expr)]
     parts.append("'")
     block = hcl.Block("provisioner", ("shell-local",))
-    block.attr("inline", hcl.Expr(f"[{interpolated(*parts).text}]"))
+    block.attr("inline", hcl.Expr(f"[{hcl.template(parts).text}]"))
     return block
-
-
-def interpolated(*parts: Any) -> hcl.Expr:
-    """An HCL template string: str parts are literal text, `hcl.Expr` parts become ``${...}``."""
-    body = "".join(p.text.join(("${", "}")) if isinstance(p, hcl.Expr) else hcl.quote(p)[1:-1] for p in parts)
-    return hcl.Expr(f'"{body}"')
 
 
 # ------------------------------------------------------------------------------- rendering
@@ -475,7 +469,7 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
 def manifest_block(variant_name: str) -> hcl.Block:
     """The manifest post-processor every build ends with; custom_data ties it to the run."""
     block = hcl.Block("post-processor", ("manifest",))
-    block.attr("output", interpolated(hcl.Expr("path.root"), "/manifest.json"))
+    block.attr("output", hcl.template([hcl.Expr("path.root"), "/manifest.json"]))
     block.attr("strip_path", True)
     block.attr("custom_data", {"variant": variant_name, "amibuild_run_id": hcl.Expr("var.amibuild_run_id")})
     return block

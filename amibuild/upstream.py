@@ -546,36 +546,8 @@ def _join(parts: Sequence[str | hcl.Expr]) -> str | hcl.Expr:
     if not merged:
         return ""
     if len(merged) == 1:
-        only = merged[0]
-        if isinstance(only, str) and re.search("[\b\f]", only):
-            return hcl.Expr(_template(merged))  # hcl.quote writes \b and \f, which HCL refuses
-        return only
-    return hcl.Expr(_template(merged))
-
-
-def _template(parts: Sequence[str | hcl.Expr]) -> str:
-    out = []
-    for i, part in enumerate(parts):
-        if isinstance(part, hcl.Expr):
-            out.append("${" + part.text + "}")
-            continue
-        text = _escape(part)
-        dollars = len(text) - len(text.rstrip("$"))
-        if dollars and i + 1 < len(parts):
-            # "$" right before "${" would read as the "$${" escape: write the run as an expression
-            text = text[:-dollars] + "${" + json.dumps("$" * dollars) + "}"
-        out.append(text)
-    return '"' + "".join(out) + '"'
-
-
-def _escape(text: str) -> str:
-    """Literal text inside an HCL quoted template."""
-    simple = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-    out = "".join(
-        simple.get(ch) or (f"\\u{ord(ch):04x}" if ord(ch) < 0x20 or ord(ch) == 0x7F else ch)
-        for ch in text
-    )
-    return out.replace("${", "$${").replace("%{", "%%{")
+        return merged[0]
+    return hcl.template(merged)
 
 
 def _text(value: str | hcl.Expr) -> str:
