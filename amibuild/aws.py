@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from .errors import AccessDenied, AwsError, UsageError, EndpointUnreachable, ExpiredToken, NoCredentials, NotFound
 
@@ -522,6 +523,24 @@ class Aws:
             return self.client("eks", region).describe_update(
                 name=cluster, nodegroupName=name, updateId=update_id
             )["update"]
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+MAX_WORKERS = 32
+
+
+def fan_out(keys: Sequence[K], work: Callable[[K], V]) -> dict[K, V]:
+    """Run `work` for every key (a region, usually) in threads, up to MAX_WORKERS; the first error wins.
+
+    The gateway is thread-safe, and AWS calls spend their time waiting on the network.
+    """
+    keys = list(keys)
+    if len(keys) <= 1:
+        return {k: work(k) for k in keys}
+    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(keys)), thread_name_prefix="amibuild-aws") as pool:
+        futures = {k: pool.submit(work, k) for k in keys}
+        return {k: futures[k].result() for k in keys}
 
 
 def _image(raw: Mapping[str, Any], region: str) -> Image:

@@ -10,12 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
-from .aws import Aws, Parameter
+from .aws import Aws, Parameter, fan_out
 from .publish import (
     DEFAULT_CHANNEL,
     PipelineLike,
     VariantLike,
-    fan_out,
     name_pattern,
     parameter_name,
     plain,

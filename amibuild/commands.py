@@ -91,27 +91,26 @@ def resolve_sources(pipeline: spec.Pipeline, aws, *, strict: bool = False) -> di
     the regions in parallel. Without AWS access (``aws`` None) the template looks the image up by
     name at build time; ``strict`` (build-ami) makes an unanswered read an error instead.
     """
-    from concurrent.futures import ThreadPoolExecutor
+    from .aws import fan_out
 
     needed = [v for v in pipeline.variants if not v.source_ami and v.base != "upstream"]
     names = sorted({render_mod.eks_parameter(v) for v in needed})
     values: dict[str, dict[str, str]] = {}
     failures: dict[str, AwsError] = {}
     if aws is not None and names:
-        def read(region: str) -> tuple[str, dict[str, str] | AwsError]:
+        def read(region: str) -> dict[str, str] | AwsError:
             try:
-                return region, aws.get_parameters(names, region)
+                return aws.get_parameters(names, region)
             except AwsError as exc:
                 if strict:
                     raise
-                return region, exc
+                return exc
 
-        with ThreadPoolExecutor(max_workers=len(pipeline.regions)) as pool:
-            for region, answer in pool.map(read, pipeline.regions):
-                if isinstance(answer, AwsError):
-                    failures[region] = answer
-                else:
-                    values[region] = answer
+        for region, answer in fan_out(pipeline.regions, read).items():
+            if isinstance(answer, AwsError):
+                failures[region] = answer
+            else:
+                values[region] = answer
     return {
         v.name: {r: _source(v, r, aws is not None, values.get(r), failures.get(r)) for r in pipeline.regions}
         for v in pipeline.variants
@@ -338,8 +337,7 @@ def build_ami(
 
 def find_built_images(aws, regions, fingerprints) -> dict:
     """amibuild's images with any of these fingerprints: one DescribeImages per region, in parallel."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    from .aws import fan_out
     from .plan import FINGERPRINT_TAG
 
     if not fingerprints:
@@ -349,8 +347,7 @@ def find_built_images(aws, regions, fingerprints) -> dict:
     def lookup(region: str):
         return aws.describe_images(region, owners=["self"], filters={f"tag:{FINGERPRINT_TAG}": values})
 
-    with ThreadPoolExecutor(max_workers=len(regions)) as pool:
-        return dict(zip(regions, pool.map(lookup, regions)))
+    return fan_out(regions, lookup)
 
 
 def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int, timeout, cleanup_timeout,

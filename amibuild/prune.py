@@ -43,7 +43,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from .aws import Aws, Image
 from .errors import AmibuildError, NotFound, PruneFailed, SpecError
 from .plan import FINGERPRINT_TAG, TAG_PREFIX, VARIANT_TAG
-from .publish import name_pattern, plain, fan_out
+from .aws import fan_out
+from .publish import name_pattern, plain
 
 PIPELINE_TAG = f"{TAG_PREFIX}pipeline"
 CREATED_TAG = f"{TAG_PREFIX}created"

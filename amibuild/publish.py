@@ -61,13 +61,12 @@ import re
 import string
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from . import __version__
-from .aws import Aws, Image, Parameter
+from .aws import Aws, Image, Parameter, fan_out
 from .errors import AmibuildError, PublishConflict, PublishFailed, PublishRefused, SpecError
 
 DEFAULT_CHANNEL = "recommended"
@@ -83,7 +82,6 @@ CHANNEL_TAG = "amibuild:channel"
 
 WRITE_INTERVAL = 0.34  # seconds between two PutParameter calls in one region (about 3 per second)
 READBACK_TIMEOUT = 10.0  # how long a written version may take to become readable
-MAX_WORKERS = 32
 
 _AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 _CHANNEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -793,20 +791,6 @@ def _put_back(aws: Aws, plan: PublishPlan, region: str, ours: int, previous: Par
 
 
 # ------------------------------------------------------------------------------- helpers
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-def fan_out(keys: Sequence[K], work: Callable[[K], V]) -> dict[K, V]:
-    """Run `work` for every key in threads (one per key, up to MAX_WORKERS); the first error wins."""
-    keys = list(keys)
-    if len(keys) <= 1:
-        return {k: work(k) for k in keys}
-    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(keys)), thread_name_prefix="amibuild-publish") as pool:
-        futures = {k: pool.submit(work, k) for k in keys}
-        return {k: futures[k].result() for k in keys}
-
 
 def plain(value: Any) -> Any:
     """A dataclass as JSON-ready data: enums as their value, datetimes as ISO 8601."""
