@@ -182,12 +182,13 @@ def write_all(prepared: Prepared, options: Options, say: Say) -> list[Path]:
     return directories
 
 
-def render(options: Options, say: Say = lambda _: None, *, aws=None, resolve: bool = True) -> RenderResult:
+def render(options: Options, say: Say = lambda _: None, *, aws=None, resolve: bool = True,
+           packer=None) -> RenderResult:
     """Render every selected variant into build/<variant>/; all or nothing."""
     if resolve and aws is None:
         aws = aws_if_available(options)
     # every variant rendered in memory before anything is written: bad input writes nothing
-    prepared = prepare(options, aws=aws, resolve=resolve)
+    prepared = prepare(options, aws=aws, resolve=resolve, packer=packer)
     directories = write_all(prepared, options, say)
     return RenderResult(prepared.pipeline, prepared.rendered, directories, prepared.packer_version, prepared.notes)
 
@@ -223,7 +224,7 @@ def validate(options: Options, say: Say = lambda _: None, *, aws=None) -> Valida
 
     packer = Packer(options.packer)
     packer.version()  # PackerNotFound here, before anything is rendered
-    result = render(options, say, aws=aws)
+    result = render(options, say, aws=aws, packer=packer)
     for directory in result.directories:
         check_directory(packer, directory)
         say(f"valid {directory.name}: hcl2 parse, packer validate, packer fmt -check")
