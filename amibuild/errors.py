@@ -1,6 +1,6 @@
 """One exception tree for amibuild.
 
-Library code raises these and never prints or exits; ``amibuild.cli.run`` is the one place that
+Library code raises these and never prints or exits; ``amibuild.cli.run.run`` is the one place that
 turns them into a one-line message and an exit code::
 
     AmibuildError                 exit 1  anything amibuild expects to go wrong

@@ -44,7 +44,7 @@ GET_PARAMETER = "AmazonSSM.GetParameter"
 
 
 def run() -> Report:
-    from amibuild import commands
+    from amibuild.cli import commands
     from amibuild import render as render_mod
     from amibuild.sandbox import Sandbox
     from benchmarks import _buildkit as kit

@@ -53,7 +53,8 @@ variant "{variant}" {{}}
 def run() -> Report:
     import boto3
 
-    from amibuild import publish, spec
+    from amibuild.channels import publish
+    from amibuild import spec
     from amibuild.aws import Aws
     from amibuild.sandbox import Sandbox, seed_images
 

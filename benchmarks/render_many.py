@@ -68,7 +68,9 @@ def pipeline_text(count: int = VARIANTS) -> str:
 
 
 def run() -> Report:
-    from amibuild import commands, hcl  # here, not at the top: run.py imports every module to list it
+    # here, not at the top: run.py imports every module to list it
+    from amibuild import hcl
+    from amibuild.cli import commands
 
     with tempfile.TemporaryDirectory(prefix="amibuild-bench-render-") as tmp:
         tmp_path = Path(tmp)
@@ -159,7 +161,7 @@ def _packer_sample(directories: list[Path]) -> tuple[list[Row], str]:
     if shutil.which("packer") is None:
         return [], "packer validate / fmt: skipped, no packer on PATH"
     from amibuild.errors import PackerError
-    from amibuild.packer import Packer
+    from amibuild.build.packer import Packer
 
     # the OS alternates every variant and the arch every two: an odd stride samples all four kinds
     step = max(1, len(directories) // PACKER_SAMPLE) | 1

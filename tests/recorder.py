@@ -2,7 +2,7 @@
 
 `Recorder` is a `FaultProxy` (same forwarding, same faults) that also notes, per request, the
 signing service from the SigV4 credential scope and the operation, so that a test can compare what
-a task really called with the policy `amibuild.iam` prints for it. The operation comes from where
+a task really called with the policy `amibuild.lifecycle.iam` prints for it. The operation comes from where
 each protocol puts it:
 
     JSON (SSM, ...)         the ``X-Amz-Target`` header           AmazonSSM.PutParameter

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from amibuild import doctor
-from amibuild.commands import Options
+from amibuild.cli import doctor
+from amibuild.cli.commands import Options
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "amibuild.hcl"

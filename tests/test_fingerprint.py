@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from amibuild import render, spec
+from amibuild import render
+from amibuild import spec
 from amibuild.render import SourceAmi, Target
 
 BASE_PIPELINE = """\

@@ -29,7 +29,8 @@ import boto3
 import pytest
 from recorder import Recorder
 
-from amibuild import iam, spec
+from amibuild.lifecycle import iam
+from amibuild import spec
 from amibuild.errors import SpecError
 from amibuild.sandbox import ACCOUNT_ID, seed_images
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from amibuild import matrix as matrix_mod
+from amibuild.spec import matrix as matrix_mod
 from amibuild import spec
 from amibuild.errors import UsageError
 

@@ -1,4 +1,4 @@
-"""The self-managed node group template (cloudformation/nodegroup.yaml) and amibuild/nodegroup.py.
+"""The self-managed node group template (amibuild/handoff/templates/nodegroup.yaml) and amibuild/handoff/nodegroup.py.
 
 cfn-lint checks the YAML and the JSON amibuild sends; the interface and the rolling-update
 contract are asserted on the parsed template; stacks are created in the local emulator.
@@ -34,7 +34,7 @@ from typing import Any
 import boto3
 import pytest
 
-from amibuild import nodegroup
+from amibuild.handoff import nodegroup
 from amibuild.errors import SpecError, TemplateError
 from amibuild.sandbox import SANDBOX_VPC_NAME, Sandbox, recommended_parameter
 

@@ -1,4 +1,4 @@
-"""amibuild.packer: pure parsers on recorded Packer 1.6.6 output, and the real binary offline.
+"""amibuild.build.packer: pure parsers on recorded Packer 1.6.6 output, and the real binary offline.
 
 The recordings in tests/data/packer/ (see its README) come from real builds against the local
 emulator; no test here needs the emulator or AWS. Tests of the binary run the installed `packer`
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from amibuild.errors import PackerError, PackerNotFound, PackerOutputError, PackerValidateError
-from amibuild.packer import (
+from amibuild.build.packer import (
     MIN_VERSION,
     MachineLine,
     Packer,

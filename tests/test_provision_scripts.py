@@ -1,4 +1,4 @@
-"""The provisioner scripts in scripts/provision/, run with bash against a temporary root.
+"""The provisioner scripts in amibuild/render/provision/, run with bash against a temporary root.
 
 Each run sees a PATH holding only the stand-ins the test chose (tests/fakebin/stand-in linked as
 yum, dnf, rpm, systemctl or sleep; each call is appended to a log) and the two coreutils the
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-PROVISION = TESTS.parent / "scripts" / "provision"
+PROVISION = TESTS.parent / "amibuild" / "render" / "provision"
 STAND_IN = TESTS / "fakebin" / "stand-in"
 BASH = shutil.which("bash") or "/bin/bash"
 # The only external commands the scripts run apart from the stand-ins.

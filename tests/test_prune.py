@@ -22,7 +22,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from amibuild import prune, spec
+from amibuild.cli import lifecycle as cli_lifecycle
+from amibuild.lifecycle import prune
+from amibuild import spec
 from amibuild.aws import Aws, Image
 from amibuild.errors import SpecError
 from amibuild.sandbox import seed_images
@@ -154,9 +156,9 @@ def test_older_than_refuses_anything_else(text: str) -> None:
 
 def test_keep_below_one_is_refused_before_anything_is_read() -> None:
     with pytest.raises(SpecError, match="at least 1"):
-        prune.prune(object(), keep="0")
+        cli_lifecycle.prune(object(), keep="0")
     with pytest.raises(SpecError, match="--keep 5"):
-        prune.prune(object(), keep=None)
+        cli_lifecycle.prune(object(), keep=None)
 
 
 def test_the_deprecation_time_is_a_whole_minute_in_the_future() -> None:

@@ -17,7 +17,9 @@ from typing import Iterator
 import boto3
 import pytest
 
-from amibuild import channel_status, publish, spec
+from amibuild.channels import read as channel_status
+from amibuild.channels import publish
+from amibuild import spec
 from amibuild.aws import Aws, Image
 from amibuild.errors import PublishConflict, PublishFailed, PublishRefused, SpecError
 from amibuild.sandbox import Sandbox, seed_images
@@ -360,7 +362,9 @@ def test_channels_lists_every_variant_channel_and_region(sandbox, pipeline, ceph
 
 PROMOTE = """
 import sys
-from amibuild import channel_status, publish, spec
+from amibuild.channels import read as channel_status
+from amibuild.channels import publish
+from amibuild import spec
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError
 pipeline = spec.load(sys.argv[1])

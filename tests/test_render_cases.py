@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from amibuild import hcl, render, spec
+from amibuild import hcl
+from amibuild import render
+from amibuild import spec
 from amibuild.render import SourceAmi, Target
 
 CASES = Path(__file__).parent / "render_cases"
@@ -37,7 +39,7 @@ def render_case(case_dir: Path) -> dict[str, render.Rendered]:
     for variant in pipeline.variants:
         upstream_template = None
         if variant.base == "upstream":
-            from amibuild import upstream
+            from amibuild.render import upstream
 
             upstream_template = upstream.load(Path(variant.upstream))
         out[variant.name] = render.render_variant(
@@ -84,8 +86,8 @@ def test_render_case_matches_expected_hcl(case_dir: Path, monkeypatch: pytest.Mo
 def test_render_case_passes_packer_validate_and_fmt(case_dir: Path, monkeypatch: pytest.MonkeyPatch,
                                                     tmp_path: Path) -> None:
     """Every case's files, written out, pass the real packer binary (validate needs no AWS)."""
-    from amibuild.commands import check_directory
-    from amibuild.packer import Packer
+    from amibuild.cli.commands import check_directory
+    from amibuild.build.packer import Packer
 
     packer = Packer()
     try:

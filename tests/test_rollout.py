@@ -36,10 +36,14 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import ANY, Stubber
 
-from amibuild import nodegroup, publish, rollout, spec
+from amibuild.handoff import cfn
+from amibuild.handoff import nodegroup
+from amibuild.channels import publish
+from amibuild.handoff import rollout
+from amibuild import spec
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError, RolloutFailed, SpecError
-from amibuild.rollout import (Action, Channel, Decision, LaunchTemplateUse, NodegroupView,
+from amibuild.handoff.rollout import (Action, Channel, Decision, LaunchTemplateUse, NodegroupView,
                               StackParameter, StackState, StackView)
 from amibuild.sandbox import SANDBOX_VPC_NAME, seed_images
 
@@ -185,13 +189,13 @@ def test_update_policy_line_resolves_the_template_against_the_stack_parameters()
     template = nodegroup.load_template()
     params = {"RollingUpdateMaxBatchSize": "2", "RollingUpdateMinInstancesInService": "",
               "NodeAutoScalingGroupDesiredCapacity": "5", "RollingUpdatePauseTime": "PT10M"}
-    assert nodegroup.update_policy_line(template, "NodeGroup", params) == (
+    assert cfn.update_policy_line(template, "NodeGroup", params) == (
         "NodeGroup: rolling update (MaxBatchSize 2, MinInstancesInService 5, PauseTime PT10M, "
         "WaitOnResourceSignals true)")
     params["RollingUpdateMinInstancesInService"] = "4"
-    assert "MinInstancesInService 4" in nodegroup.update_policy_line(template, "NodeGroup", params)
+    assert "MinInstancesInService 4" in cfn.update_policy_line(template, "NodeGroup", params)
     del template["Resources"]["NodeGroup"]["UpdatePolicy"]
-    assert "running nodes are not replaced" in nodegroup.update_policy_line(template, "NodeGroup", params)
+    assert "running nodes are not replaced" in cfn.update_policy_line(template, "NodeGroup", params)
 
 
 def test_deploy_parameters_create_with_every_required_one_update_with_previous_values() -> None:

@@ -1,4 +1,4 @@
-"""amibuild.upstream: upstream-shaped JSON templates in both layouts -> HCL2 that Packer accepts.
+"""amibuild.render.upstream: upstream-shaped JSON templates in both layouts -> HCL2 that Packer accepts.
 
 The fixture trees under tests/data/upstream/ are written for these tests in the shape of the two
 layouts awslabs/amazon-eks-ami has had; they are not upstream files.
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from amibuild import hcl, upstream
+from amibuild import hcl
+from amibuild.render import upstream
 from amibuild.errors import UpstreamError
 
 DATA = Path(__file__).parent / "data" / "upstream"

@@ -20,11 +20,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from amibuild import userdata, userdata_decode
+from amibuild.handoff.userdata import render as userdata
+from amibuild.handoff.userdata import decode as userdata_decode
 from amibuild.errors import SpecError, UsageError
 from amibuild.errors import NotUserData
-from amibuild.userdata import CfnSignal, NodeConfig
-from amibuild.userdata_decode import Part
+from amibuild.handoff.userdata.render import CfnSignal, NodeConfig
+from amibuild.handoff.userdata.decode import Part
 
 DATA = Path(__file__).resolve().parent / "data" / "userdata"
 BASH = shutil.which("bash") or "/bin/bash"

@@ -1,0 +1,1 @@
+"""build: the plan (skip unchanged), the packer binary and its pure parsers, the executor, progress."""

@@ -1,0 +1,1 @@
+"""channels: SSM parameters that name the current AMI of a variant, written in every region or none."""

@@ -1,0 +1,190 @@
+"""The read side of the channels: history of a channel, every variant x channel x region, and
+whether the pipeline's AMI users may launch the images and read their snapshots.
+
+Pure reads through the gateway, fanned out over regions; nothing here writes (publish.py does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Mapping, Sequence
+
+from amibuild.aws import Aws, Parameter, fan_out
+from amibuild.channels.publish import (
+    DEFAULT_CHANNEL,
+    PipelineLike,
+    VariantLike,
+    name_pattern,
+    parameter_name,
+    plain,
+    provenance_of,
+)
+
+# ------------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One version of one channel's parameter in one region."""
+
+    channel: str
+    region: str
+    parameter: str
+    version: int
+    modified: datetime | None
+    ami: str
+    fingerprint: str | None
+    run_id: str | None
+    user: str
+    description: str
+    data_type: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain(self)
+
+
+@dataclass(frozen=True)
+class ChannelEntry:
+    """One variant x channel x region: the AMI it holds (None: not published there)."""
+
+    variant: str
+    k8s: str
+    channel: str
+    region: str
+    parameter: str
+    ami: str | None
+    version: int
+    modified: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain(self)
+
+
+def history(
+    aws: Aws,
+    *,
+    pipeline: PipelineLike,
+    variant: VariantLike,
+    channel: str | None = None,
+    region: str | None = None,
+    template: str | None = None,
+) -> list[HistoryEntry]:
+    """Every version of the variant's channels (or one channel), per region, oldest first."""
+    regions = (region,) if region else pipeline.target_regions
+    if channel:
+        names = [channel]
+    else:
+        found = channels(aws, pipeline=pipeline, template=template, regions=regions)
+        names = sorted({e.channel for e in found if e.variant == variant.name and e.ami is not None
+                        and e.k8s == variant.kubernetes_version})
+    jobs = [(c, r) for c in names for r in regions]
+
+    def read(job: tuple[str, str]) -> list[HistoryEntry]:
+        chan, reg = job
+        name = parameter_name(pipeline, variant, chan, template)
+        return [
+            HistoryEntry(chan, reg, name, p.version, p.last_modified, p.value,
+                         provenance_of(p.description).fingerprint, provenance_of(p.description).run_id,
+                         p.user, p.description, p.data_type)
+            for p in aws.parameter_history(name, reg)
+        ]
+
+    results = fan_out(jobs, read)
+    return [entry for job in jobs for entry in results[job]]
+
+
+def channels(
+    aws: Aws,
+    *,
+    pipeline: PipelineLike,
+    template: str | None = None,
+    regions: Sequence[str] | None = None,
+) -> list[ChannelEntry]:
+    """Every variant x channel x region under the pipeline's prefix, with a row where one is missing."""
+    regions = tuple(regions or pipeline.target_regions)
+    path, pattern = name_pattern(pipeline, template)
+    listed = fan_out(regions, lambda r: aws.parameters_under(path, r))
+    found: dict[tuple[str, str, str], dict[str, Parameter]] = {}
+    for region in regions:
+        for p in listed[region]:
+            match = pattern.match(p.name)
+            if match:
+                key = (match.group("variant"), match.groupdict().get("k8s") or "", match.group("channel"))
+                found.setdefault(key, {})[region] = p
+    for variant in getattr(pipeline, "variants", ()):
+        if not any(k[0] == variant.name for k in found):
+            found[(variant.name, variant.kubernetes_version, DEFAULT_CHANNEL)] = {}
+    rows = []
+    for key in sorted(found):
+        variant_name, k8s, chan = key
+        for region in regions:
+            p = found[key].get(region)
+            name = p.name if p else ""
+            rows.append(ChannelEntry(variant_name, k8s, chan, region, name, p.value if p else None,
+                                     p.version if p else 0, p.last_modified if p else None))
+    return rows
+
+
+# ------------------------------------------------------------------------------- sharing
+
+
+@dataclass(frozen=True)
+class SharingGap:
+    """In one region: which accounts cannot launch the image, or read one of its snapshots."""
+
+    region: str
+    ami: str
+    missing_launch: tuple[str, ...]
+    missing_snapshot: Mapping[str, tuple[str, ...]]  # snapshot id -> accounts
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing_launch and not any(self.missing_snapshot.values())
+
+
+@dataclass(frozen=True)
+class SharingReport:
+    users: tuple[str, ...]
+    regions: tuple[SharingGap, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(g.ok for g in self.regions)
+
+    def problems(self) -> list[str]:
+        """One line per missing permission, e.g. for a build summary."""
+        lines = []
+        for gap in self.regions:
+            if gap.missing_launch:
+                lines.append(f"{gap.region}: {gap.ami} launch permission missing for {', '.join(gap.missing_launch)}")
+            for snapshot, users in gap.missing_snapshot.items():
+                if users:
+                    lines.append(f"{gap.region}: {gap.ami} snapshot {snapshot} volume permission missing for "
+                                 f"{', '.join(users)}")
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain(self)
+
+
+def check_sharing(aws: Aws, *, amis: Mapping[str, str], users: Sequence[str]) -> SharingReport:
+    """Check that every account in `users` may launch each image and read its snapshots, per region."""
+    wanted = tuple(dict.fromkeys(users))
+
+    def check(region: str) -> SharingGap:
+        ami = amis[region]
+        image = aws.find_image(region, ami)
+        if image is None:
+            return SharingGap(region, ami, wanted, {})
+        launch = aws.image_launch_users(region, ami)
+        snapshots = {s: tuple(u for u in wanted if u not in aws.snapshot_volume_users(region, s))
+                     for s in image.snapshot_ids}
+        return SharingGap(region, ami, tuple(u for u in wanted if u not in launch), snapshots)
+
+    if not wanted:
+        return SharingReport((), ())
+    gaps = fan_out(list(amis), check)
+    return SharingReport(wanted, tuple(gaps[r] for r in amis))
+
+

@@ -1,0 +1,503 @@
+"""What the tasks do, as functions that return data: render, validate.
+
+Each takes an `Options` (flags, already parsed by tasks.py), works out a plan with the pure modules
+(spec, render) and does the little I/O needed (resolve source AMIs, write files, run packer). It
+never prints: progress goes to the `say` callback, results are returned.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from amibuild import render as render_mod
+from amibuild import spec
+from amibuild.aws import default_region as aws_default_region
+from amibuild.errors import AwsError, PackerNotFound, PackerValidateError, SpecError
+from amibuild.render import Rendered, SourceAmi, Target
+
+Say = Callable[[str], None]
+
+DEFAULT_BUILD_DIR = "build"
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything the render/validate/build tasks share."""
+
+    pipeline_file: str | None = None
+    overrides: spec.Overrides = spec.Overrides()
+    build_dir: str = DEFAULT_BUILD_DIR
+    packer: str = "packer"
+    profile: str | None = None
+    cache_dir: str | None = None
+
+
+@dataclass
+class RenderResult:
+    pipeline: spec.Pipeline
+    rendered: list[Rendered]
+    directories: list[Path]
+    packer_version: str
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {
+            "packer_version": self.packer_version,
+            "notes": list(self.notes),
+            "variants": [
+                {"name": r.variant.name, "directory": str(d), "fingerprint": r.fingerprint,
+                 "source_amis": {region: s.image_id or None for region, s in r.sources.items()},
+                 "notes": list(r.notes)}
+                for r, d in zip(self.rendered, self.directories)
+            ],
+        }
+
+
+def load_pipeline(options: Options) -> spec.Pipeline:
+    return spec.load(options.pipeline_file, options.overrides, default_region=aws_default_region(options.profile))
+
+
+def packer_version(options: Options, packer=None) -> tuple[str, bool, str | None]:
+    """(version text, uses_plugins, note). Without packer on PATH, render for a current Packer."""
+    from amibuild.build.packer import Packer
+
+    try:
+        version = (packer or Packer(options.packer)).version()
+    except PackerNotFound:
+        return "unknown", True, "packer not found: rendered for Packer >= 1.7 (with required_plugins)"
+    return f"{version.major}.{version.minor}.{version.patch}", version.uses_plugins, None
+
+
+def resolve_sources(pipeline: spec.Pipeline, aws, *, strict: bool = False) -> dict[str, dict[str, SourceAmi]]:
+    """Variant -> build region -> where its source AMI comes from.
+
+    The public EKS parameters are read with GetParameters, each distinct name once per region and
+    the regions in parallel. Without AWS access (``aws`` None) the template looks the image up by
+    name at build time; ``strict`` (build-ami) makes an unanswered read an error instead.
+    """
+    from amibuild.aws import fan_out
+
+    needed = [v for v in pipeline.variants if not v.source_ami and v.base != "upstream"]
+    names = sorted({render_mod.eks_parameter(v) for v in needed})
+    values: dict[str, dict[str, str]] = {}
+    failures: dict[str, AwsError] = {}
+    if aws is not None and names:
+        def read(region: str) -> dict[str, str] | AwsError:
+            try:
+                return aws.get_parameters(names, region)
+            except AwsError as exc:
+                if strict:
+                    raise
+                return exc
+
+        for region, answer in fan_out(pipeline.regions, read).items():
+            if isinstance(answer, AwsError):
+                failures[region] = answer
+            else:
+                values[region] = answer
+    return {
+        v.name: {r: _source(v, r, aws is not None, values.get(r), failures.get(r)) for r in pipeline.regions}
+        for v in pipeline.variants
+    }
+
+
+def _source(variant: spec.Variant, region: str, access: bool, values: dict[str, str] | None,
+            failure: AwsError | None) -> SourceAmi:
+    parameter = render_mod.eks_parameter(variant)
+    if variant.source_ami:
+        return SourceAmi("pinned", variant.source_ami, note=f"source AMI pinned to {variant.source_ami}")
+    if variant.base == "upstream":
+        return SourceAmi("lookup", note="upstream base: the upstream template finds its own source AMI")
+    lookup = f"looked up at build time by image name ({render_mod.eks_name_filter(variant)}, owner {render_mod.EKS_OWNER})"
+    if not access:
+        return SourceAmi("lookup", parameter=parameter, note=f"source AMI: no AWS access now; {lookup}")
+    if failure is not None or values is None:
+        return SourceAmi("lookup", parameter=parameter, note=f"source AMI: could not read {parameter} ({failure}); {lookup}")
+    if parameter not in values:
+        raise SpecError(
+            f"variant {variant.name}: AWS publishes no EKS-optimized {variant.os} {variant.arch} image for "
+            f"Kubernetes {variant.kubernetes_version} in {region} ({parameter} not found); pick another version"
+        )
+    image_id = values[parameter]
+    return SourceAmi("resolved", image_id, parameter, note=f"source AMI {image_id} from {parameter} in {region}")
+
+
+def aws_if_available(options: Options) -> "Aws | None":  # noqa: F821
+    """An AWS gateway when credentials are configured, else None (render works offline)."""
+    from amibuild.aws import Aws
+
+    aws = Aws(profile=options.profile, max_attempts=2)
+    return aws if aws.has_credentials() else None
+
+
+@dataclass
+class Prepared:
+    """Every selected variant rendered in memory; nothing written yet."""
+
+    pipeline: spec.Pipeline
+    rendered: list[Rendered]
+    packer_version: str
+    notes: list[str]
+
+
+def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = False,
+            packer=None, pipeline: spec.Pipeline | None = None) -> Prepared:
+    pipeline = pipeline or load_pipeline(options)
+    version, uses_plugins, note = packer_version(options, packer)
+    target = Target.from_env()
+    upstreams = _upstreams(pipeline, options)
+    sources = resolve_sources(pipeline, aws if resolve else None, strict=strict)
+    rendered = [
+        render_mod.render_variant(pipeline, variant, uses_plugins=uses_plugins, target=target,
+                                  sources=sources[variant.name], upstream=upstreams.get(variant.name))
+        for variant in pipeline.variants
+    ]
+    return Prepared(pipeline, rendered, version, [note] if note else [])
+
+
+def write_all(prepared: Prepared, options: Options, say: Say) -> list[Path]:
+    out_dir = Path(options.build_dir)
+    directories = []
+    for item in prepared.rendered:
+        directories.append(render_mod.write(item, out_dir, item.record(prepared.pipeline, prepared.packer_version)))
+        say(f"rendered {item.variant.name}: {out_dir / item.variant.name} (fingerprint {item.fingerprint[:12]})")
+        for line in item.notes:
+            say(f"  note: {line}")
+    return directories
+
+
+def render(options: Options, say: Say = lambda _: None, *, aws=None, resolve: bool = True,
+           packer=None) -> RenderResult:
+    """Render every selected variant into build/<variant>/; all or nothing."""
+    if resolve and aws is None:
+        aws = aws_if_available(options)
+    # every variant rendered in memory before anything is written: bad input writes nothing
+    prepared = prepare(options, aws=aws, resolve=resolve, packer=packer)
+    directories = write_all(prepared, options, say)
+    return RenderResult(prepared.pipeline, prepared.rendered, directories, prepared.packer_version, prepared.notes)
+
+
+def _upstreams(pipeline: spec.Pipeline, options: Options) -> dict[str, object]:
+    needed = [v for v in pipeline.variants if v.base == "upstream"]
+    if not needed:
+        return {}
+    from amibuild.render import upstream
+
+    cache = Path(options.cache_dir or os.environ.get("AMIBUILD_CACHE") or Path.home() / ".cache" / "amibuild") / "upstream"
+    loaded: dict[tuple[str, str], object] = {}
+    out = {}
+    for variant in needed:
+        key = (variant.upstream, variant.upstream_ref)
+        if key not in loaded:
+            root = upstream.fetch(variant.upstream, variant.upstream_ref or None, cache)
+            loaded[key] = upstream.load(root)
+        out[variant.name] = loaded[key]
+    return out
+
+
+@dataclass
+class ValidateResult:
+    directories: list[Path]
+    packer_version: str
+    checked: list[str]
+
+
+def validate(options: Options, say: Say = lambda _: None, *, aws=None) -> ValidateResult:
+    """Render, then check every file: python-hcl2 parses it, `packer validate`, `packer fmt -check`."""
+    from amibuild.build.packer import Packer
+
+    packer = Packer(options.packer)
+    packer.version()  # PackerNotFound here, before anything is rendered
+    result = render(options, say, aws=aws, packer=packer)
+    for directory in result.directories:
+        check_directory(packer, directory)
+        say(f"valid {directory.name}: hcl2 parse, packer validate, packer fmt -check")
+    return ValidateResult(result.directories, result.packer_version, [d.name for d in result.directories])
+
+
+def check_directory(packer: "Packer", directory: Path) -> None:  # noqa: F821
+    """python-hcl2 parses every file, `packer validate` and `packer fmt -check` accept the folder."""
+    from amibuild import hcl
+
+    for path in sorted(directory.glob("*.hcl")):
+        try:
+            hcl.loads(path.read_text(encoding="utf-8"))
+        except hcl.HclSyntaxError as exc:
+            raise PackerValidateError(f"{path}:{exc.line or '?'}: python-hcl2 cannot parse it ({exc})") from exc
+    packer.init(directory)
+    packer.validate(directory)
+    unformatted = packer.fmt_check(directory)
+    if unformatted:
+        raise PackerValidateError(f"{directory}: not `packer fmt` clean: {', '.join(unformatted)}")
+
+
+# ------------------------------------------------------------------------------- build-ami
+
+
+@dataclass
+class BuildRun:
+    """The result of `build_ami`: the plan, and per variant what happened (None on --dry-run)."""
+
+    plan: "BuildPlan"  # noqa: F821
+    outcomes: list | None
+    record_path: Path | None
+    interrupted: bool = False
+    aborted: bool = False
+
+    sharing: list[str] = field(default_factory=list)  # launch/snapshot permissions missing for ami_users
+
+    @property
+    def failed(self) -> list:
+        return [o for o in self.outcomes or [] if o.status in ("failed", "interrupted") or o.publish_error]
+
+    def summary(self) -> dict:
+        if self.outcomes is None:
+            return {"dry_run": True, **self.plan.as_dict()}
+        return {
+            "run_id": self.plan.run_id,
+            "regions": list(self.plan.regions),
+            "interrupted": self.interrupted,
+            "record": str(self.record_path) if self.record_path else None,
+            "sharing": list(self.sharing),
+            "variants": [o.as_dict() for o in self.outcomes],
+        }
+
+
+def build_ami(
+    options: Options,
+    say: Say = lambda _: None,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    parallel: int | None = None,
+    max_parallel: int = 8,
+    timeout: float | None = None,
+    cleanup_timeout: float = 120.0,
+    progress=None,
+    channel: str | None = None,
+    publish: bool = True,
+) -> BuildRun:
+    """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → publish → record.
+
+    ``channel`` None: the pipeline's default channel; ``publish`` False: build only (--no-publish).
+    An interrupted build publishes nothing.
+    """
+    from amibuild.aws import Aws
+    from amibuild.build.packer import Packer
+    from amibuild.build.plan import plan_build
+
+    pipeline = load_pipeline(options)  # bad input is refused before anything else
+    if publish and channel:
+        from amibuild.channels.publish import check_channel
+
+        try:
+            check_channel(channel)
+        except SpecError as exc:
+            raise SpecError(f"--channel: {exc}") from None
+    channel = (channel or pipeline.default_channel) if publish else None
+    packer = Packer(options.packer)
+    packer.version()  # PackerNotFound before any AWS call
+    aws = Aws(profile=options.profile)
+    if not aws.has_credentials():
+        from amibuild.errors import NoCredentials
+
+        raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
+                            "AWS_SECRET_ACCESS_KEY, or run `invoke sandbox` for the local emulator")
+    prepared = prepare(options, aws=aws, strict=True, packer=packer, pipeline=pipeline)
+    out_dir = Path(options.build_dir)
+    existing = find_built_images(aws, prepared.pipeline.target_regions, [r.fingerprint for r in prepared.rendered])
+    plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],
+                      existing, force=force)
+    if dry_run:
+        return BuildRun(plan, None, None)
+    # only what will be built is written; each build job checks its folder before packer starts
+    building = {item.name for item in plan.to_build}
+    write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
+                       prepared.packer_version, prepared.notes), options, say)
+    return execute_plan(plan, packer, aws, options, say, parallel=parallel or min(len(plan.items), max_parallel),
+                        timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress, channel=channel)
+
+
+def find_built_images(aws, regions, fingerprints) -> dict:
+    """amibuild's images with any of these fingerprints: one DescribeImages per region, in parallel."""
+    from amibuild.aws import fan_out
+    from amibuild.build.plan import FINGERPRINT_TAG
+
+    if not fingerprints:
+        return {}
+    values = sorted(set(fingerprints))
+
+    def lookup(region: str):
+        return aws.describe_images(region, owners=["self"], filters={f"tag:{FINGERPRINT_TAG}": values})
+
+    return fan_out(regions, lookup)
+
+
+def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int, timeout, cleanup_timeout,
+                 progress=None, channel: str | None = None) -> BuildRun:
+    import json
+
+    from amibuild import __version__
+    from amibuild.build.executor import Executor
+    from amibuild.build.plan import provenance_tags
+    from amibuild.build.progress import Progress
+
+    commit = git_commit(plan.pipeline.source.parent if plan.pipeline.source else Path.cwd())
+    own_progress = progress is None
+    progress = progress or Progress([i.name for i in plan.items])
+    try:
+        executor = Executor(
+            plan, packer, aws,
+            provenance=lambda item: provenance_tags(item, plan, version=__version__, git_commit=commit),
+            check=check_directory, progress=progress, parallel=parallel, timeout=timeout, cleanup_timeout=cleanup_timeout,
+        )
+        outcomes = executor.run()
+    finally:
+        if own_progress:
+            progress.close()
+    sharing: list[str] = []
+    interrupted = executor.state.interrupted
+    if channel and not interrupted:
+        try:
+            publish_outcomes(aws, plan, outcomes, channel, say)
+            sharing = check_shared(aws, plan, outcomes)
+        except KeyboardInterrupt:
+            interrupted = True  # recorded below; what was published is in each variant's record
+    runs = Path(options.build_dir) / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    record_path = runs / f"{plan.run_id}.json"
+    items = {i.name: i for i in plan.items}
+    record = {
+        "run_id": plan.run_id,
+        "started": plan.started,
+        "amibuild_version": __version__,
+        "git_commit": commit,
+        "pipeline": str(plan.pipeline.source) if plan.pipeline.source else None,
+        "regions": list(plan.regions),
+        "force": plan.force,
+        "interrupted": interrupted,
+        "variants": [
+            {**o.as_dict(), "inputs": items[o.name].rendered.variant.settings(),
+             "source_amis": {r: s.image_id for r, s in items[o.name].rendered.sources.items()}}
+            for o in outcomes
+        ],
+    }
+    record["sharing"] = sharing
+    record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return BuildRun(plan, outcomes, record_path, interrupted, executor.state.aborted, sharing)
+
+
+PUBLISH_PARALLEL = 4
+
+
+def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
+    """Publish each built or reused variant to `channel`, all regions or none per variant.
+
+    Channels that already hold a reused image are found with GetParameters (ten names a call per
+    region), so an unchanged scheduled run makes no parameter version and few calls.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from amibuild.channels import publish
+    from amibuild.errors import AmibuildError
+
+    variants = {i.name: i.rendered.variant for i in plan.items}
+    ready = [o for o in outcomes if o.status in ("built", "skipped") and o.amis]
+    names = {o.name: publish.parameter_name(plan.pipeline, variants[o.name], channel) for o in ready}
+    reused = [o for o in ready if o.status == "skipped"]
+    current: dict[str, dict[str, str]] = {}
+    for region in plan.regions:
+        if reused:
+            current[region] = aws.get_parameters([names[o.name] for o in reused], region)
+    def publish_one(outcome) -> None:
+        parameter = names[outcome.name]
+        if outcome.status == "skipped" and all(
+            current.get(r, {}).get(parameter) == ami for r, ami in outcome.amis.items()
+        ):
+            outcome.published = {"channel": channel, "parameter": parameter,
+                                 "regions": {r: "unchanged" for r in sorted(outcome.amis)}}
+            return
+        try:
+            result = publish.publish_variant(aws, pipeline=plan.pipeline, variant=variants[outcome.name],
+                                             amis=outcome.amis, channel=channel, fingerprint=outcome.fingerprint,
+                                             run_id=plan.run_id if outcome.status == "built" else None)
+        except AmibuildError as exc:
+            outcome.publish_error = str(exc)
+            say(f"{outcome.name}: not published: {exc}")
+            return
+        outcome.published = {"channel": channel, "parameter": result.parameter, "regions": {
+            r.region: (r.version if r.action == "write" else "unchanged") for r in result.regions}}
+        say(f"{outcome.name}: published to {channel} ({result.parameter}): "
+            + ", ".join(f"{r.region}={r.ami}" for r in result.regions))
+
+    # Variants are independent channels: a few at once (the gateway paces and retries SSM writes,
+    # whose account-wide rate is low), each still all regions or none. Ctrl-C here lets the
+    # variants already being published finish (so none is left half moved) and starts no other.
+    pool = ThreadPoolExecutor(max_workers=PUBLISH_PARALLEL)
+    futures = {pool.submit(publish_one, outcome): outcome for outcome in ready}
+    try:
+        for future in futures:
+            future.result()
+    except KeyboardInterrupt:
+        for future, outcome in futures.items():
+            if future.cancel():
+                outcome.publish_error = "not published: interrupted before its turn"
+        pool.shutdown(wait=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def check_shared(aws, plan, outcomes) -> list[str]:
+    """Missing launch / snapshot permissions for the pipeline's ami_users, as lines to show."""
+    from amibuild.channels import read as channel_status
+
+    users = plan.pipeline.ami_users
+    if not users:
+        return []
+    problems = []
+    for outcome in outcomes:
+        if outcome.status in ("built", "skipped") and outcome.amis:
+            report = channel_status.check_sharing(aws, amis=outcome.amis, users=users)
+            problems += [f"{outcome.name}: {line}" for line in report.problems()]
+    return problems
+
+
+def git_commit(directory: Path) -> str | None:
+    """The pipeline repository's HEAD commit, or None outside a git work tree."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def list_runs(options: Options, limit: int = 10) -> list[dict]:
+    """The newest run records under build/runs/, newest first."""
+    import json
+
+    runs = sorted((Path(options.build_dir) / "runs").glob("*.json"), reverse=True)[:limit]
+    out = []
+    for path in runs:
+        try:
+            out.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+# ------------------------------------------------------------------------------- channels
+
+
+def channel_target(options: Options, variant: str | None):
+    """(Aws, Pipeline, Variant) for publish / promote / rollback / history of one variant."""
+    from amibuild.aws import Aws
+
+    if not variant:
+        raise SpecError("--variant: name the variant whose channel to change, e.g. --variant ceph")
+    pipeline = load_pipeline(options)
+    return Aws(profile=options.profile, region=pipeline.build_region), pipeline, pipeline.variants[0]

@@ -1,0 +1,244 @@
+"""`invoke doctor`: what a new user gets wrong, one check per line, each saying what to do.
+
+`checks(options)` looks at the machine and returns `Check` values in display order:
+
+    packer     found, runnable, new enough (MIN_VERSION 1.6 works; 1.7+ gets required_plugins and IMDSv2)
+    pipeline   the pipeline file loads and validates (the SpecError's own message when not)
+    region     where builds go: pipeline.regions, else AWS_REGION / AWS_DEFAULT_REGION
+    credentials  boto3's chain finds some (no AWS call)
+    endpoint   every AWS_ENDPOINT_URL* override accepts a TCP connection within CONNECT_TIMEOUT
+    identity   sts:GetCallerIdentity answers (only with credentials and no dead endpoint: a failure
+               there would repeat the line above, after retries)
+
+Nothing here prints or exits: tasks.py prints `lines(...)` or the JSON, then `verdict(...)` raises
+when a check failed (exit 1).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from amibuild import hcl
+from amibuild import spec
+from amibuild.cli.commands import Options
+from amibuild.errors import AmibuildError, AwsError, PackerError, PackerNotFound, UsageError
+from amibuild.build.packer import INSTALL_HINT, Packer
+
+if TYPE_CHECKING:
+    from amibuild.aws import Aws
+
+CONNECT_TIMEOUT = 2.0  # seconds; a local emulator answers in milliseconds, a dead port at once
+FALLBACK_REGION = "us-west-2"  # what commands.default_region() falls back to when nothing is set
+_ENDPOINT_VAR = re.compile(r"^AWS_ENDPOINT_URL(?:_[A-Z0-9_]+)?$")
+_NO_CREDENTIALS = (
+    "none found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (run `aws sso login` for an "
+    "SSO profile), or run `invoke sandbox` for the local emulator"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report: what was checked, whether it is fine, and what it found or what to do."""
+
+    name: str
+    ok: bool
+    message: str
+
+    def line(self) -> str:
+        return f"{'ok' if self.ok else 'FAIL':<4} {self.name}: {self.message}"
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def checks(options: Options) -> list[Check]:
+    """Every check, in display order (see the module docstring)."""
+    env_name, env_region = _env_region()
+    region_problem = _unknown_region(env_name, env_region)
+    # A mistyped AWS_REGION would otherwise fail the pipeline check under the pipeline's name.
+    default_region = env_region if env_region and not region_problem else FALLBACK_REGION
+    pipeline_check, pipeline = check_pipeline(options, default_region)
+    aws, credentials = check_credentials(options.profile)
+    endpoint = check_endpoints()
+    results = [
+        check_packer(options.packer),
+        pipeline_check,
+        check_region(pipeline, env_name, env_region, aws.region if aws else None),
+        credentials,
+        endpoint,
+    ]
+    if aws is not None and credentials.ok and endpoint.ok:
+        results.append(check_identity(aws, pipeline.build_region if pipeline else default_region))
+    return results
+
+
+def lines(results: Iterable[Check]) -> list[str]:
+    return [c.line() for c in results]
+
+
+def verdict(results: Iterable[Check]) -> None:
+    """Raise (exit 1) naming the failed checks; return when all passed."""
+    failed = [c.name for c in results if not c.ok]
+    if failed:
+        raise AmibuildError(f"doctor: {len(failed)} check(s) failed: {', '.join(failed)}")
+
+
+# ------------------------------------------------------------------------------------ the checks
+
+
+def check_packer(binary: str) -> Check:
+    packer = Packer(binary)
+    try:
+        path = packer.path
+    except PackerNotFound:
+        return Check("packer", False, f"not found ({binary!r} is not on PATH); {INSTALL_HINT}")
+    try:
+        version = packer.version()
+    except PackerNotFound as exc:  # runs, but older than MIN_VERSION; or cannot be run at all
+        return Check("packer", False, str(exc))
+    except PackerError as exc:
+        return Check("packer", False, f"{path} does not work ({exc}); reinstall it: {INSTALL_HINT}")
+    if not version.uses_plugins:
+        return Check("packer", True, f"{version} at {path} ({version}: no IMDSv2 settings on the build "
+                                     "instance; 1.7+ recommended)")
+    return Check("packer", True, f"{version} at {path} (required_plugins and IMDSv2 settings on the build instance)")
+
+
+def check_pipeline(options: Options, default_region: str) -> tuple[Check, spec.Pipeline | None]:
+    try:
+        pipeline = spec.load(options.pipeline_file, options.overrides, default_region=default_region)
+    except AmibuildError as exc:
+        return Check("pipeline", False, str(exc)), None
+    names = ", ".join(v.name for v in pipeline.variants)
+    if pipeline.source is None:
+        message = (f"no {spec.PIPELINE_FILE} in {Path.cwd()}; flags alone give one variant, `default` "
+                   "(pass --pipeline FILE to use another)")
+    else:
+        message = f"{pipeline.source}: {len(pipeline.variants)} variant(s): {names}"
+    return Check("pipeline", True, message), pipeline
+
+
+def check_region(pipeline: spec.Pipeline | None, env_name: str, env_region: str, profile_region: str | None) -> Check:
+    if pipeline is not None and _file_sets_regions(pipeline.source):
+        copies = f", copies to {', '.join(pipeline.copy_to)}" if pipeline.copy_to else ""
+        return Check("region", True, f"builds in {', '.join(pipeline.regions)} (pipeline.regions in "
+                                     f"{pipeline.source}){copies}")
+    if env_region:
+        problem = _unknown_region(env_name, env_region)
+        if problem:
+            return Check("region", False, problem)
+        return Check("region", True, f"builds in {env_region} ({env_name})")
+    if profile_region:
+        return Check("region", True, f"builds in {profile_region} (the AWS profile's region)")
+    return Check("region", False, f"none set, so builds would go to {FALLBACK_REGION}; set AWS_REGION, or "
+                                  "regions = [...] in the pipeline block")
+
+
+def check_credentials(profile: str | None) -> tuple[Aws | None, Check]:
+    from botocore.exceptions import BotoCoreError
+
+    from amibuild.aws import Aws
+
+    try:
+        aws = Aws(profile=profile, max_attempts=2)
+    except (UsageError, BotoCoreError) as exc:  # the gateway refuses a profile that does not exist
+        return None, Check("credentials", False, f"{exc}, or create it with "
+                                                 f"`aws configure --profile {profile or 'NAME'}`")
+    if not aws.has_credentials():
+        return aws, Check("credentials", False, _NO_CREDENTIALS)
+    if os.environ.get("AWS_ACCESS_KEY_ID"):
+        source = "AWS_ACCESS_KEY_ID in the environment"
+    elif profile:
+        source = f"profile {profile}"
+    else:
+        source = "the standard chain (config files, SSO or instance role)"
+    return aws, Check("credentials", True, f"found ({source})")
+
+
+def check_endpoints(timeout: float = CONNECT_TIMEOUT) -> Check:
+    """Each endpoint override accepts a TCP connection within `timeout` seconds."""
+    overrides = sorted((k, v) for k, v in os.environ.items() if _ENDPOINT_VAR.match(k) and v)
+    if not overrides:
+        return Check("endpoint", True, "no AWS_ENDPOINT_URL override: AWS's own endpoints")
+    if os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").lower() == "true":
+        return Check("endpoint", True, f"{', '.join(k for k, _ in overrides)} set but ignored "
+                                       "(AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true)")
+    answered = []
+    for name, url in overrides:
+        problem = _unreachable(url, timeout)
+        if problem:
+            return Check("endpoint", False, f"{name}={url}: {problem}; start the emulator (`invoke sandbox`) "
+                                            f"or fix or unset {name}")
+        answered.append(f"{name}={url}")
+    return Check("endpoint", True, f"{', '.join(answered)} accepts connections")
+
+
+def check_identity(aws: Aws, region: str) -> Check:
+    try:
+        who = aws.caller_identity(region)
+    except AwsError as exc:
+        return Check("identity", False, str(exc))
+    return Check("identity", True, f"account {who['account']} as {who['arn']} (sts in {region})")
+
+
+# ------------------------------------------------------------------------------------- helpers
+
+
+def _env_region() -> tuple[str, str]:
+    """(variable, value) of the region the environment sets, as commands.default_region reads it."""
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        if os.environ.get(name):
+            return name, os.environ[name]
+    return "", ""
+
+
+def _unknown_region(name: str, region: str) -> str:
+    if not region or region in spec.known_regions():
+        return ""
+    import difflib
+
+    close = difflib.get_close_matches(region, sorted(spec.known_regions()), n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{name}={region} is not an AWS region{hint}; fix {name}"
+
+
+def _file_sets_regions(source: Path | None) -> bool:
+    """Whether the pipeline file itself names build regions (spec.load fills in a default otherwise)."""
+    if source is None:
+        return False
+    doc = hcl.loads(source.read_text(encoding="utf-8"))  # spec.load has just read and checked it
+    blocks = doc.get("pipeline") or []
+    blocks = [blocks] if isinstance(blocks, dict) else blocks
+    return any(isinstance(b, dict) and b.get("regions") for b in blocks)
+
+
+def _unreachable(url: str, timeout: float) -> str:
+    """Why nothing answers at `url` (one phrase), or "" when a TCP connection opens."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "not an http(s) URL; write e.g. http://127.0.0.1:5000"
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return "the port is not a number"
+    started = time.monotonic()
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout):
+            return ""
+    except socket.gaierror:
+        return f"unknown host {parts.hostname}"
+    except ConnectionRefusedError:
+        reason = "connection refused"
+    except TimeoutError:
+        reason = f"no answer within {timeout:g}s"
+    except OSError as exc:
+        reason = exc.strerror or exc.__class__.__name__
+    return f"unreachable: nothing answers on {parts.hostname}:{port} ({reason} after {time.monotonic() - started:.1f}s)"

@@ -1,0 +1,508 @@
+"""amibuild tasks: `invoke --list` shows them, `invoke TASK --help` lists every flag.
+
+Each task parses its flags, calls into `amibuild` and prints; the work lives in the package.
+Heavy modules (boto3, jinja2, python-hcl2) are imported inside the task bodies so that
+`invoke --list` stays fast. Settings can also come from invoke's config (`invoke.yaml`,
+`INVOKE_AMIBUILD_*` environment variables): see `ns.configure` at the bottom.
+"""
+
+from invoke import Collection, task
+
+from amibuild.cli import run as cli
+
+# Flags shared by render / validate / build-ami.
+SELECT_HELP = {
+    "pipeline": "Pipeline file (default: amibuild.hcl in the current directory, if present)",
+    "variant": "Variant to use (repeatable; default: every variant in the pipeline file)",
+    "base": "Base: eks-optimized (default) or upstream",
+    "upstream": "Upstream amazon-eks-ami checkout: a path or git URL (with --base upstream)",
+    "upstream_ref": "Git ref (tag, branch, commit) of the upstream checkout",
+    "os": "Operating system: al2 or al2023",
+    "k8s": "Kubernetes version, e.g. 1.30",
+    "arch": "Architecture: x86_64 or arm64",
+    "region": "Build region (repeatable; default: the pipeline's regions, else AWS_REGION)",
+    "extra_pkg": "Extra RPM package to install (repeatable; added to the variant's own)",
+    "extra_repo": "Extra yum repository NAME=URL (repeatable; added to the variant's own)",
+    "var": "Packer variable KEY=VALUE (repeatable; wins over everything else)",
+    "var_file": "Packer var-file FILE.pkrvars.hcl (repeatable; later files win)",
+    "build_dir": "Output folder (default: build)",
+    "profile": "AWS profile (default: AWS_PROFILE / the standard chain)",
+    "json": "Print what was rendered (folders, fingerprints, source AMIs, notes) as JSON on stdout",
+}
+REPEATABLE = ["variant", "region", "extra_pkg", "extra_repo", "var", "var_file"]
+
+
+@task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
+def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
+           arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
+           profile=None, json=False):
+    """Render Packer HCL2 for each variant into build/<variant>/."""
+    from amibuild.cli import commands
+
+    opts = cli.options(c, **locals_flags(locals()))
+    result = cli.run(lambda: commands.render(opts, cli.say))
+    cli.lines(f"note: {n}" for n in result.notes)
+    if json:
+        cli.emit_json(result.summary())
+
+
+@task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
+def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
+             arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
+             profile=None, json=False):
+    """Render, then check every file: python-hcl2 parse, packer validate, packer fmt -check."""
+    from amibuild.cli import commands
+
+    opts = cli.options(c, **locals_flags(locals()))
+    result = cli.run(lambda: commands.validate(opts, cli.say))
+    cli.say(f"{len(result.checked)} variant(s) valid with packer {result.packer_version}")
+    if json:
+        cli.emit_json({"packer_version": result.packer_version, "valid": result.checked,
+                       "directories": [str(d) for d in result.directories]})
+
+
+BUILD_HELP = {
+    **SELECT_HELP,
+    "all": "Build every variant of the pipeline file (the default when no --variant is given)",
+    "force": "Rebuild even when an image with the same fingerprint exists",
+    "dry_run": "Print the plan (what would be built, what skipped and why) and exit",
+    "json": "Print one JSON summary on stdout (progress goes to stderr)",
+    "parallel": "Packer builds at once (default: every variant, capped by amibuild.max_parallel)",
+    "timeout": "Give up on a variant's build after this many seconds",
+    "channel": "Channel to publish each built or reused image to (default: the pipeline's default_channel, "
+               "else recommended)",
+    "no_publish": "Build only; publish nothing",
+}
+
+
+@task(help=BUILD_HELP, iterable=REPEATABLE, auto_shortflags=False)
+def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
+              k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
+              build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
+              channel=None, no_publish=False):
+    """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
+    from amibuild.cli import commands
+    from amibuild.cli import report
+
+    opts = cli.options(c, **locals_flags(locals()))
+    run = cli.run(lambda: commands.build_ami(
+        opts, cli.say, force=force, dry_run=dry_run, parallel=int(parallel) if parallel else None,
+        max_parallel=int(c.config.amibuild.max_parallel), timeout=float(timeout) if timeout else None,
+        channel=channel, publish=not no_publish,
+    ))
+    if json:
+        cli.emit_json(run.summary())
+    else:
+        cli.lines(report.build_lines(run))
+    cli.finish(run)
+
+
+@task(help={"limit": "How many runs to show (default 10)", "json": "Print JSON", "build_dir": SELECT_HELP["build_dir"]})
+def runs(c, limit=10, json=False, build_dir=None):
+    """List recent build runs and what each did."""
+    from amibuild.cli import commands
+    from amibuild.cli import report
+
+    records = commands.list_runs(cli.options(c, build_dir=build_dir), int(limit))
+    if json:
+        cli.emit_json(records)
+    else:
+        print("\n".join(report.runs_lines(records)))
+
+
+@task(help={"port": "Port on 127.0.0.1 (default: a free one)"})
+def sandbox(c, port=0):
+    """Run the local AWS emulator in the foreground (prints `export` lines first)."""
+    from amibuild import sandbox as sandbox_mod
+
+    cli.run(lambda: sandbox_mod.serve_foreground(port=int(port)))
+
+
+USERDATA_HELP = {
+    "cluster": "EKS cluster name",
+    "os": "Node operating system: al2 (bootstrap.sh, default) or al2023 (nodeadm)",
+    "proxy": "HTTP(S) proxy URL for yum/dnf, /etc/environment, containerd, docker and the kubelet",
+    "no_proxy": "Extra NO_PROXY entry: host, .domain, address or CIDR (repeatable, or comma-separated)",
+    "service_cidr": "Cluster service CIDR (default: both EKS defaults in NO_PROXY; required for al2023)",
+    "cluster_ip": "ClusterIP of the `kubernetes` service, to pick 10.100.0.0/16 or 172.20.0.0/16",
+    "region": "Region of the cluster, for the regional endpoints in NO_PROXY (default: AWS_REGION)",
+    "bypass": "AWS service whose regional endpoint bypasses the proxy: eks, ec2, ecr, s3, sts, or none "
+              "(repeatable; default: all)",
+    "bootstrap_args": "Extra arguments for /etc/eks/bootstrap.sh, quoted as for a shell (al2)",
+    "kubelet_flag": "Kubelet flag --name=value (repeatable)",
+    "api_server_endpoint": "Cluster API endpoint, https://... (required for al2023)",
+    "certificate_authority": "Cluster CA as base64, as describe-cluster prints it (required for al2023)",
+    "cfn_stack": "Stack to cfn-signal once bootstrap.sh finished (al2; with --cfn-resource)",
+    "cfn_resource": "Logical ID of the resource in --cfn-stack that waits for the signal",
+    "k8s_manifests": "Print the kube-system proxy ConfigMap and daemonset patches instead (needs --proxy)",
+    "vpc_cidr": "VPC CIDR for the ConfigMap's NO_PROXY (with --k8s-manifests; repeatable)",
+    "base64": "Print the user data base64-encoded, as a launch template's UserData takes it",
+}
+
+
+@task(help=USERDATA_HELP, iterable=["no_proxy", "bypass", "kubelet_flag", "vpc_cidr"], auto_shortflags=False)
+def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="", cluster_ip="", region="",
+             bypass=None, bootstrap_args="", kubelet_flag=None, api_server_endpoint="", certificate_authority="",
+             cfn_stack="", cfn_resource="", k8s_manifests=False, vpc_cidr=None, base64_=False):
+    """Print node user data (MIME multi-part), or with --k8s-manifests the cluster side of a proxy."""
+    import base64
+    import os
+
+    from amibuild.handoff.userdata import render as ud
+
+    def body():
+        cfg = ud.config_from_flags(
+            cluster=cluster, os=os_, proxy=proxy, no_proxy=no_proxy or (), service_cidr=service_cidr,
+            cluster_ip=cluster_ip, region=region or os.environ.get("AWS_REGION", ""), bypass=bypass or (),
+            bootstrap_args=bootstrap_args, kubelet_flags=kubelet_flag or (),
+            api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
+            cfn_stack=cfn_stack, cfn_resource=cfn_resource,
+        )
+        if k8s_manifests:
+            return ud.k8s_manifests(cfg, vpc_cidr or ())
+        text = ud.render_userdata(cfg)
+        return base64.b64encode(text.encode()).decode() + "\n" if base64_ else text
+
+    print(cli.run(body), end="")
+
+
+@task(help={"source": "File with the user data, or - for stdin: raw, base64, gzip, MIME, cloud-config, "
+                      "or EC2 / CloudFormation JSON or YAML holding a UserData field",
+            "json": "Print the parts as JSON on stdout"})
+def decode_userdata(c, source, json=False):
+    """Decode user data (base64, gzip, MIME, cloud-config, any nesting) and print each part."""
+    import sys
+    from pathlib import Path
+
+    from amibuild.handoff.userdata import decode as ud
+    from amibuild.errors import NotUserData
+
+    def body():
+        if source in ("--help", "-h"):  # invoke hands a required positional the flag itself
+            raise NotUserData("for this task's help run `invoke --help decode-userdata`")
+        if source == "-":
+            data, name = sys.stdin.buffer.read(), "<stdin>"
+        else:
+            try:
+                data, name = Path(source).read_bytes(), source
+            except OSError as exc:
+                raise NotUserData(f"{source}: cannot read: {exc.strerror}") from None
+        return ud.decode(data, name)
+
+    parts = cli.run(body)
+    if json:
+        cli.emit_json([vars(part) for part in parts])
+    else:
+        print(ud.format_parts(parts), end="")
+
+
+@task(help={"role_arn": "IAM role ARN of the nodes (e.g. the node group stack's NodeInstanceRole output)",
+            "stack": "Node group stack whose NodeInstanceRole output is the role (instead of --role-arn)",
+            "region": "Region of the stack (default: AWS_REGION / the profile's region)",
+            "profile": SELECT_HELP["profile"]},
+      auto_shortflags=False)
+def aws_auth(c, role_arn="", stack="", region=None, profile=None):
+    """Print the aws-auth mapRoles entry that lets nodes with ROLE_ARN (or a stack's node role) join."""
+    from amibuild.cli import handoff
+    from amibuild.handoff.userdata import render as ud
+
+    print(cli.run(lambda: ud.aws_auth_entry(handoff.node_role(
+        cli.options(c, profile=profile), role_arn=role_arn, stack=stack, region=region))), end="")
+
+
+@task
+def demo(c):
+    """Run the whole pipeline against the local emulator, printing each step (the README demo)."""
+    from amibuild.sandbox.demo import run_demo
+
+    cli.run(run_demo)
+
+
+CHANNEL_HELP = {
+    "pipeline": SELECT_HELP["pipeline"],
+    "variant": "Variant whose channel this is (required)",
+    "k8s": "Kubernetes version of the variant, if not the pipeline file's (it is part of the parameter name)",
+    "profile": SELECT_HELP["profile"],
+    "json": "Print the result as JSON on stdout",
+}
+
+
+def _channel_options(c, pipeline, variant, k8s, profile):
+    return cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, k8s=k8s, profile=profile)
+
+
+@task(help={**CHANNEL_HELP,
+            "ami": "REGION=AMI_ID, comma-separated or repeated; every target region of the pipeline needs one",
+            "channel": "Channel to publish to (default: recommended)",
+            "run_id": "Run id to record (default: the images' amibuild:run-id tag)",
+            "allow_foreign": "Publish images amibuild did not build (no amibuild:fingerprint tag)",
+            "force": "Write even if another writer moved the channel since amibuild read it"},
+      iterable=["ami"], auto_shortflags=False)
+def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow_foreign=False, force=False,
+            pipeline=None, k8s=None, profile=None, json=False):
+    """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
+    from amibuild.cli import commands
+    from amibuild.cli import report
+    from amibuild.channels import publish as channels_mod
+
+    def body():
+        aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        return channels_mod.publish_variant(aws, pipeline=pipe, variant=var, amis=channels_mod.parse_amis(ami or []),
+                                            channel=channel, run_id=run_id, allow_foreign=allow_foreign, force=force)
+
+    result = cli.run(body)
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+
+
+@task(help={**CHANNEL_HELP, "from_": "Channel to copy from, e.g. recommended",
+            "to": "Channel to copy into, e.g. stable",
+            "force": "Write even if another writer moved the target channel since amibuild read it"},
+      auto_shortflags=False)
+def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False):
+    """Copy a channel's exact AMI, region by region, into another channel."""
+    from amibuild.cli import commands
+    from amibuild.cli import report
+    from amibuild.channels import publish as channels_mod
+    from amibuild.errors import SpecError
+
+    def body():
+        if not from_ or not to:
+            raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
+        aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        return channels_mod.promote(aws, pipeline=pipe, variant=var, source=from_, target=to, force=force)
+
+    result = cli.run(body)
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+
+
+@task(help={**CHANNEL_HELP, "channel": "Channel to roll back (default: recommended)",
+            "to_version": "Parameter version to go back to, as `invoke history` shows it for the build region "
+                          "(default: the newest version holding another AMI than now)",
+            "force": "Write even if another writer moved the channel since amibuild read it"},
+      auto_shortflags=False)
+def rollback(c, variant=None, channel="recommended", to_version=None, force=False, pipeline=None, k8s=None,
+             profile=None, json=False):
+    """Put a channel back to an earlier AMI from its parameter history."""
+    from amibuild.cli import commands
+    from amibuild.cli import report
+    from amibuild.channels import publish as channels_mod
+    from amibuild.errors import SpecError
+
+    def body():
+        try:
+            version = int(to_version) if to_version not in (None, "") else None
+        except ValueError:
+            raise SpecError(f"--to-version {to_version}: a parameter version number, e.g. --to-version 3") from None
+        aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        return channels_mod.rollback(aws, pipeline=pipe, variant=var, channel=channel, to_version=version, force=force)
+
+    result = cli.run(body)
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+
+
+@task(help={**CHANNEL_HELP, "channel": "Only this channel (default: every channel of the variant)",
+            "region": "Only this region (default: every target region of the pipeline)"},
+      auto_shortflags=False)
+def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None, profile=None, json=False):
+    """Show a variant's channel history: version, time, AMI, fingerprint, run id, who wrote it."""
+    from amibuild.channels import read as channel_status
+    from amibuild.cli import commands
+    from amibuild.cli import report
+
+    def body():
+        aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        return channel_status.history(aws, pipeline=pipe, variant=var, channel=channel, region=region)
+
+    entries = cli.run(body)
+    cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.history_lines(entries))
+
+
+@task(help={"pipeline": CHANNEL_HELP["pipeline"], "profile": CHANNEL_HELP["profile"], "json": CHANNEL_HELP["json"]},
+      auto_shortflags=False)
+def channels(c, pipeline=None, profile=None, json=False):
+    """List every variant x channel x region: AMI, version, age."""
+    from amibuild.channels import read as channel_status
+    from amibuild.cli import commands
+    from amibuild.cli import report
+    from amibuild.aws import Aws
+
+    def body():
+        opts = cli.options(c, pipeline=pipeline, profile=profile)
+        pipe = commands.load_pipeline(opts)
+        return channel_status.channels(Aws(profile=opts.profile, region=pipe.build_region), pipeline=pipe)
+
+    entries = cli.run(body)
+    cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))
+
+
+ROLLOUT_HELP = {
+    "stack": "Node group stack to roll (made from amibuild/handoff/templates/nodegroup.yaml or the classic EKS template)",
+    "nodegroup": "EKS managed node group CLUSTER/NAME whose launch template names the image (instead of --stack)",
+    "variant": "Variant whose channel to roll to (with --stack, default: the SSM parameter the stack names now)",
+    "channel": "Channel of the variant to roll to (default: recommended)",
+    "region": "Region of the stack or cluster (default: AWS_REGION / the profile's region)",
+    "dry_run": "Create the change set, print what would change, delete it: change nothing",
+    "no_wait": "Return once the update has started instead of following it to the end",
+    "timeout": "Stop waiting after this many seconds (default 7200); the update itself goes on",
+    "pipeline": SELECT_HELP["pipeline"],
+    "k8s": CHANNEL_HELP["k8s"],
+    "profile": SELECT_HELP["profile"],
+    "json": "Print the result as JSON on stdout",
+}
+
+
+@task(help=ROLLOUT_HELP, auto_shortflags=False)
+def rollout(c, stack=None, nodegroup=None, variant=None, channel=None, region=None, dry_run=False, no_wait=False,
+            timeout=None, pipeline=None, k8s=None, profile=None, json=False):
+    """Roll a node group stack or EKS managed node group to a channel's AMI: change set, update, verify."""
+    from amibuild.cli import handoff
+
+    opts = _channel_options(c, pipeline, variant, k8s, profile)
+    result = cli.run(lambda: handoff.rollout(opts, stack=stack, nodegroup=nodegroup, variant=variant, channel=channel,
+                                             region=region, say=cli.say, dry_run=dry_run, wait=not no_wait,
+                                             timeout=timeout))
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+
+
+DEPLOY_HELP = {
+    "stack": "Stack to create or update (required)",
+    "cluster": "EKS cluster the nodes join (ClusterName; required to create)",
+    "variant": "Variant whose channel the nodes run: NodeImageIdSSMParam names that channel's parameter",
+    "channel": "Channel of the variant (default: recommended)",
+    "vpc_id": "VPC of the cluster (VpcId; required to create)",
+    "subnet": "Subnet for the nodes (Subnets; repeatable or comma-separated; required to create)",
+    "control_plane_sg": "The cluster's control plane security group (ClusterControlPlaneSecurityGroup; "
+                        "required to create)",
+    "nodegroup_name": "NodeGroupName, used in resource names (default on create: the stack name)",
+    "parameter": "Another template parameter KEY=VALUE, e.g. NodeInstanceType=m6i.large (repeatable); on update "
+                 "every parameter not given keeps its value",
+    "proxy": "HTTP(S) proxy for the nodes: their user data comes from `invoke userdata` (boothook, bootstrap, "
+             "cfn-signal); give it on every deploy, the template sent is made from these flags",
+    "no_proxy": "Extra NO_PROXY entry for the nodes (repeatable or comma-separated; with --proxy)",
+    "service_cidr": "Cluster service CIDR for NO_PROXY (with --proxy; default: both EKS defaults)",
+    "region": ROLLOUT_HELP["region"],
+    "no_wait": "Return once CloudFormation has started instead of following the stack's events",
+    "timeout": ROLLOUT_HELP["timeout"],
+    "pipeline": SELECT_HELP["pipeline"],
+    "k8s": CHANNEL_HELP["k8s"],
+    "profile": SELECT_HELP["profile"],
+    "json": "Print the result as JSON on stdout",
+}
+
+
+@task(help=DEPLOY_HELP, iterable=["subnet", "parameter", "no_proxy"], auto_shortflags=False)
+def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vpc_id=None, subnet=None,
+                     control_plane_sg=None, nodegroup_name=None, parameter=None, proxy="", no_proxy=None,
+                     service_cidr="", region=None, no_wait=False, timeout=None, pipeline=None, k8s=None,
+                     profile=None, json=False):
+    """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
+    from amibuild.cli import handoff
+
+    opts = _channel_options(c, pipeline, variant, k8s, profile)
+    flags = {"ClusterName": cluster, "VpcId": vpc_id, "ClusterControlPlaneSecurityGroup": control_plane_sg,
+             "NodeGroupName": nodegroup_name}
+    result = cli.run(lambda: handoff.deploy_from_flags(
+        opts, stack=stack, region=region, variant=variant, channel=channel, flags=flags, subnets=subnet or [],
+        parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr, say=cli.say,
+        wait=not no_wait, timeout=timeout))
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+
+
+@task(help={"pipeline": SELECT_HELP["pipeline"], "variant": SELECT_HELP["variant"],
+            "json": "Print the matrix as JSON on stdout",
+            "github": "Append matrix=<json> to $GITHUB_OUTPUT (GitHub Actions) and print that line"},
+      iterable=["variant"], auto_shortflags=False)
+def matrix(c, pipeline=None, variant=None, json=False, github=False):
+    """Print the variants as a CI matrix, so each runner builds one variant."""
+    from amibuild.cli import commands
+    from amibuild.spec import matrix as matrix_mod
+
+    opts = cli.options(c, pipeline=pipeline, variant=variant)
+    value = cli.run(lambda: matrix_mod.matrix(commands.load_pipeline(opts)))
+    written = cli.run(lambda: matrix_mod.github_output(value)) if github else None
+    if json:
+        cli.emit_json(value)
+    else:
+        print(written or "\n".join(matrix_mod.table(value)))
+
+
+@task(help={"pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"],
+            "json": "Print the checks as JSON on stdout"}, auto_shortflags=False)
+def doctor(c, pipeline=None, profile=None, json=False):
+    """Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix."""
+    from amibuild.cli import doctor as doctor_mod
+
+    results = cli.run(lambda: doctor_mod.checks(cli.options(c, pipeline=pipeline, profile=profile)))
+    if json:
+        cli.emit_json([r.as_dict() for r in results])
+    else:
+        print("\n".join(doctor_mod.lines(results)))
+    cli.run(lambda: doctor_mod.verdict(results))
+
+
+PRUNE_HELP = {
+    "keep": "Images to keep per variant and region, newest first (required, at least 1)",
+    "older_than": "Also keep every image younger than this: 12h, 30d, 2w (default: no age limit)",
+    "keep_versions": "Also keep the images of this many earlier versions of every channel, for rollback (default 3)",
+    "dry_run": "Print the plan, with the reason for every image kept, and change nothing",
+    "deprecate_only": "Set a deprecation time on the images instead of deleting them and their snapshots",
+    "variant": "Only images of this variant (repeatable; default: every variant amibuild tagged)",
+    "region": "Only this region (repeatable; default: every target region of the pipeline)",
+    "pipeline": SELECT_HELP["pipeline"],
+    "profile": SELECT_HELP["profile"],
+    "json": "Print the plan and what was done as JSON on stdout",
+}
+
+
+@task(help=PRUNE_HELP, iterable=["variant", "region"], auto_shortflags=False)
+def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, deprecate_only=False, variant=None,
+          region=None, pipeline=None, profile=None, json=False):
+    """Delete old images amibuild made: keep the newest N per variant and region and every image in use."""
+    from amibuild.cli import lifecycle
+    from amibuild.lifecycle import prune as prune_mod
+
+    opts = cli.options(c, pipeline=pipeline, profile=profile)
+    result = cli.run(lambda: lifecycle.prune(
+        opts, keep=keep, older_than=older_than, keep_versions=3 if keep_versions is None else keep_versions,
+        dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or ()))
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(prune_mod.report_lines(result))
+    cli.run(result.check)
+
+
+@task(help={"task_": "Task the policy is for: build, publish (also promote, rollback, history, channels), "
+                     "rollout, prune, or all (default)",
+            "pipeline": SELECT_HELP["pipeline"],
+            "stack": "Nodegroup stack the rollout may change (repeatable; required for rollout and all)",
+            "node_role_arn": "ARN of the node role: the only role iam:PassRole is allowed for (rollout and all)",
+            "account": "Account id to put in the ARNs (default: *, any account)",
+            "partition": "AWS partition: aws (default), aws-cn or aws-us-gov"},
+      iterable=["stack"], auto_shortflags=False)
+def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws"):
+    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune or all."""
+    from amibuild.cli import commands
+    from amibuild.lifecycle import iam
+
+    opts = cli.options(c, pipeline=pipeline)
+    print(cli.run(lambda: iam.to_json(iam.policy(task_, commands.load_pipeline(opts), stacks=stack or (),
+                                                 node_role_arn=node_role_arn, account=account,
+                                                 partition=partition))), end="")
+
+
+def locals_flags(values):
+    """Task locals minus the context, with `os_` under its flag name."""
+    flags = {k: v for k, v in values.items() if k != "c"}
+    flags["os"] = flags.pop("os_", None)
+    return flags
+
+
+ns = Collection(render, validate, build_ami, runs, publish, promote, rollback, history, channels, nodegroup_deploy,
+                rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor, sandbox, demo)
+ns.configure({
+    "amibuild": {
+        "pipeline": None,  # default: amibuild.hcl when present
+        "build_dir": "build",
+        "packer": "packer",
+        "cache_dir": None,
+        "max_parallel": 8,
+    }
+})

@@ -1,0 +1,1 @@
+"""handoff: node group stacks, EKS managed node groups and node user data."""

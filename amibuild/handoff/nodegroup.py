@@ -1,0 +1,259 @@
+"""The self-managed node group template amibuild ships, and the JSON it sends to CloudFormation.
+
+`amibuild/handoff/templates/nodegroup.yaml` is written by hand in CloudFormation's YAML (short-form tags such
+as ``!Sub``). This module reads it into the long form (``{"Fn::Sub": ...}``), the same dict a JSON
+template would give, and writes that dict as JSON: JSON is what amibuild sends (the local emulator's
+YAML reader also trips over ``!Base64`` followed by a mapping).
+
+`template_json(user_data)` swaps the launch template's bash user data for text from amibuild's user
+data code (a proxy boothook, kubelet flags, ...). That text reaches ``Fn::Sub``, so only references
+CloudFormation should fill in stay as they are: ``${Name}`` where Name is one of the template's
+`PARAMETERS` or a pseudo parameter such as ``${AWS::StackName}``. Every other ``${`` is the
+shell's (``${proxy}``, ``${!name}``) and is written ``${!`` so that CloudFormation gives it back
+unchanged.
+
+`stack_parameters` says what a deploy sends: every value on create, the values given and
+``UsePreviousValue`` for the rest on update.
+
+Pure functions of the file and their arguments, except `deploy` (`invoke nodegroup-deploy`), which
+creates or updates a stack from this template through the AWS gateway and amibuild/rollout.py's
+change set and stack event machinery, and `node_role_arn`, which reads a stack's role output.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+
+from amibuild.errors import SpecError, TemplateError
+from amibuild.handoff import rollout as ro
+from amibuild.handoff.cfn import parse_template
+
+TEMPLATE_PATH = Path(str(resources.files("amibuild.handoff") / "templates" / "nodegroup.yaml"))
+
+# Every parameter of the template (a test checks this against the file), for validating the
+# parameters of a stack made from it before amibuild updates it.
+PARAMETERS: frozenset[str] = frozenset({
+    "ClusterName",
+    "ClusterControlPlaneSecurityGroup",
+    "NodeGroupName",
+    "NodeAutoScalingGroupMinSize",
+    "NodeAutoScalingGroupDesiredCapacity",
+    "NodeAutoScalingGroupMaxSize",
+    "NodeInstanceType",
+    "NodeImageIdSSMParam",
+    "NodeImageId",
+    "NodeVolumeSize",
+    "NodeVolumeType",
+    "KeyName",
+    "BootstrapArguments",
+    "DisableIMDSv1",
+    "RollingUpdateMaxBatchSize",
+    "RollingUpdateMinInstancesInService",
+    "RollingUpdatePauseTime",
+    "VpcId",
+    "Subnets",
+})
+PSEUDO_PARAMETERS: frozenset[str] = frozenset({
+    "AWS::AccountId", "AWS::NotificationARNs", "AWS::NoValue", "AWS::Partition", "AWS::Region",
+    "AWS::StackId", "AWS::StackName", "AWS::URLSuffix",
+})
+NODE_GROUP = "NodeGroup"  # the Auto Scaling group's logical id: what cfn-signal --resource names
+LAUNCH_TEMPLATE = "NodeLaunchTemplate"
+ROLE_OUTPUT = "NodeInstanceRole"  # the output naming the nodes' IAM role (for aws-auth)
+MAX_TEMPLATE_BODY = 51_200  # bytes CloudFormation takes as TemplateBody (more must go through S3)
+# Parameters without a Default, with the `invoke nodegroup-deploy` flag that sets each.
+REQUIRED_ON_CREATE = {
+    "ClusterName": "--cluster",
+    "ClusterControlPlaneSecurityGroup": "--control-plane-sg",
+    "NodeGroupName": "--nodegroup-name",
+    "VpcId": "--vpc-id",
+    "Subnets": "--subnet",
+}
+
+# "${" and, when it closes before another "$", "{" or "}", the name it holds: in ${a:-${b}} the
+# outer "${" is matched alone, so every "${" is seen once whatever the nesting.
+_PLACEHOLDER = re.compile(r"\$\{(?:([^${}]*)\})?")
+# How user data tells the stack it is up: cfn-signal on the node, or the API call it wraps.
+_SIGNALS = ("cfn-signal", "signal-resource")
+
+
+# ------------------------------------------------------------------------------------- reading
+
+def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
+    """The template as a long-form dict (what the same template in JSON would give)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TemplateError(f"{path}: cannot read the node group template: {exc.strerror}") from exc
+    return parse_template(text, str(path))
+
+
+# ------------------------------------------------------------------------------------- writing
+
+def sub_text(text: str, names: frozenset[str] = PARAMETERS) -> str:
+    """`text` for ``Fn::Sub``: ``${Name}`` for a parameter in `names` or a pseudo parameter stays a
+    reference; every other ``${`` becomes ``${!``, which CloudFormation turns back into ``${``.
+
+    A nested expansion such as ``${a:-${b}}`` becomes ``${!a:-${!b}}``: this relies on
+    CloudFormation turning every ``${!`` into ``${`` (documented for one ``${!Literal}``).
+    """
+
+    def escape(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is not None and (name in names or name in PSEUDO_PARAMETERS):
+            return match.group(0)
+        return "${!" + match.group(0)[2:]
+
+    return _PLACEHOLDER.sub(escape, text)
+
+
+def template_json(user_data: str | None = None) -> str:
+    """The template as compact JSON; with `user_data`, that text (see `sub_text`) is the nodes'.
+
+    The user data must signal the stack (cfn-signal for `NODE_GROUP`): creation and every rolling
+    update wait for each new node's signal, and without one they fail after the pause time.
+    """
+    template = load_template()
+    if user_data is not None:
+        if not user_data.strip():
+            raise SpecError("the node user data is empty: the nodes would never join or signal the stack")
+        if not any(word in user_data for word in _SIGNALS):
+            raise SpecError(
+                f"the node user data never runs cfn-signal for {NODE_GROUP}: the stack waits for every "
+                "new node's signal and would roll back; write it with the stack and resource to signal"
+            )
+        names = frozenset(template.get("Parameters", {}))
+        data = template["Resources"][LAUNCH_TEMPLATE]["Properties"]["LaunchTemplateData"]
+        data["UserData"] = {"Fn::Base64": {"Fn::Sub": sub_text(user_data, names)}}
+    body = json.dumps(template, separators=(",", ":"), ensure_ascii=False)
+    size = len(body.encode())
+    if size > MAX_TEMPLATE_BODY:
+        raise SpecError(
+            f"the node group template is {size} bytes with this user data; CloudFormation takes at "
+            f"most {MAX_TEMPLATE_BODY} inline: shorten the user data"
+        )
+    return body
+
+
+# ------------------------------------------------------------------------------- update policy
+
+
+# ------------------------------------------------------------------------------------- deploying
+
+
+def parse_parameters(pairs: Iterable[str]) -> dict[str, str]:
+    """``KEY=VALUE`` flags → {KEY: VALUE}, each KEY one of the template's `PARAMETERS`."""
+    values: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in PARAMETERS:
+            raise SpecError(
+                f"--parameter {pair!r}: write KEY=VALUE with KEY a parameter of the node group template, "
+                f"one of {', '.join(sorted(PARAMETERS))}"
+            )
+        if key in values:
+            raise SpecError(f"--parameter {key} is given twice")
+        values[key] = value
+    return values
+
+
+def stack_parameters(given: Mapping[str, str], previous: Iterable[str] | None) -> list[dict[str, Any]]:
+    """CloudFormation ``Parameters`` for a deploy.
+
+    `previous` None is a create: the given values, which must include every `REQUIRED_ON_CREATE`.
+    Otherwise an update: the given values, and ``UsePreviousValue`` for every other parameter the
+    stack has (a parameter the template no longer has is left out).
+    """
+    unknown = sorted(set(given) - PARAMETERS)
+    if unknown:
+        raise SpecError(f"{unknown[0]} is not a parameter of the node group template")
+    out = [{"ParameterKey": key, "ParameterValue": value} for key, value in sorted(given.items())]
+    if previous is None:
+        missing = [flag for key, flag in REQUIRED_ON_CREATE.items() if not given.get(key)]
+        if missing:
+            raise SpecError(f"creating the node group stack needs {', '.join(missing)}")
+        return out
+    kept = sorted(key for key in set(previous) & PARAMETERS if key not in given)
+    return out + [{"ParameterKey": key, "UsePreviousValue": True} for key in kept]
+
+
+@dataclass(frozen=True)
+class DeployResult:
+    stack: str
+    region: str
+    action: str  # created, updated, unchanged, started
+    status: str
+    outputs: Mapping[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        out = [f"stack {self.stack} ({self.region}): {self.action} ({self.status})"]
+        out += [f"  {key}: {value}" for key, value in sorted(self.outputs.items())]
+        if ROLE_OUTPUT in self.outputs:
+            out.append(f"  next: invoke aws-auth --stack {self.stack}   (the mapRoles entry that lets these nodes join)")
+        return out
+
+
+def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], template_body: str,
+           channel_parameter: str | None, say: Callable[[str], None], wait: bool = True,
+           poll: float = 5.0, timeout: float = 7200.0) -> DeployResult:
+    """Create stack `name` from this template, or update it with a change set; follow its events."""
+    if channel_parameter:
+        problem = ro.channel_problem(ro.read_channel(aws, channel_parameter, region))
+        if problem:
+            raise ro.RolloutRefused(problem)
+        given = {**given, "NodeImageIdSSMParam": channel_parameter}
+    raw = aws.describe_stack(name, region)
+    if raw is None:
+        if not given.get("NodeImageIdSSMParam") and not given.get("NodeImageId"):
+            raise SpecError("creating a node group stack needs --variant (and --channel), or --parameter NodeImageId=AMI")
+        parameters = stack_parameters({"NodeGroupName": name, **given}, None)
+        say(f"stack {name}: creating in {region}")
+        aws.create_stack(name, region, template_body=template_body, parameters=parameters,
+                         capabilities=("CAPABILITY_IAM",), token=ro.token("create"))
+        action, status = "created", "CREATE_IN_PROGRESS"
+        if wait:
+            status, events = ro.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
+            ro.check_outcome(name, status, events)
+    else:
+        state = ro.stack_state(raw["StackStatus"])
+        if state not in (ro.StackState.READY, ro.StackState.ROLLED_BACK):
+            raise ro.RolloutBlocked(f"stack {name} in {region} is {raw['StackStatus']}: wait until it ends, or "
+                                    "repair or delete it")
+        parameters = stack_parameters(given, [p["ParameterKey"] for p in raw.get("Parameters", [])])
+        made = ro.make_change_set(aws, name, region, parameters, ("CAPABILITY_IAM",), say, poll=poll,
+                                  template_body=template_body)
+        if made is None:
+            return DeployResult(name, region, "unchanged", raw["StackStatus"], _outputs(raw))
+        action = "updated"
+        status = ro.execute(aws, name, region, made[0], say, wait=wait, poll=poll, timeout=timeout)
+    if not wait:
+        return DeployResult(name, region, "started", status)
+    return DeployResult(name, region, action, status, _outputs(aws.describe_stack(name, region) or {}))
+
+
+def _outputs(raw: Mapping[str, Any]) -> dict[str, str]:
+    return {o["OutputKey"]: o.get("OutputValue", "") for o in raw.get("Outputs", [])}
+
+
+def node_role_arn(aws: Any, stack: str, region: str) -> str:
+    """The NodeInstanceRole output of a node group stack (for `invoke aws-auth --stack`)."""
+    from amibuild.handoff.rollout import RolloutRefused
+
+    raw = aws.describe_stack(stack, region)
+    if raw is None:
+        raise RolloutRefused(f"stack {stack} does not exist in {region}")
+    role = _outputs(raw).get(ROLE_OUTPUT)
+    if not role:
+        raise RolloutRefused(f"stack {stack} has no {ROLE_OUTPUT} output; give the role with --role-arn")
+    return role
+
+

@@ -1,0 +1,1 @@
+"""Node user data: rendering (boothook, bootstrap, nodeadm) and decoding what EC2 holds."""

@@ -1,0 +1,397 @@
+"""Decode node user data as EC2 or a CloudFormation template holds it, whatever the nesting.
+
+`decode` peels base64, gzip, MIME multi-part (nested too), quoted-printable, `#cloud-config`
+(bootcmd, write_files in every cloud-init encoding, runcmd), cloud-init `#` prefixes, a bare
+nodeadm NodeConfig, and JSON/YAML documents with a `UserData` field (describe-instance-attribute
+output, CloudFormation templates with short-form tags) into `Part`s; `format_parts` prints them.
+Input that is none of these raises `NotUserData` (exit 2) with one line. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import email
+import email.message
+import json
+import re
+import shlex
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from amibuild.errors import NotUserData
+
+MAX_DECODED = 16 << 20  # refuse gzip that expands beyond this (a bomb, or not user data)
+
+
+def _yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1 << 16)
+
+# ------------------------------------------------------------------------------------ decoding
+
+
+@dataclass(frozen=True)
+class Part:
+    """One leaf of decoded user data.
+
+    `path` is a write_files path or a MIME part's file name; `via` lists the encodings peeled off
+    on the way from the input (base64, gzip, quoted-printable, a template's UserData field);
+    `depth` counts the multiparts and cloud-configs it sits in beyond the outermost document.
+    """
+
+    content_type: str
+    body: str
+    path: str = ""
+    permissions: str = ""
+    owner: str = ""
+    via: tuple[str, ...] = ()
+    depth: int = 0
+
+
+# cloud-init's type for a payload by its first characters; longer prefixes first.
+_PREFIX_TYPES = (
+    ("#include-once", "text/x-include-once-url"),
+    ("#include", "text/x-include-url"),
+    ("#cloud-config-archive", "text/cloud-config-archive"),
+    ("#cloud-config-jsonp", "text/cloud-config-jsonp"),
+    ("#cloud-config", "text/cloud-config"),
+    ("#cloud-boothook", "text/cloud-boothook"),
+    ("#part-handler", "text/part-handler"),
+    ("#upstart-job", "text/upstart-job"),
+    ("## template: jinja", "text/jinja2"),
+    ("#!", "text/x-shellscript"),
+)
+_MIME_HEAD = re.compile(r"^(mime-version|content-type)[ \t]*:", re.IGNORECASE)
+_NODECONFIG = re.compile(r"^apiVersion:\s*['\"]?node\.eks\.aws/", re.MULTILINE)
+_BASE64 = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
+_GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_TYPES = ("application/gzip", "application/x-gzip", "application/x-gzip-compressed")
+_SNIFFED_TYPES = ("text/plain", "text/x-not-multipart", "application/octet-stream", *_GZIP_TYPES)
+_WRITE_FILES_ENCODINGS = {
+    "": (), "text/plain": (),
+    "b64": ("base64",), "base64": ("base64",),
+    "gz": ("gzip",), "gzip": ("gzip",),
+    "gz+b64": ("base64", "gzip"), "gz+base64": ("base64", "gzip"),
+    "gzip+b64": ("base64", "gzip"), "gzip+base64": ("base64", "gzip"),
+}
+
+
+@dataclass(frozen=True)
+class _At:
+    """Where the decoder is: the input's name, the encodings peeled so far, the nesting depth."""
+
+    source: str
+    via: tuple[str, ...] = ()
+    depth: int = 0
+
+    def peel(self, layer: str) -> _At:
+        return _At(self.source, (*self.via, layer), self.depth)
+
+    def deeper(self) -> _At:
+        return _At(self.source, self.via, self.depth + 1)
+
+    def refuse(self, why: str) -> NotUserData:
+        after = f"after {', '.join(self.via)}: " if self.via else ""
+        return NotUserData(f"{self.source}: not user data: {after}{why}")
+
+
+def decode(data: bytes, source: str = "<input>") -> list[Part]:
+    """Every part of the user data in `data`, however it is encoded and nested."""
+    return _sniff(data, _At(source))
+
+
+def _sniff(data: bytes, at: _At, declared: str = "") -> list[Part]:
+    """Parts of a payload recognised by its first bytes. `declared` is the MIME type of a part
+    whose content cloud-init sniffs as well (text/plain, gzip): it stands when nothing matches."""
+    if data.startswith(_GZIP_MAGIC):
+        return _sniff(_gunzip(data, at), at.peel("gzip"), declared)
+    text = _text(data)
+    if text is None:
+        if declared:
+            return [_binary(data, declared, at)]
+        raise at.refuse(f"{len(data)} bytes of binary data that is not gzip")
+    text = text.lstrip("\ufeff")
+    start = text.lstrip()
+    if not start:
+        if declared:
+            return [Part(declared, "", via=at.via, depth=at.depth)]
+        raise at.refuse("empty")
+    if not declared and _MIME_HEAD.match(start):
+        # From bytes, so that 8-bit bodies come back unchanged from get_payload(decode=True).
+        return _mime_parts(email.message_from_bytes(data.removeprefix(b"\xef\xbb\xbf").lstrip()), at)
+    for prefix, content_type in _PREFIX_TYPES:
+        if start.startswith(prefix):
+            if content_type == "text/cloud-config":
+                return _cloud_config(text, at)
+            return [Part(content_type, text, via=at.via, depth=at.depth)]
+    if _NODECONFIG.search(text):
+        return [Part("application/node.eks.aws", text, via=at.via, depth=at.depth)]
+    if declared and declared not in _GZIP_TYPES:
+        return [Part(declared, text, via=at.via, depth=at.depth)]
+    if declared:
+        return [Part("text/plain", text, via=at.via, depth=at.depth)]
+    raw = _unbase64(start)
+    if raw is not None:
+        return _sniff(raw, at.peel("base64"))
+    found = _template_user_data(start)
+    if found is None:
+        raise at.refuse("no MIME header, #cloud-config, #! script, NodeConfig, base64, gzip or UserData field")
+    if not found:
+        raise at.refuse("a JSON/YAML document without a UserData field")
+    parts: list[Part] = []
+    for where, value in found:
+        parts += _sniff(value.encode(), at.peel(where))
+    return parts
+
+
+def _text(data: bytes) -> str | None:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _binary(data: bytes, content_type: str, at: _At, **where: str) -> Part:
+    return Part(content_type, f"<{len(data)} bytes of binary data>", via=at.via, depth=at.depth, **where)
+
+
+def _gunzip(data: bytes, at: _At, what: str = "") -> bytes:
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(data, MAX_DECODED)
+    except zlib.error as exc:
+        raise at.refuse(f"{what}corrupt gzip data ({exc})") from None
+    if inflater.unconsumed_tail:
+        raise at.refuse(f"{what}gzip data that expands beyond {MAX_DECODED >> 20} MiB")
+    if not inflater.eof:
+        raise at.refuse(f"{what}truncated gzip data")
+    return out
+
+
+def _unbase64(text: str) -> bytes | None:
+    compact = "".join(text.split())
+    if len(compact) < 4 or len(compact) % 4 or not _BASE64.match(compact):
+        return None
+    return base64.b64decode(compact, validate=True)
+
+
+def _mime_parts(message: email.message.Message, at: _At) -> list[Part]:
+    content_type = message.get_content_type()
+    if not message.is_multipart():
+        if content_type.startswith("multipart/"):
+            raise at.refuse(f"{content_type} whose boundary {message.get_boundary()!r} never appears")
+        return _mime_leaf(message, at)
+    children = message.get_payload()
+    if not children:
+        raise at.refuse(f"{content_type} with no parts")
+    parts: list[Part] = []
+    for child in children:
+        parts += _mime_parts(child, at.deeper()) if child.is_multipart() else _mime_leaf(child, at)
+    return parts
+
+
+def _mime_leaf(message: email.message.Message, at: _At) -> list[Part]:
+    content_type = message.get_content_type()
+    name = message.get_filename() or ""
+    encoding = str(message.get("Content-Transfer-Encoding", "")).strip().lower()
+    if encoding in ("base64", "quoted-printable"):
+        at = at.peel(encoding)
+    payload = message.get_payload(decode=True) or b""
+    if content_type in _SNIFFED_TYPES or payload.startswith(_GZIP_MAGIC):
+        parts = _sniff(payload, at, declared=content_type)
+    elif content_type == "text/cloud-config":
+        parts = _cloud_config(_text(payload) or "", at)
+    else:
+        text = _text(payload)
+        parts = [_binary(payload, content_type, at) if text is None
+                 else Part(content_type, text, via=at.via, depth=at.depth)]
+    if name and len(parts) == 1 and not parts[0].path:
+        parts = [_with(parts[0], path=name)]
+    return parts
+
+
+def _with(part: Part, **changes: Any) -> Part:
+    return Part(**{**part.__dict__, **changes})
+
+
+def _cloud_config(text: str, at: _At) -> list[Part]:
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise at.refuse(f"#cloud-config that is not YAML ({_one_line(exc)})") from None
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise at.refuse("#cloud-config that is not a mapping")
+    listed = ("bootcmd", "write_files", "runcmd")
+    rest = {key: value for key, value in config.items() if key not in listed}
+    parts = [Part("text/cloud-config", _yaml(rest) if rest else "", via=at.via, depth=at.depth)]
+    inner = at.deeper()
+    # In the order cloud-init acts on them: bootcmd and write_files at init, runcmd at the end.
+    if "bootcmd" in config:
+        parts.append(_commands("bootcmd", config["bootcmd"], inner))
+    for index, entry in enumerate(_as_list(config.get("write_files"), "write_files", at), 1):
+        parts.append(_write_file(entry, index, inner))
+    if "runcmd" in config:
+        parts.append(_commands("runcmd", config["runcmd"], inner))
+    return parts
+
+
+def _as_list(value: Any, key: str, at: _At) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise at.refuse(f"#cloud-config whose {key} is not a list")
+    return value
+
+
+def _commands(key: str, value: Any, at: _At) -> Part:
+    lines = []
+    for command in _as_list(value, key, at):
+        lines.append(shlex.join(str(word) for word in command) if isinstance(command, list) else str(command))
+    return Part(f"cloud-config/{key}", "\n".join(lines) + ("\n" if lines else ""), via=at.via, depth=at.depth)
+
+
+def _write_file(entry: Any, index: int, at: _At) -> Part:
+    if not isinstance(entry, dict) or not entry.get("path"):
+        raise at.refuse(f"#cloud-config write_files entry {index} has no path")
+    path = str(entry["path"])
+    encoding = str(entry.get("encoding") or "").strip().lower()
+    if encoding not in _WRITE_FILES_ENCODINGS:
+        raise at.refuse(f"write_files {path}: unknown encoding {encoding!r}")
+    content = entry.get("content")
+    raw = content if isinstance(content, bytes) else str(content if content is not None else "").encode()
+    here = at
+    for layer in _WRITE_FILES_ENCODINGS[encoding]:
+        if layer == "base64":
+            try:
+                raw = base64.b64decode(b"".join(raw.split()), validate=True)
+            except (binascii.Error, ValueError):
+                raise here.refuse(f"write_files {path}: content is not base64") from None
+        else:
+            raw = _gunzip(raw, here, f"write_files {path}: ")
+        here = here.peel(layer)
+    where = {
+        "path": path,
+        "permissions": _permissions(entry.get("permissions")),
+        "owner": str(entry.get("owner") or ""),
+    }
+    text = _text(raw)
+    if text is None:
+        return _binary(raw, "application/octet-stream", here, **where)
+    content_type = next((kind for prefix, kind in _PREFIX_TYPES if text.startswith(prefix)), "text/plain")
+    return Part(content_type, text, via=here.via, depth=here.depth, **where)
+
+
+def _permissions(value: Any) -> str:
+    if value is None or value == "":
+        return ""
+    if isinstance(value, int):  # YAML 1.1 reads an unquoted 0644 as the number 420
+        return f"{value:04o}"
+    text = str(value).strip()
+    match = re.match(r"^0?o?([0-7]{3,4})$", text)
+    return match.group(1).rjust(4, "0") if match else text
+
+
+# CloudFormation's short forms (!Sub, !Base64, !Ref, ...) read as their long forms.
+class _TemplateLoader(yaml.SafeLoader):
+    pass
+
+
+def _short_form(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    name = suffix if suffix == "Ref" else f"Fn::{suffix}"
+    if isinstance(node, yaml.ScalarNode):
+        return {name: loader.construct_scalar(node)}
+    if isinstance(node, yaml.SequenceNode):
+        return {name: loader.construct_sequence(node, deep=True)}
+    return {name: loader.construct_mapping(node, deep=True)}
+
+
+_TemplateLoader.add_multi_constructor("!", _short_form)
+
+
+def _template_user_data(text: str) -> list[tuple[str, str]] | None:
+    """`UserData` fields of a JSON/YAML document (EC2 or CloudFormation), or None if it is none."""
+    try:
+        document = yaml.load(text, Loader=_TemplateLoader)  # a SafeLoader subclass
+    except yaml.YAMLError:
+        return None
+    if not isinstance(document, (dict, list)):
+        return None
+    return [(where, _template_text(value)) for where, value in _find_key(document, "UserData", "")]
+
+
+def _find_key(node: Any, key: str, where: str) -> Iterator[tuple[str, Any]]:
+    if isinstance(node, dict):
+        for name, value in node.items():
+            here = f"{where}.{name}" if where else str(name)
+            if name == key:
+                yield here, value
+            else:
+                yield from _find_key(value, key, here)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _find_key(value, key, f"{where}[{index}]")
+
+
+def _template_text(value: Any) -> str:
+    """The text of a UserData value; references CloudFormation fills in show as ${Name}."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        ((name, inner),) = value.items()
+        if name in ("Fn::Base64", "Value"):  # Value: describe-instance-attribute's wrapper
+            return _template_text(inner)
+        if name == "Fn::Sub":
+            return _template_text(inner[0] if isinstance(inner, list) and inner else inner)
+        if name == "Fn::Join" and isinstance(inner, list) and len(inner) == 2 and isinstance(inner[1], list):
+            return str(inner[0]).join(_template_text(item) for item in inner[1])
+        if name == "Ref":
+            return "${" + str(inner) + "}"
+        if name == "Fn::GetAtt":
+            return "${" + (".".join(map(str, inner)) if isinstance(inner, list) else str(inner)) + "}"
+        return "${" + str(name) + "}"
+    if isinstance(value, dict) and "Value" in value:
+        return _template_text(value["Value"])
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+# ------------------------------------------------------------------------------------ printing
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def format_parts(parts: Sequence[Part]) -> str:
+    """Each part as a header line (type, path, mode, owner, depth, encodings) and its body."""
+    out = []
+    total = len(parts)
+    for number, part in enumerate(parts, 1):
+        head = [f"part {number}/{total}: {part.content_type}"]
+        if part.path:
+            head.append(f"path={shlex.quote(_visible(part.path))}")
+        if part.permissions:
+            head.append(f"mode={_visible(part.permissions)}")
+        if part.owner:
+            head.append(f"owner={_visible(part.owner)}")
+        if part.depth:
+            head.append(f"depth={part.depth}")
+        if part.via:
+            head.append("via=" + ",".join(_visible(layer) for layer in part.via))
+        out.append(f"--- {' '.join(head)} ---")
+        body = _visible(part.body.replace("\r\n", "\n")).rstrip("\n")
+        if body:
+            out.append(body)
+    return "\n".join(out) + "\n"
+
+
+def _visible(text: str) -> str:
+    """Control characters (terminal escapes among them) shown as \\xNN rather than sent to a terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

@@ -1,0 +1,303 @@
+"""Least-privilege IAM policies for amibuild's tasks: what each one (and Packer under it) calls.
+
+`policy(task, pipeline, ...)` returns an IAM policy document for one task or ``all`` of them:
+
+    build     `invoke build-ami`: Packer's amazon-ebs builder (build instance, temporary key pair
+              and security group, image, copies, tags, sharing), the public EKS parameters, the
+              images amibuild already made, publishing to the channel
+    publish   `invoke publish`, `promote`, `rollback`, `history`, `channels`
+    rollout   `invoke rollout`: the named node group stacks (change sets, events), what
+              CloudFormation then does with the caller's rights to their launch template and Auto
+              Scaling group (only groups those stacks made), EKS managed node groups, iam:PassRole
+              for the node role only
+    prune     `invoke prune`: the reads that prove an image unused, then deregister / delete
+              snapshot / deprecate, only on resources tagged with the pipeline's name
+
+Scoping: SSM actions on the pipeline's channel path only (``{prefix}/{pipeline}`` and below;
+reads of AWS's public ``/aws/service/eks/optimized-ami/*`` for the source AMI), CloudFormation on
+the named stacks, prune's deletions on images and snapshots whose ``amibuild:pipeline`` tag names
+the pipeline. EC2's Describe* calls do not support resource-level permissions; Packer's own
+temporary resources get random names, so its build actions are not scoped by resource here (an
+SCP or permission boundary can add a region or tag condition on your side).
+
+The build policy follows the pipeline: CopyImage only with ``copy_to`` or encryption, the sharing
+calls only with ``ami_users``, DescribeSubnets only when a variant names a subnet, the temporary
+security group's calls unless every variant names its own, the encrypted-copy clean-up and KMS only
+when a variant asks for encryption / a KMS key.
+
+The action lists come from what the tasks were seen to call: tests/test_iam_policy.py runs each
+task against the local emulator through a recording proxy (Packer 1.6.6 included) and checks that
+every call is allowed and every allowed action was called, except the ones in `NOT_OBSERVED`,
+which are needed on real AWS but cannot show up there (each with its reason).
+
+Not included, add it yourself when you use it: ``iam:PassRole`` for a build instance profile
+(``--var iam_instance_profile=...``: amibuild cannot know the role behind the profile), and
+``ssm:StartSession`` for ``ssh_interface = "session_manager"``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+from amibuild import tags
+from amibuild.errors import SpecError
+from amibuild.channels.publish import name_pattern
+
+TASKS = ("build", "publish", "rollout", "prune")
+PUBLIC_EKS_PARAMETERS = "/aws/service/eks/optimized-ami/*"
+PIPELINE_TAG = tags.PIPELINE
+
+_ON_BEHALF = ("CloudFormation calls it with the caller's permissions while it applies the change set to the "
+              "stack's launch template and Auto Scaling group (no service role); the emulator's CloudFormation "
+              "checks no permission and sends nothing through the proxy")
+
+# Needed on real AWS, never requested in the sandbox tests; the IAM test allows exactly these as
+# "not observed here".
+NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
+    "build": {
+        "ec2:DescribeRegions": "Packer validates the build and copy regions with DescribeRegions on real AWS; "
+                               "amibuild renders skip_region_validation = true only for an endpoint override",
+        "ssm:GetParameterHistory": "read only when another writer moved a channel while build-ami published "
+                                   "(the conflict check); tests/test_publish.py drives that path",
+        "kms:CreateGrant": "EC2 uses the caller's KMS permissions for an encrypted copy with a KMS key; "
+                           "no request of amibuild's or Packer's to observe",
+        "kms:Decrypt": "as kms:CreateGrant",
+        "kms:DescribeKey": "as kms:CreateGrant",
+        "kms:GenerateDataKeyWithoutPlaintext": "as kms:CreateGrant",
+        "kms:ReEncryptFrom": "as kms:CreateGrant",
+        "kms:ReEncryptTo": "as kms:CreateGrant",
+    },
+    "publish": {},
+    "rollout": {
+        "iam:PassRole": "an authorization check on the node role when CloudFormation or Auto Scaling hands it "
+                        "to instances; not an API request",
+        "eks:DescribeUpdate": "the emulator answers UpdateNodegroupVersion with 404, so amibuild never reaches "
+                              "DescribeUpdate (EKS's answers are recorded in tests/data/rollout/)",
+        **dict.fromkeys(("ssm:GetParameters", "ec2:DescribeLaunchTemplates", "autoscaling:DescribeScalingActivities",
+                         "autoscaling:UpdateAutoScalingGroup", "autoscaling:SuspendProcesses",
+                         "autoscaling:ResumeProcesses", "autoscaling:TerminateInstanceInAutoScalingGroup",
+                         "ec2:RunInstances"), _ON_BEHALF),
+    },
+    "prune": {
+        "ec2:EnableImageDeprecation": "the emulator does not implement image deprecation (HTTP 500); "
+                                      "tests/test_prune.py replays EC2's answer on the gateway's client",
+    },
+}
+
+# Allowed to every caller whatever the policy says: never listed, ignored when seen.
+ALWAYS_ALLOWED = frozenset({"sts:GetCallerIdentity"})
+
+_STACK = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(\d{12}):role/[\w+=,.@/-]{1,512}$")
+_ACCOUNT = re.compile(r"^(\*|\d{12})$")
+_KMS_ARN = re.compile(r"^arn:aws[a-z-]*:kms:")
+
+
+def policy(
+    task: str,
+    pipeline: Any,
+    *,
+    stacks: Sequence[str] = (),
+    node_role_arn: str | None = None,
+    account: str = "*",
+    partition: str = "aws",
+) -> dict[str, Any]:
+    """The policy document for `task` (one of `TASKS`, or ``all``) of `pipeline`."""
+    if task not in (*TASKS, "all"):
+        raise SpecError(f"--task {task!r}: one of {', '.join(TASKS)} or all")
+    if not _ACCOUNT.match(account or ""):
+        raise SpecError(f"--account {account!r}: a 12-digit account id (default: * for any account)")
+    if not re.match(r"^aws[a-z-]*$", partition or ""):
+        raise SpecError(f"--partition {partition!r}: aws, aws-cn or aws-us-gov")
+    tasks = TASKS if task == "all" else (task,)
+    if "rollout" in tasks:
+        _check_rollout(stacks, node_role_arn)
+    arn = _Arns(partition, account, pipeline)
+    merged: dict[str, dict[str, Any]] = {}
+    for name in tasks:
+        for statement in _STATEMENTS[name](arn, pipeline, tuple(stacks), node_role_arn):
+            _merge(merged, statement)
+    return {"Version": "2012-10-17", "Statement": list(merged.values())}
+
+
+def actions(document: Mapping[str, Any]) -> set[str]:
+    """Every action a policy document allows."""
+    found: set[str] = set()
+    for statement in document["Statement"]:
+        listed = statement["Action"]
+        found.update([listed] if isinstance(listed, str) else listed)
+    return found
+
+
+def to_json(document: Mapping[str, Any]) -> str:
+    return json.dumps(document, indent=2) + "\n"
+
+
+# ------------------------------------------------------------------------------- building blocks
+
+
+class _Arns:
+    def __init__(self, partition: str, account: str, pipeline: Any) -> None:
+        self.p, self.a = partition, account
+        self.channel_path = name_pattern(pipeline)[0].rstrip("/")
+
+    @property
+    def channels(self) -> list[str]:
+        # GetParametersByPath is authorized on the path itself, everything else on the names below it
+        base = f"arn:{self.p}:ssm:*:{self.a}:parameter{self.channel_path}"
+        return [base, f"{base}/*"]
+
+    @property
+    def public_eks(self) -> list[str]:
+        return [f"arn:{self.p}:ssm:*::parameter{PUBLIC_EKS_PARAMETERS}"]
+
+    def stacks(self, names: Iterable[str]) -> list[str]:
+        return [f"arn:{self.p}:cloudformation:*:{self.a}:stack/{name}/*" for name in names]
+
+    def kms_keys(self, keys: Iterable[str]) -> list[str]:
+        return [k if _KMS_ARN.match(k) else f"arn:{self.p}:kms:*:{self.a}:key/{k}" for k in keys]
+
+    @property
+    def any_kms_key(self) -> list[str]:
+        return [f"arn:{self.p}:kms:*:{self.a}:key/*"]
+
+
+def _statement(sid: str, actions: Iterable[str], resources: Sequence[str] | str = "*",
+               condition: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"Sid": sid, "Effect": "Allow", "Action": sorted(set(actions)),
+                            "Resource": resources if isinstance(resources, str) else list(resources)}
+    if condition:
+        body["Condition"] = dict(condition)
+    return body
+
+
+def _merge(merged: dict[str, dict[str, Any]], statement: dict[str, Any]) -> None:
+    """Statements with one Sid have one resource and condition by construction: union their actions."""
+    sid = statement["Sid"]
+    if sid not in merged:
+        merged[sid] = statement
+        return
+    same = merged[sid]
+    assert (same["Resource"], same.get("Condition")) == (statement["Resource"], statement.get("Condition")), sid
+    same["Action"] = sorted(set(same["Action"]) | set(statement["Action"]))
+
+
+def _check_rollout(stacks: Sequence[str], node_role_arn: str | None) -> None:
+    if not stacks:
+        raise SpecError("iam-policy: the rollout policy names the nodegroup stacks it may change; "
+                        "pass --stack NAME (repeatable), or choose --task build, publish or prune")
+    for name in stacks:
+        if not _STACK.match(name):
+            raise SpecError(f"--stack {name!r}: a CloudFormation stack name (letters, digits, '-')")
+    if not node_role_arn or not _ROLE_ARN.match(node_role_arn):
+        raise SpecError(f"--node-role-arn {node_role_arn or ''!r}: the node role's ARN, "
+                        "e.g. arn:aws:iam::123456789012:role/eks-nodes (iam:PassRole is allowed for it only)")
+
+
+# ------------------------------------------------------------------------------- per task
+
+
+def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
+    variants = tuple(pipeline.variants)
+    shared = bool(pipeline.ami_users)
+    encrypted = any(v.encrypted or v.kms_key_id for v in variants)
+    keys = sorted({v.kms_key_id for v in variants if v.kms_key_id})
+    describe = {"ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeVolumes", "ec2:DescribeSecurityGroups",
+                "ec2:DescribeRegions"}
+    if any(v.subnet_id for v in variants):
+        describe.add("ec2:DescribeSubnets")
+    if shared:
+        describe |= {"ec2:DescribeImageAttribute", "ec2:DescribeSnapshotAttribute"}
+    packer = {"ec2:RunInstances", "ec2:StopInstances", "ec2:TerminateInstances", "ec2:CreateKeyPair",
+              "ec2:DeleteKeyPair", "ec2:CreateImage", "ec2:CreateTags", "ec2:ModifyImageAttribute"}
+    if not variants or any(not v.security_group_id for v in variants):
+        packer |= {"ec2:CreateSecurityGroup", "ec2:AuthorizeSecurityGroupIngress", "ec2:DeleteSecurityGroup"}
+    if pipeline.copy_to or encrypted:
+        packer.add("ec2:CopyImage")
+    if shared:
+        packer.add("ec2:ModifySnapshotAttribute")
+    if encrypted:
+        # the unencrypted intermediate image and its snapshot, removed after the encrypted copy
+        packer |= {"ec2:DeregisterImage", "ec2:DeleteSnapshot"}
+    statements = [
+        _statement("Ec2Describe", describe),
+        _statement("PackerBuild", packer),
+        _statement("EksPublicParameters", ["ssm:GetParameters"], arn.public_eks),
+        _statement("ChannelsRead", ["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParameterHistory"],
+                   arn.channels),
+        _statement("ChannelsWrite", ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameter"],
+                   arn.channels),
+    ]
+    # KMS authorizes on the key, never on an alias: an alias becomes a condition on any key
+    aliases = sorted(k.split(":", 5)[-1] if _KMS_ARN.match(k) else k for k in keys if "alias/" in k)
+    key_ids = [k for k in keys if "alias/" not in k]
+    kms = ["kms:CreateGrant", "kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext",
+           "kms:ReEncryptFrom", "kms:ReEncryptTo"]
+    via_ec2 = {"StringLike": {"kms:ViaService": "ec2.*.amazonaws.com"}}
+    if key_ids:
+        statements.append(_statement("KmsForEncryptedImages", kms, arn.kms_keys(key_ids), via_ec2))
+    if aliases:
+        statements.append(_statement("KmsForEncryptedImagesByAlias", kms, arn.any_kms_key,
+                                     {**via_ec2, "ForAnyValue:StringEquals": {"kms:ResourceAliases": aliases}}))
+    return statements
+
+
+def _publish(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
+    return [
+        _statement("Ec2Describe", ["ec2:DescribeImages"]),
+        _statement("ChannelsRead", ["ssm:GetParameter", "ssm:GetParameterHistory", "ssm:GetParametersByPath"],
+                   arn.channels),
+        _statement("ChannelsWrite", ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameter"],
+                   arn.channels),
+    ]
+
+
+def _prune(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
+    return [
+        _statement("Ec2Describe", ["ec2:DescribeImages", "ec2:DescribeSnapshots", "ec2:DescribeInstances",
+                                   "ec2:DescribeLaunchTemplates", "ec2:DescribeLaunchTemplateVersions"]),
+        _statement("AutoScalingDescribe", ["autoscaling:DescribeAutoScalingGroups",
+                                           "autoscaling:DescribeLaunchConfigurations"]),
+        _statement("ChannelsRead", ["ssm:GetParametersByPath", "ssm:GetParameterHistory"], arn.channels),
+        _statement("PruneOwnImages", ["ec2:DeregisterImage", "ec2:DeleteSnapshot", "ec2:EnableImageDeprecation"],
+                   [f"arn:{arn.p}:ec2:*::image/*", f"arn:{arn.p}:ec2:*::snapshot/*"],
+                   {"StringEquals": {f"aws:ResourceTag/{PIPELINE_TAG}": pipeline.name}}),
+    ]
+
+
+def _rollout(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
+    stack_tag = {"StringEquals": {"aws:ResourceTag/aws:cloudformation:stack-name": list(stacks)}}
+    return [
+        _statement("Ec2Describe", ["ec2:DescribeImages", "ec2:DescribeLaunchTemplateVersions",
+                                   "ec2:DescribeLaunchTemplates"]),
+        _statement("AutoScalingDescribe", ["autoscaling:DescribeAutoScalingGroups",
+                                           "autoscaling:DescribeScalingActivities"]),
+        # GetParameters: CloudFormation resolves the stack's image parameter with the caller's rights
+        _statement("ChannelsRead", ["ssm:GetParameter", "ssm:GetParameters"], arn.channels),
+        _statement("NodegroupStacks", ["cloudformation:DescribeStacks", "cloudformation:ListStackResources",
+                                       "cloudformation:GetTemplate", "cloudformation:CreateChangeSet",
+                                       "cloudformation:DescribeChangeSet", "cloudformation:DeleteChangeSet",
+                                       "cloudformation:ExecuteChangeSet", "cloudformation:DescribeStackEvents"],
+                   arn.stacks(stacks)),
+        # a new launch template version: amibuild's own for a managed node group, CloudFormation's
+        # (with the caller's rights) for a stack
+        _statement("NodegroupLaunchTemplate", ["ec2:CreateLaunchTemplateVersion"],
+                   [f"arn:{arn.p}:ec2:*:{arn.a}:launch-template/*"]),
+        # what CloudFormation does with the caller's rights to roll the stack's group
+        # (AutoScalingRollingUpdate), limited to groups the named stacks made
+        _statement("NodegroupStackGroup", ["autoscaling:UpdateAutoScalingGroup", "autoscaling:SuspendProcesses",
+                                           "autoscaling:ResumeProcesses",
+                                           "autoscaling:TerminateInstanceInAutoScalingGroup"],
+                   [f"arn:{arn.p}:autoscaling:*:{arn.a}:autoScalingGroup:*:autoScalingGroupName/*"], stack_tag),
+        # Auto Scaling checks that whoever points a group at a launch template may launch from it
+        _statement("NodegroupLaunch", ["ec2:RunInstances"]),
+        _statement("Nodegroups", ["eks:DescribeNodegroup", "eks:UpdateNodegroupVersion", "eks:DescribeUpdate"],
+                   [f"arn:{arn.p}:eks:*:{arn.a}:cluster/*", f"arn:{arn.p}:eks:*:{arn.a}:nodegroup/*/*/*"]),
+        _statement("PassNodeRole", ["iam:PassRole"], [role or ""],
+                   {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "eks.amazonaws.com"]}}),
+    ]
+
+
+_STATEMENTS = {"build": _build, "publish": _publish, "rollout": _rollout, "prune": _prune}

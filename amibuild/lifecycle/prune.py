@@ -1,0 +1,502 @@
+"""Retention for the images amibuild made: keep the newest, never touch one in use, delete the rest.
+
+Three steps, as everywhere in amibuild: gather the facts, plan as data, execute thinly.
+
+`gather` (read-only, regions in parallel) finds, per region,
+    * the images of this pipeline: ``Owners=["self"]`` with an ``amibuild:fingerprint`` tag and
+      ``amibuild:pipeline`` naming the pipeline (another pipeline's images are not ours to judge:
+      its channels live under another name), with their deprecation times;
+    * the tags of their snapshots (found from each image's block device mappings);
+    * what uses an image: the current value of every parameter under the pipeline's channel path
+      and the images of its recent history (`keep_versions` earlier versions holding another AMI,
+      so `invoke rollback` keeps working); the default and latest version of every launch template
+      and every version an Auto Scaling group names (its own launch template, its mixed instances
+      policy and the policy's overrides); every launch configuration; every pending, running,
+      stopping or stopped instance.
+
+`plan_prune` (pure) groups the images by variant and region, newest first (``amibuild:created``,
+else the image's CreationDate) and decides for each:
+
+    KEEP       one of the newest `keep` available images, younger than `older_than`, in use (each
+               reason listed), pending, or of a state prune does not understand
+    DELETE     everything else: deregister, then delete the snapshots that carry the image's
+               ``amibuild:fingerprint`` and ``amibuild:pipeline`` tags and back no kept image
+    DEPRECATE  instead of DELETE with ``deprecate_only``: set a deprecation time, delete nothing
+               (an image deprecated already is left as it is: a new time would undo that for a while)
+
+`execute` works region by region (regions in parallel, images in order), carries on past a
+failure, then lists the images again to check that the deregistered ones are gone. `PruneResult`
+says what was and was not deleted; `PruneResult.check` raises `PruneFailed` when anything failed.
+
+Nothing here prints: `report_lines` turns a result into lines for the task to print.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterable, Mapping, Sequence
+
+from amibuild.aws import Aws, Image
+from amibuild import tags
+from amibuild.errors import AmibuildError, NotFound, PruneFailed, SpecError
+from amibuild.build.plan import FINGERPRINT_TAG, VARIANT_TAG
+from amibuild.aws import fan_out
+from amibuild.channels.publish import name_pattern, plain
+
+PIPELINE_TAG = tags.PIPELINE
+CREATED_TAG = tags.CREATED
+DEFAULT_KEEP_VERSIONS = 3
+IN_USE_STATES = ("pending", "running", "stopping", "stopped")
+DELETABLE_STATES = frozenset({"available", "failed", "error", "invalid"})
+_LEAVE_ALONE = frozenset({"pending", "transient", "disabled"})
+_AGE = re.compile(r"^\s*(\d+)\s*([hdw])\s*$")
+_AGE_UNITS = {"h": "hours", "d": "days", "w": "weeks"}
+
+
+# ------------------------------------------------------------------------------- flags
+
+
+def parse_age(text: str | None) -> timedelta | None:
+    """``30d``, ``12h``, ``2w`` → a timedelta; None or "" → None (no age limit)."""
+    if text is None or str(text).strip() == "":
+        return None
+    match = _AGE.match(str(text))
+    if not match or int(match.group(1)) == 0:
+        raise SpecError(f"--older-than {text!r}: a number and h, d or w, e.g. 12h, 30d or 2w")
+    return timedelta(**{_AGE_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def parse_count(text: Any, flag: str, *, minimum: int) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or value < minimum:
+        raise SpecError(f"{flag} {text!r}: a whole number of at least {minimum}")
+    return value
+
+
+# ------------------------------------------------------------------------------- plan (data)
+
+
+class Fate(enum.StrEnum):
+    KEEP = "keep"
+    DELETE = "delete"
+    DEPRECATE = "deprecate"
+
+
+@dataclass(frozen=True)
+class ImagePlan:
+    """One image and what happens to it, and why."""
+
+    image_id: str
+    region: str
+    variant: str
+    name: str
+    created: datetime | None
+    state: str
+    fate: Fate
+    reasons: tuple[str, ...]  # why it is kept (empty for DELETE / DEPRECATE)
+    snapshots: tuple[str, ...] = ()  # deleted with the image
+    kept_snapshots: Mapping[str, str] = field(default_factory=dict)  # snapshot -> why it stays
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    pipeline: str
+    keep: int
+    older_than: timedelta | None
+    keep_versions: int
+    deprecate_only: bool
+    now: datetime
+    images: tuple[ImagePlan, ...]
+
+    @property
+    def to_change(self) -> tuple[ImagePlan, ...]:
+        return tuple(i for i in self.images if i.fate is not Fate.KEEP)
+
+    @property
+    def kept(self) -> tuple[ImagePlan, ...]:
+        return tuple(i for i in self.images if i.fate is Fate.KEEP)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pipeline": self.pipeline,
+            "keep": self.keep,
+            "older_than": _age_text(self.older_than),
+            "keep_versions": self.keep_versions,
+            "deprecate_only": self.deprecate_only,
+            "now": self.now.isoformat(),
+            "images": [plain(i) for i in self.images],
+        }
+
+
+def created_at(image: Image) -> datetime | None:
+    """When amibuild made the image: its ``amibuild:created`` tag, else EC2's CreationDate."""
+    for text in (image.tags.get(CREATED_TAG, ""), image.creation_date):
+        moment = _moment(text)
+        if moment is not None:
+            return moment
+    return None
+
+
+def _moment(text: str) -> datetime | None:
+    """An ISO 8601 time as EC2 and amibuild write them (``...Z``, with or without fractions)."""
+    try:
+        moment = datetime.fromisoformat((text or "").strip())
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def plan_prune(
+    images: Iterable[Image],
+    in_use: Mapping[str, Sequence[str]],
+    keep: int,
+    older_than: timedelta | None,
+    now: datetime,
+    *,
+    snapshot_tags: Mapping[str, Mapping[str, str]] | None = None,
+    deprecate_only: bool = False,
+    keep_versions: int = DEFAULT_KEEP_VERSIONS,
+    pipeline: str = "",
+    deprecated: Mapping[str, datetime] | None = None,
+) -> PrunePlan:
+    """Decide, per variant and region, what to keep (and why) and what to delete. Pure.
+
+    ``in_use`` maps image ids to the reasons they are in use; ``snapshot_tags`` maps snapshot ids
+    to their tags (a snapshot missing there is not deleted: it is not known to be ours);
+    ``deprecated`` maps image ids to their deprecation time (``deprecate_only`` leaves an image
+    already deprecated alone: setting the time again would undo the deprecation for a while).
+    """
+    deprecated = deprecated or {}
+    if keep < 1:
+        raise SpecError(f"--keep {keep}: keep at least 1 image per variant and region")
+    snapshot_tags = snapshot_tags or {}
+    images = sorted(images, key=lambda i: (i.region, i.tags.get(VARIANT_TAG, ""), _newest_first(i)))
+    groups: dict[tuple[str, str], list[Image]] = defaultdict(list)
+    for image in images:
+        groups[(image.region, image.tags.get(VARIANT_TAG, ""))].append(image)
+
+    decided: list[tuple[Image, list[str]]] = []
+    for group in groups.values():
+        ranked = 0
+        for image in group:
+            reasons: list[str] = []
+            created = created_at(image)
+            if image.state == "available" and ranked < keep:
+                ranked += 1
+                reasons.append(f"newest {keep}")
+            if older_than is not None and created is not None and now - created < older_than:
+                reasons.append(f"younger than {_age_text(older_than)}")
+            if created is None:
+                reasons.append("creation time unknown")
+            if image.state in _LEAVE_ALONE:
+                reasons.append(f"state {image.state}")
+            elif image.state not in DELETABLE_STATES:
+                reasons.append(f"state {image.state!r} not understood: left alone")
+            reasons += in_use.get(image.image_id, ())
+            since = deprecated.get(image.image_id)
+            if deprecate_only and not reasons and since is not None and since <= now:
+                reasons.append(f"deprecated already (since {since:%Y-%m-%d %H:%M} UTC)")
+            decided.append((image, reasons))
+
+    # a snapshot backing a kept image stays, even when a deleted image names it too
+    kept_snapshots = {s for image, reasons in decided if reasons for s in image.snapshot_ids}
+    plans = []
+    for image, reasons in decided:
+        variant = image.tags.get(VARIANT_TAG, "")
+        common = dict(image_id=image.image_id, region=image.region, variant=variant, name=image.name,
+                      created=created_at(image), state=image.state)
+        if reasons:
+            plans.append(ImagePlan(**common, fate=Fate.KEEP, reasons=tuple(dict.fromkeys(reasons))))
+            continue
+        ours, stays = [], {}
+        for snapshot in image.snapshot_ids:
+            why = _snapshot_stays(snapshot, image, snapshot_tags, kept_snapshots)
+            if why:
+                stays[snapshot] = why
+            else:
+                ours.append(snapshot)
+        if deprecate_only:
+            plans.append(ImagePlan(**common, fate=Fate.DEPRECATE, reasons=()))
+        else:
+            plans.append(ImagePlan(**common, fate=Fate.DELETE, reasons=(), snapshots=tuple(ours),
+                                   kept_snapshots=stays))
+    return PrunePlan(pipeline, keep, older_than, keep_versions, deprecate_only, now, tuple(plans))
+
+
+def _newest_first(image: Image) -> tuple[float, str]:
+    created = created_at(image)
+    # unknown creation times sort last; they are kept anyway
+    return (-created.timestamp() if created else float("inf"), image.image_id)
+
+
+def _snapshot_stays(snapshot: str, image: Image, tags: Mapping[str, Mapping[str, str]],
+                    kept: set[str]) -> str:
+    if snapshot in kept:
+        return "backs an image that is kept"
+    mine = tags.get(snapshot)
+    if mine is None:
+        return "not found among this account's snapshots"
+    for key in (FINGERPRINT_TAG, PIPELINE_TAG):
+        if not mine.get(key) or mine.get(key) != image.tags.get(key):
+            return f"does not carry the image's {key} tag: not made by amibuild"
+    return ""
+
+
+# ------------------------------------------------------------------------------- gather
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What prune read: the pipeline's images, their snapshots' tags, and what uses which image."""
+
+    images: tuple[Image, ...]
+    in_use: Mapping[str, tuple[str, ...]]
+    snapshot_tags: Mapping[str, Mapping[str, str]]
+    deprecated: Mapping[str, datetime] = field(default_factory=dict)  # image id -> its deprecation time
+
+
+def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: int = DEFAULT_KEEP_VERSIONS,
+           variants: Sequence[str] = (), template: str | None = None) -> Facts:
+    """Read everything `plan_prune` needs, the regions in parallel. Read-only."""
+    path, pattern = name_pattern(pipeline, template)
+
+    def read(region: str) -> tuple[list[tuple[Image, str]], dict[str, list[str]], dict[str, dict[str, str]]]:
+        filters = {"tag-key": [FINGERPRINT_TAG], f"tag:{PIPELINE_TAG}": [pipeline.name]}
+        if variants:
+            filters[f"tag:{VARIANT_TAG}"] = list(variants)
+        found = aws.own_images(region, filters)
+        images = [image for image, _ in found]
+        uses: dict[str, list[str]] = defaultdict(list)
+        for image_id, why in _channel_uses(aws, region, path, pattern, keep_versions):
+            uses[image_id].append(why)
+        for image_id, why in _launch_uses(aws, region):
+            uses[image_id].append(why)
+        for instance_id, state, image_id in aws.instance_images(region, IN_USE_STATES):
+            uses[image_id].append(f"instance {instance_id} {state}")
+        snapshots = aws.snapshot_tags(region, [s for i in images for s in i.snapshot_ids]) if images else {}
+        return found, uses, snapshots
+
+    found = fan_out(list(dict.fromkeys(regions)), read)
+    images = tuple(i for region in found for i, _ in found[region][0])
+    deprecated = {i.image_id: when for region in found for i, text in found[region][0]
+                  if (when := _moment(text)) is not None}
+    in_use: dict[str, list[str]] = defaultdict(list)
+    tags: dict[str, dict[str, str]] = {}
+    for region in found:
+        for image_id, reasons in found[region][1].items():
+            in_use[image_id] += reasons
+        tags.update(found[region][2])
+    return Facts(images, {k: tuple(dict.fromkeys(v)) for k, v in in_use.items()}, tags, deprecated)
+
+
+def _channel_uses(aws: Aws, region: str, path: str, pattern: re.Pattern[str],
+                  keep_versions: int) -> Iterable[tuple[str, str]]:
+    for parameter in aws.parameters_under(path, region):
+        match = pattern.match(parameter.name)
+        label = (f"channel {match.group('channel')} of {match.group('variant')}" if match
+                 else f"parameter {parameter.name}")
+        yield parameter.value, f"{label} current in {region}"
+        if keep_versions <= 0:
+            continue
+        window: list[str] = []
+        for version in reversed(aws.parameter_history(parameter.name, region)):
+            if len(window) >= keep_versions:
+                break
+            if version.value != parameter.value and version.value not in window:
+                window.append(version.value)
+                yield version.value, f"{label} version {version.version} in {region} (rollback window)"
+
+
+def _launch_uses(aws: Aws, region: str) -> Iterable[tuple[str, str]]:
+    templates = {tid: (name, default, latest) for tid, name, default, latest in aws.launch_templates(region)}
+    by_name = {name: tid for tid, (name, _, _) in templates.items()}
+    wanted: dict[str, dict[str, list[str]]] = {tid: {"$Default": ["default version"], "$Latest": ["latest version"]}
+                                               for tid in templates}
+    for group, tid, name, version in aws.auto_scaling_template_refs(region):
+        tid = tid or by_name.get(name, "")
+        if tid in wanted:
+            wanted[tid].setdefault(version, []).append(f"used by Auto Scaling group {group}")
+    for tid, versions in wanted.items():
+        name, default, latest = templates[tid]
+        numbers = {"$Default": default, "$Latest": latest}
+        images = aws.launch_template_image_ids(region, tid, list(versions))
+        for version, whys in versions.items():
+            number = numbers.get(version) or (int(version) if version.isdigit() else 0)
+            if number in images:
+                for why in whys:
+                    yield images[number], f"launch template {tid} ({name}) v{number} {why} in {region}"
+    for name, image_id in aws.launch_configuration_images(region).items():
+        yield image_id, f"launch configuration {name} in {region}"
+
+
+# ------------------------------------------------------------------------------- execute
+
+
+class Done(enum.StrEnum):
+    DELETED = "deleted"
+    DEPRECATED = "deprecated"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one image prune meant to change."""
+
+    image_id: str
+    region: str
+    variant: str
+    status: Done
+    snapshots_deleted: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()  # the image's own failure and any snapshot's
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    plan: PrunePlan
+    outcomes: tuple[Outcome, ...] | None  # None: dry run
+    deprecate_at: datetime | None = None
+
+    @property
+    def failed(self) -> tuple[Outcome, ...]:
+        return tuple(o for o in self.outcomes or () if o.status is Done.FAILED)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.outcomes is None,
+            **self.plan.to_dict(),
+            "deprecate_at": self.deprecate_at.isoformat() if self.deprecate_at else None,
+            "outcomes": None if self.outcomes is None else [plain(o) for o in self.outcomes],
+            "failed": [o.image_id for o in self.failed],
+        }
+
+    def check(self) -> None:
+        """Raise `PruneFailed` naming what could not be deleted."""
+        if self.failed:
+            detail = "; ".join(f"{o.region} {o.image_id}: {' / '.join(o.errors)}" for o in self.failed)
+            raise PruneFailed(f"prune: {len(self.failed)} image(s) not (fully) pruned: {detail}")
+
+
+def deprecation_time(now: datetime) -> datetime:
+    """The next whole minute after `now`, plus one: EC2 rounds to the minute and refuses the past."""
+    return now.replace(second=0, microsecond=0) + timedelta(minutes=2)
+
+
+def execute(aws: Aws, plan: PrunePlan, *, now: datetime | None = None) -> PruneResult:
+    """Carry out the plan: per region (in parallel) image by image; a failure does not stop the rest."""
+    at = deprecation_time(now or datetime.now(timezone.utc)) if plan.deprecate_only else None
+    work: dict[str, list[ImagePlan]] = defaultdict(list)
+    for item in plan.to_change:
+        work[item.region].append(item)
+
+    def region_run(region: str) -> list[Outcome]:
+        outcomes = [_change(aws, item, at) for item in work[region]]
+        return _verify(aws, region, outcomes)
+
+    done = fan_out(sorted(work), region_run)
+    order = {item.image_id: n for n, item in enumerate(plan.to_change)}
+    outcomes = sorted((o for region in done for o in done[region]), key=lambda o: order[o.image_id])
+    return PruneResult(plan, tuple(outcomes), at)
+
+
+def _change(aws: Aws, item: ImagePlan, at: datetime | None) -> Outcome:
+    base = dict(image_id=item.image_id, region=item.region, variant=item.variant)
+    if item.fate is Fate.DEPRECATE:
+        assert at is not None
+        try:
+            aws.deprecate_image(item.region, item.image_id, at)
+        except AmibuildError as exc:
+            return Outcome(**base, status=Done.FAILED, errors=(str(exc),))
+        return Outcome(**base, status=Done.DEPRECATED)
+    try:
+        aws.deregister_image(item.region, item.image_id)
+    except NotFound:
+        pass  # gone already (deregistered by someone else): its snapshots are still ours to delete
+    except AmibuildError as exc:
+        # its snapshots back a registered image: deleting them would fail, and they are needed
+        return Outcome(**base, status=Done.FAILED, errors=(f"not deregistered: {exc}",))
+    deleted, errors = [], []
+    for snapshot in item.snapshots:
+        try:
+            aws.delete_snapshot(item.region, snapshot)
+        except NotFound:
+            deleted.append(snapshot)
+        except AmibuildError as exc:
+            errors.append(f"deregistered, but snapshot {snapshot} not deleted: {exc}")
+        else:
+            deleted.append(snapshot)
+    status = Done.FAILED if errors else Done.DELETED
+    return Outcome(**base, status=status, snapshots_deleted=tuple(deleted), errors=tuple(errors))
+
+
+def _verify(aws: Aws, region: str, outcomes: list[Outcome]) -> list[Outcome]:
+    """Converge, then check: list the images again; one still registered after a deregister failed."""
+    claimed = [o.image_id for o in outcomes if o.status is Done.DELETED]
+    if not claimed:
+        return outcomes
+    try:
+        still = {i.image_id for i in aws.describe_images(region, owners=["self"], filters={"image-id": claimed})
+                 if i.state != "deregistered"}
+    except AmibuildError as exc:
+        return [o if o.status is not Done.DELETED else
+                Outcome(o.image_id, o.region, o.variant, Done.FAILED, o.snapshots_deleted,
+                        (*o.errors, f"could not check that it is gone: {exc}")) for o in outcomes]
+    return [o if o.image_id not in still else
+            Outcome(o.image_id, o.region, o.variant, Done.FAILED, o.snapshots_deleted,
+                    (*o.errors, "still registered after DeregisterImage")) for o in outcomes]
+
+
+# ------------------------------------------------------------------------------- the command
+
+
+# ------------------------------------------------------------------------------- report
+
+
+def report_lines(result: PruneResult) -> Iterable[str]:
+    plan = result.plan
+    age = f", and any younger than {_age_text(plan.older_than)}" if plan.older_than else ""
+    head = (f"prune {plan.pipeline or 'images'}: keep the newest {plan.keep} per variant and region{age}, "
+            f"and every image in use (rollback window: {plan.keep_versions} earlier versions per channel)")
+    yield head + (" — dry run, nothing changed:" if result.outcomes is None else ":")
+    if not plan.images:
+        yield "  no images made by amibuild for this pipeline"
+    verb = "deprecate" if plan.deprecate_only else "delete"
+    last = None
+    for item in plan.images:
+        if (item.region, item.variant) != last:
+            last = (item.region, item.variant)
+            yield f"  {item.region} {item.variant or '(no variant tag)'}"
+        when = item.created.strftime("%Y-%m-%d %H:%M") if item.created else "unknown time"
+        if item.fate is Fate.KEEP:
+            yield f"    keep    {item.image_id}  {when}  {'; '.join(item.reasons)}"
+        else:
+            extra = f"  + {', '.join(item.snapshots)}" if item.snapshots else ""
+            stays = "".join(f"; leaves {s} ({why})" for s, why in item.kept_snapshots.items())
+            yield f"    {verb:7} {item.image_id}  {when}{extra}{stays}"
+    if result.outcomes is None:
+        return
+    for outcome in result.outcomes:
+        if outcome.status is Done.FAILED:
+            yield f"  NOT {verb}d {outcome.region} {outcome.image_id}: {' / '.join(outcome.errors)}"
+        else:
+            snaps = f" and {', '.join(outcome.snapshots_deleted)}" if outcome.snapshots_deleted else ""
+            yield f"  {outcome.status.value} {outcome.region} {outcome.image_id}{snaps}"
+    changed = sum(1 for o in result.outcomes if o.status is not Done.FAILED)
+    when = f" (deprecation at {result.deprecate_at:%Y-%m-%d %H:%M} UTC)" if result.deprecate_at else ""
+    yield (f"summary: {changed} {verb}d{when}, {len(result.failed)} failed, {len(plan.kept)} kept")
+
+
+def _age_text(age: timedelta | None) -> str | None:
+    if age is None:
+        return None
+    hours = int(age.total_seconds() // 3600)
+    if hours % (24 * 7) == 0:
+        return f"{hours // (24 * 7)}w"
+    return f"{hours // 24}d" if hours % 24 == 0 else f"{hours}h"
+

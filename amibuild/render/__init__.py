@@ -1,0 +1,565 @@
+"""Variant → Packer HCL2 files, resolved values and a fingerprint of everything that went in.
+
+`render_variant` is pure: it takes a validated `Variant`, what is known about Packer and the AWS
+target, and the source AMI decision, and returns a `Rendered` value holding every file's text.
+`write` puts a `Rendered` on disk (into a fresh folder, swapped in whole, so a failure never leaves
+a half-written variant). Nothing here calls AWS or runs Packer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import resources
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
+from urllib.parse import urlparse
+
+from amibuild import __version__
+from amibuild import hcl, tags
+from amibuild.errors import SpecError, TemplateError
+from amibuild.spec import Pipeline, Variant, suggest
+
+# Package data: found through importlib.resources, so an installed wheel carries and finds them.
+TEMPLATES = Path(str(resources.files("amibuild.render") / "templates"))
+PROVISION_SCRIPTS = Path(str(resources.files("amibuild.render") / "provision"))
+
+HCL_FILE = "amibuild.pkr.hcl"
+VARS_FILE = "amibuild.auto.pkrvars.hcl"
+RECORD_FILE = "render.json"
+EKS_OWNER = "602401143452"  # the account that publishes the EKS-optimized AMIs
+
+# Packer's amazon-ebs waits (seconds between polls, attempts): a large AMI copy takes a while on AWS,
+# the emulator answers at once.
+AWS_POLLING = (30, 120)
+SANDBOX_POLLING = (1, 30)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where Packer talks to AWS. An endpoint on loopback is the local sandbox."""
+
+    endpoint: str | None = None
+
+    @property
+    def sandbox(self) -> bool:
+        if not self.endpoint:
+            return False
+        host = urlparse(self.endpoint).hostname or ""
+        return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> "Target":
+        return cls(env.get("AWS_ENDPOINT_URL_EC2") or env.get("AWS_ENDPOINT_URL") or None)
+
+
+@dataclass(frozen=True)
+class SourceAmi:
+    """How the build finds its source AMI."""
+
+    how: str  # "pinned" (given), "resolved" (read from SSM now), "lookup" (filter at build time)
+    image_id: str = ""
+    parameter: str = ""  # the public SSM parameter it was (or would be) read from
+    note: str = ""
+
+    @property
+    def known(self) -> bool:
+        return bool(self.image_id)
+
+
+@dataclass(frozen=True)
+class PackerVariable:
+    name: str
+    type: str
+    default: Any
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """Everything `write` puts in build/<variant>/ — the fingerprint covers all of it."""
+
+    variant: Variant
+    files: Mapping[str, str]  # relative path -> text (HCL, var file, shipped scripts)
+    values: Mapping[str, Any]  # resolved Packer variable values
+    sources: Mapping[str, SourceAmi]  # per build region
+    fingerprint: str
+    notes: tuple[str, ...] = ()
+    executable: frozenset[str] = field(default_factory=frozenset)
+
+    def record(self, pipeline: Pipeline, packer_version: str) -> dict[str, Any]:
+        return {
+            "amibuild_version": __version__,
+            "variant": self.variant.name,
+            "fingerprint": self.fingerprint,
+            "packer_version": packer_version,
+            "pipeline": {
+                "file": str(pipeline.source) if pipeline.source else None,
+                "name": pipeline.name,
+                "regions": list(pipeline.regions),
+                "copy_to": list(pipeline.copy_to),
+            },
+            "inputs": self.variant.settings(),
+            "source_ami": {
+                region: {"how": s.how, "image_id": s.image_id, "parameter": s.parameter}
+                for region, s in self.sources.items()
+            },
+            "values": dict(self.values),
+            "files": sorted(self.files),
+            "notes": list(self.notes),
+        }
+
+
+# ------------------------------------------------------------------------------- source AMI
+
+
+def eks_parameter(variant: Variant) -> str:
+    """The public SSM parameter AWS publishes the recommended EKS-optimized image id under."""
+    base = f"/aws/service/eks/optimized-ami/{variant.kubernetes_version}"
+    if variant.os == "al2023":
+        return f"{base}/amazon-linux-2023/{variant.arch}/standard/recommended/image_id"
+    flavour = "amazon-linux-2-arm64" if variant.arch == "arm64" else "amazon-linux-2"
+    return f"{base}/{flavour}/recommended/image_id"
+
+
+def eks_name_filter(variant: Variant) -> str:
+    """An image-name filter that matches the same EKS-optimized images, for a build-time lookup."""
+    k8s = variant.kubernetes_version
+    if variant.os == "al2023":
+        return f"amazon-eks-node-al2023-{variant.arch}-standard-{k8s}-v*"
+    return f"amazon-eks-arm64-node-{k8s}-v*" if variant.arch == "arm64" else f"amazon-eks-node-{k8s}-v*"
+
+
+# ------------------------------------------------------------------------------- variables
+
+
+def template_variables(variant: Variant, pipeline: Pipeline) -> list[PackerVariable]:
+    """The Packer variables of our eks-worker template, with this variant's resolved values."""
+    v = variant
+    image_tags = {tags.PIPELINE: pipeline.name, **pipeline.tags}
+    return [
+        PackerVariable("kubernetes_version", "string", v.kubernetes_version),
+        PackerVariable("arch", "string", v.arch),
+        PackerVariable("instance_type", "string", v.effective_instance_type),
+        PackerVariable("volume_size", "number", v.volume_size),
+        PackerVariable("volume_type", "string", v.volume_type),
+        PackerVariable("encrypted", "bool", v.encrypted),
+        PackerVariable("kms_key_id", "string", v.kms_key_id),
+        PackerVariable("subnet_id", "string", v.subnet_id),
+        PackerVariable("security_group_id", "string", v.security_group_id),
+        PackerVariable("associate_public_ip_address", "bool", v.associate_public_ip_address),
+        PackerVariable("iam_instance_profile", "string", ""),
+        PackerVariable("ssh_username", "string", "ec2-user"),
+        PackerVariable("ssh_interface", "string", ""),
+        PackerVariable("source_amis", "map(string)", {}),  # build region -> source AMI, when known
+        PackerVariable("source_ami_filter_name", "string", eks_name_filter(v)),
+        PackerVariable("source_ami_owners", "list(string)", [EKS_OWNER]),
+        PackerVariable("ami_name_prefix", "string", f"{pipeline.name}-{v.name}-{v.kubernetes_version}-{v.arch}"),
+        PackerVariable(
+            "ami_description",
+            "string",
+            v.description or f"EKS {v.kubernetes_version} {v.os} {v.arch} worker, variant {v.name}, built by amibuild",
+        ),
+        PackerVariable("ami_regions", "list(string)", list(pipeline.target_regions)),
+        PackerVariable("ami_users", "list(string)", list(pipeline.ami_users)),
+        PackerVariable("tags", "map(string)", image_tags),
+        PackerVariable("run_tags", "map(string)", {}),
+        # set per build run (not rendered: a run id must not change the fingerprint)
+        PackerVariable("provenance_tags", "map(string)", {}),
+        PackerVariable("amibuild_run_id", "string", ""),
+        PackerVariable("extra_packages", "list(string)", list(v.extra_packages)),
+        PackerVariable("extra_repos", "list(string)", [f"{r.name}|{r.baseurl}|{r.gpgkey}" for r in v.repos]),
+        PackerVariable("http_proxy", "string", v.proxy.http),
+        PackerVariable("https_proxy", "string", v.proxy.https),
+        PackerVariable("no_proxy", "string", effective_no_proxy(v.proxy.no_proxy) if v.proxy else v.proxy.no_proxy),
+    ]
+
+
+# Always bypassed by a baked-in proxy: loopback, the instance metadata service and the ECS/EKS
+# Pod Identity agent address, and the VPC-internal DNS names.
+NO_PROXY_ALWAYS = ("localhost", "127.0.0.1", "169.254.169.254", "169.254.170.2", ".internal")
+
+
+def effective_no_proxy(user: str) -> str:
+    entries = [e.strip() for e in user.split(",") if e.strip()]
+    return ",".join(dict.fromkeys([*entries, *NO_PROXY_ALWAYS]))
+
+
+def apply_packer_vars(
+    variables: Sequence[PackerVariable], variant: Variant, *, sources: Mapping[str, SourceAmi]
+) -> dict[str, Any]:
+    """The final value of every template variable: template default ← variant's extra vars.
+
+    An unknown name is refused here, naming the flag or file it came from.
+    """
+    values = {var.name: var.default for var in variables}
+    values.update(user_values(variant, {var.name: var.type for var in variables}))
+    if all(s.known for s in sources.values()):
+        values["source_amis"] = {region: s.image_id for region, s in sorted(sources.items())}
+    return values
+
+
+def user_values(variant: Variant, types: Mapping[str, str]) -> dict[str, Any]:
+    """The variant's further Packer variables, typed; an unknown name is refused, naming its origin."""
+    out = {}
+    for name, raw in variant.packer_vars.items():
+        where = variant.origins.get(name, f"--var {name}")
+        if name not in types:
+            raise SpecError(f"{where}: unknown Packer variable `{name}`{suggest(name, types)}; "
+                            f"the template's variables are listed in build/{variant.name}/{HCL_FILE}")
+        out[name] = _coerce(raw, types[name], where)
+    return out
+
+
+def _coerce(raw: Any, type_: str, where: str) -> Any:
+    if type_ == "number":
+        if isinstance(raw, bool):
+            raise SpecError(f"{where}: expected a number, got {raw!r}")
+        try:
+            return int(str(raw)) if str(raw).lstrip("-").isdigit() else float(str(raw))
+        except ValueError:
+            raise SpecError(f"{where}: expected a number, got {raw!r}") from None
+    if type_ == "bool":
+        text = str(raw).lower()
+        if isinstance(raw, bool) or text in ("true", "false"):
+            return raw if isinstance(raw, bool) else text == "true"
+        raise SpecError(f"{where}: expected true or false, got {raw!r}")
+    if type_.startswith("list"):
+        if isinstance(raw, list):
+            return [str(x) for x in raw]
+        return [x for x in (s.strip() for s in str(raw).split(",")) if x]
+    if type_.startswith("map"):
+        if not isinstance(raw, dict):
+            raise SpecError(f"{where}: expected a map, e.g. {{ key = \"value\" }} in a var-file")
+        return {str(k): str(v) for k, v in raw.items()}
+    if isinstance(raw, (list, dict)):
+        raise SpecError(f"{where}: expected a string, got a {type(raw).__name__}")
+    return str(raw).lower() if isinstance(raw, bool) else str(raw)
+
+
+# ------------------------------------------------------------------------------- provisioners
+
+
+@dataclass(frozen=True)
+class Step:
+    """One of our provisioning steps: a script shipped into build/<variant>/scripts/."""
+
+    script: str  # file name under amibuild/render/provision/
+    env: tuple[tuple[str, str], ...]  # NAME -> HCL expression
+    needed: bool
+
+
+def provisioning_steps(variant: Variant, values: Mapping[str, Any]) -> list[Step]:
+    return [
+        Step("configure-proxy.sh", (
+            ("AMIBUILD_HTTP_PROXY", "var.http_proxy"),
+            ("AMIBUILD_HTTPS_PROXY", "var.https_proxy"),
+            ("AMIBUILD_NO_PROXY", "var.no_proxy"),
+        ), bool(values["http_proxy"] or values["https_proxy"])),
+        Step("add-repos.sh", (("AMIBUILD_REPOS", 'join("\\n", var.extra_repos)'),), bool(values["extra_repos"])),
+        Step("install-packages.sh", (("AMIBUILD_EXTRA_PACKAGES", 'join(" ", var.extra_packages)'),),
+             bool(values["extra_packages"])),
+    ]
+
+
+EXECUTE = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}'"
+
+
+def provisioner_blocks(variant: Variant, values: Mapping[str, Any], *, sandbox: bool) -> tuple[list[hcl.Block], dict[str, str]]:
+    """Our provisioner blocks (in order) and the files they need shipped beside the template.
+
+    In the sandbox there is no instance to connect to (`communicator = "none"`): each step becomes a
+    `shell-local` that says what would have run, so the build log still shows the plan.
+    """
+    blocks: list[hcl.Block] = []
+    shipped: dict[str, str] = {}
+    for step in provisioning_steps(variant, values):
+        if not step.needed:
+            continue
+        shipped[f"scripts/{step.script}"] = _read(PROVISION_SCRIPTS / step.script)
+        if sandbox:
+            blocks.append(_sandbox_echo(step.script, step.env))
+            continue
+        block = hcl.Block("provisioner", ("shell",))
+        block.attr("script", hcl.template([hcl.Expr("path.root"), f"/scripts/{step.script}"]))
+        block.attr("execute_command", EXECUTE)
+        block.attr("environment_vars", [hcl.template([f"{name}=", hcl.Expr(expr)]) for name, expr in step.env])
+        blocks.append(block)
+    for index, script in enumerate(variant.scripts, start=1):
+        name = f"scripts/user-{index:02d}-{script.name}"
+        shipped[name] = _read(script)
+        if sandbox:
+            blocks.append(_sandbox_echo(Path(name).name, ()))
+            continue
+        block = hcl.Block("provisioner", ("shell",))
+        block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{name}"]))
+        block.attr("execute_command", EXECUTE)
+        blocks.append(block)
+    if blocks and not sandbox:
+        cleanup = hcl.Block("provisioner", ("shell",))
+        cleanup.attr("inline", [
+            "sudo yum clean all 2>/dev/null || sudo dnf clean all",
+            "sudo rm -rf /var/cache/yum /var/cache/dnf /tmp/amibuild-*",
+        ])
+        blocks.append(cleanup)
+    return blocks, shipped
+
+
+def _sandbox_echo(script: str, env: Sequence[tuple[str, str]]) -> hcl.Block:
+    parts: list[Any] = [f"printf '%s\\n' 'amibuild sandbox: no instance to connect to; would run {script}"]
+    for name, expr in env:
+        parts += [f" {name}=", hcl.Expr(expr)]
+    parts.append("'")
+    block = hcl.Block("provisioner", ("shell-local",))
+    block.attr("inline", hcl.Expr(f"[{hcl.template(parts).text}]"))
+    return block
+
+
+# ------------------------------------------------------------------------------- rendering
+
+
+def render_variant(
+    pipeline: Pipeline,
+    variant: Variant,
+    *,
+    uses_plugins: bool,
+    target: Target,
+    sources: Mapping[str, SourceAmi],
+    upstream: Any = None,
+) -> Rendered:
+    """All files of one variant, their values and fingerprint. Pure."""
+    notes: list[str] = []
+    if variant.base == "upstream":
+        templates, values, shipped, extra_notes = render_upstream(
+            upstream, pipeline, variant, uses_plugins=uses_plugins, target=target, sources=sources)
+        notes += extra_notes
+    else:
+        variables = template_variables(variant, pipeline)
+        values = apply_packer_vars(variables, variant, sources=sources)
+        provisioners, shipped = provisioner_blocks(variant, values, sandbox=target.sandbox)
+        delay, attempts = SANDBOX_POLLING if target.sandbox else AWS_POLLING
+        text = render_template(
+            "eks-worker.pkr.hcl.j2",
+            amibuild_version=__version__,
+            variant=variant.name,
+            os_label="Amazon Linux 2023" if variant.os == "al2023" else "Amazon Linux 2",
+            uses_plugins=uses_plugins,
+            variables=[hcl.dumps([_variable_block(v)]).rstrip("\n") for v in variables],
+            build_regions=list(pipeline.regions),
+            sources=[f"source.amazon-ebs.{r}" for r in pipeline.regions],
+            endpoint=target.endpoint,
+            sandbox=target.sandbox,
+            skip_region_validation=bool(target.endpoint),
+            pinned_source=all(s.known for s in sources.values()),
+            polling_delay=delay,
+            polling_attempts=attempts,
+            provisioners=[_indent(hcl.dumps([b]).rstrip("\n"), "  ") for b in provisioners],
+            manifest=_indent(hcl.dumps([manifest_block(variant.name)]).rstrip("\n"), "  "),
+        )
+        templates = {HCL_FILE: text}
+    if not uses_plugins:
+        notes.append("Packer < 1.7: no required_plugins block and no metadata_options (IMDSv2 on the "
+                     "build instance); upgrade Packer to get them")
+    if target.sandbox:
+        notes.append("sandbox build (loopback endpoint): communicator \"none\"; provisioners that need a "
+                     "connection to the instance are shown, not run")
+    notes.extend(s.note for s in sources.values() if s.note)
+    var_text = hcl.dumps([hcl.Attr(k, v) for k, v in sorted(values.items()) if k not in _BUILD_TIME_VARS],
+                         header=f"Resolved values for variant \"{variant.name}\", written by amibuild {__version__}.")
+    files = {**templates, VARS_FILE: var_text, **shipped}
+    executable = frozenset(name for name in shipped if name.endswith(".sh"))
+    return Rendered(
+        variant=variant,
+        files=MappingProxyType(files),
+        values=MappingProxyType(values),
+        sources=MappingProxyType(dict(sources)),
+        fingerprint=fingerprint(files, values),
+        notes=tuple(notes),
+        executable=executable,
+    )
+
+
+_BUILD_TIME_VARS = frozenset({"provenance_tags", "amibuild_run_id"})
+
+
+# The upstream template's variables that take our settings: name -> (our field, value). Fields
+# marked None always apply; the others only when the pipeline or a flag set them, so upstream's
+# own defaults (e.g. its volume type) stand otherwise.
+UPSTREAM_VARS: dict[str, tuple[str | None, Any]] = {
+    "kubernetes_version": (None, lambda v, p: v.kubernetes_version),
+    "arch": (None, lambda v, p: v.arch),
+    "instance_type": (None, lambda v, p: v.effective_instance_type),
+    "aws_region": (None, lambda v, p: p.build_region),
+    "ami_name": (None, lambda v, p: f"{p.name}-{v.name}-{v.kubernetes_version}-{v.arch}-{{{{timestamp}}}}"),
+    "ami_regions": (None, lambda v, p: ",".join(r for r in p.target_regions if r != p.build_region)),
+    "ami_users": (None, lambda v, p: ",".join(p.ami_users)),
+    "encrypted": ("encrypted", lambda v, p: str(v.encrypted).lower()),
+    "kms_key_id": ("kms_key_id", lambda v, p: v.kms_key_id),
+    "subnet_id": ("subnet_id", lambda v, p: v.subnet_id),
+    "security_group_id": ("security_group_id", lambda v, p: v.security_group_id),
+    "associate_public_ip_address": ("associate_public_ip_address",
+                                    lambda v, p: str(v.associate_public_ip_address).lower()),
+    "volume_type": ("volume_type", lambda v, p: v.volume_type),
+    "volume_size": ("volume_size", lambda v, p: str(v.volume_size)),
+    "launch_block_device_mappings_volume_size": ("volume_size", lambda v, p: str(v.volume_size)),
+}
+# amibuild's own variables, declared beside the converted upstream template
+OWN_VARS = ("tags", "provenance_tags", "amibuild_run_id", "extra_packages", "extra_repos",
+            "http_proxy", "https_proxy", "no_proxy")
+OWN_VARS_FILE = "amibuild-variables.pkr.hcl"
+
+
+def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses_plugins: bool, target: Target,
+                    sources: Mapping[str, SourceAmi]) -> tuple[dict[str, str], dict[str, Any], dict[str, str], list[str]]:
+    """The upstream eks-worker-al2 template as HCL2 with our provisioners: (files, values, shipped, notes)."""
+    from amibuild.render import upstream
+
+    if len(pipeline.regions) > 1:
+        raise SpecError(f"variant {variant.name}: the upstream base builds in one region; "
+                        "list one in pipeline.regions and the rest in copy_to")
+    ours = [var for var in template_variables(variant, pipeline) if var.name in OWN_VARS]
+    # only what we set goes into the var file; upstream's own defaults stay in its variable blocks
+    declared = template.variables
+    values: dict[str, Any] = {}
+    for name, (field_name, setting) in UPSTREAM_VARS.items():
+        if name in declared and (field_name is None or variant.origins.get(field_name, "defaults") != "defaults"):
+            values[name] = setting(variant, pipeline)
+    source = sources.get(pipeline.build_region)
+    if source is not None and source.known and "source_ami_id" in declared:
+        values["source_ami_id"] = source.image_id
+    types = {name: "string" for name in declared} | {var.name: var.type for var in ours}
+    values.update({var.name: var.default for var in ours})
+    values.update(user_values(variant, types))
+    missing = sorted(name for name, default in declared.items() if default is None and values.get(name) is None)
+    if missing:
+        raise SpecError(f"variant {variant.name}: the upstream template needs a value for "
+                        f"{', '.join(missing)}; pass --var {missing[0]}=... (or set it in the variant's vars)")
+    provisioners, shipped = provisioner_blocks(variant, values, sandbox=target.sandbox)
+    overrides: dict[str, Any] = {}
+    original = {getattr(item, "key", None): item.value for item in template.source if isinstance(item, hcl.Attr)}
+    for key in ("tags", "snapshot_tags"):
+        base = hcl.value(original[key], "  ") if key in original else "{}"
+        overrides[key] = hcl.Expr(f"merge({base}, var.tags, var.provenance_tags)")
+    if target.endpoint:
+        overrides["custom_endpoint_ec2"] = target.endpoint
+        overrides["skip_region_validation"] = True
+    if target.sandbox:
+        overrides.update(communicator="none", ssh_username=None, ssh_pty=None, ssh_interface=None)
+        overrides["aws_polling"] = hcl.Block("aws_polling", (), [
+            hcl.Attr("delay_seconds", SANDBOX_POLLING[0]), hcl.Attr("max_attempts", SANDBOX_POLLING[1])])
+    packer_block = None
+    if uses_plugins:
+        packer_block = hcl.Block("packer")
+        packer_block.attr("required_version", ">= 1.7.0")
+        packer_block.block("required_plugins").attr("amazon", {"version": ">= 1.2.0", "source": "github.com/hashicorp/amazon"})
+    text = upstream.hcl_document(
+        template, source_name=pipeline.build_region, source_overrides=overrides,
+        extra_provisioners=provisioners, post_processors=[manifest_block(variant.name)],
+        drop_remote_provisioners=target.sandbox, packer_block=packer_block,
+    )
+    own = hcl.dumps([_variable_block(var) for var in ours],
+                    header=f"amibuild's own variables for variant \"{variant.name}\" (upstream base).")
+    notes = [f"upstream base: {template.root} ({template.layout} layout); our provisioners run after its worker install"]
+    return {HCL_FILE: text, OWN_VARS_FILE: own}, values, shipped, notes
+
+
+def manifest_block(variant_name: str) -> hcl.Block:
+    """The manifest post-processor every build ends with; custom_data ties it to the run."""
+    block = hcl.Block("post-processor", ("manifest",))
+    block.attr("output", hcl.template([hcl.Expr("path.root"), "/manifest.json"]))
+    block.attr("strip_path", True)
+    block.attr("custom_data", {"variant": variant_name, "amibuild_run_id": hcl.Expr("var.amibuild_run_id")})
+    return block
+
+
+def fingerprint(files: Mapping[str, str], values: Mapping[str, Any]) -> str:
+    """sha256 over every file (name and text) and the resolved values, source AMI included."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    digest.update(json.dumps(dict(values), sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _environment():
+    import jinja2  # keep `invoke --list` fast
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("amibuild.render", "templates"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["q"] = hcl.quote
+    env.filters["hcl"] = lambda value: hcl.value(value, "  ")
+    return env
+
+
+def render_template(name: str, **context: Any) -> str:
+    import jinja2
+
+    try:
+        return _environment().get_template(name).render(**context)
+    except jinja2.TemplateError as exc:
+        where = f"{TEMPLATES / name}"
+        line = getattr(exc, "lineno", None)
+        raise TemplateError(f"{where}{':' + str(line) if line else ''}: {exc}") from exc
+
+
+def _variable_block(var: PackerVariable) -> hcl.Block:
+    block = hcl.Block("variable", (var.name,))
+    block.attr("type", hcl.Expr(var.type)).attr("default", var.default)
+    return block
+
+
+def _indent(text: str, prefix: str) -> str:
+    return "\n".join(prefix + line if line else line for line in text.splitlines())
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read the script ({exc.strerror})") from exc
+
+
+# ------------------------------------------------------------------------------- writing
+
+
+def write(rendered: Rendered, out_dir: Path, record: Mapping[str, Any]) -> Path:
+    """Write one variant's files into out_dir/<variant>/, replacing what was there as a whole."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / rendered.variant.name
+    staging = Path(tempfile.mkdtemp(prefix=f".{rendered.variant.name}-", dir=out_dir))
+    try:
+        for name, text in rendered.files.items():
+            path = staging / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            if name in rendered.executable:
+                path.chmod(0o755)
+        (staging / RECORD_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        # keep build logs and records of earlier runs that live beside the rendered files
+        if final.exists():
+            for keep in ("packer.log", "manifest.json"):
+                if (final / keep).exists():
+                    shutil.copy2(final / keep, staging / keep)
+            old = final.with_name(f".{final.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            final.rename(old)
+            staging.rename(final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            staging.rename(final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Send the build instance's, and later the node's, outbound HTTP(S) through a proxy.
+#
+# Packer's shell provisioner passes configuration only through the environment:
+#   AMIBUILD_HTTP_PROXY   proxy URL for http:// traffic (http:// or https://; may be empty)
+#   AMIBUILD_HTTPS_PROXY  proxy URL for https:// traffic (http:// or https://; may be empty)
+#   AMIBUILD_NO_PROXY     comma-separated hosts, domains, IPs or CIDRs that bypass the proxy
+#   AMIBUILD_ROOT         prefix for every path touched (empty on a real build; tests use a temp dir)
+#
+# With both proxies empty nothing is touched. Otherwise the script sets proxy= in the [main]
+# section of yum.conf / dnf.conf (whichever exist), the six proxy variables in /etc/environment,
+# and systemd drop-ins for containerd, docker and kubelet, then reloads systemd so later
+# provisioners (image pulls, say) already go through the proxy. Variables left empty are not
+# written. All input is checked before anything is written. Proxy URLs may carry credentials, so
+# progress lines never print them and error messages mask the user-info part.
+# The script is self-contained (Packer uploads each provisioner script on its own), hence the
+# small helpers repeated across amibuild/render/provision/. Amazon Linux 2 runs bash 4.2, where expanding
+# an empty "${array[@]}" under `set -u` is an error, so arrays here are never empty when expanded.
+set -euo pipefail
+# Bracket ranges such as [A-Z] only mean ASCII letters in the C locale.
+export LC_ALL=C
+umask 022
+
+log() { printf 'amibuild: %s\n' "$*"; }
+die() { printf 'amibuild: error: %s\n' "$*" >&2; exit 1; }
+# Quote a value for a message; control characters are shown escaped rather than sent to the log.
+show() { if [[ $1 == *[[:cntrl:]]* ]]; then printf '%q' "$1"; else printf "'%s'" "$1"; fi; }
+
+# http://user:secret@host:3128 -> http://***@host:3128
+redact() {
+    local re='^([A-Za-z]+://)[^/]*@(.*)$'
+    if [[ $1 =~ $re ]]; then
+        printf '%s***@%s' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
+    else
+        printf '%s' "$1"
+    fi
+}
+
+# An http(s) URL with a host part and nothing that could end a line or a quoted value in the
+# files written below.
+valid_url() {
+    local url=$1
+    [[ $url == http://?* || $url == https://?* ]] || return 1
+    [[ $url != *[[:space:][:cntrl:]\'\"\\\`]* ]]
+}
+
+root="${AMIBUILD_ROOT:-}"
+if [[ -n $root && $root != /* ]]; then
+    die "AMIBUILD_ROOT must be empty or an absolute path, got $(show "$root")"
+fi
+
+want_http="${AMIBUILD_HTTP_PROXY:-}"
+want_https="${AMIBUILD_HTTPS_PROXY:-}"
+want_no_proxy="${AMIBUILD_NO_PROXY:-}"
+
+if [[ -z $want_http && -z $want_https ]]; then
+    log "no proxy requested"
+    exit 0
+fi
+
+for var in AMIBUILD_HTTP_PROXY AMIBUILD_HTTPS_PROXY; do
+    url="${!var:-}"
+    if [[ -n $url ]] && ! valid_url "$url"; then
+        die "${var} must be an http(s) URL without spaces, quotes, backslashes or backticks, got $(show "$(redact "$url")")"
+    fi
+done
+
+# Host names, *.wildcards, .domains, IPv4/IPv6 addresses and CIDRs, optional :port. Empty items
+# (a trailing comma, say) are dropped so the list written out is canonical.
+no_proxy_entry_re='^[][A-Za-z0-9._*:/-]+$'
+bypass=""
+rest="$want_no_proxy"
+while [[ -n $rest ]]; do
+    entry="${rest%%,*}"
+    if [[ $rest == *,* ]]; then rest="${rest#*,}"; else rest=""; fi
+    [[ -z $entry ]] && continue
+    [[ $entry =~ $no_proxy_entry_re ]] \
+        || die "AMIBUILD_NO_PROXY entry $(show "$entry") is not a host, domain, address or CIDR"
+    bypass="${bypass:+${bypass},}${entry}"
+done
+
+# NAME=value pairs in the order they are written; empty values are left out.
+settings=()
+for name in HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy https_proxy no_proxy; do
+    case "$name" in
+        HTTP_PROXY | http_proxy) value=$want_http ;;
+        HTTPS_PROXY | https_proxy) value=$want_https ;;
+        *) value=$bypass ;;
+    esac
+    if [[ -n $value ]]; then
+        settings+=("${name}=${value}")
+    fi
+done
+
+# Set key=value in the [main] section of an ini-style file. The line goes straight after the
+# first [main] header and every other key= line in [main] is dropped, so a second run changes
+# nothing and an old value never survives next to the new one.
+set_main_option() {
+    local file=$1 key=$2 value=$3
+    local line section="" placed=0
+    local key_re="^[[:space:]]*${key}[[:space:]]*="
+    local header_re='^[[:space:]]*\[([^]]*)\]'
+    local -a out=()
+    while IFS= read -r line || [[ -n $line ]]; do
+        if [[ $line =~ $header_re ]]; then
+            section=${BASH_REMATCH[1]}
+            out+=("$line")
+            if [[ $section == main ]] && (( ! placed )); then
+                out+=("${key}=${value}")
+                placed=1
+            fi
+        elif [[ $section == main && $line =~ $key_re ]]; then
+            continue
+        else
+            out+=("$line")
+        fi
+    done <"$file"
+    if (( ! placed )); then
+        out+=("[main]" "${key}=${value}")
+    fi
+    printf '%s\n' "${out[@]}" >"$file"
+}
+
+pkg_proxy=${want_https:-$want_http}
+for conf in "${root}/etc/yum.conf" "${root}/etc/dnf/dnf.conf"; do
+    if [[ -f $conf ]]; then
+        set_main_option "$conf" proxy "$pkg_proxy"
+        log "set proxy in ${conf}"
+    fi
+done
+
+# /etc/environment: drop every existing line for the six names, keep the rest, append ours.
+env_file="${root}/etc/environment"
+env_re='^[[:space:]]*(export[[:space:]]+)?(HTTP_PROXY|HTTPS_PROXY|NO_PROXY|http_proxy|https_proxy|no_proxy)='
+env_lines=()
+if [[ -f $env_file ]]; then
+    while IFS= read -r line || [[ -n $line ]]; do
+        [[ $line =~ $env_re ]] || env_lines+=("$line")
+    done <"$env_file"
+else
+    mkdir -p -- "${root}/etc"
+fi
+env_lines+=("${settings[@]}")
+printf '%s\n' "${env_lines[@]}" >"$env_file"
+log "set proxy variables in ${env_file}"
+
+# systemd expands %-specifiers inside Environment= values, so a literal % (percent-encoded
+# credentials) must be doubled there.
+dropin=("[Service]")
+for setting in "${settings[@]}"; do
+    dropin+=("Environment=\"${setting//%/%%}\"")
+done
+for unit in containerd docker kubelet; do
+    dir="${root}/etc/systemd/system/${unit}.service.d"
+    mkdir -p -- "$dir"
+    printf '%s\n' "${dropin[@]}" >"${dir}/http-proxy.conf"
+    log "wrote ${dir}/http-proxy.conf"
+done
+
+if command -v systemctl >/dev/null 2>&1; then
+    systemctl daemon-reload
+    log "reloaded systemd units"
+else
+    log "systemctl not on PATH; skipped daemon-reload"
+fi
