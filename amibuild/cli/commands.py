@@ -149,10 +149,12 @@ def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = 
     version, uses_plugins, note = packer_version(options, packer)
     target = Target.from_env()
     upstreams = _upstreams(pipeline, options)
+    binaries = upstream_binaries(pipeline, upstreams, aws if resolve else None)
     sources = resolve_sources(pipeline, aws if resolve else None, strict=strict)
     rendered = [
         render_mod.render_variant(pipeline, variant, uses_plugins=uses_plugins, target=target,
-                                  sources=sources[variant.name], upstream=upstreams.get(variant.name))
+                                  sources=sources[variant.name], upstream=upstreams.get(variant.name),
+                                  upstream_binaries=binaries.get(variant.name))
         for variant in pipeline.variants
     ]
     return Prepared(pipeline, rendered, version, [note] if note else [])
@@ -187,15 +189,30 @@ def _upstreams(pipeline: spec.Pipeline, options: Options) -> dict[str, object]:
     from amibuild.render import upstream
 
     cache = Path(options.cache_dir or os.environ.get("AMIBUILD_CACHE") or Path.home() / ".cache" / "amibuild") / "upstream"
-    loaded: dict[tuple[str, str], object] = {}
+    roots: dict[tuple[str, str], Path] = {}
+    loaded: dict[tuple[Path, str, str], object] = {}
     out = {}
     for variant in needed:
         key = (variant.upstream, variant.upstream_ref)
-        if key not in loaded:
-            root = upstream.fetch(variant.upstream, variant.upstream_ref or None, cache)
-            loaded[key] = upstream.load(root)
-        out[variant.name] = loaded[key]
+        if key not in roots:
+            roots[key] = upstream.fetch(variant.upstream, variant.upstream_ref or None, cache)
+        # the os picks the template, the Kubernetes minor its variables-1.N.json
+        minor = ".".join(variant.kubernetes_version.split(".")[:2])
+        template_key = (roots[key], variant.os, minor)
+        if template_key not in loaded:
+            loaded[template_key] = upstream.load(roots[key], os_family=variant.os, k8s=minor)
+        out[variant.name] = loaded[template_key]
     return out
+
+
+def upstream_binaries(pipeline: spec.Pipeline, upstreams: dict[str, object], aws) -> dict[str, object]:
+    """Variant -> the Kubernetes binaries its upstream build installs (pinned, or listed in S3)."""
+    from amibuild.render.upstream import binaries
+
+    return {
+        v.name: binaries.resolve(v, upstreams[v.name].variables, aws)  # type: ignore[attr-defined]
+        for v in pipeline.variants if v.name in upstreams
+    }
 
 
 @dataclass
