@@ -74,9 +74,6 @@ def resolve(variant: Any, variables: Mapping[str, Any], aws: Any) -> Binaries:
     if date and not _DATE.match(date):
         raise SpecError(f"{where_date}: kubernetes_build_date {date!r} must look like YYYY-MM-DD, e.g. 2024-09-11")
     patch = _PATCH.match(k8s)
-    if date and not patch:
-        raise SpecError(f"{where_date}: a build date needs a full Kubernetes version too: "
-                        f"--k8s {k8s}.P (the P of the release built on {date})")
     if patch and date:
         return Binaries(k8s, date, "pinned", f"Kubernetes binaries pinned: {k8s}/{date}")
     minor = ".".join(k8s.split(".")[:2])
@@ -90,17 +87,37 @@ def resolve(variant: Any, variables: Mapping[str, Any], aws: Any) -> Binaries:
             f"--k8s {example} --var kubernetes_build_date=YYYY-MM-DD"
         )
     try:
-        version = k8s if patch else newest(aws.list_eks_binaries(bucket, region, f"{minor}."), minor)
-        if version is None:
+        if patch:
+            versions = [k8s]
+        else:
+            versions = sorted(
+                (v for v in aws.list_eks_binaries(bucket, region, f"{minor}.") if newest([v], minor)),
+                key=_version_key, reverse=True,
+            )
+        if not versions:
             raise SpecError(f"{where_k8s}: s3://{bucket} ({region}) holds no Kubernetes {minor}.P binaries: "
                             "pick another version, or set binary_bucket_name / binary_bucket_region")
-        build_date = newest_date(aws.list_eks_binaries(bucket, region, f"{version}/"))
+        version, build_date = versions[0], None
+        for candidate in versions if date else versions[:1]:
+            dates = aws.list_eks_binaries(bucket, region, f"{candidate}/")
+            if not date:
+                build_date = newest_date(dates)
+            elif date in dates:  # a pinned date: the newest release built that day
+                version, build_date = candidate, date
+                break
     except NotFound as exc:
         raise SpecError(f"variant {variant.name}: cannot list s3://{bucket} in {region} ({exc}); "
                         "check binary_bucket_name / binary_bucket_region") from exc
+    if build_date is None and date:
+        raise SpecError(f"{where_date}: s3://{bucket} ({region}) holds no Kubernetes {k8s} build of {date}: "
+                        "check the date, or leave kubernetes_build_date out to take the newest")
     if build_date is None:
         raise SpecError(f"{where_k8s}: s3://{bucket} ({region}) holds no build of Kubernetes {version}: "
                         "pick another version")
-    return Binaries(version, build_date, "listed",
-                    f"Kubernetes binaries: newest {minor} in s3://{bucket} is {version}/{build_date}"
-                    if not patch else f"Kubernetes binaries: newest build of {version} in s3://{bucket} is {build_date}")
+    if date:
+        what = f"newest {minor} release built on {date}"
+    elif patch:
+        what = f"newest build of {version}"
+    else:
+        what = f"newest {minor} release"
+    return Binaries(version, build_date, "listed", f"Kubernetes binaries: {what} in s3://{bucket} is {version}/{build_date}")
