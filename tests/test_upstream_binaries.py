@@ -153,3 +153,14 @@ def test_metadata_options_stay_for_packer_17_and_go_with_a_note_for_16(tmp_path:
 def test_a_null_in_the_users_var_file_is_set_to_null(tmp_path: Path) -> None:
     _, var_text, _ = render_upstream(tmp_path, uses_plugins=False, var_file="ami_description = null\n")
     assert hcl.loads(var_text)["ami_description"] is None
+
+
+def test_the_build_policy_lets_an_upstream_pipeline_list_the_binaries_bucket_and_nothing_more() -> None:
+    from amibuild.lifecycle import iam
+
+    upstream = spec.load(None, spec.Overrides(base="upstream", upstream="x"))
+    listed = [s for s in iam.policy("build", upstream)["Statement"] if "s3:ListBucket" in s["Action"]]
+    assert [s["Resource"] for s in listed] == [["arn:aws:s3:::amazon-eks"]]
+    mirror = spec.load(None, spec.Overrides(base="upstream", upstream="x", variables=("binary_bucket_name=mirror",)))
+    assert "arn:aws:s3:::mirror" in str(iam.policy("build", mirror))
+    assert "s3:" not in str(iam.policy("build", spec.load(None, spec.Overrides())))
