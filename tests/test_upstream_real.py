@@ -25,6 +25,7 @@ from amibuild import hcl
 from amibuild.cli import commands
 from amibuild.errors import SpecError, UpstreamError
 from amibuild.render.upstream import binaries as binaries_mod
+from amibuild.render.upstream import hcl_document as upstream_document
 from amibuild.render.upstream import load
 from amibuild.sandbox import upstream as seed
 from amibuild.spec import Overrides
@@ -75,11 +76,18 @@ def checkouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             tar.extractall(base / ref, filter="data")
         inner = [p for p in (base / ref).iterdir() if p.is_dir()]
         out[ref] = inner[0] if len(inner) == 1 else base / ref
+    # The 2024-06 snapshot leaves out nodeadm/ (its AL2023 template uploads it): a copy with an
+    # empty folder in its place stands in for a full checkout of that tag.
+    if "v20240615" in out:
+        full = base / "v20240615-with-nodeadm"
+        shutil.copytree(out["v20240615"], full, symlinks=True)
+        (full / "nodeadm").mkdir()
+        out["v20240615-al2023"] = full
     return out
 
 
 def checkout_of(checkouts: dict[str, Path], snapshot: str) -> Path:
-    return checkouts[snapshot.split("-")[0]]
+    return checkouts.get(snapshot) or checkouts[snapshot.split("-")[0]]
 
 
 def options(root: Path, os_family: str, k8s: str, build_dir: Path, *, pipeline: Path | None = None,
@@ -137,8 +145,39 @@ def test_each_snapshot_renders_with_resolved_binaries_and_passes_packer_16(
 def test_the_al2_only_root_layout_and_al2023_only_head_say_which_os_they_hold(checkouts: dict[str, Path]) -> None:
     with pytest.raises(UpstreamError, match=r"no al2 template .*removed .*2026-03.*--os al2023"):
         load(checkouts["81fec2e8"], os_family="al2")
-    with pytest.raises(UpstreamError, match=r"no al2023 template, only al2: use --os al2"):
+    with pytest.raises(UpstreamError, match=r"no al2023 template, only al2: use --os al2 .*a newer --upstream-ref"):
         load(checkouts["v20240117"], os_family="al2023")
+
+
+def test_the_last_root_layout_takes_the_makefiles_per_version_defaults(checkouts: dict[str, Path]) -> None:
+    # its Makefile sets docker_version ?= none from Kubernetes 1.25 on; the variables file says 20.10.*
+    root = checkouts["v20240117"]
+    assert load(root, k8s="1.29").variables["docker_version"] == "none"
+    assert load(root, k8s="1.24").variables["docker_version"] == "20.10.*"
+    assert "containerd" in load(root, k8s="1.29").variables["ami_component_description"]
+    assert "docker" not in load(root, k8s="1.29").variables["ami_component_description"]
+
+
+def test_a_checkout_missing_what_the_template_uploads_is_refused_before_any_aws_work(
+        checkouts: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(UpstreamError, match=r"uploads .*/nodeadm, which is not in the checkout"):
+        load(checkouts["v20240615"], os_family="al2023", k8s="1.30")
+    with pytest.raises(UpstreamError, match="nodeadm"):
+        commands.render(options(checkouts["v20240615"], "al2023", "1.30", tmp_path / "build"))
+    assert not (tmp_path / "build").exists()
+
+
+@pytest.mark.parametrize("snapshot", SNAPSHOTS)
+def test_every_upload_comes_from_the_checkout_nodeadm_included(snapshot: str, checkouts: dict[str, Path]) -> None:
+    os_family, minor = SNAPSHOTS[snapshot]
+    root = checkout_of(checkouts, snapshot)
+    text = upstream_document(load(root, os_family=os_family, k8s=minor))
+    uploads = [p["source"] for kind, p in build_block(text) if kind == "file" and p.get("direction") != "download"]
+    assert uploads
+    for source in uploads:
+        assert Path(source).is_absolute() and Path(source).resolve().is_relative_to(root), source
+    if os_family == "al2023":
+        assert str(root / "nodeadm") + "/" in uploads
 
 
 @pytest.mark.parametrize("snapshot", ["v20240615", "81fec2e8"])

@@ -9,6 +9,8 @@
   in every region of `SEED_REGIONS` (the emulator refuses to create ``/aws/`` names over the API,
   so the child writes them straight into its SSM backend);
 * a VPC named ``amibuild-sandbox`` with two subnets in every region of `SEED_REGIONS`.
+* for the upstream base: Amazon Linux minimal source images and the ``amazon-eks`` binaries bucket
+  (`amibuild.sandbox.upstream`).
 
 The child wraps moto's WSGI app in a small middleware with its own endpoints::
 

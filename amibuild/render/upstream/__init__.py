@@ -239,9 +239,10 @@ def detect(root: Path, os_family: str = "al2") -> tuple[str, Path, Path]:
     others = [os_ for os_ in LAYOUTS if os_ != os_family and any((root / t).is_file() for _, t, _ in LAYOUTS[os_])]
     if others:
         why = " (upstream removed its AL2 template in 2026-03)" if os_family == "al2" else ""
+        ref = "an older" if os_family == "al2" else "a newer"  # AL2023 arrived in 2024, AL2 left in 2026
         raise UpstreamError(
             f"the amazon-eks-ami checkout {root} has no {os_family} template{why}, only "
-            f"{', '.join(others)}: use --os {others[0]} (os = \"{others[0]}\"), or an older --upstream-ref"
+            f"{', '.join(others)}: use --os {others[0]} (os = \"{others[0]}\"), or {ref} --upstream-ref"
         )
     wanted = " or ".join(t for _, t, _ in LAYOUTS.get(os_family, ()))
     raise UpstreamError(f"{root} holds no {wanted}: point at an awslabs/amazon-eks-ami checkout")
@@ -256,6 +257,30 @@ def _var_files(layout: str, defaults_file: Path, k8s: str | None) -> list[Path]:
         if per_minor.is_file():
             files.append(per_minor)
     return files
+
+
+# The last root-layout Makefiles (2023 to 2024-01) set some variables by Kubernetes version:
+#   ifeq ($(call vercmp,$(kubernetes_version),gteq,1.25.0), true)
+#       docker_version ?= none
+#   endif
+# (the templates layout moved such settings into variables-1.N.json).
+_MAKE_VERSION_BLOCK = re.compile(
+    r"^ifeq \(\$\(call vercmp,\$\(kubernetes_version\),gteq,([\d.]+)\), true\)\n(.*?)^endif", re.M | re.S
+)
+_MAKE_DEFAULT = re.compile(r"^\s*([a-z_][a-z0-9_]*) \?= (.*?)\s*$", re.M)
+
+
+def makefile_defaults(root: Path, k8s: str | None) -> dict[str, str]:
+    """Variables upstream's Makefile sets for this Kubernetes version (``?=``: yours still win)."""
+    makefile = Path(root) / "Makefile"
+    if not k8s or not makefile.is_file():
+        return {}
+    wanted = tuple(int(p) for p in (k8s.split(".") + ["0"])[:3])
+    out: dict[str, str] = {}
+    for since, body in _MAKE_VERSION_BLOCK.findall(makefile.read_text(encoding="utf-8", errors="replace")):
+        if wanted >= tuple(int(p) for p in since.split(".")):
+            out.update(_MAKE_DEFAULT.findall(body))
+    return out
 
 
 def load(root: Path, *, os_family: str = "al2", k8s: str | None = None) -> UpstreamTemplate:
@@ -275,12 +300,17 @@ def load(root: Path, *, os_family: str = "al2", k8s: str | None = None) -> Upstr
         layer = _read_object(path)
         defaults.update(layer)
         set_by_file.update(layer)  # null included: Packer counts a null from a var file as set
+    from_make = {k: v for k, v in makefile_defaults(root, k8s).items() if k in defaults}
+    defaults.update(from_make)
+    set_by_file.update(from_make)
 
     dropped = _credential_variables(defaults)
     variables = {k: v for k, v in defaults.items() if k not in dropped}
     required = frozenset(k for k, v in variables.items() if v is None and k not in set_by_file)
     conv = _Converter(template_path, root, variables, dropped, required)
     notes: list[str] = []
+    if from_make:
+        notes.append(f"from upstream's Makefile for Kubernetes {k8s}: {', '.join(sorted(from_make))}")
     sensitive = set(doc.get("sensitive-variables") or [])
 
     builder_name, builder = _amazon_ebs(doc, template_path)
@@ -588,6 +618,13 @@ class _Converter:
         if not isinstance(value, str):
             return value
         path = os.path.normpath(os.path.join(self.root, value))
+        if not os.path.exists(path):
+            # Packer would fail only once the build instance is up: refuse before any AWS work
+            what = "uploads" if upload else "runs"
+            raise UpstreamError(
+                f"{self.path}: a {kind} provisioner {what} {path}, which is not in the checkout: "
+                "check the checkout and ref (a partial copy or a missing submodule?)"
+            )
         return path + "/" if value.endswith("/") and not path.endswith("/") else path
 
     def declarations(self, sensitive: set[str]) -> list[hcl.Block]:
