@@ -338,3 +338,20 @@ def test_listing_the_sandbox_bucket_matches_upstreams_version_sort(sandbox) -> N
     assert binaries_mod.newest(listed, "1.30") == "1.30.10"
     assert Aws().list_eks_binaries(seed.BINARY_BUCKET, seed.BINARY_BUCKET_REGION, "1.30.10/") == \
         ["2024-06-20", "2024-07-03"]
+
+
+@pytest.mark.parametrize("snapshot", ["v20201117", "v20240117"])
+def test_copy_to_reaches_templates_with_and_without_an_ami_regions_variable(
+        snapshot: str, checkouts: dict[str, Path], tmp_path: Path) -> None:
+    pipeline = tmp_path / "amibuild.hcl"
+    pipeline.write_text('pipeline {\n  regions = ["us-west-2"]\n  copy_to = ["eu-west-1", "us-east-1"]\n}\n')
+    result = commands.render(options(checkouts[snapshot], "al2", "1.29.2", tmp_path / "build", pipeline=pipeline,
+                                     variables=("kubernetes_build_date=2024-01-04",)), resolve=False)
+    directory = result.directories[0]
+    source = hcl.loads((directory / "amibuild.pkr.hcl").read_text())["source"][0]["amazon-ebs"]["us-west-2"]
+    values = hcl.loads((directory / "amibuild.auto.pkrvars.hcl").read_text())
+    if snapshot == "v20201117":  # no ami_regions anywhere in that template: set on the source
+        assert source["ami_regions"] == ["eu-west-1", "us-east-1"]
+    else:
+        assert source["ami_regions"] == '${compact(split(",", var.ami_regions))}'
+        assert values["ami_regions"] == "eu-west-1,us-east-1"

@@ -477,6 +477,9 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
             overrides.update(fixed)
             notes.append("Packer < 1.7 refuses a gp3 volume without throughput: upstream's block device "
                          "mappings get AWS's gp3 defaults (throughput 125, iops 3000) when the type is gp3")
+    copies = [r for r in pipeline.target_regions if r != pipeline.build_region]
+    if "ami_regions" not in declared and copies:  # templates before 2021 had no ami_regions setting
+        overrides["ami_regions"] = copies
     if target.endpoint:
         overrides["custom_endpoint_ec2"] = target.endpoint
         overrides["skip_region_validation"] = True
