@@ -501,7 +501,7 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
                     header=f"amibuild's own variables for variant \"{variant.name}\" (upstream base).")
     ours_early = [f"[amibuild] {n.split('/')[-1]}" for n in shipped if n.split("/")[-1] in EARLY_STEPS]
     ours_late = [f"[amibuild] {n.split('/')[-1]}" for n in shipped if n.split("/")[-1] not in EARLY_STEPS]
-    if ours_late:
+    if ours_early or ours_late:  # provisioner_groups ends the late group with it (or would, off the sandbox)
         ours_late.append("[amibuild] cache cleanup")
     files = ", ".join(str(f.relative_to(template.root)) for f in template.var_files) or "none"
     notes[:0] = [
