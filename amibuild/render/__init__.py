@@ -526,7 +526,7 @@ def _gp3_defaults_for_packer_16(source: Sequence[Any]) -> dict[str, list[hcl.Blo
         for block in blocks:
             attrs = {x.key: x.value for x in block.body if isinstance(x, hcl.Attr)}
             kind = attrs.get("volume_type")
-            if kind is None or kind not in ("gp3",) and not isinstance(kind, hcl.Expr):
+            if kind is None or (kind != "gp3" and not isinstance(kind, hcl.Expr)):
                 new_blocks.append(block)
                 continue
             is_gp3 = f"{hcl.value(kind, '')} == \"gp3\""
