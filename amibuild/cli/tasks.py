@@ -18,7 +18,7 @@ SELECT_HELP = {
     "upstream": "Upstream amazon-eks-ami checkout: a path or git URL (with --base upstream)",
     "upstream_ref": "Git ref (tag, branch, commit) of the upstream checkout",
     "os": "Operating system: al2 or al2023",
-    "k8s": "Kubernetes version, e.g. 1.30",
+    "k8s": "Kubernetes version, e.g. 1.30 (the upstream base also takes 1.30.4 with --var kubernetes_build_date=...)",
     "arch": "Architecture: x86_64 or arm64",
     "region": "Build region (repeatable; default: the pipeline's regions, else AWS_REGION)",
     "extra_pkg": "Extra RPM package to install (repeatable; added to the variant's own)",
