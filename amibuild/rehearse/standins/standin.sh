@@ -1,0 +1,479 @@
+#!/usr/bin/env bash
+# amibuild rehearsal stand-in: answers for a tool that cannot or must not run in the rehearsal copy.
+#
+# Installed once per tool name (yum, rpm, systemctl, curl, ...) first on the PATH inside the
+# throwaway copy of the machine; which tool it plays is the name it was called by. Every call is
+# appended to the calls log. State lives in $AMIBUILD_REHEARSE_STATE (outside the copy, read by
+# amibuild afterwards):
+#   calls      one line per call: step<TAB>tool<TAB>arguments
+#   packages   name<TAB>version asked for ("" = any), what yum/dnf/rpm/extras installed
+#   units      unit<TAB>enabled|disabled|masked
+#   gaps       calls a stand-in cannot answer; the step is then "not rehearsable", not failed
+#   refuse     package names the package manager refuses (to rehearse a failing install)
+#   step       the number of the step running now
+#   arch       the variant's architecture (x86_64 | arm64), for uname -m
+# A call this script cannot answer like the real tool prints why, is logged in `gaps` and exits
+# 97, so a failure it causes is never mistaken for an error of the chain.
+set -uo pipefail
+export LC_ALL=C
+
+state=${AMIBUILD_REHEARSE_STATE:-/.amibuild-rehearse/state}
+tool=${0##*/}
+step=$(cat "$state/step" 2>/dev/null || printf '?')
+
+record() { printf '%s\t%s\t%s\n' "$step" "$tool" "$*" >>"$state/calls"; }
+record "$@"
+
+gap() {
+    printf 'amibuild rehearsal: the stand-in for %s cannot answer: %s %s\n' "$tool" "$tool" "$*" >&2
+    printf '%s\t%s %s\n' "$step" "$tool" "$*" >>"$state/gaps"
+    exit 97
+}
+
+touch "$state/packages" "$state/units" "$state/refuse"
+
+# ------------------------------------------------------------------------------ packages
+
+# "containerd-1.7.11-1.amzn2" -> name "containerd", version "1.7.11-1.amzn2": the name ends at the
+# first '-' followed by a digit, as RPM names hardly ever contain one.
+split_spec() {
+    local spec=$1
+    spec=${spec%.rpm}
+    spec=${spec##*/}
+    if [[ $spec =~ ^([^-]+(-[^0-9][^-]*)*)-([0-9].*)$ ]]; then
+        printf '%s\t%s\n' "${BASH_REMATCH[1]}" "${BASH_REMATCH[3]}"
+    else
+        printf '%s\t\n' "$spec"
+    fi
+}
+
+installed_line() { awk -F'\t' -v n="$1" '$1 == n { print; exit }' "$state/packages"; }
+
+install_pkg() {
+    local name version
+    IFS=$'\t' read -r name version < <(split_spec "$1")
+    if grep -qxF -- "$name" "$state/refuse"; then
+        printf 'No package %s available.\n' "$1"
+        printf 'Error: Unable to find a match: %s\n' "$1" >&2
+        return 1
+    fi
+    awk -F'\t' -v n="$name" '$1 != n' "$state/packages" >"$state/packages.new"
+    printf '%s\t%s\n' "$name" "$version" >>"$state/packages.new"
+    mv "$state/packages.new" "$state/packages"
+    printf 'Installed: %s\n' "$1"
+}
+
+remove_pkg() {
+    local name version
+    IFS=$'\t' read -r name version < <(split_spec "$1")
+    : "$version"
+    awk -F'\t' -v n="$name" '$1 != n' "$state/packages" >"$state/packages.new"
+    mv "$state/packages.new" "$state/packages"
+    printf 'Removed: %s\n' "$1"
+}
+
+# name-version-release.arch as rpm -q prints it; a version the chain asked for is shown as asked.
+nvra() {
+    local name=$1 version=$2 arch
+    arch=$(cat "$state/arch" 2>/dev/null || printf 'x86_64')
+    [[ $arch == arm64 ]] && arch=aarch64
+    version=${version//\*/0}
+    [[ -z $version ]] && version=1.0
+    [[ $version == *-* ]] || version="${version}-1.amzn2"
+    printf '%s-%s.%s\n' "$name" "$version" "$arch"
+}
+
+# yum / dnf: options are skipped, except those that take a separate argument.
+package_manager() {
+    local cmd="" args=() arg
+    while (($#)); do
+        arg=$1
+        shift
+        case $arg in
+            --setopt | --enablerepo | --disablerepo | --exclude | -x | --releasever | -c | --config | --installroot)
+                shift ;;
+            -*) ;;
+            *) if [[ -z $cmd ]]; then cmd=$arg; else args+=("$arg"); fi ;;
+        esac
+    done
+    local rc=0 pkg
+    case $cmd in
+        install | reinstall | downgrade | localinstall | upgrade | update)
+            if [[ $cmd == update || $cmd == upgrade ]] && ((${#args[@]} == 0)); then
+                printf 'No packages marked for update\n'
+                return 0
+            fi
+            for pkg in "${args[@]}"; do
+                install_pkg "$pkg" || rc=1
+            done
+            return "$rc" ;;
+        remove | erase | autoremove)
+            for pkg in "${args[@]}"; do remove_pkg "$pkg"; done ;;
+        clean | makecache | check-update | repolist | history) ;;
+        list)
+            if [[ ${args[0]:-} == installed ]]; then
+                while IFS=$'\t' read -r name version; do
+                    nvra "$name" "$version"
+                done <"$state/packages"
+            else
+                gap "list ${args[*]}"
+            fi ;;
+        versionlock)
+            case ${args[0]:-list} in
+                add | delete | clear | exclude) ;;
+                list)
+                    while IFS=$'\t' read -r name version; do
+                        [[ -n $version ]] && printf '0:%s\n' "$(nvra "$name" "$version")"
+                    done <"$state/packages" ;;
+                *) gap "versionlock ${args[*]}" ;;
+            esac ;;
+        config-manager) config_manager "${args[@]}" ;;
+        "") gap "(no command)" ;;
+        *) gap "$cmd ${args[*]}" ;;
+    esac
+}
+
+config_manager() {
+    local arg
+    for arg in "$@"; do
+        case $arg in
+            http://* | https://*)
+                local file="/etc/yum.repos.d/${arg##*/}"
+                [[ $file == *.repo ]] || file="${file}.repo"
+                printf '[%s]\nname=%s\nbaseurl=%s\nenabled=1\n' "$(basename "$file" .repo)" "$arg" "$arg" >"$file" ;;
+        esac
+    done
+    return 0
+}
+
+rpm_tool() {
+    local mode="" query_format="" names=() arg
+    while (($#)); do
+        arg=$1
+        shift
+        case $arg in
+            -q | --query) mode=query ;;
+            -qa | -qa*) mode=all ;;
+            -a | --all) [[ $mode == query ]] && mode=all ;;
+            --queryformat | --qf) query_format=$1; shift ;;
+            --import) mode=import ;;
+            -e | --erase) mode=erase ;;
+            -i | -U | -F | -ivh | -Uvh | -iv | -Uv | --install | --upgrade) mode=install ;;
+            --nodeps | --force | --quiet | -v | -h | --nosignature) ;;
+            -*) gap "$arg $*" ;;
+            *) names+=("$arg") ;;
+        esac
+    done
+    local rc=0 line name version out
+    case $mode in
+        query)
+            for name in "${names[@]}"; do
+                line=$(installed_line "$name")
+                if [[ -z $line ]]; then
+                    printf 'package %s is not installed\n' "$name"
+                    rc=1
+                    continue
+                fi
+                version=${line#*$'\t'}
+                out=$(nvra "$name" "$version")
+                if [[ -n $query_format ]]; then
+                    version=${version//\*/0}
+                    query_format=${query_format//%\{NAME\}/$name}
+                    query_format=${query_format//%\{VERSION\}/${version%%-*}}
+                    query_format=${query_format//%\{RELEASE\}/1.amzn2}
+                    [[ $query_format == *%\{* ]] && gap "--queryformat $query_format"
+                    printf '%b' "$query_format"
+                else
+                    printf '%s\n' "$out"
+                fi
+            done
+            return "$rc" ;;
+        all)
+            while IFS=$'\t' read -r name version; do nvra "$name" "$version"; done <"$state/packages" ;;
+        import | "") ;;
+        install) for name in "${names[@]}"; do install_pkg "$name" || rc=1; done; return "$rc" ;;
+        erase) for name in "${names[@]}"; do remove_pkg "$name"; done ;;
+    esac
+}
+
+extras() {
+    case ${1:-} in
+        enable | disable | list | info) ;;
+        install)
+            shift
+            local topic
+            for topic in "$@"; do
+                [[ $topic == -* ]] && continue
+                install_pkg "$topic" || return 1
+            done ;;
+        *) gap "$*" ;;
+    esac
+}
+
+# ------------------------------------------------------------------------------ services
+
+set_unit() {
+    local unit=$1 how=$2
+    [[ $unit == *.* ]] || unit="${unit}.service"
+    awk -F'\t' -v u="$unit" '$1 != u' "$state/units" >"$state/units.new"
+    printf '%s\t%s\n' "$unit" "$how" >>"$state/units.new"
+    mv "$state/units.new" "$state/units"
+}
+
+systemctl_tool() {
+    local cmd="" units=() arg
+    for arg in "$@"; do
+        case $arg in
+            --now | --no-reload | --quiet | -q | --system | --no-block | --force | -f | --no-pager) ;;
+            -*) ;;
+            *) if [[ -z $cmd ]]; then cmd=$arg; else units+=("$arg"); fi ;;
+        esac
+    done
+    local unit
+    case $cmd in
+        enable | disable | mask | unmask)
+            for unit in "${units[@]}"; do set_unit "$unit" "${cmd%e}ed"; done ;;
+        daemon-reload | start | stop | restart | reload | try-restart | reload-or-restart | preset | daemon-reexec) ;;
+        is-enabled)
+            unit=${units[0]:-}
+            [[ $unit == *.* ]] || unit="${unit}.service"
+            local how
+            how=$(awk -F'\t' -v u="$unit" '$1 == u { print $2 }' "$state/units")
+            printf '%s\n' "${how:-disabled}"
+            [[ $how == enabled ]] ;;
+        is-active) printf 'inactive\n'; return 3 ;;
+        *) gap "$*" ;;
+    esac
+}
+
+chkconfig_tool() {
+    case ${2:-} in
+        on) set_unit "$1" enabled ;;
+        off) set_unit "$1" disabled ;;
+        *) gap "$*" ;;
+    esac
+}
+
+# ------------------------------------------------------------------------------ downloads
+
+# Deterministic content for a URL: the same URL always gives the same bytes, so a checksum file
+# fetched beside it matches. Archives are real archives; anything else is a small executable
+# that answers like a binary asked for its version.
+fake_content() {
+    local url=$1 out=$2 base
+    base=${url%%\?*}
+    base=${base##*/}
+    [[ -z $base ]] && base=index.html
+    case $base in
+        *.sha256 | *.sha512 | *.sha1 | *.md5)
+            local algo=${base##*.} inner tmp
+            inner=${base%.*}
+            tmp=$(mktemp)
+            fake_content "${url%.*}" "$tmp"
+            printf '%s  %s\n' "$("${algo}sum" "$tmp" | cut -d' ' -f1)" "$inner" >"$out"
+            rm -f "$tmp" ;;
+        *.tar.gz | *.tgz | *.tar)
+            local dir
+            dir=$(mktemp -d)
+            printf 'placeholder for %s, written by the amibuild rehearsal\n' "$url" >"$dir/README.amibuild-rehearsal"
+            if [[ $base == *.tar ]]; then
+                tar --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$dir" -cf "$out" .
+            else
+                tar --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$dir" -cf - . | gzip -n >"$out"
+            fi
+            rm -rf "$dir" ;;
+        *.json) printf '{}\n' >"$out" ;;
+        *)
+            printf '#!/bin/sh\n# placeholder for %s, written by the amibuild rehearsal\necho "%s v0.0.0-rehearsal"\n' \
+                "$url" "${base%.*}" >"$out" ;;
+    esac
+}
+
+metadata() {
+    local path=${1#*169.254.169.254}
+    case $path in
+        /latest/api/token) printf 'AQAEAamibuild-rehearsal-token==' ;;
+        */meta-data/ami-id) printf 'ami-0123456789abcdef0' ;;
+        */meta-data/instance-id) printf 'i-0123456789abcdef0' ;;
+        */meta-data/instance-type) printf 'm5.large' ;;
+        */meta-data/placement/region) printf 'us-west-2' ;;
+        */meta-data/placement/availability-zone) printf 'us-west-2a' ;;
+        */meta-data/local-ipv4) printf '10.0.0.10' ;;
+        */meta-data/local-hostname) printf 'ip-10-0-0-10.us-west-2.compute.internal' ;;
+        */meta-data/mac) printf '0e:00:00:00:00:01' ;;
+        */meta-data/services/domain) printf 'amazonaws.com' ;;
+        */vpc-ipv4-cidr-block | */vpc-ipv4-cidr-blocks) printf '10.0.0.0/16' ;;
+        */dynamic/instance-identity/document)
+            printf '{"region":"us-west-2","instanceId":"i-0123456789abcdef0","instanceType":"m5.large","imageId":"ami-0123456789abcdef0","accountId":"123456789012","availabilityZone":"us-west-2a"}' ;;
+        *) return 1 ;;
+    esac
+}
+
+download() {  # URL OUT ("-" = stdout)
+    local url=$1 out=$2 tmp
+    tmp=$(mktemp)
+    if [[ $url == *169.254.169.254* ]]; then
+        metadata "$url" >"$tmp" || { rm -f "$tmp"; gap "$url (instance metadata path)"; }
+    else
+        fake_content "$url" "$tmp"
+    fi
+    if [[ $out == - ]]; then
+        cat "$tmp"
+        rm -f "$tmp"
+    else
+        mv "$tmp" "$out"
+        chmod 0644 "$out"
+    fi
+}
+
+curl_tool() {
+    local out=- url="" remote_name=0 create_dirs=0 arg
+    while (($#)); do
+        arg=$1
+        shift
+        case $arg in
+            -o | --output) out=$1; shift ;;
+            -O | --remote-name) remote_name=1 ;;
+            --create-dirs) create_dirs=1 ;;
+            -H | --header | -X | --request | -w | --write-out | --retry | --retry-delay | --retry-max-time | \
+                --connect-timeout | -m | --max-time | -u | --user | -A | --user-agent | -e | --referer | \
+                -d | --data | --data-raw | --proxy | -x | --cacert | --noproxy) shift ;;
+            --version | -V) printf 'curl 8.3.0 (amibuild rehearsal stand-in)\n'; return 0 ;;
+            -*) ;;
+            *) url=$arg ;;
+        esac
+    done
+    [[ -n $url ]] || gap "(no URL)"
+    if ((remote_name)); then
+        out=${url%%\?*}
+        out=${out##*/}
+    fi
+    if [[ $out != - ]] && ((create_dirs)); then mkdir -p -- "$(dirname -- "$out")"; fi
+    download "$url" "$out"
+}
+
+wget_tool() {
+    local out="" dir=. url="" arg
+    while (($#)); do
+        arg=$1
+        shift
+        case $arg in
+            -O | --output-document) out=$1; shift ;;
+            -P | --directory-prefix) dir=$1; shift ;;
+            --header | -t | --tries | -T | --timeout | --user | --password) shift ;;
+            -O?*) out=${arg#-O} ;;
+            -*) ;;
+            *) url=$arg ;;
+        esac
+    done
+    [[ -n $url ]] || gap "(no URL)"
+    if [[ -z $out ]]; then
+        out=${url%%\?*}
+        out="${dir}/${out##*/}"
+    fi
+    download "$url" "$out"
+}
+
+aws_tool() {
+    local args=() arg
+    while (($#)); do
+        arg=$1
+        shift
+        case $arg in
+            --region | --profile | --endpoint-url | --output | --query) shift ;;
+            --no-sign-request | --quiet | --only-show-errors | --no-progress | --debug) ;;
+            --version) printf 'aws-cli/2.15.0 (amibuild rehearsal stand-in)\n'; return 0 ;;
+            *) args+=("$arg") ;;
+        esac
+    done
+    case "${args[0]:-} ${args[1]:-}" in
+        "s3 cp")
+            local src=${args[2]:-} dest=${args[3]:-}
+            [[ $src == s3://* && -n $dest ]] || gap "${args[*]}"
+            if [[ -d $dest || $dest == */ || $dest == . ]]; then dest="${dest%/}/${src##*/}"; fi
+            download "$src" "$dest"
+            printf 'download: %s to %s\n' "$src" "$dest" ;;
+        "sts get-caller-identity")
+            printf '{"UserId":"AIDAREHEARSAL","Account":"123456789012","Arn":"arn:aws:iam::123456789012:user/rehearsal"}\n' ;;
+        *) gap "${args[*]}" ;;
+    esac
+}
+
+uname_tool() {
+    local arch real
+    arch=$(cat "$state/arch" 2>/dev/null || printf 'x86_64')
+    [[ $arch == arm64 ]] && arch=aarch64
+    real=$(/usr/bin/uname "$@")
+    local host
+    host=$(/usr/bin/uname -m)
+    printf '%s\n' "${real//$host/$arch}"
+}
+
+sudo_tool() {
+    # Like sudo on the build instance: the build user may run anything without a password; the
+    # environment is reset unless -E (or --preserve-env) is given; -S reads no password, as a
+    # NOPASSWD rule does not ask for one.
+    local keep=0 arg
+    while (($#)); do
+        case $1 in
+            -S | -n | -H | -k | -P | --stdin | --non-interactive) shift ;;
+            -E | --preserve-env) keep=1; shift ;;
+            --preserve-env=*) keep=1; shift ;;
+            -u | --user)
+                [[ $2 == root ]] || gap "-u $2 $*"
+                shift 2 ;;
+            -i | -s | --login | --shell) gap "$*" ;;
+            --) shift; break ;;
+            -*) gap "$*" ;;
+            *) break ;;
+        esac
+    done
+    (($#)) || gap "(no command)"
+    local assignments=()
+    while (($#)) && [[ $1 == [A-Za-z_]*=* ]]; do
+        assignments+=("$1")
+        shift
+    done
+    local path="${AMIBUILD_REHEARSE_BIN:-/.amibuild-rehearse/bin}:/sbin:/bin:/usr/sbin:/usr/bin"
+    # the rehearsal's own variables pass, so the ERR hook still finds the step's scripts
+    local own=()
+    for arg in AMIBUILD_REHEARSE_STATE AMIBUILD_REHEARSE_BIN AMIBUILD_REHEARSE_SCRIPTS BASH_ENV; do
+        [[ -n ${!arg:-} ]] && own+=("${arg}=${!arg}")
+    done
+    if ((keep)); then
+        exec env "PATH=$path" HOME=/root USER=root LOGNAME=root "SUDO_USER=${USER:-ec2-user}" \
+            "${assignments[@]}" "$@"
+    fi
+    exec env -i "PATH=$path" HOME=/root USER=root LOGNAME=root SHELL=/bin/bash "TERM=${TERM:-dumb}" \
+        "LANG=${LANG:-C.UTF-8}" "SUDO_USER=${USER:-ec2-user}" "SUDO_COMMAND=$*" "${own[@]}" \
+        "${assignments[@]}" "$@"
+}
+
+# ------------------------------------------------------------------------------ dispatch
+
+case $tool in
+    yum | dnf) package_manager "$@" ;;
+    yum-config-manager) config_manager "$@" ;;
+    rpm) rpm_tool "$@" ;;
+    amazon-linux-extras) extras "$@" ;;
+    systemctl) systemctl_tool "$@" ;;
+    chkconfig) chkconfig_tool "$@" ;;
+    curl) curl_tool "$@" ;;
+    wget) wget_tool "$@" ;;
+    aws) aws_tool "$@" ;;
+    uname) uname_tool "$@" ;;
+    sudo) sudo_tool "$@" ;;
+    iptables-save | ip6tables-save) printf '*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n' ;;
+    sysctl)
+        # reads come from the copy's /proc/sys (read-only); writes and reloads are recorded only
+        case ${1:-} in
+            -w | -p | --system | --load) ;;
+            -n) cat "/proc/sys/${2//.//}" ;;
+            *) gap "$*" ;;
+        esac ;;
+    # recorded only: boot-time, kernel and cluster tools with nothing to answer here
+    modprobe | cfn-signal | reboot | shutdown | poweroff | grubby | dracut | package-cleanup | ethtool | \
+        ipvsadm | mdadm | udevadm | hostnamectl | setenforce | sleep | update-ca-trust | restorecon | \
+        mount | swapoff | iptables | ip6tables) ;;
+    *) gap "$*" ;;
+esac
