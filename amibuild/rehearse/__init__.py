@@ -55,7 +55,7 @@ def rehearse(rendered: Rendered, *, keep: bool = False, refuse: Iterable[str] = 
         steps = plan(rendered, root, env)
         findings = shellcheck(steps, root)
         overlay.check_privileges()
-        raw = overlay.run_steps(steps, arch=rendered.variant.arch, refuse=refuse, keep=keep, timeout=timeout)
+        raw = overlay.run_steps(steps, arch=rendered.variant.arch, os_name=rendered.variant.os, refuse=refuse, keep=keep, timeout=timeout)
     names = {s.remote_path: _display(s.script, root) for s in steps if s.kind == "shell" and s.script}
     if raw.timed_out:
         raw.notes.append(f"stopped after {timeout:.0f}s")

@@ -27,9 +27,14 @@ from amibuild.rehearse.steps import Step
 
 STANDINS = Path(str(resources.files("amibuild.rehearse") / "standins"))
 
-# Every tool a stand-in plays, first on the PATH inside the copy (see standins/standin.sh).
+# Every tool a stand-in plays, first on the PATH inside the copy (see standins/standin.sh), and the
+# package tools each Amazon Linux has: a chain that picks dnf when it is there must not find it on AL2.
+PACKAGE_TOOLS = {
+    "al2": ("yum", "yum-config-manager", "amazon-linux-extras"),
+    "al2023": ("dnf", "yum", "yum-config-manager"),
+}
 STANDIN_TOOLS = (
-    "yum", "dnf", "yum-config-manager", "rpm", "amazon-linux-extras", "systemctl", "chkconfig", "modprobe",
+    "rpm", "systemctl", "chkconfig", "modprobe",
     "aws", "curl", "wget", "cfn-signal", "sudo", "uname", "sysctl", "iptables-save", "ip6tables-save",
     "iptables", "ip6tables", "reboot", "shutdown", "poweroff", "grubby", "dracut", "package-cleanup", "ethtool",
     "ipvsadm", "mdadm", "udevadm", "hostnamectl", "setenforce", "sleep", "update-ca-trust", "restorecon", "mount",
@@ -82,18 +87,18 @@ def check_privileges() -> None:
         raise RehearsalUnavailable(f"rehearse needs {', '.join(missing)} on PATH (util-linux, coreutils, passwd)")
 
 
-def run_steps(steps: Sequence[Step], *, arch: str, refuse: Iterable[str] = (), keep: bool = False,
+def run_steps(steps: Sequence[Step], *, arch: str, os_name: str = "al2", refuse: Iterable[str] = (), keep: bool = False,
               timeout: float = 600.0, temp_dir: str | None = None) -> RawRun:
     """Run the steps in a throwaway copy of this machine; see the module docstring."""
     top = Path(tempfile.mkdtemp(prefix="amibuild-rehearse-", dir=temp_dir))
     try:
-        return _run(top, steps, arch=arch, refuse=refuse, keep=keep, timeout=timeout)
+        return _run(top, steps, arch=arch, os_name=os_name, refuse=refuse, keep=keep, timeout=timeout)
     finally:
         if not keep:
             shutil.rmtree(top, ignore_errors=True)
 
 
-def _run(top: Path, steps: Sequence[Step], *, arch: str, refuse: Iterable[str], keep: bool, timeout: float) -> RawRun:
+def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: Iterable[str], keep: bool, timeout: float) -> RawRun:
     os.chmod(top, 0o755)  # the build user reads the uploads from inside
     for name in ("upper", "work", "merged", "io/state", "io/steps", "io/bin"):
         (top / name).mkdir(parents=True)
@@ -101,16 +106,22 @@ def _run(top: Path, steps: Sequence[Step], *, arch: str, refuse: Iterable[str], 
     state = io / "state"
     (state / "arch").write_text(arch)
     (state / "refuse").write_text("".join(f"{name}\n" for name in refuse))
+    # stand-ins run as the build user as well as root: both write the state
+    for name in ("calls", "gaps", "errors", "packages", "units", "step"):
+        (state / name).touch()
+    for path in state.iterdir():
+        path.chmod(0o666)
+    state.chmod(0o777)
     for script in ("runner.sh", "errhook.sh", "standin.sh"):
         shutil.copy(STANDINS / script, io / script)
     (io / "standin.sh").chmod(0o755)
-    for tool in STANDIN_TOOLS:
+    for tool in PACKAGE_TOOLS[os_name] + STANDIN_TOOLS:
         (io / "bin" / tool).symlink_to(f"/{IO}/standin.sh")
-    _seed_upper(top / "upper")
+    _seed_upper(top / "upper", os_name)
     for step in steps:
         _write_step(io / "steps" / f"{step.number:03d}", step)
     for path in io.rglob("*"):
-        if not path.is_symlink():
+        if not path.is_symlink() and path.parent != state and path != state:
             path.chmod(path.stat().st_mode | stat.S_IROTH | stat.S_IRGRP | (stat.S_IXOTH | stat.S_IXGRP if path.is_dir() else 0))
 
     argv = ["unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--",
@@ -149,19 +160,25 @@ def _run(top: Path, steps: Sequence[Step], *, arch: str, refuse: Iterable[str], 
     )
 
 
-def _seed_upper(upper: Path) -> None:
+def _seed_upper(upper: Path, os_name: str) -> None:
     """Fit the copy to an Amazon Linux build instance before it is mounted."""
     # Amazon Linux's /bin/sh is bash; Packer's inline steps run under `#!/bin/sh -e`.
     sh = Path(os.path.realpath("/bin/sh"))
     target = upper / sh.relative_to("/")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.symlink_to("bash")
-    # The package manager's configuration of Amazon Linux (2: yum, 2023: dnf), where this machine has none,
-    # so the chain's edits to it are rehearsed too.
-    for conf in ("etc/yum.conf", "etc/dnf/dnf.conf"):
-        if not os.path.lexists("/" + conf):
-            (upper / conf).parent.mkdir(parents=True, exist_ok=True)
-            (upper / conf).write_text("[main]\ngpgcheck=1\ninstallonly_limit=3\nclean_requirements_on_remove=True\n")
+    # The package manager's configuration of Amazon Linux (2: yum.conf; 2023: dnf.conf, yum.conf a link
+    # to it), where this machine has none, so the chain's edits to it are rehearsed too.
+    conf = "etc/yum.conf" if os_name == "al2" else "etc/dnf/dnf.conf"
+    if not os.path.lexists("/" + conf):
+        (upper / conf).parent.mkdir(parents=True, exist_ok=True)
+        (upper / conf).write_text("[main]\ngpgcheck=1\ninstallonly_limit=3\nclean_requirements_on_remove=True\n")
+    # Folders every Amazon Linux has and chains write into without creating them first.
+    for folder in ("etc/sysconfig", "etc/yum.repos.d", "etc/sysctl.d", "etc/modules-load.d", "etc/systemd/system"):
+        if not os.path.isdir("/" + folder):
+            (upper / folder).mkdir(parents=True, exist_ok=True)
+    if os_name == "al2023" and not os.path.lexists("/etc/yum.conf"):
+        (upper / "etc/yum.conf").symlink_to("dnf/dnf.conf")
     for path in STANDIN_PATHS:
         real = Path(os.path.realpath(os.path.dirname(path))) / os.path.basename(path)
         dest = upper / real.relative_to("/")

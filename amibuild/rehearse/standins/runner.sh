@@ -8,8 +8,9 @@
 #   scripts   (shell) the remote script path, for the ERR hook's line numbers
 #   valid     (shell) the exit codes that count as success
 # and gets back stdout, stderr and result ("exit-status start end", seconds since the epoch).
-# Shell steps run as Packer's SSH session would: in the build user's home, with that user's login
-# environment, through bash -c. Uploads are made as the build user, as Packer's SCP would. The
+# Shell steps run as Packer's SSH session would: as the build user, in its home, with its login
+# environment, through bash -c; only the sudo stand-in makes a command root again. Uploads are made
+# as the build user, as Packer's SCP would. The
 # run stops at the first step whose exit status is not valid.
 set -uo pipefail
 
@@ -73,7 +74,9 @@ for dir in "$here"/steps/*/; do
                 # Packer makes every uploaded script executable before running it.
                 chmod 0755 "$(<"$dir/scripts")"
                 command=$(<"$dir/command")
-                (cd "$home" && exec env -i HOME="$home" USER="$user" LOGNAME="$user" SHELL=/bin/bash \
+                # As the build user, who keeps only the right to change user: what sudo uses.
+                (cd "$home" && exec setpriv --reuid="$user" --regid="$user" --init-groups \
+                    --inh-caps=+setuid,+setgid --ambient-caps=+setuid,+setgid -- env -i HOME="$home" USER="$user" LOGNAME="$user" SHELL=/bin/bash \
                     TERM=dumb LANG=C.UTF-8 PATH="$here/bin:/usr/local/bin:/usr/bin:/usr/local/sbin:/usr/sbin" \
                     BASH_ENV="$here/errhook.sh" AMIBUILD_REHEARSE_SCRIPTS="$(<"$dir/scripts")" \
                     AMIBUILD_REHEARSE_STATE="$AMIBUILD_REHEARSE_STATE" AMIBUILD_REHEARSE_BIN="$AMIBUILD_REHEARSE_BIN" \

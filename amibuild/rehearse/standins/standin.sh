@@ -30,8 +30,6 @@ gap() {
     exit 97
 }
 
-touch "$state/packages" "$state/units" "$state/refuse"
-
 # ------------------------------------------------------------------------------ packages
 
 # "containerd-1.7.11-1.amzn2" -> name "containerd", version "1.7.11-1.amzn2": the name ends at the
@@ -47,6 +45,22 @@ split_spec() {
     fi
 }
 
+# State files are shared by root and the build user: rewritten in place, never replaced.
+replace_state() {
+    cat "$state/$1.new" >"$state/$1"
+    rm -f "$state/$1.new"
+}
+
+# The few files of a package that chains edit right after installing it (sed -i on a config).
+lay_down() {
+    case $1 in
+        docker)
+            [[ -e /etc/sysconfig/docker ]] || printf 'OPTIONS="--default-ulimit nofile=32768:65536"\n' >/etc/sysconfig/docker ;;
+        chrony)
+            [[ -e /etc/chrony.conf ]] || printf 'pool 169.254.169.123 prefer iburst\n' >/etc/chrony.conf ;;
+    esac
+}
+
 installed_line() { awk -F'\t' -v n="$1" '$1 == n { print; exit }' "$state/packages"; }
 
 install_pkg() {
@@ -59,7 +73,8 @@ install_pkg() {
     fi
     awk -F'\t' -v n="$name" '$1 != n' "$state/packages" >"$state/packages.new"
     printf '%s\t%s\n' "$name" "$version" >>"$state/packages.new"
-    mv "$state/packages.new" "$state/packages"
+    replace_state packages
+    lay_down "$name"
     printf 'Installed: %s\n' "$1"
 }
 
@@ -68,7 +83,7 @@ remove_pkg() {
     IFS=$'\t' read -r name version < <(split_spec "$1")
     : "$version"
     awk -F'\t' -v n="$name" '$1 != n' "$state/packages" >"$state/packages.new"
-    mv "$state/packages.new" "$state/packages"
+    replace_state packages
     printf 'Removed: %s\n' "$1"
 }
 
@@ -217,7 +232,7 @@ set_unit() {
     [[ $unit == *.* ]] || unit="${unit}.service"
     awk -F'\t' -v u="$unit" '$1 != u' "$state/units" >"$state/units.new"
     printf '%s\t%s\n' "$unit" "$how" >>"$state/units.new"
-    mv "$state/units.new" "$state/units"
+    replace_state units
 }
 
 systemctl_tool() {
@@ -440,11 +455,16 @@ sudo_tool() {
     for arg in AMIBUILD_REHEARSE_STATE AMIBUILD_REHEARSE_BIN AMIBUILD_REHEARSE_SCRIPTS BASH_ENV; do
         [[ -n ${!arg:-} ]] && own+=("${arg}=${!arg}")
     done
+    # The build user keeps only CAP_SETUID/SETGID (see runner.sh): becoming root again is sudo's part.
+    local become=()
+    if (($(id -u) != 0)); then
+        become=(setpriv --reuid=0 --regid=0 --init-groups --)
+    fi
     if ((keep)); then
-        exec env "PATH=$path" HOME=/root USER=root LOGNAME=root "SUDO_USER=${USER:-ec2-user}" \
+        exec "${become[@]}" env "PATH=$path" HOME=/root USER=root LOGNAME=root "SUDO_USER=${USER:-ec2-user}" \
             "${assignments[@]}" "$@"
     fi
-    exec env -i "PATH=$path" HOME=/root USER=root LOGNAME=root SHELL=/bin/bash "TERM=${TERM:-dumb}" \
+    exec "${become[@]}" env -i "PATH=$path" HOME=/root USER=root LOGNAME=root SHELL=/bin/bash "TERM=${TERM:-dumb}" \
         "LANG=${LANG:-C.UTF-8}" "SUDO_USER=${USER:-ec2-user}" "SUDO_COMMAND=$*" "${own[@]}" \
         "${assignments[@]}" "$@"
 }
