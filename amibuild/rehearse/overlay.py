@@ -42,6 +42,16 @@ STANDIN_TOOLS = (
 )
 # Absolute paths chains call directly; given a stand-in in the copy when this machine lacks them.
 STANDIN_PATHS = ("/sbin/iptables-save", "/sbin/ip6tables-save", "/usr/sbin/iptables-save")
+AMAZON_LINUX_FILES = {
+    "etc/cloud/cloud.cfg": (
+        "users:\n - default\n"
+        "cloud_init_modules:\n - migrator\n - bootcmd\n - write-files\n - growpart\n - resizefs\n"
+        "cloud_config_modules:\n - mounts\n - locale\n - set-passwords\n - yum-add-repo\n"
+        " - package-update-upgrade-install\n - timezone\n - runcmd\n"
+        "cloud_final_modules:\n - scripts-per-once\n - scripts-user\n - ssh-authkey-fingerprints\n"
+        "system_info:\n  default_user:\n    name: ec2-user\n"
+    ),
+}
 NEEDED = ("unshare", "chroot", "setpriv", "useradd")
 IO = ".amibuild-rehearse"  # where the step folders appear inside the copy
 
@@ -173,6 +183,11 @@ def _seed_upper(upper: Path, os_name: str) -> None:
     if not os.path.lexists("/" + conf):
         (upper / conf).parent.mkdir(parents=True, exist_ok=True)
         (upper / conf).write_text("[main]\ngpgcheck=1\ninstallonly_limit=3\nclean_requirements_on_remove=True\n")
+    # Files of an Amazon Linux build instance that chains edit in place (abridged to what they edit).
+    for name, text in AMAZON_LINUX_FILES.items():
+        if not os.path.lexists("/" + name):
+            (upper / name).parent.mkdir(parents=True, exist_ok=True)
+            (upper / name).write_text(text)
     # Folders every Amazon Linux has and chains write into without creating them first.
     for folder in ("etc/sysconfig", "etc/yum.repos.d", "etc/sysctl.d", "etc/modules-load.d", "etc/systemd/system"):
         if not os.path.isdir("/" + folder):

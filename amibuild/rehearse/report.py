@@ -4,7 +4,7 @@
 per-step verdicts:
 
     ok                the step's exit status is one of its valid codes
-    FAILED            it is not: an error of the chain (script, line and stderr tail are named)
+    FAILED            it is not: an error of the chain (script, line and output tail are named)
     not rehearsable   it failed on a call a stand-in cannot answer, or on a command this machine
                       lacks and no stand-in plays: a gap of the rehearsal, not an error of the chain
     skipped           shell-local steps (they run where Packer runs, not on the instance)
@@ -54,7 +54,7 @@ class Failure:
     script: str  # the script's name as the template gives it (or "inline command N")
     line: int | None
     exit_status: int | None
-    stderr_tail: tuple[str, ...]
+    output_tail: tuple[str, ...]
 
     def where(self) -> str:
         return f"{self.script}:{self.line}" if self.line else self.script
@@ -100,7 +100,7 @@ class Report:
                       for v in self.steps],
             "failure": None if self.failure is None else {
                 "step": self.failure.step, "script": self.failure.script, "line": self.failure.line,
-                "exit_status": self.failure.exit_status, "stderr_tail": list(self.failure.stderr_tail)},
+                "exit_status": self.failure.exit_status, "output_tail": list(self.failure.output_tail)},
             "packages": [{"name": n, "version": v or None} for n, v in self.packages],
             "units": [{"unit": u, "state": s} for u, s in self.units],
             "etc_written": list(self.etc_written),
@@ -140,7 +140,7 @@ def build_report(variant: str, raw: RawRun, findings: Sequence[Finding], seconds
             verdicts.append(StepVerdict(step, GAP, status, result.seconds, gap))
             continue
         verdicts.append(StepVerdict(step, FAILED, status, result.seconds))
-        failure = _failure(step, result.stderr, status, raw, script_names)
+        failure = _failure(step, result.stdout, result.stderr, status, raw, script_names)
     return Report(
         variant=variant, steps=verdicts, failure=failure, packages=sorted(raw.packages), units=sorted(raw.units),
         etc_written=raw.etc_written, etc_removed=raw.etc_removed, calls=len(raw.calls), findings=list(findings),
@@ -164,7 +164,8 @@ def _gap(step: Step, raw: RawRun, stderr: str, status: int | None) -> str:
     return ""
 
 
-def _failure(step: Step, stderr: str, status: int | None, raw: RawRun, names: dict[str, str]) -> Failure:
+def _failure(step: Step, stdout: str, stderr: str, status: int | None, raw: RawRun,
+             names: dict[str, str]) -> Failure:
     remote = step.remote_path
     shown = names.get(remote, step.script or step.name)
     line: int | None = None
@@ -175,13 +176,16 @@ def _failure(step: Step, stderr: str, status: int | None, raw: RawRun, names: di
             line = int(m.group(1))
             break
     if line is None:
-        hooked = [e for e in raw.errors if e[0] == remote]
+        # the ERR/EXIT hook's record (see standins/errhook.sh): the last one is where it ended
+        hooked = [e for e in raw.errors if e[0] == remote and e[1] > 0]
         if hooked:
             line = hooked[-1][1]
     if step.inline and line:
         index = line - 2  # line 1 is the shebang Packer writes first
         shown, line = f"inline command {index + 1} ({step.inline[index] if 0 <= index < len(step.inline) else '?'})", None
     tail = tuple(stderr.splitlines()[-TAIL:])
+    if len(tail) < 3:  # many scripts say why on stdout: show its end too
+        tail = tuple(stdout.splitlines()[-(TAIL - len(tail)):]) + tail
     return Failure(step.name, shown, line, status, tail)
 
 
@@ -199,7 +203,7 @@ def lines(report: Report) -> list[str]:
     if report.failure:
         f = report.failure
         out.append(f"first failure: {f.step} at {f.where()} (exit {f.exit_status})")
-        out += [f"  | {line}" for line in f.stderr_tail]
+        out += [f"  | {line}" for line in f.output_tail]
     for v in report.gaps:
         out.append(f"not rehearsable: step {v.step.number} ({v.step.name}): {v.reason}; later steps were not run")
     packages = [f"{n} {v}" if v else n for n, v in report.packages]

@@ -51,8 +51,30 @@ replace_state() {
     rm -f "$state/$1.new"
 }
 
+# The commands a package provides, for the packages EKS chains install: once installed, they are
+# found (command -v) where this machine lacks them. Called, such a command is a stand-in that
+# cannot answer (a gap), never a silent success.
+provides() {
+    case $1 in
+        pigz) printf '%s\n' pigz unpigz ;;
+        conntrack | conntrack-tools) printf '%s\n' conntrack ;;
+        containerd) printf '%s\n' containerd ctr ;;
+        docker) printf '%s\n' docker dockerd ;;
+        chrony) printf '%s\n' chronyd chronyc ;;
+        amazon-ssm-agent) printf '%s\n' amazon-ssm-agent ;;
+        ec2-instance-connect) printf '%s\n' eic_run_authorized_keys ;;
+        socat | ethtool | ipvsadm | mdadm | nerdctl | runc | jq | unzip | wget | curl | lvm2) printf '%s\n' "${1%2}" ;;
+    esac
+}
+
 # The few files of a package that chains edit right after installing it (sed -i on a config).
 lay_down() {
+    local command
+    for command in $(provides "$1"); do
+        if [[ ! -e /usr/bin/$command && ! -e /usr/sbin/$command && ! -e /bin/$command && ! -e /sbin/$command ]]; then
+            ln -s "/.amibuild-rehearse/standin.sh" "/usr/bin/$command"
+        fi
+    done
     case $1 in
         docker)
             [[ -e /etc/sysconfig/docker ]] || printf 'OPTIONS="--default-ulimit nofile=32768:65536"\n' >/etc/sysconfig/docker ;;
@@ -61,7 +83,17 @@ lay_down() {
     esac
 }
 
-installed_line() { awk -F'\t' -v n="$1" '$1 == n { print; exit }' "$state/packages"; }
+# The installed record for a name, or for a full name-version-release[.arch] as rpm -q takes it.
+installed_line() {
+    local want=$1 name version
+    while IFS=$'\t' read -r name version; do
+        if [[ $want == "$name" || $want == "$(nvra "$name" "$version")" ]] \
+            || [[ $want == "$name-$(plain_version "$version")" ]]; then
+            printf '%s\t%s\n' "$name" "$version"
+            return 0
+        fi
+    done <"$state/packages"
+}
 
 install_pkg() {
     local name version
@@ -87,14 +119,22 @@ remove_pkg() {
     printf 'Removed: %s\n' "$1"
 }
 
+# A version asked for with a wildcard ("5.10*", "1.7.*") as a plausible exact one, with a release.
+plain_version() {
+    local version=${1%%\**}
+    version=${version%.}
+    [[ -z $version ]] && version=1.0
+    [[ $version == *.*.* || $version == *-* ]] || version="${version}.0"
+    [[ $version == *-* ]] || version="${version}-1.amzn2"
+    printf '%s' "$version"
+}
+
 # name-version-release.arch as rpm -q prints it; a version the chain asked for is shown as asked.
 nvra() {
     local name=$1 version=$2 arch
     arch=$(cat "$state/arch" 2>/dev/null || printf 'x86_64')
     [[ $arch == arm64 ]] && arch=aarch64
-    version=${version//\*/0}
-    [[ -z $version ]] && version=1.0
-    [[ $version == *-* ]] || version="${version}-1.amzn2"
+    version=$(plain_version "$version")
     printf '%s-%s.%s\n' "$name" "$version" "$arch"
 }
 
@@ -138,9 +178,9 @@ package_manager() {
                 add | delete | clear | exclude) ;;
                 list)
                     while IFS=$'\t' read -r name version; do
-                        [[ -n $version ]] && printf '0:%s\n' "$(nvra "$name" "$version")"
+                        if [[ -n $version ]]; then printf '0:%s\n' "$(nvra "$name" "$version")"; fi
                     done <"$state/packages" ;;
-                *) gap "versionlock ${args[*]}" ;;
+                *) ;;  # `yum versionlock PKG...` is `versionlock add`
             esac ;;
         config-manager) config_manager "${args[@]}" ;;
         "") gap "(no command)" ;;
@@ -161,15 +201,34 @@ config_manager() {
     return 0
 }
 
+# One installed package as rpm prints it: name-version-release.arch, or --queryformat filled in.
+rpm_line() {
+    local name=$1 version=$2 format=$3
+    if [[ -z $format ]]; then
+        nvra "$name" "$version"
+        return 0
+    fi
+    version=$(plain_version "$version")
+    format=${format//%\{NAME\}/$name}
+    format=${format//%\{VERSION\}/${version%%-*}}
+    format=${format//%\{RELEASE\}/${version#*-}}
+    format=${format//\\\{/\{}
+    format=${format//\\\}/\}}
+    if [[ $format == *%\{* ]]; then
+        gap "--queryformat $3"
+    fi
+    printf '%b' "$format"
+}
+
 rpm_tool() {
     local mode="" query_format="" names=() arg
     while (($#)); do
         arg=$1
         shift
         case $arg in
-            -q | --query) mode=query ;;
-            -qa | -qa*) mode=all ;;
-            -a | --all) [[ $mode == query ]] && mode=all ;;
+            -q | --query) [[ $mode == all ]] || mode=query ;;
+            -qa | -aq) mode=all ;;
+            -a | --all) mode=all ;;
             --queryformat | --qf) query_format=$1; shift ;;
             --import) mode=import ;;
             -e | --erase) mode=erase ;;
@@ -179,7 +238,7 @@ rpm_tool() {
             *) names+=("$arg") ;;
         esac
     done
-    local rc=0 line name version out
+    local rc=0 line name version
     case $mode in
         query)
             for name in "${names[@]}"; do
@@ -189,22 +248,13 @@ rpm_tool() {
                     rc=1
                     continue
                 fi
-                version=${line#*$'\t'}
-                out=$(nvra "$name" "$version")
-                if [[ -n $query_format ]]; then
-                    version=${version//\*/0}
-                    query_format=${query_format//%\{NAME\}/$name}
-                    query_format=${query_format//%\{VERSION\}/${version%%-*}}
-                    query_format=${query_format//%\{RELEASE\}/1.amzn2}
-                    [[ $query_format == *%\{* ]] && gap "--queryformat $query_format"
-                    printf '%b' "$query_format"
-                else
-                    printf '%s\n' "$out"
-                fi
+                rpm_line "${line%%$'\t'*}" "${line#*$'\t'}" "$query_format"
             done
             return "$rc" ;;
         all)
-            while IFS=$'\t' read -r name version; do nvra "$name" "$version"; done <"$state/packages" ;;
+            while IFS=$'\t' read -r name version; do
+                rpm_line "$name" "$version" "$query_format"
+            done <"$state/packages" ;;
         import | "") ;;
         install) for name in "${names[@]}"; do install_pkg "$name" || rc=1; done; return "$rc" ;;
         erase) for name in "${names[@]}"; do remove_pkg "$name"; done ;;
@@ -297,10 +347,37 @@ fake_content() {
                 tar --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$dir" -cf - . | gzip -n >"$out"
             fi
             rm -rf "$dir" ;;
+        *.zip)
+            command -v zip >/dev/null || gap "$url (needs zip on this machine to write an archive)"
+            local dir
+            dir=$(mktemp -d)
+            printf 'placeholder for %s, written by the amibuild rehearsal\n' "$url" >"$dir/README.amibuild-rehearsal"
+            if [[ $base == awscli-exe-* ]]; then
+                # AWS CLI v2's bundle: its installer; the aws stand-in plays the installed CLI
+                mkdir -p "$dir/aws"
+                printf '#!/bin/sh\necho "You can now run: /usr/local/bin/aws --version (amibuild rehearsal placeholder)"\n' >"$dir/aws/install"
+                chmod 0755 "$dir/aws/install"
+            fi
+            find "$dir" -exec touch -h -d @315532800 {} +
+            rm -f "$out"
+            (cd "$dir" && zip -X -q -r "$out" .)
+            rm -rf "$dir" ;;
         *.json) printf '{}\n' >"$out" ;;
         *)
-            printf '#!/bin/sh\n# placeholder for %s, written by the amibuild rehearsal\necho "%s v0.0.0-rehearsal"\n' \
-                "$url" "${base%.*}" >"$out" ;;
+            # A binary: asked for its version (`version` answers JSON, as Kubernetes' helpers do), it
+            # gives the Kubernetes version in the URL's path, if any.
+            local version=0.0.0 part label=${base%.*}
+            for part in ${url//\// }; do
+                [[ $part =~ ^v?([0-9]+\.[0-9]+(\.[0-9]+)?)$ ]] && version=${BASH_REMATCH[1]}
+            done
+            [[ $version == *.*.* ]] || version="${version}.0"
+            case $label in kubelet | kubectl | kube-proxy) label=Kubernetes ;; esac
+            {
+                printf '#!/bin/sh\n# placeholder for %s, written by the amibuild rehearsal\n' "$url"
+                # shellcheck disable=SC2016  # $1 belongs to the written script
+                printf 'if [ "${1:-}" = version ]; then echo '"'"'{"Version":"v%s","Commit":"amibuild-rehearsal"}'"'"'; ' "$version"
+                printf 'else echo "%s v%s"; fi\n' "$label" "$version"
+            } >"$out" ;;
     esac
 }
 
@@ -414,14 +491,20 @@ aws_tool() {
     esac
 }
 
+# This machine's uname, with the variant's architecture and an Amazon Linux kernel release (the
+# kernel the chain installed, if it did) in place of this machine's.
 uname_tool() {
-    local arch real
+    local arch real host_arch host_release release line
     arch=$(cat "$state/arch" 2>/dev/null || printf 'x86_64')
     [[ $arch == arm64 ]] && arch=aarch64
+    line=$(installed_line kernel)
+    release="$(plain_version "${line#*$'\t'}").${arch}"
+    [[ -n $line ]] || release="5.10.210-201.852.amzn2.${arch}"
     real=$(/usr/bin/uname "$@")
-    local host
-    host=$(/usr/bin/uname -m)
-    printf '%s\n' "${real//$host/$arch}"
+    host_arch=$(/usr/bin/uname -m)
+    host_release=$(/usr/bin/uname -r)
+    real=${real//$host_release/$release}
+    printf '%s\n' "${real//$host_arch/$arch}"
 }
 
 sudo_tool() {
