@@ -27,7 +27,7 @@ from amibuild.render import PROVISION_SCRIPTS, Rendered
 from amibuild.rehearse.report import Finding, Report, build_report
 from amibuild.rehearse.steps import Step, StepError, parse_steps
 
-__all__ = ["rehearse", "plan", "shellcheck", "Report", "Step", "StepError"]
+__all__ = ["rehearse", "check", "plan", "shellcheck", "Report", "Step", "StepError"]
 
 
 def plan(rendered: Rendered, root: str, env: Mapping[str, str] | None = None) -> list[Step]:
@@ -42,6 +42,13 @@ def plan(rendered: Rendered, root: str, env: Mapping[str, str] | None = None) ->
                 raise StepError(f"step {step.number} ({step.name}): {upload.source} does not exist; "
                                 "Packer would refuse to upload it")
     return steps
+
+
+def check(rendered: Rendered, env: Mapping[str, str] | None = None) -> list[Step]:
+    """The variant's steps, refused as bad input (StepError) if one cannot be evaluated or run."""
+    with tempfile.TemporaryDirectory(prefix="amibuild-rehearse-root-") as root:
+        _write(rendered, Path(root))
+        return plan(rendered, root, env)
 
 
 def rehearse(rendered: Rendered, *, keep: bool = False, refuse: Iterable[str] = (), timeout: float = 600.0,

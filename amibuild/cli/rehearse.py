@@ -1,0 +1,100 @@
+"""`invoke rehearse` and `build-ami --rehearse`: render each variant for a real build, then rehearse it.
+
+A sandbox render (loopback endpoint) replaces the provisioners with echo steps, so the rehearsal
+always renders for a real build (no endpoint): the provisioners are what Packer would run on the
+instance. Source AMIs are not looked up (no AWS call): they do not change the provisioners.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable, Iterable
+
+from amibuild import render as render_mod
+from amibuild import spec
+from amibuild.cli.commands import Options, Say, _upstreams, load_pipeline, packer_version
+from amibuild.errors import RehearsalFailed
+from amibuild.render import Rendered, SourceAmi, Target
+
+REFUSE_ENV = "AMIBUILD_REHEARSE_REFUSE"  # package names the stand-in yum/dnf refuse (comma-separated)
+REPORT_FILE = "rehearsal.json"
+
+
+def refused_packages(env=os.environ) -> tuple[str, ...]:
+    return tuple(name.strip() for name in env.get(REFUSE_ENV, "").split(",") if name.strip())
+
+
+def real_build_renders(pipeline: spec.Pipeline, options: Options,
+                       rendered: Iterable[Rendered] | None = None) -> list[Rendered]:
+    """Each variant rendered for a real build; renders already made for one are kept as they are."""
+    from amibuild.rehearse import real_build_files
+
+    given = {r.variant.name: r for r in rendered or ()}
+    _, uses_plugins, _ = packer_version(options)
+    upstreams = _upstreams(pipeline, options)
+    out = []
+    for variant in pipeline.variants:
+        item = given.get(variant.name)
+        if item is not None and real_build_files(item):
+            out.append(item)
+            continue
+        sources = dict(item.sources) if item is not None else {r: SourceAmi("lookup") for r in pipeline.regions}
+        out.append(render_mod.render_variant(pipeline, variant, uses_plugins=uses_plugins, target=Target(),
+                                             sources=sources, upstream=upstreams.get(variant.name)))
+    return out
+
+
+def rehearse(options: Options, say: Say = lambda _: None, *, keep: bool = False, timeout: float = 600.0,
+             refuse: Iterable[str] = ()) -> list:
+    """Rehearse every selected variant; returns one `Report` each. Bad input is refused before any runs."""
+    from amibuild.rehearse import check, overlay, rehearse as run_rehearsal
+
+    pipeline = load_pipeline(options)
+    rendered = real_build_renders(pipeline, options)
+    for item in rendered:  # every variant's steps evaluated (and scripts found) before any runs
+        check(item)
+    overlay.check_privileges()
+    reports = []
+    for item in rendered:
+        say(f"rehearsing {item.variant.name} ...")
+        reports.append(run_rehearsal(item, keep=keep, refuse=refuse, timeout=timeout))
+    return reports
+
+
+def rehearsal_check(plan, options: Options, check: Callable, say: Say = lambda _: None) -> Callable:
+    """build-ami --rehearse: a check that rehearses the variant, then runs ``check`` (validate).
+
+    The executor runs it for each variant just before that variant's Packer build; a failing
+    rehearsal raises, which marks that variant failed and leaves the others to build.
+    """
+    from amibuild.rehearse import rehearse as run_rehearsal
+
+    items = {item.directory.resolve(): item for item in plan.to_build}
+    renders = {r.variant.name: r for r in real_build_renders(
+        plan.pipeline, options, [item.rendered for item in plan.to_build])}
+    refuse = refused_packages()
+
+    def rehearse_then_check(packer, directory: Path) -> None:
+        item = items[Path(directory).resolve()]
+        report = run_rehearsal(renders[item.name], refuse=refuse)
+        record = Path(directory) / REPORT_FILE
+        record.write_text(json.dumps(report.as_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        if not report.ok:
+            raise RehearsalFailed(f"rehearsal failed, Packer not started: {failure_text(report)} (report: {record})")
+        for gap in report.gaps:
+            say(f"{item.name}: rehearsal incomplete: step {gap.step.number} ({gap.step.name}) not rehearsable: "
+                f"{gap.reason}")
+        check(packer, directory)
+
+    return rehearse_then_check
+
+
+def failure_text(report) -> str:
+    if report.failure is not None:
+        f = report.failure
+        last = next((line for line in reversed(f.output_tail) if line.strip()), "")
+        return f"step {f.step} at {f.where()} (exit {f.exit_status})" + (f": {last}" if last else "")
+    own = report.own_findings
+    return f"amibuild's own scripts are not shellcheck-clean: {own[0].text()}" if own else "no failure"
