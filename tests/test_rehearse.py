@@ -305,3 +305,45 @@ def test_upstream_chain_with_its_credential_entries_gets_through_to_the_end(tmp_
     assert ("ceph-common", "") in report.packages and "/etc/eks/bootstrap.sh" in report.etc_written
     assert not report.own_findings  # upstream's shellcheck findings are only warnings
 
+
+
+# ------------------------------------------------------------------------------- build-ami --rehearse
+
+TWO_VARIANTS = """\
+pipeline {
+  name    = "e2e"
+  regions = ["us-west-2"]
+}
+
+variant "ceph" {
+  extra_packages = ["ceph-common"]
+}
+
+variant "agent" {
+  extra_packages = ["vendor-agent"]
+}
+"""
+
+
+@ROOT_ONLY
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
+def test_build_ami_rehearse_stops_only_the_variant_whose_install_fails(tmp_path: Path, sandbox) -> None:
+    (tmp_path / "amibuild.hcl").write_text(TWO_VARIANTS)
+    wrapper = tmp_path / "packer-wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho "$1 $(basename "$PWD")" >> "{tmp_path}/packer-calls"\n'
+                       f'exec {shutil.which("packer")} "$@"\n')
+    wrapper.chmod(0o755)
+    result = invoke(tmp_path, "build-ami", "--rehearse", "--json", "--no-publish",
+                    env={"INVOKE_AMIBUILD_PACKER": str(wrapper), "AMIBUILD_REHEARSE_REFUSE": "vendor-agent"})
+    assert result.returncode == 1, result.stderr
+    outcomes = {v["name"]: v for v in json.loads(result.stdout)["variants"]}
+    assert outcomes["ceph"]["status"] == "built" and outcomes["ceph"]["amis"]
+    assert outcomes["agent"]["status"] == "failed"
+    assert "rehearsal failed, Packer not started" in outcomes["agent"]["error"]
+    assert "install-packages.sh" in outcomes["agent"]["error"]
+    builds = [line.split()[1] for line in (tmp_path / "packer-calls").read_text().splitlines()
+              if line.startswith("build ")]
+    assert builds == ["ceph"]
+    report = json.loads((tmp_path / "build" / "agent" / "rehearsal.json").read_text())
+    assert report["failure"]["script"] == "scripts/install-packages.sh"
+    assert any("vendor-agent" in line for line in report["failure"]["output_tail"])

@@ -2,7 +2,8 @@
 
 A sandbox render (loopback endpoint) replaces the provisioners with echo steps, so the rehearsal
 always renders for a real build (no endpoint): the provisioners are what Packer would run on the
-instance. Source AMIs are not looked up (no AWS call): they do not change the provisioners.
+instance. Source AMIs are not looked up (no AWS call) and packer is not asked its version: neither
+changes the provisioners.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Callable, Iterable
 
 from amibuild import render as render_mod
 from amibuild import spec
-from amibuild.cli.commands import Options, Say, _upstreams, load_pipeline, packer_version
+from amibuild.cli.commands import Options, Say, _upstreams, load_pipeline
 from amibuild.errors import RehearsalFailed
 from amibuild.render import Rendered, SourceAmi, Target
 
@@ -32,7 +33,9 @@ def real_build_renders(pipeline: spec.Pipeline, options: Options,
     from amibuild.rehearse import real_build_files
 
     given = {r.variant.name: r for r in rendered or ()}
-    _, uses_plugins, _ = packer_version(options)
+    # the provisioners do not depend on the Packer version (only the packer block and IMDS settings
+    # do), so no `packer version` call here: rehearse works without packer installed
+    uses_plugins = True
     upstreams = _upstreams(pipeline, options)
     out = []
     for variant in pipeline.variants:
@@ -49,17 +52,28 @@ def real_build_renders(pipeline: spec.Pipeline, options: Options,
 def rehearse(options: Options, say: Say = lambda _: None, *, keep: bool = False, timeout: float = 600.0,
              refuse: Iterable[str] = ()) -> list:
     """Rehearse every selected variant; returns one `Report` each. Bad input is refused before any runs."""
-    from amibuild.rehearse import check, overlay, rehearse as run_rehearsal
+    from amibuild.rehearse import overlay, prepare, run
 
     pipeline = load_pipeline(options)
     rendered = real_build_renders(pipeline, options)
-    for item in rendered:  # every variant's steps evaluated (and scripts found) before any runs
-        check(item)
-    overlay.check_privileges()
+    prepared = []
+    try:
+        for item in rendered:  # every variant's steps evaluated (and scripts found) before any runs
+            prepared.append(prepare(item))
+        overlay.check_privileges()
+    except BaseException:
+        for item in prepared:
+            item.close()
+        raise
     reports = []
-    for item in rendered:
-        say(f"rehearsing {item.variant.name} ...")
-        reports.append(run_rehearsal(item, keep=keep, refuse=refuse, timeout=timeout))
+    for index, item in enumerate(prepared):
+        say(f"rehearsing {item.rendered.variant.name} ...")
+        try:
+            reports.append(run(item, keep=keep, refuse=refuse, timeout=timeout))
+        except BaseException:
+            for rest in prepared[index + 1:]:
+                rest.close()
+            raise
     return reports
 
 

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -27,7 +28,7 @@ from amibuild.render import PROVISION_SCRIPTS, Rendered
 from amibuild.rehearse.report import Finding, Report, build_report
 from amibuild.rehearse.steps import Step, StepError, parse_steps
 
-__all__ = ["rehearse", "check", "plan", "shellcheck", "Report", "Step", "StepError"]
+__all__ = ["rehearse", "prepare", "run", "check", "plan", "shellcheck", "Report", "Step", "StepError"]
 
 
 def plan(rendered: Rendered, root: str, env: Mapping[str, str] | None = None) -> list[Step]:
@@ -44,31 +45,61 @@ def plan(rendered: Rendered, root: str, env: Mapping[str, str] | None = None) ->
     return steps
 
 
+@dataclass
+class Prepared:
+    """A variant ready to rehearse: its files written to a temp folder (``path.root``), its steps."""
+
+    rendered: Rendered
+    root: Path
+    steps: list[Step]
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def prepare(rendered: Rendered, env: Mapping[str, str] | None = None) -> Prepared:
+    """Write the variant's files and work out its steps; bad input raises StepError, leaving nothing."""
+    root = Path(tempfile.mkdtemp(prefix="amibuild-rehearse-root-"))
+    try:
+        _write(rendered, root)  # path.root: the rendered files, as `invoke render` writes them
+        return Prepared(rendered, root, plan(rendered, str(root), env))
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
 def check(rendered: Rendered, env: Mapping[str, str] | None = None) -> list[Step]:
     """The variant's steps, refused as bad input (StepError) if one cannot be evaluated or run."""
-    with tempfile.TemporaryDirectory(prefix="amibuild-rehearse-root-") as root:
-        _write(rendered, Path(root))
-        return plan(rendered, root, env)
+    prepared = prepare(rendered, env)
+    prepared.close()
+    return prepared.steps
 
 
-def rehearse(rendered: Rendered, *, keep: bool = False, refuse: Iterable[str] = (), timeout: float = 600.0,
-             env: Mapping[str, str] | None = None) -> Report:
-    """Run the variant's chain in a throwaway copy of this machine and report what it did."""
+def run(prepared: Prepared, *, keep: bool = False, refuse: Iterable[str] = (), timeout: float = 600.0) -> Report:
+    """Rehearse a prepared variant in a throwaway copy of this machine; its temp folder is removed."""
     from amibuild.rehearse import overlay
 
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="amibuild-rehearse-root-") as root:
-        _write(rendered, Path(root))  # path.root: the rendered files, as `invoke render` writes them
-        steps = plan(rendered, root, env)
+    try:
+        steps, root, variant = prepared.steps, str(prepared.root), prepared.rendered.variant
         findings = shellcheck(steps, root)
         overlay.check_privileges()
-        raw = overlay.run_steps(steps, arch=rendered.variant.arch, os_name=rendered.variant.os, refuse=refuse, keep=keep, timeout=timeout)
+        raw = overlay.run_steps(steps, arch=variant.arch, os_name=variant.os, refuse=refuse, keep=keep,
+                                timeout=timeout)
+    finally:
+        prepared.close()
     names = {s.remote_path: _display(s.script, root) for s in steps if s.kind == "shell" and s.script}
     if raw.timed_out:
         raw.notes.append(f"stopped after {timeout:.0f}s")
     if shutil.which("shellcheck") is None:
         raw.notes.append("shellcheck is not installed: the chain's scripts were not checked")
-    return build_report(rendered.variant.name, raw, findings, time.monotonic() - started, names)
+    return build_report(variant.name, raw, findings, time.monotonic() - started, names)
+
+
+def rehearse(rendered: Rendered, *, keep: bool = False, refuse: Iterable[str] = (), timeout: float = 600.0,
+             env: Mapping[str, str] | None = None) -> Report:
+    """Run the variant's chain in a throwaway copy of this machine and report what it did."""
+    return run(prepare(rendered, env), keep=keep, refuse=refuse, timeout=timeout)
 
 
 def _write(rendered: Rendered, root: Path) -> None:

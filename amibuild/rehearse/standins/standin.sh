@@ -21,6 +21,9 @@ state=${AMIBUILD_REHEARSE_STATE:-/.amibuild-rehearse/state}
 tool=${0##*/}
 step=$(cat "$state/step" 2>/dev/null || printf '?')
 
+# Files are laid down only inside the rehearsal copy, never when a stand-in runs anywhere else.
+in_copy() { [[ $state == /.amibuild-rehearse/* ]]; }
+
 record() { printf '%s\t%s\t%s\n' "$step" "$tool" "$*" >>"$state/calls"; }
 record "$@"
 
@@ -70,6 +73,7 @@ provides() {
 # The few files of a package that chains edit right after installing it (sed -i on a config).
 lay_down() {
     local command
+    in_copy || return 0
     for command in $(provides "$1"); do
         if [[ ! -e /usr/bin/$command && ! -e /usr/sbin/$command && ! -e /bin/$command && ! -e /sbin/$command ]]; then
             ln -s "/.amibuild-rehearse/standin.sh" "/usr/bin/$command"
@@ -190,6 +194,7 @@ package_manager() {
 
 config_manager() {
     local arg
+    in_copy || return 0
     for arg in "$@"; do
         case $arg in
             http://* | https://*)
