@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -190,3 +194,75 @@ build {
     assert rep.failure is None and rep.ok and rep.as_dict()["complete"] is False
     assert "stand-in cannot answer: yum frobnicate" in rep.steps[0].reason
     assert any(line.startswith("not rehearsable: step 1") for line in report.lines(rep))
+
+
+# ------------------------------------------------------------------------------------- stand-ins
+
+STANDINS = Path(__file__).resolve().parent.parent / "amibuild" / "rehearse" / "standins"
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is installed by scripts/setup.sh")
+def test_the_stand_ins_and_the_runner_are_shellcheck_clean() -> None:
+    scripts = sorted(STANDINS.glob("*.sh"))
+    assert {p.name for p in scripts} >= {"standin.sh", "runner.sh", "enter.sh", "errhook.sh"}
+    done = subprocess.run(["shellcheck", *map(str, scripts)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
+
+
+@pytest.fixture
+def tools(tmp_path: Path):
+    """The stand-in under each tool name, run on this machine with its state in a temp folder (outside
+    the rehearsal copy a stand-in lays down no files)."""
+    state, bin_dir = tmp_path / "state", tmp_path / "bin"
+    state.mkdir()
+    bin_dir.mkdir()
+    for name in ("calls", "gaps", "packages", "units", "refuse", "step"):
+        (state / name).touch()
+    (state / "refuse").write_text("vendor-agent\n")
+    for tool in ("yum", "rpm", "systemctl", "curl", "wget", "aws", "uname"):
+        (bin_dir / tool).symlink_to(STANDINS / "standin.sh")
+
+    def call(*argv: str, cwd: Path = tmp_path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", str(bin_dir / argv[0]), *argv[1:]], cwd=cwd, capture_output=True, text=True,
+                              env={"PATH": os.environ["PATH"], "AMIBUILD_REHEARSE_STATE": str(state)})
+
+    call.state = state  # type: ignore[attr-defined]
+    return call
+
+
+def test_an_install_is_recorded_and_rpm_q_knows_it(tools) -> None:
+    assert tools("yum", "install", "-y", "ceph-common", "containerd-1.7.*").returncode == 0
+    assert tools("rpm", "-q", "ceph-common").stdout == "ceph-common-1.0.0-1.amzn2.x86_64\n"
+    assert tools("rpm", "-q", "containerd", "--qf", "%{VERSION}").stdout == "1.7.0"
+    missing = tools("rpm", "-q", "nope")
+    assert missing.returncode == 1 and "package nope is not installed" in missing.stdout
+    refused = tools("yum", "install", "-y", "vendor-agent")
+    assert refused.returncode == 1 and "vendor-agent" in refused.stderr
+    assert (tools.state / "packages").read_text() == "ceph-common\t\ncontainerd\t1.7.*\n"
+
+
+def test_a_download_and_its_checksum_file_match(tools, tmp_path: Path) -> None:
+    url = "https://amazon-eks.s3.us-west-2.amazonaws.com/1.29.0/2024-01-04/bin/linux/amd64/kubelet"
+    assert tools("curl", "-sSL", "-o", "kubelet", url).returncode == 0
+    assert tools("wget", "-q", f"{url}.sha256").returncode == 0
+    assert subprocess.run(["sha256sum", "-c", "kubelet.sha256"], cwd=tmp_path, capture_output=True).returncode == 0
+    assert tools("aws", "s3", "cp", "--region", "us-west-2", "s3://b/1.29/cni.tgz", ".").returncode == 0
+    assert tarfile.is_tarfile(tmp_path / "cni.tgz")
+    (tmp_path / "kubelet").chmod(0o755)
+    assert subprocess.run([str(tmp_path / "kubelet"), "--version"], capture_output=True,
+                          text=True).stdout == "Kubernetes v1.29.0\n"
+
+
+def test_systemctl_enable_records_the_unit_and_every_call_is_logged(tools) -> None:
+    assert tools("systemctl", "enable", "--now", "kubelet").returncode == 0
+    assert tools("systemctl", "is-enabled", "kubelet").stdout == "enabled\n"
+    assert (tools.state / "units").read_text() == "kubelet.service\tenabled\n"
+    assert [line.split("\t")[1] for line in (tools.state / "calls").read_text().splitlines()] == [
+        "systemctl", "systemctl"]
+
+
+def test_a_call_a_stand_in_cannot_answer_says_so_by_name(tools) -> None:
+    result = tools("aws", "ec2", "describe-instances")
+    assert result.returncode == 97
+    assert "the stand-in for aws cannot answer: aws ec2 describe-instances" in result.stderr
+    assert (tools.state / "gaps").read_text().endswith("aws ec2 describe-instances\n")

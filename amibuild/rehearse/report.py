@@ -216,8 +216,17 @@ def lines(report: Report) -> list[str]:
     if report.etc_removed:
         out.append(f"would remove under /etc: {', '.join(report.etc_removed)}")
     for finding in report.findings:
-        label = "error" if finding.origin == "amibuild" else "warning"
-        out.append(f"shellcheck {label} ({finding.origin}): {finding.text()}")
+        if finding.origin != "upstream":
+            label = "error" if finding.origin == "amibuild" else "warning"
+            out.append(f"shellcheck {label} ({finding.origin}): {finding.text()}")
+    # upstream's scripts are not ours to fix: one line per script (every finding is in --json)
+    upstream: dict[str, list[str]] = {}
+    for finding in report.findings:
+        if finding.origin == "upstream":
+            upstream.setdefault(finding.script, []).append(finding.code or finding.severity)
+    for script, codes in upstream.items():
+        counts = ", ".join(f"{code} x{codes.count(code)}" for code in dict.fromkeys(codes))
+        out.append(f"shellcheck warning (upstream): {script}: {len(codes)} finding(s): {counts}")
     out += [f"note: {n}" for n in report.notes]
     if report.kept:
         out.append(f"kept: {report.kept}/upper holds every file the chain wrote (remove it when done)")
