@@ -173,7 +173,7 @@ def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: I
 def _seed_upper(upper: Path, os_name: str) -> None:
     """Fit the copy to an Amazon Linux build instance before it is mounted."""
     # Amazon Linux's /bin/sh is bash; Packer's inline steps run under `#!/bin/sh -e`.
-    sh = Path(os.path.realpath("/bin/sh"))
+    sh = Path(os.path.realpath("/bin")) / "sh"  # through a merged /bin -> usr/bin, not to dash itself
     target = upper / sh.relative_to("/")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.symlink_to("bash")

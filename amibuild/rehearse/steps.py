@@ -180,7 +180,8 @@ def _file_step(number: int, index: int, body: Mapping[str, Any], notes: tuple[st
             how = "path"  # a file or a folder: the executor knows which
         uploads.append(Upload(source, destination, how))
     arrow = "<-" if download else "->"
-    return Step(number, index, "file", f"file: {', '.join(sources)} {arrow} {destination}", uploads=tuple(uploads),
+    shown = ", ".join(_tail(s) for s in sources)
+    return Step(number, index, "file", f"file: {shown} {arrow} {_tail(destination)}", uploads=tuple(uploads),
                 notes=notes + (("downloads to the Packer machine: the rehearsal checks the remote file exists "
                                 "and writes nothing here",) if download else ()))
 
@@ -199,6 +200,13 @@ def _fill(execute: str, env: tuple[tuple[str, str], ...], fmt: str, remote: str)
 def _format(fmt: str, key: str, value: str) -> str:
     parts = iter((key, value))
     return re.sub(r"%s", lambda _: next(parts, ""), fmt)
+
+
+def _tail(path: str) -> str:
+    """A long path by its last two parts (the report's step names stay one line)."""
+    parts = path.rstrip("/").split("/")
+    short = path if len(parts) <= 3 else ".../" + "/".join(parts[-2:]) + ("/" if path.endswith("/") else "")
+    return short if len(short) < len(path) else path
 
 
 def _short(what: Any) -> str:
