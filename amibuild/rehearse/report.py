@@ -176,8 +176,9 @@ def _failure(step: Step, stdout: str, stderr: str, status: int | None, raw: RawR
             line = int(m.group(1))
             break
     if line is None:
-        # the ERR/EXIT hook's record (see standins/errhook.sh): the last one is where it ended
-        hooked = [e for e in raw.errors if e[0] == remote and e[1] > 0]
+        # the ERR hook's record (see standins/errhook.sh): the last command that failed with the
+        # status the script ended with is where `set -e` stopped it (an `exit N` leaves no record)
+        hooked = [e for e in raw.errors if e[0] == remote and e[1] > 0 and e[2] == status]
         if hooked:
             line = hooked[-1][1]
     if step.inline and line:

@@ -1,16 +1,16 @@
-# shellcheck shell=bash disable=SC2154  # the variables are set by the traps themselves
+# shellcheck shell=bash disable=SC2154  # set by the trap itself
 # Sourced by every non-interactive bash in the rehearsal (BASH_ENV). In the step's own uploaded
-# script only, it records where the script ended with a non-zero status, so the report can name
-# the line even when `set -e` or an `exit 1` ends the script without saying where. The DEBUG trap
-# keeps the line about to run (functions report their call line) and the one before: bash runs
-# the DEBUG trap once more, at line 1, as the EXIT trap starts, so that last one is not the line.
+# script only, an ERR trap records where a command failed — script, line, status, command — so the
+# report can name the line when `set -e` ends the script without saying where. The hook must never
+# change how the script ends: it only appends a line to a file, in the script's own shell (not in
+# the subshells of its pipelines), and sets no other trap.
 case ":${AMIBUILD_REHEARSE_SCRIPTS:-}:" in
     *":$0:"*)
-        trap 'amibuild_rehearse_prev=${amibuild_rehearse_line:-0} amibuild_rehearse_line=$LINENO' DEBUG
-        trap 'amibuild_rehearse_status=$? amibuild_rehearse_at=$amibuild_rehearse_line amibuild_rehearse_before=$amibuild_rehearse_prev
-if ((amibuild_rehearse_status != 0)); then
-    if ((amibuild_rehearse_at <= 1)); then amibuild_rehearse_at=$amibuild_rehearse_before; fi
-    printf "%s\t%s\t%s\t%s\n" "$0" "$amibuild_rehearse_at" "$amibuild_rehearse_status" "exit" >>"${AMIBUILD_REHEARSE_STATE}/errors"
-fi' EXIT
+        amibuild_rehearse_shell=$BASHPID
+        # status and line first, on the trap's first line: LINENO counts on through the trap's text
+        trap 'amibuild_rehearse_status=$? amibuild_rehearse_line=$LINENO
+if [[ $BASHPID == "${amibuild_rehearse_shell:-}" ]]; then
+    printf "%s\t%s\t%s\t%s\n" "$0" "$amibuild_rehearse_line" "$amibuild_rehearse_status" "${BASH_COMMAND:-}" >>"${AMIBUILD_REHEARSE_STATE:-/dev/null}/errors" 2>/dev/null
+fi' ERR
         ;;
 esac
