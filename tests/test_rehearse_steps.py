@@ -266,3 +266,29 @@ def test_a_call_a_stand_in_cannot_answer_says_so_by_name(tools) -> None:
     assert result.returncode == 97
     assert "the stand-in for aws cannot answer: aws ec2 describe-instances" in result.stderr
     assert (tools.state / "gaps").read_text().endswith("aws ec2 describe-instances\n")
+
+
+def test_a_command_this_machine_lacks_is_not_rehearsable_and_a_failure_names_its_line() -> None:
+    files = {"a.pkr.hcl": """
+build {
+  sources = ["source.amazon-ebs.w"]
+  provisioner "shell" {
+    inline = ["grubby2 --update-kernel=ALL"]
+  }
+}
+"""}
+    (step,) = parse_steps(files, "/r")
+    gap = RawRun(results=[RawResult(step, True, 127, 0.1, "", "/tmp/script_1.sh: line 2: grubby2: command not found\n")],
+                 calls=[], gaps=[], errors=[], packages=[], units=[], etc_written=[], etc_removed=[],
+                 timed_out=False, kept=None)
+    rep = report.build_report("v", gap, [], 0.1, {})
+    assert rep.steps[0].status == report.GAP and "`grubby2` is not on this machine" in rep.steps[0].reason
+
+    failed = RawRun(results=[RawResult(step, True, 2, 0.1, "out\n", "bad thing\n")], calls=[], gaps=[],
+                    errors=[("/tmp/script_1.sh", 2, 2, "grubby2 --update-kernel=ALL")], packages=[], units=[],
+                    etc_written=[], etc_removed=[], timed_out=False, kept=None)
+    rep = report.build_report("v", failed, [], 0.1, {})
+    assert rep.steps[0].status == report.FAILED and not rep.ok
+    # line 2 of the uploaded file is the first inline command (line 1 is Packer's shebang)
+    assert rep.failure.script == "inline command 1 (grubby2 --update-kernel=ALL)"
+    assert rep.failure.output_tail == ("out", "bad thing")
