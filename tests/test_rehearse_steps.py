@@ -69,14 +69,17 @@ def test_our_chain_becomes_the_steps_packer_runs_with_filled_execute_commands(tm
     assert all(s.remote_path.startswith("/tmp/script_") for s in steps)
 
 
-def test_the_sandbox_render_is_not_what_is_rehearsed(tmp_path: Path) -> None:
-    from amibuild.rehearse import real_build_files
+def test_a_sandbox_render_has_no_step_to_rehearse_so_the_cli_renders_for_a_real_build(tmp_path: Path) -> None:
+    from amibuild.cli.rehearse import real_build_renders
 
     (tmp_path / "it's.sh").write_text("echo\n")
     sandboxed = rendered_variant(tmp_path, PIPELINE, target=Target("http://127.0.0.1:5000"))
-    assert not real_build_files(sandboxed)
     assert {s.kind for s in parse_steps(sandboxed.files, "/r")} == {"local"}
-    assert real_build_files(rendered_variant(tmp_path, PIPELINE))
+    pipeline = spec.load(tmp_path / "amibuild.hcl", spec.Overrides())
+    from amibuild.cli.commands import Options
+
+    (again,) = real_build_renders(pipeline, Options(pipeline_file=str(tmp_path / "amibuild.hcl")), [sandboxed])
+    assert [s.kind for s in parse_steps(again.files, "/r")] == ["shell"] * 5
 
 
 def test_single_quotes_in_values_are_escaped_as_packer_does() -> None:

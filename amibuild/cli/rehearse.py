@@ -29,24 +29,16 @@ def refused_packages(env=os.environ) -> tuple[str, ...]:
 
 def real_build_renders(pipeline: spec.Pipeline, options: Options,
                        rendered: Iterable[Rendered] | None = None) -> list[Rendered]:
-    """Each variant rendered for a real build; renders already made for one are kept as they are."""
-    from amibuild.rehearse import real_build_files
-
-    given = {r.variant.name: r for r in rendered or ()}
+    """Each variant rendered for a real build (no endpoint), with the source AMIs of ``rendered``
+    where given. Always rendered again: a render for the sandbox holds echo steps instead."""
+    sources = {r.variant.name: dict(r.sources) for r in rendered or ()}
     # the provisioners do not depend on the Packer version (only the packer block and IMDS settings
     # do), so no `packer version` call here: rehearse works without packer installed
-    uses_plugins = True
     upstreams = _upstreams(pipeline, options)
-    out = []
-    for variant in pipeline.variants:
-        item = given.get(variant.name)
-        if item is not None and real_build_files(item):
-            out.append(item)
-            continue
-        sources = dict(item.sources) if item is not None else {r: SourceAmi("lookup") for r in pipeline.regions}
-        out.append(render_mod.render_variant(pipeline, variant, uses_plugins=uses_plugins, target=Target(),
-                                             sources=sources, upstream=upstreams.get(variant.name)))
-    return out
+    return [render_mod.render_variant(pipeline, variant, uses_plugins=True, target=Target(),
+                                      sources=sources.get(variant.name) or {r: SourceAmi("lookup") for r in pipeline.regions},
+                                      upstream=upstreams.get(variant.name))
+            for variant in pipeline.variants]
 
 
 def rehearse(options: Options, say: Say = lambda _: None, *, keep: bool = False, timeout: float = 600.0,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from amibuild.errors import UsageError
+from amibuild.errors import RehearsalError
 from amibuild.render import PROVISION_SCRIPTS, Rendered
 from amibuild.rehearse.report import Finding, Report, build_report
 from amibuild.rehearse.steps import Step, StepError, parse_steps
@@ -143,7 +143,7 @@ def shellcheck(steps: Iterable[Step], root: str) -> list[Finding]:
         done = subprocess.run(["shellcheck", "--format=gcc", "--external-sources", *scripts],
                               capture_output=True, text=True, timeout=120, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"shellcheck could not run: {exc}") from exc
+        raise RehearsalError(f"shellcheck could not run: {exc}") from exc
     findings = []
     for line in done.stdout.splitlines():
         m = _SHELLCHECK_LINE.match(line)
@@ -152,10 +152,4 @@ def shellcheck(steps: Iterable[Step], root: str) -> list[Finding]:
                                     int(m.group("line")), m.group("code") or "", m.group("severity"),
                                     m.group("message")))
     return findings
-
-
-def real_build_files(rendered: Rendered) -> bool:
-    """True when the variant was rendered for a real build (not the sandbox's echo provisioners)."""
-    return not any("sandbox: no instance to connect to" in text for name, text in rendered.files.items()
-                   if name.endswith(".pkr.hcl"))
 
