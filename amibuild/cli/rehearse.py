@@ -70,7 +70,7 @@ def rehearse(options: Options, say: Say = lambda _: None, *, keep: bool = False,
 
 
 def rehearsal_check(plan, options: Options, check: Callable, say: Say = lambda _: None) -> Callable:
-    """build-ami --rehearse: a check that rehearses the variant, then runs ``check`` (validate).
+    """build-ami --rehearse: a check that runs ``check`` (validate), then rehearses the variant.
 
     The executor runs it for each variant just before that variant's Packer build; a failing
     rehearsal raises, which marks that variant failed and leaves the others to build.
@@ -83,6 +83,7 @@ def rehearsal_check(plan, options: Options, check: Callable, say: Say = lambda _
     refuse = refused_packages()
 
     def rehearse_then_check(packer, directory: Path) -> None:
+        check(packer, directory)  # a template Packer refuses fails first, without a rehearsal
         item = items[Path(directory).resolve()]
         report = run_rehearsal(renders[item.name], refuse=refuse)
         record = Path(directory) / REPORT_FILE
@@ -92,7 +93,6 @@ def rehearsal_check(plan, options: Options, check: Callable, say: Say = lambda _
         for gap in report.gaps:
             say(f"{item.name}: rehearsal incomplete: step {gap.step.number} ({gap.step.name}) not rehearsable: "
                 f"{gap.reason}")
-        check(packer, directory)
 
     return rehearse_then_check
 
