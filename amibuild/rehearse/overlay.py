@@ -52,6 +52,9 @@ AMAZON_LINUX_FILES = {
         "system_info:\n  default_user:\n    name: ec2-user\n"
     ),
 }
+# what `useradd` writes when runner.sh creates the build user (before any step)
+USERADD_FILES = tuple(f"etc/{name}{suffix}" for name in ("passwd", "group", "shadow", "gshadow", "subuid", "subgid")
+                      for suffix in ("", "-")) + ("etc/.pwd.lock",)
 NEEDED = ("unshare", "chroot", "setpriv", "useradd")
 IO = ".amibuild-rehearse"  # where the step folders appear inside the copy
 
@@ -128,6 +131,8 @@ def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: I
     for tool in PACKAGE_TOOLS[os_name] + STANDIN_TOOLS:
         (io / "bin" / tool).symlink_to(f"/{IO}/standin.sh")
     _seed_upper(top / "upper", os_name)
+    # what is in the upper layer before any step: the chain wrote it only if it changed it afterwards
+    setup = {str(p.relative_to(top / "upper")) for p in (top / "upper").rglob("*")} | set(USERADD_FILES)
     for step in steps:
         _write_step(io / "steps" / f"{step.number:03d}", step)
     for path in io.rglob("*"):
@@ -155,7 +160,7 @@ def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: I
             f"could not enter the rehearsal copy (exit {proc.returncode}): {_last(err) or _last(out) or 'no output'}")
     results = [_result(io / "steps" / f"{s.number:03d}", s) for s in steps]
     since = setup_done.stat().st_mtime_ns if setup_done.exists() else 0
-    written, removed = _etc_changes(top / "upper", since)
+    written, removed = _etc_changes(top / "upper", since, setup)
     return RawRun(
         results=results,
         calls=_table(state / "calls", 3),
@@ -244,19 +249,23 @@ def _result(folder: Path, step: Step) -> RawResult:
                      stdout=_read(folder / "stdout"), stderr=_read(folder / "stderr"))
 
 
-def _etc_changes(upper: Path, since_ns: int) -> tuple[list[str], list[str]]:
-    """Files under /etc the chain wrote or removed: read from the overlay's upper layer."""
+def _etc_changes(upper: Path, since_ns: int, setup: set[str]) -> tuple[list[str], list[str]]:
+    """Files under /etc the chain wrote or removed: read from the overlay's upper layer.
+
+    A file there that the set-up made (the seeds, the build user) counts only if it changed after
+    the set-up; any other file counts whatever its time (tar and cp -p keep old ones).
+    """
     written, removed = [], []
     etc = upper / "etc"
     if not etc.is_dir():
         return written, removed
     for path in sorted(etc.rglob("*")):
         info = path.lstat()
-        name = "/" + str(path.relative_to(upper))
+        relative = str(path.relative_to(upper))
         if stat.S_ISCHR(info.st_mode) and info.st_rdev == 0:
-            removed.append(name)  # an overlay whiteout: the chain deleted it
-        elif not stat.S_ISDIR(info.st_mode) and info.st_mtime_ns >= since_ns:
-            written.append(name)
+            removed.append("/" + relative)  # an overlay whiteout: the chain deleted it
+        elif not stat.S_ISDIR(info.st_mode) and (relative not in setup or info.st_mtime_ns >= since_ns):
+            written.append("/" + relative)
     return written, removed
 
 
