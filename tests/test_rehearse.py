@@ -347,3 +347,15 @@ def test_build_ami_rehearse_stops_only_the_variant_whose_install_fails(tmp_path:
     report = json.loads((tmp_path / "build" / "agent" / "rehearsal.json").read_text())
     assert report["failure"]["script"] == "scripts/install-packages.sh"
     assert any("vendor-agent" in line for line in report["failure"]["output_tail"])
+
+
+@ROOT_ONLY
+def test_a_step_that_never_ends_fails_at_the_timeout_and_leaves_nothing_running(tmp_path: Path) -> None:
+    (tmp_path / "spin.sh").write_text("#!/bin/bash\nwhile :; do :; done\n")
+    (rendered,) = render(tmp_path, 'variant "spin" {\n  scripts = ["spin.sh"]\n}\n')
+    report = rehearse(rendered, timeout=3)
+    assert [v.status for v in report.steps] == [FAILED, "not run"]
+    assert report.steps[0].reason == "timed out" and not report.ok
+    assert report.failure.exit_status is None and report.failure.script == "scripts/user-01-spin.sh"
+    leftover = subprocess.run(["pgrep", "-f", "/tmp/script_1.sh"], capture_output=True, text=True)
+    assert leftover.stdout == "", "the copy's processes died with it"

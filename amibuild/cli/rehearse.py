@@ -16,11 +16,23 @@ from typing import Callable, Iterable
 from amibuild import render as render_mod
 from amibuild import spec
 from amibuild.cli.commands import Options, Say, _upstreams, load_pipeline
-from amibuild.errors import RehearsalFailed
+from amibuild.errors import RehearsalFailed, SpecError
 from amibuild.render import Rendered, SourceAmi, Target
 
 REFUSE_ENV = "AMIBUILD_REHEARSE_REFUSE"  # package names the stand-in yum/dnf refuse (comma-separated)
 REPORT_FILE = "rehearsal.json"
+
+
+def seconds(value, flag: str, default: float = 600.0) -> float:
+    if value in (None, ""):
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if number <= 0:
+        raise SpecError(f"{flag}: expected a number of seconds above 0, got {value!r}")
+    return number
 
 
 def refused_packages(env=os.environ) -> tuple[str, ...]:
@@ -101,6 +113,7 @@ def failure_text(report) -> str:
     if report.failure is not None:
         f = report.failure
         last = next((line for line in reversed(f.output_tail) if line.strip()), "")
-        return f"step {f.step} at {f.where()} (exit {f.exit_status})" + (f": {last}" if last else "")
+        ended = f"exit {f.exit_status}" if f.exit_status is not None else "did not finish"
+        return f"step {f.step} at {f.where()} ({ended})" + (f": {last}" if last else "")
     own = report.own_findings
     return f"amibuild's own scripts are not shellcheck-clean: {own[0].text()}" if own else "no failure"

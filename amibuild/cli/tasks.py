@@ -100,7 +100,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
 
 
 REHEARSE_HELP = {
-    **SELECT_HELP,
+    **{k: v for k, v in SELECT_HELP.items() if k not in ("build_dir", "profile")},  # writes nothing, no AWS
     "json": "Print the reports as JSON on stdout (progress goes to stderr)",
     "keep": "Keep the overlay's upper layer (every file the chain wrote) and print where it is",
     "timeout": "Stop a variant's rehearsal after this many seconds (default 600)",
@@ -109,8 +109,8 @@ REHEARSE_HELP = {
 
 @task(help=REHEARSE_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
-             arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
-             profile=None, json=False, keep=False, timeout=None):
+             arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, json=False,
+             keep=False, timeout=None):
     """Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."""
     from amibuild.cli import rehearse as rehearse_cmd
     from amibuild.rehearse import report
@@ -120,7 +120,7 @@ def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
         flags.pop(name)
     opts = cli.options(c, **flags)
     reports = cli.run(lambda: rehearse_cmd.rehearse(
-        opts, cli.say, keep=keep, timeout=float(timeout) if timeout else 600.0,
+        opts, cli.say, keep=keep, timeout=rehearse_cmd.seconds(timeout, "--timeout"),
         refuse=rehearse_cmd.refused_packages()))
     if json:
         cli.emit_json([r.as_dict() for r in reports])

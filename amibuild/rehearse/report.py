@@ -124,9 +124,15 @@ def build_report(variant: str, raw: RawRun, findings: Sequence[Finding], seconds
         if step.kind == "local":
             verdicts.append(StepVerdict(step, SKIPPED, None, 0.0, step.notes[-1]))
             continue
+        if not stopped and not result.ran and raw.timed_out:
+            # killed while running this step: it never finished, which on an instance is a failure too
+            verdicts.append(StepVerdict(step, FAILED, None, 0.0, "timed out"))
+            failure = Failure(step.name, script_names.get(step.remote_path, step.script or step.name), None, None,
+                              ("the rehearsal timed out in this step (see --timeout)",))
+            stopped = True
+            continue
         if stopped or not result.ran:
-            reason = "the rehearsal timed out here" if raw.timed_out and not stopped else "after the failure above"
-            verdicts.append(StepVerdict(step, NOT_RUN, None, 0.0, reason))
+            verdicts.append(StepVerdict(step, NOT_RUN, None, 0.0, "after the failure above"))
             stopped = True
             continue
         status = result.exit_status
@@ -203,7 +209,8 @@ def lines(report: Report) -> list[str]:
         out.append(f"  {v.step.number:>2}. {v.step.name:<{width}}  {timing}  {status}{extra}")
     if report.failure:
         f = report.failure
-        out.append(f"first failure: {f.step} at {f.where()} (exit {f.exit_status})")
+        ended = f"exit {f.exit_status}" if f.exit_status is not None else "did not finish"
+        out.append(f"first failure: {f.step} at {f.where()} ({ended})")
         out += [f"  | {line}" for line in f.output_tail]
     for v in report.gaps:
         out.append(f"not rehearsable: step {v.step.number} ({v.step.name}): {v.reason}; later steps were not run")
