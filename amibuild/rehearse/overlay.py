@@ -42,6 +42,19 @@ STANDIN_TOOLS = (
 )
 # Absolute paths chains call directly; given a stand-in in the copy when this machine lacks them.
 STANDIN_PATHS = ("/sbin/iptables-save", "/sbin/ip6tables-save", "/usr/sbin/iptables-save")
+OS_RELEASE = {
+    "al2": {
+        "etc/os-release": 'NAME="Amazon Linux"\nVERSION="2"\nID="amzn"\nID_LIKE="centos rhel fedora"\n'
+                          'VERSION_ID="2"\nPRETTY_NAME="Amazon Linux 2"\nCPE_NAME="cpe:2.3:o:amazon:amazon_linux:2"\n',
+        "etc/system-release": "Amazon Linux release 2 (Karoo)\n",
+    },
+    "al2023": {
+        "etc/os-release": 'NAME="Amazon Linux"\nVERSION="2023"\nID="amzn"\nID_LIKE="fedora"\nVERSION_ID="2023"\n'
+                          'PLATFORM_ID="platform:al2023"\nPRETTY_NAME="Amazon Linux 2023"\n'
+                          'CPE_NAME="cpe:2.3:o:amazon:amazon_linux:2023"\n',
+        "etc/system-release": "Amazon Linux release 2023 (Amazon Linux)\n",
+    },
+}
 AMAZON_LINUX_FILES = {
     "etc/cloud/cloud.cfg": (
         "users:\n - default\n"
@@ -188,6 +201,11 @@ def _seed_upper(upper: Path, os_name: str) -> None:
     if not os.path.lexists("/" + conf):
         (upper / conf).parent.mkdir(parents=True, exist_ok=True)
         (upper / conf).write_text("[main]\ngpgcheck=1\ninstallonly_limit=3\nclean_requirements_on_remove=True\n")
+    # The copy says it is the variant's Amazon Linux: chains branch on /etc/os-release and
+    # /etc/system-release (upstream's validate.sh does).
+    for name, text in OS_RELEASE[os_name].items():
+        (upper / name).parent.mkdir(parents=True, exist_ok=True)
+        (upper / name).write_text(text)
     # Files of an Amazon Linux build instance that chains edit in place (abridged to what they edit).
     for name, text in AMAZON_LINUX_FILES.items():
         if not os.path.lexists("/" + name):
