@@ -296,6 +296,7 @@ def build_ami(
     progress=None,
     channel: str | None = None,
     publish: bool = True,
+    rehearse: bool = False,
 ) -> BuildRun:
     """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → publish → record.
 
@@ -317,6 +318,10 @@ def build_ami(
     channel = (channel or pipeline.default_channel) if publish else None
     packer = Packer(options.packer)
     packer.version()  # PackerNotFound before any AWS call
+    if rehearse:
+        from amibuild.rehearse.overlay import check_privileges
+
+        check_privileges()  # --rehearse where it cannot run: refused before any AWS call
     aws = Aws(profile=options.profile)
     if not aws.has_credentials():
         from amibuild.errors import NoCredentials
@@ -335,7 +340,8 @@ def build_ami(
     write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
                        prepared.packer_version, prepared.notes), options, say)
     return execute_plan(plan, packer, aws, options, say, parallel=parallel or min(len(plan.items), max_parallel),
-                        timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress, channel=channel)
+                        timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress, channel=channel,
+                        rehearse=rehearse)
 
 
 def find_built_images(aws, regions, fingerprints) -> dict:
@@ -354,7 +360,7 @@ def find_built_images(aws, regions, fingerprints) -> dict:
 
 
 def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int, timeout, cleanup_timeout,
-                 progress=None, channel: str | None = None) -> BuildRun:
+                 progress=None, channel: str | None = None, rehearse: bool = False) -> BuildRun:
     import json
 
     from amibuild import __version__
@@ -365,11 +371,16 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
     commit = git_commit(plan.pipeline.source.parent if plan.pipeline.source else Path.cwd())
     own_progress = progress is None
     progress = progress or Progress([i.name for i in plan.items])
+    check = check_directory
+    if rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
+        from amibuild.cli.rehearse import rehearsal_check
+
+        check = rehearsal_check(plan, options, check_directory, say)
     try:
         executor = Executor(
             plan, packer, aws,
             provenance=lambda item: provenance_tags(item, plan, version=__version__, git_commit=commit),
-            check=check_directory, progress=progress, parallel=parallel, timeout=timeout, cleanup_timeout=cleanup_timeout,
+            check=check, progress=progress, parallel=parallel, timeout=timeout, cleanup_timeout=cleanup_timeout,
         )
         outcomes = executor.run()
     finally:
