@@ -161,11 +161,17 @@ def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = 
 def write_all(prepared: Prepared, options: Options, say: Say) -> list[Path]:
     out_dir = Path(options.build_dir)
     directories = []
+    # a note every variant carries (the Packer version's, say) holds for the whole run: say it once
+    shared = [n for n in prepared.rendered[0].notes if all(n in r.notes for r in prepared.rendered)] \
+        if len(prepared.rendered) > 1 else []
+    for line in shared:
+        say(f"note: {line}")
     for item in prepared.rendered:
         directories.append(render_mod.write(item, out_dir, item.record(prepared.pipeline, prepared.packer_version)))
         say(f"rendered {item.variant.name}: {out_dir / item.variant.name} (fingerprint {item.fingerprint[:12]})")
         for line in item.notes:
-            say(f"  note: {line}")
+            if line not in shared:
+                say(f"  note: {line}")
     return directories
 
 

@@ -38,12 +38,15 @@ def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_re
            profile=None, json=False):
     """Render Packer HCL2 for each variant into build/<variant>/."""
     from amibuild.cli import commands
+    from amibuild.cli import report
 
     opts = cli.options(c, **locals_flags(locals()))
     result = cli.run(lambda: commands.render(opts, cli.say))
     cli.lines(f"note: {n}" for n in result.notes)
     if json:
         cli.emit_json(result.summary())
+    else:
+        cli.lines_out(report.render_lines(result))
 
 
 @task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
@@ -55,10 +58,12 @@ def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
 
     opts = cli.options(c, **locals_flags(locals()))
     result = cli.run(lambda: commands.validate(opts, cli.say))
-    cli.say(f"{len(result.checked)} variant(s) valid with packer {result.packer_version}")
     if json:
         cli.emit_json({"packer_version": result.packer_version, "valid": result.checked,
                        "directories": [str(d) for d in result.directories]})
+    else:
+        print(f"{len(result.checked)} variant(s) valid with packer {result.packer_version}: "
+              f"{', '.join(result.checked)}")
 
 
 BUILD_HELP = {
@@ -93,7 +98,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     if json:
         cli.emit_json(run.summary())
     else:
-        cli.lines(report.build_lines(run))
+        cli.lines_out(report.build_lines(run))
     cli.finish(run)
 
 
@@ -103,7 +108,7 @@ def runs(c, limit=10, json=False, build_dir=None):
     from amibuild.cli import commands
     from amibuild.cli import report
 
-    records = commands.list_runs(cli.options(c, build_dir=build_dir), int(limit))
+    records = commands.list_runs(cli.options(c, build_dir=build_dir, announce=False), int(limit))
     if json:
         cli.emit_json(records)
     else:
@@ -207,7 +212,7 @@ def aws_auth(c, role_arn="", stack="", region=None, profile=None):
     from amibuild.handoff.userdata import render as ud
 
     print(cli.run(lambda: ud.aws_auth_entry(handoff.node_role(
-        cli.options(c, profile=profile), role_arn=role_arn, stack=stack, region=region))), end="")
+        cli.options(c, profile=profile, announce=False), role_arn=role_arn, stack=stack, region=region))), end="")
 
 
 @task
@@ -432,7 +437,7 @@ def doctor(c, pipeline=None, profile=None, json=False):
     """Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix."""
     from amibuild.cli import doctor as doctor_mod
 
-    results = cli.run(lambda: doctor_mod.checks(cli.options(c, pipeline=pipeline, profile=profile)))
+    results = cli.run(lambda: doctor_mod.checks(cli.options(c, pipeline=pipeline, profile=profile, announce=False)))
     if json:
         cli.emit_json([r.as_dict() for r in results])
     else:
