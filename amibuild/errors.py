@@ -9,8 +9,10 @@ turns them into a one-line message and an exit code::
     │   ├── VarFileError                  a .pkrvars.hcl file that does not parse
     │   ├── UpstreamError                 an upstream amazon-eks-ami checkout we cannot read
     │   ├── NotUserData                   `decode-userdata` input that is no user data
-    │   └── RolloutRefused                a stack / node group / channel that cannot be rolled as asked
+    │   ├── RolloutRefused                a stack / node group / channel that cannot be rolled as asked
+    │   └── MissingExtra                  a task needs an optional extra that is not installed (`amibuild[sandbox]`)
     ├── TemplateError                     a packer/ template failed to render (a bug or a bad template)
+    ├── PackageDataMissing                a file amibuild ships (template, script) is missing: a broken install
     ├── PackerError                       the packer binary failed or is missing
     │   ├── PackerNotFound        exit 2  no packer on PATH (or too old)
     │   ├── PackerValidateError           `packer validate` / `packer fmt -check` refused a file
@@ -153,3 +155,11 @@ class Interrupted(AmibuildError):
     """The run was interrupted by Ctrl-C or SIGTERM."""
 
     exit_code = 130
+
+
+class MissingExtra(UsageError):
+    """A task needs an optional part of amibuild that is not installed (e.g. `amibuild[sandbox]`)."""
+
+
+class PackageDataMissing(AmibuildError):
+    """A file amibuild ships (template, provisioner script, example) is missing: the install is broken."""

@@ -311,7 +311,7 @@ def build_ami(
         from amibuild.errors import NoCredentials
 
         raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
-                            "AWS_SECRET_ACCESS_KEY, or run `invoke sandbox` for the local emulator")
+                            "AWS_SECRET_ACCESS_KEY, or run `amibuild sandbox` for the local emulator")
     prepared = prepare(options, aws=aws, strict=True, packer=packer, pipeline=pipeline)
     out_dir = Path(options.build_dir)
     existing = find_built_images(aws, prepared.pipeline.target_regions, [r.fingerprint for r in prepared.rendered])

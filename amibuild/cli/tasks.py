@@ -216,6 +216,16 @@ def aws_auth(c, role_arn="", stack="", region=None, profile=None):
 
 
 @task
+def init(c):
+    """Write a starter amibuild.hcl (one AL2023 variant with ceph-common) and ignore build/ in .gitignore."""
+    from pathlib import Path
+
+    from amibuild.cli import init as init_mod
+
+    cli.lines_out(cli.run(lambda: init_mod.init(Path.cwd())).lines())
+
+
+@task
 def demo(c):
     """Run the whole pipeline against the local emulator, printing each step (the README demo)."""
     from amibuild.sandbox.demo import run_demo
@@ -501,7 +511,7 @@ def locals_flags(values):
 
 
 ns = Collection(render, validate, build_ami, runs, publish, promote, rollback, history, channels, nodegroup_deploy,
-                rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor, sandbox, demo)
+                rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor, sandbox, demo, init)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present
