@@ -91,9 +91,9 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
 
     opts = cli.options(c, **locals_flags(locals()))
     run = cli.run(lambda: commands.build_ami(
-        opts, cli.say, force=force, dry_run=dry_run, parallel=int(parallel) if parallel else None,
-        max_parallel=int(c.config.amibuild.max_parallel), timeout=float(timeout) if timeout else None,
-        channel=channel, publish=not no_publish,
+        opts, cli.say, force=force, dry_run=dry_run, parallel=cli.number(parallel, "--parallel"),
+        max_parallel=cli.number(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)"),
+        timeout=cli.number(timeout, "--timeout", float, minimum=0.001), channel=channel, publish=not no_publish,
     ))
     if json:
         cli.emit_json(run.summary())
