@@ -215,14 +215,19 @@ def aws_auth(c, role_arn="", stack="", region=None, profile=None):
         cli.options(c, profile=profile, announce=False), role_arn=role_arn, stack=stack, region=region))), end="")
 
 
-@task
-def init(c):
+@task(help={"json": "Print what was written as JSON on stdout"})
+def init(c, json=False):
     """Write a starter amibuild.hcl (one AL2023 variant with ceph-common) and ignore build/ in .gitignore."""
     from pathlib import Path
 
     from amibuild.cli import init as init_mod
 
-    cli.lines_out(cli.run(lambda: init_mod.init(Path.cwd())).lines())
+    result = cli.run(lambda: init_mod.init(Path.cwd()))
+    if json:
+        cli.emit_json({"pipeline": str(result.pipeline), "gitignore": str(result.gitignore),
+                       "gitignore_changed": result.gitignore_changed})
+    else:
+        cli.lines_out(result.lines())
 
 
 @task
