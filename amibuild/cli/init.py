@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from amibuild.errors import PackageDataMissing, SpecError
-from amibuild.spec.locate import PIPELINE_FILE
+from amibuild.cli.locate import PIPELINE_FILE
 
 IGNORE_ENTRY = "build/"
 

@@ -15,7 +15,6 @@ environment variables `AMIBUILD_AMIBUILD_<KEY>` (invoke's spelling) or the short
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from typing import Any, Iterable
@@ -55,7 +54,7 @@ class AmibuildProgram(Program):
         # amibuild.yaml is read from the pipeline repository: beside the pipeline file found from
         # here upwards, else the current folder (a Program with a fixed namespace has no
         # collection folder for invoke to use).
-        from amibuild.spec.locate import find_pipeline
+        from amibuild.cli.locate import find_pipeline
 
         found = find_pipeline(os.getcwd())
         self.config.set_project_location(str(found.path.parent if found.path else os.getcwd()))
@@ -143,6 +142,8 @@ def _flags(context: Any) -> list[str]:
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    import difflib  # only on an error: `amibuild --list` stays fast
+
     choices = list(choices)
     # `--extra_pkg`: invoke spells every flag with dashes
     candidates = [word.replace("_", "-"), word]

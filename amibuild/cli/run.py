@@ -89,7 +89,7 @@ def options(c: Any, *, announce: bool = True, **flags: Any) -> "Options":  # noq
     """
     from amibuild.cli.commands import Options
     from amibuild.spec import Overrides
-    from amibuild.spec.locate import find_pipeline
+    from amibuild.cli.locate import find_pipeline
 
     config = c.config.get("amibuild", {}) if hasattr(c, "config") else {}
     pipeline = flags.get("pipeline") or config.get("pipeline") or None

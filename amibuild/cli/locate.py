@@ -1,8 +1,9 @@
 """Finding the pipeline file the way git and invoke find theirs.
 
 From the current folder upwards, the first `amibuild.hcl`; the search stops at the root of a
-repository (a folder holding `.git`, after looking in it) or at `/`. Nothing is read here: `load`
-reads what this finds.
+repository (a folder holding `.git`, after looking in it) or at `/`. Nothing is read here:
+`spec.load` reads what this finds. It lives in cli, not spec: the program looks for it (to read
+`amibuild.yaml` beside it) before any task runs, and `amibuild --list` should not import spec.
 """
 
 from __future__ import annotations
