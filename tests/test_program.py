@@ -317,3 +317,34 @@ def test_the_moto_check_covers_every_moto_name_the_sandbox_imports() -> None:
     assert len(imported) >= 10
     checked = {(module, dotted.split(".")[0]) for module, dotted in moto_check.REQUIRED}
     assert imported <= checked, imported - checked
+
+
+# ------------------------------------------------------------------------------- `invoke` in this repository
+
+
+def invoke_here(cwd: Path, *args: str, **kwargs) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], cwd=cwd, text=True, timeout=120,
+                          **({"capture_output": True} | kwargs))
+
+
+@pytest.mark.parametrize("args, words", [
+    (["build-ami", "--extra-pkgs", "ceph-common"], ["build-ami: unknown flag --extra-pkgs", "did you mean --extra-pkg",
+                                                    "`invoke build-ami --help`"]),
+    (["build-amis"], ["unknown task 'build-amis'", "did you mean build-ami?"]),
+    (["runs", "--limit", "abc"], ["--limit abc", "whole number"]),
+], ids=["flag", "task", "bad-number"])
+def test_invoke_here_reports_parse_errors_the_same_way(tmp_path: Path, args, words) -> None:
+    line = one_error_line(invoke_here(tmp_path, *args))
+    for word in words:
+        assert word in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_invoke_here_ends_quietly_on_a_closed_pipe(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = invoke_here(tmp_path, "--list", stdout=write_end, stderr=subprocess.PIPE, capture_output=False)
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (0, "")

@@ -96,12 +96,13 @@ class AmibuildProgram(Program):
 # ------------------------------------------------------------------------------- parse errors
 
 
-def describe(program: Program, exc: ParseError) -> str:
+def describe(program: Program, exc: ParseError, binary: str | None = None) -> str:
     """One line for a parse error: what was wrong, where, and the nearest valid spelling."""
     text = str(exc)
     task = _task_of(program, exc)
     where = f"{task}: " if task else ""
-    help_hint = f"`{program.binary} {task} --help`" if task else f"`{program.binary} --list`"
+    binary = binary or program.binary
+    help_hint = f"`{binary} {task} --help`" if task else f"`{binary} --list`"
     if text.startswith("No idea what '") and text.endswith("' is!"):
         token = text[len("No idea what '"):-len("' is!")]
         if token.startswith("-"):
@@ -215,6 +216,59 @@ def _flag_values(program: Program) -> Iterable[tuple[str, str, str | None, Any]]
             yield task, name, None, argument.kind
 
 
+# ------------------------------------------------------------------------------- plain `invoke` here
+
+
+def adopt_invoke_program() -> None:
+    """Give the `invoke` run that is importing this repository's tasks.py the same handling of
+    command-line mistakes (one `amibuild: error:` line, exit 2) and closed pipes as `amibuild`.
+
+    invoke's own Program parses the tasks' flags only after it has imported tasks.py, and looks
+    its steps up on the instance, so wrapping that one instance's later steps is enough: nothing
+    in invoke is patched, and a tasks.py loaded any other way (a test, `amibuild`) changes nothing.
+    Mistakes in invoke's own flags, parsed before tasks.py is read, keep invoke's wording.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, Program) and not isinstance(candidate, AmibuildProgram):
+            break
+        frame = frame.f_back
+    else:
+        return
+    program = candidate
+    del frame
+    binary = "invoke"
+
+    def wrap(step, check_lists: bool = False):
+        def wrapped() -> None:
+            try:
+                try:
+                    step()
+                except ValueError as exc:
+                    raise _bad_value(program, exc) from None
+                if check_lists:
+                    _check_list_values(program)
+            except ParseError as exc:
+                raise Exit(f"amibuild: error: {describe(program, exc, binary)}", code=EXIT_USAGE) from None
+            except BrokenPipeError:
+                _quiet_stdout()
+                raise Exit(code=0) from None
+        return wrapped
+
+    program.parse_tasks = wrap(program.parse_tasks, check_lists=True)
+    program.parse_cleanup = wrap(program.parse_cleanup)  # --help TASK, --list (| head)
+    program.execute = wrap(program.execute)  # a task printing into a closed pipe
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: the reader went away, and the interpreter's own flush at exit
+    must not complain either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 # ------------------------------------------------------------------------------- entry point
 
 
@@ -233,8 +287,6 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             sys.stdout.flush()
     except BrokenPipeError:
-        # The reader went away (`amibuild runs | head -1`): it has what it wanted. Point stdout at
-        # /dev/null so the interpreter's own flush at exit cannot complain either.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        # The reader went away (`amibuild runs | head -1`): it has what it wanted.
+        _quiet_stdout()
         sys.exit(0)
