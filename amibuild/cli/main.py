@@ -49,6 +49,22 @@ class AmibuildConfig(Config):
 class AmibuildProgram(Program):
     """invoke's Program whose parse errors are amibuild's one-line usage errors (exit 2)."""
 
+    # invoke's core flags that mean something here. The others set defaults for `c.run()`, which
+    # no amibuild task calls, and `-R/--dry` would read like build-ami's --dry-run.
+    CORE_FLAGS = frozenset({"complete", "print-completion-script", "debug", "config", "help", "list",
+                            "list-depth", "list-format", "version", "write-pyc"})
+
+    def core_args(self) -> list:
+        return [arg for arg in super().core_args() if arg.name in self.CORE_FLAGS]
+
+    def update_config(self, merge: bool = True) -> None:
+        # invoke's version reads the `c.run()` flags dropped above; what remains is --config
+        self.config.load_overrides({}, merge=False)
+        self.config.set_runtime_path(self.args.config.value or os.environ.get("AMIBUILD_RUNTIME_CONFIG"))
+        self.config.load_runtime(merge=False)
+        if merge:
+            self.config.merge()
+
     def parse_collection(self) -> None:
         super().parse_collection()
         # amibuild.yaml is read from the pipeline repository: beside the pipeline file found from
