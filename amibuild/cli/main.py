@@ -242,7 +242,7 @@ def adopt_invoke_program() -> None:
     invoke's own Program parses the tasks' flags only after it has imported tasks.py, and looks
     its steps up on the instance, so wrapping that one instance's later steps is enough: nothing
     in invoke is patched, and a tasks.py loaded any other way (a test, `amibuild`) changes nothing.
-    Mistakes in invoke's own flags, parsed before tasks.py is read, keep invoke's wording.
+    A mistake invoke rejects before it has read tasks.py keeps invoke's wording.
     """
     frame = sys._getframe(1)
     while frame is not None:
@@ -256,15 +256,17 @@ def adopt_invoke_program() -> None:
     del frame
     binary = "invoke"
 
-    def wrap(step, check_lists: bool = False):
+    def wrap(step, parses_tasks: bool = False):
         def wrapped() -> None:
             try:
-                try:
-                    step()
-                except ValueError as exc:
-                    raise _bad_value(program, exc) from None
-                if check_lists:
+                if parses_tasks:
+                    try:
+                        step()
+                    except ValueError as exc:  # a flag's value failed its cast (`--limit abc`)
+                        raise _bad_value(program, exc) from None
                     _check_list_values(program)
+                else:
+                    step()
             except ParseError as exc:
                 raise Exit(f"amibuild: error: {describe(program, exc, binary)}", code=EXIT_USAGE) from None
             except BrokenPipeError:
@@ -272,7 +274,7 @@ def adopt_invoke_program() -> None:
                 raise Exit(code=0) from None
         return wrapped
 
-    program.parse_tasks = wrap(program.parse_tasks, check_lists=True)
+    program.parse_tasks = wrap(program.parse_tasks, parses_tasks=True)
     program.parse_cleanup = wrap(program.parse_cleanup)  # --help TASK, --list (| head)
     program.execute = wrap(program.execute)  # a task printing into a closed pipe
 
