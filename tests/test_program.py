@@ -63,8 +63,9 @@ def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     (["runs", "--limit", "abc"], ["runs", "--limit abc", "whole number"]),
     (["build-ami", "--parallel=x2"], ["--parallel x2", "whole number"]),
     (["render", "ceph"], ["render", "unexpected argument 'ceph'"]),
+    (["--list-depth", "abc", "--list"], ["--list-depth abc", "whole number"]),
 ], ids=["flag", "underscore", "task", "core-flag", "missing-list-value", "list-value-is-a-flag", "missing-value",
-        "bad-number", "bad-number-inline", "stray-word"])
+        "bad-number", "bad-number-inline", "stray-word", "core-bad-number"])
 def test_parse_errors_are_one_line_with_exit_2_and_write_nothing(tmp_path: Path, args, words) -> None:
     (tmp_path / "amibuild.hcl").write_text(PIPELINE)
     line = one_error_line(amibuild(tmp_path, *args))

@@ -80,7 +80,10 @@ class AmibuildProgram(Program):
         """invoke's `Program.run`, with parse errors reported our way."""
         try:
             self.create_config()
-            self.parse_core(argv)
+            try:
+                self.parse_core(argv)
+            except ValueError as exc:  # `--list-depth abc`: the same cast, in invoke's own flags
+                raise _bad_core_value(self, exc) from None
             self.parse_collection()
             try:
                 self.parse_tasks()
@@ -188,6 +191,21 @@ def _bad_value(program: Program, exc: ValueError) -> ParseError:
             except (TypeError, ValueError):
                 noun = "a whole number" if kind is int else "a number"
                 return ParseError(f"{flag} {value}: expected {noun}, e.g. {flag} 5", program.parser.contexts[task])
+    return ParseError(f"a flag's value was refused ({exc})")
+
+
+def _bad_core_value(program: Program, exc: ValueError) -> ParseError:
+    """The core flag (`-D/--list-depth`, ...) whose value failed invoke's cast."""
+    context = program.initial_context
+    tokens = list(program.argv[1:])
+    for index, token in enumerate(tokens):
+        name, eq, inline = token.partition("=")
+        if name in context.flags and context.flags[name].kind is int:
+            value = inline if eq else (tokens[index + 1] if index + 1 < len(tokens) else "")
+            try:
+                int(value)
+            except ValueError:
+                return ParseError(f"{name} {value}: expected a whole number, e.g. {name} 2")
     return ParseError(f"a flag's value was refused ({exc})")
 
 
