@@ -349,3 +349,31 @@ def test_invoke_here_ends_quietly_on_a_closed_pipe(tmp_path: Path) -> None:
     finally:
         os.close(write_end)
     assert (result.returncode, result.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("sitecustomize, words", [
+    ("import moto.cloudformation.responses as r\ndel r.CloudFormationResponse._validate_different_update\n",
+     ["has no moto.cloudformation.responses.CloudFormationResponse._validate_different_update, "
+      "which the sandbox patches"]),
+    ("import moto.core.utils\ndel moto.core.utils.utcnow\n", ["cannot import moto.", "utcnow"]),
+], ids=["attribute", "import"])
+def test_a_sandbox_on_a_moto_without_what_it_uses_refuses_to_start_naming_it(tmp_path: Path, monkeypatch,
+                                                                             sitecustomize, words) -> None:
+    """The emulator child checks moto before serving; its one line becomes the error. Here moto
+    loses a name at interpreter start-up (a sitecustomize on PYTHONPATH), as an upgrade that renamed
+    it would."""
+    from importlib.metadata import version
+
+    from amibuild.sandbox import Sandbox
+
+    (tmp_path / "sitecustomize.py").write_text(sitecustomize)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    sandbox = Sandbox()
+    with pytest.raises(SandboxError) as caught:
+        sandbox.start()
+    message = str(caught.value)
+    assert message.startswith(f"moto {version('moto')}") and "\n" not in message, message
+    assert message.endswith("install the moto version amibuild was made for: pip install 'amibuild[sandbox]'")
+    for word in words:
+        assert word in message, message
+    assert not sandbox.running

@@ -736,10 +736,11 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         amis_path.write_text(json.dumps([image.to_moto() for image in seed_images()]))
         # moto reads the file when its EC2 models are imported, and only checks the variable after.
         os.environ["MOTO_AMIS_PATH"] = str(amis_path)
-        import moto.ec2.models  # noqa: F401
-    from amibuild.sandbox.moto_check import check_internals
+        from amibuild.sandbox.moto_check import check_internals
 
-    check_internals()  # a moto that moved what we patch fails here, naming it
+        # imports moto.ec2.models (reading the file) and every other moto module used here; a moto
+        # that moved what we patch or import fails now, naming it
+        check_internals()
     _model_stack_updates()
 
     import logging

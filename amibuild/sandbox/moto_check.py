@@ -78,8 +78,9 @@ def check_internals(required=REQUIRED, required_instance=REQUIRED_INSTANCE) -> N
 def _resolve(module_name: str, dotted: str, installed: str):
     try:
         value = importlib.import_module(module_name)
-    except ImportError:
-        _missing(module_name, installed)
+    except ImportError as exc:  # the module, or something it imports from moto, moved
+        raise SandboxError(f"moto {installed}: cannot import {module_name} ({exc}), which the sandbox uses; "
+                           f"install the moto version amibuild was made for: {INSTALL_HINT}") from exc
     for part in dotted.split("."):
         if not hasattr(value, part):
             _missing(f"{module_name}.{dotted}", installed)
