@@ -25,7 +25,7 @@ def test_secret_access_key_is_in_no_rendered_file(tmp_path: Path, sandbox, monke
     def render(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "invoke", "-r", str(ROOT), "render", "--pipeline", str(ROOT / "amibuild.hcl"),
-             "--extra-pkg", "htop", *args],
+             "--build-dir", str(tmp_path / "build"), "--extra-pkg", "htop", *args],
             cwd=tmp_path, capture_output=True, text=True, timeout=120,
         )
 

@@ -163,11 +163,17 @@ def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = 
 def write_all(prepared: Prepared, options: Options, say: Say) -> list[Path]:
     out_dir = Path(options.build_dir)
     directories = []
+    # a note every variant carries (the Packer version's, say) holds for the whole run: say it once
+    shared = [n for n in prepared.rendered[0].notes if all(n in r.notes for r in prepared.rendered)] \
+        if len(prepared.rendered) > 1 else []
+    for line in shared:
+        say(f"note: {line}")
     for item in prepared.rendered:
         directories.append(render_mod.write(item, out_dir, item.record(prepared.pipeline, prepared.packer_version)))
         say(f"rendered {item.variant.name}: {out_dir / item.variant.name} (fingerprint {item.fingerprint[:12]})")
         for line in item.notes:
-            say(f"  note: {line}")
+            if line not in shared:
+                say(f"  note: {line}")
     return directories
 
 
@@ -327,7 +333,7 @@ def build_ami(
         from amibuild.errors import NoCredentials
 
         raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
-                            "AWS_SECRET_ACCESS_KEY, or run `invoke sandbox` for the local emulator")
+                            "AWS_SECRET_ACCESS_KEY, or run `amibuild sandbox` for the local emulator")
     prepared = prepare(options, aws=aws, strict=True, packer=packer, pipeline=pipeline)
     out_dir = Path(options.build_dir)
     existing = find_built_images(aws, prepared.pipeline.target_regions, [r.fingerprint for r in prepared.rendered])

@@ -29,6 +29,12 @@ def build_lines(run: Any) -> Iterable[str]:
         yield f"  sharing: {line}"
 
 
+def render_lines(result: Any) -> Iterable[str]:
+    """What `render` wrote: one line per variant (progress and notes went to stderr)."""
+    for rendered, directory in zip(result.rendered, result.directories):
+        yield f"{rendered.variant.name}  {directory}  {rendered.fingerprint[:12]}"
+
+
 def runs_lines(records: list[dict]) -> Iterable[str]:
     if not records:
         yield "no runs recorded yet (build/runs/ is empty)"

@@ -38,12 +38,15 @@ def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_re
            profile=None, json=False):
     """Render Packer HCL2 for each variant into build/<variant>/."""
     from amibuild.cli import commands
+    from amibuild.cli import report
 
     opts = cli.options(c, **locals_flags(locals()))
     result = cli.run(lambda: commands.render(opts, cli.say))
     cli.lines(f"note: {n}" for n in result.notes)
     if json:
         cli.emit_json(result.summary())
+    else:
+        cli.lines_out(report.render_lines(result))
 
 
 @task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
@@ -55,10 +58,12 @@ def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
 
     opts = cli.options(c, **locals_flags(locals()))
     result = cli.run(lambda: commands.validate(opts, cli.say))
-    cli.say(f"{len(result.checked)} variant(s) valid with packer {result.packer_version}")
     if json:
         cli.emit_json({"packer_version": result.packer_version, "valid": result.checked,
                        "directories": [str(d) for d in result.directories]})
+    else:
+        print(f"{len(result.checked)} variant(s) valid with packer {result.packer_version}: "
+              f"{', '.join(result.checked)}")
 
 
 BUILD_HELP = {
@@ -88,14 +93,15 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
 
     opts = cli.options(c, **locals_flags(locals()))
     run = cli.run(lambda: commands.build_ami(
-        opts, cli.say, force=force, dry_run=dry_run, parallel=int(parallel) if parallel else None,
-        max_parallel=int(c.config.amibuild.max_parallel), timeout=float(timeout) if timeout else None,
-        channel=channel, publish=not no_publish, rehearse=rehearse,
+        opts, cli.say, force=force, dry_run=dry_run, parallel=cli.number(parallel, "--parallel"),
+        max_parallel=cli.number(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)"),
+        timeout=cli.number(timeout, "--timeout", float, minimum=0.001), channel=channel, publish=not no_publish,
+        rehearse=rehearse,
     ))
     if json:
         cli.emit_json(run.summary())
     else:
-        cli.lines(report.build_lines(run))
+        cli.lines_out(report.build_lines(run))
     cli.finish(run)
 
 
@@ -139,7 +145,7 @@ def runs(c, limit=10, json=False, build_dir=None):
     from amibuild.cli import commands
     from amibuild.cli import report
 
-    records = commands.list_runs(cli.options(c, build_dir=build_dir), int(limit))
+    records = commands.list_runs(cli.options(c, build_dir=build_dir, announce=False), int(limit))
     if json:
         cli.emit_json(records)
     else:
@@ -243,7 +249,22 @@ def aws_auth(c, role_arn="", stack="", region=None, profile=None):
     from amibuild.handoff.userdata import render as ud
 
     print(cli.run(lambda: ud.aws_auth_entry(handoff.node_role(
-        cli.options(c, profile=profile), role_arn=role_arn, stack=stack, region=region))), end="")
+        cli.options(c, profile=profile, announce=False), role_arn=role_arn, stack=stack, region=region))), end="")
+
+
+@task(help={"json": "Print what was written as JSON on stdout"})
+def init(c, json=False):
+    """Write a starter amibuild.hcl (one AL2023 variant with ceph-common) and ignore build/ in .gitignore."""
+    from pathlib import Path
+
+    from amibuild.cli import init as init_mod
+
+    result = cli.run(lambda: init_mod.init(Path.cwd()))
+    if json:
+        cli.emit_json({"pipeline": str(result.pipeline), "gitignore": str(result.gitignore),
+                       "gitignore_changed": result.gitignore_changed})
+    else:
+        cli.lines_out(result.lines())
 
 
 @task
@@ -468,7 +489,7 @@ def doctor(c, pipeline=None, profile=None, json=False):
     """Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix."""
     from amibuild.cli import doctor as doctor_mod
 
-    results = cli.run(lambda: doctor_mod.checks(cli.options(c, pipeline=pipeline, profile=profile)))
+    results = cli.run(lambda: doctor_mod.checks(cli.options(c, pipeline=pipeline, profile=profile, announce=False)))
     if json:
         cli.emit_json([r.as_dict() for r in results])
     else:
@@ -531,8 +552,9 @@ def locals_flags(values):
     return flags
 
 
-ns = Collection(render, validate, rehearse, build_ami, runs, publish, promote, rollback, history, channels, nodegroup_deploy,
-                rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor, sandbox, demo)
+ns = Collection(render, validate, rehearse, build_ami, runs, publish, promote, rollback, history, channels,
+                nodegroup_deploy, rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor,
+                sandbox, demo, init)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 
 from amibuild import __version__
 from amibuild import hcl, tags
-from amibuild.errors import SpecError, TemplateError
+from amibuild.errors import PackageDataMissing, SpecError, TemplateError
 from amibuild.spec import Pipeline, Variant, suggest
 
 # Package data: found through importlib.resources, so an installed wheel carries and finds them.
@@ -294,7 +294,7 @@ def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
     for step in provisioning_steps(variant, values):
         if not step.needed:
             continue
-        shipped[f"scripts/{step.script}"] = _read(PROVISION_SCRIPTS / step.script)
+        shipped[f"scripts/{step.script}"] = _read_packaged(PROVISION_SCRIPTS / step.script)
         group = early if step.script in EARLY_STEPS else blocks
         if sandbox:
             group.append(_sandbox_echo(step.script, step.env))
@@ -581,6 +581,9 @@ def render_template(name: str, **context: Any) -> str:
 
     try:
         return _environment().get_template(name).render(**context)
+    except jinja2.TemplateNotFound as exc:
+        raise PackageDataMissing(f"{TEMPLATES / name}: amibuild's own template is missing; the installation is "
+                                 "incomplete: reinstall amibuild") from exc
     except jinja2.TemplateError as exc:
         where = f"{TEMPLATES / name}"
         line = getattr(exc, "lineno", None)
@@ -598,10 +601,20 @@ def _indent(text: str, prefix: str) -> str:
 
 
 def _read(path: Path) -> str:
+    """A script the pipeline file names: the user's to fix."""
     try:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"{path}: cannot read the script ({exc.strerror})") from exc
+
+
+def _read_packaged(path: Path) -> str:
+    """One of amibuild's own scripts: missing means a broken install, not bad input."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PackageDataMissing(f"{path}: amibuild's own provisioner script is missing or unreadable "
+                                 f"({exc.strerror}); the installation is incomplete: reinstall amibuild") from exc
 
 
 # ------------------------------------------------------------------------------- writing

@@ -220,6 +220,9 @@ class Sandbox:
         """Spawn the emulator and return once it answers; raise `SandboxError` if it does not."""
         if self._proc is not None:
             raise SandboxError("this sandbox is already started; stop() it first")
+        from amibuild.sandbox.moto_check import require_moto
+
+        require_moto()
         deadline = time.monotonic() + timeout
         self._log = tempfile.NamedTemporaryFile(prefix="amibuild-sandbox-", suffix=".log")
         self._proc = subprocess.Popen(
@@ -236,6 +239,9 @@ class Sandbox:
         try:
             self.port = self._read_port(deadline)
             self._wait_ready(deadline)
+        except _Refused as exc:
+            self.stop()
+            raise SandboxError(str(exc)) from None
         except SandboxError as exc:
             message = f"{exc}{self._stderr_tail()}"
             self.stop()
@@ -368,6 +374,8 @@ class Sandbox:
                     chunk = os.read(fd, 4096)
                     if not chunk:
                         code = self._proc.wait()
+                        if code == EXIT_REFUSED:  # the child said why in one line: that is the error
+                            raise _Refused(self._stderr_tail(1).rsplit("\n", 1)[-1].removeprefix(CHILD_PREFIX))
                         raise SandboxError(f"the emulator exited (code {code}) before serving")
                     buffer += chunk
 
@@ -419,6 +427,15 @@ class Sandbox:
             return ""
         tail = "\n".join(text.strip().splitlines()[-lines:])
         return f"\n--- emulator stderr (last {lines} lines) ---\n{tail}" if tail else ""
+
+
+# The child refuses to start with this code and one `CHILD_PREFIX` line on stderr saying why.
+EXIT_REFUSED = 3
+CHILD_PREFIX = "amibuild sandbox: "
+
+
+class _Refused(SandboxError):
+    """The child refused to start and said why."""
 
 
 # The tripwire proxy in os.environ must not catch our own loopback calls.
@@ -723,7 +740,11 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         amis_path.write_text(json.dumps([image.to_moto() for image in seed_images()]))
         # moto reads the file when its EC2 models are imported, and only checks the variable after.
         os.environ["MOTO_AMIS_PATH"] = str(amis_path)
-        import moto.ec2.models  # noqa: F401
+        from amibuild.sandbox.moto_check import check_internals
+
+        # imports moto.ec2.models (reading the file) and every other moto module used here; a moto
+        # that moved what we patch or import fails now, naming it
+        check_internals()
     _model_stack_updates()
 
     import logging
@@ -788,7 +809,11 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--watch-stdin", action="store_true", help="exit when stdin closes")
     args = parser.parse_args(argv)
     if args.command == "serve":
-        _serve(LOOPBACK, args.serve_port, args.watch_stdin)
+        try:
+            _serve(LOOPBACK, args.serve_port, args.watch_stdin)
+        except SandboxError as exc:  # e.g. a moto without what we patch: one line for the parent
+            print(f"{CHILD_PREFIX}{exc}", file=sys.stderr, flush=True)
+            return EXIT_REFUSED
         return 0
     try:
         serve_foreground(port=args.port)

@@ -259,6 +259,9 @@ def load(
     _validate_pipeline(pipeline_kwargs, where, from_flag=bool(overrides.regions))
 
     defaults_block = _one_block(doc, "defaults", where)
+    if "enabled" in defaults_block:
+        raise SpecError(f"{where}: defaults: `enabled` belongs in a variant block (enabled = false leaves that "
+                        "variant out unless --variant names it)")
     variant_blocks = _variant_blocks(doc, where)
     var_file_layer = _read_var_files(overrides.var_files)
     flag_layer = _flag_layer(overrides)
@@ -289,7 +292,7 @@ def load(
 
 _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
                   "default_channel"}
-_VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy"} | {"repo", "proxy", "vars", "extends"}
+_VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy"} | {"repo", "proxy", "vars", "extends", "enabled"}
 
 
 def _read_hcl(path: Path, what: str, error: type[SpecError]) -> dict[str, Any]:
@@ -308,6 +311,11 @@ def _read_hcl(path: Path, what: str, error: type[SpecError]) -> dict[str, Any]:
 
 def _parse_file(path: Path) -> dict[str, Any]:
     doc = _read_hcl(path, "pipeline file", SpecError)
+    if not doc:
+        # an empty file (or only comments) would otherwise fall back to the flags alone and
+        # quietly build a variant named `default`
+        raise SpecError(f"{path}: the pipeline file is empty; add a `variant \"NAME\" {{ ... }}` block "
+                        "(`amibuild init` writes a starter file) or delete it")
     unknown = set(doc) - {"pipeline", "defaults", "variant"}
     if unknown:
         key = sorted(unknown)[0]
@@ -377,7 +385,14 @@ def _select(variant_blocks: dict[str, Any], overrides: Overrides, where: str) ->
             _check_name(name, f"--variant {name}")
         return list(dict.fromkeys(overrides.variants))
     if variant_blocks:
-        return list(variant_blocks)
+        # `enabled = false` leaves a variant out unless --variant names it (one that needs the
+        # network to clone, say). It belongs to the block: a variant extending it is not disabled.
+        enabled = [name for name, block in variant_blocks.items()
+                   if _bool(block.get("enabled", True), f'{where}: variant "{name}": enabled')]
+        if not enabled:
+            raise SpecError(f"{where}: every variant has `enabled = false`; name one with --variant "
+                            f"({', '.join(variant_blocks)}) or enable one in the file")
+        return enabled
     return ["default"]
 
 
@@ -401,8 +416,8 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> di
         return {}
     layer: dict[str, Any] = {}
     for key, value in block.items():
-        if key == "extends":
-            continue  # followed by _lineage
+        if key in ("extends", "enabled"):
+            continue  # followed by _lineage; `enabled` only selects (see _select)
         if key == "vars":
             if not isinstance(value, dict):
                 raise SpecError(f"{where}: `vars` must be a map: vars = {{ name = value }}")
