@@ -779,8 +779,7 @@ def k8s_manifests(cfg: NodeConfig, vpc_cidr: str | Sequence[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def aws_auth_entry(role_arn: str) -> str:
-    """The aws-auth `mapRoles` entry that lets nodes with `role_arn` join, as YAML to merge."""
+def _role_match(role_arn: str) -> re.Match[str]:
     match = _ROLE_ARN.match(role_arn)
     if not match:
         hint = "arn:aws:iam::ACCOUNT:role/NAME"
@@ -789,6 +788,18 @@ def aws_auth_entry(role_arn: str) -> str:
         elif ":assumed-role/" in role_arn:
             hint += " (the IAM role, not a session of it)"
         raise SpecError(f"--role-arn {role_arn!r}: give an IAM role ARN, {hint}")
+    return match
+
+
+def check_role_arn(role_arn: str) -> str:
+    """`role_arn` unchanged if it is an IAM role ARN (an access entry keeps its path), else SpecError."""
+    _role_match(role_arn)
+    return role_arn
+
+
+def aws_auth_entry(role_arn: str) -> str:
+    """The aws-auth `mapRoles` entry that lets nodes with `role_arn` join, as YAML to merge."""
+    match = _role_match(role_arn)
     # aws-auth compares the ARN of the role the node assumed, which carries no path.
     bare = f"arn:{match['partition']}:iam::{match['account']}:role/{match['name']}"
     head = [
