@@ -158,6 +158,21 @@ def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = 
     return Prepared(pipeline, rendered, version, [note] if note else [])
 
 
+def support_warnings(pipeline: spec.Pipeline, today=None) -> list[str]:
+    """One line per variant whose Kubernetes version is past EKS standard or extended support."""
+    from datetime import date
+
+    from amibuild.spec.support import support_warning
+
+    today = today or date.today()
+    out = []
+    for variant in pipeline.variants:
+        warning = support_warning(variant.kubernetes_version, today)
+        if warning:
+            out.append(f"variant {variant.name}: {warning}")
+    return out
+
+
 def write_all(prepared: Prepared, options: Options, say: Say) -> list[Path]:
     out_dir = Path(options.build_dir)
     directories = []
@@ -176,6 +191,8 @@ def render(options: Options, say: Say = lambda _: None, *, aws=None, resolve: bo
         aws = aws_if_available(options)
     # every variant rendered in memory before anything is written: bad input writes nothing
     prepared = prepare(options, aws=aws, resolve=resolve, packer=packer)
+    for line in support_warnings(prepared.pipeline):
+        say(f"warning: {line}")
     directories = write_all(prepared, options, say)
     return RenderResult(prepared.pipeline, prepared.rendered, directories, prepared.packer_version, prepared.notes)
 
@@ -290,6 +307,8 @@ def build_ami(
     from amibuild.build.plan import plan_build
 
     pipeline = load_pipeline(options)  # bad input is refused before anything else
+    for line in support_warnings(pipeline):
+        say(f"warning: {line}")
     if publish and channel:
         from amibuild.channels.publish import check_channel
 
