@@ -89,9 +89,8 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
     if not proxy and (tuple(no_proxy) or private_endpoint):
         raise SpecError("--no-proxy and --private-endpoint go with --proxy")
     parameter = channel_parameter(options, variant, channel)
+    # --os wins over the variant's, as a flag does over the pipeline file everywhere else.
     variant_os = load_pipeline(options).variants[0].os if variant else ""
-    if os_ and variant_os and os_ != variant_os:
-        raise SpecError(f"--os {os_} but variant {variant} builds {variant_os}: leave --os out, or pick that variant")
     aws, region = gateway(options, region)
     raw = aws.describe_stack(stack, region)
     origin = check_ours(aws, stack, region) if raw is not None else None

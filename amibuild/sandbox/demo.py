@@ -21,30 +21,34 @@ ROOT = Path(__file__).resolve().parent.parent.parent  # the repository (for now:
 
 
 def steps(example: Path, network: dict) -> list[tuple[str, list[str]]]:
-    build = ["build-ami", "--extra-pkg", "ceph-common", "--region", "us-west-2"]
+    # Flags alone, no pipeline file: AL2023 on a Kubernetes version in EKS standard support. The
+    # version is part of the channel's parameter name, so the channel commands repeat it.
+    today = ["--os", "al2023", "--k8s", "1.35"]
+    build = ["build-ami", "--extra-pkg", "ceph-common", "--region", "us-west-2", *today]
+    channel = ["--variant", "default", "--k8s", "1.35"]
     return [
         ("Render and validate two variants of the example pipeline file (works without AWS access too)",
-         ["validate", "--pipeline", str(example), "--variant", "ceph", "--variant", "ceph-al2023-arm"]),
-        ("Build an AMI with ceph-common on the EKS-optimized AL2 image and publish it to the `recommended` "
+         ["validate", "--pipeline", str(example), "--variant", "ceph", "--variant", "ceph-arm"]),
+        ("Build an AMI with ceph-common on the EKS-optimized AL2023 image and publish it to the `recommended` "
          "channel: render, validate, packer build, SSM", build),
         ("Run it again: nothing changed, so nothing is built and no parameter version is written", build),
-        ("Promote it to `stable`", ["promote", "--variant", "default", "--from", "recommended", "--to", "stable"]),
-        ("Deploy a self-managed node group stack whose nodes follow the `stable` channel",
-         ["nodegroup-deploy", "--stack", "ng-demo", "--cluster", "demo", "--variant", "default", "--channel", "stable",
-          "--vpc-id", network["vpc"], "--subnet", ",".join(network["subnets"]),
+        ("Promote it to `stable`", ["promote", *channel, "--from", "recommended", "--to", "stable"]),
+        ("Deploy a self-managed AL2023 node group stack in the sandbox's EKS cluster, following `stable` "
+         "(the NodeConfig comes from DescribeCluster)",
+         ["nodegroup-deploy", "--stack", "ng-demo", "--cluster", network["cluster"], *channel, "--os", "al2023",
+          "--channel", "stable", "--vpc-id", network["vpc"], "--subnet", ",".join(network["subnets"]),
           "--control-plane-sg", network["control_plane_sg"]]),
         ("A new image: add htop, build and publish to `recommended`", [*build, "--extra-pkg", "htop"]),
-        ("Promote the new image to `stable`",
-         ["promote", "--variant", "default", "--from", "recommended", "--to", "stable"]),
+        ("Promote the new image to `stable`", ["promote", *channel, "--from", "recommended", "--to", "stable"]),
         ("Roll the node group to `stable` (a dry run first)",
-         ["rollout", "--stack", "ng-demo", "--variant", "default", "--channel", "stable", "--dry-run"]),
+         ["rollout", "--stack", "ng-demo", *channel, "--channel", "stable", "--dry-run"]),
         ("Roll the node group to `stable`: change set, update, events, verification",
-         ["rollout", "--stack", "ng-demo", "--variant", "default", "--channel", "stable"]),
+         ["rollout", "--stack", "ng-demo", *channel, "--channel", "stable"]),
         ("Roll again: already current, nothing changes",
-         ["rollout", "--stack", "ng-demo", "--variant", "default", "--channel", "stable"]),
+         ["rollout", "--stack", "ng-demo", *channel, "--channel", "stable"]),
         ("The channels: every variant x channel x region", ["channels"]),
-        ("The history of the stable channel", ["history", "--variant", "default", "--channel", "stable"]),
-        ("The aws-auth entry that lets these nodes join", ["aws-auth", "--stack", "ng-demo"]),
+        ("The history of the stable channel", ["history", *channel, "--channel", "stable"]),
+        ("The aws-auth entry that lets these nodes join (and the access entry way)", ["aws-auth", "--stack", "ng-demo"]),
         ("The run records", ["runs"]),
     ]
 
@@ -59,7 +63,7 @@ def run_demo(out: TextIO = sys.stdout, *, keep: bool = False,
         env = {**os.environ, **sandbox.env(), "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
         env.pop("AWS_PROFILE", None)
         print(f"# amibuild sandbox demo: emulator at {sandbox.endpoint}, working in {workdir}", file=out, flush=True)
-        network = sandbox.cluster_network()
+        network = sandbox.cluster()
         for number, (title, args) in enumerate(steps(ROOT / "amibuild.hcl", network), start=1):
             print(f"\n## {number}. {title}\n$ invoke {shlex.join(args)}", file=out, flush=True)
             code = runner(args, env, workdir)
