@@ -307,8 +307,6 @@ def build_ami(
     from amibuild.build.plan import plan_build
 
     pipeline = load_pipeline(options)  # bad input is refused before anything else
-    for line in support_warnings(pipeline):
-        say(f"warning: {line}")
     if publish and channel:
         from amibuild.channels.publish import check_channel
 
@@ -326,6 +324,8 @@ def build_ami(
         raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
                             "AWS_SECRET_ACCESS_KEY, or run `invoke sandbox` for the local emulator")
     prepared = prepare(options, aws=aws, strict=True, packer=packer, pipeline=pipeline)
+    for line in support_warnings(pipeline):  # after every input check: bad input stays one line
+        say(f"warning: {line}")
     out_dir = Path(options.build_dir)
     existing = find_built_images(aws, prepared.pipeline.target_regions, [r.fingerprint for r in prepared.rendered])
     plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],

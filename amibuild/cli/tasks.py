@@ -20,6 +20,7 @@ SELECT_HELP = {
     "os": "Operating system: al2 or al2023",
     "k8s": "Kubernetes version, e.g. 1.30",
     "arch": "Architecture: x86_64 or arm64",
+    "flavor": "EKS-optimized image flavor: standard (default), nvidia or neuron (al2023), gpu (al2)",
     "region": "Build region (repeatable; default: the pipeline's regions, else AWS_REGION)",
     "extra_pkg": "Extra RPM package to install (repeatable; added to the variant's own)",
     "extra_repo": "Extra yum repository NAME=URL (repeatable; added to the variant's own)",
@@ -35,7 +36,7 @@ REPEATABLE = ["variant", "region", "extra_pkg", "extra_repo", "var", "var_file"]
 @task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
            arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
-           profile=None, json=False):
+           profile=None, json=False, flavor=None):
     """Render Packer HCL2 for each variant into build/<variant>/."""
     from amibuild.cli import commands
 
@@ -49,7 +50,7 @@ def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_re
 @task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
-             profile=None, json=False):
+             profile=None, json=False, flavor=None):
     """Render, then check every file: python-hcl2 parse, packer validate, packer fmt -check."""
     from amibuild.cli import commands
 
@@ -79,7 +80,7 @@ BUILD_HELP = {
 def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
-              channel=None, no_publish=False):
+              channel=None, no_publish=False, flavor=None):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     from amibuild.cli import commands
     from amibuild.cli import report

@@ -4,7 +4,8 @@
 127.0.0.1 on a free port, seeded with what amibuild expects to find in a real account:
 
 * EKS-optimized base images (owner 602401143452, AL2 and AL2023, x86_64 and arm64, two releases
-  per Kubernetes version) in every region, through ``MOTO_AMIS_PATH``;
+  per Kubernetes version) in every region, through ``MOTO_AMIS_PATH``, with the accelerated
+  flavors AWS publishes (`FLAVOR_SEEDS`: AL2023 nvidia and neuron, AL2 gpu);
 * the public ``/aws/service/eks/optimized-ami/...`` SSM parameters pointing at the newest of them,
   in every region of `SEED_REGIONS` (the emulator refuses to create ``/aws/`` names over the API,
   so the child writes them straight into its SSM backend);
@@ -76,6 +77,11 @@ KUBERNETES_VERSIONS = {
     "al2": tuple(f"1.{minor}" for minor in range(22, 33)),
     "al2023": tuple(f"1.{minor}" for minor in range(28, 36)),
 }
+# Accelerated parents per OS, with the architectures AWS publishes each for (standard: both).
+FLAVOR_SEEDS = {
+    "al2023": {"nvidia": ("x86_64", "arm64"), "neuron": ("x86_64",)},
+    "al2": {"gpu": ("x86_64",)},
+}
 SEED_RELEASES = ("20231201", "20240101")  # the last one is "recommended"
 RELEASE_STEP = timedelta(days=14)  # how much newer `release()` makes the next image by default
 SANDBOX_VPC_NAME = "amibuild-sandbox"
@@ -107,13 +113,16 @@ class EksImage:
     os: str  # "al2" | "al2023"
     arch: str  # "x86_64" | "arm64"
     release: str  # YYYYMMDD, as in the name's -vYYYYMMDD suffix
+    flavor: str = "standard"  # or an accelerated one of `FLAVOR_SEEDS`
 
     @property
     def name(self) -> str:
         if self.os == "al2":
-            flavour = "node" if self.arch == "x86_64" else "arm64-node"
-            return f"amazon-eks-{flavour}-{self.k8s}-v{self.release}"
-        return f"amazon-eks-node-al2023-{self.arch}-standard-{self.k8s}-v{self.release}"
+            if self.flavor == "gpu":
+                return f"amazon-eks-gpu-node-{self.k8s}-v{self.release}"
+            kind = "node" if self.arch == "x86_64" else "arm64-node"
+            return f"amazon-eks-{kind}-{self.k8s}-v{self.release}"
+        return f"amazon-eks-node-al2023-{self.arch}-{self.flavor}-{self.k8s}-v{self.release}"
 
     @property
     def image_id(self) -> str:
@@ -127,7 +136,7 @@ class EksImage:
 
     @property
     def parameter_prefix(self) -> str:
-        return recommended_prefix(self.k8s, self.os, self.arch)
+        return recommended_prefix(self.k8s, self.os, self.arch, self.flavor)
 
     def to_moto(self) -> dict[str, Any]:
         """The entry for a ``MOTO_AMIS_PATH`` file (keyword arguments of moto's ``Ami``)."""
@@ -161,28 +170,33 @@ def _check_kind(os_family: str, arch: str) -> None:
         raise SandboxError(f"unknown arch {arch!r}: use one of {', '.join(ARCHITECTURES)}")
 
 
-def recommended_prefix(k8s: str, os: str, arch: str) -> str:  # noqa: A002 - AWS's own word
+def recommended_prefix(k8s: str, os: str, arch: str, flavor: str = "standard") -> str:  # noqa: A002
     """``/aws/service/eks/optimized-ami/<k8s>/<os path>/recommended`` for one image kind."""
     _check_kind(os, arch)
+    if flavor != "standard" and arch not in FLAVOR_SEEDS[os].get(flavor, ()):
+        raise SandboxError(f"no {os} {flavor} image for {arch}: flavors are "
+                           f"{', '.join(['standard', *FLAVOR_SEEDS[os]])}")
     if os == "al2":
-        path = "amazon-linux-2" if arch == "x86_64" else "amazon-linux-2-arm64"
+        path = "amazon-linux-2-gpu" if flavor == "gpu" else (
+            "amazon-linux-2" if arch == "x86_64" else "amazon-linux-2-arm64")
     else:
-        path = f"amazon-linux-2023/{arch}/standard"
+        path = f"amazon-linux-2023/{arch}/{flavor}"
     return f"/aws/service/eks/optimized-ami/{k8s}/{path}/recommended"
 
 
-def recommended_parameter(k8s: str, os: str, arch: str) -> str:  # noqa: A002
+def recommended_parameter(k8s: str, os: str, arch: str, flavor: str = "standard") -> str:  # noqa: A002
     """The public SSM parameter holding the recommended image id for one image kind."""
-    return recommended_prefix(k8s, os, arch) + "/image_id"
+    return recommended_prefix(k8s, os, arch, flavor) + "/image_id"
 
 
 def seed_images() -> list[EksImage]:
     """Every base image the sandbox starts with (same ids in every region)."""
     return [
-        EksImage(k8s, os_family, arch, release)
+        EksImage(k8s, os_family, arch, release, flavor)
         for os_family in OS_FAMILIES
         for k8s in KUBERNETES_VERSIONS[os_family]
-        for arch in ARCHITECTURES
+        for flavor, arches in (("standard", ARCHITECTURES), *FLAVOR_SEEDS[os_family].items())
+        for arch in arches
         for release in SEED_RELEASES
     ]
 
@@ -531,9 +545,9 @@ class _Seeder:
         from moto.ssm.models import ssm_backends
 
         self.released = []
-        newest: dict[tuple[str, str, str], EksImage] = {}
+        newest: dict[tuple[str, str, str, str], EksImage] = {}
         for image in seed_images():
-            key = (image.k8s, image.os, image.arch)
+            key = (image.k8s, image.os, image.arch, image.flavor)
             if key not in newest or image.release > newest[key].release:
                 newest[key] = image
         for region in SEED_REGIONS:

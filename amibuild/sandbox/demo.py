@@ -20,12 +20,24 @@ from amibuild.errors import AmibuildError
 ROOT = Path(__file__).resolve().parent.parent.parent  # the repository (for now: the demo runs its tasks.py)
 
 
+# The demo's own pipeline file: AL2023 on a Kubernetes version in EKS standard support.
+DEMO_PIPELINE = """\
+pipeline {
+  name    = "demo"
+  regions = ["us-west-2"]
+}
+
+variant "ceph" {
+  os                 = "al2023"
+  kubernetes_version = "1.35"
+  extra_packages     = ["ceph-common"]
+}
+"""
+
+
 def steps(example: Path, network: dict) -> list[tuple[str, list[str]]]:
-    # Flags alone, no pipeline file: AL2023 on a Kubernetes version in EKS standard support. The
-    # version is part of the channel's parameter name, so the channel commands repeat it.
-    today = ["--os", "al2023", "--k8s", "1.35"]
-    build = ["build-ami", "--extra-pkg", "ceph-common", "--region", "us-west-2", *today]
-    channel = ["--variant", "default", "--k8s", "1.35"]
+    build = ["build-ami"]
+    channel = ["--variant", "ceph"]
     return [
         ("Render and validate two variants of the example pipeline file (works without AWS access too)",
          ["validate", "--pipeline", str(example), "--variant", "ceph", "--variant", "ceph-arm"]),
@@ -35,7 +47,7 @@ def steps(example: Path, network: dict) -> list[tuple[str, list[str]]]:
         ("Promote it to `stable`", ["promote", *channel, "--from", "recommended", "--to", "stable"]),
         ("Deploy a self-managed AL2023 node group stack in the sandbox's EKS cluster, following `stable` "
          "(the NodeConfig comes from DescribeCluster)",
-         ["nodegroup-deploy", "--stack", "ng-demo", "--cluster", network["cluster"], *channel, "--os", "al2023",
+         ["nodegroup-deploy", "--stack", "ng-demo", "--cluster", network["cluster"], *channel,
           "--channel", "stable", "--vpc-id", network["vpc"], "--subnet", ",".join(network["subnets"]),
           "--control-plane-sg", network["control_plane_sg"]]),
         ("A new image: add htop, build and publish to `recommended`", [*build, "--extra-pkg", "htop"]),
@@ -59,6 +71,7 @@ def run_demo(out: TextIO = sys.stdout, *, keep: bool = False,
 
     runner = runner or _invoke
     workdir = Path(tempfile.mkdtemp(prefix="amibuild-demo-"))
+    (workdir / "amibuild.hcl").write_text(DEMO_PIPELINE)
     with Sandbox() as sandbox:
         env = {**os.environ, **sandbox.env(), "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
         env.pop("AWS_PROFILE", None)
