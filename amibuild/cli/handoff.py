@@ -103,7 +103,7 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
     if origin is not None and origin.get("os") and origin.get("os") != node_os:
         say(f"stack {stack}: nodes move from {origin.get('os')} to {node_os} (the rolling update replaces them)")
     cluster = given.get("ClusterName") or previous.get("ClusterName", "")
-    facts = _cluster_facts(aws, cluster, region, say) if cluster else None
+    facts, unread = _cluster_facts(aws, cluster, region) if cluster else (None, "")
     user_data = None
     if node_os == "al2023" or proxy:
         from amibuild.handoff.userdata.render import config_from_flags, render_userdata
@@ -117,6 +117,8 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
                 f"al2023 nodes need cluster {cluster or '(--cluster)'}'s endpoint, CA and service CIDR, and "
                 f"DescribeCluster in {region} gave none: give --api-server-endpoint, --certificate-authority "
                 "and --service-cidr")
+        if unread:
+            say(f"{unread}; going by the flags")
         user_data = render_userdata(config_from_flags(
             cluster=cluster, os=node_os, proxy=proxy, no_proxy=tuple(no_proxy), service_cidr=cidr,
             region=region, api_server_endpoint=endpoint, certificate_authority=ca,
@@ -134,16 +136,13 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
     return replace(result, notes=(node_access(cluster, mode, stack=stack),))
 
 
-def _cluster_facts(aws: Aws, cluster: str, region: str, say: Callable[[str], None]) -> ClusterFacts | None:
-    """DescribeCluster, or None when the cluster is not there or the credentials may not read it."""
+def _cluster_facts(aws: Aws, cluster: str, region: str) -> tuple[ClusterFacts | None, str]:
+    """(DescribeCluster's facts, "") or (None, why) when the cluster is not there or may not be read."""
     try:
         facts = read_cluster(aws, cluster, region)
     except AccessDenied as exc:
-        say(f"cluster {cluster}: cannot read it ({exc}); going by the flags")
-        return None
-    if facts is None:
-        say(f"cluster {cluster}: not found in {region}; going by the flags")
-    return facts
+        return None, f"cluster {cluster}: cannot read it ({exc})"
+    return facts, "" if facts is not None else f"cluster {cluster}: not found in {region}"
 
 
 def node_role(options: Any, *, role_arn: str, stack: str, region: str | None) -> str:
