@@ -12,13 +12,12 @@
 * a VPC named ``amibuild-sandbox`` with two subnets in every region of `SEED_REGIONS`;
 * an EKS cluster named ``amibuild-sandbox`` in that VPC, with a control plane security group,
   public and private endpoint access and authentication mode API_AND_CONFIG_MAP
-  (`_create_cluster`; what `invoke sandbox` prints for `invoke nodegroup-deploy`).
+  (`amibuild.sandbox.cluster`; what `invoke sandbox` prints for `invoke nodegroup-deploy`).
 
-Beyond the stack update model (`_model_stack_updates`), the child closes two more gaps:
-CloudFormation reads YAML templates with amibuild's short-form loader, so AWS's own
-amazon-eks-nodegroup.yaml (``!Base64`` over ``!Sub``) creates as users have it
-(`_read_short_form_yaml`), and EKS clusters carry a CA that is base64 of a PEM block and the
-``accessConfig`` they were created with (`_model_eks_clusters`).
+Beyond the stack update model (`_model_stack_updates`), the child closes two more gaps, in
+`amibuild.sandbox.cluster`: CloudFormation reads YAML templates with amibuild's short-form loader,
+so AWS's own amazon-eks-nodegroup.yaml (``!Base64`` over ``!Sub``) creates as users have it, and
+EKS clusters carry a CA that is base64 of a PEM block and the ``accessConfig`` they were created with.
 
 The child wraps moto's WSGI app in a small middleware with its own endpoints::
 
@@ -58,6 +57,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
 from amibuild.errors import AmibuildError, SandboxError
+from amibuild.sandbox.cluster import (SANDBOX_CLUSTER, create_cluster, model_eks_clusters, read_short_form_yaml,
+                                      sandbox_cluster)
 
 SEED_REGIONS: tuple[str, ...] = (
     "us-west-2",
@@ -87,11 +88,6 @@ RELEASE_STEP = timedelta(days=14)  # how much newer `release()` makes the next i
 SANDBOX_VPC_NAME = "amibuild-sandbox"
 SANDBOX_VPC_CIDR = "10.42.0.0/16"
 SANDBOX_SUBNETS = (("a", "10.42.0.0/24"), ("b", "10.42.1.0/24"))
-SANDBOX_CLUSTER = "amibuild-sandbox"
-SANDBOX_CLUSTER_VERSION = "1.33"
-SANDBOX_SERVICE_CIDR = "172.20.0.0/16"  # what EKS picks for a VPC in 10.0.0.0/8, as this one is
-SANDBOX_CLUSTER_ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/amibuild-sandbox-cluster"
-
 TRIPWIRE_PROXY = "http://127.0.0.1:9"  # discard port: a stray non-loopback call fails at once
 LOOPBACK = "127.0.0.1"
 API_PREFIX = "/amibuild-sandbox"
@@ -507,17 +503,6 @@ def serve_foreground(port: int = 0, out: TextIO | None = None) -> None:
         restore()
 
 
-def sandbox_cluster(endpoint: str, region: str = DEFAULT_REGION) -> dict[str, Any]:
-    """The seeded cluster as DescribeCluster shows it: name, VPC, subnets, control plane group."""
-    import boto3
-
-    eks = boto3.client("eks", region_name=region, endpoint_url=endpoint,
-                       aws_access_key_id="testing", aws_secret_access_key="testing")
-    vpc = eks.describe_cluster(name=SANDBOX_CLUSTER)["cluster"]["resourcesVpcConfig"]
-    return {"cluster": SANDBOX_CLUSTER, "vpc": vpc["vpcId"], "subnets": sorted(vpc["subnetIds"]),
-            "control_plane_sg": vpc["securityGroupIds"][0]}
-
-
 def _sigterm_raises_keyboard_interrupt() -> Callable[[], None]:
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
@@ -555,7 +540,7 @@ class _Seeder:
             for image in newest.values():
                 _point_parameters(ssm, image)
             _create_vpc(ec2_backends[ACCOUNT_ID][region], region)
-            _create_cluster(ec2_backends[ACCOUNT_ID][region], region)
+            create_cluster(ec2_backends[ACCOUNT_ID][region], region, account=ACCOUNT_ID, vpc_cidr=SANDBOX_VPC_CIDR)
 
     def release(self, k8s: str, os_family: str, arch: str, release: str | None) -> EksImage:
         from moto.core.parse import default_timestamp_parser
@@ -618,24 +603,6 @@ def _create_vpc(ec2: Any, region: str) -> None:
     for zone, cidr in SANDBOX_SUBNETS:
         subnet = ec2.create_subnet(vpc_id=vpc.id, cidr_block=cidr, availability_zone=region + zone)
         ec2.create_tags([subnet.id], {"Name": f"{SANDBOX_VPC_NAME}-{zone}"})
-
-
-def _create_cluster(ec2: Any, region: str) -> None:
-    """The sandbox's EKS cluster in the sandbox VPC, with its control plane security group."""
-    from moto.eks.models import eks_backends
-
-    vpc = next(v for v in ec2.vpcs.values() if v.cidr_block == SANDBOX_VPC_CIDR)
-    subnets = sorted(s.id for s in ec2.describe_subnets(filters={"vpc-id": [vpc.id]}))
-    group = ec2.create_security_group(name=f"eks-cluster-sg-{SANDBOX_CLUSTER}",
-                                      description=f"EKS control plane of {SANDBOX_CLUSTER}", vpc_id=vpc.id)
-    cluster = eks_backends[ACCOUNT_ID][region].create_cluster(
-        name=SANDBOX_CLUSTER, role_arn=SANDBOX_CLUSTER_ROLE, version=SANDBOX_CLUSTER_VERSION,
-        resources_vpc_config={"vpcId": vpc.id, "subnetIds": subnets, "securityGroupIds": [group.id],
-                              "clusterSecurityGroupId": group.id,
-                              "endpointPublicAccess": True, "endpointPrivateAccess": True},
-        kubernetes_network_config={"serviceIpv4Cidr": SANDBOX_SERVICE_CIDR, "ipFamily": "ipv4"},
-    )
-    cluster.access_config = {"authenticationMode": "API_AND_CONFIG_MAP"}
 
 
 _StartResponse = Callable[..., Any]
@@ -784,73 +751,6 @@ def _model_stack_updates() -> None:
     ResourceMap.update = update
 
 
-def _fake_certificate_authority(name: str) -> str:
-    """Base64 of a PEM block, as DescribeCluster gives it (moto gives random letters)."""
-    import base64
-
-    body = base64.b64encode(hashlib.sha256(f"sandbox CA of {name}".encode()).digest() * 8).decode()
-    pem = "-----BEGIN CERTIFICATE-----\n" + "\n".join(body[i:i + 64] for i in range(0, len(body), 64))
-    return base64.b64encode((pem + "\n-----END CERTIFICATE-----\n").encode()).decode()
-
-
-def _model_eks_clusters() -> None:
-    """moto 5.2.5's clusters: a CA of random letters, and no ``accessConfig`` at all. Here the CA
-    is base64 of a PEM block (what nodeadm and amibuild check for) and CreateCluster's
-    ``accessConfig.authenticationMode`` is kept and described."""
-    from moto.eks.models import Cluster
-    from moto.eks.responses import EKSResponse
-
-    original_init = Cluster.__init__
-
-    def init(cluster: Any, *args: Any, **kwargs: Any) -> None:
-        original_init(cluster, *args, **kwargs)
-        cluster.certificate_authority = {"data": _fake_certificate_authority(cluster.name)}
-
-    original_create = EKSResponse.create_cluster
-
-    def create_cluster(response: Any) -> Any:
-        result = original_create(response)
-        access = response._get_param("accessConfig") or {}
-        cluster = response.eks_backend.clusters[response._get_param("name")]
-        if access.get("authenticationMode"):
-            cluster.access_config = {"authenticationMode": access["authenticationMode"]}
-        return result
-
-    Cluster.__init__ = init
-    EKSResponse.create_cluster = create_cluster
-
-
-def _read_short_form_yaml() -> None:
-    """moto 5.2.5 reads YAML templates with a loader that keeps ``!Base64`` over a mapping as raw
-    YAML nodes (HTTP 500 on AWS's own node group template); amibuild's CloudFormation loader reads
-    every short form as its long form, as AWS does. JSON and what it cannot read go to moto's."""
-    from moto.cloudformation.models import ChangeSet, Stack
-
-    from amibuild.errors import TemplateError
-    from amibuild.handoff.cfn import parse_template
-
-    original_parse = Stack.parse_template
-
-    def parse(template: str) -> dict[str, Any]:
-        if template.lstrip().startswith("{"):
-            return original_parse(template)
-        try:
-            return parse_template(template)
-        except TemplateError:
-            return original_parse(template)
-
-    original_change_set = ChangeSet._parse_template
-
-    def parse_change_set(change_set: Any) -> None:
-        if change_set.template.lstrip().startswith("{"):
-            original_change_set(change_set)
-        else:
-            change_set.template_dict = parse(change_set.template)
-
-    Stack.parse_template = staticmethod(parse)
-    ChangeSet._parse_template = parse_change_set
-
-
 def _serve(host: str, port: int, watch_stdin: bool) -> None:
     """The child process: seed moto, bind, report the port on stdout, serve until told to stop."""
     with tempfile.TemporaryDirectory(prefix="amibuild-sandbox-") as scratch:
@@ -860,8 +760,8 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         os.environ["MOTO_AMIS_PATH"] = str(amis_path)
         import moto.ec2.models  # noqa: F401
     _model_stack_updates()
-    _model_eks_clusters()
-    _read_short_form_yaml()
+    model_eks_clusters()
+    read_short_form_yaml()
 
     import logging
 
