@@ -133,7 +133,8 @@ USERDATA_HELP = {
     "kubelet_flag": "Kubelet flag --name=value (repeatable)",
     "api_server_endpoint": "Cluster API endpoint, https://... (required for al2023)",
     "certificate_authority": "Cluster CA as base64, as describe-cluster prints it (required for al2023)",
-    "cfn_stack": "Stack to cfn-signal once bootstrap.sh finished (al2; with --cfn-resource)",
+    "cfn_stack": "Stack to signal with the node's outcome: after bootstrap.sh (al2), once the kubelet runs "
+                 "(al2023); with --cfn-resource",
     "cfn_resource": "Logical ID of the resource in --cfn-stack that waits for the signal",
     "private_endpoint": "The cluster has private endpoint access: its endpoint bypasses the proxy (default: not; "
                         "aws eks describe-cluster --query cluster.resourcesVpcConfig.endpointPrivateAccess)",
