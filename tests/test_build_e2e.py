@@ -25,7 +25,7 @@ from amibuild.build.plan import TAG_PREFIX
 ROOT = Path(__file__).resolve().parent.parent
 REGIONS = ("us-west-2", "eu-west-1")
 PROVENANCE_KEYS = {
-    "fingerprint", "variant", "pipeline", "os", "kubernetes-version", "arch", "base", "source-ami",
+    "fingerprint", "variant", "pipeline", "os", "kubernetes-version", "arch", "flavor", "base", "source-ami",
     "source-ami-name", "extra-packages", "version", "run-id", "created",
 }
 

@@ -554,6 +554,24 @@ class Aws:
                 name=cluster, nodegroupName=name, updateId=update_id
             )["update"]
 
+    def describe_cluster(self, name: str, region: str) -> dict[str, Any] | None:
+        """The EKS cluster (endpoint, CA, network, access config); None when it does not exist."""
+        try:
+            with _mapped(f"eks:DescribeCluster {name}", region):
+                return self.client("eks", region).describe_cluster(name=name)["cluster"]
+        except NotFound:
+            return None
+
+    def create_access_entry(self, cluster: str, principal_arn: str, region: str, *, entry_type: str) -> bool:
+        """Create an EKS access entry for `principal_arn`; False when one already exists."""
+        client = self.client("eks", region)
+        with _mapped(f"eks:CreateAccessEntry {cluster}", region):
+            try:
+                client.create_access_entry(clusterName=cluster, principalArn=principal_arn, type=entry_type)
+            except client.exceptions.ResourceInUseException:
+                return False
+        return True
+
 
 K = TypeVar("K")
 V = TypeVar("V")

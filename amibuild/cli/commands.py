@@ -160,6 +160,21 @@ def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = 
     return Prepared(pipeline, rendered, version, [note] if note else [])
 
 
+def support_warnings(pipeline: spec.Pipeline, today=None) -> list[str]:
+    """One line per variant whose Kubernetes version is past EKS standard or extended support."""
+    from datetime import date
+
+    from amibuild.spec.support import support_warning
+
+    today = today or date.today()
+    out = []
+    for variant in pipeline.variants:
+        warning = support_warning(variant.kubernetes_version, today)
+        if warning:
+            out.append(f"variant {variant.name}: {warning}")
+    return out
+
+
 def write_all(prepared: Prepared, options: Options, say: Say) -> list[Path]:
     out_dir = Path(options.build_dir)
     directories = []
@@ -184,6 +199,8 @@ def render(options: Options, say: Say = lambda _: None, *, aws=None, resolve: bo
         aws = aws_if_available(options)
     # every variant rendered in memory before anything is written: bad input writes nothing
     prepared = prepare(options, aws=aws, resolve=resolve, packer=packer)
+    for line in support_warnings(prepared.pipeline):
+        say(f"warning: {line}")
     directories = write_all(prepared, options, say)
     return RenderResult(prepared.pipeline, prepared.rendered, directories, prepared.packer_version, prepared.notes)
 
@@ -335,6 +352,8 @@ def build_ami(
         raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
                             "AWS_SECRET_ACCESS_KEY, or run `amibuild sandbox` for the local emulator")
     prepared = prepare(options, aws=aws, strict=True, packer=packer, pipeline=pipeline)
+    for line in support_warnings(pipeline):  # after every input check: bad input stays one line
+        say(f"warning: {line}")
     out_dir = Path(options.build_dir)
     existing = find_built_images(aws, prepared.pipeline.target_regions, [r.fingerprint for r in prepared.rendered])
     plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],

@@ -118,6 +118,7 @@ def options(c: Any, *, announce: bool = True, **flags: Any) -> "Options":  # noq
         os=flags.get("os") or "",
         kubernetes_version=flags.get("k8s") or "",
         arch=flags.get("arch") or "",
+        flavor=flags.get("flavor") or "",
         regions=tup("region"),
         extra_packages=tup("extra_pkg"),
         extra_repos=tup("extra_repo"),

@@ -20,6 +20,7 @@ SELECT_HELP = {
     "os": "Operating system: al2 or al2023",
     "k8s": "Kubernetes version, e.g. 1.30 (the upstream base also takes 1.30.4 with --var kubernetes_build_date=...)",
     "arch": "Architecture: x86_64 or arm64",
+    "flavor": "EKS-optimized image flavor: standard (default), nvidia or neuron (al2023), gpu (al2)",
     "region": "Build region (repeatable; default: the pipeline's regions, else AWS_REGION)",
     "extra_pkg": "Extra RPM package to install (repeatable; added to the variant's own)",
     "extra_repo": "Extra yum repository NAME=URL (repeatable; added to the variant's own)",
@@ -35,7 +36,7 @@ REPEATABLE = ["variant", "region", "extra_pkg", "extra_repo", "var", "var_file"]
 @task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
            arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
-           profile=None, json=False):
+           profile=None, json=False, flavor=None):
     """Render Packer HCL2 for each variant into build/<variant>/."""
     from amibuild.cli import commands
     from amibuild.cli import report
@@ -52,7 +53,7 @@ def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_re
 @task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
-             profile=None, json=False):
+             profile=None, json=False, flavor=None):
     """Render, then check every file: python-hcl2 parse, packer validate, packer fmt -check."""
     from amibuild.cli import commands
 
@@ -86,7 +87,7 @@ BUILD_HELP = {
 def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
-              channel=None, no_publish=False, rehearse=False):
+              channel=None, no_publish=False, rehearse=False, flavor=None):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     from amibuild.cli import commands
     from amibuild.cli import report
@@ -174,8 +175,11 @@ USERDATA_HELP = {
     "kubelet_flag": "Kubelet flag --name=value (repeatable)",
     "api_server_endpoint": "Cluster API endpoint, https://... (required for al2023)",
     "certificate_authority": "Cluster CA as base64, as describe-cluster prints it (required for al2023)",
-    "cfn_stack": "Stack to cfn-signal once bootstrap.sh finished (al2; with --cfn-resource)",
+    "cfn_stack": "Stack to signal with the node's outcome: after bootstrap.sh (al2), once the kubelet runs "
+                 "(al2023); with --cfn-resource",
     "cfn_resource": "Logical ID of the resource in --cfn-stack that waits for the signal",
+    "private_endpoint": "The cluster has private endpoint access: its endpoint bypasses the proxy (default: not; "
+                        "aws eks describe-cluster --query cluster.resourcesVpcConfig.endpointPrivateAccess)",
     "k8s_manifests": "Print the kube-system proxy ConfigMap and daemonset patches instead (needs --proxy)",
     "vpc_cidr": "VPC CIDR for the ConfigMap's NO_PROXY (with --k8s-manifests; repeatable)",
     "base64": "Print the user data base64-encoded, as a launch template's UserData takes it",
@@ -185,7 +189,8 @@ USERDATA_HELP = {
 @task(help=USERDATA_HELP, iterable=["no_proxy", "bypass", "kubelet_flag", "vpc_cidr"], auto_shortflags=False)
 def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="", cluster_ip="", region="",
              bypass=None, bootstrap_args="", kubelet_flag=None, api_server_endpoint="", certificate_authority="",
-             cfn_stack="", cfn_resource="", k8s_manifests=False, vpc_cidr=None, base64_=False):
+             cfn_stack="", cfn_resource="", k8s_manifests=False, vpc_cidr=None, base64_=False,
+             private_endpoint=False):
     """Print node user data (MIME multi-part), or with --k8s-manifests the cluster side of a proxy."""
     import base64
     import os
@@ -198,7 +203,7 @@ def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="",
             cluster_ip=cluster_ip, region=region or os.environ.get("AWS_REGION", ""), bypass=bypass or (),
             bootstrap_args=bootstrap_args, kubelet_flags=kubelet_flag or (),
             api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
-            cfn_stack=cfn_stack, cfn_resource=cfn_resource,
+            cfn_stack=cfn_stack, cfn_resource=cfn_resource, private_endpoint=private_endpoint,
         )
         if k8s_manifests:
             return ud.k8s_manifests(cfg, vpc_cidr or ())
@@ -241,15 +246,18 @@ def decode_userdata(c, source, json=False):
 @task(help={"role_arn": "IAM role ARN of the nodes (e.g. the node group stack's NodeInstanceRole output)",
             "stack": "Node group stack whose NodeInstanceRole output is the role (instead of --role-arn)",
             "region": "Region of the stack (default: AWS_REGION / the profile's region)",
-            "profile": SELECT_HELP["profile"]},
+            "profile": SELECT_HELP["profile"],
+            "access_entry": "Create the EKS access entry (type EC2_LINUX) for the role in --cluster instead "
+                            "(eks:CreateAccessEntry; nothing happens when it exists)",
+            "cluster": "EKS cluster for --access-entry"},
       auto_shortflags=False)
-def aws_auth(c, role_arn="", stack="", region=None, profile=None):
-    """Print the aws-auth mapRoles entry that lets nodes with ROLE_ARN (or a stack's node role) join."""
+def aws_auth(c, role_arn="", stack="", region=None, profile=None, access_entry=False, cluster=""):
+    """Print the aws-auth mapRoles entry for the nodes' role, or create its EKS access entry."""
     from amibuild.cli import handoff
-    from amibuild.handoff.userdata import render as ud
 
-    print(cli.run(lambda: ud.aws_auth_entry(handoff.node_role(
-        cli.options(c, profile=profile, announce=False), role_arn=role_arn, stack=stack, region=region))), end="")
+    print(cli.run(lambda: handoff.node_access_from_flags(
+        cli.options(c, profile=profile, announce=False), role_arn=role_arn, stack=stack, region=region,
+        access_entry=access_entry, cluster=cluster)), end="")
 
 
 @task(help={"json": "Print what was written as JSON on stdout"})
@@ -436,7 +444,12 @@ DEPLOY_HELP = {
     "proxy": "HTTP(S) proxy for the nodes: their user data comes from `invoke userdata` (boothook, bootstrap, "
              "cfn-signal); give it on every deploy, the template sent is made from these flags",
     "no_proxy": "Extra NO_PROXY entry for the nodes (repeatable or comma-separated; with --proxy)",
-    "service_cidr": "Cluster service CIDR for NO_PROXY (with --proxy; default: both EKS defaults)",
+    "service_cidr": "Cluster service CIDR (default: read with DescribeCluster; for NO_PROXY and al2023's NodeConfig)",
+    "os": "Node OS: al2 (bootstrap.sh) or al2023 (nodeadm); default: the variant's, else the stack's, else al2023",
+    "private_endpoint": "With --proxy: the cluster endpoint bypasses the proxy, as for private endpoint access "
+                        "(default: what DescribeCluster says, else not)",
+    "api_server_endpoint": "Cluster API endpoint for al2023 nodes (default: read with DescribeCluster)",
+    "certificate_authority": "Cluster CA (base64) for al2023 nodes (default: read with DescribeCluster)",
     "region": ROLLOUT_HELP["region"],
     "no_wait": "Return once CloudFormation has started instead of following the stack's events",
     "timeout": ROLLOUT_HELP["timeout"],
@@ -451,7 +464,8 @@ DEPLOY_HELP = {
 def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vpc_id=None, subnet=None,
                      control_plane_sg=None, nodegroup_name=None, parameter=None, proxy="", no_proxy=None,
                      service_cidr="", region=None, no_wait=False, timeout=None, pipeline=None, k8s=None,
-                     profile=None, json=False):
+                     profile=None, json=False, os_="", private_endpoint=False, api_server_endpoint="",
+                     certificate_authority=""):
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
     from amibuild.cli import handoff
 
@@ -461,7 +475,8 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
     result = cli.run(lambda: handoff.deploy_from_flags(
         opts, stack=stack, region=region, variant=variant, channel=channel, flags=flags, subnets=subnet or [],
         parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr, say=cli.say,
-        wait=not no_wait, timeout=timeout))
+        wait=not no_wait, timeout=timeout, os_=os_, private_endpoint=private_endpoint,
+        api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
 
 

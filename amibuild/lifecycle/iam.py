@@ -7,7 +7,8 @@
               images amibuild already made, publishing to the channel, and for the upstream base
               s3:ListBucket on the Kubernetes binaries bucket
     publish   `invoke publish`, `promote`, `rollback`, `history`, `channels`
-    rollout   `invoke rollout`: the named node group stacks (change sets, events), what
+    rollout   `invoke rollout` (and `nodegroup-deploy`, `aws-auth --access-entry`): the named node
+              group stacks (change sets, events), the cluster's description and access entries, what
               CloudFormation then does with the caller's rights to their launch template and Auto
               Scaling group (only groups those stacks made), EKS managed node groups, iam:PassRole
               for the node role only
@@ -76,6 +77,10 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
                         "to instances; not an API request",
         "eks:DescribeUpdate": "the emulator answers UpdateNodegroupVersion with 404, so amibuild never reaches "
                               "DescribeUpdate (EKS's answers are recorded in tests/data/rollout/)",
+        "eks:DescribeCluster": "called by `invoke nodegroup-deploy`, not by the rollout this test drives; "
+                               "tests/test_today_nodes.py runs nodegroup-deploy against the emulator's cluster",
+        "eks:CreateAccessEntry": "called by `invoke aws-auth --access-entry`; the emulator answers 404 (not "
+                                 "implemented), so tests/test_access_entry.py checks the request with Stubber",
         **dict.fromkeys(("ssm:GetParameters", "ec2:DescribeLaunchTemplates", "autoscaling:DescribeScalingActivities",
                          "autoscaling:UpdateAutoScalingGroup", "autoscaling:SuspendProcesses",
                          "autoscaling:ResumeProcesses", "autoscaling:TerminateInstanceInAutoScalingGroup",
@@ -302,6 +307,10 @@ def _rollout(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | Non
         _statement("NodegroupLaunch", ["ec2:RunInstances"]),
         _statement("Nodegroups", ["eks:DescribeNodegroup", "eks:UpdateNodegroupVersion", "eks:DescribeUpdate"],
                    [f"arn:{arn.p}:eks:*:{arn.a}:cluster/*", f"arn:{arn.p}:eks:*:{arn.a}:nodegroup/*/*/*"]),
+        # nodegroup-deploy reads the cluster (al2023 NodeConfig, endpoint access for NO_PROXY,
+        # authentication mode); `aws-auth --access-entry` gives the node role access
+        _statement("NodeClusterAccess", ["eks:DescribeCluster", "eks:CreateAccessEntry"],
+                   [f"arn:{arn.p}:eks:*:{arn.a}:cluster/*"]),
         _statement("PassNodeRole", ["iam:PassRole"], [role or ""],
                    {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "eks.amazonaws.com"]}}),
     ]

@@ -38,13 +38,15 @@ def steps(network: dict) -> list[tuple[str, list[str]]]:
     return [
         ("Render and validate every variant of the example pipeline file (works without AWS access too)",
          ["validate"]),
-        ("Build the example's AMIs (AL2 and AL2023, x86_64 and arm64, ceph-common) on the EKS-optimized images, "
+        ("Build the example's AMIs (AL2023 x86_64 and arm64, and one AL2, all with ceph-common) on the "
+         "EKS-optimized images, "
          "copy them to eu-west-1 and publish each to its `recommended` channel: render, validate, packer build, SSM",
          build),
         ("Run it again: nothing changed, so nothing is built and no parameter version is written", build),
         ("Promote the `ceph` image to `stable`", ["promote", *follow, "--from", "recommended", "--to", "stable"]),
-        ("Deploy a self-managed node group stack whose nodes follow the `stable` channel",
-         ["nodegroup-deploy", "--stack", "ng-demo", "--cluster", "demo", *follow, "--channel", "stable",
+        ("Deploy a self-managed AL2023 node group stack in the sandbox's EKS cluster, following `stable` "
+         "(the NodeConfig comes from DescribeCluster)",
+         ["nodegroup-deploy", "--stack", "ng-demo", "--cluster", network["cluster"], *follow, "--channel", "stable",
           "--vpc-id", network["vpc"], "--subnet", ",".join(network["subnets"]),
           "--control-plane-sg", network["control_plane_sg"]]),
         ("A new image: add htop to `ceph`, build and publish to `recommended`",
@@ -81,7 +83,7 @@ def run_demo(out: TextIO = sys.stdout, *, keep: bool = False,
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         print(f"# amibuild sandbox demo: emulator at {sandbox.endpoint}, working in {workdir} "
               "(amibuild.hcl there is the example amibuild ships)", file=out, flush=True)
-        network = sandbox.cluster_network()
+        network = sandbox.cluster()
         for number, (title, args) in enumerate(steps(network), start=1):
             print(f"\n## {number}. {title}\n$ amibuild {shlex.join(args)}", file=out, flush=True)
             code = runner(args, env, workdir)
