@@ -88,6 +88,8 @@ class AmibuildProgram(Program):
             try:
                 self.parse_tasks()
             except ValueError as exc:  # a flag's value failed its cast (`--limit abc`): invoke lets it through
+                if getattr(self, "parser", None) is None:
+                    raise  # not the command line: the collection itself is broken
                 raise _bad_value(self, exc) from None
             _check_list_values(self)
             self.parse_cleanup()
@@ -281,6 +283,8 @@ def adopt_invoke_program() -> None:
                     try:
                         step()
                     except ValueError as exc:  # a flag's value failed its cast (`--limit abc`)
+                        if getattr(program, "parser", None) is None:
+                            raise  # not the command line: the collection itself is broken
                         raise _bad_value(program, exc) from None
                     _check_list_values(program)
                 else:

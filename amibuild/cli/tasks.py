@@ -117,7 +117,7 @@ REHEARSE_HELP = {
 @task(help=REHEARSE_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, json=False,
-             keep=False, timeout=None):
+             keep=False, timeout=None, flavor=None):
     """Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."""
     from amibuild.cli import rehearse as rehearse_cmd
     from amibuild.rehearse import report

@@ -59,8 +59,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
 from amibuild.errors import AmibuildError, SandboxError
-from amibuild.sandbox.cluster import (SANDBOX_CLUSTER, create_cluster, model_eks_clusters, read_short_form_yaml,
-                                      sandbox_cluster)
+from amibuild.sandbox.cluster import SANDBOX_CLUSTER as SANDBOX_CLUSTER  # the seeded cluster's name, public
+from amibuild.sandbox.cluster import create_cluster, model_eks_clusters, read_short_form_yaml, sandbox_cluster
 
 SEED_REGIONS: tuple[str, ...] = (
     "us-west-2",
@@ -509,7 +509,7 @@ def serve_foreground(port: int = 0, out: TextIO | None = None) -> None:
                             ("AMIBUILD_SANDBOX_CONTROL_PLANE_SG", cluster["control_plane_sg"])):
             print(f"export {name}={shlex.quote(value)}", file=out)
         print(f"# seeded regions: {' '.join(SEED_REGIONS)}", file=out)
-        print(f"# e.g. invoke nodegroup-deploy --stack nodes --cluster ${{AMIBUILD_SANDBOX_CLUSTER}} "
+        print("# e.g. invoke nodegroup-deploy --stack nodes --cluster ${AMIBUILD_SANDBOX_CLUSTER} "
               "--vpc-id ${AMIBUILD_SANDBOX_VPC_ID} --subnet ${AMIBUILD_SANDBOX_SUBNETS} "
               "--control-plane-sg ${AMIBUILD_SANDBOX_CONTROL_PLANE_SG} --variant V", file=out)
         print(f"# sandbox ready at {sandbox.endpoint} - Ctrl-C to stop", file=out, flush=True)
