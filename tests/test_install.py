@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ENABLED = {"ceph", "ceph-arm", "ceph-al2023", "ceph-al2023-arm"}
+ENABLED = {"ceph", "ceph-arm", "ceph-al2"}
 PACKAGE_DATA = [
     "amibuild/render/templates/", "amibuild/render/provision/", "amibuild/handoff/templates/nodegroup.yaml",
     "amibuild/spec/example.hcl", "amibuild/spec/starter.hcl",

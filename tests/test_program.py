@@ -18,7 +18,7 @@ from amibuild.sandbox import moto_check
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "amibuild" / "spec" / "example.hcl"
-ENABLED = {"ceph", "ceph-arm", "ceph-al2023", "ceph-al2023-arm"}
+ENABLED = {"ceph", "ceph-arm", "ceph-al2"}
 
 PIPELINE = """\
 pipeline {
