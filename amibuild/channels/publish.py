@@ -25,6 +25,11 @@ Layout
     ``amibuild:variant``, ``amibuild:channel`` describe the current value only).
 
 Safety rules, in the order they apply
+    0. One writer at a time. A channel write is one transaction over all its regions, under a
+       lease kept in AWS itself (`amibuild.channels.lease`): an SSM parameter created with
+       ``Overwrite=False`` in the pipeline's home region, so it holds across machines and CI
+       runners. Reading, deciding, writing and checking all happen while it is held; a second
+       writer waits for it, then gives up naming the holder (`ChannelBusy`), with nothing written.
     1. Check before writing (`plan_publish`, no side effects): in every region the image exists,
        is ``available`` and carries amibuild's tags (``amibuild:fingerprint``, and
        ``amibuild:variant`` naming this variant) unless ``allow_foreign``. Every target region of
@@ -34,11 +39,12 @@ Safety rules, in the order they apply
        and checks that PutParameter returned V+1. Anything else means another writer moved the
        channel in between: the history between V and ours names their AMI, our version is taken
        back out (their value put back, only if nobody wrote after us), and `PublishConflict`
-       names both AMIs (retry, or ``force=True`` to skip the check). The first region is written
-       alone before the others, in parallel: of two writers that read the same state exactly one
-       gets V+1 there, and the other stops before touching any other region.
+       names both AMIs (retry, or ``force=True`` to skip the check). This still catches writers
+       that take no lease (the console, another tool).
     3. Read back after writing: AWS validates ``aws:ec2:image`` asynchronously, so the written
-       version is read back (polled briefly) and compared; that is the proof.
+       version is read back (polled briefly) and compared; then every region, the unchanged ones
+       included, is read once more: any region not holding the intended AMI fails the transaction,
+       which puts the written regions back (rule 4).
     4. All regions or none: when a write fails in one region, every region already written for
        this variant is put back to its previous value (deleted again if it did not exist), only
        where our version is still the current one, and the error says what was put back.
@@ -48,7 +54,7 @@ Throttling and speed
     through one SSM client per region with botocore's adaptive retry mode (client-side rate
     limiting) and more attempts (`Aws.ssm_write_attempts`); writes are paced per region
     (`WRITE_INTERVAL`); reads and writes fan out across regions in threads, so ten regions take
-    about as long as one plus one round trip (the first region's put, see rule 2).
+    about as long as one.
 
 Nothing here prints: functions return data (`PublishResult`, with ``to_dict()``) and raise amibuild
 errors. The read side (history, the channel table, the sharing check) is `amibuild.channels.read`.
@@ -60,13 +66,14 @@ import enum
 import re
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from amibuild import __version__, tags
 from amibuild.aws import Aws, Image, Parameter, fan_out
-from amibuild.errors import AmibuildError, PublishConflict, PublishFailed, PublishRefused, SpecError
+from amibuild.channels.lease import Guard, Lease, acquire, lease_name
+from amibuild.errors import AmibuildError, Interrupted, PublishConflict, PublishFailed, PublishRefused, SpecError
 from amibuild.spec.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, TEMPLATE_FIELDS, PipelineLike,  # noqa: F401
                                   VariantLike, check_channel, check_template, name_pattern, parameter_name,
                                   template_of)
@@ -78,6 +85,7 @@ FINGERPRINT_TAG = tags.FINGERPRINT
 VARIANT_TAG = tags.VARIANT
 RUN_ID_TAG = tags.RUN_ID
 CHANNEL_TAG = tags.CHANNEL
+PIPELINE_TAG = tags.PIPELINE
 
 WRITE_INTERVAL = 0.34  # seconds between two PutParameter calls in one region (about 3 per second)
 READBACK_TIMEOUT = 10.0  # how long a written version may take to become readable
@@ -122,13 +130,18 @@ def provenance_of(text: str) -> Provenance:
     return Provenance(known(match.group("run")), known(match.group("fp")))
 
 
-def parameter_tags(variant: str, channel: str, provenance: Provenance) -> dict[str, str]:
-    return {
+def parameter_tags(variant: str, channel: str, provenance: Provenance, pipeline: str = "") -> dict[str, str]:
+    """The tags a channel's parameter carries. Pipeline, variant and channel let prune find every
+    channel amibuild wrote by its tags, whatever name template named it."""
+    found = {
         FINGERPRINT_TAG: provenance.fingerprint or _UNKNOWN,
         RUN_ID_TAG: provenance.run_id or _UNKNOWN,
         VARIANT_TAG: variant,
         CHANNEL_TAG: channel,
     }
+    if pipeline:
+        found[PIPELINE_TAG] = pipeline
+    return found
 
 
 # ------------------------------------------------------------------------------- parsing flags
@@ -191,6 +204,7 @@ class PublishPlan:
     variant: str
     channel: str
     regions: tuple[RegionPlan, ...]
+    pipeline: str = ""
 
     @property
     def refusals(self) -> tuple[str, ...]:
@@ -218,6 +232,7 @@ def decide(
     allow_foreign: bool = False,
     expected_fingerprint: str | None = None,
     note: str = "",
+    pipeline: str = "",
 ) -> PublishPlan:
     """Per region: write, unchanged, or refused with the reason. Pure: state in, plan out."""
     regions = list(dict.fromkeys([*required_regions, *sorted(amis)]))
@@ -242,7 +257,7 @@ def decide(
             else:
                 why = f"{region}: {now.value} (version {now.version}) → {ami}"
             plans.append(RegionPlan(region, ami, Action.WRITE, why, description=desc,
-                                    tags=parameter_tags(variant, channel, prov), **previous))
+                                    tags=parameter_tags(variant, channel, prov, pipeline), **previous))
     fingerprints = {p.fingerprint for r, p in provenance.items() if r in amis and p.fingerprint}
     if len(fingerprints) > 1 and not allow_foreign:
         detail = ", ".join(f"{r}: {provenance[r].fingerprint}" for r in regions if provenance.get(r, Provenance()).fingerprint)
@@ -252,7 +267,7 @@ def decide(
                             "pass --allow-foreign to publish them anyway",
                             p.previous_ami, p.previous_version)
                  for p in plans]
-    return PublishPlan(operation, parameter, variant, channel, tuple(plans))
+    return PublishPlan(operation, parameter, variant, channel, tuple(plans), pipeline)
 
 
 def _refusal(region: str, ami: str, image: Image | None, variant: str, allow_foreign: bool,
@@ -309,6 +324,7 @@ class PublishResult:
     variant: str
     channel: str
     regions: tuple[RegionResult, ...]
+    notes: tuple[str, ...] = ()  # about the lease: a stale one taken over, one that could not be released
 
     @property
     def changed(self) -> bool:
@@ -356,7 +372,7 @@ def plan_publish(
         operation=operation, parameter=name, variant=variant.name, channel=channel,
         required_regions=pipeline.target_regions, amis=amis,
         current=current, images=images, provenance=provenance,
-        allow_foreign=allow_foreign, expected_fingerprint=fingerprint, note=note,
+        allow_foreign=allow_foreign, expected_fingerprint=fingerprint, note=note, pipeline=pipeline.name,
     )
 
 
@@ -372,15 +388,20 @@ def publish_variant(
     allow_foreign: bool = False,
     force: bool = False,
     template: str | None = None,
+    guard: Guard | None = None,
 ) -> PublishResult:
     """Point `channel` of `variant` at `amis` ({region: ami}) in every target region, or nowhere.
 
     `fingerprint` / `run_id` default to the images' ``amibuild:fingerprint`` / ``amibuild:run-id``
-    tags; a given fingerprint must match the images' tag.
+    tags; a given fingerprint must match the images' tag. Runs under the channel's lease.
     """
-    plan = plan_publish(aws, pipeline=pipeline, variant=variant, channel=channel, amis=amis,
-                        fingerprint=fingerprint, run_id=run_id, allow_foreign=allow_foreign, template=template)
-    return execute(aws, plan, force=force)
+    def work(cancelled: Callable[[], bool]) -> PublishResult:
+        plan = plan_publish(aws, pipeline=pipeline, variant=variant, channel=channel, amis=amis,
+                            fingerprint=fingerprint, run_id=run_id, allow_foreign=allow_foreign, template=template)
+        return execute(aws, plan, force=force, cancelled=cancelled)
+
+    return transact(aws, pipeline=pipeline, variant=variant, channels=[channel], operation=f"publish to {channel}",
+                    guard=guard or Guard(run_id=run_id or ""), work=work)
 
 
 def promote(
@@ -392,30 +413,40 @@ def promote(
     target: str,
     force: bool = False,
     template: str | None = None,
+    guard: Guard | None = None,
 ) -> PublishResult:
-    """Copy, region by region, the exact AMI of channel `source` into channel `target`."""
+    """Copy, region by region, the exact AMI of channel `source` into channel `target`.
+
+    Both channels' leases are held: the source is not read while another writer is half way
+    through moving it.
+    """
     check_channel(source)
     check_channel(target)
     if source == target:
         raise SpecError(f"promote: --from and --to are both {source!r}; name two different channels")
     source_name = parameter_name(pipeline, variant, source, template)
     regions = pipeline.target_regions
-    latest = fan_out(regions, lambda r: (aws.parameter_history(source_name, r) or [None])[-1])
-    missing = [r for r in regions if latest[r] is None]
     operation = f"promote {source} -> {target}"
-    if missing:
-        raise PublishRefused(
-            f"{operation} for {variant.name}: channel {source} ({source_name}) does not exist in "
-            f"{', '.join(missing)}; publish it there first"
-        )
-    amis = {r: p.value for r, p in latest.items() if p is not None}
-    provenance = {r: provenance_of(p.description) for r, p in latest.items() if p is not None}
-    # The source channel's images were checked when they were published; what can have changed
-    # since is whether they still exist, which plan_publish checks.
-    plan = plan_publish(aws, pipeline=pipeline, variant=variant, channel=target, amis=amis, allow_foreign=True,
-                        provenance=provenance, operation=operation, note=f"promoted from {source}",
-                        template=template)
-    return execute(aws, plan, force=force)
+
+    def work(cancelled: Callable[[], bool]) -> PublishResult:
+        latest = fan_out(regions, lambda r: (aws.parameter_history(source_name, r) or [None])[-1])
+        missing = [r for r in regions if latest[r] is None]
+        if missing:
+            raise PublishRefused(
+                f"{operation} for {variant.name}: channel {source} ({source_name}) does not exist in "
+                f"{', '.join(missing)}; publish it there first"
+            )
+        amis = {r: p.value for r, p in latest.items() if p is not None}
+        provenance = {r: provenance_of(p.description) for r, p in latest.items() if p is not None}
+        # The source channel's images were checked when they were published; what can have changed
+        # since is whether they still exist, which plan_publish checks.
+        plan = plan_publish(aws, pipeline=pipeline, variant=variant, channel=target, amis=amis, allow_foreign=True,
+                            provenance=provenance, operation=operation, note=f"promoted from {source}",
+                            template=template)
+        return execute(aws, plan, force=force, cancelled=cancelled)
+
+    return transact(aws, pipeline=pipeline, variant=variant, channels=[source, target], operation=operation,
+                    guard=guard or Guard(), work=work)
 
 
 def rollback(
@@ -427,44 +458,50 @@ def rollback(
     to_version: int | None = None,
     force: bool = False,
     template: str | None = None,
+    guard: Guard | None = None,
 ) -> PublishResult:
     """Put `channel` back to an earlier value from the parameter's own history.
 
     Versions are counted in the pipeline's first target region (as `history` shows them there);
     default: the newest version holding another AMI than now. Every other region gets its version
     from the same build (same run id and fingerprint), or the same version number when the chosen
-    version was not written by amibuild.
+    version was not written by amibuild. The history is read under the channel's lease.
     """
     name = parameter_name(pipeline, variant, channel, template)
     regions = pipeline.target_regions
-    histories = fan_out(regions, lambda r: aws.parameter_history(name, r))
-    empty = [r for r in regions if not histories[r]]
-    if empty:
-        raise PublishRefused(f"roll back {name}: it does not exist in {', '.join(empty)}; nothing to roll back")
-    lead = regions[0]
-    chosen = {lead: _rollback_target(name, lead, histories[lead], to_version)}
-    target = chosen[lead]
-    target_prov = provenance_of(target.description)
-    for region in regions[1:]:
-        if target_prov.known:
-            same = [p for p in histories[region] if provenance_of(p.description) == target_prov]
-        else:
-            same = [p for p in histories[region] if p.version == target.version]
-        if not same:
-            raise PublishRefused(
-                f"roll back {name} to version {target.version}: {region} has no version from the same build "
-                f"(run {target_prov.run_id or _UNKNOWN}, fingerprint {target_prov.fingerprint or _UNKNOWN}); "
-                "publish the wanted images with `invoke publish --ami ...` instead"
-            )
-        chosen[region] = same[-1]
-    operation = f"roll back to version {target.version}"
-    plan = plan_publish(
-        aws, pipeline=pipeline, variant=variant, channel=channel,
-        amis={r: p.value for r, p in chosen.items()}, allow_foreign=True,
-        provenance={r: provenance_of(p.description) for r, p in chosen.items()},
-        operation=operation, note=f"rolled back to version {target.version}", template=template,
-    )
-    return execute(aws, plan, force=force)
+
+    def work(cancelled: Callable[[], bool]) -> PublishResult:
+        histories = fan_out(regions, lambda r: aws.parameter_history(name, r))
+        empty = [r for r in regions if not histories[r]]
+        if empty:
+            raise PublishRefused(f"roll back {name}: it does not exist in {', '.join(empty)}; nothing to roll back")
+        lead = regions[0]
+        chosen = {lead: _rollback_target(name, lead, histories[lead], to_version)}
+        target = chosen[lead]
+        target_prov = provenance_of(target.description)
+        for region in regions[1:]:
+            if target_prov.known:
+                same = [p for p in histories[region] if provenance_of(p.description) == target_prov]
+            else:
+                same = [p for p in histories[region] if p.version == target.version]
+            if not same:
+                raise PublishRefused(
+                    f"roll back {name} to version {target.version}: {region} has no version from the same build "
+                    f"(run {target_prov.run_id or _UNKNOWN}, fingerprint {target_prov.fingerprint or _UNKNOWN}); "
+                    "publish the wanted images with `invoke publish --ami ...` instead"
+                )
+            chosen[region] = same[-1]
+        operation = f"roll back to version {target.version}"
+        plan = plan_publish(
+            aws, pipeline=pipeline, variant=variant, channel=channel,
+            amis={r: p.value for r, p in chosen.items()}, allow_foreign=True,
+            provenance={r: provenance_of(p.description) for r, p in chosen.items()},
+            operation=operation, note=f"rolled back to version {target.version}", template=template,
+        )
+        return execute(aws, plan, force=force, cancelled=cancelled)
+
+    return transact(aws, pipeline=pipeline, variant=variant, channels=[channel], operation=f"roll back {channel}",
+                    guard=guard or Guard(), work=work)
 
 
 def _rollback_target(name: str, region: str, history: list[Parameter], to_version: int | None) -> Parameter:
@@ -481,6 +518,38 @@ def _rollback_target(name: str, region: str, history: list[Parameter], to_versio
         if entry.value != current.value:
             return entry
     raise PublishRefused(f"roll back {name}: every version in {region} holds {current.value}; nothing earlier to go back to")
+
+
+def home_region(pipeline: PipelineLike) -> str:
+    """Where a pipeline's leases live: its build region (the first region it builds in)."""
+    return getattr(pipeline, "build_region", None) or pipeline.target_regions[0]
+
+
+def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels: Sequence[str], operation: str,
+             guard: Guard, work: Callable[[Callable[[], bool]], PublishResult]) -> PublishResult:
+    """Run `work` (read, decide, write, check) while holding the lease of every channel it touches.
+
+    Leases are taken in name order and given back in ``finally``, whatever happened.
+    """
+    held: list[Lease] = []
+    notes: list[str] = []
+    try:
+        for channel in sorted(set(channels)):
+            lease = acquire(aws, lease_name(pipeline, variant.name, channel), home_region(pipeline),
+                            operation=f"{operation} ({variant.name})", guard=guard)
+            held.append(lease)
+            if lease.note:
+                notes.append(lease.note)
+        result = work(guard.cancelled)
+    finally:
+        for lease in reversed(held):
+            try:
+                note = lease.release()
+            except AmibuildError as exc:
+                note = f"the lease {lease.name} could not be released ({exc}); it expires by itself"
+            if note:
+                notes.append(note)
+    return replace(result, notes=(*result.notes, *notes)) if notes else result
 
 
 # ------------------------------------------------------------------------------- execute
@@ -514,35 +583,30 @@ class _RegionFailed(Exception):
         self.region, self.error, self.version = region, error, version
 
 
-def execute(aws: Aws, plan: PublishPlan, *, force: bool = False) -> PublishResult:
-    """Carry out a plan: the first region's write alone, then everything else in parallel; all or none."""
+def execute(aws: Aws, plan: PublishPlan, *, force: bool = False,
+            cancelled: Callable[[], bool] = lambda: False) -> PublishResult:
+    """Carry out a plan: every region's write in parallel, then every region checked; all or none.
+
+    Call it under the channel's lease (`transact`). ``cancelled`` is asked once, before the first
+    write: after that the transaction runs to its end, written everywhere or put back.
+    """
     if plan.refusals:
         raise PublishRefused(f"{plan.operation} {plan.variant} to {plan.channel} ({plan.parameter}) refused, "
                              f"nothing written: " + "; ".join(plan.refusals))
-    writes = plan.writes
+    if cancelled():
+        raise Interrupted(f"{plan.operation} {plan.variant} to {plan.channel} ({plan.parameter}): interrupted "
+                          "before the first write; nothing was written")
     versions: dict[str, int] = {}
     failures: list[_RegionFailed] = []
-    if writes:
-        first = writes[0]
-        try:
-            # Of two writers racing from the same read, exactly one gets the next version here, and
-            # the other stops before it touches any other region.
-            first_version = _put_checked(aws, plan, first, force)
-        except _RegionFailed as failed:
-            failures.append(failed)
+    outcomes = fan_out([w.region for w in plan.writes],
+                       lambda region: _guarded(lambda r: _write(aws, plan, _region_plan(plan, r), force), region))
+    for region, outcome in outcomes.items():
+        if isinstance(outcome, _RegionFailed):
+            failures.append(outcome)
         else:
-            def rest(region: str) -> int:
-                if region == first.region:
-                    _finish(aws, plan, first, first_version)
-                    return first_version
-                return _write(aws, plan, _region_plan(plan, region), force)
-
-            outcomes = fan_out([w.region for w in writes], lambda region: _guarded(rest, region))
-            for region, outcome in outcomes.items():
-                if isinstance(outcome, _RegionFailed):
-                    failures.append(outcome)
-                else:
-                    versions[region] = outcome
+            versions[region] = outcome
+    if not failures:
+        failures = _check_all(aws, plan, versions)
     if failures:
         raise _unwind(aws, plan, versions, failures)
     return PublishResult(
@@ -553,6 +617,32 @@ def execute(aws: Aws, plan: PublishPlan, *, force: bool = False) -> PublishResul
             for r in plan.regions
         ),
     )
+
+
+def _check_all(aws: Aws, plan: PublishPlan, versions: Mapping[str, int]) -> list[_RegionFailed]:
+    """Read every region of the channel once more, the unchanged ones included: each must hold the
+    intended AMI (and a written one, our version). A region that does not fails the transaction."""
+    def look(region: str) -> Parameter | None | AmibuildError:
+        try:
+            return aws.find_parameter(plan.parameter, region)
+        except AmibuildError as exc:
+            return exc
+
+    seen = fan_out([r.region for r in plan.regions], look)
+    failures = []
+    for r in plan.regions:
+        got = seen[r.region]
+        ours = versions.get(r.region)
+        if isinstance(got, AmibuildError):
+            failures.append(_RegionFailed(r.region, got, ours))
+            continue
+        if got is not None and got.value == r.ami and got.data_type == IMAGE_DATA_TYPE and \
+                (ours is None or got.version == ours):
+            continue
+        holds = f"{got.value} (version {got.version})" if got is not None else "nothing (deleted)"
+        failures.append(_RegionFailed(r.region, PublishConflict(
+            f"read back after the write, {r.region} holds {holds}, not {r.ami}: another writer moved it"), ours))
+    return failures
 
 
 def _guarded(work: Callable[[str], int], region: str) -> int | _RegionFailed:
@@ -615,7 +705,7 @@ def _conflict(aws: Aws, plan: PublishPlan, r: RegionPlan, ours: int) -> PublishC
         undone = _put_back(aws, plan, r.region, ours, theirs, "a conflict")
     return PublishConflict(
         f"conflict on {name} in {r.region}: {what}; our {r.ami} (version {ours}) was taken back out: {undone}. "
-        f"Nothing else was written. Retry, or pass --force to write {r.ami} over {theirs.value if theirs else 'it'}"
+        f"Retry, or pass --force to write {r.ami} over {theirs.value if theirs else 'it'}"
     )
 
 
@@ -685,7 +775,7 @@ def _put_back(aws: Aws, plan: PublishPlan, region: str, ours: int, previous: Par
     text = f"{base}{_PUT_BACK} after {why}"[:1024]
     _PACER.wait(region)
     version = aws.put_image_parameter(name, previous.value, region, description=text)
-    aws.tag_parameter(name, region, parameter_tags(plan.variant, plan.channel, provenance_of(base)))
+    aws.tag_parameter(name, region, parameter_tags(plan.variant, plan.channel, provenance_of(base), plan.pipeline))
     if version != ours + 1:
         return (f"{region}: put back {previous.value} as version {version}, but another writer wrote in between; "
                 "check `invoke history`")
