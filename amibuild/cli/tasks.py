@@ -527,6 +527,6 @@ ns.configure({
         "packer": "packer",
         "cache_dir": None,
         "max_parallel": 8,
-        "lease_wait": 30,  # seconds a channel write waits for another writer's lease on the channel
+        "lease_wait": 30.0,  # seconds a channel write waits for another writer's lease on the channel
     }
 })
