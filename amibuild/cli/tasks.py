@@ -230,15 +230,15 @@ CHANNEL_HELP = {
 def _guard(c, signals, run_id=None):
     """The channel lease settings: how long to wait for a busy channel (config `amibuild.lease_wait`),
     and the signals that stop a transaction before its first write."""
-    from amibuild.channels.lease import Guard
+    from amibuild.channels.lease import LEASE_WAIT, Guard
     from amibuild.errors import SpecError
 
-    raw = c.config.get("amibuild", {}).get("lease_wait", 30)
+    raw = c.config.get("amibuild", {}).get("lease_wait")
     try:
-        wait = float(raw)
+        wait = LEASE_WAIT if raw in (None, "") else float(raw)
     except (TypeError, ValueError):
         wait = -1.0
-    if wait < 0:
+    if not 0 <= wait < float("inf"):  # NaN fails both comparisons
         raise SpecError(f"amibuild.lease_wait {raw!r} (invoke.yaml / INVOKE_AMIBUILD_LEASE_WAIT): seconds to wait "
                         "for a channel another writer holds, e.g. 30")
     return Guard(run_id=run_id or "", wait=wait, cancelled=signals.requested)
@@ -527,6 +527,8 @@ ns.configure({
         "packer": "packer",
         "cache_dir": None,
         "max_parallel": 8,
-        "lease_wait": 30.0,  # seconds a channel write waits for another writer's lease on the channel
+        # seconds a channel write waits for another writer's lease on the channel (default 30); None
+        # so that invoke passes INVOKE_AMIBUILD_LEASE_WAIT through as text and `_guard` words the error
+        "lease_wait": None,
     }
 })
