@@ -79,10 +79,14 @@ def finish(run: Any) -> None:
         # `published` is set only for a channel transaction that finished: every region, checked
         published = [o.name for o in run.outcomes or [] if o.published]
         by = f" by {run.signal}" if getattr(run, "signal", "") else ""
+        others = [o.name for o in run.outcomes or [] if not o.published]
+        # a failed transaction whose put-back failed too says so in its error: never hide that
+        stuck = [o.name for o in run.outcomes or [] if "could NOT be put back" in (o.publish_error or "")]
+        rest = (f"; not published: {', '.join(others)}" if others else "") + (
+            f"; left partly written (see the run record): {', '.join(stuck)}" if stuck else "")
         raise Exit(f"amibuild: interrupted{by}: " + (
-            f"published before the interrupt: {', '.join(published)} (every region); "
-            "every other variant was not published (no region written)"
-            if published else "nothing was published") + (
+            f"published before the interrupt: {', '.join(published)} (every region){rest}"
+            if published else f"nothing was published{rest if stuck else ''}") + (
             "; packer was killed before its cleanup finished: look for instances, key pairs and security "
             "groups named packer_* in the build regions" if run.aborted else ""),
                    code=getattr(run, "exit_code", EXIT_INTERRUPTED) or EXIT_INTERRUPTED)
