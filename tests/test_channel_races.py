@@ -244,13 +244,15 @@ def test_build_ami_publishing_while_a_promote_comes_keeps_the_channel_whole(prox
 
 
 @needs_packer
-@pytest.mark.parametrize("signals, code", [
-    ((signal.SIGTERM,), 143),
-    ((signal.SIGINT, signal.SIGINT), 130),
-], ids=["sigterm", "double-sigint"])
-def test_a_signal_during_build_ami_publishing_finishes_the_channel_and_records_the_run(proxy, workdir, signals, code):
+@pytest.mark.parametrize("signals, code, background", [
+    ((signal.SIGINT,), 130, True),
+    ((signal.SIGINT, signal.SIGINT), 130, False),
+    ((signal.SIGTERM,), 143, False),
+], ids=["sigint-background", "double-sigint", "sigterm"])
+def test_a_signal_during_build_ami_publishing_finishes_the_channel_and_records_the_run(proxy, workdir, signals, code,
+                                                                                     background):
     gate = held_write(proxy, "recommended")
-    building = _build_ami(workdir)
+    building = _build_ami(workdir, ignore_sigint=background)
     assert gate.wait_held(1, timeout=120), "build-ami never reached its eu-west-1 write"
     for n, signum in enumerate(signals):
         building.signal(signum)

@@ -282,6 +282,27 @@ def test_a_writer_moving_the_channel_between_read_and_write_is_a_conflict_naming
     assert forced.changed
 
 
+def test_a_region_that_already_held_the_image_is_checked_again_and_a_move_there_undoes_the_write(
+        sandbox, pipeline, ceph):
+    old, new, theirs = build("fp1"), build("fp2"), build("fp3")
+    do_publish(pipeline, ceph, {"us-west-2": old["us-west-2"], "eu-west-1": new["eu-west-1"]}, allow_foreign=True)
+    aws = gateway()
+    plan = publish.plan_publish(aws, pipeline=pipeline, variant=ceph, amis=new)
+    assert [(r.region, r.action) for r in plan.regions] == [("us-west-2", publish.Action.WRITE),
+                                                            ("eu-west-1", publish.Action.UNCHANGED)]
+    # someone outside amibuild moves the region amibuild will not write
+    boto3.client("ssm", region_name="eu-west-1").put_parameter(
+        Name=NAME.format(channel="recommended"), Value=theirs["eu-west-1"], Type="String",
+        DataType="aws:ec2:image", Overwrite=True)
+    with pytest.raises(PublishConflict) as caught:
+        publish.execute(aws, plan)
+    message = str(caught.value)
+    assert f"eu-west-1 holds {theirs['eu-west-1']} (version 2), not {new['eu-west-1']}" in message
+    assert f"us-west-2: back to {old['us-west-2']}" in message
+    # us-west-2 is not left on an image the other region does not have
+    assert values("recommended", "us-west-2") == [old["us-west-2"], new["us-west-2"], old["us-west-2"]]
+
+
 # ------------------------------------------------------------------------------- promote, rollback, history
 
 
