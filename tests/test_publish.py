@@ -247,6 +247,7 @@ def test_write_failing_in_second_region_puts_first_region_back(proxy, pipeline, 
         do_publish(pipeline, ceph, new)
     message = str(caught.value)
     assert "eu-west-1" in message and "AccessDenied" in message
+    assert "failed, nothing is left half moved" in message
     assert f"us-west-2: back to {old['us-west-2']} (version 3)" in message
     assert values("recommended", "us-west-2") == [old["us-west-2"], new["us-west-2"], old["us-west-2"]]
     assert values("recommended", "eu-west-1") == [old["eu-west-1"]]
@@ -299,6 +300,7 @@ def test_a_region_that_already_held_the_image_is_checked_again_and_a_move_there_
     message = str(caught.value)
     assert f"eu-west-1 holds {theirs['eu-west-1']} (version 2), not {new['eu-west-1']}" in message
     assert f"us-west-2: back to {old['us-west-2']}" in message
+    assert "CHECK the channel" in message  # someone else moved eu-west-1: amibuild does not claim it is whole
     # us-west-2 is not left on an image the other region does not have
     assert values("recommended", "us-west-2") == [old["us-west-2"], new["us-west-2"], old["us-west-2"]]
 

@@ -93,6 +93,7 @@ READBACK_TIMEOUT = 10.0  # how long a written version may take to become readabl
 _AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 _PROVENANCE = re.compile(r"\(run (?P<run>[^,()\s]+), fingerprint (?P<fp>[^,()\s]+)")
 _PUT_BACK = "; put back by amibuild"
+_UNDONE = re.compile(r": (back to |deleted again|holds .* already)")  # what `_put_back` says when it undid ours
 _UNKNOWN = "-"
 
 
@@ -578,9 +579,10 @@ _PACER = _Pacer(WRITE_INTERVAL)
 class _RegionFailed(Exception):
     """A write in one region failed; `version` is ours when our PutParameter had landed."""
 
-    def __init__(self, region: str, error: AmibuildError, version: int | None) -> None:
+    def __init__(self, region: str, error: AmibuildError, version: int | None, outside: bool = False) -> None:
         super().__init__(str(error))
         self.region, self.error, self.version = region, error, version
+        self.outside = outside  # a region amibuild did not write holds another image: someone else moved it
 
 
 def execute(aws: Aws, plan: PublishPlan, *, force: bool = False,
@@ -641,7 +643,8 @@ def _check_all(aws: Aws, plan: PublishPlan, versions: Mapping[str, int]) -> list
             continue
         holds = f"{got.value} (version {got.version})" if got is not None else "nothing (deleted)"
         failures.append(_RegionFailed(r.region, PublishConflict(
-            f"read back after the write, {r.region} holds {holds}, not {r.ami}: another writer moved it"), ours))
+            f"read back after the write, {r.region} holds {holds}, not {r.ami}: another writer moved it"), ours,
+            outside=ours is None))
     return failures
 
 
@@ -736,12 +739,13 @@ def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: 
     def undo(region: str) -> str:
         r = _region_plan(plan, region)
         previous = None
-        if r.previous_version:
-            previous = next((p for p in aws.parameter_history(plan.parameter, region)
-                             if p.version == r.previous_version), None)
-            if previous is None:  # history lost it (deleted meanwhile): put the value back all the same
-                previous = Parameter(plan.parameter, region, r.previous_ami or "", r.previous_version, IMAGE_DATA_TYPE)
         try:
+            if r.previous_version:
+                previous = next((p for p in aws.parameter_history(plan.parameter, region)
+                                 if p.version == r.previous_version), None)
+                if previous is None:  # history lost it (deleted meanwhile): put the value back all the same
+                    previous = Parameter(plan.parameter, region, r.previous_ami or "", r.previous_version,
+                                         IMAGE_DATA_TYPE)
             return _put_back(aws, plan, region, to_undo[region], previous, "a failed write elsewhere")
         except AmibuildError as exc:
             return f"{region}: could NOT be put back ({exc}); it holds {r.ami}"
@@ -749,8 +753,11 @@ def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: 
     notes = fan_out(sorted(to_undo), undo)
     failed = "; ".join(f"{f.region}: {f.error}" for f in failures)
     put_back = "; ".join(notes[region] for region in sorted(notes))
-    summary = (f"{plan.operation} {plan.variant} to {plan.channel} ({plan.parameter}) failed, "
-               f"nothing is left half moved: {failed}")
+    # the claim is made only when it is true: every write of ours undone, and no region moved by
+    # someone else (a writer that takes no lease) under our feet
+    whole = all(_UNDONE.search(note) for note in notes.values()) and not any(f.outside for f in failures)
+    verdict = "nothing is left half moved" if whole else "CHECK the channel with `invoke history`, its regions may differ"
+    summary = f"{plan.operation} {plan.variant} to {plan.channel} ({plan.parameter}) failed, {verdict}: {failed}"
     if put_back:
         summary += f". Put back: {put_back}"
     conflict = any(isinstance(f.error, PublishConflict) for f in failures)
