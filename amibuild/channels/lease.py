@@ -36,7 +36,10 @@ from typing import Callable
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError, ChannelBusy, Interrupted
 
-LEASE_TTL = 120.0  # seconds a lease is good for; a channel write takes a few seconds
+# Seconds a lease is good for. A channel write takes seconds; this leaves room for minutes of
+# throttling retries before anyone may take the lease over, and is how long a writer that died
+# holding it blocks the channel.
+LEASE_TTL = 300.0
 LEASE_WAIT = 30.0  # how long a writer waits for a busy channel by default
 POLL = 0.5  # seconds between two looks at a busy lease
 RELEASE_MARGIN = 30.0  # a lease released this long before its expiry cannot have been taken over
@@ -114,6 +117,10 @@ class Lease:
         self.took_over = took_over
         self.note = note  # said to the user: whose stale lease was taken over
         self._since = time.monotonic()
+
+    def expired(self) -> bool:
+        """True once the lease has run out on our own clock: others may have taken it over."""
+        return time.monotonic() - self._since >= self.ttl
 
     def release(self) -> str:
         """Delete the lease if it is still ours; a note when it is not (or could not be deleted)."""

@@ -542,6 +542,9 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
             if lease.note:
                 notes.append(lease.note)
         result = work(guard.cancelled)
+        if any(lease.expired() for lease in held):
+            notes.append(f"the write outlasted its lease ({guard.ttl:.0f} s): another writer may have written "
+                         "at the same time; check every region with `invoke history`")
     finally:
         for lease in reversed(held):
             try:
