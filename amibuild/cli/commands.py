@@ -368,7 +368,7 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
 
         # A signal here lets the channel writes in flight finish (or put back) and starts no other;
         # the run is then recorded as interrupted, with what each variant's channel did.
-        with Signals(say) as signals:
+        with Signals() as signals:
             publish_outcomes(aws, plan, outcomes, channel, say, cancelled=signals.requested)
             if not signals.requested():
                 sharing = check_shared(aws, plan, outcomes)

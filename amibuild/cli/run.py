@@ -46,7 +46,7 @@ def run_channel(body: Callable[[Any], T]) -> tuple[T, Any]:
 
     from amibuild.cli.signals import Signals
 
-    with Signals(say) as signals:
+    with Signals() as signals:
         try:
             return run(lambda: body(signals)), signals
         except Exit as exc:

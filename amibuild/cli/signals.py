@@ -18,11 +18,11 @@ ignored, and Python's KeyboardInterrupt would strike at any line anyway.
 
 from __future__ import annotations
 
+import os
 import signal
-import sys
 import threading
 from types import FrameType
-from typing import Any, Callable
+from typing import Any
 
 CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -30,9 +30,8 @@ CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 class Signals:
     """Context manager: while active, the signals in `CAUGHT` are recorded instead of acted on."""
 
-    def __init__(self, say: Callable[[str], None] | None = None) -> None:
+    def __init__(self) -> None:
         self.received: list[int] = []
-        self._say = say or (lambda line: print(line, file=sys.stderr, flush=True))
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> Signals:
@@ -45,6 +44,15 @@ class Signals:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous = {}
+
+    @staticmethod
+    def _say(line: str) -> None:
+        # straight to the file descriptor: the handler may run while the main thread is inside a
+        # buffered write to stderr, and re-entering that writer raises RuntimeError
+        try:
+            os.write(2, (line + "\n").encode())
+        except OSError:
+            pass
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         first = not self.received
