@@ -27,6 +27,7 @@ turns them into a one-line message and an exit code::
     ├── SandboxError                      the local AWS emulator failed to start or answer
     ├── PublishRefused                    publish/promote/rollback refused before any write
     ├── PublishConflict                   another writer moved the channel in between
+    │   └── ChannelBusy                   another writer holds the channel's lease; nothing written
     ├── PublishFailed                     a write failed part-way; written regions were put back
     ├── RolloutBlocked                    the stack or node group is busy or broken: not updated now
     ├── RolloutFailed                     the update failed, rolled back, timed out or did not converge
@@ -132,6 +133,10 @@ class PublishRefused(AmibuildError):
 
 class PublishConflict(AmibuildError):
     """Another writer moved the channel between amibuild's read and its write."""
+
+
+class ChannelBusy(PublishConflict):
+    """Another writer holds the channel's lease (and kept it past the wait); nothing was written."""
 
 
 class PublishFailed(AmibuildError):

@@ -288,6 +288,8 @@ class BuildRun:
     aborted: bool = False
 
     sharing: list[str] = field(default_factory=list)  # launch/snapshot permissions missing for ami_users
+    signal: str = ""  # the signal that stopped the publish step (SIGINT, SIGTERM, SIGHUP), if one did
+    exit_code: int = 130  # when interrupted: 128 + that signal
 
     @property
     def failed(self) -> list:
@@ -413,12 +415,18 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
             progress.close()
     sharing: list[str] = []
     interrupted = executor.state.interrupted
+    stopped_by, exit_code = "", 130
     if channel and not interrupted:
-        try:
-            publish_outcomes(aws, plan, outcomes, channel, say)
-            sharing = check_shared(aws, plan, outcomes)
-        except KeyboardInterrupt:
-            interrupted = True  # recorded below; what was published is in each variant's record
+        from amibuild.cli.signals import Signals
+
+        # A signal here lets the channel writes in flight finish (or put back) and starts no other;
+        # the run is then recorded as interrupted, with what each variant's channel did.
+        with Signals() as signals:
+            publish_outcomes(aws, plan, outcomes, channel, say, cancelled=signals.requested)
+            if not signals.requested():
+                sharing = check_shared(aws, plan, outcomes)
+        if signals.requested():
+            interrupted, stopped_by, exit_code = True, signals.name, signals.exit_code
     runs = Path(options.build_dir) / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     record_path = runs / f"{plan.run_id}.json"
@@ -432,6 +440,7 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
         "regions": list(plan.regions),
         "force": plan.force,
         "interrupted": interrupted,
+        "signal": stopped_by or None,
         "variants": [
             {**o.as_dict(), "inputs": items[o.name].rendered.variant.settings(),
              "source_amis": {r: s.image_id for r, s in items[o.name].rendered.sources.items()}}
@@ -440,21 +449,24 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
     }
     record["sharing"] = sharing
     record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return BuildRun(plan, outcomes, record_path, interrupted, executor.state.aborted, sharing)
+    return BuildRun(plan, outcomes, record_path, interrupted, executor.state.aborted, sharing, stopped_by, exit_code)
 
 
 PUBLISH_PARALLEL = 4
 
 
-def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
-    """Publish each built or reused variant to `channel`, all regions or none per variant.
+def publish_outcomes(aws, plan, outcomes, channel: str, say: Say, *, cancelled=lambda: False) -> None:
+    """Publish each built or reused variant to `channel`: per variant one transaction under the
+    channel's lease, all regions or none.
 
     Channels that already hold a reused image are found with GetParameters (ten names a call per
-    region), so an unchanged scheduled run makes no parameter version and few calls.
+    region), so an unchanged scheduled run makes no parameter version and few calls. Once
+    `cancelled()` (a signal came) no further variant starts; those in flight finish or put back.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     from amibuild.channels import publish
+    from amibuild.channels.lease import Guard
     from amibuild.errors import AmibuildError
 
     variants = {i.name: i.rendered.variant for i in plan.items}
@@ -467,6 +479,9 @@ def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
             current[region] = aws.get_parameters([names[o.name] for o in reused], region)
     def publish_one(outcome) -> None:
         parameter = names[outcome.name]
+        if cancelled():
+            outcome.publish_error = "not published: interrupted before its turn"
+            return
         if outcome.status == "skipped" and all(
             current.get(r, {}).get(parameter) == ami for r, ami in outcome.amis.items()
         ):
@@ -476,7 +491,8 @@ def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
         try:
             result = publish.publish_variant(aws, pipeline=plan.pipeline, variant=variants[outcome.name],
                                              amis=outcome.amis, channel=channel, fingerprint=outcome.fingerprint,
-                                             run_id=plan.run_id if outcome.status == "built" else None)
+                                             run_id=plan.run_id if outcome.status == "built" else None,
+                                             guard=Guard(run_id=plan.run_id, cancelled=cancelled))
         except AmibuildError as exc:
             outcome.publish_error = str(exc)
             say(f"{outcome.name}: not published: {exc}")
@@ -487,20 +503,11 @@ def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
             + ", ".join(f"{r.region}={r.ami}" for r in result.regions))
 
     # Variants are independent channels: a few at once (the gateway paces and retries SSM writes,
-    # whose account-wide rate is low), each still all regions or none. Ctrl-C here lets the
-    # variants already being published finish (so none is left half moved) and starts no other.
-    pool = ThreadPoolExecutor(max_workers=PUBLISH_PARALLEL)
-    futures = {pool.submit(publish_one, outcome): outcome for outcome in ready}
-    try:
-        for future in futures:
+    # whose account-wide rate is low), each still all regions or none. Signals do not raise here
+    # (the caller holds them off): each variant asks `cancelled` before it starts.
+    with ThreadPoolExecutor(max_workers=PUBLISH_PARALLEL) as pool:
+        for future in [pool.submit(publish_one, outcome) for outcome in ready]:
             future.result()
-    except KeyboardInterrupt:
-        for future, outcome in futures.items():
-            if future.cancel():
-                outcome.publish_error = "not published: interrupted before its turn"
-        pool.shutdown(wait=True)
-        raise
-    pool.shutdown(wait=True)
 
 
 def check_shared(aws, plan, outcomes) -> list[str]:

@@ -54,6 +54,8 @@ def publish_lines(result: Any) -> Iterable[str]:
             yield f"  {r.region}: {r.previous_ami or '(new)'} -> {r.ami}  version {r.version}"
         else:
             yield f"  {r.region}: {r.ami}  unchanged, version {r.version}"
+    for note in getattr(result, "notes", ()):
+        yield f"  note: {note}"
 
 
 def history_lines(entries: list) -> Iterable[str]:

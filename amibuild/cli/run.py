@@ -47,17 +47,57 @@ def run(body: Callable[[], T]) -> T:
         raise Exit("amibuild: interrupted", code=EXIT_INTERRUPTED) from None
 
 
+def run_channel(body: Callable[[Any], T]) -> tuple[T, Any]:
+    """Run a task body that writes channels, with SIGINT / SIGTERM / SIGHUP held off (`cli.signals`):
+    (its result, the `Signals` seen). An error after a signal exits with the signal's code."""
+    from invoke.exceptions import Exit
+
+    from amibuild.cli.signals import Signals
+
+    with Signals() as signals:
+        try:
+            return run(lambda: body(signals)), signals
+        except Exit as exc:
+            if not signals.requested():
+                raise
+            detail = str(exc.message or "").removeprefix("amibuild: error: ").removeprefix("amibuild: ")
+            raise Exit(f"amibuild: interrupted by {signals.name}: {detail}", code=signals.exit_code) from None
+
+
+def finish_channel(result: Any, signals: Any) -> None:
+    """After a channel write that completed: exit 128 + signal, saying what moved, if a signal came."""
+    from invoke.exceptions import Exit
+
+    if not signals.requested():
+        return
+    if result.changed:
+        moved = ", ".join(f"{r.region}={r.ami}" for r in result.regions)
+        what = f"channel {result.channel} of {result.variant} moved in every region ({moved})"
+    else:
+        what = f"channel {result.channel} of {result.variant} already held these images: nothing moved"
+    raise Exit(f"amibuild: interrupted by {signals.name} after the channel write finished: {what}",
+               code=signals.exit_code)
+
+
 def finish(run: Any) -> None:
     """Exit code of a build run: 130 when interrupted, 1 when a variant failed, else 0."""
     from invoke.exceptions import Exit
 
     if run.interrupted:
+        # `published` is set only for a channel transaction that finished: every region, checked
         published = [o.name for o in run.outcomes or [] if o.published]
-        raise Exit("amibuild: interrupted: " + (
-            f"published before the interrupt: {', '.join(published)}; every other variant was not published"
-            if published else "nothing was published") + (
+        by = f" by {run.signal}" if getattr(run, "signal", "") else ""
+        others = [o.name for o in run.outcomes or [] if not o.published]
+        # a failed transaction whose put-back failed too says so in its error: never hide that
+        stuck = [o.name for o in run.outcomes or [] if "could NOT be put back" in (o.publish_error or "")]
+        rest = (f"; not published: {', '.join(others)}" if others else "") + (
+            f"; left partly written (see the run record): {', '.join(stuck)}" if stuck else "")
+        raise Exit(f"amibuild: interrupted{by}: " + (
+            f"published before the interrupt: {', '.join(published)} (every region){rest}"
+            if published else f"nothing was published{rest if stuck else ''}") + (
             "; packer was killed before its cleanup finished: look for instances, key pairs and security "
-            "groups named packer_* in the build regions" if run.aborted else ""), code=EXIT_INTERRUPTED)
+            "groups named packer_* in the build regions" if run.aborted else ""),
+                   code=getattr(run, "exit_code", EXIT_INTERRUPTED) or EXIT_INTERRUPTED)
     if run.failed:
         names = ", ".join(f"{o.name} (not published: {o.publish_error})" if o.publish_error and o.status != "failed"
                           else f"{o.name} (log: {o.log})" for o in run.failed)

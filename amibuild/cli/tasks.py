@@ -292,6 +292,23 @@ CHANNEL_HELP = {
 }
 
 
+def _guard(c, signals, run_id=None):
+    """The channel lease settings: how long to wait for a busy channel (config `amibuild.lease_wait`),
+    and the signals that stop a transaction before its first write."""
+    from amibuild.channels.lease import LEASE_WAIT, Guard
+    from amibuild.errors import SpecError
+
+    raw = c.config.get("amibuild", {}).get("lease_wait")
+    try:
+        wait = LEASE_WAIT if raw in (None, "") else float(raw)
+    except (TypeError, ValueError):
+        wait = -1.0
+    if not 0 <= wait < float("inf"):  # NaN fails both comparisons
+        raise SpecError(f"amibuild.lease_wait {raw!r} (invoke.yaml / INVOKE_AMIBUILD_LEASE_WAIT): seconds to wait "
+                        "for a channel another writer holds, e.g. 30")
+    return Guard(run_id=run_id or "", wait=wait, cancelled=signals.requested)
+
+
 def _channel_options(c, pipeline, variant, k8s, profile):
     return cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, k8s=k8s, profile=profile)
 
@@ -310,13 +327,15 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
     from amibuild.cli import report
     from amibuild.channels import publish as channels_mod
 
-    def body():
+    def body(signals):
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
         return channels_mod.publish_variant(aws, pipeline=pipe, variant=var, amis=channels_mod.parse_amis(ami or []),
-                                            channel=channel, run_id=run_id, allow_foreign=allow_foreign, force=force)
+                                            channel=channel, run_id=run_id, allow_foreign=allow_foreign, force=force,
+                                            guard=_guard(c, signals, run_id))
 
-    result = cli.run(body)
+    result, signals = cli.run_channel(body)
     cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    cli.finish_channel(result, signals)
 
 
 @task(help={**CHANNEL_HELP, "from_": "Channel to copy from, e.g. recommended",
@@ -330,14 +349,16 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
     from amibuild.channels import publish as channels_mod
     from amibuild.errors import SpecError
 
-    def body():
+    def body(signals):
         if not from_ or not to:
             raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
-        return channels_mod.promote(aws, pipeline=pipe, variant=var, source=from_, target=to, force=force)
+        return channels_mod.promote(aws, pipeline=pipe, variant=var, source=from_, target=to, force=force,
+                                    guard=_guard(c, signals))
 
-    result = cli.run(body)
+    result, signals = cli.run_channel(body)
     cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    cli.finish_channel(result, signals)
 
 
 @task(help={**CHANNEL_HELP, "channel": "Channel to roll back (default: recommended)",
@@ -353,16 +374,18 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
     from amibuild.channels import publish as channels_mod
     from amibuild.errors import SpecError
 
-    def body():
+    def body(signals):
         try:
             version = int(to_version) if to_version not in (None, "") else None
         except ValueError:
             raise SpecError(f"--to-version {to_version}: a parameter version number, e.g. --to-version 3") from None
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
-        return channels_mod.rollback(aws, pipeline=pipe, variant=var, channel=channel, to_version=version, force=force)
+        return channels_mod.rollback(aws, pipeline=pipe, variant=var, channel=channel, to_version=version, force=force,
+                                     guard=_guard(c, signals))
 
-    result = cli.run(body)
+    result, signals = cli.run_channel(body)
     cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    cli.finish_channel(result, signals)
 
 
 @task(help={**CHANNEL_HELP, "channel": "Only this channel (default: every channel of the variant)",
@@ -577,5 +600,8 @@ ns.configure({
         "packer": "packer",
         "cache_dir": None,
         "max_parallel": 8,
+        # seconds a channel write waits for another writer's lease on the channel (default 30); None
+        # so that invoke passes INVOKE_AMIBUILD_LEASE_WAIT through as text and `_guard` words the error
+        "lease_wait": None,
     }
 })

@@ -45,6 +45,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.errors import SpecError
+from amibuild.channels.lease import lease_name
 from amibuild.channels.publish import name_pattern
 
 TASKS = ("build", "publish", "rollout", "prune")
@@ -148,12 +149,18 @@ class _Arns:
     def __init__(self, partition: str, account: str, pipeline: Any) -> None:
         self.p, self.a = partition, account
         self.channel_path = name_pattern(pipeline)[0].rstrip("/")
+        self.lease_root = lease_name(pipeline, "", "").rsplit("/", 2)[0]
 
     @property
     def channels(self) -> list[str]:
         # GetParametersByPath is authorized on the path itself, everything else on the names below it
         base = f"arn:{self.p}:ssm:*:{self.a}:parameter{self.channel_path}"
         return [base, f"{base}/*"]
+
+    @property
+    def leases(self) -> list[str]:
+        # channel leases (amibuild.channels.lease) live beside the channels, whatever the name template
+        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.lease_root}/*"]
 
     @property
     def public_eks(self) -> list[str]:
@@ -235,6 +242,8 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
                    arn.channels),
         _statement("ChannelsWrite", ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameter"],
                    arn.channels),
+        _statement("ChannelLeases", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
+                                      "ssm:GetParameterHistory"], arn.leases),
     ]
     # the upstream base lists the Kubernetes binaries bucket for 1.N.P and its build date (as
     # upstream's `make k8s=1.N` does); a variant may point at its own mirror
@@ -263,6 +272,8 @@ def _publish(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | Non
                    arn.channels),
         _statement("ChannelsWrite", ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameter"],
                    arn.channels),
+        _statement("ChannelLeases", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
+                                      "ssm:GetParameterHistory"], arn.leases),
     ]
 
 
@@ -273,6 +284,10 @@ def _prune(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
         _statement("AutoScalingDescribe", ["autoscaling:DescribeAutoScalingGroups",
                                            "autoscaling:DescribeLaunchConfigurations"]),
         _statement("ChannelsRead", ["ssm:GetParametersByPath", "ssm:GetParameterHistory"], arn.channels),
+        # every channel amibuild wrote for this pipeline, found by its tags whatever template named it
+        _statement("ChannelsFind", ["ssm:DescribeParameters"]),
+        _statement("ChannelsReadByTag", ["ssm:GetParameterHistory"], [f"arn:{arn.p}:ssm:*:{arn.a}:parameter/*"],
+                   {"StringEquals": {f"ssm:resourceTag/{PIPELINE_TAG}": pipeline.name}}),
         _statement("PruneOwnImages", ["ec2:DeregisterImage", "ec2:DeleteSnapshot", "ec2:EnableImageDeprecation"],
                    [f"arn:{arn.p}:ec2:*::image/*", f"arn:{arn.p}:ec2:*::snapshot/*"],
                    {"StringEquals": {f"aws:ResourceTag/{PIPELINE_TAG}": pipeline.name}}),
