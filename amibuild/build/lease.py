@@ -18,6 +18,7 @@ import getpass
 import json
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -68,7 +69,7 @@ def default_owner() -> str:
 
 
 class Lease:
-    """One lease on `name` in `region` for one run. Not thread-safe: one owner thread per Lease."""
+    """One lease on `name` in `region` for one run. Its worker and a renewing thread may share it."""
 
     def __init__(self, store: LeaseStore, name: str, region: str, *, run_id: str, owner: str | None = None,
                  ttl: float = DEFAULT_TTL, clock: Callable[[], float] = time.time) -> None:
@@ -81,6 +82,7 @@ class Lease:
         self.clock = clock
         self.took_over: Holder | None = None  # the stale holder this lease replaced, if any
         self._value: str | None = None
+        self._lock = threading.Lock()
 
     @property
     def held(self) -> bool:
@@ -92,6 +94,10 @@ class Lease:
 
     def try_acquire(self) -> Holder | None:
         """Take the lease: None when this run now holds it, else the live holder."""
+        with self._lock:
+            return self._try_acquire()
+
+    def _try_acquire(self) -> Holder | None:
         for _ in range(3):  # a stale lease removed, then raced for: try again a few times
             value = self._new_value()
             if self.store.put_parameter_if_absent(self.name, value, self.region,
@@ -114,6 +120,10 @@ class Lease:
 
     def renew(self) -> bool:
         """Push the expiry out again; False when the lease is no longer ours (taken over meanwhile)."""
+        with self._lock:
+            return self._renew()
+
+    def _renew(self) -> bool:
         if self._value is None:
             return False
         current = self.store.find_parameter(self.name, self.region)
@@ -127,12 +137,13 @@ class Lease:
 
     def release(self) -> bool:
         """Give the lease up; False when it was not (or no longer) ours."""
-        value, self._value = self._value, None
+        with self._lock:
+            value, self._value = self._value, None
         if value is None:
             return False
         return self.store.delete_parameter_if_value(self.name, value, self.region)
 
 
 def build_lease_name(ssm_prefix: str, pipeline: str, variant: str, fingerprint: str) -> str:
-    """The build lease of one (pipeline, variant, fingerprint), outside the channel parameters' paths."""
+    """The build lease of one (pipeline, variant, fingerprint): under ``_leases``, beside the channels."""
     return f"{ssm_prefix.rstrip('/')}/_leases/{pipeline}/build/{variant}/{fingerprint[:32]}"

@@ -158,8 +158,8 @@ def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = 
     return Prepared(pipeline, rendered, version, [note] if note else [])
 
 
-def write_all(prepared: Prepared, options: Options, say: Say) -> list[Path]:
-    out_dir = Path(options.build_dir)
+def write_all(prepared: Prepared, options: Options, say: Say, out_dir: Path | None = None) -> list[Path]:
+    out_dir = out_dir or Path(options.build_dir)
     directories = []
     for item in prepared.rendered:
         directories.append(render_mod.write(item, out_dir, item.record(prepared.pipeline, prepared.packer_version)))
@@ -279,15 +279,19 @@ def build_ami(
     progress=None,
     channel: str | None = None,
     publish: bool = True,
+    wait: bool = True,
+    stall_after: float = 10.0,
 ) -> BuildRun:
     """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → publish → record.
 
     ``channel`` None: the pipeline's default channel; ``publish`` False: build only (--no-publish).
-    An interrupted build publishes nothing.
+    An interrupted build publishes nothing. Each run works in its own folder,
+    build/runs/<run id>/<variant>/, so concurrent runs never share files; ``wait`` False
+    (--no-wait): a variant whose build lease another run holds fails at once instead of waiting.
     """
     from amibuild.aws import Aws
     from amibuild.build.packer import Packer
-    from amibuild.build.plan import plan_build
+    from amibuild.build.plan import new_run_id, plan_build
 
     pipeline = load_pipeline(options)  # bad input is refused before anything else
     if publish and channel:
@@ -307,18 +311,56 @@ def build_ami(
         raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
                             "AWS_SECRET_ACCESS_KEY, or run `invoke sandbox` for the local emulator")
     prepared = prepare(options, aws=aws, strict=True, packer=packer, pipeline=pipeline)
-    out_dir = Path(options.build_dir)
+    run_id = new_run_id()
+    out_dir = run_directory(options, run_id)
     existing = find_built_images(aws, prepared.pipeline.target_regions, [r.fingerprint for r in prepared.rendered])
     plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],
-                      existing, force=force)
+                      existing, force=force, run_id=run_id)
     if dry_run:
         return BuildRun(plan, None, None)
     # only what will be built is written; each build job checks its folder before packer starts
     building = {item.name for item in plan.to_build}
     write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
-                       prepared.packer_version, prepared.notes), options, say)
+                       prepared.packer_version, prepared.notes), options, say, out_dir)
     return execute_plan(plan, packer, aws, options, say, parallel=parallel or min(len(plan.items), max_parallel),
-                        timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress, channel=channel)
+                        timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress, channel=channel,
+                        guards=build_guards(plan, aws, wait=wait, stall_after=stall_after))
+
+
+def run_directory(options: Options, run_id: str) -> Path:
+    """Where one build run writes its rendered files, Packer logs and manifests: its own folder."""
+    return Path(options.build_dir) / "runs" / run_id
+
+
+def build_guards(plan, aws, *, wait: bool, stall_after: float) -> dict:
+    """The executor's lease, reuse check and leftovers scope for a build-ami run."""
+    from amibuild.build.lease import Lease, build_lease_name
+    from amibuild.build.leftovers import Scope
+
+    pipeline = plan.pipeline
+
+    def lease_for(item) -> Lease:
+        name = build_lease_name(pipeline.ssm_prefix, pipeline.name, item.name, item.fingerprint)
+        return Lease(aws, name, pipeline.build_region, run_id=plan.run_id)
+
+    def reuse(item) -> dict | None:
+        """The image another run finished meanwhile, when it is available in every region."""
+        found = find_built_images(aws, plan.regions, [item.fingerprint])
+        amis = {}
+        for region in plan.regions:
+            ready = sorted((i for i in found.get(region, []) if i.state == "available"),
+                           key=lambda i: (i.creation_date, i.image_id))
+            if not ready:
+                return None
+            amis[region] = ready[-1].image_id
+        return amis
+
+    def scope(item) -> Scope:
+        prefix = str(item.rendered.values.get("ami_name_prefix") or
+                     f"{pipeline.name}-{item.name}-{item.rendered.variant.kubernetes_version}-{item.rendered.variant.arch}")
+        return Scope(plan.run_id, item.name, prefix, tuple(pipeline.regions), tuple(plan.regions))
+
+    return {"lease_for": lease_for, "wait": wait, "reuse": reuse, "leftovers_scope": scope, "stall_after": stall_after}
 
 
 def find_built_images(aws, regions, fingerprints) -> dict:
@@ -337,7 +379,7 @@ def find_built_images(aws, regions, fingerprints) -> dict:
 
 
 def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int, timeout, cleanup_timeout,
-                 progress=None, channel: str | None = None) -> BuildRun:
+                 progress=None, channel: str | None = None, guards: dict | None = None) -> BuildRun:
     import json
 
     from amibuild import __version__
@@ -353,6 +395,7 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
             plan, packer, aws,
             provenance=lambda item: provenance_tags(item, plan, version=__version__, git_commit=commit),
             check=check_directory, progress=progress, parallel=parallel, timeout=timeout, cleanup_timeout=cleanup_timeout,
+            **(guards or {}),
         )
         outcomes = executor.run()
     finally:

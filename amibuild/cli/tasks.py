@@ -72,6 +72,8 @@ BUILD_HELP = {
     "channel": "Channel to publish each built or reused image to (default: the pipeline's default_channel, "
                "else recommended)",
     "no_publish": "Build only; publish nothing",
+    "no_wait": "When another run is building a variant with the same inputs, fail (exit 1, naming that run) "
+               "instead of waiting for it and reusing its image",
 }
 
 
@@ -79,7 +81,7 @@ BUILD_HELP = {
 def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
-              channel=None, no_publish=False):
+              channel=None, no_publish=False, no_wait=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     from amibuild.cli import commands
     from amibuild.cli import report
@@ -88,7 +90,8 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     run = cli.run(lambda: commands.build_ami(
         opts, cli.say, force=force, dry_run=dry_run, parallel=int(parallel) if parallel else None,
         max_parallel=int(c.config.amibuild.max_parallel), timeout=float(timeout) if timeout else None,
-        channel=channel, publish=not no_publish,
+        channel=channel, publish=not no_publish, wait=not no_wait,
+        stall_after=float(c.config.amibuild.get("stall_after", 10)),
     ))
     if json:
         cli.emit_json(run.summary())
@@ -504,5 +507,6 @@ ns.configure({
         "packer": "packer",
         "cache_dir": None,
         "max_parallel": 8,
+        "stall_after": 10,  # seconds of silence from Packer before build-ami checks the endpoint is alive
     }
 })
