@@ -6,7 +6,10 @@ Point ``AWS_ENDPOINT_URL`` at `FaultProxy.endpoint` and every AWS call goes thro
 * answer ``ThrottlingException`` to a fraction of chosen operations (`throttle`);
 * fail chosen operations in one region with a non-retryable error (`fail`);
 * hold the first N matching requests until all N have arrived, then let them go together
-  (`hold`): a deterministic way to make two writers race.
+  (`hold`): a deterministic way to make two writers race;
+* gate matching requests (`gate`): hold each one, before or after forwarding it, until the test
+  opens the gate (`open_gate`), so a test acts while a chosen call is in flight;
+* die (`die`): refuse new connections and drop open ones, as an endpoint that went away.
 
 Operations are named as the wire names them: the ``X-Amz-Target`` header for JSON protocols
 (``AmazonSSM.PutParameter``), else the query ``Action`` (``DescribeImages``). The region comes from
@@ -73,6 +76,12 @@ class FaultProxy:
         self._hold: tuple[frozenset[str], threading.Barrier, float] | None = None
         self._hold_left = 0
         self.log: list[Seen] = []
+        self._gate: tuple[frozenset[str], str | None, bool] | None = None
+        self._gate_open = threading.Event()
+        self._gate_drop = False
+        self._gated = 0
+        self._dead = False
+        self._endpoint = ""
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -100,6 +109,40 @@ class FaultProxy:
         """How many requests the current `hold` has caught so far."""
         with self._lock:
             return 0 if self._hold is None else self._hold[1].parties - self._hold_left
+
+    def gate(self, ops: Iterable[str], *, region: str | None = None, after_forward: bool = False) -> None:
+        """Hold every matching request (in `region`, if given) until `open_gate`.
+
+        ``after_forward``: the request reaches the emulator first and only its answer is held, so
+        what it creates exists while the caller still waits for the reply.
+        """
+        with self._lock:
+            self._gate = (frozenset(ops), region, after_forward)
+            self._gate_open.clear()
+            self._gate_drop = False
+            self._gated = 0
+
+    def gated(self) -> int:
+        """How many requests the gate has caught so far."""
+        with self._lock:
+            return self._gated
+
+    def open_gate(self, *, drop: bool = False) -> None:
+        """Let the held requests go on (``drop``: close their connections without an answer)."""
+        with self._lock:
+            self._gate_drop = drop
+            self._gate = None
+        self._gate_open.set()
+
+    def die(self) -> None:
+        """Become an endpoint that is gone: new connections refused, open ones closed unanswered."""
+        with self._lock:
+            self._dead = True
+        self.open_gate(drop=True)
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
 
     def clear(self) -> None:
         """Drop every fault (the delay stays)."""
@@ -140,6 +183,7 @@ class FaultProxy:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="faultproxy", daemon=True)
         self._thread.start()
+        self._endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
         return self
 
     def stop(self) -> None:
@@ -155,13 +199,14 @@ class FaultProxy:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
+        self.open_gate()
         self.stop()
 
     @property
     def endpoint(self) -> str:
-        if self._server is None:
+        if not self._endpoint:
             raise RuntimeError("the proxy is not started")
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self._endpoint
 
     # -- the forwarding -----------------------------------------------------------------------
 
@@ -172,9 +217,16 @@ class FaultProxy:
         scope = _SCOPE.search(request.headers.get("Authorization", ""))
         region = scope.group(1) if scope else ""
 
+        if self._dead:
+            request.close_connection = True
+            return
         if self.delay:
             time.sleep(self.delay)
         self._wait_for_hold(op)
+        after_forward = self._gated_here(op, region)
+        if after_forward is False and not self._pass_gate():
+            request.close_connection = True
+            return
         fault = self._fault_for(op, region)
         if fault is not None:
             outcome, status, code, message = fault
@@ -196,7 +248,26 @@ class FaultProxy:
         finally:
             connection.close()
         self._record(op, region, "forwarded")
+        if after_forward and not self._pass_gate():
+            request.close_connection = True
+            return
+        if self._dead:
+            request.close_connection = True
+            return
         self._reply(request, status, reply_headers, data)
+
+    def _gated_here(self, op: str, region: str) -> bool | None:
+        """None: not gated; False: held before forwarding; True: held after forwarding."""
+        with self._lock:
+            if self._gate is None or op not in self._gate[0] or self._gate[1] not in (None, region):
+                return None
+            self._gated += 1
+            return self._gate[2]
+
+    def _pass_gate(self) -> bool:
+        """Wait for the gate to open; False when it opened with drop (close the connection)."""
+        self._gate_open.wait(120)
+        return not self._gate_drop
 
     def _wait_for_hold(self, op: str) -> None:
         with self._lock:
