@@ -83,3 +83,22 @@ def test_build_lease_names_differ_by_variant_and_fingerprint_and_sit_beside_the_
     assert a == "/amibuild/_leases/e2e/build/ceph/" + "ab" * 16
     assert a != build_lease_name("/amibuild", "e2e", "ceph", "cd" * 32)
     assert a != build_lease_name("/amibuild", "e2e", "arm", "ab" * 32)
+
+
+def test_a_lease_of_a_dead_process_on_this_machine_is_taken_over_before_its_expiry(aws: Aws) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)  # that process has exited
+    clock = Clock()
+    crashed = Lease(aws, NAME, REGION, run_id="run-crashed", owner=f"ci@{socket.gethostname()} pid {dead_pid}",
+                    ttl=900, clock=clock)
+    assert crashed.try_acquire() is None
+    elsewhere = Lease(aws, NAME + "x", REGION, run_id="run-remote", owner=f"ci@another-host pid {dead_pid}",
+                      ttl=900, clock=clock)
+    assert elsewhere.try_acquire() is None
+    assert lease(aws, "run-next", clock).try_acquire() is None  # not waited out for 15 minutes
+    other = Lease(aws, NAME + "x", REGION, run_id="run-next", owner="tester", clock=clock)
+    assert other.try_acquire() is not None, "a holder on another machine is judged by expiry alone"

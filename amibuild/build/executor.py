@@ -41,7 +41,7 @@ from typing import Callable, Mapping
 
 from amibuild import hcl
 from amibuild.aws import Aws
-from amibuild.errors import AmibuildError, AwsError, PackerOutputError
+from amibuild.errors import AmibuildError, AwsError, EndpointUnreachable, PackerOutputError
 from amibuild.build import leftovers as leftovers_mod
 from amibuild.build.lease import Lease
 from amibuild.build.packer import Packer, cross_check, manifest_builds, parse_machine_readable, progress_step
@@ -156,6 +156,7 @@ class Executor:
         self.state = RunState()
         self._wake = threading.Event()  # set on interrupt: lease waits and probes stop sleeping
         self._leases: list[Lease] = []
+        self._unreachable: set[str] = set()  # variants whose build found the endpoint gone
 
     # ------------------------------------------------------------------------------ running
 
@@ -247,7 +248,11 @@ class Executor:
                 outcome.amis = self._run_packer(item, outcome)
             finally:
                 if lease is not None:
-                    self._release(lease)
+                    if item.name in self._unreachable:
+                        # SSM's retries would wait out the outage for half a minute; the lease expires by itself
+                        outcome.lease = f"build lease {lease.name} left to expire (endpoint unreachable)"
+                    else:
+                        self._release(lease)
             outcome.status = "built"
             self.progress.update(item.name, State.DONE, _amis_text(outcome.amis))
         except _Reused as exc:
@@ -338,6 +343,8 @@ class Executor:
                 raise AwsError("stopped waiting (second interrupt)")
             found = leftovers_mod.find(self.aws, scope, seen)
         except AwsError as exc:
+            if isinstance(exc, EndpointUnreachable):
+                self._unreachable.add(item.name)
             # AWS cannot be asked: list what Packer announced, each with its command
             announced = [leftovers_mod.Leftover("instance", scope.region_of(b), i) for b, ids in seen.instances.items() for i in ids]
             announced += [leftovers_mod.Leftover("key-pair", scope.region_of(b), k) for b, ks in seen.key_pairs.items() for k in ks]
@@ -388,7 +395,7 @@ class Executor:
                 timer = threading.Timer(self.timeout, self._time_out, (proc, timed_out))
                 timer.daemon = True
                 timer.start()
-            watchdog = threading.Thread(target=self._watch_endpoint, args=(proc, last_line, stalled),
+            watchdog = threading.Thread(target=self._watch_endpoint, args=(item.name, proc, last_line, stalled),
                                         name=f"watchdog-{item.name}", daemon=True)
             watchdog.start()
             try:
@@ -430,7 +437,7 @@ class Executor:
     STALL_PROBES = 2  # failed probes in a row that declare the endpoint lost
     STALL_GRACE = 3.0  # seconds Packer gets after SIGTERM once the endpoint is gone (it cannot clean up)
 
-    def _watch_endpoint(self, proc: subprocess.Popen, last_line: list[float], stalled: list[str]) -> None:
+    def _watch_endpoint(self, name: str, proc: subprocess.Popen, last_line: list[float], stalled: list[str]) -> None:
         """Probe the EC2 endpoint when Packer's stream is quiet; stop Packer when it is gone."""
         region = self.plan.pipeline.build_region
         failures = 0
@@ -453,6 +460,7 @@ class Executor:
             if failures < self.STALL_PROBES:
                 continue
             stalled.append(f"{reason} (packer's output silent for {quiet:.0f}s)")
+            self._unreachable.add(name)
             _signal_group(proc, signal.SIGTERM)
             try:
                 proc.wait(self.STALL_GRACE)

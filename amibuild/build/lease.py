@@ -4,7 +4,8 @@ Taking the lease is creating the parameter with ``Overwrite=False``: of two runs
 SSM lets exactly one create it. The value says who holds it (owner, run id) and until when; the
 holder renews it while it works and deletes it when done (only if it still holds its own value).
 A lease past its expiry belongs to a holder that died without releasing it: the next taker
-removes it, takes it and names the stale holder (`Lease.took_over`).
+removes it, takes it and names the stale holder (`Lease.took_over`). So does a lease whose holder
+ran on this machine in a process that no longer exists (`holder_gone`).
 
 Generic on purpose: the build lease (one per pipeline, variant and fingerprint, `build_lease_name`)
 uses it, and so can a channel's write lease. The store is anything with the three `Aws` methods
@@ -60,6 +61,21 @@ def parse_holder(raw: str) -> Holder:
         return Holder("unknown", "unknown", 0.0, raw)
 
 
+def holder_gone(holder: Holder) -> bool:
+    """True when the holder ran on this machine and its process no longer exists: a crashed run
+    whose lease need not be waited out. Holders on other machines are judged by expiry alone."""
+    host, _, pid = holder.owner.rpartition(" pid ")
+    if not pid.isdigit() or host.rpartition("@")[2] != socket.gethostname():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's live process
+        return False
+    return False
+
+
 def default_owner() -> str:
     try:
         user = getpass.getuser()
@@ -111,7 +127,7 @@ class Lease:
             if holder.run_id == self.run_id and holder.owner == self.owner:
                 self._value = current.value  # ours already (a retry after a lost answer)
                 return None
-            if not holder.expired(self.clock()):
+            if not holder.expired(self.clock()) and not holder_gone(holder):
                 return holder
             if self.store.delete_parameter_if_value(self.name, current.value, self.region):
                 self.took_over = holder
