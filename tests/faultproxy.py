@@ -75,6 +75,7 @@ class FaultProxy:
         self._failures: list[_Failure] = []
         self._hold: tuple[frozenset[str], threading.Barrier, float] | None = None
         self._hold_left = 0
+        self._hold_body = b""
         self.log: list[Seen] = []
         self._gate: tuple[frozenset[str], str | None, bool] | None = None
         self._gate_open = threading.Event()
@@ -99,11 +100,16 @@ class FaultProxy:
         with self._lock:
             self._failures.append(_Failure(region, frozenset(ops), status, code, message, times))
 
-    def hold(self, ops: Iterable[str], count: int, timeout: float = 20.0) -> None:
-        """Hold the next `count` matching requests until all have arrived, then release them at once."""
+    def hold(self, ops: Iterable[str], count: int, timeout: float = 20.0, *, body_has: str = "") -> None:
+        """Hold the next `count` matching requests until all have arrived, then release them at once.
+
+        ``body_has``: only requests whose body contains this text match (e.g. ``aws:ec2:image`` picks
+        channel writes out of every PutParameter).
+        """
         with self._lock:
             self._hold = (frozenset(ops), threading.Barrier(count), timeout)
             self._hold_left = count
+            self._hold_body = body_has.encode()
 
     def held(self) -> int:
         """How many requests the current `hold` has caught so far."""
@@ -222,7 +228,7 @@ class FaultProxy:
             return
         if self.delay:
             time.sleep(self.delay)
-        self._wait_for_hold(op)
+        self._wait_for_hold(op, body)
         after_forward = self._gated_here(op, region)
         if after_forward is False and not self._pass_gate():
             request.close_connection = True
@@ -269,9 +275,9 @@ class FaultProxy:
         self._gate_open.wait(120)
         return not self._gate_drop
 
-    def _wait_for_hold(self, op: str) -> None:
+    def _wait_for_hold(self, op: str, body: bytes = b"") -> None:
         with self._lock:
-            if self._hold is None or op not in self._hold[0] or self._hold_left <= 0:
+            if self._hold is None or op not in self._hold[0] or self._hold_left <= 0 or self._hold_body not in body:
                 return
             self._hold_left -= 1
             barrier, timeout = self._hold[1], self._hold[2]

@@ -340,7 +340,8 @@ def test_interrupt_while_publishing_finishes_the_variants_in_flight_and_starts_n
     (workdir / "amibuild.hcl").write_text('pipeline {\n  name = "e2e"\n  regions = ["us-west-2"]\n}\n' + "".join(
         f'variant "{n}" {{\n  extra_packages = ["{n}"]\n}}\n' for n in names))
     with FaultProxy(sandbox.endpoint) as proxy:
-        proxy.hold(["AmazonSSM.PutParameter"], count=100, timeout=6)  # the first writes wait 6 s
+        # the first channel writes wait 6 s (build leases are PutParameters too, without the image type)
+        proxy.hold(["AmazonSSM.PutParameter"], count=100, timeout=6, body_has="aws:ec2:image")
         env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
         proc = subprocess.Popen([sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--json"],
                                 cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -154,7 +154,8 @@ class Executor:
         self.leftovers_scope = leftovers_scope
         self.stall_after = stall_after
         self.state = RunState()
-        self._wake = threading.Event()  # set on interrupt: lease waits and probes stop sleeping
+        self._wake = threading.Event()  # set on interrupt: lease waits stop sleeping
+        self._finished = threading.Event()  # set when every build ended: the lease renewer stops
         self._leases: list[Lease] = []
         self._unreachable: set[str] = set()  # variants whose build found the endpoint gone
 
@@ -179,20 +180,17 @@ class Executor:
                 futures: dict[Future, PlanItem] = {pool.submit(self._build_one, i, outcomes[i.name]): i for i in todo}
                 self._wait(futures)
         finally:
-            self._done = True
-            self._wake.set()
+            self._finished.set()
             restore()
         return list(outcomes.values())
 
-    _done = False
-
     def _renew_leases(self) -> None:
         """Keep every held lease alive while its build runs (a build can outlast the lease's ttl)."""
-        while not self._done:
+        while not self._finished.is_set():
             with self.state.lock:
                 leases = [lease for lease in self._leases if lease.held]
             interval = min((lease.ttl for lease in leases), default=60.0) / 3
-            if self._wake.wait(interval) and self._done:
+            if self._finished.wait(interval):
                 return
             for lease in leases:
                 try:
