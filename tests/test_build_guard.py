@@ -42,7 +42,7 @@ def until(condition, what: str, proc: subprocess.Popen | None = None, limit: flo
 
 def leases() -> dict[str, dict]:
     ssm = boto3.client("ssm", region_name="us-west-2")
-    found = ssm.get_parameters_by_path(Path="/amibuild/_leases", Recursive=True)["Parameters"]
+    found = ssm.get_parameters_by_path(Path="/amibuild/e2e/_leases", Recursive=True)["Parameters"]
     return {p["Name"]: json.loads(p["Value"]) for p in found}
 
 

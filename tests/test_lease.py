@@ -9,7 +9,7 @@ import pytest
 from amibuild.aws import Aws
 from amibuild.build.lease import Lease, build_lease_name, parse_holder
 
-NAME = "/amibuild/_leases/e2e/build/ceph/0123456789abcdef"
+NAME = "/amibuild/e2e/_leases/build/ceph/0123456789abcdef"
 REGION = "us-west-2"
 
 
@@ -80,7 +80,7 @@ def test_a_value_that_is_not_a_lease_counts_as_expired() -> None:
 
 def test_build_lease_names_differ_by_variant_and_fingerprint_and_sit_beside_the_channels() -> None:
     a = build_lease_name("/amibuild/", "e2e", "ceph", "ab" * 32)
-    assert a == "/amibuild/_leases/e2e/build/ceph/" + "ab" * 16
+    assert a == "/amibuild/e2e/_leases/build/ceph/" + "ab" * 16
     assert a != build_lease_name("/amibuild", "e2e", "ceph", "cd" * 32)
     assert a != build_lease_name("/amibuild", "e2e", "arm", "ab" * 32)
 

@@ -161,5 +161,7 @@ class Lease:
 
 
 def build_lease_name(ssm_prefix: str, pipeline: str, variant: str, fingerprint: str) -> str:
-    """The build lease of one (pipeline, variant, fingerprint): under ``_leases``, beside the channels."""
-    return f"{ssm_prefix.rstrip('/')}/_leases/{pipeline}/build/{variant}/{fingerprint[:32]}"
+    """The build lease of one (pipeline, variant, fingerprint), under ``_leases`` in the pipeline's own
+    path: the IAM policy that lets build-ami write the pipeline's channels covers it, and no channel
+    name can take that shape (variant and channel names start with a letter)."""
+    return f"{ssm_prefix.rstrip('/')}/{pipeline}/_leases/build/{variant}/{fingerprint[:32]}"
