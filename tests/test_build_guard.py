@@ -167,3 +167,42 @@ def test_endpoint_loss_stops_the_build_within_30s_and_lists_what_is_left(workdir
     successor = Lease(Aws(region="us-west-2"), name, "us-west-2", run_id="next")
     assert successor.try_acquire() is None
     assert successor.took_over is not None and successor.took_over.run_id == held["run_id"]
+
+
+def children(pid: int) -> list[int]:
+    """Direct child processes of `pid`, from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_packer_killed_while_its_instance_runs_leaves_nothing_behind(workdir: Path, sandbox) -> None:
+    from faultproxy import FaultProxy
+
+    with FaultProxy(sandbox.endpoint) as proxy:
+        proxy.gate(["StopInstances"])  # the instance runs, its key pair and group exist
+        env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
+        proc = start(workdir, env, "--variant", "ceph", "--no-publish", stderr=workdir / "run.err")
+        until(lambda: proxy.gated() == 1, "packer stopping its instance", proc)
+        (packer,) = children(proc.pid)  # Packer leads its own process group
+        os.killpg(packer, signal.SIGKILL)  # no chance to clean up after itself
+        proxy.open_gate(drop=True)
+        out, _ = proc.communicate(timeout=120)
+    err = (workdir / "run.err").read_text()
+    assert proc.returncode == 1, err
+    ceph = summary(subprocess.CompletedProcess([], 0, out))["ceph"]
+    assert ceph["status"] == "failed" and ceph["left_behind"] == [], ceph
+    removed = " ".join(ceph["leftovers_removed"])
+    assert "instance i-" in removed and "key-pair amibuild-" in removed and "security-group sg-" in removed, removed
+    west = boto3.client("ec2", region_name="us-west-2")
+    states = [i["State"]["Name"] for r in west.describe_instances()["Reservations"] for i in r["Instances"]]
+    assert states and all(s in ("terminated", "shutting-down") for s in states), states
+    assert not [k for k in west.describe_key_pairs()["KeyPairs"] if k["KeyName"].startswith("amibuild-")]
+    assert not [g for g in west.describe_security_groups()["SecurityGroups"] if g["GroupName"].startswith("packer")]
+    assert leases() == {}
