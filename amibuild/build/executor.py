@@ -262,7 +262,7 @@ class Executor:
             self.progress.update(item.name, State.INTERRUPTED, str(exc))
         except AmibuildError as exc:
             outcome.status, outcome.error = "failed", str(exc)
-            self.progress.update(item.name, State.FAILED, f"{exc} (log: {outcome.log})")
+            self.progress.update(item.name, State.FAILED, f"{exc} (log: {outcome.log})" if outcome.log else str(exc))
         except Exception as exc:  # a bug in one variant's handling must not take the others down
             outcome.status, outcome.error = "failed", f"{type(exc).__name__}: {exc}"
             self.progress.update(item.name, State.FAILED, outcome.error)
@@ -287,6 +287,7 @@ class Executor:
             if holder is None:
                 break
             if not self.wait:
+                outcome.log = ""  # packer never ran for it
                 raise AmibuildError(f"another build of {item.name} with this fingerprint is running: {holder}; "
                                     "rerun without --no-wait to wait for it and reuse its image")
             if waited_for is None or waited_for.run_id != holder.run_id:

@@ -17,7 +17,8 @@ def build_lines(run: Any) -> Iterable[str]:
     width = max((len(o.name) for o in run.outcomes), default=0)
     for outcome in run.outcomes:
         amis = " ".join(f"{r}={a}" for r, a in sorted(outcome.amis.items()))
-        detail = amis if outcome.status in ("built", "skipped") else f"{outcome.error} (log: {outcome.log})"
+        detail = amis if outcome.status in ("built", "skipped") else \
+            f"{outcome.error} (log: {outcome.log})" if outcome.log else outcome.error
         yield f"  {outcome.name.ljust(width)}  {outcome.status:11}  {detail}"
         if getattr(outcome, "lease", ""):
             yield f"  {''.ljust(width)}  lease        {outcome.lease}"

@@ -52,7 +52,7 @@ def finish(run: Any) -> None:
             code=EXIT_INTERRUPTED)
     if run.failed:
         names = ", ".join(f"{o.name} (not published: {o.publish_error})" if o.publish_error and o.status != "failed"
-                          else f"{o.name} (log: {o.log})" for o in run.failed)
+                          else f"{o.name} (log: {o.log})" if o.log else f"{o.name} ({o.error})" for o in run.failed)
         raise Exit(f"amibuild: error: {len(run.failed)} variant(s) failed: {names}{_left_behind(run)}",
                    code=EXIT_FAILED)
 
