@@ -249,6 +249,8 @@ class Executor:
                     if item.name in self._unreachable:
                         # SSM's retries would wait out the outage for half a minute; the lease expires by itself
                         outcome.lease = f"build lease {lease.name} left to expire (endpoint unreachable)"
+                        with self.state.lock:
+                            self._leases.remove(lease)  # nor renewed: a later run takes it over
                     else:
                         self._release(lease)
             outcome.status = "built"
