@@ -447,6 +447,17 @@ class Aws:
             return sorted(raw["InstanceId"] for page in pages for reservation in page.get("Reservations", [])
                           for raw in reservation.get("Instances", []))
 
+    def instance_security_groups(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
+        """Group id -> name of the security groups these instances use."""
+        if not instance_ids:
+            return {}
+        with _mapped("ec2:DescribeInstances", region):
+            pages = self.client("ec2", region).get_paginator("describe_instances").paginate(
+                Filters=[{"Name": "instance-id", "Values": list(instance_ids)}])
+            return {g["GroupId"]: g.get("GroupName", "") for page in pages
+                    for reservation in page.get("Reservations", []) for raw in reservation.get("Instances", [])
+                    for g in raw.get("SecurityGroups", [])}
+
     def terminate_instances(self, region: str, instance_ids: Sequence[str]) -> None:
         with _mapped(f"ec2:TerminateInstances {' '.join(instance_ids)}", region):
             self.client("ec2", region).terminate_instances(InstanceIds=list(instance_ids))

@@ -10,8 +10,8 @@ pair and security group. amibuild therefore makes a run's resources findable on 
 * the temporary key pair is named ``amibuild-<run id>-<variant>-<region>``;
 * the AMI name ends in ``-<run id>`` and copies keep the name, so every copy of this run in every
   region is found by name even untagged;
-* the security group (Packer 1.6 names it itself) is read from Packer's stream, as are the
-  instance id, key pair and AMI ids Packer announces.
+* the security group (Packer 1.6 names it itself, ``packer_<uuid>``) is read from Packer's stream,
+  as are the instance id, key pair and AMI ids Packer announces, or found on the run's instance.
 
 `stream_resources` is the pure parser of the stream; `find` looks in AWS; `remove` deletes in
 dependency order (instances, then images, snapshots, volumes, key pairs, groups) and returns what
@@ -30,6 +30,7 @@ from amibuild.aws import Aws
 from amibuild.errors import AwsError, EndpointUnreachable
 from amibuild.build.packer import parse_line
 
+PACKER_GROUP_PREFIX = "packer_"  # Packer 1.6 names its temporary security groups packer_<uuid>
 KINDS = ("instance", "image", "snapshot", "volume", "key-pair", "security-group")
 
 _INSTANCE = re.compile(r"\bInstance ID: (i-[0-9a-f]+)")
@@ -96,15 +97,22 @@ def key_pair_name(run_id: str, variant: str, region: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "-", f"amibuild-{run_id}-{variant}-{region}")
 
 
+RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")  # as amibuild.build.plan.new_run_id makes them
+
+
 @dataclass(frozen=True)
 class Scope:
-    """Where one variant of one run may have left things."""
+    """Where one variant of one run (``variant`` None: every variant of it) may have left things."""
 
     run_id: str
-    variant: str
-    ami_name_prefix: str
+    variant: str | None
+    ami_name_prefix: str | None  # None: any name ending in the run id
     build_regions: tuple[str, ...]
     regions: tuple[str, ...]  # every target region (build regions and copies)
+
+    def __post_init__(self) -> None:
+        if not RUN_ID.match(self.run_id):  # a pattern here would match other runs' resources
+            raise ValueError(f"not an amibuild run id: {self.run_id!r}")
 
     def region_of(self, build: str) -> str:
         """The region of a Packer build name (our sources are named after their region)."""
@@ -114,7 +122,7 @@ class Scope:
 
 def find(aws: Aws, scope: Scope, seen: StreamResources) -> list[Leftover]:
     """Everything of this run and variant still in AWS. Raises AwsError when AWS cannot be asked."""
-    run_tags = {tags.RUN_ID: scope.run_id, tags.VARIANT: scope.variant}
+    run_tags = {tags.RUN_ID: scope.run_id, **({tags.VARIANT: scope.variant} if scope.variant else {})}
     found: list[Leftover] = []
     for region in scope.build_regions:
         builds = [b for b in {*seen.instances, *seen.key_pairs, *seen.security_groups} if scope.region_of(b) == region]
@@ -123,14 +131,21 @@ def find(aws: Aws, scope: Scope, seen: StreamResources) -> list[Leftover]:
         if announced - instances:  # announced but untagged (tagging failed): is it still alive?
             instances |= announced & {i for i, _, _ in aws.instance_images(region)}
         found += [Leftover("instance", region, i) for i in sorted(instances)]
-        names = [key_pair_name(scope.run_id, scope.variant, region)] + [k for b in builds for k in seen.key_pairs.get(b, [])]
+        own = key_pair_name(scope.run_id, scope.variant, region) if scope.variant else f"amibuild-{scope.run_id}-*"
+        names = [own] + [k for b in builds for k in seen.key_pairs.get(b, [])]
         found += [Leftover("key-pair", region, k) for k in aws.key_pairs_named(region, sorted(set(names)))]
-        groups = aws.security_groups_named(region, sorted({g for b in builds for g in seen.security_groups.get(b, [])}))
-        found += [Leftover("security-group", region, gid) for _, gid in sorted(groups.items())]
+        groups = set(aws.security_groups_named(
+            region, sorted({g for b in builds for g in seen.security_groups.get(b, [])})).values())
+        # the temporary group of an instance found by tag, for when Packer's output is gone; only
+        # Packer's own temporary groups, never a group the pipeline names (security_group_id)
+        groups |= {gid for gid, name in aws.instance_security_groups(region, sorted(instances)).items()
+                   if name.startswith(PACKER_GROUP_PREFIX)}
+        found += [Leftover("security-group", region, gid) for gid in sorted(groups)]
         found += [Leftover("volume", region, v) for v in aws.volumes_tagged(region, run_tags)]
     for region in scope.regions:
         images = aws.describe_images(region, owners=["self"],
-                                     filters={"name": [f"{scope.ami_name_prefix}-*-{scope.run_id}"]})
+                                     filters={"name": [f"{scope.ami_name_prefix}-*-{scope.run_id}" if scope.ami_name_prefix
+                                                       else f"*-{scope.run_id}"]})
         snapshots: list[str] = []
         for image in images:
             found.append(Leftover("image", region, image.image_id))

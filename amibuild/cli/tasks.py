@@ -113,6 +113,34 @@ def runs(c, limit=10, json=False, build_dir=None):
         print("\n".join(report.runs_lines(records)))
 
 
+@task(help={"run_id": "The build run whose leftovers to remove (`invoke runs` lists them)",
+            "dry_run": "List what the run left behind and remove nothing",
+            "json": "Print JSON", "pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"],
+            "build_dir": SELECT_HELP["build_dir"]})
+def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=None, build_dir=None):
+    """Remove what a build run left in AWS: instances, key pairs, groups, volumes, images, snapshots."""
+    from invoke.exceptions import Exit
+
+    from amibuild.cli import commands
+
+    opts = cli.options(c, pipeline=pipeline, profile=profile, build_dir=build_dir)
+    result = cli.run(lambda: commands.clean_run(opts, run_id, cli.say, dry_run=dry_run))
+    if json:
+        cli.emit_json(result.summary())
+    else:
+        if not result.found:
+            print(f"run {result.run_id}: nothing left behind")
+        if result.dry_run:
+            for item in result.found:
+                print(f"found  {item}  ({item.command()})")
+        for item in result.removed:
+            print(f"removed  {item}")
+        for item, why in result.failed:
+            print(f"LEFT BEHIND  {item}: {why}; remove with: {item.command()}")
+    if result.failed:
+        raise Exit(f"amibuild: error: {len(result.failed)} leftover(s) of run {result.run_id} not removed", code=1)
+
+
 @task(help={"port": "Port on 127.0.0.1 (default: a free one)"})
 def sandbox(c, port=0):
     """Run the local AWS emulator in the foreground (prints `export` lines first)."""
@@ -498,7 +526,7 @@ def locals_flags(values):
     return flags
 
 
-ns = Collection(render, validate, build_ami, runs, publish, promote, rollback, history, channels, nodegroup_deploy,
+ns = Collection(render, validate, build_ami, runs, clean_run, publish, promote, rollback, history, channels, nodegroup_deploy,
                 rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor, sandbox, demo)
 ns.configure({
     "amibuild": {
