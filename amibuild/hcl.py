@@ -222,13 +222,17 @@ class HclSyntaxError(ValueError):
         self.line = line
 
 
-def loads(text: str) -> dict[str, Any]:
-    """Parse HCL2 text into plain Python values (blocks as lists of dicts, strings unquoted)."""
+def loads(text: str, *, keep_quotes: bool = False) -> dict[str, Any]:
+    """Parse HCL2 text into plain Python values (blocks as lists of dicts, strings unquoted).
+
+    ``keep_quotes`` leaves string literals in their quotes, so a caller can tell ``"m6i.large"``
+    (a string) from ``m6i.large`` (a reference, which python-hcl2 gives as ``${m6i.large}``).
+    """
     import hcl2  # python-hcl2 pulls in lark; keep it off the `invoke --list` path
     from hcl2 import SerializationOptions
 
     options = SerializationOptions(
-        strip_string_quotes=True, explicit_blocks=False, with_comments=False
+        strip_string_quotes=not keep_quotes, explicit_blocks=False, with_comments=False
     )
     try:
         return hcl2.loads(text, serialization_options=options)
