@@ -297,6 +297,8 @@ def build_ami(
             check_channel(channel)
         except SpecError as exc:
             raise SpecError(f"--channel: {exc}") from None
+        # the parameter names this channel gives must be valid before anything is built
+        spec.check_names(pipeline, channel, f"--channel {channel}")
     channel = (channel or pipeline.default_channel) if publish else None
     packer = Packer(options.packer)
     packer.version()  # PackerNotFound before any AWS call

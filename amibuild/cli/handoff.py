@@ -34,10 +34,9 @@ def channel_parameter(options: Any, variant: str | None, channel: str | None) ->
 
 def seconds(value: Any) -> float:
     """--timeout as seconds (default `DEFAULT_TIMEOUT`)."""
-    try:
-        return float(value) if value not in (None, "") else DEFAULT_TIMEOUT
-    except ValueError:
-        raise SpecError(f"--timeout {value!r}: a number of seconds, e.g. --timeout 3600") from None
+    from amibuild.cli import values
+
+    return values.optional_duration(value, "--timeout", example="3600, 30m or 2h") or DEFAULT_TIMEOUT
 
 
 def rollout(options: Any, *, stack: str | None, nodegroup: str | None, variant: str | None, channel: str | None,
