@@ -29,6 +29,9 @@ def run(body: Callable[[], T]) -> T:
     """Run a task body; turn expected errors into a one-line message and an exit code."""
     from invoke.exceptions import Exit
 
+    from amibuild.aws import redact
+
+    redact.install()  # before any AWS call: `--debug` logs botocore's requests, headers included
     try:
         return body()
     except AmibuildError as exc:
