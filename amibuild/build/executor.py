@@ -52,6 +52,7 @@ class Outcome:
     seconds: float = 0.0
     published: dict = field(default_factory=dict)  # channel, parameter, per region: version or "unchanged"
     publish_error: str = ""
+    input_refused: bool = False  # Packer refused a value the user gave (exit 2 when nothing else ran)
 
     def as_dict(self) -> dict:
         return {
@@ -192,6 +193,7 @@ class Executor:
             self.progress.update(item.name, State.INTERRUPTED, str(exc))
         except AmibuildError as exc:
             outcome.status, outcome.error = "failed", str(exc)
+            outcome.input_refused = exc.exit_code == 2
             self.progress.update(item.name, State.FAILED, f"{exc} (log: {outcome.log})")
         except Exception as exc:  # a bug in one variant's handling must not take the others down
             outcome.status, outcome.error = "failed", f"{type(exc).__name__}: {exc}"

@@ -53,6 +53,10 @@ def finish(run: Any) -> None:
             if published else "nothing was published") + (
             "; packer was killed before its cleanup finished: look for instances, key pairs and security "
             "groups named packer_* in the build regions" if run.aborted else ""), code=EXIT_INTERRUPTED)
+    if run.failed and all(getattr(o, "input_refused", False) for o in run.failed) and not any(
+            o.status == "built" for o in run.outcomes or []):
+        # Packer refused values the user gave, before any instance started: bad input, exit 2
+        raise Exit(f"amibuild: error: {run.failed[0].error}", code=EXIT_USAGE)
     if run.failed:
         names = ", ".join(f"{o.name} (not published: {o.publish_error})" if o.publish_error and o.status != "failed"
                           else f"{o.name} (log: {o.log})" for o in run.failed)
