@@ -101,7 +101,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
 
 
 @task(help={"limit": "How many runs to show (default 10)", "json": "Print JSON", "build_dir": SELECT_HELP["build_dir"]})
-def runs(c, limit=10, json=False, build_dir=None):
+def runs(c, limit=None, json=False, build_dir=None):
     """List recent build runs and what each did."""
     from amibuild.cli import commands
     from amibuild.cli import report
@@ -109,7 +109,7 @@ def runs(c, limit=10, json=False, build_dir=None):
     from amibuild.cli import values
 
     records = cli.run(lambda: commands.list_runs(cli.options(c, build_dir=build_dir),
-                                                 values.count(limit, "--limit", example=10)))
+                                                 values.count(10 if limit is None else limit, "--limit", example=10)))
     if json:
         cli.emit_json(records)
     else:
@@ -117,13 +117,13 @@ def runs(c, limit=10, json=False, build_dir=None):
 
 
 @task(help={"port": "Port on 127.0.0.1 (default: a free one)"})
-def sandbox(c, port=0):
+def sandbox(c, port=None):
     """Run the local AWS emulator in the foreground (prints `export` lines first)."""
     from amibuild import sandbox as sandbox_mod
 
     from amibuild.cli import values
 
-    cli.run(lambda: sandbox_mod.serve_foreground(port=values.count(port, "--port", minimum=0, maximum=65535,
+    cli.run(lambda: sandbox_mod.serve_foreground(port=values.count(port or 0, "--port", minimum=0, maximum=65535,
                                                                   example=4566)))
 
 
