@@ -34,7 +34,7 @@ _BARE = re.compile(
     r"""(?ix)
     (\b(?:x-amz-security-token|x-amz-credential|x-amz-signature|aws_secret_access_key|aws_session_token)=)
     [^&\s'"]+
-    |(\bauthorization:\s*)[^\r\n'"]+
+    |(\b(?:authorization|x-amz-security-token)\s*:\s*)[^\r\n'"]+
     """
 )
 _ENV_SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
