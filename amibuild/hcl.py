@@ -242,3 +242,22 @@ def loads(text: str, *, keep_quotes: bool = False) -> dict[str, Any]:
             line = None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise HclSyntaxError(first, line) from exc
+
+
+_STRING_ESCAPE = re.compile(r'\\(["\\nrt]|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})')
+_SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def unquote(value: Any) -> Any:
+    """What ``loads(text)`` gives, from what ``loads(text, keep_quotes=True)`` gave: string literals
+    out of their quotes with their escapes read, at any depth (keys too). Parsing once and
+    unquoting is half the work of parsing twice."""
+    if isinstance(value, dict):
+        return {unquote(k): unquote(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unquote(v) for v in value]
+    if isinstance(value, str) and len(value) >= 2 and value.startswith('"') and value.endswith('"'):
+        return _STRING_ESCAPE.sub(
+            lambda m: _SIMPLE_ESCAPES.get(m.group(1)) or chr(int(m.group(1)[1:], 16)), value[1:-1])
+    return value
+

@@ -322,7 +322,6 @@ def _read_hcl(path: Path, what: str, error: type[SpecError]) -> dict[str, Any]:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc.__class__.__name__
         raise error(f"{path}: cannot read the {what} ({reason}); check the path") from exc
     try:
-        doc = hcl.loads(text)
         raw = hcl.loads(text, keep_quotes=True)
     except hcl.HclSyntaxError as exc:
         at = f"{path}:{exc.line}" if exc.line else str(path)
@@ -336,7 +335,7 @@ def _read_hcl(path: Path, what: str, error: type[SpecError]) -> dict[str, Any]:
         shown = problem[2:-1] if problem.startswith("${") and problem.endswith("}") else problem
         raise error(f"{at}: {shown[:60]!r} is a reference or expression; the {what} takes literal values "
                     'only: write strings in quotes, e.g. instance_type = "m6i.large"')
-    return doc
+    return hcl.unquote(raw)
 
 
 def _parse_file(path: Path) -> dict[str, Any]:

@@ -19,9 +19,10 @@ from amibuild.errors import SpecError
 
 # ------------------------------------------------------------------------------- documented caps
 
-# Our own caps, far above any real pipeline, so a mistaken or hostile input is refused in
-# milliseconds instead of rendering for a minute (a 4 MB file of package names took 67 s).
-MAX_FILE_BYTES = 256 * 1024  # a pipeline file or var-file
+# Our own caps, far above any real pipeline, so a mistaken or hostile input is refused in about a
+# second instead of rendering for a minute (a 4 MB file of package names took 67 s). python-hcl2
+# reads roughly 30 KB a second here, so a file is capped at 64 KiB; the example is under 3 KB.
+MAX_FILE_BYTES = 64 * 1024  # a pipeline file or var-file
 MAX_PACKAGES = 200  # extra packages per variant
 MAX_REPOS = 50  # extra repositories per variant
 MAX_SCRIPTS = 50  # user provisioner scripts per variant
