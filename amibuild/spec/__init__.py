@@ -254,7 +254,7 @@ def load(
         default_channel=_str(settings.get("default_channel", "recommended"), f"{where}: pipeline.default_channel"),
     )
     _validate_pipeline(pipeline_kwargs, where, from_flag=bool(overrides.regions))
-    checks.pipeline_name(pipeline_kwargs["name"], f"{where}: pipeline.name")
+    checks.pipeline_name(pipeline_kwargs["name"], where)
     checks.tags(pipeline_kwargs["tags"], f"{where}: pipeline.tags")
 
     defaults_block = _one_block(doc, "defaults", where)
