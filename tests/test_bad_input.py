@@ -6,6 +6,7 @@ The cases are data: tests/data/bad_input.yaml, one entry per input."""
 from __future__ import annotations
 
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -129,3 +130,14 @@ def test_good_input_renders_through_the_same_command(workdir: Path) -> None:
     values = hcl.loads((workdir / "build" / "plain" / "amibuild.auto.pkrvars.hcl").read_text())
     assert values["volume_size"] == 40
     assert values["extra_packages"] == ["htop"]
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is not installed")
+def test_a_packer_refusal_of_a_value_the_user_gave_is_exit_2_naming_its_flag(workdir: Path) -> None:
+    """io1 needs IOPS the template only sets for gp3: packer validate refuses, and the refusal is
+    blamed on --var volume_type (exit 2), not reported as amibuild's failure (exit 1)."""
+    result = invoke(workdir, "validate", "--variant", "plain", "--var", "volume_type=io1")
+    assert result.returncode == 2, result.stderr
+    message = result.stderr.strip().splitlines()[-1]
+    assert message.startswith("amibuild: error: --var volume_type: Packer refuses the value of volume_type")
+    assert "IOPS" in message

@@ -477,6 +477,8 @@ def error_summary(output: str) -> str:
 _ATTRIBUTE_SETTING = {
     "ami_name": "ami_name_prefix", "aminame": "ami_name_prefix", "encrypt_boot": "encrypted",
     "launch_block_device_mappings": "volume_size", "source_ami": "source_ami", "snapshot_users": "ami_users",
+    # the template sets iops and throughput from the volume type (gp3 only)
+    "iops": "volume_type", "throughput": "volume_type",
 }
 
 
