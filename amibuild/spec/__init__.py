@@ -294,15 +294,13 @@ def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
 
     for variant in pipeline.variants:
         try:
-            checks.ssm_parameter_name(naming.parameter_name(pipeline, variant, channel),
-                                      f"{where}: pipeline.ssm_prefix / parameter_template (variant {variant.name!r})")
+            naming.parameter_name(pipeline, variant, channel)  # SSM's rules, checks.ssm_parameter_name
         except SpecError as exc:
-            if str(exc).startswith(where) or str(exc).startswith("--"):
-                raise
             raise SpecError(f"{where}: pipeline.parameter_template / ssm_prefix: {exc}") from None
-        if "ami_name_prefix" not in variant.packer_vars:
-            checks.ami_name(f"{pipeline.name}-{variant.name}-{variant.kubernetes_version}-{variant.arch}-{{{{timestamp}}}}",
-                            f"{where}: pipeline.name + variant {variant.name!r}")
+        if "ami_name_prefix" not in variant.packer_vars:  # a --var ami_name_prefix is checked on its own
+            # the AMI name both bases render: see render.template_variables and UPSTREAM_VARS
+            checks.ami_name(f"{pipeline.name}-{variant.name}-{variant.kubernetes_version}-{variant.arch}"
+                            "-{{timestamp}}", f"{where}: pipeline.name + variant {variant.name!r}")
 
 
 _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
@@ -635,7 +633,7 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     for key in ("instance_type", "subnet_id", "security_group_id", "upstream_ref"):
         checks.pattern(_str(m[key], at(key)), at(key), key)
     upstream_src = _str(m["upstream"], at("upstream"))
-    if upstream_src.startswith("-") or checks._CONTROL.search(upstream_src):
+    if upstream_src.startswith("-") or checks.has_control(upstream_src):
         raise SpecError(f"{at('upstream')}: upstream {upstream_src[:60]!r}: a path or git URL (not starting with '-')")
     checks.text(_str(m["description"], at("description")), at("description"), "description",
                 limit=checks.AMI_DESCRIPTION_MAX)

@@ -56,7 +56,6 @@ USER_TAGS_MAX = TAGS_PER_RESOURCE - 20
 # expands them); `$(`, backticks, quotes, `;`, whitespace, braces and pipes do not.
 _URL = re.compile(r"^https?://[^\s'\"`\\|<>{};]+$")
 _NO_PROXY = re.compile(r"^[A-Za-z0-9.,:/*_\[\]-]+$")
-_REGION_LIKE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 _ACCOUNT = re.compile(r"^\d{12}$")
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 _SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
@@ -89,6 +88,11 @@ def no_proxy(value: str, where: str, label: str = "proxy.no_proxy") -> str:
     if value and (not _NO_PROXY.match(value) or len(value) > MAX_VALUE_CHARS):
         raise SpecError(f"{where}: {label} {value!r}: a comma-separated list of hosts, domains and CIDRs")
     return value
+
+
+def has_control(value: str) -> bool:
+    """True when the value holds a control character (a line break, a tab, an escape...)."""
+    return bool(_CONTROL.search(value))
 
 
 def text(value: str, where: str, label: str, *, limit: int = MAX_VALUE_CHARS) -> str:
