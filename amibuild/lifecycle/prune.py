@@ -470,8 +470,10 @@ def report_lines(result: PruneResult) -> Iterable[str]:
 def _age_text(age: timedelta | None) -> str | None:
     if age is None:
         return None
-    hours = int(age.total_seconds() // 3600)
-    if hours % (24 * 7) == 0:
-        return f"{hours // (24 * 7)}w"
-    return f"{hours // 24}d" if hours % 24 == 0 else f"{hours}h"
+    # the largest unit that divides the age: --older-than takes s, m, h, d and w alike
+    seconds = int(age.total_seconds())
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
