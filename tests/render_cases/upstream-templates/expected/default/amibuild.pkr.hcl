@@ -3,7 +3,7 @@
 #
 # Upstream's post-processors are dropped: amibuild adds its own manifest.
 # Credential variables are dropped: Packer takes AWS credentials from its
-# environment or profile.
+# environment or profile. The scripts' environment entries for them stay, empty.
 
 packer {
   required_version = ">= 1.7.0"
