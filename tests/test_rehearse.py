@@ -119,6 +119,8 @@ def test_the_host_is_unchanged_by_a_chain_that_writes_and_deletes_everywhere(tmp
     skip = ("/var/log", "/var/tmp", "/var/cache", "/var/lib/apt", "/var/lib/systemd")
     overcommit = Path("/proc/sys/vm/overcommit_memory").read_text()
     before = snapshot("/etc", "/usr", "/var", skip=skip)
+    # other rehearsals may run on this machine at the same time: only ours must be gone afterwards
+    temp_before = set(Path("/tmp").glob("amibuild-rehearse-*"))
     report = rehearse(rendered)
     after = snapshot("/etc", "/usr", "/var", skip=skip)
 
@@ -128,7 +130,7 @@ def test_the_host_is_unchanged_by_a_chain_that_writes_and_deletes_everywhere(tmp
     changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
     assert changed == []
     assert Path("/proc/sys/vm/overcommit_memory").read_text() == overcommit
-    assert not list(Path("/tmp").glob("amibuild-rehearse-*")), "the temp folder is removed"
+    assert set(Path("/tmp").glob("amibuild-rehearse-*")) <= temp_before, "the temp folder is removed"
 
 
 @ROOT_ONLY
@@ -247,62 +249,62 @@ def shared() -> Path:
     return found / "upstream" / "amazon-eks-ami"
 
 
-AL2_SNAPSHOTS = ["v20201117", "v20240117", "v20240615"]
-# what upstream's Makefile resolves from S3 for `make k8s=1.29` (not reachable here)
-UPSTREAM_VARS = ("kubernetes_build_date=2024-01-04",)
-CREDENTIAL_ENTRIES = '"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_SESSION_TOKEN=", '
+# (snapshot, os, the pins upstream's Makefile would resolve from S3 for `make k8s=1.N`: not reachable here)
+SNAPSHOTS = {
+    "v20201117": ("al2", "1.29.0", ()),
+    "v20240117": ("al2", "1.29.0", ()),
+    "v20240615": ("al2", "1.29.0", ("user_data_file=/dev/null",)),
+    "81fec2e8": ("al2023", "1.33.0", ()),
+}
+BUILD_DATE = ("kubernetes_build_date=2024-01-04",)
 
 
 def upstream_render(tmp_path: Path, ref: str):
+    from amibuild.render import upstream
+
+    os_family, version, extra = SNAPSHOTS[ref]
     archive = shared() / f"amazon-eks-ami-{ref}.tar.gz"
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path / "src", filter="data")
     (checkout,) = (tmp_path / "src").iterdir()
-    extra = ("user_data_file=/dev/null",) if ref == "v20240615" else ()
-    (rendered,) = render(tmp_path, 'pipeline {\n  name = "t"\n  regions = ["us-west-2"]\n}\n'
-                         'variant "up" {\n  base = "upstream"\n  extra_packages = ["ceph-common"]\n}\n',
-                         upstream=str(checkout), kubernetes_version="1.29", variables=UPSTREAM_VARS + extra)
-    return rendered
-
-
-def with_credential_entries(rendered):
-    """The worker install's AWS_* environment entries (empty), as upstream's own template has them."""
-    import re
-    from dataclasses import replace
-
-    text = rendered.files[render_mod.HCL_FILE]
-    fixed = re.sub(r'(script\s*=\s*"[^"]*install-worker\.sh"[^}]*?environment_vars\s*=\s*\[)',
-                   lambda m: m.group(1) + CREDENTIAL_ENTRIES, text, count=1, flags=re.S)
-    return replace(rendered, files={**rendered.files, render_mod.HCL_FILE: fixed})
+    (tmp_path / "amibuild.hcl").write_text(
+        'pipeline {\n  name = "t"\n  regions = ["us-west-2"]\n}\n'
+        'variant "up" {\n  base = "upstream"\n  extra_packages = ["ceph-common"]\n}\n')
+    pipeline = spec.load(tmp_path / "amibuild.hcl", spec.Overrides(
+        upstream=str(checkout), os=os_family, kubernetes_version=version, variables=BUILD_DATE + extra))
+    (variant,) = pipeline.variants
+    template = upstream.load(Path(variant.upstream), os_family=os_family, k8s=version)
+    return render_mod.render_variant(pipeline, variant, uses_plugins=True, target=Target(),
+                                     sources={r: SourceAmi("lookup") for r in pipeline.regions}, upstream=template)
 
 
 @ROOT_ONLY
-@pytest.mark.parametrize("ref", AL2_SNAPSHOTS)
-def test_upstream_chain_as_converted(tmp_path: Path, ref: str) -> None:
-    """The converted chain as it is on this branch. The converter drops the worker install's
-    AWS_ACCESS_KEY_ID/... entries (being fixed on another branch); upstream's install-worker.sh
-    reads them under `set -o nounset`, and the rehearsal must say exactly that."""
+@pytest.mark.parametrize("ref", sorted(SNAPSHOTS))
+def test_upstream_chain_as_converted_gets_past_its_credential_check_to_the_end(tmp_path: Path, ref: str) -> None:
+    """Upstream's install-worker.sh runs under `set -o nounset` and reads AWS_ACCESS_KEY_ID & co.:
+    the converted template keeps those entries (empty), so the whole chain runs through."""
     rendered = upstream_render(tmp_path, ref)
+    assert '"AWS_ACCESS_KEY_ID="' in rendered.files[render_mod.HCL_FILE]
     report = rehearse(rendered)
-    if "AWS_ACCESS_KEY_ID=" in rendered.files[render_mod.HCL_FILE]:
-        assert report.ok and all(v.status in (OK, "skipped") for v in report.steps), report.steps
+    steps = "\n".join(f"{v.step.name}: {v.status} {v.reason}" for v in report.steps)
+    if ref == "81fec2e8":
+        # today's AL2023 chain gets through its worker install, then builds nodeadm from the
+        # uploaded sources inside a Go container (nerdctl run ... make build): no stand-in can
+        # play that, and the rehearsal must say so by name, not report a failure of the chain
+        status = {v.step.name: v for v in report.steps}
+        assert status["install-worker.sh"].status == OK, steps
+        assert status["install-nodeadm.sh"].status == "not rehearsable", steps
+        assert "nerdctl run" in status["install-nodeadm.sh"].reason, steps
+        assert all(v.status != FAILED for v in report.steps), steps
         return
-    worker = next(v for v in report.steps if v.step.name == "install-worker.sh")
-    assert worker.status == FAILED and report.failure.script.endswith("install-worker.sh")
-    assert any("AWS_ACCESS_KEY_ID: unbound variable" in line for line in report.failure.output_tail)
-    assert all(v.status == OK for v in report.steps[:report.steps.index(worker)])
-    pytest.xfail("the upstream converter drops the AWS_* environment entries (fixed on its own branch)")
-
-
-@ROOT_ONLY
-@pytest.mark.parametrize("ref", AL2_SNAPSHOTS)
-def test_upstream_chain_with_its_credential_entries_gets_through_to_the_end(tmp_path: Path, ref: str) -> None:
-    report = rehearse(with_credential_entries(upstream_render(tmp_path, ref)))
-    assert report.ok and not report.gaps, "\n".join(f"{v.step.name}: {v.status} {v.reason}" for v in report.steps)
-    assert all(v.status in (OK, "skipped") for v in report.steps)
+    else:
+        assert report.ok and not report.gaps, steps
+        assert all(v.status in (OK, "skipped") for v in report.steps), steps
+        assert "/etc/eks/bootstrap.sh" in report.etc_written
     names = [v.step.name for v in report.steps]
-    assert names.index("install-packages.sh") > names.index("install-worker.sh")
-    assert ("ceph-common", "") in report.packages and "/etc/eks/bootstrap.sh" in report.etc_written
+    worker = next(n for n in names if "install-worker" in n)
+    assert names.index("install-packages.sh") > names.index(worker)
+    assert ("ceph-common", "") in report.packages or ref == "81fec2e8"
     assert not report.own_findings  # upstream's shellcheck findings are only warnings
 
 

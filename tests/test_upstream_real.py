@@ -199,7 +199,7 @@ def test_variables_layer_default_then_minor_file_and_a_null_in_a_file_counts_as_
     # user_data_file is null in the template and null in variables-default.json: set, not required
     assert "user_data_file" not in t.required and "ami_name" in t.required
     variable = {n: b for v in hcl.loads(hcl.dumps(list(t.declarations)))["variable"] for n, b in v.items()}
-    assert variable["user_data_file"] == {"type": "string", "default": None}
+    assert variable["user_data_file"] == {"type": "string", "default": ""}
     assert variable["ami_name"] == {"type": "string"}
 
 

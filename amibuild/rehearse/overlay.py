@@ -63,6 +63,10 @@ AMAZON_LINUX_FILES = {
         " - package-update-upgrade-install\n - timezone\n - runcmd\n"
         "cloud_final_modules:\n - scripts-per-once\n - scripts-user\n - ssh-authkey-fingerprints\n"
         "system_info:\n  default_user:\n    name: ec2-user\n"
+    ),    # the kernel command line chains extend (AL2023's set-kernel-arg sources and edits it)
+    "etc/default/grub": (
+        'GRUB_CMDLINE_LINUX_DEFAULT="console=tty0 console=ttyS0,115200n8 nvme_core.io_timeout=4294967295"\n'
+        'GRUB_CMDLINE_LINUX=""\nGRUB_TIMEOUT=0\nGRUB_ENABLE_BLSCFG=true\n'
     ),
 }
 # what `useradd` writes when runner.sh creates the build user (before any step)

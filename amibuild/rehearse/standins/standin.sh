@@ -399,6 +399,7 @@ metadata() {
         */meta-data/local-hostname) printf 'ip-10-0-0-10.us-west-2.compute.internal' ;;
         */meta-data/mac) printf '0e:00:00:00:00:01' ;;
         */meta-data/services/domain) printf 'amazonaws.com' ;;
+        */meta-data/services/partition) printf 'aws' ;;
         */vpc-ipv4-cidr-block | */vpc-ipv4-cidr-blocks) printf '10.0.0.0/16' ;;
         */dynamic/instance-identity/document)
             printf '{"region":"us-west-2","instanceId":"i-0123456789abcdef0","instanceType":"m5.large","imageId":"ami-0123456789abcdef0","accountId":"123456789012","availabilityZone":"us-west-2a"}' ;;
@@ -557,6 +558,19 @@ sudo_tool() {
         "${assignments[@]}" "$@"
 }
 
+# A command an installed package provides, asked only for its version (chains record versions in
+# /etc/eks/*-version.txt): the version asked for at install, else 0.0.0. Anything else is a gap.
+version_answer() {
+    local line version=""
+    case ${1:-} in
+        --version | -v | -V | version)
+            line=$(installed_line "$tool")
+            [[ -n $line ]] && version=$(plain_version "${line#*$'\t'}")
+            printf '%s version %s (rehearsal stand-in)\n' "$tool" "${version:-0.0.0}" ;;
+        *) return 1 ;;
+    esac
+}
+
 # ------------------------------------------------------------------------------ dispatch
 
 case $tool in
@@ -583,5 +597,5 @@ case $tool in
     modprobe | cfn-signal | reboot | shutdown | poweroff | grubby | dracut | package-cleanup | ethtool | \
         ipvsadm | mdadm | udevadm | hostnamectl | setenforce | sleep | update-ca-trust | restorecon | \
         mount | swapoff | iptables | ip6tables) ;;
-    *) gap "$*" ;;
+    *) version_answer "$@" || gap "$*" ;;
 esac

@@ -13,7 +13,7 @@ Variables are read the way upstream's Makefile hands them to Packer: the templat
 then ``variables-default.json``, then ``variables-<1.N>.json`` for the Kubernetes minor being
 built (the user's var files and flags come on top, in amibuild's spec). A variable that is ``null``
 in the template and set by no file is required; one a file sets to ``null`` is set (Packer accepts
-it) and is written with ``default = null``.
+it) and is written with ``default = ""``, the value Packer's JSON templates give it.
 
 What changes on the way (each rule is where it is applied):
 
@@ -639,8 +639,11 @@ class _Converter:
                 block.attr("type", hcl.Expr(_hcl_type(self.path, name, raw)))
                 if isinstance(raw, str):
                     block.attr("default", self.string(raw, in_default=True))
-                elif name not in self.required:  # null from a variable file: set, to null
-                    block.attr("default", raw)
+                elif name not in self.required:
+                    # null from a variable file: set. Packer's JSON templates decode var-file values
+                    # into strings, so upstream's own builds see "" (an unset optional setting),
+                    # while HCL2 refuses a null inside a string template ("${var.x}"): write "".
+                    block.attr("default", "" if raw is None else raw)
             if name in sensitive:
                 block.attr("sensitive", True)
             out.append(block)
