@@ -165,7 +165,10 @@ def test_a_sandbox_build_through_the_cli_carries_hostile_text_and_script_names_a
          "--var", f"ami_description={text}"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    log = (tmp_path / "build" / "v" / "packer.log").read_text()
+    # each run writes its own folder (build/runs/<run>/<variant>/packer.log): find the one log
+    logs = sorted((tmp_path / "build").rglob("packer.log"))
+    assert len(logs) == 1, logs
+    log = logs[-1].read_text()
     assert "would run user-01-" in log
     leftover = sorted(p.name for p in mark.iterdir())
     shutil.rmtree(mark)
