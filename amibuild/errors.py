@@ -9,6 +9,7 @@ turns them into a one-line message and an exit code::
     │   ├── VarFileError                  a .pkrvars.hcl file that does not parse
     │   ├── UpstreamError                 an upstream amazon-eks-ami checkout we cannot read
     │   ├── NotUserData                   `decode-userdata` input that is no user data
+    │   ├── PackerInputRefused            `packer validate` refused a value the user gave
     │   ├── RolloutRefused                a stack / node group / channel that cannot be rolled as asked
     │   ├── RehearsalUnavailable          `rehearse` needs root on Linux; not run
     │   └── MissingExtra                  a task needs an optional extra that is not installed (`amibuild[sandbox]`)
@@ -71,6 +72,10 @@ class NotUserData(UsageError):
 
 class RolloutRefused(UsageError):
     """The stack, node group or channel named cannot be rolled out as asked (nothing was changed)."""
+
+
+class PackerInputRefused(UsageError):
+    """`packer validate` refused a value the user gave (a flag, var-file or pipeline field)."""
 
 
 class TemplateError(AmibuildError):

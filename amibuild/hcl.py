@@ -222,13 +222,17 @@ class HclSyntaxError(ValueError):
         self.line = line
 
 
-def loads(text: str) -> dict[str, Any]:
-    """Parse HCL2 text into plain Python values (blocks as lists of dicts, strings unquoted)."""
+def loads(text: str, *, keep_quotes: bool = False) -> dict[str, Any]:
+    """Parse HCL2 text into plain Python values (blocks as lists of dicts, strings unquoted).
+
+    ``keep_quotes`` leaves string literals in their quotes, so a caller can tell ``"m6i.large"``
+    (a string) from ``m6i.large`` (a reference, which python-hcl2 gives as ``${m6i.large}``).
+    """
     import hcl2  # python-hcl2 pulls in lark; keep it off the `invoke --list` path
     from hcl2 import SerializationOptions
 
     options = SerializationOptions(
-        strip_string_quotes=True, explicit_blocks=False, with_comments=False
+        strip_string_quotes=not keep_quotes, explicit_blocks=False, with_comments=False
     )
     try:
         return hcl2.loads(text, serialization_options=options)
@@ -238,3 +242,22 @@ def loads(text: str) -> dict[str, Any]:
             line = None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise HclSyntaxError(first, line) from exc
+
+
+_STRING_ESCAPE = re.compile(r'\\(["\\nrt]|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})')
+_SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def unquote(value: Any) -> Any:
+    """What ``loads(text)`` gives, from what ``loads(text, keep_quotes=True)`` gave: string literals
+    out of their quotes with their escapes read, at any depth (keys too). Parsing once and
+    unquoting is half the work of parsing twice."""
+    if isinstance(value, dict):
+        return {unquote(k): unquote(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unquote(v) for v in value]
+    if isinstance(value, str) and len(value) >= 2 and value.startswith('"') and value.endswith('"'):
+        return _STRING_ESCAPE.sub(
+            lambda m: _SIMPLE_ESCAPES.get(m.group(1)) or chr(int(m.group(1)[1:], 16)), value[1:-1])
+    return value
+

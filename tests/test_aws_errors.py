@@ -62,3 +62,48 @@ def test_unreachable_endpoint_fails_within_seconds(monkeypatch) -> None:
         Aws(region="us-west-2").describe_images("us-west-2", owners=["self"])
     assert time.monotonic() - started < 10
     assert f"127.0.0.1:{port}" in str(caught.value)
+
+
+def _dead_endpoint(monkeypatch) -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    return f"127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("call", ["describe_images", "channel_read"])
+def test_connection_errors_are_tried_a_bounded_number_of_times(monkeypatch, call) -> None:
+    """Counted, not timed: every client (the SSM channel client with its 10 attempts for throttling
+    included) gives up on a dead endpoint after CONNECT_ATTEMPTS tries."""
+    from amibuild import aws as aws_mod
+
+    where = _dead_endpoint(monkeypatch)
+    aws = Aws(region="us-west-2")
+    client = aws.client("ec2", "us-west-2") if call == "describe_images" else aws._ssm_channels("us-west-2")
+    sent: list[str] = []
+    client.meta.events.register("before-send", lambda request, **_: sent.append(request.url))
+    with pytest.raises(errors.EndpointUnreachable) as caught:
+        if call == "describe_images":
+            aws.describe_images("us-west-2", owners=["self"])
+        else:
+            aws.find_parameter("/amibuild/x/recommended/image_id", "us-west-2")
+    assert where in str(caught.value)
+    assert len(sent) == aws_mod.CONNECT_ATTEMPTS
+    assert aws_mod.CONNECT_ATTEMPTS < aws.ssm_write_attempts  # throttling still gets its longer budget
+
+
+def test_the_dead_endpoint_hook_leaves_other_errors_to_the_retry_handler() -> None:
+    from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+
+    from amibuild.aws import CONNECT_ATTEMPTS, _give_up_on_dead_endpoint
+
+    dead = EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
+    assert _give_up_on_dead_endpoint(attempts=CONNECT_ATTEMPTS - 1, caught_exception=dead) is None
+    with pytest.raises(EndpointConnectionError):
+        _give_up_on_dead_endpoint(attempts=CONNECT_ATTEMPTS, caught_exception=dead)
+    slow = ReadTimeoutError(endpoint_url="http://127.0.0.1:1")
+    assert _give_up_on_dead_endpoint(attempts=5, caught_exception=slow) is None
+    assert _give_up_on_dead_endpoint(attempts=5, caught_exception=None) is None  # a throttled answer

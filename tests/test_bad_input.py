@@ -1,16 +1,23 @@
 """Bad input is refused through the real command line: exit code 2, one line naming the file:line,
-field or flag and what to do, and nothing written anywhere (no build/ folder appears)."""
+field or flag and what to do, nothing written anywhere (no build/ folder appears) and no AWS write.
+
+The cases are data: tests/data/bad_input.yaml, one entry per input."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
+import yaml
 
 from amibuild import hcl
+from faultproxy import FaultProxy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,62 +53,73 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-CASES = [
-    # (id, args, pipeline file text or None for the default, words the message must contain)
-    ("unknown-variant", ["render", "--variant", "cepf"], None, ["--variant cepf", "did you mean 'ceph'"]),
-    ("unknown-packer-var", ["render", "--var", "volume_sise=40"], None,
-     ["--var volume_sise", "unknown Packer variable", "did you mean 'volume_size'"]),
-    ("malformed-var", ["render", "--var", "volume_size"], None, ["--var volume_size", "KEY=VALUE"]),
-    ("var-file-syntax", ["render", "--var-file", "bad.pkrvars.hcl"], None, ["bad.pkrvars.hcl:2", "syntax"]),
-    ("var-file-missing", ["render", "--var-file", "nope.pkrvars.hcl"], None, ["--var-file nope.pkrvars.hcl"]),
-    ("package-shell-chars", ["render", "--extra-pkg", "ceph;reboot"], None, ["--extra-pkg", "'ceph;reboot'", "RPM name"]),
-    ("package-space", ["render", "--extra-pkg", "ceph common"], None, ["--extra-pkg", "'ceph common'"]),
-    ("package-subshell", ["render", "--extra-pkg", "$(id)"], None, ["--extra-pkg", "'$(id)'"]),
-    ("repo-not-http", ["render", "--extra-repo", "ceph=ftp://download.ceph.com/x"], None,
-     ["--extra-repo", "ftp://download.ceph.com/x", "http:// or https://"]),
-    ("repo-malformed", ["render", "--extra-repo", "https://x"], None, ["--extra-repo", "NAME=URL"]),
-    ("bad-arch", ["render", "--arch", "aarch64"], None, ["--arch aarch64", "x86_64, arm64"]),
-    ("bad-os", ["render", "--os", "ubuntu"], None, ["--os ubuntu", "al2, al2023"]),
-    ("k8s-not-1-n", ["render", "--k8s", "1.30.1"], None, ["--k8s 1.30.1", "1.N"]),
-    ("k8s-word", ["render", "--k8s", "latest"], None, ["--k8s latest", "1.N"]),
-    ("al2-past-1-32", ["render", "--k8s", "1.33"], None, ["--k8s 1.33", "Amazon Linux 2", "al2023"]),
-    ("unknown-region", ["render", "--region", "us-west-9"], None, ["--region", "'us-west-9'"]),
-    ("ssm-prefix-no-slash", ["render"], PIPELINE.replace('"/amibuild"', '"amibuild"'),
-     ["amibuild.hcl", "ssm_prefix", "must start with '/'"]),
-    ("pipeline-syntax", ["render"], PIPELINE.replace('name       = "t"', 'name = = "t"'), ["amibuild.hcl:2", "syntax"]),
-    ("pipeline-unknown-field", ["render"], PIPELINE.replace("extra_packages", "extra_pkgs"),
-     ["amibuild.hcl", 'variant "ceph"', "extra_pkgs", "did you mean 'extra_packages'"]),
-    ("pipeline-region-typo", ["render"], PIPELINE.replace('["us-west-2"]', '["eu-wset-1"]'),
-     ["amibuild.hcl", "pipeline.regions", "'eu-wset-1'", "did you mean 'eu-west-1'"]),
-    ("k8s-unquoted", ["render"], PIPELINE.replace("variant \"plain\" {\n", "variant \"plain\" {\n  kubernetes_version = 1.30\n"),
-     ["kubernetes_version", "in quotes"]),
-    ("missing-pipeline-flag", ["render", "--pipeline", "other.hcl"], None, ["other.hcl", "not found"]),
-    ("parameter-template-without-variant", ["render"],
-     PIPELINE.replace('ssm_prefix = "/amibuild"', 'ssm_prefix = "/amibuild"\n  parameter_template = "{prefix}/{channel}"'),
-     ["amibuild.hcl", "pipeline.parameter_template", "{variant}"]),
-    ("bad-default-channel", ["render"],
-     PIPELINE.replace('ssm_prefix = "/amibuild"', 'ssm_prefix = "/amibuild"\n  default_channel = "a b"'),
-     ["amibuild.hcl", "pipeline.default_channel", "'a b'"]),
-    ("bad-channel-flag", ["build-ami", "--channel", "a/b"], None, ["--channel", "'a/b'"]),
-    ("all-and-variant", ["build-ami", "--all", "--variant", "ceph"], None, ["--all and --variant"]),
-    ("build-unknown-variant", ["build-ami", "--variant", "cepf"], None, ["--variant cepf", "did you mean 'ceph'"]),
-]
+def _expand(text: str) -> str:
+    """@@TEXT*N@@ -> TEXT repeated N times (long values and big files without storing them)."""
+    return re.sub(r"@@(.*?)\*(\d+)@@", lambda m: m.group(1) * int(m.group(2)), text, flags=re.S)
 
 
-@pytest.mark.parametrize("args,pipeline,words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_input_is_refused_with_one_line_and_exit_2(workdir: Path, args, pipeline, words) -> None:
-    if pipeline is not None:
-        (workdir / "amibuild.hcl").write_text(pipeline)
+def _load_cases() -> list[dict]:
+    cases = yaml.safe_load((ROOT / "tests" / "data" / "bad_input.yaml").read_text())
+    for case in cases:
+        case["args"] = [_expand(str(a)) for a in case["args"]]
+    return cases
+
+
+CASES = _load_cases()
+_READS = ("Describe", "Get", "List")
+
+
+@pytest.fixture(scope="module")
+def proxy(sandbox_server) -> Iterator[FaultProxy]:
+    """Every AWS call of the cases goes through this proxy, which counts them."""
+    with FaultProxy(sandbox_server.endpoint) as fault_proxy:
+        yield fault_proxy
+
+
+@pytest.fixture
+def aws_through_proxy(proxy: FaultProxy, sandbox_server, isolated_env, monkeypatch: pytest.MonkeyPatch) -> FaultProxy:
+    """The emulator's credentials and endpoint (through the counting proxy): a case that slipped
+    through the checks would really build and publish, and the proxy would see the writes."""
+    for name, value in sandbox_server.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    proxy.clear()
+    return proxy
+
+
+def writes(proxy: FaultProxy) -> list[str]:
+    return [seen.op for seen in proxy.log if not seen.op.rsplit(".", 1)[-1].startswith(_READS)]
+
+
+def test_the_table_holds_at_least_80_cases_each_naming_what_to_look_for() -> None:
+    assert len(CASES) >= 80
+    assert len({c["id"] for c in CASES}) == len(CASES)
+    assert all(c["words"] for c in CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_bad_input_is_refused_with_one_line_and_exit_2(workdir: Path, aws_through_proxy: FaultProxy, case) -> None:
+    text = PIPELINE
+    for old, new in case.get("pipeline", []):
+        assert old in text, f"case edit {old!r} does not apply to the base pipeline"
+        text = text.replace(old, _expand(new), 1)
+    (workdir / "amibuild.hcl").write_text(text)
+    for name, content in case.get("files", {}).items():
+        (workdir / name).write_text(_expand(content))
+    for name, target in case.get("links", {}).items():
+        (workdir / name).symlink_to(target)
     before = sorted(p.name for p in workdir.iterdir())
-    result = invoke(workdir, *args)
+    result = invoke(workdir, *case["args"])
     assert result.returncode == 2, result.stderr + result.stdout
     message = result.stderr.strip()
     assert len(message.splitlines()) == 1, message
     assert message.startswith("amibuild: error: ")
-    for word in words:
+    for word in case["words"]:
         assert word in message, f"{word!r} not in {message!r}"
     assert "Traceback" not in result.stderr
     assert sorted(p.name for p in workdir.iterdir()) == before, "something was written"
+    assert writes(aws_through_proxy) == [], "an AWS write was made"
+    assert not (workdir / "PWNED").exists() and not (workdir / "F").exists()
 
 
 def test_good_input_renders_through_the_same_command(workdir: Path) -> None:
@@ -112,3 +130,14 @@ def test_good_input_renders_through_the_same_command(workdir: Path) -> None:
     values = hcl.loads((workdir / "build" / "plain" / "amibuild.auto.pkrvars.hcl").read_text())
     assert values["volume_size"] == 40
     assert values["extra_packages"] == ["htop"]
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is not installed")
+def test_a_packer_refusal_of_a_value_the_user_gave_is_exit_2_naming_its_flag(workdir: Path) -> None:
+    """io1 needs IOPS the template only sets for gp3: packer validate refuses, and the refusal is
+    blamed on --var volume_type (exit 2), not reported as amibuild's failure (exit 1)."""
+    result = invoke(workdir, "validate", "--variant", "plain", "--var", "volume_type=io1")
+    assert result.returncode == 2, result.stderr
+    message = result.stderr.strip().splitlines()[-1]
+    assert message.startswith("amibuild: error: --var volume_type: Packer refuses the value of volume_type")
+    assert "IOPS" in message

@@ -250,8 +250,18 @@ def test_a_variant_packer_refuses_fails_alone_before_any_instance(workdir: Path)
     variants = summary(result)
     assert variants["ceph"]["status"] == "built"
     assert variants["arm"]["status"] == "failed"
-    assert "packer validate refused" in variants["arm"]["error"]
+    # the refusal is of a value the pipeline file set: the error names it (exit stays 1: ceph was built)
+    assert 'variant "arm": volume_type: Packer refuses the value of volume_type' in variants["arm"]["error"]
     assert builds(workdir) == ["ceph"]
+
+
+def test_a_build_where_packer_refuses_only_values_the_user_gave_is_bad_input(workdir: Path) -> None:
+    """Nothing built, every failure a refusal of the user's value: exit 2 and one line naming it."""
+    result = build_ami(workdir, "--variant", "arm", "--var", "volume_type=io1")
+    assert result.returncode == 2, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("amibuild: error: --var volume_type: Packer refuses the value of volume_type")
+    assert builds(workdir) == []
 
 
 def test_build_publishes_to_recommended_and_an_unchanged_rerun_writes_no_version(workdir: Path) -> None:

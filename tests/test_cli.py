@@ -61,11 +61,12 @@ def test_validate_passes_on_the_example_without_aws_access(tmp_path: Path) -> No
 
 @pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
 def test_validate_reports_a_packer_refusal_as_one_line(tmp_path: Path) -> None:
-    """A value packer itself refuses (not caught by amibuild's checks) still ends as one clear line."""
+    """A value packer itself refuses (not caught by amibuild's checks) still ends as one clear line,
+    naming the flag that gave it (bad input: exit 2)."""
     result = invoke(tmp_path, "validate", "--extra-pkg", "htop", "--var", "volume_type=io1")
-    assert result.returncode == 1
+    assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("amibuild: error: packer validate refused")
+    assert last.startswith("amibuild: error: --var volume_type: Packer refuses the value of volume_type")
     assert "Traceback" not in result.stderr
 
 

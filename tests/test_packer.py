@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from amibuild.errors import PackerError, PackerNotFound, PackerOutputError, PackerValidateError
+from amibuild.build.packer import blame
 from amibuild.build.packer import (
     MIN_VERSION,
     MachineLine,
@@ -549,3 +550,25 @@ def test_build_argv_is_machine_readable_with_absolute_paths(tmp_path, monkeypatc
 def test_packer_never_asks_checkpoint_unless_told():
     assert Packer(env={}).env == {"CHECKPOINT_DISABLE": "1"}
     assert Packer(env={"CHECKPOINT_DISABLE": ""}).env == {"CHECKPOINT_DISABLE": ""}
+
+
+# -------------------------------------------------------------------------------- refusals: whose fault
+
+
+def test_a_refusal_naming_a_value_the_user_set_is_blamed_on_its_flag() -> None:
+    output = (DATA / "validate-kms-without-encrypt.out").read_text()
+    origins = {"kms_key_id": "--var kms_key_id", "encrypted": "defaults", "os": "--os al2"}
+    assert blame(output, origins) == ("kms_key_id", "--var kms_key_id")
+
+
+def test_a_refusal_naming_only_defaults_is_amibuilds_fault() -> None:
+    output = (DATA / "validate-kms-without-encrypt.out").read_text()
+    assert blame(output, {"kms_key_id": "defaults", "encrypted": "defaults"}) is None
+    # a plain word of Packer's prose never blames a setting of that name
+    assert blame("Error: the os image is gone", {"os": "--os al2"}) is None
+
+
+def test_an_attribute_packer_names_is_blamed_on_the_setting_that_fills_it() -> None:
+    output = "* encrypt_boot must be true when kms_key_id is set"
+    assert blame(output, {"encrypted": "amibuild.hcl: defaults: encrypted"}) == (
+        "encrypted", "amibuild.hcl: defaults: encrypted")

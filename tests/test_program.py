@@ -61,7 +61,7 @@ def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     (["render", "--extra-pkg", "--json"], ["render", "--extra-pkg needs a value"]),
     (["runs", "--limit"], ["runs", "--limit needs a value"]),
     (["runs", "--limit", "abc"], ["runs", "--limit abc", "whole number"]),
-    (["build-ami", "--parallel=x2"], ["--parallel x2", "whole number"]),
+    (["build-ami", "--parallel=x2"], ["--parallel 'x2'", "whole number"]),
     (["render", "ceph"], ["render", "unexpected argument 'ceph'"]),
     (["--list-depth", "abc", "--list"], ["--list-depth abc", "whole number"]),
 ], ids=["flag", "underscore", "task", "core-flag", "missing-list-value", "list-value-is-a-flag", "missing-value",

@@ -23,6 +23,7 @@ import pytest
 from botocore.stub import Stubber
 
 from amibuild.cli import lifecycle as cli_lifecycle
+from amibuild.cli import values
 from amibuild.lifecycle import prune
 from amibuild import spec
 from amibuild.aws import Aws, Image
@@ -95,7 +96,7 @@ def test_an_image_in_use_is_kept_with_every_reason_listed() -> None:
 def test_images_younger_than_older_than_are_kept() -> None:
     images = [image(1, created="2024-01-01T00:00:00Z"), image(2, created="2024-02-20T00:00:00Z"),
               image(3, created="2024-02-29T00:00:00Z")]
-    plan = prune.plan_prune(images, {}, 1, prune.parse_age("30d"), NOW, snapshot_tags=own_snapshots(*images))
+    plan = prune.plan_prune(images, {}, 1, values.age("30d", "--older-than"), NOW, snapshot_tags=own_snapshots(*images))
     assert fates(plan) == {image(1).image_id: "delete", image(2).image_id: "keep", image(3).image_id: "keep"}
     assert {i.image_id: i.reasons for i in plan.images}[image(2).image_id] == ("younger than 30d",)
 
@@ -143,15 +144,16 @@ def test_deprecate_only_plans_a_deprecation_and_no_snapshot_deletion() -> None:
 
 
 @pytest.mark.parametrize("text,expected", [("30d", timedelta(days=30)), ("12h", timedelta(hours=12)),
-                                           ("2w", timedelta(weeks=2)), (" 7d ", timedelta(days=7)), ("", None)])
-def test_older_than_reads_hours_days_and_weeks(text: str, expected: timedelta | None) -> None:
-    assert prune.parse_age(text) == expected
+                                           ("2w", timedelta(weeks=2)), (" 7d ", timedelta(days=7)),
+                                           ("90m", timedelta(minutes=90)), ("", None), (None, None)])
+def test_older_than_reads_minutes_hours_days_and_weeks(text, expected: timedelta | None) -> None:
+    assert values.age(text, "--older-than") == expected
 
 
-@pytest.mark.parametrize("text", ["30", "5x", "0d", "-3d", "1.5d", "30 days"])
+@pytest.mark.parametrize("text", ["30", "5x", "0d", "-3d", "30 days", "abc"])
 def test_older_than_refuses_anything_else(text: str) -> None:
-    with pytest.raises(SpecError, match="12h, 30d or 2w"):
-        prune.parse_age(text)
+    with pytest.raises(SpecError, match="--older-than"):
+        values.age(text, "--older-than")
 
 
 def test_keep_below_one_is_refused_before_anything_is_read() -> None:

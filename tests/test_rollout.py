@@ -444,7 +444,7 @@ def test_rollout_refuses_what_it_cannot_roll_with_exit_2(world: World) -> None:
         (["--stack", "ng-ceph", "--nodegroup", "prod/x"], "give --stack NAME or --nodegroup CLUSTER/NAME"),
         (["--stack", "ng-ceph", "--channel", "stable"], "--channel stable needs --variant"),
         (["--nodegroup", "prod", "--variant", "ceph"], "write CLUSTER/NAME"),
-        (["--stack", "ng-ceph", "--timeout", "soon"], "--timeout 'soon': a number of seconds"),
+        (["--stack", "ng-ceph", "--timeout", "soon"], "--timeout 'soon': seconds, or a number and s, m, h, d or w"),
     ]
     for args, message in cases:
         result = world.invoke("rollout", *args)

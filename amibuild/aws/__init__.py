@@ -75,6 +75,23 @@ class Image:
     snapshot_ids: tuple[str, ...] = ()
 
 
+# An endpoint that does not answer is reported within seconds: a short connect timeout and
+# CONNECT_ATTEMPTS tries for connection errors only. Throttling and 5xx answers keep botocore's
+# adaptive retries (max_attempts), since those mean AWS is there and asks us to slow down.
+CONNECT_TIMEOUT = 2
+CONNECT_ATTEMPTS = 2
+
+
+def _give_up_on_dead_endpoint(attempts: int = 0, caught_exception: BaseException | None = None, **_: Any) -> None:
+    """botocore `needs-retry` hook, run before the retry handler: stop retrying a connection error
+    after CONNECT_ATTEMPTS by raising it (returning None would let the next handler retry)."""
+    from botocore import exceptions as bx
+
+    if isinstance(caught_exception, (bx.EndpointConnectionError, bx.ConnectTimeoutError,
+                                     bx.ProxyConnectionError)) and attempts >= CONNECT_ATTEMPTS:
+        raise caught_exception
+
+
 class Aws:
     """Session, clients and typed calls. Thread-safe: builds and publishes fan out over regions."""
 
@@ -90,7 +107,7 @@ class Aws:
             raise UsageError(f"AWS profile {profile or os.environ.get('AWS_PROFILE')!r} not found in "
                              "~/.aws/config; check --profile / AWS_PROFILE") from exc
         self._config = Config(
-            connect_timeout=3,
+            connect_timeout=CONNECT_TIMEOUT,
             read_timeout=30,
             retries={"mode": "adaptive", "max_attempts": max_attempts},
         )
@@ -114,9 +131,19 @@ class Aws:
         with self._lock:
             if key not in self._clients:
                 client = self._session.client(service, region_name=region, config=self._config)
-                client.meta.events.register("before-call", self._count)
+                self._prepare(client)
                 self._clients[key] = client
             return self._clients[key]
+
+    def _prepare(self, client: Any) -> None:
+        client.meta.events.register("before-call", self._count)
+        client.meta.events.register_first("needs-retry", _give_up_on_dead_endpoint)
+        from amibuild.aws import redact
+
+        credentials = self._session.get_credentials()
+        if credentials is not None:  # so --debug logs never show them, whatever their source
+            redact.add_secret(credentials.secret_key)
+            redact.add_secret(credentials.token)
 
     def _count(self, model: Any, context: Mapping[str, Any], **_: Any) -> None:
         self.calls.append((model.service_model.service_name, model.name, context.get("client_region", "")))
@@ -151,7 +178,7 @@ class Aws:
                     Config(retries={"mode": "adaptive", "max_attempts": self.ssm_write_attempts})
                 )
                 client = self._session.client("ssm", region_name=region, config=config)
-                client.meta.events.register("before-call", self._count)
+                self._prepare(client)
                 self._clients[key] = client
             return self._clients[key]
 

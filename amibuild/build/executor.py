@@ -69,6 +69,7 @@ class Outcome:
     seconds: float = 0.0
     published: dict = field(default_factory=dict)  # channel, parameter, per region: version or "unchanged"
     publish_error: str = ""
+    input_refused: bool = False  # Packer refused a value the user gave (exit 2 when nothing else ran)
     lease: str = ""  # what the build lease did: waited for another run, took over a stale one
     removed: list[str] = field(default_factory=list)  # leftovers of a failed build, removed
     left_behind: list[dict] = field(default_factory=list)  # leftovers not removed: kind, region, id, why, command
@@ -264,6 +265,7 @@ class Executor:
             self.progress.update(item.name, State.INTERRUPTED, str(exc))
         except AmibuildError as exc:
             outcome.status, outcome.error = "failed", str(exc)
+            outcome.input_refused = exc.exit_code == 2
             self.progress.update(item.name, State.FAILED, f"{exc} (log: {outcome.log})" if outcome.log else str(exc))
         except Exception as exc:  # a bug in one variant's handling must not take the others down
             outcome.status, outcome.error = "failed", f"{type(exc).__name__}: {exc}"

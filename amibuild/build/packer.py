@@ -472,6 +472,39 @@ def error_summary(output: str) -> str:
     return summary + (f" ({location})" if location else "") + (f": {detail}" if detail else "")
 
 
+# Attributes of amazon-ebs (and Packer's wording for them) that our template fills from a setting
+# of another name: a refusal naming the attribute is blamed on the setting.
+_ATTRIBUTE_SETTING = {
+    "ami_name": "ami_name_prefix", "aminame": "ami_name_prefix", "encrypt_boot": "encrypted",
+    "launch_block_device_mappings": "volume_size", "source_ami": "source_ami", "snapshot_users": "ami_users",
+    # the template sets iops and throughput from the volume type (gp3 only)
+    "iops": "volume_type", "throughput": "volume_type",
+}
+
+
+def blame(output: str, origins: Mapping[str, str]) -> tuple[str, str] | None:
+    """(setting, where it came from) when Packer's refusal names a value the user set, else None.
+
+    `origins` maps a setting or Packer variable to its origin ("--var instance_type",
+    "amibuild.hcl: variant \"ceph\": ..."); settings left at their defaults are amibuild's own and
+    a refusal naming them is amibuild's fault. Pure.
+    """
+    user_set = {name: where for name, where in origins.items() if where and where != "defaults"}
+    if not user_set:
+        return None
+    # only names with an underscore or a known attribute: a plain word ("os", "arch") in Packer's
+    # prose must not blame a setting of that name
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", output)
+    for word in words:
+        mapped = _ATTRIBUTE_SETTING.get(word.lower(), "")
+        if "_" not in word and not mapped:
+            continue
+        for name in (word, mapped):
+            if name in user_set:
+                return name, user_set[name]
+    return None
+
+
 # ---------------------------------------------------------------------------------- the binary
 
 

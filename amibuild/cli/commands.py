@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from amibuild import render as render_mod
 from amibuild import spec
@@ -252,15 +252,22 @@ def validate(options: Options, say: Say = lambda _: None, *, aws=None) -> Valida
     packer = Packer(options.packer)
     packer.version()  # PackerNotFound here, before anything is rendered
     result = render(options, say, aws=aws, packer=packer)
+    origins = {r.variant.name: r.variant.origins for r in result.rendered}
     for directory in result.directories:
-        check_directory(packer, directory)
+        check_directory(packer, directory, origins.get(directory.name))
         say(f"valid {directory.name}: hcl2 parse, packer validate, packer fmt -check")
     return ValidateResult(result.directories, result.packer_version, [d.name for d in result.directories])
 
 
-def check_directory(packer: "Packer", directory: Path) -> None:  # noqa: F821
-    """python-hcl2 parses every file, `packer validate` and `packer fmt -check` accept the folder."""
+def check_directory(packer: "Packer", directory: Path, origins: Mapping[str, str] | None = None) -> None:  # noqa: F821
+    """python-hcl2 parses every file, `packer validate` and `packer fmt -check` accept the folder.
+
+    A `packer validate` refusal that names a value the user set (``origins``: setting -> flag or
+    file) is bad input (exit 2, naming the setting); any other refusal is amibuild's fault (exit 1).
+    """
     from amibuild import hcl
+    from amibuild.build.packer import blame
+    from amibuild.errors import PackerInputRefused
 
     for path in sorted(directory.glob("*.hcl")):
         try:
@@ -268,7 +275,15 @@ def check_directory(packer: "Packer", directory: Path) -> None:  # noqa: F821
         except hcl.HclSyntaxError as exc:
             raise PackerValidateError(f"{path}:{exc.line or '?'}: python-hcl2 cannot parse it ({exc})") from exc
     packer.init(directory)
-    packer.validate(directory)
+    try:
+        packer.validate(directory)
+    except PackerValidateError as exc:
+        culprit = blame(getattr(exc, "output", "") or str(exc), origins or {})
+        if culprit is None:
+            raise
+        name, where = culprit
+        reason = str(exc).split(": ", 1)[-1]
+        raise PackerInputRefused(f"{where}: Packer refuses the value of {name} ({reason}); fix it and retry") from exc
     unformatted = packer.fmt_check(directory)
     if unformatted:
         raise PackerValidateError(f"{directory}: not `packer fmt` clean: {', '.join(unformatted)}")
@@ -344,6 +359,8 @@ def build_ami(
             check_channel(channel)
         except SpecError as exc:
             raise SpecError(f"--channel: {exc}") from None
+        # the parameter names this channel gives must be valid before anything is built
+        spec.check_names(pipeline, channel, f"--channel {channel}")
     channel = (channel or pipeline.default_channel) if publish else None
     packer = Packer(options.packer)
     packer.version()  # PackerNotFound before any AWS call
@@ -438,13 +455,16 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
     from amibuild.build.progress import Progress
 
     commit = git_commit(plan.pipeline.source.parent if plan.pipeline.source else Path.cwd())
+    origins = {item.directory: item.rendered.variant.origins for item in plan.items}
     own_progress = progress is None
     progress = progress or Progress([i.name for i in plan.items])
-    check = check_directory
+    def check(packer, directory: Path) -> None:  # a refusal of a value the user set names its flag or file
+        check_directory(packer, directory, origins.get(directory))
+
     if rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
         from amibuild.cli.rehearse import rehearsal_check
 
-        check = rehearsal_check(plan, options, check_directory, say)
+        check = rehearsal_check(plan, options, check, say)
     try:
         executor = Executor(
             plan, packer, aws,

@@ -36,10 +36,9 @@ def channel_parameter(options: Any, variant: str | None, channel: str | None) ->
 
 def seconds(value: Any) -> float:
     """--timeout as seconds (default `DEFAULT_TIMEOUT`)."""
-    try:
-        return float(value) if value not in (None, "") else DEFAULT_TIMEOUT
-    except ValueError:
-        raise SpecError(f"--timeout {value!r}: a number of seconds, e.g. --timeout 3600") from None
+    from amibuild.cli import values
+
+    return values.optional_duration(value, "--timeout", example="3600, 30m or 2h") or DEFAULT_TIMEOUT
 
 
 def rollout(options: Any, *, stack: str | None, nodegroup: str | None, variant: str | None, channel: str | None,
@@ -77,6 +76,7 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
     endpoint, CA, service CIDR and endpoint access read with DescribeCluster (flags when it cannot be read)."""
     if not stack:
         raise SpecError("nodegroup-deploy: --stack NAME is required")
+    wait_for = seconds(timeout)  # every flag is read before any other check or AWS call
     if os_ and os_ not in NODE_OSES:
         raise SpecError(f"--os {os_!r}: choose one of {', '.join(NODE_OSES)}")
     given = parse_parameters(parameters)
@@ -131,7 +131,7 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
         raise SpecError("--service-cidr, --api-server-endpoint and --certificate-authority go with al2023 nodes "
                         "or --proxy")
     result = deploy(aws, stack, region, given=given, template_body=template_json(user_data, node_os=node_os),
-                    channel_parameter=parameter, say=say, wait=wait, timeout=seconds(timeout))
+                    channel_parameter=parameter, say=say, wait=wait, timeout=wait_for)
     mode = facts.authentication_mode if facts else ""
     return replace(result, notes=(node_access(cluster, mode, stack=stack),))
 

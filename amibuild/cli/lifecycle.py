@@ -8,8 +8,8 @@ from typing import Any, Sequence
 from amibuild.aws import Aws
 from amibuild.cli.commands import load_pipeline
 from amibuild.errors import SpecError
-from amibuild.lifecycle.prune import (DEFAULT_KEEP_VERSIONS, PruneResult, execute, gather, parse_age, parse_count,
-                                      plan_prune)
+from amibuild.cli import values
+from amibuild.lifecycle.prune import DEFAULT_KEEP_VERSIONS, PruneResult, execute, gather, plan_prune
 
 
 def prune(
@@ -28,9 +28,9 @@ def prune(
     """`invoke prune`: flags → gather → plan → (unless ``dry_run``) execute."""
     if keep in (None, ""):
         raise SpecError("prune: say how many images to keep per variant and region, e.g. --keep 5")
-    count = parse_count(keep, "--keep", minimum=1)
-    versions = parse_count(keep_versions, "--keep-versions", minimum=0)
-    age = parse_age(older_than)
+    count = values.count(keep, "--keep", minimum=1)
+    versions = values.count(keep_versions, "--keep-versions", minimum=0, example=3)
+    age = values.age(older_than, "--older-than")
     pipeline = load_pipeline(options)
     if aws is None:
         aws = Aws(profile=options.profile, region=pipeline.build_region)

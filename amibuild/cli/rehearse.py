@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 from amibuild import render as render_mod
 from amibuild import spec
 from amibuild.cli.commands import Options, Say, _upstreams, load_pipeline
-from amibuild.errors import RehearsalFailed, SpecError
+from amibuild.errors import RehearsalFailed
 from amibuild.render import Rendered, SourceAmi, Target
 
 REFUSE_ENV = "AMIBUILD_REHEARSE_REFUSE"  # package names the stand-in yum/dnf refuse (comma-separated)
@@ -24,15 +24,10 @@ REPORT_FILE = "rehearsal.json"
 
 
 def seconds(value, flag: str, default: float = 600.0) -> float:
-    if value in (None, ""):
-        return default
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if number <= 0:
-        raise SpecError(f"{flag}: expected a number of seconds above 0, got {value!r}")
-    return number
+    """A duration flag (90s, 10m, bare seconds), read by the one parser every flag uses."""
+    from amibuild.cli import values
+
+    return values.optional_duration(value, flag, example="600 or 10m") or default
 
 
 def refused_packages(env=os.environ) -> tuple[str, ...]:

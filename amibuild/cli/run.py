@@ -34,6 +34,9 @@ def run(body: Callable[[], T]) -> T:
     """Run a task body; turn expected errors into a one-line message and an exit code."""
     from invoke.exceptions import Exit
 
+    from amibuild.aws import redact
+
+    redact.install()  # before any AWS call: `--debug` logs botocore's requests, headers included
     try:
         result = body()
         _flush_pending()
@@ -97,6 +100,10 @@ def finish(run: Any) -> None:
             if published else f"nothing was published{rest if stuck else ''}") + (
             "; packer was killed before its cleanup finished" if run.aborted else "") + _left_behind(run),
                    code=getattr(run, "exit_code", EXIT_INTERRUPTED) or EXIT_INTERRUPTED)
+    if run.failed and all(getattr(o, "input_refused", False) for o in run.failed) and not any(
+            o.status == "built" for o in run.outcomes or []):
+        # Packer refused values the user gave, before any instance started: bad input, exit 2
+        raise Exit(f"amibuild: error: {run.failed[0].error}", code=EXIT_USAGE)
     if run.failed:
         names = ", ".join(f"{o.name} (not published: {o.publish_error})" if o.publish_error and o.status != "failed"
                           else f"{o.name} (log: {o.log})" if o.log else f"{o.name} ({o.error})" for o in run.failed)

@@ -74,7 +74,7 @@ BUILD_HELP = {
     "dry_run": "Print the plan (what would be built, what skipped and why) and exit",
     "json": "Print one JSON summary on stdout (progress goes to stderr)",
     "parallel": "Packer builds at once (default: every variant, capped by amibuild.max_parallel)",
-    "timeout": "Give up on a variant's build after this many seconds",
+    "timeout": "Give up on a variant's build after this long: seconds, or 90s, 45m, 2h",
     "channel": "Channel to publish each built or reused image to (default: the pipeline's default_channel, "
                "else recommended)",
     "no_publish": "Build only; publish nothing",
@@ -94,15 +94,16 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     from amibuild.cli import commands
     from amibuild.cli import report
 
+    from amibuild.cli import values
+
     opts = cli.options(c, **locals_flags(locals()))
     run = cli.run(lambda: commands.build_ami(
-        opts, cli.say, force=force, dry_run=dry_run, parallel=cli.number(parallel, "--parallel"),
-        max_parallel=cli.number(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)"),
-        timeout=cli.number(timeout, "--timeout", float, minimum=0.001), channel=channel, publish=not no_publish,
-        rehearse=rehearse,
+        opts, cli.say, force=force, dry_run=dry_run, parallel=values.optional_count(parallel, "--parallel", example=4),
+        max_parallel=values.count(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)", maximum=256),
+        timeout=values.optional_duration(timeout, "--timeout", example="90m or 5400"),
+        channel=channel, publish=not no_publish, rehearse=rehearse,
         wait=not no_wait,
-        stall_after=cli.number(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)", float,
-                               minimum=0.001),
+        stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
     ))
     if json:
         cli.emit_json(run.summary())
@@ -151,7 +152,10 @@ def runs(c, limit=10, json=False, build_dir=None):
     from amibuild.cli import commands
     from amibuild.cli import report
 
-    records = commands.list_runs(cli.options(c, build_dir=build_dir, announce=False), int(limit))
+    from amibuild.cli import values
+
+    records = cli.run(lambda: commands.list_runs(cli.options(c, build_dir=build_dir, announce=False),
+                                                 values.count(limit, "--limit", example=10)))
     if json:
         cli.emit_json(records)
     else:
@@ -187,11 +191,14 @@ def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=
 
 
 @task(help={"port": "Port on 127.0.0.1 (default: a free one)"})
-def sandbox(c, port=0):
+def sandbox(c, port=None):
     """Run the local AWS emulator in the foreground (prints `export` lines first)."""
     from amibuild import sandbox as sandbox_mod
 
-    cli.run(lambda: sandbox_mod.serve_foreground(port=int(port)))
+    from amibuild.cli import values
+
+    cli.run(lambda: sandbox_mod.serve_foreground(port=values.count(port or 0, "--port", minimum=0, maximum=65535,
+                                                                  example=4566)))
 
 
 USERDATA_HELP = {
@@ -405,13 +412,11 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
     from amibuild.cli import commands
     from amibuild.cli import report
     from amibuild.channels import publish as channels_mod
-    from amibuild.errors import SpecError
 
     def body(signals):
-        try:
-            version = int(to_version) if to_version not in (None, "") else None
-        except ValueError:
-            raise SpecError(f"--to-version {to_version}: a parameter version number, e.g. --to-version 3") from None
+        from amibuild.cli import values
+
+        version = values.optional_count(to_version, "--to-version", example=3)
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
         return channels_mod.rollback(aws, pipeline=pipe, variant=var, channel=channel, to_version=version, force=force,
                                      guard=_guard(c, signals))
@@ -464,7 +469,7 @@ ROLLOUT_HELP = {
     "region": "Region of the stack or cluster (default: AWS_REGION / the profile's region)",
     "dry_run": "Create the change set, print what would change, delete it: change nothing",
     "no_wait": "Return once the update has started instead of following it to the end",
-    "timeout": "Stop waiting after this many seconds (default 7200); the update itself goes on",
+    "timeout": "Stop waiting after this long: seconds, or 30m, 2h (default 2h); the update itself goes on",
     "pipeline": SELECT_HELP["pipeline"],
     "k8s": CHANNEL_HELP["k8s"],
     "profile": SELECT_HELP["profile"],
@@ -570,7 +575,7 @@ def doctor(c, pipeline=None, profile=None, json=False):
 
 PRUNE_HELP = {
     "keep": "Images to keep per variant and region, newest first (required, at least 1)",
-    "older_than": "Also keep every image younger than this: 12h, 30d, 2w (default: no age limit)",
+    "older_than": "Also keep every image younger than this: 90m, 12h, 30d, 2w (default: no age limit)",
     "keep_versions": "Also keep the images of this many earlier versions of every channel, for rollback (default 3)",
     "dry_run": "Print the plan, with the reason for every image kept, and change nothing",
     "deprecate_only": "Set a deprecation time on the images instead of deleting them and their snapshots",

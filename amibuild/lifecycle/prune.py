@@ -57,31 +57,6 @@ DEFAULT_KEEP_VERSIONS = 3
 IN_USE_STATES = ("pending", "running", "stopping", "stopped")
 DELETABLE_STATES = frozenset({"available", "failed", "error", "invalid"})
 _LEAVE_ALONE = frozenset({"pending", "transient", "disabled"})
-_AGE = re.compile(r"^\s*(\d+)\s*([hdw])\s*$")
-_AGE_UNITS = {"h": "hours", "d": "days", "w": "weeks"}
-
-
-# ------------------------------------------------------------------------------- flags
-
-
-def parse_age(text: str | None) -> timedelta | None:
-    """``30d``, ``12h``, ``2w`` → a timedelta; None or "" → None (no age limit)."""
-    if text is None or str(text).strip() == "":
-        return None
-    match = _AGE.match(str(text))
-    if not match or int(match.group(1)) == 0:
-        raise SpecError(f"--older-than {text!r}: a number and h, d or w, e.g. 12h, 30d or 2w")
-    return timedelta(**{_AGE_UNITS[match.group(2)]: int(match.group(1))})
-
-
-def parse_count(text: Any, flag: str, *, minimum: int) -> int:
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        value = None
-    if value is None or value < minimum:
-        raise SpecError(f"{flag} {text!r}: a whole number of at least {minimum}")
-    return value
 
 
 # ------------------------------------------------------------------------------- plan (data)
@@ -586,8 +561,10 @@ def report_lines(result: PruneResult) -> Iterable[str]:
 def _age_text(age: timedelta | None) -> str | None:
     if age is None:
         return None
-    hours = int(age.total_seconds() // 3600)
-    if hours % (24 * 7) == 0:
-        return f"{hours // (24 * 7)}w"
-    return f"{hours // 24}d" if hours % 24 == 0 else f"{hours}h"
+    # the largest unit that divides the age: --older-than takes s, m, h, d and w alike
+    seconds = int(age.total_seconds())
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 

@@ -329,12 +329,19 @@ def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
 
 
 def _sandbox_echo(script: str, env: Sequence[tuple[str, str]]) -> hcl.Block:
-    parts: list[Any] = [f"printf '%s\\n' 'amibuild sandbox: no instance to connect to; would run {script}"]
-    for name, expr in env:
-        parts += [f" {name}=", hcl.Expr(expr)]
-    parts.append("'")
+    """A shell-local step that prints what would have run, values included.
+
+    Values reach the shell only as environment variables (Packer's shell-local quotes each one) and
+    are expanded inside double quotes, so a value holding quotes, `$(...)`, backticks, `;` or a
+    newline is printed, never run. The inline text itself is fixed: no value is ever part of it.
+    """
+    names = [name for name, _ in env]
+    inline = "printf '%s\\n' \"amibuild sandbox: no instance to connect to; would run $AMIBUILD_STEP\""
+    inline += "".join(f' "  {name}=${name}"' for name in names)
     block = hcl.Block("provisioner", ("shell-local",))
-    block.attr("inline", hcl.Expr(f"[{hcl.template(parts).text}]"))
+    block.attr("environment_vars", [f"AMIBUILD_STEP={script}",
+                                    *(hcl.template([f"{name}=", hcl.Expr(expr)]) for name, expr in env)])
+    block.attr("inline", [inline])
     return block
 
 

@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import hcl
 from amibuild.errors import SpecError, VarFileError
+from amibuild.spec import checks
 
 PIPELINE_FILE = "amibuild.hcl"
 
@@ -79,8 +80,6 @@ ADDITIVE = frozenset({"extra_packages", "repos"})
 LAYERS = ("defaults", "pipeline file", "var-files", "flags")
 
 _RPM_NAME = re.compile(r"^[A-Za-z0-9_+][A-Za-z0-9._+~^-]*$")
-_REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_URL = re.compile(r"^https?://[^\s'\"`\\|<>{}]+$")
 _K8S = re.compile(r"^1\.(\d+)$")
 # the upstream base also takes a patch release (its binaries live under 1.N.P/<build date>/)
 _K8S_PATCH = re.compile(r"^1\.(\d+)\.\d+$")
@@ -276,6 +275,8 @@ def load(
         default_channel=_str(settings.get("default_channel", "recommended"), f"{where}: pipeline.default_channel"),
     )
     _validate_pipeline(pipeline_kwargs, where, from_flag=bool(overrides.regions))
+    checks.pipeline_name(pipeline_kwargs["name"], where)
+    checks.tags(pipeline_kwargs["tags"], f"{where}: pipeline.tags")
 
     defaults_block = _one_block(doc, "defaults", where)
     if "enabled" in defaults_block:
@@ -298,7 +299,7 @@ def load(
             *var_file_layer,
             *flag_layer,
         ]
-        variants.append(_build_variant(name, layers))
+        variants.append(_build_variant(name, layers, root=source.parent if source else Path.cwd()))
     if len(regions) > 1:
         for variant in variants:
             if variant.source_ami:
@@ -306,7 +307,24 @@ def load(
                     f"{variant.origins.get('source_ami', where)}: source_ami {variant.source_ami} exists in one region "
                     f"only, but the pipeline builds in {', '.join(regions)}; build in one region and use copy_to"
                 )
-    return Pipeline(variants=tuple(variants), source=source, **pipeline_kwargs)
+    pipeline = Pipeline(variants=tuple(variants), source=source, **pipeline_kwargs)
+    check_names(pipeline, pipeline.default_channel, where)
+    return pipeline
+
+
+def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
+    """Refuse, before any AWS work, the SSM parameter and AMI names a build would make and publish."""
+    from amibuild.spec import naming
+
+    for variant in pipeline.variants:
+        try:
+            naming.parameter_name(pipeline, variant, channel)  # SSM's rules, checks.ssm_parameter_name
+        except SpecError as exc:
+            raise SpecError(f"{where}: pipeline.parameter_template / ssm_prefix: {exc}") from None
+        if "ami_name_prefix" not in variant.packer_vars:  # a --var ami_name_prefix is checked on its own
+            # the AMI name both bases render: see render.template_variables and UPSTREAM_VARS
+            checks.ami_name(f"{pipeline.name}-{variant.name}-{variant.kubernetes_version}-{variant.arch}"
+                            "-{{timestamp}}", f"{where}: pipeline.name + variant {variant.name!r}")
 
 
 _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
@@ -317,15 +335,29 @@ _VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy"} | {"repo", "proxy", "vars", "
 def _read_hcl(path: Path, what: str, error: type[SpecError]) -> dict[str, Any]:
     """Read and parse one HCL file; errors name it (and the line, when the parser knows it)."""
     try:
+        size = path.stat().st_size
+        if size > checks.MAX_FILE_BYTES:
+            raise error(f"{path}: the {what} is {size} bytes; at most {checks.MAX_FILE_BYTES} are read "
+                        "(is this the right file?)")
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc.__class__.__name__
         raise error(f"{path}: cannot read the {what} ({reason}); check the path") from exc
     try:
-        return hcl.loads(text)
+        raw = hcl.loads(text, keep_quotes=True)
     except hcl.HclSyntaxError as exc:
         at = f"{path}:{exc.line}" if exc.line else str(path)
         raise error(f"{at}: HCL syntax error in the {what} ({exc}); fix the file and retry") from exc
+    # Packer reads var-files as literals only ("Variables not allowed"); the pipeline file follows
+    # the same rule, so `instance_type = m6i.large` is refused here, not rendered as a string.
+    problem = checks.literal_problem(raw)
+    if problem is not None:
+        line = checks.line_of(text, problem)
+        at = f"{path}:{line}" if line else str(path)
+        shown = problem[2:-1] if problem.startswith("${") and problem.endswith("}") else problem
+        raise error(f"{at}: {shown[:60]!r} is a reference or expression; the {what} takes literal values "
+                    'only: write strings in quotes, e.g. instance_type = "m6i.large"')
+    return hcl.unquote(raw)
 
 
 def _parse_file(path: Path) -> dict[str, Any]:
@@ -521,7 +553,7 @@ def _flag_layer(o: Overrides) -> list[tuple[str, dict[str, Any]]]:
     return [("flags", flags), ("--var", variables)]
 
 
-def _build_variant(name: str, layers: list[tuple[str, dict[str, Any]]]) -> Variant:
+def _build_variant(name: str, layers: list[tuple[str, dict[str, Any]]], root: Path | None = None) -> Variant:
     merged: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for layer_name, layer in layers:
@@ -534,7 +566,7 @@ def _build_variant(name: str, layers: list[tuple[str, dict[str, Any]]]) -> Varia
             else:
                 merged[key] = value
             origin[key] = where
-    return _validate_variant(name, merged, origin)
+    return _validate_variant(name, merged, origin, root=root or Path.cwd())
 
 
 # ------------------------------------------------------------------------------- validation
@@ -565,7 +597,7 @@ def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> No
             raise SpecError(f"{where}: pipeline.ami_users: {account!r} is not a 12-digit AWS account id")
 
 
-def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str]) -> Variant:
+def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, root: Path) -> Variant:
     def at(key: str) -> str:
         return origin.get(key, "defaults")
 
@@ -596,6 +628,8 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str]) -> V
     if base == "upstream" and not m["upstream"]:
         raise SpecError(f"{at('base')}: base \"upstream\" needs upstream = PATH_OR_GIT_URL (or --upstream)")
 
+    checks.count(m.get("extra_packages", ()), checks.MAX_PACKAGES, at("extra_packages"), "extra packages")
+    checks.count(m.get("repos", ()), checks.MAX_REPOS, at("repos"), "repositories")
     packages = tuple(dict.fromkeys(_str(p, at("extra_packages")) for p in m.get("extra_packages", ())))
     for pkg in packages:
         if not _RPM_NAME.match(pkg):
@@ -606,25 +640,27 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str]) -> V
     repos = []
     for raw in m.get("repos", ()):
         repo = Repo(str(raw.get("name", "")), str(raw.get("baseurl", "")), str(raw.get("gpgkey", "") or ""))
-        if not _REPO_NAME.match(repo.name):
-            raise SpecError(f"{at('repos')}: repo name {repo.name!r}: use letters, digits, '.', '_' and '-'")
-        if not _URL.match(repo.baseurl):
-            raise SpecError(f"{at('repos')}: repo {repo.name!r} baseurl {repo.baseurl!r} must be an http:// or https:// URL")
-        if repo.gpgkey and not _URL.match(repo.gpgkey):
-            raise SpecError(f"{at('repos')}: repo {repo.name!r} gpgkey {repo.gpgkey!r} must be an http:// or https:// URL")
+        checks.repo(repo.name, repo.baseurl, repo.gpgkey, at("repos"))
         if any(r.name == repo.name for r in repos):
             repos = [r for r in repos if r.name != repo.name]  # a later layer redefines it
         repos.append(repo)
     proxy_raw = m.get("proxy") or {}
     proxy = Proxy(**{k: _str(v, at("proxy")) for k, v in proxy_raw.items()})
     for label, url in (("http", proxy.http), ("https", proxy.https)):
-        if url and not _URL.match(url):
-            raise SpecError(f"{at('proxy')}: proxy.{label} {url!r} must be an http:// or https:// URL")
-    if proxy.no_proxy and not re.match(r"^[A-Za-z0-9.,:/*_-]+$", proxy.no_proxy):
-        raise SpecError(f"{at('proxy')}: proxy.no_proxy {proxy.no_proxy!r}: a comma-separated list of hosts, domains and CIDRs")
+        if url:
+            checks.url(url, at("proxy"), f"proxy.{label}")
+    checks.no_proxy(proxy.no_proxy, at("proxy"))
     scripts = []
-    for script in _as_list(m.get("scripts", ()), at("scripts")):
-        path = Path(_str(script, at("scripts"))).resolve()
+    script_list = _as_list(m.get("scripts", ()), at("scripts"))
+    checks.count(script_list, checks.MAX_SCRIPTS, at("scripts"), "scripts")
+    top = root.resolve()
+    for script in script_list:
+        # the scripts are uploaded and run with sudo: only files of the pipeline repository, with
+        # symlinks followed, so `../../etc/shadow` or a link out of the folder cannot be shipped
+        path = (top / _str(script, at("scripts"))).resolve()
+        if not path.is_relative_to(top):
+            raise SpecError(f"{at('scripts')}: script {script} is outside {top}; keep provisioner scripts in "
+                            "the pipeline file's folder")
         if not path.is_file():
             raise SpecError(f"{at('scripts')}: script {script} not found")
         scripts.append(path)
@@ -636,11 +672,26 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str]) -> V
     if source_ami and not re.match(r"^ami-[0-9a-f]{8,17}$", source_ami):
         raise SpecError(f"{at('source_ami')}: source_ami {source_ami!r} is not an AMI id (ami-0123456789abcdef0)")
 
+    encrypted = _bool(m["encrypted"], at("encrypted"))
+    kms_key_id = checks.pattern(_str(m["kms_key_id"], at("kms_key_id")), at("kms_key_id"), "kms_key_id")
+    if kms_key_id and not encrypted:
+        raise SpecError(f"{at('kms_key_id')}: kms_key_id is set but encrypted is false; set encrypted = true "
+                        "or drop kms_key_id")
+    for key in ("instance_type", "subnet_id", "security_group_id", "upstream_ref"):
+        checks.pattern(_str(m[key], at(key)), at(key), key)
+    upstream_src = _str(m["upstream"], at("upstream"))
+    if upstream_src.startswith("-") or checks.has_control(upstream_src):
+        raise SpecError(f"{at('upstream')}: upstream {upstream_src[:60]!r}: a path or git URL (not starting with '-')")
+    checks.text(_str(m["description"], at("description")), at("description"), "description",
+                limit=checks.AMI_DESCRIPTION_MAX)
+
     known = set(DEFAULTS)
     packer_vars = {k: v for k, v in m.items() if k not in known}
-    for key in packer_vars:
+    regions = known_regions()
+    for key, value in packer_vars.items():
         if not _VAR_NAME.match(key):
             raise SpecError(f"{origin[key]}: {key!r} is not a valid Packer variable name")
+        checks.packer_variable(key, value, origin[key], known_regions=regions)
     return Variant(
         name=name,
         base=base,
@@ -652,8 +703,8 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str]) -> V
         instance_type=_str(m["instance_type"], at("instance_type")),
         volume_size=volume_size,
         volume_type=_choice(m["volume_type"], VOLUME_TYPES, at("volume_type")),
-        encrypted=_bool(m["encrypted"], at("encrypted")),
-        kms_key_id=_str(m["kms_key_id"], at("kms_key_id")),
+        encrypted=encrypted,
+        kms_key_id=kms_key_id,
         subnet_id=_str(m["subnet_id"], at("subnet_id")),
         security_group_id=_str(m["security_group_id"], at("security_group_id")),
         associate_public_ip_address=_bool(m["associate_public_ip_address"], at("associate_public_ip_address")),

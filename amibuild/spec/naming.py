@@ -55,6 +55,8 @@ def check_template(template: str) -> None:
         raise SpecError(f"parameter name template {template!r} must contain {{variant}} and {{channel}}")
     if not template.startswith(("{prefix}", "/")):
         raise SpecError(f"parameter name template {template!r} must start with {{prefix}} or '/'")
+    if template.lower().startswith(("/aws", "/ssm")):
+        raise SpecError(f"parameter name template {template!r}: names under /aws and /ssm are reserved by AWS")
 
 
 def check_channel(channel: str) -> str:
@@ -75,11 +77,9 @@ def parameter_name(pipeline: PipelineLike, variant: VariantLike, channel: str,
     check_template(template)
     check_channel(channel)
     name = template.format(**_fields(pipeline, variant, channel))
-    if not re.match(r"^/[A-Za-z0-9_.\-/]+$", name) or "//" in name or len(name) > 1011:
-        raise SpecError(f"parameter name {name!r} (from template {template!r}) is not a valid SSM name")
-    if name.lower().startswith(("/aws/", "/ssm/")):
-        raise SpecError(f"parameter name {name!r}: names under /aws and /ssm are reserved by AWS")
-    return name
+    from amibuild.spec.checks import ssm_parameter_name  # one rule for names, at load and at write
+
+    return ssm_parameter_name(name, f"template {template!r}")
 
 
 def _fields(pipeline: PipelineLike, variant: VariantLike, channel: str) -> dict[str, str]:

@@ -209,7 +209,8 @@ build {
   sources = ["source.amazon-ebs.us-west-2"]
 
   provisioner "shell-local" {
-    inline = ["printf '%s\\n' 'amibuild sandbox: no instance to connect to; would run install-packages.sh AMIBUILD_EXTRA_PACKAGES=${join(" ", var.extra_packages)}'"]
+    environment_vars = ["AMIBUILD_STEP=install-packages.sh", "AMIBUILD_EXTRA_PACKAGES=${join(" ", var.extra_packages)}"]
+    inline           = ["printf '%s\\n' \"amibuild sandbox: no instance to connect to; would run $AMIBUILD_STEP\" \"  AMIBUILD_EXTRA_PACKAGES=$AMIBUILD_EXTRA_PACKAGES\""]
   }
 
   post-processor "manifest" {

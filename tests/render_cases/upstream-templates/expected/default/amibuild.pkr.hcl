@@ -3,7 +3,7 @@
 #
 # Upstream's post-processors are dropped: amibuild adds its own manifest.
 # Credential variables are dropped: Packer takes AWS credentials from its
-# environment or profile.
+# environment or profile. The scripts' environment entries for them stay, empty.
 
 packer {
   required_version = ">= 1.7.0"
@@ -189,7 +189,8 @@ source "amazon-ebs" "us-west-2" {
 build {
   sources = ["source.amazon-ebs.us-west-2"]
   provisioner "shell-local" {
-    inline = ["printf '%s\\n' 'amibuild sandbox: no instance to connect to; would run install-packages.sh AMIBUILD_EXTRA_PACKAGES=${join(" ", var.extra_packages)}'"]
+    environment_vars = ["AMIBUILD_STEP=install-packages.sh", "AMIBUILD_EXTRA_PACKAGES=${join(" ", var.extra_packages)}"]
+    inline           = ["printf '%s\\n' \"amibuild sandbox: no instance to connect to; would run $AMIBUILD_STEP\" \"  AMIBUILD_EXTRA_PACKAGES=$AMIBUILD_EXTRA_PACKAGES\""]
   }
   post-processor "manifest" {
     output     = "${path.root}/manifest.json"

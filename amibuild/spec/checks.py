@@ -1,0 +1,320 @@
+"""One check per kind of value, used by every road a value takes into a build.
+
+A setting can arrive as a first-class field of the pipeline file, in `vars = { ... }`, in a var-file
+or as `--var KEY=VALUE`; `amibuild.spec` hands each of them to the same function here, so a proxy
+URL is held to the same rule whether it came from `proxy { http = ... }` or `--var http_proxy=...`.
+Everything AWS or Packer would refuse later — after an instance ran and an image was copied — is
+refused here instead, at load, `--dry-run` included. Each limit cites where AWS documents it.
+
+Every function takes `where` (the file, field or flag the value came from) and raises `SpecError`
+with a sentence naming it and what to do. Nothing here touches AWS or the file system.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping
+
+from amibuild.errors import SpecError
+
+# ------------------------------------------------------------------------------- documented caps
+
+# Our own caps, far above any real pipeline, so a mistaken or hostile input is refused in about a
+# second instead of rendering for a minute (a 4 MB file of package names took 67 s). python-hcl2
+# reads roughly 30 KB a second here, so a file is capped at 64 KiB; the example is under 3 KB.
+MAX_FILE_BYTES = 64 * 1024  # a pipeline file or var-file
+MAX_PACKAGES = 200  # extra packages per variant
+MAX_REPOS = 50  # extra repositories per variant
+MAX_SCRIPTS = 50  # user provisioner scripts per variant
+MAX_VALUE_CHARS = 4096  # any one string setting (a URL, a description, a --var value)
+
+# SSM PutParameter, Name: "The reported maximum length of 2048 characters for a parameter name
+# includes 1037 characters reserved for internal use by Systems Manager. The maximum length for a
+# parameter name that you create is 1011 characters." Names use a-zA-Z0-9_.- and '/', can't begin
+# with aws or ssm (case-insensitive), and "Parameter hierarchies are limited to a maximum depth of
+# fifteen levels."
+SSM_NAME_MAX = 1011
+SSM_LEVELS_MAX = 15
+_SSM_NAME = re.compile(r"^/[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
+
+# EC2 RegisterImage / CreateImage, Name: "3-128 alphanumeric characters, parentheses (()), square
+# brackets ([]), spaces ( ), periods (.), slashes (/), dashes (-), single quotes ('), at-signs (@),
+# or underscores(_)". Description: up to 255 characters.
+AMI_NAME_MIN, AMI_NAME_MAX = 3, 128
+_AMI_NAME = re.compile(r"^[A-Za-z0-9()\[\] ./\-'@_]+$")
+AMI_DESCRIPTION_MAX = 255
+TIMESTAMP_CHARS = 10  # Packer's {{timestamp}}: Unix seconds, ten digits until 2286
+
+# EC2 tag restrictions (Tag your Amazon EC2 resources): at most 50 tags per resource, keys up to
+# 128 characters and values up to 256 (UTF-8), the `aws:` prefix is reserved.
+TAG_KEY_MAX, TAG_VALUE_MAX, TAGS_PER_RESOURCE = 128, 256, 50
+# amibuild's own provenance tags (amibuild.tags) plus Name leave this many for the user
+USER_TAGS_MAX = TAGS_PER_RESOURCE - 20
+
+# URLs reach yum/dnf repo files and proxy settings on the instance: http(s) only and nothing a
+# shell or a repo file could read as syntax. `$basearch` and `$releasever` stay allowed (yum
+# expands them); `$(`, backticks, quotes, `;`, whitespace, braces and pipes do not.
+_URL = re.compile(r"^https?://[^\s'\"`\\|<>{};]+$")
+_NO_PROXY = re.compile(r"^[A-Za-z0-9.,:/*_\[\]-]+$")
+_ACCOUNT = re.compile(r"^\d{12}$")
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+_SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+_SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
+# a key id, key ARN, alias name or alias ARN, as amazon-ebs's kms_key_id takes them
+_KMS_KEY = re.compile(r"^(arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[A-Za-z0-9/_-]+|"
+                      r"alias/[A-Za-z0-9/_-]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|"
+                      r"mrk-[0-9a-f]{32})$")
+_PROFILE = re.compile(r"^[A-Za-z0-9+=,.@_-]{1,128}$")  # IAM instance profile names
+_SSH_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+_OWNER = re.compile(r"^(\d{12}|self|amazon|aws-marketplace)$")
+_PIPELINE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_GIT_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+# ------------------------------------------------------------------------------- one value
+
+
+def url(value: str, where: str, label: str) -> str:
+    if not _URL.match(value) or len(value) > MAX_VALUE_CHARS or "$(" in value:
+        raise SpecError(
+            f"{where}: {label} {value!r} must be an http:// or https:// URL without spaces, quotes, "
+            "backticks, `$(`, `;` or braces"
+        )
+    return value
+
+
+def no_proxy(value: str, where: str, label: str = "proxy.no_proxy") -> str:
+    if value and (not _NO_PROXY.match(value) or len(value) > MAX_VALUE_CHARS):
+        raise SpecError(f"{where}: {label} {value!r}: a comma-separated list of hosts, domains and CIDRs")
+    return value
+
+
+def has_control(value: str) -> bool:
+    """True when the value holds a control character (a line break, a tab, an escape...)."""
+    return bool(_CONTROL.search(value))
+
+
+def text(value: str, where: str, label: str, *, limit: int = MAX_VALUE_CHARS) -> str:
+    """A free-text value (a description): printable, one line, within `limit`."""
+    if _CONTROL.search(value):
+        raise SpecError(f"{where}: {label} holds a control character or a line break; write it on one line")
+    if len(value) > limit:
+        raise SpecError(f"{where}: {label} is {len(value)} characters; at most {limit} are allowed")
+    return value
+
+
+def pattern(value: str, where: str, label: str) -> str:
+    """A value of a known AWS or Packer shape (instance type, subnet id, ...), empty allowed."""
+    regex, example = _PATTERNS[label]
+    if value and not regex.match(value):
+        raise SpecError(f"{where}: {label} {value!r} is not valid; write it like {example}")
+    return value
+
+
+_PATTERNS = {
+    "instance_type": (_INSTANCE_TYPE, "m6i.large"),
+    "subnet_id": (_SUBNET, "subnet-0123456789abcdef0"),
+    "security_group_id": (_SECURITY_GROUP, "sg-0123456789abcdef0"),
+    "kms_key_id": (_KMS_KEY, "alias/ebs-amis or a key id or ARN"),
+    "iam_instance_profile": (_PROFILE, "packer-build"),
+    "ssh_username": (_SSH_USER, "ec2-user"),
+    "ssh_interface": (re.compile(r"^(public_ip|private_ip|public_dns|private_dns|session_manager)$"), "private_ip"),
+    "upstream_ref": (_GIT_REF, "v20240227 or main (no leading '-')"),
+}
+
+
+def pipeline_name(value: str, where: str) -> str:
+    if not _PIPELINE_NAME.match(value):
+        raise SpecError(
+            f"{where}: pipeline.name {value!r}: use letters, digits, '_', '.' and '-' (it is part of SSM "
+            "parameter and AMI names), at most 63 characters, e.g. \"eks-workers\""
+        )
+    return value
+
+
+def region(value: str, where: str, known: Iterable[str]) -> str:
+    from amibuild.spec import suggest
+
+    if value not in known:
+        raise SpecError(f"{where}: unknown region {value!r}{suggest(value, known)}")
+    return value
+
+
+def account(value: str, where: str) -> str:
+    if not _ACCOUNT.match(value):
+        raise SpecError(f"{where}: {value!r} is not a 12-digit AWS account id")
+    return value
+
+
+def owner(value: str, where: str) -> str:
+    if not _OWNER.match(value):
+        raise SpecError(f"{where}: AMI owner {value!r}: a 12-digit account id, self, amazon or aws-marketplace")
+    return value
+
+
+def tags(value: Mapping[str, str], where: str) -> Mapping[str, str]:
+    if len(value) > USER_TAGS_MAX:
+        raise SpecError(f"{where}: {len(value)} tags; EC2 allows {TAGS_PER_RESOURCE} per image and amibuild "
+                        f"uses the rest, so give at most {USER_TAGS_MAX}")
+    for key, tag_value in value.items():
+        if not key or len(key) > TAG_KEY_MAX:
+            raise SpecError(f"{where}: tag key {key[:40]!r}{'...' if len(key) > 40 else ''} must be 1 to "
+                            f"{TAG_KEY_MAX} characters")
+        if key.lower().startswith("aws:") or key.startswith("amibuild:"):
+            raise SpecError(f"{where}: tag key {key!r}: the aws: and amibuild: prefixes are reserved")
+        if len(tag_value) > TAG_VALUE_MAX:
+            raise SpecError(f"{where}: tag {key!r} has a value of {len(tag_value)} characters; EC2 allows "
+                            f"{TAG_VALUE_MAX}")
+        if _CONTROL.search(key) or _CONTROL.search(tag_value):
+            raise SpecError(f"{where}: tag {key!r} holds a control character or a line break")
+    return value
+
+
+def ami_name(value: str, where: str, label: str = "AMI name") -> str:
+    """An AMI name as EC2 will see it (Packer's {{timestamp}} counted as ten digits)."""
+    shown = value.replace("{{timestamp}}", "0" * TIMESTAMP_CHARS)
+    if not AMI_NAME_MIN <= len(shown) <= AMI_NAME_MAX:
+        raise SpecError(f"{where}: {label} {_short(shown)} is {len(shown)} characters with the timestamp; EC2 "
+                        f"allows {AMI_NAME_MIN} to {AMI_NAME_MAX}: shorten the pipeline or variant name")
+    if not _AMI_NAME.match(shown):
+        raise SpecError(f"{where}: {label} {_short(shown)}: EC2 allows letters, digits, spaces and ( ) [ ] . / - ' @ _")
+    return value
+
+
+def ssm_parameter_name(name: str, where: str) -> str:
+    """A full SSM parameter name as amibuild would write it."""
+    if len(name) > SSM_NAME_MAX:
+        raise SpecError(f"{where}: SSM parameter name {_short(name)} is {len(name)} characters; SSM allows "
+                        f"{SSM_NAME_MAX}: shorten ssm_prefix or parameter_template")
+    if not _SSM_NAME.match(name):
+        raise SpecError(f"{where}: SSM parameter name {_short(name)} is not valid: SSM allows letters, digits, "
+                        "'_', '.', '-' and '/' between non-empty levels")
+    levels = name.count("/")
+    if levels > SSM_LEVELS_MAX:
+        raise SpecError(f"{where}: SSM parameter name {_short(name)} has {levels} levels; SSM allows "
+                        f"{SSM_LEVELS_MAX}: use fewer levels in ssm_prefix or parameter_template")
+    if name.lower().startswith(("/aws", "/ssm")) or name.lower().startswith(("aws", "ssm")):
+        raise SpecError(f"{where}: SSM parameter name {_short(name)}: names under /aws and /ssm are reserved by AWS")
+    return name
+
+
+def count(items: Iterable[Any], limit: int, where: str, what: str) -> None:
+    n = len(list(items))
+    if n > limit:
+        raise SpecError(f"{where}: {n} {what}; at most {limit} per variant")
+
+
+def _short(value: str, width: int = 60) -> str:
+    return repr(value if len(value) <= width else value[:width] + "...")
+
+
+# ------------------------------------------------------------------------------- Packer variables
+
+def _items(value: Any) -> list[str]:
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return [v for v in (s.strip() for s in str(value).split(",")) if v]
+
+
+def repo_line(line: str, where: str) -> None:
+    """One `NAME|BASEURL|GPGKEY` entry of the extra_repos variable, checked as a repo block is."""
+    parts = line.split("|")
+    if len(parts) not in (2, 3):
+        raise SpecError(f"{where}: extra_repos entry {_short(line)}: write NAME|BASEURL|GPGKEY")
+    name, baseurl, gpgkey = (*parts, "")[:3]
+    repo(name, baseurl, gpgkey, where)
+
+
+_REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def repo(name: str, baseurl: str, gpgkey: str, where: str) -> None:
+    if not _REPO_NAME.match(name):
+        raise SpecError(f"{where}: repo name {name!r}: use letters, digits, '.', '_' and '-'")
+    url(baseurl, where, f"repo {name!r} baseurl")
+    if gpgkey:
+        url(gpgkey, where, f"repo {name!r} gpgkey")
+
+
+def packer_variable(name: str, value: Any, where: str, *, known_regions: Iterable[str]) -> None:
+    """Check a value given for one of the template's variables by name (through `vars`, a var-file
+    or `--var`) exactly as the setting of the same meaning is checked."""
+    if isinstance(value, str):
+        if len(value) > MAX_VALUE_CHARS:
+            raise SpecError(f"{where}: {name} is {len(value)} characters; at most {MAX_VALUE_CHARS}")
+    if name in ("http_proxy", "https_proxy"):
+        if str(value):
+            url(str(value), where, name)
+    elif name == "no_proxy":
+        no_proxy(str(value), where, name)
+    elif name == "extra_repos":
+        for line in _items(value):  # render reads a string as a comma-separated list
+            repo_line(line, where)
+    elif name == "ami_regions":
+        for item in _items(value):
+            region(item, where, known_regions)
+    elif name in ("ami_users", "snapshot_users"):
+        for item in _items(value):
+            account(item, where)
+    elif name == "source_ami_owners":
+        for item in _items(value):
+            owner(item, where)
+    elif name in ("tags", "run_tags", "snapshot_tags"):
+        if isinstance(value, Mapping):
+            tags({str(k): str(v) for k, v in value.items()}, where)
+    elif name == "ami_name_prefix":
+        ami_name(f"{value}-{{{{timestamp}}}}", where, "ami_name_prefix + timestamp")
+    elif name == "ami_name":
+        ami_name(str(value), where, "ami_name")
+    elif name == "ami_description":
+        text(str(value), where, name, limit=AMI_DESCRIPTION_MAX)
+    elif name == "source_ami_filter_name":
+        if not re.match(r"^[A-Za-z0-9()\[\] ./\-'@_*?]{1,128}$", str(value)):
+            raise SpecError(f"{where}: source_ami_filter_name {_short(str(value))}: an AMI name pattern with * and ?")
+    elif name in _PATTERNS:
+        pattern(str(value), where, name)
+    elif isinstance(value, str):
+        text(value, where, name)
+
+
+# ------------------------------------------------------------------------------- HCL literals
+
+
+def literal_problem(raw: Any) -> str | None:
+    """The first value in a python-hcl2 parse (made with string quotes kept) that is not a literal.
+
+    Var-files are read by Packer as literals only: `instance_type = m6i.large` (unquoted) or
+    `"${var.x}"` is refused there with "Variables not allowed". python-hcl2 turns both into text
+    that would be rendered as a string, so they are found here and refused with the file's line.
+    """
+    if isinstance(raw, dict):
+        for item in raw.values():
+            found = literal_problem(item)
+            if found is not None:
+                return found
+        return None
+    if isinstance(raw, list):
+        for item in raw:
+            found = literal_problem(item)
+            if found is not None:
+                return found
+        return None
+    if not isinstance(raw, str):
+        return None  # numbers, bools, null
+    if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
+        body = raw[1:-1]
+        if re.search(r"(?<!\$)\$\{|(?<!%)%\{", body):
+            return raw
+        return None
+    return raw  # a bare reference, a function call or an operation: python-hcl2 gave ${...} or a name
+
+
+def line_of(text_: str, needle: str) -> int | None:
+    """The first line of `text_` holding `needle` (stripped of the ${...} python-hcl2 adds)."""
+    probe = needle[2:-1] if needle.startswith("${") and needle.endswith("}") else needle
+    probe = probe.strip('"').splitlines()[0] if probe.strip('"') else probe
+    for number, line in enumerate(text_.splitlines(), start=1):
+        if probe and probe in line:
+            return number
+    return None

@@ -1,0 +1,103 @@
+"""Credentials never reach the terminal: `invoke --debug` (botocore's debug log: request headers,
+canonical requests) and AMIBUILD_DEBUG=1, for every task that calls AWS."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from amibuild.aws import redact
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "SENTINELsessionTOKEN0123456789abcdefDONOTPRINT"
+SECRET = "SENTINELsecretKEY0123456789abcdefDONOTPRINT"
+
+PIPELINE = """\
+pipeline {
+  name    = "dbg"
+  regions = ["us-west-2"]
+}
+
+variant "v" {
+}
+"""
+
+# every task that calls AWS, with arguments that reach AWS (success or a refusal from AWS)
+TASKS = [
+    ("render", ["render"]),
+    ("validate", ["validate"]),
+    ("build-ami", ["build-ami", "--dry-run"]),
+    ("publish", ["publish", "--variant", "v", "--ami", "us-west-2=ami-0123456789abcdef0"]),
+    ("promote", ["promote", "--variant", "v", "--from", "recommended", "--to", "stable"]),
+    ("rollback", ["rollback", "--variant", "v", "--channel", "stable"]),
+    ("history", ["history", "--variant", "v"]),
+    ("channels", ["channels"]),
+    ("rollout", ["rollout", "--stack", "missing"]),
+    ("nodegroup-deploy", ["nodegroup-deploy", "--stack", "missing"]),
+    ("aws-auth", ["aws-auth", "--stack", "missing"]),
+    ("prune", ["prune", "--keep", "1", "--dry-run"]),
+    ("doctor", ["doctor"]),
+]
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, sandbox, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", TOKEN)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    return tmp_path
+
+
+def run(workdir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], cwd=workdir,
+                          env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.parametrize("args", [t[1] for t in TASKS], ids=[t[0] for t in TASKS])
+def test_debug_output_never_holds_the_session_token_or_secret_key(workdir: Path, args: list[str]) -> None:
+    result = run(workdir, "--debug", *args)
+    output = result.stdout + result.stderr
+    # the control: botocore really logged signed requests (headers included) under --debug
+    assert "x-amz-security-token" in output.lower(), output[-2000:]
+    assert TOKEN not in output and SECRET not in output
+    assert TOKEN[:20] not in output and SECRET[:20] not in output
+
+
+@pytest.mark.parametrize("args", [TASKS[7][1], TASKS[4][1]], ids=["channels", "promote"])
+def test_amibuild_debug_output_never_holds_them_either(workdir: Path, args: list[str]) -> None:
+    result = run(workdir, *args, env={"AMIBUILD_DEBUG": "1", "INVOKE_DEBUG": "1"})
+    output = result.stdout + result.stderr
+    assert "x-amz-security-token" in output.lower(), output[-2000:]
+    assert TOKEN not in output and SECRET not in output
+
+
+@pytest.mark.parametrize("line", [
+    "Sending http request: <AWSPreparedRequest stream_output=False, method=POST, url=https://ssm/, "
+    "headers={'X-Amz-Target': b'AmazonSSM.GetParameter', 'X-Amz-Security-Token': b'FromAProfile12345', "
+    "'Authorization': b'AWS4-HMAC-SHA256 Credential=AKIAEXAMPLE/20250101/us-west-2/ssm/aws4_request, "
+    "SignedHeaders=host, Signature=abcdef0123456789'}>",
+    "CanonicalRequest:\nPOST\n/\n\nhost:ssm\nx-amz-security-token:FromAProfile12345\n",
+    "https://bucket.s3.amazonaws.com/k?X-Amz-Credential=AKIAEXAMPLE%2F20250101&X-Amz-Security-Token=FromAProfile12345"
+    "&X-Amz-Signature=abcdef0123456789",
+    "{'aws_secret_access_key': 'FromAProfile12345', \"SessionToken\": \"FromAProfile12345\"}",
+])
+def test_headers_query_strings_and_fields_are_redacted_by_name(line: str) -> None:
+    """Values amibuild was never told about (a token from a profile) are caught by their names."""
+    text = redact.redact(line)
+    assert "FromAProfile12345" not in text and "AKIAEXAMPLE" not in text
+    assert "abcdef0123456789" not in text
+    assert redact.REDACTED in text
+
+
+def test_the_filter_rewrites_a_record_with_arguments(caplog: pytest.LogCaptureFixture) -> None:
+    redact.add_secret("KnownSecretValue987")
+    record = logging.LogRecord("botocore.endpoint", logging.DEBUG, __file__, 1, "token %s and %s", (
+        "KnownSecretValue987", {"X-Amz-Security-Token": "Other-Value-123"}), None)
+    assert redact.Redact().filter(record) is True
+    assert "KnownSecretValue987" not in record.getMessage()
+    assert "Other-Value-123" not in record.getMessage()
