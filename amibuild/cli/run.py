@@ -190,22 +190,6 @@ def options(c: Any, *, announce: bool = True, **flags: Any) -> "Options":  # noq
     )
 
 
-def number(value: Any, flag: str, kind: type = int, minimum: float = 1) -> Any:
-    """A numeric flag that invoke hands over as text (its default is None): bad input, not a traceback."""
-    from amibuild.errors import SpecError
-
-    if value in (None, ""):
-        return None
-    try:
-        result = kind(value)
-    except (TypeError, ValueError):
-        noun = "a whole number" if kind is int else "a number"
-        raise SpecError(f"{flag} {value}: expected {noun}, e.g. {flag} {int(max(minimum, 1)) * 4}") from None
-    if result < minimum:
-        raise SpecError(f"{flag} {value}: at least {minimum:g}")
-    return result
-
-
 def lines(items: Iterable[str]) -> None:
     """Report lines on stderr (progress, notes)."""
     for item in items:
