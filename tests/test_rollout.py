@@ -43,8 +43,9 @@ from amibuild.handoff import rollout
 from amibuild import spec
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError, RolloutFailed, SpecError
+from amibuild.handoff.cfn import StackState
 from amibuild.handoff.rollout import (Action, Channel, Decision, LaunchTemplateUse, NodegroupView,
-                              StackParameter, StackState, StackView)
+                              StackParameter, StackView)
 from amibuild.sandbox import SANDBOX_VPC_NAME, seed_images
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,15 +83,15 @@ def quiet(_: str) -> None:
     ("DELETE_COMPLETE", StackState.GONE), ("REVIEW_IN_PROGRESS", StackState.GONE),
 ])
 def test_stack_statuses_collapse_to_a_few_states(status: str, state: StackState) -> None:
-    assert rollout.stack_state(status) is state
+    assert cfn.stack_state(status) is state
 
 
 @pytest.mark.parametrize("status", ["UPDATE_DONE", "update_complete", ""])
 def test_unknown_status_fails_loudly(status: str) -> None:
     with pytest.raises(AmibuildError, match="unknown CloudFormation stack status"):
-        rollout.stack_state(status)
+        cfn.stack_state(status)
     with pytest.raises(AmibuildError, match="unknown EKS node group status"):
-        rollout.nodegroup_state(status)
+        cfn.nodegroup_state(status)
 
 
 LAUNCH = LaunchTemplateUse("lt-0123456789abcdef0", "3", 3, OLD)
@@ -179,10 +180,10 @@ def test_root_cause_is_the_first_failure_that_is_not_a_cancellation() -> None:
         {"LogicalResourceId": "ng-ceph", "ResourceType": "AWS::CloudFormation::Stack",
          "ResourceStatus": "UPDATE_ROLLBACK_IN_PROGRESS"},
     ]
-    assert rollout.root_cause(events) == (
+    assert cfn.root_cause(events) == (
         "NodeGroup (AWS::AutoScaling::AutoScalingGroup) UPDATE_FAILED: Received 0 SUCCESS signal(s) out of 1.")
-    assert rollout.root_cause(events[:1]).startswith("NodeSecurityGroup")  # nothing better to name
-    assert rollout.root_cause([]) == ""
+    assert cfn.root_cause(events[:1]).startswith("NodeSecurityGroup")  # nothing better to name
+    assert cfn.root_cause([]) == ""
 
 
 def test_update_policy_line_resolves_the_template_against_the_stack_parameters() -> None:

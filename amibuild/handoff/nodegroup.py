@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 
 from amibuild.errors import SpecError, TemplateError
+from amibuild.handoff import cfn
 from amibuild.handoff import rollout as ro
 from amibuild.handoff.cfn import parse_template
 
@@ -218,23 +219,23 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         parameters = stack_parameters({"NodeGroupName": name, **given}, None)
         say(f"stack {name}: creating in {region}")
         aws.create_stack(name, region, template_body=template_body, parameters=parameters,
-                         capabilities=("CAPABILITY_IAM",), token=ro.token("create"))
+                         capabilities=("CAPABILITY_IAM",), token=cfn.token("create"))
         action, status = "created", "CREATE_IN_PROGRESS"
         if wait:
-            status, events = ro.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
-            ro.check_outcome(name, status, events)
+            status, events = cfn.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
+            cfn.check_outcome(name, status, events)
     else:
-        state = ro.stack_state(raw["StackStatus"])
-        if state not in (ro.StackState.READY, ro.StackState.ROLLED_BACK):
+        state = cfn.stack_state(raw["StackStatus"])
+        if state not in (cfn.StackState.READY, cfn.StackState.ROLLED_BACK):
             raise ro.RolloutBlocked(f"stack {name} in {region} is {raw['StackStatus']}: wait until it ends, or "
                                     "repair or delete it")
         parameters = stack_parameters(given, [p["ParameterKey"] for p in raw.get("Parameters", [])])
-        made = ro.make_change_set(aws, name, region, parameters, ("CAPABILITY_IAM",), say, poll=poll,
-                                  template_body=template_body)
+        made = cfn.make_change_set(aws, name, region, parameters, ("CAPABILITY_IAM",), say, poll=poll,
+                                   template_body=template_body)
         if made is None:
             return DeployResult(name, region, "unchanged", raw["StackStatus"], _outputs(raw))
         action = "updated"
-        status = ro.execute(aws, name, region, made[0], say, wait=wait, poll=poll, timeout=timeout)
+        status = cfn.execute_change_set(aws, name, region, made[0], say, wait=wait, poll=poll, timeout=timeout)
     if not wait:
         return DeployResult(name, region, "started", status)
     return DeployResult(name, region, action, status, _outputs(aws.describe_stack(name, region) or {}))

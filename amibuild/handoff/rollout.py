@@ -23,8 +23,9 @@ exits 1: it never reports a roll it did not see.
 
 An EKS managed node group with a launch template (`rollout_nodegroup`) gets a new launch template
 version copied from its current one with the channel's ImageId, then UpdateNodegroupVersion,
-DescribeUpdate until it ends, and the same check. `nodegroup.deploy` uses the change set and event
-machinery here (`make_change_set`, `execute`, `follow`) to create or update amibuild's own stack.
+DescribeUpdate until it ends, and the same check. The change set and event machinery
+(`make_change_set`, `execute_change_set`, `follow`) and the stack states live in `amibuild.handoff.cfn`,
+which `nodegroup.deploy` uses as well to create or update amibuild's own stack.
 
 Nothing here prints: progress goes to `say`, results are returned, failures raised.
 """
@@ -33,71 +34,20 @@ from __future__ import annotations
 
 import enum
 import time
-import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping
 
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError, NotFound, RolloutBlocked, RolloutFailed, RolloutRefused
-
-Say = Callable[[str], None]
+from amibuild.handoff.cfn import (Say, StackState, execute_change_set, make_change_set, nodegroup_state,
+                                  parse_template, stack_state, update_policy_line)
 
 SSM_PARAMETER = "NodeImageIdSSMParam"
 IMAGE_ID = "NodeImageId"
 GROUP_TYPE = "AWS::AutoScaling::AutoScalingGroup"
 STACK_POLL, NODEGROUP_POLL = 5.0, 15.0  # seconds between reads while waiting
 DEFAULT_TIMEOUT = 7200.0  # a rolling update waits up to PauseTime per batch of nodes
-CHANGE_SET_TIMEOUT = 600.0
-_NO_CHANGES = ("didn't contain changes", "No updates are to be performed")
-
-
-# ---------------------------------------------------------------------------------- states
-
-
-class StackState(enum.Enum):
-    READY = "ready"
-    ROLLED_BACK = "rolled back"  # the last update was undone; the stack can be updated again
-    BUSY = "in progress"
-    FAILED = "failed"  # cannot be updated until someone repairs or deletes it
-    GONE = "gone"
-
-
-_STACK_STATES = {
-    **dict.fromkeys(("CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE"), StackState.READY),
-    **dict.fromkeys(("UPDATE_ROLLBACK_COMPLETE", "IMPORT_ROLLBACK_COMPLETE"), StackState.ROLLED_BACK),
-    **dict.fromkeys((
-        "CREATE_IN_PROGRESS", "ROLLBACK_IN_PROGRESS", "DELETE_IN_PROGRESS", "UPDATE_IN_PROGRESS",
-        "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS", "UPDATE_ROLLBACK_IN_PROGRESS",
-        "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS", "IMPORT_IN_PROGRESS", "IMPORT_ROLLBACK_IN_PROGRESS",
-    ), StackState.BUSY),
-    **dict.fromkeys((
-        "CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "UPDATE_FAILED", "UPDATE_ROLLBACK_FAILED",
-        "DELETE_FAILED", "IMPORT_ROLLBACK_FAILED",
-    ), StackState.FAILED),
-    # REVIEW_IN_PROGRESS: only a CREATE change set exists, no resource.
-    **dict.fromkeys(("DELETE_COMPLETE", "REVIEW_IN_PROGRESS"), StackState.GONE),
-}
-_NODEGROUP_STATES = {
-    "ACTIVE": StackState.READY, "DEGRADED": StackState.READY,
-    "CREATING": StackState.BUSY, "UPDATING": StackState.BUSY, "DELETING": StackState.BUSY,
-    "CREATE_FAILED": StackState.FAILED, "DELETE_FAILED": StackState.FAILED,
-}
-
-
-def stack_state(status: str) -> StackState:
-    """A CloudFormation stack status collapsed; an unknown one is an error, not a guess."""
-    return _collapse(_STACK_STATES, status, "CloudFormation stack")
-
-
-def nodegroup_state(status: str) -> StackState:
-    return _collapse(_NODEGROUP_STATES, status, "EKS node group")
-
-
-def _collapse(table: Mapping[str, StackState], status: str, kind: str) -> StackState:
-    if status not in table:
-        raise AmibuildError(f"unknown {kind} status {status!r}; amibuild does not know what it means")
-    return table[status]
 
 
 class Action(enum.StrEnum):
@@ -323,119 +273,6 @@ def read_nodegroup(aws: Aws, cluster: str, name: str, region: str) -> NodegroupV
     return NodegroupView(cluster, name, region, raw.get("status", ""), launch, raw.get("amiType", ""))
 
 
-# --------------------------------------------------------------------- change set, events
-
-
-def token(kind: str) -> str:
-    return f"amibuild-{kind}-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
-
-
-def change_lines(change_set: Mapping[str, Any]) -> tuple[str, ...]:
-    """One line per resource a change set touches. Pure."""
-    lines = []
-    for change in change_set.get("Changes", []):
-        rc = change.get("ResourceChange", {})
-        replacement = {"True": ", replaced", "Conditional": ", maybe replaced"}.get(rc.get("Replacement", ""), "")
-        targets = sorted({d.get("Target", {}).get("Name", "") for d in rc.get("Details", [])} - {""})
-        lines.append(f"{rc.get('Action', '?')} {rc.get('LogicalResourceId', '?')} ({rc.get('ResourceType', '?')})"
-                     f"{replacement}" + (f": {', '.join(targets)}" if targets else ""))
-    return tuple(lines) or ("CloudFormation lists no resource change",)
-
-
-def make_change_set(aws: Aws, stack: str, region: str, parameters: Sequence[Mapping[str, Any]],
-                    capabilities: Sequence[str], say: Say, *, poll: float,
-                    template_body: str | None = None) -> tuple[str, tuple[str, ...]] | None:
-    """Create an UPDATE change set and print what it changes: (name, change lines), or None
-    (nothing deleted, nothing left) when CloudFormation finds nothing to change."""
-    name = token("rollout")
-    created = aws.create_change_set(stack, region, name=name, parameters=parameters, template_body=template_body,
-                                    capabilities=capabilities or ("CAPABILITY_IAM",), description="amibuild")
-    if created is None:
-        say(f"stack {stack}: CloudFormation reports no updates to perform")
-        return None
-    deadline = time.monotonic() + CHANGE_SET_TIMEOUT
-    while (described := aws.describe_change_set(stack, region, name)).get("Status") in ("CREATE_PENDING",
-                                                                                       "CREATE_IN_PROGRESS"):
-        if time.monotonic() >= deadline:
-            raise RolloutFailed(f"stack {stack}: change set {name} still {described['Status']} after "
-                                f"{CHANGE_SET_TIMEOUT:.0f} s")
-        time.sleep(poll)
-    if described.get("Status") != "CREATE_COMPLETE":
-        reason = described.get("StatusReason") or described.get("Status")
-        aws.delete_change_set(stack, region, name)
-        if any(words in str(reason) for words in _NO_CHANGES):
-            say(f"stack {stack}: CloudFormation reports no changes ({reason})")
-            return None
-        raise RolloutFailed(f"stack {stack}: change set {name} failed: {reason}")
-    lines = change_lines(described)
-    say(f"stack {stack}: change set {name}:")
-    for line in lines:
-        say(f"  {line}")
-    return name, lines
-
-
-def event_line(event: Mapping[str, Any]) -> str:
-    when = event.get("Timestamp")
-    clock = when.strftime("%H:%M:%S") if hasattr(when, "strftime") else str(when or "")
-    reason = event.get("ResourceStatusReason") or ""
-    return (f"  {clock}  {event.get('LogicalResourceId', '?')} ({event.get('ResourceType', '?')})  "
-            f"{event.get('ResourceStatus', '?')}" + (f"  {reason}" if reason else ""))
-
-
-def follow(aws: Aws, stack: str, region: str, *, since: str | None, say: Say, poll: float,
-           timeout: float) -> tuple[str, list[Mapping[str, Any]]]:
-    """Print each new stack event until the stack reaches a final state: (status, events, oldest first)."""
-    deadline = time.monotonic() + timeout
-    seen: list[Mapping[str, Any]] = []
-    while True:
-        raw = aws.describe_stack(stack, region)
-        if raw is None:
-            raise RolloutFailed(f"stack {stack} disappeared while amibuild was following it")
-        new = list(reversed(aws.stack_events_since(stack, region, since)))
-        for event in new:
-            say(event_line(event))
-        since, seen = (new[-1]["EventId"] if new else since), seen + new
-        if stack_state(raw["StackStatus"]) is not StackState.BUSY:
-            return raw["StackStatus"], seen
-        if time.monotonic() >= deadline:
-            raise RolloutFailed(f"stack {stack} is still {raw['StackStatus']} after {timeout:.0f} s; CloudFormation "
-                                "goes on without amibuild: run the same command again later to check the result")
-        time.sleep(poll)
-
-
-def root_cause(events: Sequence[Mapping[str, Any]]) -> str:
-    """The first resource that failed, and why (cancellations are consequences, not causes). Pure."""
-    failed = [e for e in events if str(e.get("ResourceStatus", "")).endswith("_FAILED")]
-    causes = [e for e in failed if "cancelled" not in str(e.get("ResourceStatusReason", "")).lower()] or failed
-    if not causes:
-        return ""
-    e = causes[0]
-    return (f"{e.get('LogicalResourceId')} ({e.get('ResourceType')}) {e.get('ResourceStatus')}: "
-            f"{e.get('ResourceStatusReason') or 'no reason given'}")
-
-
-def check_outcome(stack: str, status: str, events: Sequence[Mapping[str, Any]]) -> None:
-    state = stack_state(status)
-    if state is StackState.READY:
-        return
-    cause = root_cause(events) or "no failed resource among its events"
-    undone = "; CloudFormation rolled the change back" if state is StackState.ROLLED_BACK else ""
-    raise RolloutFailed(f"stack {stack} ended {status}: {cause}{undone}")
-
-
-def execute(aws: Aws, stack: str, region: str, change_set: str, say: Say, *, wait: bool, poll: float,
-             timeout: float) -> str:
-    latest = aws.latest_stack_event(stack, region)
-    aws.execute_change_set(stack, region, change_set, token=token("execute"))
-    say(f"stack {stack}: executing change set {change_set}")
-    if not wait:
-        return "UPDATE_IN_PROGRESS"
-    status, events = follow(aws, stack, region, since=latest["EventId"] if latest else None, say=say, poll=poll,
-                            timeout=timeout)
-    check_outcome(stack, status, events)
-    return status
-
-
 # ------------------------------------------------------------------------------- rolling out
 
 
@@ -505,8 +342,6 @@ def rollout_stack(aws: Aws, name: str, region: str, *, channel_parameter: str | 
         return result
     say(f"stack {name}: {decision.reason}")
     try:  # how CloudFormation will replace the nodes: worth seeing before it starts
-        from amibuild.handoff.cfn import parse_template, update_policy_line
-
         template = parse_template(aws.stack_template(name, region), f"stack {name}'s template")
         say("  " + update_policy_line(template, stack.group[0], {k: p.value for k, p in stack.parameters.items()}))
     except AmibuildError as exc:
@@ -523,7 +358,7 @@ def rollout_stack(aws: Aws, name: str, region: str, *, channel_parameter: str | 
     if dry_run:
         aws.delete_change_set(name, region, change_set)
         return replace(result, dry_run=True, changes=(f"{decision.parameter} := {decision.value}", *changes))
-    status = execute(aws, name, region, change_set, say, wait=wait, poll=poll, timeout=timeout)
+    status = execute_change_set(aws, name, region, change_set, say, wait=wait, poll=poll, timeout=timeout)
     if not wait:
         return replace(result, started=True, status=status, changes=changes)
     after = read_stack(aws, name, region)
