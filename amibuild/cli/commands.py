@@ -212,10 +212,44 @@ def validate(options: Options, say: Say = lambda _: None, *, aws=None) -> Valida
     packer = Packer(options.packer)
     packer.version()  # PackerNotFound here, before anything is rendered
     result = render(options, say, aws=aws, packer=packer)
+    check_directories(packer, result.directories)
     for directory in result.directories:
-        check_directory(packer, directory)
         say(f"valid {directory.name}: hcl2 parse, packer validate, packer fmt -check")
     return ValidateResult(result.directories, result.packer_version, [d.name for d in result.directories])
+
+
+# Each check is two short packer processes (validate starts the builder and provisioner plugins as
+# processes of their own: ~0.3 CPU-seconds) and a python-hcl2 parse. A few at once keep the cores
+# busy while one waits on a process start; more only queue for the same cores.
+CHECK_PARALLEL = max(2, min(8, 2 * (os.cpu_count() or 1)))
+
+
+def check_directories(packer: "Packer", directories: list[Path]) -> None:  # noqa: F821
+    """`check_directory` on every folder, a few at once; every variant is checked.
+
+    `PackerValidateError` when any fails: each failing variant's own message, in variant order,
+    joined into one line.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from amibuild.errors import AmibuildError
+
+    def check(directory: Path) -> AmibuildError | None:
+        try:
+            check_directory(packer, directory)
+        except AmibuildError as exc:
+            return exc
+        return None
+
+    with ThreadPoolExecutor(max_workers=min(CHECK_PARALLEL, len(directories) or 1),
+                            thread_name_prefix="check") as pool:
+        failures = [exc for exc in pool.map(check, directories) if exc is not None]
+    if len(failures) == 1:
+        raise failures[0]
+    if failures:
+        error = PackerValidateError("; ".join(str(exc) for exc in failures))
+        error.output = "\n".join(getattr(exc, "output", "") for exc in failures)  # type: ignore[attr-defined]
+        raise error from failures[0]
 
 
 def check_directory(packer: "Packer", directory: Path) -> None:  # noqa: F821
@@ -313,7 +347,7 @@ def build_ami(
                       existing, force=force)
     if dry_run:
         return BuildRun(plan, None, None)
-    # only what will be built is written; each build job checks its folder before packer starts
+    # only what will be built is written; `packer build` checks each template before it starts
     building = {item.name for item in plan.to_build}
     write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
                        prepared.packer_version, prepared.notes), options, say)
@@ -352,7 +386,7 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
         executor = Executor(
             plan, packer, aws,
             provenance=lambda item: provenance_tags(item, plan, version=__version__, git_commit=commit),
-            check=check_directory, progress=progress, parallel=parallel, timeout=timeout, cleanup_timeout=cleanup_timeout,
+            progress=progress, parallel=parallel, timeout=timeout, cleanup_timeout=cleanup_timeout,
         )
         outcomes = executor.run()
     finally:
