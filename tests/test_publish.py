@@ -165,7 +165,7 @@ def test_decide_refuses_a_pending_image_and_writes_nothing():
     )
     assert plan.refusals == ("eu-west-1: ami-0fedcba9876543210 is pending, not available",)
     with pytest.raises(PublishRefused, match="refused, nothing written: eu-west-1: .* is pending"):
-        publish.execute(None, plan)  # refused before any AWS call: no gateway needed
+        publish.execute_publish(None, plan)  # refused before any AWS call: no gateway needed
 
 
 def test_description_records_run_id_and_fingerprint_that_history_reads_back():
@@ -201,7 +201,7 @@ def test_republishing_the_same_ami_makes_no_new_version(sandbox, pipeline, ceph)
     do_publish(pipeline, ceph, amis)
     again = do_publish(pipeline, ceph, amis)
     assert not again.changed
-    assert [r.action for r in again.regions] == [publish.Action.UNCHANGED] * 2
+    assert [r.action for r in again.regions] == [publish.PublishAction.UNCHANGED] * 2
     assert values("recommended", "us-west-2") == [amis["us-west-2"]]
     assert values("recommended", "eu-west-1") == [amis["eu-west-1"]]
 
@@ -268,13 +268,13 @@ def test_a_writer_moving_the_channel_between_read_and_write_is_a_conflict_naming
         Name=NAME.format(channel="recommended"), Value=theirs["us-west-2"], Type="String",
         DataType="aws:ec2:image", Overwrite=True)
     with pytest.raises(PublishConflict) as caught:
-        publish.execute(aws, plan)
+        publish.execute_publish(aws, plan)
     assert ours["us-west-2"] in str(caught.value) and theirs["us-west-2"] in str(caught.value)
     assert values("recommended", "us-west-2") == [first["us-west-2"], theirs["us-west-2"], ours["us-west-2"],
                                                   theirs["us-west-2"]]
     assert values("recommended", "eu-west-1") == [first["eu-west-1"]]  # the second region was never touched
     # --force: the same stale plan overwrites
-    forced = publish.execute(aws, plan, force=True)
+    forced = publish.execute_publish(aws, plan, force=True)
     assert [current("recommended", r) for r in REGIONS] == [ours[r] for r in REGIONS]
     assert forced.changed
 

@@ -18,6 +18,7 @@ is waited for (bounded by ``cleanup_timeout``); a second Ctrl-C stops waiting an
 
 from __future__ import annotations
 
+import enum
 import os
 import signal
 import subprocess
@@ -32,7 +33,7 @@ from amibuild import hcl
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError, PackerOutputError
 from amibuild.build.packer import Packer, cross_check, manifest_builds, parse_machine_readable, progress_step
-from amibuild.build.plan import FINGERPRINT_TAG, BuildPlan, Decision, PlanItem
+from amibuild.build.plan import FINGERPRINT_TAG, BuildPlan, BuildDecision, PlanItem
 from amibuild.build.progress import Progress, State
 
 PROVENANCE_FILE = "provenance.pkrvars.hcl"
@@ -40,15 +41,30 @@ LOG_FILE = "packer.log"
 MANIFEST_FILE = "manifest.json"
 
 
+class BuildStatus(enum.StrEnum):
+    """Where one variant's build stands; its value is what the JSON and the run record say."""
+
+    QUEUED = "queued"
+    BUILT = "built"
+    SKIPPED = "skipped"  # reused: an image with its fingerprint is in every region
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def has_image(self) -> bool:
+        """Built or reused: there is an image to publish or share."""
+        return self in (BuildStatus.BUILT, BuildStatus.SKIPPED)
+
+
 @dataclass
-class Outcome:
+class BuildOutcome:
     """What happened to one variant in this run."""
 
     name: str
     fingerprint: str
-    decision: str
+    decision: BuildDecision
     reason: str
-    status: str = "queued"  # built | skipped | failed | interrupted
+    status: BuildStatus = BuildStatus.QUEUED
     amis: dict[str, str] = field(default_factory=dict)
     log: str = ""
     error: str = ""
@@ -57,12 +73,12 @@ class Outcome:
     published: dict = field(default_factory=dict)  # channel, parameter, per region: version or "unchanged"
     publish_error: str = ""
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {
             "name": self.name,
-            "status": self.status,
+            "status": str(self.status),
             "fingerprint": self.fingerprint,
-            "decision": self.decision,
+            "decision": str(self.decision),
             "reason": self.reason,
             "amis": dict(sorted(self.amis.items())),
             "log": self.log,
@@ -124,13 +140,14 @@ class Executor:
 
     # ------------------------------------------------------------------------------ running
 
-    def run(self) -> list[Outcome]:
-        outcomes = {i.name: Outcome(i.name, i.fingerprint, i.decision.value, i.reason, log=str(i.directory / LOG_FILE))
+    def build(self) -> list[BuildOutcome]:
+        """Build every BUILD item (up to ``parallel`` at once); an outcome for every item."""
+        outcomes = {i.name: BuildOutcome(i.name, i.fingerprint, i.decision, i.reason, log=str(i.directory / LOG_FILE))
                     for i in self.plan.items}
         for item in self.plan.items:
-            if item.decision is Decision.SKIP:
+            if item.decision is BuildDecision.SKIP:
                 outcome = outcomes[item.name]
-                outcome.status, outcome.amis, outcome.log = "skipped", dict(item.existing), ""
+                outcome.status, outcome.amis, outcome.log = BuildStatus.SKIPPED, dict(item.existing), ""
                 self.progress.update(item.name, State.SKIPPED, "up to date " + _amis_text(item.existing))
         todo = self.plan.to_build
         if not todo:
@@ -175,31 +192,31 @@ class Executor:
 
         return restore
 
-    def _build_one(self, item: PlanItem, outcome: Outcome) -> None:
+    def _build_one(self, item: PlanItem, outcome: BuildOutcome) -> None:
         started = time.monotonic()
         outcome.started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
             if self.state.interrupted:
-                outcome.status = "interrupted"
+                outcome.status = BuildStatus.INTERRUPTED
                 self.progress.update(item.name, State.INTERRUPTED, "not started")
                 return
             self.progress.update(item.name, State.BUILDING, "starting packer")
             outcome.amis = self._run_packer(item, outcome)
-            outcome.status = "built"
+            outcome.status = BuildStatus.BUILT
             self.progress.update(item.name, State.DONE, _amis_text(outcome.amis))
         except _Interrupted as exc:
-            outcome.status, outcome.error = "interrupted", str(exc)
+            outcome.status, outcome.error = BuildStatus.INTERRUPTED, str(exc)
             self.progress.update(item.name, State.INTERRUPTED, str(exc))
         except AmibuildError as exc:
-            outcome.status, outcome.error = "failed", str(exc)
+            outcome.status, outcome.error = BuildStatus.FAILED, str(exc)
             self.progress.update(item.name, State.FAILED, f"{exc} (log: {outcome.log})")
         except Exception as exc:  # a bug in one variant's handling must not take the others down
-            outcome.status, outcome.error = "failed", f"{type(exc).__name__}: {exc}"
+            outcome.status, outcome.error = BuildStatus.FAILED, f"{type(exc).__name__}: {exc}"
             self.progress.update(item.name, State.FAILED, outcome.error)
         finally:
             outcome.seconds = time.monotonic() - started
 
-    def _run_packer(self, item: PlanItem, outcome: Outcome) -> dict[str, str]:
+    def _run_packer(self, item: PlanItem, outcome: BuildOutcome) -> dict[str, str]:
         directory = item.directory
         provenance_file = directory / PROVENANCE_FILE
         provenance_file.write_text(hcl.dumps([

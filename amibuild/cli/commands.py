@@ -43,7 +43,7 @@ class RenderResult:
     packer_version: str
     notes: list[str] = field(default_factory=list)
 
-    def summary(self) -> dict:
+    def to_dict(self) -> dict:
         return {
             "packer_version": self.packer_version,
             "notes": list(self.notes),
@@ -285,18 +285,21 @@ class BuildRun:
 
     @property
     def failed(self) -> list:
-        return [o for o in self.outcomes or [] if o.status in ("failed", "interrupted") or o.publish_error]
+        from amibuild.build.executor import BuildStatus
 
-    def summary(self) -> dict:
+        return [o for o in self.outcomes or []
+                if o.status in (BuildStatus.FAILED, BuildStatus.INTERRUPTED) or o.publish_error]
+
+    def to_dict(self) -> dict:
         if self.outcomes is None:
-            return {"dry_run": True, **self.plan.as_dict()}
+            return {"dry_run": True, **self.plan.to_dict()}
         return {
             "run_id": self.plan.run_id,
             "regions": list(self.plan.regions),
             "interrupted": self.interrupted,
             "record": str(self.record_path) if self.record_path else None,
             "sharing": list(self.sharing),
-            "variants": [o.as_dict() for o in self.outcomes],
+            "variants": [o.to_dict() for o in self.outcomes],
         }
 
 
@@ -388,7 +391,7 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
             provenance=lambda item: provenance_tags(item, plan, version=__version__, git_commit=commit),
             progress=progress, parallel=parallel, timeout=timeout, cleanup_timeout=cleanup_timeout,
         )
-        outcomes = executor.run()
+        outcomes = executor.build()
     finally:
         if own_progress:
             progress.close()
@@ -414,7 +417,7 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
         "force": plan.force,
         "interrupted": interrupted,
         "variants": [
-            {**o.as_dict(), "inputs": items[o.name].rendered.variant.settings(),
+            {**o.to_dict(), "inputs": items[o.name].rendered.variant.settings(),
              "source_amis": {r: s.image_id for r, s in items[o.name].rendered.sources.items()}}
             for o in outcomes
         ],
@@ -493,7 +496,7 @@ def check_shared(aws, plan, outcomes) -> list[str]:
         return []
     problems = []
     for outcome in outcomes:
-        if outcome.status in ("built", "skipped") and outcome.amis:
+        if outcome.status.has_image and outcome.amis:
             report = channel_status.check_sharing(aws, amis=outcome.amis, users=users)
             problems += [f"{outcome.name}: {line}" for line in report.problems()]
     return problems

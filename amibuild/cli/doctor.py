@@ -55,7 +55,7 @@ class Check:
     def line(self) -> str:
         return f"{'ok' if self.ok else 'FAIL':<4} {self.name}: {self.message}"
 
-    def as_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from amibuild.aws import Aws
 from amibuild.cli.commands import load_pipeline
 from amibuild.errors import SpecError
-from amibuild.lifecycle.prune import (DEFAULT_KEEP_VERSIONS, PruneResult, execute, gather, parse_age, parse_count,
+from amibuild.lifecycle.prune import (DEFAULT_KEEP_VERSIONS, PruneResult, execute_prune, gather, parse_age, parse_count,
                                       plan_prune)
 
 
@@ -41,4 +41,4 @@ def prune(
                       pipeline=pipeline.name, deprecated=facts.deprecated)
     if dry_run:
         return PruneResult(plan, None)
-    return execute(aws, plan, now=now)
+    return execute_prune(aws, plan, now=now)

@@ -43,7 +43,7 @@ def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_re
     result = cli.run(lambda: commands.render(opts, cli.say))
     cli.lines(f"note: {n}" for n in result.notes)
     if json:
-        cli.emit_json(result.summary())
+        cli.emit_json(result.to_dict())
 
 
 @task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
@@ -91,7 +91,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         channel=channel, publish=not no_publish,
     ))
     if json:
-        cli.emit_json(run.summary())
+        cli.emit_json(run.to_dict())
     else:
         cli.lines(report.build_lines(run))
     cli.finish(run)
@@ -434,7 +434,7 @@ def doctor(c, pipeline=None, profile=None, json=False):
 
     results = cli.run(lambda: doctor_mod.checks(cli.options(c, pipeline=pipeline, profile=profile)))
     if json:
-        cli.emit_json([r.as_dict() for r in results])
+        cli.emit_json([r.to_dict() for r in results])
     else:
         print("\n".join(doctor_mod.lines(results)))
     cli.run(lambda: doctor_mod.verdict(results))

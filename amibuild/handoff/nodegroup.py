@@ -22,6 +22,7 @@ change set and stack event machinery, and `node_role_arn`, which reads a stack's
 
 from __future__ import annotations
 
+import enum
 import json
 from importlib import resources
 import re
@@ -184,16 +185,25 @@ def stack_parameters(given: Mapping[str, str], previous: Iterable[str] | None) -
     return out + [{"ParameterKey": key, "UsePreviousValue": True} for key in kept]
 
 
+class DeployAction(enum.StrEnum):
+    """What `deploy` did to the stack; the value is what --json says."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"  # CloudFormation found nothing to change
+    STARTED = "started"  # --no-wait: created or updated, not followed
+
+
 @dataclass(frozen=True)
 class DeployResult:
     stack: str
     region: str
-    action: str  # created, updated, unchanged, started
+    action: DeployAction
     status: str
     outputs: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "action": str(self.action)}
 
     def lines(self) -> list[str]:
         out = [f"stack {self.stack} ({self.region}): {self.action} ({self.status})"]
@@ -220,7 +230,7 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         say(f"stack {name}: creating in {region}")
         aws.create_stack(name, region, template_body=template_body, parameters=parameters,
                          capabilities=("CAPABILITY_IAM",), token=cfn.token("create"))
-        action, status = "created", "CREATE_IN_PROGRESS"
+        action, status = DeployAction.CREATED, "CREATE_IN_PROGRESS"
         if wait:
             status, events = cfn.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
             cfn.check_outcome(name, status, events)
@@ -233,11 +243,11 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         made = cfn.make_change_set(aws, name, region, parameters, ("CAPABILITY_IAM",), say, poll=poll,
                                    template_body=template_body)
         if made is None:
-            return DeployResult(name, region, "unchanged", raw["StackStatus"], _outputs(raw))
-        action = "updated"
+            return DeployResult(name, region, DeployAction.UNCHANGED, raw["StackStatus"], _outputs(raw))
+        action = DeployAction.UPDATED
         status = cfn.execute_change_set(aws, name, region, made[0], say, wait=wait, poll=poll, timeout=timeout)
     if not wait:
-        return DeployResult(name, region, "started", status)
+        return DeployResult(name, region, DeployAction.STARTED, status)
     return DeployResult(name, region, action, status, _outputs(aws.describe_stack(name, region) or {}))
 
 

@@ -3,9 +3,11 @@
 Converge, then check::
 
     read        the stack (status, parameters, its Auto Scaling group, the launch template version
-                the group launches from and that version's image) and the channel's AMI
+                the group launches from and that version's image) and the channel's AMI:
+                `gather_stack` reads the answers (`StackFacts`), `stack_view` (pure) makes a
+                `StackView` of them
     assess      pure: ALREADY_CURRENT, UPDATE_PARAMETER, UPDATE_IMAGE_ID, REFUSED (bad input, exit 2)
-                or BLOCKED (the stack cannot change now, exit 1)
+                or BLOCKED (the stack cannot change now, exit 1), and the change set's parameters
     change set  UPDATE on the stack's own template: the image parameter set, every other parameter
                 kept with UsePreviousValue; what will change is printed; --dry-run deletes it here
     execute     then follow the stack's events to a final state (--no-wait returns after starting)
@@ -36,7 +38,7 @@ import enum
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError, NotFound, RolloutBlocked, RolloutFailed, RolloutRefused
@@ -50,7 +52,7 @@ STACK_POLL, NODEGROUP_POLL = 5.0, 15.0  # seconds between reads while waiting
 DEFAULT_TIMEOUT = 7200.0  # a rolling update waits up to PauseTime per batch of nodes
 
 
-class Action(enum.StrEnum):
+class RolloutAction(enum.StrEnum):
     ALREADY_CURRENT = "already current"
     UPDATE_PARAMETER = "update parameter"  # NodeImageIdSSMParam := the channel's parameter name
     UPDATE_IMAGE_ID = "update image id"  # NodeImageId := the AMI (managed: a new launch template version)
@@ -126,11 +128,15 @@ class Channel:
 
 
 @dataclass(frozen=True)
-class Decision:
-    action: Action
+class RolloutDecision:
+    """What a rollout must do, decided from gathered facts (`assess`, `assess_nodegroup`)."""
+
+    action: RolloutAction
     reason: str
     parameter: str | None = None  # the stack parameter to set
     value: str | None = None
+    # the UPDATE change set's parameters: `parameter` := `value`, every other one kept as it is
+    send: tuple[Mapping[str, Any], ...] = ()
 
 
 # ------------------------------------------------------------------------------ assessing
@@ -145,33 +151,39 @@ def channel_problem(channel: Channel) -> str:
     return ""
 
 
-def assess(stack: StackView, channel: Channel | None) -> Decision:
-    """What to do to bring the stack's nodes to the channel's AMI. Pure."""
+def channel_to_read(stack: StackView, given: str | None) -> str | None:
+    """The channel parameter a stack rolls to: the one given, else the one it follows (None when it
+    pins an image id and none was given). Pure."""
+    return given or (None if stack.pinned else stack.parameters[SSM_PARAMETER].value)
+
+
+def assess(stack: StackView, channel: Channel | None) -> RolloutDecision:
+    """What to do to bring the stack's nodes to the channel's AMI, and which parameters to send. Pure."""
     where = f"stack {stack.name} in {stack.region}"
     if stack.state is StackState.GONE:
-        return Decision(Action.REFUSED, f"{where} does not exist ({stack.status})")
+        return RolloutDecision(RolloutAction.REFUSED, f"{where} does not exist ({stack.status})")
     if stack.state in (StackState.BUSY, StackState.FAILED):
         hint = "wait until it ends" if stack.state is StackState.BUSY else "repair or delete it first (see its events)"
-        return Decision(Action.BLOCKED, f"{where} is {stack.status}: {hint}")
+        return RolloutDecision(RolloutAction.BLOCKED, f"{where} is {stack.status}: {hint}")
     if SSM_PARAMETER not in stack.parameters and IMAGE_ID not in stack.parameters:
-        return Decision(Action.REFUSED, f"{where} has neither a {SSM_PARAMETER} nor a {IMAGE_ID} parameter: amibuild "
-                        "rolls stacks made from its amibuild/handoff/templates/nodegroup.yaml or the classic EKS node group template")
+        return RolloutDecision(RolloutAction.REFUSED, f"{where} has neither a {SSM_PARAMETER} nor a {IMAGE_ID} parameter: amibuild "
+                               "rolls stacks made from its amibuild/handoff/templates/nodegroup.yaml or the classic EKS node group template")
     if stack.problem or stack.launch is None:
-        return Decision(Action.REFUSED, f"{where}: {stack.problem or 'no launch template found'}")
+        return RolloutDecision(RolloutAction.REFUSED, f"{where}: {stack.problem or 'no launch template found'}")
     if channel is None:
-        return Decision(Action.REFUSED, f"{where} pins {IMAGE_ID}: name the image to roll to with --variant and --channel")
+        return RolloutDecision(RolloutAction.REFUSED, f"{where} pins {IMAGE_ID}: name the image to roll to with --variant and --channel")
     problem = channel_problem(channel)
     if problem:
-        return Decision(Action.REFUSED, problem)
+        return RolloutDecision(RolloutAction.REFUSED, problem)
     ami, launch = channel.ami, stack.launch
     if stack.pinned:
         points = stack.parameters.get(IMAGE_ID, StackParameter("")).value == ami
-        name, value, action = IMAGE_ID, ami, Action.UPDATE_IMAGE_ID
+        name, value, action = IMAGE_ID, ami, RolloutAction.UPDATE_IMAGE_ID
     else:
         points = stack.parameters[SSM_PARAMETER].value == channel.parameter
-        name, value, action = SSM_PARAMETER, channel.parameter, Action.UPDATE_PARAMETER
+        name, value, action = SSM_PARAMETER, channel.parameter, RolloutAction.UPDATE_PARAMETER
     if launch.image == ami and points:
-        return Decision(Action.ALREADY_CURRENT, f"{launch} has {ami}, the AMI of {channel.parameter}")
+        return RolloutDecision(RolloutAction.ALREADY_CURRENT, f"{launch} has {ami}, the AMI of {channel.parameter}")
     if launch.image == ami:
         reason = f"{launch} has {ami} already; {name} := {value} (no node is replaced)"
     elif points and not stack.pinned:
@@ -179,35 +191,49 @@ def assess(stack: StackView, channel: Channel | None) -> Decision:
                   f"{launch.image}: the update makes CloudFormation resolve it again")
     else:
         reason = f"{launch} has {launch.image}; {name} := {value} ({ami})"
-    return Decision(action, reason, name, value)
+    send = tuple({"ParameterKey": key, "ParameterValue": value} if key == name
+                 else {"ParameterKey": key, "UsePreviousValue": True} for key in stack.parameters)
+    return RolloutDecision(action, reason, name, value, send)
 
 
-def assess_nodegroup(group: NodegroupView, channel: Channel) -> Decision:
+def nothing_to_update(stack: StackView, channel: Channel, decision: RolloutDecision) -> RolloutDecision:
+    """CloudFormation found nothing to change: already current when the group launches the channel's
+    image anyway (only the parameter's name would have changed), else `RolloutFailed`. Pure."""
+    assert stack.launch is not None
+    if stack.launch.image == channel.ami:
+        return replace(decision, action=RolloutAction.ALREADY_CURRENT, reason=f"{decision.reason}; CloudFormation "
+                       f"found nothing to update, so {decision.parameter} keeps its value", send=())
+    raise RolloutFailed(f"CloudFormation found nothing to update in stack {stack.name}, so nothing changed: the Auto "
+                        f"Scaling group still launches from {stack.launch} with {stack.launch.image}, not "
+                        f"{channel.ami} from {channel.parameter}")
+
+
+def assess_nodegroup(group: NodegroupView, channel: Channel) -> RolloutDecision:
     """The same question for an EKS managed node group. Pure."""
     where = f"node group {group.cluster}/{group.name} in {group.region}"
     state = nodegroup_state(group.status)
     if state is not StackState.READY:
-        return Decision(Action.BLOCKED, f"{where} is {group.status}: " + (
+        return RolloutDecision(RolloutAction.BLOCKED, f"{where} is {group.status}: " + (
             "wait until it ends" if state is StackState.BUSY else "repair or delete it first"))
     if group.launch is None:
-        return Decision(Action.REFUSED, f"{where} uses no launch template (EKS picks its AMI, {group.ami_type}): "
-                        "amibuild's AMIs need a node group whose launch template names the image")
+        return RolloutDecision(RolloutAction.REFUSED, f"{where} uses no launch template (EKS picks its AMI, {group.ami_type}): "
+                               "amibuild's AMIs need a node group whose launch template names the image")
     if group.launch.image is None:
-        return Decision(Action.REFUSED, f"{where}: {group.launch} sets no ImageId, so EKS picks the AMI "
-                        f"({group.ami_type}); a node group cannot switch to a custom AMI in place")
+        return RolloutDecision(RolloutAction.REFUSED, f"{where}: {group.launch} sets no ImageId, so EKS picks the AMI "
+                               f"({group.ami_type}); a node group cannot switch to a custom AMI in place")
     problem = channel_problem(channel)
     if problem:
-        return Decision(Action.REFUSED, problem)
+        return RolloutDecision(RolloutAction.REFUSED, problem)
     if group.launch.image == channel.ami:
-        return Decision(Action.ALREADY_CURRENT, f"{group.launch} has {channel.ami}, the AMI of {channel.parameter}")
-    return Decision(Action.UPDATE_IMAGE_ID, f"{group.launch} has {group.launch.image}; a new version gets "
-                    f"{channel.ami}", "ImageId", channel.ami)
+        return RolloutDecision(RolloutAction.ALREADY_CURRENT, f"{group.launch} has {channel.ami}, the AMI of {channel.parameter}")
+    return RolloutDecision(RolloutAction.UPDATE_IMAGE_ID, f"{group.launch} has {group.launch.image}; a new version gets "
+                           f"{channel.ami}", "ImageId", channel.ami)
 
 
-def _raise_for(decision: Decision) -> None:
-    if decision.action is Action.REFUSED:
+def _raise_for(decision: RolloutDecision) -> None:
+    if decision.action is RolloutAction.REFUSED:
         raise RolloutRefused(decision.reason)
-    if decision.action is Action.BLOCKED:
+    if decision.action is RolloutAction.BLOCKED:
         raise RolloutBlocked(decision.reason)
 
 
@@ -232,34 +258,82 @@ def _launch_use(spec: Mapping[str, Any], raw_version: Mapping[str, Any] | None) 
                              raw_version.get("LaunchTemplateData", {}).get("ImageId"))
 
 
-def read_stack(aws: Aws, name: str, region: str) -> StackView | None:
-    """The stack and what its Auto Scaling group launches; None when the stack does not exist."""
-    raw = aws.describe_stack(name, region)
-    if raw is None:
-        return None
+@dataclass(frozen=True)
+class StackFacts:
+    """The gateway's answers about a node group stack, as read: what `stack_view` decides from.
+
+    Each later answer is read only when the earlier ones call for it: resources once the stack can
+    change, the group once there is exactly one, the launch template version once the group names one.
+    """
+
+    name: str
+    region: str
+    stack: Mapping[str, Any]  # DescribeStacks' stack
+    resources: tuple[Mapping[str, Any], ...] | None = None  # ListStackResources' summaries
+    group: Mapping[str, Any] | None = None  # DescribeAutoScalingGroups' group ({} when it does not exist)
+    launch_version: Mapping[str, Any] | None = None  # DescribeLaunchTemplateVersions' version, if any
+
+
+def _groups(resources: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    return [(r["LogicalResourceId"], r.get("PhysicalResourceId", "")) for r in resources
+            if r.get("ResourceType") == GROUP_TYPE]
+
+
+def _launch_spec(group: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The launch template a group names, directly or in its mixed instances policy."""
+    return group.get("LaunchTemplate") or group.get("MixedInstancesPolicy", {}).get(
+        "LaunchTemplate", {}).get("LaunchTemplateSpecification")
+
+
+def stack_view(facts: StackFacts) -> StackView:
+    """The stack and what its Auto Scaling group launches, from the answers read so far. Pure."""
+    raw = facts.stack
     view = StackView(
-        name=name, region=region, status=raw["StackStatus"],
+        name=facts.name, region=facts.region, status=raw["StackStatus"],
         parameters={p["ParameterKey"]: StackParameter(p.get("ParameterValue", ""), p.get("ResolvedValue"))
                     for p in raw.get("Parameters", [])},
         capabilities=tuple(raw.get("Capabilities") or ()),
     )
-    if view.state not in (StackState.READY, StackState.ROLLED_BACK):
+    if view.state not in (StackState.READY, StackState.ROLLED_BACK) or facts.resources is None:
         return view
-    groups = [(r["LogicalResourceId"], r.get("PhysicalResourceId", "")) for r in aws.stack_resources(name, region)
-              if r.get("ResourceType") == GROUP_TYPE]
+    groups = _groups(facts.resources)
     if len(groups) != 1:
         return replace(view, problem=f"it has {len(groups) or 'no'} Auto Scaling groups; amibuild rolls stacks with one")
-    group = aws.auto_scaling_group(groups[0][1], region) or {}
-    # the launch template it names, directly or in its mixed instances policy
-    spec = group.get("LaunchTemplate") or group.get("MixedInstancesPolicy", {}).get(
-        "LaunchTemplate", {}).get("LaunchTemplateSpecification")
+    group = facts.group or {}
+    spec = _launch_spec(group)
     if spec is None:
         why = "uses a launch configuration, not a launch template" if group else "does not exist"
         return replace(view, group=groups[0], problem=f"its Auto Scaling group {groups[0][1]} {why}")
-    launch = _launch_use(spec, aws.launch_template_version(spec["LaunchTemplateId"], str(spec.get("Version") or "$Default"), region))
+    launch = _launch_use(spec, facts.launch_version)
     instances = Counter(str(i.get("LaunchTemplate", {}).get("Version", "?")) for i in group.get("Instances", []))
     problem = "" if launch.number is not None else f"{launch} does not exist"
     return replace(view, group=groups[0], launch=launch, instances=dict(instances), problem=problem)
+
+
+def gather_stack(aws: Aws, name: str, region: str) -> StackFacts | None:
+    """Read what `stack_view` needs, no more; None when the stack does not exist."""
+    raw = aws.describe_stack(name, region)
+    if raw is None:
+        return None
+    facts = StackFacts(name, region, raw)
+    if stack_view(facts).state not in (StackState.READY, StackState.ROLLED_BACK):
+        return facts
+    facts = replace(facts, resources=tuple(aws.stack_resources(name, region)))
+    groups = _groups(facts.resources or ())
+    if len(groups) != 1:
+        return facts
+    facts = replace(facts, group=aws.auto_scaling_group(groups[0][1], region) or {})
+    spec = _launch_spec(facts.group or {})
+    if spec is None:
+        return facts
+    return replace(facts, launch_version=aws.launch_template_version(
+        spec["LaunchTemplateId"], str(spec.get("Version") or "$Default"), region))
+
+
+def read_stack(aws: Aws, name: str, region: str) -> StackView | None:
+    """The stack and what its Auto Scaling group launches; None when the stack does not exist."""
+    facts = gather_stack(aws, name, region)
+    return None if facts is None else stack_view(facts)
 
 
 def read_nodegroup(aws: Aws, cluster: str, name: str, region: str) -> NodegroupView | None:
@@ -280,7 +354,7 @@ def read_nodegroup(aws: Aws, cluster: str, name: str, region: str) -> NodegroupV
 class RolloutResult:
     target: str  # "stack ng-ceph" or "node group prod/ng-managed"
     region: str
-    action: Action
+    action: RolloutAction
     reason: str
     channel: str
     ami: str
@@ -298,7 +372,7 @@ class RolloutResult:
 
     def lines(self) -> list[str]:
         head = f"{self.target} ({self.region}):"
-        if self.action is Action.ALREADY_CURRENT:
+        if self.action is RolloutAction.ALREADY_CURRENT:
             return [f"{head} already current: {self.reason}"]
         if self.dry_run:
             return [f"{head} dry run, nothing changed: {self.reason}", *(f"  would: {c}" for c in self.changes)]
@@ -307,11 +381,6 @@ class RolloutResult:
                     "  not waited for: run the same command again later; it says `already current` once rolled"]
         return [f"{head} rolled out to {self.ami} from {self.channel}: {self.launch_template} ({self.status})",
                 *([f"  {self.note}"] if self.note else [])]
-
-
-def _update_parameters(stack: StackView, decision: Decision) -> list[dict[str, Any]]:
-    return [{"ParameterKey": key, "ParameterValue": decision.value} if key == decision.parameter
-            else {"ParameterKey": key, "UsePreviousValue": True} for key in stack.parameters]
 
 
 def _instances_note(stack: StackView) -> str:
@@ -331,14 +400,14 @@ def rollout_stack(aws: Aws, name: str, region: str, *, channel_parameter: str | 
     stack = read_stack(aws, name, region)
     if stack is None:
         raise RolloutRefused(f"stack {name} does not exist in {region}")
-    parameter = channel_parameter or (None if stack.pinned else stack.parameters[SSM_PARAMETER].value)
+    parameter = channel_to_read(stack, channel_parameter)
     channel = read_channel(aws, parameter, region) if parameter else None
     decision = assess(stack, channel)
     _raise_for(decision)
     assert channel is not None and channel.ami and stack.launch is not None and stack.group is not None
     result = RolloutResult(f"stack {name}", region, decision.action, decision.reason, channel.parameter, channel.ami,
                            stack.launch.image, launch_template=str(stack.launch))
-    if decision.action is Action.ALREADY_CURRENT:
+    if decision.action is RolloutAction.ALREADY_CURRENT:
         return result
     say(f"stack {name}: {decision.reason}")
     try:  # how CloudFormation will replace the nodes: worth seeing before it starts
@@ -346,14 +415,10 @@ def rollout_stack(aws: Aws, name: str, region: str, *, channel_parameter: str | 
         say("  " + update_policy_line(template, stack.group[0], {k: p.value for k, p in stack.parameters.items()}))
     except AmibuildError as exc:
         say(f"  (update policy not shown: {exc})")
-    made = make_change_set(aws, name, region, _update_parameters(stack, decision), stack.capabilities, say, poll=poll)
-    if made is None and stack.launch.image == channel.ami:  # only the name would have changed
-        return replace(result, action=Action.ALREADY_CURRENT, reason=f"{decision.reason}; CloudFormation found "
-                       f"nothing to update, so {decision.parameter} keeps its value")
+    made = make_change_set(aws, name, region, decision.send, stack.capabilities, say, poll=poll)
     if made is None:
-        raise RolloutFailed(f"CloudFormation found nothing to update in stack {name}, so nothing changed: the Auto "
-                            f"Scaling group still launches from {stack.launch} with {stack.launch.image}, not "
-                            f"{channel.ami} from {channel.parameter}")
+        current = nothing_to_update(stack, channel, decision)
+        return replace(result, action=current.action, reason=current.reason)
     change_set, changes = made
     if dry_run:
         aws.delete_change_set(name, region, change_set)
@@ -384,7 +449,7 @@ def rollout_nodegroup(aws: Aws, cluster: str, name: str, region: str, *, channel
     assert launch is not None and channel.ami
     result = RolloutResult(f"node group {cluster}/{name}", region, decision.action, decision.reason,
                            channel.parameter, channel.ami, launch.image, launch_template=str(launch))
-    if decision.action is Action.ALREADY_CURRENT:
+    if decision.action is RolloutAction.ALREADY_CURRENT:
         return result
     if dry_run:
         return replace(result, dry_run=True, changes=(
