@@ -433,40 +433,36 @@ PUBLISH_PARALLEL = 4
 def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
     """Publish each built or reused variant to `channel`, all regions or none per variant.
 
-    Channels that already hold a reused image are found with GetParameters (ten names a call per
-    region), so an unchanged scheduled run makes no parameter version and few calls.
+    Which variants and with what is decided by `channels.from_build.plan_build_publish` (pure);
+    channels that already hold a reused image are found with GetParameters first (ten names a
+    call per region), so an unchanged scheduled run makes no parameter version and few calls.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     from amibuild.channels import publish
+    from amibuild.channels.from_build import channel_reads, plan_build_publish
     from amibuild.errors import AmibuildError
 
-    variants = {i.name: i.rendered.variant for i in plan.items}
-    ready = [o for o in outcomes if o.status in ("built", "skipped") and o.amis]
-    names = {o.name: publish.parameter_name(plan.pipeline, variants[o.name], channel) for o in ready}
-    reused = [o for o in ready if o.status == "skipped"]
-    current: dict[str, dict[str, str]] = {}
-    for region in plan.regions:
-        if reused:
-            current[region] = aws.get_parameters([names[o.name] for o in reused], region)
-    def publish_one(outcome) -> None:
-        parameter = names[outcome.name]
-        if outcome.status == "skipped" and all(
-            current.get(r, {}).get(parameter) == ami for r, ami in outcome.amis.items()
-        ):
-            outcome.published = {"channel": channel, "parameter": parameter,
-                                 "regions": {r: "unchanged" for r in sorted(outcome.amis)}}
+    current = {region: aws.get_parameters(names, region)
+               for region, names in channel_reads(plan, outcomes, channel).items()}
+    by_name = {o.name: o for o in outcomes}
+    unchanged = str(publish.PublishAction.UNCHANGED)
+
+    def publish_one(item) -> None:
+        outcome = by_name[item.name]
+        if item.unchanged:
+            outcome.published = {"channel": channel, "parameter": item.parameter,
+                                 "regions": {r: unchanged for r in sorted(item.amis)}}
             return
         try:
-            result = publish.publish_variant(aws, pipeline=plan.pipeline, variant=variants[outcome.name],
-                                             amis=outcome.amis, channel=channel, fingerprint=outcome.fingerprint,
-                                             run_id=plan.run_id if outcome.status == "built" else None)
+            result = publish.publish_variant(aws, pipeline=plan.pipeline, variant=item.variant, amis=item.amis,
+                                             channel=channel, fingerprint=item.fingerprint, run_id=item.run_id)
         except AmibuildError as exc:
             outcome.publish_error = str(exc)
             say(f"{outcome.name}: not published: {exc}")
             return
         outcome.published = {"channel": channel, "parameter": result.parameter, "regions": {
-            r.region: (r.version if r.action == "write" else "unchanged") for r in result.regions}}
+            r.region: (r.version if r.action is publish.PublishAction.WRITE else unchanged) for r in result.regions}}
         say(f"{outcome.name}: published to {channel} ({result.parameter}): "
             + ", ".join(f"{r.region}={r.ami}" for r in result.regions))
 
@@ -474,7 +470,8 @@ def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
     # whose account-wide rate is low), each still all regions or none. Ctrl-C here lets the
     # variants already being published finish (so none is left half moved) and starts no other.
     pool = ThreadPoolExecutor(max_workers=PUBLISH_PARALLEL)
-    futures = {pool.submit(publish_one, outcome): outcome for outcome in ready}
+    futures = {pool.submit(publish_one, item): by_name[item.name]
+               for item in plan_build_publish(plan, outcomes, channel, current)}
     try:
         for future in futures:
             future.result()
