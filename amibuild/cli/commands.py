@@ -16,7 +16,7 @@ from amibuild import render as render_mod
 from amibuild import spec
 from amibuild.aws import default_region as aws_default_region
 from amibuild.errors import AwsError, PackerNotFound, PackerValidateError, SpecError
-from amibuild.render import Rendered, SourceAmi, Target
+from amibuild.render import Rendered, SourceAmi, SourceHow, Target
 
 Say = Callable[[str], None]
 
@@ -108,21 +108,21 @@ def _source(variant: spec.Variant, region: str, access: bool, values: dict[str, 
             failure: AwsError | None) -> SourceAmi:
     parameter = render_mod.eks_parameter(variant)
     if variant.source_ami:
-        return SourceAmi("pinned", variant.source_ami, note=f"source AMI pinned to {variant.source_ami}")
+        return SourceAmi(SourceHow.PINNED, variant.source_ami, note=f"source AMI pinned to {variant.source_ami}")
     if variant.base == "upstream":
-        return SourceAmi("lookup", note="upstream base: the upstream template finds its own source AMI")
+        return SourceAmi(SourceHow.LOOKUP, note="upstream base: the upstream template finds its own source AMI")
     lookup = f"looked up at build time by image name ({render_mod.eks_name_filter(variant)}, owner {render_mod.EKS_OWNER})"
     if not access:
-        return SourceAmi("lookup", parameter=parameter, note=f"source AMI: no AWS access now; {lookup}")
+        return SourceAmi(SourceHow.LOOKUP, parameter=parameter, note=f"source AMI: no AWS access now; {lookup}")
     if failure is not None or values is None:
-        return SourceAmi("lookup", parameter=parameter, note=f"source AMI: could not read {parameter} ({failure}); {lookup}")
+        return SourceAmi(SourceHow.LOOKUP, parameter=parameter, note=f"source AMI: could not read {parameter} ({failure}); {lookup}")
     if parameter not in values:
         raise SpecError(
             f"variant {variant.name}: AWS publishes no EKS-optimized {variant.os} {variant.arch} image for "
             f"Kubernetes {variant.kubernetes_version} in {region} ({parameter} not found); pick another version"
         )
     image_id = values[parameter]
-    return SourceAmi("resolved", image_id, parameter, note=f"source AMI {image_id} from {parameter} in {region}")
+    return SourceAmi(SourceHow.RESOLVED, image_id, parameter, note=f"source AMI {image_id} from {parameter} in {region}")
 
 
 def aws_if_available(options: Options) -> "Aws | None":  # noqa: F821
