@@ -42,10 +42,11 @@ from amibuild.channels import publish
 from amibuild.handoff import rollout
 from amibuild import spec
 from amibuild.aws import Aws
+from amibuild.aws import handoff_results as results
 from amibuild.errors import AmibuildError, RolloutFailed, SpecError
 from amibuild.handoff.cfn import StackState
 from amibuild.handoff.rollout import (RolloutAction, Channel, RolloutDecision, LaunchTemplateUse, NodegroupView,
-                              StackParameter, StackView)
+                                      StackParameter, StackView)
 from amibuild.sandbox import SANDBOX_VPC_NAME, seed_images
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,13 +164,15 @@ def answers(name: str) -> dict[str, dict[str, Any]]:
 
 
 def recorded_facts(**changes: Any) -> rollout.StackFacts:
-    """What gather_stack reads for ng-ceph on AWS (tests/data/rollout/aws_stack_before.json)."""
+    """What gather_stack reads for ng-ceph on AWS (tests/data/rollout/aws_stack_before.json), parsed
+    by the gateway's own parsers."""
     got = answers("aws_stack_before")
     facts = rollout.StackFacts(
-        "ng-ceph", REGION, got["describe_stacks"]["Stacks"][0],
-        resources=tuple(got["list_stack_resources"]["StackResourceSummaries"]),
-        group=got["describe_auto_scaling_groups"]["AutoScalingGroups"][0],
-        launch_version=got["describe_launch_template_versions"]["LaunchTemplateVersions"][0])
+        "ng-ceph", REGION, results.parse_stack(got["describe_stacks"]["Stacks"][0]),
+        resources=tuple(map(results.parse_stack_resource, got["list_stack_resources"]["StackResourceSummaries"])),
+        group=results.parse_auto_scaling_group(got["describe_auto_scaling_groups"]["AutoScalingGroups"][0]),
+        launch_version=results.parse_launch_template_version(
+            got["describe_launch_template_versions"]["LaunchTemplateVersions"][0]))
     return replace(facts, **changes)
 
 
@@ -190,7 +193,7 @@ def test_the_recorded_stack_rolls_by_resending_the_same_parameter_and_keeping_ev
     assert decision.action is RolloutAction.UPDATE_PARAMETER, decision.reason
     assert "resolve it again" in decision.reason
     sent = {p["ParameterKey"]: p for p in decision.send}
-    assert list(sent) == [p["ParameterKey"] for p in recorded_facts().stack["Parameters"]]
+    assert list(sent) == [p["ParameterKey"] for p in answers("aws_stack_before")["describe_stacks"]["Stacks"][0]["Parameters"]]
     assert sent["NodeImageIdSSMParam"] == {"ParameterKey": "NodeImageIdSSMParam",
                                            "ParameterValue": "/amibuild/eks-workers/1.30/ceph/stable/image_id"}
     assert all(p == {"ParameterKey": key, "UsePreviousValue": True} for key, p in sent.items()
@@ -199,16 +202,15 @@ def test_the_recorded_stack_rolls_by_resending_the_same_parameter_and_keeping_ev
 
 def test_the_recorded_stack_is_already_current_once_its_group_launches_the_channel_image() -> None:
     facts = recorded_facts()
-    version = {**facts.launch_version, "LaunchTemplateData": {"ImageId": "ami-0cccc3333dddd4444"}}
+    version = replace(facts.launch_version, image_id="ami-0cccc3333dddd4444")
     decision = rollout.assess(rollout.stack_view(replace(facts, launch_version=version)), recorded_channel())
     assert (decision.action, decision.send) == (RolloutAction.ALREADY_CURRENT, ())
 
 
 def test_the_recorded_stack_pinned_to_an_image_id_sends_that_parameter_only() -> None:
     facts = recorded_facts()
-    parameters = [p if p["ParameterKey"] != "NodeImageId" else {**p, "ParameterValue": "ami-0aaaa1111bbbb2222"}
-                  for p in facts.stack["Parameters"]]
-    stack = rollout.stack_view(replace(facts, stack={**facts.stack, "Parameters": parameters}))
+    parameters = {**facts.stack.parameters, "NodeImageId": StackParameter("ami-0aaaa1111bbbb2222")}
+    stack = rollout.stack_view(replace(facts, stack=replace(facts.stack, parameters=parameters)))
     assert stack.pinned and rollout.channel_to_read(stack, None) is None
     assert rollout.assess(stack, None).action is RolloutAction.REFUSED  # no channel named: nothing to roll to
     decision = rollout.assess(stack, recorded_channel())
@@ -219,13 +221,13 @@ def test_the_recorded_stack_pinned_to_an_image_id_sends_that_parameter_only() ->
 
 def test_stack_view_names_what_stops_a_rollout_from_the_answers_read_so_far() -> None:
     facts = recorded_facts()
-    busy = rollout.stack_view(replace(facts, stack={**facts.stack, "StackStatus": "UPDATE_IN_PROGRESS"}))
+    busy = rollout.stack_view(replace(facts, stack=replace(facts.stack, status="UPDATE_IN_PROGRESS")))
     assert rollout.assess(busy, recorded_channel()).action is RolloutAction.BLOCKED
     two = rollout.stack_view(replace(facts, resources=facts.resources * 2))
     assert "2 Auto Scaling groups" in two.problem
-    gone = rollout.stack_view(replace(facts, group={}))
+    gone = rollout.stack_view(replace(facts, group=None))
     assert "does not exist" in gone.problem and gone.launch is None
-    configured = {k: v for k, v in facts.group.items() if k != "LaunchTemplate"}
+    configured = replace(facts.group, launch_template=None)
     assert "launch configuration" in rollout.stack_view(replace(facts, group=configured)).problem
     missing = rollout.stack_view(replace(facts, launch_version=None))
     assert missing.problem == "launch template lt-0123456789abcdef0 version 3 does not exist"
@@ -239,6 +241,32 @@ def test_nothing_to_update_is_current_only_when_the_group_launches_the_channel_i
         rollout.nothing_to_update(stack, chan, decision)
     moved = replace(stack, launch=replace(stack.launch, image=chan.ami))
     assert rollout.nothing_to_update(moved, chan, decision).action is RolloutAction.ALREADY_CURRENT
+
+
+def recorded_answers(name: str, operation: str) -> list[dict[str, Any]]:
+    return [c["response"] for c in json.loads((DATA / f"{name}.json").read_text())["calls"]
+            if c["operation"] == operation]
+
+
+def test_the_gateway_parses_recorded_stack_change_set_and_update_answers() -> None:
+    stack = results.parse_stack(answers("aws_stack_before")["describe_stacks"]["Stacks"][0])
+    assert (stack.name, stack.status, stack.capabilities) == ("ng-ceph", "UPDATE_COMPLETE", ("CAPABILITY_IAM",))
+    assert stack.parameters["NodeImageIdSSMParam"] == StackParameter(
+        "/amibuild/eks-workers/1.30/ceph/stable/image_id", "ami-0aaaa1111bbbb2222")
+    assert stack.outputs["NodeInstanceRole"] == "arn:aws:iam::111122223333:role/ng-ceph-NodeInstanceRole-8H9J0K"
+
+    complete = [results.parse_change_set(raw) for raw in recorded_answers("aws_update_rolls", "describe_change_set")
+                if raw["Status"] == "CREATE_COMPLETE"][0]
+    assert cfn.change_lines(complete) == (
+        "Modify NodeLaunchTemplate (AWS::EC2::LaunchTemplate): LaunchTemplateData",
+        "Modify NodeGroup (AWS::AutoScaling::AutoScalingGroup), maybe replaced: LaunchTemplate")
+    assert cfn.change_lines(results.ChangeSet("empty", "CREATE_COMPLETE", "")) == (
+        "CloudFormation lists no resource change",)
+
+    failed = results.parse_nodegroup_update(recorded_answers("eks_update_failed", "describe_update")[-1]["update"])
+    assert (failed.status, failed.errors) == ("Failed", (
+        "PodEvictionFailure: Reached max retries while trying to evict pods from nodes in node group ng-managed "
+        "(ip-10-42-0-17.us-west-2.compute.internal)",))
 
 
 def test_assess_nodegroup_decides_on_the_launch_template_image() -> None:
@@ -259,14 +287,14 @@ def test_assess_nodegroup_decides_on_the_launch_template_image() -> None:
 
 
 def test_root_cause_is_the_first_failure_that_is_not_a_cancellation() -> None:
-    events = [
+    events = [results.parse_stack_event(raw) for raw in [
         {"LogicalResourceId": "NodeSecurityGroup", "ResourceType": "AWS::EC2::SecurityGroup",
          "ResourceStatus": "UPDATE_FAILED", "ResourceStatusReason": "Resource update cancelled"},
         {"LogicalResourceId": "NodeGroup", "ResourceType": "AWS::AutoScaling::AutoScalingGroup",
          "ResourceStatus": "UPDATE_FAILED", "ResourceStatusReason": "Received 0 SUCCESS signal(s) out of 1."},
         {"LogicalResourceId": "ng-ceph", "ResourceType": "AWS::CloudFormation::Stack",
          "ResourceStatus": "UPDATE_ROLLBACK_IN_PROGRESS"},
-    ]
+    ]]
     assert cfn.root_cause(events) == (
         "NodeGroup (AWS::AutoScaling::AutoScalingGroup) UPDATE_FAILED: Received 0 SUCCESS signal(s) out of 1.")
     assert cfn.root_cause(events[:1]).startswith("NodeSecurityGroup")  # nothing better to name

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 import yaml
 
 from amibuild.aws import Aws
+from amibuild.aws.handoff_results import ChangeSet, StackEvent
 from amibuild.errors import AmibuildError, RolloutFailed, TemplateError
 
 Say = Callable[[str], None]
@@ -206,15 +207,13 @@ def token(kind: str) -> str:
     return f"amibuild-{kind}-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
 
 
-def change_lines(change_set: Mapping[str, Any]) -> tuple[str, ...]:
+def change_lines(change_set: ChangeSet) -> tuple[str, ...]:
     """One line per resource a change set touches. Pure."""
     lines = []
-    for change in change_set.get("Changes", []):
-        rc = change.get("ResourceChange", {})
-        replacement = {"True": ", replaced", "Conditional": ", maybe replaced"}.get(rc.get("Replacement", ""), "")
-        targets = sorted({d.get("Target", {}).get("Name", "") for d in rc.get("Details", [])} - {""})
-        lines.append(f"{rc.get('Action', '?')} {rc.get('LogicalResourceId', '?')} ({rc.get('ResourceType', '?')})"
-                     f"{replacement}" + (f": {', '.join(targets)}" if targets else ""))
+    for rc in change_set.changes:
+        replacement = {"True": ", replaced", "Conditional": ", maybe replaced"}.get(rc.replacement, "")
+        lines.append(f"{rc.action} {rc.logical_id} ({rc.resource_type}){replacement}"
+                     + (f": {', '.join(rc.targets)}" if rc.targets else ""))
     return tuple(lines) or ("CloudFormation lists no resource change",)
 
 
@@ -230,14 +229,14 @@ def make_change_set(aws: Aws, stack: str, region: str, parameters: Sequence[Mapp
         say(f"stack {stack}: CloudFormation reports no updates to perform")
         return None
     deadline = time.monotonic() + CHANGE_SET_TIMEOUT
-    while (described := aws.describe_change_set(stack, region, name)).get("Status") in ("CREATE_PENDING",
-                                                                                       "CREATE_IN_PROGRESS"):
+    while (described := aws.describe_change_set(stack, region, name)).status in ("CREATE_PENDING",
+                                                                                "CREATE_IN_PROGRESS"):
         if time.monotonic() >= deadline:
-            raise RolloutFailed(f"stack {stack}: change set {name} still {described['Status']} after "
+            raise RolloutFailed(f"stack {stack}: change set {name} still {described.status} after "
                                 f"{CHANGE_SET_TIMEOUT:.0f} s")
         time.sleep(poll)
-    if described.get("Status") != "CREATE_COMPLETE":
-        reason = described.get("StatusReason") or described.get("Status")
+    if described.status != "CREATE_COMPLETE":
+        reason = described.reason or described.status
         aws.delete_change_set(stack, region, name)
         if any(words in str(reason) for words in _NO_CHANGES):
             say(f"stack {stack}: CloudFormation reports no changes ({reason})")
@@ -250,47 +249,44 @@ def make_change_set(aws: Aws, stack: str, region: str, parameters: Sequence[Mapp
     return name, lines
 
 
-def event_line(event: Mapping[str, Any]) -> str:
-    when = event.get("Timestamp")
-    clock = when.strftime("%H:%M:%S") if hasattr(when, "strftime") else str(when or "")
-    reason = event.get("ResourceStatusReason") or ""
-    return (f"  {clock}  {event.get('LogicalResourceId', '?')} ({event.get('ResourceType', '?')})  "
-            f"{event.get('ResourceStatus', '?')}" + (f"  {reason}" if reason else ""))
+def event_line(event: StackEvent) -> str:
+    clock = event.timestamp.strftime("%H:%M:%S") if event.timestamp else ""
+    return (f"  {clock}  {event.logical_id} ({event.resource_type})  {event.status}"
+            + (f"  {event.reason}" if event.reason else ""))
 
 
 def follow(aws: Aws, stack: str, region: str, *, since: str | None, say: Say, poll: float,
-           timeout: float) -> tuple[str, list[Mapping[str, Any]]]:
+           timeout: float) -> tuple[str, list[StackEvent]]:
     """Print each new stack event until the stack reaches a final state: (status, events, oldest first)."""
     deadline = time.monotonic() + timeout
-    seen: list[Mapping[str, Any]] = []
+    seen: list[StackEvent] = []
     while True:
-        raw = aws.describe_stack(stack, region)
-        if raw is None:
+        found = aws.describe_stack(stack, region)
+        if found is None:
             raise RolloutFailed(f"stack {stack} disappeared while amibuild was following it")
         new = list(reversed(aws.stack_events_since(stack, region, since)))
         for event in new:
             say(event_line(event))
-        since, seen = (new[-1]["EventId"] if new else since), seen + new
-        if stack_state(raw["StackStatus"]) is not StackState.BUSY:
-            return raw["StackStatus"], seen
+        since, seen = (new[-1].event_id if new else since), seen + new
+        if stack_state(found.status) is not StackState.BUSY:
+            return found.status, seen
         if time.monotonic() >= deadline:
-            raise RolloutFailed(f"stack {stack} is still {raw['StackStatus']} after {timeout:.0f} s; CloudFormation "
+            raise RolloutFailed(f"stack {stack} is still {found.status} after {timeout:.0f} s; CloudFormation "
                                 "goes on without amibuild: run the same command again later to check the result")
         time.sleep(poll)
 
 
-def root_cause(events: Sequence[Mapping[str, Any]]) -> str:
+def root_cause(events: Sequence[StackEvent]) -> str:
     """The first resource that failed, and why (cancellations are consequences, not causes). Pure."""
-    failed = [e for e in events if str(e.get("ResourceStatus", "")).endswith("_FAILED")]
-    causes = [e for e in failed if "cancelled" not in str(e.get("ResourceStatusReason", "")).lower()] or failed
+    failed = [e for e in events if e.status.endswith("_FAILED")]
+    causes = [e for e in failed if "cancelled" not in e.reason.lower()] or failed
     if not causes:
         return ""
     e = causes[0]
-    return (f"{e.get('LogicalResourceId')} ({e.get('ResourceType')}) {e.get('ResourceStatus')}: "
-            f"{e.get('ResourceStatusReason') or 'no reason given'}")
+    return f"{e.logical_id} ({e.resource_type}) {e.status}: {e.reason or 'no reason given'}"
 
 
-def check_outcome(stack: str, status: str, events: Sequence[Mapping[str, Any]]) -> None:
+def check_outcome(stack: str, status: str, events: Sequence[StackEvent]) -> None:
     state = stack_state(status)
     if state is StackState.READY:
         return
@@ -308,7 +304,7 @@ def execute_change_set(aws: Aws, stack: str, region: str, change_set: str, say: 
     say(f"stack {stack}: executing change set {change_set}")
     if not wait:
         return "UPDATE_IN_PROGRESS"
-    status, events = follow(aws, stack, region, since=latest["EventId"] if latest else None, say=say, poll=poll,
+    status, events = follow(aws, stack, region, since=latest.event_id if latest else None, say=say, poll=poll,
                             timeout=timeout)
     check_outcome(stack, status, events)
     return status

@@ -222,8 +222,8 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         if problem:
             raise ro.RolloutRefused(problem)
         given = {**given, "NodeImageIdSSMParam": channel_parameter}
-    raw = aws.describe_stack(name, region)
-    if raw is None:
+    found = aws.describe_stack(name, region)
+    if found is None:
         if not given.get("NodeImageIdSSMParam") and not given.get("NodeImageId"):
             raise SpecError("creating a node group stack needs --variant (and --channel), or --parameter NodeImageId=AMI")
         parameters = stack_parameters({"NodeGroupName": name, **given}, None)
@@ -235,34 +235,31 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
             status, events = cfn.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
             cfn.check_outcome(name, status, events)
     else:
-        state = cfn.stack_state(raw["StackStatus"])
+        state = cfn.stack_state(found.status)
         if state not in (cfn.StackState.READY, cfn.StackState.ROLLED_BACK):
-            raise ro.RolloutBlocked(f"stack {name} in {region} is {raw['StackStatus']}: wait until it ends, or "
+            raise ro.RolloutBlocked(f"stack {name} in {region} is {found.status}: wait until it ends, or "
                                     "repair or delete it")
-        parameters = stack_parameters(given, [p["ParameterKey"] for p in raw.get("Parameters", [])])
+        parameters = stack_parameters(given, list(found.parameters))
         made = cfn.make_change_set(aws, name, region, parameters, ("CAPABILITY_IAM",), say, poll=poll,
                                    template_body=template_body)
         if made is None:
-            return DeployResult(name, region, DeployAction.UNCHANGED, raw["StackStatus"], _outputs(raw))
+            return DeployResult(name, region, DeployAction.UNCHANGED, found.status, dict(found.outputs))
         action = DeployAction.UPDATED
         status = cfn.execute_change_set(aws, name, region, made[0], say, wait=wait, poll=poll, timeout=timeout)
     if not wait:
         return DeployResult(name, region, DeployAction.STARTED, status)
-    return DeployResult(name, region, action, status, _outputs(aws.describe_stack(name, region) or {}))
-
-
-def _outputs(raw: Mapping[str, Any]) -> dict[str, str]:
-    return {o["OutputKey"]: o.get("OutputValue", "") for o in raw.get("Outputs", [])}
+    after = aws.describe_stack(name, region)
+    return DeployResult(name, region, action, status, dict(after.outputs) if after else {})
 
 
 def node_role_arn(aws: Any, stack: str, region: str) -> str:
     """The NodeInstanceRole output of a node group stack (for `invoke aws-auth --stack`)."""
     from amibuild.handoff.rollout import RolloutRefused
 
-    raw = aws.describe_stack(stack, region)
-    if raw is None:
+    found = aws.describe_stack(stack, region)
+    if found is None:
         raise RolloutRefused(f"stack {stack} does not exist in {region}")
-    role = _outputs(raw).get(ROLE_OUTPUT)
+    role = found.outputs.get(ROLE_OUTPUT)
     if not role:
         raise RolloutRefused(f"stack {stack} has no {ROLE_OUTPUT} output; give the role with --role-arn")
     return role

@@ -41,6 +41,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from amibuild.aws import Aws
+from amibuild.aws.handoff_results import (AutoScalingGroup, LaunchTemplateRef, LaunchTemplateVersion, Stack,
+                                          StackParameter, StackResource)
 from amibuild.errors import AmibuildError, NotFound, RolloutBlocked, RolloutFailed, RolloutRefused
 from amibuild.handoff.cfn import (Say, StackState, execute_change_set, make_change_set, nodegroup_state,
                                   parse_template, stack_state, update_policy_line)
@@ -74,12 +76,6 @@ class LaunchTemplateUse:
 
     def __str__(self) -> str:
         return f"launch template {self.template_id} version {self.number if self.number is not None else self.version}"
-
-
-@dataclass(frozen=True)
-class StackParameter:
-    value: str
-    resolved: str | None = None  # ResolvedValue, for an SSM-typed parameter
 
 
 @dataclass(frozen=True)
@@ -249,85 +245,69 @@ def read_channel(aws: Aws, parameter: str, region: str) -> Channel:
     return Channel(parameter, region, ami, image.state if image else None)
 
 
-def _launch_use(spec: Mapping[str, Any], raw_version: Mapping[str, Any] | None) -> LaunchTemplateUse:
-    template_id = spec.get("LaunchTemplateId") or spec.get("id") or spec.get("LaunchTemplateName") or spec.get("name")
-    version = str(spec.get("Version") or spec.get("version") or "$Default")
-    if raw_version is None:
-        return LaunchTemplateUse(template_id, version, None, None)
-    return LaunchTemplateUse(template_id, version, int(raw_version["VersionNumber"]),
-                             raw_version.get("LaunchTemplateData", {}).get("ImageId"))
+def _launch_use(ref: LaunchTemplateRef, version: LaunchTemplateVersion | None) -> LaunchTemplateUse:
+    if version is None:
+        return LaunchTemplateUse(ref.template_id, ref.version, None, None)
+    return LaunchTemplateUse(ref.template_id, ref.version, version.number, version.image_id)
 
 
 @dataclass(frozen=True)
 class StackFacts:
     """The gateway's answers about a node group stack, as read: what `stack_view` decides from.
 
-    Each later answer is read only when the earlier ones call for it: resources once the stack can
-    change, the group once there is exactly one, the launch template version once the group names one.
+    Each later answer is read only when the earlier ones call for it (`gather_stack`): resources
+    once the stack can change, the group once there is exactly one (None then: it does not
+    exist), the launch template version once the group names one (None then: it does not exist).
     """
 
     name: str
     region: str
-    stack: Mapping[str, Any]  # DescribeStacks' stack
-    resources: tuple[Mapping[str, Any], ...] | None = None  # ListStackResources' summaries
-    group: Mapping[str, Any] | None = None  # DescribeAutoScalingGroups' group ({} when it does not exist)
-    launch_version: Mapping[str, Any] | None = None  # DescribeLaunchTemplateVersions' version, if any
+    stack: Stack
+    resources: tuple[StackResource, ...] | None = None
+    group: AutoScalingGroup | None = None
+    launch_version: LaunchTemplateVersion | None = None
 
 
-def _groups(resources: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
-    return [(r["LogicalResourceId"], r.get("PhysicalResourceId", "")) for r in resources
-            if r.get("ResourceType") == GROUP_TYPE]
-
-
-def _launch_spec(group: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The launch template a group names, directly or in its mixed instances policy."""
-    return group.get("LaunchTemplate") or group.get("MixedInstancesPolicy", {}).get(
-        "LaunchTemplate", {}).get("LaunchTemplateSpecification")
+def _groups(resources: Sequence[StackResource]) -> list[tuple[str, str]]:
+    return [(r.logical_id, r.physical_id) for r in resources if r.type == GROUP_TYPE]
 
 
 def stack_view(facts: StackFacts) -> StackView:
     """The stack and what its Auto Scaling group launches, from the answers read so far. Pure."""
-    raw = facts.stack
-    view = StackView(
-        name=facts.name, region=facts.region, status=raw["StackStatus"],
-        parameters={p["ParameterKey"]: StackParameter(p.get("ParameterValue", ""), p.get("ResolvedValue"))
-                    for p in raw.get("Parameters", [])},
-        capabilities=tuple(raw.get("Capabilities") or ()),
-    )
+    view = StackView(name=facts.name, region=facts.region, status=facts.stack.status,
+                     parameters=facts.stack.parameters, capabilities=facts.stack.capabilities)
     if view.state not in (StackState.READY, StackState.ROLLED_BACK) or facts.resources is None:
         return view
     groups = _groups(facts.resources)
     if len(groups) != 1:
         return replace(view, problem=f"it has {len(groups) or 'no'} Auto Scaling groups; amibuild rolls stacks with one")
-    group = facts.group or {}
-    spec = _launch_spec(group)
-    if spec is None:
-        why = "uses a launch configuration, not a launch template" if group else "does not exist"
+    group = facts.group
+    if group is None or group.launch_template is None:
+        why = "does not exist" if group is None else "uses a launch configuration, not a launch template"
         return replace(view, group=groups[0], problem=f"its Auto Scaling group {groups[0][1]} {why}")
-    launch = _launch_use(spec, facts.launch_version)
-    instances = Counter(str(i.get("LaunchTemplate", {}).get("Version", "?")) for i in group.get("Instances", []))
+    launch = _launch_use(group.launch_template, facts.launch_version)
     problem = "" if launch.number is not None else f"{launch} does not exist"
-    return replace(view, group=groups[0], launch=launch, instances=dict(instances), problem=problem)
+    return replace(view, group=groups[0], launch=launch, instances=dict(Counter(group.instance_versions)),
+                   problem=problem)
 
 
 def gather_stack(aws: Aws, name: str, region: str) -> StackFacts | None:
     """Read what `stack_view` needs, no more; None when the stack does not exist."""
-    raw = aws.describe_stack(name, region)
-    if raw is None:
+    stack = aws.describe_stack(name, region)
+    if stack is None:
         return None
-    facts = StackFacts(name, region, raw)
+    facts = StackFacts(name, region, stack)
     if stack_view(facts).state not in (StackState.READY, StackState.ROLLED_BACK):
         return facts
     facts = replace(facts, resources=tuple(aws.stack_resources(name, region)))
     groups = _groups(facts.resources or ())
     if len(groups) != 1:
         return facts
-    facts = replace(facts, group=aws.auto_scaling_group(groups[0][1], region) or {})
-    spec = _launch_spec(facts.group or {})
-    if spec is None:
+    facts = replace(facts, group=aws.auto_scaling_group(groups[0][1], region))
+    ref = facts.group.launch_template if facts.group else None
+    if ref is None:
         return facts
-    return replace(facts, launch_version=aws.launch_template_version(
-        spec["LaunchTemplateId"], str(spec.get("Version") or "$Default"), region))
+    return replace(facts, launch_version=aws.launch_template_version(ref.template_id, ref.version, region))
 
 
 def read_stack(aws: Aws, name: str, region: str) -> StackView | None:
@@ -337,14 +317,12 @@ def read_stack(aws: Aws, name: str, region: str) -> StackView | None:
 
 
 def read_nodegroup(aws: Aws, cluster: str, name: str, region: str) -> NodegroupView | None:
-    raw = aws.describe_nodegroup(cluster, name, region)
-    if raw is None:
+    group = aws.describe_nodegroup(cluster, name, region)
+    if group is None:
         return None
-    spec = raw.get("launchTemplate")
-    launch = None
-    if spec:
-        launch = _launch_use(spec, aws.launch_template_version(spec["id"], str(spec.get("version") or "$Default"), region))
-    return NodegroupView(cluster, name, region, raw.get("status", ""), launch, raw.get("amiType", ""))
+    ref = group.launch_template
+    launch = _launch_use(ref, aws.launch_template_version(ref.template_id, ref.version, region)) if ref else None
+    return NodegroupView(cluster, name, region, group.status, launch, group.ami_type)
 
 
 # ------------------------------------------------------------------------------- rolling out
@@ -462,10 +440,10 @@ def rollout_nodegroup(aws: Aws, cluster: str, name: str, region: str, *, channel
         update = aws.update_nodegroup_version(cluster, name, region, template_id=launch.template_id, version=str(version))
     except AmibuildError as exc:
         raise type(exc)(f"{exc} (launch template {launch.template_id} version {version} was created and is unused)") from exc
-    say(f"node group {cluster}/{name}: update {update['id']} {update.get('status', '')}")
+    say(f"node group {cluster}/{name}: update {update.id} {update.status}")
     if not wait:
-        return replace(result, started=True, status=update.get("status", ""))
-    status = _follow_update(aws, cluster, name, region, update["id"], say, poll=poll, timeout=timeout)
+        return replace(result, started=True, status=update.status)
+    status = _follow_update(aws, cluster, name, region, update.id, say, poll=poll, timeout=timeout)
     after = read_nodegroup(aws, cluster, name, region)
     if after is None or after.launch is None or after.launch.number != version or after.launch.image != channel.ami:
         found = f"{after.launch} with {after.launch.image}" if after and after.launch else "no launch template"
@@ -479,15 +457,14 @@ def _follow_update(aws: Aws, cluster: str, name: str, region: str, update_id: st
     deadline, last = time.monotonic() + timeout, ""
     while True:
         update = aws.describe_nodegroup_update(cluster, name, update_id, region)
-        status = update.get("status", "")
+        status = update.status
         if status != last:
             say(f"node group {cluster}/{name}: update {update_id} {status}")
             last = status
         if status == "Successful":
             return status
         if status in ("Failed", "Cancelled"):
-            errors = "; ".join(f"{e.get('errorCode')}: {e.get('errorMessage')}" + (
-                f" ({', '.join(e['resourceIds'])})" if e.get("resourceIds") else "") for e in update.get("errors", []))
+            errors = "; ".join(update.errors)
             raise RolloutFailed(f"node group {cluster}/{name}: update {update_id} {status}: {errors or 'no error given'}")
         if time.monotonic() >= deadline:
             raise RolloutFailed(f"node group {cluster}/{name}: update {update_id} still {status} after {timeout:.0f} s; "
