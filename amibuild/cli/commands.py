@@ -7,10 +7,11 @@ never prints: progress goes to the `say` callback, results are returned.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from amibuild import render as render_mod
 from amibuild import spec
@@ -170,12 +171,12 @@ def write_all(prepared: Prepared, options: Options, say: Say) -> list[Path]:
 
 
 def render(options: Options, say: Say = lambda _: None, *, aws=None, resolve: bool = True,
-           packer=None) -> RenderResult:
+           packer=None, pipeline: spec.Pipeline | None = None) -> RenderResult:
     """Render every selected variant into build/<variant>/; all or nothing."""
     if resolve and aws is None:
         aws = aws_if_available(options)
     # every variant rendered in memory before anything is written: bad input writes nothing
-    prepared = prepare(options, aws=aws, resolve=resolve, packer=packer)
+    prepared = prepare(options, aws=aws, resolve=resolve, packer=packer, pipeline=pipeline)
     directories = write_all(prepared, options, say)
     return RenderResult(prepared.pipeline, prepared.rendered, directories, prepared.packer_version, prepared.notes)
 
@@ -210,8 +211,10 @@ def validate(options: Options, say: Say = lambda _: None, *, aws=None) -> Valida
     from amibuild.build.packer import Packer
 
     packer = Packer(options.packer)
-    packer.version()  # PackerNotFound here, before anything is rendered
-    result = render(options, say, aws=aws, packer=packer)
+    with _asking_version(packer) as version:
+        pipeline = load_pipeline(options)  # bad input first, while `packer version` runs
+        version()  # PackerNotFound here, before anything is rendered
+    result = render(options, say, aws=aws, packer=packer, pipeline=pipeline)
     check_directories(packer, result.directories)
     for directory in result.directories:
         say(f"valid {directory.name}: hcl2 parse, packer validate, packer fmt -check")
@@ -326,17 +329,18 @@ def build_ami(
     from amibuild.build.packer import Packer
     from amibuild.build.plan import plan_build
 
-    pipeline = load_pipeline(options)  # bad input is refused before anything else
-    if publish and channel:
-        from amibuild.channels.publish import check_channel
-
-        try:
-            check_channel(channel)
-        except SpecError as exc:
-            raise SpecError(f"--channel: {exc}") from None
-    channel = (channel or pipeline.default_channel) if publish else None
     packer = Packer(options.packer)
-    packer.version()  # PackerNotFound before any AWS call
+    with _asking_version(packer) as version:
+        pipeline = load_pipeline(options)  # bad input is refused before anything else
+        if publish and channel:
+            from amibuild.channels.publish import check_channel
+
+            try:
+                check_channel(channel)
+            except SpecError as exc:
+                raise SpecError(f"--channel: {exc}") from None
+        channel = (channel or pipeline.default_channel) if publish else None
+        version()  # PackerNotFound before any AWS call
     aws = Aws(profile=options.profile)
     if not aws.has_credentials():
         from amibuild.errors import NoCredentials
@@ -356,6 +360,21 @@ def build_ami(
                        prepared.packer_version, prepared.notes), options, say)
     return execute_plan(plan, packer, aws, options, say, parallel=parallel or min(len(plan.items), max_parallel),
                         timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress, channel=channel)
+
+
+@contextlib.contextmanager
+def _asking_version(packer: "Packer") -> Iterator[Callable[[], object]]:  # noqa: F821
+    """Start `packer version` in the background; the block calls what it yields for the answer.
+
+    `packer version` is a process of its own: it runs on another core while this one parses the
+    pipeline file, instead of after it. An error in the block (bad input) still comes first; a
+    missing packer is raised where the block asks.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="packer-version") as pool:
+        asked = pool.submit(packer.version)
+        yield asked.result
 
 
 def find_built_images(aws, regions, fingerprints) -> dict:
