@@ -215,9 +215,8 @@ def validate(options: Options, say: Say = lambda _: None, *, aws=None) -> Valida
         pipeline = load_pipeline(options)  # bad input first, while `packer version` runs
         version()  # PackerNotFound here, before anything is rendered
     result = render(options, say, aws=aws, packer=packer, pipeline=pipeline)
-    check_directories(packer, result.directories)
-    for directory in result.directories:
-        say(f"valid {directory.name}: hcl2 parse, packer validate, packer fmt -check")
+    check_directories(packer, result.directories,
+                      valid=lambda d: say(f"valid {d.name}: hcl2 parse, packer validate, packer fmt -check"))
     return ValidateResult(result.directories, result.packer_version, [d.name for d in result.directories])
 
 
@@ -227,11 +226,12 @@ def validate(options: Options, say: Say = lambda _: None, *, aws=None) -> Valida
 CHECK_PARALLEL = max(2, min(8, 2 * (os.cpu_count() or 1)))
 
 
-def check_directories(packer: "Packer", directories: list[Path]) -> None:  # noqa: F821
+def check_directories(packer: "Packer", directories: list[Path],  # noqa: F821
+                      valid: Callable[[Path], None] = lambda _: None) -> None:
     """`check_directory` on every folder, a few at once; every variant is checked.
 
-    `PackerValidateError` when any fails: each failing variant's own message, in variant order,
-    joined into one line.
+    ``valid`` is called, in variant order, for each folder that passed. `PackerValidateError` when
+    any fails: each failing variant's own message, in variant order, joined into one line.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -246,7 +246,11 @@ def check_directories(packer: "Packer", directories: list[Path]) -> None:  # noq
 
     with ThreadPoolExecutor(max_workers=min(CHECK_PARALLEL, len(directories) or 1),
                             thread_name_prefix="check") as pool:
-        failures = [exc for exc in pool.map(check, directories) if exc is not None]
+        answers = list(pool.map(check, directories))
+    for directory, answer in zip(directories, answers):
+        if answer is None:
+            valid(directory)
+    failures = [exc for exc in answers if exc is not None]
     if len(failures) == 1:
         raise failures[0]
     if failures:
