@@ -9,7 +9,8 @@ turns them into a one-line message and an exit code::
     │   ├── VarFileError                  a .pkrvars.hcl file that does not parse
     │   ├── UpstreamError                 an upstream amazon-eks-ami checkout we cannot read
     │   ├── NotUserData                   `decode-userdata` input that is no user data
-    │   └── RolloutRefused                a stack / node group / channel that cannot be rolled as asked
+    │   ├── RolloutRefused                a stack / node group / channel that cannot be rolled as asked
+    │   └── RehearsalUnavailable          `rehearse` needs root on Linux; not run
     ├── TemplateError                     a packer/ template failed to render (a bug or a bad template)
     ├── PackerError                       the packer binary failed or is missing
     │   ├── PackerNotFound        exit 2  no packer on PATH (or too old)
@@ -29,6 +30,8 @@ turns them into a one-line message and an exit code::
     ├── RolloutFailed                     the update failed, rolled back, timed out or did not converge
     ├── PruneFailed                       images or snapshots prune meant to remove are still there
     ├── BuildFailed                       one or more variants failed to build
+    ├── RehearsalError                    the rehearsal's throwaway copy could not be made or entered
+    ├── RehearsalFailed                   a rehearsed provisioning step failed
     └── Interrupted               exit 130 Ctrl-C / SIGTERM
 """
 
@@ -153,3 +156,15 @@ class Interrupted(AmibuildError):
     """The run was interrupted by Ctrl-C or SIGTERM."""
 
     exit_code = 130
+
+
+class RehearsalUnavailable(UsageError):
+    """`rehearse` cannot make its throwaway copy here (not root, not Linux, a tool missing)."""
+
+
+class RehearsalError(AmibuildError):
+    """The rehearsal itself broke (the copy could not be entered), not the chain it rehearsed."""
+
+
+class RehearsalFailed(AmibuildError):
+    """A rehearsed provisioning step failed: the variant's chain has an error."""

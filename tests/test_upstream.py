@@ -1,7 +1,10 @@
 """amibuild.render.upstream: upstream-shaped JSON templates in both layouts -> HCL2 that Packer accepts.
 
 The fixture trees under tests/data/upstream/ are written for these tests in the shape of the two
-layouts awslabs/amazon-eks-ami has had; they are not upstream files.
+layouts awslabs/amazon-eks-ami has had; they are not upstream files. They stay for what the real
+snapshots (tests/test_upstream_real.py) cannot show: a builder with access_key/secret_key, only/
+except, env outside a default, undeclared variables, literal "$" next to references, the
+insert-point fallbacks, broken JSON, and git fetching.
 """
 
 from __future__ import annotations
@@ -87,36 +90,20 @@ def edit_template(root: Path, change) -> None:
 
 
 @pytest.mark.parametrize("fixture", LAYOUTS)
-def test_load_detects_each_layout(fixture: str) -> None:
-    t = upstream.load(DATA / fixture)
-    assert t.layout == LAYOUTS[fixture]
-    assert t.builder == "amazon-ebs"
-    assert len(t.remote) == len(t.provisioners)
-
-
-@pytest.mark.parametrize("fixture", LAYOUTS)
-def test_credential_variables_are_dropped_and_written_nowhere(fixture: str) -> None:
+def test_credential_variables_are_dropped_and_their_env_entries_stay_empty(fixture: str) -> None:
     t = upstream.load(DATA / fixture)
     text = upstream.hcl_document(t)
 
     assert t.dropped == CREDENTIALS
     assert not set(CREDENTIALS) & set(t.variables)
-    for word in (*CREDENTIALS, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                 "access_key", "secret_key"):
+    for word in (*CREDENTIALS, "access_key", "secret_key"):
         assert word not in text
-    # the rest of the install-worker environment survives
+    # upstream's scripts run with `set -o nounset`: the names stay, with no value
     _, install = provisioners(text)[script_index(provisioners(text), "install-worker")]
-    assert "KUBERNETES_VERSION=${var.kubernetes_version}" in install["environment_vars"]
-
-
-@pytest.mark.parametrize("fixture", LAYOUTS)
-def test_our_provisioner_lands_after_install_worker_and_before_cleanup(fixture: str) -> None:
-    t = upstream.load(DATA / fixture)
-    provs = provisioners(upstream.hcl_document(t, extra_provisioners=[ours()]))
-
-    mine = next(i for i, (_, p) in enumerate(provs) if p.get("inline") == [OURS])
-    assert mine == script_index(provs, "install-worker") + 1
-    assert mine < script_index(provs, "cleanup") < script_index(provs, "validate")
+    env = install["environment_vars"]
+    assert {"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_SESSION_TOKEN="} <= set(env)
+    assert not [e for e in env if e.startswith("AWS_") and not e.endswith("=")]
+    assert "KUBERNETES_VERSION=${var.kubernetes_version}" in env
 
 
 def test_insert_point_falls_back_to_before_cleanup_then_to_the_end(tmp_path: Path) -> None:
@@ -143,7 +130,7 @@ def test_variables_file_overrides_template_defaults(fixture: str) -> None:
 
 def test_unknown_layout_is_refused(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("not a checkout\n")
-    with pytest.raises(UpstreamError, match="neither templates/al2/template.json nor eks-worker"):
+    with pytest.raises(UpstreamError, match="holds no templates/al2/template.json or eks-worker"):
         upstream.load(tmp_path)
 
 
@@ -288,19 +275,6 @@ def test_packer_block_comes_first_and_post_processors_end_the_build() -> None:
     assert text.split("\n\n")[1].startswith('packer {\n  required_version = ">= 1.6.0"')
     assert hcl.loads(text)["build"][0]["post-processor"] == [{"manifest": {"output": "m"}}]
     assert "post-processors are dropped" in text  # upstream's own, said in the header
-
-
-@needs_packer
-@pytest.mark.parametrize("fixture", LAYOUTS)
-def test_generated_file_passes_packer_validate_and_fmt(fixture: str, tmp_path: Path) -> None:
-    t = upstream.load(DATA / fixture)
-    path = write(tmp_path, upstream.hcl_document(t, extra_provisioners=[ours()]))
-
-    hcl.loads(path.read_text())
-    done = validate(path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    done = packer(["fmt", "-check", "-diff", path.name], tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 @needs_packer

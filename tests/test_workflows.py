@@ -15,7 +15,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
-EXPECTED = ["nightly-build.yml", "promote.yml", "prune.yml"]
+EXPECTED = ["nightly-build.yml", "promote.yml", "prune.yml", "rehearse.yml"]
 
 # `invoke TASK ...` in a run: script, however invoke is reached (.venv/bin/invoke, invoke); invoke's
 # own options before the task name are skipped.
@@ -61,7 +61,7 @@ def commands(doc: dict) -> list[tuple[str, str, list[str]]]:
     return found
 
 
-def test_the_three_examples_are_there() -> None:
+def test_the_examples_are_there() -> None:
     assert sorted(p.name for p in WORKFLOWS.glob("*.yml")) == EXPECTED
 
 
@@ -151,3 +151,11 @@ def test_prune_runs_weekly_with_a_dry_run_first() -> None:
     (cron,) = [entry["cron"] for entry in doc[True]["schedule"]]
     assert cron.split()[2:] == ["*", "*", "0"], "weekly, on Sundays"
     assert [(t, "dry-run" in f) for _, t, f in commands(doc)] == [("prune", True), ("prune", False)]
+
+
+def test_rehearse_runs_on_pull_requests_without_aws_access() -> None:
+    doc = load("rehearse.yml")
+    assert "pull_request" in doc[True]
+    assert [t for _, t, _ in commands(doc)] == ["rehearse"]
+    for job in doc["jobs"].values():
+        assert not [s for s in job["steps"] if "configure-aws-credentials" in str(s.get("uses", ""))]

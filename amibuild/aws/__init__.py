@@ -25,7 +25,7 @@ _DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Un
            "AuthFailure", "InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch"}
 _NOT_FOUND = {"ParameterNotFound", "InvalidAMIID.NotFound", "InvalidAMIID.Unavailable",
               "InvalidAMIID.Malformed", "ValidationError", "ResourceNotFoundException",
-              "ParameterVersionNotFound", "InvalidSnapshot.NotFound"}
+              "ParameterVersionNotFound", "InvalidSnapshot.NotFound", "NoSuchBucket"}
 
 
 @contextlib.contextmanager
@@ -228,6 +228,36 @@ class Aws:
                 answer = self.client("ssm", region).get_parameters(Names=batch)
             values.update({p["Name"]: p["Value"] for p in answer.get("Parameters", [])})
         return values
+
+    # ---------------------------------------------------------------------------- S3
+
+    def _s3(self, region: str) -> Any:
+        key = ("s3:listing", region)
+        with self._lock:
+            if key not in self._clients:
+                from botocore.config import Config
+
+                config = self._config
+                if os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
+                    # a local endpoint (the emulator on 127.0.0.1) has no per-bucket host names
+                    config = config.merge(Config(s3={"addressing_style": "path"}))
+                client = self._session.client("s3", region_name=region, config=config)
+                client.meta.events.register("before-call", self._count)
+                self._clients[key] = client
+            return self._clients[key]
+
+    def list_eks_binaries(self, bucket: str, region: str, prefix: str) -> list[str]:
+        """The "folders" right below ``prefix`` in ``bucket`` (ListObjectsV2 with a "/" delimiter),
+        without the prefix's folder part or the trailing "/": "1.30." gives ["1.30.0", "1.30.4", ...],
+        "1.30.4/" gives ["2024-09-11", ...]. The EKS binaries bucket keeps ``<1.N.P>/<date>/bin/...``.
+        """
+        head = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+        with _mapped(f"s3:ListObjectsV2 s3://{bucket}/{prefix}", region):
+            pages = self._s3(region).get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=prefix, Delimiter="/"
+            )
+            found = [p["Prefix"] for page in pages for p in page.get("CommonPrefixes", [])]
+        return sorted({p[len(head):].rstrip("/") for p in found})
 
     # ---------------------------------------------------------------------------- EC2
 

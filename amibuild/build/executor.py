@@ -27,6 +27,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Callable, Mapping
 
 from amibuild import hcl
@@ -124,6 +125,7 @@ class Executor:
         *,
         provenance: Callable[[PlanItem], Mapping[str, str]],
         progress: Progress,
+        check: Callable[[Packer, Path], None] | None = None,
         parallel: int,
         timeout: float | None = None,
         cleanup_timeout: float = 120.0,
@@ -132,6 +134,7 @@ class Executor:
         self.packer = packer
         self.aws = aws
         self.provenance = provenance
+        self.check = check  # run on each variant's folder just before its build (build-ami --rehearse)
         self.progress = progress
         self.parallel = max(1, parallel)
         self.timeout = timeout
@@ -200,6 +203,9 @@ class Executor:
                 outcome.status = BuildStatus.INTERRUPTED
                 self.progress.update(item.name, State.INTERRUPTED, "not started")
                 return
+            if self.check is not None:
+                self.progress.update(item.name, State.BUILDING, "checking before the build")
+                self.check(self.packer, item.directory)  # a variant that fails it fails alone, before any instance
             self.progress.update(item.name, State.BUILDING, "starting packer")
             outcome.amis = self._run_packer(item, outcome)
             outcome.status = BuildStatus.BUILT

@@ -150,10 +150,12 @@ def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = 
     version, uses_plugins, note = packer_version(options, packer)
     target = Target.from_env()
     upstreams = _upstreams(pipeline, options)
+    binaries = upstream_binaries(pipeline, upstreams, aws if resolve else None)
     sources = resolve_sources(pipeline, aws if resolve else None, strict=strict)
     rendered = [
         render_mod.render_variant(pipeline, variant, uses_plugins=uses_plugins, target=target,
-                                  sources=sources[variant.name], upstream=upstreams.get(variant.name))
+                                  sources=sources[variant.name], upstream=upstreams.get(variant.name),
+                                  upstream_binaries=binaries.get(variant.name))
         for variant in pipeline.variants
     ]
     return Prepared(pipeline, rendered, version, [note] if note else [])
@@ -188,15 +190,30 @@ def _upstreams(pipeline: spec.Pipeline, options: Options) -> dict[str, object]:
     from amibuild.render import upstream
 
     cache = Path(options.cache_dir or os.environ.get("AMIBUILD_CACHE") or Path.home() / ".cache" / "amibuild") / "upstream"
-    loaded: dict[tuple[str, str], object] = {}
+    roots: dict[tuple[str, str], Path] = {}
+    loaded: dict[tuple[Path, str, str], object] = {}
     out = {}
     for variant in needed:
         key = (variant.upstream, variant.upstream_ref)
-        if key not in loaded:
-            root = upstream.fetch(variant.upstream, variant.upstream_ref or None, cache)
-            loaded[key] = upstream.load(root)
-        out[variant.name] = loaded[key]
+        if key not in roots:
+            roots[key] = upstream.fetch(variant.upstream, variant.upstream_ref or None, cache)
+        # the os picks the template, the Kubernetes minor its variables-1.N.json
+        minor = ".".join(variant.kubernetes_version.split(".")[:2])
+        template_key = (roots[key], variant.os, minor)
+        if template_key not in loaded:
+            loaded[template_key] = upstream.load(roots[key], os_family=variant.os, k8s=minor)
+        out[variant.name] = loaded[template_key]
     return out
+
+
+def upstream_binaries(pipeline: spec.Pipeline, upstreams: dict[str, object], aws) -> dict[str, object]:
+    """Variant -> the Kubernetes binaries its upstream build installs (pinned, or listed in S3)."""
+    from amibuild.render.upstream import binaries
+
+    return {
+        v.name: binaries.resolve(v, upstreams[v.name].variables, aws)  # type: ignore[attr-defined]
+        for v in pipeline.variants if v.name in upstreams
+    }
 
 
 @dataclass
@@ -323,6 +340,7 @@ def build_ami(
     progress=None,
     channel: str | None = None,
     publish: bool = True,
+    rehearse: bool = False,
 ) -> BuildRun:
     """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → publish → record.
 
@@ -345,6 +363,10 @@ def build_ami(
                 raise SpecError(f"--channel: {exc}") from None
         channel = (channel or pipeline.default_channel) if publish else None
         version()  # PackerNotFound before any AWS call
+    if rehearse:
+        from amibuild.rehearse.overlay import check_privileges
+
+        check_privileges()  # --rehearse where it cannot run: refused before any AWS call
     aws = Aws(profile=options.profile)
     if not aws.has_credentials():
         from amibuild.errors import NoCredentials
@@ -363,7 +385,8 @@ def build_ami(
     write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
                        prepared.packer_version, prepared.notes), options, say)
     return execute_plan(plan, packer, aws, options, say, parallel=parallel or min(len(plan.items), max_parallel),
-                        timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress, channel=channel)
+                        timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress, channel=channel,
+                        rehearse=rehearse)
 
 
 @contextlib.contextmanager
@@ -397,7 +420,7 @@ def find_built_images(aws, regions, fingerprints) -> dict:
 
 
 def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int, timeout, cleanup_timeout,
-                 progress=None, channel: str | None = None) -> BuildRun:
+                 progress=None, channel: str | None = None, rehearse: bool = False) -> BuildRun:
     import json
 
     from amibuild import __version__
@@ -408,11 +431,16 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
     commit = git_commit(plan.pipeline.source.parent if plan.pipeline.source else Path.cwd())
     own_progress = progress is None
     progress = progress or Progress([i.name for i in plan.items])
+    check = None  # `packer build` checks each template itself before its first step
+    if rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
+        from amibuild.cli.rehearse import rehearsal_check
+
+        check = rehearsal_check(plan, options, check_directory, say)
     try:
         executor = Executor(
             plan, packer, aws,
             provenance=lambda item: provenance_tags(item, plan, version=__version__, git_commit=commit),
-            progress=progress, parallel=parallel, timeout=timeout, cleanup_timeout=cleanup_timeout,
+            check=check, progress=progress, parallel=parallel, timeout=timeout, cleanup_timeout=cleanup_timeout,
         )
         outcomes = executor.build()
     finally:

@@ -18,7 +18,7 @@ SELECT_HELP = {
     "upstream": "Upstream amazon-eks-ami checkout: a path or git URL (with --base upstream)",
     "upstream_ref": "Git ref (tag, branch, commit) of the upstream checkout",
     "os": "Operating system: al2 or al2023",
-    "k8s": "Kubernetes version, e.g. 1.30",
+    "k8s": "Kubernetes version, e.g. 1.30 (the upstream base also takes 1.30.4 with --var kubernetes_build_date=...)",
     "arch": "Architecture: x86_64 or arm64",
     "region": "Build region (repeatable; default: the pipeline's regions, else AWS_REGION)",
     "extra_pkg": "Extra RPM package to install (repeatable; added to the variant's own)",
@@ -72,6 +72,8 @@ BUILD_HELP = {
     "channel": "Channel to publish each built or reused image to (default: the pipeline's default_channel, "
                "else recommended)",
     "no_publish": "Build only; publish nothing",
+    "rehearse": "Rehearse each variant's provisioning chain first (as `invoke rehearse`, needs root); a failing "
+                "rehearsal fails that variant before its Packer build starts",
 }
 
 
@@ -79,7 +81,7 @@ BUILD_HELP = {
 def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
-              channel=None, no_publish=False):
+              channel=None, no_publish=False, rehearse=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     from amibuild.cli import commands
     from amibuild.cli import report
@@ -88,13 +90,47 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     run = cli.run(lambda: commands.build_ami(
         opts, cli.say, force=force, dry_run=dry_run, parallel=int(parallel) if parallel else None,
         max_parallel=int(c.config.amibuild.max_parallel), timeout=float(timeout) if timeout else None,
-        channel=channel, publish=not no_publish,
+        channel=channel, publish=not no_publish, rehearse=rehearse,
     ))
     if json:
         cli.emit_json(run.to_dict())
     else:
         cli.lines(report.build_lines(run))
     cli.finish(run)
+
+
+REHEARSE_HELP = {
+    **{k: v for k, v in SELECT_HELP.items() if k not in ("build_dir", "profile")},  # writes nothing, no AWS
+    "json": "Print the reports as JSON on stdout (progress goes to stderr)",
+    "keep": "Keep the overlay's upper layer (every file the chain wrote) and print where it is",
+    "timeout": "Stop a variant's rehearsal after this many seconds (default 600)",
+}
+
+
+@task(help=REHEARSE_HELP, iterable=REPEATABLE, auto_shortflags=False)
+def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
+             arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, json=False,
+             keep=False, timeout=None):
+    """Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."""
+    from amibuild.cli import rehearse as rehearse_cmd
+    from amibuild.rehearse import report
+
+    flags = locals_flags(locals())
+    for name in ("keep", "timeout"):
+        flags.pop(name)
+    opts = cli.options(c, **flags)
+    reports = cli.run(lambda: rehearse_cmd.rehearse(
+        opts, cli.say, keep=keep, timeout=rehearse_cmd.seconds(timeout, "--timeout"),
+        refuse=rehearse_cmd.refused_packages()))
+    if json:
+        cli.emit_json([r.to_dict() for r in reports])
+    else:
+        cli.lines_out(line for r in reports for line in report.lines(r))
+    failed = [r.variant for r in reports if not r.ok]
+    if failed:
+        from invoke.exceptions import Exit
+
+        raise Exit(f"amibuild: error: rehearsal failed for {', '.join(failed)}", code=cli.EXIT_FAILED)
 
 
 @task(help={"limit": "How many runs to show (default 10)", "json": "Print JSON", "build_dir": SELECT_HELP["build_dir"]})
@@ -495,7 +531,7 @@ def locals_flags(values):
     return flags
 
 
-ns = Collection(render, validate, build_ami, runs, publish, promote, rollback, history, channels, nodegroup_deploy,
+ns = Collection(render, validate, rehearse, build_ami, runs, publish, promote, rollback, history, channels, nodegroup_deploy,
                 rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor, sandbox, demo)
 ns.configure({
     "amibuild": {

@@ -4,7 +4,8 @@
 
     build     `invoke build-ami`: Packer's amazon-ebs builder (build instance, temporary key pair
               and security group, image, copies, tags, sharing), the public EKS parameters, the
-              images amibuild already made, publishing to the channel
+              images amibuild already made, publishing to the channel, and for the upstream base
+              s3:ListBucket on the Kubernetes binaries bucket
     publish   `invoke publish`, `promote`, `rollback`, `history`, `channels`
     rollout   `invoke rollout`: the named node group stacks (change sets, events), what
               CloudFormation then does with the caller's rights to their launch template and Auto
@@ -230,6 +231,12 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
         _statement("ChannelsWrite", ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameter"],
                    arn.channels),
     ]
+    # the upstream base lists the Kubernetes binaries bucket for 1.N.P and its build date (as
+    # upstream's `make k8s=1.N` does); a variant may point at its own mirror
+    buckets = sorted({str(v.packer_vars.get("binary_bucket_name") or "amazon-eks")
+                      for v in variants if v.base == "upstream"})
+    if buckets:
+        statements.append(_statement("EksBinariesList", ["s3:ListBucket"], [f"arn:{arn.p}:s3:::{b}" for b in buckets]))
     # KMS authorizes on the key, never on an alias: an alias becomes a condition on any key
     aliases = sorted(k.split(":", 5)[-1] if _KMS_ARN.match(k) else k for k in keys if "alias/" in k)
     key_ids = [k for k in keys if "alias/" not in k]

@@ -221,7 +221,8 @@ def user_values(variant: Variant, types: Mapping[str, str]) -> dict[str, Any]:
         if name not in types:
             raise SpecError(f"{where}: unknown Packer variable `{name}`{suggest(name, types)}; "
                             f"the template's variables are listed in build/{variant.name}/{HCL_FILE}")
-        out[name] = _coerce(raw, types[name], where)
+        # `name = null` in a var-file sets the variable to null, as Packer reads it
+        out[name] = None if raw is None else _coerce(raw, types[name], where)
     return out
 
 
@@ -285,20 +286,33 @@ def provisioner_blocks(variant: Variant, values: Mapping[str, Any], *, sandbox: 
     In the sandbox there is no instance to connect to (`communicator = "none"`): each step becomes a
     `shell-local` that says what would have run, so the build log still shows the plan.
     """
+    early, blocks, shipped = provisioner_groups(variant, values, sandbox=sandbox)
+    return early + blocks, shipped
+
+
+EARLY_STEPS = frozenset({"configure-proxy.sh"})  # must run before anything reaches the network
+
+
+def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
+                       sandbox: bool) -> tuple[list[hcl.Block], list[hcl.Block], dict[str, str]]:
+    """`provisioner_blocks` split in two: the steps that go before anything reaches the network
+    (the proxy), and the rest (repositories, packages, user scripts, our cache cleanup)."""
+    early: list[hcl.Block] = []
     blocks: list[hcl.Block] = []
     shipped: dict[str, str] = {}
     for step in provisioning_steps(variant, values):
         if not step.needed:
             continue
         shipped[f"scripts/{step.script}"] = _read(PROVISION_SCRIPTS / step.script)
+        group = early if step.script in EARLY_STEPS else blocks
         if sandbox:
-            blocks.append(_sandbox_echo(step.script, step.env))
+            group.append(_sandbox_echo(step.script, step.env))
             continue
         block = hcl.Block("provisioner", ("shell",))
         block.attr("script", hcl.template([hcl.Expr("path.root"), f"/scripts/{step.script}"]))
         block.attr("execute_command", EXECUTE)
         block.attr("environment_vars", [hcl.template([f"{name}=", hcl.Expr(expr)]) for name, expr in step.env])
-        blocks.append(block)
+        group.append(block)
     for index, script in enumerate(variant.scripts, start=1):
         name = f"scripts/user-{index:02d}-{script.name}"
         shipped[name] = _read(script)
@@ -309,14 +323,14 @@ def provisioner_blocks(variant: Variant, values: Mapping[str, Any], *, sandbox: 
         block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{name}"]))
         block.attr("execute_command", EXECUTE)
         blocks.append(block)
-    if blocks and not sandbox:
+    if (early or blocks) and not sandbox:
         cleanup = hcl.Block("provisioner", ("shell",))
         cleanup.attr("inline", [
             "sudo yum clean all 2>/dev/null || sudo dnf clean all",
             "sudo rm -rf /var/cache/yum /var/cache/dnf /tmp/amibuild-*",
         ])
         blocks.append(cleanup)
-    return blocks, shipped
+    return early, blocks, shipped
 
 
 def _sandbox_echo(script: str, env: Sequence[tuple[str, str]]) -> hcl.Block:
@@ -340,12 +354,14 @@ def render_variant(
     target: Target,
     sources: Mapping[str, SourceAmi],
     upstream: Any = None,
+    upstream_binaries: Any = None,
 ) -> Rendered:
     """All files of one variant, their values and fingerprint. Pure."""
     notes: list[str] = []
     if variant.base == "upstream":
         templates, values, shipped, extra_notes = render_upstream(
-            upstream, pipeline, variant, uses_plugins=uses_plugins, target=target, sources=sources)
+            upstream, pipeline, variant, uses_plugins=uses_plugins, target=target, sources=sources,
+            binaries=upstream_binaries)
         notes += extra_notes
     else:
         variables = template_variables(variant, pipeline)
@@ -424,8 +440,11 @@ OWN_VARS_FILE = "amibuild-variables.pkr.hcl"
 
 
 def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses_plugins: bool, target: Target,
-                    sources: Mapping[str, SourceAmi]) -> tuple[dict[str, str], dict[str, Any], dict[str, str], list[str]]:
-    """The upstream eks-worker-al2 template as HCL2 with our provisioners: (files, values, shipped, notes)."""
+                    sources: Mapping[str, SourceAmi],
+                    binaries: Any = None) -> tuple[dict[str, str], dict[str, Any], dict[str, str], list[str]]:
+    """The upstream template (eks-worker-al2 or al2023) as HCL2 with our provisioners: (files, values,
+    shipped, notes). ``binaries`` (render.upstream.binaries.Binaries) gives kubernetes_version
+    (1.N.P) and kubernetes_build_date; without it the variant's own values stand."""
     from amibuild.render import upstream
 
     if len(pipeline.regions) > 1:
@@ -444,16 +463,32 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
     types = {name: "string" for name in declared} | {var.name: var.type for var in ours}
     values.update({var.name: var.default for var in ours})
     values.update(user_values(variant, types))
-    missing = sorted(name for name, default in declared.items() if default is None and values.get(name) is None)
+    if binaries is not None:  # resolved from (or equal to) what the user pinned
+        values.update(kubernetes_version=binaries.version, kubernetes_build_date=binaries.build_date)
+    missing = sorted(name for name in template.required if name not in values)
     if missing:
         raise SpecError(f"variant {variant.name}: the upstream template needs a value for "
                         f"{', '.join(missing)}; pass --var {missing[0]}=... (or set it in the variant's vars)")
-    provisioners, shipped = provisioner_blocks(variant, values, sandbox=target.sandbox)
+    early, provisioners, shipped = provisioner_groups(variant, values, sandbox=target.sandbox)
     overrides: dict[str, Any] = {}
     original = {getattr(item, "key", None): item.value for item in template.source if isinstance(item, hcl.Attr)}
     for key in ("tags", "snapshot_tags"):
         base = hcl.value(original[key], "  ") if key in original else "{}"
         overrides[key] = hcl.Expr(f"merge({base}, var.tags, var.provenance_tags)")
+    notes: list[str] = []
+    if not uses_plugins and any(isinstance(x, hcl.Block) and x.type == "metadata_options" for x in template.source):
+        overrides["metadata_options"] = None
+        notes.append("Packer < 1.7 refuses metadata_options: upstream's IMDSv2 requirement on the build "
+                     "instance (http_tokens = required) is left out; build with Packer >= 1.7 to keep it")
+    if not uses_plugins:
+        fixed = _gp3_defaults_for_packer_16(template.source)
+        if fixed:
+            overrides.update(fixed)
+            notes.append("Packer < 1.7 refuses a gp3 volume without throughput: upstream's block device "
+                         "mappings get AWS's gp3 defaults (throughput 125, iops 3000) when the type is gp3")
+    copies = [r for r in pipeline.target_regions if r != pipeline.build_region]
+    if "ami_regions" not in declared and copies:  # templates before 2021 had no ami_regions setting
+        overrides["ami_regions"] = copies
     if target.endpoint:
         overrides["custom_endpoint_ec2"] = target.endpoint
         overrides["skip_region_validation"] = True
@@ -468,13 +503,51 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
         packer_block.block("required_plugins").attr("amazon", {"version": ">= 1.2.0", "source": "github.com/hashicorp/amazon"})
     text = upstream.hcl_document(
         template, source_name=pipeline.build_region, source_overrides=overrides,
-        extra_provisioners=provisioners, post_processors=[manifest_block(variant.name)],
+        extra_provisioners=provisioners, early_provisioners=early, post_processors=[manifest_block(variant.name)],
         drop_remote_provisioners=target.sandbox, packer_block=packer_block,
     )
     own = hcl.dumps([_variable_block(var) for var in ours],
                     header=f"amibuild's own variables for variant \"{variant.name}\" (upstream base).")
-    notes = [f"upstream base: {template.root} ({template.layout} layout); our provisioners run after its worker install"]
+    ours_early = [f"[amibuild] {n.split('/')[-1]}" for n in shipped if n.split("/")[-1] in EARLY_STEPS]
+    ours_late = [f"[amibuild] {n.split('/')[-1]}" for n in shipped if n.split("/")[-1] not in EARLY_STEPS]
+    if ours_early or ours_late:  # provisioner_groups ends the late group with it (or would, off the sandbox)
+        ours_late.append("[amibuild] cache cleanup")
+    files = ", ".join(str(f.relative_to(template.root)) for f in template.var_files) or "none"
+    notes[:0] = [
+        f"upstream base: {template.root} ({template.layout} layout, {template.os}); variable files: {files}",
+        "provisioner order on the instance: " + " -> ".join(upstream.order(template, ours_early, ours_late)),
+        *([binaries.note] if binaries is not None else []),
+    ]
     return {HCL_FILE: text, OWN_VARS_FILE: own}, values, shipped, notes
+
+
+_DEVICE_MAPPINGS = ("launch_block_device_mappings", "ami_block_device_mappings")
+
+
+def _gp3_defaults_for_packer_16(source: Sequence[Any]) -> dict[str, list[hcl.Block]]:
+    """Block device mappings with throughput/iops set for gp3, which Packer 1.6 requires (it reads
+    an unset throughput as 0 and refuses it); Packer >= 1.7 and AWS take these same defaults."""
+    out: dict[str, list[hcl.Block]] = {}
+    for key in _DEVICE_MAPPINGS:
+        blocks = [x for x in source if isinstance(x, hcl.Block) and x.type == key]
+        changed = False
+        new_blocks = []
+        for block in blocks:
+            attrs = {x.key: x.value for x in block.body if isinstance(x, hcl.Attr)}
+            kind = attrs.get("volume_type")
+            if kind is None or (kind != "gp3" and not isinstance(kind, hcl.Expr)):
+                new_blocks.append(block)
+                continue
+            is_gp3 = f"{hcl.value(kind, '')} == \"gp3\""
+            body = list(block.body)
+            for name, value in (("throughput", 125), ("iops", 3000)):
+                if name not in attrs:
+                    body.append(hcl.Attr(name, hcl.Expr(f"{is_gp3} ? {value} : null")))
+                    changed = True
+            new_blocks.append(hcl.Block(block.type, block.labels, body))
+        if changed:
+            out[key] = new_blocks
+    return out
 
 
 def manifest_block(variant_name: str) -> hcl.Block:

@@ -9,6 +9,8 @@
   in every region of `SEED_REGIONS` (the emulator refuses to create ``/aws/`` names over the API,
   so the child writes them straight into its SSM backend);
 * a VPC named ``amibuild-sandbox`` with two subnets in every region of `SEED_REGIONS`.
+* for the upstream base: Amazon Linux minimal source images and the ``amazon-eks`` binaries bucket
+  (`amibuild.sandbox.upstream`).
 
 The child wraps moto's WSGI app in a small middleware with its own endpoints::
 
@@ -490,6 +492,7 @@ class _Seeder:
     def seed(self) -> None:
         from moto.ec2.models import ec2_backends
         from moto.ssm.models import ssm_backends
+        from amibuild.sandbox import upstream
 
         self.released = []
         newest: dict[tuple[str, str, str], EksImage] = {}
@@ -502,6 +505,7 @@ class _Seeder:
             for image in newest.values():
                 _point_parameters(ssm, image)
             _create_vpc(ec2_backends[ACCOUNT_ID][region], region)
+        upstream.seed(SEED_REGIONS, ACCOUNT_ID, {k for versions in KUBERNETES_VERSIONS.values() for k in versions})
 
     def release(self, k8s: str, os_family: str, arch: str, release: str | None) -> EksImage:
         from moto.core.parse import default_timestamp_parser

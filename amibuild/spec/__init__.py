@@ -73,6 +73,8 @@ _RPM_NAME = re.compile(r"^[A-Za-z0-9_+][A-Za-z0-9._+~^-]*$")
 _REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _URL = re.compile(r"^https?://[^\s'\"`\\|<>{}]+$")
 _K8S = re.compile(r"^1\.(\d+)$")
+# the upstream base also takes a patch release (its binaries live under 1.N.P/<build date>/)
+_K8S_PATCH = re.compile(r"^1\.(\d+)\.\d+$")
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
@@ -536,9 +538,13 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str]) -> V
     os_ = _choice(m["os"], OSES, at("os"))
     arch = _choice(m["arch"], ARCHES, at("arch"))
     k8s = _str(m["kubernetes_version"], at("kubernetes_version"))
-    match = _K8S.match(k8s)
+    match = _K8S.match(k8s) or (_K8S_PATCH.match(k8s) if base == "upstream" else None)
+    if not match and base == "upstream":
+        raise SpecError(f"{at('kubernetes_version')}: Kubernetes version {k8s!r} must look like 1.N or 1.N.P, "
+                        "e.g. 1.30 or 1.30.4")
     if not match:
-        raise SpecError(f"{at('kubernetes_version')}: Kubernetes version {k8s!r} must look like 1.N, e.g. 1.30")
+        hint = " (a patch release 1.N.P is for base \"upstream\")" if _K8S_PATCH.match(k8s) else ""
+        raise SpecError(f"{at('kubernetes_version')}: Kubernetes version {k8s!r} must look like 1.N, e.g. 1.30{hint}")
     if os_ == "al2" and int(match.group(1)) > AL2_LAST_K8S:
         raise SpecError(
             f"{at('kubernetes_version')}: Kubernetes {k8s} has no EKS Amazon Linux 2 image "
@@ -546,8 +552,6 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str]) -> V
         )
     if base == "upstream" and not m["upstream"]:
         raise SpecError(f"{at('base')}: base \"upstream\" needs upstream = PATH_OR_GIT_URL (or --upstream)")
-    if base == "upstream" and os_ != "al2":
-        raise SpecError(f"{at('os')}: the upstream base builds the eks-worker-al2 template; use os = \"al2\" or base = \"eks-optimized\"")
 
     packages = tuple(dict.fromkeys(_str(p, at("extra_packages")) for p in m.get("extra_packages", ())))
     for pkg in packages:

@@ -3,7 +3,7 @@
 #
 # Upstream's post-processors are dropped: amibuild adds its own manifest.
 # Credential variables are dropped: Packer takes AWS credentials from its
-# environment or profile.
+# environment or profile. The scripts' environment entries for them stay, empty.
 # the builder's credential settings are dropped too
 # provisioner 6 (shell-local) skipped: only/except leave this build out
 
@@ -150,6 +150,8 @@ source "amazon-ebs" "us-west-2" {
     volume_type           = var.volume_type
     volume_size           = var.volume_size
     delete_on_termination = true
+    throughput            = var.volume_type == "gp3" ? 125 : null
+    iops                  = var.volume_type == "gp3" ? 3000 : null
   }
   ssh_username                = var.ssh_username
   ssh_pty                     = true
@@ -191,7 +193,7 @@ build {
     remote_folder    = var.remote_folder
     script           = "<repo>/tests/data/upstream/root-layout/scripts/install-worker.sh"
     execute_command  = "echo 'packer' | {{.Vars}} sudo -S -E bash -eux '{{.Path}}'"
-    environment_vars = ["KUBERNETES_VERSION=${var.kubernetes_version}", "KUBERNETES_BUILD_DATE=${var.kubernetes_build_date}", "BINARY_BUCKET_NAME=${var.binary_bucket_name}", "BINARY_BUCKET_REGION=${var.aws_region}", "CONTAINERD_VERSION=${var.containerd_version}"]
+    environment_vars = ["KUBERNETES_VERSION=${var.kubernetes_version}", "KUBERNETES_BUILD_DATE=${var.kubernetes_build_date}", "BINARY_BUCKET_NAME=${var.binary_bucket_name}", "BINARY_BUCKET_REGION=${var.aws_region}", "CONTAINERD_VERSION=${var.containerd_version}", "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_SESSION_TOKEN="]
   }
   provisioner "shell" {
     script           = "${path.root}/scripts/add-repos.sh"

@@ -1,13 +1,19 @@
 """The "upstream" base: an awslabs/amazon-eks-ami checkout's JSON Packer template as one HCL2 file.
 
 `fetch` gets a checkout (a local folder, or a git URL / local repository at a ref, cloned into a
-cache), `load` reads its JSON template in either layout the repository has had and converts it,
-and `hcl_document` writes one ``.pkr.hcl`` text with amibuild's provisioners inserted right after
-the worker install, before upstream's cleanup and validation::
+cache), `load` reads its JSON template in any layout the repository has had (2019 to today) and
+converts it, and `hcl_document` writes one ``.pkr.hcl`` text with amibuild's provisioners placed
+where they belong among upstream's (see `UpstreamTemplate.proxy_at` / `insert_at`)::
 
-    root layout       eks-worker-al2.json, eks-worker-al2-variables.json, scripts/, files/
-    templates layout  templates/al2/template.json, templates/al2/variables-default.json,
-                      templates/al2/provisioners/, templates/shared/runtime/
+    root layout       eks-worker-al2.json [+ eks-worker-al2-variables.json], scripts/, files/  (to 2024-01)
+    templates layout  templates/<os>/template.json, variables-default.json, variables-<1.N>.json,
+                      provisioners/, runtime/ (al2 from 2024-06 until its removal in 2026-03; al2023)
+
+Variables are read the way upstream's Makefile hands them to Packer: the template's own defaults,
+then ``variables-default.json``, then ``variables-<1.N>.json`` for the Kubernetes minor being
+built (the user's var files and flags come on top, in amibuild's spec). A variable that is ``null``
+in the template and set by no file is required; one a file sets to ``null`` is set (Packer accepts
+it) and is written with ``default = ""``, the value Packer's JSON templates give it.
 
 What changes on the way (each rule is where it is applied):
 
@@ -21,7 +27,10 @@ What changes on the way (each rule is where it is applied):
   evaluates those at build time in HCL2 files.
 - Credentials never reach the file: credential-looking variables are dropped, with every list
   element, map entry or attribute that refers to them, and the builder's access_key / secret_key /
-  token. Packer takes credentials from its environment or profile.
+  token. Packer takes credentials from its environment or profile. One exception keeps the
+  scripts working: an ``environment_vars`` entry ``NAME={{user `aws_access_key_id`}}`` stays as
+  ``NAME=`` (empty, never a value), because upstream's scripts run with ``set -o nounset`` and
+  read those names (an empty key makes the aws CLI use the instance's own role).
 - Packer's JSON decoder read comma-separated strings as lists and "" as false/0; HCL2 does not, so
   list fields become ``compact(split(",", ...))`` and bool/number fields bound to a variable whose
   default is "" become ``var.x == "" ? null : var.x`` (null = unset).
@@ -44,11 +53,22 @@ from typing import Any, Mapping, Sequence
 from amibuild import hcl
 from amibuild.errors import UpstreamError
 
-# layout -> (template, variables file), relative to the checkout root
-LAYOUTS = {
-    "templates": ("templates/al2/template.json", "templates/al2/variables-default.json"),
-    "root": ("eks-worker-al2.json", "eks-worker-al2-variables.json"),
+# os -> [(layout, template, variables file)], relative to the checkout root, newest layout first.
+# The templates layout also has per-minor files beside variables-default.json (see `_var_files`).
+LAYOUTS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "al2": (
+        ("templates", "templates/al2/template.json", "templates/al2/variables-default.json"),
+        ("root", "eks-worker-al2.json", "eks-worker-al2-variables.json"),
+    ),
+    "al2023": (
+        ("templates", "templates/al2023/template.json", "templates/al2023/variables-default.json"),
+    ),
 }
+_ENV_ENTRY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
+# a provisioner script that installs something upstream's image needs (worker, nodeadm, drivers,
+# EFA, ...), and one that cleans up or checks the finished image
+_INSTALLER = re.compile(r"install|enable-|accelerator|efa|neuron|nvidia", re.IGNORECASE)
+_FINISHER = re.compile(r"cleanup|validate", re.IGNORECASE)
 
 # amazon-ebs settings written as nested blocks in HCL2 (a JSON list of objects -> one block each)
 BLOCK_FIELDS = frozenset({
@@ -91,14 +111,19 @@ class UpstreamTemplate:
     layout: str  # "root" | "templates"
     template: Path  # the JSON template file
     builder: str  # the amazon-ebs builder's name in the JSON template (for only/except)
-    variables: dict[str, Any]  # name -> JSON default (None = required), variables file applied
+    variables: dict[str, Any]  # name -> JSON default after the variable files (None = null)
     dropped: tuple[str, ...]  # credential variables removed
     declarations: tuple[hcl.Block, ...]  # `variable` blocks, then `locals` for derived defaults
     source: tuple[Any, ...]  # hcl.Attr / hcl.Block items of the amazon-ebs source
     provisioners: tuple[hcl.Block, ...]
-    insert_at: int  # where amibuild's provisioners go
+    insert_at: int  # where amibuild's packages and user scripts go: after every installer
     remote: tuple[bool, ...]  # per provisioner: needs a connection to the instance
     notes: tuple[str, ...]  # what was dropped or skipped and why, for the file header
+    os: str = "al2"
+    required: frozenset[str] = frozenset()  # null in the template and set by no variable file
+    var_files: tuple[Path, ...] = ()  # the variable files applied, in order
+    labels: tuple[str, ...] = ()  # per provisioner: a short name for the order shown by render
+    proxy_at: int = 0  # where amibuild's proxy step goes: before anything reaches the network
 
 
 # ------------------------------------------------------------------------------------------ fetch
@@ -205,28 +230,87 @@ def _resolve(repo: Path, source: str, ref: str | None) -> str:
 # ------------------------------------------------------------------------------------------- load
 
 
-def load(root: Path) -> UpstreamTemplate:
-    """Detect the layout of the checkout at ``root``, read its JSON template and convert it."""
+def detect(root: Path, os_family: str = "al2") -> tuple[str, Path, Path]:
+    """(layout, template, variables-default file) for ``os_family`` in the checkout at ``root``."""
+    root = Path(root)
+    for layout, template, defaults in LAYOUTS.get(os_family, ()):
+        if (root / template).is_file():
+            return layout, root / template, root / defaults
+    others = [os_ for os_ in LAYOUTS if os_ != os_family and any((root / t).is_file() for _, t, _ in LAYOUTS[os_])]
+    if others:
+        why = " (upstream removed its AL2 template in 2026-03)" if os_family == "al2" else ""
+        ref = "an older" if os_family == "al2" else "a newer"  # AL2023 arrived in 2024, AL2 left in 2026
+        raise UpstreamError(
+            f"the amazon-eks-ami checkout {root} has no {os_family} template{why}, only "
+            f"{', '.join(others)}: use --os {others[0]} (os = \"{others[0]}\"), or {ref} --upstream-ref"
+        )
+    wanted = " or ".join(t for _, t, _ in LAYOUTS.get(os_family, ()))
+    raise UpstreamError(f"{root} holds no {wanted}: point at an awslabs/amazon-eks-ami checkout")
+
+
+def _var_files(layout: str, defaults_file: Path, k8s: str | None) -> list[Path]:
+    """The variable files upstream's Makefile passes with -var-file, in its order."""
+    files = [defaults_file] if defaults_file.is_file() else []
+    minor = ".".join(k8s.split(".")[:2]) if k8s else ""
+    if layout == "templates" and minor:
+        per_minor = defaults_file.with_name(f"variables-{minor}.json")
+        if per_minor.is_file():
+            files.append(per_minor)
+    return files
+
+
+# The last root-layout Makefiles (2023 to 2024-01) set some variables by Kubernetes version:
+#   ifeq ($(call vercmp,$(kubernetes_version),gteq,1.25.0), true)
+#       docker_version ?= none
+#   endif
+# (the templates layout moved such settings into variables-1.N.json).
+_MAKE_VERSION_BLOCK = re.compile(
+    r"^ifeq \(\$\(call vercmp,\$\(kubernetes_version\),gteq,([\d.]+)\), true\)\n(.*?)^endif", re.M | re.S
+)
+_MAKE_DEFAULT = re.compile(r"^\s*([a-z_][a-z0-9_]*) \?= (.*?)\s*$", re.M)
+
+
+def makefile_defaults(root: Path, k8s: str | None) -> dict[str, str]:
+    """Variables upstream's Makefile sets for this Kubernetes version (``?=``: yours still win)."""
+    makefile = Path(root) / "Makefile"
+    if not k8s or not makefile.is_file():
+        return {}
+    wanted = tuple(int(p) for p in (k8s.split(".") + ["0"])[:3])
+    out: dict[str, str] = {}
+    for since, body in _MAKE_VERSION_BLOCK.findall(makefile.read_text(encoding="utf-8", errors="replace")):
+        if wanted >= tuple(int(p) for p in since.split(".")):
+            out.update(_MAKE_DEFAULT.findall(body))
+    return out
+
+
+def load(root: Path, *, os_family: str = "al2", k8s: str | None = None) -> UpstreamTemplate:
+    """Detect the layout of the checkout at ``root``, read its JSON template and convert it.
+
+    ``k8s`` (1.N or 1.N.P) picks the per-minor variable file of the templates layout.
+    """
     root = Path(root).resolve()
     if not root.is_dir():
         raise UpstreamError(f"upstream checkout {root} is not a directory: fetch it first")
-    layout = next((name for name, (tpl, _) in LAYOUTS.items() if (root / tpl).is_file()), None)
-    if layout is None:
-        raise UpstreamError(
-            f"{root} holds neither {LAYOUTS['templates'][0]} nor {LAYOUTS['root'][0]}: "
-            "point at an awslabs/amazon-eks-ami checkout"
-        )
-    template_path = root / LAYOUTS[layout][0]
+    layout, template_path, defaults_file = detect(root, os_family)
     doc = _read_object(template_path)
     defaults = dict(_object(doc.get("variables") or {}, template_path, "variables"))
-    variables_file = root / LAYOUTS[layout][1]
-    if variables_file.is_file():
-        defaults.update(_read_object(variables_file))
+    var_files = _var_files(layout, defaults_file, k8s)
+    set_by_file: set[str] = set()
+    for path in var_files:
+        layer = _read_object(path)
+        defaults.update(layer)
+        set_by_file.update(layer)  # null included: Packer counts a null from a var file as set
+    from_make = {k: v for k, v in makefile_defaults(root, k8s).items() if k in defaults}
+    defaults.update(from_make)
+    set_by_file.update(from_make)
 
     dropped = _credential_variables(defaults)
     variables = {k: v for k, v in defaults.items() if k not in dropped}
-    conv = _Converter(template_path, root, variables, dropped)
+    required = frozenset(k for k, v in variables.items() if v is None and k not in set_by_file)
+    conv = _Converter(template_path, root, variables, dropped, required)
     notes: list[str] = []
+    if from_make:
+        notes.append(f"from upstream's Makefile for Kubernetes {k8s}: {', '.join(sorted(from_make))}")
     sensitive = set(doc.get("sensitive-variables") or [])
 
     builder_name, builder = _amazon_ebs(doc, template_path)
@@ -235,6 +319,7 @@ def load(root: Path) -> UpstreamTemplate:
     provisioners: list[hcl.Block] = []
     remote: list[bool] = []
     scripts: list[list[str]] = []
+    labels: list[str] = []
     for index, raw in enumerate(doc.get("provisioners") or []):
         raw = dict(_object(raw, template_path, f"provisioners[{index}]"))
         kind = raw.get("type")
@@ -254,6 +339,7 @@ def load(root: Path) -> UpstreamTemplate:
         names = [raw["script"]] if isinstance(raw.get("script"), str) else []
         names += [s for s in raw.get("scripts") or [] if isinstance(s, str)]
         scripts.append([os.path.basename(s) for s in names])
+        labels.append(_label(kind, raw, scripts[-1]))
 
     return UpstreamTemplate(
         root=root,
@@ -268,18 +354,36 @@ def load(root: Path) -> UpstreamTemplate:
         insert_at=_insert_at(scripts),
         remote=tuple(remote),
         notes=tuple(notes),
+        os=os_family,
+        required=required,
+        var_files=tuple(var_files),
+        labels=tuple(labels),
+        proxy_at=0,
     )
 
 
 def _insert_at(scripts: list[list[str]]) -> int:
-    """After the worker install; else before the first cleanup/validate; else at the end."""
-    for i, names in enumerate(scripts):
-        if any("install-worker" in n for n in names):
-            return i + 1
-    for i, names in enumerate(scripts):
-        if any("cleanup" in n or "validate" in n for n in names):
+    """Before the first cleanup/validate step after upstream's last installer (worker, nodeadm,
+    drivers, EFA...): our repositories and packages need the finished worker, and upstream's
+    cleanup and validation must see our changes. Without installers: before the first cleanup or
+    validate step; without either: at the end."""
+    installers = [i for i, names in enumerate(scripts) if any(_INSTALLER.search(n) for n in names)]
+    start = installers[-1] + 1 if installers else 0
+    for i in range(start, len(scripts)):
+        if any(_FINISHER.search(n) for n in scripts[i]):
             return i
-    return len(scripts)
+    return start if installers else len(scripts)
+
+
+def _label(kind: str, raw: Mapping[str, Any], names: list[str]) -> str:
+    if names:
+        return ", ".join(names)
+    if kind == "file":
+        return f"file {raw.get('direction', 'upload')}"
+    if kind == "shell" and raw.get("inline"):
+        first = str((raw.get("inline") or [""])[0])
+        return "inline: " + (first if len(first) <= 40 else first[:37] + "...")
+    return kind
 
 
 def _read_object(path: Path) -> dict[str, Any]:
@@ -347,9 +451,10 @@ class _Dropped(Exception):
 class _Converter:
     """JSON template values -> Python values / hcl.Expr, for one template."""
 
-    def __init__(self, path: Path, root: Path, variables: dict[str, Any], dropped: set[str]):
+    def __init__(self, path: Path, root: Path, variables: dict[str, Any], dropped: set[str],
+                 required: frozenset[str] = frozenset()):
         self.path, self.root, self.template_dir = path, root, path.parent
-        self.variables, self.dropped = variables, dropped
+        self.variables, self.dropped, self.required = variables, dropped, required
         # variables whose default refers to other variables: written as locals
         self.derived = [n for n, d in variables.items() if _refs(d, "user")]
         self._check_cycles()
@@ -441,6 +546,8 @@ class _Converter:
 
     def field(self, key: str, raw: Any) -> Any:
         """An attribute value, fixed up where HCL2's types are stricter than the JSON decoder."""
+        if key == "environment_vars" and isinstance(raw, list):
+            return [self.env_entry(item) for item in raw]
         if isinstance(raw, str) and key in LIST_FIELDS:
             converted = self.string(raw)
             if isinstance(converted, str):
@@ -455,6 +562,16 @@ class _Converter:
                 var = self.ref(single).text
                 return hcl.Expr(f'{var} == "" ? null : {var}')
         return self.value(raw)
+
+    def env_entry(self, item: Any) -> Any:
+        """One ``NAME=value`` entry; a credential value leaves ``NAME=`` (set, empty)."""
+        try:
+            return self.value(item)
+        except _Dropped:
+            m = _ENV_ENTRY.match(item) if isinstance(item, str) else None
+            if m is None:
+                raise
+            return f"{m.group(1)}="
 
     def body(
         self,
@@ -501,6 +618,13 @@ class _Converter:
         if not isinstance(value, str):
             return value
         path = os.path.normpath(os.path.join(self.root, value))
+        if not os.path.exists(path):
+            # Packer would fail only once the build instance is up: refuse before any AWS work
+            what = "uploads" if upload else "runs"
+            raise UpstreamError(
+                f"{self.path}: a {kind} provisioner {what} {path}, which is not in the checkout: "
+                "check the checkout and ref (a partial copy or a missing submodule?)"
+            )
         return path + "/" if value.endswith("/") and not path.endswith("/") else path
 
     def declarations(self, sensitive: set[str]) -> list[hcl.Block]:
@@ -515,8 +639,11 @@ class _Converter:
                 block.attr("type", hcl.Expr(_hcl_type(self.path, name, raw)))
                 if isinstance(raw, str):
                     block.attr("default", self.string(raw, in_default=True))
-                elif raw is not None:
-                    block.attr("default", raw)
+                elif name not in self.required:
+                    # null from a variable file: set. Packer's JSON templates decode var-file values
+                    # into strings, so upstream's own builds see "" (an unset optional setting),
+                    # while HCL2 refuses a null inside a string template ("${var.x}"): write "".
+                    block.attr("default", "" if raw is None else raw)
             if name in sensitive:
                 block.attr("sensitive", True)
             out.append(block)
@@ -577,6 +704,7 @@ def hcl_document(
     source_name: str = "worker",
     source_overrides: Mapping[str, Any] | None = None,
     extra_provisioners: Sequence[hcl.Block] = (),
+    early_provisioners: Sequence[hcl.Block] = (),
     post_processors: Sequence[hcl.Block] = (),
     drop_remote_provisioners: bool = False,
     packer_block: hcl.Block | None = None,
@@ -585,7 +713,8 @@ def hcl_document(
 
     ``source_overrides`` maps a setting name to a value (Python value or hcl.Expr), an hcl.Block
     or a list of them; it replaces the attribute or blocks of that name, else is appended; None
-    removes the setting. ``drop_remote_provisioners`` leaves out provisioners that need a
+    removes the setting. ``early_provisioners`` go at ``t.proxy_at`` (first: before any upstream
+    step reaches the network), ``extra_provisioners`` at ``t.insert_at``. ``drop_remote_provisioners`` leaves out provisioners that need a
     connection to the instance (for ``communicator = "none"`` builds against the emulator).
     """
     body: list[Any] = [packer_block] if packer_block is not None else []
@@ -595,11 +724,11 @@ def hcl_document(
 
     target = f"amazon-ebs.{source_name}"
     kept: list[hcl.Block] = []
-    insert_at = t.insert_at
+    insert_at, proxy_at = t.insert_at, t.proxy_at
     for i, (block, remote) in enumerate(zip(t.provisioners, t.remote)):
         if remote and drop_remote_provisioners:
-            if i < t.insert_at:
-                insert_at -= 1
+            insert_at -= i < t.insert_at
+            proxy_at -= i < t.proxy_at
             continue
         items = [
             hcl.Attr("only", [target]) if isinstance(x, hcl.Attr) and x.key == "only" else x
@@ -607,6 +736,7 @@ def hcl_document(
         ]
         kept.append(hcl.Block(block.type, block.labels, items))
     kept[insert_at:insert_at] = list(extra_provisioners)
+    kept[proxy_at:proxy_at] = list(early_provisioners)  # proxy_at <= insert_at
     sources = hcl.Attr("sources", [f"source.{target}"])
     body.append(hcl.Block("build", (), [sources, *kept, *post_processors]))
     return hcl.dumps(body, header=_header(t))
@@ -626,6 +756,14 @@ def _override(body: list[Any], overrides: Mapping[str, Any]) -> list[Any]:
     return body
 
 
+def order(t: UpstreamTemplate, early: Sequence[str] = (), extra: Sequence[str] = ()) -> list[str]:
+    """The provisioner order on the instance, upstream's steps by label and ours as given."""
+    steps = list(t.labels)
+    steps[t.insert_at:t.insert_at] = list(extra)
+    steps[t.proxy_at:t.proxy_at] = list(early)
+    return steps
+
+
 def _header(t: UpstreamTemplate) -> str:
     lines = [
         f"Generated by amibuild from {t.template.relative_to(t.root)} ({t.layout} layout) of the",
@@ -635,5 +773,5 @@ def _header(t: UpstreamTemplate) -> str:
     ]
     if t.dropped:
         lines.append("Credential variables are dropped: Packer takes AWS credentials from its")
-        lines.append("environment or profile.")
+        lines.append("environment or profile. The scripts' environment entries for them stay, empty.")
     return "\n".join(lines + list(t.notes))

@@ -1,0 +1,361 @@
+"""Rehearse end to end: real chains run in the overlay copy of this machine, through the CLI too.
+
+These need root (an overlay of / in a private mount namespace), as CI and the development
+machines have; elsewhere they are skipped, and `invoke rehearse` itself exits 2 saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from amibuild import render as render_mod
+from amibuild import spec
+from amibuild.rehearse import rehearse
+from amibuild.rehearse.report import FAILED, OK
+from amibuild.render import SourceAmi, Target
+
+ROOT = Path(__file__).resolve().parent.parent
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                               reason="rehearse needs root and util-linux's unshare")
+
+CEPH = """\
+pipeline {
+  name    = "t"
+  regions = ["us-west-2"]
+}
+
+variant "ceph" {
+  extra_packages = ["ceph-common"]
+  repo "ceph" {
+    baseurl = "https://download.ceph.com/rpm-octopus/el7/$basearch"
+    gpgkey  = "https://download.ceph.com/keys/release.asc"
+  }
+  proxy {
+    http     = "http://proxy.example:3128"
+    https    = "http://proxy.example:3128"
+    no_proxy = ".corp.example"
+  }
+}
+"""
+
+
+def render(tmp_path: Path, text: str, **overrides):
+    (tmp_path / "amibuild.hcl").write_text(text)
+    pipeline = spec.load(tmp_path / "amibuild.hcl", spec.Overrides(**overrides))
+    from amibuild.render import upstream
+
+    return [render_mod.render_variant(pipeline, v, uses_plugins=True, target=Target(),
+                                      sources={r: SourceAmi("lookup") for r in pipeline.regions},
+                                      upstream=upstream.load(Path(v.upstream)) if v.base == "upstream" else None)
+            for v in pipeline.variants]
+
+
+def invoke(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, **(env or {})})
+
+
+@ROOT_ONLY
+def test_the_ceph_repo_and_proxy_chain_installs_ceph_common_and_writes_the_proxy_files(tmp_path: Path) -> None:
+    (rendered,) = render(tmp_path, CEPH)
+    report = rehearse(rendered, keep=True)
+    try:
+        assert [v.status for v in report.steps] == [OK] * 4, report.steps
+        assert ("ceph-common", "") in report.packages
+        for path in ("/etc/environment", "/etc/yum.conf", "/etc/yum.repos.d/amibuild-ceph.repo",
+                     "/etc/systemd/system/containerd.service.d/http-proxy.conf",
+                     "/etc/systemd/system/kubelet.service.d/http-proxy.conf"):
+            assert path in report.etc_written
+        upper = Path(report.kept) / "upper"
+        assert "proxy=http://proxy.example:3128" in (upper / "etc/yum.conf").read_text()
+        environment = (upper / "etc/environment").read_text()
+        assert "HTTPS_PROXY=http://proxy.example:3128" in environment
+        assert ".corp.example" in environment and "169.254.169.254" in environment
+        assert "gpgkey=https://download.ceph.com/keys/release.asc" in (
+            upper / "etc/yum.repos.d/amibuild-ceph.repo").read_text()
+        assert report.ok and not report.findings  # our own scripts are shellcheck-clean
+    finally:
+        shutil.rmtree(report.kept, ignore_errors=True)
+
+
+def snapshot(*tops: str, skip: tuple[str, ...] = ()) -> dict[str, tuple[int, int, int]]:
+    """Every path under the tops: (mode, size, mtime); what a change to the host would show in."""
+    seen = {}
+    for top in tops:
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs if os.path.join(folder, d) not in skip]
+            for name in dirs + files:
+                path = os.path.join(folder, name)
+                try:
+                    info = os.lstat(path)
+                except FileNotFoundError:
+                    continue
+                seen[path] = (info.st_mode, info.st_size, info.st_mtime_ns)
+    return seen
+
+
+@ROOT_ONLY
+def test_the_host_is_unchanged_by_a_chain_that_writes_and_deletes_everywhere(tmp_path: Path) -> None:
+    (tmp_path / "vandal.sh").write_text(
+        "#!/usr/bin/env bash\nset -euo pipefail\n"
+        "echo x > /etc/amibuild-rehearsal-test\n"
+        "mkdir -p /usr/local/lib/amibuild-rehearsal-test && echo x > /usr/local/lib/amibuild-rehearsal-test/f\n"
+        "echo x > /var/lib/amibuild-rehearsal-test\n"
+        "rm -f /etc/hostname\n"
+        "echo 1 > /proc/sys/vm/overcommit_memory || echo 'read-only, as meant'\n"
+        "systemctl enable amibuild-rehearsal-test\n")
+    (rendered,) = render(tmp_path, CEPH.replace('extra_packages = ["ceph-common"]',
+                                                'extra_packages = ["ceph-common"]\n  scripts = ["vandal.sh"]'))
+    # /var/log, /var/tmp and /var/cache change under other processes of this machine all the time
+    skip = ("/var/log", "/var/tmp", "/var/cache", "/var/lib/apt", "/var/lib/systemd")
+    overcommit = Path("/proc/sys/vm/overcommit_memory").read_text()
+    before = snapshot("/etc", "/usr", "/var", skip=skip)
+    report = rehearse(rendered)
+    after = snapshot("/etc", "/usr", "/var", skip=skip)
+
+    assert all(v.status == OK for v in report.steps), report.steps
+    assert "/etc/amibuild-rehearsal-test" in report.etc_written and "/etc/hostname" in report.etc_removed
+    assert ("amibuild-rehearsal-test.service", "enabled") in report.units
+    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    assert changed == []
+    assert Path("/proc/sys/vm/overcommit_memory").read_text() == overcommit
+    assert not list(Path("/tmp").glob("amibuild-rehearse-*")), "the temp folder is removed"
+
+
+@ROOT_ONLY
+def test_an_unset_variable_under_set_u_fails_naming_the_script_and_line(tmp_path: Path) -> None:
+    (tmp_path / "agent.sh").write_text(
+        "#!/usr/bin/env bash\nset -u\necho \"installing agent for ${CLUSTER_NAME}\"\necho never\n")
+    (rendered,) = render(tmp_path, CEPH.replace('extra_packages = ["ceph-common"]',
+                                                'extra_packages = ["ceph-common"]\n  scripts = ["agent.sh"]'))
+    report = rehearse(rendered)
+    assert [v.status for v in report.steps] == [OK, OK, OK, FAILED, "not run"]
+    failure = report.failure
+    assert (failure.script, failure.line) == ("scripts/user-01-agent.sh", 3)
+    assert any("CLUSTER_NAME: unbound variable" in line for line in failure.output_tail)
+    assert not report.ok
+
+
+@ROOT_ONLY
+def test_a_typo_in_the_path_of_an_uploaded_file_fails_naming_the_script_and_line(tmp_path: Path) -> None:
+    """A chain that uploads a file (as upstream's does) and a script that mistypes its path."""
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "agent.conf").write_text("endpoint = example\n")
+    (tmp_path / "install-agent.sh").write_text(
+        "#!/usr/bin/env bash\nset -euo pipefail\n\nsudo mkdir -p /etc/agent\n"
+        "sudo install -m 0644 /tmp/uploads/agnet.conf /etc/agent/agent.conf\necho done\n")
+    (rendered,) = render(tmp_path, CEPH)
+    hcl_text = rendered.files[render_mod.HCL_FILE].replace("  post-processor \"manifest\"", f"""\
+  provisioner "shell" {{
+    inline = ["mkdir -p /tmp/uploads"]
+  }}
+
+  provisioner "file" {{
+    source      = "{tmp_path}/files/"
+    destination = "/tmp/uploads"
+  }}
+
+  provisioner "shell" {{
+    script = "{tmp_path}/install-agent.sh"
+  }}
+
+  post-processor "manifest\"""", 1)
+    from dataclasses import replace
+
+    report = rehearse(replace(rendered, files={**rendered.files, render_mod.HCL_FILE: hcl_text}))
+    statuses = {v.step.name: v.status for v in report.steps}
+    assert statuses["inline: mkdir -p /tmp/uploads"] == OK
+    assert statuses[f"file: .../{tmp_path.name}/files/ -> /tmp/uploads"] == OK
+    assert statuses["install-agent.sh"] == FAILED
+    assert (report.failure.script, report.failure.line) == (f"{tmp_path}/install-agent.sh", 5)
+    assert any("agnet.conf" in line for line in report.failure.output_tail)
+
+
+# ------------------------------------------------------------------------------------- the CLI
+
+
+@ROOT_ONLY
+def test_invoke_rehearse_prints_a_line_per_step_and_json(tmp_path: Path) -> None:
+    (tmp_path / "amibuild.hcl").write_text(CEPH)
+    result = invoke(tmp_path, "rehearse", "--json")
+    assert result.returncode == 0, result.stderr
+    (got,) = json.loads(result.stdout)
+    assert got["ok"] and got["complete"] and got["variant"] == "ceph"
+    assert [s["status"] for s in got["steps"]] == ["ok"] * 4
+    assert {"name": "ceph-common", "version": None} in got["packages"]
+    text = invoke(tmp_path, "rehearse")
+    assert text.returncode == 0, text.stderr
+    assert "would install: ceph-common" in text.stdout and "rehearsal passed" in text.stdout
+
+
+@ROOT_ONLY
+def test_invoke_rehearse_exits_1_when_a_package_install_fails(tmp_path: Path) -> None:
+    (tmp_path / "amibuild.hcl").write_text(CEPH)
+    result = invoke(tmp_path, "rehearse", env={"AMIBUILD_REHEARSE_REFUSE": "ceph-common"})
+    assert result.returncode == 1
+    assert "install-packages.sh" in result.stdout and "FAILED" in result.stdout
+    assert "amibuild: error: rehearsal failed for ceph" in result.stderr
+
+
+def test_invoke_rehearse_refuses_bad_input_with_one_line_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "amibuild.hcl").write_text(CEPH.replace('extra_packages = ["ceph-common"]', 'scripts = ["gone.sh"]'))
+    result = invoke(tmp_path, "rehearse")
+    assert result.returncode == 2
+    assert result.stderr.startswith("amibuild: error: ") and "gone.sh" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "build").exists()
+
+
+def test_invoke_rehearse_without_root_exits_2_saying_why(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        result = invoke(tmp_path, "rehearse")
+    else:  # drop root for the one command (pytest's own temp folders are root's only)
+        if shutil.which("setpriv") is None:
+            pytest.skip("needs setpriv to drop root")
+        work = Path(tempfile.mkdtemp(prefix="amibuild-norootest-"))
+        try:
+            work.chmod(0o777)
+            (work / "amibuild.hcl").write_text(CEPH)
+            result = subprocess.run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "invoke",
+                 "-r", str(ROOT), "rehearse"], cwd=work, capture_output=True, text=True, timeout=120,
+                env={**os.environ, "HOME": str(work)})
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("amibuild: error: rehearse needs root"), result.stderr
+
+
+# ------------------------------------------------------------------------------------- upstream
+
+
+def shared() -> Path:
+    candidates = [Path(os.environ["AMIBUILD_SHARED"])] if os.environ.get("AMIBUILD_SHARED") else []
+    candidates += [ROOT.parent / "shared", ROOT.parent.parent / "shared"]
+    found = next((c for c in candidates if (c / "upstream" / "amazon-eks-ami").is_dir()), None)
+    if found is None:
+        pytest.skip("no upstream snapshots (../shared/upstream/amazon-eks-ami) next to this checkout")
+    return found / "upstream" / "amazon-eks-ami"
+
+
+# (snapshot, os, the pins upstream's Makefile would resolve from S3 for `make k8s=1.N`: not reachable here)
+SNAPSHOTS = {
+    "v20201117": ("al2", "1.29.0", ()),
+    "v20240117": ("al2", "1.29.0", ()),
+    "v20240615": ("al2", "1.29.0", ("user_data_file=/dev/null",)),
+    "81fec2e8": ("al2023", "1.33.0", ()),
+}
+BUILD_DATE = ("kubernetes_build_date=2024-01-04",)
+
+
+def upstream_render(tmp_path: Path, ref: str):
+    from amibuild.render import upstream
+
+    os_family, version, extra = SNAPSHOTS[ref]
+    archive = shared() / f"amazon-eks-ami-{ref}.tar.gz"
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path / "src", filter="data")
+    (checkout,) = (tmp_path / "src").iterdir()
+    (tmp_path / "amibuild.hcl").write_text(
+        'pipeline {\n  name = "t"\n  regions = ["us-west-2"]\n}\n'
+        'variant "up" {\n  base = "upstream"\n  extra_packages = ["ceph-common"]\n}\n')
+    pipeline = spec.load(tmp_path / "amibuild.hcl", spec.Overrides(
+        upstream=str(checkout), os=os_family, kubernetes_version=version, variables=BUILD_DATE + extra))
+    (variant,) = pipeline.variants
+    template = upstream.load(Path(variant.upstream), os_family=os_family, k8s=version)
+    return render_mod.render_variant(pipeline, variant, uses_plugins=True, target=Target(),
+                                     sources={r: SourceAmi("lookup") for r in pipeline.regions}, upstream=template)
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("ref", sorted(SNAPSHOTS))
+def test_upstream_chain_as_converted_gets_past_its_credential_check_to_the_end(tmp_path: Path, ref: str) -> None:
+    """Upstream's install-worker.sh runs under `set -o nounset` and reads AWS_ACCESS_KEY_ID & co.:
+    the converted template keeps those entries (empty), so the whole chain runs through."""
+    rendered = upstream_render(tmp_path, ref)
+    assert '"AWS_ACCESS_KEY_ID="' in rendered.files[render_mod.HCL_FILE]
+    report = rehearse(rendered)
+    steps = "\n".join(f"{v.step.name}: {v.status} {v.reason}" for v in report.steps)
+    if ref == "81fec2e8":
+        # today's AL2023 chain gets through its worker install, then builds nodeadm from the
+        # uploaded sources inside a Go container (nerdctl run ... make build): no stand-in can
+        # play that, and the rehearsal must say so by name, not report a failure of the chain
+        status = {v.step.name: v for v in report.steps}
+        assert status["install-worker.sh"].status == OK, steps
+        assert status["install-nodeadm.sh"].status == "not rehearsable", steps
+        assert "nerdctl run" in status["install-nodeadm.sh"].reason, steps
+        assert all(v.status != FAILED for v in report.steps), steps
+        return
+    else:
+        assert report.ok and not report.gaps, steps
+        assert all(v.status in (OK, "skipped") for v in report.steps), steps
+        assert "/etc/eks/bootstrap.sh" in report.etc_written
+    names = [v.step.name for v in report.steps]
+    worker = next(n for n in names if "install-worker" in n)
+    assert names.index("install-packages.sh") > names.index(worker)
+    assert ("ceph-common", "") in report.packages or ref == "81fec2e8"
+    assert not report.own_findings  # upstream's shellcheck findings are only warnings
+
+
+
+# ------------------------------------------------------------------------------- build-ami --rehearse
+
+TWO_VARIANTS = """\
+pipeline {
+  name    = "e2e"
+  regions = ["us-west-2"]
+}
+
+variant "ceph" {
+  extra_packages = ["ceph-common"]
+}
+
+variant "agent" {
+  extra_packages = ["vendor-agent"]
+}
+"""
+
+
+@ROOT_ONLY
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
+def test_build_ami_rehearse_stops_only_the_variant_whose_install_fails(tmp_path: Path, sandbox) -> None:
+    (tmp_path / "amibuild.hcl").write_text(TWO_VARIANTS)
+    wrapper = tmp_path / "packer-wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho "$1 $(basename "$PWD")" >> "{tmp_path}/packer-calls"\n'
+                       f'exec {shutil.which("packer")} "$@"\n')
+    wrapper.chmod(0o755)
+    result = invoke(tmp_path, "build-ami", "--rehearse", "--json", "--no-publish",
+                    env={"INVOKE_AMIBUILD_PACKER": str(wrapper), "AMIBUILD_REHEARSE_REFUSE": "vendor-agent"})
+    assert result.returncode == 1, result.stderr
+    outcomes = {v["name"]: v for v in json.loads(result.stdout)["variants"]}
+    assert outcomes["ceph"]["status"] == "built" and outcomes["ceph"]["amis"]
+    assert outcomes["agent"]["status"] == "failed"
+    assert "rehearsal failed, Packer not started" in outcomes["agent"]["error"]
+    assert "install-packages.sh" in outcomes["agent"]["error"]
+    builds = [line.split()[1] for line in (tmp_path / "packer-calls").read_text().splitlines()
+              if line.startswith("build ")]
+    assert builds == ["ceph"]
+    report = json.loads((tmp_path / "build" / "agent" / "rehearsal.json").read_text())
+    assert report["failure"]["script"] == "scripts/install-packages.sh"
+    assert any("vendor-agent" in line for line in report["failure"]["output_tail"])
+
+
+@ROOT_ONLY
+def test_a_step_that_never_ends_fails_at_the_timeout_and_leaves_nothing_running(tmp_path: Path) -> None:
+    (tmp_path / "spin.sh").write_text("#!/bin/bash\nwhile :; do :; done\n")
+    (rendered,) = render(tmp_path, 'variant "spin" {\n  scripts = ["spin.sh"]\n}\n')
+    report = rehearse(rendered, timeout=3)
+    assert [v.status for v in report.steps] == [FAILED, "not run"]
+    assert report.steps[0].reason == "timed out" and not report.ok
+    assert report.failure.exit_status is None and report.failure.script == "scripts/user-01-spin.sh"
+    leftover = subprocess.run(["pgrep", "-f", "/tmp/script_1.sh"], capture_output=True, text=True)
+    assert leftover.stdout == "", "the copy's processes died with it"
