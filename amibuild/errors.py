@@ -10,8 +10,10 @@ turns them into a one-line message and an exit code::
     │   ├── UpstreamError                 an upstream amazon-eks-ami checkout we cannot read
     │   ├── NotUserData                   `decode-userdata` input that is no user data
     │   ├── RolloutRefused                a stack / node group / channel that cannot be rolled as asked
-    │   └── RehearsalUnavailable          `rehearse` needs root on Linux; not run
+    │   ├── RehearsalUnavailable          `rehearse` needs root on Linux; not run
+    │   └── MissingExtra                  a task needs an optional extra that is not installed (`amibuild[sandbox]`)
     ├── TemplateError                     a packer/ template failed to render (a bug or a bad template)
+    ├── PackageDataMissing                a file amibuild ships (template, script) is missing: a broken install
     ├── PackerError                       the packer binary failed or is missing
     │   ├── PackerNotFound        exit 2  no packer on PATH (or too old)
     │   ├── PackerValidateError           `packer validate` / `packer fmt -check` refused a file
@@ -25,6 +27,7 @@ turns them into a one-line message and an exit code::
     ├── SandboxError                      the local AWS emulator failed to start or answer
     ├── PublishRefused                    publish/promote/rollback refused before any write
     ├── PublishConflict                   another writer moved the channel in between
+    │   └── ChannelBusy                   another writer holds the channel's lease; nothing written
     ├── PublishFailed                     a write failed part-way; written regions were put back
     ├── RolloutBlocked                    the stack or node group is busy or broken: not updated now
     ├── RolloutFailed                     the update failed, rolled back, timed out or did not converge
@@ -132,6 +135,10 @@ class PublishConflict(AmibuildError):
     """Another writer moved the channel between amibuild's read and its write."""
 
 
+class ChannelBusy(PublishConflict):
+    """Another writer holds the channel's lease (and kept it past the wait); nothing was written."""
+
+
 class PublishFailed(AmibuildError):
     """A write failed part-way; the regions already written were put back."""
 
@@ -168,3 +175,9 @@ class RehearsalError(AmibuildError):
 
 class RehearsalFailed(AmibuildError):
     """A rehearsed provisioning step failed: the variant's chain has an error."""
+class MissingExtra(UsageError):
+    """A task needs an optional part of amibuild that is not installed (e.g. `amibuild[sandbox]`)."""
+
+
+class PackageDataMissing(AmibuildError):
+    """A file amibuild ships (template, provisioner script, example) is missing: the install is broken."""

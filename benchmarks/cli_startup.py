@@ -6,10 +6,14 @@ both `--help` commands are compared with its `hello --help`). All five run as
 `python -m invoke -r <dir> ...` subprocesses with this interpreter, interleaved, and the ratio of
 medians is the figure: invoke's own start-up cancels out, what remains is what our import adds.
 Target: at most 1.2x. When it misses, the note on heavy modules says what got imported.
+
+And the installed command: `amibuild --list` (run as `python -m amibuild --list`) against a bare
+invoke `Program` over a one-task collection (`python bare_program.py --list`), the same ratio.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -27,6 +31,19 @@ TARGET = Target(1.2)
 # Modules that cost tens of milliseconds to import; none belongs on the `invoke --list` path.
 HEAVY = ("boto3", "botocore", "s3transfer", "jinja2", "hcl2", "lark", "rich", "moto")
 
+BARE_PROGRAM = '''\
+from invoke import Collection, Program, task
+
+
+@task
+def hello(c):
+    """Say hello."""
+    print("hello")
+
+
+Program(namespace=Collection(hello), version="0", name="bare", binary="bare").run()
+'''
+
 BARE_TASKS = '''\
 from invoke import task
 
@@ -42,6 +59,7 @@ def run() -> Report:
     with tempfile.TemporaryDirectory(prefix="amibuild-bench-bare-") as tmp:
         bare = Path(tmp)
         (bare / "tasks.py").write_text(BARE_TASKS, encoding="utf-8")
+        (bare / "bare_program.py").write_text(BARE_PROGRAM, encoding="utf-8")
 
         def invoke(root: Path, *args: str) -> list[str]:
             return [sys.executable, "-m", "invoke", "-r", str(root), *args]
@@ -53,28 +71,37 @@ def run() -> Report:
             "bare hello --help": invoke(bare, "hello", "--help"),
             "amibuild render --help": invoke(ROOT, "render", "--help"),
             "amibuild build-ami --help": invoke(ROOT, "build-ami", "--help"),
+            "bare program --list": [sys.executable, str(bare / "bare_program.py"), "--list"],
+            "amibuild program --list": [sys.executable, "-m", "amibuild", "--list"],
         }
-        timings = interleave({k: subprocess_command(v, cwd=bare) for k, v in commands.items()}, runs=RUNS)
+        # `python -m amibuild` finds this checkout even when the interpreter has no amibuild installed
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        timings = interleave({k: subprocess_command(v, cwd=bare, env=env) for k, v in commands.items()}, runs=RUNS)
         imports_list = imported_modules(commands["amibuild --list"], cwd=bare)
         imports_help = imported_modules(commands["amibuild render --help"], cwd=bare)
         imports_build_help = imported_modules(commands["amibuild build-ami --help"], cwd=bare)
+        imports_program = imported_modules(commands["amibuild program --list"], cwd=bare, env=env)
 
     rows = []
-    for what, bare_key, ours_key in (
-        ("invoke --list", "bare --list", "amibuild --list"),
-        ("invoke render --help", "bare hello --help", "amibuild render --help"),
-        ("invoke build-ami --help", "bare hello --help", "amibuild build-ami --help"),
+    for what, bare_key, ours_key, bare_label, ours_label in (
+        ("invoke --list", "bare --list", "amibuild --list", "bare collection", "amibuild tasks.py"),
+        ("invoke render --help", "bare hello --help", "amibuild render --help", "bare collection", "amibuild tasks.py"),
+        ("invoke build-ami --help", "bare hello --help", "amibuild build-ami --help", "bare collection",
+         "amibuild tasks.py"),
+        ("amibuild --list", "bare program --list", "amibuild program --list", "bare invoke Program",
+         "amibuild program"),
     ):
         b, o = timings[bare_key], timings[ours_key]
         rows += [
-            Row(f"{what}: bare collection", ms(b.median), detail=b.spread()),
-            Row(f"{what}: amibuild tasks.py", ms(o.median), detail=o.spread()),
+            Row(f"{what}: {bare_label}", ms(b.median), detail=b.spread()),
+            Row(f"{what}: {ours_label}", ms(o.median), detail=o.spread()),
             Row(f"{what}: ratio", o.median / b.median, unit="x", target=TARGET),
         ]
     notes = [
         _heavy_note("invoke --list", imports_list),
         _heavy_note("invoke render --help", imports_help),
         _heavy_note("invoke build-ami --help", imports_build_help),
+        _heavy_note("amibuild --list", imports_program),
         "amibuild modules imported by `invoke --list`: "
         + (", ".join(f"{m} ({t:.1f} ms)" for m, t in _ours(imports_list)) or "none"),
     ]
@@ -85,9 +112,9 @@ def run() -> Report:
 _IMPORTTIME = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)\s*$")
 
 
-def imported_modules(argv: list[str], cwd: Path) -> dict[str, float]:
+def imported_modules(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> dict[str, float]:
     """Every module the command imports, with its cumulative import time in ms (`-X importtime`)."""
-    proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], cwd=cwd, stdin=subprocess.DEVNULL,
+    proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         raise BenchmarkError(f"`{' '.join(argv)}` exited {proc.returncode}:\n{proc.stderr[-2000:]}")

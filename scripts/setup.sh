@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up amibuild on a fresh Debian/Ubuntu machine: packer, shellcheck and git from apt, then
-# the package with its test extras in .venv. Safe to run again.
+# the package in .venv with its `test` extra, which brings the `sandbox` extra (moto) that
+# `.venv/bin/amibuild demo` needs, and puts the `amibuild` command in .venv/bin. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,4 +22,4 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
-echo "amibuild setup: done ($(packer version | head -n 1), $(.venv/bin/python --version))"
+echo "amibuild setup: done ($(packer version | head -n 1), $(.venv/bin/python --version), $(.venv/bin/amibuild --version))"

@@ -6,11 +6,14 @@ Point ``AWS_ENDPOINT_URL`` at `FaultProxy.endpoint` and every AWS call goes thro
 * answer ``ThrottlingException`` to a fraction of chosen operations (`throttle`);
 * fail chosen operations in one region with a non-retryable error (`fail`);
 * hold the first N matching requests until all N have arrived, then let them go together
-  (`hold`): a deterministic way to make two writers race.
+  (`hold`): a deterministic way to make two writers race;
+* hold chosen requests (an operation, a region, a parameter name) until the test releases them
+  (`gate`): the test knows a request is in flight and decides when it lands, with no sleeping.
 
 Operations are named as the wire names them: the ``X-Amz-Target`` header for JSON protocols
 (``AmazonSSM.PutParameter``), else the query ``Action`` (``DescribeImages``). The region comes from
-the SigV4 credential scope. Everything seen is recorded in `log` as `Seen` entries.
+the SigV4 credential scope; for SSM, the parameter ``Name`` comes from the JSON body. Everything
+seen is recorded in `log` as `Seen` entries.
 
     with FaultProxy(sandbox.endpoint, seed=1) as proxy:
         proxy.throttle(0.3)
@@ -45,6 +48,37 @@ class Seen:
     region: str
     outcome: str  # "forwarded" | "throttled" | "failed"
     at: float = 0.0  # time.monotonic() when answered
+    name: str = ""  # the SSM parameter named in the request, if any
+
+
+class Gate:
+    """Requests matching (operation, region, name) wait here until `release`; see `FaultProxy.gate`."""
+
+    def __init__(self, ops: frozenset[str], region: str | None, name: str | None, count: int | None,
+                 timeout: float) -> None:
+        self.ops, self.region, self.name, self.left, self.timeout = ops, region, name, count, timeout
+        self._open = threading.Event()
+        self._arrived = threading.Condition()
+        self.held = 0  # how many requests have been caught so far
+
+    def matches(self, op: str, region: str, name: str) -> bool:
+        return (op in self.ops and (self.region is None or region == self.region)
+                and (self.name is None or self.name in name) and self.left != 0)
+
+    def catch(self) -> None:
+        with self._arrived:
+            self.held += 1
+            self._arrived.notify_all()
+        # bounded, so that a test that forgets to release fails instead of hanging
+        self._open.wait(self.timeout)
+
+    def wait_held(self, count: int = 1, timeout: float = 60.0) -> bool:
+        """Block until `count` requests are caught; False on timeout."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: self.held >= count, timeout)
+
+    def release(self) -> None:
+        self._open.set()
 
 
 @dataclass
@@ -72,6 +106,7 @@ class FaultProxy:
         self._failures: list[_Failure] = []
         self._hold: tuple[frozenset[str], threading.Barrier, float] | None = None
         self._hold_left = 0
+        self._gates: list[Gate] = []
         self.log: list[Seen] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -96,6 +131,15 @@ class FaultProxy:
             self._hold = (frozenset(ops), threading.Barrier(count), timeout)
             self._hold_left = count
 
+    def gate(self, ops: Iterable[str] = SSM_WRITES, *, region: str | None = None, name: str | None = None,
+             count: int | None = 1, timeout: float = 60.0) -> Gate:
+        """Hold the next `count` (None: every) request of `ops` in `region` naming a parameter that
+        contains `name`, until `Gate.release`."""
+        gate = Gate(frozenset(ops), region, name, count, timeout)
+        with self._lock:
+            self._gates.append(gate)
+        return gate
+
     def held(self) -> int:
         """How many requests the current `hold` has caught so far."""
         with self._lock:
@@ -107,13 +151,18 @@ class FaultProxy:
             self._throttle = (0.0, frozenset())
             self._failures = []
             self._hold, self._hold_left = None, 0
+            gates, self._gates = self._gates, []
+        for gate in gates:
+            gate.release()
 
-    def count(self, op: str | None = None, outcome: str | None = None, region: str | None = None) -> int:
+    def count(self, op: str | None = None, outcome: str | None = None, region: str | None = None,
+              name: str | None = None) -> int:
+        """Requests seen; `name` matches parameter names containing it."""
         with self._lock:
             return sum(
                 1 for s in self.log
                 if (op is None or s.op == op) and (outcome is None or s.outcome == outcome)
-                and (region is None or s.region == region)
+                and (region is None or s.region == region) and (name is None or name in s.name)
             )
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -171,14 +220,16 @@ class FaultProxy:
         op = request.headers.get("X-Amz-Target") or _query_action(request.path, body)
         scope = _SCOPE.search(request.headers.get("Authorization", ""))
         region = scope.group(1) if scope else ""
+        name = _parameter_name(body)
 
         if self.delay:
             time.sleep(self.delay)
         self._wait_for_hold(op)
+        self._wait_at_gate(op, region, name)
         fault = self._fault_for(op, region)
         if fault is not None:
             outcome, status, code, message = fault
-            self._record(op, region, outcome)
+            self._record(op, region, outcome, name)
             payload = json.dumps({"__type": code, "message": message}).encode()
             self._reply(request, status, [("Content-Type", "application/x-amz-json-1.1"),
                                           ("x-amzn-ErrorType", code)], payload)
@@ -195,8 +246,16 @@ class FaultProxy:
             status = response.status
         finally:
             connection.close()
-        self._record(op, region, "forwarded")
+        self._record(op, region, "forwarded", name)
         self._reply(request, status, reply_headers, data)
+
+    def _wait_at_gate(self, op: str, region: str, name: str) -> None:
+        with self._lock:
+            gate = next((g for g in self._gates if g.matches(op, region, name)), None)
+            if gate is not None and gate.left is not None:
+                gate.left -= 1  # under the proxy's lock: two requests never take the last place
+        if gate is not None:
+            gate.catch()
 
     def _wait_for_hold(self, op: str) -> None:
         with self._lock:
@@ -221,9 +280,9 @@ class FaultProxy:
                 return "throttled", 400, "ThrottlingException", "Rate exceeded"
         return None
 
-    def _record(self, op: str, region: str, outcome: str) -> None:
+    def _record(self, op: str, region: str, outcome: str, name: str = "") -> None:
         with self._lock:
-            self.log.append(Seen(op, region, outcome, time.monotonic()))
+            self.log.append(Seen(op, region, outcome, time.monotonic(), name))
 
     @staticmethod
     def _reply(request: BaseHTTPRequestHandler, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
@@ -234,6 +293,17 @@ class FaultProxy:
         request.end_headers()
         if request.command != "HEAD":
             request.wfile.write(body)
+
+
+def _parameter_name(body: bytes) -> str:
+    """The ``Name`` (or ``ResourceId``) an SSM JSON request names; "" for anything else."""
+    if not body.startswith(b"{"):
+        return ""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return ""
+    return str(data.get("Name") or data.get("ResourceId") or "") if isinstance(data, dict) else ""
 
 
 def _query_action(path: str, body: bytes) -> str:

@@ -25,7 +25,7 @@ from amibuild.build.plan import TAG_PREFIX
 ROOT = Path(__file__).resolve().parent.parent
 REGIONS = ("us-west-2", "eu-west-1")
 PROVENANCE_KEYS = {
-    "fingerprint", "variant", "pipeline", "os", "kubernetes-version", "arch", "base", "source-ami",
+    "fingerprint", "variant", "pipeline", "os", "kubernetes-version", "arch", "flavor", "base", "source-ami",
     "source-ami-name", "extra-packages", "version", "run-id", "created",
 }
 
@@ -344,16 +344,22 @@ def test_interrupt_while_publishing_finishes_the_variants_in_flight_and_starts_n
     (workdir / "amibuild.hcl").write_text('pipeline {\n  name = "e2e"\n  regions = ["us-west-2"]\n}\n' + "".join(
         f'variant "{n}" {{\n  extra_packages = ["{n}"]\n}}\n' for n in names))
     with FaultProxy(sandbox.endpoint) as proxy:
-        proxy.hold(["AmazonSSM.PutParameter"], count=100, timeout=6)  # the first writes wait 6 s
+        # the channel writes (not the leases) wait until the test lets them go
+        gate = proxy.gate(["AmazonSSM.PutParameter"], name="/image_id", count=None)
         env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
         proc = subprocess.Popen([sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--json"],
                                 cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 90
-        while proxy.held() < 4:  # publishing has started: its first writes (4 variants at once) are held
-            assert time.monotonic() < deadline and proc.poll() is None, "publishing never started"
-            time.sleep(0.05)
+        # publishing has started: the first writes of 4 variants at once are held
+        assert gate.wait_held(4, timeout=90), "publishing never started"
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
+        seen = []
+        for line in proc.stderr:  # the handler has run: no other variant starts now
+            seen.append(line)
+            if "SIGINT: finishing" in line:
+                break
+        gate.release()
+        out, rest = proc.communicate(timeout=120)
+        err = "".join(seen) + rest
     assert proc.returncode == 130, err
     variants = summary(subprocess.CompletedProcess([], 0, out, err))
     published = sorted(n for n, v in variants.items() if v["published"])

@@ -52,11 +52,11 @@ def test_every_flag_of_every_task_has_help(tmp_path: Path) -> None:
 def test_validate_passes_on_the_example_without_aws_access(tmp_path: Path) -> None:
     """No credentials, no endpoint: the source AMI stays a build-time lookup and packer validates."""
     result = invoke(tmp_path, "validate", "--pipeline", str(ROOT / "amibuild.hcl"), "--variant", "ceph",
-                    "--variant", "ceph-arm", "--variant", "ceph-al2023", "--variant", "ceph-al2023-arm")
+                    "--variant", "ceph-arm", "--variant", "ceph-al2")
     assert result.returncode == 0, result.stderr
-    assert result.stderr.count("valid ceph") == 4
+    assert result.stderr.count("valid ceph") == 3
     assert "looked up at build time" in result.stderr
-    assert "4 variant(s) valid with packer" in result.stderr
+    assert result.stdout.startswith("3 variant(s) valid with packer")  # the answer on stdout, progress on stderr
 
 
 @pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")

@@ -291,9 +291,16 @@ def test_kms_is_allowed_on_the_named_key_and_an_alias_becomes_a_condition(tmp_pa
 def test_ssm_is_scoped_to_the_pipelines_channels_and_the_public_eks_parameters(pipeline) -> None:
     document = iam.policy("all", pipeline, stacks=["nodes-a"], node_role_arn=NODE_ROLE, account=ACCOUNT_ID)
     ssm = [s for s in document["Statement"] if any(a.startswith("ssm:") for a in s["Action"])]
-    assert {r for s in ssm for r in s["Resource"]} == {
+    # prune finds the channels by their amibuild:pipeline tag, whatever template named them:
+    # DescribeParameters (metadata only) cannot be scoped, the history read is scoped by that tag
+    by_tag = {s["Sid"]: s for s in ssm if s["Sid"] in ("ChannelsFind", "ChannelsReadByTag")}
+    assert (by_tag["ChannelsFind"]["Action"], by_tag["ChannelsFind"]["Resource"]) == (["ssm:DescribeParameters"], "*")
+    assert by_tag["ChannelsReadByTag"]["Action"] == ["ssm:GetParameterHistory"]
+    assert by_tag["ChannelsReadByTag"]["Condition"] == {"StringEquals": {"ssm:resourceTag/amibuild:pipeline": "iam"}}
+    assert {r for s in ssm if s["Sid"] not in by_tag for r in s["Resource"]} == {
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam",
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/*",
+        "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/amibuild-lease/*",
         "arn:aws:ssm:*::parameter/aws/service/eks/optimized-ami/*",
     }
     public = next(s for s in ssm if s["Sid"] == "EksPublicParameters")

@@ -295,8 +295,13 @@ def test_load_template_refuses_what_is_not_a_template(tmp_path: Path, text: str)
         nodegroup.load_template(path)
 
 
-def test_template_json_is_the_template(template: dict[str, Any]) -> None:
-    assert json.loads(nodegroup.template_json()) == template
+def test_template_json_is_the_template_marked_with_the_node_os(template: dict[str, Any]) -> None:
+    sent = json.loads(nodegroup.template_json())
+    shipped = json.loads(json.dumps(template))  # a copy: the fixture is shared
+
+    assert sent["Metadata"].pop("amibuild") == {"template": "nodegroup", "os": "al2"}
+    assert shipped["Metadata"].pop("amibuild") == {"template": "nodegroup"}
+    assert sent == shipped
 
 
 def test_custom_user_data_goes_under_base64_sub_with_shell_braces_escaped(template: dict[str, Any]) -> None:
@@ -314,6 +319,7 @@ def test_custom_user_data_goes_under_base64_sub_with_shell_braces_escaped(templa
     launch_template_data(sent).pop("UserData")
     expected = json.loads(json.dumps(template))
     launch_template_data(expected).pop("UserData")
+    expected["Metadata"]["amibuild"]["os"] = "al2"
     assert sent == expected
 
 

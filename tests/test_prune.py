@@ -226,6 +226,28 @@ def test_deprecate_only_leaves_an_image_deprecated_already_as_it_is(offline_aws)
     assert [i.image_id for i in plan.to_change] == ["ami-0000000000000000b", "ami-0000000000000000a"]
 
 
+def test_in_use_decides_from_recorded_facts_every_channel_whatever_its_template() -> None:
+    recorded = json.loads((DATA / "uses-two-templates.json").read_text())
+    uses = prune.Uses.from_dict(recorded)
+    assert prune.Uses.from_dict(uses.to_dict()) == uses  # what gather records reads back the same
+    assert prune.in_use(uses, keep_versions=2) == {
+        "ami-0000000000000000d": ("channel stable of ceph current in us-west-2",),
+        "ami-0000000000000000c": ("channel stable of ceph version 4 in us-west-2 (rollback window)",),
+        # version 3 repeats version 2's image: the window counts images, not versions
+        "ami-0000000000000000b": ("channel stable of ceph version 3 in us-west-2 (rollback window)",),
+        "ami-000000000000000f1": ("channel parameter /amibuild/ceph/stable current in eu-west-1",),
+        "ami-000000000000000e1": ("channel parameter /amibuild/ceph/stable version 1 in eu-west-1 (rollback window)",),
+        "ami-00000000000000011": ("launch template lt-0aaaaaaaaaaaaaaaa (nodes) v1 default version in us-west-2",),
+        "ami-00000000000000012": ("launch template lt-0aaaaaaaaaaaaaaaa (nodes) v2 used by Auto Scaling group "
+                                  "workers in us-west-2",),
+        "ami-00000000000000013": ("launch template lt-0aaaaaaaaaaaaaaaa (nodes) v3 latest version in us-west-2",),
+        "ami-00000000000000014": ("launch configuration legacy in us-west-2",),
+        "ami-00000000000000015": ("instance i-0123456789abcdef0 stopped",),
+    }
+    # --keep-versions 0: only the current values of the channels
+    assert [r for r in prune.in_use(uses, keep_versions=0).values() if "rollback window" in r[0]] == []
+
+
 # ------------------------------------------------------------------------------- against the emulator
 
 
@@ -414,3 +436,35 @@ def test_bad_prune_flags_are_refused_with_exit_2_before_any_aws_call(tmp_path: P
         assert result.returncode == 2, result.stderr
         assert result.stderr.strip().startswith("amibuild: error: ") and words in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_prune_keeps_the_images_of_channels_written_under_two_parameter_templates(workdir: Path) -> None:
+    from amibuild.channels import publish
+
+    built = [build_image(n) for n in range(1, 7)]
+    pipeline = spec.load(workdir / "amibuild.hcl")
+    ceph = pipeline.variants[0]
+    aws = Aws(region=REGION)
+    publish.publish_variant(aws, pipeline=pipeline, variant=ceph, amis={REGION: built[0].ami}, channel="stable")
+    # the same pipeline's channel written under another template (the file said so then, or a second file does)
+    legacy = "{prefix}/legacy/{variant}/{channel}"
+    for b in (built[1], built[2]):
+        publish.publish_variant(aws, pipeline=pipeline, variant=ceph, amis={REGION: b.ami}, channel="beta",
+                                template=legacy)
+
+    dry = invoke(workdir, "prune", "--keep", "1", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    reasons = {i["image_id"]: i["reasons"] for i in json.loads(dry.stdout)["images"]}
+    assert reasons[built[0].ami] == ["channel stable of ceph current in us-west-2"]
+    assert reasons[built[2].ami] == ["channel parameter /amibuild/legacy/ceph/beta current in us-west-2"]
+    assert reasons[built[1].ami] == ["channel parameter /amibuild/legacy/ceph/beta version 1 in us-west-2 "
+                                     "(rollback window)"]
+    listed = invoke(workdir, "prune", "--keep", "1", "--dry-run")
+    assert "channel parameter /amibuild/legacy/ceph/beta current in us-west-2" in listed.stdout
+
+    done = invoke(workdir, "prune", "--keep", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    deleted = {o["image_id"] for o in json.loads(done.stdout)["outcomes"] if o["status"] == "deleted"}
+    assert deleted == {built[3].ami, built[4].ami}  # built[5] is the newest
+    images, _ = own_images_and_snapshots()
+    assert {built[0].ami, built[1].ami, built[2].ami, built[5].ami} <= images

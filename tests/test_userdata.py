@@ -355,7 +355,7 @@ def test_no_proxy_holds_vpc_service_metadata_local_and_regional_endpoints():
     assert entries == (
         "10.0.0.0/16", "10.100.0.0/16", "172.20.0.0/16",
         "169.254.169.254", "localhost", "127.0.0.1", ".internal",
-        "eu-west-1.eks.amazonaws.com", "eks.eu-west-1.amazonaws.com", "ec2.eu-west-1.amazonaws.com",
+        "eks.eu-west-1.amazonaws.com", "ec2.eu-west-1.amazonaws.com",
         "api.ecr.eu-west-1.amazonaws.com", "dkr.ecr.eu-west-1.amazonaws.com",
         "s3.eu-west-1.amazonaws.com", "sts.eu-west-1.amazonaws.com",
     )
@@ -513,11 +513,6 @@ BAD_CONFIGS = [
         lambda: al2023_config(bootstrap_args="--x"),
         "--bootstrap-args is for al2",
         id="al2023 bootstrap args",
-    ),
-    pytest.param(
-        lambda: al2023_config(cfn_signal=CfnSignal("s", "R", "eu-west-1")),
-        "--cfn-stack is for al2",
-        id="al2023 cfn-signal",
     ),
     pytest.param(
         lambda: al2_config(api_server_endpoint=ENDPOINT),

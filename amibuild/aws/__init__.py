@@ -218,6 +218,43 @@ class Aws:
             raw = self._ssm_channels(region).list_tags_for_resource(ResourceType="Parameter", ResourceId=name)
         return {t["Key"]: t["Value"] for t in raw.get("TagList", [])}
 
+    # -- channel leases and tags (amibuild/channels/lease.py, amibuild/lifecycle/prune.py) ----------
+
+    def create_lease(self, name: str, region: str, value: str, *, description: str) -> int | None:
+        """Create `name` holding `value` unless it exists (PutParameter with Overwrite=False): the new
+        version, or None when the parameter exists already (someone else holds the lease)."""
+        from botocore.exceptions import ClientError
+
+        with _mapped(f"ssm:PutParameter {name}", region):
+            try:
+                response = self._ssm_channels(region).put_parameter(
+                    Name=name, Value=value, Type="String", Tier="Standard", Description=description,
+                    Overwrite=False,
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "ParameterAlreadyExists":
+                    return None
+                raise
+        return int(response["Version"])
+
+    def overwrite_lease(self, name: str, region: str, value: str, *, description: str) -> int:
+        """Overwrite `name` with `value` (taking over an expired lease); the new version number."""
+        with _mapped(f"ssm:PutParameter {name}", region):
+            response = self._ssm_channels(region).put_parameter(
+                Name=name, Value=value, Type="String", Tier="Standard", Description=description, Overwrite=True,
+            )
+        return int(response["Version"])
+
+    def parameters_tagged(self, region: str, tags: Mapping[str, Sequence[str]]) -> list[str]:
+        """Names of the parameters carrying every tag in `tags` with one of its values (DescribeParameters
+        with ``tag:KEY`` filters): found whatever path or template named them."""
+        filters = [{"Key": f"tag:{key}", "Values": list(values)} for key, values in tags.items()]
+        with _mapped("ssm:DescribeParameters", region):
+            pages = self._ssm_channels(region).get_paginator("describe_parameters").paginate(
+                ParameterFilters=filters
+            )
+            return [raw["Name"] for page in pages for raw in page.get("Parameters", [])]
+
     def get_parameters(self, names: Sequence[str], region: str) -> dict[str, str]:
         """Values of several parameters (GetParameters, ten names a call); missing names are left out."""
         values: dict[str, str] = {}
@@ -555,6 +592,24 @@ class Aws:
             return results.parse_nodegroup_update(self.client("eks", region).describe_update(
                 name=cluster, nodegroupName=name, updateId=update_id
             )["update"])
+
+    def describe_cluster(self, name: str, region: str) -> dict[str, Any] | None:
+        """The EKS cluster (endpoint, CA, network, access config); None when it does not exist."""
+        try:
+            with _mapped(f"eks:DescribeCluster {name}", region):
+                return self.client("eks", region).describe_cluster(name=name)["cluster"]
+        except NotFound:
+            return None
+
+    def create_access_entry(self, cluster: str, principal_arn: str, region: str, *, entry_type: str) -> bool:
+        """Create an EKS access entry for `principal_arn`; False when one already exists."""
+        client = self.client("eks", region)
+        with _mapped(f"eks:CreateAccessEntry {cluster}", region):
+            try:
+                client.create_access_entry(clusterName=cluster, principalArn=principal_arn, type=entry_type)
+            except client.exceptions.ResourceInUseException:
+                return False
+        return True
 
 
 K = TypeVar("K")

@@ -146,6 +146,7 @@ def provenance_tags(item: PlanItem, plan: BuildPlan, *, version: str, git_commit
         tags.OS: variant.os,
         tags.KUBERNETES_VERSION: variant.kubernetes_version,
         tags.ARCH: variant.arch,
+        tags.FLAVOR: variant.flavor,
         tags.BASE: variant.base,
         tags.SOURCE_AMI: "{{ .SourceAMI }}",
         tags.SOURCE_AMI_NAME: "{{ .SourceAMIName }}",

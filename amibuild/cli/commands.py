@@ -161,14 +161,35 @@ def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = 
     return Prepared(pipeline, rendered, version, [note] if note else [])
 
 
+def support_warnings(pipeline: spec.Pipeline, today=None) -> list[str]:
+    """One line per variant whose Kubernetes version is past EKS standard or extended support."""
+    from datetime import date
+
+    from amibuild.spec.support import support_warning
+
+    today = today or date.today()
+    out = []
+    for variant in pipeline.variants:
+        warning = support_warning(variant.kubernetes_version, today)
+        if warning:
+            out.append(f"variant {variant.name}: {warning}")
+    return out
+
+
 def write_all(prepared: Prepared, options: Options, say: Say) -> list[Path]:
     out_dir = Path(options.build_dir)
     directories = []
+    # a note every variant carries (the Packer version's, say) holds for the whole run: say it once
+    shared = [n for n in prepared.rendered[0].notes if all(n in r.notes for r in prepared.rendered)] \
+        if len(prepared.rendered) > 1 else []
+    for line in shared:
+        say(f"note: {line}")
     for item in prepared.rendered:
         directories.append(render_mod.write(item, out_dir, item.record(prepared.pipeline, prepared.packer_version)))
         say(f"rendered {item.variant.name}: {out_dir / item.variant.name} (fingerprint {item.fingerprint[:12]})")
         for line in item.notes:
-            say(f"  note: {line}")
+            if line not in shared:
+                say(f"  note: {line}")
     return directories
 
 
@@ -179,6 +200,8 @@ def render(options: Options, say: Say = lambda _: None, *, aws=None, resolve: bo
         aws = aws_if_available(options)
     # every variant rendered in memory before anything is written: bad input writes nothing
     prepared = prepare(options, aws=aws, resolve=resolve, packer=packer, pipeline=pipeline)
+    for line in support_warnings(prepared.pipeline):
+        say(f"warning: {line}")
     directories = write_all(prepared, options, say)
     return RenderResult(prepared.pipeline, prepared.rendered, directories, prepared.packer_version, prepared.notes)
 
@@ -306,6 +329,8 @@ class BuildRun:
     aborted: bool = False
 
     sharing: list[str] = field(default_factory=list)  # launch/snapshot permissions missing for ami_users
+    signal: str = ""  # the signal that stopped the publish step (SIGINT, SIGTERM, SIGHUP), if one did
+    exit_code: int = 130  # when interrupted: 128 + that signal
 
     @property
     def failed(self) -> list:
@@ -372,8 +397,10 @@ def build_ami(
         from amibuild.errors import NoCredentials
 
         raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
-                            "AWS_SECRET_ACCESS_KEY, or run `invoke sandbox` for the local emulator")
+                            "AWS_SECRET_ACCESS_KEY, or run `amibuild sandbox` for the local emulator")
     prepared = prepare(options, aws=aws, strict=True, packer=packer, pipeline=pipeline)
+    for line in support_warnings(pipeline):  # after every input check: bad input stays one line
+        say(f"warning: {line}")
     out_dir = Path(options.build_dir)
     existing = find_built_images(aws, prepared.pipeline.target_regions, [r.fingerprint for r in prepared.rendered])
     plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],
@@ -448,12 +475,18 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
             progress.close()
     sharing: list[str] = []
     interrupted = executor.state.interrupted
+    stopped_by, exit_code = "", 130
     if channel and not interrupted:
-        try:
-            publish_outcomes(aws, plan, outcomes, channel, say)
-            sharing = check_shared(aws, plan, outcomes)
-        except KeyboardInterrupt:
-            interrupted = True  # recorded below; what was published is in each variant's record
+        from amibuild.cli.signals import Signals
+
+        # A signal here lets the channel writes in flight finish (or put back) and starts no other;
+        # the run is then recorded as interrupted, with what each variant's channel did.
+        with Signals() as signals:
+            publish_outcomes(aws, plan, outcomes, channel, say, cancelled=signals.requested)
+            if not signals.requested():
+                sharing = check_shared(aws, plan, outcomes)
+        if signals.requested():
+            interrupted, stopped_by, exit_code = True, signals.name, signals.exit_code
     runs = Path(options.build_dir) / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     record_path = runs / f"{plan.run_id}.json"
@@ -467,6 +500,7 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
         "regions": list(plan.regions),
         "force": plan.force,
         "interrupted": interrupted,
+        "signal": stopped_by or None,
         "variants": [
             {**o.to_dict(), "inputs": items[o.name].rendered.variant.settings(),
              "source_amis": {r: s.image_id for r, s in items[o.name].rendered.sources.items()}}
@@ -475,23 +509,26 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
     }
     record["sharing"] = sharing
     record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return BuildRun(plan, outcomes, record_path, interrupted, executor.state.aborted, sharing)
+    return BuildRun(plan, outcomes, record_path, interrupted, executor.state.aborted, sharing, stopped_by, exit_code)
 
 
 PUBLISH_PARALLEL = 4
 
 
-def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
-    """Publish each built or reused variant to `channel`, all regions or none per variant.
+def publish_outcomes(aws, plan, outcomes, channel: str, say: Say, *, cancelled=lambda: False) -> None:
+    """Publish each built or reused variant to `channel`: per variant one transaction under the
+    channel's lease, all regions or none.
 
     Which variants and with what is decided by `channels.from_build.plan_build_publish` (pure);
     channels that already hold a reused image are found with GetParameters first (ten names a
     call per region), so an unchanged scheduled run makes no parameter version and few calls.
+    Once `cancelled()` (a signal came) no further variant starts; those in flight finish or put back.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     from amibuild.channels import publish
     from amibuild.channels.from_build import channel_reads, plan_build_publish
+    from amibuild.channels.lease import Guard
     from amibuild.errors import AmibuildError
 
     current = {region: aws.get_parameters(names, region)
@@ -501,13 +538,17 @@ def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
 
     def publish_one(item) -> None:
         outcome = by_name[item.name]
+        if cancelled():
+            outcome.publish_error = "not published: interrupted before its turn"
+            return
         if item.unchanged:
             outcome.published = {"channel": channel, "parameter": item.parameter,
                                  "regions": {r: unchanged for r in sorted(item.amis)}}
             return
         try:
             result = publish.publish_variant(aws, pipeline=plan.pipeline, variant=item.variant, amis=item.amis,
-                                             channel=channel, fingerprint=item.fingerprint, run_id=item.run_id)
+                                             channel=channel, fingerprint=item.fingerprint, run_id=item.run_id,
+                                             guard=Guard(run_id=plan.run_id, cancelled=cancelled))
         except AmibuildError as exc:
             outcome.publish_error = str(exc)
             say(f"{outcome.name}: not published: {exc}")
@@ -518,21 +559,11 @@ def publish_outcomes(aws, plan, outcomes, channel: str, say: Say) -> None:
             + ", ".join(f"{r.region}={r.ami}" for r in result.regions))
 
     # Variants are independent channels: a few at once (the gateway paces and retries SSM writes,
-    # whose account-wide rate is low), each still all regions or none. Ctrl-C here lets the
-    # variants already being published finish (so none is left half moved) and starts no other.
-    pool = ThreadPoolExecutor(max_workers=PUBLISH_PARALLEL)
-    futures = {pool.submit(publish_one, item): by_name[item.name]
-               for item in plan_build_publish(plan, outcomes, channel, current)}
-    try:
-        for future in futures:
+    # whose account-wide rate is low), each still all regions or none. Signals do not raise here
+    # (the caller holds them off): each variant asks `cancelled` before it starts.
+    with ThreadPoolExecutor(max_workers=PUBLISH_PARALLEL) as pool:
+        for future in [pool.submit(publish_one, item) for item in plan_build_publish(plan, outcomes, channel, current)]:
             future.result()
-    except KeyboardInterrupt:
-        for future, outcome in futures.items():
-            if future.cancel():
-                outcome.publish_error = "not published: interrupted before its turn"
-        pool.shutdown(wait=True)
-        raise
-    pool.shutdown(wait=True)
 
 
 def check_shared(aws, plan, outcomes) -> list[str]:

@@ -51,9 +51,11 @@ class Check:
     name: str
     ok: bool
     message: str
+    warn: bool = False  # fine to go on, but worth acting on (shown as WARN; doctor still passes)
 
     def line(self) -> str:
-        return f"{'ok' if self.ok else 'FAIL':<4} {self.name}: {self.message}"
+        state = "FAIL" if not self.ok else "WARN" if self.warn else "ok"
+        return f"{state:<4} {self.name}: {self.message}"
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -71,6 +73,7 @@ def checks(options: Options) -> list[Check]:
     results = [
         check_packer(options.packer),
         pipeline_check,
+        *([check_support(pipeline)] if pipeline is not None else []),
         check_region(pipeline, env_name, env_region, aws.region if aws else None),
         credentials,
         endpoint,
@@ -124,6 +127,17 @@ def check_pipeline(options: Options, default_region: str) -> tuple[Check, spec.P
     else:
         message = f"{pipeline.source}: {len(pipeline.variants)} variant(s): {names}"
     return Check("pipeline", True, message), pipeline
+
+
+def check_support(pipeline: spec.Pipeline, today=None) -> Check:
+    """Whether every variant's Kubernetes version is still in EKS standard support (a warning if not)."""
+    from amibuild.cli.commands import support_warnings
+
+    warnings = support_warnings(pipeline, today)
+    if warnings:
+        return Check("kubernetes", True, "; ".join(warnings), warn=True)
+    versions = ", ".join(sorted({v.kubernetes_version for v in pipeline.variants}))
+    return Check("kubernetes", True, f"{versions}: in EKS standard support")
 
 
 def check_region(pipeline: spec.Pipeline | None, env_name: str, env_region: str, profile_region: str | None) -> Check:

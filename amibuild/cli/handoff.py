@@ -5,14 +5,16 @@ Flags are known here only; `amibuild.handoff` takes stacks, regions and paramete
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping
 
 from amibuild.aws import Aws, default_region
 from amibuild.channels import publish
 from amibuild.cli.commands import load_pipeline
-from amibuild.errors import SpecError
-from amibuild.handoff.nodegroup import (NODE_GROUP, DeployResult, deploy, node_role_arn, parse_parameters,
-                                        template_json)
+from amibuild.errors import AccessDenied, SpecError
+from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, ClusterFacts, node_access, read_cluster
+from amibuild.handoff.nodegroup import (NODE_GROUP, NODE_OSES, DeployResult, check_ours, deploy, node_role_arn,
+                                        parse_parameters, stack_parameters, template_json)
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutResult, Say, rollout_nodegroup, rollout_stack
 
 
@@ -60,14 +62,23 @@ def rollout(options: Any, *, stack: str | None, nodegroup: str | None, variant: 
     return rollout_nodegroup(aws, cluster, name, region, channel_parameter=parameter, say=say, **limits)
 
 
+DEFAULT_NODE_OS = "al2023"  # without --os, --variant or an existing stack: what EKS publishes today
+
+
 def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: str | None, channel: str | None,
                       flags: Mapping[str, str], subnets: Iterable[str], parameters: Iterable[str],
                       proxy: str, no_proxy: Iterable[str], service_cidr: str, say: Callable[[str], None],
-                      wait: bool = True, timeout: float | None = None) -> DeployResult:
+                      wait: bool = True, timeout: float | None = None, os_: str = "",
+                      private_endpoint: bool = False, api_server_endpoint: str = "",
+                      certificate_authority: str = "") -> DeployResult:
     """`invoke nodegroup-deploy`: flags (parameter name -> value) and --parameter KEY=VALUE become the
-    stack's parameters; --proxy makes the nodes' user data from `invoke userdata`'s code."""
+    stack's parameters. The nodes' OS is --os, else the variant's, else the stack's, else al2023.
+    al2023 nodes and --proxy get user data from `invoke userdata`'s code, with the cluster's
+    endpoint, CA, service CIDR and endpoint access read with DescribeCluster (flags when it cannot be read)."""
     if not stack:
         raise SpecError("nodegroup-deploy: --stack NAME is required")
+    if os_ and os_ not in NODE_OSES:
+        raise SpecError(f"--os {os_!r}: choose one of {', '.join(NODE_OSES)}")
     given = parse_parameters(parameters)
     named = {**{key: value for key, value in flags.items() if value},
              "Subnets": ",".join(s for value in subnets for s in value.split(",") if s)}
@@ -75,21 +86,63 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
         if value and key in given:
             raise SpecError(f"{key} is set twice: by its own flag and by --parameter")
     given.update({key: value for key, value in named.items() if value})
+    if not proxy and (tuple(no_proxy) or private_endpoint):
+        raise SpecError("--no-proxy and --private-endpoint go with --proxy")
+    parameter = channel_parameter(options, variant, channel)
+    # --os wins over the variant's, as a flag does over the pipeline file everywhere else.
+    variant_os = load_pipeline(options).variants[0].os if variant else ""
     aws, region = gateway(options, region)
+    found = aws.describe_stack(stack, region)
+    origin = check_ours(aws, stack, region) if found is not None else None
+    if found is None:  # what a create lacks, said before DescribeCluster and the user data
+        stack_parameters({"NodeGroupName": stack, **given}, None)
+        if not parameter and not given.get("NodeImageId"):
+            raise SpecError("creating a node group stack needs --variant (and --channel), or --parameter NodeImageId=AMI")
+    previous = {key: p.value for key, p in found.parameters.items()} if found else {}
+    node_os = os_ or variant_os or str((origin or {}).get("os") or "") or DEFAULT_NODE_OS
+    if origin is not None and origin.get("os") and origin.get("os") != node_os:
+        say(f"stack {stack}: nodes move from {origin.get('os')} to {node_os} (the rolling update replaces them)")
+    cluster = given.get("ClusterName") or previous.get("ClusterName", "")
+    facts, unread = _cluster_facts(aws, cluster, region) if cluster else (None, "")
     user_data = None
-    if proxy:
+    if node_os == "al2023" or proxy:
         from amibuild.handoff.userdata.render import config_from_flags, render_userdata
 
+        al2023 = node_os == "al2023"
+        endpoint = api_server_endpoint or (facts.endpoint if facts and al2023 else "")
+        ca = certificate_authority or (facts.certificate_authority if facts and al2023 else "")
+        cidr = service_cidr or (facts.service_cidr if facts else "")
+        if al2023 and not (endpoint and ca and cidr):
+            raise SpecError(
+                f"al2023 nodes need cluster {cluster or '(--cluster)'}'s endpoint, CA and service CIDR, and "
+                f"DescribeCluster in {region} gave none: give --api-server-endpoint, --certificate-authority "
+                "and --service-cidr")
+        if unread:
+            say(f"{unread}; going by the flags")
         user_data = render_userdata(config_from_flags(
-            cluster=given.get("ClusterName", ""), proxy=proxy, no_proxy=tuple(no_proxy), service_cidr=service_cidr,
-            region=region, bootstrap_args=given.get("BootstrapArguments", ""), cfn_stack=stack,
-            cfn_resource=NODE_GROUP,
+            cluster=cluster, os=node_os, proxy=proxy, no_proxy=tuple(no_proxy), service_cidr=cidr,
+            region=region, api_server_endpoint=endpoint, certificate_authority=ca,
+            # An update that does not give BootstrapArguments keeps the stack's: the user data too.
+            bootstrap_args="" if al2023 else given.get("BootstrapArguments", previous.get("BootstrapArguments", "")),
+            cfn_stack=stack, cfn_resource=NODE_GROUP,
+            private_endpoint=private_endpoint or bool(facts and facts.private_endpoint),
         ))
-    elif tuple(no_proxy) or service_cidr:
-        raise SpecError("--no-proxy and --service-cidr go with --proxy")
-    return deploy(aws, stack, region, given=given, template_body=template_json(user_data),
-                  channel_parameter=channel_parameter(options, variant, channel), say=say, wait=wait,
-                  timeout=seconds(timeout))
+    elif service_cidr or api_server_endpoint or certificate_authority:
+        raise SpecError("--service-cidr, --api-server-endpoint and --certificate-authority go with al2023 nodes "
+                        "or --proxy")
+    result = deploy(aws, stack, region, given=given, template_body=template_json(user_data, node_os=node_os),
+                    channel_parameter=parameter, say=say, wait=wait, timeout=seconds(timeout))
+    mode = facts.authentication_mode if facts else ""
+    return replace(result, notes=(node_access(cluster, mode, stack=stack),))
+
+
+def _cluster_facts(aws: Aws, cluster: str, region: str) -> tuple[ClusterFacts | None, str]:
+    """(DescribeCluster's facts, "") or (None, why) when the cluster is not there or may not be read."""
+    try:
+        facts = read_cluster(aws, cluster, region)
+    except AccessDenied as exc:
+        return None, f"cluster {cluster}: cannot read it ({exc})"
+    return facts, "" if facts is not None else f"cluster {cluster}: not found in {region}"
 
 
 def node_role(options: Any, *, role_arn: str, stack: str, region: str | None) -> str:
@@ -100,3 +153,37 @@ def node_role(options: Any, *, role_arn: str, stack: str, region: str | None) ->
         return role_arn
     aws, region = gateway(options, region)
     return node_role_arn(aws, stack, region)
+
+
+def node_access_from_flags(options: Any, *, role_arn: str, stack: str, region: str | None, access_entry: bool,
+                           cluster: str) -> str:
+    """`invoke aws-auth`: the aws-auth mapRoles entry, and the access entry that does the same
+    today (printed as a command; created with --access-entry --cluster)."""
+    from amibuild.handoff.userdata.render import aws_auth_entry, check_role_arn
+
+    if bool(role_arn) == bool(stack):
+        raise SpecError("aws-auth: give --role-arn ARN or --stack NAME (one of them)")
+    if cluster and not access_entry:
+        raise SpecError("--cluster goes with --access-entry")
+    if access_entry and not cluster:
+        raise SpecError("--access-entry needs --cluster NAME: the cluster to create the entry in")
+    if role_arn:
+        check_role_arn(role_arn)  # refuse a bad ARN before any AWS call
+    if not access_entry:
+        role = node_role(options, role_arn=role_arn, stack=stack, region=region)
+        return aws_auth_entry(role) + access_entry_hint(check_role_arn(role))
+    aws, region = gateway(options, region)
+    role = role_arn or node_role_arn(aws, stack, region)
+    arn = check_role_arn(role)
+    created = aws.create_access_entry(cluster, arn, region, entry_type=NODE_ACCESS_ENTRY_TYPE)
+    what = "created" if created else "already there"
+    return f"access entry for {arn} in cluster {cluster} ({region}): {what} (type {NODE_ACCESS_ENTRY_TYPE})\n"
+
+
+def access_entry_hint(role_arn: str) -> str:
+    """The access-entry way, as comment lines after the aws-auth entry."""
+    return (
+        "# Clusters with access entries (authentication mode API or API_AND_CONFIG_MAP) need no aws-auth\n"
+        f"# entry: `invoke aws-auth --role-arn {role_arn} --access-entry --cluster CLUSTER` creates one, as does\n"
+        f"# aws eks create-access-entry --cluster-name CLUSTER --principal-arn {role_arn} --type {NODE_ACCESS_ENTRY_TYPE}\n"
+    )

@@ -29,6 +29,12 @@ def build_lines(run: Any) -> Iterable[str]:
         yield f"  sharing: {line}"
 
 
+def render_lines(result: Any) -> Iterable[str]:
+    """What `render` wrote: one line per variant (progress and notes went to stderr)."""
+    for rendered, directory in zip(result.rendered, result.directories):
+        yield f"{rendered.variant.name}  {directory}  {rendered.fingerprint[:12]}"
+
+
 def runs_lines(records: list[dict]) -> Iterable[str]:
     if not records:
         yield "no runs recorded yet (build/runs/ is empty)"
@@ -48,6 +54,8 @@ def publish_lines(result: Any) -> Iterable[str]:
             yield f"  {r.region}: {r.previous_ami or '(new)'} -> {r.ami}  version {r.version}"
         else:
             yield f"  {r.region}: {r.ami}  unchanged, version {r.version}"
+    for note in getattr(result, "notes", ()):
+        yield f"  note: {note}"
 
 
 def history_lines(entries: list) -> Iterable[str]:

@@ -25,13 +25,21 @@ def debugging() -> bool:
     return bool(os.environ.get("AMIBUILD_DEBUG")) or logging.getLogger().isEnabledFor(logging.DEBUG)
 
 
+# Notes about the whole run (no pipeline file found) wait here until the task says something or
+# ends well: bad input stays one line, `amibuild: error: ...`, with nothing before it.
+_PENDING: list[str] = []
+
+
 def run(body: Callable[[], T]) -> T:
     """Run a task body; turn expected errors into a one-line message and an exit code."""
     from invoke.exceptions import Exit
 
     try:
-        return body()
+        result = body()
+        _flush_pending()
+        return result
     except AmibuildError as exc:
+        _PENDING.clear()
         if debugging():
             traceback.print_exc()
         raise Exit(f"amibuild: error: {exc}", code=exc.exit_code) from None
@@ -39,17 +47,57 @@ def run(body: Callable[[], T]) -> T:
         raise Exit("amibuild: interrupted", code=EXIT_INTERRUPTED) from None
 
 
+def run_channel(body: Callable[[Any], T]) -> tuple[T, Any]:
+    """Run a task body that writes channels, with SIGINT / SIGTERM / SIGHUP held off (`cli.signals`):
+    (its result, the `Signals` seen). An error after a signal exits with the signal's code."""
+    from invoke.exceptions import Exit
+
+    from amibuild.cli.signals import Signals
+
+    with Signals() as signals:
+        try:
+            return run(lambda: body(signals)), signals
+        except Exit as exc:
+            if not signals.requested():
+                raise
+            detail = str(exc.message or "").removeprefix("amibuild: error: ").removeprefix("amibuild: ")
+            raise Exit(f"amibuild: interrupted by {signals.name}: {detail}", code=signals.exit_code) from None
+
+
+def finish_channel(result: Any, signals: Any) -> None:
+    """After a channel write that completed: exit 128 + signal, saying what moved, if a signal came."""
+    from invoke.exceptions import Exit
+
+    if not signals.requested():
+        return
+    if result.changed:
+        moved = ", ".join(f"{r.region}={r.ami}" for r in result.regions)
+        what = f"channel {result.channel} of {result.variant} moved in every region ({moved})"
+    else:
+        what = f"channel {result.channel} of {result.variant} already held these images: nothing moved"
+    raise Exit(f"amibuild: interrupted by {signals.name} after the channel write finished: {what}",
+               code=signals.exit_code)
+
+
 def finish(run: Any) -> None:
     """Exit code of a build run: 130 when interrupted, 1 when a variant failed, else 0."""
     from invoke.exceptions import Exit
 
     if run.interrupted:
+        # `published` is set only for a channel transaction that finished: every region, checked
         published = [o.name for o in run.outcomes or [] if o.published]
-        raise Exit("amibuild: interrupted: " + (
-            f"published before the interrupt: {', '.join(published)}; every other variant was not published"
-            if published else "nothing was published") + (
+        by = f" by {run.signal}" if getattr(run, "signal", "") else ""
+        others = [o.name for o in run.outcomes or [] if not o.published]
+        # a failed transaction whose put-back failed too says so in its error: never hide that
+        stuck = [o.name for o in run.outcomes or [] if "could NOT be put back" in (o.publish_error or "")]
+        rest = (f"; not published: {', '.join(others)}" if others else "") + (
+            f"; left partly written (see the run record): {', '.join(stuck)}" if stuck else "")
+        raise Exit(f"amibuild: interrupted{by}: " + (
+            f"published before the interrupt: {', '.join(published)} (every region){rest}"
+            if published else f"nothing was published{rest if stuck else ''}") + (
             "; packer was killed before its cleanup finished: look for instances, key pairs and security "
-            "groups named packer_* in the build regions" if run.aborted else ""), code=EXIT_INTERRUPTED)
+            "groups named packer_* in the build regions" if run.aborted else ""),
+                   code=getattr(run, "exit_code", EXIT_INTERRUPTED) or EXIT_INTERRUPTED)
     if run.failed:
         names = ", ".join(f"{o.name} (not published: {o.publish_error})" if o.publish_error and o.status != "failed"
                           else f"{o.name} (log: {o.log})" for o in run.failed)
@@ -58,19 +106,44 @@ def finish(run: Any) -> None:
 
 def say(line: str) -> None:
     """Progress and notes go to stderr, so stdout stays clean for --json and piping."""
+    _flush_pending()
     print(line, file=sys.stderr, flush=True)
+
+
+def _flush_pending() -> None:
+    while _PENDING:
+        print(_PENDING.pop(0), file=sys.stderr, flush=True)
 
 
 def emit_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
-def options(c: Any, **flags: Any) -> "Options":  # noqa: F821
-    """Flags of render/validate/build (+ invoke config) → `commands.Options`."""
+def options(c: Any, *, announce: bool = True, **flags: Any) -> "Options":  # noqa: F821
+    """Flags of render/validate/build (+ invoke config) → `commands.Options`.
+
+    Without --pipeline (or the config's `pipeline`), the pipeline file is the nearest
+    `amibuild.hcl` from the current folder upwards (`spec.locate`); none found means flags alone,
+    said once on stderr when ``announce``. A relative build folder from the config (default
+    `build`) lies beside the pipeline file; --build-dir is taken as given.
+    """
     from amibuild.cli.commands import Options
     from amibuild.spec import Overrides
+    from amibuild.cli.locate import find_pipeline
 
     config = c.config.get("amibuild", {}) if hasattr(c, "config") else {}
+    pipeline = flags.get("pipeline") or config.get("pipeline") or None
+    if not pipeline:
+        found = find_pipeline(os.getcwd())
+        if found.path is not None:
+            pipeline = os.path.relpath(found.path)
+        elif announce:
+            _PENDING[:] = [found.not_found_note()]
+    build_dir = flags.get("build_dir")
+    if not build_dir:
+        build_dir = str(config.get("build_dir") or "build")
+        if pipeline and not os.path.isabs(build_dir):
+            build_dir = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(pipeline)), build_dir))
 
     def tup(name: str) -> tuple[str, ...]:
         value = flags.get(name) or ()
@@ -85,6 +158,7 @@ def options(c: Any, **flags: Any) -> "Options":  # noqa: F821
         os=flags.get("os") or "",
         kubernetes_version=flags.get("k8s") or "",
         arch=flags.get("arch") or "",
+        flavor=flags.get("flavor") or "",
         regions=tup("region"),
         extra_packages=tup("extra_pkg"),
         extra_repos=tup("extra_repo"),
@@ -92,13 +166,29 @@ def options(c: Any, **flags: Any) -> "Options":  # noqa: F821
         var_files=tup("var_file"),
     )
     return Options(
-        pipeline_file=flags.get("pipeline") or config.get("pipeline") or None,
+        pipeline_file=pipeline,
         overrides=overrides,
-        build_dir=flags.get("build_dir") or config.get("build_dir", "build"),
+        build_dir=build_dir,
         packer=config.get("packer", "packer"),
         profile=flags.get("profile") or os.environ.get("AWS_PROFILE") or None,
         cache_dir=config.get("cache_dir") or None,
     )
+
+
+def number(value: Any, flag: str, kind: type = int, minimum: float = 1) -> Any:
+    """A numeric flag that invoke hands over as text (its default is None): bad input, not a traceback."""
+    from amibuild.errors import SpecError
+
+    if value in (None, ""):
+        return None
+    try:
+        result = kind(value)
+    except (TypeError, ValueError):
+        noun = "a whole number" if kind is int else "a number"
+        raise SpecError(f"{flag} {value}: expected {noun}, e.g. {flag} {int(max(minimum, 1)) * 4}") from None
+    if result < minimum:
+        raise SpecError(f"{flag} {value}: at least {minimum:g}")
+    return result
 
 
 def lines(items: Iterable[str]) -> None:

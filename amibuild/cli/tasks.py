@@ -20,6 +20,7 @@ SELECT_HELP = {
     "os": "Operating system: al2 or al2023",
     "k8s": "Kubernetes version, e.g. 1.30 (the upstream base also takes 1.30.4 with --var kubernetes_build_date=...)",
     "arch": "Architecture: x86_64 or arm64",
+    "flavor": "EKS-optimized image flavor: standard (default), nvidia or neuron (al2023), gpu (al2)",
     "region": "Build region (repeatable; default: the pipeline's regions, else AWS_REGION)",
     "extra_pkg": "Extra RPM package to install (repeatable; added to the variant's own)",
     "extra_repo": "Extra yum repository NAME=URL (repeatable; added to the variant's own)",
@@ -35,30 +36,35 @@ REPEATABLE = ["variant", "region", "extra_pkg", "extra_repo", "var", "var_file"]
 @task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
            arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
-           profile=None, json=False):
+           profile=None, json=False, flavor=None):
     """Render Packer HCL2 for each variant into build/<variant>/."""
     from amibuild.cli import commands
+    from amibuild.cli import report
 
     opts = cli.options(c, **locals_flags(locals()))
     result = cli.run(lambda: commands.render(opts, cli.say))
     cli.lines(f"note: {n}" for n in result.notes)
     if json:
         cli.emit_json(result.to_dict())
+    else:
+        cli.lines_out(report.render_lines(result))
 
 
 @task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
-             profile=None, json=False):
+             profile=None, json=False, flavor=None):
     """Render, then check every file: python-hcl2 parse, packer validate, packer fmt -check."""
     from amibuild.cli import commands
 
     opts = cli.options(c, **locals_flags(locals()))
     result = cli.run(lambda: commands.validate(opts, cli.say))
-    cli.say(f"{len(result.checked)} variant(s) valid with packer {result.packer_version}")
     if json:
         cli.emit_json({"packer_version": result.packer_version, "valid": result.checked,
                        "directories": [str(d) for d in result.directories]})
+    else:
+        print(f"{len(result.checked)} variant(s) valid with packer {result.packer_version}: "
+              f"{', '.join(result.checked)}")
 
 
 BUILD_HELP = {
@@ -81,21 +87,22 @@ BUILD_HELP = {
 def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
-              channel=None, no_publish=False, rehearse=False):
+              channel=None, no_publish=False, rehearse=False, flavor=None):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     from amibuild.cli import commands
     from amibuild.cli import report
 
     opts = cli.options(c, **locals_flags(locals()))
     run = cli.run(lambda: commands.build_ami(
-        opts, cli.say, force=force, dry_run=dry_run, parallel=int(parallel) if parallel else None,
-        max_parallel=int(c.config.amibuild.max_parallel), timeout=float(timeout) if timeout else None,
-        channel=channel, publish=not no_publish, rehearse=rehearse,
+        opts, cli.say, force=force, dry_run=dry_run, parallel=cli.number(parallel, "--parallel"),
+        max_parallel=cli.number(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)"),
+        timeout=cli.number(timeout, "--timeout", float, minimum=0.001), channel=channel, publish=not no_publish,
+        rehearse=rehearse,
     ))
     if json:
         cli.emit_json(run.to_dict())
     else:
-        cli.lines(report.build_lines(run))
+        cli.lines_out(report.build_lines(run))
     cli.finish(run)
 
 
@@ -110,7 +117,7 @@ REHEARSE_HELP = {
 @task(help=REHEARSE_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, json=False,
-             keep=False, timeout=None):
+             keep=False, timeout=None, flavor=None):
     """Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."""
     from amibuild.cli import rehearse as rehearse_cmd
     from amibuild.rehearse import report
@@ -139,7 +146,7 @@ def runs(c, limit=10, json=False, build_dir=None):
     from amibuild.cli import commands
     from amibuild.cli import report
 
-    records = commands.list_runs(cli.options(c, build_dir=build_dir), int(limit))
+    records = commands.list_runs(cli.options(c, build_dir=build_dir, announce=False), int(limit))
     if json:
         cli.emit_json(records)
     else:
@@ -168,8 +175,11 @@ USERDATA_HELP = {
     "kubelet_flag": "Kubelet flag --name=value (repeatable)",
     "api_server_endpoint": "Cluster API endpoint, https://... (required for al2023)",
     "certificate_authority": "Cluster CA as base64, as describe-cluster prints it (required for al2023)",
-    "cfn_stack": "Stack to cfn-signal once bootstrap.sh finished (al2; with --cfn-resource)",
+    "cfn_stack": "Stack to signal with the node's outcome: after bootstrap.sh (al2), once the kubelet runs "
+                 "(al2023); with --cfn-resource",
     "cfn_resource": "Logical ID of the resource in --cfn-stack that waits for the signal",
+    "private_endpoint": "The cluster has private endpoint access: its endpoint bypasses the proxy (default: not; "
+                        "aws eks describe-cluster --query cluster.resourcesVpcConfig.endpointPrivateAccess)",
     "k8s_manifests": "Print the kube-system proxy ConfigMap and daemonset patches instead (needs --proxy)",
     "vpc_cidr": "VPC CIDR for the ConfigMap's NO_PROXY (with --k8s-manifests; repeatable)",
     "base64": "Print the user data base64-encoded, as a launch template's UserData takes it",
@@ -179,7 +189,8 @@ USERDATA_HELP = {
 @task(help=USERDATA_HELP, iterable=["no_proxy", "bypass", "kubelet_flag", "vpc_cidr"], auto_shortflags=False)
 def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="", cluster_ip="", region="",
              bypass=None, bootstrap_args="", kubelet_flag=None, api_server_endpoint="", certificate_authority="",
-             cfn_stack="", cfn_resource="", k8s_manifests=False, vpc_cidr=None, base64_=False):
+             cfn_stack="", cfn_resource="", k8s_manifests=False, vpc_cidr=None, base64_=False,
+             private_endpoint=False):
     """Print node user data (MIME multi-part), or with --k8s-manifests the cluster side of a proxy."""
     import base64
     import os
@@ -192,7 +203,7 @@ def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="",
             cluster_ip=cluster_ip, region=region or os.environ.get("AWS_REGION", ""), bypass=bypass or (),
             bootstrap_args=bootstrap_args, kubelet_flags=kubelet_flag or (),
             api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
-            cfn_stack=cfn_stack, cfn_resource=cfn_resource,
+            cfn_stack=cfn_stack, cfn_resource=cfn_resource, private_endpoint=private_endpoint,
         )
         if k8s_manifests:
             return ud.k8s_manifests(cfg, vpc_cidr or ())
@@ -235,15 +246,33 @@ def decode_userdata(c, source, json=False):
 @task(help={"role_arn": "IAM role ARN of the nodes (e.g. the node group stack's NodeInstanceRole output)",
             "stack": "Node group stack whose NodeInstanceRole output is the role (instead of --role-arn)",
             "region": "Region of the stack (default: AWS_REGION / the profile's region)",
-            "profile": SELECT_HELP["profile"]},
+            "profile": SELECT_HELP["profile"],
+            "access_entry": "Create the EKS access entry (type EC2_LINUX) for the role in --cluster instead "
+                            "(eks:CreateAccessEntry; nothing happens when it exists)",
+            "cluster": "EKS cluster for --access-entry"},
       auto_shortflags=False)
-def aws_auth(c, role_arn="", stack="", region=None, profile=None):
-    """Print the aws-auth mapRoles entry that lets nodes with ROLE_ARN (or a stack's node role) join."""
+def aws_auth(c, role_arn="", stack="", region=None, profile=None, access_entry=False, cluster=""):
+    """Print the aws-auth mapRoles entry for the nodes' role, or create its EKS access entry."""
     from amibuild.cli import handoff
-    from amibuild.handoff.userdata import render as ud
 
-    print(cli.run(lambda: ud.aws_auth_entry(handoff.node_role(
-        cli.options(c, profile=profile), role_arn=role_arn, stack=stack, region=region))), end="")
+    print(cli.run(lambda: handoff.node_access_from_flags(
+        cli.options(c, profile=profile, announce=False), role_arn=role_arn, stack=stack, region=region,
+        access_entry=access_entry, cluster=cluster)), end="")
+
+
+@task(help={"json": "Print what was written as JSON on stdout"})
+def init(c, json=False):
+    """Write a starter amibuild.hcl (one AL2023 variant with ceph-common) and ignore build/ in .gitignore."""
+    from pathlib import Path
+
+    from amibuild.cli import init as init_mod
+
+    result = cli.run(lambda: init_mod.init(Path.cwd()))
+    if json:
+        cli.emit_json({"pipeline": str(result.pipeline), "gitignore": str(result.gitignore),
+                       "gitignore_changed": result.gitignore_changed})
+    else:
+        cli.lines_out(result.lines())
 
 
 @task
@@ -261,6 +290,23 @@ CHANNEL_HELP = {
     "profile": SELECT_HELP["profile"],
     "json": "Print the result as JSON on stdout",
 }
+
+
+def _guard(c, signals, run_id=None):
+    """The channel lease settings: how long to wait for a busy channel (config `amibuild.lease_wait`),
+    and the signals that stop a transaction before its first write."""
+    from amibuild.channels.lease import LEASE_WAIT, Guard
+    from amibuild.errors import SpecError
+
+    raw = c.config.get("amibuild", {}).get("lease_wait")
+    try:
+        wait = LEASE_WAIT if raw in (None, "") else float(raw)
+    except (TypeError, ValueError):
+        wait = -1.0
+    if not 0 <= wait < float("inf"):  # NaN fails both comparisons
+        raise SpecError(f"amibuild.lease_wait {raw!r} (invoke.yaml / INVOKE_AMIBUILD_LEASE_WAIT): seconds to wait "
+                        "for a channel another writer holds, e.g. 30")
+    return Guard(run_id=run_id or "", wait=wait, cancelled=signals.requested)
 
 
 def _channel_options(c, pipeline, variant, k8s, profile):
@@ -281,13 +327,15 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
     from amibuild.cli import report
     from amibuild.channels import publish as channels_mod
 
-    def body():
+    def body(signals):
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
         return channels_mod.publish_variant(aws, pipeline=pipe, variant=var, amis=channels_mod.parse_amis(ami or []),
-                                            channel=channel, run_id=run_id, allow_foreign=allow_foreign, force=force)
+                                            channel=channel, run_id=run_id, allow_foreign=allow_foreign, force=force,
+                                            guard=_guard(c, signals, run_id))
 
-    result = cli.run(body)
+    result, signals = cli.run_channel(body)
     cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    cli.finish_channel(result, signals)
 
 
 @task(help={**CHANNEL_HELP, "from_": "Channel to copy from, e.g. recommended",
@@ -301,14 +349,16 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
     from amibuild.channels import publish as channels_mod
     from amibuild.errors import SpecError
 
-    def body():
+    def body(signals):
         if not from_ or not to:
             raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
-        return channels_mod.promote(aws, pipeline=pipe, variant=var, source=from_, target=to, force=force)
+        return channels_mod.promote(aws, pipeline=pipe, variant=var, source=from_, target=to, force=force,
+                                    guard=_guard(c, signals))
 
-    result = cli.run(body)
+    result, signals = cli.run_channel(body)
     cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    cli.finish_channel(result, signals)
 
 
 @task(help={**CHANNEL_HELP, "channel": "Channel to roll back (default: recommended)",
@@ -324,16 +374,18 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
     from amibuild.channels import publish as channels_mod
     from amibuild.errors import SpecError
 
-    def body():
+    def body(signals):
         try:
             version = int(to_version) if to_version not in (None, "") else None
         except ValueError:
             raise SpecError(f"--to-version {to_version}: a parameter version number, e.g. --to-version 3") from None
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
-        return channels_mod.rollback(aws, pipeline=pipe, variant=var, channel=channel, to_version=version, force=force)
+        return channels_mod.rollback(aws, pipeline=pipe, variant=var, channel=channel, to_version=version, force=force,
+                                     guard=_guard(c, signals))
 
-    result = cli.run(body)
+    result, signals = cli.run_channel(body)
     cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    cli.finish_channel(result, signals)
 
 
 @task(help={**CHANNEL_HELP, "channel": "Only this channel (default: every channel of the variant)",
@@ -415,7 +467,12 @@ DEPLOY_HELP = {
     "proxy": "HTTP(S) proxy for the nodes: their user data comes from `invoke userdata` (boothook, bootstrap, "
              "cfn-signal); give it on every deploy, the template sent is made from these flags",
     "no_proxy": "Extra NO_PROXY entry for the nodes (repeatable or comma-separated; with --proxy)",
-    "service_cidr": "Cluster service CIDR for NO_PROXY (with --proxy; default: both EKS defaults)",
+    "service_cidr": "Cluster service CIDR (default: read with DescribeCluster; for NO_PROXY and al2023's NodeConfig)",
+    "os": "Node OS: al2 (bootstrap.sh) or al2023 (nodeadm); default: the variant's, else the stack's, else al2023",
+    "private_endpoint": "With --proxy: the cluster endpoint bypasses the proxy, as for private endpoint access "
+                        "(default: what DescribeCluster says, else not)",
+    "api_server_endpoint": "Cluster API endpoint for al2023 nodes (default: read with DescribeCluster)",
+    "certificate_authority": "Cluster CA (base64) for al2023 nodes (default: read with DescribeCluster)",
     "region": ROLLOUT_HELP["region"],
     "no_wait": "Return once CloudFormation has started instead of following the stack's events",
     "timeout": ROLLOUT_HELP["timeout"],
@@ -430,7 +487,8 @@ DEPLOY_HELP = {
 def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vpc_id=None, subnet=None,
                      control_plane_sg=None, nodegroup_name=None, parameter=None, proxy="", no_proxy=None,
                      service_cidr="", region=None, no_wait=False, timeout=None, pipeline=None, k8s=None,
-                     profile=None, json=False):
+                     profile=None, json=False, os_="", private_endpoint=False, api_server_endpoint="",
+                     certificate_authority=""):
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
     from amibuild.cli import handoff
 
@@ -440,7 +498,8 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
     result = cli.run(lambda: handoff.deploy_from_flags(
         opts, stack=stack, region=region, variant=variant, channel=channel, flags=flags, subnets=subnet or [],
         parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr, say=cli.say,
-        wait=not no_wait, timeout=timeout))
+        wait=not no_wait, timeout=timeout, os_=os_, private_endpoint=private_endpoint,
+        api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
 
 
@@ -468,7 +527,7 @@ def doctor(c, pipeline=None, profile=None, json=False):
     """Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix."""
     from amibuild.cli import doctor as doctor_mod
 
-    results = cli.run(lambda: doctor_mod.checks(cli.options(c, pipeline=pipeline, profile=profile)))
+    results = cli.run(lambda: doctor_mod.checks(cli.options(c, pipeline=pipeline, profile=profile, announce=False)))
     if json:
         cli.emit_json([r.to_dict() for r in results])
     else:
@@ -531,8 +590,9 @@ def locals_flags(values):
     return flags
 
 
-ns = Collection(render, validate, rehearse, build_ami, runs, publish, promote, rollback, history, channels, nodegroup_deploy,
-                rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor, sandbox, demo)
+ns = Collection(render, validate, rehearse, build_ami, runs, publish, promote, rollback, history, channels,
+                nodegroup_deploy, rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor,
+                sandbox, demo, init)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present
@@ -540,5 +600,8 @@ ns.configure({
         "packer": "packer",
         "cache_dir": None,
         "max_parallel": 8,
+        # seconds a channel write waits for another writer's lease on the channel (default 30); None
+        # so that invoke passes INVOKE_AMIBUILD_LEASE_WAIT through as text and `_guard` words the error
+        "lease_wait": None,
     }
 })

@@ -13,7 +13,12 @@ shell's (``${proxy}``, ``${!name}``) and is written ``${!`` so that CloudFormati
 unchanged.
 
 `stack_parameters` says what a deploy sends: every value on create, the values given and
-``UsePreviousValue`` for the rest on update.
+``UsePreviousValue`` for the rest on update; `parameter_changes` says which of them change.
+
+The template's ``Metadata.amibuild`` marks a stack amibuild made (``template: nodegroup``) and
+names its nodes' operating system (``os``). `deploy` refuses to swap the template of any other
+stack — one made from AWS's own amazon-eks-nodegroup.yaml, say, whose resources ours would
+collide with half way — and points to `invoke rollout`, which keeps a stack's own template.
 
 Pure functions of the file and their arguments, except `deploy` (`invoke nodegroup-deploy`), which
 creates or updates a stack from this template through the AWS gateway and amibuild/rollout.py's
@@ -68,6 +73,10 @@ PSEUDO_PARAMETERS: frozenset[str] = frozenset({
 NODE_GROUP = "NodeGroup"  # the Auto Scaling group's logical id: what cfn-signal --resource names
 LAUNCH_TEMPLATE = "NodeLaunchTemplate"
 ROLE_OUTPUT = "NodeInstanceRole"  # the output naming the nodes' IAM role (for aws-auth)
+OWN_METADATA = "amibuild"  # Metadata key that marks a template as ours (see the module docstring)
+OWN_TEMPLATE = "nodegroup"
+NODE_OSES = ("al2", "al2023")
+_OWN_DESCRIPTION = "amibuild: a self-managed Amazon EKS node group"
 MAX_TEMPLATE_BODY = 51_200  # bytes CloudFormation takes as TemplateBody (more must go through S3)
 # Parameters without a Default, with the `invoke nodegroup-deploy` flag that sets each.
 REQUIRED_ON_CREATE = {
@@ -115,13 +124,21 @@ def sub_text(text: str, names: frozenset[str] = PARAMETERS) -> str:
     return _PLACEHOLDER.sub(escape, text)
 
 
-def template_json(user_data: str | None = None) -> str:
+def template_json(user_data: str | None = None, *, node_os: str = "al2") -> str:
     """The template as compact JSON; with `user_data`, that text (see `sub_text`) is the nodes'.
+
+    `node_os` goes into ``Metadata.amibuild.os``; without `user_data` the template's own (al2)
+    user data stays, so al2023 needs user data (nodeadm's NodeConfig).
 
     The user data must signal the stack (cfn-signal for `NODE_GROUP`): creation and every rolling
     update wait for each new node's signal, and without one they fail after the pause time.
     """
+    if node_os not in NODE_OSES:
+        raise SpecError(f"--os {node_os!r}: choose one of {', '.join(NODE_OSES)}")
+    if node_os != "al2" and user_data is None:
+        raise SpecError(f"{node_os} nodes need user data with a nodeadm NodeConfig; the template's own is al2's")
     template = load_template()
+    template.setdefault("Metadata", {})[OWN_METADATA] = {"template": OWN_TEMPLATE, "os": node_os}
     if user_data is not None:
         if not user_data.strip():
             raise SpecError("the node user data is empty: the nodes would never join or signal the stack")
@@ -194,6 +211,42 @@ class DeployAction(enum.StrEnum):
     STARTED = "started"  # --no-wait: created or updated, not followed
 
 
+def parameter_changes(given: Mapping[str, str], previous: Mapping[str, str]) -> list[str]:
+    """One line per given parameter whose value differs from the stack's (pure)."""
+    def shown(value: str | None) -> str:
+        return "(not set)" if value is None else repr(value)
+
+    return [f"{key}: {shown(previous.get(key))} -> {given[key]!r}"
+            for key in sorted(given) if previous.get(key) != given[key]]
+
+
+def stack_origin(aws: Any, name: str, region: str) -> Mapping[str, Any] | None:
+    """The stack template's ``Metadata.amibuild`` when amibuild's node group template made it, else None."""
+    try:
+        template = parse_template(aws.stack_template(name, region), f"stack {name}'s template")
+    except TemplateError:
+        return None
+    mark = template.get("Metadata", {}).get(OWN_METADATA) if isinstance(template.get("Metadata"), dict) else None
+    if isinstance(mark, dict) and mark.get("template") == OWN_TEMPLATE:
+        return mark
+    # Stacks amibuild made before the template carried its mark: its own description, al2 nodes.
+    if str(template.get("Description", "")).startswith(_OWN_DESCRIPTION):
+        return {"template": OWN_TEMPLATE, "os": "al2"}
+    return None
+
+
+def check_ours(aws: Any, name: str, region: str) -> Mapping[str, Any]:
+    """`stack_origin`, or `RolloutRefused` naming `invoke rollout` for a stack amibuild did not make."""
+    origin = stack_origin(aws, name, region)
+    if origin is None:
+        raise ro.RolloutRefused(
+            f"stack {name} in {region} was not made from amibuild's node group template (no Metadata.{OWN_METADATA}); "
+            f"nodegroup-deploy would replace its template and its resources: to move its nodes to a channel's AMI "
+            f"use `invoke rollout --stack {name} --variant V --channel C`, which keeps the stack's own template"
+        )
+    return origin
+
+
 @dataclass(frozen=True)
 class DeployResult:
     stack: str
@@ -201,14 +254,19 @@ class DeployResult:
     action: DeployAction
     status: str
     outputs: Mapping[str, str] = field(default_factory=dict)
+    changed: tuple[str, ...] = ()  # "Key: 'old' -> 'new'" per parameter an update changed
+    notes: tuple[str, ...] = ()  # what to do next (node access), added by the caller
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "action": str(self.action)}
 
     def lines(self) -> list[str]:
         out = [f"stack {self.stack} ({self.region}): {self.action} ({self.status})"]
+        out += [f"  changed {line}" for line in self.changed]
         out += [f"  {key}: {value}" for key, value in sorted(self.outputs.items())]
-        if ROLE_OUTPUT in self.outputs:
+        if self.notes:
+            out += [f"  next: {note}" for note in self.notes]
+        elif ROLE_OUTPUT in self.outputs:
             out.append(f"  next: invoke aws-auth --stack {self.stack}   (the mapRoles entry that lets these nodes join)")
         return out
 
@@ -216,7 +274,11 @@ class DeployResult:
 def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], template_body: str,
            channel_parameter: str | None, say: Callable[[str], None], wait: bool = True,
            poll: float = 5.0, timeout: float = 7200.0) -> DeployResult:
-    """Create stack `name` from this template, or update it with a change set; follow its events."""
+    """Create stack `name` from this template, or update it with a change set; follow its events.
+
+    An existing stack must carry this template's mark (`check_ours`); its parameters not in
+    `given` keep their values, and the ones that change are said and returned.
+    """
     if channel_parameter:
         problem = ro.channel_problem(ro.read_channel(aws, channel_parameter, region))
         if problem:
@@ -239,13 +301,25 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         if state not in (cfn.StackState.READY, cfn.StackState.ROLLED_BACK):
             raise ro.RolloutBlocked(f"stack {name} in {region} is {found.status}: wait until it ends, or "
                                     "repair or delete it")
-        parameters = stack_parameters(given, list(found.parameters))
+        check_ours(aws, name, region)
+        previous = {key: p.value for key, p in found.parameters.items()}
+        parameters = stack_parameters(given, list(previous))
+        changed = tuple(parameter_changes(given, previous))
+        kept = sorted(set(previous) & PARAMETERS - set(given))
+        for line in changed:
+            say(f"stack {name}: changing {line}")
+        if kept:
+            say(f"stack {name}: keeping {', '.join(kept)} as they are")
         made = cfn.make_change_set(aws, name, region, parameters, ("CAPABILITY_IAM",), say, poll=poll,
                                    template_body=template_body)
         if made is None:
             return DeployResult(name, region, DeployAction.UNCHANGED, found.status, dict(found.outputs))
         action = DeployAction.UPDATED
         status = cfn.execute_change_set(aws, name, region, made[0], say, wait=wait, poll=poll, timeout=timeout)
+        if not wait:
+            return DeployResult(name, region, DeployAction.STARTED, status, changed=changed)
+        after = aws.describe_stack(name, region)
+        return DeployResult(name, region, action, status, dict(after.outputs) if after else {}, changed=changed)
     if not wait:
         return DeployResult(name, region, DeployAction.STARTED, status)
     after = aws.describe_stack(name, region)

@@ -7,7 +7,8 @@
               images amibuild already made, publishing to the channel, and for the upstream base
               s3:ListBucket on the Kubernetes binaries bucket
     publish   `invoke publish`, `promote`, `rollback`, `history`, `channels`
-    rollout   `invoke rollout`: the named node group stacks (change sets, events), what
+    rollout   `invoke rollout` (and `nodegroup-deploy`, `aws-auth --access-entry`): the named node
+              group stacks (change sets, events), the cluster's description and access entries, what
               CloudFormation then does with the caller's rights to their launch template and Auto
               Scaling group (only groups those stacks made), EKS managed node groups, iam:PassRole
               for the node role only
@@ -44,6 +45,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.errors import SpecError
+from amibuild.channels.lease import lease_name
 from amibuild.channels.publish import name_pattern
 
 TASKS = ("build", "publish", "rollout", "prune")
@@ -76,6 +78,10 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
                         "to instances; not an API request",
         "eks:DescribeUpdate": "the emulator answers UpdateNodegroupVersion with 404, so amibuild never reaches "
                               "DescribeUpdate (EKS's answers are recorded in tests/data/rollout/)",
+        "eks:DescribeCluster": "called by `invoke nodegroup-deploy`, not by the rollout this test drives; "
+                               "tests/test_today_nodes.py runs nodegroup-deploy against the emulator's cluster",
+        "eks:CreateAccessEntry": "called by `invoke aws-auth --access-entry`; the emulator answers 404 (not "
+                                 "implemented), so tests/test_access_entry.py checks the request with Stubber",
         **dict.fromkeys(("ssm:GetParameters", "ec2:DescribeLaunchTemplates", "autoscaling:DescribeScalingActivities",
                          "autoscaling:UpdateAutoScalingGroup", "autoscaling:SuspendProcesses",
                          "autoscaling:ResumeProcesses", "autoscaling:TerminateInstanceInAutoScalingGroup",
@@ -143,12 +149,18 @@ class _Arns:
     def __init__(self, partition: str, account: str, pipeline: Any) -> None:
         self.p, self.a = partition, account
         self.channel_path = name_pattern(pipeline)[0].rstrip("/")
+        self.lease_root = lease_name(pipeline, "", "").rsplit("/", 2)[0]
 
     @property
     def channels(self) -> list[str]:
         # GetParametersByPath is authorized on the path itself, everything else on the names below it
         base = f"arn:{self.p}:ssm:*:{self.a}:parameter{self.channel_path}"
         return [base, f"{base}/*"]
+
+    @property
+    def leases(self) -> list[str]:
+        # channel leases (amibuild.channels.lease) live beside the channels, whatever the name template
+        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.lease_root}/*"]
 
     @property
     def public_eks(self) -> list[str]:
@@ -230,6 +242,8 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
                    arn.channels),
         _statement("ChannelsWrite", ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameter"],
                    arn.channels),
+        _statement("ChannelLeases", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
+                                      "ssm:GetParameterHistory"], arn.leases),
     ]
     # the upstream base lists the Kubernetes binaries bucket for 1.N.P and its build date (as
     # upstream's `make k8s=1.N` does); a variant may point at its own mirror
@@ -258,6 +272,8 @@ def _publish(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | Non
                    arn.channels),
         _statement("ChannelsWrite", ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameter"],
                    arn.channels),
+        _statement("ChannelLeases", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
+                                      "ssm:GetParameterHistory"], arn.leases),
     ]
 
 
@@ -268,6 +284,10 @@ def _prune(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
         _statement("AutoScalingDescribe", ["autoscaling:DescribeAutoScalingGroups",
                                            "autoscaling:DescribeLaunchConfigurations"]),
         _statement("ChannelsRead", ["ssm:GetParametersByPath", "ssm:GetParameterHistory"], arn.channels),
+        # every channel amibuild wrote for this pipeline, found by its tags whatever template named it
+        _statement("ChannelsFind", ["ssm:DescribeParameters"]),
+        _statement("ChannelsReadByTag", ["ssm:GetParameterHistory"], [f"arn:{arn.p}:ssm:*:{arn.a}:parameter/*"],
+                   {"StringEquals": {f"ssm:resourceTag/{PIPELINE_TAG}": pipeline.name}}),
         _statement("PruneOwnImages", ["ec2:DeregisterImage", "ec2:DeleteSnapshot", "ec2:EnableImageDeprecation"],
                    [f"arn:{arn.p}:ec2:*::image/*", f"arn:{arn.p}:ec2:*::snapshot/*"],
                    {"StringEquals": {f"aws:ResourceTag/{PIPELINE_TAG}": pipeline.name}}),
@@ -302,6 +322,10 @@ def _rollout(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | Non
         _statement("NodegroupLaunch", ["ec2:RunInstances"]),
         _statement("Nodegroups", ["eks:DescribeNodegroup", "eks:UpdateNodegroupVersion", "eks:DescribeUpdate"],
                    [f"arn:{arn.p}:eks:*:{arn.a}:cluster/*", f"arn:{arn.p}:eks:*:{arn.a}:nodegroup/*/*/*"]),
+        # nodegroup-deploy reads the cluster (al2023 NodeConfig, endpoint access for NO_PROXY,
+        # authentication mode); `aws-auth --access-entry` gives the node role access
+        _statement("NodeClusterAccess", ["eks:DescribeCluster", "eks:CreateAccessEntry"],
+                   [f"arn:{arn.p}:eks:*:{arn.a}:cluster/*"]),
         _statement("PassNodeRole", ["iam:PassRole"], [role or ""],
                    {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "eks.amazonaws.com"]}}),
     ]

@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 from amibuild import __version__
 from amibuild import hcl, tags
-from amibuild.errors import SpecError, TemplateError
+from amibuild.errors import PackageDataMissing, SpecError, TemplateError
 from amibuild.spec import Pipeline, Variant, suggest
 
 # Package data: found through importlib.resources, so an installed wheel carries and finds them.
@@ -131,16 +131,20 @@ def eks_parameter(variant: Variant) -> str:
     """The public SSM parameter AWS publishes the recommended EKS-optimized image id under."""
     base = f"/aws/service/eks/optimized-ami/{variant.kubernetes_version}"
     if variant.os == "al2023":
-        return f"{base}/amazon-linux-2023/{variant.arch}/standard/recommended/image_id"
-    flavour = "amazon-linux-2-arm64" if variant.arch == "arm64" else "amazon-linux-2"
-    return f"{base}/{flavour}/recommended/image_id"
+        return f"{base}/amazon-linux-2023/{variant.arch}/{variant.flavor}/recommended/image_id"
+    if variant.flavor == "gpu":
+        return f"{base}/amazon-linux-2-gpu/recommended/image_id"
+    path = "amazon-linux-2-arm64" if variant.arch == "arm64" else "amazon-linux-2"
+    return f"{base}/{path}/recommended/image_id"
 
 
 def eks_name_filter(variant: Variant) -> str:
     """An image-name filter that matches the same EKS-optimized images, for a build-time lookup."""
     k8s = variant.kubernetes_version
     if variant.os == "al2023":
-        return f"amazon-eks-node-al2023-{variant.arch}-standard-{k8s}-v*"
+        return f"amazon-eks-node-al2023-{variant.arch}-{variant.flavor}-{k8s}-v*"
+    if variant.flavor == "gpu":
+        return f"amazon-eks-gpu-node-{k8s}-v*"
     return f"amazon-eks-arm64-node-{k8s}-v*" if variant.arch == "arm64" else f"amazon-eks-node-{k8s}-v*"
 
 
@@ -303,7 +307,7 @@ def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
     for step in provisioning_steps(variant, values):
         if not step.needed:
             continue
-        shipped[f"scripts/{step.script}"] = _read(PROVISION_SCRIPTS / step.script)
+        shipped[f"scripts/{step.script}"] = _read_packaged(PROVISION_SCRIPTS / step.script)
         group = early if step.script in EARLY_STEPS else blocks
         if sandbox:
             group.append(_sandbox_echo(step.script, step.env))
@@ -590,6 +594,9 @@ def render_template(name: str, **context: Any) -> str:
 
     try:
         return _environment().get_template(name).render(**context)
+    except jinja2.TemplateNotFound as exc:
+        raise PackageDataMissing(f"{TEMPLATES / name}: amibuild's own template is missing; the installation is "
+                                 "incomplete: reinstall amibuild") from exc
     except jinja2.TemplateError as exc:
         where = f"{TEMPLATES / name}"
         line = getattr(exc, "lineno", None)
@@ -607,10 +614,20 @@ def _indent(text: str, prefix: str) -> str:
 
 
 def _read(path: Path) -> str:
+    """A script the pipeline file names: the user's to fix."""
     try:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"{path}: cannot read the script ({exc.strerror})") from exc
+
+
+def _read_packaged(path: Path) -> str:
+    """One of amibuild's own scripts: missing means a broken install, not bad input."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PackageDataMissing(f"{path}: amibuild's own provisioner script is missing or unreadable "
+                                 f"({exc.strerror}); the installation is incomplete: reinstall amibuild") from exc
 
 
 # ------------------------------------------------------------------------------- writing

@@ -4,13 +4,22 @@
 127.0.0.1 on a free port, seeded with what amibuild expects to find in a real account:
 
 * EKS-optimized base images (owner 602401143452, AL2 and AL2023, x86_64 and arm64, two releases
-  per Kubernetes version) in every region, through ``MOTO_AMIS_PATH``;
+  per Kubernetes version) in every region, through ``MOTO_AMIS_PATH``, with the accelerated
+  flavors AWS publishes (`FLAVOR_SEEDS`: AL2023 nvidia and neuron, AL2 gpu);
 * the public ``/aws/service/eks/optimized-ami/...`` SSM parameters pointing at the newest of them,
   in every region of `SEED_REGIONS` (the emulator refuses to create ``/aws/`` names over the API,
   so the child writes them straight into its SSM backend);
-* a VPC named ``amibuild-sandbox`` with two subnets in every region of `SEED_REGIONS`.
+* a VPC named ``amibuild-sandbox`` with two subnets in every region of `SEED_REGIONS`;
+* an EKS cluster named ``amibuild-sandbox`` in that VPC, with a control plane security group,
+  public and private endpoint access and authentication mode API_AND_CONFIG_MAP
+  (`amibuild.sandbox.cluster`; what `invoke sandbox` prints for `invoke nodegroup-deploy`);
 * for the upstream base: Amazon Linux minimal source images and the ``amazon-eks`` binaries bucket
   (`amibuild.sandbox.upstream`).
+
+Beyond the stack update model (`_model_stack_updates`), the child closes two more gaps, in
+`amibuild.sandbox.cluster`: CloudFormation reads YAML templates with amibuild's short-form loader,
+so AWS's own amazon-eks-nodegroup.yaml (``!Base64`` over ``!Sub``) creates as users have it, and
+EKS clusters carry a CA that is base64 of a PEM block and the ``accessConfig`` they were created with.
 
 The child wraps moto's WSGI app in a small middleware with its own endpoints::
 
@@ -50,6 +59,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
 from amibuild.errors import AmibuildError, SandboxError
+from amibuild.sandbox.cluster import SANDBOX_CLUSTER as SANDBOX_CLUSTER  # the seeded cluster's name, public
+from amibuild.sandbox.cluster import create_cluster, model_eks_clusters, read_short_form_yaml, sandbox_cluster
 
 SEED_REGIONS: tuple[str, ...] = (
     "us-west-2",
@@ -63,16 +74,22 @@ ACCOUNT_ID = "123456789012"  # moto's default account: what the dummy credential
 EKS_AMI_OWNER = "602401143452"
 OS_FAMILIES = ("al2", "al2023")
 ARCHITECTURES = ("x86_64", "arm64")
+# AWS published AL2 images up to Kubernetes 1.32 (1.22 is the default of AWS's own node group
+# template), and AL2023 ones from 1.28 on.
 KUBERNETES_VERSIONS = {
-    "al2": ("1.28", "1.29", "1.30", "1.31", "1.32"),
-    "al2023": ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33"),
+    "al2": tuple(f"1.{minor}" for minor in range(22, 33)),
+    "al2023": tuple(f"1.{minor}" for minor in range(28, 36)),
+}
+# Accelerated parents per OS, with the architectures AWS publishes each for (standard: both).
+FLAVOR_SEEDS = {
+    "al2023": {"nvidia": ("x86_64", "arm64"), "neuron": ("x86_64",)},
+    "al2": {"gpu": ("x86_64",)},
 }
 SEED_RELEASES = ("20231201", "20240101")  # the last one is "recommended"
 RELEASE_STEP = timedelta(days=14)  # how much newer `release()` makes the next image by default
 SANDBOX_VPC_NAME = "amibuild-sandbox"
 SANDBOX_VPC_CIDR = "10.42.0.0/16"
 SANDBOX_SUBNETS = (("a", "10.42.0.0/24"), ("b", "10.42.1.0/24"))
-
 TRIPWIRE_PROXY = "http://127.0.0.1:9"  # discard port: a stray non-loopback call fails at once
 LOOPBACK = "127.0.0.1"
 API_PREFIX = "/amibuild-sandbox"
@@ -94,13 +111,16 @@ class EksImage:
     os: str  # "al2" | "al2023"
     arch: str  # "x86_64" | "arm64"
     release: str  # YYYYMMDD, as in the name's -vYYYYMMDD suffix
+    flavor: str = "standard"  # or an accelerated one of `FLAVOR_SEEDS`
 
     @property
     def name(self) -> str:
         if self.os == "al2":
-            flavour = "node" if self.arch == "x86_64" else "arm64-node"
-            return f"amazon-eks-{flavour}-{self.k8s}-v{self.release}"
-        return f"amazon-eks-node-al2023-{self.arch}-standard-{self.k8s}-v{self.release}"
+            if self.flavor == "gpu":
+                return f"amazon-eks-gpu-node-{self.k8s}-v{self.release}"
+            kind = "node" if self.arch == "x86_64" else "arm64-node"
+            return f"amazon-eks-{kind}-{self.k8s}-v{self.release}"
+        return f"amazon-eks-node-al2023-{self.arch}-{self.flavor}-{self.k8s}-v{self.release}"
 
     @property
     def image_id(self) -> str:
@@ -114,7 +134,7 @@ class EksImage:
 
     @property
     def parameter_prefix(self) -> str:
-        return recommended_prefix(self.k8s, self.os, self.arch)
+        return recommended_prefix(self.k8s, self.os, self.arch, self.flavor)
 
     def to_moto(self) -> dict[str, Any]:
         """The entry for a ``MOTO_AMIS_PATH`` file (keyword arguments of moto's ``Ami``)."""
@@ -148,28 +168,33 @@ def _check_kind(os_family: str, arch: str) -> None:
         raise SandboxError(f"unknown arch {arch!r}: use one of {', '.join(ARCHITECTURES)}")
 
 
-def recommended_prefix(k8s: str, os: str, arch: str) -> str:  # noqa: A002 - AWS's own word
+def recommended_prefix(k8s: str, os: str, arch: str, flavor: str = "standard") -> str:  # noqa: A002
     """``/aws/service/eks/optimized-ami/<k8s>/<os path>/recommended`` for one image kind."""
     _check_kind(os, arch)
+    if flavor != "standard" and arch not in FLAVOR_SEEDS[os].get(flavor, ()):
+        raise SandboxError(f"no {os} {flavor} image for {arch}: flavors are "
+                           f"{', '.join(['standard', *FLAVOR_SEEDS[os]])}")
     if os == "al2":
-        path = "amazon-linux-2" if arch == "x86_64" else "amazon-linux-2-arm64"
+        path = "amazon-linux-2-gpu" if flavor == "gpu" else (
+            "amazon-linux-2" if arch == "x86_64" else "amazon-linux-2-arm64")
     else:
-        path = f"amazon-linux-2023/{arch}/standard"
+        path = f"amazon-linux-2023/{arch}/{flavor}"
     return f"/aws/service/eks/optimized-ami/{k8s}/{path}/recommended"
 
 
-def recommended_parameter(k8s: str, os: str, arch: str) -> str:  # noqa: A002
+def recommended_parameter(k8s: str, os: str, arch: str, flavor: str = "standard") -> str:  # noqa: A002
     """The public SSM parameter holding the recommended image id for one image kind."""
-    return recommended_prefix(k8s, os, arch) + "/image_id"
+    return recommended_prefix(k8s, os, arch, flavor) + "/image_id"
 
 
 def seed_images() -> list[EksImage]:
     """Every base image the sandbox starts with (same ids in every region)."""
     return [
-        EksImage(k8s, os_family, arch, release)
+        EksImage(k8s, os_family, arch, release, flavor)
         for os_family in OS_FAMILIES
         for k8s in KUBERNETES_VERSIONS[os_family]
-        for arch in ARCHITECTURES
+        for flavor, arches in (("standard", ARCHITECTURES), *FLAVOR_SEEDS[os_family].items())
+        for arch in arches
         for release in SEED_RELEASES
     ]
 
@@ -220,6 +245,9 @@ class Sandbox:
         """Spawn the emulator and return once it answers; raise `SandboxError` if it does not."""
         if self._proc is not None:
             raise SandboxError("this sandbox is already started; stop() it first")
+        from amibuild.sandbox.moto_check import require_moto
+
+        require_moto()
         deadline = time.monotonic() + timeout
         self._log = tempfile.NamedTemporaryFile(prefix="amibuild-sandbox-", suffix=".log")
         self._proc = subprocess.Popen(
@@ -236,6 +264,9 @@ class Sandbox:
         try:
             self.port = self._read_port(deadline)
             self._wait_ready(deadline)
+        except _Refused as exc:
+            self.stop()
+            raise SandboxError(str(exc)) from None
         except SandboxError as exc:
             message = f"{exc}{self._stderr_tail()}"
             self.stop()
@@ -332,6 +363,10 @@ class Sandbox:
                                           VpcId=vpc)["GroupId"]
         return {"vpc": vpc, "subnets": sorted(s["SubnetId"] for s in subnets), "control_plane_sg": group}
 
+    def cluster(self, region: str | None = None) -> dict[str, Any]:
+        """The seeded EKS cluster: its name, VPC, subnets and control plane security group."""
+        return sandbox_cluster(self.endpoint, region or self.region)
+
     def release(
         self,
         k8s: str,
@@ -368,6 +403,8 @@ class Sandbox:
                     chunk = os.read(fd, 4096)
                     if not chunk:
                         code = self._proc.wait()
+                        if code == EXIT_REFUSED:  # the child said why in one line: that is the error
+                            raise _Refused(self._stderr_tail(1).rsplit("\n", 1)[-1].removeprefix(CHILD_PREFIX))
                         raise SandboxError(f"the emulator exited (code {code}) before serving")
                     buffer += chunk
 
@@ -421,6 +458,15 @@ class Sandbox:
         return f"\n--- emulator stderr (last {lines} lines) ---\n{tail}" if tail else ""
 
 
+# The child refuses to start with this code and one `CHILD_PREFIX` line on stderr saying why.
+EXIT_REFUSED = 3
+CHILD_PREFIX = "amibuild sandbox: "
+
+
+class _Refused(SandboxError):
+    """The child refused to start and said why."""
+
+
 # The tripwire proxy in os.environ must not catch our own loopback calls.
 _NO_PROXY_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -456,7 +502,16 @@ def serve_foreground(port: int = 0, out: TextIO | None = None) -> None:
         print("unset AWS_PROFILE AWS_SESSION_TOKEN AWS_SECURITY_TOKEN", file=out)
         for name, value in sandbox.env().items():
             print(f"export {name}={shlex.quote(value)}", file=out)
+        cluster = sandbox.cluster()
+        for name, value in (("AMIBUILD_SANDBOX_CLUSTER", cluster["cluster"]),
+                            ("AMIBUILD_SANDBOX_VPC_ID", cluster["vpc"]),
+                            ("AMIBUILD_SANDBOX_SUBNETS", ",".join(cluster["subnets"])),
+                            ("AMIBUILD_SANDBOX_CONTROL_PLANE_SG", cluster["control_plane_sg"])):
+            print(f"export {name}={shlex.quote(value)}", file=out)
         print(f"# seeded regions: {' '.join(SEED_REGIONS)}", file=out)
+        print("# e.g. invoke nodegroup-deploy --stack nodes --cluster ${AMIBUILD_SANDBOX_CLUSTER} "
+              "--vpc-id ${AMIBUILD_SANDBOX_VPC_ID} --subnet ${AMIBUILD_SANDBOX_SUBNETS} "
+              "--control-plane-sg ${AMIBUILD_SANDBOX_CONTROL_PLANE_SG} --variant V", file=out)
         print(f"# sandbox ready at {sandbox.endpoint} - Ctrl-C to stop", file=out, flush=True)
         code = sandbox.wait()
         raise SandboxError(f"the emulator exited on its own (code {code}){sandbox._stderr_tail()}")
@@ -495,9 +550,9 @@ class _Seeder:
         from amibuild.sandbox import upstream
 
         self.released = []
-        newest: dict[tuple[str, str, str], EksImage] = {}
+        newest: dict[tuple[str, str, str, str], EksImage] = {}
         for image in seed_images():
-            key = (image.k8s, image.os, image.arch)
+            key = (image.k8s, image.os, image.arch, image.flavor)
             if key not in newest or image.release > newest[key].release:
                 newest[key] = image
         for region in SEED_REGIONS:
@@ -505,6 +560,7 @@ class _Seeder:
             for image in newest.values():
                 _point_parameters(ssm, image)
             _create_vpc(ec2_backends[ACCOUNT_ID][region], region)
+            create_cluster(ec2_backends[ACCOUNT_ID][region], region, account=ACCOUNT_ID, vpc_cidr=SANDBOX_VPC_CIDR)
         upstream.seed(SEED_REGIONS, ACCOUNT_ID, {k for versions in KUBERNETES_VERSIONS.values() for k in versions})
 
     def release(self, k8s: str, os_family: str, arch: str, release: str | None) -> EksImage:
@@ -723,8 +779,14 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         amis_path.write_text(json.dumps([image.to_moto() for image in seed_images()]))
         # moto reads the file when its EC2 models are imported, and only checks the variable after.
         os.environ["MOTO_AMIS_PATH"] = str(amis_path)
-        import moto.ec2.models  # noqa: F401
+        from amibuild.sandbox.moto_check import check_internals
+
+        # imports moto.ec2.models (reading the file) and every other moto module used here; a moto
+        # that moved what we patch or import fails now, naming it
+        check_internals()
     _model_stack_updates()
+    model_eks_clusters()
+    read_short_form_yaml()
 
     import logging
 
@@ -788,7 +850,11 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--watch-stdin", action="store_true", help="exit when stdin closes")
     args = parser.parse_args(argv)
     if args.command == "serve":
-        _serve(LOOPBACK, args.serve_port, args.watch_stdin)
+        try:
+            _serve(LOOPBACK, args.serve_port, args.watch_stdin)
+        except SandboxError as exc:  # e.g. a moto without what we patch: one line for the parent
+            print(f"{CHILD_PREFIX}{exc}", file=sys.stderr, flush=True)
+            return EXIT_REFUSED
         return 0
     try:
         serve_foreground(port=args.port)

@@ -1,8 +1,10 @@
 """The sandbox demo: the whole pipeline against the local emulator, one real command at a time.
 
-It starts the emulator, then runs the same `invoke` commands a user would, in a scratch folder,
-with the emulator's environment (dummy credentials, endpoint override, tripwire proxy), printing
-each command before its output. What it prints is what those commands printed; nothing is faked.
+It starts the emulator, copies the example pipeline file amibuild ships into a scratch folder,
+and there runs the same `amibuild` commands a user would (as `python -m amibuild`, so it works
+from an installed package as well as from a checkout), with the emulator's environment (dummy
+credentials, endpoint override, tripwire proxy), printing each command before its output. What
+it prints is what those commands printed; nothing is faked.
 """
 
 from __future__ import annotations
@@ -12,38 +14,52 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from importlib import resources
 from pathlib import Path
 from typing import Callable, Sequence, TextIO
 
-from amibuild.errors import AmibuildError
+from amibuild.errors import AmibuildError, PackageDataMissing
 
-ROOT = Path(__file__).resolve().parent.parent.parent  # the repository (for now: the demo runs its tasks.py)
+VARIANT = "ceph"  # the example's variant the channel steps follow
 
 
-def steps(example: Path, network: dict) -> list[tuple[str, list[str]]]:
-    build = ["build-ami", "--extra-pkg", "ceph-common", "--region", "us-west-2"]
+def example_text() -> str:
+    """The example pipeline file shipped in the package (the repository's amibuild.hcl)."""
+    try:
+        return (resources.files("amibuild.spec") / "example.hcl").read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PackageDataMissing(f"amibuild/spec/example.hcl is missing ({exc.strerror}); the installation is "
+                                 "incomplete: reinstall amibuild") from exc
+
+
+def steps(network: dict) -> list[tuple[str, list[str]]]:
+    build = ["build-ami", "--extra-pkg", "ceph-common"]
+    follow = ["--variant", VARIANT]
     return [
-        ("Render and validate two variants of the example pipeline file (works without AWS access too)",
-         ["validate", "--pipeline", str(example), "--variant", "ceph", "--variant", "ceph-al2023-arm"]),
-        ("Build an AMI with ceph-common on the EKS-optimized AL2 image and publish it to the `recommended` "
-         "channel: render, validate, packer build, SSM", build),
+        ("Render and validate every variant of the example pipeline file (works without AWS access too)",
+         ["validate"]),
+        ("Build the example's AMIs (AL2023 x86_64 and arm64, and one AL2, all with ceph-common) on the "
+         "EKS-optimized images, "
+         "copy them to eu-west-1 and publish each to its `recommended` channel: render, validate, packer build, SSM",
+         build),
         ("Run it again: nothing changed, so nothing is built and no parameter version is written", build),
-        ("Promote it to `stable`", ["promote", "--variant", "default", "--from", "recommended", "--to", "stable"]),
-        ("Deploy a self-managed node group stack whose nodes follow the `stable` channel",
-         ["nodegroup-deploy", "--stack", "ng-demo", "--cluster", "demo", "--variant", "default", "--channel", "stable",
+        ("Promote the `ceph` image to `stable`", ["promote", *follow, "--from", "recommended", "--to", "stable"]),
+        ("Deploy a self-managed AL2023 node group stack in the sandbox's EKS cluster, following `stable` "
+         "(the NodeConfig comes from DescribeCluster)",
+         ["nodegroup-deploy", "--stack", "ng-demo", "--cluster", network["cluster"], *follow, "--channel", "stable",
           "--vpc-id", network["vpc"], "--subnet", ",".join(network["subnets"]),
           "--control-plane-sg", network["control_plane_sg"]]),
-        ("A new image: add htop, build and publish to `recommended`", [*build, "--extra-pkg", "htop"]),
-        ("Promote the new image to `stable`",
-         ["promote", "--variant", "default", "--from", "recommended", "--to", "stable"]),
+        ("A new image: add htop to `ceph`, build and publish to `recommended`",
+         [*build, *follow, "--extra-pkg", "htop"]),
+        ("Promote the new image to `stable`", ["promote", *follow, "--from", "recommended", "--to", "stable"]),
         ("Roll the node group to `stable` (a dry run first)",
-         ["rollout", "--stack", "ng-demo", "--variant", "default", "--channel", "stable", "--dry-run"]),
+         ["rollout", "--stack", "ng-demo", *follow, "--channel", "stable", "--dry-run"]),
         ("Roll the node group to `stable`: change set, update, events, verification",
-         ["rollout", "--stack", "ng-demo", "--variant", "default", "--channel", "stable"]),
+         ["rollout", "--stack", "ng-demo", *follow, "--channel", "stable"]),
         ("Roll again: already current, nothing changes",
-         ["rollout", "--stack", "ng-demo", "--variant", "default", "--channel", "stable"]),
+         ["rollout", "--stack", "ng-demo", *follow, "--channel", "stable"]),
         ("The channels: every variant x channel x region", ["channels"]),
-        ("The history of the stable channel", ["history", "--variant", "default", "--channel", "stable"]),
+        ("The history of the stable channel", ["history", *follow, "--channel", "stable"]),
         ("The aws-auth entry that lets these nodes join", ["aws-auth", "--stack", "ng-demo"]),
         ("The run records", ["runs"]),
     ]
@@ -53,20 +69,28 @@ def run_demo(out: TextIO = sys.stdout, *, keep: bool = False,
              runner: Callable[[Sequence[str], dict, Path], int] | None = None) -> None:
     from amibuild.sandbox import Sandbox
 
-    runner = runner or _invoke
+    from amibuild.sandbox.moto_check import require_moto
+
+    require_moto()  # before anything is made: without the extra the demo is bad input, not a failure
+    runner = runner or _amibuild
     workdir = Path(tempfile.mkdtemp(prefix="amibuild-demo-"))
+    (workdir / "amibuild.hcl").write_text(example_text(), encoding="utf-8")
     with Sandbox() as sandbox:
         env = {**os.environ, **sandbox.env(), "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
         env.pop("AWS_PROFILE", None)
-        print(f"# amibuild sandbox demo: emulator at {sandbox.endpoint}, working in {workdir}", file=out, flush=True)
-        network = sandbox.cluster_network()
-        for number, (title, args) in enumerate(steps(ROOT / "amibuild.hcl", network), start=1):
-            print(f"\n## {number}. {title}\n$ invoke {shlex.join(args)}", file=out, flush=True)
+        # `python -m amibuild` must find this very package, installed or run from a checkout
+        package_root = str(Path(__file__).resolve().parent.parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        print(f"# amibuild sandbox demo: emulator at {sandbox.endpoint}, working in {workdir} "
+              "(amibuild.hcl there is the example amibuild ships)", file=out, flush=True)
+        network = sandbox.cluster()
+        for number, (title, args) in enumerate(steps(network), start=1):
+            print(f"\n## {number}. {title}\n$ amibuild {shlex.join(args)}", file=out, flush=True)
             code = runner(args, env, workdir)
             if code != 0:
-                raise AmibuildError(f"demo step {number} (`invoke {shlex.join(args)}`) exited {code}; see above")
+                raise AmibuildError(f"demo step {number} (`amibuild {shlex.join(args)}`) exited {code}; see above")
     print(f"\n# demo finished; files are in {workdir}", file=out, flush=True)
 
 
-def _invoke(args: Sequence[str], env: dict, cwd: Path) -> int:
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], env=env, cwd=cwd).returncode
+def _amibuild(args: Sequence[str], env: dict, cwd: Path) -> int:
+    return subprocess.run([sys.executable, "-m", "amibuild", *args], env=env, cwd=cwd).returncode

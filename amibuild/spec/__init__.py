@@ -36,6 +36,14 @@ ARCHES = ("x86_64", "arm64")
 BASES = ("eks-optimized", "upstream")
 VOLUME_TYPES = ("gp2", "gp3", "io1", "io2", "standard")
 AL2_LAST_K8S = 32  # EKS publishes no Amazon Linux 2 image after Kubernetes 1.32
+# EKS-optimized image flavors per OS, with the architectures AWS publishes each for: AL2023's
+# accelerated images are `nvidia` (both) and `neuron` (x86_64, Inferentia/Trainium); AL2's is `gpu`.
+FLAVORS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({
+    "al2023": MappingProxyType({"standard": ("x86_64", "arm64"), "nvidia": ("x86_64", "arm64"),
+                                "neuron": ("x86_64",)}),
+    "al2": MappingProxyType({"standard": ("x86_64", "arm64"), "gpu": ("x86_64",)}),
+})
+DEFAULT_FLAVOR = "standard"
 
 DEFAULTS: Mapping[str, Any] = MappingProxyType(
     {
@@ -45,7 +53,8 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
         "os": "al2",
         "kubernetes_version": "1.30",
         "arch": "x86_64",
-        "instance_type": "",  # chosen by arch when empty, see Variant.effective_instance_type
+        "flavor": DEFAULT_FLAVOR,
+        "instance_type": "",  # chosen by arch and flavor when empty, see Variant.effective_instance_type
         "volume_size": 20,
         "volume_type": "gp3",
         "encrypted": False,
@@ -64,7 +73,7 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
 
 # Fields that are amibuild settings and not Packer variables of the same name.
 NON_PACKER_FIELDS = frozenset(
-    {"base", "upstream", "upstream_ref", "os", "extra_packages", "repos", "proxy", "scripts"}
+    {"base", "upstream", "upstream_ref", "os", "flavor", "extra_packages", "repos", "proxy", "scripts"}
 )
 ADDITIVE = frozenset({"extra_packages", "repos"})
 LAYERS = ("defaults", "pipeline file", "var-files", "flags")
@@ -133,11 +142,18 @@ class Variant:
     # where each setting came from ("--var volume_size", "amibuild.hcl: variant \"ceph\"..."),
     # so later checks (unknown Packer variable) can name the file or flag
     origins: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
+    # which EKS-optimized parent: standard, or an accelerated one (`FLAVORS`)
+    flavor: str = DEFAULT_FLAVOR
 
     @property
     def effective_instance_type(self) -> str:
         if self.instance_type:
             return self.instance_type
+        # An accelerated image boots (and its drivers load) only on its kind of hardware.
+        if self.flavor in ("nvidia", "gpu"):
+            return "g5g.xlarge" if self.arch == "arm64" else "g5.xlarge"
+        if self.flavor == "neuron":
+            return "inf2.xlarge"
         return "m6g.large" if self.arch == "arm64" else "m5.large"
 
     def settings(self) -> dict[str, Any]:
@@ -150,6 +166,8 @@ class Variant:
             "os": self.os,
             "kubernetes_version": self.kubernetes_version,
             "arch": self.arch,
+            # only when not standard: a standard variant keeps the fingerprint it had before flavors
+            **({"flavor": self.flavor} if self.flavor != DEFAULT_FLAVOR else {}),
             "instance_type": self.effective_instance_type,
             "volume_size": self.volume_size,
             "volume_type": self.volume_type,
@@ -210,6 +228,7 @@ class Overrides:
     os: str = ""
     kubernetes_version: str = ""
     arch: str = ""
+    flavor: str = ""
     regions: tuple[str, ...] = ()
     extra_packages: tuple[str, ...] = ()
     extra_repos: tuple[str, ...] = ()  # NAME=URL
@@ -259,6 +278,9 @@ def load(
     _validate_pipeline(pipeline_kwargs, where, from_flag=bool(overrides.regions))
 
     defaults_block = _one_block(doc, "defaults", where)
+    if "enabled" in defaults_block:
+        raise SpecError(f"{where}: defaults: `enabled` belongs in a variant block (enabled = false leaves that "
+                        "variant out unless --variant names it)")
     variant_blocks = _variant_blocks(doc, where)
     var_file_layer = _read_var_files(overrides.var_files)
     flag_layer = _flag_layer(overrides)
@@ -289,7 +311,7 @@ def load(
 
 _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
                   "default_channel"}
-_VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy"} | {"repo", "proxy", "vars", "extends"}
+_VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy"} | {"repo", "proxy", "vars", "extends", "enabled"}
 
 
 def _read_hcl(path: Path, what: str, error: type[SpecError]) -> dict[str, Any]:
@@ -308,6 +330,11 @@ def _read_hcl(path: Path, what: str, error: type[SpecError]) -> dict[str, Any]:
 
 def _parse_file(path: Path) -> dict[str, Any]:
     doc = _read_hcl(path, "pipeline file", SpecError)
+    if not doc:
+        # an empty file (or only comments) would otherwise fall back to the flags alone and
+        # quietly build a variant named `default`
+        raise SpecError(f"{path}: the pipeline file is empty; add a `variant \"NAME\" {{ ... }}` block "
+                        "(`amibuild init` writes a starter file) or delete it")
     unknown = set(doc) - {"pipeline", "defaults", "variant"}
     if unknown:
         key = sorted(unknown)[0]
@@ -377,7 +404,14 @@ def _select(variant_blocks: dict[str, Any], overrides: Overrides, where: str) ->
             _check_name(name, f"--variant {name}")
         return list(dict.fromkeys(overrides.variants))
     if variant_blocks:
-        return list(variant_blocks)
+        # `enabled = false` leaves a variant out unless --variant names it (one that needs the
+        # network to clone, say). It belongs to the block: a variant extending it is not disabled.
+        enabled = [name for name, block in variant_blocks.items()
+                   if _bool(block.get("enabled", True), f'{where}: variant "{name}": enabled')]
+        if not enabled:
+            raise SpecError(f"{where}: every variant has `enabled = false`; name one with --variant "
+                            f"({', '.join(variant_blocks)}) or enable one in the file")
+        return enabled
     return ["default"]
 
 
@@ -401,8 +435,8 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> di
         return {}
     layer: dict[str, Any] = {}
     for key, value in block.items():
-        if key == "extends":
-            continue  # followed by _lineage
+        if key in ("extends", "enabled"):
+            continue  # followed by _lineage; `enabled` only selects (see _select)
         if key == "vars":
             if not isinstance(value, dict):
                 raise SpecError(f"{where}: `vars` must be a map: vars = {{ name = value }}")
@@ -462,6 +496,7 @@ def _flag_layer(o: Overrides) -> list[tuple[str, dict[str, Any]]]:
         ("os", "--os"),
         ("kubernetes_version", "--k8s"),
         ("arch", "--arch"),
+        ("flavor", "--flavor"),
     ):
         value = getattr(o, key)
         if value:
@@ -550,6 +585,14 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str]) -> V
             f"{at('kubernetes_version')}: Kubernetes {k8s} has no EKS Amazon Linux 2 image "
             f"(the last is 1.{AL2_LAST_K8S}); use os = \"al2023\" or an older version"
         )
+    flavors = FLAVORS[os_]
+    flavor = _choice(m["flavor"], tuple(flavors), at("flavor"))
+    if arch not in flavors[flavor]:
+        raise SpecError(f"{at('flavor')}: EKS publishes no {os_} {flavor} image for {arch}; "
+                        f"use arch = \"{flavors[flavor][0]}\" or another flavor")
+    if base == "upstream" and flavor != DEFAULT_FLAVOR:
+        raise SpecError(f"{at('flavor')}: the upstream base builds the standard eks-worker-al2 image; "
+                        "flavors are for base = \"eks-optimized\"")
     if base == "upstream" and not m["upstream"]:
         raise SpecError(f"{at('base')}: base \"upstream\" needs upstream = PATH_OR_GIT_URL (or --upstream)")
 
@@ -622,6 +665,7 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str]) -> V
         description=_str(m["description"], at("description")),
         packer_vars=MappingProxyType({k: packer_vars[k] for k in sorted(packer_vars)}),
         origins=MappingProxyType(dict(origin)),
+        flavor=flavor,
     )
 
 

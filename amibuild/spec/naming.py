@@ -18,7 +18,7 @@ DEFAULT_CHANNEL = "recommended"
 DEFAULT_NAME_TEMPLATE = "{prefix}/{pipeline}/{k8s}/{variant}/{channel}/image_id"
 
 
-TEMPLATE_FIELDS = ("prefix", "pipeline", "k8s", "variant", "os", "arch", "channel")
+TEMPLATE_FIELDS = ("prefix", "pipeline", "k8s", "variant", "os", "arch", "flavor", "channel")
 
 
 _CHANNEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -90,6 +90,8 @@ def _fields(pipeline: PipelineLike, variant: VariantLike, channel: str) -> dict[
         "variant": variant.name,
         "os": variant.os,
         "arch": variant.arch,
+        # variants made before flavors existed (and recorded values) have none: standard
+        "flavor": getattr(variant, "flavor", "standard"),
         "channel": channel,
     }
 

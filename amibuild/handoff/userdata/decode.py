@@ -2,8 +2,9 @@
 
 `decode` peels base64, gzip, MIME multi-part (nested too), quoted-printable, `#cloud-config`
 (bootcmd, write_files in every cloud-init encoding, runcmd), cloud-init `#` prefixes, a bare
-nodeadm NodeConfig, and JSON/YAML documents with a `UserData` field (describe-instance-attribute
-output, CloudFormation templates with short-form tags) into `Part`s; `format_parts` prints them.
+nodeadm NodeConfig, a JSON string (what the AWS CLI prints under ``--query``), and JSON/YAML
+documents with a `UserData` field (describe-instance-attribute output, CloudFormation templates
+with short-form tags, a whole get-template answer whose TemplateBody is YAML text) into `Part`s; `format_parts` prints them.
 Input that is none of these raises `NotUserData` (exit 2) with one line. Pure: no I/O.
 """
 
@@ -138,6 +139,15 @@ def _sniff(data: bytes, at: _At, declared: str = "") -> list[Part]:
     raw = _unbase64(start)
     if raw is not None:
         return _sniff(raw, at.peel("base64"))
+    quoted = _json_string(start)
+    if quoted is not None:
+        # What the AWS CLI prints for a string under --query (get-template's TemplateBody of a
+        # YAML template, a launch template's UserData): one JSON string, quoted and escaped.
+        return _sniff(quoted.encode(), at.peel("JSON string"))
+    body = _template_body(start)
+    if body is not None:
+        # A whole `aws cloudformation get-template` answer: a YAML template comes back as text.
+        return _sniff(body.encode(), at.peel("TemplateBody"))
     found = _template_user_data(start)
     if found is None:
         raise at.refuse("no MIME header, #cloud-config, #! script, NodeConfig, base64, gzip or UserData field")
@@ -296,6 +306,29 @@ def _permissions(value: Any) -> str:
     text = str(value).strip()
     match = re.match(r"^0?o?([0-7]{3,4})$", text)
     return match.group(1).rjust(4, "0") if match else text
+
+
+def _json_string(text: str) -> str | None:
+    """The text of a document that is one JSON string, else None."""
+    if not text.startswith('"'):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _template_body(text: str) -> str | None:
+    """TemplateBody of a get-template answer when it is text (a YAML template), else None."""
+    if not text.startswith("{"):
+        return None
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return None
+    body = document.get("TemplateBody") if isinstance(document, dict) else None
+    return body if isinstance(body, str) and body.strip() else None
 
 
 def _template_user_data(text: str) -> list[tuple[str, str]] | None:

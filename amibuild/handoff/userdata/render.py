@@ -10,16 +10,28 @@ Writing (`render_userdata`) gives a MIME multi-part document with a fixed bounda
             text/x-shellscript        /etc/eks/bootstrap.sh CLUSTER ARGS, then cfn-signal in a stack
     al2023  text/cloud-boothook       proxy set-up, only with a proxy
             application/node.eks.aws  the nodeadm NodeConfig (cluster name, endpoint, CA, service CIDR)
+            text/x-shellscript        in a stack: a systemd unit that waits for the kubelet, then
+                                      signals the stack (`_al2023_signal_script`)
 
 cloud-init runs the boothook early at every boot, before the container runtime and the kubelet
 start. It sets `proxy=` for yum/dnf, the six proxy variables in /etc/environment and systemd
-drop-ins for containerd, docker (al2) and the kubelet. NO_PROXY (`no_proxy_entries`), in order:
+drop-ins for containerd, docker (al2), the kubelet and nodeadm's own units (al2023). On al2 the
+bootstrap script reads /etc/environment before it runs bootstrap.sh, whose `aws eks
+describe-cluster` and `aws ec2` calls would otherwise go direct. NO_PROXY (`no_proxy_entries`), in
+order:
 
     the VPC's IPv4 CIDRs      read at boot from instance metadata (IMDSv2: token, mac, CIDR blocks)
     the service CIDR          `service_cidr`, else both EKS defaults: 10.100.0.0/16, 172.20.0.0/16
     169.254.169.254 localhost 127.0.0.1 .internal
+    the cluster's endpoint    REGION.eks.amazonaws.com and every subdomain (the API servers),
+                              only when the cluster has private endpoint access (`private_endpoint`)
     regional AWS endpoints    per service in `bypass` (`ENDPOINTS`; default: all of them)
     `no_proxy`                extra entries
+
+The cluster endpoint bypasses the proxy only with private endpoint access: only then does it
+resolve, inside the VPC, to addresses the node reaches directly. A public-only endpoint (what
+CreateCluster gives by default, hence `private_endpoint=False`) resolves to public addresses that
+a node behind a proxy reaches only through it.
 
 EKS gives a cluster created without a service CIDR 172.20.0.0/16 when its VPC lies in 10.0.0.0/8
 and 10.100.0.0/16 otherwise. The node cannot see which, so without `service_cidr` both go into
@@ -67,8 +79,9 @@ LOCAL_NO_PROXY = (IMDS, "localhost", "127.0.0.1", ".internal")
 # partition's suffix. Entries carry no leading dot: curl, Go and Python all match such an entry
 # and every subdomain, while Go matches only subdomains of a dotted one.
 ENDPOINTS: Mapping[str, tuple[str, ...]] = {
-    # Cluster API servers (ID.gr7.REGION.eks...) and the EKS API (bootstrap.sh describe-cluster).
-    "eks": ("{region}.eks.{dns}", "eks.{region}.{dns}"),
+    # The EKS API (bootstrap.sh's describe-cluster); the cluster's own API servers are
+    # `CLUSTER_ENDPOINT`, bypassed only with private endpoint access.
+    "eks": ("eks.{region}.{dns}",),
     "ec2": ("ec2.{region}.{dns}",),
     # ACCOUNT.dkr.ecr.REGION... is the registry of every ECR image, the EKS add-ons' included.
     "ecr": ("api.ecr.{region}.{dns}", "dkr.ecr.{region}.{dns}"),
@@ -78,6 +91,13 @@ ENDPOINTS: Mapping[str, tuple[str, ...]] = {
     # IAM roles for service accounts exchange web-identity tokens with regional STS.
     "sts": ("sts.{region}.{dns}",),
 }
+# The cluster API servers' names (ID.gr7.REGION.eks.amazonaws.com): matched as a suffix.
+CLUSTER_ENDPOINT = "{region}.eks.{dns}"
+# systemd units the al2023 proxy drop-ins cover: nodeadm's two units call the EKS and EC2 APIs.
+NODEADM_UNITS = ("nodeadm-config", "nodeadm-run")
+# How long the al2023 signal unit waits for the kubelet before it reports failure: within the
+# template's default RollingUpdatePauseTime (PT15M), so the stack hears a failure, not a timeout.
+KUBELET_WAIT_SECONDS = 600
 CONFIGMAP = "proxy-environment-variables"
 # Daemonsets in kube-system that need the proxy, with their container's name.
 PROXIED_DAEMONSETS = (("aws-node", "aws-node"), ("kube-proxy", "kube-proxy"))
@@ -141,6 +161,7 @@ class NodeConfig:
     api_server_endpoint: str = ""
     certificate_authority: str = ""
     cfn_signal: CfnSignal | None = None
+    private_endpoint: bool = False
 
     def __post_init__(self) -> None:
         for name in ("no_proxy", "bypass", "kubelet_flags"):
@@ -172,7 +193,7 @@ def _check_config(cfg: NodeConfig) -> None:
     unknown = [name for name in cfg.bypass if name not in ENDPOINTS]
     if unknown:
         raise SpecError(f"--bypass {unknown[0]!r}: choose from {', '.join(ENDPOINTS)} (or none)")
-    if cfg.region or (cfg.proxy and cfg.bypass):
+    if cfg.region or (cfg.proxy and (cfg.bypass or cfg.private_endpoint)):
         _check_region(cfg.region, "--region", why=" (the regional AWS endpoints in NO_PROXY depend on it)")
     if cfg.api_server_endpoint:
         _check_url(cfg.api_server_endpoint, "--api-server-endpoint", ("https",))
@@ -197,11 +218,6 @@ def _check_config(cfg: NodeConfig) -> None:
             )
         if words:
             raise SpecError("--bootstrap-args is for al2's bootstrap.sh; on al2023 give kubelet flags with --kubelet-flag")
-        if cfg.cfn_signal:
-            raise SpecError(
-                "--cfn-stack is for al2: on al2023 nodeadm joins the node after the user data scripts ran, "
-                "so they cannot report its outcome"
-            )
     else:
         if bool(cfg.api_server_endpoint) != bool(cfg.certificate_authority):
             raise SpecError("--api-server-endpoint and --certificate-authority go together (or leave both out)")
@@ -295,6 +311,7 @@ def config_from_flags(
     certificate_authority: str = "",
     cfn_stack: str = "",
     cfn_resource: str = "",
+    private_endpoint: bool = False,
 ) -> NodeConfig:
     """Task flags → `NodeConfig`: comma lists split, `--bypass none`, `--cluster-ip`, cfn-signal."""
     if service_cidr and cluster_ip:
@@ -321,16 +338,20 @@ def config_from_flags(
         api_server_endpoint=api_server_endpoint or "",
         certificate_authority=certificate_authority or "",
         cfn_signal=CfnSignal(cfn_stack, cfn_resource, region or "") if cfn_stack else None,
+        private_endpoint=bool(private_endpoint),
     )
 
 
 # ------------------------------------------------------------------------------------ NO_PROXY
 
 
+def _dns(region: str) -> str:
+    return "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+
+
 def endpoint_hosts(region: str, services: Sequence[str]) -> tuple[str, ...]:
     """The regional endpoint names that bypass the proxy for `services` (keys of `ENDPOINTS`)."""
-    dns = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
-    return tuple(host.format(region=region, dns=dns) for name in services for host in ENDPOINTS[name])
+    return tuple(host.format(region=region, dns=_dns(region)) for name in services for host in ENDPOINTS[name])
 
 
 def no_proxy_entries(cfg: NodeConfig, vpc_cidrs: Sequence[str] = ()) -> tuple[str, ...]:
@@ -339,6 +360,7 @@ def no_proxy_entries(cfg: NodeConfig, vpc_cidrs: Sequence[str] = ()) -> tuple[st
         *vpc_cidrs,
         *cfg.service_cidrs,
         *LOCAL_NO_PROXY,
+        *([CLUSTER_ENDPOINT.format(region=cfg.region, dns=_dns(cfg.region))] if cfg.private_endpoint else []),
         *endpoint_hosts(cfg.region, cfg.bypass),
         *cfg.no_proxy,
     ]
@@ -372,6 +394,8 @@ def render_userdata(cfg: NodeConfig) -> str:
         parts.append(("text/x-shellscript", _bootstrap_script(cfg)))
     else:
         parts.append(("application/node.eks.aws", _nodeadm_config(cfg)))
+        if cfg.cfn_signal:
+            parts.append(("text/x-shellscript", _al2023_signal_script(cfg)))
     document = _mime(parts)
     size = len(document.encode())
     if size > MAX_USERDATA:
@@ -393,7 +417,14 @@ def _mime(parts: Sequence[tuple[str, str]]) -> str:
 
 
 def _units(cfg: NodeConfig) -> tuple[str, ...]:
+    """Services restarted when already running (the drop-ins also go to `_dropin_units`)."""
     return ("containerd", "docker", "kubelet") if cfg.os == "al2" else ("containerd", "kubelet")
+
+
+def _dropin_units(cfg: NodeConfig) -> tuple[str, ...]:
+    # nodeadm's units are one-shot steps of the boot that have not run yet when the boothook
+    # does: they get the environment, and restarting one would run that step again.
+    return _units(cfg) + (NODEADM_UNITS if cfg.os == "al2023" else ())
 
 
 # The boothook as cloud-init runs it. @NAME@ marks a value put in shell-quoted by `_boothook`.
@@ -410,6 +441,7 @@ proxy=@PROXY@
 proxy_unit=@PROXY_UNIT@
 no_proxy_rest=@NO_PROXY_REST@
 units=(@UNITS@)
+dropin_units=(@DROPIN_UNITS@)
 root=${AMIBUILD_ROOT:-}
 
 # The VPC's IPv4 CIDRs from instance metadata (IMDSv2), never through a proxy, retried while
@@ -465,7 +497,7 @@ fi
         "http_proxy=${proxy}" "https_proxy=${proxy}" "no_proxy=${no_proxy}"
 } >"$env_file"
 
-for unit in "${units[@]}"; do
+for unit in "${dropin_units[@]}"; do
     dir="${root}/etc/systemd/system/${unit}.service.d"
     mkdir -p "$dir"
     cat >"${dir}/http-proxy.conf" <<EOF
@@ -493,11 +525,12 @@ done
 def _boothook(cfg: NodeConfig) -> str:
     units = _units(cfg)
     values = {
-        "UNIT_LIST": ", ".join(units),
+        "UNIT_LIST": ", ".join(_dropin_units(cfg)),
         "PROXY": shlex.quote(cfg.proxy),
         "PROXY_UNIT": shlex.quote(cfg.proxy.replace("%", "%%")),
         "NO_PROXY_REST": shlex.quote(",".join(no_proxy_entries(cfg))),
         "UNITS": " ".join(units),
+        "DROPIN_UNITS": " ".join(_dropin_units(cfg)),
     }
     return re.sub(r"@([A-Z_]+)@", lambda m: values[m.group(1)], _BOOTHOOK)
 
@@ -554,6 +587,17 @@ def _bootstrap_script(cfg: NodeConfig) -> str:
         "set -euo pipefail",
         "",
     ]
+    if cfg.proxy:
+        # bootstrap.sh runs `aws eks describe-cluster` and `aws ec2 ...`: without the proxy
+        # environment the boothook wrote, those calls would go direct and fail behind a proxy.
+        head += [
+            "# Export the proxy settings the boothook wrote to bootstrap.sh and the AWS CLI it runs.",
+            "set -a",
+            "# shellcheck source=/dev/null",
+            "source /etc/environment",
+            "set +a",
+            "",
+        ]
     if not cfg.cfn_signal:
         return "\n".join([*head, bootstrap]) + "\n"
     signal = cfg.cfn_signal
@@ -570,6 +614,90 @@ def _bootstrap_script(cfg: NodeConfig) -> str:
         cfn,
         'exit "$status"',
     ]) + "\n"
+
+
+# The al2023 part that reports to the stack. @NAME@ marks a value put in shell-quoted by
+# `_al2023_signal_script`; AMIBUILD_ROOT is never set on a node, the tests point it at a scratch root.
+_AL2023_SIGNAL = r"""#!/bin/bash
+# Written by amibuild: tell stack @STACK_TEXT@ whether this node joined its cluster. nodeadm starts
+# the kubelet after cloud-init has run this part, so waiting here would hold up the very boot it
+# waits for: the wait goes to a systemd unit, started without blocking.
+set -euo pipefail
+root=${AMIBUILD_ROOT:-}
+mkdir -p "${root}/etc/amibuild" "${root}/etc/systemd/system"
+cat >"${root}/etc/amibuild/cfn-signal.sh" <<'AMIBUILD_SIGNAL'
+#!/bin/bash
+# Report the node's outcome: SUCCESS once the kubelet runs, FAILURE if nodeadm failed or the
+# kubelet is not running after @WAIT@ seconds.
+set -uo pipefail
+root=${AMIBUILD_ROOT:-}
+stack=@STACK@
+resource=@RESOURCE@
+region=@REGION@
+proxy=@PROXY@
+status=FAILURE
+deadline=$((SECONDS + @WAIT@))
+while ((SECONDS < deadline)); do
+    if systemctl is-failed --quiet nodeadm-run.service; then
+        break
+    fi
+    if systemctl is-active --quiet kubelet.service; then
+        status=SUCCESS
+        break
+    fi
+    sleep 5
+done
+code=1
+if [[ $status == SUCCESS ]]; then
+    code=0
+fi
+if [[ -x "${root}/opt/aws/bin/cfn-signal" ]]; then
+    extra=()
+    if [[ -n $proxy ]]; then
+        extra=(--https-proxy "$proxy")
+    fi
+    exec "${root}/opt/aws/bin/cfn-signal" --exit-code "$code" --stack "$stack" --resource "$resource" \
+        --region "$region" "${extra[@]}"
+fi
+# Without cfn-signal (not on every AL2023 image), the AWS CLI signals with the node role, which
+# the node group template allows cloudformation:SignalResource on its own stack.
+imds_curl() {
+    curl --silent --show-error --fail --noproxy '*' --connect-timeout 2 --retry 5 --retry-connrefused "$@"
+}
+token=$(imds_curl -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' http://169.254.169.254/latest/api/token)
+instance=$(imds_curl -H "X-aws-ec2-metadata-token: ${token}" http://169.254.169.254/latest/meta-data/instance-id)
+exec aws cloudformation signal-resource --stack-name "$stack" --logical-resource-id "$resource" \
+    --unique-id "$instance" --status "$status" --region "$region"
+AMIBUILD_SIGNAL
+cat >"${root}/etc/systemd/system/amibuild-cfn-signal.service" <<'AMIBUILD_UNIT'
+[Unit]
+Description=amibuild: tell CloudFormation whether this node joined its cluster
+After=nodeadm-run.service
+
+[Service]
+Type=oneshot
+# The proxy settings the boothook wrote, for the AWS CLI.
+EnvironmentFile=-/etc/environment
+ExecStart=/bin/bash /etc/amibuild/cfn-signal.sh
+AMIBUILD_UNIT
+systemctl daemon-reload
+systemctl --no-block start amibuild-cfn-signal.service
+"""
+
+
+def _al2023_signal_script(cfg: NodeConfig) -> str:
+    """The al2023 part that signals the stack with the node's real outcome (see `_AL2023_SIGNAL`)."""
+    assert cfg.cfn_signal is not None
+    signal = cfg.cfn_signal
+    values = {
+        "STACK_TEXT": signal.stack,
+        "STACK": shlex.quote(signal.stack),
+        "RESOURCE": shlex.quote(signal.resource),
+        "REGION": shlex.quote(signal.region),
+        "PROXY": shlex.quote(cfg.proxy) if cfg.proxy else "''",
+        "WAIT": str(KUBELET_WAIT_SECONDS),
+    }
+    return re.sub(r"@([A-Z_]+)@", lambda m: values[m.group(1)], _AL2023_SIGNAL)
 
 
 def _nodeadm_config(cfg: NodeConfig) -> str:
@@ -624,6 +752,11 @@ def k8s_manifests(cfg: NodeConfig, vpc_cidr: str | Sequence[str]) -> str:
         "# it is a strategic-merge patch: run the kubectl command above it (or list it under a",
         "# kustomization's `patches:`). Patching the pod template rolls the daemonset's pods.",
         "# With aws-node or kube-proxy managed as EKS add-ons, an add-on update can undo the patch.",
+        "# Pods read a ConfigMap's values only when they start: after changing this ConfigMap later,",
+        "# restart both daemonsets so every pod picks it up:",
+        "#   kubectl -n kube-system rollout restart daemonset "
+        + " ".join(name for name, _ in PROXIED_DAEMONSETS),
+        "#   kubectl -n kube-system rollout status daemonset " + PROXIED_DAEMONSETS[0][0],
         "---",
         _yaml(configmap).rstrip("\n"),
     ]
@@ -646,8 +779,7 @@ def k8s_manifests(cfg: NodeConfig, vpc_cidr: str | Sequence[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def aws_auth_entry(role_arn: str) -> str:
-    """The aws-auth `mapRoles` entry that lets nodes with `role_arn` join, as YAML to merge."""
+def _role_match(role_arn: str) -> re.Match[str]:
     match = _ROLE_ARN.match(role_arn)
     if not match:
         hint = "arn:aws:iam::ACCOUNT:role/NAME"
@@ -656,6 +788,18 @@ def aws_auth_entry(role_arn: str) -> str:
         elif ":assumed-role/" in role_arn:
             hint += " (the IAM role, not a session of it)"
         raise SpecError(f"--role-arn {role_arn!r}: give an IAM role ARN, {hint}")
+    return match
+
+
+def check_role_arn(role_arn: str) -> str:
+    """`role_arn` unchanged if it is an IAM role ARN (an access entry keeps its path), else SpecError."""
+    _role_match(role_arn)
+    return role_arn
+
+
+def aws_auth_entry(role_arn: str) -> str:
+    """The aws-auth `mapRoles` entry that lets nodes with `role_arn` join, as YAML to merge."""
+    match = _role_match(role_arn)
     # aws-auth compares the ARN of the role the node assumed, which carries no path.
     bare = f"arn:{match['partition']}:iam::{match['account']}:role/{match['name']}"
     head = [

@@ -1,0 +1,288 @@
+"""Channel writes as data: what to write where and why, decided without side effects.
+
+`decide` takes what was read (the channel's parameter and the image in every region) and returns
+a `PublishPlan`: per region write, unchanged, or refused with the reason. Provenance (which run
+and build an AMI came from) travels in each parameter version's description and in the
+parameter's tags. `amibuild.channels.write` carries a plan out; `amibuild.channels.publish`
+reads, decides and writes under the channel's lease.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Sequence
+
+from amibuild import __version__, tags
+from amibuild.aws import Image, Parameter
+from amibuild.errors import SpecError
+
+IMAGE_DATA_TYPE = "aws:ec2:image"
+
+TAG_PREFIX = tags.PREFIX
+FINGERPRINT_TAG = tags.FINGERPRINT
+VARIANT_TAG = tags.VARIANT
+RUN_ID_TAG = tags.RUN_ID
+CHANNEL_TAG = tags.CHANNEL
+PIPELINE_TAG = tags.PIPELINE
+
+_AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
+_PROVENANCE = re.compile(r"\(run (?P<run>[^,()\s]+), fingerprint (?P<fp>[^,()\s]+)")
+_UNKNOWN = "-"
+
+
+# ------------------------------------------------------------------------------- provenance
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Which build an AMI came from: the run that built it and the fingerprint of its inputs."""
+
+    run_id: str | None = None
+    fingerprint: str | None = None
+
+    @property
+    def known(self) -> bool:
+        return bool(self.run_id or self.fingerprint)
+
+
+def description(variant: str, channel: str, provenance: Provenance, note: str = "") -> str:
+    """``<variant> <channel> AMI, written by amibuild <version> (run <id>, fingerprint <fp>[, note])``."""
+    extra = f", {note}" if note else ""
+    return (f"{variant} {channel} AMI, written by amibuild {__version__} "
+            f"(run {provenance.run_id or _UNKNOWN}, fingerprint {provenance.fingerprint or _UNKNOWN}{extra})")
+
+
+def provenance_of(text: str) -> Provenance:
+    """The run id and fingerprint a parameter version's description names (empty when not amibuild's)."""
+    match = _PROVENANCE.search(text or "")
+    if not match:
+        return Provenance()
+
+    def known(value: str) -> str | None:
+        return None if value == _UNKNOWN else value
+
+    return Provenance(known(match.group("run")), known(match.group("fp")))
+
+
+def parameter_tags(variant: str, channel: str, provenance: Provenance, pipeline: str = "") -> dict[str, str]:
+    """The tags a channel's parameter carries. Pipeline, variant and channel let prune find every
+    channel amibuild wrote by its tags, whatever name template named it."""
+    found = {
+        FINGERPRINT_TAG: provenance.fingerprint or _UNKNOWN,
+        RUN_ID_TAG: provenance.run_id or _UNKNOWN,
+        VARIANT_TAG: variant,
+        CHANNEL_TAG: channel,
+    }
+    if pipeline:
+        found[PIPELINE_TAG] = pipeline
+    return found
+
+
+# ------------------------------------------------------------------------------- parsing flags
+
+
+def parse_amis(values: str | Iterable[str]) -> dict[str, str]:
+    """``us-west-2=ami-0abc,eu-west-1=ami-0def`` (or several such strings) → {region: ami}."""
+    from amibuild.spec import known_regions
+
+    items = [values] if isinstance(values, str) else list(values)
+    pairs = [part.strip() for item in items for part in str(item).split(",") if part.strip()]
+    example = "--ami us-west-2=ami-0123456789abcdef0,eu-west-1=ami-0fedcba9876543210"
+    if not pairs:
+        raise SpecError(f"--ami: give REGION=AMI_ID pairs, e.g. {example}")
+    amis: dict[str, str] = {}
+    regions = known_regions()
+    for pair in pairs:
+        region, sep, ami = (s.strip() for s in pair.partition("="))
+        if not sep or not region or not ami:
+            raise SpecError(f"--ami {pair!r}: write REGION=AMI_ID, e.g. {example}")
+        if region not in regions:
+            raise SpecError(f"--ami {pair!r}: unknown region {region!r}")
+        if not _AMI_ID.match(ami):
+            raise SpecError(f"--ami {pair!r}: {ami!r} is not an AMI id (ami- and 8 or 17 hex digits)")
+        if region in amis and amis[region] != ami:
+            raise SpecError(f"--ami: {region} is given twice ({amis[region]} and {ami})")
+        amis[region] = ami
+    return amis
+
+
+# ------------------------------------------------------------------------------- plan (data)
+
+
+class PublishAction(enum.StrEnum):
+    WRITE = "write"
+    UNCHANGED = "unchanged"
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class RegionPlan:
+    """What happens to the channel's parameter in one region, and why."""
+
+    region: str
+    ami: str
+    action: PublishAction
+    reason: str
+    previous_ami: str | None = None
+    previous_version: int = 0  # 0: the parameter does not exist yet
+    description: str = ""
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PublishPlan:
+    """Everything `execute_publish` needs, decided up front without side effects."""
+
+    operation: str  # "publish", "promote recommended -> stable", "roll back to version 3"
+    parameter: str
+    variant: str
+    channel: str
+    regions: tuple[RegionPlan, ...]
+    pipeline: str = ""
+
+    @property
+    def refusals(self) -> tuple[str, ...]:
+        return tuple(r.reason for r in self.regions if r.action is PublishAction.REFUSED)
+
+    @property
+    def writes(self) -> tuple[RegionPlan, ...]:
+        return tuple(r for r in self.regions if r.action is PublishAction.WRITE)
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain(self)
+
+
+def decide(
+    *,
+    operation: str,
+    parameter: str,
+    variant: str,
+    channel: str,
+    required_regions: Sequence[str],
+    amis: Mapping[str, str],
+    current: Mapping[str, Parameter | None],
+    images: Mapping[str, Image | None],
+    provenance: Mapping[str, Provenance],
+    allow_foreign: bool = False,
+    expected_fingerprint: str | None = None,
+    note: str = "",
+    pipeline: str = "",
+) -> PublishPlan:
+    """Per region: write, unchanged, or refused with the reason. Pure: state in, plan out."""
+    regions = list(dict.fromkeys([*required_regions, *sorted(amis)]))
+    plans = []
+    for region in regions:
+        ami = amis.get(region, "")
+        prov = provenance.get(region, Provenance())
+        desc = description(variant, channel, prov, note)
+        now = current.get(region)
+        previous = {"previous_ami": now.value if now else None, "previous_version": now.version if now else 0}
+        refusal = _refusal(region, ami, images.get(region), variant, allow_foreign, expected_fingerprint)
+        if refusal:
+            plans.append(RegionPlan(region, ami, PublishAction.REFUSED, refusal, **previous))
+        elif now is not None and now.value == ami and now.data_type == IMAGE_DATA_TYPE:
+            plans.append(RegionPlan(region, ami, PublishAction.UNCHANGED, f"{region}: already {ami} (version {now.version})",
+                                    **previous))
+        else:
+            if now is None:
+                why = f"{region}: new parameter → {ami}"
+            elif now.value == ami:
+                why = f"{region}: {ami}, data type {now.data_type} → {IMAGE_DATA_TYPE}"
+            else:
+                why = f"{region}: {now.value} (version {now.version}) → {ami}"
+            plans.append(RegionPlan(region, ami, PublishAction.WRITE, why, description=desc,
+                                    tags=parameter_tags(variant, channel, prov, pipeline), **previous))
+    fingerprints = {p.fingerprint for r, p in provenance.items() if r in amis and p.fingerprint}
+    if len(fingerprints) > 1 and not allow_foreign:
+        detail = ", ".join(f"{r}: {provenance[r].fingerprint}" for r in regions if provenance.get(r, Provenance()).fingerprint)
+        plans = [p if p.action is PublishAction.REFUSED else
+                 RegionPlan(p.region, p.ami, PublishAction.REFUSED,
+                            f"{p.region}: the images come from different builds ({detail}); "
+                            "pass --allow-foreign to publish them anyway",
+                            p.previous_ami, p.previous_version)
+                 for p in plans]
+    return PublishPlan(operation, parameter, variant, channel, tuple(plans), pipeline)
+
+
+def _refusal(region: str, ami: str, image: Image | None, variant: str, allow_foreign: bool,
+             expected_fingerprint: str | None) -> str:
+    if not ami:
+        return f"{region}: no image for this region (every target region needs one)"
+    if not _AMI_ID.match(ami):
+        return f"{region}: {ami!r} is not an AMI id"
+    if image is None:
+        return f"{region}: {ami} does not exist there (deregistered, or never copied there)"
+    if image.state != "available":
+        return f"{region}: {ami} is {image.state}, not available"
+    if allow_foreign:
+        return ""
+    fingerprint = image.tags.get(FINGERPRINT_TAG)
+    if not fingerprint:
+        return (f"{region}: {ami} has no {FINGERPRINT_TAG} tag, so amibuild did not build it; "
+                "pass --allow-foreign to publish it anyway")
+    tagged_variant = image.tags.get(VARIANT_TAG)
+    if tagged_variant and tagged_variant != variant:
+        return f"{region}: {ami} was built for variant {tagged_variant}, not {variant}"
+    if expected_fingerprint and fingerprint != expected_fingerprint:
+        return f"{region}: {ami} has fingerprint {fingerprint}, not {expected_fingerprint} (an image from another build)"
+    return ""
+
+
+def provenance_from_images(images: Mapping[str, Image | None], *, fingerprint: str | None = None,
+                           run_id: str | None = None) -> dict[str, Provenance]:
+    """What to record per region: the given fingerprint / run id, else the image's own tags."""
+    result = {}
+    for region, image in images.items():
+        tags = image.tags if image is not None else {}
+        result[region] = Provenance(run_id or tags.get(RUN_ID_TAG), fingerprint or tags.get(FINGERPRINT_TAG))
+    return result
+
+
+# ------------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class RegionResult:
+    region: str
+    ami: str
+    action: PublishAction  # WRITE (written) or UNCHANGED
+    previous_ami: str | None
+    previous_version: int
+    version: int  # the version now holding `ami`
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    operation: str
+    parameter: str
+    variant: str
+    channel: str
+    regions: tuple[RegionResult, ...]
+    notes: tuple[str, ...] = ()  # about the lease: a stale one taken over, one that could not be released
+
+    @property
+    def changed(self) -> bool:
+        return any(r.action is PublishAction.WRITE for r in self.regions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain(self)
+
+
+# ------------------------------------------------------------------------------- helpers
+
+def plain(value: Any) -> Any:
+    """A dataclass as JSON-ready data: enums as their value, datetimes as ISO 8601."""
+    if hasattr(value, "__dataclass_fields__"):
+        value = asdict(value)
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value

@@ -1,0 +1,332 @@
+"""The `amibuild` command (and `python -m amibuild`): invoke's Program over amibuild's task collection.
+
+Why a Program of our own rather than plain `invoke`: a pipeline repository holds only
+`amibuild.hcl`, no tasks.py; and the command line's own mistakes (an unknown flag or task, a flag
+without its value, a number that is not one) must read like every other bad input — one
+`amibuild: error: ...` line with a did-you-mean, exit 2 — where invoke prints "No idea what
+'--extra-pkgs' is!" and exits 1, or a traceback for `--limit abc`. A reader closing the pipe early
+(`amibuild runs | head -1`) ends the program quietly.
+
+Configuration is invoke's, under the prefix `amibuild`: `/etc/amibuild.yaml`, `~/.amibuild.yaml`,
+`amibuild.yaml` beside the pipeline file (else in the current folder), `--config FILE`, and
+environment variables `AMIBUILD_AMIBUILD_<KEY>` (invoke's spelling) or the shorter
+`AMIBUILD_<KEY>` for the keys of the `amibuild:` section (`AMIBUILD_BUILD_DIR=out`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Iterable
+
+from invoke import Config, Program
+from invoke.exceptions import Exit, ParseError, UnexpectedExit
+
+from amibuild import __version__
+
+EXIT_USAGE = 2
+
+
+class AmibuildConfig(Config):
+    """invoke's configuration with amibuild's own file names and environment prefix."""
+
+    prefix = "amibuild"
+
+    def load_shell_env(self) -> None:
+        super().load_shell_env()
+        # invoke spells amibuild.build_dir as AMIBUILD_AMIBUILD_BUILD_DIR under this prefix; the
+        # short AMIBUILD_BUILD_DIR is what people type. The long form, when both are set, wins.
+        section = self.get("amibuild") or {}
+        short = {key: os.environ[f"AMIBUILD_{key.upper()}"] for key in section
+                 if f"AMIBUILD_{key.upper()}" in os.environ}
+        if short:
+            env = dict(self._env)
+            env["amibuild"] = {**short, **env.get("amibuild", {})}
+            self._set(_env=env)
+            self.merge()
+
+
+class AmibuildProgram(Program):
+    """invoke's Program whose parse errors are amibuild's one-line usage errors (exit 2)."""
+
+    # invoke's core flags that mean something here. The others set defaults for `c.run()`, which
+    # no amibuild task calls, and `-R/--dry` would read like build-ami's --dry-run.
+    CORE_FLAGS = frozenset({"complete", "print-completion-script", "debug", "config", "help", "list",
+                            "list-depth", "list-format", "version", "write-pyc"})
+
+    def core_args(self) -> list:
+        return [arg for arg in super().core_args() if arg.name in self.CORE_FLAGS]
+
+    def update_config(self, merge: bool = True) -> None:
+        # invoke's version reads the `c.run()` flags dropped above; what remains is --config
+        self.config.load_overrides({}, merge=False)
+        self.config.set_runtime_path(self.args.config.value or os.environ.get("AMIBUILD_RUNTIME_CONFIG"))
+        self.config.load_runtime(merge=False)
+        if merge:
+            self.config.merge()
+
+    def parse_collection(self) -> None:
+        super().parse_collection()
+        # amibuild.yaml is read from the pipeline repository: beside the pipeline file found from
+        # here upwards, else the current folder (a Program with a fixed namespace has no
+        # collection folder for invoke to use).
+        from amibuild.cli.locate import find_pipeline
+
+        found = find_pipeline(os.getcwd())
+        self.config.set_project_location(str(found.path.parent if found.path else os.getcwd()))
+        self.config.load_project()
+
+    def run(self, argv: list[str] | None = None, exit: bool = True) -> None:  # noqa: A002 - invoke's name
+        """invoke's `Program.run`, with parse errors reported our way."""
+        try:
+            self.create_config()
+            try:
+                self.parse_core(argv)
+            except ValueError as exc:  # `--list-depth abc`: the same cast, in invoke's own flags
+                raise _bad_core_value(self, exc) from None
+            self.parse_collection()
+            try:
+                self.parse_tasks()
+            except ValueError as exc:  # a flag's value failed its cast (`--limit abc`): invoke lets it through
+                if getattr(self, "parser", None) is None:
+                    raise  # not the command line: the collection itself is broken
+                raise _bad_value(self, exc) from None
+            _check_list_values(self)
+            self.parse_cleanup()
+            self.update_config()
+            self.execute()
+        except ParseError as exc:
+            print(f"amibuild: error: {describe(self, exc)}", file=sys.stderr)
+            if exit:
+                sys.exit(EXIT_USAGE)
+        except Exit as exc:
+            if exc.message:
+                print(exc.message, file=sys.stderr)
+            if exit:
+                sys.exit(exc.code)
+        except UnexpectedExit as exc:  # only from c.run(), which no amibuild task uses; kept as invoke does
+            if exc.result.hide:
+                print(exc, file=sys.stderr, end="")
+            if exit:
+                sys.exit(exc.result.exited)
+        except KeyboardInterrupt:
+            if exit:
+                sys.exit(130)
+
+
+# ------------------------------------------------------------------------------- parse errors
+
+
+def describe(program: Program, exc: ParseError, binary: str | None = None) -> str:
+    """One line for a parse error: what was wrong, where, and the nearest valid spelling."""
+    text = str(exc)
+    task = _task_of(program, exc)
+    where = f"{task}: " if task else ""
+    binary = binary or program.binary
+    help_hint = f"`{binary} {task} --help`" if task else f"`{binary} --list`"
+    if text.startswith("No idea what '") and text.endswith("' is!"):
+        token = text[len("No idea what '"):-len("' is!")]
+        if token.startswith("-"):
+            flags = _flags(exc.context) if task else _flags(program.initial_context)
+            return f"{where}unknown flag {token}{_did_you_mean(token, flags)} (see {help_hint})"
+        names = _task_names(program)
+        if task:
+            # invoke reads any word after a task as the next task
+            return (f"{where}unexpected argument {token!r}{_did_you_mean(token, names)}; "
+                    f"flags take the form --name VALUE (see {help_hint})")
+        return f"unknown task {token!r}{_did_you_mean(token, names)} (see {help_hint})"
+    if "needed value and was not given one" in text:
+        flag = _flag_in(text) or "a flag"
+        return f"{where}{flag} needs a value, e.g. {flag} VALUE (see {help_hint})"
+    return f"{where}{text.rstrip('!')} (see {help_hint})"
+
+
+def _task_of(program: Program, exc: ParseError) -> str | None:
+    context = getattr(exc, "context", None)
+    name = getattr(context, "name", None)
+    return name if name and name in _task_names(program) else None
+
+
+def _task_names(program: Program) -> list[str]:
+    collection = getattr(program, "collection", None) or program.namespace
+    if collection is None:
+        return []
+    names = []
+    for primary, aliases in collection.task_names.items():
+        names += [primary, *aliases]
+    return names
+
+
+def _flags(context: Any) -> list[str]:
+    if context is None:
+        return []
+    return [*context.flags.keys(), *context.inverse_flags.keys()]
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    import difflib  # only on an error: `amibuild --list` stays fast
+
+    choices = list(choices)
+    # `--extra_pkg`: invoke spells every flag with dashes
+    candidates = [word.replace("_", "-"), word]
+    for candidate in candidates:
+        if candidate != word and candidate in choices:
+            return f"; did you mean {candidate}?"
+    close = difflib.get_close_matches(word.replace("_", "-"), choices, n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
+def _flag_in(text: str) -> str | None:
+    """`--name` out of invoke's "Flag <Argument: name (n) [int]> needed value ..."."""
+    import re
+
+    match = re.search(r"<Argument: ([\w-]+)", text)
+    return "--" + match.group(1).replace("_", "-").rstrip("-") if match else None
+
+
+def _bad_value(program: Program, exc: ValueError) -> ParseError:
+    """The flag whose value failed invoke's cast, found by walking the command line again."""
+    for task, flag, value, kind in _flag_values(program):
+        if kind in (int, float):
+            try:
+                kind(value)
+            except (TypeError, ValueError):
+                noun = "a whole number" if kind is int else "a number"
+                return ParseError(f"{flag} {value}: expected {noun}, e.g. {flag} 5", program.parser.contexts[task])
+    return ParseError(f"a flag's value was refused ({exc})")
+
+
+def _bad_core_value(program: Program, exc: ValueError) -> ParseError:
+    """The core flag (`-D/--list-depth`, ...) whose value failed invoke's cast."""
+    context = program.initial_context
+    tokens = list(program.argv[1:])
+    for index, token in enumerate(tokens):
+        name, eq, inline = token.partition("=")
+        if name in context.flags and context.flags[name].kind is int:
+            value = inline if eq else (tokens[index + 1] if index + 1 < len(tokens) else "")
+            try:
+                int(value)
+            except ValueError:
+                return ParseError(f"{name} {value}: expected a whole number, e.g. {name} 2")
+    return ParseError(f"a flag's value was refused ({exc})")
+
+
+def _check_list_values(program: Program) -> None:
+    """A repeatable flag with no value (`--extra-pkg` last, or followed by another flag) is an
+    error; invoke itself drops it silently."""
+    for task, flag, value, kind in _flag_values(program):
+        if kind is list and value is None:
+            raise ParseError(f"{flag} needs a value, e.g. {flag} VALUE", program.parser.contexts[task])
+
+
+def _flag_values(program: Program) -> Iterable[tuple[str, str, str | None, Any]]:
+    """(task, flag, value or None, kind) for each value-taking flag on the command line."""
+    contexts = program.parser.contexts
+    task = None
+    tokens = list(program.core.unparsed)
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if token == "--":
+            return
+        if not token.startswith("-"):
+            if token in contexts:
+                task = token
+            continue
+        if task is None:
+            continue
+        name, eq, inline = token.partition("=")
+        context = contexts[task]
+        if name not in context.flags:
+            continue
+        argument = context.flags[name]
+        if not argument.takes_value:
+            continue
+        if eq:
+            yield task, name, inline, argument.kind
+        elif i < len(tokens) and not (tokens[i].startswith("-") and tokens[i] != "-"):
+            yield task, name, tokens[i], argument.kind
+            i += 1
+        else:
+            yield task, name, None, argument.kind
+
+
+# ------------------------------------------------------------------------------- plain `invoke` here
+
+
+def adopt_invoke_program() -> None:
+    """Give the `invoke` run that is importing this repository's tasks.py the same handling of
+    command-line mistakes (one `amibuild: error:` line, exit 2) and closed pipes as `amibuild`.
+
+    invoke's own Program parses the tasks' flags only after it has imported tasks.py, and looks
+    its steps up on the instance, so wrapping that one instance's later steps is enough: nothing
+    in invoke is patched, and a tasks.py loaded any other way (a test, `amibuild`) changes nothing.
+    A mistake invoke rejects before it has read tasks.py keeps invoke's wording.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, Program) and not isinstance(candidate, AmibuildProgram):
+            break
+        frame = frame.f_back
+    else:
+        return
+    program = candidate
+    del frame
+    binary = "invoke"
+
+    def wrap(step, parses_tasks: bool = False):
+        def wrapped() -> None:
+            try:
+                if parses_tasks:
+                    try:
+                        step()
+                    except ValueError as exc:  # a flag's value failed its cast (`--limit abc`)
+                        if getattr(program, "parser", None) is None:
+                            raise  # not the command line: the collection itself is broken
+                        raise _bad_value(program, exc) from None
+                    _check_list_values(program)
+                else:
+                    step()
+            except ParseError as exc:
+                raise Exit(f"amibuild: error: {describe(program, exc, binary)}", code=EXIT_USAGE) from None
+            except BrokenPipeError:
+                _quiet_stdout()
+                raise Exit(code=0) from None
+        return wrapped
+
+    program.parse_tasks = wrap(program.parse_tasks, parses_tasks=True)
+    program.parse_cleanup = wrap(program.parse_cleanup)  # --help TASK, --list (| head)
+    program.execute = wrap(program.execute)  # a task printing into a closed pipe
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: the reader went away, and the interpreter's own flush at exit
+    must not complain either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+# ------------------------------------------------------------------------------- entry point
+
+
+def program() -> AmibuildProgram:
+    from amibuild.cli.tasks import ns
+
+    return AmibuildProgram(namespace=ns, version=__version__, name="amibuild", binary="amibuild",
+                           binary_names=["amibuild"], config_class=AmibuildConfig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console script `amibuild`; `python -m amibuild` runs the same."""
+    try:
+        try:
+            program().run(argv)
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`amibuild runs | head -1`): it has what it wanted.
+        _quiet_stdout()
+        sys.exit(0)

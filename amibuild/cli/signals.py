@@ -1,0 +1,79 @@
+"""Signals while channels are written: note them, let the channel transaction end, then stop.
+
+A channel write is one transaction over all its regions (`amibuild.channels.publish.transact`).
+Dying in the middle of one would leave regions on different images, so while channels are
+written SIGINT, SIGTERM and SIGHUP (each, and again) only set a flag here:
+
+* a transaction that has not sent its first write yet stops there, nothing written
+  (`Guard.cancelled`);
+* one that has runs to its end: written everywhere and checked, or put back. Every request in it
+  is bounded (the gateway's connect and read timeouts and retries, the read-back deadline), so
+  this wait is bounded too;
+* no further channel is started; the command then exits 128 + the signal number (130 for SIGINT,
+  143 for SIGTERM, 129 for SIGHUP) with a line saying which channels moved and which did not.
+
+Handlers are installed explicitly: a process started in the background by a shell has SIGINT
+ignored, and Python's KeyboardInterrupt would strike at any line anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Signals:
+    """Context manager: while active, the signals in `CAUGHT` are recorded instead of acted on."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Signals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in CAUGHT:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    @staticmethod
+    def _say(line: str) -> None:
+        # straight to the file descriptor: the handler may run while the main thread is inside a
+        # buffered write to stderr, and re-entering that writer raises RuntimeError
+        try:
+            os.write(2, (line + "\n").encode())
+        except OSError:
+            pass
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        first = not self.received
+        self.received.append(signum)
+        name = signal.Signals(signum).name
+        if first:
+            self._say(f"amibuild: {name}: finishing the channel write in progress (it completes or is put back), "
+                      "starting no other; then stopping")
+        else:
+            self._say(f"amibuild: {name} again: still finishing the channel write in progress, so that no channel "
+                      "is left half moved")
+
+    def requested(self) -> bool:
+        """True once a signal came (the `Guard.cancelled` callback)."""
+        return bool(self.received)
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.received[0]).name if self.received else ""
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the first signal's number: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP."""
+        return 128 + self.received[0] if self.received else 0

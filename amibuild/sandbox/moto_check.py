@@ -1,0 +1,93 @@
+"""The moto internals the sandbox patches or reaches into, checked before the emulator starts.
+
+`amibuild[sandbox]` pins moto to the minor version these were written against; a newer moto that
+renamed or dropped one of them would otherwise make the sandbox quietly behave differently (an
+unpatched stack update answers "No updates are to be performed"). The check names what is missing.
+Nothing here imports moto at module level: the parent process only asks whether moto is installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+
+from amibuild.errors import MissingExtra, SandboxError
+
+INSTALL_HINT = "pip install 'amibuild[sandbox]'"
+
+# (module, dotted attribute): imported or replaced by amibuild/sandbox/__init__.py.
+REQUIRED: tuple[tuple[str, str], ...] = (
+    ("moto.cloudformation.models", "Stack.stack_parameters"),
+    ("moto.cloudformation.models", "Stack.parameter_list"),
+    ("moto.cloudformation.parsing", "ResourceMap.update"),
+    ("moto.cloudformation.parsing", "ResourceMap.build_resource_diff"),
+    ("moto.cloudformation.parsing", "clean_json"),
+    ("moto.cloudformation.parsing", "get_references_from_template"),
+    ("moto.cloudformation.responses", "CloudFormationResponse._validate_different_update"),
+    ("moto.autoscaling.models", "FakeAutoScalingGroup._set_launch_configuration"),
+    ("moto.ssm.models", "ssm_backends"),
+    ("moto.ssm.models", "Parameter"),
+    ("moto.ssm.models", "SimpleSystemManagerBackend.get_parameter"),
+    ("moto.ec2.models", "ec2_backends"),
+    ("moto.ec2.models.amis", "Ami"),
+    ("moto.core.parse", "default_timestamp_parser"),
+    ("moto.core.utils", "utcnow"),
+    ("moto.moto_api._internal.models", "moto_api_backend"),
+    ("moto.moto_server.werkzeug_app", "DomainDispatcherApplication"),
+    ("moto.moto_server.werkzeug_app", "MotoRequestHandler"),
+    ("moto.moto_server.werkzeug_app", "create_backend_app"),
+)
+
+# (module, class, instance attribute): set in __init__, so looked for as `self.NAME` in the class.
+REQUIRED_INSTANCE: tuple[tuple[str, str, str], ...] = (
+    ("moto.cloudformation.models", "Stack", "resource_map"),
+    ("moto.cloudformation.parsing", "ResourceMap", "_template"),
+    ("moto.cloudformation.parsing", "ResourceMap", "input_parameters"),
+    ("moto.cloudformation.parsing", "ResourceMap", "resolved_parameters"),
+    ("moto.cloudformation.parsing", "ResourceMap", "no_echo_parameter_keys"),
+    ("moto.cloudformation.parsing", "ResourceMap", "_resource_json_map"),
+    ("moto.cloudformation.parsing", "ResourceMap", "_account_id"),
+    ("moto.cloudformation.parsing", "ResourceMap", "_region_name"),
+    ("moto.ssm.models", "SimpleSystemManagerBackend", "_parameters"),
+)
+
+
+def require_moto() -> None:
+    """Refuse (exit 2) when moto is not installed: the sandbox is an optional extra."""
+    if importlib.util.find_spec("moto") is None:
+        raise MissingExtra(f"the local AWS emulator needs moto, which amibuild installs as an extra: {INSTALL_HINT}")
+
+
+def check_internals(required=REQUIRED, required_instance=REQUIRED_INSTANCE) -> None:
+    """Raise `SandboxError` naming the first moto attribute the sandbox needs that is missing."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("moto")
+    except PackageNotFoundError:
+        installed = "?"
+    for module_name, dotted in required:
+        _resolve(module_name, dotted, installed)
+    for module_name, class_name, attribute in required_instance:
+        cls = _resolve(module_name, class_name, installed)
+        if f"self.{attribute}" not in inspect.getsource(cls):
+            _missing(f"{module_name}.{class_name}.{attribute}", installed)
+
+
+def _resolve(module_name: str, dotted: str, installed: str):
+    try:
+        value = importlib.import_module(module_name)
+    except ImportError as exc:  # the module, or something it imports from moto, moved
+        raise SandboxError(f"moto {installed}: cannot import {module_name} ({exc}), which the sandbox uses; "
+                           f"install the moto version amibuild was made for: {INSTALL_HINT}") from exc
+    for part in dotted.split("."):
+        if not hasattr(value, part):
+            _missing(f"{module_name}.{dotted}", installed)
+        value = getattr(value, part)
+    return value
+
+
+def _missing(name: str, installed: str) -> None:
+    raise SandboxError(f"moto {installed} has no {name}, which the sandbox patches; install the moto version "
+                       f"amibuild was made for: {INSTALL_HINT}")

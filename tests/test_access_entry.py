@@ -1,0 +1,103 @@
+"""Node access the current way: EKS access entries beside the aws-auth ConfigMap entry.
+
+The emulator does not implement CreateAccessEntry (HTTP 404), so the request amibuild sends and
+its handling of EKS's answers are checked with botocore's Stubber on the gateway's own client.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from botocore.stub import Stubber
+
+from amibuild.aws import Aws
+from amibuild.cli import handoff
+from amibuild.errors import SpecError
+from amibuild.handoff.cluster import cluster_facts, node_access
+
+ROLE = "arn:aws:iam::111122223333:role/platform/eks-nodes"
+REGION = "eu-west-1"
+
+
+@pytest.fixture
+def aws(monkeypatch) -> Aws:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    return Aws(region=REGION)
+
+
+def test_create_access_entry_sends_an_ec2_linux_entry_for_the_role_with_its_path(aws: Aws) -> None:
+    with Stubber(aws.client("eks", REGION)) as stub:
+        stub.add_response("create_access_entry", {"accessEntry": {"principalArn": ROLE, "type": "EC2_LINUX"}},
+                          {"clusterName": "prod", "principalArn": ROLE, "type": "EC2_LINUX"})
+        assert aws.create_access_entry("prod", ROLE, REGION, entry_type="EC2_LINUX") is True
+        stub.assert_no_pending_responses()
+
+
+def test_create_access_entry_is_idempotent_when_the_entry_exists(aws: Aws) -> None:
+    with Stubber(aws.client("eks", REGION)) as stub:
+        stub.add_client_error("create_access_entry", service_error_code="ResourceInUseException",
+                              service_message="The specified access entry resource is already in use on this cluster.",
+                              http_status_code=409)
+        assert aws.create_access_entry("prod", ROLE, REGION, entry_type="EC2_LINUX") is False
+
+
+def test_create_access_entry_refused_names_the_action(aws: Aws) -> None:
+    from amibuild.errors import AccessDenied
+
+    with Stubber(aws.client("eks", REGION)) as stub:
+        stub.add_client_error("create_access_entry", service_error_code="AccessDeniedException",
+                              service_message="not authorized", http_status_code=403)
+        with pytest.raises(AccessDenied, match="eks:CreateAccessEntry prod in eu-west-1"):
+            aws.create_access_entry("prod", ROLE, REGION, entry_type="EC2_LINUX")
+
+
+def test_aws_auth_prints_the_configmap_entry_and_offers_the_access_entry() -> None:
+    text = handoff.node_access_from_flags(SimpleNamespace(profile=None), role_arn=ROLE, stack="", region=REGION,
+                                          access_entry=False, cluster="")
+
+    entry = yaml.safe_load(text)
+    assert entry == [{"rolearn": "arn:aws:iam::111122223333:role/eks-nodes",
+                      "username": "system:node:{{EC2PrivateDNSName}}",
+                      "groups": ["system:bootstrappers", "system:nodes"]}]
+    # The access entry keeps the role's path (aws-auth cannot).
+    assert f"invoke aws-auth --role-arn {ROLE} --access-entry --cluster CLUSTER" in text
+    assert f"--principal-arn {ROLE} --type EC2_LINUX" in text
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"access_entry": True, "cluster": ""}, "--access-entry needs --cluster"),
+    ({"access_entry": False, "cluster": "prod"}, "--cluster goes with --access-entry"),
+    ({"access_entry": True, "cluster": "prod", "role_arn": "arn:aws:iam::111122223333:instance-profile/n"},
+     "not its instance profile"),
+])
+def test_aws_auth_access_entry_flags_are_refused_before_any_aws_call(kwargs, words) -> None:
+    args = {"role_arn": ROLE, "stack": "", "region": REGION, **kwargs}
+    with pytest.raises(SpecError, match=words):
+        handoff.node_access_from_flags(SimpleNamespace(profile=None), **args)
+
+
+@pytest.mark.parametrize("mode, first", [
+    ("API", "--access-entry --cluster prod"),
+    ("API_AND_CONFIG_MAP", "--access-entry --cluster prod"),
+    ("CONFIG_MAP", "invoke aws-auth --stack ng   (cluster prod reads only the aws-auth ConfigMap"),
+    ("", "invoke aws-auth --stack ng   (the mapRoles entry; if cluster prod uses access entries"),
+])
+def test_node_access_follows_the_clusters_authentication_mode(mode: str, first: str) -> None:
+    assert first in node_access("prod", mode, stack="ng")
+
+
+def test_cluster_facts_read_describe_cluster_with_aws_defaults_for_what_is_missing() -> None:
+    facts = cluster_facts({"name": "prod", "endpoint": "https://ABC.gr7.eu-west-1.eks.amazonaws.com/",
+                           "certificateAuthority": {"data": "Q0E="},
+                           "kubernetesNetworkConfig": {"serviceIpv4Cidr": "10.100.0.0/16"},
+                           "resourcesVpcConfig": {"endpointPublicAccess": True}})
+
+    assert facts.endpoint == "https://ABC.gr7.eu-west-1.eks.amazonaws.com"
+    assert facts.service_cidr == "10.100.0.0/16"
+    assert facts.private_endpoint is False  # CreateCluster's default: public only
+    assert facts.authentication_mode == ""
+    assert cluster_facts({"resourcesVpcConfig": {"endpointPrivateAccess": True},
+                          "accessConfig": {"authenticationMode": "API"}}).authentication_mode == "API"

@@ -1,0 +1,71 @@
+"""Kubernetes support warnings: the dated EKS calendar, and render / build-ami / doctor saying so."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from amibuild import spec
+from amibuild.cli.doctor import check_support
+from amibuild.spec.support import CALENDAR, newest_in_standard_support, support_warning
+
+ROOT = Path(__file__).resolve().parent.parent
+TODAY = date(2026, 11, 30)
+
+
+def test_calendar_gives_fourteen_months_standard_then_twelve_extended() -> None:
+    for version, support in CALENDAR.items():
+        assert support.released < support.standard_until <= support.extended_until, version
+        if version != "1.22":  # ended before extended support existed
+            months = (support.extended_until.year - support.standard_until.year) * 12 + (
+                support.extended_until.month - support.standard_until.month)
+            assert months == 12, version
+
+
+@pytest.mark.parametrize("version, words", [
+    ("1.35", None),
+    ("1.34", None),  # standard support until 2026-12-02
+    ("1.33", "past the end of EKS standard support (2026-07-29); extended support, at extra cost, ends 2027-07-29"),
+    ("1.32", "past the end of EKS standard support (2026-03-23); extended support, at extra cost, ends 2027-03-23"),
+    ("1.30", "past the end of EKS support (2026-07-23)"),
+    ("1.28", "past the end of EKS support (2025-11-26)"),
+    ("1.99", None),  # not in the table: no guess
+])
+def test_support_warning_on_a_given_day(version: str, words: str | None) -> None:
+    warning = support_warning(version, TODAY)
+    if words is None:
+        assert warning is None
+    else:
+        assert warning is not None and words in warning and "1.35" in warning
+
+
+def test_newest_in_standard_support_moves_with_the_day() -> None:
+    assert newest_in_standard_support(date(2025, 6, 1)) == "1.33"
+    assert newest_in_standard_support(TODAY) == "1.35"
+
+
+def test_doctor_warns_about_an_old_variant_but_passes(tmp_path: Path) -> None:
+    (tmp_path / "amibuild.hcl").write_text('variant "old" {\n  kubernetes_version = "1.30"\n}\n'
+                                           'variant "new" {\n  os = "al2023"\n  kubernetes_version = "1.35"\n}\n')
+    pipeline = spec.load(tmp_path / "amibuild.hcl")
+
+    check = check_support(pipeline, TODAY)
+
+    assert check.ok and check.warn
+    assert check.line().startswith("WARN kubernetes: variant old: Kubernetes 1.30 is past")
+    assert "variant new" not in check.message
+
+
+def test_render_prints_the_warning_and_still_renders(tmp_path: Path) -> None:
+    (tmp_path / "amibuild.hcl").write_text('variant "old" {\n  kubernetes_version = "1.28"\n}\n')
+
+    result = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "render"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+
+    assert result.returncode == 0, result.stderr
+    assert "warning: variant old: Kubernetes 1.28 is past the end of EKS support" in result.stderr
+    assert (tmp_path / "build" / "old" / "amibuild.pkr.hcl").is_file()
