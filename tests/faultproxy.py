@@ -8,7 +8,10 @@ Point ``AWS_ENDPOINT_URL`` at `FaultProxy.endpoint` and every AWS call goes thro
 * hold the first N matching requests until all N have arrived, then let them go together
   (`hold`): a deterministic way to make two writers race;
 * hold chosen requests (an operation, a region, a parameter name) until the test releases them
-  (`gate`): the test knows a request is in flight and decides when it lands, with no sleeping.
+  (`gate`): the test knows a request is in flight and decides when it lands, with no sleeping;
+* pause every matching request, before or after forwarding it, until the test resumes them
+  (`pause` / `resume`), so a test acts while a chosen call is in flight (or its answer is);
+* die (`die`): refuse new connections and drop open ones, as an endpoint that went away.
 
 Operations are named as the wire names them: the ``X-Amz-Target`` header for JSON protocols
 (``AmazonSSM.PutParameter``), else the query ``Action`` (``DescribeImages``). The region comes from
@@ -106,8 +109,15 @@ class FaultProxy:
         self._failures: list[_Failure] = []
         self._hold: tuple[frozenset[str], threading.Barrier, float] | None = None
         self._hold_left = 0
+        self._hold_body = b""
         self._gates: list[Gate] = []
         self.log: list[Seen] = []
+        self._pause: tuple[frozenset[str], str | None, bool] | None = None
+        self._pause_open = threading.Event()
+        self._pause_drop = False
+        self._paused = 0
+        self._dead = False
+        self._endpoint = ""
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -125,11 +135,13 @@ class FaultProxy:
         with self._lock:
             self._failures.append(_Failure(region, frozenset(ops), status, code, message, times))
 
-    def hold(self, ops: Iterable[str], count: int, timeout: float = 20.0) -> None:
-        """Hold the next `count` matching requests until all have arrived, then release them at once."""
+    def hold(self, ops: Iterable[str], count: int, timeout: float = 20.0, *, body_has: str = "") -> None:
+        """Hold the next `count` matching requests (whose body contains `body_has`) until all have
+        arrived, then release them at once."""
         with self._lock:
             self._hold = (frozenset(ops), threading.Barrier(count), timeout)
             self._hold_left = count
+            self._hold_body = body_has.encode()
 
     def gate(self, ops: Iterable[str] = SSM_WRITES, *, region: str | None = None, name: str | None = None,
              count: int | None = 1, timeout: float = 60.0) -> Gate:
@@ -139,6 +151,40 @@ class FaultProxy:
         with self._lock:
             self._gates.append(gate)
         return gate
+
+    def pause(self, ops: Iterable[str], *, region: str | None = None, after_forward: bool = False) -> None:
+        """Hold every matching request (in `region`, if given) until `resume`.
+
+        ``after_forward``: the request reaches the emulator first and only its answer is held, so
+        what it creates exists while the caller still waits for the reply.
+        """
+        with self._lock:
+            self._pause = (frozenset(ops), region, after_forward)
+            self._pause_open.clear()
+            self._pause_drop = False
+            self._paused = 0
+
+    def paused(self) -> int:
+        """How many requests the pause has caught so far."""
+        with self._lock:
+            return self._paused
+
+    def resume(self, *, drop: bool = False) -> None:
+        """Let the paused requests go on (``drop``: close their connections without an answer)."""
+        with self._lock:
+            self._pause_drop = drop
+            self._pause = None
+        self._pause_open.set()
+
+    def die(self) -> None:
+        """Become an endpoint that is gone: new connections refused, open ones closed unanswered."""
+        with self._lock:
+            self._dead = True
+        self.resume(drop=True)
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
 
     def held(self) -> int:
         """How many requests the current `hold` has caught so far."""
@@ -189,6 +235,7 @@ class FaultProxy:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="faultproxy", daemon=True)
         self._thread.start()
+        self._endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
         return self
 
     def stop(self) -> None:
@@ -204,13 +251,14 @@ class FaultProxy:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
+        self.resume()
         self.stop()
 
     @property
     def endpoint(self) -> str:
-        if self._server is None:
+        if not self._endpoint:
             raise RuntimeError("the proxy is not started")
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self._endpoint
 
     # -- the forwarding -----------------------------------------------------------------------
 
@@ -222,10 +270,17 @@ class FaultProxy:
         region = scope.group(1) if scope else ""
         name = _parameter_name(body)
 
+        if self._dead:
+            request.close_connection = True
+            return
         if self.delay:
             time.sleep(self.delay)
-        self._wait_for_hold(op)
+        self._wait_for_hold(op, body)
         self._wait_at_gate(op, region, name)
+        after_forward = self._paused_here(op, region)
+        if after_forward is False and not self._pass_pause():
+            request.close_connection = True
+            return
         fault = self._fault_for(op, region)
         if fault is not None:
             outcome, status, code, message = fault
@@ -247,7 +302,26 @@ class FaultProxy:
         finally:
             connection.close()
         self._record(op, region, "forwarded", name)
+        if after_forward and not self._pass_pause():
+            request.close_connection = True
+            return
+        if self._dead:
+            request.close_connection = True
+            return
         self._reply(request, status, reply_headers, data)
+
+    def _paused_here(self, op: str, region: str) -> bool | None:
+        """None: not paused; False: held before forwarding; True: held after forwarding."""
+        with self._lock:
+            if self._pause is None or op not in self._pause[0] or self._pause[1] not in (None, region):
+                return None
+            self._paused += 1
+            return self._pause[2]
+
+    def _pass_pause(self) -> bool:
+        """Wait for `resume`; False when it resumed with drop (close the connection)."""
+        self._pause_open.wait(120)
+        return not self._pause_drop
 
     def _wait_at_gate(self, op: str, region: str, name: str) -> None:
         with self._lock:
@@ -257,9 +331,9 @@ class FaultProxy:
         if gate is not None:
             gate.catch()
 
-    def _wait_for_hold(self, op: str) -> None:
+    def _wait_for_hold(self, op: str, body: bytes = b"") -> None:
         with self._lock:
-            if self._hold is None or op not in self._hold[0] or self._hold_left <= 0:
+            if self._hold is None or op not in self._hold[0] or self._hold_left <= 0 or self._hold_body not in body:
                 return
             self._hold_left -= 1
             barrier, timeout = self._hold[1], self._hold[2]

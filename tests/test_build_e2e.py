@@ -169,10 +169,10 @@ def test_interrupt_cancels_packer_cleans_up_and_exits_130(workdir: Path, sandbox
         env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
         proc = subprocess.Popen([sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--json"],
                                 cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        log = workdir / "build" / "ceph" / "packer.log"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if log.exists() and "Waiting for instance" in log.read_text():
+            logs = list((workdir / "build" / "runs").glob("*/ceph/packer.log"))  # this run's own folder
+            if logs and "Waiting for instance" in logs[0].read_text():
                 break
             time.sleep(0.05)
         else:

@@ -442,6 +442,139 @@ class Aws:
         with _mapped(f"ec2:EnableImageDeprecation {image_id}", region):
             self.client("ec2", region).enable_image_deprecation(ImageId=image_id, DeprecateAt=at)
 
+    # ---------------------------------------------------------------------------- leases (SSM) and build leftovers (EC2)
+
+    def put_parameter_if_absent(self, name: str, value: str, region: str, *, description: str = "") -> bool:
+        """Create a String parameter only when none exists (``Overwrite=False``); False when one does.
+
+        SSM refuses the second of two concurrent creates with ParameterAlreadyExists, which makes this
+        the compare-and-set a lease needs.
+        """
+        from botocore.exceptions import ClientError
+
+        with _mapped(f"ssm:PutParameter {name}", region):
+            try:
+                self._ssm_channels(region).put_parameter(
+                    Name=name, Value=value, Type="String", Tier="Standard", Overwrite=False,
+                    **({"Description": description} if description else {}),
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "ParameterAlreadyExists":
+                    return False
+                raise
+        return True
+
+    def overwrite_parameter(self, name: str, value: str, region: str) -> None:
+        """Replace a String parameter's value (a lease renewal)."""
+        with _mapped(f"ssm:PutParameter {name}", region):
+            self._ssm_channels(region).put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
+
+    def delete_parameter_if_value(self, name: str, value: str, region: str) -> bool:
+        """Delete the parameter when it still holds `value`; False when it is gone or holds another.
+
+        SSM has no conditional delete: the read and the delete are two calls, so a writer slipping in
+        between them loses its value. Leases keep that window small and say so.
+        """
+        current = self.find_parameter(name, region)
+        if current is None or current.value != value:
+            return False
+        try:
+            with _mapped(f"ssm:DeleteParameter {name}", region):
+                self._ssm_channels(region).delete_parameter(Name=name)
+        except NotFound:
+            return False
+        return True
+
+    def ec2_reachable(self, region: str) -> str | None:
+        """None when the EC2 endpoint answers one cheap call at once, else why not (no retries)."""
+        key = ("ec2:probe", region)
+        with self._lock:
+            if key not in self._clients:
+                from botocore.config import Config
+
+                config = self._config.merge(Config(connect_timeout=3, read_timeout=5,
+                                                   retries={"mode": "standard", "total_max_attempts": 1}))
+                self._clients[key] = self._session.client("ec2", region_name=region, config=config)
+            client = self._clients[key]
+        try:
+            with _mapped("ec2:DescribeInstances", region):
+                client.describe_instances(MaxResults=5)
+        except EndpointUnreachable as exc:
+            return str(exc)
+        except AwsError:
+            return None  # it answered, even if with a refusal
+        return None
+
+    def instances_tagged(self, region: str, tags: Mapping[str, str],
+                         states: Sequence[str] = ("pending", "running", "stopping", "stopped")) -> list[str]:
+        """Ids of instances carrying every tag in `tags`, in one of `states`."""
+        filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
+        filters.append({"Name": "instance-state-name", "Values": list(states)})
+        with _mapped("ec2:DescribeInstances", region):
+            pages = self.client("ec2", region).get_paginator("describe_instances").paginate(Filters=filters)
+            return sorted(raw["InstanceId"] for page in pages for reservation in page.get("Reservations", [])
+                          for raw in reservation.get("Instances", []))
+
+    def instance_security_groups(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
+        """Group id -> name of the security groups these instances use."""
+        if not instance_ids:
+            return {}
+        with _mapped("ec2:DescribeInstances", region):
+            pages = self.client("ec2", region).get_paginator("describe_instances").paginate(
+                Filters=[{"Name": "instance-id", "Values": list(instance_ids)}])
+            return {g["GroupId"]: g.get("GroupName", "") for page in pages
+                    for reservation in page.get("Reservations", []) for raw in reservation.get("Instances", [])
+                    for g in raw.get("SecurityGroups", [])}
+
+    def terminate_instances(self, region: str, instance_ids: Sequence[str]) -> None:
+        with _mapped(f"ec2:TerminateInstances {' '.join(instance_ids)}", region):
+            self.client("ec2", region).terminate_instances(InstanceIds=list(instance_ids))
+
+    def key_pairs_named(self, region: str, names: Sequence[str]) -> list[str]:
+        """Which of these key pair names exist (a filter, so a missing name does not fail the call)."""
+        if not names:
+            return []
+        with _mapped("ec2:DescribeKeyPairs", region):
+            raw = self.client("ec2", region).describe_key_pairs(Filters=[{"Name": "key-name", "Values": list(names)}])
+        return sorted(k["KeyName"] for k in raw.get("KeyPairs", []))
+
+    def delete_key_pair(self, region: str, name: str) -> None:
+        with _mapped(f"ec2:DeleteKeyPair {name}", region):
+            self.client("ec2", region).delete_key_pair(KeyName=name)
+
+    def security_groups_named(self, region: str, names: Sequence[str]) -> dict[str, str]:
+        """Group name -> id for those of `names` that exist."""
+        if not names:
+            return {}
+        with _mapped("ec2:DescribeSecurityGroups", region):
+            raw = self.client("ec2", region).describe_security_groups(
+                Filters=[{"Name": "group-name", "Values": list(names)}])
+        return {g["GroupName"]: g["GroupId"] for g in raw.get("SecurityGroups", [])}
+
+    def delete_security_group(self, region: str, group_id: str) -> None:
+        with _mapped(f"ec2:DeleteSecurityGroup {group_id}", region):
+            self.client("ec2", region).delete_security_group(GroupId=group_id)
+
+    def volumes_tagged(self, region: str, tags: Mapping[str, str]) -> list[str]:
+        """Ids of volumes not attached to anything that carry every tag in `tags`."""
+        filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
+        filters.append({"Name": "status", "Values": ["available"]})
+        with _mapped("ec2:DescribeVolumes", region):
+            pages = self.client("ec2", region).get_paginator("describe_volumes").paginate(Filters=filters)
+            return sorted(v["VolumeId"] for page in pages for v in page.get("Volumes", []))
+
+    def delete_volume(self, region: str, volume_id: str) -> None:
+        with _mapped(f"ec2:DeleteVolume {volume_id}", region):
+            self.client("ec2", region).delete_volume(VolumeId=volume_id)
+
+    def snapshots_tagged(self, region: str, tags: Mapping[str, str]) -> list[str]:
+        """Ids of this account's snapshots carrying every tag in `tags`."""
+        filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
+        with _mapped("ec2:DescribeSnapshots", region):
+            pages = self.client("ec2", region).get_paginator("describe_snapshots").paginate(
+                OwnerIds=["self"], Filters=filters)
+            return sorted(s["SnapshotId"] for page in pages for s in page.get("Snapshots", []))
+
     # ---------------------------------------------------------------------------- CloudFormation, Auto Scaling, EKS (rollout)
     # Typed results, parsed here by the pure functions of amibuild/aws/handoff_results.py.
 

@@ -10,10 +10,26 @@ agree; then the images are looked up in every target region to check they are th
 No separate `packer validate` / `packer fmt -check` runs first: `packer build` checks the template
 and its values itself before it starts any step, so a variant Packer refuses fails alone, before any
 instance, and its error names the refusal. Those extra calls cost 0.4 CPU-seconds a variant, all
-spent before the first build could start (`invoke validate` still makes them).
+spent before the first build could start (`invoke validate` still makes them; ``check``, optional,
+runs a caller's check just before a variant's build: build-ami --rehearse).
 
 A failed variant never stops the others. Ctrl-C / SIGTERM: every running Packer gets SIGTERM and
 is waited for (bounded by ``cleanup_timeout``); a second Ctrl-C stops waiting and kills them.
+
+Around each Packer run (both optional, given by the caller):
+
+* a build lease per (pipeline, variant, fingerprint), `amibuild.build.lease`: a second run of the
+  same inputs waits for the first and then reuses its image, or (``wait=False``) fails at once
+  naming the run that holds it. After taking the lease the images are looked up again, so a run
+  that started while another was finishing the same image reuses it instead of building twice.
+* leftovers: when Packer did not finish cleanly (failed, interrupted, timed out, killed, cut off
+  from its endpoint), this run's instances, key pairs, security groups, volumes, images and
+  snapshots of that variant are found in every region and removed (`amibuild.build.leftovers`);
+  what cannot be removed is listed with the command that removes it.
+
+A watchdog probes the EC2 endpoint whenever Packer's stream has been quiet for ``stall_after``
+seconds: Packer itself retries a dead endpoint for minutes without a word. Two failed probes in a
+row stop the build with a message naming the endpoint.
 """
 
 from __future__ import annotations
@@ -32,7 +48,9 @@ from typing import Callable, Mapping
 
 from amibuild import hcl
 from amibuild.aws import Aws
-from amibuild.errors import AmibuildError, PackerOutputError
+from amibuild.errors import AmibuildError, AwsError, EndpointUnreachable, PackerOutputError
+from amibuild.build import leftovers as leftovers_mod
+from amibuild.build.lease import Lease
 from amibuild.build.packer import Packer, cross_check, manifest_builds, parse_machine_readable, progress_step
 from amibuild.build.plan import FINGERPRINT_TAG, BuildPlan, BuildDecision, PlanItem
 from amibuild.build.progress import Progress, State
@@ -73,6 +91,9 @@ class BuildOutcome:
     seconds: float = 0.0
     published: dict = field(default_factory=dict)  # channel, parameter, per region: version or "unchanged"
     publish_error: str = ""
+    lease: str = ""  # what the build lease did: waited for another run, took over a stale one
+    removed: list[str] = field(default_factory=list)  # leftovers of a failed build, removed
+    left_behind: list[dict] = field(default_factory=list)  # leftovers not removed: kind, region, id, why, command
 
     def to_dict(self) -> dict:
         return {
@@ -88,6 +109,9 @@ class BuildOutcome:
             "seconds": round(self.seconds, 3),
             "published": self.published,
             "publish_error": self.publish_error,
+            "lease": self.lease,
+            "leftovers_removed": list(self.removed),
+            "left_behind": list(self.left_behind),
         }
 
 
@@ -129,6 +153,12 @@ class Executor:
         parallel: int,
         timeout: float | None = None,
         cleanup_timeout: float = 120.0,
+        lease_for: Callable[[PlanItem], Lease] | None = None,
+        wait: bool = True,
+        lease_poll: float = 2.0,
+        reuse: Callable[[PlanItem], Mapping[str, str] | None] | None = None,
+        leftovers_scope: Callable[[PlanItem], leftovers_mod.Scope] | None = None,
+        stall_after: float = 10.0,
     ) -> None:
         self.plan = plan
         self.packer = packer
@@ -139,7 +169,17 @@ class Executor:
         self.parallel = max(1, parallel)
         self.timeout = timeout
         self.cleanup_timeout = cleanup_timeout
+        self.lease_for = lease_for
+        self.wait = wait
+        self.lease_poll = lease_poll
+        self.reuse = reuse
+        self.leftovers_scope = leftovers_scope
+        self.stall_after = stall_after
         self.state = RunState()
+        self._wake = threading.Event()  # set on interrupt: lease waits stop sleeping
+        self._finished = threading.Event()  # set when every build ended: the lease renewer stops
+        self._leases: list[Lease] = []
+        self._unreachable: set[str] = set()  # variants whose build found the endpoint gone
 
     # ------------------------------------------------------------------------------ running
 
@@ -156,13 +196,30 @@ class Executor:
         if not todo:
             return list(outcomes.values())
         restore = self._install_signal_handlers()
+        renewer = threading.Thread(target=self._renew_leases, name="lease-renewer", daemon=True)
+        renewer.start()
         try:
             with ThreadPoolExecutor(max_workers=min(self.parallel, len(todo)), thread_name_prefix="packer") as pool:
                 futures: dict[Future, PlanItem] = {pool.submit(self._build_one, i, outcomes[i.name]): i for i in todo}
                 self._wait(futures)
         finally:
+            self._finished.set()
             restore()
         return list(outcomes.values())
+
+    def _renew_leases(self) -> None:
+        """Keep every held lease alive while its build runs (a build can outlast the lease's ttl)."""
+        while not self._finished.is_set():
+            with self.state.lock:
+                leases = [lease for lease in self._leases if lease.held]
+            interval = min((lease.ttl for lease in leases), default=60.0) / 3
+            if self._finished.wait(interval):
+                return
+            for lease in leases:
+                try:
+                    lease.renew()
+                except AmibuildError:
+                    pass  # AWS unreachable now: the next round tries again; expiry is the backstop
 
     def _wait(self, futures: dict[Future, "PlanItem"]) -> None:
         pending = set(futures)
@@ -182,6 +239,7 @@ class Executor:
         def handler(signum: int, frame: object) -> None:
             if not self.state.interrupted:
                 self.state.interrupted = True
+                self._wake.set()
                 self.state.signal_all(signal.SIGTERM)
             else:
                 self.state.aborted = True
@@ -203,24 +261,132 @@ class Executor:
                 outcome.status = BuildStatus.INTERRUPTED
                 self.progress.update(item.name, State.INTERRUPTED, "not started")
                 return
-            if self.check is not None:
-                self.progress.update(item.name, State.BUILDING, "checking before the build")
-                self.check(self.packer, item.directory)  # a variant that fails it fails alone, before any instance
-            self.progress.update(item.name, State.BUILDING, "starting packer")
-            outcome.amis = self._run_packer(item, outcome)
+            lease = self._take_lease(item, outcome) if self.lease_for else None
+            try:
+                if self.check is not None:
+                    self.progress.update(item.name, State.BUILDING, "checking before the build")
+                    self.check(self.packer, item.directory)  # a variant that fails it fails alone, before any instance
+                self.progress.update(item.name, State.BUILDING, "starting packer")
+                outcome.amis = self._run_packer(item, outcome)
+            finally:
+                if lease is not None:
+                    if item.name in self._unreachable:
+                        # SSM's retries would wait out the outage for half a minute; the lease expires by itself
+                        outcome.lease = f"build lease {lease.name} left to expire (endpoint unreachable)"
+                        with self.state.lock:
+                            self._leases.remove(lease)  # nor renewed: a later run takes it over
+                    else:
+                        self._release(lease)
             outcome.status = BuildStatus.BUILT
             self.progress.update(item.name, State.DONE, _amis_text(outcome.amis))
+        except _Reused as exc:
+            outcome.status, outcome.amis, outcome.log = BuildStatus.SKIPPED, dict(exc.amis), ""
+            outcome.reason = exc.reason
+            self.progress.update(item.name, State.SKIPPED, f"{exc.reason}: {_amis_text(exc.amis)}")
         except _Interrupted as exc:
             outcome.status, outcome.error = BuildStatus.INTERRUPTED, str(exc)
             self.progress.update(item.name, State.INTERRUPTED, str(exc))
         except AmibuildError as exc:
             outcome.status, outcome.error = BuildStatus.FAILED, str(exc)
-            self.progress.update(item.name, State.FAILED, f"{exc} (log: {outcome.log})")
+            self.progress.update(item.name, State.FAILED, f"{exc} (log: {outcome.log})" if outcome.log else str(exc))
         except Exception as exc:  # a bug in one variant's handling must not take the others down
             outcome.status, outcome.error = BuildStatus.FAILED, f"{type(exc).__name__}: {exc}"
             self.progress.update(item.name, State.FAILED, outcome.error)
         finally:
             outcome.seconds = time.monotonic() - started
+
+    # ------------------------------------------------------------------------------ the build lease
+
+    def _take_lease(self, item: PlanItem, outcome: BuildOutcome) -> Lease:
+        """Hold the variant's build lease, waiting for another run's build of the same inputs.
+
+        Raises `_Reused` when, once the lease is ours, the image exists after all (another run built
+        it), `_Interrupted` on Ctrl-C while waiting, `AmibuildError` when held and not waiting.
+        """
+        assert self.lease_for is not None
+        lease = self.lease_for(item)
+        waited_for = None
+        while True:
+            if self.state.interrupted:
+                raise _Interrupted(f"interrupted while waiting for {waited_for}" if waited_for else "interrupted")
+            holder = lease.try_acquire()
+            if holder is None:
+                break
+            if not self.wait:
+                outcome.log = ""  # packer never ran for it
+                raise AmibuildError(f"another build of {item.name} with this fingerprint is running: {holder}; "
+                                    "rerun without --no-wait to wait for it and reuse its image")
+            if waited_for is None or waited_for.run_id != holder.run_id:
+                self.progress.update(item.name, State.QUEUED, f"waiting for {holder} building the same image")
+            waited_for = holder
+            self._wake.wait(self.lease_poll)
+        with self.state.lock:
+            self._leases.append(lease)
+        if lease.took_over is not None:
+            outcome.lease = f"took over the expired build lease of {lease.took_over}"
+            self.progress.update(item.name, State.QUEUED, outcome.lease)
+        elif waited_for is not None:
+            outcome.lease = f"waited for {waited_for}"
+        # checked with the lease held: nobody else can be building this image now
+        if self.reuse is not None and (waited_for is not None or not self.plan.force):
+            try:
+                amis = self.reuse(item)
+            except BaseException:
+                self._release(lease)
+                raise
+            if amis:
+                self._release(lease)
+                who = f"run {waited_for.run_id}" if waited_for is not None else "another run"
+                raise _Reused(amis, f"built by {who} while this run waited for it" if waited_for is not None
+                              else f"built by {who} since this run planned")
+        return lease
+
+    def _release(self, lease: Lease) -> None:
+        with self.state.lock:
+            if lease in self._leases:
+                self._leases.remove(lease)
+        try:
+            lease.release()
+        except AmibuildError:
+            pass  # unreachable now; the lease expires on its own and the next run takes it over
+
+    # ------------------------------------------------------------------------------ leftovers
+
+    def _clean_up(self, item: PlanItem, outcome: BuildOutcome, lines: list[str], *, look: bool = True) -> str:
+        """Find and remove this variant's leftovers of this run; a sentence saying what happened.
+
+        ``look`` False (a second Ctrl-C: the user wants out now): no AWS calls, only what Packer
+        announced is listed.
+        """
+        if self.leftovers_scope is None:
+            return ""
+        scope = self.leftovers_scope(item)
+        seen = leftovers_mod.stream_resources(lines)
+        self.progress.update(item.name, State.BUILDING, "looking for leftovers of this run")
+        try:
+            if not look:
+                raise AwsError("stopped waiting (second interrupt)")
+            found = leftovers_mod.find(self.aws, scope, seen)
+        except AwsError as exc:
+            if isinstance(exc, EndpointUnreachable):
+                self._unreachable.add(item.name)
+            # AWS cannot be asked: list what Packer announced, each with its command
+            announced = [leftovers_mod.Leftover("instance", scope.region_of(b), i) for b, ids in seen.instances.items() for i in ids]
+            announced += [leftovers_mod.Leftover("key-pair", scope.region_of(b), k) for b, ks in seen.key_pairs.items() for k in ks]
+            announced += [leftovers_mod.Leftover("image", scope.region_of(b), a) for b, ams in seen.amis.items() for a in ams]
+            outcome.left_behind = [_left(x, f"not checked: {exc}") for x in announced]
+            return (f"could not look for leftovers ({exc}); find them by tag {scope_tag(scope)} and AMI name "
+                    f"{scope.ami_name_prefix}-*-{scope.run_id} in {', '.join(scope.regions)}"
+                    + (" and remove " + "; ".join(str(x) for x in announced) if announced else ""))
+        if not found:
+            return "nothing left behind"
+        removed, failed = leftovers_mod.remove(self.aws, found)
+        outcome.removed = [str(x) for x in removed]
+        outcome.left_behind = [_left(x, why) for x, why in failed]
+        text = f"removed {len(removed)} leftover(s): {', '.join(str(x) for x in removed)}" if removed else ""
+        if failed:
+            text += ("; " if text else "") + "LEFT BEHIND: " + "; ".join(f"{x} ({x.command()})" for x, _ in failed)
+        return text
 
     def _run_packer(self, item: PlanItem, outcome: BuildOutcome) -> dict[str, str]:
         directory = item.directory
@@ -234,6 +400,8 @@ class Executor:
         log_path = directory / LOG_FILE
         lines: list[str] = []
         timed_out = threading.Event()
+        stalled: list[str] = []  # why the endpoint was declared lost, once it was
+        last_line = [time.monotonic()]
         with log_path.open("w", encoding="utf-8") as log:
             log.write(f"# amibuild run {self.plan.run_id} variant {item.name} started {outcome.started}\n")
             log.write(f"# {' '.join(argv)}\n")
@@ -252,9 +420,13 @@ class Executor:
                 timer = threading.Timer(self.timeout, self._time_out, (proc, timed_out))
                 timer.daemon = True
                 timer.start()
+            watchdog = threading.Thread(target=self._watch_endpoint, args=(item.name, proc, last_line, stalled),
+                                        name=f"watchdog-{item.name}", daemon=True)
+            watchdog.start()
             try:
                 assert proc.stdout is not None
                 for line in proc.stdout:
+                    last_line[0] = time.monotonic()
                     log.write(line)
                     log.flush()
                     lines.append(line)
@@ -268,19 +440,62 @@ class Executor:
                     timer.cancel()
                 with self.state.lock:
                     self.state.processes.pop(item.name, None)
-        result = parse_machine_readable(lines)
+            watchdog.join(timeout=10)
+            result = parse_machine_readable(lines)
+            clean = code == 0 and not result.errors and not self.state.interrupted and not timed_out.is_set() \
+                and not stalled
+            cleanup = "" if clean else self._clean_up(item, outcome, lines, look=not self.state.aborted)
+            if cleanup:
+                log.write(f"# amibuild: {cleanup}\n")
+        suffix = f"; {cleanup}" if cleanup else ""
         if self.state.interrupted:
-            raise _Interrupted("interrupted; packer cancelled and cleaned up" if not self.state.aborted
-                               else "interrupted; packer killed before its cleanup finished")
+            raise _Interrupted(("interrupted; packer cancelled" if not self.state.aborted
+                                else "interrupted; packer killed before its cleanup finished") + suffix)
+        if stalled:
+            raise AmibuildError(f"endpoint lost: {stalled[0]}; packer stopped{suffix}")
         if timed_out.is_set():
-            raise AmibuildError(f"timed out after {self.timeout:g}s in step {result.failed_step or 'unknown'}")
+            raise AmibuildError(f"timed out after {self.timeout:g}s in step {result.failed_step or 'unknown'}{suffix}")
         if code != 0 or result.errors:
             error = result.first_error or f"exit code {code}"
             if result.errors and result.failed_step is None and not result.artifacts:
                 # no step ever started: Packer refused the template or its values, as validate would
-                raise AmibuildError(f"packer refused {directory.name} before building anything: {error}")
-            raise AmibuildError(f"packer failed: {error}")
+                raise AmibuildError(f"packer refused {directory.name} before building anything: {error}{suffix}")
+            raise AmibuildError(f"packer failed: {error}{suffix}")
         return self._artifacts(item, result.artifacts)
+
+    STALL_PROBES = 2  # failed probes in a row that declare the endpoint lost
+    STALL_GRACE = 3.0  # seconds Packer gets after SIGTERM once the endpoint is gone (it cannot clean up)
+
+    def _watch_endpoint(self, name: str, proc: subprocess.Popen, last_line: list[float], stalled: list[str]) -> None:
+        """Probe the EC2 endpoint when Packer's stream is quiet; stop Packer when it is gone."""
+        region = self.plan.pipeline.build_region
+        failures = 0
+        while True:
+            try:
+                proc.wait(timeout=1.0)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+            quiet = time.monotonic() - last_line[0]
+            if quiet < self.stall_after or self.state.interrupted:
+                failures = 0
+                continue
+            reason = self.aws.ec2_reachable(region)
+            if reason is None:
+                failures = 0
+                last_line[0] = time.monotonic()  # alive: probe again after another quiet spell
+                continue
+            failures += 1
+            if failures < self.STALL_PROBES:
+                continue
+            stalled.append(f"{reason} (packer's output silent for {quiet:.0f}s)")
+            self._unreachable.add(name)
+            _signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(self.STALL_GRACE)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+            return
 
     def _time_out(self, proc: subprocess.Popen, flag: threading.Event) -> None:
         flag.set()
@@ -319,6 +534,25 @@ class Executor:
 
 class _Interrupted(Exception):
     pass
+
+
+class _Reused(Exception):
+    """Another run built this image while this one waited: reuse it."""
+
+    def __init__(self, amis: Mapping[str, str], reason: str) -> None:
+        super().__init__(reason)
+        self.amis = amis
+        self.reason = reason
+
+
+def _left(item: leftovers_mod.Leftover, why: str) -> dict:
+    return {"kind": item.kind, "region": item.region, "id": item.id, "why": why, "command": item.command()}
+
+
+def scope_tag(scope: leftovers_mod.Scope) -> str:
+    from amibuild import tags
+
+    return f"{tags.RUN_ID}={scope.run_id}"
 
 
 def _amis_text(amis: Mapping[str, str]) -> str:

@@ -176,8 +176,8 @@ def support_warnings(pipeline: spec.Pipeline, today=None) -> list[str]:
     return out
 
 
-def write_all(prepared: Prepared, options: Options, say: Say) -> list[Path]:
-    out_dir = Path(options.build_dir)
+def write_all(prepared: Prepared, options: Options, say: Say, out_dir: Path | None = None) -> list[Path]:
+    out_dir = out_dir or Path(options.build_dir)
     directories = []
     # a note every variant carries (the Packer version's, say) holds for the whole run: say it once
     shared = [n for n in prepared.rendered[0].notes if all(n in r.notes for r in prepared.rendered)] \
@@ -366,15 +366,19 @@ def build_ami(
     channel: str | None = None,
     publish: bool = True,
     rehearse: bool = False,
+    wait: bool = True,
+    stall_after: float = 10.0,
 ) -> BuildRun:
     """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → publish → record.
 
     ``channel`` None: the pipeline's default channel; ``publish`` False: build only (--no-publish).
-    An interrupted build publishes nothing.
+    An interrupted build publishes nothing. Each run works in its own folder,
+    build/runs/<run id>/<variant>/, so concurrent runs never share files; ``wait`` False
+    (--no-wait): a variant whose build lease another run holds fails at once instead of waiting.
     """
     from amibuild.aws import Aws
     from amibuild.build.packer import Packer
-    from amibuild.build.plan import plan_build
+    from amibuild.build.plan import new_run_id, plan_build
 
     packer = Packer(options.packer)
     with _asking_version(packer) as version:
@@ -401,19 +405,56 @@ def build_ami(
     prepared = prepare(options, aws=aws, strict=True, packer=packer, pipeline=pipeline)
     for line in support_warnings(pipeline):  # after every input check: bad input stays one line
         say(f"warning: {line}")
-    out_dir = Path(options.build_dir)
+    run_id = new_run_id()
+    out_dir = run_directory(options, run_id)
     existing = find_built_images(aws, prepared.pipeline.target_regions, [r.fingerprint for r in prepared.rendered])
     plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],
-                      existing, force=force)
+                      existing, force=force, run_id=run_id)
     if dry_run:
         return BuildRun(plan, None, None)
     # only what will be built is written; `packer build` checks each template before it starts
     building = {item.name for item in plan.to_build}
     write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
-                       prepared.packer_version, prepared.notes), options, say)
+                       prepared.packer_version, prepared.notes), options, say, out_dir)
     return execute_plan(plan, packer, aws, options, say, parallel=parallel or min(len(plan.items), max_parallel),
                         timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress, channel=channel,
-                        rehearse=rehearse)
+                        rehearse=rehearse, guards=build_guards(plan, aws, wait=wait, stall_after=stall_after))
+
+
+def run_directory(options: Options, run_id: str) -> Path:
+    """Where one build run writes its rendered files, Packer logs and manifests: its own folder."""
+    return Path(options.build_dir) / "runs" / run_id
+
+
+def build_guards(plan, aws, *, wait: bool, stall_after: float) -> dict:
+    """The executor's lease, reuse check and leftovers scope for a build-ami run."""
+    from amibuild.build.lease import Lease, build_lease_name
+    from amibuild.build.leftovers import Scope
+
+    pipeline = plan.pipeline
+
+    def lease_for(item) -> Lease:
+        name = build_lease_name(pipeline.ssm_prefix, pipeline.name, item.name, item.fingerprint)
+        return Lease(aws, name, pipeline.build_region, run_id=plan.run_id)
+
+    def reuse(item) -> dict | None:
+        """The image another run finished meanwhile, when it is available in every region."""
+        found = find_built_images(aws, plan.regions, [item.fingerprint])
+        amis = {}
+        for region in plan.regions:
+            ready = sorted((i for i in found.get(region, []) if i.state == "available"),
+                           key=lambda i: (i.creation_date, i.image_id))
+            if not ready:
+                return None
+            amis[region] = ready[-1].image_id
+        return amis
+
+    def scope(item) -> Scope:
+        prefix = str(item.rendered.values.get("ami_name_prefix") or
+                     f"{pipeline.name}-{item.name}-{item.rendered.variant.kubernetes_version}-{item.rendered.variant.arch}")
+        return Scope(plan.run_id, item.name, prefix, tuple(pipeline.regions), tuple(plan.regions))
+
+    return {"lease_for": lease_for, "wait": wait, "reuse": reuse, "leftovers_scope": scope, "stall_after": stall_after}
 
 
 @contextlib.contextmanager
@@ -447,7 +488,8 @@ def find_built_images(aws, regions, fingerprints) -> dict:
 
 
 def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int, timeout, cleanup_timeout,
-                 progress=None, channel: str | None = None, rehearse: bool = False) -> BuildRun:
+                 progress=None, channel: str | None = None, rehearse: bool = False,
+                 guards: dict | None = None) -> BuildRun:
     import json
 
     from amibuild import __version__
@@ -468,6 +510,7 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
             plan, packer, aws,
             provenance=lambda item: provenance_tags(item, plan, version=__version__, git_commit=commit),
             check=check, progress=progress, parallel=parallel, timeout=timeout, cleanup_timeout=cleanup_timeout,
+            **(guards or {}),
         )
         outcomes = executor.build()
     finally:
@@ -604,6 +647,72 @@ def list_runs(options: Options, limit: int = 10) -> list[dict]:
         except (OSError, ValueError):
             continue
     return out
+
+
+# ------------------------------------------------------------------------------- clean-run
+
+
+@dataclass
+class CleanRun:
+    """What `clean_run` found of one run, removed, and could not remove."""
+
+    run_id: str
+    found: list
+    removed: list = field(default_factory=list)
+    failed: list = field(default_factory=list)  # (Leftover, why)
+    dry_run: bool = False
+
+    def to_dict(self) -> dict:
+        return {
+            "run_id": self.run_id,
+            "dry_run": self.dry_run,
+            "found": [{"kind": x.kind, "region": x.region, "id": x.id, "command": x.command()} for x in self.found],
+            "removed": [str(x) for x in self.removed],
+            "left_behind": [{"kind": x.kind, "region": x.region, "id": x.id, "why": why, "command": x.command()}
+                            for x, why in self.failed],
+        }
+
+
+def clean_run(options: Options, run_id: str | None, say: Say = lambda _: None, *, dry_run: bool = False) -> CleanRun:
+    """Find (and unless ``dry_run`` remove) everything a build run left in AWS, every variant, every region.
+
+    For a run whose amibuild process itself died (so it could not clean up): its instances and
+    volumes by tag, key pairs and AMIs (copies included) by name, security groups from the run's
+    Packer logs when they are still in build/runs/<run id>/. Refused while the run still holds a
+    build lease: it may be building right now.
+    """
+    from amibuild.aws import Aws
+    from amibuild.build import leftovers
+    from amibuild.build.lease import holder_gone, parse_holder
+
+    if not run_id or not leftovers.RUN_ID.match(run_id):
+        raise SpecError(f"--run-id: {run_id!r} is not a run id like 20261130T170000Z-abc123; "
+                        "`invoke runs` lists them")
+    pipeline = load_pipeline(options)
+    aws = Aws(profile=options.profile)
+    if not aws.has_credentials():
+        from amibuild.errors import NoCredentials
+
+        raise NoCredentials("clean-run: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
+                            "AWS_SECRET_ACCESS_KEY, or run `invoke sandbox` for the local emulator")
+    import time
+
+    leases = f"{pipeline.ssm_prefix.rstrip('/')}/{pipeline.name}/_leases"
+    for parameter in aws.parameters_under(leases, pipeline.build_region):
+        holder = parse_holder(parameter.value)
+        if holder.run_id == run_id and not holder.expired(time.time()) and not holder_gone(holder):
+            raise SpecError(f"--run-id: run {run_id} is still building ({holder}); "
+                            "stop it first, or wait for its lease to expire")
+    lines: list[str] = []
+    for log in sorted((run_directory(options, run_id)).glob("*/packer.log")):
+        lines += log.read_text(encoding="utf-8", errors="replace").splitlines()
+    scope = leftovers.Scope(run_id, None, None, tuple(pipeline.regions), tuple(pipeline.target_regions))
+    found = leftovers.find(aws, scope, leftovers.stream_resources(lines))
+    result = CleanRun(run_id, found, dry_run=dry_run)
+    if dry_run or not found:
+        return result
+    result.removed, result.failed = leftovers.remove(aws, found)
+    return result
 
 
 # ------------------------------------------------------------------------------- channels

@@ -17,8 +17,13 @@ def build_lines(run: Any) -> Iterable[str]:
     width = max((len(o.name) for o in run.outcomes), default=0)
     for outcome in run.outcomes:
         amis = " ".join(f"{r}={a}" for r, a in sorted(outcome.amis.items()))
-        detail = amis if outcome.status.has_image else f"{outcome.error} (log: {outcome.log})"
+        detail = amis if outcome.status.has_image else \
+            f"{outcome.error} (log: {outcome.log})" if outcome.log else outcome.error
         yield f"  {outcome.name.ljust(width)}  {outcome.status:11}  {detail}"
+        if getattr(outcome, "lease", ""):
+            yield f"  {''.ljust(width)}  lease        {outcome.lease}"
+        for left in getattr(outcome, "left_behind", []):
+            yield f"  {''.ljust(width)}  LEFT BEHIND  {left['kind']} {left['id']} in {left['region']}: {left['command']}"
         if outcome.published:
             versions = ", ".join(f"{r}: {v if v == 'unchanged' else 'version ' + str(v)}"
                                  for r, v in outcome.published["regions"].items())

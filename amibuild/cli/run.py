@@ -95,13 +95,21 @@ def finish(run: Any) -> None:
         raise Exit(f"amibuild: interrupted{by}: " + (
             f"published before the interrupt: {', '.join(published)} (every region){rest}"
             if published else f"nothing was published{rest if stuck else ''}") + (
-            "; packer was killed before its cleanup finished: look for instances, key pairs and security "
-            "groups named packer_* in the build regions" if run.aborted else ""),
+            "; packer was killed before its cleanup finished" if run.aborted else "") + _left_behind(run),
                    code=getattr(run, "exit_code", EXIT_INTERRUPTED) or EXIT_INTERRUPTED)
     if run.failed:
         names = ", ".join(f"{o.name} (not published: {o.publish_error})" if o.publish_error and o.status != "failed"
-                          else f"{o.name} (log: {o.log})" for o in run.failed)
-        raise Exit(f"amibuild: error: {len(run.failed)} variant(s) failed: {names}", code=EXIT_FAILED)
+                          else f"{o.name} (log: {o.log})" if o.log else f"{o.name} ({o.error})" for o in run.failed)
+        raise Exit(f"amibuild: error: {len(run.failed)} variant(s) failed: {names}{_left_behind(run)}",
+                   code=EXIT_FAILED)
+
+
+def _left_behind(run: Any) -> str:
+    """What failed builds left in AWS that amibuild could not remove, with the commands that do."""
+    items = [x for o in run.outcomes or [] for x in getattr(o, "left_behind", [])]
+    if not items:
+        return ""
+    return "; LEFT BEHIND (remove with): " + "; ".join(x["command"] for x in items)
 
 
 def say(line: str) -> None:

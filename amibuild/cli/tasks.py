@@ -80,6 +80,8 @@ BUILD_HELP = {
     "no_publish": "Build only; publish nothing",
     "rehearse": "Rehearse each variant's provisioning chain first (as `invoke rehearse`, needs root); a failing "
                 "rehearsal fails that variant before its Packer build starts",
+    "no_wait": "When another run is building a variant with the same inputs, fail (exit 1, naming that run) "
+               "instead of waiting for it and reusing its image",
 }
 
 
@@ -87,7 +89,7 @@ BUILD_HELP = {
 def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
-              channel=None, no_publish=False, rehearse=False, flavor=None):
+              channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     from amibuild.cli import commands
     from amibuild.cli import report
@@ -98,6 +100,9 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         max_parallel=cli.number(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)"),
         timeout=cli.number(timeout, "--timeout", float, minimum=0.001), channel=channel, publish=not no_publish,
         rehearse=rehearse,
+        wait=not no_wait,
+        stall_after=cli.number(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)", float,
+                               minimum=0.001),
     ))
     if json:
         cli.emit_json(run.to_dict())
@@ -151,6 +156,34 @@ def runs(c, limit=10, json=False, build_dir=None):
         cli.emit_json(records)
     else:
         print("\n".join(report.runs_lines(records)))
+
+
+@task(help={"run_id": "The build run whose leftovers to remove (`invoke runs` lists them)",
+            "dry_run": "List what the run left behind and remove nothing",
+            "json": "Print JSON", "pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"],
+            "build_dir": SELECT_HELP["build_dir"]})
+def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=None, build_dir=None):
+    """Remove what a build run left in AWS: instances, key pairs, groups, volumes, images, snapshots."""
+    from invoke.exceptions import Exit
+
+    from amibuild.cli import commands
+
+    opts = cli.options(c, pipeline=pipeline, profile=profile, build_dir=build_dir)
+    result = cli.run(lambda: commands.clean_run(opts, run_id, cli.say, dry_run=dry_run))
+    if json:
+        cli.emit_json(result.to_dict())
+    else:
+        if not result.found:
+            print(f"run {result.run_id}: nothing left behind")
+        if result.dry_run:
+            for item in result.found:
+                print(f"found  {item}  ({item.command()})")
+        for item in result.removed:
+            print(f"removed  {item}")
+        for item, why in result.failed:
+            print(f"LEFT BEHIND  {item}: {why}; remove with: {item.command()}")
+    if result.failed:
+        raise Exit(f"amibuild: error: {len(result.failed)} leftover(s) of run {result.run_id} not removed", code=1)
 
 
 @task(help={"port": "Port on 127.0.0.1 (default: a free one)"})
@@ -590,7 +623,7 @@ def locals_flags(values):
     return flags
 
 
-ns = Collection(render, validate, rehearse, build_ami, runs, publish, promote, rollback, history, channels,
+ns = Collection(render, validate, rehearse, build_ami, runs, clean_run, publish, promote, rollback, history, channels,
                 nodegroup_deploy, rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor,
                 sandbox, demo, init)
 ns.configure({
@@ -603,5 +636,6 @@ ns.configure({
         # seconds a channel write waits for another writer's lease on the channel (default 30); None
         # so that invoke passes INVOKE_AMIBUILD_LEASE_WAIT through as text and `_guard` words the error
         "lease_wait": None,
+        "stall_after": 10,  # seconds of silence from Packer before build-ami checks the endpoint is alive
     }
 })

@@ -376,6 +376,8 @@ def render_variant(
             "eks-worker.pkr.hcl.j2",
             amibuild_version=__version__,
             variant=variant.name,
+            run_id_tag=tags.RUN_ID,
+            variant_tag=tags.VARIANT,
             os_label="Amazon Linux 2023" if variant.os == "al2023" else "Amazon Linux 2",
             uses_plugins=uses_plugins,
             variables=[hcl.dumps([_variable_block(v)]).rstrip("\n") for v in variables],

@@ -153,7 +153,14 @@ variable "no_proxy" {
 }
 
 locals {
-  ami_name = "${var.ami_name_prefix}-{{timestamp}}"
+  # a build run's id ends the name: its copies keep the name, so an interrupted run's untagged
+  # copies can still be found in every region
+  ami_name = var.amibuild_run_id == "" ? "${var.ami_name_prefix}-{{timestamp}}" : "${var.ami_name_prefix}-{{timestamp}}-${var.amibuild_run_id}"
+  # on the instance and its volumes from launch, so a run's leftovers can be found by tag
+  run_tags = merge(var.run_tags, {
+    "amibuild:run-id"  = var.amibuild_run_id
+    "amibuild:variant" = "iscsi"
+  })
   tags = merge(var.tags, var.provenance_tags, {
     Name = var.ami_name_prefix
   })
@@ -175,7 +182,9 @@ source "amazon-ebs" "eu-central-1" {
   kms_key_id                  = var.kms_key_id == "" ? null : var.kms_key_id
   tags                        = local.tags
   snapshot_tags               = local.tags
-  run_tags                    = merge(var.run_tags, { Name = "amibuild ${var.ami_name_prefix}" })
+  run_tags                    = merge(local.run_tags, { Name = "amibuild ${var.ami_name_prefix}" })
+  run_volume_tags             = local.run_tags
+  temporary_key_pair_name     = var.amibuild_run_id == "" ? null : "amibuild-${var.amibuild_run_id}-iscsi-eu-central-1"
   skip_region_validation      = false
   communicator                = "ssh"
   ssh_username                = var.ssh_username

@@ -1,0 +1,215 @@
+"""What a failed or interrupted build left in AWS, and removing it.
+
+Packer cleans up after itself when it is cancelled cleanly, but not always: a cancel while it
+copies the image to other regions leaves the copies (untagged: Packer tags at the very end) and
+their snapshots; a Packer killed outright, or cut off from its endpoint, leaves its instance, key
+pair and security group. amibuild therefore makes a run's resources findable on its own:
+
+* the instance and its volumes carry ``amibuild:run-id`` and ``amibuild:variant`` from launch
+  (``run_tags`` / ``run_volume_tags``);
+* the temporary key pair is named ``amibuild-<run id>-<variant>-<region>``;
+* the AMI name ends in ``-<run id>`` and copies keep the name, so every copy of this run in every
+  region is found by name even untagged;
+* the security group (Packer 1.6 names it itself, ``packer_<uuid>``) is read from Packer's stream,
+  as are the instance id, key pair and AMI ids Packer announces, or found on the run's instance.
+
+`stream_resources` is the pure parser of the stream; `find` looks in AWS; `remove` deletes in
+dependency order (instances, then images, snapshots, volumes, key pairs, groups) and returns what
+could not be removed, each with the AWS CLI command that removes it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from amibuild import tags
+from amibuild.aws import Aws
+from amibuild.errors import AwsError, EndpointUnreachable
+from amibuild.build.packer import parse_line
+
+PACKER_GROUP_PREFIX = "packer_"  # Packer 1.6 names its temporary security groups packer_<uuid>
+KINDS = ("instance", "image", "snapshot", "volume", "key-pair", "security-group")
+
+_INSTANCE = re.compile(r"\bInstance ID: (i-[0-9a-f]+)")
+_KEY_PAIR = re.compile(r"Creating temporary keypair: (\S+)")
+_GROUP = re.compile(r"Creating temporary security group for this instance: (\S+)")
+_AMI = re.compile(r"^\s*[\w.-]+: AMI: (ami-[0-9a-f]+)")
+_TARGET = re.compile(r"^(?:==> |\s*)([\w.-]+): ")
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """One AWS resource a run left behind."""
+
+    kind: str  # one of KINDS
+    region: str
+    id: str
+
+    def command(self) -> str:
+        """The AWS CLI command that removes it."""
+        verb = {
+            "instance": f"terminate-instances --instance-ids {self.id}",
+            "image": f"deregister-image --image-id {self.id}",
+            "snapshot": f"delete-snapshot --snapshot-id {self.id}",
+            "volume": f"delete-volume --volume-id {self.id}",
+            "key-pair": f"delete-key-pair --key-name {self.id}",
+            "security-group": f"delete-security-group --group-id {self.id}",
+        }[self.kind]
+        return f"aws ec2 {verb} --region {self.region}"
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.id} in {self.region}"
+
+
+@dataclass
+class StreamResources:
+    """Resources Packer announced on its machine-readable stream, by build (source) name."""
+
+    instances: dict[str, list[str]] = field(default_factory=dict)
+    key_pairs: dict[str, list[str]] = field(default_factory=dict)
+    security_groups: dict[str, list[str]] = field(default_factory=dict)
+    amis: dict[str, list[str]] = field(default_factory=dict)
+
+
+def stream_resources(lines: Iterable[str]) -> StreamResources:
+    """The instance ids, key pair and security group names and AMI ids in a Packer stream."""
+    found = StreamResources()
+    for raw in lines:
+        line = parse_line(raw)
+        if line is None or line.type != "ui" or len(line.data) < 2:
+            continue
+        text = line.data[1]
+        target = _TARGET.match(text)
+        build = target.group(1) if target else ""
+        for pattern, bucket in ((_INSTANCE, found.instances), (_KEY_PAIR, found.key_pairs),
+                                (_GROUP, found.security_groups), (_AMI, found.amis)):
+            match = pattern.search(text)
+            if match and match.group(1) not in bucket.get(build, []):
+                bucket.setdefault(build, []).append(match.group(1))
+    return found
+
+
+def key_pair_name(run_id: str, variant: str, region: str) -> str:
+    """The temporary key pair name rendered into the template (letters, digits, '-', '_' only)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "-", f"amibuild-{run_id}-{variant}-{region}")
+
+
+RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")  # as amibuild.build.plan.new_run_id makes them
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where one variant of one run (``variant`` None: every variant of it) may have left things."""
+
+    run_id: str
+    variant: str | None
+    ami_name_prefix: str | None  # None: any name ending in the run id
+    build_regions: tuple[str, ...]
+    regions: tuple[str, ...]  # every target region (build regions and copies)
+
+    def __post_init__(self) -> None:
+        if not RUN_ID.match(self.run_id):  # a pattern here would match other runs' resources
+            raise ValueError(f"not an amibuild run id: {self.run_id!r}")
+
+    def region_of(self, build: str) -> str:
+        """The region of a Packer build name (our sources are named after their region)."""
+        name = build.rsplit(".", 1)[-1]
+        return name if name in self.build_regions else self.build_regions[0]
+
+
+def find(aws: Aws, scope: Scope, seen: StreamResources) -> list[Leftover]:
+    """Everything of this run and variant still in AWS. Raises AwsError when AWS cannot be asked."""
+    run_tags = {tags.RUN_ID: scope.run_id, **({tags.VARIANT: scope.variant} if scope.variant else {})}
+    found: list[Leftover] = []
+    for region in scope.build_regions:
+        builds = [b for b in {*seen.instances, *seen.key_pairs, *seen.security_groups} if scope.region_of(b) == region]
+        instances = set(aws.instances_tagged(region, run_tags))
+        announced = {i for b in builds for i in seen.instances.get(b, [])}
+        if announced - instances:  # announced but untagged (tagging failed): is it still alive?
+            instances |= announced & {i for i, _, _ in aws.instance_images(region)}
+        found += [Leftover("instance", region, i) for i in sorted(instances)]
+        own = key_pair_name(scope.run_id, scope.variant, region) if scope.variant else f"amibuild-{scope.run_id}-*"
+        names = [own] + [k for b in builds for k in seen.key_pairs.get(b, [])]
+        found += [Leftover("key-pair", region, k) for k in aws.key_pairs_named(region, sorted(set(names)))]
+        groups = set(aws.security_groups_named(
+            region, sorted({g for b in builds for g in seen.security_groups.get(b, [])})).values())
+        # the temporary group of an instance found by tag, for when Packer's output is gone; only
+        # Packer's own temporary groups, never a group the pipeline names (security_group_id)
+        groups |= {gid for gid, name in aws.instance_security_groups(region, sorted(instances)).items()
+                   if name.startswith(PACKER_GROUP_PREFIX)}
+        found += [Leftover("security-group", region, gid) for gid in sorted(groups)]
+        found += [Leftover("volume", region, v) for v in aws.volumes_tagged(region, run_tags)]
+    for region in scope.regions:
+        images = aws.describe_images(region, owners=["self"],
+                                     filters={"name": [f"{scope.ami_name_prefix}-*-{scope.run_id}" if scope.ami_name_prefix
+                                                       else f"*-{scope.run_id}"]})
+        snapshots: list[str] = []
+        for image in images:
+            found.append(Leftover("image", region, image.image_id))
+            snapshots += image.snapshot_ids
+        snapshots += aws.snapshots_tagged(region, run_tags)
+        found += [Leftover("snapshot", region, s) for s in sorted(set(snapshots))]
+    return found
+
+
+def remove(aws: Aws, leftovers: Sequence[Leftover], *, settle: float = 60.0) -> tuple[list[Leftover], list[tuple[Leftover, str]]]:
+    """Delete them in dependency order: (removed, [(not removed, why)]).
+
+    A security group cannot go while a terminating instance still uses it: deleting it is retried
+    until ``settle`` seconds after the instances were terminated. Once the endpoint is unreachable
+    the rest is not tried.
+    """
+    removed: list[Leftover] = []
+    failed: list[tuple[Leftover, str]] = []
+    down: str | None = None
+
+    def attempt(item: Leftover, action) -> None:
+        nonlocal down
+        if down:
+            failed.append((item, down))
+            return
+        try:
+            action()
+            removed.append(item)
+        except EndpointUnreachable as exc:
+            down = str(exc)
+            failed.append((item, down))
+        except AwsError as exc:
+            failed.append((item, str(exc)))
+
+    by_kind = {k: [x for x in leftovers if x.kind == k] for k in KINDS}
+    for region in sorted({x.region for x in by_kind["instance"]}):
+        items = [x for x in by_kind["instance"] if x.region == region]
+        try:
+            if down:
+                raise EndpointUnreachable(down)
+            aws.terminate_instances(region, [x.id for x in items])
+            removed += items
+        except EndpointUnreachable as exc:
+            down = str(exc)
+            failed += [(x, down) for x in items]
+        except AwsError as exc:
+            failed += [(x, str(exc)) for x in items]
+    for item in by_kind["image"]:
+        attempt(item, lambda item=item: aws.deregister_image(item.region, item.id))
+    for item in by_kind["snapshot"]:
+        attempt(item, lambda item=item: aws.delete_snapshot(item.region, item.id))
+    for item in by_kind["volume"]:
+        attempt(item, lambda item=item: aws.delete_volume(item.region, item.id))
+    for item in by_kind["key-pair"]:
+        attempt(item, lambda item=item: aws.delete_key_pair(item.region, item.id))
+    deadline = time.monotonic() + settle
+    for item in by_kind["security-group"]:
+        while True:
+            before = len(failed)
+            attempt(item, lambda item=item: aws.delete_security_group(item.region, item.id))
+            if len(failed) == before or down or time.monotonic() > deadline:
+                break
+            if "DependencyViolation" not in failed[-1][1]:
+                break
+            failed.pop()
+            time.sleep(2.0)  # the instance is still shutting down and holds the group
+    return removed, failed
