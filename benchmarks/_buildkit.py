@@ -134,9 +134,14 @@ class BuildResult:
         return out
 
 
+def build_ami_argv(*args: str) -> list[str]:
+    """The argv of `python -m invoke -r ROOT build-ami ARGS`."""
+    return [sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", *args]
+
+
 def build_ami(workdir: Path, env: Mapping[str, str], *args: str, timeout: float = 300) -> BuildResult:
     """`python -m invoke -r ROOT build-ami --json ARGS` in ``workdir``; fails loudly unless exit 0."""
-    argv = [sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--json", *args]
+    argv = build_ami_argv("--json", *args)
     started = time.time()
     t0 = time.perf_counter()
     proc = subprocess.run(argv, cwd=workdir, env=dict(env), stdin=subprocess.DEVNULL,

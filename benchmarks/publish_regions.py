@@ -93,7 +93,7 @@ def run() -> Report:
                     mark = len(proxy.log)
                     aws = Aws(region=TEN[0]) if fresh else warm[label]
                     result = publish.publish_variant(aws, pipeline=pipeline, variant=variant, amis=amis)
-                    if not all(r.action is publish.Action.WRITE for r in result.regions):
+                    if not all(r.action is publish.PublishAction.WRITE for r in result.regions):
                         raise RuntimeError(f"{label}: a region was not written: {result.to_dict()}")
                     calls[label] = len(proxy.log) - mark
 

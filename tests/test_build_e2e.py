@@ -253,6 +253,11 @@ def test_a_variant_packer_refuses_fails_alone_before_any_instance(workdir: Path)
     # the refusal is of a value the pipeline file set: the error names it (exit stays 1: ceph was built)
     assert 'variant "arm": volume_type: Packer refuses the value of volume_type' in variants["arm"]["error"]
     assert builds(workdir) == ["ceph"]
+    # `packer build` itself refuses the template before its first step: no instance for arm
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    names = [t["Value"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]
+             for t in i.get("Tags", []) if t["Key"] == "Name"]
+    assert names and all("ceph" in n for n in names), names
 
 
 def test_a_build_where_packer_refuses_only_values_the_user_gave_is_bad_input(workdir: Path) -> None:

@@ -126,7 +126,7 @@ def test_the_installed_command_works_in_a_folder_holding_only_a_pipeline_file(in
     if shutil.which("packer"):
         validated = run([amibuild, "validate"], cwd=tmp_path)
         assert validated.returncode == 0, validated.stderr
-        assert validated.stdout.startswith("4 variant(s) valid with packer")
+        assert validated.stdout.startswith("3 variant(s) valid with packer")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["amibuild.hcl", "build"]
 
 

@@ -191,7 +191,7 @@ def test_deprecate_only_sets_a_deprecation_time_deletes_nothing_and_carries_on_p
                               expected_params={"ImageId": image(2).image_id, "DeprecateAt": at})
         stub.add_response("enable_image_deprecation", recorded["ok"]["response"],
                           expected_params={"ImageId": image(1).image_id, "DeprecateAt": at})
-        result = prune.execute(offline_aws, plan, now=NOW)
+        result = prune.execute_prune(offline_aws, plan, now=NOW)
         stub.assert_no_pending_responses()
     assert [(o.image_id, o.status.value) for o in result.outcomes] == [(image(2).image_id, "failed"),
                                                                       (image(1).image_id, "deprecated")]

@@ -163,7 +163,7 @@ def test_decide_refuses_a_pending_image_and_writes_nothing():
     )
     assert plan.refusals == ("eu-west-1: ami-0fedcba9876543210 is pending, not available",)
     with pytest.raises(PublishRefused, match="refused, nothing written: eu-west-1: .* is pending"):
-        publish.execute(None, plan)  # refused before any AWS call: no gateway needed
+        publish.execute_publish(None, plan)  # refused before any AWS call: no gateway needed
 
 
 def test_description_records_run_id_and_fingerprint_that_history_reads_back():
@@ -201,7 +201,7 @@ def test_republishing_the_same_ami_makes_no_new_version(sandbox, pipeline, ceph)
     do_publish(pipeline, ceph, amis)
     again = do_publish(pipeline, ceph, amis)
     assert not again.changed
-    assert [r.action for r in again.regions] == [publish.Action.UNCHANGED] * 2
+    assert [r.action for r in again.regions] == [publish.PublishAction.UNCHANGED] * 2
     assert values("recommended", "us-west-2") == [amis["us-west-2"]]
     assert values("recommended", "eu-west-1") == [amis["eu-west-1"]]
 
@@ -269,7 +269,7 @@ def test_a_writer_moving_the_channel_between_read_and_write_is_a_conflict_naming
         Name=NAME.format(channel="recommended"), Value=theirs["us-west-2"], Type="String",
         DataType="aws:ec2:image", Overwrite=True)
     with pytest.raises(PublishConflict) as caught:
-        publish.execute(aws, plan)
+        publish.execute_publish(aws, plan)
     assert ours["us-west-2"] in str(caught.value) and theirs["us-west-2"] in str(caught.value)
     assert values("recommended", "us-west-2") == [first["us-west-2"], theirs["us-west-2"], ours["us-west-2"],
                                                   theirs["us-west-2"]]
@@ -278,7 +278,7 @@ def test_a_writer_moving_the_channel_between_read_and_write_is_a_conflict_naming
     assert values("recommended", "eu-west-1") == [first["eu-west-1"], ours["eu-west-1"], first["eu-west-1"]]
     assert f"eu-west-1: back to {first['eu-west-1']}" in str(caught.value)
     # --force: the same stale plan overwrites
-    forced = publish.execute(aws, plan, force=True)
+    forced = publish.execute_publish(aws, plan, force=True)
     assert [current("recommended", r) for r in REGIONS] == [ours[r] for r in REGIONS]
     assert forced.changed
 
@@ -289,14 +289,14 @@ def test_a_region_that_already_held_the_image_is_checked_again_and_a_move_there_
     do_publish(pipeline, ceph, {"us-west-2": old["us-west-2"], "eu-west-1": new["eu-west-1"]}, allow_foreign=True)
     aws = gateway()
     plan = publish.plan_publish(aws, pipeline=pipeline, variant=ceph, amis=new)
-    assert [(r.region, r.action) for r in plan.regions] == [("us-west-2", publish.Action.WRITE),
-                                                            ("eu-west-1", publish.Action.UNCHANGED)]
+    assert [(r.region, r.action) for r in plan.regions] == [("us-west-2", publish.PublishAction.WRITE),
+                                                            ("eu-west-1", publish.PublishAction.UNCHANGED)]
     # someone outside amibuild moves the region amibuild will not write
     boto3.client("ssm", region_name="eu-west-1").put_parameter(
         Name=NAME.format(channel="recommended"), Value=theirs["eu-west-1"], Type="String",
         DataType="aws:ec2:image", Overwrite=True)
     with pytest.raises(PublishConflict) as caught:
-        publish.execute(aws, plan)
+        publish.execute_publish(aws, plan)
     message = str(caught.value)
     assert f"eu-west-1 holds {theirs['eu-west-1']} (version 2), not {new['eu-west-1']}" in message
     assert f"us-west-2: back to {old['us-west-2']}" in message

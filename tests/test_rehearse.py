@@ -346,7 +346,8 @@ def test_build_ami_rehearse_stops_only_the_variant_whose_install_fails(tmp_path:
     builds = [line.split()[1] for line in (tmp_path / "packer-calls").read_text().splitlines()
               if line.startswith("build ")]
     assert builds == ["ceph"]
-    report = json.loads((tmp_path / "build" / "agent" / "rehearsal.json").read_text())
+    (record,) = (tmp_path / "build" / "runs").glob("*/agent/rehearsal.json")  # the run's own folder
+    report = json.loads(record.read_text())
     assert report["failure"]["script"] == "scripts/install-packages.sh"
     assert any("vendor-agent" in line for line in report["failure"]["output_tail"])
 

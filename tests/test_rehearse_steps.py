@@ -194,7 +194,7 @@ build {
                  etc_written=[], etc_removed=[], timed_out=False, kept=None)
     rep = report.build_report("v", raw, [], 0.2, {})
     assert [v.status for v in rep.steps] == [report.GAP, report.NOT_RUN]
-    assert rep.failure is None and rep.ok and rep.as_dict()["complete"] is False
+    assert rep.failure is None and rep.ok and rep.to_dict()["complete"] is False
     assert "stand-in cannot answer: yum frobnicate" in rep.steps[0].reason
     assert any(line.startswith("not rehearsable: step 1") for line in report.lines(rep))
 

@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
@@ -42,9 +42,11 @@ from amibuild.channels import publish
 from amibuild.handoff import rollout
 from amibuild import spec
 from amibuild.aws import Aws
+from amibuild.aws import handoff_results as results
 from amibuild.errors import AmibuildError, RolloutFailed, SpecError
-from amibuild.handoff.rollout import (Action, Channel, Decision, LaunchTemplateUse, NodegroupView,
-                              StackParameter, StackState, StackView)
+from amibuild.handoff.cfn import StackState
+from amibuild.handoff.rollout import (RolloutAction, Channel, RolloutDecision, LaunchTemplateUse, NodegroupView,
+                                      StackParameter, StackView)
 from amibuild.sandbox import SANDBOX_VPC_NAME, seed_images
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,15 +84,15 @@ def quiet(_: str) -> None:
     ("DELETE_COMPLETE", StackState.GONE), ("REVIEW_IN_PROGRESS", StackState.GONE),
 ])
 def test_stack_statuses_collapse_to_a_few_states(status: str, state: StackState) -> None:
-    assert rollout.stack_state(status) is state
+    assert cfn.stack_state(status) is state
 
 
 @pytest.mark.parametrize("status", ["UPDATE_DONE", "update_complete", ""])
 def test_unknown_status_fails_loudly(status: str) -> None:
     with pytest.raises(AmibuildError, match="unknown CloudFormation stack status"):
-        rollout.stack_state(status)
+        cfn.stack_state(status)
     with pytest.raises(AmibuildError, match="unknown EKS node group status"):
-        rollout.nodegroup_state(status)
+        cfn.nodegroup_state(status)
 
 
 LAUNCH = LaunchTemplateUse("lt-0123456789abcdef0", "3", 3, OLD)
@@ -113,34 +115,34 @@ def channel(ami: str | None = NEW, state: str | None = "available", parameter: s
 
 ASSESS_CASES = [
     # id, stack, channel, action, parameter set, value, words in the reason
-    ("other-channel", stack_view(), channel(), Action.UPDATE_PARAMETER, "NodeImageIdSSMParam", STABLE,
+    ("other-channel", stack_view(), channel(), RolloutAction.UPDATE_PARAMETER, "NodeImageIdSSMParam", STABLE,
      [OLD, STABLE, NEW]),
-    ("same-name-moved-value", stack_view(ssm=STABLE), channel(), Action.UPDATE_PARAMETER, "NodeImageIdSSMParam",
+    ("same-name-moved-value", stack_view(ssm=STABLE), channel(), RolloutAction.UPDATE_PARAMETER, "NodeImageIdSSMParam",
      STABLE, ["names", "moved to " + NEW, "resolve it again"]),
     ("already-current", stack_view(ssm=STABLE, launch=LaunchTemplateUse("lt-1", "4", 4, NEW)), channel(),
-     Action.ALREADY_CURRENT, None, None, ["version 4", NEW, STABLE]),
+     RolloutAction.ALREADY_CURRENT, None, None, ["version 4", NEW, STABLE]),
     ("image-right-pointer-wrong", stack_view(launch=LaunchTemplateUse("lt-1", "4", 4, NEW)), channel(),
-     Action.UPDATE_PARAMETER, "NodeImageIdSSMParam", STABLE, ["no node is replaced"]),
-    ("pinned", stack_view(image_id=OLD), channel(), Action.UPDATE_IMAGE_ID, "NodeImageId", NEW, [OLD, NEW]),
+     RolloutAction.UPDATE_PARAMETER, "NodeImageIdSSMParam", STABLE, ["no node is replaced"]),
+    ("pinned", stack_view(image_id=OLD), channel(), RolloutAction.UPDATE_IMAGE_ID, "NodeImageId", NEW, [OLD, NEW]),
     ("pinned-current", stack_view(image_id=NEW, launch=LaunchTemplateUse("lt-1", "2", 2, NEW)), channel(),
-     Action.ALREADY_CURRENT, None, None, [NEW]),
-    ("only-image-id-parameter", stack_view(ssm=None, image_id=""), channel(), Action.UPDATE_IMAGE_ID, "NodeImageId",
+     RolloutAction.ALREADY_CURRENT, None, None, [NEW]),
+    ("only-image-id-parameter", stack_view(ssm=None, image_id=""), channel(), RolloutAction.UPDATE_IMAGE_ID, "NodeImageId",
      NEW, []),
-    ("rolled-back-is-updatable", stack_view("UPDATE_ROLLBACK_COMPLETE"), channel(), Action.UPDATE_PARAMETER,
+    ("rolled-back-is-updatable", stack_view("UPDATE_ROLLBACK_COMPLETE"), channel(), RolloutAction.UPDATE_PARAMETER,
      "NodeImageIdSSMParam", STABLE, []),
-    ("busy", stack_view("UPDATE_IN_PROGRESS"), channel(), Action.BLOCKED, None, None,
+    ("busy", stack_view("UPDATE_IN_PROGRESS"), channel(), RolloutAction.BLOCKED, None, None,
      ["UPDATE_IN_PROGRESS", "wait"]),
-    ("broken", stack_view("UPDATE_ROLLBACK_FAILED"), channel(), Action.BLOCKED, None, None, ["repair or delete"]),
-    ("gone", stack_view("DELETE_COMPLETE"), channel(), Action.REFUSED, None, None, ["does not exist"]),
-    ("no-image-parameters", stack_view(ssm=None, image_id=None), channel(), Action.REFUSED, None, None,
+    ("broken", stack_view("UPDATE_ROLLBACK_FAILED"), channel(), RolloutAction.BLOCKED, None, None, ["repair or delete"]),
+    ("gone", stack_view("DELETE_COMPLETE"), channel(), RolloutAction.REFUSED, None, None, ["does not exist"]),
+    ("no-image-parameters", stack_view(ssm=None, image_id=None), channel(), RolloutAction.REFUSED, None, None,
      ["neither", "NodeImageIdSSMParam", "NodeImageId"]),
     ("launch-configuration", stack_view(launch=None, problem="its Auto Scaling group g uses a launch configuration"),
-     channel(), Action.REFUSED, None, None, ["launch configuration"]),
-    ("pinned-without-channel", stack_view(image_id=OLD), None, Action.REFUSED, None, None, ["--variant"]),
-    ("channel-without-value", stack_view(), channel(ami=None), Action.REFUSED, None, None,
+     channel(), RolloutAction.REFUSED, None, None, ["launch configuration"]),
+    ("pinned-without-channel", stack_view(image_id=OLD), None, RolloutAction.REFUSED, None, None, ["--variant"]),
+    ("channel-without-value", stack_view(), channel(ami=None), RolloutAction.REFUSED, None, None,
      ["no value", "publish or promote"]),
-    ("channel-image-gone", stack_view(), channel(state=None), Action.REFUSED, None, None, [NEW, "does not exist"]),
-    ("channel-image-pending", stack_view(), channel(state="pending"), Action.REFUSED, None, None, ["is pending"]),
+    ("channel-image-gone", stack_view(), channel(state=None), RolloutAction.REFUSED, None, None, [NEW, "does not exist"]),
+    ("channel-image-pending", stack_view(), channel(state="pending"), RolloutAction.REFUSED, None, None, ["is pending"]),
 ]
 
 
@@ -153,36 +155,150 @@ def test_assess_compares_the_launched_image_with_the_channel(stack, chan, action
         assert word in decision.reason
 
 
+def answers(name: str) -> dict[str, dict[str, Any]]:
+    """Operation -> the first recorded response of tests/data/rollout/NAME.json, as read from disk."""
+    out: dict[str, dict[str, Any]] = {}
+    for call in json.loads((DATA / f"{name}.json").read_text())["calls"]:
+        out.setdefault(call["operation"], call.get("response", {}))
+    return out
+
+
+def recorded_facts(**changes: Any) -> rollout.StackFacts:
+    """What gather_stack reads for ng-ceph on AWS (tests/data/rollout/aws_stack_before.json), parsed
+    by the gateway's own parsers."""
+    got = answers("aws_stack_before")
+    facts = rollout.StackFacts(
+        "ng-ceph", REGION, results.parse_stack(got["describe_stacks"]["Stacks"][0]),
+        resources=tuple(map(results.parse_stack_resource, got["list_stack_resources"]["StackResourceSummaries"])),
+        group=results.parse_auto_scaling_group(got["describe_auto_scaling_groups"]["AutoScalingGroups"][0]),
+        launch_version=results.parse_launch_template_version(
+            got["describe_launch_template_versions"]["LaunchTemplateVersions"][0]))
+    return replace(facts, **changes)
+
+
+def recorded_channel() -> Channel:
+    got = answers("aws_stack_before")
+    parameter = got["get_parameter"]["Parameter"]
+    return Channel(parameter["Name"], REGION, parameter["Value"], got["describe_images"]["Images"][0]["State"])
+
+
+def test_the_recorded_stack_rolls_by_resending_the_same_parameter_and_keeping_every_other() -> None:
+    stack = rollout.stack_view(recorded_facts())
+    assert (stack.group, str(stack.launch), stack.launch.image) == (
+        ("NodeGroup", "ng-ceph-NodeGroup-1Q2W3E4R5T6Y"), "launch template lt-0123456789abcdef0 version 3",
+        "ami-0aaaa1111bbbb2222")
+    assert rollout.channel_to_read(stack, None) == "/amibuild/eks-workers/1.30/ceph/stable/image_id"
+    decision = rollout.assess(stack, recorded_channel())
+
+    assert decision.action is RolloutAction.UPDATE_PARAMETER, decision.reason
+    assert "resolve it again" in decision.reason
+    sent = {p["ParameterKey"]: p for p in decision.send}
+    assert list(sent) == [p["ParameterKey"] for p in answers("aws_stack_before")["describe_stacks"]["Stacks"][0]["Parameters"]]
+    assert sent["NodeImageIdSSMParam"] == {"ParameterKey": "NodeImageIdSSMParam",
+                                           "ParameterValue": "/amibuild/eks-workers/1.30/ceph/stable/image_id"}
+    assert all(p == {"ParameterKey": key, "UsePreviousValue": True} for key, p in sent.items()
+               if key != "NodeImageIdSSMParam")
+
+
+def test_the_recorded_stack_is_already_current_once_its_group_launches_the_channel_image() -> None:
+    facts = recorded_facts()
+    version = replace(facts.launch_version, image_id="ami-0cccc3333dddd4444")
+    decision = rollout.assess(rollout.stack_view(replace(facts, launch_version=version)), recorded_channel())
+    assert (decision.action, decision.send) == (RolloutAction.ALREADY_CURRENT, ())
+
+
+def test_the_recorded_stack_pinned_to_an_image_id_sends_that_parameter_only() -> None:
+    facts = recorded_facts()
+    parameters = {**facts.stack.parameters, "NodeImageId": StackParameter("ami-0aaaa1111bbbb2222")}
+    stack = rollout.stack_view(replace(facts, stack=replace(facts.stack, parameters=parameters)))
+    assert stack.pinned and rollout.channel_to_read(stack, None) is None
+    assert rollout.assess(stack, None).action is RolloutAction.REFUSED  # no channel named: nothing to roll to
+    decision = rollout.assess(stack, recorded_channel())
+    changed = [p for p in decision.send if "ParameterValue" in p]
+    assert (decision.action, changed) == (RolloutAction.UPDATE_IMAGE_ID, [
+        {"ParameterKey": "NodeImageId", "ParameterValue": "ami-0cccc3333dddd4444"}])
+
+
+def test_stack_view_names_what_stops_a_rollout_from_the_answers_read_so_far() -> None:
+    facts = recorded_facts()
+    busy = rollout.stack_view(replace(facts, stack=replace(facts.stack, status="UPDATE_IN_PROGRESS")))
+    assert rollout.assess(busy, recorded_channel()).action is RolloutAction.BLOCKED
+    two = rollout.stack_view(replace(facts, resources=facts.resources * 2))
+    assert "2 Auto Scaling groups" in two.problem
+    gone = rollout.stack_view(replace(facts, group=None))
+    assert "does not exist" in gone.problem and gone.launch is None
+    configured = replace(facts.group, launch_template=None)
+    assert "launch configuration" in rollout.stack_view(replace(facts, group=configured)).problem
+    missing = rollout.stack_view(replace(facts, launch_version=None))
+    assert missing.problem == "launch template lt-0123456789abcdef0 version 3 does not exist"
+    assert rollout.assess(missing, recorded_channel()).action is RolloutAction.REFUSED
+
+
+def test_nothing_to_update_is_current_only_when_the_group_launches_the_channel_image() -> None:
+    stack, chan = rollout.stack_view(recorded_facts()), recorded_channel()
+    decision = rollout.assess(stack, chan)
+    with pytest.raises(RolloutFailed, match="still launches from launch template lt-0123456789abcdef0 version 3"):
+        rollout.nothing_to_update(stack, chan, decision)
+    moved = replace(stack, launch=replace(stack.launch, image=chan.ami))
+    assert rollout.nothing_to_update(moved, chan, decision).action is RolloutAction.ALREADY_CURRENT
+
+
+def recorded_answers(name: str, operation: str) -> list[dict[str, Any]]:
+    return [c["response"] for c in json.loads((DATA / f"{name}.json").read_text())["calls"]
+            if c["operation"] == operation]
+
+
+def test_the_gateway_parses_recorded_stack_change_set_and_update_answers() -> None:
+    stack = results.parse_stack(answers("aws_stack_before")["describe_stacks"]["Stacks"][0])
+    assert (stack.name, stack.status, stack.capabilities) == ("ng-ceph", "UPDATE_COMPLETE", ("CAPABILITY_IAM",))
+    assert stack.parameters["NodeImageIdSSMParam"] == StackParameter(
+        "/amibuild/eks-workers/1.30/ceph/stable/image_id", "ami-0aaaa1111bbbb2222")
+    assert stack.outputs["NodeInstanceRole"] == "arn:aws:iam::111122223333:role/ng-ceph-NodeInstanceRole-8H9J0K"
+
+    complete = [results.parse_change_set(raw) for raw in recorded_answers("aws_update_rolls", "describe_change_set")
+                if raw["Status"] == "CREATE_COMPLETE"][0]
+    assert cfn.change_lines(complete) == (
+        "Modify NodeLaunchTemplate (AWS::EC2::LaunchTemplate): LaunchTemplateData",
+        "Modify NodeGroup (AWS::AutoScaling::AutoScalingGroup), maybe replaced: LaunchTemplate")
+    assert cfn.change_lines(results.ChangeSet("empty", "CREATE_COMPLETE", "")) == (
+        "CloudFormation lists no resource change",)
+
+    failed = results.parse_nodegroup_update(recorded_answers("eks_update_failed", "describe_update")[-1]["update"])
+    assert (failed.status, failed.errors) == ("Failed", (
+        "PodEvictionFailure: Reached max retries while trying to evict pods from nodes in node group ng-managed "
+        "(ip-10-42-0-17.us-west-2.compute.internal)",))
+
+
 def test_assess_nodegroup_decides_on_the_launch_template_image() -> None:
     def group(status="ACTIVE", launch=LAUNCH, ami_type="CUSTOM"):
         return NodegroupView("prod", "ng-managed", REGION, status, launch, ami_type)
 
-    assert rollout.assess_nodegroup(group(), channel()) == Decision(
-        Action.UPDATE_IMAGE_ID, f"launch template lt-0123456789abcdef0 version 3 has {OLD}; a new version gets {NEW}",
+    assert rollout.assess_nodegroup(group(), channel()) == RolloutDecision(
+        RolloutAction.UPDATE_IMAGE_ID, f"launch template lt-0123456789abcdef0 version 3 has {OLD}; a new version gets {NEW}",
         "ImageId", NEW)
     assert rollout.assess_nodegroup(group(launch=LaunchTemplateUse("lt-1", "2", 2, NEW)), channel()).action \
-        is Action.ALREADY_CURRENT
-    assert rollout.assess_nodegroup(group("UPDATING"), channel()).action is Action.BLOCKED
+        is RolloutAction.ALREADY_CURRENT
+    assert rollout.assess_nodegroup(group("UPDATING"), channel()).action is RolloutAction.BLOCKED
     no_template = rollout.assess_nodegroup(group(launch=None, ami_type="AL2_x86_64"), channel())
-    assert no_template.action is Action.REFUSED and "AL2_x86_64" in no_template.reason
+    assert no_template.action is RolloutAction.REFUSED and "AL2_x86_64" in no_template.reason
     no_image = rollout.assess_nodegroup(group(launch=LaunchTemplateUse("lt-1", "1", 1, None)), channel())
-    assert no_image.action is Action.REFUSED and "sets no ImageId" in no_image.reason
-    assert rollout.assess_nodegroup(group(), channel(ami=None)).action is Action.REFUSED
+    assert no_image.action is RolloutAction.REFUSED and "sets no ImageId" in no_image.reason
+    assert rollout.assess_nodegroup(group(), channel(ami=None)).action is RolloutAction.REFUSED
 
 
 def test_root_cause_is_the_first_failure_that_is_not_a_cancellation() -> None:
-    events = [
+    events = [results.parse_stack_event(raw) for raw in [
         {"LogicalResourceId": "NodeSecurityGroup", "ResourceType": "AWS::EC2::SecurityGroup",
          "ResourceStatus": "UPDATE_FAILED", "ResourceStatusReason": "Resource update cancelled"},
         {"LogicalResourceId": "NodeGroup", "ResourceType": "AWS::AutoScaling::AutoScalingGroup",
          "ResourceStatus": "UPDATE_FAILED", "ResourceStatusReason": "Received 0 SUCCESS signal(s) out of 1."},
         {"LogicalResourceId": "ng-ceph", "ResourceType": "AWS::CloudFormation::Stack",
          "ResourceStatus": "UPDATE_ROLLBACK_IN_PROGRESS"},
-    ]
-    assert rollout.root_cause(events) == (
+    ]]
+    assert cfn.root_cause(events) == (
         "NodeGroup (AWS::AutoScaling::AutoScalingGroup) UPDATE_FAILED: Received 0 SUCCESS signal(s) out of 1.")
-    assert rollout.root_cause(events[:1]).startswith("NodeSecurityGroup")  # nothing better to name
-    assert rollout.root_cause([]) == ""
+    assert cfn.root_cause(events[:1]).startswith("NodeSecurityGroup")  # nothing better to name
+    assert cfn.root_cause([]) == ""
 
 
 def test_update_policy_line_resolves_the_template_against_the_stack_parameters() -> None:
@@ -415,7 +531,7 @@ def test_rollout_of_a_stack_that_pins_an_image_sets_node_image_id(world: World) 
     result = rollout.rollout_stack(world.aws, "pinned", REGION, channel_parameter=STABLE, say=said.append, poll=0)
 
     assert (result.action, result.verified, result.previous_image, result.ami) == (
-        Action.UPDATE_IMAGE_ID, True, first, second)
+        RolloutAction.UPDATE_IMAGE_ID, True, first, second)
     assert parameters_of("pinned")["NodeImageId"] == second
     assert parameters_of("pinned")["NodeImageIdSSMParam"] == RECOMMENDED  # kept with UsePreviousValue
     assert launch_images("pinned") == [(1, first), (2, second)]
@@ -576,7 +692,7 @@ def test_on_aws_the_same_parameter_is_resolved_again_and_the_roll_is_followed_an
     with replayed(offline_aws, recorded("aws_stack_before") + recorded("aws_update_rolls")):
         result = rollout.rollout_stack(offline_aws, "ng-ceph", REGION, channel_parameter=None, say=said.append, poll=0)
 
-    assert (result.action, result.verified, result.status) == (Action.UPDATE_PARAMETER, True, "UPDATE_COMPLETE")
+    assert (result.action, result.verified, result.status) == (RolloutAction.UPDATE_PARAMETER, True, "UPDATE_COMPLETE")
     assert (result.channel, result.previous_image, result.ami) == (STABLE, OLD, NEW)
     assert result.launch_template == "launch template lt-0123456789abcdef0 version 4"
     assert result.note == "3 of 3 instances launched from it"
@@ -687,7 +803,7 @@ def test_managed_nodegroup_gets_a_new_launch_template_version_and_is_verified(wo
     finally:
         ec2.meta.events.unregister("before-parameter-build.ec2.CreateLaunchTemplateVersion", unique_id="rollout-test")
 
-    assert (result.action, result.verified, result.status) == (Action.UPDATE_IMAGE_ID, True, "Successful")
+    assert (result.action, result.verified, result.status) == (RolloutAction.UPDATE_IMAGE_ID, True, "Successful")
     assert (result.previous_image, result.ami) == (first, second)
     assert result.launch_template == f"launch template {template_id} version 2"
     assert launch_image_of(template_id, 2) == second

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from amibuild.errors import AccessDenied, AwsError, UsageError, EndpointUnreachable, ExpiredToken, NoCredentials, NotFound
+from amibuild.aws import handoff_results as results
 
 _EXPIRED = {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"}
 _DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedAccess",
@@ -602,7 +603,7 @@ class Aws:
             return sorted(s["SnapshotId"] for page in pages for s in page.get("Snapshots", []))
 
     # ---------------------------------------------------------------------------- CloudFormation, Auto Scaling, EKS (rollout)
-    # Raw response dicts: amibuild/rollout.py parses them (pure functions, tested on recorded ones).
+    # Typed results, parsed here by the pure functions of amibuild/aws/handoff_results.py.
 
     @staticmethod
     def _no_updates(exc: Any) -> bool:
@@ -610,19 +611,19 @@ class Aws:
         error = exc.response.get("Error", {})
         return error.get("Code") == "ValidationError" and "No updates are to be performed" in str(error.get("Message"))
 
-    def describe_stack(self, name: str, region: str) -> dict[str, Any] | None:
+    def describe_stack(self, name: str, region: str) -> results.Stack | None:
         """The stack (status, parameters, outputs, capabilities); None when it does not exist."""
         try:
             with _mapped(f"cloudformation:DescribeStacks {name}", region):
                 stacks = self.client("cloudformation", region).describe_stacks(StackName=name)["Stacks"]
         except NotFound:  # "Stack with id NAME does not exist" is a ValidationError
             return None
-        return stacks[0] if stacks else None
+        return results.parse_stack(stacks[0]) if stacks else None
 
-    def stack_resources(self, name: str, region: str) -> list[dict[str, Any]]:
+    def stack_resources(self, name: str, region: str) -> list[results.StackResource]:
         with _mapped(f"cloudformation:ListStackResources {name}", region):
             pages = self.client("cloudformation", region).get_paginator("list_stack_resources").paginate(StackName=name)
-            return [raw for page in pages for raw in page.get("StackResourceSummaries", [])]
+            return [results.parse_stack_resource(raw) for page in pages for raw in page.get("StackResourceSummaries", [])]
 
     def stack_template(self, name: str, region: str) -> str:
         """The stack's template as submitted, as text (botocore hands JSON bodies back parsed)."""
@@ -663,8 +664,8 @@ class Aws:
                     return None
                 raise
 
-    def describe_change_set(self, stack: str, region: str, change_set: str) -> dict[str, Any]:
-        """Status, reason, parameters and every change of a change set (all pages)."""
+    def describe_change_set(self, stack: str, region: str, change_set: str) -> results.ChangeSet:
+        """Status, reason and every change of a change set (all pages)."""
         client = self.client("cloudformation", region)
         with _mapped(f"cloudformation:DescribeChangeSet {change_set}", region):
             first = page = client.describe_change_set(StackName=stack, ChangeSetName=change_set)
@@ -672,7 +673,7 @@ class Aws:
             while page.get("NextToken"):
                 page = client.describe_change_set(StackName=stack, ChangeSetName=change_set, NextToken=page["NextToken"])
                 changes += page.get("Changes", [])
-        return {**first, "Changes": changes}
+        return results.parse_change_set({**first, "Changes": changes})
 
     def execute_change_set(self, stack: str, region: str, change_set: str, *, token: str) -> None:
         with _mapped(f"cloudformation:ExecuteChangeSet {change_set}", region):
@@ -684,32 +685,32 @@ class Aws:
         with _mapped(f"cloudformation:DeleteChangeSet {change_set}", region):
             self.client("cloudformation", region).delete_change_set(StackName=stack, ChangeSetName=change_set)
 
-    def latest_stack_event(self, name: str, region: str) -> dict[str, Any] | None:
+    def latest_stack_event(self, name: str, region: str) -> results.StackEvent | None:
         """The stack's newest event (one page read), or None."""
         with _mapped(f"cloudformation:DescribeStackEvents {name}", region):
             events = self.client("cloudformation", region).describe_stack_events(StackName=name).get("StackEvents", [])
-        return events[0] if events else None
+        return results.parse_stack_event(events[0]) if events else None
 
-    def stack_events_since(self, name: str, region: str, event_id: str | None) -> list[dict[str, Any]]:
+    def stack_events_since(self, name: str, region: str, event_id: str | None) -> list[results.StackEvent]:
         """The stack's events newer than `event_id` (all when None), newest first; paging stops there."""
-        found: list[dict[str, Any]] = []
+        found: list[results.StackEvent] = []
         with _mapped(f"cloudformation:DescribeStackEvents {name}", region):
             pages = self.client("cloudformation", region).get_paginator("describe_stack_events").paginate(StackName=name)
             for page in pages:
                 for event in page.get("StackEvents", []):
                     if event_id is not None and event.get("EventId") == event_id:
                         return found
-                    found.append(event)
+                    found.append(results.parse_stack_event(event))
         return found
 
-    def auto_scaling_group(self, name: str, region: str) -> dict[str, Any] | None:
+    def auto_scaling_group(self, name: str, region: str) -> results.AutoScalingGroup | None:
         with _mapped(f"autoscaling:DescribeAutoScalingGroups {name}", region):
             groups = self.client("autoscaling", region).describe_auto_scaling_groups(
                 AutoScalingGroupNames=[name]
             ).get("AutoScalingGroups", [])
-        return groups[0] if groups else None
+        return results.parse_auto_scaling_group(groups[0]) if groups else None
 
-    def launch_template_version(self, template_id: str, version: str, region: str) -> dict[str, Any] | None:
+    def launch_template_version(self, template_id: str, version: str, region: str) -> results.LaunchTemplateVersion | None:
         """One version of a launch template (a number, ``$Latest`` or ``$Default``); None when missing."""
         try:
             with _mapped(f"ec2:DescribeLaunchTemplateVersions {template_id} {version}", region):
@@ -718,7 +719,7 @@ class Aws:
                 ).get("LaunchTemplateVersions", [])
         except NotFound:
             return None
-        return versions[0] if versions else None
+        return results.parse_launch_template_version(versions[0]) if versions else None
 
     def create_launch_template_version(self, template_id: str, region: str, *, source_version: str, image_id: str,
                                        description: str) -> int:
@@ -730,26 +731,27 @@ class Aws:
             )
         return int(raw["LaunchTemplateVersion"]["VersionNumber"])
 
-    def describe_nodegroup(self, cluster: str, name: str, region: str) -> dict[str, Any] | None:
+    def describe_nodegroup(self, cluster: str, name: str, region: str) -> results.Nodegroup | None:
         try:
             with _mapped(f"eks:DescribeNodegroup {cluster}/{name}", region):
-                return self.client("eks", region).describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
+                raw = self.client("eks", region).describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
         except NotFound:
             return None
+        return results.parse_nodegroup(raw)
 
     def update_nodegroup_version(self, cluster: str, name: str, region: str, *, template_id: str,
-                                 version: str) -> dict[str, Any]:
+                                 version: str) -> results.NodegroupUpdate:
         """Roll a managed node group to a launch template version; the update (id, status)."""
         with _mapped(f"eks:UpdateNodegroupVersion {cluster}/{name}", region):
-            return self.client("eks", region).update_nodegroup_version(
+            return results.parse_nodegroup_update(self.client("eks", region).update_nodegroup_version(
                 clusterName=cluster, nodegroupName=name, launchTemplate={"id": template_id, "version": str(version)},
-            )["update"]
+            )["update"])
 
-    def describe_nodegroup_update(self, cluster: str, name: str, update_id: str, region: str) -> dict[str, Any]:
+    def describe_nodegroup_update(self, cluster: str, name: str, update_id: str, region: str) -> results.NodegroupUpdate:
         with _mapped(f"eks:DescribeUpdate {update_id}", region):
-            return self.client("eks", region).describe_update(
+            return results.parse_nodegroup_update(self.client("eks", region).describe_update(
                 name=cluster, nodegroupName=name, updateId=update_id
-            )["update"]
+            )["update"])
 
     def describe_cluster(self, name: str, region: str) -> dict[str, Any] | None:
         """The EKS cluster (endpoint, CA, network, access config); None when it does not exist."""

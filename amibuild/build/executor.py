@@ -7,6 +7,12 @@ stream goes to build/<variant>/packer.log and its current step to the progress d
 process ends, the pure parsers in `amibuild.build.packer` read the stream and the manifest, which must
 agree; then the images are looked up in every target region to check they are there and tagged.
 
+No separate `packer validate` / `packer fmt -check` runs first: `packer build` checks the template
+and its values itself before it starts any step, so a variant Packer refuses fails alone, before any
+instance, and its error names the refusal. Those extra calls cost 0.4 CPU-seconds a variant, all
+spent before the first build could start (`invoke validate` still makes them; ``check``, optional,
+runs a caller's check just before a variant's build: build-ami --rehearse).
+
 A failed variant never stops the others. Ctrl-C / SIGTERM: every running Packer gets SIGTERM and
 is waited for (bounded by ``cleanup_timeout``); a second Ctrl-C stops waiting and kills them.
 
@@ -28,6 +34,7 @@ row stop the build with a message naming the endpoint.
 
 from __future__ import annotations
 
+import enum
 import os
 import signal
 import subprocess
@@ -44,8 +51,9 @@ from amibuild.aws import Aws
 from amibuild.errors import AmibuildError, AwsError, EndpointUnreachable, PackerOutputError
 from amibuild.build import leftovers as leftovers_mod
 from amibuild.build.lease import Lease
-from amibuild.build.packer import Packer, cross_check, manifest_builds, parse_machine_readable, progress_step
-from amibuild.build.plan import FINGERPRINT_TAG, BuildPlan, Decision, PlanItem
+from amibuild.build.packer import (Packer, cross_check, input_refusal, manifest_builds, parse_machine_readable,
+                                   progress_step)
+from amibuild.build.plan import FINGERPRINT_TAG, BuildPlan, BuildDecision, PlanItem
 from amibuild.build.progress import Progress, State
 
 PROVENANCE_FILE = "provenance.pkrvars.hcl"
@@ -53,15 +61,30 @@ LOG_FILE = "packer.log"
 MANIFEST_FILE = "manifest.json"
 
 
+class BuildStatus(enum.StrEnum):
+    """Where one variant's build stands; its value is what the JSON and the run record say."""
+
+    QUEUED = "queued"
+    BUILT = "built"
+    SKIPPED = "skipped"  # reused: an image with its fingerprint is in every region
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def has_image(self) -> bool:
+        """Built or reused: there is an image to publish or share."""
+        return self in (BuildStatus.BUILT, BuildStatus.SKIPPED)
+
+
 @dataclass
-class Outcome:
+class BuildOutcome:
     """What happened to one variant in this run."""
 
     name: str
     fingerprint: str
-    decision: str
+    decision: BuildDecision
     reason: str
-    status: str = "queued"  # built | skipped | failed | interrupted
+    status: BuildStatus = BuildStatus.QUEUED
     amis: dict[str, str] = field(default_factory=dict)
     log: str = ""
     error: str = ""
@@ -74,12 +97,12 @@ class Outcome:
     removed: list[str] = field(default_factory=list)  # leftovers of a failed build, removed
     left_behind: list[dict] = field(default_factory=list)  # leftovers not removed: kind, region, id, why, command
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {
             "name": self.name,
-            "status": self.status,
+            "status": str(self.status),
             "fingerprint": self.fingerprint,
-            "decision": self.decision,
+            "decision": str(self.decision),
             "reason": self.reason,
             "amis": dict(sorted(self.amis.items())),
             "log": self.log,
@@ -127,8 +150,8 @@ class Executor:
         aws: Aws,
         *,
         provenance: Callable[[PlanItem], Mapping[str, str]],
-        check: Callable[[Packer, Path], None],
         progress: Progress,
+        check: Callable[[Packer, Path], None] | None = None,
         parallel: int,
         timeout: float | None = None,
         cleanup_timeout: float = 120.0,
@@ -143,7 +166,7 @@ class Executor:
         self.packer = packer
         self.aws = aws
         self.provenance = provenance
-        self.check = check
+        self.check = check  # run on each variant's folder just before its build (build-ami --rehearse)
         self.progress = progress
         self.parallel = max(1, parallel)
         self.timeout = timeout
@@ -162,13 +185,14 @@ class Executor:
 
     # ------------------------------------------------------------------------------ running
 
-    def run(self) -> list[Outcome]:
-        outcomes = {i.name: Outcome(i.name, i.fingerprint, i.decision.value, i.reason, log=str(i.directory / LOG_FILE))
+    def build(self) -> list[BuildOutcome]:
+        """Build every BUILD item (up to ``parallel`` at once); an outcome for every item."""
+        outcomes = {i.name: BuildOutcome(i.name, i.fingerprint, i.decision, i.reason, log=str(i.directory / LOG_FILE))
                     for i in self.plan.items}
         for item in self.plan.items:
-            if item.decision is Decision.SKIP:
+            if item.decision is BuildDecision.SKIP:
                 outcome = outcomes[item.name]
-                outcome.status, outcome.amis, outcome.log = "skipped", dict(item.existing), ""
+                outcome.status, outcome.amis, outcome.log = BuildStatus.SKIPPED, dict(item.existing), ""
                 self.progress.update(item.name, State.SKIPPED, "up to date " + _amis_text(item.existing))
         todo = self.plan.to_build
         if not todo:
@@ -231,18 +255,19 @@ class Executor:
 
         return restore
 
-    def _build_one(self, item: PlanItem, outcome: Outcome) -> None:
+    def _build_one(self, item: PlanItem, outcome: BuildOutcome) -> None:
         started = time.monotonic()
         outcome.started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
             if self.state.interrupted:
-                outcome.status = "interrupted"
+                outcome.status = BuildStatus.INTERRUPTED
                 self.progress.update(item.name, State.INTERRUPTED, "not started")
                 return
             lease = self._take_lease(item, outcome) if self.lease_for else None
             try:
-                self.progress.update(item.name, State.BUILDING, "checking: hcl2 parse, packer validate, fmt")
-                self.check(self.packer, item.directory)  # a variant packer refuses fails alone, before any instance
+                if self.check is not None:
+                    self.progress.update(item.name, State.BUILDING, "checking before the build")
+                    self.check(self.packer, item.directory)  # a variant that fails it fails alone, before any instance
                 self.progress.update(item.name, State.BUILDING, "starting packer")
                 outcome.amis = self._run_packer(item, outcome)
             finally:
@@ -254,28 +279,28 @@ class Executor:
                             self._leases.remove(lease)  # nor renewed: a later run takes it over
                     else:
                         self._release(lease)
-            outcome.status = "built"
+            outcome.status = BuildStatus.BUILT
             self.progress.update(item.name, State.DONE, _amis_text(outcome.amis))
         except _Reused as exc:
-            outcome.status, outcome.amis, outcome.log = "skipped", dict(exc.amis), ""
+            outcome.status, outcome.amis, outcome.log = BuildStatus.SKIPPED, dict(exc.amis), ""
             outcome.reason = exc.reason
             self.progress.update(item.name, State.SKIPPED, f"{exc.reason}: {_amis_text(exc.amis)}")
         except _Interrupted as exc:
-            outcome.status, outcome.error = "interrupted", str(exc)
+            outcome.status, outcome.error = BuildStatus.INTERRUPTED, str(exc)
             self.progress.update(item.name, State.INTERRUPTED, str(exc))
         except AmibuildError as exc:
-            outcome.status, outcome.error = "failed", str(exc)
+            outcome.status, outcome.error = BuildStatus.FAILED, str(exc)
             outcome.input_refused = exc.exit_code == 2
             self.progress.update(item.name, State.FAILED, f"{exc} (log: {outcome.log})" if outcome.log else str(exc))
         except Exception as exc:  # a bug in one variant's handling must not take the others down
-            outcome.status, outcome.error = "failed", f"{type(exc).__name__}: {exc}"
+            outcome.status, outcome.error = BuildStatus.FAILED, f"{type(exc).__name__}: {exc}"
             self.progress.update(item.name, State.FAILED, outcome.error)
         finally:
             outcome.seconds = time.monotonic() - started
 
     # ------------------------------------------------------------------------------ the build lease
 
-    def _take_lease(self, item: PlanItem, outcome: Outcome) -> Lease:
+    def _take_lease(self, item: PlanItem, outcome: BuildOutcome) -> Lease:
         """Hold the variant's build lease, waiting for another run's build of the same inputs.
 
         Raises `_Reused` when, once the lease is ours, the image exists after all (another run built
@@ -330,7 +355,7 @@ class Executor:
 
     # ------------------------------------------------------------------------------ leftovers
 
-    def _clean_up(self, item: PlanItem, outcome: Outcome, lines: list[str], *, look: bool = True) -> str:
+    def _clean_up(self, item: PlanItem, outcome: BuildOutcome, lines: list[str], *, look: bool = True) -> str:
         """Find and remove this variant's leftovers of this run; a sentence saying what happened.
 
         ``look`` False (a second Ctrl-C: the user wants out now): no AWS calls, only what Packer
@@ -366,7 +391,7 @@ class Executor:
             text += ("; " if text else "") + "LEFT BEHIND: " + "; ".join(f"{x} ({x.command()})" for x, _ in failed)
         return text
 
-    def _run_packer(self, item: PlanItem, outcome: Outcome) -> dict[str, str]:
+    def _run_packer(self, item: PlanItem, outcome: BuildOutcome) -> dict[str, str]:
         directory = item.directory
         provenance_file = directory / PROVENANCE_FILE
         provenance_file.write_text(hcl.dumps([
@@ -434,7 +459,15 @@ class Executor:
         if timed_out.is_set():
             raise AmibuildError(f"timed out after {self.timeout:g}s in step {result.failed_step or 'unknown'}{suffix}")
         if code != 0 or result.errors:
-            raise AmibuildError(f"packer failed: {result.first_error or f'exit code {code}'}{suffix}")
+            error = result.first_error or f"exit code {code}"
+            if result.errors and result.failed_step is None and not result.artifacts:
+                # no step ever started: Packer refused the template or its values, as validate would;
+                # a value the user set is bad input naming its flag or file
+                refused = input_refusal("\n".join(result.errors), error, item.rendered.variant.origins)
+                if refused is not None:
+                    raise refused
+                raise AmibuildError(f"packer refused {directory.name} before building anything: {error}{suffix}")
+            raise AmibuildError(f"packer failed: {error}{suffix}")
         return self._artifacts(item, result.artifacts)
 
     STALL_PROBES = 2  # failed probes in a row that declare the endpoint lost

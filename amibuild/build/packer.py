@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from amibuild.errors import PackerError, PackerNotFound, PackerOutputError, PackerValidateError
+from amibuild.errors import PackerError, PackerInputRefused, PackerNotFound, PackerOutputError, PackerValidateError
 
 __all__ = [
     "MIN_VERSION",
@@ -503,6 +503,16 @@ def blame(output: str, origins: Mapping[str, str]) -> tuple[str, str] | None:
             if name in user_set:
                 return name, user_set[name]
     return None
+
+
+def input_refusal(output: str, reason: str, origins: Mapping[str, str]) -> PackerInputRefused | None:
+    """Packer's refusal as bad input naming the user's setting (exit 2), when `blame` finds one;
+    None when the refusal is of something amibuild wrote (amibuild's fault, exit 1). Pure."""
+    culprit = blame(output, origins)
+    if culprit is None:
+        return None
+    name, where = culprit
+    return PackerInputRefused(f"{where}: Packer refuses the value of {name} ({reason}); fix it and retry")
 
 
 # ---------------------------------------------------------------------------------- the binary

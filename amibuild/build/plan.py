@@ -29,7 +29,7 @@ FINGERPRINT_TAG = tags.FINGERPRINT
 VARIANT_TAG = tags.VARIANT
 
 
-class Decision(str, enum.Enum):
+class BuildDecision(enum.StrEnum):
     BUILD = "build"
     SKIP = "skip"
 
@@ -39,7 +39,7 @@ class PlanItem:
     name: str
     rendered: Rendered
     directory: Path
-    decision: Decision
+    decision: BuildDecision
     reason: str
     existing: Mapping[str, str]  # region -> AMI reused, for SKIP
 
@@ -59,9 +59,9 @@ class BuildPlan:
 
     @property
     def to_build(self) -> tuple[PlanItem, ...]:
-        return tuple(i for i in self.items if i.decision is Decision.BUILD)
+        return tuple(i for i in self.items if i.decision is BuildDecision.BUILD)
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {
             "run_id": self.run_id,
             "regions": list(self.regions),
@@ -109,15 +109,15 @@ def plan_build(
         found = by_fingerprint.get(fp, {})
         existing = {r: _newest(found[r]).image_id for r in regions if found.get(r)}
         if force:
-            decision, reason, existing = Decision.BUILD, "--force", {}
+            decision, reason, existing = BuildDecision.BUILD, "--force", {}
         elif len(existing) == len(regions):
-            decision, reason = Decision.SKIP, "up to date: an available image with this fingerprint exists in every region"
+            decision, reason = BuildDecision.SKIP, "up to date: an available image with this fingerprint exists in every region"
         elif existing:
             missing = [r for r in regions if r not in existing]
-            decision, reason = Decision.BUILD, f"image with this fingerprint missing in {', '.join(missing)}"
+            decision, reason = BuildDecision.BUILD, f"image with this fingerprint missing in {', '.join(missing)}"
             existing = {}
         else:
-            decision, reason = Decision.BUILD, "no image with this fingerprint yet"
+            decision, reason = BuildDecision.BUILD, "no image with this fingerprint yet"
         items.append(PlanItem(item.variant.name, item, directory, decision, reason, existing))
     return BuildPlan(
         run_id=run_id or new_run_id(now),

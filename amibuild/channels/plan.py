@@ -112,7 +112,7 @@ def parse_amis(values: str | Iterable[str]) -> dict[str, str]:
 # ------------------------------------------------------------------------------- plan (data)
 
 
-class Action(enum.StrEnum):
+class PublishAction(enum.StrEnum):
     WRITE = "write"
     UNCHANGED = "unchanged"
     REFUSED = "refused"
@@ -124,7 +124,7 @@ class RegionPlan:
 
     region: str
     ami: str
-    action: Action
+    action: PublishAction
     reason: str
     previous_ami: str | None = None
     previous_version: int = 0  # 0: the parameter does not exist yet
@@ -134,7 +134,7 @@ class RegionPlan:
 
 @dataclass(frozen=True)
 class PublishPlan:
-    """Everything `execute` needs, decided up front without side effects."""
+    """Everything `execute_publish` needs, decided up front without side effects."""
 
     operation: str  # "publish", "promote recommended -> stable", "roll back to version 3"
     parameter: str
@@ -145,11 +145,11 @@ class PublishPlan:
 
     @property
     def refusals(self) -> tuple[str, ...]:
-        return tuple(r.reason for r in self.regions if r.action is Action.REFUSED)
+        return tuple(r.reason for r in self.regions if r.action is PublishAction.REFUSED)
 
     @property
     def writes(self) -> tuple[RegionPlan, ...]:
-        return tuple(r for r in self.regions if r.action is Action.WRITE)
+        return tuple(r for r in self.regions if r.action is PublishAction.WRITE)
 
     def to_dict(self) -> dict[str, Any]:
         return plain(self)
@@ -182,9 +182,9 @@ def decide(
         previous = {"previous_ami": now.value if now else None, "previous_version": now.version if now else 0}
         refusal = _refusal(region, ami, images.get(region), variant, allow_foreign, expected_fingerprint)
         if refusal:
-            plans.append(RegionPlan(region, ami, Action.REFUSED, refusal, **previous))
+            plans.append(RegionPlan(region, ami, PublishAction.REFUSED, refusal, **previous))
         elif now is not None and now.value == ami and now.data_type == IMAGE_DATA_TYPE:
-            plans.append(RegionPlan(region, ami, Action.UNCHANGED, f"{region}: already {ami} (version {now.version})",
+            plans.append(RegionPlan(region, ami, PublishAction.UNCHANGED, f"{region}: already {ami} (version {now.version})",
                                     **previous))
         else:
             if now is None:
@@ -193,13 +193,13 @@ def decide(
                 why = f"{region}: {ami}, data type {now.data_type} → {IMAGE_DATA_TYPE}"
             else:
                 why = f"{region}: {now.value} (version {now.version}) → {ami}"
-            plans.append(RegionPlan(region, ami, Action.WRITE, why, description=desc,
+            plans.append(RegionPlan(region, ami, PublishAction.WRITE, why, description=desc,
                                     tags=parameter_tags(variant, channel, prov, pipeline), **previous))
     fingerprints = {p.fingerprint for r, p in provenance.items() if r in amis and p.fingerprint}
     if len(fingerprints) > 1 and not allow_foreign:
         detail = ", ".join(f"{r}: {provenance[r].fingerprint}" for r in regions if provenance.get(r, Provenance()).fingerprint)
-        plans = [p if p.action is Action.REFUSED else
-                 RegionPlan(p.region, p.ami, Action.REFUSED,
+        plans = [p if p.action is PublishAction.REFUSED else
+                 RegionPlan(p.region, p.ami, PublishAction.REFUSED,
                             f"{p.region}: the images come from different builds ({detail}); "
                             "pass --allow-foreign to publish them anyway",
                             p.previous_ami, p.previous_version)
@@ -248,7 +248,7 @@ def provenance_from_images(images: Mapping[str, Image | None], *, fingerprint: s
 class RegionResult:
     region: str
     ami: str
-    action: Action  # WRITE (written) or UNCHANGED
+    action: PublishAction  # WRITE (written) or UNCHANGED
     previous_ami: str | None
     previous_version: int
     version: int  # the version now holding `ami`
@@ -265,7 +265,7 @@ class PublishResult:
 
     @property
     def changed(self) -> bool:
-        return any(r.action is Action.WRITE for r in self.regions)
+        return any(r.action is PublishAction.WRITE for r in self.regions)
 
     def to_dict(self) -> dict[str, Any]:
         return plain(self)

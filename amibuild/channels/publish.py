@@ -56,7 +56,7 @@ Throttling and speed
     (`WRITE_INTERVAL`); reads and writes fan out across regions in threads, so ten regions take
     about as long as one.
 
-Modules: `plan` (the decision as data, pure), `write` (the transaction: execute, check, put
+Modules: `plan` (the decision as data, pure), `write` (the transaction: execute_publish, check, put
 back), `lease` (one writer at a time), this one (the operations: publish, promote, rollback).
 Nothing here prints: functions return data (`PublishResult`, with ``to_dict()``) and raise amibuild
 errors. The read side (history, the channel table, the sharing check) is `amibuild.channels.read`.
@@ -70,10 +70,10 @@ from amibuild.aws import Aws, Image, Parameter, fan_out
 from amibuild.channels.lease import Guard
 # the plan and write names are part of this module's interface (callers import them from here)
 from amibuild.channels.plan import (CHANNEL_TAG, FINGERPRINT_TAG, IMAGE_DATA_TYPE, PIPELINE_TAG,  # noqa: F401
-                                    RUN_ID_TAG, TAG_PREFIX, VARIANT_TAG, _AMI_ID, _UNKNOWN, Action, Provenance,
+                                    RUN_ID_TAG, TAG_PREFIX, VARIANT_TAG, _AMI_ID, _UNKNOWN, PublishAction, Provenance,
                                     PublishPlan, PublishResult, RegionPlan, RegionResult, decide, description,
                                     parameter_tags, parse_amis, plain, provenance_from_images, provenance_of)
-from amibuild.channels.write import READBACK_TIMEOUT, WRITE_INTERVAL, execute, home_region, transact  # noqa: F401
+from amibuild.channels.write import READBACK_TIMEOUT, WRITE_INTERVAL, execute_publish, home_region, transact  # noqa: F401
 from amibuild.errors import PublishRefused, SpecError
 from amibuild.spec.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, TEMPLATE_FIELDS, PipelineLike,  # noqa: F401
                                   VariantLike, check_channel, check_template, name_pattern, parameter_name,
@@ -144,7 +144,7 @@ def publish_variant(
     def work(cancelled: Callable[[], bool]) -> PublishResult:
         plan = plan_publish(aws, pipeline=pipeline, variant=variant, channel=channel, amis=amis,
                             fingerprint=fingerprint, run_id=run_id, allow_foreign=allow_foreign, template=template)
-        return execute(aws, plan, force=force, cancelled=cancelled)
+        return execute_publish(aws, plan, force=force, cancelled=cancelled)
 
     return transact(aws, pipeline=pipeline, variant=variant, channels=[channel], operation=f"publish to {channel}",
                     guard=guard or Guard(run_id=run_id or ""), work=work)
@@ -189,7 +189,7 @@ def promote(
         plan = plan_publish(aws, pipeline=pipeline, variant=variant, channel=target, amis=amis, allow_foreign=True,
                             provenance=provenance, operation=operation, note=f"promoted from {source}",
                             template=template)
-        return execute(aws, plan, force=force, cancelled=cancelled)
+        return execute_publish(aws, plan, force=force, cancelled=cancelled)
 
     return transact(aws, pipeline=pipeline, variant=variant, channels=[source, target], operation=operation,
                     guard=guard or Guard(), work=work)
@@ -244,7 +244,7 @@ def rollback(
             provenance={r: provenance_of(p.description) for r, p in chosen.items()},
             operation=operation, note=f"rolled back to version {target.version}", template=template,
         )
-        return execute(aws, plan, force=force, cancelled=cancelled)
+        return execute_publish(aws, plan, force=force, cancelled=cancelled)
 
     return transact(aws, pipeline=pipeline, variant=variant, channels=[channel], operation=f"roll back {channel}",
                     guard=guard or Guard(), work=work)

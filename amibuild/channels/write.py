@@ -1,7 +1,7 @@
 """Carrying out a channel plan: one transaction over every region of the channel.
 
 `transact` holds the channel's lease (`amibuild.channels.lease`) while its work reads, decides
-and writes; `execute` writes every region that needs it at once, reads each written version back,
+and writes; `execute_publish` writes every region that needs it at once, reads each written version back,
 then reads every region once more (the unchanged ones included). Any region that fails or does
 not hold the intended image fails the transaction, and `_unwind` puts back what this run wrote
 (only where its own version is still the current one) and says region by region what it did.
@@ -96,7 +96,7 @@ class _RegionFailed(Exception):
         self.outside = outside  # a region amibuild did not write holds another image: someone else moved it
 
 
-def execute(aws: Aws, plan: PublishPlan, *, force: bool = False,
+def execute_publish(aws: Aws, plan: PublishPlan, *, force: bool = False,
             cancelled: Callable[[], bool] = lambda: False) -> PublishResult:
     """Carry out a plan: every region's write in parallel, then every region checked; all or none.
 

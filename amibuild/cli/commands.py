@@ -7,16 +7,17 @@ never prints: progress goes to the `say` callback, results are returned.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterator, Mapping
 
 from amibuild import render as render_mod
 from amibuild import spec
 from amibuild.aws import default_region as aws_default_region
 from amibuild.errors import AwsError, PackerNotFound, PackerValidateError, SpecError
-from amibuild.render import Rendered, SourceAmi, Target
+from amibuild.render import Rendered, SourceAmi, SourceHow, Target
 
 Say = Callable[[str], None]
 
@@ -43,7 +44,7 @@ class RenderResult:
     packer_version: str
     notes: list[str] = field(default_factory=list)
 
-    def summary(self) -> dict:
+    def to_dict(self) -> dict:
         return {
             "packer_version": self.packer_version,
             "notes": list(self.notes),
@@ -108,21 +109,21 @@ def _source(variant: spec.Variant, region: str, access: bool, values: dict[str, 
             failure: AwsError | None) -> SourceAmi:
     parameter = render_mod.eks_parameter(variant)
     if variant.source_ami:
-        return SourceAmi("pinned", variant.source_ami, note=f"source AMI pinned to {variant.source_ami}")
+        return SourceAmi(SourceHow.PINNED, variant.source_ami, note=f"source AMI pinned to {variant.source_ami}")
     if variant.base == "upstream":
-        return SourceAmi("lookup", note="upstream base: the upstream template finds its own source AMI")
+        return SourceAmi(SourceHow.LOOKUP, note="upstream base: the upstream template finds its own source AMI")
     lookup = f"looked up at build time by image name ({render_mod.eks_name_filter(variant)}, owner {render_mod.EKS_OWNER})"
     if not access:
-        return SourceAmi("lookup", parameter=parameter, note=f"source AMI: no AWS access now; {lookup}")
+        return SourceAmi(SourceHow.LOOKUP, parameter=parameter, note=f"source AMI: no AWS access now; {lookup}")
     if failure is not None or values is None:
-        return SourceAmi("lookup", parameter=parameter, note=f"source AMI: could not read {parameter} ({failure}); {lookup}")
+        return SourceAmi(SourceHow.LOOKUP, parameter=parameter, note=f"source AMI: could not read {parameter} ({failure}); {lookup}")
     if parameter not in values:
         raise SpecError(
             f"variant {variant.name}: AWS publishes no EKS-optimized {variant.os} {variant.arch} image for "
             f"Kubernetes {variant.kubernetes_version} in {region} ({parameter} not found); pick another version"
         )
     image_id = values[parameter]
-    return SourceAmi("resolved", image_id, parameter, note=f"source AMI {image_id} from {parameter} in {region}")
+    return SourceAmi(SourceHow.RESOLVED, image_id, parameter, note=f"source AMI {image_id} from {parameter} in {region}")
 
 
 def aws_if_available(options: Options) -> "Aws | None":  # noqa: F821
@@ -193,12 +194,12 @@ def write_all(prepared: Prepared, options: Options, say: Say, out_dir: Path | No
 
 
 def render(options: Options, say: Say = lambda _: None, *, aws=None, resolve: bool = True,
-           packer=None) -> RenderResult:
+           packer=None, pipeline: spec.Pipeline | None = None) -> RenderResult:
     """Render every selected variant into build/<variant>/; all or nothing."""
     if resolve and aws is None:
         aws = aws_if_available(options)
     # every variant rendered in memory before anything is written: bad input writes nothing
-    prepared = prepare(options, aws=aws, resolve=resolve, packer=packer)
+    prepared = prepare(options, aws=aws, resolve=resolve, packer=packer, pipeline=pipeline)
     for line in support_warnings(prepared.pipeline):
         say(f"warning: {line}")
     directories = write_all(prepared, options, say)
@@ -250,13 +251,54 @@ def validate(options: Options, say: Say = lambda _: None, *, aws=None) -> Valida
     from amibuild.build.packer import Packer
 
     packer = Packer(options.packer)
-    packer.version()  # PackerNotFound here, before anything is rendered
-    result = render(options, say, aws=aws, packer=packer)
+    with _asking_version(packer) as version:
+        pipeline = load_pipeline(options)  # bad input first, while `packer version` runs
+        version()  # PackerNotFound here, before anything is rendered
+    result = render(options, say, aws=aws, packer=packer, pipeline=pipeline)
     origins = {r.variant.name: r.variant.origins for r in result.rendered}
-    for directory in result.directories:
-        check_directory(packer, directory, origins.get(directory.name))
-        say(f"valid {directory.name}: hcl2 parse, packer validate, packer fmt -check")
+    check_directories(packer, result.directories, origins,
+                      valid=lambda d: say(f"valid {d.name}: hcl2 parse, packer validate, packer fmt -check"))
     return ValidateResult(result.directories, result.packer_version, [d.name for d in result.directories])
+
+
+# Each check is two short packer processes (validate starts the builder and provisioner plugins as
+# processes of their own: ~0.3 CPU-seconds) and a python-hcl2 parse. A few at once keep the cores
+# busy while one waits on a process start; more only queue for the same cores.
+CHECK_PARALLEL = max(2, min(8, 2 * (os.cpu_count() or 1)))
+
+
+def check_directories(packer: "Packer", directories: list[Path],  # noqa: F821
+                      origins: Mapping[str, Mapping[str, str]] | None = None,
+                      valid: Callable[[Path], None] = lambda _: None) -> None:
+    """`check_directory` on every folder, a few at once; every variant is checked.
+
+    ``valid`` is called, in variant order, for each folder that passed. `PackerValidateError` when
+    any fails: each failing variant's own message, in variant order, joined into one line.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from amibuild.errors import AmibuildError
+
+    def check(directory: Path) -> AmibuildError | None:
+        try:
+            check_directory(packer, directory, (origins or {}).get(directory.name))
+        except AmibuildError as exc:
+            return exc
+        return None
+
+    with ThreadPoolExecutor(max_workers=min(CHECK_PARALLEL, len(directories) or 1),
+                            thread_name_prefix="check") as pool:
+        answers = list(pool.map(check, directories))
+    for directory, answer in zip(directories, answers):
+        if answer is None:
+            valid(directory)
+    failures = [exc for exc in answers if exc is not None]
+    if len(failures) == 1:
+        raise failures[0]
+    if failures:
+        error = PackerValidateError("; ".join(str(exc) for exc in failures))
+        error.output = "\n".join(getattr(exc, "output", "") for exc in failures)  # type: ignore[attr-defined]
+        raise error from failures[0]
 
 
 def check_directory(packer: "Packer", directory: Path, origins: Mapping[str, str] | None = None) -> None:  # noqa: F821
@@ -266,8 +308,7 @@ def check_directory(packer: "Packer", directory: Path, origins: Mapping[str, str
     file) is bad input (exit 2, naming the setting); any other refusal is amibuild's fault (exit 1).
     """
     from amibuild import hcl
-    from amibuild.build.packer import blame
-    from amibuild.errors import PackerInputRefused
+    from amibuild.build.packer import input_refusal
 
     for path in sorted(directory.glob("*.hcl")):
         try:
@@ -278,12 +319,10 @@ def check_directory(packer: "Packer", directory: Path, origins: Mapping[str, str
     try:
         packer.validate(directory)
     except PackerValidateError as exc:
-        culprit = blame(getattr(exc, "output", "") or str(exc), origins or {})
-        if culprit is None:
+        refused = input_refusal(getattr(exc, "output", "") or str(exc), str(exc).split(": ", 1)[-1], origins or {})
+        if refused is None:
             raise
-        name, where = culprit
-        reason = str(exc).split(": ", 1)[-1]
-        raise PackerInputRefused(f"{where}: Packer refuses the value of {name} ({reason}); fix it and retry") from exc
+        raise refused from exc
     unformatted = packer.fmt_check(directory)
     if unformatted:
         raise PackerValidateError(f"{directory}: not `packer fmt` clean: {', '.join(unformatted)}")
@@ -308,18 +347,21 @@ class BuildRun:
 
     @property
     def failed(self) -> list:
-        return [o for o in self.outcomes or [] if o.status in ("failed", "interrupted") or o.publish_error]
+        from amibuild.build.executor import BuildStatus
 
-    def summary(self) -> dict:
+        return [o for o in self.outcomes or []
+                if o.status in (BuildStatus.FAILED, BuildStatus.INTERRUPTED) or o.publish_error]
+
+    def to_dict(self) -> dict:
         if self.outcomes is None:
-            return {"dry_run": True, **self.plan.as_dict()}
+            return {"dry_run": True, **self.plan.to_dict()}
         return {
             "run_id": self.plan.run_id,
             "regions": list(self.plan.regions),
             "interrupted": self.interrupted,
             "record": str(self.record_path) if self.record_path else None,
             "sharing": list(self.sharing),
-            "variants": [o.as_dict() for o in self.outcomes],
+            "variants": [o.to_dict() for o in self.outcomes],
         }
 
 
@@ -351,19 +393,20 @@ def build_ami(
     from amibuild.build.packer import Packer
     from amibuild.build.plan import new_run_id, plan_build
 
-    pipeline = load_pipeline(options)  # bad input is refused before anything else
-    if publish and channel:
-        from amibuild.channels.publish import check_channel
-
-        try:
-            check_channel(channel)
-        except SpecError as exc:
-            raise SpecError(f"--channel: {exc}") from None
-        # the parameter names this channel gives must be valid before anything is built
-        spec.check_names(pipeline, channel, f"--channel {channel}")
-    channel = (channel or pipeline.default_channel) if publish else None
     packer = Packer(options.packer)
-    packer.version()  # PackerNotFound before any AWS call
+    with _asking_version(packer) as version:
+        pipeline = load_pipeline(options)  # bad input is refused before anything else
+        if publish and channel:
+            from amibuild.channels.publish import check_channel
+
+            try:
+                check_channel(channel)
+            except SpecError as exc:
+                raise SpecError(f"--channel: {exc}") from None
+            # the parameter names this channel gives must be valid before anything is built
+            spec.check_names(pipeline, channel, f"--channel {channel}")
+        channel = (channel or pipeline.default_channel) if publish else None
+        version()  # PackerNotFound before any AWS call
     if rehearse:
         from amibuild.rehearse.overlay import check_privileges
 
@@ -384,7 +427,7 @@ def build_ami(
                       existing, force=force, run_id=run_id)
     if dry_run:
         return BuildRun(plan, None, None)
-    # only what will be built is written; each build job checks its folder before packer starts
+    # only what will be built is written; `packer build` checks each template before it starts
     building = {item.name for item in plan.to_build}
     write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
                        prepared.packer_version, prepared.notes), options, say, out_dir)
@@ -429,6 +472,21 @@ def build_guards(plan, aws, *, wait: bool, stall_after: float) -> dict:
     return {"lease_for": lease_for, "wait": wait, "reuse": reuse, "leftovers_scope": scope, "stall_after": stall_after}
 
 
+@contextlib.contextmanager
+def _asking_version(packer: "Packer") -> Iterator[Callable[[], object]]:  # noqa: F821
+    """Start `packer version` in the background; the block calls what it yields for the answer.
+
+    `packer version` is a process of its own: it runs on another core while this one parses the
+    pipeline file, instead of after it. An error in the block (bad input) still comes first; a
+    missing packer is raised where the block asks.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="packer-version") as pool:
+        asked = pool.submit(packer.version)
+        yield asked.result
+
+
 def find_built_images(aws, regions, fingerprints) -> dict:
     """amibuild's images with any of these fingerprints: one DescribeImages per region, in parallel."""
     from amibuild.aws import fan_out
@@ -455,12 +513,9 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
     from amibuild.build.progress import Progress
 
     commit = git_commit(plan.pipeline.source.parent if plan.pipeline.source else Path.cwd())
-    origins = {item.directory: item.rendered.variant.origins for item in plan.items}
     own_progress = progress is None
     progress = progress or Progress([i.name for i in plan.items])
-    def check(packer, directory: Path) -> None:  # a refusal of a value the user set names its flag or file
-        check_directory(packer, directory, origins.get(directory))
-
+    check = None  # `packer build` checks each template itself before its first step
     if rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
         from amibuild.cli.rehearse import rehearsal_check
 
@@ -472,7 +527,7 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
             check=check, progress=progress, parallel=parallel, timeout=timeout, cleanup_timeout=cleanup_timeout,
             **(guards or {}),
         )
-        outcomes = executor.run()
+        outcomes = executor.build()
     finally:
         if own_progress:
             progress.close()
@@ -505,7 +560,7 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
         "interrupted": interrupted,
         "signal": stopped_by or None,
         "variants": [
-            {**o.as_dict(), "inputs": items[o.name].rendered.variant.settings(),
+            {**o.to_dict(), "inputs": items[o.name].rendered.variant.settings(),
              "source_amis": {r: s.image_id for r, s in items[o.name].rendered.sources.items()}}
             for o in outcomes
         ],
@@ -522,46 +577,42 @@ def publish_outcomes(aws, plan, outcomes, channel: str, say: Say, *, cancelled=l
     """Publish each built or reused variant to `channel`: per variant one transaction under the
     channel's lease, all regions or none.
 
-    Channels that already hold a reused image are found with GetParameters (ten names a call per
-    region), so an unchanged scheduled run makes no parameter version and few calls. Once
-    `cancelled()` (a signal came) no further variant starts; those in flight finish or put back.
+    Which variants and with what is decided by `channels.from_build.plan_build_publish` (pure);
+    channels that already hold a reused image are found with GetParameters first (ten names a
+    call per region), so an unchanged scheduled run makes no parameter version and few calls.
+    Once `cancelled()` (a signal came) no further variant starts; those in flight finish or put back.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     from amibuild.channels import publish
+    from amibuild.channels.from_build import channel_reads, plan_build_publish
     from amibuild.channels.lease import Guard
     from amibuild.errors import AmibuildError
 
-    variants = {i.name: i.rendered.variant for i in plan.items}
-    ready = [o for o in outcomes if o.status in ("built", "skipped") and o.amis]
-    names = {o.name: publish.parameter_name(plan.pipeline, variants[o.name], channel) for o in ready}
-    reused = [o for o in ready if o.status == "skipped"]
-    current: dict[str, dict[str, str]] = {}
-    for region in plan.regions:
-        if reused:
-            current[region] = aws.get_parameters([names[o.name] for o in reused], region)
-    def publish_one(outcome) -> None:
-        parameter = names[outcome.name]
+    current = {region: aws.get_parameters(names, region)
+               for region, names in channel_reads(plan, outcomes, channel).items()}
+    by_name = {o.name: o for o in outcomes}
+    unchanged = str(publish.PublishAction.UNCHANGED)
+
+    def publish_one(item) -> None:
+        outcome = by_name[item.name]
         if cancelled():
             outcome.publish_error = "not published: interrupted before its turn"
             return
-        if outcome.status == "skipped" and all(
-            current.get(r, {}).get(parameter) == ami for r, ami in outcome.amis.items()
-        ):
-            outcome.published = {"channel": channel, "parameter": parameter,
-                                 "regions": {r: "unchanged" for r in sorted(outcome.amis)}}
+        if item.unchanged:
+            outcome.published = {"channel": channel, "parameter": item.parameter,
+                                 "regions": {r: unchanged for r in sorted(item.amis)}}
             return
         try:
-            result = publish.publish_variant(aws, pipeline=plan.pipeline, variant=variants[outcome.name],
-                                             amis=outcome.amis, channel=channel, fingerprint=outcome.fingerprint,
-                                             run_id=plan.run_id if outcome.status == "built" else None,
+            result = publish.publish_variant(aws, pipeline=plan.pipeline, variant=item.variant, amis=item.amis,
+                                             channel=channel, fingerprint=item.fingerprint, run_id=item.run_id,
                                              guard=Guard(run_id=plan.run_id, cancelled=cancelled))
         except AmibuildError as exc:
             outcome.publish_error = str(exc)
             say(f"{outcome.name}: not published: {exc}")
             return
         outcome.published = {"channel": channel, "parameter": result.parameter, "regions": {
-            r.region: (r.version if r.action == "write" else "unchanged") for r in result.regions}}
+            r.region: (r.version if r.action is publish.PublishAction.WRITE else unchanged) for r in result.regions}}
         say(f"{outcome.name}: published to {channel} ({result.parameter}): "
             + ", ".join(f"{r.region}={r.ami}" for r in result.regions))
 
@@ -569,7 +620,7 @@ def publish_outcomes(aws, plan, outcomes, channel: str, say: Say, *, cancelled=l
     # whose account-wide rate is low), each still all regions or none. Signals do not raise here
     # (the caller holds them off): each variant asks `cancelled` before it starts.
     with ThreadPoolExecutor(max_workers=PUBLISH_PARALLEL) as pool:
-        for future in [pool.submit(publish_one, outcome) for outcome in ready]:
+        for future in [pool.submit(publish_one, item) for item in plan_build_publish(plan, outcomes, channel, current)]:
             future.result()
 
 
@@ -582,7 +633,7 @@ def check_shared(aws, plan, outcomes) -> list[str]:
         return []
     problems = []
     for outcome in outcomes:
-        if outcome.status in ("built", "skipped") and outcome.amis:
+        if outcome.status.has_image and outcome.amis:
             report = channel_status.check_sharing(aws, amis=outcome.amis, users=users)
             problems += [f"{outcome.name}: {line}" for line in report.problems()]
     return problems
@@ -626,7 +677,7 @@ class CleanRun:
     failed: list = field(default_factory=list)  # (Leftover, why)
     dry_run: bool = False
 
-    def summary(self) -> dict:
+    def to_dict(self) -> dict:
         return {
             "run_id": self.run_id,
             "dry_run": self.dry_run,

@@ -57,7 +57,7 @@ class Check:
         state = "FAIL" if not self.ok else "WARN" if self.warn else "ok"
         return f"{state:<4} {self.name}: {self.message}"
 
-    def as_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

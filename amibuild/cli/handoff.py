@@ -92,13 +92,13 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
     # --os wins over the variant's, as a flag does over the pipeline file everywhere else.
     variant_os = load_pipeline(options).variants[0].os if variant else ""
     aws, region = gateway(options, region)
-    raw = aws.describe_stack(stack, region)
-    origin = check_ours(aws, stack, region) if raw is not None else None
-    if raw is None:  # what a create lacks, said before DescribeCluster and the user data
+    found = aws.describe_stack(stack, region)
+    origin = check_ours(aws, stack, region) if found is not None else None
+    if found is None:  # what a create lacks, said before DescribeCluster and the user data
         stack_parameters({"NodeGroupName": stack, **given}, None)
         if not parameter and not given.get("NodeImageId"):
             raise SpecError("creating a node group stack needs --variant (and --channel), or --parameter NodeImageId=AMI")
-    previous = {p["ParameterKey"]: p.get("ParameterValue", "") for p in (raw or {}).get("Parameters", [])}
+    previous = {key: p.value for key, p in found.parameters.items()} if found else {}
     node_os = os_ or variant_os or str((origin or {}).get("os") or "") or DEFAULT_NODE_OS
     if origin is not None and origin.get("os") and origin.get("os") != node_os:
         say(f"stack {stack}: nodes move from {origin.get('os')} to {node_os} (the rolling update replaces them)")

@@ -9,7 +9,7 @@ from amibuild.aws import Aws
 from amibuild.cli.commands import load_pipeline
 from amibuild.errors import SpecError
 from amibuild.cli import values
-from amibuild.lifecycle.prune import DEFAULT_KEEP_VERSIONS, PruneResult, execute, gather, plan_prune
+from amibuild.lifecycle.prune import DEFAULT_KEEP_VERSIONS, PruneResult, execute_prune, gather, plan_prune
 
 
 def prune(
@@ -41,4 +41,4 @@ def prune(
                       pipeline=pipeline.name, deprecated=facts.deprecated)
     if dry_run:
         return PruneResult(plan, None)
-    return execute(aws, plan, now=now)
+    return execute_prune(aws, plan, now=now)

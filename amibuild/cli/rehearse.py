@@ -94,7 +94,7 @@ def rehearsal_check(plan, options: Options, check: Callable, say: Say = lambda _
         item = items[Path(directory).resolve()]
         report = run_rehearsal(renders[item.name], refuse=refuse)
         record = Path(directory) / REPORT_FILE
-        record.write_text(json.dumps(report.as_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        record.write_text(json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
         if not report.ok:
             raise RehearsalFailed(f"rehearsal failed, Packer not started: {failure_text(report)} (report: {record})")
         for gap in report.gaps:

@@ -17,7 +17,7 @@ def build_lines(run: Any) -> Iterable[str]:
     width = max((len(o.name) for o in run.outcomes), default=0)
     for outcome in run.outcomes:
         amis = " ".join(f"{r}={a}" for r, a in sorted(outcome.amis.items()))
-        detail = amis if outcome.status in ("built", "skipped") else \
+        detail = amis if outcome.status.has_image else \
             f"{outcome.error} (log: {outcome.log})" if outcome.log else outcome.error
         yield f"  {outcome.name.ljust(width)}  {outcome.status:11}  {detail}"
         if getattr(outcome, "lease", ""):

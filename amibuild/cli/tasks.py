@@ -45,7 +45,7 @@ def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_re
     result = cli.run(lambda: commands.render(opts, cli.say))
     cli.lines(f"note: {n}" for n in result.notes)
     if json:
-        cli.emit_json(result.summary())
+        cli.emit_json(result.to_dict())
     else:
         cli.lines_out(report.render_lines(result))
 
@@ -106,7 +106,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
     ))
     if json:
-        cli.emit_json(run.summary())
+        cli.emit_json(run.to_dict())
     else:
         cli.lines_out(report.build_lines(run))
     cli.finish(run)
@@ -136,7 +136,7 @@ def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
         opts, cli.say, keep=keep, timeout=rehearse_cmd.seconds(timeout, "--timeout"),
         refuse=rehearse_cmd.refused_packages()))
     if json:
-        cli.emit_json([r.as_dict() for r in reports])
+        cli.emit_json([r.to_dict() for r in reports])
     else:
         cli.lines_out(line for r in reports for line in report.lines(r))
     failed = [r.variant for r in reports if not r.ok]
@@ -175,7 +175,7 @@ def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=
     opts = cli.options(c, pipeline=pipeline, profile=profile, build_dir=build_dir)
     result = cli.run(lambda: commands.clean_run(opts, run_id, cli.say, dry_run=dry_run))
     if json:
-        cli.emit_json(result.summary())
+        cli.emit_json(result.to_dict())
     else:
         if not result.found:
             print(f"run {result.run_id}: nothing left behind")
@@ -567,7 +567,7 @@ def doctor(c, pipeline=None, profile=None, json=False):
 
     results = cli.run(lambda: doctor_mod.checks(cli.options(c, pipeline=pipeline, profile=profile, announce=False)))
     if json:
-        cli.emit_json([r.as_dict() for r in results])
+        cli.emit_json([r.to_dict() for r in results])
     else:
         print("\n".join(doctor_mod.lines(results)))
     cli.run(lambda: doctor_mod.verdict(results))

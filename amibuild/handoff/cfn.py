@@ -1,16 +1,32 @@
-"""CloudFormation pieces every hand-off path shares: templates in short-form YAML, update policies.
+"""CloudFormation pieces every hand-off path shares: templates in short-form YAML, update policies,
+stack states, change sets and stack events.
 
 A template's YAML may use CloudFormation's short-form tags (`!Sub`, `!Ref`, `!GetAtt` ...); the
 loader reads each as its long form, so a YAML template gives the dict its JSON twin would.
+
+Stack and node group statuses collapse to a few `StackState`s and an unknown one fails loudly. A
+change (rollout or deploy) is an UPDATE change set: `make_change_set` creates it and shows what it
+touches, `execute_change_set` runs it and `follow` prints the stack's events until it ends;
+`check_outcome` and `root_cause` say how it ended and why. Nothing here prints: lines go to `say`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import enum
+import time
+import uuid
+from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
-from amibuild.errors import TemplateError
+from amibuild.aws import Aws
+from amibuild.aws.handoff_results import ChangeSet, StackEvent
+from amibuild.errors import AmibuildError, RolloutFailed, TemplateError
+
+Say = Callable[[str], None]
+
+CHANGE_SET_TIMEOUT = 600.0
+_NO_CHANGES = ("didn't contain changes", "No updates are to be performed")
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -65,10 +81,32 @@ for _tag, _long in _SHORT_FORMS.items():
 _CfnLoader.add_constructor("!GetAtt", _get_att)
 
 
+class _LenientLoader(_CfnLoader):
+    """_CfnLoader that also reads a tag it does not know, ``!Foo x``, as ``{"Fn::Foo": x}``."""
+
+
+def _other_tag(loader: _CfnLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    return _short_form(f"Fn::{suffix}")(loader, node)
+
+
+_LenientLoader.add_multi_constructor("!", _other_tag)
+
+
+def load_yaml(text: str, *, lenient: bool = False) -> Any:
+    """Any YAML or JSON document, CloudFormation's short-form tags read as their long forms.
+
+    `yaml.YAMLError` when it does not parse. ``lenient``: a tag that is no CloudFormation short
+    form (``!Foo``) is read as ``{"Fn::Foo": ...}`` instead of refused, for a caller that only
+    searches the document (decode-userdata looking for UserData).
+    """
+    # SafeLoader subclasses: no arbitrary objects
+    return yaml.load(text, Loader=_LenientLoader if lenient else _CfnLoader)
+
+
 def parse_template(text: str, source: str = "template") -> dict[str, Any]:
     """A CloudFormation template in YAML (short-form tags allowed) or JSON, as a long-form dict."""
     try:
-        template = yaml.load(text, Loader=_CfnLoader)  # a SafeLoader subclass: no arbitrary objects
+        template = load_yaml(text)
     except yaml.YAMLError as exc:
         raise TemplateError(f"{source}: not a CloudFormation template: {exc}") from exc
     if not isinstance(template, dict) or not isinstance(template.get("Resources"), dict):
@@ -112,3 +150,161 @@ def update_policy_line(template: Mapping[str, Any], logical_id: str, params: Map
     shown = ", ".join(f"{key} {text(_resolve(roll[key], template, params))}" for key in (
         "MaxBatchSize", "MinInstancesInService", "PauseTime", "WaitOnResourceSignals") if key in roll)
     return f"{logical_id}: rolling update ({shown})"
+
+
+# ---------------------------------------------------------------------------------- states
+
+
+class StackState(enum.Enum):
+    READY = "ready"
+    ROLLED_BACK = "rolled back"  # the last update was undone; the stack can be updated again
+    BUSY = "in progress"
+    FAILED = "failed"  # cannot be updated until someone repairs or deletes it
+    GONE = "gone"
+
+
+_STACK_STATES = {
+    **dict.fromkeys(("CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE"), StackState.READY),
+    **dict.fromkeys(("UPDATE_ROLLBACK_COMPLETE", "IMPORT_ROLLBACK_COMPLETE"), StackState.ROLLED_BACK),
+    **dict.fromkeys((
+        "CREATE_IN_PROGRESS", "ROLLBACK_IN_PROGRESS", "DELETE_IN_PROGRESS", "UPDATE_IN_PROGRESS",
+        "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS", "UPDATE_ROLLBACK_IN_PROGRESS",
+        "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS", "IMPORT_IN_PROGRESS", "IMPORT_ROLLBACK_IN_PROGRESS",
+    ), StackState.BUSY),
+    **dict.fromkeys((
+        "CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "UPDATE_FAILED", "UPDATE_ROLLBACK_FAILED",
+        "DELETE_FAILED", "IMPORT_ROLLBACK_FAILED",
+    ), StackState.FAILED),
+    # REVIEW_IN_PROGRESS: only a CREATE change set exists, no resource.
+    **dict.fromkeys(("DELETE_COMPLETE", "REVIEW_IN_PROGRESS"), StackState.GONE),
+}
+_NODEGROUP_STATES = {
+    "ACTIVE": StackState.READY, "DEGRADED": StackState.READY,
+    "CREATING": StackState.BUSY, "UPDATING": StackState.BUSY, "DELETING": StackState.BUSY,
+    "CREATE_FAILED": StackState.FAILED, "DELETE_FAILED": StackState.FAILED,
+}
+
+
+def stack_state(status: str) -> StackState:
+    """A CloudFormation stack status collapsed; an unknown one is an error, not a guess."""
+    return _collapse(_STACK_STATES, status, "CloudFormation stack")
+
+
+def nodegroup_state(status: str) -> StackState:
+    return _collapse(_NODEGROUP_STATES, status, "EKS node group")
+
+
+def _collapse(table: Mapping[str, StackState], status: str, kind: str) -> StackState:
+    if status not in table:
+        raise AmibuildError(f"unknown {kind} status {status!r}; amibuild does not know what it means")
+    return table[status]
+
+
+# --------------------------------------------------------------------- change set, events
+
+
+def token(kind: str) -> str:
+    return f"amibuild-{kind}-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+
+
+def change_lines(change_set: ChangeSet) -> tuple[str, ...]:
+    """One line per resource a change set touches. Pure."""
+    lines = []
+    for rc in change_set.changes:
+        replacement = {"True": ", replaced", "Conditional": ", maybe replaced"}.get(rc.replacement, "")
+        lines.append(f"{rc.action} {rc.logical_id} ({rc.resource_type}){replacement}"
+                     + (f": {', '.join(rc.targets)}" if rc.targets else ""))
+    return tuple(lines) or ("CloudFormation lists no resource change",)
+
+
+def make_change_set(aws: Aws, stack: str, region: str, parameters: Sequence[Mapping[str, Any]],
+                    capabilities: Sequence[str], say: Say, *, poll: float,
+                    template_body: str | None = None) -> tuple[str, tuple[str, ...]] | None:
+    """Create an UPDATE change set and print what it changes: (name, change lines), or None
+    (nothing deleted, nothing left) when CloudFormation finds nothing to change."""
+    name = token("rollout")
+    created = aws.create_change_set(stack, region, name=name, parameters=parameters, template_body=template_body,
+                                    capabilities=capabilities or ("CAPABILITY_IAM",), description="amibuild")
+    if created is None:
+        say(f"stack {stack}: CloudFormation reports no updates to perform")
+        return None
+    deadline = time.monotonic() + CHANGE_SET_TIMEOUT
+    while (described := aws.describe_change_set(stack, region, name)).status in ("CREATE_PENDING",
+                                                                                "CREATE_IN_PROGRESS"):
+        if time.monotonic() >= deadline:
+            raise RolloutFailed(f"stack {stack}: change set {name} still {described.status} after "
+                                f"{CHANGE_SET_TIMEOUT:.0f} s")
+        time.sleep(poll)
+    if described.status != "CREATE_COMPLETE":
+        reason = described.reason or described.status
+        aws.delete_change_set(stack, region, name)
+        if any(words in str(reason) for words in _NO_CHANGES):
+            say(f"stack {stack}: CloudFormation reports no changes ({reason})")
+            return None
+        raise RolloutFailed(f"stack {stack}: change set {name} failed: {reason}")
+    lines = change_lines(described)
+    say(f"stack {stack}: change set {name}:")
+    for line in lines:
+        say(f"  {line}")
+    return name, lines
+
+
+def event_line(event: StackEvent) -> str:
+    clock = event.timestamp.strftime("%H:%M:%S") if event.timestamp else ""
+    return (f"  {clock}  {event.logical_id} ({event.resource_type})  {event.status}"
+            + (f"  {event.reason}" if event.reason else ""))
+
+
+def follow(aws: Aws, stack: str, region: str, *, since: str | None, say: Say, poll: float,
+           timeout: float) -> tuple[str, list[StackEvent]]:
+    """Print each new stack event until the stack reaches a final state: (status, events, oldest first)."""
+    deadline = time.monotonic() + timeout
+    seen: list[StackEvent] = []
+    while True:
+        found = aws.describe_stack(stack, region)
+        if found is None:
+            raise RolloutFailed(f"stack {stack} disappeared while amibuild was following it")
+        new = list(reversed(aws.stack_events_since(stack, region, since)))
+        for event in new:
+            say(event_line(event))
+        since, seen = (new[-1].event_id if new else since), seen + new
+        if stack_state(found.status) is not StackState.BUSY:
+            return found.status, seen
+        if time.monotonic() >= deadline:
+            raise RolloutFailed(f"stack {stack} is still {found.status} after {timeout:.0f} s; CloudFormation "
+                                "goes on without amibuild: run the same command again later to check the result")
+        time.sleep(poll)
+
+
+def root_cause(events: Sequence[StackEvent]) -> str:
+    """The first resource that failed, and why (cancellations are consequences, not causes). Pure."""
+    failed = [e for e in events if e.status.endswith("_FAILED")]
+    causes = [e for e in failed if "cancelled" not in e.reason.lower()] or failed
+    if not causes:
+        return ""
+    e = causes[0]
+    return f"{e.logical_id} ({e.resource_type}) {e.status}: {e.reason or 'no reason given'}"
+
+
+def check_outcome(stack: str, status: str, events: Sequence[StackEvent]) -> None:
+    state = stack_state(status)
+    if state is StackState.READY:
+        return
+    cause = root_cause(events) or "no failed resource among its events"
+    undone = "; CloudFormation rolled the change back" if state is StackState.ROLLED_BACK else ""
+    raise RolloutFailed(f"stack {stack} ended {status}: {cause}{undone}")
+
+
+def execute_change_set(aws: Aws, stack: str, region: str, change_set: str, say: Say, *, wait: bool, poll: float,
+                       timeout: float) -> str:
+    """Execute a change set made by `make_change_set`; with ``wait``, follow the events to a final state
+    and raise `RolloutFailed` (naming the root cause) unless the stack ended ready."""
+    latest = aws.latest_stack_event(stack, region)
+    aws.execute_change_set(stack, region, change_set, token=token("execute"))
+    say(f"stack {stack}: executing change set {change_set}")
+    if not wait:
+        return "UPDATE_IN_PROGRESS"
+    status, events = follow(aws, stack, region, since=latest.event_id if latest else None, say=say, poll=poll,
+                            timeout=timeout)
+    check_outcome(stack, status, events)
+    return status

@@ -27,6 +27,7 @@ change set and stack event machinery, and `node_role_arn`, which reads a stack's
 
 from __future__ import annotations
 
+import enum
 import json
 from importlib import resources
 import re
@@ -36,6 +37,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 
 from amibuild.errors import SpecError, TemplateError
+from amibuild.handoff import cfn
 from amibuild.handoff import rollout as ro
 from amibuild.handoff.cfn import parse_template
 
@@ -200,6 +202,15 @@ def stack_parameters(given: Mapping[str, str], previous: Iterable[str] | None) -
     return out + [{"ParameterKey": key, "UsePreviousValue": True} for key in kept]
 
 
+class DeployAction(enum.StrEnum):
+    """What `deploy` did to the stack; the value is what --json says."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"  # CloudFormation found nothing to change
+    STARTED = "started"  # --no-wait: created or updated, not followed
+
+
 def parameter_changes(given: Mapping[str, str], previous: Mapping[str, str]) -> list[str]:
     """One line per given parameter whose value differs from the stack's (pure)."""
     def shown(value: str | None) -> str:
@@ -240,14 +251,14 @@ def check_ours(aws: Any, name: str, region: str) -> Mapping[str, Any]:
 class DeployResult:
     stack: str
     region: str
-    action: str  # created, updated, unchanged, started
+    action: DeployAction
     status: str
     outputs: Mapping[str, str] = field(default_factory=dict)
     changed: tuple[str, ...] = ()  # "Key: 'old' -> 'new'" per parameter an update changed
     notes: tuple[str, ...] = ()  # what to do next (node access), added by the caller
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "action": str(self.action)}
 
     def lines(self) -> list[str]:
         out = [f"stack {self.stack} ({self.region}): {self.action} ({self.status})"]
@@ -273,25 +284,25 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         if problem:
             raise ro.RolloutRefused(problem)
         given = {**given, "NodeImageIdSSMParam": channel_parameter}
-    raw = aws.describe_stack(name, region)
-    if raw is None:
+    found = aws.describe_stack(name, region)
+    if found is None:
         if not given.get("NodeImageIdSSMParam") and not given.get("NodeImageId"):
             raise SpecError("creating a node group stack needs --variant (and --channel), or --parameter NodeImageId=AMI")
         parameters = stack_parameters({"NodeGroupName": name, **given}, None)
         say(f"stack {name}: creating in {region}")
         aws.create_stack(name, region, template_body=template_body, parameters=parameters,
-                         capabilities=("CAPABILITY_IAM",), token=ro.token("create"))
-        action, status = "created", "CREATE_IN_PROGRESS"
+                         capabilities=("CAPABILITY_IAM",), token=cfn.token("create"))
+        action, status = DeployAction.CREATED, "CREATE_IN_PROGRESS"
         if wait:
-            status, events = ro.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
-            ro.check_outcome(name, status, events)
+            status, events = cfn.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
+            cfn.check_outcome(name, status, events)
     else:
-        state = ro.stack_state(raw["StackStatus"])
-        if state not in (ro.StackState.READY, ro.StackState.ROLLED_BACK):
-            raise ro.RolloutBlocked(f"stack {name} in {region} is {raw['StackStatus']}: wait until it ends, or "
+        state = cfn.stack_state(found.status)
+        if state not in (cfn.StackState.READY, cfn.StackState.ROLLED_BACK):
+            raise ro.RolloutBlocked(f"stack {name} in {region} is {found.status}: wait until it ends, or "
                                     "repair or delete it")
         check_ours(aws, name, region)
-        previous = {p["ParameterKey"]: p.get("ParameterValue", "") for p in raw.get("Parameters", [])}
+        previous = {key: p.value for key, p in found.parameters.items()}
         parameters = stack_parameters(given, list(previous))
         changed = tuple(parameter_changes(given, previous))
         kept = sorted(set(previous) & PARAMETERS - set(given))
@@ -299,33 +310,30 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
             say(f"stack {name}: changing {line}")
         if kept:
             say(f"stack {name}: keeping {', '.join(kept)} as they are")
-        made = ro.make_change_set(aws, name, region, parameters, ("CAPABILITY_IAM",), say, poll=poll,
-                                  template_body=template_body)
+        made = cfn.make_change_set(aws, name, region, parameters, ("CAPABILITY_IAM",), say, poll=poll,
+                                   template_body=template_body)
         if made is None:
-            return DeployResult(name, region, "unchanged", raw["StackStatus"], _outputs(raw))
-        action = "updated"
-        status = ro.execute(aws, name, region, made[0], say, wait=wait, poll=poll, timeout=timeout)
+            return DeployResult(name, region, DeployAction.UNCHANGED, found.status, dict(found.outputs))
+        action = DeployAction.UPDATED
+        status = cfn.execute_change_set(aws, name, region, made[0], say, wait=wait, poll=poll, timeout=timeout)
         if not wait:
-            return DeployResult(name, region, "started", status, changed=changed)
-        return DeployResult(name, region, action, status, _outputs(aws.describe_stack(name, region) or {}),
-                            changed=changed)
+            return DeployResult(name, region, DeployAction.STARTED, status, changed=changed)
+        after = aws.describe_stack(name, region)
+        return DeployResult(name, region, action, status, dict(after.outputs) if after else {}, changed=changed)
     if not wait:
-        return DeployResult(name, region, "started", status)
-    return DeployResult(name, region, action, status, _outputs(aws.describe_stack(name, region) or {}))
-
-
-def _outputs(raw: Mapping[str, Any]) -> dict[str, str]:
-    return {o["OutputKey"]: o.get("OutputValue", "") for o in raw.get("Outputs", [])}
+        return DeployResult(name, region, DeployAction.STARTED, status)
+    after = aws.describe_stack(name, region)
+    return DeployResult(name, region, action, status, dict(after.outputs) if after else {})
 
 
 def node_role_arn(aws: Any, stack: str, region: str) -> str:
     """The NodeInstanceRole output of a node group stack (for `invoke aws-auth --stack`)."""
     from amibuild.handoff.rollout import RolloutRefused
 
-    raw = aws.describe_stack(stack, region)
-    if raw is None:
+    found = aws.describe_stack(stack, region)
+    if found is None:
         raise RolloutRefused(f"stack {stack} does not exist in {region}")
-    role = _outputs(raw).get(ROLE_OUTPUT)
+    role = found.outputs.get(ROLE_OUTPUT)
     if not role:
         raise RolloutRefused(f"stack {stack} has no {ROLE_OUTPUT} output; give the role with --role-arn")
     return role

@@ -3,9 +3,11 @@
 Converge, then check::
 
     read        the stack (status, parameters, its Auto Scaling group, the launch template version
-                the group launches from and that version's image) and the channel's AMI
+                the group launches from and that version's image) and the channel's AMI:
+                `gather_stack` reads the answers (`StackFacts`), `stack_view` (pure) makes a
+                `StackView` of them
     assess      pure: ALREADY_CURRENT, UPDATE_PARAMETER, UPDATE_IMAGE_ID, REFUSED (bad input, exit 2)
-                or BLOCKED (the stack cannot change now, exit 1)
+                or BLOCKED (the stack cannot change now, exit 1), and the change set's parameters
     change set  UPDATE on the stack's own template: the image parameter set, every other parameter
                 kept with UsePreviousValue; what will change is printed; --dry-run deletes it here
     execute     then follow the stack's events to a final state (--no-wait returns after starting)
@@ -23,8 +25,9 @@ exits 1: it never reports a roll it did not see.
 
 An EKS managed node group with a launch template (`rollout_nodegroup`) gets a new launch template
 version copied from its current one with the channel's ImageId, then UpdateNodegroupVersion,
-DescribeUpdate until it ends, and the same check. `nodegroup.deploy` uses the change set and event
-machinery here (`make_change_set`, `execute`, `follow`) to create or update amibuild's own stack.
+DescribeUpdate until it ends, and the same check. The change set and event machinery
+(`make_change_set`, `execute_change_set`, `follow`) and the stack states live in `amibuild.handoff.cfn`,
+which `nodegroup.deploy` uses as well to create or update amibuild's own stack.
 
 Nothing here prints: progress goes to `say`, results are returned, failures raised.
 """
@@ -33,74 +36,25 @@ from __future__ import annotations
 
 import enum
 import time
-import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from amibuild.aws import Aws
+from amibuild.aws.handoff_results import (AutoScalingGroup, LaunchTemplateRef, LaunchTemplateVersion, Stack,
+                                          StackParameter, StackResource)
 from amibuild.errors import AmibuildError, NotFound, RolloutBlocked, RolloutFailed, RolloutRefused
-
-Say = Callable[[str], None]
+from amibuild.handoff.cfn import (Say, StackState, execute_change_set, make_change_set, nodegroup_state,
+                                  parse_template, stack_state, update_policy_line)
 
 SSM_PARAMETER = "NodeImageIdSSMParam"
 IMAGE_ID = "NodeImageId"
 GROUP_TYPE = "AWS::AutoScaling::AutoScalingGroup"
 STACK_POLL, NODEGROUP_POLL = 5.0, 15.0  # seconds between reads while waiting
 DEFAULT_TIMEOUT = 7200.0  # a rolling update waits up to PauseTime per batch of nodes
-CHANGE_SET_TIMEOUT = 600.0
-_NO_CHANGES = ("didn't contain changes", "No updates are to be performed")
 
 
-# ---------------------------------------------------------------------------------- states
-
-
-class StackState(enum.Enum):
-    READY = "ready"
-    ROLLED_BACK = "rolled back"  # the last update was undone; the stack can be updated again
-    BUSY = "in progress"
-    FAILED = "failed"  # cannot be updated until someone repairs or deletes it
-    GONE = "gone"
-
-
-_STACK_STATES = {
-    **dict.fromkeys(("CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE"), StackState.READY),
-    **dict.fromkeys(("UPDATE_ROLLBACK_COMPLETE", "IMPORT_ROLLBACK_COMPLETE"), StackState.ROLLED_BACK),
-    **dict.fromkeys((
-        "CREATE_IN_PROGRESS", "ROLLBACK_IN_PROGRESS", "DELETE_IN_PROGRESS", "UPDATE_IN_PROGRESS",
-        "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS", "UPDATE_ROLLBACK_IN_PROGRESS",
-        "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS", "IMPORT_IN_PROGRESS", "IMPORT_ROLLBACK_IN_PROGRESS",
-    ), StackState.BUSY),
-    **dict.fromkeys((
-        "CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "UPDATE_FAILED", "UPDATE_ROLLBACK_FAILED",
-        "DELETE_FAILED", "IMPORT_ROLLBACK_FAILED",
-    ), StackState.FAILED),
-    # REVIEW_IN_PROGRESS: only a CREATE change set exists, no resource.
-    **dict.fromkeys(("DELETE_COMPLETE", "REVIEW_IN_PROGRESS"), StackState.GONE),
-}
-_NODEGROUP_STATES = {
-    "ACTIVE": StackState.READY, "DEGRADED": StackState.READY,
-    "CREATING": StackState.BUSY, "UPDATING": StackState.BUSY, "DELETING": StackState.BUSY,
-    "CREATE_FAILED": StackState.FAILED, "DELETE_FAILED": StackState.FAILED,
-}
-
-
-def stack_state(status: str) -> StackState:
-    """A CloudFormation stack status collapsed; an unknown one is an error, not a guess."""
-    return _collapse(_STACK_STATES, status, "CloudFormation stack")
-
-
-def nodegroup_state(status: str) -> StackState:
-    return _collapse(_NODEGROUP_STATES, status, "EKS node group")
-
-
-def _collapse(table: Mapping[str, StackState], status: str, kind: str) -> StackState:
-    if status not in table:
-        raise AmibuildError(f"unknown {kind} status {status!r}; amibuild does not know what it means")
-    return table[status]
-
-
-class Action(enum.StrEnum):
+class RolloutAction(enum.StrEnum):
     ALREADY_CURRENT = "already current"
     UPDATE_PARAMETER = "update parameter"  # NodeImageIdSSMParam := the channel's parameter name
     UPDATE_IMAGE_ID = "update image id"  # NodeImageId := the AMI (managed: a new launch template version)
@@ -122,12 +76,6 @@ class LaunchTemplateUse:
 
     def __str__(self) -> str:
         return f"launch template {self.template_id} version {self.number if self.number is not None else self.version}"
-
-
-@dataclass(frozen=True)
-class StackParameter:
-    value: str
-    resolved: str | None = None  # ResolvedValue, for an SSM-typed parameter
 
 
 @dataclass(frozen=True)
@@ -176,11 +124,15 @@ class Channel:
 
 
 @dataclass(frozen=True)
-class Decision:
-    action: Action
+class RolloutDecision:
+    """What a rollout must do, decided from gathered facts (`assess`, `assess_nodegroup`)."""
+
+    action: RolloutAction
     reason: str
     parameter: str | None = None  # the stack parameter to set
     value: str | None = None
+    # the UPDATE change set's parameters: `parameter` := `value`, every other one kept as it is
+    send: tuple[Mapping[str, Any], ...] = ()
 
 
 # ------------------------------------------------------------------------------ assessing
@@ -195,33 +147,39 @@ def channel_problem(channel: Channel) -> str:
     return ""
 
 
-def assess(stack: StackView, channel: Channel | None) -> Decision:
-    """What to do to bring the stack's nodes to the channel's AMI. Pure."""
+def channel_to_read(stack: StackView, given: str | None) -> str | None:
+    """The channel parameter a stack rolls to: the one given, else the one it follows (None when it
+    pins an image id and none was given). Pure."""
+    return given or (None if stack.pinned else stack.parameters[SSM_PARAMETER].value)
+
+
+def assess(stack: StackView, channel: Channel | None) -> RolloutDecision:
+    """What to do to bring the stack's nodes to the channel's AMI, and which parameters to send. Pure."""
     where = f"stack {stack.name} in {stack.region}"
     if stack.state is StackState.GONE:
-        return Decision(Action.REFUSED, f"{where} does not exist ({stack.status})")
+        return RolloutDecision(RolloutAction.REFUSED, f"{where} does not exist ({stack.status})")
     if stack.state in (StackState.BUSY, StackState.FAILED):
         hint = "wait until it ends" if stack.state is StackState.BUSY else "repair or delete it first (see its events)"
-        return Decision(Action.BLOCKED, f"{where} is {stack.status}: {hint}")
+        return RolloutDecision(RolloutAction.BLOCKED, f"{where} is {stack.status}: {hint}")
     if SSM_PARAMETER not in stack.parameters and IMAGE_ID not in stack.parameters:
-        return Decision(Action.REFUSED, f"{where} has neither a {SSM_PARAMETER} nor a {IMAGE_ID} parameter: amibuild "
-                        "rolls stacks made from its amibuild/handoff/templates/nodegroup.yaml or the classic EKS node group template")
+        return RolloutDecision(RolloutAction.REFUSED, f"{where} has neither a {SSM_PARAMETER} nor a {IMAGE_ID} parameter: amibuild "
+                               "rolls stacks made from its amibuild/handoff/templates/nodegroup.yaml or the classic EKS node group template")
     if stack.problem or stack.launch is None:
-        return Decision(Action.REFUSED, f"{where}: {stack.problem or 'no launch template found'}")
+        return RolloutDecision(RolloutAction.REFUSED, f"{where}: {stack.problem or 'no launch template found'}")
     if channel is None:
-        return Decision(Action.REFUSED, f"{where} pins {IMAGE_ID}: name the image to roll to with --variant and --channel")
+        return RolloutDecision(RolloutAction.REFUSED, f"{where} pins {IMAGE_ID}: name the image to roll to with --variant and --channel")
     problem = channel_problem(channel)
     if problem:
-        return Decision(Action.REFUSED, problem)
+        return RolloutDecision(RolloutAction.REFUSED, problem)
     ami, launch = channel.ami, stack.launch
     if stack.pinned:
         points = stack.parameters.get(IMAGE_ID, StackParameter("")).value == ami
-        name, value, action = IMAGE_ID, ami, Action.UPDATE_IMAGE_ID
+        name, value, action = IMAGE_ID, ami, RolloutAction.UPDATE_IMAGE_ID
     else:
         points = stack.parameters[SSM_PARAMETER].value == channel.parameter
-        name, value, action = SSM_PARAMETER, channel.parameter, Action.UPDATE_PARAMETER
+        name, value, action = SSM_PARAMETER, channel.parameter, RolloutAction.UPDATE_PARAMETER
     if launch.image == ami and points:
-        return Decision(Action.ALREADY_CURRENT, f"{launch} has {ami}, the AMI of {channel.parameter}")
+        return RolloutDecision(RolloutAction.ALREADY_CURRENT, f"{launch} has {ami}, the AMI of {channel.parameter}")
     if launch.image == ami:
         reason = f"{launch} has {ami} already; {name} := {value} (no node is replaced)"
     elif points and not stack.pinned:
@@ -229,35 +187,49 @@ def assess(stack: StackView, channel: Channel | None) -> Decision:
                   f"{launch.image}: the update makes CloudFormation resolve it again")
     else:
         reason = f"{launch} has {launch.image}; {name} := {value} ({ami})"
-    return Decision(action, reason, name, value)
+    send = tuple({"ParameterKey": key, "ParameterValue": value} if key == name
+                 else {"ParameterKey": key, "UsePreviousValue": True} for key in stack.parameters)
+    return RolloutDecision(action, reason, name, value, send)
 
 
-def assess_nodegroup(group: NodegroupView, channel: Channel) -> Decision:
+def nothing_to_update(stack: StackView, channel: Channel, decision: RolloutDecision) -> RolloutDecision:
+    """CloudFormation found nothing to change: already current when the group launches the channel's
+    image anyway (only the parameter's name would have changed), else `RolloutFailed`. Pure."""
+    assert stack.launch is not None
+    if stack.launch.image == channel.ami:
+        return replace(decision, action=RolloutAction.ALREADY_CURRENT, reason=f"{decision.reason}; CloudFormation "
+                       f"found nothing to update, so {decision.parameter} keeps its value", send=())
+    raise RolloutFailed(f"CloudFormation found nothing to update in stack {stack.name}, so nothing changed: the Auto "
+                        f"Scaling group still launches from {stack.launch} with {stack.launch.image}, not "
+                        f"{channel.ami} from {channel.parameter}")
+
+
+def assess_nodegroup(group: NodegroupView, channel: Channel) -> RolloutDecision:
     """The same question for an EKS managed node group. Pure."""
     where = f"node group {group.cluster}/{group.name} in {group.region}"
     state = nodegroup_state(group.status)
     if state is not StackState.READY:
-        return Decision(Action.BLOCKED, f"{where} is {group.status}: " + (
+        return RolloutDecision(RolloutAction.BLOCKED, f"{where} is {group.status}: " + (
             "wait until it ends" if state is StackState.BUSY else "repair or delete it first"))
     if group.launch is None:
-        return Decision(Action.REFUSED, f"{where} uses no launch template (EKS picks its AMI, {group.ami_type}): "
-                        "amibuild's AMIs need a node group whose launch template names the image")
+        return RolloutDecision(RolloutAction.REFUSED, f"{where} uses no launch template (EKS picks its AMI, {group.ami_type}): "
+                               "amibuild's AMIs need a node group whose launch template names the image")
     if group.launch.image is None:
-        return Decision(Action.REFUSED, f"{where}: {group.launch} sets no ImageId, so EKS picks the AMI "
-                        f"({group.ami_type}); a node group cannot switch to a custom AMI in place")
+        return RolloutDecision(RolloutAction.REFUSED, f"{where}: {group.launch} sets no ImageId, so EKS picks the AMI "
+                               f"({group.ami_type}); a node group cannot switch to a custom AMI in place")
     problem = channel_problem(channel)
     if problem:
-        return Decision(Action.REFUSED, problem)
+        return RolloutDecision(RolloutAction.REFUSED, problem)
     if group.launch.image == channel.ami:
-        return Decision(Action.ALREADY_CURRENT, f"{group.launch} has {channel.ami}, the AMI of {channel.parameter}")
-    return Decision(Action.UPDATE_IMAGE_ID, f"{group.launch} has {group.launch.image}; a new version gets "
-                    f"{channel.ami}", "ImageId", channel.ami)
+        return RolloutDecision(RolloutAction.ALREADY_CURRENT, f"{group.launch} has {channel.ami}, the AMI of {channel.parameter}")
+    return RolloutDecision(RolloutAction.UPDATE_IMAGE_ID, f"{group.launch} has {group.launch.image}; a new version gets "
+                           f"{channel.ami}", "ImageId", channel.ami)
 
 
-def _raise_for(decision: Decision) -> None:
-    if decision.action is Action.REFUSED:
+def _raise_for(decision: RolloutDecision) -> None:
+    if decision.action is RolloutAction.REFUSED:
         raise RolloutRefused(decision.reason)
-    if decision.action is Action.BLOCKED:
+    if decision.action is RolloutAction.BLOCKED:
         raise RolloutBlocked(decision.reason)
 
 
@@ -273,167 +245,84 @@ def read_channel(aws: Aws, parameter: str, region: str) -> Channel:
     return Channel(parameter, region, ami, image.state if image else None)
 
 
-def _launch_use(spec: Mapping[str, Any], raw_version: Mapping[str, Any] | None) -> LaunchTemplateUse:
-    template_id = spec.get("LaunchTemplateId") or spec.get("id") or spec.get("LaunchTemplateName") or spec.get("name")
-    version = str(spec.get("Version") or spec.get("version") or "$Default")
-    if raw_version is None:
-        return LaunchTemplateUse(template_id, version, None, None)
-    return LaunchTemplateUse(template_id, version, int(raw_version["VersionNumber"]),
-                             raw_version.get("LaunchTemplateData", {}).get("ImageId"))
+def _launch_use(ref: LaunchTemplateRef, version: LaunchTemplateVersion | None) -> LaunchTemplateUse:
+    if version is None:
+        return LaunchTemplateUse(ref.template_id, ref.version, None, None)
+    return LaunchTemplateUse(ref.template_id, ref.version, version.number, version.image_id)
+
+
+@dataclass(frozen=True)
+class StackFacts:
+    """The gateway's answers about a node group stack, as read: what `stack_view` decides from.
+
+    Each later answer is read only when the earlier ones call for it (`gather_stack`): resources
+    once the stack can change, the group once there is exactly one (None then: it does not
+    exist), the launch template version once the group names one (None then: it does not exist).
+    """
+
+    name: str
+    region: str
+    stack: Stack
+    resources: tuple[StackResource, ...] | None = None
+    group: AutoScalingGroup | None = None
+    launch_version: LaunchTemplateVersion | None = None
+
+
+def _groups(resources: Sequence[StackResource]) -> list[tuple[str, str]]:
+    return [(r.logical_id, r.physical_id) for r in resources if r.type == GROUP_TYPE]
+
+
+def stack_view(facts: StackFacts) -> StackView:
+    """The stack and what its Auto Scaling group launches, from the answers read so far. Pure."""
+    view = StackView(name=facts.name, region=facts.region, status=facts.stack.status,
+                     parameters=facts.stack.parameters, capabilities=facts.stack.capabilities)
+    if view.state not in (StackState.READY, StackState.ROLLED_BACK) or facts.resources is None:
+        return view
+    groups = _groups(facts.resources)
+    if len(groups) != 1:
+        return replace(view, problem=f"it has {len(groups) or 'no'} Auto Scaling groups; amibuild rolls stacks with one")
+    group = facts.group
+    if group is None or group.launch_template is None:
+        why = "does not exist" if group is None else "uses a launch configuration, not a launch template"
+        return replace(view, group=groups[0], problem=f"its Auto Scaling group {groups[0][1]} {why}")
+    launch = _launch_use(group.launch_template, facts.launch_version)
+    problem = "" if launch.number is not None else f"{launch} does not exist"
+    return replace(view, group=groups[0], launch=launch, instances=dict(Counter(group.instance_versions)),
+                   problem=problem)
+
+
+def gather_stack(aws: Aws, name: str, region: str) -> StackFacts | None:
+    """Read what `stack_view` needs, no more; None when the stack does not exist."""
+    stack = aws.describe_stack(name, region)
+    if stack is None:
+        return None
+    facts = StackFacts(name, region, stack)
+    if stack_view(facts).state not in (StackState.READY, StackState.ROLLED_BACK):
+        return facts
+    facts = replace(facts, resources=tuple(aws.stack_resources(name, region)))
+    groups = _groups(facts.resources or ())
+    if len(groups) != 1:
+        return facts
+    facts = replace(facts, group=aws.auto_scaling_group(groups[0][1], region))
+    ref = facts.group.launch_template if facts.group else None
+    if ref is None:
+        return facts
+    return replace(facts, launch_version=aws.launch_template_version(ref.template_id, ref.version, region))
 
 
 def read_stack(aws: Aws, name: str, region: str) -> StackView | None:
     """The stack and what its Auto Scaling group launches; None when the stack does not exist."""
-    raw = aws.describe_stack(name, region)
-    if raw is None:
-        return None
-    view = StackView(
-        name=name, region=region, status=raw["StackStatus"],
-        parameters={p["ParameterKey"]: StackParameter(p.get("ParameterValue", ""), p.get("ResolvedValue"))
-                    for p in raw.get("Parameters", [])},
-        capabilities=tuple(raw.get("Capabilities") or ()),
-    )
-    if view.state not in (StackState.READY, StackState.ROLLED_BACK):
-        return view
-    groups = [(r["LogicalResourceId"], r.get("PhysicalResourceId", "")) for r in aws.stack_resources(name, region)
-              if r.get("ResourceType") == GROUP_TYPE]
-    if len(groups) != 1:
-        return replace(view, problem=f"it has {len(groups) or 'no'} Auto Scaling groups; amibuild rolls stacks with one")
-    group = aws.auto_scaling_group(groups[0][1], region) or {}
-    # the launch template it names, directly or in its mixed instances policy
-    spec = group.get("LaunchTemplate") or group.get("MixedInstancesPolicy", {}).get(
-        "LaunchTemplate", {}).get("LaunchTemplateSpecification")
-    if spec is None:
-        why = "uses a launch configuration, not a launch template" if group else "does not exist"
-        return replace(view, group=groups[0], problem=f"its Auto Scaling group {groups[0][1]} {why}")
-    launch = _launch_use(spec, aws.launch_template_version(spec["LaunchTemplateId"], str(spec.get("Version") or "$Default"), region))
-    instances = Counter(str(i.get("LaunchTemplate", {}).get("Version", "?")) for i in group.get("Instances", []))
-    problem = "" if launch.number is not None else f"{launch} does not exist"
-    return replace(view, group=groups[0], launch=launch, instances=dict(instances), problem=problem)
+    facts = gather_stack(aws, name, region)
+    return None if facts is None else stack_view(facts)
 
 
 def read_nodegroup(aws: Aws, cluster: str, name: str, region: str) -> NodegroupView | None:
-    raw = aws.describe_nodegroup(cluster, name, region)
-    if raw is None:
+    group = aws.describe_nodegroup(cluster, name, region)
+    if group is None:
         return None
-    spec = raw.get("launchTemplate")
-    launch = None
-    if spec:
-        launch = _launch_use(spec, aws.launch_template_version(spec["id"], str(spec.get("version") or "$Default"), region))
-    return NodegroupView(cluster, name, region, raw.get("status", ""), launch, raw.get("amiType", ""))
-
-
-# --------------------------------------------------------------------- change set, events
-
-
-def token(kind: str) -> str:
-    return f"amibuild-{kind}-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
-
-
-def change_lines(change_set: Mapping[str, Any]) -> tuple[str, ...]:
-    """One line per resource a change set touches. Pure."""
-    lines = []
-    for change in change_set.get("Changes", []):
-        rc = change.get("ResourceChange", {})
-        replacement = {"True": ", replaced", "Conditional": ", maybe replaced"}.get(rc.get("Replacement", ""), "")
-        targets = sorted({d.get("Target", {}).get("Name", "") for d in rc.get("Details", [])} - {""})
-        lines.append(f"{rc.get('Action', '?')} {rc.get('LogicalResourceId', '?')} ({rc.get('ResourceType', '?')})"
-                     f"{replacement}" + (f": {', '.join(targets)}" if targets else ""))
-    return tuple(lines) or ("CloudFormation lists no resource change",)
-
-
-def make_change_set(aws: Aws, stack: str, region: str, parameters: Sequence[Mapping[str, Any]],
-                    capabilities: Sequence[str], say: Say, *, poll: float,
-                    template_body: str | None = None) -> tuple[str, tuple[str, ...]] | None:
-    """Create an UPDATE change set and print what it changes: (name, change lines), or None
-    (nothing deleted, nothing left) when CloudFormation finds nothing to change."""
-    name = token("rollout")
-    created = aws.create_change_set(stack, region, name=name, parameters=parameters, template_body=template_body,
-                                    capabilities=capabilities or ("CAPABILITY_IAM",), description="amibuild")
-    if created is None:
-        say(f"stack {stack}: CloudFormation reports no updates to perform")
-        return None
-    deadline = time.monotonic() + CHANGE_SET_TIMEOUT
-    while (described := aws.describe_change_set(stack, region, name)).get("Status") in ("CREATE_PENDING",
-                                                                                       "CREATE_IN_PROGRESS"):
-        if time.monotonic() >= deadline:
-            raise RolloutFailed(f"stack {stack}: change set {name} still {described['Status']} after "
-                                f"{CHANGE_SET_TIMEOUT:.0f} s")
-        time.sleep(poll)
-    if described.get("Status") != "CREATE_COMPLETE":
-        reason = described.get("StatusReason") or described.get("Status")
-        aws.delete_change_set(stack, region, name)
-        if any(words in str(reason) for words in _NO_CHANGES):
-            say(f"stack {stack}: CloudFormation reports no changes ({reason})")
-            return None
-        raise RolloutFailed(f"stack {stack}: change set {name} failed: {reason}")
-    lines = change_lines(described)
-    say(f"stack {stack}: change set {name}:")
-    for line in lines:
-        say(f"  {line}")
-    return name, lines
-
-
-def event_line(event: Mapping[str, Any]) -> str:
-    when = event.get("Timestamp")
-    clock = when.strftime("%H:%M:%S") if hasattr(when, "strftime") else str(when or "")
-    reason = event.get("ResourceStatusReason") or ""
-    return (f"  {clock}  {event.get('LogicalResourceId', '?')} ({event.get('ResourceType', '?')})  "
-            f"{event.get('ResourceStatus', '?')}" + (f"  {reason}" if reason else ""))
-
-
-def follow(aws: Aws, stack: str, region: str, *, since: str | None, say: Say, poll: float,
-           timeout: float) -> tuple[str, list[Mapping[str, Any]]]:
-    """Print each new stack event until the stack reaches a final state: (status, events, oldest first)."""
-    deadline = time.monotonic() + timeout
-    seen: list[Mapping[str, Any]] = []
-    while True:
-        raw = aws.describe_stack(stack, region)
-        if raw is None:
-            raise RolloutFailed(f"stack {stack} disappeared while amibuild was following it")
-        new = list(reversed(aws.stack_events_since(stack, region, since)))
-        for event in new:
-            say(event_line(event))
-        since, seen = (new[-1]["EventId"] if new else since), seen + new
-        if stack_state(raw["StackStatus"]) is not StackState.BUSY:
-            return raw["StackStatus"], seen
-        if time.monotonic() >= deadline:
-            raise RolloutFailed(f"stack {stack} is still {raw['StackStatus']} after {timeout:.0f} s; CloudFormation "
-                                "goes on without amibuild: run the same command again later to check the result")
-        time.sleep(poll)
-
-
-def root_cause(events: Sequence[Mapping[str, Any]]) -> str:
-    """The first resource that failed, and why (cancellations are consequences, not causes). Pure."""
-    failed = [e for e in events if str(e.get("ResourceStatus", "")).endswith("_FAILED")]
-    causes = [e for e in failed if "cancelled" not in str(e.get("ResourceStatusReason", "")).lower()] or failed
-    if not causes:
-        return ""
-    e = causes[0]
-    return (f"{e.get('LogicalResourceId')} ({e.get('ResourceType')}) {e.get('ResourceStatus')}: "
-            f"{e.get('ResourceStatusReason') or 'no reason given'}")
-
-
-def check_outcome(stack: str, status: str, events: Sequence[Mapping[str, Any]]) -> None:
-    state = stack_state(status)
-    if state is StackState.READY:
-        return
-    cause = root_cause(events) or "no failed resource among its events"
-    undone = "; CloudFormation rolled the change back" if state is StackState.ROLLED_BACK else ""
-    raise RolloutFailed(f"stack {stack} ended {status}: {cause}{undone}")
-
-
-def execute(aws: Aws, stack: str, region: str, change_set: str, say: Say, *, wait: bool, poll: float,
-             timeout: float) -> str:
-    latest = aws.latest_stack_event(stack, region)
-    aws.execute_change_set(stack, region, change_set, token=token("execute"))
-    say(f"stack {stack}: executing change set {change_set}")
-    if not wait:
-        return "UPDATE_IN_PROGRESS"
-    status, events = follow(aws, stack, region, since=latest["EventId"] if latest else None, say=say, poll=poll,
-                            timeout=timeout)
-    check_outcome(stack, status, events)
-    return status
+    ref = group.launch_template
+    launch = _launch_use(ref, aws.launch_template_version(ref.template_id, ref.version, region)) if ref else None
+    return NodegroupView(cluster, name, region, group.status, launch, group.ami_type)
 
 
 # ------------------------------------------------------------------------------- rolling out
@@ -443,7 +332,7 @@ def execute(aws: Aws, stack: str, region: str, change_set: str, say: Say, *, wai
 class RolloutResult:
     target: str  # "stack ng-ceph" or "node group prod/ng-managed"
     region: str
-    action: Action
+    action: RolloutAction
     reason: str
     channel: str
     ami: str
@@ -461,7 +350,7 @@ class RolloutResult:
 
     def lines(self) -> list[str]:
         head = f"{self.target} ({self.region}):"
-        if self.action is Action.ALREADY_CURRENT:
+        if self.action is RolloutAction.ALREADY_CURRENT:
             return [f"{head} already current: {self.reason}"]
         if self.dry_run:
             return [f"{head} dry run, nothing changed: {self.reason}", *(f"  would: {c}" for c in self.changes)]
@@ -470,11 +359,6 @@ class RolloutResult:
                     "  not waited for: run the same command again later; it says `already current` once rolled"]
         return [f"{head} rolled out to {self.ami} from {self.channel}: {self.launch_template} ({self.status})",
                 *([f"  {self.note}"] if self.note else [])]
-
-
-def _update_parameters(stack: StackView, decision: Decision) -> list[dict[str, Any]]:
-    return [{"ParameterKey": key, "ParameterValue": decision.value} if key == decision.parameter
-            else {"ParameterKey": key, "UsePreviousValue": True} for key in stack.parameters]
 
 
 def _instances_note(stack: StackView) -> str:
@@ -494,36 +378,30 @@ def rollout_stack(aws: Aws, name: str, region: str, *, channel_parameter: str | 
     stack = read_stack(aws, name, region)
     if stack is None:
         raise RolloutRefused(f"stack {name} does not exist in {region}")
-    parameter = channel_parameter or (None if stack.pinned else stack.parameters[SSM_PARAMETER].value)
+    parameter = channel_to_read(stack, channel_parameter)
     channel = read_channel(aws, parameter, region) if parameter else None
     decision = assess(stack, channel)
     _raise_for(decision)
     assert channel is not None and channel.ami and stack.launch is not None and stack.group is not None
     result = RolloutResult(f"stack {name}", region, decision.action, decision.reason, channel.parameter, channel.ami,
                            stack.launch.image, launch_template=str(stack.launch))
-    if decision.action is Action.ALREADY_CURRENT:
+    if decision.action is RolloutAction.ALREADY_CURRENT:
         return result
     say(f"stack {name}: {decision.reason}")
     try:  # how CloudFormation will replace the nodes: worth seeing before it starts
-        from amibuild.handoff.cfn import parse_template, update_policy_line
-
         template = parse_template(aws.stack_template(name, region), f"stack {name}'s template")
         say("  " + update_policy_line(template, stack.group[0], {k: p.value for k, p in stack.parameters.items()}))
     except AmibuildError as exc:
         say(f"  (update policy not shown: {exc})")
-    made = make_change_set(aws, name, region, _update_parameters(stack, decision), stack.capabilities, say, poll=poll)
-    if made is None and stack.launch.image == channel.ami:  # only the name would have changed
-        return replace(result, action=Action.ALREADY_CURRENT, reason=f"{decision.reason}; CloudFormation found "
-                       f"nothing to update, so {decision.parameter} keeps its value")
+    made = make_change_set(aws, name, region, decision.send, stack.capabilities, say, poll=poll)
     if made is None:
-        raise RolloutFailed(f"CloudFormation found nothing to update in stack {name}, so nothing changed: the Auto "
-                            f"Scaling group still launches from {stack.launch} with {stack.launch.image}, not "
-                            f"{channel.ami} from {channel.parameter}")
+        current = nothing_to_update(stack, channel, decision)
+        return replace(result, action=current.action, reason=current.reason)
     change_set, changes = made
     if dry_run:
         aws.delete_change_set(name, region, change_set)
         return replace(result, dry_run=True, changes=(f"{decision.parameter} := {decision.value}", *changes))
-    status = execute(aws, name, region, change_set, say, wait=wait, poll=poll, timeout=timeout)
+    status = execute_change_set(aws, name, region, change_set, say, wait=wait, poll=poll, timeout=timeout)
     if not wait:
         return replace(result, started=True, status=status, changes=changes)
     after = read_stack(aws, name, region)
@@ -549,7 +427,7 @@ def rollout_nodegroup(aws: Aws, cluster: str, name: str, region: str, *, channel
     assert launch is not None and channel.ami
     result = RolloutResult(f"node group {cluster}/{name}", region, decision.action, decision.reason,
                            channel.parameter, channel.ami, launch.image, launch_template=str(launch))
-    if decision.action is Action.ALREADY_CURRENT:
+    if decision.action is RolloutAction.ALREADY_CURRENT:
         return result
     if dry_run:
         return replace(result, dry_run=True, changes=(
@@ -562,10 +440,10 @@ def rollout_nodegroup(aws: Aws, cluster: str, name: str, region: str, *, channel
         update = aws.update_nodegroup_version(cluster, name, region, template_id=launch.template_id, version=str(version))
     except AmibuildError as exc:
         raise type(exc)(f"{exc} (launch template {launch.template_id} version {version} was created and is unused)") from exc
-    say(f"node group {cluster}/{name}: update {update['id']} {update.get('status', '')}")
+    say(f"node group {cluster}/{name}: update {update.id} {update.status}")
     if not wait:
-        return replace(result, started=True, status=update.get("status", ""))
-    status = _follow_update(aws, cluster, name, region, update["id"], say, poll=poll, timeout=timeout)
+        return replace(result, started=True, status=update.status)
+    status = _follow_update(aws, cluster, name, region, update.id, say, poll=poll, timeout=timeout)
     after = read_nodegroup(aws, cluster, name, region)
     if after is None or after.launch is None or after.launch.number != version or after.launch.image != channel.ami:
         found = f"{after.launch} with {after.launch.image}" if after and after.launch else "no launch template"
@@ -579,15 +457,14 @@ def _follow_update(aws: Aws, cluster: str, name: str, region: str, update_id: st
     deadline, last = time.monotonic() + timeout, ""
     while True:
         update = aws.describe_nodegroup_update(cluster, name, update_id, region)
-        status = update.get("status", "")
+        status = update.status
         if status != last:
             say(f"node group {cluster}/{name}: update {update_id} {status}")
             last = status
         if status == "Successful":
             return status
         if status in ("Failed", "Cancelled"):
-            errors = "; ".join(f"{e.get('errorCode')}: {e.get('errorMessage')}" + (
-                f" ({', '.join(e['resourceIds'])})" if e.get("resourceIds") else "") for e in update.get("errors", []))
+            errors = "; ".join(update.errors)
             raise RolloutFailed(f"node group {cluster}/{name}: update {update_id} {status}: {errors or 'no error given'}")
         if time.monotonic() >= deadline:
             raise RolloutFailed(f"node group {cluster}/{name}: update {update_id} still {status} after {timeout:.0f} s; "

@@ -27,7 +27,7 @@ else the image's CreationDate) and decides for each:
     DEPRECATE  instead of DELETE with ``deprecate_only``: set a deprecation time, delete nothing
                (an image deprecated already is left as it is: a new time would undo that for a while)
 
-`execute` works region by region (regions in parallel, images in order), carries on past a
+`execute_prune` works region by region (regions in parallel, images in order), carries on past a
 failure, then lists the images again to check that the deregistered ones are gone. `PruneResult`
 says what was and was not deleted; `PruneResult.check` raises `PruneFailed` when anything failed.
 
@@ -412,7 +412,7 @@ class Done(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class Outcome:
+class PruneOutcome:
     """What happened to one image prune meant to change."""
 
     image_id: str
@@ -426,11 +426,11 @@ class Outcome:
 @dataclass(frozen=True)
 class PruneResult:
     plan: PrunePlan
-    outcomes: tuple[Outcome, ...] | None  # None: dry run
+    outcomes: tuple[PruneOutcome, ...] | None  # None: dry run
     deprecate_at: datetime | None = None
 
     @property
-    def failed(self) -> tuple[Outcome, ...]:
+    def failed(self) -> tuple[PruneOutcome, ...]:
         return tuple(o for o in self.outcomes or () if o.status is Done.FAILED)
 
     def to_dict(self) -> dict[str, Any]:
@@ -454,14 +454,14 @@ def deprecation_time(now: datetime) -> datetime:
     return now.replace(second=0, microsecond=0) + timedelta(minutes=2)
 
 
-def execute(aws: Aws, plan: PrunePlan, *, now: datetime | None = None) -> PruneResult:
+def execute_prune(aws: Aws, plan: PrunePlan, *, now: datetime | None = None) -> PruneResult:
     """Carry out the plan: per region (in parallel) image by image; a failure does not stop the rest."""
     at = deprecation_time(now or datetime.now(timezone.utc)) if plan.deprecate_only else None
     work: dict[str, list[ImagePlan]] = defaultdict(list)
     for item in plan.to_change:
         work[item.region].append(item)
 
-    def region_run(region: str) -> list[Outcome]:
+    def region_run(region: str) -> list[PruneOutcome]:
         outcomes = [_change(aws, item, at) for item in work[region]]
         return _verify(aws, region, outcomes)
 
@@ -471,22 +471,22 @@ def execute(aws: Aws, plan: PrunePlan, *, now: datetime | None = None) -> PruneR
     return PruneResult(plan, tuple(outcomes), at)
 
 
-def _change(aws: Aws, item: ImagePlan, at: datetime | None) -> Outcome:
+def _change(aws: Aws, item: ImagePlan, at: datetime | None) -> PruneOutcome:
     base = dict(image_id=item.image_id, region=item.region, variant=item.variant)
     if item.fate is Fate.DEPRECATE:
         assert at is not None
         try:
             aws.deprecate_image(item.region, item.image_id, at)
         except AmibuildError as exc:
-            return Outcome(**base, status=Done.FAILED, errors=(str(exc),))
-        return Outcome(**base, status=Done.DEPRECATED)
+            return PruneOutcome(**base, status=Done.FAILED, errors=(str(exc),))
+        return PruneOutcome(**base, status=Done.DEPRECATED)
     try:
         aws.deregister_image(item.region, item.image_id)
     except NotFound:
         pass  # gone already (deregistered by someone else): its snapshots are still ours to delete
     except AmibuildError as exc:
         # its snapshots back a registered image: deleting them would fail, and they are needed
-        return Outcome(**base, status=Done.FAILED, errors=(f"not deregistered: {exc}",))
+        return PruneOutcome(**base, status=Done.FAILED, errors=(f"not deregistered: {exc}",))
     deleted, errors = [], []
     for snapshot in item.snapshots:
         try:
@@ -498,10 +498,10 @@ def _change(aws: Aws, item: ImagePlan, at: datetime | None) -> Outcome:
         else:
             deleted.append(snapshot)
     status = Done.FAILED if errors else Done.DELETED
-    return Outcome(**base, status=status, snapshots_deleted=tuple(deleted), errors=tuple(errors))
+    return PruneOutcome(**base, status=status, snapshots_deleted=tuple(deleted), errors=tuple(errors))
 
 
-def _verify(aws: Aws, region: str, outcomes: list[Outcome]) -> list[Outcome]:
+def _verify(aws: Aws, region: str, outcomes: list[PruneOutcome]) -> list[PruneOutcome]:
     """Converge, then check: list the images again; one still registered after a deregister failed."""
     claimed = [o.image_id for o in outcomes if o.status is Done.DELETED]
     if not claimed:
@@ -511,11 +511,11 @@ def _verify(aws: Aws, region: str, outcomes: list[Outcome]) -> list[Outcome]:
                  if i.state != "deregistered"}
     except AmibuildError as exc:
         return [o if o.status is not Done.DELETED else
-                Outcome(o.image_id, o.region, o.variant, Done.FAILED, o.snapshots_deleted,
-                        (*o.errors, f"could not check that it is gone: {exc}")) for o in outcomes]
+                PruneOutcome(o.image_id, o.region, o.variant, Done.FAILED, o.snapshots_deleted,
+                             (*o.errors, f"could not check that it is gone: {exc}")) for o in outcomes]
     return [o if o.image_id not in still else
-            Outcome(o.image_id, o.region, o.variant, Done.FAILED, o.snapshots_deleted,
-                    (*o.errors, "still registered after DeregisterImage")) for o in outcomes]
+            PruneOutcome(o.image_id, o.region, o.variant, Done.FAILED, o.snapshots_deleted,
+                         (*o.errors, "still registered after DeregisterImage")) for o in outcomes]
 
 
 # ------------------------------------------------------------------------------- the command

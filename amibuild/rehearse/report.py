@@ -88,7 +88,7 @@ class Report:
         """No step failed and amibuild's own scripts are shellcheck-clean (gaps are not failures)."""
         return self.failure is None and not self.own_findings
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "variant": self.variant,
             "ok": self.ok,

@@ -58,7 +58,7 @@ class Step:
     valid_exit_codes: tuple[int, ...] = (0,)
     notes: tuple[str, ...] = ()
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "number": self.number, "kind": self.kind, "name": self.name, "script": self.script or None,
             "command": self.command or None, "remote_path": self.remote_path or None,

@@ -8,6 +8,7 @@ a half-written variant). Nothing here calls AWS or runs Packer.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from importlib import resources
 import json
@@ -59,11 +60,19 @@ class Target:
         return cls(env.get("AWS_ENDPOINT_URL_EC2") or env.get("AWS_ENDPOINT_URL") or None)
 
 
+class SourceHow(enum.StrEnum):
+    """How the build finds its source AMI; the value is what render.json says."""
+
+    PINNED = "pinned"  # given: source_ami
+    RESOLVED = "resolved"  # read from AWS's public SSM parameter now
+    LOOKUP = "lookup"  # found by a name filter at build time
+
+
 @dataclass(frozen=True)
 class SourceAmi:
     """How the build finds its source AMI."""
 
-    how: str  # "pinned" (given), "resolved" (read from SSM now), "lookup" (filter at build time)
+    how: SourceHow
     image_id: str = ""
     parameter: str = ""  # the public SSM parameter it was (or would be) read from
     note: str = ""
@@ -106,7 +115,7 @@ class Rendered:
             },
             "inputs": self.variant.settings(),
             "source_ami": {
-                region: {"how": s.how, "image_id": s.image_id, "parameter": s.parameter}
+                region: {"how": str(s.how), "image_id": s.image_id, "parameter": s.parameter}
                 for region, s in self.sources.items()
             },
             "values": dict(self.values),

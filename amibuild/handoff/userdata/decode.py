@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from amibuild.errors import NotUserData
+from amibuild.handoff.cfn import load_yaml
 
 MAX_DECODED = 16 << 20  # refuse gzip that expands beyond this (a bomb, or not user data)
 
@@ -307,23 +308,6 @@ def _permissions(value: Any) -> str:
     return match.group(1).rjust(4, "0") if match else text
 
 
-# CloudFormation's short forms (!Sub, !Base64, !Ref, ...) read as their long forms.
-class _TemplateLoader(yaml.SafeLoader):
-    pass
-
-
-def _short_form(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
-    name = suffix if suffix == "Ref" else f"Fn::{suffix}"
-    if isinstance(node, yaml.ScalarNode):
-        return {name: loader.construct_scalar(node)}
-    if isinstance(node, yaml.SequenceNode):
-        return {name: loader.construct_sequence(node, deep=True)}
-    return {name: loader.construct_mapping(node, deep=True)}
-
-
-_TemplateLoader.add_multi_constructor("!", _short_form)
-
-
 def _json_string(text: str) -> str | None:
     """The text of a document that is one JSON string, else None."""
     if not text.startswith('"'):
@@ -350,7 +334,8 @@ def _template_body(text: str) -> str | None:
 def _template_user_data(text: str) -> list[tuple[str, str]] | None:
     """`UserData` fields of a JSON/YAML document (EC2 or CloudFormation), or None if it is none."""
     try:
-        document = yaml.load(text, Loader=_TemplateLoader)  # a SafeLoader subclass
+        # CloudFormation's short forms (!Sub, !Base64, !Ref, ...) read as their long forms
+        document = load_yaml(text, lenient=True)
     except yaml.YAMLError:
         return None
     if not isinstance(document, (dict, list)):
