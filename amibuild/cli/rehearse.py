@@ -76,8 +76,8 @@ def rehearse(options: Options, say: Say = lambda _: None, *, keep: bool = False,
     return reports
 
 
-def rehearsal_check(plan, options: Options, check: Callable, say: Say = lambda _: None) -> Callable:
-    """build-ami --rehearse: a check that runs ``check`` (validate), then rehearses the variant.
+def rehearsal_check(plan, options: Options, check: Callable | None, say: Say = lambda _: None) -> Callable:
+    """build-ami --rehearse: a check that runs ``check`` (if any), then rehearses the variant.
 
     The executor runs it for each variant just before that variant's Packer build; a failing
     rehearsal raises, which marks that variant failed and leaves the others to build.
@@ -90,7 +90,8 @@ def rehearsal_check(plan, options: Options, check: Callable, say: Say = lambda _
     refuse = refused_packages()
 
     def rehearse_then_check(packer, directory: Path) -> None:
-        check(packer, directory)  # a template Packer refuses fails first, without a rehearsal
+        if check is not None:
+            check(packer, directory)  # a template Packer refuses fails first, without a rehearsal
         item = items[Path(directory).resolve()]
         report = run_rehearsal(renders[item.name], refuse=refuse)
         record = Path(directory) / REPORT_FILE
