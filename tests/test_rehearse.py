@@ -104,7 +104,8 @@ def snapshot(*tops: str, skip: tuple[str, ...] = ()) -> dict[str, tuple[int, int
 
 
 @ROOT_ONLY
-def test_the_host_is_unchanged_by_a_chain_that_writes_and_deletes_everywhere(tmp_path: Path) -> None:
+def test_the_host_is_unchanged_by_a_chain_that_writes_and_deletes_everywhere(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "vandal.sh").write_text(
         "#!/usr/bin/env bash\nset -euo pipefail\n"
         "echo x > /etc/amibuild-rehearsal-test\n"
@@ -119,8 +120,11 @@ def test_the_host_is_unchanged_by_a_chain_that_writes_and_deletes_everywhere(tmp
     skip = ("/var/log", "/var/tmp", "/var/cache", "/var/lib/apt", "/var/lib/systemd")
     overcommit = Path("/proc/sys/vm/overcommit_memory").read_text()
     before = snapshot("/etc", "/usr", "/var", skip=skip)
-    # other rehearsals may run on this machine at the same time: only ours must be gone afterwards
-    temp_before = set(Path("/tmp").glob("amibuild-rehearse-*"))
+    # the rehearsal's temp folders go under a folder of this test's own (other rehearsals may run
+    # on this machine at the same time), and must all be gone afterwards
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     report = rehearse(rendered)
     after = snapshot("/etc", "/usr", "/var", skip=skip)
 
@@ -130,7 +134,7 @@ def test_the_host_is_unchanged_by_a_chain_that_writes_and_deletes_everywhere(tmp
     changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
     assert changed == []
     assert Path("/proc/sys/vm/overcommit_memory").read_text() == overcommit
-    assert set(Path("/tmp").glob("amibuild-rehearse-*")) <= temp_before, "the temp folder is removed"
+    assert list(scratch.iterdir()) == [], "the temp folders are removed"
 
 
 @ROOT_ONLY
