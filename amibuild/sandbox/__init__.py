@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
 from amibuild.errors import AmibuildError, SandboxError
+from amibuild.sandbox.images import moto_ami
 from amibuild.sandbox.cluster import SANDBOX_CLUSTER as SANDBOX_CLUSTER  # the seeded cluster's name, public
 from amibuild.sandbox.cluster import create_cluster, model_eks_clusters, read_short_form_yaml, sandbox_cluster
 
@@ -139,26 +140,8 @@ class EksImage:
     def to_moto(self) -> dict[str, Any]:
         """The entry for a ``MOTO_AMIS_PATH`` file (keyword arguments of moto's ``Ami``)."""
         base = "Amazon Linux 2" if self.os == "al2" else "Amazon Linux 2023"
-        return {
-            "ami_id": self.image_id,
-            "name": self.name,
-            "description": f"EKS Kubernetes Worker AMI with {base} image (k8s: {self.k8s})",
-            "owner_id": EKS_AMI_OWNER,
-            "public": True,
-            "virtualization_type": "hvm",
-            "architecture": self.arch,
-            "state": "available",
-            "platform": None,
-            "image_type": "machine",
-            "image_location": f"amazon/{self.name}",
-            "hypervisor": "xen",
-            # Packer refuses a source whose root device is not EBS-backed.
-            "root_device_name": "/dev/xvda",
-            "root_device_type": "ebs",
-            "sriov": "simple",
-            "boot_mode": "uefi" if self.arch == "arm64" else "legacy-bios",
-            "creation_date": self.creation_date,
-        }
+        return moto_ami(self.image_id, self.name, owner=EKS_AMI_OWNER, arch=self.arch, creation_date=self.creation_date,
+                        description=f"EKS Kubernetes Worker AMI with {base} image (k8s: {self.k8s})")
 
 
 def _check_kind(os_family: str, arch: str) -> None:

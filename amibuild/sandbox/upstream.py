@@ -18,6 +18,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from amibuild.sandbox.images import moto_ami
+
 AMAZON_LINUX_OWNER = "137112412989"
 BINARY_BUCKET = "amazon-eks"
 BINARY_BUCKET_REGION = "us-west-2"
@@ -43,25 +45,8 @@ class SourceImage:
         return "ami-" + hashlib.sha256(self.name.encode()).hexdigest()[:17]
 
     def to_moto(self) -> dict[str, Any]:
-        return {
-            "ami_id": self.image_id,
-            "name": self.name,
-            "description": f"Amazon Linux minimal {self.name}",
-            "owner_id": AMAZON_LINUX_OWNER,
-            "public": True,
-            "virtualization_type": "hvm",
-            "architecture": self.arch,
-            "state": "available",
-            "platform": None,
-            "image_type": "machine",
-            "image_location": f"amazon/{self.name}",
-            "hypervisor": "xen",
-            "root_device_name": "/dev/xvda",
-            "root_device_type": "ebs",  # Packer refuses a source that is not EBS-backed
-            "sriov": "simple",
-            "boot_mode": "uefi" if self.arch == "arm64" else "legacy-bios",
-            "creation_date": self.creation_date,
-        }
+        return moto_ami(self.image_id, self.name, description=f"Amazon Linux minimal {self.name}",
+                        owner=AMAZON_LINUX_OWNER, arch=self.arch, creation_date=self.creation_date)
 
 
 def _date(release: str) -> str:
