@@ -1,5 +1,7 @@
 """The channel lease on its own, against the emulator: take, refuse, release, take over.
 
+It is the one lease amibuild has (`amibuild.build.lease`), with the channel's waiting and errors.
+
 Two writers taking over one expired lease at once are played in order (each step is one AWS
 call), so the interleaving the test means is the one that runs.
 """
@@ -14,7 +16,8 @@ import pytest
 
 from amibuild.aws import Aws
 from amibuild.channels import lease as lease_mod
-from amibuild.channels.lease import Guard, Holder
+from amibuild.build.lease import Holder, Lease
+from amibuild.channels.lease import Guard
 from amibuild.errors import ChannelBusy, Interrupted
 
 REGION = "us-west-2"
@@ -22,8 +25,8 @@ NAME = "/amibuild/eks-workers/amibuild-lease/ceph/stable"
 
 
 def holder(owner: str, *, expires_in: float) -> Holder:
-    return Holder(owner, f"run-{owner}", "publish", f"token-{owner}",
-                  datetime.now(timezone.utc) + timedelta(seconds=expires_in))
+    return Holder(owner, f"run-{owner}", (datetime.now(timezone.utc) + timedelta(seconds=expires_in)).timestamp(),
+                  "publish", f"token-{owner}")
 
 
 def lease_value() -> dict | None:
@@ -51,13 +54,15 @@ def test_of_two_writers_taking_over_one_expired_lease_only_the_first_holds_it(sa
     aws = Aws(region=REGION)
     ssm = boto3.client("ssm", region_name=REGION)
     ssm.put_parameter(Name=NAME, Value=holder("dead", expires_in=-60).to_value(), Type="String")
-    stale = 1  # both writers read version 1, expired, before either overwrites it
-    winner = lease_mod._take_over(aws, NAME, REGION, holder("x", expires_in=300), stale,
-                                  holder("dead", expires_in=-60), 300, "d")
-    loser = lease_mod._take_over(aws, NAME, REGION, holder("y", expires_in=300), stale,
-                                 holder("dead", expires_in=-60), 300, "d")
-    assert winner is not None and loser is None
-    assert "took over the expired lease of dead (publish, run run-dead" in winner.note
+    stale = aws.find_parameter(NAME, REGION)  # both writers read version 1, expired, before either overwrites it
+    assert stale.version == 1
+    winner = Lease(aws, NAME, REGION, run_id="run-x", owner="x", operation="publish", ttl=300)
+    loser = Lease(aws, NAME, REGION, run_id="run-y", owner="y", operation="publish", ttl=300)
+    assert winner._take_over(stale) is True
+    assert loser._take_over(stale) is False
+    assert winner.held and not loser.held
+    note = lease_mod.ChannelLease(winner).note
+    assert "took over the expired lease of dead (publish, run run-dead" in note
     # the loser's overwrite (version 3) was replaced by the winner's value again (version 4)
     assert lease_value()["owner"] == "x"
     assert [p["Version"] for p in ssm.get_parameter_history(Name=NAME)["Parameters"]] == [1, 2, 3, 4]
@@ -73,8 +78,35 @@ def test_a_lease_that_is_not_amibuilds_json_counts_as_stale_and_is_taken_over(sa
     assert lease_value() is None
 
 
+def test_a_lease_of_a_dead_writer_process_on_this_machine_is_taken_over_before_its_expiry(sandbox) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    owner = f"ci@{socket.gethostname()} pid {int(gone.stdout)}"  # that process has exited
+    boto3.client("ssm", region_name=REGION).put_parameter(
+        Name=NAME, Value=Holder(owner, "run-crashed", holder("x", expires_in=300).expires, "publish", "t").to_value(),
+        Type="String")
+    taken = lease_mod.acquire(Aws(region=REGION), NAME, REGION, operation="promote", guard=Guard(owner="z", wait=0))
+    assert f"took over the expired lease of {owner} (publish, run run-crashed" in taken.note
+    assert taken.release() == ""
+
+
+def test_a_channel_lease_taken_over_while_held_is_not_deleted_and_says_by_whom(sandbox) -> None:
+    aws = Aws(region=REGION)
+    mine = lease_mod.acquire(aws, NAME, REGION, operation="publish", guard=Guard(owner="a", wait=0))
+    boto3.client("ssm", region_name=REGION).put_parameter(
+        Name=NAME, Value=holder("b", expires_in=300).to_value(), Type="String", Overwrite=True)
+    assert "expired during the write and was taken over by b (publish, run run-b" in mine.release()
+    assert lease_value()["owner"] == "b"
+
+
 def test_holder_round_trips_through_the_parameter_value() -> None:
     one = holder("a", expires_in=10)
-    assert Holder.from_value(one.to_value()) == one
+    back = Holder.from_value(one.to_value())
+    assert back is not None and back.raw == one.to_value()
+    assert (back.owner, back.run_id, back.operation, back.token) == (one.owner, one.run_id, one.operation, one.token)
+    assert back.expires == pytest.approx(one.expires, abs=1e-5)
     assert Holder.from_value('{"owner": "a"}') is None
     assert Holder.from_value("not json") is None

@@ -245,32 +245,7 @@ class Aws:
             raw = self._ssm_channels(region).list_tags_for_resource(ResourceType="Parameter", ResourceId=name)
         return {t["Key"]: t["Value"] for t in raw.get("TagList", [])}
 
-    # -- channel leases and tags (amibuild/channels/lease.py, amibuild/lifecycle/prune.py) ----------
-
-    def create_lease(self, name: str, region: str, value: str, *, description: str) -> int | None:
-        """Create `name` holding `value` unless it exists (PutParameter with Overwrite=False): the new
-        version, or None when the parameter exists already (someone else holds the lease)."""
-        from botocore.exceptions import ClientError
-
-        with _mapped(f"ssm:PutParameter {name}", region):
-            try:
-                response = self._ssm_channels(region).put_parameter(
-                    Name=name, Value=value, Type="String", Tier="Standard", Description=description,
-                    Overwrite=False,
-                )
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") == "ParameterAlreadyExists":
-                    return None
-                raise
-        return int(response["Version"])
-
-    def overwrite_lease(self, name: str, region: str, value: str, *, description: str) -> int:
-        """Overwrite `name` with `value` (taking over an expired lease); the new version number."""
-        with _mapped(f"ssm:PutParameter {name}", region):
-            response = self._ssm_channels(region).put_parameter(
-                Name=name, Value=value, Type="String", Tier="Standard", Description=description, Overwrite=True,
-            )
-        return int(response["Version"])
+    # -- parameter tags (amibuild/lifecycle/prune.py) ----------------------------------------------
 
     def parameters_tagged(self, region: str, tags: Mapping[str, Sequence[str]]) -> list[str]:
         """Names of the parameters carrying every tag in `tags` with one of its values (DescribeParameters
@@ -471,30 +446,36 @@ class Aws:
 
     # ---------------------------------------------------------------------------- leases (SSM) and build leftovers (EC2)
 
-    def put_parameter_if_absent(self, name: str, value: str, region: str, *, description: str = "") -> bool:
-        """Create a String parameter only when none exists (``Overwrite=False``); False when one does.
+    def put_parameter_if_absent(self, name: str, value: str, region: str, *, description: str = "") -> int | None:
+        """Create a String parameter only when none exists (``Overwrite=False``): its version (1), or
+        None when one exists already.
 
         SSM refuses the second of two concurrent creates with ParameterAlreadyExists, which makes this
-        the compare-and-set a lease needs.
+        the "take it if free" a lease (amibuild/build/lease.py) needs.
         """
         from botocore.exceptions import ClientError
 
         with _mapped(f"ssm:PutParameter {name}", region):
             try:
-                self._ssm_channels(region).put_parameter(
+                response = self._ssm_channels(region).put_parameter(
                     Name=name, Value=value, Type="String", Tier="Standard", Overwrite=False,
                     **({"Description": description} if description else {}),
                 )
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") == "ParameterAlreadyExists":
-                    return False
+                    return None
                 raise
-        return True
+        return int(response["Version"])
 
-    def overwrite_parameter(self, name: str, value: str, region: str) -> None:
-        """Replace a String parameter's value (a lease renewal)."""
+    def overwrite_parameter(self, name: str, value: str, region: str, *, description: str = "") -> int:
+        """Replace a String parameter's value (a lease renewal or take-over); the new version number,
+        which tells a taker whether its put directly followed the version it read."""
         with _mapped(f"ssm:PutParameter {name}", region):
-            self._ssm_channels(region).put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
+            response = self._ssm_channels(region).put_parameter(
+                Name=name, Value=value, Type="String", Tier="Standard", Overwrite=True,
+                **({"Description": description} if description else {}),
+            )
+        return int(response["Version"])
 
     def delete_parameter_if_value(self, name: str, value: str, region: str) -> bool:
         """Delete the parameter when it still holds `value`; False when it is gone or holds another.

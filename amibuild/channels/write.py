@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
 from amibuild.aws import Aws, Parameter, fan_out
-from amibuild.channels.lease import Guard, Lease, acquire, lease_name
+from amibuild.channels.lease import ChannelLease, Guard, acquire, lease_name
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
                                     RegionResult, description, parameter_tags, provenance_of)
 from amibuild.errors import AmibuildError, Interrupted, PublishConflict, PublishFailed, PublishRefused
@@ -40,7 +40,7 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
 
     Leases are taken in name order and given back in ``finally``, whatever happened.
     """
-    held: list[Lease] = []
+    held: list[ChannelLease] = []
     notes: list[str] = []
     try:
         for channel in sorted(set(channels)):
