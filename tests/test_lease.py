@@ -89,7 +89,8 @@ def test_a_lease_of_a_dead_writer_process_on_this_machine_is_taken_over_before_i
         Name=NAME, Value=Holder(owner, "run-crashed", holder("x", expires_in=300).expires, "publish", "t").to_value(),
         Type="String")
     taken = lease_mod.acquire(Aws(region=REGION), NAME, REGION, operation="promote", guard=Guard(owner="z", wait=0))
-    assert f"took over the expired lease of {owner} (publish, run run-crashed" in taken.note
+    assert f"took over the lease of {owner} (publish, run run-crashed" in taken.note
+    assert "process on this machine is gone" in taken.note
     assert taken.release() == ""
 
 

@@ -74,7 +74,11 @@ class ChannelLease:
         if lease.took_over is not None:
             stale = lease.took_over
             who = stale.describe() if Holder.from_value(stale.raw) else "an unreadable value"
-            self.note = f"took over the expired lease of {who}: that writer stopped without releasing it"
+            if stale.expired(lease.clock()):
+                self.note = f"took over the expired lease of {who}: that writer stopped without releasing it"
+            else:  # not expired yet: its holder ran here and its process is gone (`holder_gone`)
+                self.note = (f"took over the lease of {who}: that writer's process on this machine is gone, "
+                             "it stopped without releasing it")
 
     def expired(self) -> bool:
         """True once the lease has run out on our own clock: others may have taken it over."""
