@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import hcl
 from amibuild.errors import SpecError, VarFileError
-from amibuild.spec import checks
+from amibuild.spec import checks, support
 
 PIPELINE_FILE = "amibuild.hcl"
 
@@ -51,8 +51,11 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
         "base": "eks-optimized",
         "upstream": "",
         "upstream_ref": "",
-        "os": "al2",
-        "kubernetes_version": "1.30",
+        # Today's default: AL2023 (EKS publishes no AL2 image after 1.32) on the newest version the
+        # release calendar in support.py lists as in standard support on the day it was read, so
+        # the default moves when that table is updated and never warns by itself.
+        "os": "al2023",
+        "kubernetes_version": support.newest_in_standard_support(support.AS_OF),
         "arch": "x86_64",
         "flavor": DEFAULT_FLAVOR,
         "instance_type": "",  # chosen by arch and flavor when empty, see Variant.effective_instance_type
