@@ -95,3 +95,12 @@ def test_render_prints_the_warning_and_still_renders(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "warning: variant old: Kubernetes 1.28 is past the end of EKS support" in result.stderr
     assert (tmp_path / "build" / "old" / "amibuild.pkr.hcl").is_file()
+
+
+def test_al2_without_a_version_names_the_os_flag_and_the_default_it_cannot_take(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no amibuild.hcl here
+    with pytest.raises(spec.SpecError) as refused:
+        spec.load(None, spec.Overrides(os="al2"))
+    assert str(refused.value).startswith("--os al2: Amazon Linux 2 needs a Kubernetes version of 1.32 or older")
+    assert "the built-in default is 1.35" in str(refused.value) and "--k8s 1.32" in str(refused.value)

@@ -615,6 +615,12 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     if not match:
         hint = " (a patch release 1.N.P is for base \"upstream\")" if _K8S_PATCH.match(k8s) else ""
         raise SpecError(f"{at('kubernetes_version')}: Kubernetes version {k8s!r} must look like 1.N, e.g. 1.30{hint}")
+    if os_ == "al2" and int(match.group(1)) > AL2_LAST_K8S and at("kubernetes_version") == "defaults":
+        # AL2 asked for, the version left to the built-in default (AL2023's): name where AL2 came from
+        raise SpecError(
+            f"{at('os')}: Amazon Linux 2 needs a Kubernetes version of 1.{AL2_LAST_K8S} or older, and the built-in "
+            f"default is {k8s}: set kubernetes_version (--k8s 1.{AL2_LAST_K8S}), or use os = \"al2023\""
+        )
     if os_ == "al2" and int(match.group(1)) > AL2_LAST_K8S:
         raise SpecError(
             f"{at('kubernetes_version')}: Kubernetes {k8s} has no EKS Amazon Linux 2 image "
