@@ -219,7 +219,7 @@ def test_no_credentials_is_a_usage_error_before_any_aws_call(workdir: Path, monk
 def test_a_new_eks_optimized_release_rebuilds_only_the_variants_it_affects(workdir: Path, sandbox) -> None:
     first = build_ami(workdir, "--json")
     assert first.returncode == 0, first.stderr
-    sandbox.release("1.30", os="al2", arch="arm64")  # AWS publishes a newer arm64 image
+    sandbox.release("1.35", os="al2023", arch="arm64")  # AWS publishes a newer arm64 image
     second = build_ami(workdir, "--json")
     assert second.returncode == 0, second.stderr
     assert {n: v["status"] for n, v in summary(second).items()} == {"ceph": "skipped", "arm": "built"}
@@ -274,7 +274,7 @@ def test_build_publishes_to_recommended_and_an_unchanged_rerun_writes_no_version
     assert first.returncode == 0, first.stderr
     for name, variant in summary(first).items():
         parameter = variant["published"]["parameter"]
-        assert parameter == f"/amibuild/e2e/1.30/{name}/recommended/image_id"
+        assert parameter == f"/amibuild/e2e/1.35/{name}/recommended/image_id"
         for region, ami in variant["amis"].items():
             ssm = boto3.client("ssm", region_name=region)
             got = ssm.get_parameter(Name=parameter)["Parameter"]

@@ -53,7 +53,7 @@ def outcomes(plan: BuildPlan) -> list[BuildOutcome]:
 
 
 def parameter(name: str, channel: str = "recommended") -> str:
-    return f"/amibuild/pub/1.30/{name}/{channel}/image_id"
+    return f"/amibuild/pub/1.35/{name}/{channel}/image_id"
 
 
 def test_only_reused_variants_have_their_channel_read_first(plan: BuildPlan) -> None:

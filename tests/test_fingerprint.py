@@ -19,6 +19,8 @@ pipeline {
 }
 
 variant "ceph" {
+  os                 = "al2"  # the source below is AL2's; "os" changes it to al2023 alone
+  kubernetes_version = "1.30"
   extra_packages = ["ceph-common"]
   repo "ceph" {
     baseurl = "https://download.ceph.com/rpm-octopus/el7/x86_64"

@@ -175,7 +175,7 @@ def test_prune_policy_allows_exactly_what_prune_calls(tmp_path: Path, recorder: 
     amis = [build_image("us-west-2", pipeline="iam", variant="ceph", n=n) for n in (1, 2, 3, 4, 5)]
     ssm = boto3.client("ssm", region_name="us-west-2")
     for ami in (amis[0], amis[1]):
-        ssm.put_parameter(Name="/amibuild/iam/1.30/ceph/stable/image_id", Value=ami, Type="String",
+        ssm.put_parameter(Name="/amibuild/iam/1.35/ceph/stable/image_id", Value=ami, Type="String",
                           DataType="aws:ec2:image", Overwrite=True)
     ec2 = boto3.client("ec2", region_name="us-west-2")
     template = ec2.create_launch_template(LaunchTemplateName="nodes", LaunchTemplateData={"ImageId": amis[2]})
@@ -197,7 +197,7 @@ NODEGROUP_STACK = {
     "AWSTemplateFormatVersion": "2010-09-09",
     "Parameters": {
         "NodeImageIdSSMParam": {"Type": "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>",
-                                "Default": "/amibuild/iam/1.30/ceph/recommended/image_id"},
+                                "Default": "/amibuild/iam/1.35/ceph/recommended/image_id"},
         "NodeInstanceType": {"Type": "String"},
         "Subnet": {"Type": "String"},
     },
@@ -220,7 +220,7 @@ def test_rollout_policy_allows_exactly_what_rollout_calls(tmp_path: Path, record
     recommended, stable = (build_image(region, pipeline="iam", variant="ceph", n=n) for n in (1, 2))
     ssm = boto3.client("ssm", region_name=region)
     for channel, ami in (("recommended", recommended), ("stable", stable)):
-        ssm.put_parameter(Name=f"/amibuild/iam/1.30/ceph/{channel}/image_id", Value=ami, Type="String",
+        ssm.put_parameter(Name=f"/amibuild/iam/1.35/ceph/{channel}/image_id", Value=ami, Type="String",
                           DataType="aws:ec2:image")
     ec2 = boto3.client("ec2", region_name=region)
     subnet = ec2.describe_subnets(Filters=[{"Name": "cidr-block", "Values": ["10.42.0.0/24"]}])["Subnets"][0]["SubnetId"]

@@ -24,7 +24,7 @@ from amibuild.sandbox import Sandbox, seed_images
 from faultproxy import FaultProxy
 
 REGIONS = ("us-west-2", "eu-west-1")
-NAME = "/amibuild/eks-workers/1.30/ceph/{channel}/image_id"
+NAME = "/amibuild/eks-workers/1.35/ceph/{channel}/image_id"
 PIPELINE = """
 pipeline {
   name       = "eks-workers"
@@ -120,9 +120,10 @@ def do_publish(pipeline, variant, amis, **kwargs) -> publish.PublishResult:
 
 def test_default_parameter_name_has_the_shape_of_the_aws_eks_parameters(pipeline, ceph):
     name = publish.parameter_name(pipeline, ceph, "recommended")
-    assert name == "/amibuild/eks-workers/1.30/ceph/recommended/image_id"
-    # /aws/service/eks/optimized-ami/1.30/amazon-linux-2/recommended/image_id: k8s, kind, channel, leaf
-    assert name.split("/")[-4:] == ["1.30", "ceph", "recommended", "image_id"]
+    assert name == "/amibuild/eks-workers/1.35/ceph/recommended/image_id"
+    # /aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/standard/recommended/image_id:
+    # k8s, kind, channel, leaf
+    assert name.split("/")[-4:] == ["1.35", "ceph", "recommended", "image_id"]
 
 
 @pytest.mark.parametrize("template, complaint", [
@@ -375,12 +376,12 @@ def test_channels_lists_every_variant_channel_and_region(sandbox, pipeline, ceph
     publish.promote(gateway(), pipeline=pipeline, variant=ceph, source="recommended", target="stable")
     rows = channel_status.channels(gateway(), pipeline=pipeline)
     assert {(e.variant, e.k8s, e.channel, e.region, e.ami, e.version) for e in rows} == {
-        ("ceph", "1.30", "recommended", "us-west-2", amis["us-west-2"], 1),
-        ("ceph", "1.30", "recommended", "eu-west-1", amis["eu-west-1"], 1),
-        ("ceph", "1.30", "stable", "us-west-2", amis["us-west-2"], 1),
-        ("ceph", "1.30", "stable", "eu-west-1", amis["eu-west-1"], 1),
-        ("plain", "1.30", "recommended", "us-west-2", None, 0),  # a variant never published
-        ("plain", "1.30", "recommended", "eu-west-1", None, 0),
+        ("ceph", "1.35", "recommended", "us-west-2", amis["us-west-2"], 1),
+        ("ceph", "1.35", "recommended", "eu-west-1", amis["eu-west-1"], 1),
+        ("ceph", "1.35", "stable", "us-west-2", amis["us-west-2"], 1),
+        ("ceph", "1.35", "stable", "eu-west-1", amis["eu-west-1"], 1),
+        ("plain", "1.35", "recommended", "us-west-2", None, 0),  # a variant never published
+        ("plain", "1.35", "recommended", "eu-west-1", None, 0),
     }
 
 

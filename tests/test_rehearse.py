@@ -34,6 +34,8 @@ pipeline {
 }
 
 variant "ceph" {
+  os                 = "al2"  # the chain checks AL2's files (/etc/yum.conf)
+  kubernetes_version = "1.30"
   extra_packages = ["ceph-common"]
   repo "ceph" {
     baseurl = "https://download.ceph.com/rpm-octopus/el7/$basearch"

@@ -58,6 +58,11 @@ pipeline {
   ssm_prefix = "/amibuild"
   regions    = ["us-west-2"]
 }
+defaults {
+  # AL2 nodes: a stack deploys without the cluster's endpoint, CA and CIDR (AL2023 needs them)
+  os                 = "al2"
+  kubernetes_version = "1.30"
+}
 variant "ceph" {
   extra_packages = ["ceph-common"]
 }

@@ -114,7 +114,7 @@ def render_upstream(tmp_path: Path, *, uses_plugins: bool, var_file: str = "") -
         path = tmp_path / "user.pkrvars.hcl"
         path.write_text(var_file)
         flags["var_files"] = (str(path),)
-    pipeline = spec.load(None, spec.Overrides(base="upstream", upstream=str(DATA / "templates-layout"),
+    pipeline = spec.load(None, spec.Overrides(base="upstream", upstream=str(DATA / "templates-layout"), os="al2",
                                               kubernetes_version="1.30.4",
                                               variables=("kubernetes_build_date=2024-09-11", "ami_name=abc"),
                                               **flags))

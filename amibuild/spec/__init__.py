@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import hcl
 from amibuild.errors import SpecError, VarFileError
-from amibuild.spec import checks
+from amibuild.spec import checks, support
 
 PIPELINE_FILE = "amibuild.hcl"
 
@@ -51,8 +51,11 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
         "base": "eks-optimized",
         "upstream": "",
         "upstream_ref": "",
-        "os": "al2",
-        "kubernetes_version": "1.30",
+        # Today's default: AL2023 (EKS publishes no AL2 image after 1.32) on the newest version the
+        # release calendar in support.py lists as in standard support on the day it was read, so
+        # the default moves when that table is updated and never warns by itself.
+        "os": "al2023",
+        "kubernetes_version": support.newest_in_standard_support(support.AS_OF),
         "arch": "x86_64",
         "flavor": DEFAULT_FLAVOR,
         "instance_type": "",  # chosen by arch and flavor when empty, see Variant.effective_instance_type
@@ -612,6 +615,12 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     if not match:
         hint = " (a patch release 1.N.P is for base \"upstream\")" if _K8S_PATCH.match(k8s) else ""
         raise SpecError(f"{at('kubernetes_version')}: Kubernetes version {k8s!r} must look like 1.N, e.g. 1.30{hint}")
+    if os_ == "al2" and int(match.group(1)) > AL2_LAST_K8S and at("kubernetes_version") == "defaults":
+        # AL2 asked for, the version left to the built-in default (AL2023's): name where AL2 came from
+        raise SpecError(
+            f"{at('os')}: Amazon Linux 2 needs a Kubernetes version of 1.{AL2_LAST_K8S} or older, and the built-in "
+            f"default is {k8s}: set kubernetes_version (--k8s 1.{AL2_LAST_K8S}), or use os = \"al2023\""
+        )
     if os_ == "al2" and int(match.group(1)) > AL2_LAST_K8S:
         raise SpecError(
             f"{at('kubernetes_version')}: Kubernetes {k8s} has no EKS Amazon Linux 2 image "

@@ -17,6 +17,7 @@ pipeline {
 }
 
 defaults {
+  os                 = "al2"
   kubernetes_version = "1.30"
   volume_size        = 30
   volume_type        = "gp3"

@@ -6,5 +6,7 @@ pipeline {
 }
 
 variant "base" {
+  os                 = "al2"
+  kubernetes_version = "1.30"
   scripts = ["harden.sh"]
 }

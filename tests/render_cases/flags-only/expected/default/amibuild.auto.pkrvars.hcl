@@ -1,7 +1,7 @@
 # Resolved values for variant "default", written by amibuild 0.1.0.
 
-ami_description             = "EKS 1.30 al2 x86_64 worker, variant default, built by amibuild"
-ami_name_prefix             = "amibuild-default-1.30-x86_64"
+ami_description             = "EKS 1.35 al2023 x86_64 worker, variant default, built by amibuild"
+ami_name_prefix             = "amibuild-default-1.35-x86_64"
 ami_regions                 = ["us-west-2"]
 ami_users                   = []
 arch                        = "x86_64"
@@ -14,11 +14,11 @@ https_proxy                 = ""
 iam_instance_profile        = ""
 instance_type               = "m5.large"
 kms_key_id                  = ""
-kubernetes_version          = "1.30"
+kubernetes_version          = "1.35"
 no_proxy                    = ""
 run_tags                    = {}
 security_group_id           = ""
-source_ami_filter_name      = "amazon-eks-node-1.30-v*"
+source_ami_filter_name      = "amazon-eks-node-al2023-x86_64-standard-1.35-v*"
 source_ami_owners           = ["602401143452"]
 source_amis                 = {}
 ssh_interface               = ""
