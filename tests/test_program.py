@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from amibuild import spec
+from amibuild.spec import support
 from amibuild.errors import SandboxError, SpecError
 from amibuild.sandbox import moto_check
 
@@ -230,6 +231,8 @@ def test_init_writes_a_starter_that_validates_and_refuses_to_overwrite(tmp_path:
     pipeline = spec.load(tmp_path / "amibuild.hcl")
     (variant,) = pipeline.variants
     assert (variant.os, variant.extra_packages) == ("al2023", ("ceph-common",))
+    # a version in EKS standard support: the starter gives a new user no warning
+    assert support.support_warning(variant.kubernetes_version, support.AS_OF) is None
     starter = (tmp_path / "amibuild.hcl").read_text()
     assert starter.count("\n#") >= 5  # commented for a new user
 

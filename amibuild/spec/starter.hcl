@@ -12,7 +12,7 @@ pipeline {
 
 # Settings every variant starts from.
 defaults {
-  kubernetes_version = "1.33"
+  kubernetes_version = "1.35"
   volume_size        = 30
   volume_type        = "gp3"
   encrypted          = true
