@@ -7,10 +7,10 @@ file this repository tests.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
-from amibuild.errors import PackageDataMissing, SpecError
+from amibuild.spec.shipped import STARTER, pipeline_text
+from amibuild.errors import SpecError
 from amibuild.cli.locate import PIPELINE_FILE
 
 IGNORE_ENTRY = "build/"
@@ -28,13 +28,6 @@ class InitResult:
                 "next: amibuild render (what Packer gets), then amibuild build-ami"]
 
 
-def starter_text() -> str:
-    try:
-        return (resources.files("amibuild.spec") / "starter.hcl").read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PackageDataMissing(f"amibuild/spec/starter.hcl is missing ({exc.strerror}); the installation is "
-                                 "incomplete: reinstall amibuild") from exc
-
 
 def init(folder: Path) -> InitResult:
     """Write `amibuild.hcl` and make `.gitignore` ignore `build/`; refuse to overwrite a pipeline file."""
@@ -42,7 +35,7 @@ def init(folder: Path) -> InitResult:
     if pipeline.exists() or pipeline.is_symlink():
         raise SpecError(f"{pipeline}: already exists; amibuild init does not overwrite it (edit it, or move it "
                         "away and run init again)")
-    text = starter_text()  # before writing anything: a broken install writes nothing
+    text = pipeline_text(STARTER)  # before writing anything: a broken install writes nothing
     gitignore = folder / ".gitignore"
     try:
         existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""

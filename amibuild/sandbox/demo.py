@@ -14,22 +14,14 @@ import shlex
 import subprocess
 import sys
 import tempfile
-from importlib import resources
 from pathlib import Path
 from typing import Callable, Sequence, TextIO
 
-from amibuild.errors import AmibuildError, PackageDataMissing
+from amibuild.spec.shipped import EXAMPLE, pipeline_text
+from amibuild.errors import AmibuildError
 
 VARIANT = "ceph"  # the example's variant the channel steps follow
 
-
-def example_text() -> str:
-    """The example pipeline file shipped in the package (the repository's amibuild.hcl)."""
-    try:
-        return (resources.files("amibuild.spec") / "example.hcl").read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PackageDataMissing(f"amibuild/spec/example.hcl is missing ({exc.strerror}); the installation is "
-                                 "incomplete: reinstall amibuild") from exc
 
 
 def steps(network: dict) -> list[tuple[str, list[str]]]:
@@ -74,7 +66,7 @@ def run_demo(out: TextIO = sys.stdout, *, keep: bool = False,
     require_moto()  # before anything is made: without the extra the demo is bad input, not a failure
     runner = runner or _amibuild
     workdir = Path(tempfile.mkdtemp(prefix="amibuild-demo-"))
-    (workdir / "amibuild.hcl").write_text(example_text(), encoding="utf-8")
+    (workdir / "amibuild.hcl").write_text(pipeline_text(EXAMPLE), encoding="utf-8")
     with Sandbox() as sandbox:
         env = {**os.environ, **sandbox.env(), "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
         env.pop("AWS_PROFILE", None)
