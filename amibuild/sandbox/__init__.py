@@ -333,19 +333,6 @@ class Sandbox:
         """Drop everything clients created and put the seed back."""
         self._post("reset", {})
 
-    def cluster_network(self, region: str = DEFAULT_REGION, cluster: str = "demo") -> dict[str, Any]:
-        """The seeded VPC and its subnets, and a new control plane security group for `cluster`:
-        what `invoke nodegroup-deploy` needs to create a stack here."""
-        import boto3
-
-        ec2 = boto3.client("ec2", region_name=region, endpoint_url=self.endpoint,
-                           aws_access_key_id="testing", aws_secret_access_key="testing")
-        vpc = ec2.describe_vpcs(Filters=[{"Name": "tag:Name", "Values": [SANDBOX_VPC_NAME]}])["Vpcs"][0]["VpcId"]
-        subnets = ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]
-        group = ec2.create_security_group(GroupName=f"eks-cluster-{cluster}", Description=f"{cluster} control plane",
-                                          VpcId=vpc)["GroupId"]
-        return {"vpc": vpc, "subnets": sorted(s["SubnetId"] for s in subnets), "control_plane_sg": group}
-
     def cluster(self, region: str | None = None) -> dict[str, Any]:
         """The seeded EKS cluster: its name, VPC, subnets and control plane security group."""
         return sandbox_cluster(self.endpoint, region or self.region)
