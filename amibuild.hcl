@@ -1,1 +1,1 @@
-amibuild/spec/example.hcl
+amibuild/pipeline/example.hcl

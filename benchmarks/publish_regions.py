@@ -56,7 +56,7 @@ def run() -> Report:
     import boto3
 
     from amibuild.channels import publish
-    from amibuild import spec
+    from amibuild.pipeline import load
     from amibuild.aws import Aws
     from amibuild.sandbox import Sandbox, seed_images
 
@@ -74,7 +74,7 @@ def run() -> Report:
                 path = Path(scratch, f"{variant}.hcl")
                 path.write_text(PIPELINE.format(first=regions[0], variant=variant,
                                                 copies=", ".join(f'"{r}"' for r in regions[1:])))
-                pipeline = spec.load(path)
+                pipeline = load(path)
                 images = [_images(boto3, sandbox.endpoint, regions, variant, f"fp{i}", seed_images()[0].image_id)
                           for i in range(2)]
                 pipelines[label] = (pipeline, pipeline.variants[0], images)

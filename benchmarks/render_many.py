@@ -161,7 +161,7 @@ def _packer_sample(directories: list[Path]) -> tuple[list[Row], str]:
     if shutil.which("packer") is None:
         return [], "packer validate / fmt: skipped, no packer on PATH"
     from amibuild.errors import PackerError
-    from amibuild.build.packer import Packer
+    from amibuild.bake.packer import Packer
 
     # the OS alternates every variant and the arch every two: an odd stride samples all four kinds
     step = max(1, len(directories) // PACKER_SAMPLE) | 1

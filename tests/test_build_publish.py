@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from amibuild import render, spec
-from amibuild.build.executor import BuildOutcome, BuildStatus
-from amibuild.build.plan import BuildDecision, BuildPlan, PlanItem
+from amibuild import render
+from amibuild.pipeline import Overrides, load
+from amibuild.bake.executor import BuildOutcome, BuildStatus
+from amibuild.bake.plan import BuildDecision, BuildPlan, PlanItem
 from amibuild.channels.from_build import channel_reads, plan_build_publish
 from amibuild.render import SourceAmi, Target
 
@@ -31,7 +32,7 @@ REGIONS = ("us-west-2", "eu-west-1")
 @pytest.fixture
 def plan(tmp_path: Path) -> BuildPlan:
     (tmp_path / "amibuild.hcl").write_text(PIPELINE)
-    pipeline = spec.load(tmp_path / "amibuild.hcl", spec.Overrides())
+    pipeline = load(tmp_path / "amibuild.hcl", Overrides())
     items = []
     for variant in pipeline.variants:
         rendered = render.render_variant(pipeline, variant, uses_plugins=False, target=Target(None),

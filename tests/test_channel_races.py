@@ -21,7 +21,7 @@ from typing import Iterator
 import boto3
 import pytest
 
-from amibuild import spec
+from amibuild.pipeline import load
 from faultproxy import FaultProxy, Gate
 from test_publish import NAME, PIPELINE, REGIONS, build, current, do_publish, values, written
 
@@ -101,7 +101,7 @@ def leases_left() -> list[str]:
 @pytest.fixture
 def channels(proxy, workdir: Path) -> dict[str, dict[str, str]]:
     """stable, recommended and candidate each published with their own build."""
-    pipeline = spec.load(workdir / "amibuild.hcl")
+    pipeline = load(workdir / "amibuild.hcl")
     ceph = next(v for v in pipeline.variants if v.name == "ceph")
     made = {}
     for channel, fingerprint in (("stable", "fp0"), ("recommended", "fp1"), ("candidate", "fp2")):
@@ -223,7 +223,7 @@ def _build_ami(workdir: Path, *args: str, **kwargs) -> Cli:
 
 @needs_packer
 def test_build_ami_publishing_while_a_promote_comes_keeps_the_channel_whole(proxy, workdir):
-    pipeline = spec.load(workdir / "amibuild.hcl")
+    pipeline = load(workdir / "amibuild.hcl")
     ceph = next(v for v in pipeline.variants if v.name == "ceph")
     candidate = build("fp-c")
     do_publish(pipeline, ceph, candidate, channel="candidate")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from amibuild import render
-from amibuild import spec
+from amibuild.pipeline import Overrides, load
 from amibuild.render import SourceAmi, Target
 
 BASE_PIPELINE = """\
@@ -30,12 +30,12 @@ variant "ceph" {
 SOURCE = SourceAmi("resolved", "ami-0123456789abcdef0", "/aws/service/eks/optimized-ami/1.30/amazon-linux-2/recommended/image_id")
 
 
-def fingerprint(tmp_path: Path, text: str = BASE_PIPELINE, overrides: spec.Overrides = spec.Overrides(),
+def fingerprint(tmp_path: Path, text: str = BASE_PIPELINE, overrides: Overrides = Overrides(),
                 *, source: SourceAmi = SOURCE, uses_plugins: bool = False, endpoint: str | None = None,
                 script: str | None = None) -> str:
     path = tmp_path / "amibuild.hcl"
     path.write_text(text)
-    pipeline = spec.load(path, overrides)
+    pipeline = load(path, overrides)
     variant = pipeline.variants[0]
     rendered = render.render_variant(pipeline, variant, uses_plugins=uses_plugins, target=Target(endpoint),
                                      sources={r: source for r in pipeline.regions})
@@ -53,14 +53,14 @@ def test_same_inputs_give_the_same_fingerprint(tmp_path: Path) -> None:
 
 
 CHANGES = {
-    "kubernetes version": dict(overrides=spec.Overrides(kubernetes_version="1.29")),
-    "arch": dict(overrides=spec.Overrides(arch="arm64")),
-    "os": dict(overrides=spec.Overrides(os="al2023")),
-    "extra package": dict(overrides=spec.Overrides(extra_packages=("htop",))),
-    "extra repo": dict(overrides=spec.Overrides(extra_repos=("epel=https://dl.fedoraproject.org/pub/epel/7/x86_64",))),
-    "packer variable": dict(overrides=spec.Overrides(variables=("volume_size=40",))),
-    "instance type": dict(overrides=spec.Overrides(variables=("instance_type=c5.large",))),
-    "build region": dict(overrides=spec.Overrides(regions=("us-east-1",))),
+    "kubernetes version": dict(overrides=Overrides(kubernetes_version="1.29")),
+    "arch": dict(overrides=Overrides(arch="arm64")),
+    "os": dict(overrides=Overrides(os="al2023")),
+    "extra package": dict(overrides=Overrides(extra_packages=("htop",))),
+    "extra repo": dict(overrides=Overrides(extra_repos=("epel=https://dl.fedoraproject.org/pub/epel/7/x86_64",))),
+    "packer variable": dict(overrides=Overrides(variables=("volume_size=40",))),
+    "instance type": dict(overrides=Overrides(variables=("instance_type=c5.large",))),
+    "build region": dict(overrides=Overrides(regions=("us-east-1",))),
     "copy-to region": dict(text=BASE_PIPELINE.replace('["eu-west-1"]', '["eu-central-1"]')),
     "pipeline tags": dict(text=BASE_PIPELINE.replace('copy_to = ["eu-west-1"]', 'copy_to = ["eu-west-1"]\n  tags = { team = "x" }')),
     "proxy": dict(text=BASE_PIPELINE.replace("variant \"ceph\" {\n", "variant \"ceph\" {\n  proxy {\n    http = \"http://p:3128\"\n  }\n")),
@@ -88,7 +88,7 @@ def test_a_shipped_script_edit_changes_the_fingerprint(tmp_path: Path) -> None:
 def test_our_provisioner_scripts_are_covered(tmp_path: Path) -> None:
     path = tmp_path / "amibuild.hcl"
     path.write_text(BASE_PIPELINE)
-    pipeline = spec.load(path)
+    pipeline = load(path)
     rendered = render.render_variant(pipeline, pipeline.variants[0], uses_plugins=False, target=Target(),
                                      sources={"us-west-2": SOURCE})
     assert "scripts/install-packages.sh" in rendered.files

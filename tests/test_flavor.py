@@ -11,19 +11,19 @@ from pathlib import Path
 import boto3
 import pytest
 
-from amibuild import spec
+from amibuild.pipeline import Overrides, Variant, load
 from amibuild.errors import SpecError
 from amibuild.render import eks_name_filter, eks_parameter
 from amibuild.sandbox import recommended_parameter
-from amibuild.spec.naming import parameter_name
+from amibuild.pipeline.naming import parameter_name
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def variant(tmp_path: Path, body: str, *flags: str) -> spec.Variant:
+def variant(tmp_path: Path, body: str, *flags: str) -> Variant:
     (tmp_path / "amibuild.hcl").write_text(f'variant "v" {{\n{body}\n}}\n')
-    overrides = spec.Overrides(flavor=flags[0]) if flags else spec.Overrides()
-    return spec.load(tmp_path / "amibuild.hcl", overrides).variants[0]
+    overrides = Overrides(flavor=flags[0]) if flags else Overrides()
+    return load(tmp_path / "amibuild.hcl", overrides).variants[0]
 
 
 @pytest.mark.parametrize("body, parameter, name_filter, instance", [
@@ -78,7 +78,7 @@ def test_flavor_flag_overrides_the_file_and_changes_fingerprint_settings_and_cha
     assert nvidia.flavor == "nvidia" and standard.flavor == "standard"
     # A standard variant's settings (hence fingerprint) are what they were before flavors existed.
     assert "flavor" not in standard.settings() and nvidia.settings()["flavor"] == "nvidia"
-    pipeline = spec.load(tmp_path / "amibuild.hcl")
+    pipeline = load(tmp_path / "amibuild.hcl")
     template = "{prefix}/{pipeline}/{k8s}/{variant}-{flavor}/{channel}/image_id"
     assert parameter_name(pipeline, nvidia, "stable", template).endswith("/1.35/v-nvidia/stable/image_id")
 

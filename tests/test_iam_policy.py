@@ -30,7 +30,7 @@ import pytest
 from recorder import Recorder
 
 from amibuild.lifecycle import iam
-from amibuild import spec
+from amibuild.pipeline import Pipeline, load
 from amibuild.errors import SpecError
 from amibuild.sandbox import ACCOUNT_ID, seed_images
 
@@ -140,7 +140,7 @@ variant "tuned" {{
     assert sum(1 for v in variants.values() if v.get("publish_error")) == 1, result.stderr
     assert result.returncode == 1
     assert "ec2:CreateKeyPair" in recorder.actions() and "ec2:CopyImage" in recorder.actions()
-    document = iam.policy("build", spec.load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)
+    document = iam.policy("build", load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)
     assert_policy_matches_calls("build", document, recorder)
 
 
@@ -166,7 +166,7 @@ def test_publish_policy_allows_exactly_what_publish_promote_rollback_history_and
     failed = invoke(tmp_path, "publish", "--variant", "ceph", "--channel", "candidate", "--ami", ami_flag(amis[2]),
                     env=env)
     assert failed.returncode == 1 and "deleted again" in failed.stderr, failed.stderr
-    document = iam.policy("publish", spec.load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)
+    document = iam.policy("publish", load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)
     assert_policy_matches_calls("publish", document, recorder)
 
 
@@ -187,7 +187,7 @@ def test_prune_policy_allows_exactly_what_prune_calls(tmp_path: Path, recorder: 
     result = invoke(tmp_path, "prune", "--keep", "1", "--json", env=through(recorder))
     assert result.returncode == 0, result.stderr
     assert [o["status"] for o in json.loads(result.stdout)["outcomes"]] == ["deleted"]  # only the 4th: newest, channel, rollback window, template
-    document = iam.policy("prune", spec.load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)
+    document = iam.policy("prune", load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)
     assert_policy_matches_calls("prune", document, recorder)
 
 
@@ -248,7 +248,7 @@ def test_rollout_policy_allows_exactly_what_rollout_calls(tmp_path: Path, record
         result = invoke(tmp_path, "rollout", *target, *to_stable, env=env)
         assert result.returncode in (0, 1) and "Traceback" not in result.stderr, result.stderr
     assert {"cloudformation:ExecuteChangeSet", "eks:UpdateNodegroupVersion"} <= recorder.actions()
-    document = iam.policy("rollout", spec.load(tmp_path / "amibuild.hcl"), stacks=["nodes"],
+    document = iam.policy("rollout", load(tmp_path / "amibuild.hcl"), stacks=["nodes"],
                           node_role_arn=NODE_ROLE, account=ACCOUNT_ID)
     assert_policy_matches_calls("rollout", document, recorder)
 
@@ -257,17 +257,17 @@ def test_rollout_policy_allows_exactly_what_rollout_calls(tmp_path: Path, record
 
 
 @pytest.fixture
-def pipeline(tmp_path: Path) -> spec.Pipeline:
+def pipeline(tmp_path: Path) -> Pipeline:
     path = tmp_path / "amibuild.hcl"
     path.write_text(CHANNELS_PIPELINE)
-    return spec.load(path)
+    return load(path)
 
 
 def test_a_plain_pipeline_gets_no_copy_sharing_encryption_or_subnet_permissions(tmp_path: Path) -> None:
     path = tmp_path / "amibuild.hcl"
     path.write_text('pipeline {\n  name = "lean"\n  regions = ["us-west-2"]\n}\nvariant "a" {\n'
                     '  security_group_id = "sg-0123456789abcdef0"\n}\n')
-    allowed = iam.actions(iam.policy("build", spec.load(path)))
+    allowed = iam.actions(iam.policy("build", load(path)))
     for action in ("ec2:CopyImage", "ec2:ModifySnapshotAttribute", "ec2:DescribeImageAttribute",
                    "ec2:DeregisterImage", "ec2:DeleteSnapshot", "ec2:DescribeSubnets", "ec2:CreateSecurityGroup",
                    "kms:CreateGrant"):
@@ -279,7 +279,7 @@ def test_kms_is_allowed_on_the_named_key_and_an_alias_becomes_a_condition(tmp_pa
     path = tmp_path / "amibuild.hcl"
     path.write_text(f'pipeline {{\n  name = "k"\n}}\nvariant "a" {{\n  encrypted = true\n  kms_key_id = "{KMS_KEY}"\n}}\n'
                     'variant "b" {\n  encrypted = true\n  kms_key_id = "alias/ebs-images"\n}\n')
-    by_sid = {s["Sid"]: s for s in iam.policy("build", spec.load(path))["Statement"]}
+    by_sid = {s["Sid"]: s for s in iam.policy("build", load(path))["Statement"]}
     assert by_sid["KmsForEncryptedImages"]["Resource"] == [KMS_KEY]
     alias = by_sid["KmsForEncryptedImagesByAlias"]
     assert alias["Resource"] == ["arn:aws:kms:*:*:key/*"]
@@ -354,7 +354,7 @@ def test_every_action_exists_according_to_cfn_lint(pipeline) -> None:
     kms = pipeline.source.parent / "kms.hcl"
     kms.write_text(f'pipeline {{\n  name = "iam"\n}}\nvariant "k" {{\n  encrypted = true\n  kms_key_id = "{KMS_KEY}"\n}}\n')
     for document in (iam.policy("all", pipeline, stacks=["nodes"], node_role_arn=NODE_ROLE, account=ACCOUNT_ID),
-                     iam.policy("build", spec.load(kms))):
+                     iam.policy("build", load(kms))):
         template = {"AWSTemplateFormatVersion": "2010-09-09", "Resources": {"Policy": {
             "Type": "AWS::IAM::ManagedPolicy", "Properties": {"PolicyDocument": document}}}}
         assert [str(m) for m in lint(json.dumps(template))] == []
@@ -364,7 +364,7 @@ def test_iam_policy_task_prints_the_document(tmp_path: Path) -> None:
     (tmp_path / "amibuild.hcl").write_text(CHANNELS_PIPELINE)
     result = invoke(tmp_path, "iam-policy", "--task", "prune", "--account", ACCOUNT_ID)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == iam.policy("prune", spec.load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)
+    assert json.loads(result.stdout) == iam.policy("prune", load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)
     rollout = invoke(tmp_path, "iam-policy", "--stack", "nodes", "--node-role-arn", NODE_ROLE)
     assert rollout.returncode == 0, rollout.stderr
     assert "iam:PassRole" in iam.actions(json.loads(rollout.stdout))

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from amibuild import hcl, spec
+from amibuild import hcl
+from amibuild.pipeline import Overrides, Pipeline, Proxy, Repo, Variant, load
 from amibuild.errors import SpecError
 from amibuild.render import SourceAmi, Target, provisioner_blocks, render_variant, template_variables, \
     apply_packer_vars, write
@@ -43,24 +44,24 @@ FLAGS = {"extra_packages": "extra_packages", "extra_repos": "extra_repos", "kube
 ROADS = ("flag", "--var", "vars", "var-file", "pipeline file")
 
 
-def _load(tmp: Path, road: str, setting: str, value: str) -> spec.Pipeline:
+def _load(tmp: Path, road: str, setting: str, value: str) -> Pipeline:
     """Load a one-variant pipeline with `value` given for `setting` along `road`."""
     body = ""
-    overrides = spec.Overrides()
+    overrides = Overrides()
     if road == "flag":
         if setting == "extra_packages":
-            overrides = spec.Overrides(extra_packages=(value,))
+            overrides = Overrides(extra_packages=(value,))
         elif setting == "extra_repos":
-            overrides = spec.Overrides(extra_repos=(f"r={value}",))
+            overrides = Overrides(extra_repos=(f"r={value}",))
         else:
-            overrides = spec.Overrides(**{setting: value})
+            overrides = Overrides(**{setting: value})
     elif road == "--var":
-        overrides = spec.Overrides(variables=(f"{setting}={value}",))
+        overrides = Overrides(variables=(f"{setting}={value}",))
     elif road == "vars":
         body = f"  vars = {{ {setting} = {hcl.quote(value)} }}\n"
     elif road == "var-file":
         (tmp / "v.pkrvars.hcl").write_text(f"{setting} = {hcl.quote(value)}\n")
-        overrides = spec.Overrides(var_files=(str(tmp / "v.pkrvars.hcl"),))
+        overrides = Overrides(var_files=(str(tmp / "v.pkrvars.hcl"),))
     elif setting == "proxy":
         body = f"  proxy {{\n    http = {hcl.quote(value)}\n  }}\n"
     elif setting == "repo":
@@ -68,7 +69,7 @@ def _load(tmp: Path, road: str, setting: str, value: str) -> spec.Pipeline:
     else:
         body = f"  {setting} = {hcl.quote(value)}\n"
     (tmp / "amibuild.hcl").write_text(f'pipeline {{\n  name = "inj"\n}}\n\nvariant "v" {{\n{body}}}\n')
-    return spec.load(tmp / "amibuild.hcl", overrides, required=True)
+    return load(tmp / "amibuild.hcl", overrides, required=True)
 
 
 def _combinations():
@@ -83,7 +84,7 @@ def _combinations():
             yield road, setting
 
 
-def _shell_texts(variant: spec.Variant, pipeline: spec.Pipeline, sandbox: bool) -> list[str]:
+def _shell_texts(variant: Variant, pipeline: Pipeline, sandbox: bool) -> list[str]:
     """Every piece of text our provisioners hand to a shell: inline commands and execute_command."""
     values = apply_packer_vars(template_variables(variant, pipeline), variant, sources={})
     blocks, _ = provisioner_blocks(variant, values, sandbox=sandbox)
@@ -122,12 +123,12 @@ def test_even_unchecked_values_are_only_data_in_a_sandbox_build(tmp_path: Path, 
     if shutil.which("packer") is None:
         pytest.skip("packer is not installed")
     (tmp_path / "amibuild.hcl").write_text('pipeline {\n  name = "inj"\n}\n\nvariant "v" {\n}\n')
-    pipeline = spec.load(tmp_path / "amibuild.hcl", required=True)
+    pipeline = load(tmp_path / "amibuild.hcl", required=True)
     hostile = [t.replace("MARK", str(tmp_path)) for t in HOSTILE]
     variant = dataclasses.replace(
         pipeline.variants[0],
-        proxy=spec.Proxy(http=hostile[0], https=hostile[1], no_proxy=hostile[2]),
-        repos=(spec.Repo("r", hostile[3], hostile[4]),),
+        proxy=Proxy(http=hostile[0], https=hostile[1], no_proxy=hostile[2]),
+        repos=(Repo("r", hostile[3], hostile[4]),),
         extra_packages=tuple(hostile[5:]),
     )
     pipeline = dataclasses.replace(pipeline, variants=(variant,))

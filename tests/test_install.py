@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ENABLED = {"ceph", "ceph-arm", "ceph-al2"}
 PACKAGE_DATA = [
     "amibuild/render/templates/", "amibuild/render/provision/", "amibuild/handoff/templates/nodegroup.yaml",
-    "amibuild/spec/example.hcl", "amibuild/spec/starter.hcl",
+    "amibuild/pipeline/example.hcl", "amibuild/pipeline/starter.hcl",
 ]
 
 
@@ -110,7 +110,7 @@ def test_the_wheel_carries_the_package_data_and_the_command(wheel: Path) -> None
 def test_the_installed_command_works_in_a_folder_holding_only_a_pipeline_file(installed: Path,
                                                                                tmp_path: Path) -> None:
     amibuild = installed / "bin" / "amibuild"
-    shutil.copy(ROOT / "amibuild" / "spec" / "example.hcl", tmp_path / "amibuild.hcl")
+    shutil.copy(ROOT / "amibuild" / "pipeline" / "example.hcl", tmp_path / "amibuild.hcl")
     where = run([installed / "bin" / "python", "-c", "import amibuild; print(amibuild.__file__)"], cwd=tmp_path)
     assert where.stdout.strip().startswith(str(installed)), where  # the wheel's copy, not this checkout
 

@@ -1,6 +1,6 @@
 """The channel lease on its own, against the emulator: take, refuse, release, take over.
 
-It is the one lease amibuild has (`amibuild.build.lease`), with the channel's waiting and errors.
+It is the one lease amibuild has (`amibuild.bake.lease`), with the channel's waiting and errors.
 
 Two writers taking over one expired lease at once are played in order (each step is one AWS
 call), so the interleaving the test means is the one that runs.
@@ -16,7 +16,7 @@ import pytest
 
 from amibuild.aws import Aws
 from amibuild.channels import lease as lease_mod
-from amibuild.build.lease import Holder, Lease
+from amibuild.bake.lease import Holder, Lease
 from amibuild.channels.lease import Guard
 from amibuild.errors import ChannelBusy, Interrupted
 

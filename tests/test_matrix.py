@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from amibuild.spec import matrix as matrix_mod
-from amibuild import spec
+from amibuild.pipeline import matrix as matrix_mod
+from amibuild.pipeline import load
 from amibuild.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +35,7 @@ def invoke(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subproce
 
 
 def test_matrix_of_the_example_pipeline_lists_every_enabled_variant_in_file_order() -> None:
-    assert matrix_mod.matrix(spec.load(EXAMPLE)) == EXAMPLE_MATRIX
+    assert matrix_mod.matrix(load(EXAMPLE)) == EXAMPLE_MATRIX
 
 
 def test_github_output_appends_one_compact_line_after_what_is_there(tmp_path: Path) -> None:

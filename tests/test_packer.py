@@ -1,4 +1,4 @@
-"""amibuild.build.packer: pure parsers on recorded Packer 1.6.6 output, and the real binary offline.
+"""amibuild.bake.packer: pure parsers on recorded Packer 1.6.6 output, and the real binary offline.
 
 The recordings in tests/data/packer/ (see its README) come from real builds against the local
 emulator; no test here needs the emulator or AWS. Tests of the binary run the installed `packer`
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from amibuild.errors import PackerError, PackerNotFound, PackerOutputError, PackerValidateError
-from amibuild.build.packer import blame
-from amibuild.build.packer import (
+from amibuild.bake.packer import blame
+from amibuild.bake.packer import (
     MIN_VERSION,
     MachineLine,
     Packer,

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from amibuild import spec
-from amibuild.spec import support
+from amibuild.pipeline import Overrides, load
+from amibuild.pipeline import support
 from amibuild.errors import SandboxError, SpecError
 from amibuild.sandbox import moto_check
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "amibuild" / "spec" / "example.hcl"
+EXAMPLE = ROOT / "amibuild" / "pipeline" / "example.hcl"
 ENABLED = {"ceph", "ceph-arm", "ceph-al2"}
 
 PIPELINE = """\
@@ -203,21 +203,21 @@ def test_a_disabled_variant_is_left_out_unless_named(tmp_path: Path) -> None:
     path = tmp_path / "amibuild.hcl"
     path.write_text(PIPELINE + 'variant "later" {\n  enabled = false\n  extends = "ceph"\n}\n'
                     'variant "child" {\n  extends = "later"\n}\n')
-    assert [v.name for v in spec.load(path).variants] == ["ceph", "child"]  # a child of a disabled one is not
-    assert [v.name for v in spec.load(path, spec.Overrides(variants=("later",))).variants] == ["later"]
+    assert [v.name for v in load(path).variants] == ["ceph", "child"]  # a child of a disabled one is not
+    assert [v.name for v in load(path, Overrides(variants=("later",))).variants] == ["later"]
 
 
 def test_enabled_is_checked(tmp_path: Path) -> None:
     path = tmp_path / "amibuild.hcl"
     path.write_text('variant "a" {\n  enabled = false\n}\n')
     with pytest.raises(SpecError, match="every variant has `enabled = false`.*--variant"):
-        spec.load(path)
+        load(path)
     path.write_text('defaults {\n  enabled = false\n}\nvariant "a" {\n}\n')
     with pytest.raises(SpecError, match="`enabled` belongs in a variant block"):
-        spec.load(path)
+        load(path)
     path.write_text('variant "a" {\n  enabled = "perhaps"\n}\n')
     with pytest.raises(SpecError, match='variant "a": enabled: expected true or false'):
-        spec.load(path)
+        load(path)
 
 
 # ------------------------------------------------------------------------------- init
@@ -227,8 +227,8 @@ def test_init_writes_a_starter_that_validates_and_refuses_to_overwrite(tmp_path:
     (tmp_path / ".gitignore").write_text("*.log")  # no final newline: the entry goes on its own line
     result = amibuild(tmp_path, "init")
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / ".gitignore").read_text() == "*.log\nbuild/\n"
-    pipeline = spec.load(tmp_path / "amibuild.hcl")
+    assert (tmp_path / ".gitignore").read_text() == "*.log\n/build/\n"
+    pipeline = load(tmp_path / "amibuild.hcl")
     (variant,) = pipeline.variants
     assert (variant.os, variant.extra_packages) == ("al2023", ("ceph-common",))
     # a version in EKS standard support: the starter gives a new user no warning
@@ -240,7 +240,7 @@ def test_init_writes_a_starter_that_validates_and_refuses_to_overwrite(tmp_path:
     line = one_error_line(amibuild(tmp_path, "init"))
     assert "already exists" in line
     assert (tmp_path / "amibuild.hcl").read_text().startswith("# mine\n")
-    assert (tmp_path / ".gitignore").read_text() == "*.log\nbuild/\n"
+    assert (tmp_path / ".gitignore").read_text() == "*.log\n/build/\n"
 
     if shutil.which("packer"):
         validated = amibuild(tmp_path, "validate")

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from amibuild.build.progress import Progress, State, format_elapsed
+from amibuild.bake.progress import Progress, State, format_elapsed
 
 T0 = datetime(2026, 11, 30, 1, 2, 3, tzinfo=timezone.utc)
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

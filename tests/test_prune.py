@@ -25,7 +25,7 @@ from botocore.stub import Stubber
 from amibuild.cli import lifecycle as cli_lifecycle
 from amibuild.cli import values
 from amibuild.lifecycle import prune
-from amibuild import spec
+from amibuild.pipeline import load
 from amibuild.aws import Aws, Image
 from amibuild.errors import SpecError
 from amibuild.sandbox import seed_images
@@ -410,7 +410,7 @@ def test_gather_finds_every_kind_of_use(sandbox, workdir: Path) -> None:
         ssm.put_parameter(Name=CHANNEL.format("recommended"), Value=b.ami, Type="String",
                           DataType="aws:ec2:image", Overwrite=True)
 
-    pipeline = spec.load(workdir / "amibuild.hcl")
+    pipeline = load(workdir / "amibuild.hcl")
     facts = prune.gather(Aws(region=REGION), pipeline, [REGION], keep_versions=2)
     assert len(facts.images) == 9
     uses = facts.in_use
@@ -444,7 +444,7 @@ def test_prune_keeps_the_images_of_channels_written_under_two_parameter_template
     from amibuild.channels import publish
 
     built = [build_image(n) for n in range(1, 7)]
-    pipeline = spec.load(workdir / "amibuild.hcl")
+    pipeline = load(workdir / "amibuild.hcl")
     ceph = pipeline.variants[0]
     aws = Aws(region=REGION)
     publish.publish_variant(aws, pipeline=pipeline, variant=ceph, amis={REGION: built[0].ami}, channel="stable")

@@ -17,7 +17,7 @@ import pytest
 
 from amibuild.channels import read as channel_status
 from amibuild.channels import publish
-from amibuild import spec
+from amibuild.pipeline import Pipeline, Variant, load
 from amibuild.aws import Aws, Image
 from amibuild.errors import PublishConflict, PublishFailed, PublishRefused, SpecError
 from amibuild.sandbox import Sandbox, seed_images
@@ -49,12 +49,12 @@ def pipeline_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def pipeline(pipeline_file: Path) -> spec.Pipeline:
-    return spec.load(pipeline_file)
+def pipeline(pipeline_file: Path) -> Pipeline:
+    return load(pipeline_file)
 
 
 @pytest.fixture
-def ceph(pipeline: spec.Pipeline) -> spec.Variant:
+def ceph(pipeline: Pipeline) -> Variant:
     return next(v for v in pipeline.variants if v.name == "ceph")
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from amibuild import render as render_mod
-from amibuild import spec
+from amibuild.pipeline import Overrides, load
 from amibuild.rehearse import rehearse
 from amibuild.rehearse.report import FAILED, OK
 from amibuild.render import SourceAmi, Target
@@ -52,7 +52,7 @@ variant "ceph" {
 
 def render(tmp_path: Path, text: str, **overrides):
     (tmp_path / "amibuild.hcl").write_text(text)
-    pipeline = spec.load(tmp_path / "amibuild.hcl", spec.Overrides(**overrides))
+    pipeline = load(tmp_path / "amibuild.hcl", Overrides(**overrides))
     from amibuild.render import upstream
 
     return [render_mod.render_variant(pipeline, v, uses_plugins=True, target=Target(),
@@ -276,7 +276,7 @@ def upstream_render(tmp_path: Path, ref: str):
     (tmp_path / "amibuild.hcl").write_text(
         'pipeline {\n  name = "t"\n  regions = ["us-west-2"]\n}\n'
         'variant "up" {\n  base = "upstream"\n  extra_packages = ["ceph-common"]\n}\n')
-    pipeline = spec.load(tmp_path / "amibuild.hcl", spec.Overrides(
+    pipeline = load(tmp_path / "amibuild.hcl", Overrides(
         upstream=str(checkout), os=os_family, kubernetes_version=version, variables=BUILD_DATE + extra))
     (variant,) = pipeline.variants
     template = upstream.load(Path(variant.upstream), os_family=os_family, k8s=version)

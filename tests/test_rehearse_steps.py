@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from amibuild import render as render_mod
-from amibuild import spec
+from amibuild.pipeline import Overrides, load
 from amibuild.rehearse import expr, report
 from amibuild.rehearse.overlay import RawResult, RawRun
 from amibuild.rehearse.steps import StepError, parse_steps
@@ -20,7 +20,7 @@ from amibuild.render import SourceAmi, Target
 
 def rendered_variant(tmp_path: Path, pipeline_text: str, *, target: Target = Target(), **overrides):
     (tmp_path / "amibuild.hcl").write_text(pipeline_text)
-    pipeline = spec.load(tmp_path / "amibuild.hcl", spec.Overrides(**overrides))
+    pipeline = load(tmp_path / "amibuild.hcl", Overrides(**overrides))
     variant = pipeline.variants[0]
     return render_mod.render_variant(pipeline, variant, uses_plugins=True, target=target,
                                      sources={r: SourceAmi("lookup") for r in pipeline.regions})
@@ -75,7 +75,7 @@ def test_a_sandbox_render_has_no_step_to_rehearse_so_the_cli_renders_for_a_real_
     (tmp_path / "it's.sh").write_text("echo\n")
     sandboxed = rendered_variant(tmp_path, PIPELINE, target=Target("http://127.0.0.1:5000"))
     assert {s.kind for s in parse_steps(sandboxed.files, "/r")} == {"local"}
-    pipeline = spec.load(tmp_path / "amibuild.hcl", spec.Overrides())
+    pipeline = load(tmp_path / "amibuild.hcl", Overrides())
     from amibuild.cli.commands import Options
 
     (again,) = real_build_renders(pipeline, Options(pipeline_file=str(tmp_path / "amibuild.hcl")), [sandboxed])

@@ -17,7 +17,7 @@ import pytest
 
 from amibuild import hcl
 from amibuild import render
-from amibuild import spec
+from amibuild.pipeline import Overrides, load
 from amibuild.render import SourceAmi, Target
 
 CASES = Path(__file__).parent / "render_cases"
@@ -32,8 +32,8 @@ def render_case(case_dir: Path) -> dict[str, render.Rendered]:
     flags = dict(case.get("flags", {}))
     if "upstream" in flags:
         flags["upstream"] = str(ROOT / flags["upstream"])
-    overrides = spec.Overrides(**{k: tuple(v) if isinstance(v, list) else v for k, v in flags.items()})
-    pipeline = spec.load(pipeline_file, overrides, default_region="us-west-2")
+    overrides = Overrides(**{k: tuple(v) if isinstance(v, list) else v for k, v in flags.items()})
+    pipeline = load(pipeline_file, overrides, default_region="us-west-2")
     source = case.get("source", {"how": "lookup"})
     out = {}
     for variant in pipeline.variants:
@@ -87,7 +87,7 @@ def test_render_case_passes_packer_validate_and_fmt(case_dir: Path, monkeypatch:
                                                     tmp_path: Path) -> None:
     """Every case's files, written out, pass the real packer binary (validate needs no AWS)."""
     from amibuild.cli.commands import check_directory
-    from amibuild.build.packer import Packer
+    from amibuild.bake.packer import Packer
 
     packer = Packer()
     try:

@@ -40,7 +40,7 @@ from amibuild.handoff import cfn
 from amibuild.handoff import nodegroup
 from amibuild.channels import publish
 from amibuild.handoff import rollout
-from amibuild import spec
+from amibuild.pipeline import Pipeline, load
 from amibuild.aws import Aws
 from amibuild.aws import handoff_results as results
 from amibuild.errors import AmibuildError, RolloutFailed, SpecError
@@ -348,7 +348,7 @@ class World:
     vpc: str
     subnets: list[str]
     plane: str
-    pipeline: spec.Pipeline
+    pipeline: Pipeline
 
     @property
     def aws(self) -> Aws:
@@ -404,7 +404,7 @@ def world(sandbox, tmp_path: Path) -> World:
     vpc = ec2.describe_vpcs(Filters=[{"Name": "tag:Name", "Values": [SANDBOX_VPC_NAME]}])["Vpcs"][0]["VpcId"]
     subnets = sorted(s["SubnetId"] for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"])
     plane = ec2.create_security_group(GroupName="eks-cluster-prod", Description="control plane", VpcId=vpc)["GroupId"]
-    return World(tmp_path, vpc, subnets, plane, spec.load(tmp_path / "amibuild.hcl"))
+    return World(tmp_path, vpc, subnets, plane, load(tmp_path / "amibuild.hcl"))
 
 
 def described(stack: str) -> dict[str, Any]:

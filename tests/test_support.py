@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from amibuild import spec
+from amibuild.pipeline import Overrides, SpecError, load
 from amibuild.cli.doctor import check_support
 from amibuild.sandbox import KUBERNETES_VERSIONS
-from amibuild.spec.support import AS_OF, CALENDAR, newest_in_standard_support, support_warning
+from amibuild.pipeline.support import AS_OF, CALENDAR, newest_in_standard_support, support_warning
 
 ROOT = Path(__file__).resolve().parent.parent
 TODAY = date(2026, 11, 30)
@@ -54,7 +54,7 @@ def test_the_built_in_defaults_build_al2023_on_the_newest_version_in_standard_su
     monkeypatch.chdir(tmp_path)  # no amibuild.hcl here
     # A pipeline that sets neither os nor kubernetes_version (here: no file at all, as with
     # `amibuild render --extra-pkg ceph-common`) gets today's default, which does not warn.
-    pipeline = spec.load(None, spec.Overrides(extra_packages=("ceph-common",)))
+    pipeline = load(None, Overrides(extra_packages=("ceph-common",)))
 
     (variant,) = pipeline.variants
     assert (variant.os, variant.kubernetes_version) == ("al2023", "1.35")
@@ -68,7 +68,7 @@ def test_the_default_yields_to_a_pipeline_that_names_al2_on_1_30(tmp_path: Path)
     (tmp_path / "amibuild.hcl").write_text('defaults {\n  os = "al2"\n  kubernetes_version = "1.30"\n}\n'
                                            'variant "old" {}\nvariant "new" {\n  kubernetes_version = "1.32"\n}\n')
 
-    pipeline = spec.load(tmp_path / "amibuild.hcl")
+    pipeline = load(tmp_path / "amibuild.hcl")
 
     assert [(v.name, v.os, v.kubernetes_version) for v in pipeline.variants] == [
         ("old", "al2", "1.30"), ("new", "al2", "1.32")]
@@ -77,7 +77,7 @@ def test_the_default_yields_to_a_pipeline_that_names_al2_on_1_30(tmp_path: Path)
 def test_doctor_warns_about_an_old_variant_but_passes(tmp_path: Path) -> None:
     (tmp_path / "amibuild.hcl").write_text('variant "old" {\n  kubernetes_version = "1.30"\n}\n'
                                            'variant "new" {\n  os = "al2023"\n  kubernetes_version = "1.35"\n}\n')
-    pipeline = spec.load(tmp_path / "amibuild.hcl")
+    pipeline = load(tmp_path / "amibuild.hcl")
 
     check = check_support(pipeline, TODAY)
 
@@ -100,7 +100,7 @@ def test_render_prints_the_warning_and_still_renders(tmp_path: Path) -> None:
 def test_al2_without_a_version_names_the_os_flag_and_the_default_it_cannot_take(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # no amibuild.hcl here
-    with pytest.raises(spec.SpecError) as refused:
-        spec.load(None, spec.Overrides(os="al2"))
+    with pytest.raises(SpecError) as refused:
+        load(None, Overrides(os="al2"))
     assert str(refused.value).startswith("--os al2: Amazon Linux 2 needs a Kubernetes version of 1.32 or older")
     assert "the built-in default is 1.35" in str(refused.value) and "--k8s 1.32" in str(refused.value)

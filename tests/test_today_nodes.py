@@ -21,7 +21,7 @@ import boto3
 import pytest
 import yaml
 
-from amibuild import spec
+from amibuild.pipeline import load
 from amibuild.channels import publish
 from amibuild.handoff.userdata import decode as userdata_decode
 from amibuild.sandbox import SANDBOX_CLUSTER, Sandbox, seed_images
@@ -165,7 +165,7 @@ variant "ceph" {
 def ceph_channel(tmp_path: Path, channel: str = "recommended") -> tuple[str, str]:
     """A ceph AMI published to a channel; (AMI, parameter name)."""
     (tmp_path / "amibuild.hcl").write_text(CEPH_PIPELINE)
-    pipeline = spec.load(tmp_path / "amibuild.hcl")
+    pipeline = load(tmp_path / "amibuild.hcl")
     ami = fake_build("ceph")
     publish.publish_variant(_aws(), pipeline=pipeline, variant=pipeline.variants[0], amis={REGION: ami},
                             channel=channel)

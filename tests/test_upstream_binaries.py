@@ -12,7 +12,7 @@ import pytest
 
 from amibuild import hcl
 from amibuild import render as render_mod
-from amibuild import spec
+from amibuild import pipeline as pipeline_model
 from amibuild.errors import NotFound, SpecError
 from amibuild.render import Target
 from amibuild.render.upstream import binaries, load
@@ -40,11 +40,11 @@ BUILDS = ["1.30.2/2024-01-04", "1.30.9/2024-05-12", "1.30.10/2024-06-20", "1.30.
           "1.3.5/2019-01-01", "1.31.1/2024-08-01"]
 
 
-def variant(k8s: str = "1.30", **packer_vars: str) -> spec.Variant:
+def variant(k8s: str = "1.30", **packer_vars: str) -> pipeline_model.Variant:
     flags = [f"{k}={v}" for k, v in packer_vars.items()]
-    overrides = spec.Overrides(base="upstream", upstream=str(DATA / "root-layout"), kubernetes_version=k8s,
+    overrides = pipeline_model.Overrides(base="upstream", upstream=str(DATA / "root-layout"), kubernetes_version=k8s,
                                variables=tuple(flags))
-    return spec.load(None, overrides).variants[0]
+    return pipeline_model.load(None, overrides).variants[0]
 
 
 @pytest.fixture(autouse=True)
@@ -98,13 +98,13 @@ def test_bucket_and_region_follow_the_template_and_the_users_vars() -> None:
 
 def test_patch_versions_are_for_the_upstream_base_only_flag_or_var() -> None:
     assert variant("1.32.9").kubernetes_version == "1.32.9"
-    via_var = spec.load(None, spec.Overrides(base="upstream", upstream="x", variables=("kubernetes_version=1.32.9",)))
+    via_var = pipeline_model.load(None, pipeline_model.Overrides(base="upstream", upstream="x", variables=("kubernetes_version=1.32.9",)))
     assert via_var.variants[0].kubernetes_version == "1.32.9"
     with pytest.raises(SpecError, match=r"must look like 1\.N, e\.g\. 1\.30 \(a patch release 1\.N\.P is for base"):
-        spec.load(None, spec.Overrides(kubernetes_version="1.32.9"))
+        pipeline_model.load(None, pipeline_model.Overrides(kubernetes_version="1.32.9"))
     with pytest.raises(SpecError, match=r"must look like 1\.N or 1\.N\.P"):
-        spec.load(None, spec.Overrides(base="upstream", upstream="x", kubernetes_version="1.32.x"))
-    al2023 = spec.load(None, spec.Overrides(base="upstream", upstream="x", os="al2023", kubernetes_version="1.33"))
+        pipeline_model.load(None, pipeline_model.Overrides(base="upstream", upstream="x", kubernetes_version="1.32.x"))
+    al2023 = pipeline_model.load(None, pipeline_model.Overrides(base="upstream", upstream="x", os="al2023", kubernetes_version="1.33"))
     assert al2023.variants[0].os == "al2023"  # AL2023 is an upstream template now
 
 
@@ -114,7 +114,7 @@ def render_upstream(tmp_path: Path, *, uses_plugins: bool, var_file: str = "") -
         path = tmp_path / "user.pkrvars.hcl"
         path.write_text(var_file)
         flags["var_files"] = (str(path),)
-    pipeline = spec.load(None, spec.Overrides(base="upstream", upstream=str(DATA / "templates-layout"), os="al2",
+    pipeline = pipeline_model.load(None, pipeline_model.Overrides(base="upstream", upstream=str(DATA / "templates-layout"), os="al2",
                                               kubernetes_version="1.30.4",
                                               variables=("kubernetes_build_date=2024-09-11", "ami_name=abc"),
                                               **flags))
@@ -135,7 +135,7 @@ def test_metadata_options_stay_for_packer_17_and_go_with_a_note_for_16(tmp_path:
     path.write_text(json.dumps(doc))
     for uses_plugins in (True, False):
         template = load(root)
-        pipeline = spec.load(None, spec.Overrides(base="upstream", upstream=str(root), kubernetes_version="1.30.4",
+        pipeline = pipeline_model.load(None, pipeline_model.Overrides(base="upstream", upstream=str(root), kubernetes_version="1.30.4",
                                                   variables=("kubernetes_build_date=2024-09-11", "ami_name=abc")))
         v = pipeline.variants[0]
         rendered = render_mod.render_variant(
@@ -158,9 +158,9 @@ def test_a_null_in_the_users_var_file_is_set_to_null(tmp_path: Path) -> None:
 def test_the_build_policy_lets_an_upstream_pipeline_list_the_binaries_bucket_and_nothing_more() -> None:
     from amibuild.lifecycle import iam
 
-    upstream = spec.load(None, spec.Overrides(base="upstream", upstream="x"))
+    upstream = pipeline_model.load(None, pipeline_model.Overrides(base="upstream", upstream="x"))
     listed = [s for s in iam.policy("build", upstream)["Statement"] if "s3:ListBucket" in s["Action"]]
     assert [s["Resource"] for s in listed] == [["arn:aws:s3:::amazon-eks"]]
-    mirror = spec.load(None, spec.Overrides(base="upstream", upstream="x", variables=("binary_bucket_name=mirror",)))
+    mirror = pipeline_model.load(None, pipeline_model.Overrides(base="upstream", upstream="x", variables=("binary_bucket_name=mirror",)))
     assert "arn:aws:s3:::mirror" in str(iam.policy("build", mirror))
-    assert "s3:" not in str(iam.policy("build", spec.load(None, spec.Overrides())))
+    assert "s3:" not in str(iam.policy("build", pipeline_model.load(None, pipeline_model.Overrides())))

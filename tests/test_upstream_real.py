@@ -28,7 +28,7 @@ from amibuild.render.upstream import binaries as binaries_mod
 from amibuild.render.upstream import hcl_document as upstream_document
 from amibuild.render.upstream import load
 from amibuild.sandbox import upstream as seed
-from amibuild.spec import Overrides
+from amibuild.pipeline import Overrides
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -123,7 +123,7 @@ def script_name(settings: dict) -> str:
 def test_each_snapshot_renders_with_resolved_binaries_and_passes_packer_16(
         snapshot: str, checkouts: dict[str, Path], sandbox, tmp_path: Path) -> None:
     os_family, minor = SNAPSHOTS[snapshot]
-    from amibuild.build.packer import Packer
+    from amibuild.bake.packer import Packer
 
     result = commands.render(options(checkout_of(checkouts, snapshot), os_family, minor, tmp_path / "build"))
     directory = result.directories[0]

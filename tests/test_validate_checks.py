@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from amibuild.build.packer import Packer
+from amibuild.bake.packer import Packer
 from amibuild.cli.commands import check_directories
 from amibuild.errors import PackerValidateError
 

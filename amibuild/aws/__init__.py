@@ -451,7 +451,7 @@ class Aws:
         None when one exists already.
 
         SSM refuses the second of two concurrent creates with ParameterAlreadyExists, which makes this
-        the "take it if free" a lease (amibuild/build/lease.py) needs.
+        the "take it if free" a lease (amibuild/bake/lease.py) needs.
         """
         from botocore.exceptions import ClientError
 

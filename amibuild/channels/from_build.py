@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from amibuild.build.executor import BuildOutcome, BuildStatus
-from amibuild.build.plan import BuildPlan
-from amibuild.spec import Variant
-from amibuild.spec.naming import parameter_name
+from amibuild.bake.executor import BuildOutcome, BuildStatus
+from amibuild.bake.plan import BuildPlan
+from amibuild.pipeline import Variant
+from amibuild.pipeline.naming import parameter_name
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """A channel's write lease: writers on different machines take turns at one channel.
 
 A channel write (publish, promote, rollback, build-ami's publish step) first takes the lease
-(`amibuild.build.lease`, the one lease amibuild has, shared with builds)::
+(`amibuild.bake.lease`, the one lease amibuild has, shared with builds)::
 
     {ssm_prefix}/{pipeline}/amibuild-lease/{variant}/{channel}
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from amibuild.aws import Aws
-from amibuild.build.lease import Holder, Lease, default_owner
+from amibuild.bake.lease import Holder, Lease, default_owner
 from amibuild.errors import AmibuildError, ChannelBusy, Interrupted
 
 # Seconds a lease is good for. A channel write takes seconds; this leaves room for minutes of

@@ -86,7 +86,7 @@ def parameter_tags(variant: str, channel: str, provenance: Provenance, pipeline:
 
 def parse_amis(values: str | Iterable[str]) -> dict[str, str]:
     """``us-west-2=ami-0abc,eu-west-1=ami-0def`` (or several such strings) → {region: ami}."""
-    from amibuild.spec import known_regions
+    from amibuild.pipeline import known_regions
 
     items = [values] if isinstance(values, str) else list(values)
     pairs = [part.strip() for item in items for part in str(item).split(",") if part.strip()]

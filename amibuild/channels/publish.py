@@ -75,7 +75,7 @@ from amibuild.channels.plan import (CHANNEL_TAG, FINGERPRINT_TAG, IMAGE_DATA_TYP
                                     parameter_tags, parse_amis, plain, provenance_from_images, provenance_of)
 from amibuild.channels.write import READBACK_TIMEOUT, WRITE_INTERVAL, execute_publish, home_region, transact  # noqa: F401
 from amibuild.errors import PublishRefused, SpecError
-from amibuild.spec.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, TEMPLATE_FIELDS, PipelineLike,  # noqa: F401
+from amibuild.pipeline.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, TEMPLATE_FIELDS, PipelineLike,  # noqa: F401
                                   VariantLike, check_channel, check_template, name_pattern, parameter_name,
                                   template_of)
 

@@ -20,7 +20,7 @@ from amibuild.channels.lease import ChannelLease, Guard, acquire, lease_name
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
                                     RegionResult, description, parameter_tags, provenance_of)
 from amibuild.errors import AmibuildError, Interrupted, PublishConflict, PublishFailed, PublishRefused
-from amibuild.spec.naming import PipelineLike, VariantLike
+from amibuild.pipeline.naming import PipelineLike, VariantLike
 
 WRITE_INTERVAL = 0.34  # seconds between two PutParameter calls in one region (about 3 per second)
 READBACK_TIMEOUT = 10.0  # how long a written version may take to become readable

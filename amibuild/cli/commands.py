@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from amibuild import render as render_mod
-from amibuild import spec
+from amibuild.pipeline import Overrides, Pipeline, Variant, check_names, load
 from amibuild.aws import default_region as aws_default_region
 from amibuild.errors import AwsError, PackerNotFound, PackerValidateError, SpecError
 from amibuild.render import Rendered, SourceAmi, SourceHow, Target
@@ -29,7 +29,7 @@ class Options:
     """Everything the render/validate/build tasks share."""
 
     pipeline_file: str | None = None
-    overrides: spec.Overrides = spec.Overrides()
+    overrides: Overrides = Overrides()
     build_dir: str = DEFAULT_BUILD_DIR
     packer: str = "packer"
     profile: str | None = None
@@ -38,7 +38,7 @@ class Options:
 
 @dataclass
 class RenderResult:
-    pipeline: spec.Pipeline
+    pipeline: Pipeline
     rendered: list[Rendered]
     directories: list[Path]
     packer_version: str
@@ -57,13 +57,13 @@ class RenderResult:
         }
 
 
-def load_pipeline(options: Options) -> spec.Pipeline:
-    return spec.load(options.pipeline_file, options.overrides, default_region=aws_default_region(options.profile))
+def load_pipeline(options: Options) -> Pipeline:
+    return load(options.pipeline_file, options.overrides, default_region=aws_default_region(options.profile))
 
 
 def packer_version(options: Options, packer=None) -> tuple[str, bool, str | None]:
     """(version text, uses_plugins, note). Without packer on PATH, render for a current Packer."""
-    from amibuild.build.packer import Packer
+    from amibuild.bake.packer import Packer
 
     try:
         version = (packer or Packer(options.packer)).version()
@@ -72,7 +72,7 @@ def packer_version(options: Options, packer=None) -> tuple[str, bool, str | None
     return f"{version.major}.{version.minor}.{version.patch}", version.uses_plugins, None
 
 
-def resolve_sources(pipeline: spec.Pipeline, aws, *, strict: bool = False) -> dict[str, dict[str, SourceAmi]]:
+def resolve_sources(pipeline: Pipeline, aws, *, strict: bool = False) -> dict[str, dict[str, SourceAmi]]:
     """Variant -> build region -> where its source AMI comes from.
 
     The public EKS parameters are read with GetParameters, each distinct name once per region and
@@ -105,7 +105,7 @@ def resolve_sources(pipeline: spec.Pipeline, aws, *, strict: bool = False) -> di
     }
 
 
-def _source(variant: spec.Variant, region: str, access: bool, values: dict[str, str] | None,
+def _source(variant: Variant, region: str, access: bool, values: dict[str, str] | None,
             failure: AwsError | None) -> SourceAmi:
     parameter = render_mod.eks_parameter(variant)
     if variant.source_ami:
@@ -138,14 +138,14 @@ def aws_if_available(options: Options) -> "Aws | None":  # noqa: F821
 class Prepared:
     """Every selected variant rendered in memory; nothing written yet."""
 
-    pipeline: spec.Pipeline
+    pipeline: Pipeline
     rendered: list[Rendered]
     packer_version: str
     notes: list[str]
 
 
 def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = False,
-            packer=None, pipeline: spec.Pipeline | None = None) -> Prepared:
+            packer=None, pipeline: Pipeline | None = None) -> Prepared:
     pipeline = pipeline or load_pipeline(options)
     version, uses_plugins, note = packer_version(options, packer)
     target = Target.from_env()
@@ -161,11 +161,11 @@ def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = 
     return Prepared(pipeline, rendered, version, [note] if note else [])
 
 
-def support_warnings(pipeline: spec.Pipeline, today=None) -> list[str]:
+def support_warnings(pipeline: Pipeline, today=None) -> list[str]:
     """One line per variant whose Kubernetes version is past EKS standard or extended support."""
     from datetime import date
 
-    from amibuild.spec.support import support_warning
+    from amibuild.pipeline.support import support_warning
 
     today = today or date.today()
     out = []
@@ -194,7 +194,7 @@ def write_all(prepared: Prepared, options: Options, say: Say, out_dir: Path | No
 
 
 def render(options: Options, say: Say = lambda _: None, *, aws=None, resolve: bool = True,
-           packer=None, pipeline: spec.Pipeline | None = None) -> RenderResult:
+           packer=None, pipeline: Pipeline | None = None) -> RenderResult:
     """Render every selected variant into build/<variant>/; all or nothing."""
     if resolve and aws is None:
         aws = aws_if_available(options)
@@ -206,7 +206,7 @@ def render(options: Options, say: Say = lambda _: None, *, aws=None, resolve: bo
     return RenderResult(prepared.pipeline, prepared.rendered, directories, prepared.packer_version, prepared.notes)
 
 
-def _upstreams(pipeline: spec.Pipeline, options: Options) -> dict[str, object]:
+def _upstreams(pipeline: Pipeline, options: Options) -> dict[str, object]:
     needed = [v for v in pipeline.variants if v.base == "upstream"]
     if not needed:
         return {}
@@ -229,7 +229,7 @@ def _upstreams(pipeline: spec.Pipeline, options: Options) -> dict[str, object]:
     return out
 
 
-def upstream_binaries(pipeline: spec.Pipeline, upstreams: dict[str, object], aws) -> dict[str, object]:
+def upstream_binaries(pipeline: Pipeline, upstreams: dict[str, object], aws) -> dict[str, object]:
     """Variant -> the Kubernetes binaries its upstream build installs (pinned, or listed in S3)."""
     from amibuild.render.upstream import binaries
 
@@ -248,7 +248,7 @@ class ValidateResult:
 
 def validate(options: Options, say: Say = lambda _: None, *, aws=None) -> ValidateResult:
     """Render, then check every file: python-hcl2 parses it, `packer validate`, `packer fmt -check`."""
-    from amibuild.build.packer import Packer
+    from amibuild.bake.packer import Packer
 
     packer = Packer(options.packer)
     with _asking_version(packer) as version:
@@ -308,7 +308,7 @@ def check_directory(packer: "Packer", directory: Path, origins: Mapping[str, str
     file) is bad input (exit 2, naming the setting); any other refusal is amibuild's fault (exit 1).
     """
     from amibuild import hcl
-    from amibuild.build.packer import input_refusal
+    from amibuild.bake.packer import input_refusal
 
     for path in sorted(directory.glob("*.hcl")):
         try:
@@ -347,7 +347,7 @@ class BuildRun:
 
     @property
     def failed(self) -> list:
-        from amibuild.build.executor import BuildStatus
+        from amibuild.bake.executor import BuildStatus
 
         return [o for o in self.outcomes or []
                 if o.status in (BuildStatus.FAILED, BuildStatus.INTERRUPTED) or o.publish_error]
@@ -390,8 +390,8 @@ def build_ami(
     (--no-wait): a variant whose build lease another run holds fails at once instead of waiting.
     """
     from amibuild.aws import Aws
-    from amibuild.build.packer import Packer
-    from amibuild.build.plan import new_run_id, plan_build
+    from amibuild.bake.packer import Packer
+    from amibuild.bake.plan import new_run_id, plan_build
 
     packer = Packer(options.packer)
     with _asking_version(packer) as version:
@@ -404,7 +404,7 @@ def build_ami(
             except SpecError as exc:
                 raise SpecError(f"--channel: {exc}") from None
             # the parameter names this channel gives must be valid before anything is built
-            spec.check_names(pipeline, channel, f"--channel {channel}")
+            check_names(pipeline, channel, f"--channel {channel}")
         channel = (channel or pipeline.default_channel) if publish else None
         version()  # PackerNotFound before any AWS call
     if rehearse:
@@ -443,8 +443,8 @@ def run_directory(options: Options, run_id: str) -> Path:
 
 def build_guards(plan, aws, *, wait: bool, stall_after: float) -> dict:
     """The executor's lease, reuse check and leftovers scope for a build-ami run."""
-    from amibuild.build.lease import Lease, build_lease_name
-    from amibuild.build.leftovers import Scope
+    from amibuild.bake.lease import Lease, build_lease_name
+    from amibuild.bake.leftovers import Scope
 
     pipeline = plan.pipeline
 
@@ -490,7 +490,7 @@ def _asking_version(packer: "Packer") -> Iterator[Callable[[], object]]:  # noqa
 def find_built_images(aws, regions, fingerprints) -> dict:
     """amibuild's images with any of these fingerprints: one DescribeImages per region, in parallel."""
     from amibuild.aws import fan_out
-    from amibuild.build.plan import FINGERPRINT_TAG
+    from amibuild.bake.plan import FINGERPRINT_TAG
 
     if not fingerprints:
         return {}
@@ -508,9 +508,9 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
     import json
 
     from amibuild import __version__
-    from amibuild.build.executor import Executor
-    from amibuild.build.plan import provenance_tags
-    from amibuild.build.progress import Progress
+    from amibuild.bake.executor import Executor
+    from amibuild.bake.plan import provenance_tags
+    from amibuild.bake.progress import Progress
 
     commit = git_commit(plan.pipeline.source.parent if plan.pipeline.source else Path.cwd())
     own_progress = progress is None
@@ -697,8 +697,8 @@ def clean_run(options: Options, run_id: str | None, say: Say = lambda _: None, *
     build lease: it may be building right now.
     """
     from amibuild.aws import Aws
-    from amibuild.build import leftovers
-    from amibuild.build.lease import holder_gone, parse_holder
+    from amibuild.bake import leftovers
+    from amibuild.bake.lease import holder_gone, parse_holder
 
     if not run_id or not leftovers.RUN_ID.match(run_id):
         raise SpecError(f"--run-id: {run_id!r} is not a run id like 20261130T170000Z-abc123; "

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from amibuild import hcl
-from amibuild import spec
+from amibuild.pipeline import PIPELINE_FILE, Pipeline, known_regions, load
 from amibuild.cli.commands import Options
 from amibuild.errors import AmibuildError, AwsError, PackerError, PackerNotFound, UsageError
-from amibuild.build.packer import INSTALL_HINT, Packer
+from amibuild.bake.packer import INSTALL_HINT, Packer
 
 if TYPE_CHECKING:
     from amibuild.aws import Aws
@@ -115,21 +115,21 @@ def check_packer(binary: str) -> Check:
     return Check("packer", True, f"{version} at {path} (required_plugins and IMDSv2 settings on the build instance)")
 
 
-def check_pipeline(options: Options, default_region: str) -> tuple[Check, spec.Pipeline | None]:
+def check_pipeline(options: Options, default_region: str) -> tuple[Check, Pipeline | None]:
     try:
-        pipeline = spec.load(options.pipeline_file, options.overrides, default_region=default_region)
+        pipeline = load(options.pipeline_file, options.overrides, default_region=default_region)
     except AmibuildError as exc:
         return Check("pipeline", False, str(exc)), None
     names = ", ".join(v.name for v in pipeline.variants)
     if pipeline.source is None:
-        message = (f"no {spec.PIPELINE_FILE} in {Path.cwd()}; flags alone give one variant, `default` "
+        message = (f"no {PIPELINE_FILE} in {Path.cwd()}; flags alone give one variant, `default` "
                    "(pass --pipeline FILE to use another)")
     else:
         message = f"{pipeline.source}: {len(pipeline.variants)} variant(s): {names}"
     return Check("pipeline", True, message), pipeline
 
 
-def check_support(pipeline: spec.Pipeline, today=None) -> Check:
+def check_support(pipeline: Pipeline, today=None) -> Check:
     """Whether every variant's Kubernetes version is still in EKS standard support (a warning if not)."""
     from amibuild.cli.commands import support_warnings
 
@@ -140,7 +140,7 @@ def check_support(pipeline: spec.Pipeline, today=None) -> Check:
     return Check("kubernetes", True, f"{versions}: in EKS standard support")
 
 
-def check_region(pipeline: spec.Pipeline | None, env_name: str, env_region: str, profile_region: str | None) -> Check:
+def check_region(pipeline: Pipeline | None, env_name: str, env_region: str, profile_region: str | None) -> Check:
     if pipeline is not None and _file_sets_regions(pipeline.source):
         copies = f", copies to {', '.join(pipeline.copy_to)}" if pipeline.copy_to else ""
         return Check("region", True, f"builds in {', '.join(pipeline.regions)} (pipeline.regions in "
@@ -215,20 +215,20 @@ def _env_region() -> tuple[str, str]:
 
 
 def _unknown_region(name: str, region: str) -> str:
-    if not region or region in spec.known_regions():
+    if not region or region in known_regions():
         return ""
     import difflib
 
-    close = difflib.get_close_matches(region, sorted(spec.known_regions()), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(region, sorted(known_regions()), n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"{name}={region} is not an AWS region{hint}; fix {name}"
 
 
 def _file_sets_regions(source: Path | None) -> bool:
-    """Whether the pipeline file itself names build regions (spec.load fills in a default otherwise)."""
+    """Whether the pipeline file itself names build regions (load fills in a default otherwise)."""
     if source is None:
         return False
-    doc = hcl.loads(source.read_text(encoding="utf-8"))  # spec.load has just read and checked it
+    doc = hcl.loads(source.read_text(encoding="utf-8"))  # load has just read and checked it
     blocks = doc.get("pipeline") or []
     blocks = [blocks] if isinstance(blocks, dict) else blocks
     return any(isinstance(b, dict) and b.get("regions") for b in blocks)

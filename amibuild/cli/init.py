@@ -1,6 +1,6 @@
 """`amibuild init`: a starter pipeline file and a `.gitignore` entry for `build/`, in one folder.
 
-The starter is package data (`amibuild/spec/starter.hcl`), so an installed amibuild writes the same
+The starter is package data (`amibuild/pipeline/starter.hcl`), so an installed amibuild writes the same
 file this repository tests.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from amibuild.spec.shipped import STARTER, pipeline_text
+from amibuild.pipeline.shipped import STARTER, pipeline_text
 from amibuild.errors import SpecError
 from amibuild.cli.locate import PIPELINE_FILE
 
-IGNORE_ENTRY = "build/"
+IGNORE_ENTRY = "/build/"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from amibuild import render as render_mod
-from amibuild import spec
+from amibuild.pipeline import Pipeline
 from amibuild.cli.commands import Options, Say, _upstreams, load_pipeline
 from amibuild.errors import RehearsalFailed
 from amibuild.render import Rendered, SourceAmi, Target
@@ -34,7 +34,7 @@ def refused_packages(env=os.environ) -> tuple[str, ...]:
     return tuple(name.strip() for name in env.get(REFUSE_ENV, "").split(",") if name.strip())
 
 
-def real_build_renders(pipeline: spec.Pipeline, options: Options,
+def real_build_renders(pipeline: Pipeline, options: Options,
                        rendered: Iterable[Rendered] | None = None) -> list[Rendered]:
     """Each variant rendered for a real build (no endpoint), with the source AMIs of ``rendered``
     where given. Always rendered again: a render for the sandbox holds echo steps instead."""

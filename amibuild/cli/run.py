@@ -143,7 +143,7 @@ def options(c: Any, *, announce: bool = True, **flags: Any) -> "Options":  # noq
     `build`) lies beside the pipeline file; --build-dir is taken as given.
     """
     from amibuild.cli.commands import Options
-    from amibuild.spec import Overrides
+    from amibuild.pipeline import Overrides
     from amibuild.cli.locate import find_pipeline
 
     config = c.config.get("amibuild", {}) if hasattr(c, "config") else {}

@@ -548,7 +548,7 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
 def matrix(c, pipeline=None, variant=None, json=False, github=False):
     """Print the variants as a CI matrix, so each runner builds one variant."""
     from amibuild.cli import commands
-    from amibuild.spec import matrix as matrix_mod
+    from amibuild.pipeline import matrix as matrix_mod
 
     opts = cli.options(c, pipeline=pipeline, variant=variant)
     value = cli.run(lambda: matrix_mod.matrix(commands.load_pipeline(opts)))

@@ -46,7 +46,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from amibuild.aws import Aws, Image
 from amibuild import tags
 from amibuild.errors import AmibuildError, NotFound, PruneFailed, SpecError
-from amibuild.build.plan import FINGERPRINT_TAG, VARIANT_TAG
+from amibuild.bake.plan import FINGERPRINT_TAG, VARIANT_TAG
 from amibuild.aws import fan_out
 from amibuild.channels.lease import LEASE_DIR
 from amibuild.channels.publish import name_pattern, plain

@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 from amibuild import __version__
 from amibuild import hcl, tags
 from amibuild.errors import PackageDataMissing, SpecError, TemplateError
-from amibuild.spec import Pipeline, Variant, suggest
+from amibuild.pipeline import Pipeline, Variant, suggest
 
 # Package data: found through importlib.resources, so an installed wheel carries and finds them.
 TEMPLATES = Path(str(resources.files("amibuild.render") / "templates"))

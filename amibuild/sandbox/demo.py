@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Sequence, TextIO
 
-from amibuild.spec.shipped import EXAMPLE, pipeline_text
+from amibuild.pipeline.shipped import EXAMPLE, pipeline_text
 from amibuild.errors import AmibuildError
 
 VARIANT = "ceph"  # the example's variant the channel steps follow

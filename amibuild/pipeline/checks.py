@@ -1,7 +1,7 @@
 """One check per kind of value, used by every road a value takes into a build.
 
 A setting can arrive as a first-class field of the pipeline file, in `vars = { ... }`, in a var-file
-or as `--var KEY=VALUE`; `amibuild.spec` hands each of them to the same function here, so a proxy
+or as `--var KEY=VALUE`; `amibuild.pipeline` hands each of them to the same function here, so a proxy
 URL is held to the same rule whether it came from `proxy { http = ... }` or `--var http_proxy=...`.
 Everything AWS or Packer would refuse later — after an instance ran and an image was copied — is
 refused here instead, at load, `--dry-run` included. Each limit cites where AWS documents it.
@@ -134,7 +134,7 @@ def pipeline_name(value: str, where: str) -> str:
 
 
 def region(value: str, where: str, known: Iterable[str]) -> str:
-    from amibuild.spec import suggest
+    from amibuild.pipeline import suggest
 
     if value not in known:
         raise SpecError(f"{where}: unknown region {value!r}{suggest(value, known)}")

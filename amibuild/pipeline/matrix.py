@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from amibuild.errors import AmibuildError, UsageError
-from amibuild.spec import Pipeline
+from amibuild.pipeline import Pipeline
 
 # The fields of each entry, in table order. `variant` is what a job passes to `--variant`.
 FIELDS = ("variant", "os", "arch", "kubernetes_version", "base")

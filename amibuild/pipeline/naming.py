@@ -77,7 +77,7 @@ def parameter_name(pipeline: PipelineLike, variant: VariantLike, channel: str,
     check_template(template)
     check_channel(channel)
     name = template.format(**_fields(pipeline, variant, channel))
-    from amibuild.spec.checks import ssm_parameter_name  # one rule for names, at load and at write
+    from amibuild.pipeline.checks import ssm_parameter_name  # one rule for names, at load and at write
 
     return ssm_parameter_name(name, f"template {template!r}")
 

@@ -13,7 +13,7 @@ STARTER = "starter.hcl"  # what `amibuild init` writes
 def pipeline_text(name: str) -> str:
     """The text of a shipped pipeline file; missing means a broken install (exit 1), not bad input."""
     try:
-        return (resources.files("amibuild.spec") / name).read_text(encoding="utf-8")
+        return (resources.files("amibuild.pipeline") / name).read_text(encoding="utf-8")
     except OSError as exc:
-        raise PackageDataMissing(f"amibuild/spec/{name} is missing ({exc.strerror}); the installation is "
+        raise PackageDataMissing(f"amibuild/pipeline/{name} is missing ({exc.strerror}); the installation is "
                                  "incomplete: reinstall amibuild") from exc

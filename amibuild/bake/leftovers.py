@@ -28,7 +28,7 @@ from typing import Iterable, Sequence
 from amibuild import tags
 from amibuild.aws import Aws
 from amibuild.errors import AwsError, EndpointUnreachable
-from amibuild.build.packer import parse_line
+from amibuild.bake.packer import parse_line
 
 PACKER_GROUP_PREFIX = "packer_"  # Packer 1.6 names its temporary security groups packer_<uuid>
 KINDS = ("instance", "image", "snapshot", "volume", "key-pair", "security-group")
@@ -97,7 +97,7 @@ def key_pair_name(run_id: str, variant: str, region: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "-", f"amibuild-{run_id}-{variant}-{region}")
 
 
-RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")  # as amibuild.build.plan.new_run_id makes them
+RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")  # as amibuild.bake.plan.new_run_id makes them
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ One Packer process per variant, each in its own session (Packer ignores a SIGINT
 alone; signalling the whole process group makes it cancel and clean up its temporary instance, key
 pair and security group). Up to ``parallel`` run at once. Every line of Packer's machine-readable
 stream goes to build/<variant>/packer.log and its current step to the progress display. When a
-process ends, the pure parsers in `amibuild.build.packer` read the stream and the manifest, which must
+process ends, the pure parsers in `amibuild.bake.packer` read the stream and the manifest, which must
 agree; then the images are looked up in every target region to check they are there and tagged.
 
 No separate `packer validate` / `packer fmt -check` runs first: `packer build` checks the template
@@ -18,13 +18,13 @@ is waited for (bounded by ``cleanup_timeout``); a second Ctrl-C stops waiting an
 
 Around each Packer run (both optional, given by the caller):
 
-* a build lease per (pipeline, variant, fingerprint), `amibuild.build.lease`: a second run of the
+* a build lease per (pipeline, variant, fingerprint), `amibuild.bake.lease`: a second run of the
   same inputs waits for the first and then reuses its image, or (``wait=False``) fails at once
   naming the run that holds it. After taking the lease the images are looked up again, so a run
   that started while another was finishing the same image reuses it instead of building twice.
 * leftovers: when Packer did not finish cleanly (failed, interrupted, timed out, killed, cut off
   from its endpoint), this run's instances, key pairs, security groups, volumes, images and
-  snapshots of that variant are found in every region and removed (`amibuild.build.leftovers`);
+  snapshots of that variant are found in every region and removed (`amibuild.bake.leftovers`);
   what cannot be removed is listed with the command that removes it.
 
 A watchdog probes the EC2 endpoint whenever Packer's stream has been quiet for ``stall_after``
@@ -49,12 +49,12 @@ from typing import Callable, Mapping
 from amibuild import hcl
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError, AwsError, EndpointUnreachable, PackerOutputError
-from amibuild.build import leftovers as leftovers_mod
-from amibuild.build.lease import Lease
-from amibuild.build.packer import (Packer, cross_check, input_refusal, manifest_builds, parse_machine_readable,
+from amibuild.bake import leftovers as leftovers_mod
+from amibuild.bake.lease import Lease
+from amibuild.bake.packer import (Packer, cross_check, input_refusal, manifest_builds, parse_machine_readable,
                                    progress_step)
-from amibuild.build.plan import FINGERPRINT_TAG, BuildPlan, BuildDecision, PlanItem
-from amibuild.build.progress import Progress, State
+from amibuild.bake.plan import FINGERPRINT_TAG, BuildPlan, BuildDecision, PlanItem
+from amibuild.bake.progress import Progress, State
 
 PROVENANCE_FILE = "provenance.pkrvars.hcl"
 LOG_FILE = "packer.log"

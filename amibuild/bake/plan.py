@@ -22,7 +22,7 @@ from typing import Iterable, Mapping, Sequence
 from amibuild import tags
 from amibuild.aws import Image
 from amibuild.render import Rendered
-from amibuild.spec import Pipeline
+from amibuild.pipeline import Pipeline
 
 TAG_PREFIX = tags.PREFIX
 FINGERPRINT_TAG = tags.FINGERPRINT

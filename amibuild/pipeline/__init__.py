@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import hcl
 from amibuild.errors import SpecError, VarFileError
-from amibuild.spec import checks, support
+from amibuild.pipeline import checks, support
 
 PIPELINE_FILE = "amibuild.hcl"
 
@@ -317,7 +317,7 @@ def load(
 
 def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
     """Refuse, before any AWS work, the SSM parameter and AMI names a build would make and publish."""
-    from amibuild.spec import naming
+    from amibuild.pipeline import naming
 
     for variant in pipeline.variants:
         try:
@@ -587,7 +587,7 @@ def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> No
             if region not in known:
                 label = "--region" if field_name == "regions" and from_flag else f"{where}: pipeline.{field_name}"
                 raise SpecError(f"{label}: unknown region {region!r}{suggest(region, known)}")
-    from amibuild.spec import naming
+    from amibuild.pipeline import naming
 
     for key, check in (("parameter_template", naming.check_template), ("default_channel", naming.check_channel)):
         if kw[key] is not None:
