@@ -162,7 +162,7 @@ def format_report(name: str, description: str, report: Report, elapsed: float) -
     right = {1}  # figures right-aligned so the decimal points line up
 
     def line(row: Sequence[str]) -> str:
-        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
         return ("  " + "  ".join(parts)).rstrip()
 
     out = [f"== {name}: {description}"]

@@ -95,7 +95,7 @@ def run() -> Report:
         # not `interleave`: the check parses what the render just wrote, so the order is fixed
         render_t, check_t = _alternate(render, check)
         per = lambda seconds: ms(seconds) / n  # noqa: E731
-        both = Timing(tuple(r + c for r, c in zip(render_t.samples, check_t.samples)))
+        both = Timing(tuple(r + c for r, c in zip(render_t.samples, check_t.samples, strict=True)))
         rows = [
             Row(f"render {n} variants, first call (imports, regions, templates)", ms(cold_render)),
             Row(f"hcl2 check {files} files, first call", ms(cold_check)),

@@ -18,9 +18,12 @@ from pathlib import Path
 import boto3
 import pytest
 
-from test_build_e2e import REGIONS, ROOT, builds, summary, workdir  # noqa: F401  (workdir is a fixture)
+import test_build_e2e
+from test_build_e2e import REGIONS, ROOT, builds, summary
 
 from amibuild import tags
+
+workdir = test_build_e2e.workdir  # the same fixture: a pipeline folder and a packer wrapper that logs its calls
 
 pytestmark = pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
 

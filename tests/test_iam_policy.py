@@ -186,7 +186,8 @@ def test_prune_policy_allows_exactly_what_prune_calls(tmp_path: Path, recorder: 
 
     result = invoke(tmp_path, "prune", "--keep", "1", "--json", env=through(recorder))
     assert result.returncode == 0, result.stderr
-    assert [o["status"] for o in json.loads(result.stdout)["outcomes"]] == ["deleted"]  # only the 4th: newest, channel, rollback window, template
+    # only the 4th: newest, channel, rollback window, template
+    assert [o["status"] for o in json.loads(result.stdout)["outcomes"]] == ["deleted"]
     document = iam.policy("prune", load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)
     assert_policy_matches_calls("prune", document, recorder)
 

@@ -213,7 +213,7 @@ def test_concurrent_updates_from_many_threads_all_land(no_ci, live):
             except BaseException as exc:  # surfaced below, not lost in the thread
                 errors.append(exc)
 
-        threads = [threading.Thread(target=work, args=a) for a in zip(names, finals)]
+        threads = [threading.Thread(target=work, args=a) for a in zip(names, finals, strict=True)]
         for t in threads:
             t.start()
         for t in threads:
@@ -221,7 +221,7 @@ def test_concurrent_updates_from_many_threads_all_land(no_ci, live):
 
     assert errors == []
     text = ANSI.sub("", out.getvalue())
-    for name, final in zip(names, finals):
+    for name, final in zip(names, finals, strict=True):
         assert re.search(rf"{name}\s+{final.value}\s+(\S+s\s+)?end", text), name
     if not live:
         assert len(text.splitlines()) == len(names) * 52

@@ -52,7 +52,7 @@ class RenderResult:
                 {"name": r.variant.name, "directory": str(d), "fingerprint": r.fingerprint,
                  "source_amis": {region: s.image_id or None for region, s in r.sources.items()},
                  "notes": list(r.notes)}
-                for r, d in zip(self.rendered, self.directories)
+                for r, d in zip(self.rendered, self.directories, strict=True)
             ],
         }
 
@@ -289,7 +289,7 @@ def check_directories(packer: "Packer", directories: list[Path],  # noqa: F821
     with ThreadPoolExecutor(max_workers=min(CHECK_PARALLEL, len(directories) or 1),
                             thread_name_prefix="check") as pool:
         answers = list(pool.map(check, directories))
-    for directory, answer in zip(directories, answers):
+    for directory, answer in zip(directories, answers, strict=True):
         if answer is None:
             valid(directory)
     failures = [exc for exc in answers if exc is not None]

@@ -36,7 +36,7 @@ def build_lines(run: Any) -> Iterable[str]:
 
 def render_lines(result: Any) -> Iterable[str]:
     """What `render` wrote: one line per variant (progress and notes went to stderr)."""
-    for rendered, directory in zip(result.rendered, result.directories):
+    for rendered, directory in zip(result.rendered, result.directories, strict=True):
         yield f"{rendered.variant.name}  {directory}  {rendered.fingerprint[:12]}"
 
 
@@ -76,8 +76,8 @@ def channel_lines(entries: list) -> Iterable[str]:
 
 
 def table(header: tuple, rows: list) -> list[str]:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    return ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in (header, *rows)]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    return ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in (header, *rows)]
 
 
 def when(moment: Any) -> str:

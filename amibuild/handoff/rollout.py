@@ -162,8 +162,9 @@ def assess(stack: StackView, channel: Channel | None) -> RolloutDecision:
         hint = "wait until it ends" if stack.state is StackState.BUSY else "repair or delete it first (see its events)"
         return RolloutDecision(RolloutAction.BLOCKED, f"{where} is {stack.status}: {hint}")
     if SSM_PARAMETER not in stack.parameters and IMAGE_ID not in stack.parameters:
-        return RolloutDecision(RolloutAction.REFUSED, f"{where} has neither a {SSM_PARAMETER} nor a {IMAGE_ID} parameter: amibuild "
-                               "rolls stacks made from its amibuild/handoff/templates/nodegroup.yaml or the classic EKS node group template")
+        return RolloutDecision(RolloutAction.REFUSED,
+                               f"{where} has neither a {SSM_PARAMETER} nor a {IMAGE_ID} parameter: amibuild rolls"
+                               " stacks made from its amibuild/handoff/templates/nodegroup.yaml or the classic EKS node group template")
     if stack.problem or stack.launch is None:
         return RolloutDecision(RolloutAction.REFUSED, f"{where}: {stack.problem or 'no launch template found'}")
     if channel is None:

@@ -725,7 +725,7 @@ def hcl_document(
     target = f"amazon-ebs.{source_name}"
     kept: list[hcl.Block] = []
     insert_at, proxy_at = t.insert_at, t.proxy_at
-    for i, (block, remote) in enumerate(zip(t.provisioners, t.remote)):
+    for i, (block, remote) in enumerate(zip(t.provisioners, t.remote, strict=True)):
         if remote and drop_remote_provisioners:
             insert_at -= i < t.insert_at
             proxy_at -= i < t.proxy_at
