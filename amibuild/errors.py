@@ -33,25 +33,51 @@ turns them into a one-line message and an exit code::
     ├── RolloutBlocked                    the stack or node group is busy or broken: not updated now
     ├── RolloutFailed                     the update failed, rolled back, timed out or did not converge
     ├── PruneFailed                       images or snapshots prune meant to remove are still there
-    ├── BuildFailed                       one or more variants failed to build
+    ├── BuildFailed                       one or more variants failed to build (or were not published)
+    ├── RecordNotWritten                  the run record could not be written (disk full, read-only)
+    ├── CleanupIncomplete                 clean-run could not remove everything a run left behind
+    ├── HclSyntaxError                    python-hcl2 refused a text (`amibuild.hcl.loads`)
     ├── RehearsalError                    the rehearsal's throwaway copy could not be made or entered
     ├── RehearsalFailed                   a rehearsed provisioning step failed
-    └── Interrupted               exit 130 Ctrl-C / SIGTERM
+    └── Interrupted               exit 130 Ctrl-C (143 SIGTERM, 129 SIGHUP: 128 + the signal)
+
+`ExitCode` is the one list of exit codes; an error's class says which one it means.
 """
 
 from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """What amibuild's exit status means (README: "Exit codes")."""
+
+    OK = 0
+    FAILED = 1  # a variant failed, AWS refused, a file amibuild ships is missing
+    USAGE = 2  # bad input: nothing was done or written
+    HANGUP = 129  # SIGHUP while channels were written
+    INTERRUPTED = 130  # SIGINT
+    TERMINATED = 143  # SIGTERM
+
+    @classmethod
+    def for_signal(cls, signum: int) -> "ExitCode":
+        """128 + the signal, for the three signals amibuild handles (else INTERRUPTED)."""
+        try:
+            return cls(128 + int(signum))
+        except ValueError:
+            return cls.INTERRUPTED
 
 
 class AmibuildError(Exception):
     """Root of everything amibuild raises on purpose."""
 
-    exit_code = 1
+    exit_code: ExitCode = ExitCode.FAILED
 
 
 class UsageError(AmibuildError):
     """Bad input from the user; refused before anything was done."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class SpecError(UsageError):
@@ -89,7 +115,7 @@ class PackerError(AmibuildError):
 class PackerNotFound(PackerError):
     """No usable packer binary."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class PackerValidateError(PackerError):
@@ -107,13 +133,13 @@ class AwsError(AmibuildError):
 class NoCredentials(AwsError):
     """No AWS credentials were found."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class ExpiredToken(AwsError):
     """The AWS credentials have expired."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class AccessDenied(AwsError):
@@ -139,6 +165,8 @@ class PublishRefused(AmibuildError):
 class PublishConflict(AmibuildError):
     """Another writer moved the channel between amibuild's read and its write."""
 
+    stuck_regions: tuple[str, ...] = ()  # regions whose put-back failed: left holding amibuild's write
+
 
 class ChannelBusy(PublishConflict):
     """Another writer holds the channel's lease (and kept it past the wait); nothing was written."""
@@ -146,6 +174,8 @@ class ChannelBusy(PublishConflict):
 
 class PublishFailed(AmibuildError):
     """A write failed part-way; the regions already written were put back."""
+
+    stuck_regions: tuple[str, ...] = ()  # regions whose put-back failed: left holding amibuild's write
 
 
 class RolloutBlocked(AmibuildError):
@@ -161,13 +191,33 @@ class PruneFailed(AmibuildError):
 
 
 class BuildFailed(AmibuildError):
-    """One or more variants failed to build."""
+    """One or more variants failed to build, or were built and not published."""
+
+
+class RecordNotWritten(AmibuildError):
+    """The run record could not be written (disk full, read-only folder): the AMIs made are named."""
+
+
+class CleanupIncomplete(AmibuildError):
+    """clean-run found leftovers it could not remove."""
+
+
+class HclSyntaxError(AmibuildError, ValueError):
+    """python-hcl2 refused the text; carries the line number when the parser gave one."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
 
 
 class Interrupted(AmibuildError):
-    """The run was interrupted by Ctrl-C or SIGTERM."""
+    """The run was interrupted by Ctrl-C, SIGTERM or SIGHUP; its exit code is 128 + that signal."""
 
-    exit_code = 130
+    exit_code = ExitCode.INTERRUPTED
+
+    def __init__(self, message: str = "interrupted", exit_code: int = ExitCode.INTERRUPTED) -> None:
+        super().__init__(message)
+        self.exit_code = ExitCode(exit_code)
 
 
 class RehearsalUnavailable(UsageError):
@@ -180,6 +230,8 @@ class RehearsalError(AmibuildError):
 
 class RehearsalFailed(AmibuildError):
     """A rehearsed provisioning step failed: the variant's chain has an error."""
+
+
 class MissingExtra(UsageError):
     """A task needs an optional part of amibuild that is not installed (e.g. `amibuild[sandbox]`)."""
 

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from amibuild import errors as _errors
+
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
@@ -214,12 +216,8 @@ def dumps(body: Iterable[Any], header: str = "") -> str:
 # ---------------------------------------------------------------------------------------- reading
 
 
-class HclSyntaxError(ValueError):
-    """python-hcl2 refused the text; carries the line number when the parser gave one."""
-
-    def __init__(self, message: str, line: int | None) -> None:
-        super().__init__(message)
-        self.line = line
+# in the one exception tree (`amibuild.errors`); its old name here is kept for callers
+HclSyntaxError = _errors.HclSyntaxError
 
 
 def loads(text: str, *, keep_quotes: bool = False) -> dict[str, Any]:

@@ -9,7 +9,7 @@ amibuild start-up alone, the floor under any run), medians.
 
 AWS calls are counted on the wire: every call goes through tests/faultproxy.py's `FaultProxy`, a
 forwarder on 127.0.0.1 in front of the emulator (`AWS_ENDPOINT_URL` points at it) that records each
-request's operation and SigV4 region. (`commands.build_ami` makes its own `Aws`, so its `.calls`
+request's operation and SigV4 region. (`amibuild.jobs.build_ami.run` makes its own `Aws`, so its `.calls`
 list cannot be handed in from outside; and the proxy counts real HTTP requests, retries included.)
 The setup build goes through the proxy as well: the endpoint is rendered into the template, so it
 is part of the fingerprint and must not change between the build and the no-change run. The extra
@@ -44,7 +44,7 @@ GET_PARAMETER = "AmazonSSM.GetParameter"
 
 
 def run() -> Report:
-    from amibuild.cli import commands
+    from amibuild.bake import prepare as commands
     from amibuild import render as render_mod
     from amibuild.sandbox import Sandbox
     from benchmarks import _buildkit as kit

@@ -70,7 +70,7 @@ def pipeline_text(count: int = VARIANTS) -> str:
 def run() -> Report:
     # here, not at the top: run.py imports every module to list it
     from amibuild import hcl
-    from amibuild.cli import commands
+    from amibuild.bake import prepare as commands
 
     with tempfile.TemporaryDirectory(prefix="amibuild-bench-render-") as tmp:
         tmp_path = Path(tmp)

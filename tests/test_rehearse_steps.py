@@ -70,13 +70,13 @@ def test_our_chain_becomes_the_steps_packer_runs_with_filled_execute_commands(tm
 
 
 def test_a_sandbox_render_has_no_step_to_rehearse_so_the_cli_renders_for_a_real_build(tmp_path: Path) -> None:
-    from amibuild.cli.rehearse import real_build_renders
+    from amibuild.rehearse.job import real_build_renders
 
     (tmp_path / "it's.sh").write_text("echo\n")
     sandboxed = rendered_variant(tmp_path, PIPELINE, target=Target("http://127.0.0.1:5000"))
     assert {s.kind for s in parse_steps(sandboxed.files, "/r")} == {"local"}
     pipeline = load(tmp_path / "amibuild.hcl", Overrides())
-    from amibuild.cli.commands import Options
+    from amibuild.pipeline.options import Options
 
     (again,) = real_build_renders(pipeline, Options(pipeline_file=str(tmp_path / "amibuild.hcl")), [sandboxed])
     assert [s.kind for s in parse_steps(again.files, "/r")] == ["shell"] * 5

@@ -22,7 +22,7 @@ import boto3
 import pytest
 
 from amibuild import hcl
-from amibuild.cli import commands
+from amibuild.bake import prepare as commands
 from amibuild.errors import SpecError, UpstreamError
 from amibuild.render.upstream import binaries as binaries_mod
 from amibuild.render.upstream import hcl_document as upstream_document

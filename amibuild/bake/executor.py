@@ -41,7 +41,7 @@ import subprocess
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
@@ -50,6 +50,8 @@ from amibuild import hcl
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError, AwsError, EndpointUnreachable, PackerOutputError
 from amibuild.bake import leftovers as leftovers_mod
+from amibuild.bake.decide import (LeaseStep, PackerEnd, PackerFacts, Reuse, lease_step, packer_end,
+                                  reuse_after_lease, should_look_for_reuse)
 from amibuild.bake.lease import Lease
 from amibuild.bake.packer import (Packer, cross_check, input_refusal, manifest_builds, parse_machine_readable,
                                    progress_step)
@@ -76,26 +78,28 @@ class BuildStatus(enum.StrEnum):
         return self in (BuildStatus.BUILT, BuildStatus.SKIPPED)
 
 
-@dataclass
+@dataclass(frozen=True)
 class BuildOutcome:
-    """What happened to one variant in this run."""
+    """What happened to one variant in this run (the build only: publishing says its own result)."""
 
     name: str
     fingerprint: str
     decision: BuildDecision
     reason: str
     status: BuildStatus = BuildStatus.QUEUED
-    amis: dict[str, str] = field(default_factory=dict)
+    amis: Mapping[str, str] = field(default_factory=dict)
     log: str = ""
     error: str = ""
     started: str = ""
     seconds: float = 0.0
-    published: dict = field(default_factory=dict)  # channel, parameter, per region: version or "unchanged"
-    publish_error: str = ""
     input_refused: bool = False  # Packer refused a value the user gave (exit 2 when nothing else ran)
     lease: str = ""  # what the build lease did: waited for another run, took over a stale one
-    removed: list[str] = field(default_factory=list)  # leftovers of a failed build, removed
-    left_behind: list[dict] = field(default_factory=list)  # leftovers not removed: kind, region, id, why, command
+    removed: tuple[str, ...] = ()  # leftovers of a failed build, removed
+    left_behind: tuple[Mapping, ...] = ()  # leftovers not removed: kind, region, id, why, command
+
+    @property
+    def failed(self) -> bool:
+        return self.status in (BuildStatus.FAILED, BuildStatus.INTERRUPTED)
 
     def to_dict(self) -> dict:
         return {
@@ -109,12 +113,52 @@ class BuildOutcome:
             "error": self.error,
             "started": self.started,
             "seconds": round(self.seconds, 3),
-            "published": self.published,
-            "publish_error": self.publish_error,
             "lease": self.lease,
             "leftovers_removed": list(self.removed),
-            "left_behind": list(self.left_behind),
+            "left_behind": [dict(x) for x in self.left_behind],
         }
+
+
+@dataclass
+class _Working:
+    """One variant's outcome while its build runs (the worker fills it in); `freeze` gives the result."""
+
+    name: str
+    fingerprint: str
+    decision: BuildDecision
+    reason: str
+    status: BuildStatus = BuildStatus.QUEUED
+    amis: dict[str, str] = field(default_factory=dict)
+    log: str = ""
+    error: str = ""
+    started: str = ""
+    seconds: float = 0.0
+    input_refused: bool = False
+    lease: str = ""
+    removed: list[str] = field(default_factory=list)
+    left_behind: list[dict] = field(default_factory=list)
+
+    def freeze(self) -> BuildOutcome:
+        return BuildOutcome(self.name, self.fingerprint, self.decision, self.reason, self.status, dict(self.amis),
+                            self.log, self.error, self.started, self.seconds, self.input_refused, self.lease,
+                            tuple(self.removed), tuple(self.left_behind))
+
+
+@dataclass(frozen=True)
+class BuildGuards:
+    """What surrounds each Packer run (all optional): the build lease, the reuse check, leftovers.
+
+    ``lease_for`` gives a variant's build lease; ``wait`` False (--no-wait) fails a variant whose
+    lease another run holds; ``reuse`` gives another run's images of the variant when every region
+    has one (`decide.ready_images`); ``leftovers_scope`` what this run's leftovers of a variant are.
+    """
+
+    lease_for: Callable[[PlanItem], Lease] | None = None
+    wait: bool = True
+    lease_poll: float = 2.0
+    reuse: Callable[[PlanItem], Mapping[str, str] | None] | None = None
+    leftovers_scope: Callable[[PlanItem], leftovers_mod.Scope] | None = None
+    stall_after: float = 10.0
 
 
 @dataclass
@@ -155,12 +199,7 @@ class Executor:
         parallel: int,
         timeout: float | None = None,
         cleanup_timeout: float = 120.0,
-        lease_for: Callable[[PlanItem], Lease] | None = None,
-        wait: bool = True,
-        lease_poll: float = 2.0,
-        reuse: Callable[[PlanItem], Mapping[str, str] | None] | None = None,
-        leftovers_scope: Callable[[PlanItem], leftovers_mod.Scope] | None = None,
-        stall_after: float = 10.0,
+        guards: BuildGuards = BuildGuards(),
     ) -> None:
         self.plan = plan
         self.packer = packer
@@ -171,12 +210,12 @@ class Executor:
         self.parallel = max(1, parallel)
         self.timeout = timeout
         self.cleanup_timeout = cleanup_timeout
-        self.lease_for = lease_for
-        self.wait = wait
-        self.lease_poll = lease_poll
-        self.reuse = reuse
-        self.leftovers_scope = leftovers_scope
-        self.stall_after = stall_after
+        self.lease_for = guards.lease_for
+        self.wait = guards.wait
+        self.lease_poll = guards.lease_poll
+        self.reuse = guards.reuse
+        self.leftovers_scope = guards.leftovers_scope
+        self.stall_after = guards.stall_after
         self.state = RunState()
         self._wake = threading.Event()  # set on interrupt: lease waits stop sleeping
         self._finished = threading.Event()  # set when every build ended: the lease renewer stops
@@ -185,9 +224,9 @@ class Executor:
 
     # ------------------------------------------------------------------------------ running
 
-    def build(self) -> list[BuildOutcome]:
+    def build(self) -> tuple[BuildOutcome, ...]:
         """Build every BUILD item (up to ``parallel`` at once); an outcome for every item."""
-        outcomes = {i.name: BuildOutcome(i.name, i.fingerprint, i.decision, i.reason, log=str(i.directory / LOG_FILE))
+        outcomes = {i.name: _Working(i.name, i.fingerprint, i.decision, i.reason, log=str(i.directory / LOG_FILE))
                     for i in self.plan.items}
         for item in self.plan.items:
             if item.decision is BuildDecision.SKIP:
@@ -196,7 +235,7 @@ class Executor:
                 self.progress.update(item.name, State.SKIPPED, "up to date " + _amis_text(item.existing))
         todo = self.plan.to_build
         if not todo:
-            return list(outcomes.values())
+            return tuple(o.freeze() for o in outcomes.values())
         restore = self._install_signal_handlers()
         renewer = threading.Thread(target=self._renew_leases, name="lease-renewer", daemon=True)
         renewer.start()
@@ -207,7 +246,7 @@ class Executor:
         finally:
             self._finished.set()
             restore()
-        return list(outcomes.values())
+        return tuple(o.freeze() for o in outcomes.values())
 
     def _renew_leases(self) -> None:
         """Keep every held lease alive while its build runs (a build can outlast the lease's ttl)."""
@@ -255,7 +294,7 @@ class Executor:
 
         return restore
 
-    def _build_one(self, item: PlanItem, outcome: BuildOutcome) -> None:
+    def _build_one(self, item: PlanItem, outcome: _Working) -> None:
         started = time.monotonic()
         outcome.started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
@@ -263,13 +302,25 @@ class Executor:
                 outcome.status = BuildStatus.INTERRUPTED
                 self.progress.update(item.name, State.INTERRUPTED, "not started")
                 return
-            lease = self._take_lease(item, outcome) if self.lease_for else None
+            lease = None
+            if self.lease_for is not None:
+                taken = self._take_lease(item, outcome)
+                if isinstance(taken, _Stop):
+                    outcome.status, outcome.error = BuildStatus.INTERRUPTED, taken.why
+                    self.progress.update(item.name, State.INTERRUPTED, taken.why)
+                    return
+                if isinstance(taken, Reuse):
+                    outcome.status, outcome.amis, outcome.log = BuildStatus.SKIPPED, dict(taken.amis), ""
+                    outcome.reason = taken.reason
+                    self.progress.update(item.name, State.SKIPPED, f"{taken.reason}: {_amis_text(taken.amis)}")
+                    return
+                lease = taken
             try:
                 if self.check is not None:
                     self.progress.update(item.name, State.BUILDING, "checking before the build")
                     self.check(self.packer, item.directory)  # a variant that fails it fails alone, before any instance
                 self.progress.update(item.name, State.BUILDING, "starting packer")
-                outcome.amis = self._run_packer(item, outcome)
+                amis = self._run_packer(item, outcome)
             finally:
                 if lease is not None:
                     if item.name in self._unreachable:
@@ -279,15 +330,13 @@ class Executor:
                             self._leases.remove(lease)  # nor renewed: a later run takes it over
                     else:
                         self._release(lease)
+            if isinstance(amis, _Stop):
+                outcome.status, outcome.error = BuildStatus.INTERRUPTED, amis.why
+                self.progress.update(item.name, State.INTERRUPTED, amis.why)
+                return
+            outcome.amis = amis
             outcome.status = BuildStatus.BUILT
             self.progress.update(item.name, State.DONE, _amis_text(outcome.amis))
-        except _Reused as exc:
-            outcome.status, outcome.amis, outcome.log = BuildStatus.SKIPPED, dict(exc.amis), ""
-            outcome.reason = exc.reason
-            self.progress.update(item.name, State.SKIPPED, f"{exc.reason}: {_amis_text(exc.amis)}")
-        except _Interrupted as exc:
-            outcome.status, outcome.error = BuildStatus.INTERRUPTED, str(exc)
-            self.progress.update(item.name, State.INTERRUPTED, str(exc))
         except AmibuildError as exc:
             outcome.status, outcome.error = BuildStatus.FAILED, str(exc)
             outcome.input_refused = exc.exit_code == 2
@@ -300,22 +349,25 @@ class Executor:
 
     # ------------------------------------------------------------------------------ the build lease
 
-    def _take_lease(self, item: PlanItem, outcome: BuildOutcome) -> Lease:
+    def _take_lease(self, item: PlanItem, outcome: _Working) -> "Lease | Reuse | _Stop":
         """Hold the variant's build lease, waiting for another run's build of the same inputs.
 
-        Raises `_Reused` when, once the lease is ours, the image exists after all (another run built
-        it), `_Interrupted` on Ctrl-C while waiting, `AmibuildError` when held and not waiting.
+        The lease when it is ours and the variant is to be built; a `Reuse` when, once the lease
+        was ours, the image existed after all (another run built it: the lease is given back);
+        a `_Stop` on Ctrl-C while waiting. `AmibuildError` when held elsewhere and not waiting.
+        Each step is decided by `decide.lease_step` / `decide.reuse_after_lease`.
         """
         assert self.lease_for is not None
         lease = self.lease_for(item)
         waited_for = None
         while True:
-            if self.state.interrupted:
-                raise _Interrupted(f"interrupted while waiting for {waited_for}" if waited_for else "interrupted")
-            holder = lease.try_acquire()
-            if holder is None:
+            holder = None if self.state.interrupted else lease.try_acquire()
+            step = lease_step(interrupted=self.state.interrupted, held_by=holder, wait=self.wait)
+            if step is LeaseStep.INTERRUPTED:
+                return _Stop(f"interrupted while waiting for {waited_for}" if waited_for else "interrupted")
+            if step is LeaseStep.TAKEN:
                 break
-            if not self.wait:
+            if step is LeaseStep.BUSY:
                 outcome.log = ""  # packer never ran for it
                 raise AmibuildError(f"another build of {item.name} with this fingerprint is running: {holder}; "
                                     "rerun without --no-wait to wait for it and reuse its image")
@@ -331,17 +383,17 @@ class Executor:
         elif waited_for is not None:
             outcome.lease = f"waited for {waited_for}"
         # checked with the lease held: nobody else can be building this image now
-        if self.reuse is not None and (waited_for is not None or not self.plan.force):
+        waited_run = waited_for.run_id if waited_for is not None else None
+        if self.reuse is not None and should_look_for_reuse(waited_for_run=waited_run, force=self.plan.force):
             try:
-                amis = self.reuse(item)
+                found = self.reuse(item)
             except BaseException:
                 self._release(lease)
                 raise
-            if amis:
+            reuse = reuse_after_lease(waited_for_run=waited_run, found=found)
+            if reuse is not None:
                 self._release(lease)
-                who = f"run {waited_for.run_id}" if waited_for is not None else "another run"
-                raise _Reused(amis, f"built by {who} while this run waited for it" if waited_for is not None
-                              else f"built by {who} since this run planned")
+                return reuse
         return lease
 
     def _release(self, lease: Lease) -> None:
@@ -355,7 +407,7 @@ class Executor:
 
     # ------------------------------------------------------------------------------ leftovers
 
-    def _clean_up(self, item: PlanItem, outcome: BuildOutcome, lines: list[str], *, look: bool = True) -> str:
+    def _clean_up(self, item: PlanItem, outcome: _Working, lines: list[str], *, look: bool = True) -> str:
         """Find and remove this variant's leftovers of this run; a sentence saying what happened.
 
         ``look`` False (a second Ctrl-C: the user wants out now): no AWS calls, only what Packer
@@ -391,7 +443,7 @@ class Executor:
             text += ("; " if text else "") + "LEFT BEHIND: " + "; ".join(f"{x} ({x.command()})" for x, _ in failed)
         return text
 
-    def _run_packer(self, item: PlanItem, outcome: BuildOutcome) -> dict[str, str]:
+    def _run_packer(self, item: PlanItem, outcome: _Working) -> "dict[str, str] | _Stop":
         directory = item.directory
         provenance_file = directory / PROVENANCE_FILE
         provenance_file.write_text(hcl.dumps([
@@ -411,7 +463,7 @@ class Executor:
             log.flush()
             with self.state.lock:
                 if self.state.interrupted:
-                    raise _Interrupted("interrupted before packer started")
+                    return _Stop("interrupted before packer started")
                 proc = subprocess.Popen(
                     argv, cwd=directory, env=self.packer.env, stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
@@ -445,28 +497,32 @@ class Executor:
                     self.state.processes.pop(item.name, None)
             watchdog.join(timeout=10)
             result = parse_machine_readable(lines)
-            clean = code == 0 and not result.errors and not self.state.interrupted and not timed_out.is_set() \
-                and not stalled
-            cleanup = "" if clean else self._clean_up(item, outcome, lines, look=not self.state.aborted)
+            facts = PackerFacts(code, tuple(result.errors), result.failed_step, bool(result.artifacts),
+                                interrupted=self.state.interrupted, timed_out=timed_out.is_set(),
+                                stalled=stalled[0] if stalled else "")
+            end = packer_end(facts)
+            cleanup = self._clean_up(item, outcome, lines, look=not self.state.aborted) if end.needs_cleanup else ""
             if cleanup:
                 log.write(f"# amibuild: {cleanup}\n")
+        # a signal during the cleanup makes the variant interrupted too
+        end = packer_end(replace(facts, interrupted=self.state.interrupted))
         suffix = f"; {cleanup}" if cleanup else ""
-        if self.state.interrupted:
-            raise _Interrupted(("interrupted; packer cancelled" if not self.state.aborted
-                                else "interrupted; packer killed before its cleanup finished") + suffix)
-        if stalled:
+        error = result.first_error or f"exit code {code}"
+        if end is PackerEnd.INTERRUPTED:
+            return _Stop(("interrupted; packer cancelled" if not self.state.aborted
+                          else "interrupted; packer killed before its cleanup finished") + suffix)
+        if end is PackerEnd.ENDPOINT_LOST:
             raise AmibuildError(f"endpoint lost: {stalled[0]}; packer stopped{suffix}")
-        if timed_out.is_set():
+        if end is PackerEnd.TIMED_OUT:
             raise AmibuildError(f"timed out after {self.timeout:g}s in step {result.failed_step or 'unknown'}{suffix}")
-        if code != 0 or result.errors:
-            error = result.first_error or f"exit code {code}"
-            if result.errors and result.failed_step is None and not result.artifacts:
-                # no step ever started: Packer refused the template or its values, as validate would;
-                # a value the user set is bad input naming its flag or file
-                refused = input_refusal("\n".join(result.errors), error, item.rendered.variant.origins)
-                if refused is not None:
-                    raise refused
-                raise AmibuildError(f"packer refused {directory.name} before building anything: {error}{suffix}")
+        if end is PackerEnd.REFUSED:
+            # no step ever started: Packer refused the template or its values, as validate would;
+            # a value the user set is bad input naming its flag or file
+            refused = input_refusal("\n".join(result.errors), error, item.rendered.variant.origins)
+            if refused is not None:
+                raise refused
+            raise AmibuildError(f"packer refused {directory.name} before building anything: {error}{suffix}")
+        if end is PackerEnd.FAILED:
             raise AmibuildError(f"packer failed: {error}{suffix}")
         return self._artifacts(item, result.artifacts)
 
@@ -539,17 +595,11 @@ class Executor:
         return amis
 
 
-class _Interrupted(Exception):
-    pass
+@dataclass(frozen=True)
+class _Stop:
+    """The variant stopped because the run was interrupted; why, as its outcome says."""
 
-
-class _Reused(Exception):
-    """Another run built this image while this one waited: reuse it."""
-
-    def __init__(self, amis: Mapping[str, str], reason: str) -> None:
-        super().__init__(reason)
-        self.amis = amis
-        self.reason = reason
+    why: str
 
 
 def _left(item: leftovers_mod.Leftover, why: str) -> dict:

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import __version__, tags
 from amibuild.aws import Image, Parameter
-from amibuild.errors import SpecError
+from amibuild.errors import PublishRefused, SpecError
 
 IMAGE_DATA_TYPE = "aws:ec2:image"
 
@@ -150,6 +150,19 @@ class PublishPlan:
     @property
     def writes(self) -> tuple[RegionPlan, ...]:
         return tuple(r for r in self.regions if r.action is PublishAction.WRITE)
+
+    def refused(self) -> PublishRefused | None:
+        """The error a write of this plan stops with before writing anything (None: it may go on)."""
+        if not self.refusals:
+            return None
+        return PublishRefused(f"{self.operation} {self.variant} to {self.channel} ({self.parameter}) refused, "
+                              f"nothing written: " + "; ".join(self.refusals))
+
+    def raise_for_status(self) -> None:
+        """A dry run's verdict: refused as the write would be (a dry run writes nothing either way)."""
+        error = self.refused()
+        if error is not None:
+            raise error
 
     def to_dict(self) -> dict[str, Any]:
         return plain(self)

@@ -64,7 +64,7 @@ errors. The read side (history, the channel table, the sharing check) is `amibui
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from amibuild.aws import Aws, Image, Parameter, fan_out
 from amibuild.channels.lease import Guard
@@ -135,16 +135,23 @@ def publish_variant(
     force: bool = False,
     template: str | None = None,
     guard: Guard | None = None,
-) -> PublishResult:
+    dry_run: bool = False,
+) -> PublishResult | PublishPlan:
     """Point `channel` of `variant` at `amis` ({region: ami}) in every target region, or nowhere.
 
     `fingerprint` / `run_id` default to the images' ``amibuild:fingerprint`` / ``amibuild:run-id``
     tags; a given fingerprint must match the images' tag. Runs under the channel's lease.
+    ``dry_run``: the plan the write would carry out, read without the lease; nothing written.
     """
-    def work(cancelled: Callable[[], bool]) -> PublishResult:
-        plan = plan_publish(aws, pipeline=pipeline, variant=variant, channel=channel, amis=amis,
+    def make_plan() -> PublishPlan:
+        return plan_publish(aws, pipeline=pipeline, variant=variant, channel=channel, amis=amis,
                             fingerprint=fingerprint, run_id=run_id, allow_foreign=allow_foreign, template=template)
-        return execute_publish(aws, plan, force=force, cancelled=cancelled)
+
+    if dry_run:
+        return make_plan()
+
+    def work(cancelled: Callable[[], bool]) -> PublishResult:
+        return execute_publish(aws, make_plan(), force=force, cancelled=cancelled)
 
     return transact(aws, pipeline=pipeline, variant=variant, channels=[channel], operation=f"publish to {channel}",
                     guard=guard or Guard(run_id=run_id or ""), work=work)
@@ -160,11 +167,12 @@ def promote(
     force: bool = False,
     template: str | None = None,
     guard: Guard | None = None,
-) -> PublishResult:
+    dry_run: bool = False,
+) -> PublishResult | PublishPlan:
     """Copy, region by region, the exact AMI of channel `source` into channel `target`.
 
     Both channels' leases are held: the source is not read while another writer is half way
-    through moving it.
+    through moving it. ``dry_run``: the plan, read without the leases; nothing written.
     """
     check_channel(source)
     check_channel(target)
@@ -174,7 +182,7 @@ def promote(
     regions = pipeline.target_regions
     operation = f"promote {source} -> {target}"
 
-    def work(cancelled: Callable[[], bool]) -> PublishResult:
+    def make_plan() -> PublishPlan:
         latest = fan_out(regions, lambda r: (aws.parameter_history(source_name, r) or [None])[-1])
         missing = [r for r in regions if latest[r] is None]
         if missing:
@@ -186,10 +194,15 @@ def promote(
         provenance = {r: provenance_of(p.description) for r, p in latest.items() if p is not None}
         # The source channel's images were checked when they were published; what can have changed
         # since is whether they still exist, which plan_publish checks.
-        plan = plan_publish(aws, pipeline=pipeline, variant=variant, channel=target, amis=amis, allow_foreign=True,
+        return plan_publish(aws, pipeline=pipeline, variant=variant, channel=target, amis=amis, allow_foreign=True,
                             provenance=provenance, operation=operation, note=f"promoted from {source}",
                             template=template)
-        return execute_publish(aws, plan, force=force, cancelled=cancelled)
+
+    if dry_run:
+        return make_plan()
+
+    def work(cancelled: Callable[[], bool]) -> PublishResult:
+        return execute_publish(aws, make_plan(), force=force, cancelled=cancelled)
 
     return transact(aws, pipeline=pipeline, variant=variant, channels=[source, target], operation=operation,
                     guard=guard or Guard(), work=work)
@@ -205,7 +218,8 @@ def rollback(
     force: bool = False,
     template: str | None = None,
     guard: Guard | None = None,
-) -> PublishResult:
+    dry_run: bool = False,
+) -> PublishResult | PublishPlan:
     """Put `channel` back to an earlier value from the parameter's own history.
 
     Versions are counted in the pipeline's first target region (as `history` shows them there);
@@ -216,38 +230,56 @@ def rollback(
     name = parameter_name(pipeline, variant, channel, template)
     regions = pipeline.target_regions
 
-    def work(cancelled: Callable[[], bool]) -> PublishResult:
+    def make_plan() -> PublishPlan:
         histories = fan_out(regions, lambda r: aws.parameter_history(name, r))
-        empty = [r for r in regions if not histories[r]]
-        if empty:
-            raise PublishRefused(f"roll back {name}: it does not exist in {', '.join(empty)}; nothing to roll back")
-        lead = regions[0]
-        chosen = {lead: _rollback_target(name, lead, histories[lead], to_version)}
-        target = chosen[lead]
-        target_prov = provenance_of(target.description)
-        for region in regions[1:]:
-            if target_prov.known:
-                same = [p for p in histories[region] if provenance_of(p.description) == target_prov]
-            else:
-                same = [p for p in histories[region] if p.version == target.version]
-            if not same:
-                raise PublishRefused(
-                    f"roll back {name} to version {target.version}: {region} has no version from the same build "
-                    f"(run {target_prov.run_id or _UNKNOWN}, fingerprint {target_prov.fingerprint or _UNKNOWN}); "
-                    "publish the wanted images with `invoke publish --ami ...` instead"
-                )
-            chosen[region] = same[-1]
+        chosen = rollback_versions(name, regions, histories, to_version)
+        target = chosen[regions[0]]
         operation = f"roll back to version {target.version}"
-        plan = plan_publish(
+        return plan_publish(
             aws, pipeline=pipeline, variant=variant, channel=channel,
             amis={r: p.value for r, p in chosen.items()}, allow_foreign=True,
             provenance={r: provenance_of(p.description) for r, p in chosen.items()},
             operation=operation, note=f"rolled back to version {target.version}", template=template,
         )
-        return execute_publish(aws, plan, force=force, cancelled=cancelled)
+
+    if dry_run:
+        return make_plan()
+
+    def work(cancelled: Callable[[], bool]) -> PublishResult:
+        return execute_publish(aws, make_plan(), force=force, cancelled=cancelled)
 
     return transact(aws, pipeline=pipeline, variant=variant, channels=[channel], operation=f"roll back {channel}",
                     guard=guard or Guard(), work=work)
+
+
+def rollback_versions(name: str, regions: Sequence[str], histories: Mapping[str, Sequence[Parameter]],
+                      to_version: int | None) -> dict[str, Parameter]:
+    """Region -> the history entry a rollback goes back to. Pure: the histories are read by the caller.
+
+    The version is chosen in the first region (``to_version``, else the newest holding another
+    AMI than now); every other region takes its newest version from the same build (same run id
+    and fingerprint), or the same version number when the chosen one was not written by amibuild.
+    """
+    empty = [r for r in regions if not histories.get(r)]
+    if empty:
+        raise PublishRefused(f"roll back {name}: it does not exist in {', '.join(empty)}; nothing to roll back")
+    lead = regions[0]
+    target = _rollback_target(name, lead, list(histories[lead]), to_version)
+    chosen = {lead: target}
+    target_prov = provenance_of(target.description)
+    for region in regions[1:]:
+        if target_prov.known:
+            same = [p for p in histories[region] if provenance_of(p.description) == target_prov]
+        else:
+            same = [p for p in histories[region] if p.version == target.version]
+        if not same:
+            raise PublishRefused(
+                f"roll back {name} to version {target.version}: {region} has no version from the same build "
+                f"(run {target_prov.run_id or _UNKNOWN}, fingerprint {target_prov.fingerprint or _UNKNOWN}); "
+                "publish the wanted images with `amibuild publish --ami ...` instead"
+            )
+        chosen[region] = same[-1]
+    return chosen
 
 
 def _rollback_target(name: str, region: str, history: list[Parameter], to_version: int | None) -> Parameter:
@@ -257,7 +289,7 @@ def _rollback_target(name: str, region: str, history: list[Parameter], to_versio
                 return entry
         raise SpecError(
             f"--to-version {to_version}: {name} in {region} has versions "
-            f"{history[0].version}..{history[-1].version}; see `invoke history`"
+            f"{history[0].version}..{history[-1].version}; see `amibuild history`"
         )
     current = history[-1]
     for entry in reversed(history):

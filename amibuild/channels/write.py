@@ -19,7 +19,7 @@ from amibuild.aws import Aws, Parameter, fan_out
 from amibuild.channels.lease import ChannelLease, Guard, acquire, lease_name
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
                                     RegionResult, description, parameter_tags, provenance_of)
-from amibuild.errors import AmibuildError, Interrupted, PublishConflict, PublishFailed, PublishRefused
+from amibuild.errors import AmibuildError, Interrupted, PublishConflict, PublishFailed
 from amibuild.pipeline.naming import PipelineLike, VariantLike
 
 WRITE_INTERVAL = 0.34  # seconds between two PutParameter calls in one region (about 3 per second)
@@ -103,9 +103,7 @@ def execute_publish(aws: Aws, plan: PublishPlan, *, force: bool = False,
     Call it under the channel's lease (`transact`). ``cancelled`` is asked once, before the first
     write: after that the transaction runs to its end, written everywhere or put back.
     """
-    if plan.refusals:
-        raise PublishRefused(f"{plan.operation} {plan.variant} to {plan.channel} ({plan.parameter}) refused, "
-                             f"nothing written: " + "; ".join(plan.refusals))
+    plan.raise_for_status()  # refused: nothing written
     if cancelled():
         raise Interrupted(f"{plan.operation} {plan.variant} to {plan.channel} ({plan.parameter}): interrupted "
                           "before the first write; nothing was written")
@@ -259,8 +257,10 @@ def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: 
                                          IMAGE_DATA_TYPE)
             return _put_back(aws, plan, region, to_undo[region], previous, "a failed write elsewhere")
         except AmibuildError as exc:
+            stuck.append(region)
             return f"{region}: could NOT be put back ({exc}); it holds {r.ami}"
 
+    stuck: list[str] = []  # regions left holding our write: the error says so as data, not only as text
     notes = fan_out(sorted(to_undo), undo)
     failed = "; ".join(f"{f.region}: {f.error}" for f in failures)
     put_back = "; ".join(notes[region] for region in sorted(notes))
@@ -272,7 +272,9 @@ def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: 
     if put_back:
         summary += f". Put back: {put_back}"
     conflict = any(isinstance(f.error, PublishConflict) for f in failures)
-    return PublishConflict(summary) if conflict else PublishFailed(summary)
+    error = PublishConflict(summary) if conflict else PublishFailed(summary)
+    error.stuck_regions = tuple(sorted(stuck))
+    return error
 
 
 def _put_back(aws: Aws, plan: PublishPlan, region: str, ours: int, previous: Parameter | None, why: str) -> str:

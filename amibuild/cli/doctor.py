@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from amibuild import hcl
 from amibuild.pipeline import PIPELINE_FILE, Pipeline, known_regions, load
-from amibuild.cli.commands import Options
+from amibuild.pipeline.options import Options
 from amibuild.errors import AmibuildError, AwsError, PackerError, PackerNotFound, UsageError
 from amibuild.bake.packer import INSTALL_HINT, Packer
 
@@ -131,7 +131,7 @@ def check_pipeline(options: Options, default_region: str) -> tuple[Check, Pipeli
 
 def check_support(pipeline: Pipeline, today=None) -> Check:
     """Whether every variant's Kubernetes version is still in EKS standard support (a warning if not)."""
-    from amibuild.cli.commands import support_warnings
+    from amibuild.bake.prepare import support_warnings
 
     warnings = support_warnings(pipeline, today)
     if warnings:

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from amibuild.aws import Aws, default_region
 from amibuild.channels import publish
-from amibuild.cli.commands import load_pipeline
+from amibuild.pipeline.options import load_pipeline
 from amibuild.errors import AccessDenied, SpecError
 from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, ClusterFacts, node_access, read_cluster
 from amibuild.handoff.nodegroup import (NODE_GROUP, NODE_OSES, DeployResult, check_ours, deploy, node_role_arn,

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from amibuild.aws import Aws
-from amibuild.cli.commands import load_pipeline
+from amibuild.pipeline.options import load_pipeline
 from amibuild.errors import SpecError
 from amibuild.cli import values
 from amibuild.lifecycle.prune import DEFAULT_KEEP_VERSIONS, PruneResult, execute_prune, gather, plan_prune

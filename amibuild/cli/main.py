@@ -23,8 +23,8 @@ from invoke import Config, Program
 from invoke.exceptions import Exit, ParseError, UnexpectedExit
 
 from amibuild import __version__
-
-EXIT_USAGE = 2
+from amibuild.cli.run import ERROR
+from amibuild.errors import ExitCode
 
 
 class AmibuildConfig(Config):
@@ -96,9 +96,9 @@ class AmibuildProgram(Program):
             self.update_config()
             self.execute()
         except ParseError as exc:
-            print(f"amibuild: error: {describe(self, exc)}", file=sys.stderr)
+            print(f"{ERROR}{describe(self, exc)}", file=sys.stderr)
             if exit:
-                sys.exit(EXIT_USAGE)
+                sys.exit(ExitCode.USAGE)
         except Exit as exc:
             if exc.message:
                 print(exc.message, file=sys.stderr)
@@ -111,7 +111,7 @@ class AmibuildProgram(Program):
                 sys.exit(exc.result.exited)
         except KeyboardInterrupt:
             if exit:
-                sys.exit(130)
+                sys.exit(ExitCode.INTERRUPTED)
 
 
 # ------------------------------------------------------------------------------- parse errors
@@ -290,10 +290,10 @@ def adopt_invoke_program() -> None:
                 else:
                     step()
             except ParseError as exc:
-                raise Exit(f"amibuild: error: {describe(program, exc, binary)}", code=EXIT_USAGE) from None
+                raise Exit(f"{ERROR}{describe(program, exc, binary)}", code=ExitCode.USAGE) from None
             except BrokenPipeError:
                 _quiet_stdout()
-                raise Exit(code=0) from None
+                raise Exit(code=ExitCode.OK) from None
         return wrapped
 
     program.parse_tasks = wrap(program.parse_tasks, parses_tasks=True)
@@ -329,4 +329,4 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         # The reader went away (`amibuild runs | head -1`): it has what it wanted.
         _quiet_stdout()
-        sys.exit(0)
+        sys.exit(ExitCode.OK)

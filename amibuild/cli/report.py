@@ -13,24 +13,26 @@ def build_lines(run: Any) -> Iterable[str]:
             amis = " ".join(f"{r}={a}" for r, a in sorted(item.existing.items()))
             yield f"  {item.decision.value:5} {item.name}: {item.reason}{'  ' + amis if amis else ''}"
         return
-    yield f"run {plan.run_id}: record {run.record_path}"
+    yield f"run {plan.run_id}: " + (f"record NOT written: {run.record_error}" if run.record_error
+                                    else f"record {run.record_path}")
     width = max((len(o.name) for o in run.outcomes), default=0)
     for outcome in run.outcomes:
         amis = " ".join(f"{r}={a}" for r, a in sorted(outcome.amis.items()))
         detail = amis if outcome.status.has_image else \
             f"{outcome.error} (log: {outcome.log})" if outcome.log else outcome.error
         yield f"  {outcome.name.ljust(width)}  {outcome.status:11}  {detail}"
-        if getattr(outcome, "lease", ""):
+        if outcome.lease:
             yield f"  {''.ljust(width)}  lease        {outcome.lease}"
-        for left in getattr(outcome, "left_behind", []):
+        for left in outcome.left_behind:
             yield f"  {''.ljust(width)}  LEFT BEHIND  {left['kind']} {left['id']} in {left['region']}: {left['command']}"
-        if outcome.published:
+        done = run.publish_of(outcome.name)
+        if done is not None and done.ok:
             versions = ", ".join(f"{r}: {v if v == 'unchanged' else 'version ' + str(v)}"
-                                 for r, v in outcome.published["regions"].items())
-            yield f"  {''.ljust(width)}  published    {outcome.published['parameter']} ({versions})"
-        elif outcome.publish_error:
-            yield f"  {''.ljust(width)}  NOT published: {outcome.publish_error}"
-    for line in getattr(run, "sharing", []):
+                                 for r, v in done.regions.items())
+            yield f"  {''.ljust(width)}  published    {done.parameter} ({versions})"
+        elif done is not None:
+            yield f"  {''.ljust(width)}  NOT published: {done.error}"
+    for line in run.sharing:
         yield f"  sharing: {line}"
 
 
@@ -40,11 +42,16 @@ def render_lines(result: Any) -> Iterable[str]:
         yield f"{rendered.variant.name}  {directory}  {rendered.fingerprint[:12]}"
 
 
-def runs_lines(records: list[dict]) -> Iterable[str]:
-    if not records:
+def runs_lines(listed: list) -> Iterable[str]:
+    """One line per `bake.record.ListedRun`: the run's variant counts, or why its record is unreadable."""
+    if not listed:
         yield "no runs recorded yet (build/runs/ is empty)"
         return
-    for record in records:
+    for entry in listed:
+        record = entry.record
+        if record is None:
+            yield f"{entry.path.stem}  UNREADABLE: {entry.problem} ({entry.path})"
+            continue
         counts: dict[str, int] = {}
         for variant in record.get("variants", []):
             counts[variant.get("status", "?")] = counts.get(variant.get("status", "?"), 0) + 1
@@ -61,6 +68,18 @@ def publish_lines(result: Any) -> Iterable[str]:
             yield f"  {r.region}: {r.ami}  unchanged, version {r.version}"
     for note in getattr(result, "notes", ()):
         yield f"  note: {note}"
+
+
+def plan_lines(plan: Any) -> Iterable[str]:
+    """A channel write's plan (--dry-run): what each region would get; nothing was written."""
+    yield f"{plan.operation} (dry run: nothing written): {plan.variant} {plan.channel} ({plan.parameter})"
+    for r in plan.regions:
+        if r.action == "write":
+            yield f"  {r.region}: {r.previous_ami or '(new)'} -> {r.ami}  would write version {r.previous_version + 1}"
+        elif r.action == "unchanged":
+            yield f"  {r.region}: {r.ami}  unchanged, version {r.previous_version}"
+        else:
+            yield f"  {r.region}: {r.ami or '(no AMI)'}  REFUSED: {r.reason}"
 
 
 def history_lines(entries: list) -> Iterable[str]:

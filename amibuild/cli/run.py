@@ -1,8 +1,10 @@
-"""The one place where errors become messages and exit codes, and flags become `Options`.
+"""The one place where errors and results become messages and exit codes, and flags become `Options`.
 
 tasks.py wraps every task body in `run(...)`: an `AmibuildError` becomes one line on stderr
-(`amibuild: error: ...`) and its exit code (2 for bad input, 1 for failures, 130 for interrupts);
-the traceback is shown only under `invoke --debug` or `AMIBUILD_DEBUG=1`.
+(`amibuild: error: ...`) and its exit code (`amibuild.errors.ExitCode`: 2 for bad input, 1 for
+failures, 128 + the signal for interrupts); the traceback is shown only under `amibuild --debug`
+or `AMIBUILD_DEBUG=1`. A task's result says itself whether it failed: the task passes its
+`raise_for_status` through `run` once its output is printed, so the same words and codes apply.
 """
 
 from __future__ import annotations
@@ -14,15 +16,22 @@ import sys
 import traceback
 from typing import Any, Callable, Iterable, TypeVar
 
-from amibuild.errors import AmibuildError
+from amibuild.errors import AmibuildError, ExitCode, Interrupted
 
 T = TypeVar("T")
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+ERROR = "amibuild: error: "  # how every error line starts (the Program's own parse errors too)
 
 
 def debugging() -> bool:
     return bool(os.environ.get("AMIBUILD_DEBUG")) or logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+def message(exc: AmibuildError) -> str:
+    """The one line an error is shown as."""
+    if isinstance(exc, Interrupted):
+        return f"amibuild: {exc}"
+    return f"{ERROR}{exc}"
 
 
 # Notes about the whole run (no pipeline file found) wait here until the task says something or
@@ -45,32 +54,29 @@ def run(body: Callable[[], T]) -> T:
         _PENDING.clear()
         if debugging():
             traceback.print_exc()
-        raise Exit(f"amibuild: error: {exc}", code=exc.exit_code) from None
+        raise Exit(message(exc), code=int(exc.exit_code)) from None
     except KeyboardInterrupt:
-        raise Exit("amibuild: interrupted", code=EXIT_INTERRUPTED) from None
+        raise Exit(message(Interrupted()), code=ExitCode.INTERRUPTED) from None
 
 
 def run_channel(body: Callable[[Any], T]) -> tuple[T, Any]:
-    """Run a task body that writes channels, with SIGINT / SIGTERM / SIGHUP held off (`cli.signals`):
+    """Run a task body that writes channels, with SIGINT / SIGTERM / SIGHUP held off (`jobs.signals`):
     (its result, the `Signals` seen). An error after a signal exits with the signal's code."""
-    from invoke.exceptions import Exit
-
-    from amibuild.cli.signals import Signals
+    from amibuild.jobs.signals import Signals
 
     with Signals() as signals:
-        try:
-            return run(lambda: body(signals)), signals
-        except Exit as exc:
-            if not signals.requested():
-                raise
-            detail = str(exc.message or "").removeprefix("amibuild: error: ").removeprefix("amibuild: ")
-            raise Exit(f"amibuild: interrupted by {signals.name}: {detail}", code=signals.exit_code) from None
+        def guarded():
+            try:
+                return body(signals)
+            except AmibuildError as exc:
+                if not signals.requested() or isinstance(exc, Interrupted):
+                    raise
+                raise Interrupted(f"interrupted by {signals.name}: {exc}", signals.exit_code) from exc
+        return run(guarded), signals
 
 
 def finish_channel(result: Any, signals: Any) -> None:
     """After a channel write that completed: exit 128 + signal, saying what moved, if a signal came."""
-    from invoke.exceptions import Exit
-
     if not signals.requested():
         return
     if result.changed:
@@ -78,45 +84,17 @@ def finish_channel(result: Any, signals: Any) -> None:
         what = f"channel {result.channel} of {result.variant} moved in every region ({moved})"
     else:
         what = f"channel {result.channel} of {result.variant} already held these images: nothing moved"
-    raise Exit(f"amibuild: interrupted by {signals.name} after the channel write finished: {what}",
-               code=signals.exit_code)
+
+    def stop() -> None:
+        raise Interrupted(f"interrupted by {signals.name} after the channel write finished: {what}",
+                          signals.exit_code)
+
+    run(stop)
 
 
-def finish(run: Any) -> None:
-    """Exit code of a build run: 130 when interrupted, 1 when a variant failed, else 0."""
-    from invoke.exceptions import Exit
-
-    if run.interrupted:
-        # `published` is set only for a channel transaction that finished: every region, checked
-        published = [o.name for o in run.outcomes or [] if o.published]
-        by = f" by {run.signal}" if getattr(run, "signal", "") else ""
-        others = [o.name for o in run.outcomes or [] if not o.published]
-        # a failed transaction whose put-back failed too says so in its error: never hide that
-        stuck = [o.name for o in run.outcomes or [] if "could NOT be put back" in (o.publish_error or "")]
-        rest = (f"; not published: {', '.join(others)}" if others else "") + (
-            f"; left partly written (see the run record): {', '.join(stuck)}" if stuck else "")
-        raise Exit(f"amibuild: interrupted{by}: " + (
-            f"published before the interrupt: {', '.join(published)} (every region){rest}"
-            if published else f"nothing was published{rest if stuck else ''}") + (
-            "; packer was killed before its cleanup finished" if run.aborted else "") + _left_behind(run),
-                   code=getattr(run, "exit_code", EXIT_INTERRUPTED) or EXIT_INTERRUPTED)
-    if run.failed and all(getattr(o, "input_refused", False) for o in run.failed) and not any(
-            o.status == "built" for o in run.outcomes or []):
-        # Packer refused values the user gave, before any instance started: bad input, exit 2
-        raise Exit(f"amibuild: error: {run.failed[0].error}", code=EXIT_USAGE)
-    if run.failed:
-        names = ", ".join(f"{o.name} (not published: {o.publish_error})" if o.publish_error and o.status != "failed"
-                          else f"{o.name} (log: {o.log})" if o.log else f"{o.name} ({o.error})" for o in run.failed)
-        raise Exit(f"amibuild: error: {len(run.failed)} variant(s) failed: {names}{_left_behind(run)}",
-                   code=EXIT_FAILED)
-
-
-def _left_behind(run: Any) -> str:
-    """What failed builds left in AWS that amibuild could not remove, with the commands that do."""
-    items = [x for o in run.outcomes or [] for x in getattr(o, "left_behind", [])]
-    if not items:
-        return ""
-    return "; LEFT BEHIND (remove with): " + "; ".join(x["command"] for x in items)
+def finish(result: Any) -> None:
+    """Exit as a task's result says: its `raise_for_status()` run through `run`."""
+    run(result.raise_for_status)
 
 
 def say(line: str) -> None:
@@ -135,16 +113,16 @@ def emit_json(data: Any) -> None:
 
 
 def options(c: Any, *, announce: bool = True, **flags: Any) -> "Options":  # noqa: F821
-    """Flags of render/validate/build (+ invoke config) → `commands.Options`.
+    """Flags of render/validate/build (+ invoke config) → `pipeline.options.Options`.
 
     Without --pipeline (or the config's `pipeline`), the pipeline file is the nearest
     `amibuild.hcl` from the current folder upwards (`spec.locate`); none found means flags alone,
     said once on stderr when ``announce``. A relative build folder from the config (default
     `build`) lies beside the pipeline file; --build-dir is taken as given.
     """
-    from amibuild.cli.commands import Options
-    from amibuild.pipeline import Overrides
     from amibuild.cli.locate import find_pipeline
+    from amibuild.pipeline import Overrides  # the pipeline model: not on the `amibuild --list` path
+    from amibuild.pipeline.options import Options
 
     config = c.config.get("amibuild", {}) if hasattr(c, "config") else {}
     pipeline = flags.get("pipeline") or config.get("pipeline") or None
@@ -200,3 +178,15 @@ def lines_out(items: Iterable[str]) -> None:
     """Result lines on stdout (the answer to the command)."""
     for item in items:
         print(item, flush=True)
+
+
+def channel_target(options: "Options", variant: str | None):  # noqa: F821
+    """(Aws, Pipeline, Variant) for publish / promote / rollback / history of one variant."""
+    from amibuild.aws import Aws  # boto3: not on the `amibuild --list` path
+    from amibuild.errors import SpecError
+    from amibuild.pipeline.options import load_pipeline
+
+    if not variant:
+        raise SpecError("--variant: name the variant whose channel to change, e.g. --variant ceph")
+    pipeline = load_pipeline(options)
+    return Aws(profile=options.profile, region=pipeline.build_region), pipeline, pipeline.variants[0]

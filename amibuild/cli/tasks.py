@@ -12,7 +12,7 @@ from amibuild.cli import run as cli
 
 # Flags shared by render / validate / build-ami.
 SELECT_HELP = {
-    "pipeline": "Pipeline file (default: amibuild.hcl in the current directory, if present)",
+    "pipeline": "Pipeline file (default: the nearest amibuild.hcl in this folder or above it, up to the repository root)",
     "variant": "Variant to use (repeatable; default: every variant in the pipeline file)",
     "base": "Base: eks-optimized (default) or upstream",
     "upstream": "Upstream amazon-eks-ami checkout: a path or git URL (with --base upstream)",
@@ -38,11 +38,13 @@ def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_re
            arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
            profile=None, json=False, flavor=None):
     """Render Packer HCL2 for each variant into build/<variant>/."""
-    from amibuild.cli import commands
+    from amibuild.bake import prepare
     from amibuild.cli import report
 
-    opts = cli.options(c, **locals_flags(locals()))
-    result = cli.run(lambda: commands.render(opts, cli.say))
+    opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
+                                         extra_pkg, extra_repo, var, var_file, flavor),
+                       build_dir=build_dir, profile=profile)
+    result = cli.run(lambda: prepare.render(opts, cli.say))
     cli.lines(f"note: {n}" for n in result.notes)
     if json:
         cli.emit_json(result.to_dict())
@@ -55,10 +57,12 @@ def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
              profile=None, json=False, flavor=None):
     """Render, then check every file: python-hcl2 parse, packer validate, packer fmt -check."""
-    from amibuild.cli import commands
+    from amibuild.bake import prepare
 
-    opts = cli.options(c, **locals_flags(locals()))
-    result = cli.run(lambda: commands.validate(opts, cli.say))
+    opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
+                                         extra_pkg, extra_repo, var, var_file, flavor),
+                       build_dir=build_dir, profile=profile)
+    result = cli.run(lambda: prepare.validate(opts, cli.say))
     if json:
         cli.emit_json({"packer_version": result.packer_version, "valid": result.checked,
                        "directories": [str(d) for d in result.directories]})
@@ -78,7 +82,7 @@ BUILD_HELP = {
     "channel": "Channel to publish each built or reused image to (default: the pipeline's default_channel, "
                "else recommended)",
     "no_publish": "Build only; publish nothing",
-    "rehearse": "Rehearse each variant's provisioning chain first (as `invoke rehearse`, needs root); a failing "
+    "rehearse": "Rehearse each variant's provisioning chain first (as `amibuild rehearse`, needs root); a failing "
                 "rehearsal fails that variant before its Packer build starts",
     "no_wait": "When another run is building a variant with the same inputs, fail (exit 1, naming that run) "
                "instead of waiting for it and reusing its image",
@@ -91,20 +95,21 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
               channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
-    from amibuild.cli import commands
-    from amibuild.cli import report
+    from amibuild.cli import report, values
+    from amibuild.jobs import build_ami as job
 
-    from amibuild.cli import values
-
-    opts = cli.options(c, **locals_flags(locals()))
-    run = cli.run(lambda: commands.build_ami(
-        opts, cli.say, force=force, dry_run=dry_run, parallel=values.optional_count(parallel, "--parallel", example=4),
+    opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
+                                         extra_pkg, extra_repo, var, var_file, flavor),
+                       all=all, build_dir=build_dir, profile=profile)
+    settings = cli.run(lambda: job.settings(
+        opts, channel=channel, publish=not no_publish, force=force, dry_run=dry_run,
+        parallel=values.optional_count(parallel, "--parallel", example=4),
         max_parallel=values.count(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)", maximum=256),
         timeout=values.optional_duration(timeout, "--timeout", example="90m or 5400"),
-        channel=channel, publish=not no_publish, rehearse=rehearse,
-        wait=not no_wait,
+        rehearse=rehearse, wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
     ))
+    run = cli.run(lambda: job.run(settings, cli.say))
     if json:
         cli.emit_json(run.to_dict())
     else:
@@ -125,55 +130,48 @@ def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, json=False,
              keep=False, timeout=None, flavor=None):
     """Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."""
-    from amibuild.cli import rehearse as rehearse_cmd
-    from amibuild.rehearse import report
+    from amibuild.cli import values
+    from amibuild.pipeline.options import load_pipeline
+    from amibuild.rehearse import job, report
 
-    flags = locals_flags(locals())
-    for name in ("keep", "timeout"):
-        flags.pop(name)
-    opts = cli.options(c, **flags)
-    reports = cli.run(lambda: rehearse_cmd.rehearse(
-        opts, cli.say, keep=keep, timeout=rehearse_cmd.seconds(timeout, "--timeout"),
-        refuse=rehearse_cmd.refused_packages()))
+    opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
+                                         extra_pkg, extra_repo, var, var_file, flavor))
+    settings = cli.run(lambda: job.RehearseSettings(
+        opts, load_pipeline(opts), keep=keep, refuse=job.refused_packages(),
+        timeout=values.optional_duration(timeout, "--timeout", example="600 or 10m") or job.DEFAULT_TIMEOUT))
+    result = cli.run(lambda: job.run(settings, cli.say))
     if json:
-        cli.emit_json([r.to_dict() for r in reports])
+        cli.emit_json([r.to_dict() for r in result.reports])
     else:
-        cli.lines_out(line for r in reports for line in report.lines(r))
-    failed = [r.variant for r in reports if not r.ok]
-    if failed:
-        from invoke.exceptions import Exit
-
-        raise Exit(f"amibuild: error: rehearsal failed for {', '.join(failed)}", code=cli.EXIT_FAILED)
+        cli.lines_out(line for r in result.reports for line in report.lines(r))
+    cli.finish(result)
 
 
 @task(help={"limit": "How many runs to show (default 10)", "json": "Print JSON", "build_dir": SELECT_HELP["build_dir"]})
 def runs(c, limit=10, json=False, build_dir=None):
     """List recent build runs and what each did."""
-    from amibuild.cli import commands
-    from amibuild.cli import report
+    from amibuild.bake import record
+    from amibuild.cli import report, values
 
-    from amibuild.cli import values
-
-    records = cli.run(lambda: commands.list_runs(cli.options(c, build_dir=build_dir, announce=False),
-                                                 values.count(limit, "--limit", example=10)))
+    records = cli.run(lambda: record.list_runs(cli.options(c, build_dir=build_dir, announce=False).build_dir,
+                                               values.count(limit, "--limit", example=10)))
     if json:
-        cli.emit_json(records)
+        cli.emit_json([r.to_dict() for r in records])
     else:
         print("\n".join(report.runs_lines(records)))
 
 
-@task(help={"run_id": "The build run whose leftovers to remove (`invoke runs` lists them)",
+@task(help={"run_id": "The build run whose leftovers to remove (`amibuild runs` lists them)",
             "dry_run": "List what the run left behind and remove nothing",
             "json": "Print JSON", "pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"],
             "build_dir": SELECT_HELP["build_dir"]})
 def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=None, build_dir=None):
     """Remove what a build run left in AWS: instances, key pairs, groups, volumes, images, snapshots."""
-    from invoke.exceptions import Exit
-
-    from amibuild.cli import commands
+    from amibuild.bake import clean
 
     opts = cli.options(c, pipeline=pipeline, profile=profile, build_dir=build_dir)
-    result = cli.run(lambda: commands.clean_run(opts, run_id, cli.say, dry_run=dry_run))
+    settings = cli.run(lambda: clean.settings(opts, run_id, dry_run=dry_run))
+    result = cli.run(lambda: clean.run(settings))
     if json:
         cli.emit_json(result.to_dict())
     else:
@@ -186,8 +184,7 @@ def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=
             print(f"removed  {item}")
         for item, why in result.failed:
             print(f"LEFT BEHIND  {item}: {why}; remove with: {item.command()}")
-    if result.failed:
-        raise Exit(f"amibuild: error: {len(result.failed)} leftover(s) of run {result.run_id} not removed", code=1)
+    cli.finish(result)
 
 
 @task(help={"port": "Port on 127.0.0.1 (default: a free one)"})
@@ -349,6 +346,22 @@ def _guard(c, signals, run_id=None):
     return Guard(run_id=run_id or "", wait=wait, cancelled=signals.requested)
 
 
+DRY_RUN_CHANNEL = "Print what would be written, region by region (the plan the write carries out), and write nothing"
+
+
+def _channel_result(result, signals, *, json: bool) -> None:
+    """Print a channel write's result (or a dry run's plan), then exit as it says."""
+    from amibuild.channels.plan import PublishPlan
+    from amibuild.cli import report
+
+    if isinstance(result, PublishPlan):  # --dry-run: nothing was written
+        cli.emit_json({"dry_run": True, **result.to_dict()}) if json else cli.lines_out(report.plan_lines(result))
+        cli.finish(result)
+        return
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    cli.finish_channel(result, signals)
+
+
 def _channel_options(c, pipeline, variant, k8s, profile):
     return cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, k8s=k8s, profile=profile)
 
@@ -358,72 +371,64 @@ def _channel_options(c, pipeline, variant, k8s, profile):
             "channel": "Channel to publish to (default: recommended)",
             "run_id": "Run id to record (default: the images' amibuild:run-id tag)",
             "allow_foreign": "Publish images amibuild did not build (no amibuild:fingerprint tag)",
-            "force": "Write even if another writer moved the channel since amibuild read it"},
+            "force": "Write even if another writer moved the channel since amibuild read it",
+            "dry_run": DRY_RUN_CHANNEL},
       iterable=["ami"], auto_shortflags=False)
 def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow_foreign=False, force=False,
-            pipeline=None, k8s=None, profile=None, json=False):
+            pipeline=None, k8s=None, profile=None, json=False, dry_run=False):
     """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
-    from amibuild.cli import commands
-    from amibuild.cli import report
     from amibuild.channels import publish as channels_mod
 
     def body(signals):
-        aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        aws, pipe, var = cli.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
         return channels_mod.publish_variant(aws, pipeline=pipe, variant=var, amis=channels_mod.parse_amis(ami or []),
                                             channel=channel, run_id=run_id, allow_foreign=allow_foreign, force=force,
-                                            guard=_guard(c, signals, run_id))
+                                            guard=_guard(c, signals, run_id), dry_run=dry_run)
 
-    result, signals = cli.run_channel(body)
-    cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
-    cli.finish_channel(result, signals)
+    _channel_result(*cli.run_channel(body), json=json)
 
 
 @task(help={**CHANNEL_HELP, "from_": "Channel to copy from, e.g. recommended",
             "to": "Channel to copy into, e.g. stable",
-            "force": "Write even if another writer moved the target channel since amibuild read it"},
+            "force": "Write even if another writer moved the target channel since amibuild read it",
+            "dry_run": DRY_RUN_CHANNEL},
       auto_shortflags=False)
-def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False):
+def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False,
+            dry_run=False):
     """Copy a channel's exact AMI, region by region, into another channel."""
-    from amibuild.cli import commands
-    from amibuild.cli import report
     from amibuild.channels import publish as channels_mod
     from amibuild.errors import SpecError
 
     def body(signals):
         if not from_ or not to:
             raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
-        aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        aws, pipe, var = cli.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
         return channels_mod.promote(aws, pipeline=pipe, variant=var, source=from_, target=to, force=force,
-                                    guard=_guard(c, signals))
+                                    guard=_guard(c, signals), dry_run=dry_run)
 
-    result, signals = cli.run_channel(body)
-    cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
-    cli.finish_channel(result, signals)
+    _channel_result(*cli.run_channel(body), json=json)
 
 
 @task(help={**CHANNEL_HELP, "channel": "Channel to roll back (default: recommended)",
             "to_version": "Parameter version to go back to, as `invoke history` shows it for the build region "
                           "(default: the newest version holding another AMI than now)",
-            "force": "Write even if another writer moved the channel since amibuild read it"},
+            "force": "Write even if another writer moved the channel since amibuild read it",
+            "dry_run": DRY_RUN_CHANNEL},
       auto_shortflags=False)
 def rollback(c, variant=None, channel="recommended", to_version=None, force=False, pipeline=None, k8s=None,
-             profile=None, json=False):
+             profile=None, json=False, dry_run=False):
     """Put a channel back to an earlier AMI from its parameter history."""
-    from amibuild.cli import commands
-    from amibuild.cli import report
     from amibuild.channels import publish as channels_mod
 
     def body(signals):
         from amibuild.cli import values
 
         version = values.optional_count(to_version, "--to-version", example=3)
-        aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        aws, pipe, var = cli.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
         return channels_mod.rollback(aws, pipeline=pipe, variant=var, channel=channel, to_version=version, force=force,
-                                     guard=_guard(c, signals))
+                                     guard=_guard(c, signals), dry_run=dry_run)
 
-    result, signals = cli.run_channel(body)
-    cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
-    cli.finish_channel(result, signals)
+    _channel_result(*cli.run_channel(body), json=json)
 
 
 @task(help={**CHANNEL_HELP, "channel": "Only this channel (default: every channel of the variant)",
@@ -432,11 +437,10 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
 def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None, profile=None, json=False):
     """Show a variant's channel history: version, time, AMI, fingerprint, run id, who wrote it."""
     from amibuild.channels import read as channel_status
-    from amibuild.cli import commands
     from amibuild.cli import report
 
     def body():
-        aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        aws, pipe, var = cli.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
         return channel_status.history(aws, pipeline=pipe, variant=var, channel=channel, region=region)
 
     entries = cli.run(body)
@@ -447,14 +451,14 @@ def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None,
       auto_shortflags=False)
 def channels(c, pipeline=None, profile=None, json=False):
     """List every variant x channel x region: AMI, version, age."""
+    from amibuild.pipeline.options import load_pipeline
     from amibuild.channels import read as channel_status
-    from amibuild.cli import commands
     from amibuild.cli import report
     from amibuild.aws import Aws
 
     def body():
         opts = cli.options(c, pipeline=pipeline, profile=profile)
-        pipe = commands.load_pipeline(opts)
+        pipe = load_pipeline(opts)
         return channel_status.channels(Aws(profile=opts.profile, region=pipe.build_region), pipeline=pipe)
 
     entries = cli.run(body)
@@ -547,11 +551,11 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
       iterable=["variant"], auto_shortflags=False)
 def matrix(c, pipeline=None, variant=None, json=False, github=False):
     """Print the variants as a CI matrix, so each runner builds one variant."""
-    from amibuild.cli import commands
+    from amibuild.pipeline.options import load_pipeline
     from amibuild.pipeline import matrix as matrix_mod
 
     opts = cli.options(c, pipeline=pipeline, variant=variant)
-    value = cli.run(lambda: matrix_mod.matrix(commands.load_pipeline(opts)))
+    value = cli.run(lambda: matrix_mod.matrix(load_pipeline(opts)))
     written = cli.run(lambda: matrix_mod.github_output(value)) if github else None
     if json:
         cli.emit_json(value)
@@ -612,20 +616,21 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
       iterable=["stack"], auto_shortflags=False)
 def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws"):
     """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune or all."""
-    from amibuild.cli import commands
+    from amibuild.pipeline.options import load_pipeline
     from amibuild.lifecycle import iam
 
     opts = cli.options(c, pipeline=pipeline)
-    print(cli.run(lambda: iam.to_json(iam.policy(task_, commands.load_pipeline(opts), stacks=stack or (),
+    print(cli.run(lambda: iam.to_json(iam.policy(task_, load_pipeline(opts), stacks=stack or (),
                                                  node_role_arn=node_role_arn, account=account,
                                                  partition=partition))), end="")
 
 
-def locals_flags(values):
-    """Task locals minus the context, with `os_` under its flag name."""
-    flags = {k: v for k, v in values.items() if k != "c"}
-    flags["os"] = flags.pop("os_", None)
-    return flags
+def select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region, extra_pkg, extra_repo,
+                 var, var_file, flavor) -> dict:
+    """The selection and input flags render, validate, rehearse and build-ami share, by name."""
+    return {"pipeline": pipeline, "variant": variant, "base": base, "upstream": upstream,
+            "upstream_ref": upstream_ref, "os": os_, "k8s": k8s, "arch": arch, "region": region,
+            "extra_pkg": extra_pkg, "extra_repo": extra_repo, "var": var, "var_file": var_file, "flavor": flavor}
 
 
 ns = Collection(render, validate, rehearse, build_ami, runs, clean_run, publish, promote, rollback, history, channels,

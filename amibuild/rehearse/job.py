@@ -1,4 +1,4 @@
-"""`invoke rehearse` and `build-ami --rehearse`: render each variant for a real build, then rehearse it.
+"""The rehearse job (`amibuild rehearse`) and the check `build-ami --rehearse` runs before each build.
 
 A sandbox render (loopback endpoint) replaces the provisioners with echo steps, so the rehearsal
 always renders for a real build (no endpoint): the provisioners are what Packer would run on the
@@ -10,24 +10,51 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
 from amibuild import render as render_mod
-from amibuild.pipeline import Pipeline
-from amibuild.cli.commands import Options, Say, _upstreams, load_pipeline
 from amibuild.errors import RehearsalFailed
+from amibuild.pipeline import Pipeline
+from amibuild.pipeline.options import Options
 from amibuild.render import Rendered, SourceAmi, Target
+from amibuild.render.upstreams import load_upstreams
+from amibuild.rehearse import overlay, prepare
+from amibuild.rehearse import rehearse as run_rehearsal
+from amibuild.rehearse import run as run_one
+
+Say = Callable[[str], None]
 
 REFUSE_ENV = "AMIBUILD_REHEARSE_REFUSE"  # package names the stand-in yum/dnf refuse (comma-separated)
 REPORT_FILE = "rehearsal.json"
+DEFAULT_TIMEOUT = 600.0
 
 
-def seconds(value, flag: str, default: float = 600.0) -> float:
-    """A duration flag (90s, 10m, bare seconds), read by the one parser every flag uses."""
-    from amibuild.cli import values
+@dataclass(frozen=True)
+class RehearseSettings:
+    """`amibuild rehearse`: what to rehearse and how, made once by the CLI."""
 
-    return values.optional_duration(value, flag, example="600 or 10m") or default
+    options: Options
+    pipeline: Pipeline
+    keep: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    refuse: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RehearseResult:
+    """Every variant's `Report`; it failed when any variant's chain did."""
+
+    reports: tuple
+
+    @property
+    def failed(self) -> list[str]:
+        return [r.variant for r in self.reports if not r.ok]
+
+    def raise_for_status(self) -> None:
+        if self.failed:
+            raise RehearsalFailed(f"rehearsal failed for {', '.join(self.failed)}")
 
 
 def refused_packages(env=os.environ) -> tuple[str, ...]:
@@ -41,20 +68,16 @@ def real_build_renders(pipeline: Pipeline, options: Options,
     sources = {r.variant.name: dict(r.sources) for r in rendered or ()}
     # the provisioners do not depend on the Packer version (only the packer block and IMDS settings
     # do), so no `packer version` call here: rehearse works without packer installed
-    upstreams = _upstreams(pipeline, options)
+    upstreams = load_upstreams(pipeline, options.cache_dir)
     return [render_mod.render_variant(pipeline, variant, uses_plugins=True, target=Target(),
                                       sources=sources.get(variant.name) or {r: SourceAmi("lookup") for r in pipeline.regions},
                                       upstream=upstreams.get(variant.name))
             for variant in pipeline.variants]
 
 
-def rehearse(options: Options, say: Say = lambda _: None, *, keep: bool = False, timeout: float = 600.0,
-             refuse: Iterable[str] = ()) -> list:
-    """Rehearse every selected variant; returns one `Report` each. Bad input is refused before any runs."""
-    from amibuild.rehearse import overlay, prepare, run
-
-    pipeline = load_pipeline(options)
-    rendered = real_build_renders(pipeline, options)
+def run(settings: RehearseSettings, say: Say = lambda _: None) -> RehearseResult:
+    """Rehearse every selected variant; one `Report` each. Bad input is refused before any runs."""
+    rendered = real_build_renders(settings.pipeline, settings.options)
     prepared = []
     try:
         for item in rendered:  # every variant's steps evaluated (and scripts found) before any runs
@@ -68,12 +91,12 @@ def rehearse(options: Options, say: Say = lambda _: None, *, keep: bool = False,
     for index, item in enumerate(prepared):
         say(f"rehearsing {item.rendered.variant.name} ...")
         try:
-            reports.append(run(item, keep=keep, refuse=refuse, timeout=timeout))
+            reports.append(run_one(item, keep=settings.keep, refuse=settings.refuse, timeout=settings.timeout))
         except BaseException:
             for rest in prepared[index + 1:]:
                 rest.close()
             raise
-    return reports
+    return RehearseResult(tuple(reports))
 
 
 def rehearsal_check(plan, options: Options, check: Callable | None, say: Say = lambda _: None) -> Callable:
@@ -82,8 +105,6 @@ def rehearsal_check(plan, options: Options, check: Callable | None, say: Say = l
     The executor runs it for each variant just before that variant's Packer build; a failing
     rehearsal raises, which marks that variant failed and leaves the others to build.
     """
-    from amibuild.rehearse import rehearse as run_rehearsal
-
     items = {item.directory.resolve(): item for item in plan.to_build}
     renders = {r.variant.name: r for r in real_build_renders(
         plan.pipeline, options, [item.rendered for item in plan.to_build])}

@@ -24,6 +24,8 @@ import threading
 from types import FrameType
 from typing import Any
 
+from amibuild.errors import ExitCode
+
 CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -76,4 +78,4 @@ class Signals:
     @property
     def exit_code(self) -> int:
         """128 + the first signal's number: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP."""
-        return 128 + self.received[0] if self.received else 0
+        return ExitCode.for_signal(self.received[0]) if self.received else ExitCode.OK

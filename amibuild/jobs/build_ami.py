@@ -1,0 +1,339 @@
+"""The build-ami job: prepare → plan (skip unchanged) → write → record → bake → publish → record.
+
+`run(settings)` is the whole job. The settings are made once, by `settings(...)`, which reads the
+pipeline file (while `packer version` runs beside it) and refuses bad input before any AWS call.
+The result, `BuildRun`, is composed of frozen parts that flowed forward — the plan, each
+variant's `BuildOutcome` from the executor, each variant's `VariantPublished` from the publish
+step — and `verdict` (pure) says what it means: nothing wrong, or the error to exit with.
+
+The run record (`amibuild.bake.record`) is written before the run's first AWS write (state
+``running``) and after its last (``finished``); a record that cannot be written at the start stops
+the run before anything is built, at the end it is an error naming the AMIs made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Mapping
+
+from amibuild import __version__
+from amibuild.aws import Aws, fan_out
+from amibuild.bake import record as records
+from amibuild.bake.decide import ready_images
+from amibuild.bake.executor import BuildGuards, BuildOutcome, BuildStatus, Executor
+from amibuild.bake.lease import Lease, build_lease_name
+from amibuild.bake.leftovers import Scope
+from amibuild.bake.packer import Packer
+from amibuild.bake.plan import FINGERPRINT_TAG, BuildPlan, PlanItem, new_run_id, plan_build, provenance_tags
+from amibuild.bake.prepare import Prepared, asking_version, prepare, support_warnings, write_all
+from amibuild.channels.from_build import VariantPublished, check_shared, publish_build
+from amibuild.errors import (AmibuildError, BuildFailed, ExitCode, Interrupted, NoCredentials, PackerInputRefused,
+                             RecordNotWritten, SpecError)
+from amibuild.pipeline import Pipeline, check_names
+from amibuild.jobs.signals import Signals
+from amibuild.pipeline.options import Options, load_pipeline
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """Everything one build-ami run needs, decided before it starts."""
+
+    options: Options
+    pipeline: Pipeline
+    packer: Packer
+    channel: str | None  # None: build only (--no-publish)
+    force: bool = False
+    dry_run: bool = False
+    parallel: int | None = None  # None: every variant, capped by max_parallel
+    max_parallel: int = 8
+    timeout: float | None = None
+    cleanup_timeout: float = 120.0
+    rehearse: bool = False
+    wait: bool = True
+    stall_after: float = 10.0
+
+
+def settings(options: Options, *, channel: str | None = None, publish: bool = True, **flags) -> BuildSettings:
+    """The settings of one run: the pipeline file read once, the channel checked, packer found.
+
+    Bad input is refused here, before any AWS call; ``flags`` are `BuildSettings`' other fields.
+    """
+    packer = Packer(options.packer)
+    with asking_version(packer) as version:
+        pipeline = load_pipeline(options)  # bad input is refused before anything else
+        if publish and channel:
+            from amibuild.channels.publish import check_channel  # the channel writer: only with --channel
+
+            try:
+                check_channel(channel)
+            except SpecError as exc:
+                raise SpecError(f"--channel: {exc}") from None
+            # the parameter names this channel gives must be valid before anything is built
+            check_names(pipeline, channel, f"--channel {channel}")
+        chosen = (channel or pipeline.default_channel) if publish else None
+        version()  # PackerNotFound before any AWS call
+    if flags.get("rehearse"):
+        from amibuild.rehearse.overlay import check_privileges  # the overlay tools: only for --rehearse
+
+        check_privileges()  # --rehearse where it cannot run: refused before any AWS call
+    return BuildSettings(options, pipeline, packer, chosen, **flags)
+
+
+@dataclass(frozen=True)
+class BuildRun:
+    """One build-ami run: the plan, and (unless a dry run) what each variant's build and publish did."""
+
+    plan: BuildPlan
+    outcomes: tuple[BuildOutcome, ...] | None  # None: --dry-run
+    record_path: Path | None
+    published: Mapping[str, VariantPublished] = field(default_factory=dict)
+    interrupted: bool = False
+    aborted: bool = False  # a second Ctrl-C: packer killed before its cleanup finished
+    sharing: tuple[str, ...] = ()  # launch/snapshot permissions missing for ami_users
+    signal: str = ""  # the signal that stopped the publish step (SIGINT, SIGTERM, SIGHUP), if one did
+    exit_code: int = ExitCode.INTERRUPTED  # when interrupted: 128 + that signal
+    record_error: str = ""  # the run record could not be written: why
+
+    def publish_of(self, name: str) -> VariantPublished | None:
+        return self.published.get(name)
+
+    @property
+    def failed(self) -> list[BuildOutcome]:
+        """Variants that failed to build, or built and were not published."""
+        return [o for o in self.outcomes or []
+                if o.failed or (self.publish_of(o.name) is not None and not self.publish_of(o.name).ok)]
+
+    def variant_dict(self, outcome: BuildOutcome) -> dict:
+        done = self.publish_of(outcome.name)
+        return {**outcome.to_dict(), "published": done.published() if done else {},
+                "publish_error": done.error if done else ""}
+
+    def to_dict(self) -> dict:
+        if self.outcomes is None:
+            return {"dry_run": True, **self.plan.to_dict()}
+        return {
+            "run_id": self.plan.run_id,
+            "regions": list(self.plan.regions),
+            "interrupted": self.interrupted,
+            "record": str(self.record_path) if self.record_path and not self.record_error else None,
+            "record_error": self.record_error or None,
+            "sharing": list(self.sharing),
+            "variants": [self.variant_dict(o) for o in self.outcomes],
+        }
+
+    def raise_for_status(self) -> None:
+        error = verdict(self)
+        if error is not None:
+            raise error
+
+
+def verdict(run: BuildRun) -> AmibuildError | None:
+    """What a finished run means: None (exit 0) or the error to exit with. Pure.
+
+    Interrupted (exit 128 + signal) says what was published before; a failure to record the run
+    names the AMIs made; Packer refusing only values the user gave is bad input (exit 2); any
+    failed or unpublished variant is `BuildFailed` (exit 1).
+    """
+    outcomes = run.outcomes or ()
+    if run.interrupted:
+        published = [o.name for o in outcomes if run.publish_of(o.name) and run.publish_of(o.name).ok]
+        others = [o.name for o in outcomes if o.name not in published]
+        stuck = [o.name for o in outcomes if run.publish_of(o.name) and run.publish_of(o.name).stuck_regions]
+        by = f" by {run.signal}" if run.signal else ""
+        rest = (f"; not published: {', '.join(others)}" if others else "") + (
+            f"; left partly written (see the run record): {', '.join(stuck)}" if stuck else "")
+        text = (f"interrupted{by}: " + (
+            f"published before the interrupt: {', '.join(published)} (every region){rest}"
+            if published else f"nothing was published{rest if stuck else ''}") + (
+            "; packer was killed before its cleanup finished" if run.aborted else "") + _left_behind(outcomes)
+            + _unrecorded(run))
+        return Interrupted(text, run.exit_code or ExitCode.INTERRUPTED)
+    if run.record_error:
+        return RecordNotWritten(f"{run.record_error}{_made(outcomes)}")
+    failed = run.failed
+    if failed and all(o.input_refused for o in failed) and not any(o.status == BuildStatus.BUILT for o in outcomes):
+        # Packer refused values the user gave, before any instance started: bad input, exit 2
+        return PackerInputRefused(failed[0].error)
+    if failed:
+        def why(o: BuildOutcome) -> str:
+            done = run.publish_of(o.name)
+            if done is not None and not done.ok and not o.failed:
+                return f"{o.name} (not published: {done.error})"
+            return f"{o.name} (log: {o.log})" if o.log else f"{o.name} ({o.error})"
+        return BuildFailed(f"{len(failed)} variant(s) failed: {', '.join(why(o) for o in failed)}"
+                           f"{_left_behind(outcomes)}")
+    return None
+
+
+def _left_behind(outcomes) -> str:
+    """What failed builds left in AWS that amibuild could not remove, with the commands that do."""
+    items = [x for o in outcomes for x in o.left_behind]
+    if not items:
+        return ""
+    return "; LEFT BEHIND (remove with): " + "; ".join(x["command"] for x in items)
+
+
+def _made(outcomes) -> str:
+    amis = [f"{o.name} {r}={a}" for o in outcomes if o.status == BuildStatus.BUILT for r, a in sorted(o.amis.items())]
+    return f"; AMIs made: {', '.join(amis)}" if amis else "; no AMI was made"
+
+
+def _unrecorded(run: BuildRun) -> str:
+    return f"; {run.record_error}{_made(run.outcomes or ())}" if run.record_error else ""
+
+
+# ------------------------------------------------------------------------------- the job
+
+
+def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) -> BuildRun:
+    """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → publish → record.
+
+    An interrupted build publishes nothing. Each run works in its own folder,
+    build/runs/<run id>/<variant>/, so concurrent runs never share files; ``settings.wait`` False
+    (--no-wait): a variant whose build lease another run holds fails at once instead of waiting.
+    """
+    options, pipeline = settings.options, settings.pipeline
+    aws = Aws(profile=options.profile)
+    if not aws.has_credentials():
+        raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
+                            "AWS_SECRET_ACCESS_KEY, or run `amibuild sandbox` for the local emulator")
+    prepared = prepare(options, aws=aws, strict=True, packer=settings.packer, pipeline=pipeline)
+    for line in support_warnings(pipeline):  # after every input check: bad input stays one line
+        say(f"warning: {line}")
+    run_id = new_run_id()
+    out_dir = records.run_directory(options.build_dir, run_id)
+    existing = find_built_images(aws, prepared.pipeline.target_regions, [r.fingerprint for r in prepared.rendered])
+    plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],
+                      existing, force=settings.force, run_id=run_id)
+    if settings.dry_run:
+        return BuildRun(plan, None, None)
+    # only what will be built is written; `packer build` checks each template before it starts
+    building = {item.name for item in plan.to_build}
+    write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
+                       prepared.packer_version, prepared.notes), options, say, out_dir)
+    parallel = settings.parallel or min(len(plan.items), settings.max_parallel)
+    return execute_plan(plan, settings, aws, say, parallel=parallel, progress=progress)
+
+
+def find_built_images(aws, regions, fingerprints) -> dict:
+    """amibuild's images with any of these fingerprints: one DescribeImages per region, in parallel."""
+    if not fingerprints:
+        return {}
+    values = sorted(set(fingerprints))
+
+    def lookup(region: str):
+        return aws.describe_images(region, owners=["self"], filters={f"tag:{FINGERPRINT_TAG}": values})
+
+    return fan_out(regions, lookup)
+
+
+def guards(plan: BuildPlan, aws: Aws, *, wait: bool, stall_after: float) -> BuildGuards:
+    """The executor's lease, reuse check and leftovers scope for a build-ami run."""
+    pipeline = plan.pipeline
+
+    def lease_for(item: PlanItem) -> Lease:
+        name = build_lease_name(pipeline.ssm_prefix, pipeline.name, item.name, item.fingerprint)
+        return Lease(aws, name, pipeline.build_region, run_id=plan.run_id)
+
+    def reuse(item: PlanItem) -> dict | None:
+        """The image another run finished meanwhile, when it is available in every region."""
+        return ready_images(plan.regions, find_built_images(aws, plan.regions, [item.fingerprint]))
+
+    def scope(item: PlanItem) -> Scope:
+        prefix = str(item.rendered.values.get("ami_name_prefix") or
+                     f"{pipeline.name}-{item.name}-{item.rendered.variant.kubernetes_version}-{item.rendered.variant.arch}")
+        return Scope(plan.run_id, item.name, prefix, tuple(pipeline.regions), tuple(plan.regions))
+
+    return BuildGuards(lease_for=lease_for, wait=wait, reuse=reuse, leftovers_scope=scope, stall_after=stall_after)
+
+
+def _record(plan: BuildPlan, commit: str | None, *, state: str, outcomes=(), published=None,
+            interrupted: bool = False, signal: str = "", sharing=()) -> dict:
+    items = {i.name: i for i in plan.items}
+    done = BuildRun(plan, tuple(outcomes), None, published or {})
+    return {
+        "run_id": plan.run_id,
+        "started": plan.started,
+        "state": state,
+        "amibuild_version": __version__,
+        "git_commit": commit,
+        "pipeline": str(plan.pipeline.source) if plan.pipeline.source else None,
+        "regions": list(plan.regions),
+        "force": plan.force,
+        "interrupted": interrupted,
+        "signal": signal or None,
+        "variants": [
+            {**done.variant_dict(o), "inputs": items[o.name].rendered.variant.settings(),
+             "source_amis": {r: s.image_id for r, s in items[o.name].rendered.sources.items()}}
+            for o in outcomes
+        ] if outcomes else [
+            {"name": i.name, "status": "planned", "decision": str(i.decision), "fingerprint": i.fingerprint,
+             "reason": i.reason} for i in plan.items
+        ],
+        "sharing": list(sharing),
+    }
+
+
+def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *, parallel: int,
+                 progress=None) -> BuildRun:
+    from amibuild.bake.progress import Progress  # the terminal display: only once a build runs
+
+    options = settings.options
+    commit = git_commit(plan.pipeline.source.parent if plan.pipeline.source else Path.cwd())
+    path = records.record_path(options.build_dir, plan.run_id)
+    # before the first AWS write (the build leases, Packer): a run that cannot be recorded does not start
+    records.write_record(path, _record(plan, commit, state="running"))
+    own_progress = progress is None
+    progress = progress or Progress([i.name for i in plan.items])
+    check = None  # `packer build` checks each template itself before its first step
+    if settings.rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
+        from amibuild.rehearse.job import rehearsal_check  # the rehearsal machinery: only for --rehearse
+
+        check = rehearsal_check(plan, options, check, say)
+    try:
+        executor = Executor(
+            plan, settings.packer, aws,
+            provenance=lambda item: provenance_tags(item, plan, version=__version__, git_commit=commit),
+            check=check, progress=progress, parallel=parallel, timeout=settings.timeout,
+            cleanup_timeout=settings.cleanup_timeout,
+            guards=guards(plan, aws, wait=settings.wait, stall_after=settings.stall_after),
+        )
+        outcomes = executor.build()
+    finally:
+        if own_progress:
+            progress.close()
+    sharing: list[str] = []
+    published: dict[str, VariantPublished] = {}
+    interrupted = executor.state.interrupted
+    stopped_by, exit_code = "", ExitCode.INTERRUPTED
+    if settings.channel and not interrupted:
+        # A signal here lets the channel writes in flight finish (or put back) and starts no other;
+        # the run is then recorded as interrupted, with what each variant's channel did.
+        with Signals() as signals:
+            published = publish_build(aws, plan, outcomes, settings.channel, say, cancelled=signals.requested)
+            if not signals.requested():
+                sharing = check_shared(aws, plan, outcomes)
+        if signals.requested():
+            interrupted, stopped_by, exit_code = True, signals.name, signals.exit_code
+    result = BuildRun(plan, outcomes, path, published, interrupted, executor.state.aborted, tuple(sharing),
+                      stopped_by, exit_code)
+    try:
+        records.write_record(path, _record(plan, commit, state="finished", outcomes=outcomes, published=published,
+                                           interrupted=interrupted, signal=stopped_by, sharing=sharing))
+    except RecordNotWritten as exc:
+        return replace(result, record_error=str(exc))
+    return result
+
+
+def git_commit(directory: Path) -> str | None:
+    """The pipeline repository's HEAD commit, or None outside a git work tree."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None

@@ -1,0 +1,50 @@
+"""The amazon-eks-ami checkouts a pipeline's upstream variants build from: fetched (cached) and
+loaded once per (source, ref, os, Kubernetes minor), and the Kubernetes binaries each installs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from amibuild.pipeline import Pipeline
+
+
+def cache_root(cache_dir: str | None) -> Path:
+    """Where upstream checkouts are cached: the setting, else $AMIBUILD_CACHE, else ~/.cache/amibuild."""
+    return Path(cache_dir or os.environ.get("AMIBUILD_CACHE") or Path.home() / ".cache" / "amibuild") / "upstream"
+
+
+def load_upstreams(pipeline: Pipeline, cache_dir: str | None) -> dict[str, object]:
+    """Variant name -> its loaded upstream template (only the variants with the upstream base)."""
+    needed = [v for v in pipeline.variants if v.base == "upstream"]
+    if not needed:
+        return {}
+    from amibuild.render import upstream  # the converter is large: only when a variant needs it
+
+    cache = cache_root(cache_dir)
+    roots: dict[tuple[str, str], Path] = {}
+    loaded: dict[tuple[Path, str, str], object] = {}
+    out = {}
+    for variant in needed:
+        key = (variant.upstream, variant.upstream_ref)
+        if key not in roots:
+            roots[key] = upstream.fetch(variant.upstream, variant.upstream_ref or None, cache)
+        # the os picks the template, the Kubernetes minor its variables-1.N.json
+        minor = ".".join(variant.kubernetes_version.split(".")[:2])
+        template_key = (roots[key], variant.os, minor)
+        if template_key not in loaded:
+            loaded[template_key] = upstream.load(roots[key], os_family=variant.os, k8s=minor)
+        out[variant.name] = loaded[template_key]
+    return out
+
+
+def upstream_binaries(pipeline: Pipeline, upstreams: dict[str, object], aws) -> dict[str, object]:
+    """Variant -> the Kubernetes binaries its upstream build installs (pinned, or listed in S3)."""
+    if not upstreams:
+        return {}
+    from amibuild.render.upstream import binaries  # only for upstream variants (see above)
+
+    return {
+        v.name: binaries.resolve(v, upstreams[v.name].variables, aws)  # type: ignore[attr-defined]
+        for v in pipeline.variants if v.name in upstreams
+    }
