@@ -63,7 +63,7 @@ def test_aws_auth_prints_the_configmap_entry_and_offers_the_access_entry() -> No
                       "username": "system:node:{{EC2PrivateDNSName}}",
                       "groups": ["system:bootstrappers", "system:nodes"]}]
     # The access entry keeps the role's path (aws-auth cannot).
-    assert f"invoke aws-auth --role-arn {ROLE} --access-entry --cluster CLUSTER" in text
+    assert f"amibuild aws-auth --role-arn {ROLE} --access-entry --cluster CLUSTER" in text
     assert f"--principal-arn {ROLE} --type EC2_LINUX" in text
 
 

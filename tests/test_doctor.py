@@ -100,7 +100,7 @@ def test_endpoint_check_reports_a_closed_port_in_seconds(monkeypatch: pytest.Mon
     assert time.monotonic() - started < doctor.CONNECT_TIMEOUT + 1
     assert not check.ok
     assert f"AWS_ENDPOINT_URL={url}" in check.message and "unreachable" in check.message
-    assert "invoke sandbox" in check.message
+    assert "amibuild sandbox" in check.message
 
 
 def test_endpoint_check_refuses_a_url_without_scheme(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -131,7 +131,7 @@ def test_doctor_with_the_emulator_down_exits_1_within_seconds(tmp_path: Path) ->
 def test_no_credentials_says_what_to_set() -> None:
     aws, check = doctor.check_credentials(None)
     assert aws is not None and not check.ok
-    assert "AWS_PROFILE" in check.message and "invoke sandbox" in check.message
+    assert "AWS_PROFILE" in check.message and "amibuild sandbox" in check.message
 
 
 def test_a_missing_profile_is_a_failed_check_not_a_crash() -> None:

@@ -432,3 +432,86 @@ def test_bad_input_is_refused_before_a_dry_run_reads_anything(channel_repo: Path
 def test_errno_names() -> None:
     assert record._why(OSError(errno.ENOSPC, "x")) == "no space left on the device"
     assert record._why(OSError(errno.EROFS, "x")) == "read-only file system"
+
+
+# ------------------------------------------------------------------------------- the extra's hint
+
+
+def test_the_extra_hint_names_the_install_the_user_has(tmp_path: Path) -> None:
+    from amibuild.sandbox.moto_check import install_hint, moto_requirement
+
+    pipx = tmp_path / "pipx" / "venvs" / "amibuild"
+    pipx.mkdir(parents=True)
+    (pipx / "pipx_metadata.json").write_text("{}")
+    assert install_hint(pipx, "moto[server]>=5.2.5,<5.3") == (
+        "pipx inject amibuild 'moto[server]>=5.2.5,<5.3' (or: pipx install --force 'amibuild[sandbox]')")
+    assert install_hint(tmp_path / "pipx" / "venvs" / "other").startswith("pipx inject amibuild 'moto[server]")
+    assert install_hint(tmp_path / "venv") == "pip install 'amibuild[sandbox]'"
+    assert moto_requirement().startswith("moto[server]")
+
+
+# ------------------------------------------------------------------------------- nodegroup-deploy --dry-run
+
+NODES_PIPELINE = """
+pipeline {
+  name       = "eks-workers"
+  ssm_prefix = "/amibuild"
+  regions    = ["us-west-2"]
+}
+defaults {
+  os                 = "al2"
+  kubernetes_version = "1.30"
+}
+variant "ceph" {
+  extra_packages = ["ceph-common"]
+}
+"""
+
+
+def stacks() -> list[tuple[str, str, dict]]:
+    cfn = boto3.client("cloudformation", region_name="us-west-2")
+    out = []
+    for stack in cfn.describe_stacks()["Stacks"]:
+        params = {p["ParameterKey"]: p.get("ParameterValue") for p in stack.get("Parameters", [])}
+        out.append((stack["StackName"], stack["StackStatus"], params))
+    return sorted(out)
+
+
+def test_nodegroup_deploy_dry_run_sends_neither_create_nor_update(sandbox: Sandbox, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from amibuild.sandbox import SANDBOX_VPC_NAME
+
+    (tmp_path / "amibuild.hcl").write_text(NODES_PIPELINE)
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    vpc = ec2.describe_vpcs(Filters=[{"Name": "tag:Name", "Values": [SANDBOX_VPC_NAME]}])["Vpcs"][0]["VpcId"]
+    subnets = sorted(s["SubnetId"] for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"])
+    plane = ec2.create_security_group(GroupName="eks-cluster-prod", Description="control plane", VpcId=vpc)["GroupId"]
+    source = seed_images()[0].image_id
+    instance = ec2.run_instances(ImageId=source, MinCount=1, MaxCount=1, InstanceType="m5.large")
+    ami = ec2.create_image(InstanceId=instance["Instances"][0]["InstanceId"], Name="amibuild-ceph-1")["ImageId"]
+    ec2.create_tags(Resources=[ami], Tags=[{"Key": "amibuild:variant", "Value": "ceph"},
+                                           {"Key": "amibuild:fingerprint", "Value": "f1"}])
+    assert amibuild(capsys, "publish", "--variant", "ceph", "--ami", f"us-west-2={ami}")[0] == 0
+    flags = ["nodegroup-deploy", "--stack", "ng-dry", "--cluster", "prod", "--vpc-id", vpc, "--subnet",
+             ",".join(subnets), "--control-plane-sg", plane, "--variant", "ceph"]
+
+    code, out, err = amibuild(capsys, *flags, "--dry-run")
+    assert code == 0, err
+    assert out.splitlines()[0] == "stack ng-dry (us-west-2): would create ((dry run: nothing sent))"
+    assert "  would set NodeImageIdSSMParam: (new) -> '/amibuild/eks-workers/1.30/ceph/recommended/image_id'" in out
+    assert f"  would set VpcId: (new) -> '{vpc}'" in out
+    assert stacks() == []
+
+    assert amibuild(capsys, *flags)[0] == 0  # the deploy itself
+    before = stacks()
+    code, out, err = amibuild(capsys, "nodegroup-deploy", "--stack", "ng-dry", "--parameter",
+                              "NodeInstanceType=m6i.large", "--dry-run", "--json")
+    assert code == 0, err
+    planned = json.loads(out)
+    assert planned["action"] == "would update" and planned["changed"] == ["NodeInstanceType: 't3.medium' -> 'm6i.large'"]
+    assert "VpcId" in planned["kept"]
+    assert stacks() == before
+    cfn = boto3.client("cloudformation", region_name="us-west-2")
+    assert cfn.list_change_sets(StackName="ng-dry")["Summaries"] == []

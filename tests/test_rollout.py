@@ -447,7 +447,7 @@ def test_deploy_then_rollout_to_a_promoted_channel_then_already_current(world: W
     deployed = world.invoke(*world.deploy_flags("ng-ceph"))
     assert deployed.returncode == 0, deployed.stderr
     assert "stack ng-ceph (us-west-2): created (CREATE_COMPLETE)" in deployed.stdout
-    assert "invoke aws-auth --stack ng-ceph" in deployed.stdout
+    assert "amibuild aws-auth --stack ng-ceph" in deployed.stdout
     assert parameters_of("ng-ceph")["NodeImageIdSSMParam"] == RECOMMENDED
     assert launch_images("ng-ceph") == [(1, first)]
 

@@ -115,7 +115,7 @@ def test_al2023_variant_builds_deploys_and_rolls_out_with_nodeconfig_and_cfn_sig
     assert deployed.returncode == 0, deployed.stderr
     assert "stack ng-today (us-west-2): created (CREATE_COMPLETE)" in deployed.stdout
     # API_AND_CONFIG_MAP: the access entry is the way offered first.
-    assert f"next: invoke aws-auth --stack ng-today --access-entry --cluster {SANDBOX_CLUSTER}" in deployed.stdout
+    assert f"next: amibuild aws-auth --stack ng-today --access-entry --cluster {SANDBOX_CLUSTER}" in deployed.stdout
     assert launch_data("ng-today")["ImageId"] == first
     parts = user_data_parts("ng-today")
     assert [p.content_type for p in parts] == ["application/node.eks.aws", "text/x-shellscript"]
@@ -211,7 +211,7 @@ def test_stack_from_the_official_template_yaml_rolls_out_and_nodegroup_deploy_re
     assert refused.returncode == 2, refused.stderr
     last = refused.stderr.strip().splitlines()[-1]
     assert last.startswith("amibuild: error: stack official in us-west-2 was not made from amibuild's node group")
-    assert "invoke rollout --stack official" in last
+    assert "amibuild rollout --stack official" in last
     assert cfn.get_template(StackName="official")["TemplateBody"] == before
     assert parameters_of("official")["NodeInstanceType"] != "m5.large"
 

@@ -39,7 +39,7 @@ def _mapped(action: str, region: str | None = None) -> Iterator[None]:
     except bx.NoCredentialsError as exc:
         raise NoCredentials(
             f"{action}{where}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
-            "AWS_SECRET_ACCESS_KEY, or run `invoke sandbox` for the local emulator"
+            "AWS_SECRET_ACCESS_KEY, or run `amibuild sandbox` for the local emulator"
         ) from exc
     except (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ProxyConnectionError,
             bx.ReadTimeoutError, bx.ConnectionClosedError) as exc:

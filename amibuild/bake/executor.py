@@ -10,7 +10,7 @@ agree; then the images are looked up in every target region to check they are th
 No separate `packer validate` / `packer fmt -check` runs first: `packer build` checks the template
 and its values itself before it starts any step, so a variant Packer refuses fails alone, before any
 instance, and its error names the refusal. Those extra calls cost 0.4 CPU-seconds a variant, all
-spent before the first build could start (`invoke validate` still makes them; ``check``, optional,
+spent before the first build could start (`amibuild validate` still makes them; ``check``, optional,
 runs a caller's check just before a variant's build: build-ami --rehearse).
 
 A failed variant never stops the others. Ctrl-C / SIGTERM: every running Packer gets SIGTERM and

@@ -52,7 +52,7 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
         result = work(guard.cancelled)
         if any(lease.expired() for lease in held):
             notes.append(f"the write outlasted its lease ({guard.ttl:.0f} s): another writer may have written "
-                         "at the same time; check every region with `invoke history`")
+                         "at the same time; check every region with `amibuild history`")
     finally:
         for lease in reversed(held):
             try:
@@ -267,7 +267,7 @@ def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: 
     # the claim is made only when it is true: every write of ours undone, and no region moved by
     # someone else (a writer that takes no lease) under our feet
     whole = all(_UNDONE.search(note) for note in notes.values()) and not any(f.outside for f in failures)
-    verdict = "nothing is left half moved" if whole else "CHECK the channel with `invoke history`, its regions may differ"
+    verdict = "nothing is left half moved" if whole else "CHECK the channel with `amibuild history`, its regions may differ"
     summary = f"{plan.operation} {plan.variant} to {plan.channel} ({plan.parameter}) failed, {verdict}: {failed}"
     if put_back:
         summary += f". Put back: {put_back}"
@@ -298,5 +298,5 @@ def _put_back(aws: Aws, plan: PublishPlan, region: str, ours: int, previous: Par
     aws.tag_parameter(name, region, parameter_tags(plan.variant, plan.channel, provenance_of(base), plan.pipeline))
     if version != ours + 1:
         return (f"{region}: put back {previous.value} as version {version}, but another writer wrote in between; "
-                "check `invoke history`")
+                "check `amibuild history`")
     return f"{region}: back to {previous.value} (version {version})"

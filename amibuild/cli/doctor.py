@@ -1,4 +1,4 @@
-"""`invoke doctor`: what a new user gets wrong, one check per line, each saying what to do.
+"""`amibuild doctor`: what a new user gets wrong, one check per line, each saying what to do.
 
 `checks(options)` looks at the machine and returns `Check` values in display order:
 
@@ -40,7 +40,7 @@ FALLBACK_REGION = "us-west-2"  # what commands.default_region() falls back to wh
 _ENDPOINT_VAR = re.compile(r"^AWS_ENDPOINT_URL(?:_[A-Z0-9_]+)?$")
 _NO_CREDENTIALS = (
     "none found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (run `aws sso login` for an "
-    "SSO profile), or run `invoke sandbox` for the local emulator"
+    "SSO profile), or run `amibuild sandbox` for the local emulator"
 )
 
 
@@ -189,7 +189,7 @@ def check_endpoints(timeout: float = CONNECT_TIMEOUT) -> Check:
     for name, url in overrides:
         problem = _unreachable(url, timeout)
         if problem:
-            return Check("endpoint", False, f"{name}={url}: {problem}; start the emulator (`invoke sandbox`) "
+            return Check("endpoint", False, f"{name}={url}: {problem}; start the emulator (`amibuild sandbox`) "
                                             f"or fix or unset {name}")
         answered.append(f"{name}={url}")
     return Check("endpoint", True, f"{', '.join(answered)} accepts connections")

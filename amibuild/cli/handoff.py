@@ -44,7 +44,7 @@ def seconds(value: Any) -> float:
 def rollout(options: Any, *, stack: str | None, nodegroup: str | None, variant: str | None, channel: str | None,
         region: str | None, say: Say, dry_run: bool = False, wait: bool = True,
         timeout: float | None = None) -> RolloutResult:
-    """`invoke rollout`: --stack NAME or --nodegroup CLUSTER/NAME."""
+    """`amibuild rollout`: --stack NAME or --nodegroup CLUSTER/NAME."""
     if bool(stack) == bool(nodegroup):
         raise SpecError("rollout: give --stack NAME or --nodegroup CLUSTER/NAME (one of them)")
     parameter = channel_parameter(options, variant, channel)
@@ -69,10 +69,10 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
                       proxy: str, no_proxy: Iterable[str], service_cidr: str, say: Callable[[str], None],
                       wait: bool = True, timeout: float | None = None, os_: str = "",
                       private_endpoint: bool = False, api_server_endpoint: str = "",
-                      certificate_authority: str = "") -> DeployResult:
-    """`invoke nodegroup-deploy`: flags (parameter name -> value) and --parameter KEY=VALUE become the
+                      certificate_authority: str = "", dry_run: bool = False) -> DeployResult:
+    """`amibuild nodegroup-deploy`: flags (parameter name -> value) and --parameter KEY=VALUE become the
     stack's parameters. The nodes' OS is --os, else the variant's, else the stack's, else al2023.
-    al2023 nodes and --proxy get user data from `invoke userdata`'s code, with the cluster's
+    al2023 nodes and --proxy get user data from `amibuild userdata`'s code, with the cluster's
     endpoint, CA, service CIDR and endpoint access read with DescribeCluster (flags when it cannot be read)."""
     if not stack:
         raise SpecError("nodegroup-deploy: --stack NAME is required")
@@ -131,7 +131,9 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
         raise SpecError("--service-cidr, --api-server-endpoint and --certificate-authority go with al2023 nodes "
                         "or --proxy")
     result = deploy(aws, stack, region, given=given, template_body=template_json(user_data, node_os=node_os),
-                    channel_parameter=parameter, say=say, wait=wait, timeout=wait_for)
+                    channel_parameter=parameter, say=say, wait=wait, timeout=wait_for, dry_run=dry_run)
+    if dry_run:
+        return result
     mode = facts.authentication_mode if facts else ""
     return replace(result, notes=(node_access(cluster, mode, stack=stack),))
 
@@ -146,7 +148,7 @@ def _cluster_facts(aws: Aws, cluster: str, region: str) -> tuple[ClusterFacts | 
 
 
 def node_role(options: Any, *, role_arn: str, stack: str, region: str | None) -> str:
-    """`invoke aws-auth`: the role ARN given, or the NodeInstanceRole output of `stack`."""
+    """`amibuild aws-auth`: the role ARN given, or the NodeInstanceRole output of `stack`."""
     if bool(role_arn) == bool(stack):
         raise SpecError("aws-auth: give --role-arn ARN or --stack NAME (one of them)")
     if role_arn:
@@ -157,7 +159,7 @@ def node_role(options: Any, *, role_arn: str, stack: str, region: str | None) ->
 
 def node_access_from_flags(options: Any, *, role_arn: str, stack: str, region: str | None, access_entry: bool,
                            cluster: str) -> str:
-    """`invoke aws-auth`: the aws-auth mapRoles entry, and the access entry that does the same
+    """`amibuild aws-auth`: the aws-auth mapRoles entry, and the access entry that does the same
     today (printed as a command; created with --access-entry --cluster)."""
     from amibuild.handoff.userdata.render import aws_auth_entry, check_role_arn
 
@@ -184,6 +186,6 @@ def access_entry_hint(role_arn: str) -> str:
     """The access-entry way, as comment lines after the aws-auth entry."""
     return (
         "# Clusters with access entries (authentication mode API or API_AND_CONFIG_MAP) need no aws-auth\n"
-        f"# entry: `invoke aws-auth --role-arn {role_arn} --access-entry --cluster CLUSTER` creates one, as does\n"
+        f"# entry: `amibuild aws-auth --role-arn {role_arn} --access-entry --cluster CLUSTER` creates one, as does\n"
         f"# aws eks create-access-entry --cluster-name CLUSTER --principal-arn {role_arn} --type {NODE_ACCESS_ENTRY_TYPE}\n"
     )

@@ -25,7 +25,7 @@ def prune(
     now: datetime | None = None,
     aws: Aws | None = None,
 ) -> PruneResult:
-    """`invoke prune`: flags → gather → plan → (unless ``dry_run``) execute."""
+    """`amibuild prune`: flags → gather → plan → (unless ``dry_run``) execute."""
     if keep in (None, ""):
         raise SpecError("prune: say how many images to keep per variant and region, e.g. --keep 5")
     count = values.count(keep, "--keep", minimum=1)

@@ -410,7 +410,7 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
 
 
 @task(help={**CHANNEL_HELP, "channel": "Channel to roll back (default: recommended)",
-            "to_version": "Parameter version to go back to, as `invoke history` shows it for the build region "
+            "to_version": "Parameter version to go back to, as `amibuild history` shows it for the build region "
                           "(default: the newest version holding another AMI than now)",
             "force": "Write even if another writer moved the channel since amibuild read it",
             "dry_run": DRY_RUN_CHANNEL},
@@ -506,7 +506,7 @@ DEPLOY_HELP = {
     "nodegroup_name": "NodeGroupName, used in resource names (default on create: the stack name)",
     "parameter": "Another template parameter KEY=VALUE, e.g. NodeInstanceType=m6i.large (repeatable); on update "
                  "every parameter not given keeps its value",
-    "proxy": "HTTP(S) proxy for the nodes: their user data comes from `invoke userdata` (boothook, bootstrap, "
+    "proxy": "HTTP(S) proxy for the nodes: their user data comes from `amibuild userdata` (boothook, bootstrap, "
              "cfn-signal); give it on every deploy, the template sent is made from these flags",
     "no_proxy": "Extra NO_PROXY entry for the nodes (repeatable or comma-separated; with --proxy)",
     "service_cidr": "Cluster service CIDR (default: read with DescribeCluster; for NO_PROXY and al2023's NodeConfig)",
@@ -517,6 +517,7 @@ DEPLOY_HELP = {
     "certificate_authority": "Cluster CA (base64) for al2023 nodes (default: read with DescribeCluster)",
     "region": ROLLOUT_HELP["region"],
     "no_wait": "Return once CloudFormation has started instead of following the stack's events",
+    "dry_run": "Check and read everything, print the create or update (parameters) that would be sent, send nothing",
     "timeout": ROLLOUT_HELP["timeout"],
     "pipeline": SELECT_HELP["pipeline"],
     "k8s": CHANNEL_HELP["k8s"],
@@ -530,7 +531,7 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
                      control_plane_sg=None, nodegroup_name=None, parameter=None, proxy="", no_proxy=None,
                      service_cidr="", region=None, no_wait=False, timeout=None, pipeline=None, k8s=None,
                      profile=None, json=False, os_="", private_endpoint=False, api_server_endpoint="",
-                     certificate_authority=""):
+                     certificate_authority="", dry_run=False):
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
     from amibuild.cli import handoff
 
@@ -541,7 +542,7 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
         opts, stack=stack, region=region, variant=variant, channel=channel, flags=flags, subnets=subnet or [],
         parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr, say=cli.say,
         wait=not no_wait, timeout=timeout, os_=os_, private_endpoint=private_endpoint,
-        api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority))
+        api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority, dry_run=dry_run))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
 
 

@@ -53,8 +53,8 @@ def read_cluster(aws: Any, name: str, region: str) -> ClusterFacts | None:
 def node_access(cluster: str, mode: str, *, stack: str = "", role_arn: str = "") -> str:
     """What gives the nodes access to `cluster` under its authentication mode: one line with the command."""
     who = f"--stack {stack}" if stack else f"--role-arn {role_arn}"
-    entry = f"invoke aws-auth {who} --access-entry --cluster {cluster}"
-    config_map = f"invoke aws-auth {who}"
+    entry = f"amibuild aws-auth {who} --access-entry --cluster {cluster}"
+    config_map = f"amibuild aws-auth {who}"
     if mode == API:
         return f"{entry}   (cluster {cluster} authenticates with access entries only: API mode)"
     if mode == API_AND_CONFIG_MAP:

@@ -18,9 +18,9 @@ unchanged.
 The template's ``Metadata.amibuild`` marks a stack amibuild made (``template: nodegroup``) and
 names its nodes' operating system (``os``). `deploy` refuses to swap the template of any other
 stack — one made from AWS's own amazon-eks-nodegroup.yaml, say, whose resources ours would
-collide with half way — and points to `invoke rollout`, which keeps a stack's own template.
+collide with half way — and points to `amibuild rollout`, which keeps a stack's own template.
 
-Pure functions of the file and their arguments, except `deploy` (`invoke nodegroup-deploy`), which
+Pure functions of the file and their arguments, except `deploy` (`amibuild nodegroup-deploy`), which
 creates or updates a stack from this template through the AWS gateway and amibuild/rollout.py's
 change set and stack event machinery, and `node_role_arn`, which reads a stack's role output.
 """
@@ -78,7 +78,7 @@ OWN_TEMPLATE = "nodegroup"
 NODE_OSES = ("al2", "al2023")
 _OWN_DESCRIPTION = "amibuild: a self-managed Amazon EKS node group"
 MAX_TEMPLATE_BODY = 51_200  # bytes CloudFormation takes as TemplateBody (more must go through S3)
-# Parameters without a Default, with the `invoke nodegroup-deploy` flag that sets each.
+# Parameters without a Default, with the `amibuild nodegroup-deploy` flag that sets each.
 REQUIRED_ON_CREATE = {
     "ClusterName": "--cluster",
     "ClusterControlPlaneSecurityGroup": "--control-plane-sg",
@@ -209,6 +209,8 @@ class DeployAction(enum.StrEnum):
     UPDATED = "updated"
     UNCHANGED = "unchanged"  # CloudFormation found nothing to change
     STARTED = "started"  # --no-wait: created or updated, not followed
+    WOULD_CREATE = "would create"  # --dry-run: nothing was sent
+    WOULD_UPDATE = "would update"  # --dry-run: nothing was sent (no change set either)
 
 
 def parameter_changes(given: Mapping[str, str], previous: Mapping[str, str]) -> list[str]:
@@ -236,13 +238,13 @@ def stack_origin(aws: Any, name: str, region: str) -> Mapping[str, Any] | None:
 
 
 def check_ours(aws: Any, name: str, region: str) -> Mapping[str, Any]:
-    """`stack_origin`, or `RolloutRefused` naming `invoke rollout` for a stack amibuild did not make."""
+    """`stack_origin`, or `RolloutRefused` naming `amibuild rollout` for a stack amibuild did not make."""
     origin = stack_origin(aws, name, region)
     if origin is None:
         raise ro.RolloutRefused(
             f"stack {name} in {region} was not made from amibuild's node group template (no Metadata.{OWN_METADATA}); "
             f"nodegroup-deploy would replace its template and its resources: to move its nodes to a channel's AMI "
-            f"use `invoke rollout --stack {name} --variant V --channel C`, which keeps the stack's own template"
+            f"use `amibuild rollout --stack {name} --variant V --channel C`, which keeps the stack's own template"
         )
     return origin
 
@@ -256,28 +258,35 @@ class DeployResult:
     outputs: Mapping[str, str] = field(default_factory=dict)
     changed: tuple[str, ...] = ()  # "Key: 'old' -> 'new'" per parameter an update changed
     notes: tuple[str, ...] = ()  # what to do next (node access), added by the caller
+    kept: tuple[str, ...] = ()  # --dry-run of an update: the parameters that keep their values
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "action": str(self.action)}
 
     def lines(self) -> list[str]:
         out = [f"stack {self.stack} ({self.region}): {self.action} ({self.status})"]
-        out += [f"  changed {line}" for line in self.changed]
+        dry = self.action in (DeployAction.WOULD_CREATE, DeployAction.WOULD_UPDATE)
+        out += [f"  {'would set' if dry else 'changed'} {line}" for line in self.changed]
+        if self.kept:
+            out.append(f"  keeping {', '.join(self.kept)} as they are")
+        if dry:
+            return out
         out += [f"  {key}: {value}" for key, value in sorted(self.outputs.items())]
         if self.notes:
             out += [f"  next: {note}" for note in self.notes]
         elif ROLE_OUTPUT in self.outputs:
-            out.append(f"  next: invoke aws-auth --stack {self.stack}   (the mapRoles entry that lets these nodes join)")
+            out.append(f"  next: amibuild aws-auth --stack {self.stack}   (the mapRoles entry that lets these nodes join)")
         return out
 
 
 def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], template_body: str,
            channel_parameter: str | None, say: Callable[[str], None], wait: bool = True,
-           poll: float = 5.0, timeout: float = 7200.0) -> DeployResult:
+           poll: float = 5.0, timeout: float = 7200.0, dry_run: bool = False) -> DeployResult:
     """Create stack `name` from this template, or update it with a change set; follow its events.
 
     An existing stack must carry this template's mark (`check_ours`); its parameters not in
-    `given` keep their values, and the ones that change are said and returned.
+    `given` keep their values, and the ones that change are said and returned. ``dry_run``: every
+    check and read as for the deploy, then the create or update that would be sent, sending nothing.
     """
     if channel_parameter:
         problem = ro.channel_problem(ro.read_channel(aws, channel_parameter, region))
@@ -289,6 +298,9 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         if not given.get("NodeImageIdSSMParam") and not given.get("NodeImageId"):
             raise SpecError("creating a node group stack needs --variant (and --channel), or --parameter NodeImageId=AMI")
         parameters = stack_parameters({"NodeGroupName": name, **given}, None)
+        if dry_run:
+            return DeployResult(name, region, DeployAction.WOULD_CREATE, "(dry run: nothing sent)", changed=tuple(
+                f"{p['ParameterKey']}: (new) -> {p['ParameterValue']!r}" for p in parameters))
         say(f"stack {name}: creating in {region}")
         aws.create_stack(name, region, template_body=template_body, parameters=parameters,
                          capabilities=("CAPABILITY_IAM",), token=cfn.token("create"))
@@ -306,6 +318,9 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         parameters = stack_parameters(given, list(previous))
         changed = tuple(parameter_changes(given, previous))
         kept = sorted(set(previous) & PARAMETERS - set(given))
+        if dry_run:
+            return DeployResult(name, region, DeployAction.WOULD_UPDATE, f"{found.status}; dry run: nothing sent",
+                                changed=changed, kept=tuple(kept))
         for line in changed:
             say(f"stack {name}: changing {line}")
         if kept:
@@ -327,7 +342,7 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
 
 
 def node_role_arn(aws: Any, stack: str, region: str) -> str:
-    """The NodeInstanceRole output of a node group stack (for `invoke aws-auth --stack`)."""
+    """The NodeInstanceRole output of a node group stack (for `amibuild aws-auth --stack`)."""
     from amibuild.handoff.rollout import RolloutRefused
 
     found = aws.describe_stack(stack, region)

@@ -16,7 +16,7 @@ Converge, then check::
 Images are compared, not parameter names: CloudFormation resolves an SSM parameter only when the
 stack is created or updated, so the name a stack holds says nothing about what its nodes run.
 
-The usual case is a parameter name that stays while its value moved (`invoke promote`). The
+The usual case is a parameter name that stays while its value moved (`amibuild promote`). The
 change set then sets NodeImageIdSSMParam to the same name with UsePreviousValue false; AWS's
 CloudFormation resolves SSM parameters again on every update, so the launch template gets a new
 version and the group rolls. When CloudFormation answers that nothing changes (the local emulator

@@ -2,17 +2,17 @@
 
 `policy(task, pipeline, ...)` returns an IAM policy document for one task or ``all`` of them:
 
-    build     `invoke build-ami`: Packer's amazon-ebs builder (build instance, temporary key pair
+    build     `amibuild build-ami`: Packer's amazon-ebs builder (build instance, temporary key pair
               and security group, image, copies, tags, sharing), the public EKS parameters, the
               images amibuild already made, publishing to the channel, and for the upstream base
               s3:ListBucket on the Kubernetes binaries bucket
-    publish   `invoke publish`, `promote`, `rollback`, `history`, `channels`
-    rollout   `invoke rollout` (and `nodegroup-deploy`, `aws-auth --access-entry`): the named node
+    publish   `amibuild publish`, `promote`, `rollback`, `history`, `channels`
+    rollout   `amibuild rollout` (and `nodegroup-deploy`, `aws-auth --access-entry`): the named node
               group stacks (change sets, events), the cluster's description and access entries, what
               CloudFormation then does with the caller's rights to their launch template and Auto
               Scaling group (only groups those stacks made), EKS managed node groups, iam:PassRole
               for the node role only
-    prune     `invoke prune`: the reads that prove an image unused, then deregister / delete
+    prune     `amibuild prune`: the reads that prove an image unused, then deregister / delete
               snapshot / deprecate, only on resources tagged with the pipeline's name
 
 Scoping: SSM actions on the pipeline's channel path only (``{prefix}/{pipeline}`` and below;
@@ -78,9 +78,9 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
                         "to instances; not an API request",
         "eks:DescribeUpdate": "the emulator answers UpdateNodegroupVersion with 404, so amibuild never reaches "
                               "DescribeUpdate (EKS's answers are recorded in tests/data/rollout/)",
-        "eks:DescribeCluster": "called by `invoke nodegroup-deploy`, not by the rollout this test drives; "
+        "eks:DescribeCluster": "called by `amibuild nodegroup-deploy`, not by the rollout this test drives; "
                                "tests/test_today_nodes.py runs nodegroup-deploy against the emulator's cluster",
-        "eks:CreateAccessEntry": "called by `invoke aws-auth --access-entry`; the emulator answers 404 (not "
+        "eks:CreateAccessEntry": "called by `amibuild aws-auth --access-entry`; the emulator answers 404 (not "
                                  "implemented), so tests/test_access_entry.py checks the request with Stubber",
         **dict.fromkeys(("ssm:GetParameters", "ec2:DescribeLaunchTemplates", "autoscaling:DescribeScalingActivities",
                          "autoscaling:UpdateAutoScalingGroup", "autoscaling:SuspendProcesses",

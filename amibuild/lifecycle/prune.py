@@ -9,7 +9,7 @@ Three steps, as everywhere in amibuild: gather the facts, plan as data, execute 
     * the tags of their snapshots (found from each image's block device mappings);
     * what uses an image: the current value of every parameter under the pipeline's channel path
       and the images of its recent history (`keep_versions` earlier versions holding another AMI,
-      so `invoke rollback` keeps working); the default and latest version of every launch template
+      so `amibuild rollback` keeps working); the default and latest version of every launch template
       and every version an Auto Scaling group names (its own launch template, its mixed instances
       policy and the policy's overrides); every launch configuration; every pending, running,
       stopping or stopped instance. Channels are found by their ``amibuild:pipeline`` tag in

@@ -61,7 +61,7 @@ def prepare(rendered: Rendered, env: Mapping[str, str] | None = None) -> Prepare
     """Write the variant's files and work out its steps; bad input raises StepError, leaving nothing."""
     root = Path(tempfile.mkdtemp(prefix="amibuild-rehearse-root-"))
     try:
-        _write(rendered, root)  # path.root: the rendered files, as `invoke render` writes them
+        _write(rendered, root)  # path.root: the rendered files, as `amibuild render` writes them
         return Prepared(rendered, root, plan(rendered, str(root), env))
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""What a rehearsal found, as data (`Report`) and as the lines `invoke rehearse` prints. Pure.
+"""What a rehearsal found, as data (`Report`) and as the lines `amibuild rehearse` prints. Pure.
 
 `build_report` turns the raw run (exit statuses, stand-in state, the overlay's /etc changes) into
 per-step verdicts:

@@ -1,4 +1,4 @@
-"""Local AWS emulator for the demo, `invoke sandbox` and the test-suite.
+"""Local AWS emulator for the demo, `amibuild sandbox` and the test-suite.
 
 `Sandbox` runs moto's server in a child process (``python -m amibuild.sandbox serve``) bound to
 127.0.0.1 on a free port, seeded with what amibuild expects to find in a real account:
@@ -12,7 +12,7 @@
 * a VPC named ``amibuild-sandbox`` with two subnets in every region of `SEED_REGIONS`;
 * an EKS cluster named ``amibuild-sandbox`` in that VPC, with a control plane security group,
   public and private endpoint access and authentication mode API_AND_CONFIG_MAP
-  (`amibuild.sandbox.cluster`; what `invoke sandbox` prints for `invoke nodegroup-deploy`);
+  (`amibuild.sandbox.cluster`; what `amibuild sandbox` prints for `amibuild nodegroup-deploy`);
 * for the upstream base: Amazon Linux minimal source images and the ``amazon-eks`` binaries bucket
   (`amibuild.sandbox.upstream`).
 
@@ -479,7 +479,7 @@ def serve_foreground(port: int = 0, out: TextIO | None = None) -> None:
                             ("AMIBUILD_SANDBOX_CONTROL_PLANE_SG", cluster["control_plane_sg"])):
             print(f"export {name}={shlex.quote(value)}", file=out)
         print(f"# seeded regions: {' '.join(SEED_REGIONS)}", file=out)
-        print("# e.g. invoke nodegroup-deploy --stack nodes --cluster ${AMIBUILD_SANDBOX_CLUSTER} "
+        print("# e.g. amibuild nodegroup-deploy --stack nodes --cluster ${AMIBUILD_SANDBOX_CLUSTER} "
               "--vpc-id ${AMIBUILD_SANDBOX_VPC_ID} --subnet ${AMIBUILD_SANDBOX_SUBNETS} "
               "--control-plane-sg ${AMIBUILD_SANDBOX_CONTROL_PLANE_SG} --variant V", file=out)
         print(f"# sandbox ready at {sandbox.endpoint} - Ctrl-C to stop", file=out, flush=True)

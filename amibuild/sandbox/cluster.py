@@ -2,7 +2,7 @@
 
 * `create_cluster` seeds, in every seeded region, an EKS cluster named `SANDBOX_CLUSTER` in the
   sandbox VPC with a control plane security group, public and private endpoint access and
-  authentication mode API_AND_CONFIG_MAP; `sandbox_cluster` reads it back (for `invoke sandbox`'s
+  authentication mode API_AND_CONFIG_MAP; `sandbox_cluster` reads it back (for `amibuild sandbox`'s
   export lines and the tests).
 * `model_eks_clusters`: moto 5.2.5 gives clusters a CA of random letters and no ``accessConfig``;
   here the CA is base64 of a PEM block (what nodeadm and amibuild check for) and CreateCluster's

@@ -11,10 +11,41 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import sys
+from pathlib import Path
 
 from amibuild.errors import MissingExtra, SandboxError
 
-INSTALL_HINT = "pip install 'amibuild[sandbox]'"
+MOTO_FALLBACK = "moto[server]>=5.2.5,<5.3"  # as pyproject.toml's `sandbox` extra says, when metadata is missing
+
+
+def moto_requirement() -> str:
+    """The moto requirement of the installed amibuild's `sandbox` extra."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        for line in requires("amibuild") or ():
+            spec, _, marker = line.partition(";")
+            if spec.strip().startswith("moto") and "sandbox" in marker:
+                return spec.strip()
+    except PackageNotFoundError:
+        pass
+    return MOTO_FALLBACK
+
+
+def is_pipx(prefix: str | Path) -> bool:
+    """Whether this interpreter is a pipx-managed environment (pipx writes pipx_metadata.json there)."""
+    prefix = Path(prefix)
+    return (prefix / "pipx_metadata.json").is_file() or "pipx" in prefix.parts and "venvs" in prefix.parts
+
+
+def install_hint(prefix: str | Path | None = None, requirement: str | None = None) -> str:
+    """How to add the emulator to the amibuild this user has: pipx inject/install, else pip. Pure
+    but for the look at ``prefix`` (default: this interpreter's)."""
+    requirement = requirement or moto_requirement()
+    if is_pipx(prefix if prefix is not None else sys.prefix):
+        return f"pipx inject amibuild '{requirement}' (or: pipx install --force 'amibuild[sandbox]')"
+    return "pip install 'amibuild[sandbox]'"
 
 # (module, dotted attribute): imported or replaced by amibuild/sandbox/__init__.py.
 REQUIRED: tuple[tuple[str, str], ...] = (
@@ -56,7 +87,7 @@ REQUIRED_INSTANCE: tuple[tuple[str, str, str], ...] = (
 def require_moto() -> None:
     """Refuse (exit 2) when moto is not installed: the sandbox is an optional extra."""
     if importlib.util.find_spec("moto") is None:
-        raise MissingExtra(f"the local AWS emulator needs moto, which amibuild installs as an extra: {INSTALL_HINT}")
+        raise MissingExtra(f"the local AWS emulator needs moto, which amibuild installs as an extra: {install_hint()}")
 
 
 def check_internals(required=REQUIRED, required_instance=REQUIRED_INSTANCE) -> None:
@@ -80,7 +111,7 @@ def _resolve(module_name: str, dotted: str, installed: str):
         value = importlib.import_module(module_name)
     except ImportError as exc:  # the module, or something it imports from moto, moved
         raise SandboxError(f"moto {installed}: cannot import {module_name} ({exc}), which the sandbox uses; "
-                           f"install the moto version amibuild was made for: {INSTALL_HINT}") from exc
+                           f"install the moto version amibuild was made for: {install_hint()}") from exc
     for part in dotted.split("."):
         if not hasattr(value, part):
             _missing(f"{module_name}.{dotted}", installed)
@@ -90,4 +121,4 @@ def _resolve(module_name: str, dotted: str, installed: str):
 
 def _missing(name: str, installed: str) -> None:
     raise SandboxError(f"moto {installed} has no {name}, which the sandbox patches; install the moto version "
-                       f"amibuild was made for: {INSTALL_HINT}")
+                       f"amibuild was made for: {install_hint()}")

@@ -42,7 +42,7 @@ the node must reach through the proxy — then pass the cluster's service CIDR.
 The user data carries the proxy URL, and anyone allowed to describe the instance or its launch
 template can read it: use a proxy that does not need credentials, or accept that.
 
-Reading user data back (`invoke decode-userdata`) lives in `amibuild.handoff.userdata.decode`.
+Reading user data back (`amibuild decode-userdata`) lives in `amibuild.handoff.userdata.decode`.
 
 `k8s_manifests` and `aws_auth_entry` print the cluster side: the proxy ConfigMap with patches that
 make aws-node and kube-proxy read it, and the aws-auth mapRoles entry for the node role.
