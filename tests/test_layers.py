@@ -26,3 +26,53 @@ def test_ruff_finds_nothing_in_the_package_the_tests_or_the_benchmarks() -> None
     result = subprocess.run([ruff, "check", "--no-cache", "amibuild", "tests", "benchmarks", "tasks.py"],
                             cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _amibuild_import(node) -> bool:
+    import ast
+
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").split(".")[0] == "amibuild"
+    return isinstance(node, ast.Import) and any(a.name.split(".")[0] == "amibuild" for a in node.names)
+
+
+def test_every_function_level_import_of_amibuild_says_it_is_deferred() -> None:
+    """A module imports amibuild's own modules at the top; one inside a function defers a heavy
+    import (or breaks an unavoidable order) and a `# deferred: why` comment says so: on its line,
+    or among the lines of the run of imports it belongs to."""
+    import ast
+
+    unsaid = []
+    for path in sorted((ROOT / "amibuild").rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for function in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                body = getattr(node, "body", None)
+                if not isinstance(body, list):
+                    continue
+                start = node.lineno  # the run of imports begins after the last other statement
+                for statement in body:
+                    if not isinstance(statement, (ast.Import, ast.ImportFrom)):
+                        start = statement.end_lineno
+                        continue
+                    if _amibuild_import(statement):
+                        run = lines[start:statement.end_lineno]
+                        if not any("# deferred" in line for line in run):
+                            unsaid.append(f"{path.relative_to(ROOT)}:{statement.lineno}: "
+                                          f"{lines[statement.lineno - 1].strip()}")
+    assert not unsaid, "function-level imports of amibuild without `# deferred: why`:\n" + "\n".join(unsaid)
+
+
+def test_no_import_cycle_anywhere_in_the_package() -> None:
+    """No module imports, through any chain, one that imports it back: function-level imports count."""
+    import grimp
+
+    graph = grimp.build_graph("amibuild")
+    cycles = []
+    for module in sorted(graph.modules):
+        for imported in graph.find_modules_directly_imported_by(module):
+            if graph.find_shortest_chain(importer=imported, imported=module):
+                cycles.append(f"{module} <-> {imported}")
+    assert not cycles, cycles

@@ -139,7 +139,7 @@ class Aws:
     def _prepare(self, client: Any) -> None:
         client.meta.events.register("before-call", self._count)
         client.meta.events.register_first("needs-retry", _give_up_on_dead_endpoint)
-        from amibuild.aws import redact
+        from amibuild.aws import redact  # deferred: redact imports this module (the gateway it filters)
 
         credentials = self._session.get_credentials()
         if credentials is not None:  # so --debug logs never show them, whatever their source

@@ -46,7 +46,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from amibuild import hcl
+from amibuild import hcl, tags
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError, AwsError, EndpointUnreachable, PackerOutputError
 from amibuild.bake import leftovers as leftovers_mod
@@ -607,8 +607,6 @@ def _left(item: leftovers_mod.Leftover, why: str) -> dict:
 
 
 def scope_tag(scope: leftovers_mod.Scope) -> str:
-    from amibuild import tags
-
     return f"{tags.RUN_ID}={scope.run_id}"
 
 

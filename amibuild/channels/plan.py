@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from amibuild import __version__, tags
 from amibuild.aws import Image, Parameter
 from amibuild.errors import PublishRefused, SpecError
+from amibuild.pipeline import known_regions
 
 IMAGE_DATA_TYPE = "aws:ec2:image"
 
@@ -86,8 +87,6 @@ def parameter_tags(variant: str, channel: str, provenance: Provenance, pipeline:
 
 def parse_amis(values: str | Iterable[str]) -> dict[str, str]:
     """``us-west-2=ami-0abc,eu-west-1=ami-0def`` (or several such strings) → {region: ami}."""
-    from amibuild.pipeline import known_regions
-
     items = [values] if isinstance(values, str) else list(values)
     pairs = [part.strip() for item in items for part in str(item).split(",") if part.strip()]
     example = "--ami us-west-2=ami-0123456789abcdef0,eu-west-1=ami-0fedcba9876543210"

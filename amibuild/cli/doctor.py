@@ -31,6 +31,7 @@ from amibuild.pipeline import PIPELINE_FILE, Pipeline, known_regions, load
 from amibuild.pipeline.options import Options
 from amibuild.errors import AmibuildError, AwsError, PackerError, PackerNotFound, UsageError
 from amibuild.bake.packer import INSTALL_HINT, Packer
+from amibuild.bake.prepare import support_warnings
 
 if TYPE_CHECKING:
     from amibuild.aws import Aws
@@ -131,8 +132,6 @@ def check_pipeline(options: Options, default_region: str) -> tuple[Check, Pipeli
 
 def check_support(pipeline: Pipeline, today=None) -> Check:
     """Whether every variant's Kubernetes version is still in EKS standard support (a warning if not)."""
-    from amibuild.bake.prepare import support_warnings
-
     warnings = support_warnings(pipeline, today)
     if warnings:
         return Check("kubernetes", True, "; ".join(warnings), warn=True)
@@ -159,7 +158,7 @@ def check_region(pipeline: Pipeline | None, env_name: str, env_region: str, prof
 def check_credentials(profile: str | None) -> tuple[Aws | None, Check]:
     from botocore.exceptions import BotoCoreError
 
-    from amibuild.aws import Aws
+    from amibuild.aws import Aws  # deferred with botocore: doctor's other checks run without boto3
 
     try:
         aws = Aws(profile=profile, max_attempts=2)

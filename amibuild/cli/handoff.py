@@ -11,7 +11,9 @@ from typing import Any, Callable, Iterable, Mapping
 from amibuild.aws import Aws, default_region
 from amibuild.channels import publish
 from amibuild.pipeline.options import load_pipeline
+from amibuild.cli import values
 from amibuild.errors import AccessDenied, SpecError
+from amibuild.handoff.userdata.render import aws_auth_entry, check_role_arn, config_from_flags, render_userdata
 from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, ClusterFacts, node_access, read_cluster
 from amibuild.handoff.nodegroup import (NODE_GROUP, NODE_OSES, DeployResult, check_ours, deploy, node_role_arn,
                                         parse_parameters, stack_parameters, template_json)
@@ -36,8 +38,6 @@ def channel_parameter(options: Any, variant: str | None, channel: str | None) ->
 
 def seconds(value: Any) -> float:
     """--timeout as seconds (default `DEFAULT_TIMEOUT`)."""
-    from amibuild.cli import values
-
     return values.optional_duration(value, "--timeout", example="3600, 30m or 2h") or DEFAULT_TIMEOUT
 
 
@@ -106,8 +106,6 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
     facts, unread = _cluster_facts(aws, cluster, region) if cluster else (None, "")
     user_data = None
     if node_os == "al2023" or proxy:
-        from amibuild.handoff.userdata.render import config_from_flags, render_userdata
-
         al2023 = node_os == "al2023"
         endpoint = api_server_endpoint or (facts.endpoint if facts and al2023 else "")
         ca = certificate_authority or (facts.certificate_authority if facts and al2023 else "")
@@ -161,8 +159,6 @@ def node_access_from_flags(options: Any, *, role_arn: str, stack: str, region: s
                            cluster: str) -> str:
     """`amibuild aws-auth`: the aws-auth mapRoles entry, and the access entry that does the same
     today (printed as a command; created with --access-entry --cluster)."""
-    from amibuild.handoff.userdata.render import aws_auth_entry, check_role_arn
-
     if bool(role_arn) == bool(stack):
         raise SpecError("aws-auth: give --role-arn ARN or --stack NAME (one of them)")
     if cluster and not access_entry:

@@ -23,6 +23,7 @@ from invoke import Config, Program
 from invoke.exceptions import Exit, ParseError, UnexpectedExit
 
 from amibuild import __version__
+from amibuild.cli.locate import find_pipeline
 from amibuild.cli.run import ERROR
 from amibuild.errors import ExitCode
 
@@ -69,10 +70,10 @@ class AmibuildProgram(Program):
         super().parse_collection()
         # amibuild.yaml is read from the pipeline repository: beside the pipeline file found from
         # here upwards, else the current folder (a Program with a fixed namespace has no
-        # collection folder for invoke to use).
-        from amibuild.cli.locate import find_pipeline
-
+        # collection folder for invoke to use). The task reads what was found from the config
+        # (`cli.run.options`): the pipeline file is looked up once per command.
         found = find_pipeline(os.getcwd())
+        self.config._set(_amibuild_found=found)
         self.config.set_project_location(str(found.path.parent if found.path else os.getcwd()))
         self.config.load_project()
 
@@ -313,7 +314,7 @@ def _quiet_stdout() -> None:
 
 
 def program() -> AmibuildProgram:
-    from amibuild.cli.tasks import ns
+    from amibuild.cli.tasks import ns  # deferred: tasks.py (this repository's) imports this module first
 
     return AmibuildProgram(namespace=ns, version=__version__, name="amibuild", binary="amibuild",
                            binary_names=["amibuild"], config_class=AmibuildConfig)

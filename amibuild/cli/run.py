@@ -14,9 +14,12 @@ import logging
 import os
 import sys
 import traceback
+from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
-from amibuild.errors import AmibuildError, ExitCode, Interrupted
+from amibuild.cli.locate import find_pipeline
+from amibuild.errors import AmibuildError, ExitCode, Interrupted, SpecError
+from amibuild.jobs.signals import Signals
 
 T = TypeVar("T")
 
@@ -43,7 +46,7 @@ def run(body: Callable[[], T]) -> T:
     """Run a task body; turn expected errors into a one-line message and an exit code."""
     from invoke.exceptions import Exit
 
-    from amibuild.aws import redact
+    from amibuild.aws import redact  # deferred: the gateway (boto3) only once a task runs
 
     redact.install()  # before any AWS call: `--debug` logs botocore's requests, headers included
     try:
@@ -62,8 +65,6 @@ def run(body: Callable[[], T]) -> T:
 def run_channel(body: Callable[[Any], T]) -> tuple[T, Any]:
     """Run a task body that writes channels, with SIGINT / SIGTERM / SIGHUP held off (`jobs.signals`):
     (its result, the `Signals` seen). An error after a signal exits with the signal's code."""
-    from amibuild.jobs.signals import Signals
-
     with Signals() as signals:
         def guarded():
             try:
@@ -120,14 +121,16 @@ def options(c: Any, *, announce: bool = True, **flags: Any) -> "Options":  # noq
     said once on stderr when ``announce``. A relative build folder from the config (default
     `build`) lies beside the pipeline file; --build-dir is taken as given.
     """
-    from amibuild.cli.locate import find_pipeline
-    from amibuild.pipeline import Overrides  # the pipeline model: not on the `amibuild --list` path
+    # deferred: the pipeline model only once a task runs, not on the `amibuild --list` path
+    from amibuild.pipeline import Overrides
     from amibuild.pipeline.options import Options
 
     config = c.config.get("amibuild", {}) if hasattr(c, "config") else {}
     pipeline = flags.get("pipeline") or config.get("pipeline") or None
     if not pipeline:
-        found = find_pipeline(os.getcwd())
+        found = getattr(c.config, "_amibuild_found", None) if hasattr(c, "config") else None
+        if found is None or found.searched[0] != Path(os.getcwd()).resolve():  # not the Program's, or moved
+            found = find_pipeline(os.getcwd())
         if found.path is not None:
             pipeline = os.path.relpath(found.path)
         elif announce:
@@ -182,8 +185,8 @@ def lines_out(items: Iterable[str]) -> None:
 
 def channel_target(options: "Options", variant: str | None):  # noqa: F821
     """(Aws, Pipeline, Variant) for publish / promote / rollback / history of one variant."""
-    from amibuild.aws import Aws  # boto3: not on the `amibuild --list` path
-    from amibuild.errors import SpecError
+    # deferred: boto3 and the pipeline model, not on the `amibuild --list` path
+    from amibuild.aws import Aws
     from amibuild.pipeline.options import load_pipeline
 
     if not variant:

@@ -1,13 +1,15 @@
-"""amibuild tasks: `invoke --list` shows them, `invoke TASK --help` lists every flag.
+"""amibuild tasks: `amibuild --list` shows them, `amibuild TASK --help` lists every flag.
 
 Each task parses its flags, calls into `amibuild` and prints; the work lives in the package.
 Heavy modules (boto3, jinja2, python-hcl2) are imported inside the task bodies so that
-`invoke --list` stays fast. Settings can also come from invoke's config (`invoke.yaml`,
+`amibuild --list` stays fast: each such import says so (`# deferred`). Settings can also come from invoke's config (`invoke.yaml`,
 `INVOKE_AMIBUILD_*` environment variables): see `ns.configure` at the bottom.
 """
 
 from invoke import Collection, task
 
+from amibuild.cli import report, values
+from amibuild.errors import NotUserData, SpecError
 from amibuild.cli import run as cli
 
 # Flags shared by render / validate / build-ami.
@@ -38,8 +40,8 @@ def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_re
            arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
            profile=None, json=False, flavor=None):
     """Render Packer HCL2 for each variant into build/<variant>/."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.bake import prepare
-    from amibuild.cli import report
 
     opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
                                          extra_pkg, extra_repo, var, var_file, flavor),
@@ -57,6 +59,7 @@ def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
              profile=None, json=False, flavor=None):
     """Render, then check every file: python-hcl2 parse, packer validate, packer fmt -check."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.bake import prepare
 
     opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
@@ -95,7 +98,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
               channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
-    from amibuild.cli import report, values
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.jobs import build_ami as job
 
     opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
@@ -130,9 +133,10 @@ def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, json=False,
              keep=False, timeout=None, flavor=None):
     """Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."""
-    from amibuild.cli import values
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
-    from amibuild.rehearse import job, report
+    from amibuild.rehearse import job
+    from amibuild.rehearse import report as rehearse_report
 
     opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
                                          extra_pkg, extra_repo, var, var_file, flavor))
@@ -143,15 +147,15 @@ def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
     if json:
         cli.emit_json([r.to_dict() for r in result.reports])
     else:
-        cli.lines_out(line for r in result.reports for line in report.lines(r))
+        cli.lines_out(line for r in result.reports for line in rehearse_report.lines(r))
     cli.finish(result)
 
 
 @task(help={"limit": "How many runs to show (default 10)", "json": "Print JSON", "build_dir": SELECT_HELP["build_dir"]})
 def runs(c, limit=10, json=False, build_dir=None):
     """List recent build runs and what each did."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.bake import record
-    from amibuild.cli import report, values
 
     records = cli.run(lambda: record.list_runs(cli.options(c, build_dir=build_dir, announce=False).build_dir,
                                                values.count(limit, "--limit", example=10)))
@@ -167,6 +171,7 @@ def runs(c, limit=10, json=False, build_dir=None):
             "build_dir": SELECT_HELP["build_dir"]})
 def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=None, build_dir=None):
     """Remove what a build run left in AWS: instances, key pairs, groups, volumes, images, snapshots."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.bake import clean
 
     opts = cli.options(c, pipeline=pipeline, profile=profile, build_dir=build_dir)
@@ -190,9 +195,9 @@ def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=
 @task(help={"port": "Port on 127.0.0.1 (default: a free one)"})
 def sandbox(c, port=None):
     """Run the local AWS emulator in the foreground (prints `export` lines first)."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild import sandbox as sandbox_mod
 
-    from amibuild.cli import values
 
     cli.run(lambda: sandbox_mod.serve_foreground(port=values.count(port or 0, "--port", minimum=0, maximum=65535,
                                                                   example=4566)))
@@ -232,6 +237,7 @@ def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="",
     import base64
     import os
 
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.handoff.userdata import render as ud
 
     def body():
@@ -258,12 +264,12 @@ def decode_userdata(c, source, json=False):
     import sys
     from pathlib import Path
 
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.handoff.userdata import decode as ud
-    from amibuild.errors import NotUserData
 
     def body():
         if source in ("--help", "-h"):  # invoke hands a required positional the flag itself
-            raise NotUserData("for this task's help run `invoke --help decode-userdata`")
+            raise NotUserData("for this task's help run `amibuild --help decode-userdata`")
         if source == "-":
             data, name = sys.stdin.buffer.read(), "<stdin>"
         else:
@@ -290,6 +296,7 @@ def decode_userdata(c, source, json=False):
       auto_shortflags=False)
 def aws_auth(c, role_arn="", stack="", region=None, profile=None, access_entry=False, cluster=""):
     """Print the aws-auth mapRoles entry for the nodes' role, or create its EKS access entry."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import handoff
 
     print(cli.run(lambda: handoff.node_access_from_flags(
@@ -302,6 +309,7 @@ def init(c, json=False):
     """Write a starter amibuild.hcl (one AL2023 variant with ceph-common) and ignore build/ in .gitignore."""
     from pathlib import Path
 
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import init as init_mod
 
     result = cli.run(lambda: init_mod.init(Path.cwd()))
@@ -315,6 +323,7 @@ def init(c, json=False):
 @task
 def demo(c):
     """Run the whole pipeline against the local emulator, printing each step (the README demo)."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.sandbox.demo import run_demo
 
     cli.run(run_demo)
@@ -332,8 +341,8 @@ CHANNEL_HELP = {
 def _guard(c, signals, run_id=None):
     """The channel lease settings: how long to wait for a busy channel (config `amibuild.lease_wait`),
     and the signals that stop a transaction before its first write."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels.lease import LEASE_WAIT, Guard
-    from amibuild.errors import SpecError
 
     raw = c.config.get("amibuild", {}).get("lease_wait")
     try:
@@ -351,8 +360,8 @@ DRY_RUN_CHANNEL = "Print what would be written, region by region (the plan the w
 
 def _channel_result(result, signals, *, json: bool) -> None:
     """Print a channel write's result (or a dry run's plan), then exit as it says."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels.plan import PublishPlan
-    from amibuild.cli import report
 
     if isinstance(result, PublishPlan):  # --dry-run: nothing was written
         cli.emit_json({"dry_run": True, **result.to_dict()}) if json else cli.lines_out(report.plan_lines(result))
@@ -377,6 +386,7 @@ def _channel_options(c, pipeline, variant, k8s, profile):
 def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow_foreign=False, force=False,
             pipeline=None, k8s=None, profile=None, json=False, dry_run=False):
     """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import publish as channels_mod
 
     def body(signals):
@@ -396,8 +406,8 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
 def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False,
             dry_run=False):
     """Copy a channel's exact AMI, region by region, into another channel."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import publish as channels_mod
-    from amibuild.errors import SpecError
 
     def body(signals):
         if not from_ or not to:
@@ -418,10 +428,10 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
 def rollback(c, variant=None, channel="recommended", to_version=None, force=False, pipeline=None, k8s=None,
              profile=None, json=False, dry_run=False):
     """Put a channel back to an earlier AMI from its parameter history."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import publish as channels_mod
 
     def body(signals):
-        from amibuild.cli import values
 
         version = values.optional_count(to_version, "--to-version", example=3)
         aws, pipe, var = cli.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
@@ -436,8 +446,8 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
       auto_shortflags=False)
 def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None, profile=None, json=False):
     """Show a variant's channel history: version, time, AMI, fingerprint, run id, who wrote it."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import read as channel_status
-    from amibuild.cli import report
 
     def body():
         aws, pipe, var = cli.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
@@ -451,9 +461,9 @@ def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None,
       auto_shortflags=False)
 def channels(c, pipeline=None, profile=None, json=False):
     """List every variant x channel x region: AMI, version, age."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
     from amibuild.channels import read as channel_status
-    from amibuild.cli import report
     from amibuild.aws import Aws
 
     def body():
@@ -485,6 +495,7 @@ ROLLOUT_HELP = {
 def rollout(c, stack=None, nodegroup=None, variant=None, channel=None, region=None, dry_run=False, no_wait=False,
             timeout=None, pipeline=None, k8s=None, profile=None, json=False):
     """Roll a node group stack or EKS managed node group to a channel's AMI: change set, update, verify."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import handoff
 
     opts = _channel_options(c, pipeline, variant, k8s, profile)
@@ -533,6 +544,7 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
                      profile=None, json=False, os_="", private_endpoint=False, api_server_endpoint="",
                      certificate_authority="", dry_run=False):
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import handoff
 
     opts = _channel_options(c, pipeline, variant, k8s, profile)
@@ -552,6 +564,7 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
       iterable=["variant"], auto_shortflags=False)
 def matrix(c, pipeline=None, variant=None, json=False, github=False):
     """Print the variants as a CI matrix, so each runner builds one variant."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
     from amibuild.pipeline import matrix as matrix_mod
 
@@ -568,6 +581,7 @@ def matrix(c, pipeline=None, variant=None, json=False, github=False):
             "json": "Print the checks as JSON on stdout"}, auto_shortflags=False)
 def doctor(c, pipeline=None, profile=None, json=False):
     """Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import doctor as doctor_mod
 
     results = cli.run(lambda: doctor_mod.checks(cli.options(c, pipeline=pipeline, profile=profile, announce=False)))
@@ -596,6 +610,7 @@ PRUNE_HELP = {
 def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, deprecate_only=False, variant=None,
           region=None, pipeline=None, profile=None, json=False):
     """Delete old images amibuild made: keep the newest N per variant and region and every image in use."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import lifecycle
     from amibuild.lifecycle import prune as prune_mod
 
@@ -617,6 +632,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
       iterable=["stack"], auto_shortflags=False)
 def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws"):
     """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune or all."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
     from amibuild.lifecycle import iam
 

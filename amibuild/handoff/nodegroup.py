@@ -343,14 +343,12 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
 
 def node_role_arn(aws: Any, stack: str, region: str) -> str:
     """The NodeInstanceRole output of a node group stack (for `amibuild aws-auth --stack`)."""
-    from amibuild.handoff.rollout import RolloutRefused
-
     found = aws.describe_stack(stack, region)
     if found is None:
-        raise RolloutRefused(f"stack {stack} does not exist in {region}")
+        raise ro.RolloutRefused(f"stack {stack} does not exist in {region}")
     role = found.outputs.get(ROLE_OUTPUT)
     if not role:
-        raise RolloutRefused(f"stack {stack} has no {ROLE_OUTPUT} output; give the role with --role-arn")
+        raise ro.RolloutRefused(f"stack {stack} has no {ROLE_OUTPUT} output; give the role with --role-arn")
     return role
 
 

@@ -65,7 +65,7 @@ def settings(options: Options, *, channel: str | None = None, publish: bool = Tr
     with asking_version(packer) as version:
         pipeline = load_pipeline(options)  # bad input is refused before anything else
         if publish and channel:
-            from amibuild.channels.publish import check_channel  # the channel writer: only with --channel
+            from amibuild.channels.publish import check_channel  # deferred: the channel writer only with --channel
 
             try:
                 check_channel(channel)
@@ -76,7 +76,7 @@ def settings(options: Options, *, channel: str | None = None, publish: bool = Tr
         chosen = (channel or pipeline.default_channel) if publish else None
         version()  # PackerNotFound before any AWS call
     if flags.get("rehearse"):
-        from amibuild.rehearse.overlay import check_privileges  # the overlay tools: only for --rehearse
+        from amibuild.rehearse.overlay import check_privileges  # deferred: the overlay tools only for --rehearse
 
         check_privileges()  # --rehearse where it cannot run: refused before any AWS call
     return BuildSettings(options, pipeline, packer, chosen, **flags)
@@ -279,7 +279,7 @@ def _record(plan: BuildPlan, commit: str | None, *, state: str, outcomes=(), pub
 
 def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *, parallel: int,
                  progress=None) -> BuildRun:
-    from amibuild.bake.progress import Progress  # the terminal display: only once a build runs
+    from amibuild.bake.progress import Progress  # deferred: the terminal display once a build runs
 
     options = settings.options
     commit = git_commit(plan.pipeline.source.parent if plan.pipeline.source else Path.cwd())
@@ -290,7 +290,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     progress = progress or Progress([i.name for i in plan.items])
     check = None  # `packer build` checks each template itself before its first step
     if settings.rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
-        from amibuild.rehearse.job import rehearsal_check  # the rehearsal machinery: only for --rehearse
+        from amibuild.rehearse.job import rehearsal_check  # deferred: the rehearsal machinery only for --rehearse
 
         check = rehearsal_check(plan, options, check, say)
     try:

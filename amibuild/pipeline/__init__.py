@@ -19,7 +19,6 @@ Nothing here touches AWS or the file system beyond reading the files it is given
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import hcl
 from amibuild.errors import SpecError, VarFileError
-from amibuild.pipeline import checks, support
+from amibuild.pipeline import checks, naming, support
 
 PIPELINE_FILE = "amibuild.hcl"
 
@@ -317,8 +316,6 @@ def load(
 
 def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
     """Refuse, before any AWS work, the SSM parameter and AMI names a build would make and publish."""
-    from amibuild.pipeline import naming
-
     for variant in pipeline.variants:
         try:
             naming.parameter_name(pipeline, variant, channel)  # SSM's rules, checks.ssm_parameter_name
@@ -587,8 +584,6 @@ def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> No
             if region not in known:
                 label = "--region" if field_name == "regions" and from_flag else f"{where}: pipeline.{field_name}"
                 raise SpecError(f"{label}: unknown region {region!r}{suggest(region, known)}")
-    from amibuild.pipeline import naming
-
     for key, check in (("parameter_template", naming.check_template), ("default_channel", naming.check_channel)):
         if kw[key] is not None:
             try:
@@ -751,9 +746,7 @@ def known_regions() -> frozenset[str]:
 _REGIONS: frozenset[str] | None = None
 
 
-def suggest(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+suggest = checks.suggest  # " (did you mean 'x'?)", kept under its old name here
 
 
 def _choice(value: Any, choices: Sequence[str], where: str) -> str:

@@ -12,6 +12,7 @@ with a sentence naming it and what to do. Nothing here touches AWS or the file s
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any, Iterable, Mapping
 
@@ -134,8 +135,6 @@ def pipeline_name(value: str, where: str) -> str:
 
 
 def region(value: str, where: str, known: Iterable[str]) -> str:
-    from amibuild.pipeline import suggest
-
     if value not in known:
         raise SpecError(f"{where}: unknown region {value!r}{suggest(value, known)}")
     return value
@@ -318,3 +317,9 @@ def line_of(text_: str, needle: str) -> int | None:
         if probe and probe in line:
             return number
     return None
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """" (did you mean 'x'?)" for the closest of ``choices``, or ""."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -11,6 +11,7 @@ import string
 from typing import Protocol
 
 from amibuild.errors import SpecError
+from amibuild.pipeline.checks import ssm_parameter_name  # one rule for names, at load and at write
 
 DEFAULT_CHANNEL = "recommended"
 
@@ -77,8 +78,6 @@ def parameter_name(pipeline: PipelineLike, variant: VariantLike, channel: str,
     check_template(template)
     check_channel(channel)
     name = template.format(**_fields(pipeline, variant, channel))
-    from amibuild.pipeline.checks import ssm_parameter_name  # one rule for names, at load and at write
-
     return ssm_parameter_name(name, f"template {template!r}")
 
 

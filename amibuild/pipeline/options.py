@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amibuild.pipeline import Overrides, Pipeline
+from amibuild.pipeline import Overrides, Pipeline, load
 
 DEFAULT_BUILD_DIR = "build"
 
@@ -25,7 +25,6 @@ class Options:
 
 def load_pipeline(options: Options) -> Pipeline:
     """The pipeline file (or the flags alone) read, overridden and validated."""
-    from amibuild.aws import default_region  # boto3 behind it: not on the `amibuild --list` path
-    from amibuild.pipeline import load
+    from amibuild.aws import default_region  # deferred: boto3 behind it, not on the `amibuild --list` path
 
     return load(options.pipeline_file, options.overrides, default_region=default_region(options.profile))

@@ -77,7 +77,7 @@ def check(rendered: Rendered, env: Mapping[str, str] | None = None) -> list[Step
 
 def run(prepared: Prepared, *, keep: bool = False, refuse: Iterable[str] = (), timeout: float = 600.0) -> Report:
     """Rehearse a prepared variant in a throwaway copy of this machine; its temp folder is removed."""
-    from amibuild.rehearse import overlay
+    from amibuild.rehearse import overlay  # deferred: the overlay machinery only when a rehearsal runs
 
     started = time.monotonic()
     try:

@@ -458,7 +458,7 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
     """The upstream template (eks-worker-al2 or al2023) as HCL2 with our provisioners: (files, values,
     shipped, notes). ``binaries`` (render.upstream.binaries.Binaries) gives kubernetes_version
     (1.N.P) and kubernetes_build_date; without it the variant's own values stand."""
-    from amibuild.render import upstream
+    from amibuild.render import upstream  # deferred: the large converter only for upstream variants
 
     if len(pipeline.regions) > 1:
         raise SpecError(f"variant {variant.name}: the upstream base builds in one region; "

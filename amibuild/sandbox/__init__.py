@@ -228,7 +228,7 @@ class Sandbox:
         """Spawn the emulator and return once it answers; raise `SandboxError` if it does not."""
         if self._proc is not None:
             raise SandboxError("this sandbox is already started; stop() it first")
-        from amibuild.sandbox.moto_check import require_moto
+        from amibuild.sandbox.moto_check import require_moto  # deferred: this module must load without moto
 
         require_moto()
         deadline = time.monotonic() + timeout
@@ -517,7 +517,7 @@ class _Seeder:
     def seed(self) -> None:
         from moto.ec2.models import ec2_backends
         from moto.ssm.models import ssm_backends
-        from amibuild.sandbox import upstream
+        from amibuild.sandbox import upstream  # deferred: only the emulator process seeds
 
         self.released = []
         newest: dict[tuple[str, str, str, str], EksImage] = {}
@@ -749,7 +749,7 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         amis_path.write_text(json.dumps([image.to_moto() for image in seed_images()]))
         # moto reads the file when its EC2 models are imported, and only checks the variable after.
         os.environ["MOTO_AMIS_PATH"] = str(amis_path)
-        from amibuild.sandbox.moto_check import check_internals
+        from amibuild.sandbox.moto_check import check_internals  # deferred: after MOTO_AMIS_PATH is set
 
         # imports moto.ec2.models (reading the file) and every other moto module used here; a moto
         # that moved what we patch or import fails now, naming it

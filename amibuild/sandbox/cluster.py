@@ -82,6 +82,7 @@ def read_short_form_yaml() -> None:
     """YAML templates through amibuild's short-form loader (see the module docstring)."""
     from moto.cloudformation.models import ChangeSet, Stack
 
+    # deferred with moto's own: this runs inside the emulator process only
     from amibuild.errors import TemplateError
     from amibuild.handoff.cfn import parse_template
 

@@ -59,8 +59,8 @@ def steps(network: dict) -> list[tuple[str, list[str]]]:
 
 def run_demo(out: TextIO = sys.stdout, *, keep: bool = False,
              runner: Callable[[Sequence[str], dict, Path], int] | None = None) -> None:
+    # deferred: the emulator's module only when the demo runs (`amibuild --list` stays light)
     from amibuild.sandbox import Sandbox
-
     from amibuild.sandbox.moto_check import require_moto
 
     require_moto()  # before anything is made: without the extra the demo is bad input, not a failure
