@@ -82,8 +82,8 @@ def test_aws_auth_access_entry_flags_are_refused_before_any_aws_call(kwargs, wor
 @pytest.mark.parametrize("mode, first", [
     ("API", "--access-entry --cluster prod"),
     ("API_AND_CONFIG_MAP", "--access-entry --cluster prod"),
-    ("CONFIG_MAP", "invoke aws-auth --stack ng   (cluster prod reads only the aws-auth ConfigMap"),
-    ("", "invoke aws-auth --stack ng   (the mapRoles entry; if cluster prod uses access entries"),
+    ("CONFIG_MAP", "amibuild aws-auth --stack ng   (cluster prod reads only the aws-auth ConfigMap"),
+    ("", "amibuild aws-auth --stack ng   (the mapRoles entry; if cluster prod uses access entries"),
 ])
 def test_node_access_follows_the_clusters_authentication_mode(mode: str, first: str) -> None:
     assert first in node_access("prod", mode, stack="ng")

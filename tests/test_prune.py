@@ -158,9 +158,9 @@ def test_older_than_refuses_anything_else(text: str) -> None:
 
 def test_keep_below_one_is_refused_before_anything_is_read() -> None:
     with pytest.raises(SpecError, match="at least 1"):
-        cli_lifecycle.prune(object(), keep="0")
+        cli_lifecycle.settings(object(), keep="0")
     with pytest.raises(SpecError, match="--keep 5"):
-        cli_lifecycle.prune(object(), keep=None)
+        cli_lifecycle.settings(object(), keep=None)
 
 
 def test_the_deprecation_time_is_a_whole_minute_in_the_future() -> None:

@@ -1,29 +1,28 @@
-"""Node group hand-off from the command line: task flags → typed calls of `amibuild.handoff`.
+"""Node group hand-off from the command line: task flags → the settings of `amibuild.handoff.job`.
 
-Flags are known here only; `amibuild.handoff` takes stacks, regions and parameter names.
+Flags are known here only; `amibuild.handoff` takes stacks, regions and parameter names. Every flag
+is checked here, before any AWS call; the jobs (`job.rollout`, `job.deploy`) do the rest.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
-from amibuild.aws import Aws, default_region
+from amibuild.aws import Aws
 from amibuild.channels import publish
 from amibuild.pipeline.options import load_pipeline
 from amibuild.cli import values
-from amibuild.errors import AccessDenied, SpecError
-from amibuild.handoff.userdata.render import aws_auth_entry, check_role_arn, config_from_flags, render_userdata
-from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, ClusterFacts, node_access, read_cluster
-from amibuild.handoff.nodegroup import (NODE_GROUP, NODE_OSES, DeployResult, check_ours, deploy, node_role_arn,
-                                        parse_parameters, stack_parameters, template_json)
-from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutResult, Say, rollout_nodegroup, rollout_stack
+from amibuild.errors import SpecError
+from amibuild.handoff import job
+from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE
+from amibuild.handoff.nodegroup import NODE_OSES, node_role_arn, parse_parameters
+from amibuild.handoff.rollout import DEFAULT_TIMEOUT
+from amibuild.handoff.userdata.render import aws_auth_entry, check_role_arn
 
 
 def gateway(options: Any, region: str | None) -> tuple[Aws, str]:
     """(Aws, region): `region`, else AWS_REGION / the profile's region, as the AWS CLI picks it."""
-    region = region or default_region(options.profile)
-    return Aws(profile=options.profile, region=region), region
+    return job.gateway(options.profile, region)
 
 
 def channel_parameter(options: Any, variant: str | None, channel: str | None) -> str | None:
@@ -41,39 +40,34 @@ def seconds(value: Any) -> float:
     return values.optional_duration(value, "--timeout", example="3600, 30m or 2h") or DEFAULT_TIMEOUT
 
 
-def rollout(options: Any, *, stack: str | None, nodegroup: str | None, variant: str | None, channel: str | None,
-        region: str | None, say: Say, dry_run: bool = False, wait: bool = True,
-        timeout: float | None = None) -> RolloutResult:
-    """`amibuild rollout`: --stack NAME or --nodegroup CLUSTER/NAME."""
+def rollout_settings(options: Any, *, stack: str | None, nodegroup: str | None, variant: str | None,
+                     channel: str | None, region: str | None, dry_run: bool = False, wait: bool = True,
+                     timeout: float | None = None) -> job.RolloutSettings:
+    """`amibuild rollout`'s flags (--stack NAME or --nodegroup CLUSTER/NAME) as settings; bad input refused."""
     if bool(stack) == bool(nodegroup):
         raise SpecError("rollout: give --stack NAME or --nodegroup CLUSTER/NAME (one of them)")
     parameter = channel_parameter(options, variant, channel)
-    limits = {"timeout": seconds(timeout), "dry_run": dry_run, "wait": wait}
+    wait_for = seconds(timeout)
     if stack:
-        aws, region = gateway(options, region)
-        return rollout_stack(aws, stack, region, channel_parameter=parameter, say=say, **limits)
+        return job.RolloutSettings(options.profile, region, stack=stack, channel_parameter=parameter,
+                                   dry_run=dry_run, wait=wait, timeout=wait_for)
     cluster, _, name = (nodegroup or "").partition("/")
     if not cluster or not name or "/" in name:
         raise SpecError(f"--nodegroup {nodegroup!r}: write CLUSTER/NAME, e.g. prod/ng-managed")
     if not parameter:
         raise SpecError("--nodegroup needs --variant (and --channel): a managed node group follows no parameter")
-    aws, region = gateway(options, region)
-    return rollout_nodegroup(aws, cluster, name, region, channel_parameter=parameter, say=say, **limits)
+    return job.RolloutSettings(options.profile, region, nodegroup=(cluster, name), channel_parameter=parameter,
+                               dry_run=dry_run, wait=wait, timeout=wait_for)
 
 
-DEFAULT_NODE_OS = "al2023"  # without --os, --variant or an existing stack: what EKS publishes today
-
-
-def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: str | None, channel: str | None,
-                      flags: Mapping[str, str], subnets: Iterable[str], parameters: Iterable[str],
-                      proxy: str, no_proxy: Iterable[str], service_cidr: str, say: Callable[[str], None],
-                      wait: bool = True, timeout: float | None = None, os_: str = "",
-                      private_endpoint: bool = False, api_server_endpoint: str = "",
-                      certificate_authority: str = "", dry_run: bool = False) -> DeployResult:
-    """`amibuild nodegroup-deploy`: flags (parameter name -> value) and --parameter KEY=VALUE become the
-    stack's parameters. The nodes' OS is --os, else the variant's, else the stack's, else al2023.
-    al2023 nodes and --proxy get user data from `amibuild userdata`'s code, with the cluster's
-    endpoint, CA, service CIDR and endpoint access read with DescribeCluster (flags when it cannot be read)."""
+def deploy_settings(options: Any, *, stack: str, region: str | None, variant: str | None, channel: str | None,
+                    flags: Mapping[str, str], subnets: Iterable[str], parameters: Iterable[str],
+                    proxy: str, no_proxy: Iterable[str], service_cidr: str,
+                    wait: bool = True, timeout: float | None = None, os_: str = "",
+                    private_endpoint: bool = False, api_server_endpoint: str = "",
+                    certificate_authority: str = "", dry_run: bool = False) -> job.DeploySettings:
+    """`amibuild nodegroup-deploy`'s flags as settings: flags (parameter name -> value) and
+    --parameter KEY=VALUE become the stack's parameters; every flag is checked before any AWS call."""
     if not stack:
         raise SpecError("nodegroup-deploy: --stack NAME is required")
     wait_for = seconds(timeout)  # every flag is read before any other check or AWS call
@@ -89,60 +83,12 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
     if not proxy and (tuple(no_proxy) or private_endpoint):
         raise SpecError("--no-proxy and --private-endpoint go with --proxy")
     parameter = channel_parameter(options, variant, channel)
-    # --os wins over the variant's, as a flag does over the pipeline file everywhere else.
     variant_os = load_pipeline(options).variants[0].os if variant else ""
-    aws, region = gateway(options, region)
-    found = aws.describe_stack(stack, region)
-    origin = check_ours(aws, stack, region) if found is not None else None
-    if found is None:  # what a create lacks, said before DescribeCluster and the user data
-        stack_parameters({"NodeGroupName": stack, **given}, None)
-        if not parameter and not given.get("NodeImageId"):
-            raise SpecError("creating a node group stack needs --variant (and --channel), or --parameter NodeImageId=AMI")
-    previous = {key: p.value for key, p in found.parameters.items()} if found else {}
-    node_os = os_ or variant_os or str((origin or {}).get("os") or "") or DEFAULT_NODE_OS
-    if origin is not None and origin.get("os") and origin.get("os") != node_os:
-        say(f"stack {stack}: nodes move from {origin.get('os')} to {node_os} (the rolling update replaces them)")
-    cluster = given.get("ClusterName") or previous.get("ClusterName", "")
-    facts, unread = _cluster_facts(aws, cluster, region) if cluster else (None, "")
-    user_data = None
-    if node_os == "al2023" or proxy:
-        al2023 = node_os == "al2023"
-        endpoint = api_server_endpoint or (facts.endpoint if facts and al2023 else "")
-        ca = certificate_authority or (facts.certificate_authority if facts and al2023 else "")
-        cidr = service_cidr or (facts.service_cidr if facts else "")
-        if al2023 and not (endpoint and ca and cidr):
-            raise SpecError(
-                f"al2023 nodes need cluster {cluster or '(--cluster)'}'s endpoint, CA and service CIDR, and "
-                f"DescribeCluster in {region} gave none: give --api-server-endpoint, --certificate-authority "
-                "and --service-cidr")
-        if unread:
-            say(f"{unread}; going by the flags")
-        user_data = render_userdata(config_from_flags(
-            cluster=cluster, os=node_os, proxy=proxy, no_proxy=tuple(no_proxy), service_cidr=cidr,
-            region=region, api_server_endpoint=endpoint, certificate_authority=ca,
-            # An update that does not give BootstrapArguments keeps the stack's: the user data too.
-            bootstrap_args="" if al2023 else given.get("BootstrapArguments", previous.get("BootstrapArguments", "")),
-            cfn_stack=stack, cfn_resource=NODE_GROUP,
-            private_endpoint=private_endpoint or bool(facts and facts.private_endpoint),
-        ))
-    elif service_cidr or api_server_endpoint or certificate_authority:
-        raise SpecError("--service-cidr, --api-server-endpoint and --certificate-authority go with al2023 nodes "
-                        "or --proxy")
-    result = deploy(aws, stack, region, given=given, template_body=template_json(user_data, node_os=node_os),
-                    channel_parameter=parameter, say=say, wait=wait, timeout=wait_for, dry_run=dry_run)
-    if dry_run:
-        return result
-    mode = facts.authentication_mode if facts else ""
-    return replace(result, notes=(node_access(cluster, mode, stack=stack),))
-
-
-def _cluster_facts(aws: Aws, cluster: str, region: str) -> tuple[ClusterFacts | None, str]:
-    """(DescribeCluster's facts, "") or (None, why) when the cluster is not there or may not be read."""
-    try:
-        facts = read_cluster(aws, cluster, region)
-    except AccessDenied as exc:
-        return None, f"cluster {cluster}: cannot read it ({exc})"
-    return facts, "" if facts is not None else f"cluster {cluster}: not found in {region}"
+    return job.DeploySettings(
+        options.profile, region, stack, given, parameter, node_os=os_, variant_os=variant_os, proxy=proxy,
+        no_proxy=tuple(no_proxy), service_cidr=service_cidr, private_endpoint=private_endpoint,
+        api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority, wait=wait,
+        timeout=wait_for, dry_run=dry_run)
 
 
 def node_role(options: Any, *, role_arn: str, stack: str, region: str | None) -> str:

@@ -104,15 +104,14 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
                                          extra_pkg, extra_repo, var, var_file, flavor),
                        all=all, build_dir=build_dir, profile=profile)
-    settings = cli.run(lambda: job.settings(
+    run = cli.run(lambda: job.run(job.settings(
         opts, channel=channel, publish=not no_publish, force=force, dry_run=dry_run,
         parallel=values.optional_count(parallel, "--parallel", example=4),
         max_parallel=values.count(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)", maximum=256),
         timeout=values.optional_duration(timeout, "--timeout", example="90m or 5400"),
         rehearse=rehearse, wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
-    ))
-    run = cli.run(lambda: job.run(settings, cli.say))
+    ), cli.say))
     if json:
         cli.emit_json(run.to_dict())
     else:
@@ -140,10 +139,12 @@ def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
 
     opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
                                          extra_pkg, extra_repo, var, var_file, flavor))
-    settings = cli.run(lambda: job.RehearseSettings(
-        opts, load_pipeline(opts), keep=keep, refuse=job.refused_packages(),
-        timeout=values.optional_duration(timeout, "--timeout", example="600 or 10m") or job.DEFAULT_TIMEOUT))
-    result = cli.run(lambda: job.run(settings, cli.say))
+    def settings() -> job.RehearseSettings:
+        seconds = values.optional_duration(timeout, "--timeout", example="600 or 10m") or job.DEFAULT_TIMEOUT
+        return job.RehearseSettings(opts, load_pipeline(opts), keep=keep, timeout=seconds,
+                                    refuse=job.refused_packages())
+
+    result = cli.run(lambda: job.run(settings(), cli.say))
     if json:
         cli.emit_json([r.to_dict() for r in result.reports])
     else:
@@ -175,8 +176,7 @@ def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=
     from amibuild.bake import clean
 
     opts = cli.options(c, pipeline=pipeline, profile=profile, build_dir=build_dir)
-    settings = cli.run(lambda: clean.settings(opts, run_id, dry_run=dry_run))
-    result = cli.run(lambda: clean.run(settings))
+    result = cli.run(lambda: clean.run(clean.settings(opts, run_id, dry_run=dry_run)))
     if json:
         cli.emit_json(result.to_dict())
     else:
@@ -497,11 +497,12 @@ def rollout(c, stack=None, nodegroup=None, variant=None, channel=None, region=No
     """Roll a node group stack or EKS managed node group to a channel's AMI: change set, update, verify."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import handoff
+    from amibuild.handoff import job
 
     opts = _channel_options(c, pipeline, variant, k8s, profile)
-    result = cli.run(lambda: handoff.rollout(opts, stack=stack, nodegroup=nodegroup, variant=variant, channel=channel,
-                                             region=region, say=cli.say, dry_run=dry_run, wait=not no_wait,
-                                             timeout=timeout))
+    result = cli.run(lambda: job.rollout(handoff.rollout_settings(
+        opts, stack=stack, nodegroup=nodegroup, variant=variant, channel=channel, region=region, dry_run=dry_run,
+        wait=not no_wait, timeout=timeout), cli.say))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
 
 
@@ -546,15 +547,17 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import handoff
+    from amibuild.handoff import job
 
     opts = _channel_options(c, pipeline, variant, k8s, profile)
     flags = {"ClusterName": cluster, "VpcId": vpc_id, "ClusterControlPlaneSecurityGroup": control_plane_sg,
              "NodeGroupName": nodegroup_name}
-    result = cli.run(lambda: handoff.deploy_from_flags(
+    result = cli.run(lambda: job.deploy(handoff.deploy_settings(
         opts, stack=stack, region=region, variant=variant, channel=channel, flags=flags, subnets=subnet or [],
-        parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr, say=cli.say,
+        parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr,
         wait=not no_wait, timeout=timeout, os_=os_, private_endpoint=private_endpoint,
-        api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority, dry_run=dry_run))
+        api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority, dry_run=dry_run),
+        cli.say))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
 
 
@@ -612,12 +615,13 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
     """Delete old images amibuild made: keep the newest N per variant and region and every image in use."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import lifecycle
+    from amibuild.lifecycle import job
     from amibuild.lifecycle import prune as prune_mod
 
     opts = cli.options(c, pipeline=pipeline, profile=profile)
-    result = cli.run(lambda: lifecycle.prune(
+    result = cli.run(lambda: job.run(lifecycle.settings(
         opts, keep=keep, older_than=older_than, keep_versions=3 if keep_versions is None else keep_versions,
-        dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or ()))
+        dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or ())))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(prune_mod.report_lines(result))
     cli.run(result.check)
 

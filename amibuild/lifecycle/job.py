@@ -1,0 +1,40 @@
+"""The prune job: gather the facts → plan (pure, `prune.plan_prune`) → unless a dry run, execute.
+
+`run` takes one frozen `PruneSettings`, made by `amibuild.cli.lifecycle` from the flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from amibuild.aws import Aws
+from amibuild.lifecycle.prune import DEFAULT_KEEP_VERSIONS, PruneResult, execute_prune, gather, plan_prune
+from amibuild.pipeline import Pipeline
+
+
+@dataclass(frozen=True)
+class PruneSettings:
+    profile: str | None
+    pipeline: Pipeline
+    keep: int  # images per variant and region, newest first
+    older_than: timedelta | None = None  # also keep every image younger than this
+    keep_versions: int = DEFAULT_KEEP_VERSIONS
+    dry_run: bool = False
+    deprecate_only: bool = False
+    variants: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()  # () : every target region of the pipeline
+
+
+def run(settings: PruneSettings, *, now: datetime | None = None, aws: Aws | None = None) -> PruneResult:
+    pipeline = settings.pipeline
+    if aws is None:
+        aws = Aws(profile=settings.profile, region=pipeline.build_region)
+    targets = tuple(dict.fromkeys(settings.regions)) or pipeline.target_regions
+    facts = gather(aws, pipeline, targets, keep_versions=settings.keep_versions, variants=settings.variants)
+    plan = plan_prune(facts.images, facts.in_use, settings.keep, settings.older_than, now or datetime.now(timezone.utc),
+                      snapshot_tags=facts.snapshot_tags, deprecate_only=settings.deprecate_only,
+                      keep_versions=settings.keep_versions, pipeline=pipeline.name, deprecated=facts.deprecated)
+    if settings.dry_run:
+        return PruneResult(plan, None)
+    return execute_prune(aws, plan, now=now)
