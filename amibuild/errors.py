@@ -211,13 +211,19 @@ class HclSyntaxError(AmibuildError, ValueError):
 
 
 class Interrupted(AmibuildError):
-    """The run was interrupted by Ctrl-C, SIGTERM or SIGHUP; its exit code is 128 + that signal."""
+    """The run was interrupted by Ctrl-C, SIGTERM or SIGHUP; its exit code is 128 + that signal.
+
+    ``summary``: the message sums up the whole interrupted run ("interrupted by SIGTERM: ..."),
+    not one step's error.
+    """
 
     exit_code = ExitCode.INTERRUPTED
 
-    def __init__(self, message: str = "interrupted", exit_code: int = ExitCode.INTERRUPTED) -> None:
+    def __init__(self, message: str = "interrupted", exit_code: int = ExitCode.INTERRUPTED, *,
+                 summary: bool = False) -> None:
         super().__init__(message)
         self.exit_code = ExitCode(exit_code)
+        self.summary = summary
 
 
 class RehearsalUnavailable(UsageError):

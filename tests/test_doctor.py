@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from amibuild.cli import doctor
-from amibuild.cli.commands import Options
+from amibuild.pipeline.options import Options
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "amibuild.hcl"

@@ -86,7 +86,7 @@ def test_render_case_matches_expected_hcl(case_dir: Path, monkeypatch: pytest.Mo
 def test_render_case_passes_packer_validate_and_fmt(case_dir: Path, monkeypatch: pytest.MonkeyPatch,
                                                     tmp_path: Path) -> None:
     """Every case's files, written out, pass the real packer binary (validate needs no AWS)."""
-    from amibuild.cli.commands import check_directory
+    from amibuild.bake.prepare import check_directory
     from amibuild.bake.packer import Packer
 
     packer = Packer()

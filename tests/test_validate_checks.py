@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from amibuild.bake.packer import Packer
-from amibuild.cli.commands import check_directories
+from amibuild.bake.prepare import check_directories
 from amibuild.errors import PackerValidateError
 
 pytestmark = pytest.mark.skipif(shutil.which("packer") is None, reason="no packer binary on PATH")

@@ -256,25 +256,21 @@ def _flag_values(program: Program) -> Iterable[tuple[str, str, str | None, Any]]
 # ------------------------------------------------------------------------------- plain `invoke` here
 
 
-def adopt_invoke_program() -> None:
+def adopt_invoke_program(program: Program | None = None) -> None:
     """Give the `invoke` run that is importing this repository's tasks.py the same handling of
     command-line mistakes (one `amibuild: error:` line, exit 2) and closed pipes as `amibuild`.
 
-    invoke's own Program parses the tasks' flags only after it has imported tasks.py, and looks
-    its steps up on the instance, so wrapping that one instance's later steps is enough: nothing
-    in invoke is patched, and a tasks.py loaded any other way (a test, `amibuild`) changes nothing.
-    A mistake invoke rejects before it has read tasks.py keeps invoke's wording.
+    The `invoke` command (and `python -m invoke`) is one Program instance, `invoke.main.program`.
+    It parses the tasks' flags only after it has imported tasks.py, and looks its steps up on the
+    instance, so wrapping that one instance's later steps is enough: nothing in invoke is patched.
+    Only while it is loading the collection (it has its command line, not yet a parser for the
+    tasks' flags); a tasks.py loaded any other way (a test, `amibuild`) changes nothing. A mistake
+    invoke rejects before it has read tasks.py keeps invoke's wording.
     """
-    frame = sys._getframe(1)
-    while frame is not None:
-        candidate = frame.f_locals.get("self")
-        if isinstance(candidate, Program) and not isinstance(candidate, AmibuildProgram):
-            break
-        frame = frame.f_back
-    else:
+    if program is None:
+        from invoke.main import program  # invoke's own command: the instance `invoke` runs
+    if isinstance(program, AmibuildProgram) or not program.argv or getattr(program, "parser", None) is not None:
         return
-    program = candidate
-    del frame
     binary = "invoke"
 
     def wrap(step, parses_tasks: bool = False):

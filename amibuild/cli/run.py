@@ -32,7 +32,7 @@ def debugging() -> bool:
 
 def message(exc: AmibuildError) -> str:
     """The one line an error is shown as."""
-    if isinstance(exc, Interrupted):
+    if isinstance(exc, Interrupted) and exc.summary:
         return f"amibuild: {exc}"
     return f"{ERROR}{exc}"
 
@@ -59,7 +59,7 @@ def run(body: Callable[[], T]) -> T:
             traceback.print_exc()
         raise Exit(message(exc), code=int(exc.exit_code)) from None
     except KeyboardInterrupt:
-        raise Exit(message(Interrupted()), code=ExitCode.INTERRUPTED) from None
+        raise Exit(message(Interrupted(summary=True)), code=ExitCode.INTERRUPTED) from None
 
 
 def run_channel(body: Callable[[Any], T]) -> tuple[T, Any]:
@@ -70,9 +70,9 @@ def run_channel(body: Callable[[Any], T]) -> tuple[T, Any]:
             try:
                 return body(signals)
             except AmibuildError as exc:
-                if not signals.requested() or isinstance(exc, Interrupted):
+                if not signals.requested():
                     raise
-                raise Interrupted(f"interrupted by {signals.name}: {exc}", signals.exit_code) from exc
+                raise Interrupted(f"interrupted by {signals.name}: {exc}", signals.exit_code, summary=True) from exc
         return run(guarded), signals
 
 
@@ -88,7 +88,7 @@ def finish_channel(result: Any, signals: Any) -> None:
 
     def stop() -> None:
         raise Interrupted(f"interrupted by {signals.name} after the channel write finished: {what}",
-                          signals.exit_code)
+                          signals.exit_code, summary=True)
 
     run(stop)
 

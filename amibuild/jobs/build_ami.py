@@ -150,7 +150,7 @@ def verdict(run: BuildRun) -> AmibuildError | None:
             if published else f"nothing was published{rest if stuck else ''}") + (
             "; packer was killed before its cleanup finished" if run.aborted else "") + _left_behind(outcomes)
             + _unrecorded(run))
-        return Interrupted(text, run.exit_code or ExitCode.INTERRUPTED)
+        return Interrupted(text, run.exit_code or ExitCode.INTERRUPTED, summary=True)
     if run.record_error:
         return RecordNotWritten(f"{run.record_error}{_made(outcomes)}")
     failed = run.failed
