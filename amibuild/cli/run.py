@@ -183,13 +183,19 @@ def lines_out(items: Iterable[str]) -> None:
         print(item, flush=True)
 
 
-def channel_target(options: "Options", variant: str | None):  # noqa: F821
-    """(Aws, Pipeline, Variant) for publish / promote / rollback / history of one variant."""
-    # deferred: boto3 and the pipeline model, not on the `amibuild --list` path
-    from amibuild.aws import Aws
-    from amibuild.pipeline.options import load_pipeline
+def channel_variant(options: "Options", variant: str | None):  # noqa: F821
+    """(Pipeline, Variant) for publish / promote / rollback / history of one variant."""
+    from amibuild.pipeline.options import load_pipeline  # deferred: the pipeline model, not on the --list path
 
     if not variant:
         raise SpecError("--variant: name the variant whose channel to change, e.g. --variant ceph")
     pipeline = load_pipeline(options)
-    return Aws(profile=options.profile, region=pipeline.build_region), pipeline, pipeline.variants[0]
+    return pipeline, pipeline.variants[0]
+
+
+def channel_target(options: "Options", variant: str | None):  # noqa: F821
+    """(Aws, Pipeline, Variant) for the reads of one variant's channels (history)."""
+    from amibuild.aws import Aws  # deferred: boto3, not on the `amibuild --list` path
+
+    pipeline, chosen = channel_variant(options, variant)
+    return Aws(profile=options.profile, region=pipeline.build_region), pipeline, chosen

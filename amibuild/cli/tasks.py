@@ -387,13 +387,16 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
             pipeline=None, k8s=None, profile=None, json=False, dry_run=False):
     """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.channels import publish as channels_mod
+    from amibuild.channels import job
+    from amibuild.channels.plan import parse_amis
 
     def body(signals):
-        aws, pipe, var = cli.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
-        return channels_mod.publish_variant(aws, pipeline=pipe, variant=var, amis=channels_mod.parse_amis(ami or []),
-                                            channel=channel, run_id=run_id, allow_foreign=allow_foreign, force=force,
-                                            guard=_guard(c, signals, run_id), dry_run=dry_run)
+        opts = _channel_options(c, pipeline, variant, k8s, profile)
+        pipe, var = cli.channel_variant(opts, variant)
+        return job.publish(job.PublishSettings(
+            profile=opts.profile, pipeline=pipe, variant=var, amis=parse_amis(ami or []), channel=channel,
+            run_id=run_id, allow_foreign=allow_foreign, force=force, guard=_guard(c, signals, run_id),
+            dry_run=dry_run))
 
     _channel_result(*cli.run_channel(body), json=json)
 
@@ -407,14 +410,15 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
             dry_run=False):
     """Copy a channel's exact AMI, region by region, into another channel."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.channels import publish as channels_mod
+    from amibuild.channels import job
 
     def body(signals):
         if not from_ or not to:
             raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
-        aws, pipe, var = cli.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
-        return channels_mod.promote(aws, pipeline=pipe, variant=var, source=from_, target=to, force=force,
-                                    guard=_guard(c, signals), dry_run=dry_run)
+        opts = _channel_options(c, pipeline, variant, k8s, profile)
+        pipe, var = cli.channel_variant(opts, variant)
+        return job.promote(job.PromoteSettings(profile=opts.profile, pipeline=pipe, variant=var, source=from_,
+                                               target=to, force=force, guard=_guard(c, signals), dry_run=dry_run))
 
     _channel_result(*cli.run_channel(body), json=json)
 
@@ -429,14 +433,15 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
              profile=None, json=False, dry_run=False):
     """Put a channel back to an earlier AMI from its parameter history."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.channels import publish as channels_mod
+    from amibuild.channels import job
 
     def body(signals):
-
         version = values.optional_count(to_version, "--to-version", example=3)
-        aws, pipe, var = cli.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
-        return channels_mod.rollback(aws, pipeline=pipe, variant=var, channel=channel, to_version=version, force=force,
-                                     guard=_guard(c, signals), dry_run=dry_run)
+        opts = _channel_options(c, pipeline, variant, k8s, profile)
+        pipe, var = cli.channel_variant(opts, variant)
+        return job.rollback(job.RollbackSettings(profile=opts.profile, pipeline=pipe, variant=var, channel=channel,
+                                                 to_version=version, force=force, guard=_guard(c, signals),
+                                                 dry_run=dry_run))
 
     _channel_result(*cli.run_channel(body), json=json)
 

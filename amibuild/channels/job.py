@@ -1,0 +1,66 @@
+"""The channel jobs: publish, promote, rollback, each one call taking one frozen settings value
+(made by the CLI from the flags, the config and the pipeline file). ``dry_run``: the plan the
+write would carry out, read without taking the channel's lease; nothing is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from amibuild.aws import Aws
+from amibuild.channels import publish as ops
+from amibuild.channels.lease import Guard
+from amibuild.channels.plan import PublishPlan, PublishResult
+from amibuild.pipeline import Pipeline, Variant
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChannelSettings:
+    """What every channel write needs: whose channel, the lease's guard, and how to write."""
+
+    profile: str | None
+    pipeline: Pipeline
+    variant: Variant
+    guard: Guard = field(default_factory=Guard)
+    force: bool = False  # write even if another writer moved the channel since amibuild read it
+    dry_run: bool = False
+
+    def gateway(self) -> Aws:
+        return Aws(profile=self.profile, region=self.pipeline.build_region)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishSettings(ChannelSettings):
+    amis: Mapping[str, str]  # region -> AMI
+    channel: str = ops.DEFAULT_CHANNEL
+    run_id: str | None = None
+    allow_foreign: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class PromoteSettings(ChannelSettings):
+    source: str
+    target: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RollbackSettings(ChannelSettings):
+    channel: str = ops.DEFAULT_CHANNEL
+    to_version: int | None = None
+
+
+def publish(s: PublishSettings) -> PublishResult | PublishPlan:
+    return ops.publish_variant(s.gateway(), pipeline=s.pipeline, variant=s.variant, amis=s.amis, channel=s.channel,
+                               run_id=s.run_id, allow_foreign=s.allow_foreign, force=s.force, guard=s.guard,
+                               dry_run=s.dry_run)
+
+
+def promote(s: PromoteSettings) -> PublishResult | PublishPlan:
+    return ops.promote(s.gateway(), pipeline=s.pipeline, variant=s.variant, source=s.source, target=s.target,
+                       force=s.force, guard=s.guard, dry_run=s.dry_run)
+
+
+def rollback(s: RollbackSettings) -> PublishResult | PublishPlan:
+    return ops.rollback(s.gateway(), pipeline=s.pipeline, variant=s.variant, channel=s.channel,
+                        to_version=s.to_version, force=s.force, guard=s.guard, dry_run=s.dry_run)
