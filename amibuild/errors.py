@@ -34,7 +34,8 @@ turns them into a one-line message and an exit code::
     ├── RolloutFailed                     the update failed, rolled back, timed out or did not converge
     ├── PruneFailed                       images or snapshots prune meant to remove are still there
     ├── BuildFailed                       one or more variants failed to build (or were not published)
-    ├── RecordNotWritten                  the run record could not be written (disk full, read-only)
+    ├── OutputNotWritten                  build/ could not be written (disk full, read-only)
+    │   └── RecordNotWritten              the run record could not be written: the AMIs made are named
     ├── CleanupIncomplete                 clean-run could not remove everything a run left behind
     ├── HclSyntaxError                    python-hcl2 refused a text (`amibuild.hcl.loads`)
     ├── RehearsalError                    the rehearsal's throwaway copy could not be made or entered
@@ -194,7 +195,11 @@ class BuildFailed(AmibuildError):
     """One or more variants failed to build, or were built and not published."""
 
 
-class RecordNotWritten(AmibuildError):
+class OutputNotWritten(AmibuildError):
+    """A file amibuild writes under build/ (rendered files, a run record) could not be written."""
+
+
+class RecordNotWritten(OutputNotWritten):
     """The run record could not be written (disk full, read-only folder): the AMIs made are named."""
 
 

@@ -430,8 +430,8 @@ def test_bad_input_is_refused_before_a_dry_run_reads_anything(channel_repo: Path
 
 
 def test_errno_names() -> None:
-    assert record._why(OSError(errno.ENOSPC, "x")) == "no space left on the device"
-    assert record._why(OSError(errno.EROFS, "x")) == "read-only file system"
+    assert record.why_not_written(OSError(errno.ENOSPC, "x")) == "no space left on the device"
+    assert record.why_not_written(OSError(errno.EROFS, "x")) == "read-only file system"
 
 
 # ------------------------------------------------------------------------------- the extra's hint
@@ -515,3 +515,88 @@ def test_nodegroup_deploy_dry_run_sends_neither_create_nor_update(sandbox: Sandb
     assert stacks() == before
     cfn = boto3.client("cloudformation", region_name="us-west-2")
     assert cfn.list_change_sets(StackName="ng-dry")["Summaries"] == []
+
+
+# ------------------------------------------------------------------------------- a record that cannot be written
+
+ONE_VARIANT = """
+pipeline {
+  name       = "eks-workers"
+  ssm_prefix = "/amibuild"
+  regions    = ["us-west-2"]
+}
+variant "ceph" {
+  extra_packages = ["ceph-common"]
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
+def test_a_record_that_cannot_be_written_at_the_end_names_the_amis_made(sandbox: Sandbox, small_disk: Path,
+                                                                       tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build folder turns read-only while the channel is written (the publish is held at its
+    first PutParameter, the remount done, the write let go): the run finishes, its final record
+    cannot be written, and the error line and --json name the AMI made."""
+    from faultproxy import FaultProxy
+
+    (tmp_path / "amibuild.hcl").write_text(ONE_VARIANT)
+    (tmp_path / ".git").mkdir()
+    with FaultProxy(sandbox.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        gate = proxy.gate(["AmazonSSM.PutParameter"], region="us-west-2", name="1.35/ceph/recommended/image_id")
+        proc = subprocess.Popen([os.sys.executable, "-m", "amibuild", "build-ami", "--json", "--build-dir",
+                                 str(small_disk)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            assert gate.wait_held(1, timeout=240), "the publish never started"
+            started = list((small_disk / "runs").glob("*.json"))
+            assert len(started) == 1 and json.loads(started[0].read_text())["state"] == "running"
+            assert _mount("-o", "remount,ro", str(small_disk))
+        finally:
+            gate.release()
+        out, err = proc.communicate(timeout=240)
+    assert proc.returncode == ExitCode.FAILED, err
+    summary = json.loads(out)
+    (variant,) = summary["variants"]
+    ami = variant["amis"]["us-west-2"]
+    assert variant["status"] == "built" and variant["published"]["regions"] == {"us-west-2": 1}
+    assert summary["record"] is None and "read-only file system" in summary["record_error"]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("amibuild: error: ") and "cannot write the run record (read-only file system)" in last
+    assert f"AMIs made: ceph us-west-2={ami}" in last
+    assert json.loads(started[0].read_text())["state"] == "running"  # the old record whole, not half written
+    ec2 = boto3.client("ec2", region_name="us-west-2", endpoint_url=sandbox.endpoint)
+    assert ec2.describe_images(ImageIds=[ami])["Images"]  # made, published, and named: not lost
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A tmpfs of its own (8 MiB): enough for one run's files; remounted read-only by the test."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("needs root to mount a tmpfs")
+    where = tmp_path / "disk"
+    where.mkdir()
+    if not _mount("-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)):
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
+def test_a_read_only_build_folder_stops_build_ami_before_any_aws_write(sandbox: Sandbox, small_disk: Path,
+                                                                       tmp_path: Path, monkeypatch, capsys) -> None:
+    (tmp_path / "amibuild.hcl").write_text(ONE_VARIANT)
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert _mount("-o", "remount,ro", str(small_disk))
+    code, out, err = amibuild(capsys, "build-ami", "--build-dir", str(small_disk))
+    assert code == ExitCode.FAILED and out == ""
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("amibuild: error: ") and "cannot write the rendered files (read-only file system)" in last
+    assert "Traceback" not in err
+    assert everything("us-west-2") == {}  # no lease, no channel
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    assert ec2.describe_images(Owners=["self"])["Images"] == []

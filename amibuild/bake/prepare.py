@@ -20,7 +20,8 @@ from amibuild import hcl
 from amibuild import render as render_mod
 from amibuild.aws import Aws, fan_out
 from amibuild.bake.packer import Packer, input_refusal
-from amibuild.errors import AmibuildError, AwsError, PackerNotFound, PackerValidateError, SpecError
+from amibuild.bake.record import why_not_written
+from amibuild.errors import AmibuildError, AwsError, OutputNotWritten, PackerNotFound, PackerValidateError, SpecError
 from amibuild.pipeline import Pipeline, Variant
 from amibuild.pipeline.options import Options, load_pipeline
 from amibuild.pipeline.support import support_warning
@@ -168,7 +169,11 @@ def write_all(prepared: Prepared, options: Options, say: Say, out_dir: Path | No
     for line in shared:
         say(f"note: {line}")
     for item in prepared.rendered:
-        directories.append(render_mod.write(item, out_dir, item.record(prepared.pipeline, prepared.packer_version)))
+        try:
+            directories.append(render_mod.write(item, out_dir, item.record(prepared.pipeline, prepared.packer_version)))
+        except OSError as exc:  # a full or read-only disk: one line, nothing else done
+            raise OutputNotWritten(f"{out_dir / item.variant.name}: cannot write the rendered files "
+                                   f"({why_not_written(exc)})") from exc
         say(f"rendered {item.variant.name}: {out_dir / item.variant.name} (fingerprint {item.fingerprint[:12]})")
         for line in item.notes:
             if line not in shared:

@@ -50,7 +50,7 @@ def write_atomic(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise RecordNotWritten(f"{path}: cannot write the run record ({_why(exc)})") from exc
+        raise RecordNotWritten(f"{path}: cannot write the run record ({why_not_written(exc)})") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
@@ -60,14 +60,15 @@ def write_atomic(path: Path, text: str) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(temp)
-        raise RecordNotWritten(f"{path}: cannot write the run record ({_why(exc)})") from exc
+        raise RecordNotWritten(f"{path}: cannot write the run record ({why_not_written(exc)})") from exc
 
 
 def write_record(path: Path, record: dict) -> None:
     write_atomic(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
-def _why(exc: OSError) -> str:
+def why_not_written(exc: OSError) -> str:
+    """The reason a write failed, in words (a full disk, a read-only one, ...)."""
     names = {errno.ENOSPC: "no space left on the device", errno.EROFS: "read-only file system",
              errno.EDQUOT: "disk quota exceeded", errno.EACCES: "permission denied"}
     return names.get(exc.errno or 0, exc.strerror or str(exc))
