@@ -44,7 +44,7 @@ GET_PARAMETER = "AmazonSSM.GetParameter"
 
 
 def run() -> Report:
-    from amibuild.bake import prepare as commands
+    from amibuild.bake import prepare
     from amibuild import render as render_mod
     from amibuild.sandbox import Sandbox
     from benchmarks import _buildkit as kit
@@ -81,7 +81,7 @@ def run() -> Report:
                 direct, proxied = _hop_cost(sandbox.endpoint, proxy.endpoint)
 
             with kit.environ(env):
-                pipeline = commands.load_pipeline(commands.Options(pipeline_file=str(pipeline_file)))
+                pipeline = prepare.load_pipeline(prepare.Options(pipeline_file=str(pipeline_file)))
             parameters = {render_mod.eks_parameter(v) for v in pipeline.variants}
     finally:
         sandbox.stop()

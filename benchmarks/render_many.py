@@ -1,6 +1,6 @@
 """Render time and check time per variant, for a pipeline file of 50 variants.
 
-In process: `commands.render(..., resolve=False)` (no AWS) of a generated pipeline file whose
+In process: `prepare.render(..., resolve=False)` (no AWS) of a generated pipeline file whose
 variants differ in OS, architecture, Kubernetes version, extra packages, repositories and proxy;
 then the python-hcl2 check `invoke validate` does, `amibuild.hcl.loads` on every rendered .hcl.
 Render and check alternate in each round; the first round is reported on its own (it pays for
@@ -70,17 +70,17 @@ def pipeline_text(count: int = VARIANTS) -> str:
 def run() -> Report:
     # here, not at the top: run.py imports every module to list it
     from amibuild import hcl
-    from amibuild.bake import prepare as commands
+    from amibuild.bake import prepare
 
     with tempfile.TemporaryDirectory(prefix="amibuild-bench-render-") as tmp:
         tmp_path = Path(tmp)
         pipeline_file = tmp_path / "amibuild.hcl"
         pipeline_file.write_text(pipeline_text(), encoding="utf-8")
-        options = commands.Options(pipeline_file=str(pipeline_file), build_dir=str(tmp_path / "build"))
+        options = prepare.Options(pipeline_file=str(pipeline_file), build_dir=str(tmp_path / "build"))
         directories: list[Path] = []
 
         def render() -> None:
-            result = commands.render(options, resolve=False)
+            result = prepare.render(options, resolve=False)
             directories[:] = result.directories
 
         def check() -> None:
@@ -114,7 +114,7 @@ def run() -> Report:
         rows += rows_packer
         notes.append(note)
     setup = (f"{ROUNDS} warm rounds after a first one, render and check alternating; medians; "
-             f"in-process, commands.render(resolve=False)")
+             f"in-process, prepare.render(resolve=False)")
     return Report(rows, notes, setup=setup)
 
 

@@ -499,7 +499,7 @@ def test_nodegroup_deploy_dry_run_sends_neither_create_nor_update(sandbox: Sandb
 
     code, out, err = amibuild(capsys, *flags, "--dry-run")
     assert code == 0, err
-    assert out.splitlines()[0] == "stack ng-dry (us-west-2): would create ((dry run: nothing sent))"
+    assert out.splitlines()[0] == "stack ng-dry (us-west-2): would create (dry run: nothing sent)"
     assert "  would set NodeImageIdSSMParam: (new) -> '/amibuild/eks-workers/1.30/ceph/recommended/image_id'" in out
     assert f"  would set VpcId: (new) -> '{vpc}'" in out
     assert stacks() == []

@@ -22,7 +22,7 @@ import boto3
 import pytest
 
 from amibuild import hcl
-from amibuild.bake import prepare as commands
+from amibuild.bake import prepare
 from amibuild.errors import SpecError, UpstreamError
 from amibuild.render.upstream import binaries as binaries_mod
 from amibuild.render.upstream import hcl_document as upstream_document
@@ -91,10 +91,10 @@ def checkout_of(checkouts: dict[str, Path], snapshot: str) -> Path:
 
 
 def options(root: Path, os_family: str, k8s: str, build_dir: Path, *, pipeline: Path | None = None,
-            variables: tuple[str, ...] = ()) -> commands.Options:
+            variables: tuple[str, ...] = ()) -> prepare.Options:
     overrides = Overrides(base="upstream", upstream=str(root), os=os_family, kubernetes_version=k8s,
                           extra_packages=("ceph-common",), variables=variables)
-    return commands.Options(pipeline_file=str(pipeline) if pipeline else None, overrides=overrides,
+    return prepare.Options(pipeline_file=str(pipeline) if pipeline else None, overrides=overrides,
                             build_dir=str(build_dir))
 
 
@@ -125,9 +125,9 @@ def test_each_snapshot_renders_with_resolved_binaries_and_passes_packer_16(
     os_family, minor = SNAPSHOTS[snapshot]
     from amibuild.bake.packer import Packer
 
-    result = commands.render(options(checkout_of(checkouts, snapshot), os_family, minor, tmp_path / "build"))
+    result = prepare.render(options(checkout_of(checkouts, snapshot), os_family, minor, tmp_path / "build"))
     directory = result.directories[0]
-    commands.check_directory(Packer("packer"), directory)  # python-hcl2, packer validate, fmt -check
+    prepare.check_directory(Packer("packer"), directory)  # python-hcl2, packer validate, fmt -check
 
     values = hcl.loads((directory / "amibuild.auto.pkrvars.hcl").read_text())
     version, date = seed.newest_binaries(minor)
@@ -163,7 +163,7 @@ def test_a_checkout_missing_what_the_template_uploads_is_refused_before_any_aws_
     with pytest.raises(UpstreamError, match=r"uploads .*/nodeadm, which is not in the checkout"):
         load(checkouts["v20240615"], os_family="al2023", k8s="1.30")
     with pytest.raises(UpstreamError, match="nodeadm"):
-        commands.render(options(checkouts["v20240615"], "al2023", "1.30", tmp_path / "build"))
+        prepare.render(options(checkouts["v20240615"], "al2023", "1.30", tmp_path / "build"))
     assert not (tmp_path / "build").exists()
 
 
@@ -217,7 +217,7 @@ def test_credential_entries_stay_empty_and_upstream_credential_checks_pass_under
     assert "install-worker.sh" in readers
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SENTINEL)  # never carried into a file
     version, date = seed.newest_binaries(minor)
-    result = commands.render(options(root, os_family, version, tmp_path / "build",
+    result = prepare.render(options(root, os_family, version, tmp_path / "build",
                                      variables=(f"kubernetes_build_date={date}",)), resolve=False)
     text = (result.directories[0] / "amibuild.pkr.hcl").read_text()
     assert SENTINEL not in text
@@ -275,8 +275,8 @@ variant "up" {{
   vars = {{ kubernetes_build_date = "{date}" }}
 }}
 """)
-        opts = commands.Options(pipeline_file=str(pipeline), build_dir=str(tmp_path / snapshot))
-        result = commands.render(opts, resolve=False)  # no endpoint: the order an instance sees
+        opts = prepare.Options(pipeline_file=str(pipeline), build_dir=str(tmp_path / snapshot))
+        result = prepare.render(opts, resolve=False)  # no endpoint: the order an instance sees
         provs = build_block((result.directories[0] / "amibuild.pkr.hcl").read_text())
         names = [script_name(p) or kind for kind, p in provs]
         assert names[0] == "configure-proxy.sh", snapshot
@@ -322,7 +322,7 @@ def test_build_ami_builds_one_al2_and_one_al2023_snapshot_in_the_sandbox(
 
 def test_without_aws_access_an_unpinned_version_says_both_ways(checkouts: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
-        commands.render(options(checkouts["v20240117"], "al2", "1.29", tmp_path / "build"))
+        prepare.render(options(checkouts["v20240117"], "al2", "1.29", tmp_path / "build"))
     message = str(caught.value)
     assert "\n" not in message
     assert "configure AWS credentials" in message and "--var kubernetes_build_date=" in message
@@ -345,7 +345,7 @@ def test_copy_to_reaches_templates_with_and_without_an_ami_regions_variable(
         snapshot: str, checkouts: dict[str, Path], tmp_path: Path) -> None:
     pipeline = tmp_path / "amibuild.hcl"
     pipeline.write_text('pipeline {\n  regions = ["us-west-2"]\n  copy_to = ["eu-west-1", "us-east-1"]\n}\n')
-    result = commands.render(options(checkouts[snapshot], "al2", "1.29.2", tmp_path / "build", pipeline=pipeline,
+    result = prepare.render(options(checkouts[snapshot], "al2", "1.29.2", tmp_path / "build", pipeline=pipeline,
                                      variables=("kubernetes_build_date=2024-01-04",)), resolve=False)
     directory = result.directories[0]
     source = hcl.loads((directory / "amibuild.pkr.hcl").read_text())["source"][0]["amazon-ebs"]["us-west-2"]
