@@ -38,6 +38,8 @@ This module is imported by the parent side without importing moto: the child mus
 from __future__ import annotations
 
 from amibuild.sandbox.cluster import SANDBOX_CLUSTER as SANDBOX_CLUSTER  # the seeded cluster's name, public
+from amibuild.sandbox.cluster import create_cluster, model_eks_clusters, read_short_form_yaml, sandbox_cluster
+from amibuild.sandbox.images import moto_ami
 from amibuild.sandbox.seed import (
     ACCOUNT_ID, API_PREFIX, ARCHITECTURES, DEFAULT_REGION, EKS_AMI_OWNER, FLAVOR_SEEDS, KUBERNETES_VERSIONS, LOOPBACK,
     OS_FAMILIES, RELEASE_STEP, SANDBOX_SUBNETS, SANDBOX_VPC_CIDR, SANDBOX_VPC_NAME, SEED_REGIONS, SEED_RELEASES,
@@ -51,6 +53,7 @@ __all__ = [
     "ACCOUNT_ID", "API_PREFIX", "ARCHITECTURES", "CHILD_PREFIX", "DEFAULT_REGION", "EKS_AMI_OWNER", "EXIT_REFUSED",
     "FLAVOR_SEEDS", "KUBERNETES_VERSIONS", "LOOPBACK", "OS_FAMILIES", "RELEASE_STEP", "SANDBOX_CLUSTER",
     "SANDBOX_SUBNETS", "SANDBOX_VPC_CIDR", "SANDBOX_VPC_NAME", "SEED_REGIONS", "SEED_RELEASES", "TRIPWIRE_PROXY",
-    "EksImage", "Release", "Sandbox", "SandboxError", "main", "recommended_parameter", "recommended_prefix",
+    "EksImage", "Release", "Sandbox", "SandboxError", "create_cluster", "main", "model_eks_clusters", "moto_ami",
+    "read_short_form_yaml", "sandbox_cluster", "recommended_parameter", "recommended_prefix",
     "safety_env", "seed_images", "serve_foreground",
 ]
