@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from amibuild.pipeline import support
 
-PIPELINE_FILE = "amibuild.hcl"
+from amibuild import PIPELINE_FILE  # noqa: F401  (defined once, in the package root; re-exported)
 
 OSES = ("al2", "al2023")
 ARCHES = ("x86_64", "arm64")

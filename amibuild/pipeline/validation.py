@@ -118,7 +118,7 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     if not 8 <= volume_size <= 16384:
         raise SpecError(f"{at('volume_size')}: volume_size {volume_size} must be between 8 and 16384 GiB")
     source_ami = _str(m["source_ami"], at("source_ami"))
-    if source_ami and not re.match(r"^ami-[0-9a-f]{8,17}$", source_ami):
+    if source_ami and not checks.AMI_ID.match(source_ami):
         raise SpecError(f"{at('source_ami')}: source_ami {source_ami!r} is not an AMI id (ami-0123456789abcdef0)")
 
     encrypted = _bool(m["encrypted"], at("encrypted"))
