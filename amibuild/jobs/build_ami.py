@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
-from amibuild import __version__
+from amibuild import __version__, tags
 from amibuild.aws import Aws, fan_out
 from amibuild.bake import record as records
 from amibuild.bake.decide import ready_images
@@ -25,7 +25,7 @@ from amibuild.bake.executor import BuildGuards, BuildOutcome, BuildStatus, Execu
 from amibuild.bake.lease import Lease, build_lease_name
 from amibuild.bake.leftovers import Scope
 from amibuild.bake.packer import Packer
-from amibuild.bake.plan import FINGERPRINT_TAG, BuildPlan, PlanItem, new_run_id, plan_build, provenance_tags
+from amibuild.bake.plan import BuildPlan, PlanItem, new_run_id, plan_build, provenance_tags
 from amibuild.bake.prepare import Prepared, asking_version, prepare, support_warnings, write_all
 from amibuild.channels.from_build import VariantPublished, check_shared, publish_build
 from amibuild.errors import (AmibuildError, BuildFailed, ExitCode, Interrupted, NoCredentials, PackerInputRefused,
@@ -225,7 +225,7 @@ def find_built_images(aws, regions, fingerprints) -> dict:
     values = sorted(set(fingerprints))
 
     def lookup(region: str):
-        return aws.describe_images(region, owners=["self"], filters={f"tag:{FINGERPRINT_TAG}": values})
+        return aws.describe_images(region, owners=["self"], filters={f"tag:{tags.FINGERPRINT}": values})
 
     return fan_out(regions, lookup)
 

@@ -47,7 +47,7 @@ def install_hint(prefix: str | Path | None = None, requirement: str | None = Non
         return f"pipx inject amibuild '{requirement}' (or: pipx install --force 'amibuild[sandbox]')"
     return "pip install 'amibuild[sandbox]'"
 
-# (module, dotted attribute): imported or replaced by amibuild/sandbox/__init__.py.
+# (module, dotted attribute): imported or replaced by amibuild/sandbox/ (server.py, patches.py, seed.py, cluster.py).
 REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.cloudformation.models", "Stack.stack_parameters"),
     ("moto.cloudformation.models", "Stack.parameter_list"),
