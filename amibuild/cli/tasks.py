@@ -203,7 +203,7 @@ def sandbox(c, port=None):
 
 USERDATA_HELP = {
     "cluster": "EKS cluster name",
-    "os": "Node operating system: al2 (bootstrap.sh, default) or al2023 (nodeadm)",
+    "os": "Node operating system: al2023 (nodeadm, default) or al2 (bootstrap.sh)",
     "proxy": "HTTP(S) proxy URL for yum/dnf, /etc/environment, containerd, docker and the kubelet",
     "no_proxy": "Extra NO_PROXY entry: host, .domain, address or CIDR (repeatable, or comma-separated)",
     "service_cidr": "Cluster service CIDR (default: both EKS defaults in NO_PROXY; required for al2023)",
@@ -211,8 +211,14 @@ USERDATA_HELP = {
     "region": "Region of the cluster, for the regional endpoints in NO_PROXY (default: AWS_REGION)",
     "bypass": "AWS service whose regional endpoint bypasses the proxy: eks, ec2, ecr, s3, sts, or none "
               "(repeatable; default: all)",
-    "bootstrap_args": "Extra arguments for /etc/eks/bootstrap.sh, quoted as for a shell (al2)",
-    "kubelet_flag": "Kubelet flag --name=value (repeatable)",
+    "bootstrap_args": "Extra arguments for /etc/eks/bootstrap.sh, quoted as for a shell (al2; checked against "
+                      "bootstrap.sh's options: --use-max-pods false, not --use-max-pods=false)",
+    "kubelet_flag": "Kubelet flag --name=value, no spaces or quotes (repeatable)",
+    "node_label": "Node label KEY=VALUE for the kubelet to register (repeatable)",
+    "taint": "Taint KEY=VALUE:EFFECT (or KEY:EFFECT) for the kubelet to register; EFFECT NoSchedule, "
+             "PreferNoSchedule or NoExecute (repeatable)",
+    "max_pods": "Most pods the kubelet runs (al2023: kubelet config maxPods; al2: --max-pods with "
+                "--use-max-pods false)",
     "api_server_endpoint": "Cluster API endpoint, https://... (required for al2023)",
     "certificate_authority": "Cluster CA as base64, as describe-cluster prints it (required for al2023)",
     "cfn_stack": "Stack to signal with the node's outcome: after bootstrap.sh (al2), once the kubelet runs "
@@ -226,11 +232,12 @@ USERDATA_HELP = {
 }
 
 
-@task(help=USERDATA_HELP, iterable=["no_proxy", "bypass", "kubelet_flag", "vpc_cidr"], auto_shortflags=False)
-def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="", cluster_ip="", region="",
+@task(help=USERDATA_HELP, iterable=["no_proxy", "bypass", "kubelet_flag", "vpc_cidr", "node_label", "taint"],
+      auto_shortflags=False)
+def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr="", cluster_ip="", region="",
              bypass=None, bootstrap_args="", kubelet_flag=None, api_server_endpoint="", certificate_authority="",
              cfn_stack="", cfn_resource="", k8s_manifests=False, vpc_cidr=None, base64_=False,
-             private_endpoint=False):
+             private_endpoint=False, node_label=None, taint=None, max_pods=""):
     """Print node user data (MIME multi-part), or with --k8s-manifests the cluster side of a proxy."""
     import base64
     import os
@@ -244,6 +251,7 @@ def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="",
             bootstrap_args=bootstrap_args, kubelet_flags=kubelet_flag or (),
             api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
             cfn_stack=cfn_stack, cfn_resource=cfn_resource, private_endpoint=private_endpoint,
+            node_labels=node_label or (), taints=taint or (), max_pods=max_pods or None,
         )
         if k8s_manifests:
             return ud.k8s_manifests(cfg, vpc_cidr or ())

@@ -64,6 +64,8 @@ from urllib.parse import urlsplit
 import yaml
 
 from amibuild.errors import SpecError
+from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
+from amibuild.handoff.userdata.kubelet import KubeletSettings, nodeconfig_part, proxy_environment
 
 OSES = ("al2", "al2023")
 BOUNDARY = "==AMIBUILD-USERDATA=="
@@ -108,7 +110,6 @@ _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
 _STACK = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 _LOGICAL_ID = re.compile(r"^[A-Za-z0-9]{1,255}$")
 _NO_PROXY_ENTRY = re.compile(r"^[][A-Za-z0-9._*:/-]+$")
-_KUBELET_FLAG = re.compile(r"^--[a-z0-9][a-z0-9-]*(=.*)?$")
 # Characters that could end a value in the shell, /etc/environment or a systemd drop-in.
 _URL_UNSAFE = re.compile(r"[\s'\"`\\<>{}|^]")
 _ROLE_ARN = re.compile(
@@ -162,10 +163,19 @@ class NodeConfig:
     certificate_authority: str = ""
     cfn_signal: CfnSignal | None = None
     private_endpoint: bool = False
+    # Labels, taints, max pods and the flags (`kubelet_flags` is the older way to give flags only).
+    kubelet: KubeletSettings = KubeletSettings()
 
     def __post_init__(self) -> None:
         for name in ("no_proxy", "bypass", "kubelet_flags"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.kubelet_flags and self.kubelet.flags and self.kubelet_flags != self.kubelet.flags:
+            raise SpecError("give kubelet flags once: as kubelet_flags or in kubelet")
+        if self.kubelet_flags and not self.kubelet.flags:
+            merged = KubeletSettings.parse(flags=self.kubelet_flags)
+            object.__setattr__(self, "kubelet", KubeletSettings(
+                merged.flags, self.kubelet.labels, self.kubelet.taints, self.kubelet.max_pods))
+        object.__setattr__(self, "kubelet_flags", self.kubelet.flags)
         _check_config(self)
 
     @property
@@ -199,10 +209,6 @@ def _check_config(cfg: NodeConfig) -> None:
         _check_url(cfg.api_server_endpoint, "--api-server-endpoint", ("https",))
     if cfg.certificate_authority:
         _check_certificate_authority(cfg.certificate_authority)
-    for flag in cfg.kubelet_flags:
-        _check_printable(flag, "--kubelet-flag")
-        if not _KUBELET_FLAG.match(flag):
-            raise SpecError(f"--kubelet-flag {flag!r}: write one kubelet flag as --name=value")
     _check_printable(cfg.bootstrap_args, "--bootstrap-args")
     words = _split_args(cfg.bootstrap_args)
     if cfg.os == "al2023":
@@ -217,12 +223,14 @@ def _check_config(cfg: NodeConfig) -> None:
                 "user data (aws eks describe-cluster --name CLUSTER shows them)"
             )
         if words:
-            raise SpecError("--bootstrap-args is for al2's bootstrap.sh; on al2023 give kubelet flags with --kubelet-flag")
+            raise SpecError("--bootstrap-args is for al2's bootstrap.sh; on al2023 give --kubelet-flag, "
+                            "--node-label, --taint or --max-pods")
     else:
         if bool(cfg.api_server_endpoint) != bool(cfg.certificate_authority):
             raise SpecError("--api-server-endpoint and --certificate-authority go together (or leave both out)")
+        options = check_bootstrap_words(words)
         for option in _derived_bootstrap_options(cfg):
-            if any(word == option or word.startswith(option + "=") for word in words):
+            if option in options:
                 raise SpecError(
                     f"--bootstrap-args sets {option}, which amibuild already derives from its own flags"
                 )
@@ -312,6 +320,9 @@ def config_from_flags(
     cfn_stack: str = "",
     cfn_resource: str = "",
     private_endpoint: bool = False,
+    node_labels: Sequence[str] = (),
+    taints: Sequence[str] = (),
+    max_pods: str | int | None = None,
 ) -> NodeConfig:
     """Task flags → `NodeConfig`: comma lists split, `--bypass none`, `--cluster-ip`, cfn-signal."""
     if service_cidr and cluster_ip:
@@ -334,7 +345,7 @@ def config_from_flags(
         region=region or "",
         bypass=services,
         bootstrap_args=bootstrap_args or "",
-        kubelet_flags=tuple(kubelet_flags),
+        kubelet=KubeletSettings.parse(flags=kubelet_flags, labels=node_labels, taints=taints, max_pods=max_pods),
         api_server_endpoint=api_server_endpoint or "",
         certificate_authority=certificate_authority or "",
         cfn_signal=CfnSignal(cfn_stack, cfn_resource, region or "") if cfn_stack else None,
@@ -542,8 +553,10 @@ def _derived_bootstrap_options(cfg: NodeConfig) -> list[str]:
         options += ["--apiserver-endpoint", "--b64-cluster-ca"]
     if cfg.service_cidr and ipaddress.ip_network(cfg.service_cidr).version == 4:
         options.append("--dns-cluster-ip")
-    if cfg.kubelet_flags:
+    if cfg.kubelet:
         options.append("--kubelet-extra-args")
+    if cfg.kubelet.max_pods is not None:
+        options.append("--use-max-pods")
     return options
 
 
@@ -559,8 +572,11 @@ def bootstrap_argv(cfg: NodeConfig) -> list[str]:
         # own --ip-family / --service-ipv6-cidr in --bootstrap-args.
         if network.version == 4:
             argv += ["--dns-cluster-ip", str(network[10])]
-    if cfg.kubelet_flags:
-        argv += ["--kubelet-extra-args", " ".join(cfg.kubelet_flags)]
+    if cfg.kubelet:
+        argv += ["--kubelet-extra-args", " ".join(cfg.kubelet.kubelet_args())]
+    if cfg.kubelet.max_pods is not None:
+        # Else bootstrap.sh writes its own maxPods (from the instance type) into the kubelet config.
+        argv += ["--use-max-pods", "false"]
     return argv + _split_args(cfg.bootstrap_args)
 
 
@@ -701,18 +717,13 @@ def _al2023_signal_script(cfg: NodeConfig) -> str:
 
 
 def _nodeadm_config(cfg: NodeConfig) -> str:
-    spec: dict[str, Any] = {
-        "cluster": {
-            "name": cfg.cluster_name,
-            "apiServerEndpoint": cfg.api_server_endpoint,
-            "certificateAuthority": cfg.certificate_authority,
-            "cidr": cfg.service_cidr,
-        }
-    }
-    if cfg.kubelet_flags:
-        spec["kubelet"] = {"flags": list(cfg.kubelet_flags)}
-    document = {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
-    return "---\n" + _yaml(document)
+    # nodeadm-config.service runs before cloud-init, so before the boothook: the proxy must also
+    # be in the NodeConfig (nodeadm since v20251007) and in the image (configure-proxy.sh). The
+    # VPC CIDR is not known here; the boothook's drop-ins, read at boot, add it for each service.
+    environment = proxy_environment(cfg.proxy, no_proxy_entries(cfg)) if cfg.proxy else None
+    return nodeconfig_part(cluster_name=cfg.cluster_name, api_server_endpoint=cfg.api_server_endpoint,
+                           certificate_authority=cfg.certificate_authority, cidr=cfg.service_cidr or "",
+                           kubelet=cfg.kubelet, environment=environment)
 
 
 def _yaml(data: Any) -> str:
