@@ -511,8 +511,14 @@ DEPLOY_HELP = {
     "parameter": "Another template parameter KEY=VALUE, e.g. NodeInstanceType=m6i.large (repeatable); on update "
                  "every parameter not given keeps its value",
     "proxy": "HTTP(S) proxy for the nodes: their user data comes from `invoke userdata` (boothook, bootstrap, "
-             "cfn-signal); give it on every deploy, the template sent is made from these flags",
-    "no_proxy": "Extra NO_PROXY entry for the nodes (repeatable or comma-separated; with --proxy)",
+             "cfn-signal); the stack keeps it (HttpProxy) until `--proxy none` removes it",
+    "no_proxy": "Extra NO_PROXY entry for the nodes (repeatable or comma-separated; kept by the stack; "
+                "none removes them)",
+    "kubelet_flag": "Kubelet flag --name=value for the nodes, no spaces or quotes (repeatable; kept by the stack; "
+                    "none removes them)",
+    "node_label": "Node label KEY=VALUE (repeatable; kept by the stack; none removes them)",
+    "taint": "Node taint KEY=VALUE:EFFECT or KEY:EFFECT (repeatable; kept by the stack; none removes them)",
+    "max_pods": "Most pods per node (kept by the stack; none: the AMI's default)",
     "service_cidr": "Cluster service CIDR (default: read with DescribeCluster; for NO_PROXY and al2023's NodeConfig)",
     "os": "Node OS: al2 (bootstrap.sh) or al2023 (nodeadm); default: the variant's, else the stack's, else al2023",
     "private_endpoint": "With --proxy: the cluster endpoint bypasses the proxy, as for private endpoint access "
@@ -529,12 +535,13 @@ DEPLOY_HELP = {
 }
 
 
-@task(help=DEPLOY_HELP, iterable=["subnet", "parameter", "no_proxy"], auto_shortflags=False)
+@task(help=DEPLOY_HELP, iterable=["subnet", "parameter", "no_proxy", "kubelet_flag", "node_label", "taint"],
+      auto_shortflags=False)
 def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vpc_id=None, subnet=None,
                      control_plane_sg=None, nodegroup_name=None, parameter=None, proxy="", no_proxy=None,
                      service_cidr="", region=None, no_wait=False, timeout=None, pipeline=None, k8s=None,
                      profile=None, json=False, os_="", private_endpoint=False, api_server_endpoint="",
-                     certificate_authority=""):
+                     certificate_authority="", kubelet_flag=None, node_label=None, taint=None, max_pods=""):
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
     from amibuild.cli import handoff
 
@@ -545,7 +552,8 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
         opts, stack=stack, region=region, variant=variant, channel=channel, flags=flags, subnets=subnet or [],
         parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr, say=cli.say,
         wait=not no_wait, timeout=timeout, os_=os_, private_endpoint=private_endpoint,
-        api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority))
+        api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
+        kubelet_flags=kubelet_flag or [], node_labels=node_label or [], taints=taint or [], max_pods=max_pods or None))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
 
 

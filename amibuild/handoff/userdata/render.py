@@ -260,6 +260,12 @@ def _check_url(value: str, flag: str, schemes: tuple[str, ...]) -> None:
         raise SpecError(f"{flag} {shown!r}: give scheme, host and port only")
 
 
+def check_proxy_url(value: str) -> str:
+    """`value` if it is a proxy URL the user data can carry, else SpecError naming --proxy."""
+    _check_url(value, "--proxy", ("http", "https"))
+    return value
+
+
 def _check_cidr(value: str, flag: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     try:
         return ipaddress.ip_network(value, strict=True)
@@ -323,6 +329,7 @@ def config_from_flags(
     node_labels: Sequence[str] = (),
     taints: Sequence[str] = (),
     max_pods: str | int | None = None,
+    kubelet: KubeletSettings | None = None,
 ) -> NodeConfig:
     """Task flags → `NodeConfig`: comma lists split, `--bypass none`, `--cluster-ip`, cfn-signal."""
     if service_cidr and cluster_ip:
@@ -345,7 +352,8 @@ def config_from_flags(
         region=region or "",
         bypass=services,
         bootstrap_args=bootstrap_args or "",
-        kubelet=KubeletSettings.parse(flags=kubelet_flags, labels=node_labels, taints=taints, max_pods=max_pods),
+        kubelet=kubelet if kubelet is not None else KubeletSettings.parse(
+            flags=kubelet_flags, labels=node_labels, taints=taints, max_pods=max_pods),
         api_server_endpoint=api_server_endpoint or "",
         certificate_authority=certificate_authority or "",
         cfn_signal=CfnSignal(cfn_stack, cfn_resource, region or "") if cfn_stack else None,
