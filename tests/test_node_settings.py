@@ -139,3 +139,61 @@ def test_al2023_stack_refuses_what_its_nodes_would_not_get_and_changes_nothing(s
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and named in lines[0], refused.stderr
     assert parameters_of("ng-refuse") == before
+
+
+# ------------------------------------------------------------------------------ decode-userdata
+
+
+SUB_USER_DATA = """#!/bin/bash
+root=${AMIBUILD_ROOT:-}
+token=$(curl -s http://169.254.169.254/latest/api/token)
+echo "${token}" >"${root}/tmp/t"
+/etc/eks/bootstrap.sh ${ClusterName} ${BootstrapArguments}
+/opt/aws/bin/cfn-signal --stack ${AWS::StackName} --resource NodeGroup --region ${AWS::Region}
+"""
+
+
+def test_decode_reads_sub_text_as_the_node_gets_it_and_names_references_it_cannot_fill() -> None:
+    from amibuild.handoff import nodegroup
+
+    template = nodegroup.template_json(SUB_USER_DATA)
+    assert "${!token}" in template  # what CloudFormation holds
+
+    unfilled = userdata_decode.decode(template.encode(), "t.json")
+    filled = userdata_decode.decode(template.encode(), "t.json", userdata_decode.stack_references(
+        {"ClusterName": "prod", "BootstrapArguments": "--use-max-pods false"}, stack="ng", region=REGION))
+
+    assert unfilled[0].body == SUB_USER_DATA  # ${! back to ${; references left as they are ...
+    assert unfilled[0].via[-1] == "CloudFormation references: ClusterName BootstrapArguments AWS::StackName AWS::Region"
+    assert filled[0].body == (SUB_USER_DATA.replace("${ClusterName}", "prod")
+                              .replace("${BootstrapArguments}", "--use-max-pods false")
+                              .replace("${AWS::StackName}", "ng").replace("${AWS::Region}", REGION))
+    assert not any(layer.startswith("CloudFormation references") for layer in filled[0].via)
+
+
+def test_decode_reads_a_bare_user_data_value_as_query_prints_it() -> None:
+    from amibuild.handoff import nodegroup
+
+    template = json.loads(nodegroup.template_json(SUB_USER_DATA))
+    value = template["Resources"]["NodeLaunchTemplate"]["Properties"]["LaunchTemplateData"]["UserData"]
+    # aws cloudformation get-template --query TemplateBody.Resources...UserData (JSON output)
+    printed = json.dumps(value, indent=4) + "\n"
+
+    parts = userdata_decode.decode(printed.encode(), "query.json")
+
+    assert [p.content_type for p in parts] == ["text/x-shellscript"]
+    assert parts[0].body == SUB_USER_DATA
+
+
+def test_decode_userdata_stack_fills_in_the_stack_parameters(sandbox, tmp_path) -> None:
+    ceph_channel(tmp_path)
+    created = invoke(tmp_path, "nodegroup-deploy", "--stack", "ng-decode", "--cluster", SANDBOX_CLUSTER,
+                     *network(sandbox), "--variant", "ceph", "--parameter", "BootstrapArguments=--use-max-pods false")
+    assert created.returncode == 0, created.stderr
+
+    decoded = invoke(tmp_path, "decode-userdata", "ng-decode", "--stack", "--region", REGION)
+
+    assert decoded.returncode == 0, decoded.stderr
+    assert f"/etc/eks/bootstrap.sh {SANDBOX_CLUSTER} --use-max-pods false\n" in decoded.stdout
+    assert f"--stack ng-decode --resource NodeGroup --region {REGION}" in decoded.stdout
+    assert "${" not in decoded.stdout and "CloudFormation references" not in decoded.stdout

@@ -644,7 +644,8 @@ def test_decodes_userdata_from_ec2_json_and_a_cloudformation_template():
 
     assert from_ec2 == [Part("text/x-shellscript", (DATA / "plain-shell.sh").read_text(), via=("UserData", "base64"))]
     assert [p.content_type for p in from_cfn] == ["text/x-shellscript"]
-    assert from_cfn[0].via == ("Resources.NodeLaunchTemplate.Properties.LaunchTemplateData.UserData",)
+    assert from_cfn[0].via == ("Resources.NodeLaunchTemplate.Properties.LaunchTemplateData.UserData",
+                               "CloudFormation references: ClusterName AWS::StackName AWS::Region")
     assert "/etc/eks/bootstrap.sh ${ClusterName}\n" in from_cfn[0].body
 
 

@@ -182,6 +182,21 @@ def _words(text: str) -> list[str]:
         raise SpecError(f"--parameter BootstrapArguments {text!r}: {exc}") from None
 
 
+def stack_user_data(options: Any, *, stack: str, region: str | None) -> list:
+    """`invoke decode-userdata --stack`: the user data of the stack's template, its references
+    filled in with the stack's parameters and pseudo parameters."""
+    from amibuild.handoff.rollout import RolloutRefused
+    from amibuild.handoff.userdata import decode as ud
+
+    aws, region = gateway(options, region)
+    found = aws.describe_stack(stack, region)
+    if found is None:
+        raise RolloutRefused(f"stack {stack} does not exist in {region}")
+    references = ud.stack_references({key: p.value for key, p in found.parameters.items()}, stack=stack,
+                                     region=region)
+    return ud.decode(aws.stack_template(stack, region).encode(), f"stack {stack}", references)
+
+
 def _cluster_facts(aws: Aws, cluster: str, region: str) -> tuple[ClusterFacts | None, str]:
     """(DescribeCluster's facts, "") or (None, why) when the cluster is not there or may not be read."""
     try:

@@ -262,9 +262,13 @@ def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr=
 
 
 @task(help={"source": "File with the user data, or - for stdin: raw, base64, gzip, MIME, cloud-config, "
-                      "or EC2 / CloudFormation JSON or YAML holding a UserData field",
-            "json": "Print the parts as JSON on stdout"})
-def decode_userdata(c, source, json=False):
+                      "or EC2 / CloudFormation JSON or YAML holding a UserData field (or a bare UserData value)",
+            "stack": "SOURCE names a CloudFormation stack: decode its template's user data with the references "
+                     "filled in from the stack's parameters",
+            "region": "Region of the stack with --stack (default: AWS_REGION / the profile's region)",
+            "profile": SELECT_HELP["profile"],
+            "json": "Print the parts as JSON on stdout"}, auto_shortflags=False)
+def decode_userdata(c, source, json=False, stack=False, region=None, profile=None):
     """Decode user data (base64, gzip, MIME, cloud-config, any nesting) and print each part."""
     import sys
     from pathlib import Path
@@ -275,6 +279,13 @@ def decode_userdata(c, source, json=False):
     def body():
         if source in ("--help", "-h"):  # invoke hands a required positional the flag itself
             raise NotUserData("for this task's help run `invoke --help decode-userdata`")
+        if stack:
+            from amibuild.cli import handoff
+
+            return handoff.stack_user_data(cli.options(c, profile=profile, announce=False), stack=source,
+                                           region=region)
+        if region or profile:
+            raise NotUserData("--region and --profile go with --stack (SOURCE is then a stack name)")
         if source == "-":
             data, name = sys.stdin.buffer.read(), "<stdin>"
         else:
