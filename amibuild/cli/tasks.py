@@ -79,7 +79,8 @@ BUILD_HELP = {
                "else recommended)",
     "no_publish": "Build only; publish nothing",
     "rehearse": "Rehearse each variant's provisioning chain first (as `invoke rehearse`, needs root); a failing "
-                "rehearsal fails that variant before its Packer build starts",
+                "or incomplete rehearsal fails that variant before its Packer build starts",
+    "allow_incomplete": "With --rehearse: build a variant whose rehearsal stopped at a step it cannot rehearse",
     "no_wait": "When another run is building a variant with the same inputs, fail (exit 1, naming that run) "
                "instead of waiting for it and reusing its image",
 }
@@ -89,7 +90,7 @@ BUILD_HELP = {
 def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
-              channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False):
+              channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, allow_incomplete=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     from amibuild.cli import commands
     from amibuild.cli import report
@@ -101,7 +102,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         opts, cli.say, force=force, dry_run=dry_run, parallel=values.optional_count(parallel, "--parallel", example=4),
         max_parallel=values.count(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)", maximum=256),
         timeout=values.optional_duration(timeout, "--timeout", example="90m or 5400"),
-        channel=channel, publish=not no_publish, rehearse=rehearse,
+        channel=channel, publish=not no_publish, rehearse=rehearse, allow_incomplete=allow_incomplete,
         wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
     ))
@@ -117,19 +118,20 @@ REHEARSE_HELP = {
     "json": "Print the reports as JSON on stdout (progress goes to stderr)",
     "keep": "Keep the overlay's upper layer (every file the chain wrote) and print where it is",
     "timeout": "Stop a variant's rehearsal after this many seconds (default 600)",
+    "allow_incomplete": "Exit 0 when a rehearsal stopped at a step it cannot rehearse (default: exit 3)",
 }
 
 
 @task(help=REHEARSE_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, json=False,
-             keep=False, timeout=None, flavor=None):
+             keep=False, timeout=None, flavor=None, allow_incomplete=False):
     """Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."""
     from amibuild.cli import rehearse as rehearse_cmd
     from amibuild.rehearse import report
 
     flags = locals_flags(locals())
-    for name in ("keep", "timeout"):
+    for name in ("keep", "timeout", "allow_incomplete"):
         flags.pop(name)
     opts = cli.options(c, **flags)
     reports = cli.run(lambda: rehearse_cmd.rehearse(
@@ -144,6 +146,12 @@ def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
         from invoke.exceptions import Exit
 
         raise Exit(f"amibuild: error: rehearsal failed for {', '.join(failed)}", code=cli.EXIT_FAILED)
+    incomplete = [f"{r.variant}: {r.incomplete}" for r in reports if r.incomplete]
+    if incomplete and not allow_incomplete:
+        from invoke.exceptions import Exit
+
+        raise Exit(f"amibuild: error: {'; '.join(incomplete)} (--allow-incomplete exits 0)",
+                   code=rehearse_cmd.EXIT_INCOMPLETE)
 
 
 @task(help={"limit": "How many runs to show (default 10)", "json": "Print JSON", "build_dir": SELECT_HELP["build_dir"]})
