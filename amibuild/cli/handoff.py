@@ -127,6 +127,8 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
     if private_endpoint and not settings.proxy:
         raise SpecError("--private-endpoint goes with --proxy (the stack has no proxy)")
     bootstrap_args = given.get(node_settings.BOOTSTRAP, previous.get(node_settings.BOOTSTRAP, ""))
+    if node_os == "al2" and given.get(node_settings.BOOTSTRAP):  # the stack said al2: checked now
+        check_bootstrap_words(_words(given[node_settings.BOOTSTRAP]), "--parameter BootstrapArguments")
     if node_os == "al2023":
         if node_settings.BOOTSTRAP in given and given[node_settings.BOOTSTRAP]:
             raise _bootstrap_on_al2023()
