@@ -40,6 +40,7 @@ turns them into a one-line message and an exit code::
     ├── HclSyntaxError                    python-hcl2 refused a text (`amibuild.hcl.loads`)
     ├── RehearsalError                    the rehearsal's throwaway copy could not be made or entered
     ├── RehearsalFailed                   a rehearsed provisioning step failed
+    ├── RehearsalIncomplete       exit 3  the rehearsal stopped at a step it cannot rehearse
     └── Interrupted               exit 130 Ctrl-C (143 SIGTERM, 129 SIGHUP: 128 + the signal)
 
 `ExitCode` is the one list of exit codes; an error's class says which one it means.
@@ -56,6 +57,7 @@ class ExitCode(enum.IntEnum):
     OK = 0
     FAILED = 1  # a variant failed, AWS refused, a file amibuild ships is missing
     USAGE = 2  # bad input: nothing was done or written
+    INCOMPLETE = 3  # a rehearsal stopped at a step it cannot rehearse (the later steps never ran)
     HANGUP = 129  # SIGHUP while channels were written
     INTERRUPTED = 130  # SIGINT
     TERMINATED = 143  # SIGTERM
@@ -241,6 +243,12 @@ class RehearsalError(AmibuildError):
 
 class RehearsalFailed(AmibuildError):
     """A rehearsed provisioning step failed: the variant's chain has an error."""
+
+
+class RehearsalIncomplete(AmibuildError):
+    """The rehearsal stopped at a step it cannot rehearse: the later steps were never run."""
+
+    exit_code = ExitCode.INCOMPLETE
 
 
 class MissingExtra(UsageError):

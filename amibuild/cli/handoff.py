@@ -1,23 +1,29 @@
-"""Node group hand-off from the command line: task flags → the settings of `amibuild.handoff.job`.
+"""Node group hand-off from the command line: task flags → typed calls of `amibuild.handoff`
+(rollout: flags → `handoff.job.RolloutSettings`).
 
-Flags are known here only; `amibuild.handoff` takes stacks, regions and parameter names. Every flag
-is checked here, before any AWS call; the jobs (`job.rollout`, `job.deploy`) do the rest.
+Flags are known here only; `amibuild.handoff` takes stacks, regions and parameter names.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from dataclasses import replace
+from typing import Any, Callable, Iterable, Mapping
 
 from amibuild.aws import Aws
 from amibuild.channels import publish
-from amibuild.pipeline.options import load_pipeline
 from amibuild.cli import values
-from amibuild.errors import SpecError
-from amibuild.handoff import job
-from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE
-from amibuild.handoff.nodegroup import NODE_OSES, node_role_arn, parse_parameters
+from amibuild.errors import AccessDenied, SpecError
+from amibuild.handoff import job, node_settings
+from amibuild.handoff.rollout import RolloutRefused
+from amibuild.handoff.userdata import decode as ud
+from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
+from amibuild.handoff.userdata.render import (aws_auth_entry, check_proxy_url, check_role_arn, config_from_flags,
+                                              render_userdata)
+from amibuild.pipeline.options import load_pipeline
+from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, ClusterFacts, node_access, read_cluster
+from amibuild.handoff.nodegroup import (NODE_GROUP, NODE_OSES, DeployResult, check_ours, deploy, node_role_arn,
+                                        parse_parameters, stack_parameters, template_json)
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT
-from amibuild.handoff.userdata.render import aws_auth_entry, check_role_arn
 
 
 def gateway(options: Any, region: str | None) -> tuple[Aws, str]:
@@ -60,35 +66,143 @@ def rollout_settings(options: Any, *, stack: str | None, nodegroup: str | None, 
                                dry_run=dry_run, wait=wait, timeout=wait_for)
 
 
-def deploy_settings(options: Any, *, stack: str, region: str | None, variant: str | None, channel: str | None,
-                    flags: Mapping[str, str], subnets: Iterable[str], parameters: Iterable[str],
-                    proxy: str, no_proxy: Iterable[str], service_cidr: str,
-                    wait: bool = True, timeout: float | None = None, os_: str = "",
-                    private_endpoint: bool = False, api_server_endpoint: str = "",
-                    certificate_authority: str = "", dry_run: bool = False) -> job.DeploySettings:
-    """`amibuild nodegroup-deploy`'s flags as settings: flags (parameter name -> value) and
-    --parameter KEY=VALUE become the stack's parameters; every flag is checked before any AWS call."""
+DEFAULT_NODE_OS = "al2023"  # without --os, --variant or an existing stack: what EKS publishes today
+
+
+def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: str | None, channel: str | None,
+                      flags: Mapping[str, str], subnets: Iterable[str], parameters: Iterable[str],
+                      proxy: str, no_proxy: Iterable[str], service_cidr: str, say: Callable[[str], None],
+                      wait: bool = True, timeout: float | None = None, os_: str = "",
+                      private_endpoint: bool = False, api_server_endpoint: str = "",
+                      certificate_authority: str = "", kubelet_flags: Iterable[str] = (),
+                      node_labels: Iterable[str] = (), taints: Iterable[str] = (),
+                      max_pods: str | None = None, dry_run: bool = False) -> DeployResult:
+    """`amibuild nodegroup-deploy`: flags (parameter name -> value) and --parameter KEY=VALUE become the
+    stack's parameters. The nodes' OS is --os, else the variant's, else the stack's, else al2023.
+    The node settings (proxy, kubelet flags, labels, taints, max pods) are the stack's, changed by
+    the flags given (`node_settings`); al2023 nodes and al2 nodes with any setting get user data
+    from `amibuild userdata`'s code, with the cluster's endpoint, CA, service CIDR and endpoint access
+    read with DescribeCluster (flags when it cannot be read)."""
     if not stack:
         raise SpecError("nodegroup-deploy: --stack NAME is required")
     wait_for = seconds(timeout)  # every flag is read before any other check or AWS call
     if os_ and os_ not in NODE_OSES:
         raise SpecError(f"--os {os_!r}: choose one of {', '.join(NODE_OSES)}")
     given = parse_parameters(parameters)
+    own = sorted(set(given) & set(node_settings.PARAMETERS))
+    if own:
+        raise SpecError(f"--parameter {own[0]}: set it with {node_settings.PARAMETERS[own[0]]} (amibuild writes "
+                        "the user data from it)")
     named = {**{key: value for key, value in flags.items() if value},
              "Subnets": ",".join(s for value in subnets for s in value.split(",") if s)}
     for key, value in named.items():
         if value and key in given:
             raise SpecError(f"{key} is set twice: by its own flag and by --parameter")
     given.update({key: value for key, value in named.items() if value})
-    if not proxy and (tuple(no_proxy) or private_endpoint):
-        raise SpecError("--no-proxy and --private-endpoint go with --proxy")
+    asked = node_settings.Asked.parse(proxy=proxy, no_proxy=no_proxy, kubelet_flags=kubelet_flags,
+                                      labels=node_labels, taints=taints, max_pods=max_pods)
+    if asked.proxy:
+        check_proxy_url(asked.proxy)
+    if private_endpoint and not (asked.proxy or asked.proxy is None):
+        raise SpecError("--private-endpoint goes with --proxy")
     parameter = channel_parameter(options, variant, channel)
+    # --os wins over the variant's, as a flag does over the pipeline file everywhere else.
     variant_os = load_pipeline(options).variants[0].os if variant else ""
-    return job.DeploySettings(
-        options.profile, region, stack, given, parameter, node_os=os_, variant_os=variant_os, proxy=proxy,
-        no_proxy=tuple(no_proxy), service_cidr=service_cidr, private_endpoint=private_endpoint,
-        api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority, wait=wait,
-        timeout=wait_for, dry_run=dry_run)
+    if given.get(node_settings.BOOTSTRAP) and (os_ or variant_os) == "al2023":
+        raise _bootstrap_on_al2023()
+    if given.get(node_settings.BOOTSTRAP) and (os_ or variant_os) != "al2023":
+        check_bootstrap_words(_words(given[node_settings.BOOTSTRAP]), "--parameter BootstrapArguments")
+    aws, region = gateway(options, region)
+    found = aws.describe_stack(stack, region)
+    origin = check_ours(aws, stack, region) if found is not None else None
+    if found is None:  # what a create lacks, said before DescribeCluster and the user data
+        stack_parameters({"NodeGroupName": stack, **given}, None)
+        if not parameter and not given.get("NodeImageId"):
+            raise SpecError("creating a node group stack needs --variant (and --channel), or --parameter NodeImageId=AMI")
+    previous = {key: p.value for key, p in found.parameters.items()} if found else {}
+    node_os = os_ or variant_os or str((origin or {}).get("os") or "") or DEFAULT_NODE_OS
+    if origin is not None and origin.get("os") and origin.get("os") != node_os:
+        say(f"stack {stack}: nodes move from {origin.get('os')} to {node_os} (the rolling update replaces them)")
+    settings = asked.merge(previous)
+    if private_endpoint and not settings.proxy:
+        raise SpecError("--private-endpoint goes with --proxy (the stack has no proxy)")
+    bootstrap_args = given.get(node_settings.BOOTSTRAP, previous.get(node_settings.BOOTSTRAP, ""))
+    if node_os == "al2" and given.get(node_settings.BOOTSTRAP):  # the stack said al2: checked now
+        check_bootstrap_words(_words(given[node_settings.BOOTSTRAP]), "--parameter BootstrapArguments")
+    if node_os == "al2023":
+        if node_settings.BOOTSTRAP in given and given[node_settings.BOOTSTRAP]:
+            raise _bootstrap_on_al2023()
+        # bootstrap.sh's arguments mean nothing to nodeadm: the update says it drops them.
+        given[node_settings.BOOTSTRAP] = ""
+        bootstrap_args = ""
+    given.update(settings.to_parameters())
+    cluster = given.get("ClusterName") or previous.get("ClusterName", "")
+    facts, unread = _cluster_facts(aws, cluster, region) if cluster else (None, "")
+    user_data = None
+    if node_os == "al2023" or settings.proxy or settings.kubelet:
+        al2023 = node_os == "al2023"
+        endpoint = api_server_endpoint or (facts.endpoint if facts and al2023 else "")
+        ca = certificate_authority or (facts.certificate_authority if facts and al2023 else "")
+        cidr = service_cidr or (facts.service_cidr if facts else "")
+        if al2023 and not (endpoint and ca and cidr):
+            raise SpecError(
+                f"al2023 nodes need cluster {cluster or '(--cluster)'}'s endpoint, CA and service CIDR, and "
+                f"DescribeCluster in {region} gave none: give --api-server-endpoint, --certificate-authority "
+                "and --service-cidr")
+        if unread:
+            say(f"{unread}; going by the flags")
+        cfg = config_from_flags(
+            cluster=cluster, os=node_os, proxy=settings.proxy, no_proxy=settings.no_proxy, service_cidr=cidr,
+            region=region, api_server_endpoint=endpoint, certificate_authority=ca,
+            # An update that does not give BootstrapArguments keeps the stack's: the user data too.
+            bootstrap_args=bootstrap_args, cfn_stack=stack, cfn_resource=NODE_GROUP,
+            private_endpoint=private_endpoint or bool(facts and facts.private_endpoint), kubelet=settings.kubelet,
+        )
+        user_data = render_userdata(cfg)
+    elif service_cidr or api_server_endpoint or certificate_authority:
+        raise SpecError("--service-cidr, --api-server-endpoint and --certificate-authority go with al2023 nodes, "
+                        "--proxy or kubelet settings")
+    result = deploy(aws, stack, region, given=given, template_body=template_json(user_data, node_os=node_os),
+                    channel_parameter=parameter, say=say, wait=wait, timeout=wait_for, dry_run=dry_run)
+    if dry_run:  # nothing sent: no access to set up yet
+        return result
+    mode = facts.authentication_mode if facts else ""
+    return replace(result, notes=(node_access(cluster, mode, stack=stack),))
+
+
+def _bootstrap_on_al2023() -> SpecError:
+    return SpecError("--parameter BootstrapArguments is for al2's bootstrap.sh; al2023 nodes (nodeadm) do not read "
+                     "it: give --kubelet-flag, --node-label, --taint or --max-pods")
+
+
+def _words(text: str) -> list[str]:
+    import shlex
+
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise SpecError(f"--parameter BootstrapArguments {text!r}: {exc}") from None
+
+
+def stack_user_data(options: Any, *, stack: str, region: str | None) -> list:
+    """`amibuild decode-userdata --stack`: the user data of the stack's template, its references
+    filled in with the stack's parameters and pseudo parameters."""
+    aws, region = gateway(options, region)
+    found = aws.describe_stack(stack, region)
+    if found is None:
+        raise RolloutRefused(f"stack {stack} does not exist in {region}")
+    references = ud.stack_references({key: p.value for key, p in found.parameters.items()}, stack=stack,
+                                     region=region)
+    return ud.decode(aws.stack_template(stack, region).encode(), f"stack {stack}", references)
+
+
+def _cluster_facts(aws: Aws, cluster: str, region: str) -> tuple[ClusterFacts | None, str]:
+    """(DescribeCluster's facts, "") or (None, why) when the cluster is not there or may not be read."""
+    try:
+        facts = read_cluster(aws, cluster, region)
+    except AccessDenied as exc:
+        return None, f"cluster {cluster}: cannot read it ({exc})"
+    return facts, "" if facts is not None else f"cluster {cluster}: not found in {region}"
 
 
 def node_role(options: Any, *, role_arn: str, stack: str, region: str | None) -> str:

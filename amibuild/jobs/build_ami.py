@@ -52,6 +52,7 @@ class BuildSettings:
     timeout: float | None = None
     cleanup_timeout: float = 120.0
     rehearse: bool = False
+    allow_incomplete: bool = False  # with rehearse: build a variant whose rehearsal stopped at a step it cannot rehearse
     wait: bool = True
     stall_after: float = 10.0
 
@@ -292,7 +293,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     if settings.rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
         from amibuild.rehearse.job import rehearsal_check  # deferred: the rehearsal machinery only for --rehearse
 
-        check = rehearsal_check(plan, options, check, say)
+        check = rehearsal_check(plan, options, check, say, allow_incomplete=settings.allow_incomplete)
     try:
         executor = Executor(
             plan, settings.packer, aws,

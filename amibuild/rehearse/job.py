@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from amibuild import render as render_mod
-from amibuild.errors import RehearsalFailed
+from amibuild.errors import RehearsalFailed, RehearsalIncomplete
 from amibuild.pipeline import Pipeline
 from amibuild.pipeline.options import Options
 from amibuild.render import Rendered, SourceAmi, Target
@@ -40,13 +40,16 @@ class RehearseSettings:
     keep: bool = False
     timeout: float = DEFAULT_TIMEOUT
     refuse: tuple[str, ...] = ()
+    allow_incomplete: bool = False  # exit 0 when a rehearsal stopped at a step it cannot rehearse
 
 
 @dataclass(frozen=True)
 class RehearseResult:
-    """Every variant's `Report`; it failed when any variant's chain did."""
+    """Every variant's `Report`; it failed when any variant's chain did, and is incomplete (exit 3)
+    when one stopped at a step it cannot rehearse, unless that was allowed."""
 
     reports: tuple
+    allow_incomplete: bool = False
 
     @property
     def failed(self) -> list[str]:
@@ -55,6 +58,9 @@ class RehearseResult:
     def raise_for_status(self) -> None:
         if self.failed:
             raise RehearsalFailed(f"rehearsal failed for {', '.join(self.failed)}")
+        incomplete = [f"{r.variant}: {r.incomplete}" for r in self.reports if r.incomplete]
+        if incomplete and not self.allow_incomplete:
+            raise RehearsalIncomplete(f"{'; '.join(incomplete)} (--allow-incomplete exits 0)")
 
 
 def refused_packages(env=os.environ) -> tuple[str, ...]:
@@ -96,14 +102,16 @@ def run(settings: RehearseSettings, say: Say = lambda _: None) -> RehearseResult
             for rest in prepared[index + 1:]:
                 rest.close()
             raise
-    return RehearseResult(tuple(reports))
+    return RehearseResult(tuple(reports), settings.allow_incomplete)
 
 
-def rehearsal_check(plan, options: Options, check: Callable | None, say: Say = lambda _: None) -> Callable:
+def rehearsal_check(plan, options: Options, check: Callable | None, say: Say = lambda _: None, *,
+                    allow_incomplete: bool = False) -> Callable:
     """build-ami --rehearse: a check that runs ``check`` (if any), then rehearses the variant.
 
     The executor runs it for each variant just before that variant's Packer build; a failing
-    rehearsal raises, which marks that variant failed and leaves the others to build.
+    rehearsal raises, which marks that variant failed and leaves the others to build. So does an
+    incomplete one (a step it cannot rehearse, the rest never run), unless ``allow_incomplete``.
     """
     items = {item.directory.resolve(): item for item in plan.to_build}
     renders = {r.variant.name: r for r in real_build_renders(
@@ -119,9 +127,11 @@ def rehearsal_check(plan, options: Options, check: Callable | None, say: Say = l
         record.write_text(json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
         if not report.ok:
             raise RehearsalFailed(f"rehearsal failed, Packer not started: {failure_text(report)} (report: {record})")
-        for gap in report.gaps:
-            say(f"{item.name}: rehearsal incomplete: step {gap.step.number} ({gap.step.name}) not rehearsable: "
-                f"{gap.reason}")
+        if report.incomplete and not allow_incomplete:
+            raise RehearsalIncomplete(f"{report.incomplete}, Packer not started (--allow-incomplete builds "
+                                      f"anyway; report: {record})")
+        if report.incomplete:
+            say(f"{item.name}: {report.incomplete} (--allow-incomplete: building anyway)")
 
     return rehearse_then_check
 
