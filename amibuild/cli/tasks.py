@@ -631,6 +631,10 @@ def locals_flags(values):
 ns = Collection(render, validate, rehearse, build_ami, runs, clean_run, publish, promote, rollback, history, channels,
                 nodegroup_deploy, rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor,
                 sandbox, demo, init)
+# fleet view and Karpenter hand-off: their tasks live in amibuild/cli/fleet.py
+from amibuild.cli.fleet import fleet  # noqa: E402
+
+ns.add_task(fleet)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

@@ -7,16 +7,16 @@ Three steps, as everywhere in amibuild: gather the facts, plan as data, execute 
       ``amibuild:pipeline`` naming the pipeline (another pipeline's images are not ours to judge:
       its channels live under another name), with their deprecation times;
     * the tags of their snapshots (found from each image's block device mappings);
-    * what uses an image: the current value of every parameter under the pipeline's channel path
-      and the images of its recent history (`keep_versions` earlier versions holding another AMI,
-      so `invoke rollback` keeps working); the default and latest version of every launch template
-      and every version an Auto Scaling group names (its own launch template, its mixed instances
-      policy and the policy's overrides, or a managed node group names); every launch
-      configuration; every node group stack's image; every pending, running, stopping or stopped
-      instance of those images (the one gatherer `fleet` reads too: `amibuild.lifecycle.consumers`). Channels are found by their ``amibuild:pipeline`` tag in
-      every region, whatever parameter name template wrote them, as well as under the current
-      template's path. Which of these makes an image "in use" is `in_use`, a pure function of
-      the gathered `Uses` (tested on recorded facts).
+    * what uses an image: the current value of every parameter under the pipeline's channel path and
+      the images of its recent history (`keep_versions` earlier versions holding another AMI, so
+      `invoke rollback` keeps working); the default and latest version of every launch template and
+      every version an Auto Scaling group names (its own launch template, its mixed instances policy
+      and the policy's overrides, or a managed node group names); every launch configuration; every
+      node group stack's image; every pending, running, stopping or stopped instance of those images
+      (the one gatherer `fleet` reads too: `amibuild.lifecycle.consumers`). Channels are found by
+      their ``amibuild:pipeline`` tag in every region, whatever parameter name template wrote them,
+      as well as under the current template's path. Which of these makes an image "in use" is
+      `in_use`, a pure function of the gathered `Uses` (tested on recorded facts).
 
 `plan_prune` (pure) groups the images by variant and region, newest first (``amibuild:created``,
 else the image's CreationDate) and decides for each:
