@@ -124,6 +124,7 @@ class Consumer:
     follows: str = ""  # the SSM parameter a stack follows ("" when it pins an image id)
     detail: str = ""  # e.g. "default version 3", "stopped"
     tags: Mapping[str, str] = field(default_factory=dict)  # instances: the grouping tags
+    template: str = ""  # the launch template id behind a launch template, group or node group consumer
 
 
 def consumers(uses: Uses) -> tuple[Consumer, ...]:
@@ -154,7 +155,7 @@ def consumers(uses: Uses) -> tuple[Consumer, ...]:
                                           region, images[number],
                                           f"launch template {tid} ({name}) v{number} {why} in {region}",
                                           detail=f"{name} v{number}" if kind is Kind.AUTO_SCALING_GROUP
-                                          else f"{why} {number}"))
+                                          else f"{why} {number}", template=tid))
         for name, image_id in facts.launch_configurations.items():
             found.append(Consumer(Kind.LAUNCH_CONFIGURATION, name, region, image_id,
                                   f"launch configuration {name} in {region}"))
@@ -176,7 +177,7 @@ def consumers(uses: Uses) -> tuple[Consumer, ...]:
                 who = f"{group.cluster}/{group.name}"
                 found.append(Consumer(Kind.NODEGROUP, who, region, image,
                                       f"managed node group {who} (launch template {tid} v{number}) in {region}",
-                                      detail=f"{name} v{number}"))
+                                      detail=f"{name} v{number}", template=tid))
     return tuple(found)
 
 

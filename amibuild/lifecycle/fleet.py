@@ -174,7 +174,7 @@ def _days(since: datetime | None, now: datetime) -> float | None:
 
 
 def standing_in(channel: ChannelFact, image_id: str, now: datetime) -> tuple[int, int, float] | None:
-    """(version that last held the image, moves to another AMI since, days since the first move);
+    """(version that last held the image, moves to another AMI since, seconds since the first move);
     None when the channel never held it."""
     held = [n for n, (_, value) in enumerate(channel.history) if value == image_id]
     if not held:
@@ -182,12 +182,11 @@ def standing_in(channel: ChannelFact, image_id: str, now: datetime) -> tuple[int
     last = held[-1]
     moves = [n for n in range(last + 1, len(channel.history))
              if channel.history[n][1] != channel.history[n - 1][1]]
-    days = 0.0
+    seconds = 0.0
     if moves:
-        times = channel.times
-        first = _moment(times[moves[0]]) if moves[0] < len(times) else None
-        days = _days(first, now) or 0.0
-    return channel.history[last][0], len(moves), days
+        first = _moment(channel.times[moves[0]]) if moves[0] < len(channel.times) else None
+        seconds = max((now - first).total_seconds(), 0.0) if first else 0.0
+    return channel.history[last][0], len(moves), seconds
 
 
 def _group_of(consumer: Consumer) -> tuple[str, str]:
@@ -214,7 +213,14 @@ def classify(facts: FleetFacts, now: datetime, *, variant: str | None = None, ch
     found: list[ConsumerRow] = []
     instances: dict[tuple[str, str, str], list[Consumer]] = defaultdict(list)
     hints: dict[tuple[str, str, str], str] = {}
-    for consumer in consumers(facts.uses):
+    everything = consumers(facts.uses)
+    # a template a group launches from is shown through that group (the version it launches);
+    # a template nothing launches from is shown at its default version (what a new launch gets)
+    launched = {(c.region, c.template) for c in everything if c.kind in (Kind.AUTO_SCALING_GROUP, Kind.NODEGROUP)}
+    for consumer in everything:
+        if consumer.kind is Kind.LAUNCH_TEMPLATE and ((consumer.region, consumer.template) in launched
+                                                      or not consumer.detail.startswith("default version")):
+            continue
         followed = by_parameter.get((consumer.region, consumer.follows)) if consumer.follows else None
         ours = consumer.image_id in facts.images or consumer.image_id in in_channel or followed is not None
         if not ours:
@@ -257,7 +263,9 @@ def _row(kind: str, name: str, region: str, image_id: str, facts: FleetFacts, ch
     image = facts.images.get(image_id)
     candidates = [followed] if followed is not None else [c for c in channels if c.region == region]
     best: tuple[ChannelFact, tuple[int, int, float]] | None = None
-    for c in candidates:
+    # the channel it is least behind: fewest moves, then the shortest time since the first move,
+    # then by channel name, so the answer never depends on the order AWS listed them in
+    for c in sorted(candidates, key=lambda c: (c.channel or c.name, c.name)):
         where = standing_in(c, image_id, now)
         if where is not None and (best is None or (where[1], where[2]) < (best[1][1], best[1][2])):
             best = (c, where)
@@ -272,7 +280,8 @@ def _row(kind: str, name: str, region: str, image_id: str, facts: FleetFacts, ch
     if best is None:
         why = "its image is gone (deregistered)" if image is None else "its image is in no channel"
         return ConsumerRow(**base, standing=Standing.ORPHANED, why=why, hint=_hint(mover, None))
-    chan, (version, moves, days) = best
+    chan, (version, moves, seconds) = best
+    days = round(seconds / 86400, 2)
     base.update(variant=chan.variant or base["variant"], channel=chan.channel or chan.name,
                 k8s=base["k8s"] or chan.k8s)
     if image is None:
