@@ -266,3 +266,29 @@ def test_bad_fleet_flags_are_refused_with_exit_2_before_any_aws_call(tmp_path: P
         code, out, err = amibuild(capsys, "fleet", *args)
         assert code == 2, (args, err)
         assert words in err and out == ""
+
+
+def test_the_demo_seed_gives_two_stacks_a_managed_node_group_and_instances_of_three_images(
+        workdir, sandbox, capsys) -> None:
+    from amibuild.sandbox.fleet import demo_seed
+
+    old, new, arm = make_image("ceph", 1), make_image("ceph", 2), make_image("ceph-arm", 3)
+    publish(capsys, "ceph", old)
+    promote(capsys)
+    publish(capsys, "ceph-arm", arm)
+    sandbox.seed_fleet(FleetSeed(stacks=(("ng-demo", PARAM.format(variant="ceph", channel="stable")),)))
+    publish(capsys, "ceph", new)
+    promote(capsys)
+    seeded = demo_seed(sandbox.endpoint, REGION, stable=PARAM.format(variant="ceph", channel="stable"),
+                       recommended=PARAM.format(variant="ceph", channel="recommended"),
+                       other=PARAM.format(variant="ceph-arm", channel="recommended"))
+    assert seeded.images == {"stable first": old, "other": arm}
+    consumers = fleet_json(capsys)["consumers"]
+    assert sorted((r["name"], r["image_id"], r["behind_versions"]) for r in consumers if r["kind"] == "stack") == [
+        ("ng-demo", old, 1), ("ng-demo-recommended", new, 0)]
+    assert [(r["name"], r["image_id"]) for r in consumers if r["kind"] == "nodegroup"] == [
+        ("amibuild-sandbox/mng-demo", old)]
+    instances = [r for r in consumers if r["kind"] == "instances"]
+    assert {r["image_id"] for r in instances} == {old, new, arm}
+    (karpenter,) = [r for r in instances if r["name"].startswith("karpenter")]
+    assert (karpenter["image_id"], len(karpenter["instances"]), karpenter["standing"]) == (old, 2, "behind")
