@@ -109,9 +109,9 @@ def test_check_behind_refuses_anything_but_n_or_nd(text: str) -> None:
 # ------------------------------------------------------------------------------- against the emulator
 
 
-def make_image(variant: str, n: int) -> str:
-    """An image as a build leaves it (tags included), in REGION."""
-    ec2 = boto3.client("ec2", region_name=REGION)
+def make_image(variant: str, n: int, region: str = REGION) -> str:
+    """An image as a build leaves it (tags included)."""
+    ec2 = boto3.client("ec2", region_name=region)
     instance = ec2.run_instances(ImageId=seed_images()[0].image_id, MinCount=1, MaxCount=1,
                                  InstanceType="m5.large")["Instances"][0]["InstanceId"]
     ami = ec2.create_image(InstanceId=instance, Name=f"amibuild-{variant}-{uuid.uuid4().hex[:8]}")["ImageId"]

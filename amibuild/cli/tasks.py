@@ -632,9 +632,10 @@ ns = Collection(render, validate, rehearse, build_ami, runs, clean_run, publish,
                 nodegroup_deploy, rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor,
                 sandbox, demo, init)
 # fleet view and Karpenter hand-off: their tasks live in amibuild/cli/fleet.py
-from amibuild.cli.fleet import fleet  # noqa: E402
+from amibuild.cli.fleet import fleet, karpenter  # noqa: E402
 
 ns.add_task(fleet)
+ns.add_task(karpenter)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present
