@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from typing import Any, Iterable, Mapping, Sequence
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -51,17 +52,36 @@ def publish(markdown: str, *, to_stdout: bool = False) -> None:
 
 # ------------------------------------------------------------------------------- annotations
 
-_LINE = re.compile(r"(?P<file>[^\s:,;()'\"]+\.hcl)(?::| line |, line |:line )(?P<line>[0-9]+)")
+# how amibuild names a line of a file in its messages: `PATH:LINE: ...`
+_LINE = re.compile(r"(?P<file>[^\s:]+\.hcl):(?P<line>[0-9]+)(?=[:\s]|\Z)")
 
 
-def annotation(message: str) -> str | None:
-    """``::error file=F,line=N::message`` when `message` names a line of a pipeline file, else None."""
+def annotation(message: str, workspace: str | None = None) -> str | None:
+    """``::error file=F,line=N::message`` when `message` names a line of a pipeline file, else None.
+
+    GitHub wants the file relative to the workspace (the repository's root); the message's own
+    path is made relative to `workspace` (``$GITHUB_WORKSPACE``, else the current folder).
+    """
     match = _LINE.search(message)
     if not match:
         return None
+    path = match.group("file")
+    base = workspace or os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
+    if os.path.isabs(path):
+        relative = os.path.relpath(path, base)
+        path = relative if not relative.startswith("..") else path
     text = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    file = match.group("file").replace("%", "%25").replace(",", "%2C").replace(":", "%3A")
+    file = path.replace("%", "%25").replace(",", "%2C").replace(":", "%3A").replace("\r", "%0D").replace("\n", "%0A")
     return f"::error file={file},line={match.group('line')}::{text}"
+
+
+def annotate(message: str) -> None:
+    """In GitHub Actions (``GITHUB_ACTIONS=true``), print the error as a workflow command on stderr."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return
+    line = annotation(message)
+    if line:
+        print(line, file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------- renderers
@@ -85,58 +105,68 @@ def fleet_markdown(view: Any) -> str:
     return "\n".join(lines)
 
 
+def _amis(amis: Mapping[str, str]) -> str:
+    return "<br>".join(f"{region}: `{ami}`" for region, ami in sorted(amis.items())) or "-"
+
+
 def build_markdown(run: Any) -> str:
-    """build-ami: one row per variant (status, AMI per region, fingerprint, duration, test result)."""
-    data = run.to_dict() if hasattr(run, "to_dict") else dict(run)
+    """build-ami: one row per variant (status, AMI per region, fingerprint, duration, published, test)."""
+    head = f"### amibuild build-ami {run.plan.run_id}"
+    if run.outcomes is None:
+        rows = [(i.name, str(i.decision), i.reason)
+                for i in run.plan.items]
+        return "\n".join([head + " (dry run: nothing built)", ""] + table(["variant", "plan", "why"], rows))
     rows = []
-    for v in data.get("variants", []):
-        amis = v.get("amis") or v.get("artifacts") or {}
-        ami_text = ", ".join(f"{region}: `{ami}`" for region, ami in sorted(amis.items())) if isinstance(amis, dict) \
-            else ", ".join(map(str, amis))
-        seconds = v.get("duration") or v.get("seconds") or v.get("elapsed")
-        duration = f"{float(seconds):.0f}s" if isinstance(seconds, (int, float)) else (seconds or "")
-        test = v.get("test") or v.get("tests") or v.get("rehearsal") or ""
-        if isinstance(test, dict):
-            test = test.get("status") or test.get("result") or ""
-        rows.append((v.get("variant") or v.get("name"), v.get("status") or v.get("action"), ami_text,
-                     f"`{v['fingerprint']}`" if v.get("fingerprint") else "", duration, test,
-                     v.get("error") or v.get("reason") or ""))
-    lines = [f"### amibuild build-ami{': ' + str(data['run_id']) if data.get('run_id') else ''}", ""]
-    lines += table(["variant", "status", "AMI per region", "fingerprint", "duration", "test", "note"], rows)
+    for o in run.outcomes:
+        published = o.published or {}
+        where = ", ".join(f"{k} v{v}" if isinstance(v, int) else f"{k} {v}"
+                          for k, v in (published.get("regions") or {}).items())
+        channel = f"{published.get('channel', '')} {where}".strip() if published else ""
+        test = getattr(o, "test", None)
+        rows.append((o.name, str(o.status), _amis(o.amis), f"`{o.fingerprint}`" if o.fingerprint else "",
+                     f"{o.seconds:.0f}s", o.publish_error or channel or "-",
+                     "-" if test is None else str(getattr(test, "status", test)),
+                     o.error or o.reason))
+    lines = [head, ""] + table(["variant", "status", "AMI per region", "fingerprint", "duration", "published",
+                                "test", "note"], rows)
+    if run.sharing:
+        lines += ["", "**Sharing**", ""] + [f"- {cell(p)}" for p in run.sharing]
     return "\n".join(lines)
 
 
-def publish_markdown(result: Any, operation: str) -> str:
-    """promote / publish / rollback: one row per region of the channel write."""
-    data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
-    plan = data.get("plan", data)
-    rows = [(r.get("region"), r.get("action") or r.get("status"), f"`{r.get('ami')}`" if r.get("ami") else "",
-             r.get("previous") or r.get("current") or "", r.get("version") or "")
-            for r in plan.get("regions", data.get("regions", []))]
-    title = f"### amibuild {operation}: {plan.get('variant', '')} {plan.get('channel', '')}".rstrip()
-    return "\n".join([title, ""] + table(["region", "action", "AMI", "before", "version"], rows))
+def publish_markdown(result: Any) -> str:
+    """publish / promote / rollback: one row per region of the channel write."""
+    rows = [(r.region, str(r.action), f"`{r.ami}`", f"`{r.previous_ami}`" if r.previous_ami else "-",
+             f"{r.previous_version} → {r.version}" if r.previous_version != r.version else str(r.version))
+            for r in result.regions]
+    title = f"### amibuild {result.operation}: {result.variant} {result.channel}"
+    return "\n".join([title, "", f"`{result.parameter}`", ""]
+                     + table(["region", "action", "AMI", "before", "version"], rows))
 
 
 def rollout_markdown(result: Any) -> str:
-    data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
-    keys = [k for k in ("target", "region", "action", "status", "before", "after", "image", "reason") if k in data]
-    return "\n".join([f"### amibuild rollout: {data.get('target', '')}", ""]
-                     + table(keys, [[data.get(k) for k in keys]]))
+    done = "dry run" if result.dry_run else ("verified" if result.verified else
+                                             "started, not waited for" if result.started else "-")
+    rows = [(result.target, result.region, str(result.action), result.channel, f"`{result.ami}`",
+             f"`{result.previous_image}`" if result.previous_image else "-", result.status or "-", done,
+             result.reason)]
+    return "\n".join([f"### amibuild rollout: {result.target}", ""]
+                     + table(["target", "region", "action", "channel", "AMI", "before", "status", "result", "why"],
+                             rows))
 
 
-def channels_markdown(entries: Sequence[Any], problems: Sequence[str] = ()) -> str:
-    rows = [(e.variant, e.channel, e.region, f"`{e.ami}`" if e.ami else "missing", e.version or "",
-             e.modified.strftime("%Y-%m-%d %H:%M") if getattr(e, "modified", None) else "") for e in entries]
-    lines = ["### amibuild channels", ""] + table(["variant", "channel", "region", "AMI", "version", "written"], rows)
-    if problems:
-        lines += ["", "**Problems**", ""] + [f"- {cell(p)}" for p in problems]
-    return "\n".join(lines)
+def channels_markdown(entries: Sequence[Any]) -> str:
+    rows = [(e.variant, e.channel, e.region, f"`{e.ami}`" if e.ami else "missing", e.version or "-",
+             e.modified.strftime("%Y-%m-%d %H:%M") if e.modified else "-") for e in entries]
+    return "\n".join(["### amibuild channels", ""]
+                     + table(["variant", "channel", "region", "AMI", "version", "written"], rows))
 
 
 def rehearse_markdown(reports: Sequence[Any]) -> str:
     rows = []
     for report in reports:
-        data = report.to_dict() if hasattr(report, "to_dict") else dict(report)
-        rows.append((data.get("variant"), data.get("status") or ("passed" if data.get("ok") else "failed"),
-                     len(data.get("steps", []) or []), data.get("failed_step") or data.get("error") or ""))
-    return "\n".join(["### amibuild rehearse", ""] + table(["variant", "result", "steps", "note"], rows))
+        failure = report.failure
+        where = f"step {failure.step}: {failure.script}:{failure.line} exit {failure.exit_status}" if failure else ""
+        rows.append((report.variant, "passed" if report.ok else "failed", len(report.steps),
+                     f"{report.seconds:.0f}s", where or "; ".join(report.notes) or "-"))
+    return "\n".join(["### amibuild rehearse", ""] + table(["variant", "result", "steps", "duration", "note"], rows))

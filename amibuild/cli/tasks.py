@@ -82,6 +82,7 @@ BUILD_HELP = {
                 "rehearsal fails that variant before its Packer build starts",
     "no_wait": "When another run is building a variant with the same inputs, fail (exit 1, naming that run) "
                "instead of waiting for it and reusing its image",
+    "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
 }
 
 
@@ -89,12 +90,14 @@ BUILD_HELP = {
 def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
-              channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False):
+              channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, markdown=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     from amibuild.cli import commands
     from amibuild.cli import report
 
     from amibuild.cli import values
+
+    from amibuild.cli import summary
 
     opts = cli.options(c, **locals_flags(locals()))
     run = cli.run(lambda: commands.build_ami(
@@ -107,8 +110,9 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     ))
     if json:
         cli.emit_json(run.to_dict())
-    else:
+    elif not markdown:
         cli.lines_out(report.build_lines(run))
+    summary.publish(summary.build_markdown(run), to_stdout=markdown)
     cli.finish(run)
 
 
@@ -117,28 +121,32 @@ REHEARSE_HELP = {
     "json": "Print the reports as JSON on stdout (progress goes to stderr)",
     "keep": "Keep the overlay's upper layer (every file the chain wrote) and print where it is",
     "timeout": "Stop a variant's rehearsal after this many seconds (default 600)",
+    "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
 }
 
 
 @task(help=REHEARSE_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, json=False,
-             keep=False, timeout=None, flavor=None):
+             keep=False, timeout=None, flavor=None, markdown=False):
     """Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."""
     from amibuild.cli import rehearse as rehearse_cmd
     from amibuild.rehearse import report
 
     flags = locals_flags(locals())
-    for name in ("keep", "timeout"):
+    for name in ("keep", "timeout", "markdown"):
         flags.pop(name)
     opts = cli.options(c, **flags)
     reports = cli.run(lambda: rehearse_cmd.rehearse(
         opts, cli.say, keep=keep, timeout=rehearse_cmd.seconds(timeout, "--timeout"),
         refuse=rehearse_cmd.refused_packages()))
+    from amibuild.cli import summary
+
     if json:
         cli.emit_json([r.to_dict() for r in reports])
-    else:
+    elif not markdown:
         cli.lines_out(line for r in reports for line in report.lines(r))
+    summary.publish(summary.rehearse_markdown(reports), to_stdout=markdown)
     failed = [r.variant for r in reports if not r.ok]
     if failed:
         from invoke.exceptions import Exit
@@ -380,9 +388,11 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
 
 @task(help={**CHANNEL_HELP, "from_": "Channel to copy from, e.g. recommended",
             "to": "Channel to copy into, e.g. stable",
-            "force": "Write even if another writer moved the target channel since amibuild read it"},
+            "force": "Write even if another writer moved the target channel since amibuild read it",
+            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",},
       auto_shortflags=False)
-def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False):
+def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False,
+            markdown=False):
     """Copy a channel's exact AMI, region by region, into another channel."""
     from amibuild.cli import commands
     from amibuild.cli import report
@@ -396,8 +406,12 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
         return channels_mod.promote(aws, pipeline=pipe, variant=var, source=from_, target=to, force=force,
                                     guard=_guard(c, signals))
 
+    from amibuild.cli import summary
+
     result, signals = cli.run_channel(body)
-    cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    if json or not markdown:
+        cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    summary.publish(summary.publish_markdown(result), to_stdout=markdown)
     cli.finish_channel(result, signals)
 
 
@@ -443,9 +457,10 @@ def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None,
     cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.history_lines(entries))
 
 
-@task(help={"pipeline": CHANNEL_HELP["pipeline"], "profile": CHANNEL_HELP["profile"], "json": CHANNEL_HELP["json"]},
+@task(help={"pipeline": CHANNEL_HELP["pipeline"], "profile": CHANNEL_HELP["profile"], "json": CHANNEL_HELP["json"],
+            "markdown": "Print the table as Markdown on stdout"},
       auto_shortflags=False)
-def channels(c, pipeline=None, profile=None, json=False):
+def channels(c, pipeline=None, profile=None, json=False, markdown=False):
     """List every variant x channel x region: AMI, version, age."""
     from amibuild.channels import read as channel_status
     from amibuild.cli import commands
@@ -458,6 +473,11 @@ def channels(c, pipeline=None, profile=None, json=False):
         return channel_status.channels(Aws(profile=opts.profile, region=pipe.build_region), pipeline=pipe)
 
     entries = cli.run(body)
+    if markdown:
+        from amibuild.cli import summary
+
+        print(summary.channels_markdown(entries))
+        return
     cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))
 
 
@@ -474,12 +494,13 @@ ROLLOUT_HELP = {
     "k8s": CHANNEL_HELP["k8s"],
     "profile": SELECT_HELP["profile"],
     "json": "Print the result as JSON on stdout",
+    "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
 }
 
 
 @task(help=ROLLOUT_HELP, auto_shortflags=False)
 def rollout(c, stack=None, nodegroup=None, variant=None, channel=None, region=None, dry_run=False, no_wait=False,
-            timeout=None, pipeline=None, k8s=None, profile=None, json=False):
+            timeout=None, pipeline=None, k8s=None, profile=None, json=False, markdown=False):
     """Roll a node group stack or EKS managed node group to a channel's AMI: change set, update, verify."""
     from amibuild.cli import handoff
 
@@ -487,7 +508,11 @@ def rollout(c, stack=None, nodegroup=None, variant=None, channel=None, region=No
     result = cli.run(lambda: handoff.rollout(opts, stack=stack, nodegroup=nodegroup, variant=variant, channel=channel,
                                              region=region, say=cli.say, dry_run=dry_run, wait=not no_wait,
                                              timeout=timeout))
-    cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+    from amibuild.cli import summary
+
+    if json or not markdown:
+        cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+    summary.publish(summary.rollout_markdown(result), to_stdout=markdown)
 
 
 DEPLOY_HELP = {
