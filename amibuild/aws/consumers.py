@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from amibuild.aws import Aws, _mapped
+from amibuild.aws import Aws, _mapped, fan_out
 
 INSTANCE_PAGE = 1000  # DescribeInstances' largest page
 FILTER_VALUES = 200  # EC2 takes at most 200 values per filter
@@ -79,17 +79,24 @@ def nodegroup_templates(aws: Aws, region: str) -> list[NodegroupTemplate]:
     found = []
     with _mapped("eks:ListClusters", region):
         clusters = [c for page in eks.get_paginator("list_clusters").paginate() for c in page.get("clusters", [])]
-    for cluster in clusters:
+    def listed(cluster: str) -> list[tuple[str, str]]:
         with _mapped(f"eks:ListNodegroups {cluster}", region):
-            names = [n for page in eks.get_paginator("list_nodegroups").paginate(clusterName=cluster)
-                     for n in page.get("nodegroups", [])]
-        for name in names:
-            with _mapped(f"eks:DescribeNodegroup {cluster}/{name}", region):
-                raw = eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
-            template = raw.get("launchTemplate") or {}
-            if template.get("id") or template.get("name"):
-                found.append(NodegroupTemplate(cluster, name, region, raw.get("status", ""),
-                                               template.get("id", ""), str(template.get("version") or "$Default")))
+            return [(cluster, n) for page in eks.get_paginator("list_nodegroups").paginate(clusterName=cluster)
+                    for n in page.get("nodegroups", [])]
+
+    def described(group: tuple[str, str]) -> dict:
+        with _mapped(f"eks:DescribeNodegroup {group[0]}/{group[1]}", region):
+            return eks.describe_nodegroup(clusterName=group[0], nodegroupName=group[1])["nodegroup"]
+
+    # EKS describes node groups one by one: those calls go out at once
+    names = [group for groups in fan_out(clusters, listed).values() for group in groups]
+    raws = fan_out(names, described)
+    for cluster, name in names:
+        raw = raws[(cluster, name)]
+        template = raw.get("launchTemplate") or {}
+        if template.get("id") or template.get("name"):
+            found.append(NodegroupTemplate(cluster, name, region, raw.get("status", ""),
+                                           template.get("id", ""), str(template.get("version") or "$Default")))
     return found
 
 

@@ -217,14 +217,14 @@ def channel_facts(aws: Aws, region: str, pipeline: str, path: str, pattern: re.P
     (written before channels were tagged)."""
     tagged = aws.parameters_tagged(region, {tags.PIPELINE: [pipeline]})
     listed = [p.name for p in aws.parameters_under(path, region) if f"/{LEASE_DIR}/" not in p.name]
+    names = [name for name in dict.fromkeys([*listed, *tagged]) if f"/{LEASE_DIR}/" not in name]
+    histories = fan_out(names, lambda name: aws.parameter_history(name, region))
     facts = []
-    for name in dict.fromkeys([*listed, *tagged]):
-        if f"/{LEASE_DIR}/" in name:
-            continue
+    for name in names:
         match = pattern.match(name)
         label = (f"channel {match.group('channel')} of {match.group('variant')}" if match
                  else f"channel parameter {name}" if name in tagged else f"parameter {name}")
-        versions = aws.parameter_history(name, region)
+        versions = histories[name]
         fields = match.groupdict() if match else {}
         facts.append(ChannelFact(region, name, label, tuple((p.version, p.value) for p in versions),
                                  tuple(p.last_modified.isoformat() if p.last_modified else "" for p in versions),
@@ -232,23 +232,35 @@ def channel_facts(aws: Aws, region: str, pipeline: str, path: str, pattern: re.P
     return facts
 
 
-def launch_facts(aws: Aws, region: str, image_ids: Sequence[str]) -> LaunchFacts:
-    """What can launch an image in `region`; instances only of `image_ids` (filtered by AWS)."""
-    templates = tuple(aws.launch_templates(region))
-    refs = tuple(aws.auto_scaling_template_refs(region))
-    groups = tuple(nodegroup_templates(aws, region))
+def launch_facts(aws: Aws, region: str, image_ids: Sequence[str], channel_images: Any = None) -> LaunchFacts:
+    """What can launch an image in `region`; instances only of `image_ids` (filtered by AWS).
+
+    The independent reads run at once (the gateway is thread-safe and AWS calls wait on the network),
+    then the template versions they name (one call per template, in parallel), then the instances.
+    `channel_images`, when given, is a callable run beside the first reads whose image ids join
+    `image_ids` (the channels' histories, read meanwhile).
+    """
+    reads: dict[str, Any] = {
+        "templates": lambda: tuple(aws.launch_templates(region)),
+        "refs": lambda: tuple(aws.auto_scaling_template_refs(region)),
+        "groups": lambda: tuple(nodegroup_templates(aws, region)),
+        "stacks": lambda: tuple(stack_images(aws, region)),
+        "configurations": lambda: aws.launch_configuration_images(region),
+        "channels": channel_images or (lambda: ()),
+    }
+    got = fan_out(list(reads), lambda name: reads[name]())
+    templates, refs, groups, stacks = got["templates"], got["refs"], got["groups"], got["stacks"]
     by_name = {name: tid for tid, name, _, _ in templates}
     wanted: dict[str, set[str]] = {tid: {"$Default", "$Latest"} for tid, _, _, _ in templates}
     for tid, name, version in [(r[1], r[2], r[3]) for r in refs] + [(g.template_id, "", g.version) for g in groups]:
         tid = tid or by_name.get(name, "")
         if tid in wanted:
             wanted[tid].add(version)
-    images = {tid: aws.launch_template_image_ids(region, tid, sorted(versions)) for tid, versions in wanted.items()}
-    stacks = tuple(stack_images(aws, region))
-    known = {*image_ids, *(i for versions in images.values() for i in versions.values()),
+    images = fan_out(list(wanted), lambda tid: aws.launch_template_image_ids(region, tid, sorted(wanted[tid])))
+    known = {*image_ids, *got["channels"], *(i for versions in images.values() for i in versions.values()),
              *(s.image_id or s.resolved for s in stacks)}
     instances: list[InstanceImage] = instances_of(aws, region, sorted(known), IN_USE_STATES) if known else []
-    return LaunchFacts(region, templates, images, refs, aws.launch_configuration_images(region),
+    return LaunchFacts(region, templates, images, refs, got["configurations"],
                        tuple((i.instance_id, i.state, i.image_id) for i in instances),
                        {i.instance_id: dict(i.tags) for i in instances if i.tags}, stacks, groups)
 
@@ -259,9 +271,14 @@ def gather_uses(aws: Aws, pipeline: str, regions: Sequence[str], path: str, patt
     images in `image_ids` (region -> ids) and of every image a channel or a launcher names."""
 
     def read(region: str) -> tuple[list[ChannelFact], LaunchFacts]:
-        channels = channel_facts(aws, region, pipeline, path, pattern)
-        named = {value for c in channels for _, value in c.history}
-        return channels, launch_facts(aws, region, sorted({*image_ids.get(region, ()), *named}))
+        channels: list[ChannelFact] = []
+
+        def channel_images() -> set[str]:
+            channels.extend(channel_facts(aws, region, pipeline, path, pattern))
+            return {value for c in channels for _, value in c.history}
+
+        launches = launch_facts(aws, region, image_ids.get(region, ()), channel_images)
+        return channels, launches
 
     found = fan_out(list(dict.fromkeys(regions)), read)
     return Uses(tuple(c for region in found for c in found[region][0]), tuple(found[region][1] for region in found))
