@@ -46,7 +46,6 @@ from typing import Any, Iterable, Mapping, Sequence
 from amibuild.aws import Aws, Image
 from amibuild import tags
 from amibuild.errors import AmibuildError, NotFound, PruneFailed, SpecError
-from amibuild.bake.plan import FINGERPRINT_TAG, VARIANT_TAG
 from amibuild.aws import fan_out
 from amibuild.channels.publish import name_pattern, plain
 # the in-use facts and their classification live in one place, shared with `fleet`; these names
@@ -54,8 +53,6 @@ from amibuild.channels.publish import name_pattern, plain
 from amibuild.lifecycle.consumers import (DEFAULT_KEEP_VERSIONS, IN_USE_STATES, ChannelFact,  # noqa: F401
                                           LaunchFacts, Uses, gather_uses, in_use)
 
-PIPELINE_TAG = tags.PIPELINE
-CREATED_TAG = tags.CREATED
 DELETABLE_STATES = frozenset({"available", "failed", "error", "invalid"})
 _LEAVE_ALONE = frozenset({"pending", "transient", "disabled"})
 
@@ -117,7 +114,7 @@ class PrunePlan:
 
 def created_at(image: Image) -> datetime | None:
     """When amibuild made the image: its ``amibuild:created`` tag, else EC2's CreationDate."""
-    for text in (image.tags.get(CREATED_TAG, ""), image.creation_date):
+    for text in (image.tags.get(tags.CREATED, ""), image.creation_date):
         moment = _moment(text)
         if moment is not None:
             return moment
@@ -157,10 +154,10 @@ def plan_prune(
     if keep < 1:
         raise SpecError(f"--keep {keep}: keep at least 1 image per variant and region")
     snapshot_tags = snapshot_tags or {}
-    images = sorted(images, key=lambda i: (i.region, i.tags.get(VARIANT_TAG, ""), _newest_first(i)))
+    images = sorted(images, key=lambda i: (i.region, i.tags.get(tags.VARIANT, ""), _newest_first(i)))
     groups: dict[tuple[str, str], list[Image]] = defaultdict(list)
     for image in images:
-        groups[(image.region, image.tags.get(VARIANT_TAG, ""))].append(image)
+        groups[(image.region, image.tags.get(tags.VARIANT, ""))].append(image)
 
     decided: list[tuple[Image, list[str]]] = []
     for group in groups.values():
@@ -189,7 +186,7 @@ def plan_prune(
     kept_snapshots = {s for image, reasons in decided if reasons for s in image.snapshot_ids}
     plans = []
     for image, reasons in decided:
-        variant = image.tags.get(VARIANT_TAG, "")
+        variant = image.tags.get(tags.VARIANT, "")
         common = dict(image_id=image.image_id, region=image.region, variant=variant, name=image.name,
                       created=created_at(image), state=image.state)
         if reasons:
@@ -216,14 +213,14 @@ def _newest_first(image: Image) -> tuple[float, str]:
     return (-created.timestamp() if created else float("inf"), image.image_id)
 
 
-def _snapshot_stays(snapshot: str, image: Image, tags: Mapping[str, Mapping[str, str]],
+def _snapshot_stays(snapshot: str, image: Image, snapshot_tags: Mapping[str, Mapping[str, str]],
                     kept: set[str]) -> str:
     if snapshot in kept:
         return "backs an image that is kept"
-    mine = tags.get(snapshot)
+    mine = snapshot_tags.get(snapshot)
     if mine is None:
         return "not found among this account's snapshots"
-    for key in (FINGERPRINT_TAG, PIPELINE_TAG):
+    for key in (tags.FINGERPRINT, tags.PIPELINE):
         if not mine.get(key) or mine.get(key) != image.tags.get(key):
             return f"does not carry the image's {key} tag: not made by amibuild"
     return ""
@@ -249,9 +246,9 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: in
     path, pattern = name_pattern(pipeline, template)
 
     def read(region: str) -> tuple[list[tuple[Image, str]], dict[str, dict[str, str]]]:
-        filters = {"tag-key": [FINGERPRINT_TAG], f"tag:{PIPELINE_TAG}": [pipeline.name]}
+        filters = {"tag-key": [tags.FINGERPRINT], f"tag:{tags.PIPELINE}": [pipeline.name]}
         if variants:
-            filters[f"tag:{VARIANT_TAG}"] = list(variants)
+            filters[f"tag:{tags.VARIANT}"] = list(variants)
         found = aws.own_images(region, filters)
         images = [image for image, _ in found]
         snapshots = aws.snapshot_tags(region, [s for i in images for s in i.snapshot_ids]) if images else {}
@@ -264,10 +261,10 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: in
     # the in-use facts come from the one gatherer `fleet` reads too (amibuild.lifecycle.consumers)
     uses = gather_uses(aws, pipeline.name, list(found), path, pattern,
                        {region: [i.image_id for i, _ in found[region][0]] for region in found})
-    tags: dict[str, dict[str, str]] = {}
+    snapshot_tags: dict[str, dict[str, str]] = {}
     for region in found:
-        tags.update(found[region][1])
-    return Facts(images, in_use(uses, keep_versions), tags, deprecated, uses)
+        snapshot_tags.update(found[region][1])
+    return Facts(images, in_use(uses, keep_versions), snapshot_tags, deprecated, uses)
 
 
 # ------------------------------------------------------------------------------- execute
