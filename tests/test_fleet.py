@@ -202,6 +202,8 @@ def test_fleet_lists_every_seeded_consumer_with_image_channel_version_and_behind
         f"amibuild rollout --stack ng-stable --variant ceph --channel stable --region {REGION}")
     assert rows[("nodegroup", "amibuild-sandbox/mng", old)]["command"] == (
         f"amibuild rollout --nodegroup amibuild-sandbox/mng --variant ceph --channel stable --region {REGION}")
+    assert rows[("nodegroup", "amibuild-sandbox/mng", old)]["hint"] == ""  # its command says it all
+    assert rows[("instances", groups["ng-stable"], old)]["hint"].startswith("replaced when their group rolls")
     karpenter = rows[("instances", "karpenter nodepool default / ec2nodeclass ceph-stable", old)]
     assert len(karpenter["instances"]) == 2 and "drift" in karpenter["hint"]
     assert "amibuild karpenter --variant ceph --channel stable" in karpenter["hint"]

@@ -196,9 +196,9 @@ def _group_of(consumer: Consumer) -> tuple[str, str]:
         return (f"karpenter nodepool {t.get(KARPENTER_NODEPOOL, '?')} / ec2nodeclass {t.get(KARPENTER_NODECLASS, '?')}",
                 "karpenter")
     if t.get(EKS_NODEGROUP):
-        return f"managed node group {t.get(EKS_CLUSTER, '?')}/{t[EKS_NODEGROUP]}", "nodegroup"
+        return f"managed node group {t.get(EKS_CLUSTER, '?')}/{t[EKS_NODEGROUP]}", "group instances"
     if t.get(ASG_NAME):
-        return f"Auto Scaling group {t[ASG_NAME]}", "group"
+        return f"Auto Scaling group {t[ASG_NAME]}", "group instances"
     return "not launched by a group", ""
 
 
@@ -308,7 +308,7 @@ def _hint(mover: str, chan: ChannelFact | None) -> str:
         follow = (f"`amibuild karpenter --variant {chan.variant} --channel {chan.channel}`"
                   if chan is not None and chan.variant else "`amibuild karpenter`")
         return f"Karpenter replaces these nodes on drift once their EC2NodeClass follows the channel ({follow})"
-    if mover in ("group", "nodegroup"):
+    if mover == "group instances":
         return "replaced when their group rolls (see the stack or node group row)"
     if mover in ("launch-template", "auto-scaling-group", "launch-configuration"):
         return "not rolled by amibuild: point it at the channel's AMI, or use a stack or managed node group"
