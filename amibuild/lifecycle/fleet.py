@@ -311,7 +311,8 @@ def _hint(mover: str, chan: ChannelFact | None) -> str:
     if mover == "group instances":
         return "replaced when their group rolls (see the stack or node group row)"
     if mover in ("launch-template", "auto-scaling-group", "launch-configuration"):
-        return "not rolled by amibuild: point it at the channel's AMI, or use a stack or managed node group"
+        return ("rolled by whatever owns it (a stack's group rolls with its stack); amibuild rolls stacks and "
+                "managed node groups")
     return ""
 
 
