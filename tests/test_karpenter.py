@@ -92,6 +92,7 @@ def channels(tmp_path: Path, sandbox, monkeypatch: pytest.MonkeyPatch, capsys) -
 def manifest_of(capsys, *args: str) -> dict:
     code, out, err = amibuild(capsys, "karpenter", *args)
     assert code == 0, err
+    assert "&id" not in out and "*id" not in out  # plain YAML for kubectl and reviewers: no anchors
     return yaml.safe_load(out)
 
 

@@ -100,7 +100,7 @@ def node_class(*, name: str, parameter: str, region: str, os_family: str, cluste
         "amiSelectorTerms": [{"ssmParameter": parameter}],
         **({"role": role} if role else {"instanceProfile": instance_profile}),
         "subnetSelectorTerms": selector,
-        "securityGroupSelectorTerms": [dict(term) for term in selector],
+        "securityGroupSelectorTerms": [{"tags": dict(term["tags"])} for term in selector],
         "metadataOptions": {"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled",
                             "httpPutResponseHopLimit": 1, "httpTokens": "required"},
         "tags": {tags.PIPELINE: pipeline, tags.VARIANT: variant, tags.CHANNEL: channel},
@@ -122,7 +122,8 @@ def to_yaml(manifest: dict[str, Any]) -> str:
     """The manifest as YAML for ``kubectl apply -f -``; multi-line user data as a literal block."""
 
     class Dumper(yaml.SafeDumper):
-        pass
+        def ignore_aliases(self, data: Any) -> bool:
+            return True  # the two selectors hold equal terms: write both out, no &anchor / *alias
 
     def text(dumper: yaml.SafeDumper, value: str) -> Any:
         style = "|" if "\n" in value else None
