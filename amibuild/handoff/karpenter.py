@@ -34,6 +34,7 @@ import yaml
 from amibuild import tags
 from amibuild.errors import SpecError
 from amibuild.handoff.userdata import render
+from amibuild.handoff.userdata.kubelet import KubeletSettings, proxy_environment
 
 API_VERSION = "karpenter.k8s.aws/v1"
 DISCOVERY_TAG = "karpenter.sh/discovery"
@@ -70,18 +71,20 @@ def node_userdata(os_family: str, cluster: str, settings: NodeSettings) -> str |
             raise SpecError("--kubelet-flag: Karpenter writes the bootstrap.sh call of AL2 nodes itself; set kubelet "
                             "settings in the EC2NodeClass's spec.kubelet, or use an al2023 variant")
         return render._mime([("text/cloud-boothook", render._boothook(cfg))]) if settings.proxy else None
+    # the NodeConfig pieces amibuild's own AL2023 user data is made of (kubelet settings, proxy
+    # environment), without the cluster part Karpenter writes itself
+    kubelet = KubeletSettings.parse(flags=settings.kubelet_flags)
     spec: dict[str, Any] = {}
-    if settings.kubelet_flags:
-        spec["kubelet"] = {"flags": list(settings.kubelet_flags)}
     if settings.proxy:
-        entries = ",".join(dict.fromkeys([*settings.vpc_cidrs, *render.no_proxy_entries(cfg)]))
-        environment = {"HTTP_PROXY": settings.proxy, "HTTPS_PROXY": settings.proxy, "NO_PROXY": entries,
-                       "http_proxy": settings.proxy, "https_proxy": settings.proxy, "no_proxy": entries}
-        spec["instance"] = {"environment": {"default": environment}}
+        entries = list(dict.fromkeys([*settings.vpc_cidrs, *render.no_proxy_entries(cfg)]))
+        spec["instance"] = {"environment": proxy_environment(settings.proxy, entries)}
+    if kubelet:
+        spec["kubelet"] = kubelet.nodeadm_kubelet()
     if not spec:
         return None
     document = {"apiVersion": NODEADM_API, "kind": "NodeConfig", "spec": spec}
-    return render._mime([("application/node.eks.aws", "---\n" + render._yaml(document))])
+    body = yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=1 << 16)
+    return render._mime([("application/node.eks.aws", "---\n" + body)])
 
 
 def node_class(*, name: str, parameter: str, region: str, os_family: str, cluster: str, pipeline: str, variant: str,
