@@ -57,6 +57,9 @@ def run(body: Callable[[], T]) -> T:
         _PENDING.clear()
         if debugging():
             traceback.print_exc()
+        from amibuild.cli.summary import annotate  # deferred: the summaries only when an error is shown
+
+        annotate(str(exc))  # in GitHub Actions, an error naming a line of the pipeline file annotates it
         raise Exit(message(exc), code=int(exc.exit_code)) from None
     except KeyboardInterrupt:
         raise Exit(message(Interrupted(summary=True)), code=ExitCode.INTERRUPTED) from None

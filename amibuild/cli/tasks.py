@@ -8,7 +8,7 @@ Heavy modules (boto3, jinja2, python-hcl2) are imported inside the task bodies s
 
 from invoke import Collection, task
 
-from amibuild.cli import report, values
+from amibuild.cli import report, summary, values
 from amibuild.errors import NotUserData, SpecError
 from amibuild.cli import run as cli
 
@@ -90,6 +90,7 @@ BUILD_HELP = {
     "allow_incomplete": "With --rehearse: build a variant whose rehearsal stopped at a step it cannot rehearse",
     "no_wait": "When another run is building a variant with the same inputs, fail (exit 1, naming that run) "
                "instead of waiting for it and reusing its image",
+    "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
 }
 
 
@@ -97,7 +98,8 @@ BUILD_HELP = {
 def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
-              channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, allow_incomplete=False):
+              channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, allow_incomplete=False,
+              markdown=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.jobs import build_ami as job
@@ -115,8 +117,9 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     ), cli.say))
     if json:
         cli.emit_json(run.to_dict())
-    else:
+    elif not markdown:
         cli.lines_out(report.build_lines(run))
+    summary.publish(summary.build_markdown(run), to_stdout=markdown)
     cli.finish(run)
 
 
@@ -125,6 +128,7 @@ REHEARSE_HELP = {
     "json": "Print the reports as JSON on stdout (progress goes to stderr)",
     "keep": "Keep the overlay's upper layer (every file the chain wrote) and print where it is",
     "timeout": "Stop a variant's rehearsal after this many seconds (default 600)",
+    "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
     "allow_incomplete": "Exit 0 when a rehearsal stopped at a step it cannot rehearse (default: exit 3)",
 }
 
@@ -132,7 +136,7 @@ REHEARSE_HELP = {
 @task(help=REHEARSE_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, json=False,
-             keep=False, timeout=None, flavor=None, allow_incomplete=False):
+             keep=False, timeout=None, flavor=None, allow_incomplete=False, markdown=False):
     """Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
@@ -150,8 +154,9 @@ def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
     result = cli.run(lambda: job.run(settings(), cli.say))
     if json:
         cli.emit_json([r.to_dict() for r in result.reports])
-    else:
+    elif not markdown:
         cli.lines_out(line for r in result.reports for line in rehearse_report.lines(r))
+    summary.publish(summary.rehearse_markdown(result.reports), to_stdout=markdown)
     cli.finish(result)
 
 
@@ -380,7 +385,8 @@ def _guard(c, signals, run_id=None):
 DRY_RUN_CHANNEL = "Print what would be written, region by region (the plan the write carries out), and write nothing"
 
 
-def _channel_result(result, signals, *, json: bool) -> None:
+def _channel_result(result, signals, *, json: bool, markdown: bool | None = None) -> None:
+    # markdown None (publish, rollback): no summary; promote's summary goes to $GITHUB_STEP_SUMMARY
     """Print a channel write's result (or a dry run's plan), then exit as it says."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels.plan import PublishPlan
@@ -389,7 +395,10 @@ def _channel_result(result, signals, *, json: bool) -> None:
         cli.emit_json({"dry_run": True, **result.to_dict()}) if json else cli.lines_out(report.plan_lines(result))
         cli.finish(result)
         return
-    cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    if json or not markdown:
+        cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    if markdown is not None:
+        summary.publish(summary.publish_markdown(result), to_stdout=markdown)
     cli.finish_channel(result, signals)
 
 
@@ -426,10 +435,11 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
 @task(help={**CHANNEL_HELP, "from_": "Channel to copy from, e.g. recommended",
             "to": "Channel to copy into, e.g. stable",
             "force": "Write even if another writer moved the target channel since amibuild read it",
-            "dry_run": DRY_RUN_CHANNEL},
+            "dry_run": DRY_RUN_CHANNEL,
+            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)"},
       auto_shortflags=False)
 def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False,
-            dry_run=False):
+            dry_run=False, markdown=False):
     """Copy a channel's exact AMI, region by region, into another channel."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import job
@@ -442,7 +452,7 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
         return job.promote(job.PromoteSettings(profile=opts.profile, pipeline=pipe, variant=var, source=from_,
                                                target=to, force=force, guard=_guard(c, signals), dry_run=dry_run))
 
-    _channel_result(*cli.run_channel(body), json=json)
+    _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 
 
 @task(help={**CHANNEL_HELP, "channel": "Channel to roll back (default: recommended)",
@@ -484,9 +494,10 @@ def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None,
     cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.history_lines(entries))
 
 
-@task(help={"pipeline": CHANNEL_HELP["pipeline"], "profile": CHANNEL_HELP["profile"], "json": CHANNEL_HELP["json"]},
+@task(help={"pipeline": CHANNEL_HELP["pipeline"], "profile": CHANNEL_HELP["profile"], "json": CHANNEL_HELP["json"],
+            "markdown": "Print the table as Markdown on stdout"},
       auto_shortflags=False)
-def channels(c, pipeline=None, profile=None, json=False):
+def channels(c, pipeline=None, profile=None, json=False, markdown=False):
     """List every variant x channel x region: AMI, version, age."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
@@ -499,6 +510,9 @@ def channels(c, pipeline=None, profile=None, json=False):
         return channel_status.channels(Aws(profile=opts.profile, region=pipe.build_region), pipeline=pipe)
 
     entries = cli.run(body)
+    if markdown:
+        print(summary.channels_markdown(entries))
+        return
     cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))
 
 
@@ -515,12 +529,13 @@ ROLLOUT_HELP = {
     "k8s": CHANNEL_HELP["k8s"],
     "profile": SELECT_HELP["profile"],
     "json": "Print the result as JSON on stdout",
+    "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
 }
 
 
 @task(help=ROLLOUT_HELP, auto_shortflags=False)
 def rollout(c, stack=None, nodegroup=None, variant=None, channel=None, region=None, dry_run=False, no_wait=False,
-            timeout=None, pipeline=None, k8s=None, profile=None, json=False):
+            timeout=None, pipeline=None, k8s=None, profile=None, json=False, markdown=False):
     """Roll a node group stack or EKS managed node group to a channel's AMI: change set, update, verify."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import handoff
@@ -530,7 +545,9 @@ def rollout(c, stack=None, nodegroup=None, variant=None, channel=None, region=No
     result = cli.run(lambda: job.rollout(handoff.rollout_settings(
         opts, stack=stack, nodegroup=nodegroup, variant=variant, channel=channel, region=region, dry_run=dry_run,
         wait=not no_wait, timeout=timeout), cli.say))
-    cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+    if json or not markdown:
+        cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+    summary.publish(summary.rollout_markdown(result), to_stdout=markdown)
 
 
 DEPLOY_HELP = {
@@ -662,7 +679,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
 
 
 @task(help={"task_": "Task the policy is for: build, publish (also promote, rollback, history, channels), "
-                     "rollout, prune, or all (default)",
+                     "rollout, prune, fleet (describes only), or all (default)",
             "pipeline": SELECT_HELP["pipeline"],
             "stack": "Nodegroup stack the rollout may change (repeatable; required for rollout and all)",
             "node_role_arn": "ARN of the node role: the only role iam:PassRole is allowed for (rollout and all)",
@@ -670,7 +687,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
             "partition": "AWS partition: aws (default), aws-cn or aws-us-gov"},
       iterable=["stack"], auto_shortflags=False)
 def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws"):
-    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune or all."""
+    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune, fleet or all."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
     from amibuild.lifecycle import iam
@@ -692,6 +709,11 @@ def select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch
 ns = Collection(render, validate, rehearse, build_ami, runs, clean_run, publish, promote, rollback, history, channels,
                 nodegroup_deploy, rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor,
                 sandbox, demo, init)
+# fleet view and Karpenter hand-off: their tasks live in amibuild/cli/fleet.py
+from amibuild.cli.fleet import fleet, karpenter  # noqa: E402
+
+ns.add_task(fleet)
+ns.add_task(karpenter)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

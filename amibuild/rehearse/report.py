@@ -14,7 +14,7 @@ per-step verdicts:
 
 A rehearsal is complete when every step ran (ok, stood in, or a reboot step passed over) or was
 a shell-local step; one that stopped at a step it cannot rehearse is incomplete (`incomplete`),
-which `invoke rehearse` reports with exit 3 and `build-ami --rehearse` refuses, unless told
+which `amibuild rehearse` reports with exit 3 and `build-ami --rehearse` refuses, unless told
 --allow-incomplete: the steps after it, extra packages among them, were never rehearsed.
 """
 
