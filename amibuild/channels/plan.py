@@ -28,8 +28,8 @@ RUN_ID_TAG = tags.RUN_ID
 CHANNEL_TAG = tags.CHANNEL
 PIPELINE_TAG = tags.PIPELINE
 
-_AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
-_PROVENANCE = re.compile(r"\(run (?P<run>[^,()\s]+), fingerprint (?P<fp>[^,()\s]+)")
+_AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}\Z")
+_PROVENANCE = re.compile(r"\(run (?P<run>[^,()\s]+), fingerprint (?P<fp>[^,()\s]+)", re.ASCII)
 _UNKNOWN = "-"
 
 

@@ -180,7 +180,7 @@ def _flag_in(text: str) -> str | None:
     """`--name` out of invoke's "Flag <Argument: name (n) [int]> needed value ..."."""
     import re
 
-    match = re.search(r"<Argument: ([\w-]+)", text)
+    match = re.search(r"<Argument: ([A-Za-z0-9_-]+)", text)
     return "--" + match.group(1).replace("_", "-").rstrip("-") if match else None
 
 

@@ -82,12 +82,12 @@ NON_PACKER_FIELDS = frozenset(
 ADDITIVE = frozenset({"extra_packages", "repos"})
 LAYERS = ("defaults", "pipeline file", "var-files", "flags")
 
-_RPM_NAME = re.compile(r"^[A-Za-z0-9_+][A-Za-z0-9._+~^-]*$")
-_K8S = re.compile(r"^1\.(\d+)$")
+_RPM_NAME = re.compile(r"^[A-Za-z0-9_+][A-Za-z0-9._+~^-]*\Z")
+_K8S = re.compile(r"^1\.([0-9]+)\Z")
 # the upstream base also takes a patch release (its binaries live under 1.N.P/<build date>/)
-_K8S_PATCH = re.compile(r"^1\.(\d+)\.\d+$")
-_VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_K8S_PATCH = re.compile(r"^1\.([0-9]+)\.[0-9]+\Z")
+_VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
+_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
 
 
 # ------------------------------------------------------------------------------- value objects
@@ -579,7 +579,7 @@ def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> No
     prefix = kw["ssm_prefix"]
     if not prefix.startswith("/") or prefix.endswith("/") and prefix != "/" or "//" in prefix:
         raise SpecError(f"{where}: pipeline.ssm_prefix {prefix!r} must start with '/' and not end with '/', e.g. \"/amibuild\"")
-    if not re.match(r"^[A-Za-z0-9_./-]+$", prefix) or prefix.lower().startswith(("/aws", "/ssm")):
+    if not re.match(r"^[A-Za-z0-9_./-]+\Z", prefix) or prefix.lower().startswith(("/aws", "/ssm")):
         raise SpecError(f"{where}: pipeline.ssm_prefix {prefix!r}: use letters, digits, '_', '.', '-' and '/', not under /aws or /ssm")
     known = known_regions()
     for field_name in ("regions", "copy_to"):
@@ -596,7 +596,7 @@ def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> No
             except SpecError as exc:
                 raise SpecError(f"{where}: pipeline.{key}: {exc}") from None
     for account in kw["ami_users"]:
-        if not re.match(r"^\d{12}$", account):
+        if not re.match(r"^[0-9]{12}\Z", account):
             raise SpecError(f"{where}: pipeline.ami_users: {account!r} is not a 12-digit AWS account id")
 
 
@@ -678,7 +678,7 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     if not 8 <= volume_size <= 16384:
         raise SpecError(f"{at('volume_size')}: volume_size {volume_size} must be between 8 and 16384 GiB")
     source_ami = _str(m["source_ami"], at("source_ami"))
-    if source_ami and not re.match(r"^ami-[0-9a-f]{8,17}$", source_ami):
+    if source_ami and not re.match(r"^ami-[0-9a-f]{8,17}\Z", source_ami):
         raise SpecError(f"{at('source_ami')}: source_ami {source_ami!r} is not an AMI id (ami-0123456789abcdef0)")
 
     encrypted = _bool(m["encrypted"], at("encrypted"))

@@ -35,13 +35,13 @@ MAX_VALUE_CHARS = 4096  # any one string setting (a URL, a description, a --var 
 # fifteen levels."
 SSM_NAME_MAX = 1011
 SSM_LEVELS_MAX = 15
-_SSM_NAME = re.compile(r"^/[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
+_SSM_NAME = re.compile(r"^/[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*\Z")
 
 # EC2 RegisterImage / CreateImage, Name: "3-128 alphanumeric characters, parentheses (()), square
 # brackets ([]), spaces ( ), periods (.), slashes (/), dashes (-), single quotes ('), at-signs (@),
 # or underscores(_)". Description: up to 255 characters.
 AMI_NAME_MIN, AMI_NAME_MAX = 3, 128
-_AMI_NAME = re.compile(r"^[A-Za-z0-9()\[\] ./\-'@_]+$")
+_AMI_NAME = re.compile(r"^[A-Za-z0-9()\[\] ./\-'@_]+\Z")
 AMI_DESCRIPTION_MAX = 255
 TIMESTAMP_CHARS = 10  # Packer's {{timestamp}}: Unix seconds, ten digits until 2286
 
@@ -54,21 +54,21 @@ USER_TAGS_MAX = TAGS_PER_RESOURCE - 20
 # URLs reach yum/dnf repo files and proxy settings on the instance: http(s) only and nothing a
 # shell or a repo file could read as syntax. `$basearch` and `$releasever` stay allowed (yum
 # expands them); `$(`, backticks, quotes, `;`, whitespace, braces and pipes do not.
-_URL = re.compile(r"^https?://[^\s'\"`\\|<>{};]+$")
-_NO_PROXY = re.compile(r"^[A-Za-z0-9.,:/*_\[\]-]+$")
-_ACCOUNT = re.compile(r"^\d{12}$")
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
-_SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
-_SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
+_URL = re.compile(r"https?://[A-Za-z0-9._~:/?#\[\]@!$&()*+,=%-]+")  # fullmatch
+_NO_PROXY = re.compile(r"^[A-Za-z0-9.,:/*_\[\]-]+\Z")
+_ACCOUNT = re.compile(r"^[0-9]{12}\Z")
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+\Z")
+_SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}\Z")
+_SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}\Z")
 # a key id, key ARN, alias name or alias ARN, as amazon-ebs's kms_key_id takes them
-_KMS_KEY = re.compile(r"^(arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[A-Za-z0-9/_-]+|"
+_KMS_KEY = re.compile(r"^(arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:(key|alias)/[A-Za-z0-9/_-]+|"
                       r"alias/[A-Za-z0-9/_-]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|"
-                      r"mrk-[0-9a-f]{32})$")
-_PROFILE = re.compile(r"^[A-Za-z0-9+=,.@_-]{1,128}$")  # IAM instance profile names
-_SSH_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-_OWNER = re.compile(r"^(\d{12}|self|amazon|aws-marketplace)$")
-_PIPELINE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-_GIT_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}$")
+                      r"mrk-[0-9a-f]{32})\Z")
+_PROFILE = re.compile(r"^[A-Za-z0-9+=,.@_-]{1,128}\Z")  # IAM instance profile names
+_SSH_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
+_OWNER = re.compile(r"^([0-9]{12}|self|amazon|aws-marketplace)\Z")
+_PIPELINE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
+_GIT_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -76,7 +76,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def url(value: str, where: str, label: str) -> str:
-    if not _URL.match(value) or len(value) > MAX_VALUE_CHARS or "$(" in value:
+    if not _URL.fullmatch(value) or len(value) > MAX_VALUE_CHARS or "$(" in value:
         raise SpecError(
             f"{where}: {label} {value!r} must be an http:// or https:// URL without spaces, quotes, "
             "backticks, `$(`, `;` or braces"
@@ -119,7 +119,7 @@ _PATTERNS = {
     "kms_key_id": (_KMS_KEY, "alias/ebs-amis or a key id or ARN"),
     "iam_instance_profile": (_PROFILE, "packer-build"),
     "ssh_username": (_SSH_USER, "ec2-user"),
-    "ssh_interface": (re.compile(r"^(public_ip|private_ip|public_dns|private_dns|session_manager)$"), "private_ip"),
+    "ssh_interface": (re.compile(r"^(public_ip|private_ip|public_dns|private_dns|session_manager)\Z"), "private_ip"),
     "upstream_ref": (_GIT_REF, "v20240227 or main (no leading '-')"),
 }
 
@@ -226,7 +226,7 @@ def repo_line(line: str, where: str) -> None:
     repo(name, baseurl, gpgkey, where)
 
 
-_REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 
 
 def repo(name: str, baseurl: str, gpgkey: str, where: str) -> None:
@@ -270,7 +270,7 @@ def packer_variable(name: str, value: Any, where: str, *, known_regions: Iterabl
     elif name == "ami_description":
         text(str(value), where, name, limit=AMI_DESCRIPTION_MAX)
     elif name == "source_ami_filter_name":
-        if not re.match(r"^[A-Za-z0-9()\[\] ./\-'@_*?]{1,128}$", str(value)):
+        if not re.match(r"^[A-Za-z0-9()\[\] ./\-'@_*?]{1,128}\Z", str(value)):
             raise SpecError(f"{where}: source_ami_filter_name {_short(str(value))}: an AMI name pattern with * and ?")
     elif name in _PATTERNS:
         pattern(str(value), where, name)

@@ -94,13 +94,13 @@ SCALAR_FIELDS = frozenset({
 })
 CREDENTIAL_ATTRS = frozenset({"access_key", "secret_key", "token", "mfa_code"})
 _CREDENTIAL = re.compile(
-    r"access_key|secret|session_token|password|passwd|api_key|(^|_)token$", re.IGNORECASE
+    r"access_key|secret|session_token|password|passwd|api_key|(^|_)token\Z", re.IGNORECASE
 )
 LOCAL_PROVISIONERS = frozenset({"shell-local", "breakpoint"})
 
-_GO_TEMPLATE = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}", re.DOTALL)
-_CALL = re.compile(r"""^(user|env)\s+[`"]([^`"]+)[`"]$""")
-_MENTIONS_CALL = re.compile(r"\b(user|env)\b")
+_GO_TEMPLATE = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}", re.DOTALL | re.ASCII)
+_CALL = re.compile(r"""^(user|env)\s+[`"]([^`"]+)[`"]\Z""", re.ASCII)
+_MENTIONS_CALL = re.compile(r"\b(user|env)\b", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ class _GitFailed(Exception):
 
 
 def _is_git_url(source: str) -> bool:
-    return "://" in source or re.match(r"^[\w.-]+@[\w.-]+:", source) is not None
+    return "://" in source or re.match(r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+:", source) is not None
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -265,9 +265,9 @@ def _var_files(layout: str, defaults_file: Path, k8s: str | None) -> list[Path]:
 #   endif
 # (the templates layout moved such settings into variables-1.N.json).
 _MAKE_VERSION_BLOCK = re.compile(
-    r"^ifeq \(\$\(call vercmp,\$\(kubernetes_version\),gteq,([\d.]+)\), true\)\n(.*?)^endif", re.M | re.S
+    r"^ifeq \(\$\(call vercmp,\$\(kubernetes_version\),gteq,([0-9.]+)\), true\)\n(.*?)^endif", re.M | re.S
 )
-_MAKE_DEFAULT = re.compile(r"^\s*([a-z_][a-z0-9_]*) \?= (.*?)\s*$", re.M)
+_MAKE_DEFAULT = re.compile(r"^\s*([a-z_][a-z0-9_]*) \?= (.*?)\s*$", re.M | re.ASCII)
 
 
 def makefile_defaults(root: Path, k8s: str | None) -> dict[str, str]:
