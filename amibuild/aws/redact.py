@@ -17,6 +17,8 @@ import re
 import threading
 from typing import Any
 
+from amibuild import secrets
+
 REDACTED = "<redacted>"
 
 # header or field name, then its value up to the closing quote: `'Authorization': b'AWS4-...'`,
@@ -45,14 +47,15 @@ _lock = threading.Lock()
 _installed = False
 
 
-def add_secret(value: str | None) -> None:
+def add_secret(value: str | None, *, min_length: int = _MIN_SECRET) -> None:
     """Redact this exact value wherever it appears in a log record from now on."""
-    if value and len(value) >= _MIN_SECRET:
+    if value and len(value) >= min_length:
         with _lock:
             _secrets.add(value)
 
 
 def redact(text: str) -> str:
+    text = secrets.mask(text)  # user:password@ in any URL (a proxy, a repository, a git remote)
     text = _QUOTED.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}{m.group(2)}", text)
     text = _BARE.sub(lambda m: f"{m.group(1) or m.group(2)}{REDACTED}", text)
     for secret in sorted(_secrets, key=len, reverse=True):

@@ -13,8 +13,8 @@ from amibuild.channels import publish
 from amibuild.cli.commands import load_pipeline
 from amibuild.errors import AccessDenied, SpecError
 from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, ClusterFacts, node_access, read_cluster
-from amibuild.handoff.nodegroup import (NODE_GROUP, NODE_OSES, DeployResult, check_ours, deploy, node_role_arn,
-                                        parse_parameters, stack_parameters, template_json)
+from amibuild.handoff.nodegroup import (NODE_GROUP, NODE_OSES, PROXY_CREDENTIALS, DeployResult, check_ours, deploy,
+                                        node_role_arn, parse_parameters, stack_parameters, template_json)
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutResult, Say, rollout_nodegroup, rollout_stack
 
 
@@ -105,6 +105,7 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
     cluster = given.get("ClusterName") or previous.get("ClusterName", "")
     facts, unread = _cluster_facts(aws, cluster, region) if cluster else (None, "")
     user_data = None
+    hidden: dict[str, str] = {}
     if node_os == "al2023" or proxy:
         from amibuild.handoff.userdata.render import config_from_flags, render_userdata
 
@@ -119,21 +120,50 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
                 "and --service-cidr")
         if unread:
             say(f"{unread}; going by the flags")
+        proxy_in_data, hidden = proxy_credentials_parameter(proxy, say)
         user_data = render_userdata(config_from_flags(
-            cluster=cluster, os=node_os, proxy=proxy, no_proxy=tuple(no_proxy), service_cidr=cidr,
+            cluster=cluster, os=node_os, proxy=proxy_in_data, no_proxy=tuple(no_proxy), service_cidr=cidr,
             region=region, api_server_endpoint=endpoint, certificate_authority=ca,
             # An update that does not give BootstrapArguments keeps the stack's: the user data too.
             bootstrap_args="" if al2023 else given.get("BootstrapArguments", previous.get("BootstrapArguments", "")),
             cfn_stack=stack, cfn_resource=NODE_GROUP,
             private_endpoint=private_endpoint or bool(facts and facts.private_endpoint),
-        ))
+        )).replace(_CREDENTIALS_MARK, "${" + PROXY_CREDENTIALS + "}")
     elif service_cidr or api_server_endpoint or certificate_authority:
         raise SpecError("--service-cidr, --api-server-endpoint and --certificate-authority go with al2023 nodes "
                         "or --proxy")
-    result = deploy(aws, stack, region, given=given, template_body=template_json(user_data, node_os=node_os),
+    result = deploy(aws, stack, region, given={**given, **hidden},
+                    template_body=template_json(user_data, node_os=node_os, hidden=hidden),
                     channel_parameter=parameter, say=say, wait=wait, timeout=wait_for)
     mode = facts.authentication_mode if facts else ""
     return replace(result, notes=(node_access(cluster, mode, stack=stack),))
+
+
+# stands for the proxy's user:password while the user data is written; letters and digits only, so
+# every quoting the user data applies (shell, systemd, YAML) leaves it as it is
+_CREDENTIALS_MARK = "AMIBUILDPROXYCREDENTIALS7f3a"
+
+
+def proxy_credentials_parameter(proxy: str, say: Callable[[str], None]) -> tuple[str, dict[str, str]]:
+    """(the proxy URL for the user data, {NoEcho parameter: value}) — credentials in --proxy are
+    passed as the stack's NoEcho `PROXY_CREDENTIALS` parameter, never in the template body."""
+    from amibuild import secrets
+    from amibuild.aws import redact
+
+    credentials = secrets.credentials(proxy)
+    if not credentials:
+        return proxy, {}
+    if "%" in credentials:
+        # the systemd drop-ins double every '%' of the URL; one parameter cannot hold both forms
+        raise SpecError(f"--proxy {secrets.mask(proxy)}: percent-encoded credentials cannot be passed to the "
+                        "stack; give the proxy a password of letters, digits and - . _ ~ ! $ & * + , ; =")
+    for word in secrets.words(proxy):
+        redact.add_secret(word, min_length=secrets.MIN_WORD)  # --debug logs the CreateStack request
+    say(f"--proxy {secrets.mask(proxy)}: its credentials go to the stack as the NoEcho parameter "
+        f"{PROXY_CREDENTIALS}, not in the template; the nodes' user data still carries them (anyone allowed "
+        "ec2:DescribeLaunchTemplateVersions or ec2:DescribeInstanceAttribute can read them): prefer a proxy "
+        "that authenticates the nodes without a password")
+    return proxy.replace(credentials + "@", _CREDENTIALS_MARK + "@", 1), {PROXY_CREDENTIALS: credentials}
 
 
 def _cluster_facts(aws: Aws, cluster: str, region: str) -> tuple[ClusterFacts | None, str]:

@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import hcl
+from amibuild import secrets
 from amibuild.errors import SpecError, VarFileError
 from amibuild.pipeline import checks, support
 
@@ -101,6 +102,9 @@ class Repo:
     baseurl: str
     gpgkey: str = ""
 
+    def __repr__(self) -> str:  # a baseurl may hold user:password@
+        return f"Repo({self.name!r}, {secrets.mask(self.baseurl)!r}, {secrets.mask(self.gpgkey)!r})"
+
 
 @dataclass(frozen=True)
 class Proxy:
@@ -112,6 +116,9 @@ class Proxy:
 
     def __bool__(self) -> bool:
         return bool(self.http or self.https)
+
+    def __repr__(self) -> str:  # the URLs may hold user:password@
+        return f"Proxy(http={secrets.mask(self.http)!r}, https={secrets.mask(self.https)!r}, no_proxy={self.no_proxy!r})"
 
 
 @dataclass(frozen=True)
@@ -159,8 +166,9 @@ class Variant:
         return "m6g.large" if self.arch == "arm64" else "m5.large"
 
     def settings(self) -> dict[str, Any]:
-        """The variant's values as a plain dict (for render.json and the fingerprint)."""
-        return {
+        """The variant's values as a plain dict (for render.json and the fingerprint), every URL's
+        credentials masked (`amibuild.secrets`): they reach Packer only through its environment."""
+        return secrets.mask({
             "name": self.name,
             "base": self.base,
             "upstream": self.upstream,
@@ -185,7 +193,7 @@ class Variant:
             "scripts": [str(s) for s in self.scripts],
             "description": self.description,
             "packer_vars": dict(sorted(self.packer_vars.items())),
-        }
+        })
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
+from amibuild import secrets
 from amibuild.errors import SpecError
 
 # ------------------------------------------------------------------------------- documented caps
@@ -78,7 +79,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 def url(value: str, where: str, label: str) -> str:
     if not _URL.fullmatch(value) or len(value) > MAX_VALUE_CHARS or "$(" in value:
         raise SpecError(
-            f"{where}: {label} {value!r} must be an http:// or https:// URL without spaces, quotes, "
+            f"{where}: {label} {secrets.mask(value)!r} must be an http:// or https:// URL without spaces, quotes, "
             "backticks, `$(`, `;` or braces"
         )
     return value
