@@ -20,6 +20,7 @@ Nothing here touches AWS or the file system beyond reading the files it is given
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from amibuild import hcl
 from amibuild import secrets
 from amibuild.errors import SpecError, VarFileError
-from amibuild.pipeline import checks, support
+from amibuild.pipeline import checks, files, support
 
 PIPELINE_FILE = "amibuild.hcl"
 
@@ -264,8 +265,8 @@ def load(
     path = Path(pipeline_file) if pipeline_file else Path(PIPELINE_FILE)
     doc: dict[str, Any] = {}
     source: Path | None = None
-    if path.is_file():
-        source = path
+    if path.is_file() or os.path.lexists(path) and files.problem(path) != "no such file":
+        source = files.regular(path, str(path), "pipeline file")
         doc = _parse_file(path)
     elif required or pipeline_file:
         raise SpecError(f"{path}: pipeline file not found; pass --pipeline with an existing file")
@@ -298,19 +299,13 @@ def load(
     flag_layer = _flag_layer(overrides)
 
     names = _select(variant_blocks, overrides, where)
+    base = _merge(({}, {}), [("defaults", dict(DEFAULTS)),
+                             (f"{where}: defaults", _file_layer(defaults_block, f"{where}: defaults", source))])
+    chains = _Chains(variant_blocks, base, where, source)
     variants = []
     for name in names:
-        layers = [
-            ("defaults", dict(DEFAULTS)),
-            (f"{where}: defaults", _file_layer(defaults_block, f"{where}: defaults", source)),
-            *(
-                (f'{where}: variant "{link}"', _file_layer(variant_blocks[link], f'{where}: variant "{link}"', source))
-                for link in _lineage(name, variant_blocks, where)
-            ),
-            *var_file_layer,
-            *flag_layer,
-        ]
-        variants.append(_build_variant(name, layers, root=source.parent if source else Path.cwd()))
+        variants.append(_build_variant(name, [*var_file_layer, *flag_layer], root=source.parent if source else Path.cwd(),
+                                       start=chains.state(name)))
     if len(regions) > 1:
         for variant in variants:
             if variant.source_ami:
@@ -318,6 +313,11 @@ def load(
                     f"{variant.origins.get('source_ami', where)}: source_ami {variant.source_ami} exists in one region "
                     f"only, but the pipeline builds in {', '.join(regions)}; build in one region and use copy_to"
                 )
+    for variant in variants:  # who may launch each image, and whether it carries credentials
+        checks.sharing(variant, pipeline_kwargs["ami_users"], where=where,
+                       public=_bool(settings.get("public", False), f"{where}: pipeline.public"),
+                       allow_shared_credentials=_bool(settings.get("allow_shared_credentials", False),
+                                                      f"{where}: pipeline.allow_shared_credentials"))
     pipeline = Pipeline(variants=tuple(variants), source=source, **pipeline_kwargs)
     check_names(pipeline, pipeline.default_channel, where)
     return pipeline
@@ -339,7 +339,7 @@ def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
 
 
 _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
-                  "default_channel"}
+                  "default_channel", "public", "allow_shared_credentials"}
 _VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy"} | {"repo", "proxy", "vars", "extends", "enabled"}
 
 
@@ -414,24 +414,49 @@ def _variant_blocks(doc: dict[str, Any], where: str) -> dict[str, dict[str, Any]
     return out
 
 
-def _lineage(name: str, blocks: Mapping[str, Mapping[str, Any]], where: str) -> list[str]:
-    """The chain of variants `name` extends, oldest ancestor first, ending with `name` itself."""
-    chain: list[str] = []
-    current: str | None = name
-    while current is not None:
-        if current in chain:
-            raise SpecError(f'{where}: variant "{name}": `extends` loops through {" -> ".join([*chain, current])}')
-        if current not in blocks:
-            if current == name:  # a variant named by flags alone, with no block in the file
-                return []
-            raise SpecError(f'{where}: variant "{chain[-1]}" extends unknown variant "{current}"'
-                            f"{suggest(current, blocks)}")
-        chain.append(current)
-        parent = blocks[current].get("extends")
-        if parent is not None and not isinstance(parent, str):
-            raise SpecError(f'{where}: variant "{current}": extends = "OTHER_VARIANT" (a name in quotes)')
-        current = parent
-    return chain[::-1]
+_State = tuple[dict[str, Any], dict[str, str]]  # merged settings, and where each came from
+
+
+class _Chains:
+    """The settings of each variant block after its `extends` chain, oldest ancestor first.
+
+    Each block's merged state is computed once and reused by every variant that extends it, so
+    a chain of N links costs N merges, not N² (a 1,600-link chain took 20 s when each variant
+    walked and merged its whole chain again); the walk is a loop, not recursion, so no depth
+    limit applies, and a set finds loops.
+    """
+
+    def __init__(self, blocks: Mapping[str, Mapping[str, Any]], base: _State, where: str, source: Path | None):
+        self.blocks, self.base, self.where, self.source = blocks, base, where, source
+        self.memo: dict[str, _State] = {}
+
+    def state(self, name: str) -> _State:
+        if name in self.memo:
+            return self.memo[name]
+        if name not in self.blocks:  # a variant named by flags alone, with no block in the file
+            return self.base
+        chain: list[str] = []  # from `name` up to the first link already known
+        seen: set[str] = set()
+        current: str | None = name
+        while current is not None and current not in self.memo:
+            if current in seen:
+                raise SpecError(f'{self.where}: variant "{name}": `extends` loops through '
+                                f'{" -> ".join([*chain[chain.index(current):], current])}')
+            if current not in self.blocks:
+                raise SpecError(f'{self.where}: variant "{chain[-1]}" extends unknown variant "{current}"'
+                                f"{suggest(current, self.blocks)}")
+            seen.add(current)
+            chain.append(current)
+            parent = self.blocks[current].get("extends")
+            if parent is not None and not isinstance(parent, str):
+                raise SpecError(f'{self.where}: variant "{current}": extends = "OTHER_VARIANT" (a name in quotes)')
+            current = parent
+        state = self.memo[current] if current is not None else self.base
+        for link in reversed(chain):
+            label = f'{self.where}: variant "{link}"'
+            state = _merge(state, [(label, _file_layer(self.blocks[link], label, self.source))])
+            self.memo[link] = state
+        return state
 
 
 def _select(variant_blocks: dict[str, Any], overrides: Overrides, where: str) -> list[str]:
@@ -510,16 +535,18 @@ def _repos_from_blocks(value: Any, where: str) -> list[dict[str, str]]:
         (name, body), = entry.items()
         if not isinstance(body, dict):
             raise SpecError(f'{where}: repo "{name}" must be a block')
-        _check_keys(body, ("baseurl", "gpgkey"), f'{where}: repo "{name}"')
-        repos.append({"name": name, "baseurl": body.get("baseurl", ""), "gpgkey": body.get("gpgkey", "")})
+        _check_keys(body, ("baseurl", "gpgkey", "gpgcheck"), f'{where}: repo "{name}"')
+        repos.append({"name": name, "baseurl": body.get("baseurl", ""), "gpgkey": body.get("gpgkey", ""),
+                      **({"gpgcheck": body["gpgcheck"]} if "gpgcheck" in body else {})})
     return repos
 
 
 def _read_var_files(paths: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
     layers = []
     for name in paths:
-        if not Path(name).is_file():
+        if files.problem(Path(name)) == "no such file":
             raise VarFileError(f"--var-file {name}: no such file; check the path")
+        files.regular(Path(name), f"--var-file {name}", "var-file", VarFileError)
         doc = _read_hcl(Path(name), "var-file", VarFileError)
         layer: dict[str, Any] = {}
         for key, value in doc.items():
@@ -549,10 +576,14 @@ def _flag_layer(o: Overrides) -> list[tuple[str, dict[str, Any]]]:
     if o.extra_repos:
         repos = []
         for item in o.extra_repos:
-            name, sep, url = item.partition("=")
+            name, sep, rest = item.partition("=")
+            url, _, key = rest.partition("|")  # NAME=URL|GPGKEY_URL or NAME=URL|gpgcheck=false
             if not sep or not name or not url:
-                raise SpecError(f"--extra-repo {item}: write NAME=URL, e.g. --extra-repo ceph=https://download.ceph.com/rpm-reef/el9/x86_64")
-            repos.append({"name": name, "baseurl": url, "gpgkey": ""})
+                raise SpecError(f"--extra-repo {secrets.mask(item)}: write NAME=URL|GPGKEY_URL, e.g. --extra-repo "
+                                "ceph=https://download.ceph.com/rpm-reef/el9/x86_64|https://download.ceph.com/keys/release.asc")
+            unsigned = key == "gpgcheck=false"
+            repos.append({"name": name, "baseurl": url, "gpgkey": "" if unsigned else key,
+                          **({"gpgcheck": False} if unsigned else {})})
         flags["extra_repos_flag"] = (repos, "--extra-repo")
     variables: dict[str, Any] = {}
     for item in o.variables:
@@ -564,9 +595,15 @@ def _flag_layer(o: Overrides) -> list[tuple[str, dict[str, Any]]]:
     return [("flags", flags), ("--var", variables)]
 
 
-def _build_variant(name: str, layers: list[tuple[str, dict[str, Any]]], root: Path | None = None) -> Variant:
-    merged: dict[str, Any] = {}
-    origin: dict[str, str] = {}
+def _build_variant(name: str, layers: list[tuple[str, dict[str, Any]]], root: Path | None = None,
+                   start: _State = ({}, {})) -> Variant:
+    merged, origin = _merge(start, layers)
+    return _validate_variant(name, merged, origin, root=root or Path.cwd())
+
+
+def _merge(start: _State, layers: list[tuple[str, dict[str, Any]]]) -> _State:
+    """`start` (left as it is) with `layers` applied in order: later values win, ADDITIVE lists add up."""
+    merged, origin = dict(start[0]), dict(start[1])
     for layer_name, layer in layers:
         for key, entry in layer.items():
             value, where = entry if layer_name != "defaults" else (entry, "defaults")
@@ -577,7 +614,7 @@ def _build_variant(name: str, layers: list[tuple[str, dict[str, Any]]], root: Pa
             else:
                 merged[key] = value
             origin[key] = where
-    return _validate_variant(name, merged, origin, root=root or Path.cwd())
+    return merged, origin
 
 
 # ------------------------------------------------------------------------------- validation
@@ -657,7 +694,8 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     repos = []
     for raw in m.get("repos", ()):
         repo = Repo(str(raw.get("name", "")), str(raw.get("baseurl", "")), str(raw.get("gpgkey", "") or ""))
-        checks.repo(repo.name, repo.baseurl, repo.gpgkey, at("repos"))
+        checks.repo(repo.name, repo.baseurl, repo.gpgkey, at("repos"),
+                    gpgcheck=_bool(raw["gpgcheck"], at("repos")) if "gpgcheck" in raw else None)
         if any(r.name == repo.name for r in repos):
             repos = [r for r in repos if r.name != repo.name]  # a later layer redefines it
         repos.append(repo)
@@ -674,12 +712,18 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     for script in script_list:
         # the scripts are uploaded and run with sudo: only files of the pipeline repository, with
         # symlinks followed, so `../../etc/shadow` or a link out of the folder cannot be shipped
-        path = (top / _str(script, at("scripts"))).resolve()
+        try:
+            path = files.resolve(top / _str(script, at("scripts")))
+        except OSError:
+            raise SpecError(f"{at('scripts')}: script {script} is a symlink loop; point it at a file") from None
         if not path.is_relative_to(top):
             raise SpecError(f"{at('scripts')}: script {script} is outside {top}; keep provisioner scripts in "
                             "the pipeline file's folder")
-        if not path.is_file():
+        why = files.problem(path)
+        if why == "no such file":
             raise SpecError(f"{at('scripts')}: script {script} not found")
+        if why is not None:
+            raise SpecError(f"{at('scripts')}: script {script} {why}; give a regular file")
         scripts.append(path)
 
     volume_size = _int(m["volume_size"], at("volume_size"))
@@ -701,6 +745,7 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
         raise SpecError(f"{at('upstream')}: upstream {upstream_src[:60]!r}: a path or git URL (not starting with '-')")
     checks.text(_str(m["description"], at("description")), at("description"), "description",
                 limit=checks.AMI_DESCRIPTION_MAX)
+    checks.no_template(_str(m["description"], at("description")), at("description"), "description")
 
     known = set(DEFAULTS)
     packer_vars = {k: v for k, v in m.items() if k not in known}

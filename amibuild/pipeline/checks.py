@@ -71,6 +71,11 @@ _OWNER = re.compile(r"^([0-9]{12}|self|amazon|aws-marketplace)\Z")
 _PIPELINE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 _GIT_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# amazon-ebs's launch permission settings. EC2 takes one group, "all" (public); organisations and
+# OUs by ARN (ModifyImageAttribute, OrganizationArns / OrganizationalUnitArns).
+_ORG_ARN = re.compile(r"arn:aws[a-z-]*:organizations::[0-9]{12}:organization/o-[a-z0-9]{10,32}")
+_OU_ARN = re.compile(r"arn:aws[a-z-]*:organizations::[0-9]{12}:ou/o-[a-z0-9]{10,32}/ou-[a-z0-9]{4,32}-[a-z0-9]{8,32}")
+SHARING_VARS = ("ami_users", "snapshot_users", "ami_groups", "snapshot_groups", "ami_org_arns", "ami_ou_arns")
 
 
 # ------------------------------------------------------------------------------- one value
@@ -169,6 +174,22 @@ def tags(value: Mapping[str, str], where: str) -> Mapping[str, str]:
                             f"{TAG_VALUE_MAX}")
         if _CONTROL.search(key) or _CONTROL.search(tag_value):
             raise SpecError(f"{where}: tag {key!r} holds a control character or a line break")
+        no_template(key, where, "tag key")
+        no_template(tag_value, where, f"tag {key!r}")
+    return value
+
+
+def no_template(value: str, where: str, label: str) -> str:
+    """Refuse Packer's `{{ ... }}` in a value amazon-ebs interpolates (tags, the description).
+
+    Refused rather than measured: what a function expands to has no worst case amibuild could
+    count (`{{ .SourceAMITags.x }}`, `{{ env }}`, `{{ isotime }}` with any layout), so a tag checked
+    at 100 characters became 265 at build time (EC2 allows 256), and an unknown function
+    (`{{team-platform}}`) fails the build after `--dry-run` passed. Provenance tags are amibuild's.
+    """
+    if "{{" in value or "}}" in value:
+        raise SpecError(f"{where}: {label} {_short(value)} holds `{{{{ }}}}`, which Packer would expand at build "
+                        "time (to a length nobody can check now, or a build failure); write the value literally")
     return value
 
 
@@ -224,18 +245,33 @@ def repo_line(line: str, where: str) -> None:
     if len(parts) not in (2, 3):
         raise SpecError(f"{where}: extra_repos entry {_short(line)}: write NAME|BASEURL|GPGKEY")
     name, baseurl, gpgkey = (*parts, "")[:3]
+    if not gpgkey:
+        raise SpecError(f"{where}: extra_repos entry {name!r} has no gpgkey: its packages would be installed "
+                        "unsigned; write NAME|BASEURL|GPGKEY, or use a repo block with gpgcheck = false to mean it")
     repo(name, baseurl, gpgkey, where)
 
 
 _REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 
 
-def repo(name: str, baseurl: str, gpgkey: str, where: str) -> None:
+def repo(name: str, baseurl: str, gpgkey: str, where: str, *, gpgcheck: bool | None = None) -> None:
+    """A repository: signed (gpgkey given), or unsigned only when `gpgcheck = false` says so, and
+    never unsigned over plain http, where anyone on the path could change the packages."""
     if not _REPO_NAME.match(name):
         raise SpecError(f"{where}: repo name {name!r}: use letters, digits, '.', '_' and '-'")
     url(baseurl, where, f"repo {name!r} baseurl")
     if gpgkey:
         url(gpgkey, where, f"repo {name!r} gpgkey")
+        if gpgcheck is False:
+            raise SpecError(f"{where}: repo {name!r} has a gpgkey and gpgcheck = false; drop one of them")
+        return
+    if baseurl.lower().startswith("http://"):
+        raise SpecError(f"{where}: repo {name!r}: a plain http:// baseurl without a gpgkey installs unsigned "
+                        "packages anyone on the network path can change, as root; use https:// and give a gpgkey")
+    if gpgcheck is not False:
+        raise SpecError(f"{where}: repo {name!r} has no gpgkey, so its packages would be installed unsigned; give "
+                        "gpgkey = URL (--extra-repo NAME=URL|GPGKEY_URL), or say gpgcheck = false "
+                        "(--extra-repo NAME=URL|gpgcheck=false) to mean it")
 
 
 def packer_variable(name: str, value: Any, where: str, *, known_regions: Iterable[str]) -> None:
@@ -258,6 +294,18 @@ def packer_variable(name: str, value: Any, where: str, *, known_regions: Iterabl
     elif name in ("ami_users", "snapshot_users"):
         for item in _items(value):
             account(item, where)
+    elif name in ("ami_groups", "snapshot_groups"):
+        for item in _items(value):
+            if item != "all":
+                raise SpecError(f"{where}: {name} {item!r}: EC2 knows one group, \"all\" (public); share with "
+                                "accounts through ami_users or with organisations through ami_org_arns")
+    elif name in ("ami_org_arns", "ami_ou_arns"):
+        regex, example = ((_ORG_ARN, "arn:aws:organizations::123456789012:organization/o-abcd123456")
+                          if name == "ami_org_arns" else
+                          (_OU_ARN, "arn:aws:organizations::123456789012:ou/o-abcd123456/ou-ab12-cdef3456"))
+        for item in _items(value):
+            if not regex.fullmatch(item):
+                raise SpecError(f"{where}: {name} {_short(item)} is not valid; write it like {example}")
     elif name == "source_ami_owners":
         for item in _items(value):
             owner(item, where)
@@ -270,6 +318,7 @@ def packer_variable(name: str, value: Any, where: str, *, known_regions: Iterabl
         ami_name(str(value), where, "ami_name")
     elif name == "ami_description":
         text(str(value), where, name, limit=AMI_DESCRIPTION_MAX)
+        no_template(str(value), where, name)
     elif name == "source_ami_filter_name":
         if not re.match(r"^[A-Za-z0-9()\[\] ./\-'@_*?]{1,128}\Z", str(value)):
             raise SpecError(f"{where}: source_ami_filter_name {_short(str(value))}: an AMI name pattern with * and ?")
@@ -277,6 +326,33 @@ def packer_variable(name: str, value: Any, where: str, *, known_regions: Iterabl
         pattern(str(value), where, name)
     elif isinstance(value, str):
         text(value, where, name)
+
+
+def sharing(variant: Any, pipeline_users: Iterable[str], *, public: bool, allow_shared_credentials: bool,
+            where: str) -> None:
+    """Who an image is shared with, on every base: public only when the pipeline says `public = true`,
+    and credentials baked in (a proxy or repository URL with user:password@) only into an image
+    nobody else may launch, unless the pipeline says `allow_shared_credentials = true`."""
+    shared_with: list[str] = [f"{where}: pipeline.ami_users"] if tuple(pipeline_users) else []
+    for name in SHARING_VARS:
+        value = variant.packer_vars.get(name)
+        if value is None or not _items(value):
+            continue
+        origin = variant.origins.get(name, name)
+        if name in ("ami_groups", "snapshot_groups") and not public:
+            raise SpecError(f"{origin}: {name} = [\"all\"] makes the image public (anyone can launch it and read "
+                            "its snapshot); say `public = true` in the pipeline block to mean it")
+        shared_with.append(origin)
+    baked = [label for label, value in (
+        ("proxy", [variant.proxy.http, variant.proxy.https]),
+        ("repo", [[r.baseurl, r.gpgkey] for r in variant.repos]),
+        *((f"{k}", v) for k, v in variant.packer_vars.items() if k in ("http_proxy", "https_proxy", "extra_repos")),
+    ) if secrets.has_credentials(value)]
+    if shared_with and baked and not allow_shared_credentials:
+        raise SpecError(f"{shared_with[0]}: variant {variant.name} bakes credentials ({', '.join(baked)} URL with "
+                        "user:password@) into an image shared with other accounts, who can read them from its "
+                        "snapshot: stop sharing it, drop the credentials, or say `allow_shared_credentials = true` "
+                        "in the pipeline block")
 
 
 # ------------------------------------------------------------------------------- HCL literals
