@@ -32,6 +32,7 @@ _NOT_FOUND = {"ParameterNotFound", "InvalidAMIID.NotFound", "InvalidAMIID.Unavai
 def _mapped(action: str, region: str | None = None) -> Iterator[None]:
     """Translate botocore exceptions raised inside into amibuild's, naming the action."""
     from botocore import exceptions as bx
+    from botocore.parsers import ResponseParserError
 
     where = f" in {region}" if region else ""
     try:
@@ -52,6 +53,10 @@ def _mapped(action: str, region: str | None = None) -> Iterator[None]:
         error = exc.response.get("Error", {})
         code = str(error.get("Code", ""))
         message = str(error.get("Message", "")).strip().splitlines()[0] if error.get("Message") else code
+        if code.isdigit() or message.lstrip().startswith("<"):  # an HTTP error page, not an AWS error
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or code
+            raise AwsError(f"{action}{where}: the endpoint answered HTTP {status} with no AWS error in it (an HTML "
+                           "page?); check AWS_ENDPOINT_URL and the region, or retry if AWS is having trouble") from exc
         if code in _EXPIRED:
             raise ExpiredToken(f"{action}{where}: the AWS credentials have expired; refresh them (e.g. `aws sso login`)") from exc
         if code in _DENIED:
@@ -59,8 +64,17 @@ def _mapped(action: str, region: str | None = None) -> Iterator[None]:
         if code in _NOT_FOUND:
             raise NotFound(f"{action}{where}: {message}") from exc
         raise AwsError(f"{action}{where}: {code}: {message}") from exc
+    except (bx.UnknownRegionError, bx.InvalidRegionError, bx.NoRegionError) as exc:
+        raise UsageError(f"{action}{where}: {_one_line(str(exc))}; check --region or AWS_REGION") from exc
     except bx.BotoCoreError as exc:
-        raise AwsError(f"{action}{where}: {exc}") from exc
+        raise AwsError(f"{action}{where}: {_one_line(str(exc))}") from exc
+    except ResponseParserError as exc:  # not a BotoCoreError: an answer that is not AWS's format
+        raise AwsError(f"{action}{where}: the endpoint's answer is not an AWS response ({_one_line(str(exc))[:160]}); "
+                       "check AWS_ENDPOINT_URL and the region, or retry if AWS is having trouble") from exc
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 @dataclass(frozen=True)
@@ -127,11 +141,21 @@ class Aws:
         except Exception:  # a broken profile counts as none here; calls will say why
             return False
 
+    def _new_client(self, service: str, region_name: str, config: Any) -> Any:
+        """A botocore client; a region AWS does not have is bad input, refused before any call
+        (with an endpoint override the typo would reach it and come back as an HTML 500)."""
+        from amibuild.aws import regions
+
+        wrong = regions.problem(region_name) if region_name else None
+        if wrong:
+            raise UsageError(f"{service}: {wrong}; check --region or AWS_REGION")
+        return self._session.client(service, region_name=region_name, config=config)
+
     def client(self, service: str, region: str) -> Any:
         key = (service, region)
         with self._lock:
             if key not in self._clients:
-                client = self._session.client(service, region_name=region, config=self._config)
+                client = self._new_client(service, region_name=region, config=self._config)
                 self._prepare(client)
                 self._clients[key] = client
             return self._clients[key]
@@ -178,7 +202,7 @@ class Aws:
                 config = self._config.merge(
                     Config(retries={"mode": "adaptive", "max_attempts": self.ssm_write_attempts})
                 )
-                client = self._session.client("ssm", region_name=region, config=config)
+                client = self._new_client("ssm", region_name=region, config=config)
                 self._prepare(client)
                 self._clients[key] = client
             return self._clients[key]
@@ -280,7 +304,7 @@ class Aws:
                 if os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
                     # a local endpoint (the emulator on 127.0.0.1) has no per-bucket host names
                     config = config.merge(Config(s3={"addressing_style": "path"}))
-                client = self._session.client("s3", region_name=region, config=config)
+                client = self._new_client("s3", region_name=region, config=config)
                 client.meta.events.register("before-call", self._count)
                 self._clients[key] = client
             return self._clients[key]
@@ -502,7 +526,7 @@ class Aws:
 
                 config = self._config.merge(Config(connect_timeout=3, read_timeout=5,
                                                    retries={"mode": "standard", "total_max_attempts": 1}))
-                self._clients[key] = self._session.client("ec2", region_name=region, config=config)
+                self._clients[key] = self._new_client("ec2", region_name=region, config=config)
             client = self._clients[key]
         try:
             with _mapped("ec2:DescribeInstances", region):

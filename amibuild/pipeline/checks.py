@@ -246,6 +246,7 @@ def repo_line(line: str, where: str) -> None:
         raise SpecError(f"{where}: extra_repos entry {_short(line)}: write NAME|BASEURL|GPGKEY")
     name, baseurl, gpgkey = (*parts, "")[:3]
     if not gpgkey:
+        repo(name, baseurl, "", where, gpgcheck=False)  # the name, the URL and plain http first
         raise SpecError(f"{where}: extra_repos entry {name!r} has no gpgkey: its packages would be installed "
                         "unsigned; write NAME|BASEURL|GPGKEY, or use a repo block with gpgcheck = false to mean it")
     repo(name, baseurl, gpgkey, where)
