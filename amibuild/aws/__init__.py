@@ -69,7 +69,8 @@ def _mapped(action: str, region: str | None = None) -> Iterator[None]:
     except bx.BotoCoreError as exc:
         raise AwsError(f"{action}{where}: {_one_line(str(exc))}") from exc
     except ResponseParserError as exc:  # not a BotoCoreError: an answer that is not AWS's format
-        raise AwsError(f"{action}{where}: the endpoint's answer is not an AWS response ({_one_line(str(exc))[:160]}); "
+        # its text quotes the body (an HTML page, say): not worth a line of its own
+        raise AwsError(f"{action}{where}: the endpoint's answer is not an AWS response (botocore cannot parse it); "
                        "check AWS_ENDPOINT_URL and the region, or retry if AWS is having trouble") from exc
 
 
