@@ -281,6 +281,9 @@ def packer_variable(name: str, value: Any, where: str, *, known_regions: Iterabl
     if isinstance(value, str):
         if len(value) > MAX_VALUE_CHARS:
             raise SpecError(f"{where}: {name} is {len(value)} characters; at most {MAX_VALUE_CHARS}")
+        if _CONTROL.search(value):  # before any list is split and its items stripped
+            raise SpecError(f"{where}: {name} {_short(secrets.mask(value))} holds a control character or a line "
+                            "break; write it on one line")
     if name in ("http_proxy", "https_proxy"):
         if str(value):
             url(str(value), where, name)
