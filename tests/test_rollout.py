@@ -627,7 +627,7 @@ def test_deploy_updates_only_what_it_is_given_and_refuses_missing_flags(world: W
     for args, words in [(["--stack", "new-one", "--variant", "ceph"], "needs --cluster, --control-plane-sg, --vpc-id"),
                         ([*world.deploy_flags("new-one", channel=None)[1:]], "needs --variant (and --channel)"),
                         ([*world.deploy_flags("new-one", channel="beta")[1:]], "beta/image_id has no value"),
-                        (["--stack", "ng-ceph", "--no-proxy", "x.example"], "go with --proxy"),
+                        (["--stack", "ng-ceph", "--no-proxy", "x.example"], "goes with --proxy (the stack has no proxy)"),
                         (["--stack", "ng-ceph", "--parameter", "Subnets=subnet-1", "--subnet", "subnet-2"],
                          "Subnets is set twice")]:
         refused = world.invoke("nodegroup-deploy", *args)

@@ -39,6 +39,15 @@ _BARE = re.compile(
     |(\b(?:authorization|x-amz-security-token)\s*:\s*)[^\r\n'"]+
     """
 )
+# The node group stack's NoEcho parameter (amibuild.handoff.nodegroup.PROXY_CREDENTIALS): its value
+# in a request or in an answer that echoes it (the emulator's DescribeChangeSet does), XML or a dict.
+_NO_ECHO = re.compile(
+    r"""(?x)
+    (<ParameterKey>ProxyCredentials</ParameterKey>\s*<ParameterValue>)[^<]*
+    |(['"]ParameterKey['"]:\s*['"]ProxyCredentials['"],\s*['"]ParameterValue['"]:\s*)(['"])(?:(?!\3).)*\3
+    |(Parameters\.member\.[0-9]+\.ParameterKey=ProxyCredentials&Parameters\.member\.[0-9]+\.ParameterValue=)[^&\s'"]*
+    """
+)
 _ENV_SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 _MIN_SECRET = 8  # shorter "secrets" (dummy values such as "test") would blank ordinary words
 
@@ -58,6 +67,8 @@ def redact(text: str) -> str:
     text = secrets.mask(text)  # user:password@ in any URL (a proxy, a repository, a git remote)
     text = _QUOTED.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}{m.group(2)}", text)
     text = _BARE.sub(lambda m: f"{m.group(1) or m.group(2)}{REDACTED}", text)
+    text = _NO_ECHO.sub(lambda m: (m.group(1) or m.group(4) or "") + REDACTED if not m.group(2)
+                        else f"{m.group(2)}{m.group(3)}{REDACTED}{m.group(3)}", text)
     for secret in sorted(_secrets, key=len, reverse=True):
         text = text.replace(secret, REDACTED)
     return text

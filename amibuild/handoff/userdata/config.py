@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 import yaml
 
 from amibuild.errors import SpecError
+from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
+from amibuild.handoff.userdata.kubelet import KubeletSettings
 
 OSES = ("al2", "al2023")
 BOUNDARY = "==AMIBUILD-USERDATA=="
@@ -63,7 +65,6 @@ _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}\Z")
 _STACK = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}\Z")
 _LOGICAL_ID = re.compile(r"^[A-Za-z0-9]{1,255}\Z")
 _NO_PROXY_ENTRY = re.compile(r"^[][A-Za-z0-9._*:/-]+\Z")
-_KUBELET_FLAG = re.compile(r"^--[a-z0-9][a-z0-9-]*(=.*)?\Z")
 # Characters that could end a value in the shell, /etc/environment or a systemd drop-in.
 _URL_UNSAFE = re.compile(r"[\s'\"`\\<>{}|^]", re.ASCII)
 _ROLE_ARN = re.compile(
@@ -117,10 +118,19 @@ class NodeConfig:
     certificate_authority: str = ""
     cfn_signal: CfnSignal | None = None
     private_endpoint: bool = False
+    # Labels, taints, max pods and the flags (`kubelet_flags` is the older way to give flags only).
+    kubelet: KubeletSettings = KubeletSettings()
 
     def __post_init__(self) -> None:
         for name in ("no_proxy", "bypass", "kubelet_flags"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.kubelet_flags and self.kubelet.flags and self.kubelet_flags != self.kubelet.flags:
+            raise SpecError("give kubelet flags once: as kubelet_flags or in kubelet")
+        if self.kubelet_flags and not self.kubelet.flags:
+            merged = KubeletSettings.parse(flags=self.kubelet_flags)
+            object.__setattr__(self, "kubelet", KubeletSettings(
+                merged.flags, self.kubelet.labels, self.kubelet.taints, self.kubelet.max_pods))
+        object.__setattr__(self, "kubelet_flags", self.kubelet.flags)
         _check_config(self)
 
     @property
@@ -154,10 +164,6 @@ def _check_config(cfg: NodeConfig) -> None:
         _check_url(cfg.api_server_endpoint, "--api-server-endpoint", ("https",))
     if cfg.certificate_authority:
         _check_certificate_authority(cfg.certificate_authority)
-    for flag in cfg.kubelet_flags:
-        _check_printable(flag, "--kubelet-flag")
-        if not _KUBELET_FLAG.match(flag):
-            raise SpecError(f"--kubelet-flag {flag!r}: write one kubelet flag as --name=value")
     _check_printable(cfg.bootstrap_args, "--bootstrap-args")
     words = _split_args(cfg.bootstrap_args)
     if cfg.os == "al2023":
@@ -172,12 +178,14 @@ def _check_config(cfg: NodeConfig) -> None:
                 "user data (aws eks describe-cluster --name CLUSTER shows them)"
             )
         if words:
-            raise SpecError("--bootstrap-args is for al2's bootstrap.sh; on al2023 give kubelet flags with --kubelet-flag")
+            raise SpecError("--bootstrap-args is for al2's bootstrap.sh; on al2023 give --kubelet-flag, "
+                            "--node-label, --taint or --max-pods")
     else:
         if bool(cfg.api_server_endpoint) != bool(cfg.certificate_authority):
             raise SpecError("--api-server-endpoint and --certificate-authority go together (or leave both out)")
+        options = check_bootstrap_words(words)
         for option in _derived_bootstrap_options(cfg):
-            if any(word == option or word.startswith(option + "=") for word in words):
+            if option in options:
                 raise SpecError(
                     f"--bootstrap-args sets {option}, which amibuild already derives from its own flags"
                 )
@@ -205,6 +213,12 @@ def _check_url(value: str, flag: str, schemes: tuple[str, ...]) -> None:
         raise SpecError(f"{flag} {shown!r}: names no host")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise SpecError(f"{flag} {shown!r}: give scheme, host and port only")
+
+
+def check_proxy_url(value: str) -> str:
+    """`value` if it is a proxy URL the user data can carry, else SpecError naming --proxy."""
+    _check_url(value, "--proxy", ("http", "https"))
+    return value
 
 
 def _check_cidr(value: str, flag: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
@@ -267,6 +281,10 @@ def config_from_flags(
     cfn_stack: str = "",
     cfn_resource: str = "",
     private_endpoint: bool = False,
+    node_labels: Sequence[str] = (),
+    taints: Sequence[str] = (),
+    max_pods: str | int | None = None,
+    kubelet: KubeletSettings | None = None,
 ) -> NodeConfig:
     """Task flags → `NodeConfig`: comma lists split, `--bypass none`, `--cluster-ip`, cfn-signal."""
     if service_cidr and cluster_ip:
@@ -289,7 +307,8 @@ def config_from_flags(
         region=region or "",
         bypass=services,
         bootstrap_args=bootstrap_args or "",
-        kubelet_flags=tuple(kubelet_flags),
+        kubelet=kubelet if kubelet is not None else KubeletSettings.parse(
+            flags=kubelet_flags, labels=node_labels, taints=taints, max_pods=max_pods),
         api_server_endpoint=api_server_endpoint or "",
         certificate_authority=certificate_authority or "",
         cfn_signal=CfnSignal(cfn_stack, cfn_resource, region or "") if cfn_stack else None,
@@ -344,8 +363,10 @@ def _derived_bootstrap_options(cfg: NodeConfig) -> list[str]:
         options += ["--apiserver-endpoint", "--b64-cluster-ca"]
     if cfg.service_cidr and ipaddress.ip_network(cfg.service_cidr).version == 4:
         options.append("--dns-cluster-ip")
-    if cfg.kubelet_flags:
+    if cfg.kubelet:
         options.append("--kubelet-extra-args")
+    if cfg.kubelet.max_pods is not None:
+        options.append("--use-max-pods")
     return options
 
 

@@ -55,15 +55,15 @@ import re
 import shlex
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any
 
 
 from amibuild.errors import SpecError
 from amibuild.handoff.userdata.config import (  # the settings, re-exported: callers import them from here
     BOUNDARY, CLUSTER_ENDPOINT, CONFIGMAP, CfnSignal, DEFAULT_SERVICE_CIDRS, ENDPOINTS, IMDS, KUBELET_WAIT_SECONDS,
     LOCAL_NO_PROXY, MAX_USERDATA, NODEADM_UNITS, NODE_GROUPS, NodeConfig, OSES, PROXIED_DAEMONSETS, config_from_flags,
-    endpoint_hosts, no_proxy_entries, redact, service_cidr_for, _split_args, _yaml,
+    endpoint_hosts, no_proxy_entries, redact, service_cidr_for, _split_args, check_proxy_url,
 )
+from amibuild.handoff.userdata.kubelet import nodeconfig_part, proxy_environment
 
 __all__ = [
     "BOUNDARY",
@@ -83,6 +83,7 @@ __all__ = [
     "PROXIED_DAEMONSETS",
     "aws_auth_entry",
     "bootstrap_argv",
+    "check_proxy_url",
     "check_role_arn",
     "config_from_flags",
     "endpoint_hosts",
@@ -176,8 +177,11 @@ def bootstrap_argv(cfg: NodeConfig) -> list[str]:
         # own --ip-family / --service-ipv6-cidr in --bootstrap-args.
         if network.version == 4:
             argv += ["--dns-cluster-ip", str(network[10])]
-    if cfg.kubelet_flags:
-        argv += ["--kubelet-extra-args", " ".join(cfg.kubelet_flags)]
+    if cfg.kubelet:
+        argv += ["--kubelet-extra-args", " ".join(cfg.kubelet.kubelet_args())]
+    if cfg.kubelet.max_pods is not None:
+        # Else bootstrap.sh writes its own maxPods (from the instance type) into the kubelet config.
+        argv += ["--use-max-pods", "false"]
     return argv + _split_args(cfg.bootstrap_args)
 
 
@@ -254,18 +258,13 @@ def _al2023_signal_script(cfg: NodeConfig) -> str:
 
 
 def _nodeadm_config(cfg: NodeConfig) -> str:
-    spec: dict[str, Any] = {
-        "cluster": {
-            "name": cfg.cluster_name,
-            "apiServerEndpoint": cfg.api_server_endpoint,
-            "certificateAuthority": cfg.certificate_authority,
-            "cidr": cfg.service_cidr,
-        }
-    }
-    if cfg.kubelet_flags:
-        spec["kubelet"] = {"flags": list(cfg.kubelet_flags)}
-    document = {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
-    return "---\n" + _yaml(document)
+    # nodeadm-config.service runs before cloud-init, so before the boothook: the proxy must also
+    # be in the NodeConfig (nodeadm since v20251007) and in the image (configure-proxy.sh). The
+    # VPC CIDR is not known here; the boothook's drop-ins, read at boot, add it for each service.
+    environment = proxy_environment(cfg.proxy, no_proxy_entries(cfg)) if cfg.proxy else None
+    return nodeconfig_part(cluster_name=cfg.cluster_name, api_server_endpoint=cfg.api_server_endpoint,
+                           certificate_authority=cfg.certificate_authority, cidr=cfg.service_cidr or "",
+                           kubelet=cfg.kubelet, environment=environment)
 
 
 # The cluster-side pieces live in cluster.py; importable from here as before.
