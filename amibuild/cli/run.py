@@ -46,7 +46,11 @@ def run(body: Callable[[], T]) -> T:
         _PENDING.clear()
         if debugging():
             traceback.print_exc()
-        raise Exit(f"amibuild: error: {secrets.mask(str(exc))}", code=exc.exit_code) from None
+        from amibuild.cli.summary import annotate
+
+        message = secrets.mask(str(exc))  # a URL's user:password@ as user:***@
+        annotate(message)  # in GitHub Actions, an error naming a line of the pipeline file annotates it
+        raise Exit(f"amibuild: error: {message}", code=exc.exit_code) from None
     except KeyboardInterrupt:
         raise Exit("amibuild: interrupted", code=EXIT_INTERRUPTED) from None
 
