@@ -20,7 +20,7 @@ from typing import Any, Iterable, Sequence
 
 from amibuild import errors as _errors
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
+from amibuild import secrets
 from amibuild.cli.locate import find_pipeline
 from amibuild.errors import AmibuildError, ExitCode, Interrupted, SpecError
 from amibuild.jobs.signals import Signals
@@ -31,10 +32,11 @@ def debugging() -> bool:
 
 
 def message(exc: AmibuildError) -> str:
-    """The one line an error is shown as."""
+    """The one line an error is shown as (a URL's user:password@ shown as user:***@)."""
+    text = secrets.mask(str(exc))
     if isinstance(exc, Interrupted) and exc.summary:
-        return f"amibuild: {exc}"
-    return f"{ERROR}{exc}"
+        return f"amibuild: {text}"
+    return f"{ERROR}{text}"
 
 
 # Notes about the whole run (no pipeline file found) wait here until the task says something or
@@ -59,7 +61,7 @@ def run(body: Callable[[], T]) -> T:
             traceback.print_exc()
         from amibuild.cli.summary import annotate  # deferred: the summaries only when an error is shown
 
-        annotate(str(exc))  # in GitHub Actions, an error naming a line of the pipeline file annotates it
+        annotate(secrets.mask(str(exc)))  # in GitHub Actions, an error naming a line of the pipeline file annotates it
         raise Exit(message(exc), code=int(exc.exit_code)) from None
     except KeyboardInterrupt:
         raise Exit(message(Interrupted(summary=True)), code=ExitCode.INTERRUPTED) from None
@@ -104,7 +106,7 @@ def finish(result: Any) -> None:
 def say(line: str) -> None:
     """Progress and notes go to stderr, so stdout stays clean for --json and piping."""
     _flush_pending()
-    print(line, file=sys.stderr, flush=True)
+    print(secrets.mask(line), file=sys.stderr, flush=True)  # a URL's user:password@ as user:***@
 
 
 def _flush_pending() -> None:
@@ -113,7 +115,7 @@ def _flush_pending() -> None:
 
 
 def emit_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True, default=str))
+    print(secrets.mask(json.dumps(data, indent=2, sort_keys=True, default=str)))
 
 
 def options(c: Any, *, announce: bool = True, **flags: Any) -> "Options":  # noqa: F821
