@@ -165,7 +165,7 @@ def test_endpoint_loss_stops_the_build_within_30s_and_lists_what_is_left(workdir
     (name, held), = leases().items()
     assert held["run_id"] == json.loads(out)["run_id"]
     from amibuild.aws import Aws
-    from amibuild.bake.lease import Lease
+    from amibuild.lease import Lease
 
     successor = Lease(Aws(region="us-west-2"), name, "us-west-2", run_id="next")
     assert successor.try_acquire() is None

@@ -162,7 +162,7 @@ def test_publish_policy_allows_exactly_what_publish_promote_rollback_history_and
         result = invoke(tmp_path, *args, env=env)
         assert result.returncode == 0, f"{args}: {result.stderr}"
     # a write refused in the second region: the new parameter in the first is deleted again
-    recorder.fail("eu-west-1", times=1)
+    recorder.fail("eu-west-1", times=1, name="/image_id")
     failed = invoke(tmp_path, "publish", "--variant", "ceph", "--channel", "candidate", "--ami", ami_flag(amis[2]),
                     env=env)
     assert failed.returncode == 1 and "deleted again" in failed.stderr, failed.stderr
@@ -301,6 +301,7 @@ def test_ssm_is_scoped_to_the_pipelines_channels_and_the_public_eks_parameters(p
     assert {r for s in ssm if s["Sid"] not in by_tag for r in s["Resource"]} == {
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam",
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/*",
+        "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/_leases/*",
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/amibuild-lease/*",
         "arn:aws:ssm:*::parameter/aws/service/eks/optimized-ami/*",
     }

@@ -132,7 +132,7 @@ def test_clean_run_refuses_anything_but_a_run_id(sandbox, tmp_path: Path, run_id
 
 
 def test_clean_run_refuses_a_run_that_still_holds_its_build_lease(sandbox, tmp_path: Path) -> None:
-    from amibuild.bake.lease import Lease, build_lease_name
+    from amibuild.lease import Lease, build_lease_name
 
     (tmp_path / "amibuild.hcl").write_text('pipeline {\n  name = "e2e"\n  regions = ["us-west-2"]\n}\nvariant "ceph" {}\n')
     live = Lease(Aws(region="us-west-2"), build_lease_name("/amibuild", "e2e", "ceph", "ab" * 32), "us-west-2",

@@ -18,7 +18,7 @@ is waited for (bounded by ``cleanup_timeout``); a second Ctrl-C stops waiting an
 
 Around each Packer run (both optional, given by the caller):
 
-* a build lease per (pipeline, variant, fingerprint), `amibuild.bake.lease`: a second run of the
+* a build lease per (pipeline, variant, fingerprint), `amibuild.lease`: a second run of the
   same inputs waits for the first and then reuses its image, or (``wait=False``) fails at once
   naming the run that holds it. After taking the lease the images are looked up again, so a run
   that started while another was finishing the same image reuses it instead of building twice.
@@ -50,7 +50,7 @@ from amibuild import hcl
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError, AwsError, EndpointUnreachable, PackerOutputError
 from amibuild.bake import leftovers as leftovers_mod
-from amibuild.bake.lease import Lease
+from amibuild.lease import Lease
 from amibuild.bake.packer import (Packer, cross_check, input_refusal, manifest_builds, parse_machine_readable,
                                    progress_step)
 from amibuild.bake.plan import FINGERPRINT_TAG, BuildPlan, BuildDecision, PlanItem
@@ -326,7 +326,9 @@ class Executor:
         with self.state.lock:
             self._leases.append(lease)
         if lease.took_over is not None:
-            outcome.lease = f"took over the expired build lease of {lease.took_over}"
+            why = ("expired build lease" if lease.took_over_why == "expired"
+                   else "build lease (its process on this machine is gone)")
+            outcome.lease = f"took over the {why} of {lease.took_over}"
             self.progress.update(item.name, State.QUEUED, outcome.lease)
         elif waited_for is not None:
             outcome.lease = f"waited for {waited_for}"

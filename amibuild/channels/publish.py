@@ -67,7 +67,6 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from amibuild.aws import Aws, Image, Parameter, fan_out
-from amibuild.channels.lease import Guard
 # the plan and write names are part of this module's interface (callers import them from here)
 from amibuild.channels.plan import (CHANNEL_TAG, FINGERPRINT_TAG, IMAGE_DATA_TYPE, PIPELINE_TAG,  # noqa: F401
                                     RUN_ID_TAG, TAG_PREFIX, VARIANT_TAG, _AMI_ID, _UNKNOWN, PublishAction, Provenance,
@@ -75,6 +74,7 @@ from amibuild.channels.plan import (CHANNEL_TAG, FINGERPRINT_TAG, IMAGE_DATA_TYP
                                     parameter_tags, parse_amis, plain, provenance_from_images, provenance_of)
 from amibuild.channels.write import READBACK_TIMEOUT, WRITE_INTERVAL, execute_publish, home_region, transact  # noqa: F401
 from amibuild.errors import PublishRefused, SpecError
+from amibuild.lease import Guard
 from amibuild.pipeline.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, TEMPLATE_FIELDS, PipelineLike,  # noqa: F401
                                   VariantLike, check_channel, check_template, name_pattern, parameter_name,
                                   template_of)

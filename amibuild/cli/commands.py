@@ -443,7 +443,7 @@ def run_directory(options: Options, run_id: str) -> Path:
 
 def build_guards(plan, aws, *, wait: bool, stall_after: float) -> dict:
     """The executor's lease, reuse check and leftovers scope for a build-ami run."""
-    from amibuild.bake.lease import Lease, build_lease_name
+    from amibuild.lease import Lease, build_lease_name
     from amibuild.bake.leftovers import Scope
 
     pipeline = plan.pipeline
@@ -586,7 +586,7 @@ def publish_outcomes(aws, plan, outcomes, channel: str, say: Say, *, cancelled=l
 
     from amibuild.channels import publish
     from amibuild.channels.from_build import channel_reads, plan_build_publish
-    from amibuild.channels.lease import Guard
+    from amibuild.lease import Guard
     from amibuild.errors import AmibuildError
 
     current = {region: aws.get_parameters(names, region)

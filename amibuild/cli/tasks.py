@@ -335,7 +335,7 @@ CHANNEL_HELP = {
 def _guard(c, signals, run_id=None):
     """The channel lease settings: how long to wait for a busy channel (config `amibuild.lease_wait`),
     and the signals that stop a transaction before its first write."""
-    from amibuild.channels.lease import LEASE_WAIT, Guard
+    from amibuild.lease import LEASE_WAIT, Guard
     from amibuild.errors import SpecError
 
     raw = c.config.get("amibuild", {}).get("lease_wait")

@@ -45,7 +45,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.errors import SpecError
-from amibuild.channels.lease import lease_name
+from amibuild.lease import LEGACY_CHANNEL_DIR, lease_root
 from amibuild.channels.publish import name_pattern
 
 TASKS = ("build", "publish", "rollout", "prune")
@@ -149,7 +149,8 @@ class _Arns:
     def __init__(self, partition: str, account: str, pipeline: Any) -> None:
         self.p, self.a = partition, account
         self.channel_path = name_pattern(pipeline)[0].rstrip("/")
-        self.lease_root = lease_name(pipeline, "", "").rsplit("/", 2)[0]
+        self.lease_roots = (lease_root(pipeline.ssm_prefix, pipeline.name),
+                            f"{pipeline.ssm_prefix.rstrip('/')}/{pipeline.name}/{LEGACY_CHANNEL_DIR}")
 
     @property
     def channels(self) -> list[str]:
@@ -159,8 +160,9 @@ class _Arns:
 
     @property
     def leases(self) -> list[str]:
-        # channel leases (amibuild.channels.lease) live beside the channels, whatever the name template
-        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.lease_root}/*"]
+        # every lease (amibuild.lease) lives under the pipeline's _leases folder, whatever the name
+        # template; the old channel-lease folder too, which a writer still holds for older amibuild
+        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{root}/*" for root in self.lease_roots]
 
     @property
     def public_eks(self) -> list[str]:

@@ -48,7 +48,7 @@ from amibuild import tags
 from amibuild.errors import AmibuildError, NotFound, PruneFailed, SpecError
 from amibuild.bake.plan import FINGERPRINT_TAG, VARIANT_TAG
 from amibuild.aws import fan_out
-from amibuild.channels.lease import LEASE_DIR
+from amibuild.lease import is_lease
 from amibuild.channels.publish import name_pattern, plain
 
 PIPELINE_TAG = tags.PIPELINE
@@ -375,10 +375,10 @@ def _channel_facts(aws: Aws, region: str, pipeline: str, path: str, pattern: re.
     a changed ``parameter_template``, a second pipeline file) and those under today's template's path
     (written before channels were tagged)."""
     tagged = aws.parameters_tagged(region, {PIPELINE_TAG: [pipeline]})
-    listed = [p.name for p in aws.parameters_under(path, region) if f"/{LEASE_DIR}/" not in p.name]
+    listed = [p.name for p in aws.parameters_under(path, region) if not is_lease(p.name)]
     facts = []
     for name in dict.fromkeys([*listed, *tagged]):
-        if f"/{LEASE_DIR}/" in name:
+        if is_lease(name):
             continue
         match = pattern.match(name)
         label = (f"channel {match.group('channel')} of {match.group('variant')}" if match
