@@ -71,7 +71,8 @@ from amibuild.aws import Aws, Image, Parameter, fan_out
 from amibuild.channels.plan import (CHANNEL_TAG, FINGERPRINT_TAG, IMAGE_DATA_TYPE, PIPELINE_TAG,  # noqa: F401
                                     RUN_ID_TAG, TAG_PREFIX, VARIANT_TAG, _AMI_ID, _UNKNOWN, PublishAction, Provenance,
                                     PublishPlan, PublishResult, RegionPlan, RegionResult, decide, description,
-                                    parameter_tags, parse_amis, plain, provenance_from_images, provenance_of)
+                                    parameter_tags, parse_amis, plain, provenance_from_images, provenance_of,
+                                    recorded_regions)
 from amibuild.channels.write import READBACK_TIMEOUT, WRITE_INTERVAL, execute_publish, home_region, transact  # noqa: F401
 from amibuild.errors import PublishRefused, SpecError
 from amibuild.lease import Guard
@@ -112,6 +113,8 @@ def plan_publish(
     state = fan_out([(r, what) for r in regions for what in ("parameter", "image")], read)
     images: dict[str, Image | None] = {r: state[(r, "image")] for r in regions}  # type: ignore[misc]
     current: dict[str, Parameter | None] = {r: state[(r, "parameter")] for r in regions}  # type: ignore[misc]
+    # where else the channel lives, as its parameters record it: a write of fewer regions is refused
+    tagged = fan_out([r for r in regions if current[r] is not None], lambda r: aws.parameter_tags(name, r))
     if provenance is None:
         provenance = provenance_from_images(images, fingerprint=fingerprint, run_id=run_id)
     return decide(
@@ -119,6 +122,7 @@ def plan_publish(
         required_regions=pipeline.target_regions, amis=amis,
         current=current, images=images, provenance=provenance,
         allow_foreign=allow_foreign, expected_fingerprint=fingerprint, note=note, pipeline=pipeline.name,
+        channel_regions=recorded_regions(tagged),
     )
 
 

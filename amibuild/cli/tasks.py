@@ -332,21 +332,38 @@ CHANNEL_HELP = {
 }
 
 
-def _guard(c, signals, run_id=None):
-    """The channel lease settings: how long to wait for a busy channel (config `amibuild.lease_wait`),
-    and the signals that stop a transaction before its first write."""
-    from amibuild.lease import LEASE_WAIT, Guard
+def _seconds(c, key, default, what, *, positive=False):
+    """A number of seconds from config `amibuild.KEY` (invoke.yaml / INVOKE_AMIBUILD_KEY), else `default`."""
     from amibuild.errors import SpecError
 
-    raw = c.config.get("amibuild", {}).get("lease_wait")
+    raw = c.config.get("amibuild", {}).get(key)
     try:
-        wait = LEASE_WAIT if raw in (None, "") else float(raw)
+        value = default if raw in (None, "") else float(raw)
     except (TypeError, ValueError):
-        wait = -1.0
-    if not 0 <= wait < float("inf"):  # NaN fails both comparisons
-        raise SpecError(f"amibuild.lease_wait {raw!r} (invoke.yaml / INVOKE_AMIBUILD_LEASE_WAIT): seconds to wait "
-                        "for a channel another writer holds, e.g. 30")
-    return Guard(run_id=run_id or "", wait=wait, cancelled=signals.requested)
+        value = -1.0
+    if not 0 <= value < float("inf") or (positive and value == 0):  # NaN fails both comparisons
+        raise SpecError(f"amibuild.{key} {raw!r} (invoke.yaml / INVOKE_AMIBUILD_{key.upper()}): {what}")
+    return value
+
+
+def _guard(c, signals, run_id=None):
+    """The channel lease settings: how long to wait for a busy channel (config `amibuild.lease_wait`),
+    how long a lease is good for (`amibuild.lease_ttl`), and the signals that stop a transaction
+    before its first write."""
+    from amibuild.lease import LEASE_TTL, LEASE_WAIT, Guard
+
+    wait = _seconds(c, "lease_wait", LEASE_WAIT, "seconds to wait for a channel another writer holds, e.g. 30")
+    ttl = _seconds(c, "lease_ttl", LEASE_TTL, "seconds a channel lease is good for, more than 0, e.g. 300",
+                   positive=True)
+    return Guard(run_id=run_id or "", wait=wait, ttl=ttl, cancelled=signals.requested)
+
+
+def _bounded(c, aws):
+    """The gateway with the channel client's read timeout from config `amibuild.read_timeout` (seconds)."""
+    aws.ssm_read_timeout = _seconds(c, "read_timeout", aws.ssm_read_timeout,
+                                    "seconds one AWS request may wait for its answer, more than 0, e.g. 10",
+                                    positive=True)
+    return aws
 
 
 def _channel_options(c, pipeline, variant, k8s, profile):
@@ -369,6 +386,7 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
 
     def body(signals):
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        aws = _bounded(c, aws)
         return channels_mod.publish_variant(aws, pipeline=pipe, variant=var, amis=channels_mod.parse_amis(ami or []),
                                             channel=channel, run_id=run_id, allow_foreign=allow_foreign, force=force,
                                             guard=_guard(c, signals, run_id))
@@ -393,6 +411,7 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
         if not from_ or not to:
             raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        aws = _bounded(c, aws)
         return channels_mod.promote(aws, pipeline=pipe, variant=var, source=from_, target=to, force=force,
                                     guard=_guard(c, signals))
 
@@ -418,6 +437,7 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
 
         version = values.optional_count(to_version, "--to-version", example=3)
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        aws = _bounded(c, aws)
         return channels_mod.rollback(aws, pipeline=pipe, variant=var, channel=channel, to_version=version, force=force,
                                      guard=_guard(c, signals))
 
@@ -641,6 +661,8 @@ ns.configure({
         # seconds a channel write waits for another writer's lease on the channel (default 30); None
         # so that invoke passes INVOKE_AMIBUILD_LEASE_WAIT through as text and `_guard` words the error
         "lease_wait": None,
+        "lease_ttl": None,  # seconds a channel lease is good for (default 300)
+        "read_timeout": None,  # seconds a channel write's request waits for its answer (default 10)
         "stall_after": 10,  # seconds of silence from Packer before build-ami checks the endpoint is alive
     }
 })
