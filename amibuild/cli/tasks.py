@@ -167,7 +167,7 @@ def runs(c, limit=10, json=False, build_dir=None):
             "json": "Print JSON", "pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"],
             "build_dir": SELECT_HELP["build_dir"]})
 def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=None, build_dir=None):
-    """Remove what a build run left in AWS: instances, key pairs, groups, volumes, images, snapshots."""
+    """Remove what an unfinished build run left in AWS (never an image in use); say what it kept and why."""
     from invoke.exceptions import Exit
 
     from amibuild.cli import commands
@@ -177,11 +177,17 @@ def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=
     if json:
         cli.emit_json(result.to_dict())
     else:
-        if not result.found:
+        if not result.found and not result.leases:
             print(f"run {result.run_id}: nothing left behind")
         if result.dry_run:
+            kept = {item for item, _ in result.kept}
             for item in result.found:
-                print(f"found  {item}  ({item.command()})")
+                if item not in kept:
+                    print(f"found  {item}  ({item.command()})")
+            for lease in result.leases:
+                print(f"found  {lease}  (held by {lease.holder})")
+        for item, why in result.kept:
+            print(f"kept  {item}: {why}")
         for item in result.removed:
             print(f"removed  {item}")
         for item, why in result.failed:
