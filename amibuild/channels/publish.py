@@ -188,6 +188,16 @@ def promote(
             )
         amis = {r: p.value for r, p in latest.items() if p is not None}
         provenance = {r: provenance_of(p.description) for r, p in latest.items() if p is not None}
+        # which build each region holds, from the image's own tag (a description can be stale:
+        # an overwrite that gives none keeps the previous one)
+        found = fan_out(sorted(amis), lambda r: aws.find_image(r, amis[r]))
+        builds = {r: image.tags[FINGERPRINT_TAG] for r, image in found.items()
+                  if image is not None and image.tags.get(FINGERPRINT_TAG)}
+        if len(set(builds.values())) > 1:  # copying a split channel would split the target too
+            raise PublishRefused(
+                f"{operation} for {variant.name}: channel {source} is split across regions ("
+                + ", ".join(f"{r} holds build {b}" for r, b in sorted(builds.items()))
+                + "); nothing written. Repair it first with `amibuild channels --repair`")
         # The source channel's images were checked when they were published; what can have changed
         # since is whether they still exist, which plan_publish checks.
         plan = plan_publish(aws, pipeline=pipeline, variant=variant, channel=target, amis=amis, allow_foreign=True,

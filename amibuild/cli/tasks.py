@@ -469,22 +469,56 @@ def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None,
     cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.history_lines(entries))
 
 
-@task(help={"pipeline": CHANNEL_HELP["pipeline"], "profile": CHANNEL_HELP["profile"], "json": CHANNEL_HELP["json"]},
+@task(help={"pipeline": CHANNEL_HELP["pipeline"], "profile": CHANNEL_HELP["profile"], "json": CHANNEL_HELP["json"],
+            "check": "Exit 1 naming every channel whose regions hold images of different builds (or none)",
+            "repair": "Bring every split channel to one build under its lease, saying which and why"},
       auto_shortflags=False)
-def channels(c, pipeline=None, profile=None, json=False):
-    """List every variant x channel x region: AMI, version, age."""
+def channels(c, pipeline=None, profile=None, json=False, check=False, repair=False):
+    """List every variant x channel x region: AMI, version, age; --check / --repair split channels."""
+    from invoke.exceptions import Exit
+
     from amibuild.channels import read as channel_status
+    from amibuild.channels import repair as repair_mod
     from amibuild.cli import commands
     from amibuild.cli import report
     from amibuild.aws import Aws
 
-    def body():
+    def gateway():
         opts = cli.options(c, pipeline=pipeline, profile=profile)
         pipe = commands.load_pipeline(opts)
-        return channel_status.channels(Aws(profile=opts.profile, region=pipe.build_region), pipeline=pipe)
+        return _bounded(c, Aws(profile=opts.profile, region=pipe.build_region)), pipe
 
-    entries = cli.run(body)
-    cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))
+    if not check and not repair:
+        entries = cli.run(lambda: _listing(channel_status, gateway))
+        cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))
+        return
+
+    def body(signals=None):
+        aws, pipe = gateway()
+        splits = repair_mod.check(aws, pipeline=pipe)
+        if not repair:
+            return splits, []
+        return splits, [repair_mod.repair(aws, pipeline=pipe, split=s, guard=_guard(c, signals)) for s in splits]
+
+    if repair:
+        (splits, repaired), _signals = cli.run_channel(body)
+    else:
+        splits, repaired = cli.run(body)
+    if json:
+        cli.emit_json({"split": [s.to_dict() for s in splits],
+                       "repaired": [{"channel": d.split.channel, "variant": d.split.variant, "build": d.choice.build,
+                                     "why": d.choice.why, "result": d.result.to_dict()} for d in repaired]})
+    else:
+        lines = [s.describe() for s in splits] if not repair else [x for d in repaired for x in repair_mod.repair_lines(d)]
+        cli.lines_out(lines or ["every channel is whole: each region holds an image of the same build"])
+    if splits and not repair:
+        raise Exit(f"amibuild: error: {len(splits)} channel(s) split across regions; "
+                   "`amibuild channels --repair` brings each to one build", code=1)
+
+
+def _listing(channel_status, gateway):
+    aws, pipe = gateway()
+    return channel_status.channels(aws, pipeline=pipe)
 
 
 ROLLOUT_HELP = {
