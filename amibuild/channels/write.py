@@ -85,54 +85,65 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
     """Run `work` (read, decide, write, check) while holding the lease of every channel it touches.
 
     Leases are taken in name order and given back in ``finally``, whatever happened. While prune
-    holds the pipeline's prune lease the writer does not start (it waits as for a busy channel).
+    holds the pipeline's prune lease the writer gives its leases back and waits (as for a busy
+    channel): prune, for its part, waits for every channel lease, so neither waits for the other.
     """
     held: list[ChannelLease] = []
     notes: list[str] = []
     prefix, name = pipeline.ssm_prefix, pipeline.name
     home = home_region(pipeline)
+    deadline = time.monotonic() + guard.wait
     try:
-        for channel in sorted(set(channels)):
-            lease = acquire_channel(
-                aws, channel_lease_name(prefix, name, variant.name, channel), home,
-                operation=f"{operation} ({variant.name})", guard=guard,
-                legacy=(legacy_channel_lease_name(prefix, name, variant.name, channel), legacy_home_region(pipeline)))
-            held.append(lease)
-            if lease.note:
-                notes.append(lease.note)
-        _wait_out_prune(aws, pipeline, guard, operation)
+        while True:
+            for channel in sorted(set(channels)):
+                left = replace(guard, wait=max(0.0, deadline - time.monotonic()))
+                lease = acquire_channel(
+                    aws, channel_lease_name(prefix, name, variant.name, channel), home,
+                    operation=f"{operation} ({variant.name})", guard=left,
+                    legacy=(legacy_channel_lease_name(prefix, name, variant.name, channel),
+                            legacy_home_region(pipeline)))
+                held.append(lease)
+                if lease.note:
+                    notes.append(lease.note)
+            pruning = _prune_holder(aws, pipeline)
+            if pruning is None:
+                break
+            _release(held, [])
+            held.clear()
+            if guard.cancelled():
+                raise Interrupted(f"{operation}: interrupted while prune ran ({pruning}); nothing was written")
+            if time.monotonic() >= deadline:
+                raise ChannelBusy(f"{operation}: prune is deregistering images of this pipeline ({pruning}); "
+                                  "nothing was written. Retry when it is done")
+            time.sleep(0.5)
         margin = getattr(aws, "request_bound", lambda: 0.0)()
         result = work(Turn(guard.cancelled, tuple(held), margin))
         if any(lease.expired() for lease in held):
             notes.append(f"the write outlasted its lease ({guard.ttl:.0f} s): another writer may have written "
                          "at the same time; check every region with `amibuild channels --check`")
     finally:
-        for lease in reversed(held):
-            try:
-                note = lease.release()
-            except AmibuildError as exc:
-                note = f"the lease {lease.name} could not be released ({exc}); it expires by itself"
-            if note:
-                notes.append(note)
+        _release(held, notes)
     return replace(result, notes=(*result.notes, *notes)) if notes else result
 
 
-def _wait_out_prune(aws: Aws, pipeline: PipelineLike, guard: Guard, operation: str) -> None:
-    """Wait (up to ``guard.wait``) while prune holds the pipeline's prune lease: it may be deregistering
-    the very image this write would name. Prune, for its part, waits for every channel lease."""
-    name = prune_lease_name(pipeline.ssm_prefix, pipeline.name)
-    deadline = time.monotonic() + guard.wait
-    while True:
-        current = aws.find_parameter(name, home_region(pipeline))
-        holder = parse_holder(current.value) if current is not None else None
-        if holder is None or holder.expired(time.time()) or holder_gone(holder):
-            return
-        if guard.cancelled():
-            raise Interrupted(f"{operation}: interrupted while prune ran ({holder.describe()}); nothing was written")
-        if time.monotonic() >= deadline:
-            raise ChannelBusy(f"{operation}: prune is deregistering images of this pipeline ({holder.describe()}); "
-                              "nothing was written. Retry when it is done")
-        time.sleep(0.5)
+def _release(held: Sequence[ChannelLease], notes: list[str]) -> None:
+    for lease in reversed(held):
+        try:
+            note = lease.release()
+        except AmibuildError as exc:
+            note = f"the lease {lease.name} could not be released ({exc}); it expires by itself"
+        if note:
+            notes.append(note)
+
+
+def _prune_holder(aws: Aws, pipeline: PipelineLike) -> str | None:
+    """Who holds the pipeline's prune lease (described), or None: prune may be deregistering the very
+    image this write would name."""
+    current = aws.find_parameter(prune_lease_name(pipeline.ssm_prefix, pipeline.name), home_region(pipeline))
+    holder = parse_holder(current.value) if current is not None else None
+    if holder is None or holder.expired(time.time()) or holder_gone(holder):
+        return None
+    return holder.describe()
 
 
 # ------------------------------------------------------------------------------- execute

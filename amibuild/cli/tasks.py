@@ -364,6 +364,12 @@ def _guard(c, signals, run_id=None):
     return Guard(run_id=run_id or "", wait=wait, ttl=ttl, cancelled=signals.requested)
 
 
+class _NO_SIGNALS:  # noqa: N801 - a stand-in for `Signals` where a task holds none off
+    @staticmethod
+    def requested() -> bool:
+        return False
+
+
 def _bounded(c, aws):
     """The gateway with the channel client's read timeout from config `amibuild.read_timeout` (seconds)."""
     aws.ssm_read_timeout = _seconds(c, "read_timeout", aws.ssm_read_timeout,
@@ -657,7 +663,8 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
     opts = cli.options(c, pipeline=pipeline, profile=profile)
     result = cli.run(lambda: lifecycle.prune(
         opts, keep=keep, older_than=older_than, keep_versions=3 if keep_versions is None else keep_versions,
-        dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or ()))
+        dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or (),
+        guard=_guard(c, _NO_SIGNALS), say=cli.say))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(prune_mod.report_lines(result))
     cli.run(result.check)
 

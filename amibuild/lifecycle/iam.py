@@ -64,6 +64,8 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
                                "amibuild renders skip_region_validation = true only for an endpoint override",
         "ssm:GetParameterHistory": "read only when another writer moved a channel while build-ami published "
                                    "(the conflict check); tests/test_publish.py drives that path",
+        "ssm:ListTagsForResource": "read only when the channel exists already (the regions it is recorded in); "
+                                   "the build test publishes a new channel, tests/test_channel_converge.py reads it",
         "kms:CreateGrant": "EC2 uses the caller's KMS permissions for an encrypted copy with a KMS key; "
                            "no request of amibuild's or Packer's to observe",
         "kms:Decrypt": "as kms:CreateGrant",
@@ -163,6 +165,12 @@ class _Arns:
         # every lease (amibuild.lease) lives under the pipeline's _leases folder, whatever the name
         # template; the old channel-lease folder too, which a writer still holds for older amibuild
         return [f"arn:{self.p}:ssm:*:{self.a}:parameter{root}/*" for root in self.lease_roots]
+
+    @property
+    def lease_folders(self) -> list[str]:
+        # GetParametersByPath is authorized on the path itself, the rest on the names below it
+        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{root}{tail}" for root in self.lease_roots
+                for tail in ("", "/*")]
 
     @property
     def public_eks(self) -> list[str]:
@@ -285,11 +293,16 @@ def _prune(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
                                    "ec2:DescribeLaunchTemplates", "ec2:DescribeLaunchTemplateVersions"]),
         _statement("AutoScalingDescribe", ["autoscaling:DescribeAutoScalingGroups",
                                            "autoscaling:DescribeLaunchConfigurations"]),
-        _statement("ChannelsRead", ["ssm:GetParametersByPath", "ssm:GetParameterHistory"], arn.channels),
+        _statement("ChannelsRead", ["ssm:GetParametersByPath", "ssm:GetParameterHistory", "ssm:GetParameter"],
+                   arn.channels),
         # every channel amibuild wrote for this pipeline, found by its tags whatever template named it
         _statement("ChannelsFind", ["ssm:DescribeParameters"]),
-        _statement("ChannelsReadByTag", ["ssm:GetParameterHistory"], [f"arn:{arn.p}:ssm:*:{arn.a}:parameter/*"],
+        _statement("ChannelsReadByTag", ["ssm:GetParameterHistory", "ssm:GetParameter"],
+                   [f"arn:{arn.p}:ssm:*:{arn.a}:parameter/*"],
                    {"StringEquals": {f"ssm:resourceTag/{PIPELINE_TAG}": pipeline.name}}),
+        # the prune lease, and the channel leases it waits out (amibuild.lifecycle.exclusive)
+        _statement("PruneLease", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
+                                  "ssm:GetParameterHistory", "ssm:GetParametersByPath"], arn.lease_folders),
         _statement("PruneOwnImages", ["ec2:DeregisterImage", "ec2:DeleteSnapshot", "ec2:EnableImageDeprecation"],
                    [f"arn:{arn.p}:ec2:*::image/*", f"arn:{arn.p}:ec2:*::snapshot/*"],
                    {"StringEquals": {f"aws:ResourceTag/{PIPELINE_TAG}": pipeline.name}}),
