@@ -191,3 +191,25 @@ def test_no_lease_is_read_as_a_channel_whatever_the_name_template(sandbox, tmp_p
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
     assert rows and all(row["variant"] == "ceph" and row["ami"] is None for row in rows), rows
+
+
+# ------------------------------------------------------------------------------- endpoint loss
+
+
+def test_the_endpoint_killed_during_a_channel_write_ends_it_within_30s_naming_what_each_region_holds(
+        proxy: FaultProxy, workdir: Path, channels) -> None:
+    new = build("fp9")
+    mid = held_write(proxy, "recommended")
+    cli = Cli(workdir, "publish", "--variant", "ceph", "--ami", ami_flag(new))
+    assert mid.wait_held(1)
+    died = time.monotonic()
+    proxy.die()
+    mid.release()
+    code, _, err = cli.finish(timeout=60)
+    took = time.monotonic() - died
+    assert took < 30, f"took {took:.0f}s after the endpoint died: {err}"
+    assert code == 1, err
+    last = err.strip().splitlines()[-1]
+    # nothing could be read back or put back: the verdict says so, never that the channel is whole
+    assert "half moved" not in last, last
+    assert "is UNKNOWN (it could not be read back" in last and "amibuild channels --check" in last, last

@@ -188,3 +188,24 @@ def test_decide_keeps_the_snapshot_of_a_kept_image_and_removes_the_scaffolding()
         ("ami-1", False), ("snap-1", False), ("ami-2", True), ("snap-2", True),
         ("i-1", True), (f"amibuild-{RUN}-ceph", True), ("sg-1", True), ("vol-1", True)}
     assert next(v for v in verdicts if v.item.id == "snap-1").why == "backs the kept image ami-1"
+
+
+def test_clean_run_removes_the_runs_packer_temp_folder_left_on_this_machine(sandbox, workdir) -> None:
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix=f"amibuild-{RUN}-ceph-"))
+    (folder / "packer-log123456").write_text("a killed Packer's log\n")
+    other = Path(tempfile.mkdtemp(prefix=f"amibuild-{OTHER}-ceph-"))
+    try:
+        listed = invoke(workdir, "clean-run", "--run-id", RUN, "--dry-run")
+        assert listed.returncode == 0, listed.stderr
+        assert f"found  temp folder {folder}  (rm -rf {folder})" in listed.stdout and folder.exists()
+        done = invoke(workdir, "clean-run", "--run-id", RUN)
+        assert done.returncode == 0, done.stderr
+        assert f"removed  temp folder {folder}" in done.stdout
+        assert not folder.exists() and other.exists()
+    finally:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(other, ignore_errors=True)

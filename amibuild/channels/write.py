@@ -416,12 +416,16 @@ def converged(aws: Aws, plan: PublishPlan) -> str:
         return got.value if got is not None else None
 
     now = fan_out([r.region for r in plan.regions], look)
+    unread = [r.region for r in plan.regions if isinstance(now[r.region], AmibuildError)]
+    if unread:
+        return (f"what {', '.join(unread)} holds is UNKNOWN (it could not be read back: "
+                f"{now[unread[0]]}); check with `amibuild channels --check` once AWS answers, and "
+                "`amibuild channels --repair` if it is split")
     if all(now[r.region] == r.previous_ami for r in plan.regions):
         return "nothing is left half moved (every region holds what it held before)"
     if all(now[r.region] == r.ami for r in plan.regions):
         return f"yet every region holds the new image ({', '.join(f'{r.region} {r.ami}' for r in plan.regions)})"
-    holds = ", ".join(f"{r.region} holds " + (f"could not be read ({now[r.region]})" if isinstance(now[r.region], AmibuildError)
-                                              else str(now[r.region] or "nothing")) for r in plan.regions)
+    holds = ", ".join(f"{r.region} holds {now[r.region] or 'nothing'}" for r in plan.regions)
     return (f"the channel is SPLIT across regions ({holds}); `amibuild channels --repair` brings it to one "
             "image, and so does the next write of it")
 

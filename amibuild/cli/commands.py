@@ -699,8 +699,14 @@ def clean_run(options: Options, run_id: str | None, say: Say = lambda _: None, *
             published = any(isinstance(v, dict) and v.get("published") for v in data.get("variants") or ())
         except (OSError, ValueError, AttributeError, TypeError):
             published = False
+    import tempfile
+
+    from amibuild.bake.executor import temp_prefix
+
+    scratch = sorted(str(p) for p in Path(tempfile.gettempdir()).glob(f"{temp_prefix(run_id)}*")
+                     if p.is_dir() and not p.is_symlink())
     facts = cleanup.gather(aws, pipeline, run_id, lines, recorded=folder.is_dir() or record.is_file(),
-                           record_published=published)
+                           record_published=published, temp_dirs=scratch)
     return cleanup.execute(aws, facts, cleanup.decide(facts), dry_run=dry_run)
 
 

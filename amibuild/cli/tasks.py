@@ -177,7 +177,7 @@ def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=
     if json:
         cli.emit_json(result.to_dict())
     else:
-        if not result.found and not result.leases:
+        if not result.found and not result.leases and not result.temp_dirs:
             print(f"run {result.run_id}: nothing left behind")
         if result.dry_run:
             kept = {item for item, _ in result.kept}
@@ -186,6 +186,8 @@ def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=
                     print(f"found  {item}  ({item.command()})")
             for lease in result.leases:
                 print(f"found  {lease}  (held by {lease.holder})")
+            for folder in result.temp_dirs:
+                print(f"found  {folder}  ({folder.command()})")
         for item, why in result.kept:
             print(f"kept  {item}: {why}")
         for item in result.removed:

@@ -26,6 +26,7 @@ id: `UnknownRun`, exit 2. A run that still holds a live build lease is refused (
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
@@ -52,6 +53,7 @@ class RunFacts:
     leases: tuple[tuple[str, str, Holder], ...] = ()  # (region, name, holder) of the run's leases
     recorded: bool = False  # a record or a folder of the run exists under build/runs/
     record_published: bool = False  # the run's record says a variant published
+    temp_dirs: tuple[str, ...] = ()  # the run's Packer temp folders left on this machine
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,36 @@ class LeaseLeftover:
     name: str
     holder: Holder
 
+    kind = "lease"
+
+    @property
+    def id(self) -> str:
+        return self.name
+
+    def command(self) -> str:
+        return f"aws ssm delete-parameter --name {self.name} --region {self.region}"
+
     def __str__(self) -> str:
         return f"lease {self.name} in {self.region}"
+
+
+@dataclass(frozen=True)
+class TempLeftover:
+    """A temporary folder of the run's Packer processes on this machine (its ``packer-log*`` among them)."""
+
+    path: str
+    kind = "temp-folder"
+    region = ""
+
+    @property
+    def id(self) -> str:
+        return self.path
+
+    def command(self) -> str:
+        return f"rm -rf {self.path}"
+
+    def __str__(self) -> str:
+        return f"temp folder {self.path}"
 
 
 def published_images(uses: Uses) -> set[str]:
@@ -133,7 +163,7 @@ def run_leases(aws: Aws, pipeline: Any, run_id: str, region: str) -> list[tuple[
 
 
 def gather(aws: Aws, pipeline: Any, run_id: str, lines: Iterable[str], *, recorded: bool = False,
-           record_published: bool = False) -> RunFacts:
+           record_published: bool = False, temp_dirs: Sequence[str] = ()) -> RunFacts:
     """Read everything `decide` needs. Refuses (SpecError) a run that still holds a live lease."""
     leases = run_leases(aws, pipeline, run_id, pipeline.build_region)
     now = time.time()
@@ -146,11 +176,11 @@ def gather(aws: Aws, pipeline: Any, run_id: str, lines: Iterable[str], *, record
     image_items = [x for x in found if x.kind == "image"]
     images = fan_out(image_items, lambda x: aws.find_image(x.region, x.id)) if image_items else {}
     uses = gather_uses(aws, pipeline, tuple(pipeline.target_regions)).uses if image_items else Uses()
-    if not found and not leases and not recorded:
+    if not found and not leases and not recorded and not temp_dirs:
         raise UnknownRun(f"--run-id: no run {run_id} is known: no record of it under build/runs/, and nothing "
                          "in AWS carries its id; `amibuild runs` lists the runs")
     return RunFacts(run_id, tuple(found), {x.id: images[x] for x in image_items}, uses, tuple(leases),
-                    recorded, record_published)
+                    recorded, record_published, tuple(temp_dirs))
 
 
 # ------------------------------------------------------------------------------- execute
@@ -166,21 +196,20 @@ class CleanupResult:
     removed: list[Any] = field(default_factory=list)  # Leftover or LeaseLeftover
     failed: list[tuple[Any, str]] = field(default_factory=list)
     leases: list[LeaseLeftover] = field(default_factory=list)
+    temp_dirs: list[TempLeftover] = field(default_factory=list)
     dry_run: bool = False
 
     def to_dict(self) -> dict:
-        def command(x: Any) -> str:
-            return x.command() if isinstance(x, Leftover) else f"aws ssm delete-parameter --name {x.name} --region {x.region}"
-
         return {
             "run_id": self.run_id,
             "dry_run": self.dry_run,
             "found": [{"kind": x.kind, "region": x.region, "id": x.id, "command": x.command()} for x in self.found],
             "kept": [{"kind": x.kind, "region": x.region, "id": x.id, "why": why} for x, why in self.kept],
             "leases": [{"region": x.region, "name": x.name, "holder": str(x.holder)} for x in self.leases],
+            "temp_dirs": [x.path for x in self.temp_dirs],
             "removed": [str(x) for x in self.removed],
-            "left_behind": [{"kind": getattr(x, "kind", "lease"), "region": x.region, "id": getattr(x, "id", x.name),
-                             "why": why, "command": command(x)} for x, why in self.failed],
+            "left_behind": [{"kind": x.kind, "region": x.region, "id": x.id, "why": why, "command": x.command()}
+                            for x, why in self.failed],
         }
 
 
@@ -189,7 +218,8 @@ def execute(aws: Aws, facts: RunFacts, verdicts: Sequence[Verdict], *, dry_run: 
     then the run's leases (only while they still hold the value read)."""
     result = CleanupResult(facts.run_id, list(facts.found), dry_run=dry_run,
                            kept=[(v.item, v.why) for v in verdicts if not v.remove],
-                           leases=[LeaseLeftover(r, n, h) for r, n, h in facts.leases])
+                           leases=[LeaseLeftover(r, n, h) for r, n, h in facts.leases],
+                           temp_dirs=[TempLeftover(p) for p in facts.temp_dirs])
     if dry_run:
         return result
     result.removed, result.failed = leftovers.remove(aws, [v.item for v in verdicts if v.remove])
@@ -199,4 +229,10 @@ def execute(aws: Aws, facts: RunFacts, verdicts: Sequence[Verdict], *, dry_run: 
                 result.removed.append(lease)
         except AmibuildError as exc:  # a lease left expires by itself; say so and go on
             result.failed.append((lease, f"{exc}; it expires by itself"))
+    for folder in result.temp_dirs:
+        try:
+            shutil.rmtree(folder.path)
+            result.removed.append(folder)
+        except OSError as exc:
+            result.failed.append((folder, str(exc)))
     return result
