@@ -198,7 +198,7 @@ def test_a_signal_during_a_publish_lets_it_finish_in_every_region_and_says_so(pr
 
 def test_a_signal_before_the_first_write_writes_nothing_and_says_so(proxy, workdir, channels):
     new = build("fp9")
-    gate = proxy.gate([PUT], region="eu-west-1", name="_leases/channel/ceph/recommended")  # taking the lease (its home: the first region by name)
+    gate = proxy.gate([PUT], region="eu-west-1", name="_leases/channel/ceph/recommended")  # taking the lease (home: first region)
     cli = Cli(workdir, "publish", "--variant", "ceph", "--ami", ",".join(f"{r}={a}" for r, a in new.items()))
     assert gate.wait_held(1)
     cli.signal(signal.SIGTERM)
