@@ -47,18 +47,18 @@ def test_channels_check_exits_1_naming_the_split_channel_and_what_each_region_ho
     result = invoke(workdir, "channels", "--check")
     assert result.returncode == 1, result.stderr
     assert (f"channel recommended of ceph (1.35) is split across regions: us-west-2 holds {new['us-west-2']} "
-            f"(build fp2); eu-west-1 holds {old['eu-west-1']} (build fp1)") in result.stdout
+            f"(build fp2, run run-fp2); eu-west-1 holds {old['eu-west-1']} (build fp1, run run-fp1)") in result.stdout
     assert "1 channel(s) split across regions" in result.stderr
     listed = json.loads(invoke(workdir, "channels", "--check", "--json").stdout)
-    assert listed["split"][0]["regions"] == {"us-west-2": {"ami": new["us-west-2"], "build": "fp2"},
-                                             "eu-west-1": {"ami": old["eu-west-1"], "build": "fp1"}}
+    assert listed["split"][0]["regions"] == {"us-west-2": {"ami": new["us-west-2"], "build": "fp2 run-fp2"},
+                                             "eu-west-1": {"ami": old["eu-west-1"], "build": "fp1 run-fp1"}}
 
 
 def test_channels_repair_brings_the_channel_to_the_newest_writes_build_and_says_why(workdir, split) -> None:
     old, new = split
     result = invoke(workdir, "channels", "--repair")
     assert result.returncode == 0, result.stderr
-    assert "channel recommended of ceph: repaired to build fp2 because us-west-2 holds it from the newest write" \
+    assert "channel recommended of ceph: repaired to build fp2 (run run-fp2) because us-west-2 holds it from the newest write" \
         in result.stdout
     assert f"eu-west-1: {old['eu-west-1']} -> {new['eu-west-1']}" in result.stdout
     assert {r: current("recommended", r) for r in REGIONS} == new
@@ -73,8 +73,8 @@ def test_repair_skips_a_newer_build_missing_in_a_region(sandbox, workdir) -> Non
     split_by_hand("us-west-2", lone["us-west-2"])
     result = invoke(workdir, "channels", "--repair")
     assert result.returncode == 0, result.stderr
-    assert "repaired to build fp1 because it is the newest build with an available image in every region " \
-           "(fp3 is not available everywhere)" in result.stdout
+    assert "repaired to build fp1 (run run-fp1) because it is the newest build with an available image in every " \
+           "region (fp3 (run run-fp3) is not available everywhere)" in result.stdout
     assert {r: current("recommended", r) for r in REGIONS} == old
 
 

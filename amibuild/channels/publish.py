@@ -191,8 +191,8 @@ def promote(
         # which build each region holds, from the image's own tag (a description can be stale:
         # an overwrite that gives none keeps the previous one)
         found = fan_out(sorted(amis), lambda r: aws.find_image(r, amis[r]))
-        builds = {r: image.tags[FINGERPRINT_TAG] for r, image in found.items()
-                  if image is not None and image.tags.get(FINGERPRINT_TAG)}
+        builds = {r: f"{image.tags[FINGERPRINT_TAG][:12]} (run {image.tags.get(RUN_ID_TAG, _UNKNOWN)})"
+                  for r, image in found.items() if image is not None and image.tags.get(FINGERPRINT_TAG)}
         if len(set(builds.values())) > 1:  # copying a split channel would split the target too
             raise PublishRefused(
                 f"{operation} for {variant.name}: channel {source} is split across regions ("

@@ -1,7 +1,8 @@
 """Channels split across regions: find them (`check`), and bring each to one build (`repair`).
 
 A channel is *whole* when every region of the pipeline holds an image of one build (one
-``amibuild:fingerprint``; an image without that tag counts as a build of its own), and *split*
+``amibuild:fingerprint`` and ``amibuild:run-id``: a forced rebuild of the same inputs is another
+build; an image without those tags counts as a build of its own), and *split*
 otherwise: regions on different builds, or published in some regions and missing in others.
 `find_splits` decides that, pure, from the channel table (`amibuild.channels.read.channels`) and
 each image's fingerprint.
@@ -40,13 +41,24 @@ class Holding:
 
     region: str
     ami: str | None  # None: the channel is not published there
-    build: str | None  # the image's fingerprint; None: untagged, deregistered or not published
+    build: str | None  # the image's "fingerprint run-id"; None: untagged, deregistered or not published
     modified: datetime | None = None
 
     def describe(self) -> str:
         if self.ami is None:
             return f"{self.region} holds nothing (not published there)"
-        return f"{self.region} holds {self.ami} ({'build ' + self.build if self.build else 'no amibuild build'})"
+        if not self.build:
+            return f"{self.region} holds {self.ami} (no amibuild build)"
+        fingerprint, _, run = self.build.partition(" ")
+        return f"{self.region} holds {self.ami} (build {fingerprint[:12]}{', run ' + run if run else ''})"
+
+
+def build_of(image: Any) -> str | None:
+    """Which build an image is: "fingerprint run-id" from its tags; None without a fingerprint."""
+    if image is None or not image.tags.get(tags.FINGERPRINT):
+        return None
+    run = image.tags.get(tags.RUN_ID, "")
+    return f"{image.tags[tags.FINGERPRINT]} {run}".strip()
 
 
 @dataclass(frozen=True)
@@ -93,7 +105,7 @@ def check(aws: Aws, *, pipeline: Any) -> list[Split]:
     entries = channels(aws, pipeline=pipeline)
     wanted = sorted({(e.region, e.ami) for e in entries if e.ami})
     images = fan_out(wanted, lambda job: aws.find_image(job[0], job[1])) if wanted else {}
-    builds = {job: (image.tags.get(tags.FINGERPRINT) if image is not None else None) for job, image in images.items()}
+    builds = {job: build_of(image) for job, image in images.items()}
     return find_splits(entries, builds)
 
 
@@ -118,7 +130,7 @@ def choose(split: Split, candidates: Mapping[str, Mapping[str, str]]) -> Choice 
             newer = [h for h in held[:n] if h.build != holding.build]
             why = (f"{holding.region} holds it from the newest write" if not newer else
                    f"it is the newest build with an available image in every region "
-                   f"({', '.join(sorted({h.build or '' for h in newer}))} is not available everywhere)")
+                   f"({', '.join(sorted({_short(h.build) for h in newer}))} is not available everywhere)")
             return Choice(holding.build or "", {r: amis[r] for r in regions}, why)
     return None
 
@@ -130,9 +142,10 @@ def _candidates(aws: Aws, pipeline: Any, split: Split) -> dict[str, dict[str, st
 
     def look(job: tuple[str, str]) -> str | None:
         build, region = job
-        found = [image for image, _ in aws.own_images(region, {f"tag:{tags.FINGERPRINT}": [build],
-                                                               f"tag:{tags.VARIANT}": [split.variant]})
-                 if image.state == "available"]
+        fingerprint, _, run = build.partition(" ")
+        wanted = {f"tag:{tags.FINGERPRINT}": [fingerprint], f"tag:{tags.VARIANT}": [split.variant],
+                  **({f"tag:{tags.RUN_ID}": [run]} if run else {})}
+        found = [image for image, _ in aws.own_images(region, wanted) if image.state == "available"]
         return sorted(found, key=lambda i: i.creation_date)[-1].image_id if found else None
 
     jobs = [(b, r) for b in builds for r in regions]
@@ -174,7 +187,7 @@ def repair(aws: Aws, *, pipeline: Any, split: Split, guard: Guard | None = None)
         images = {r: aws.find_image(r, a) for r, a in choice.amis.items()}
         plan = plan_publish(aws, pipeline=pipeline, variant=variant, channel=split.channel, amis=choice.amis,
                             provenance=provenance_from_images(images), operation="repair",
-                            note=f"repaired a split channel to build {choice.build}")
+                            note=f"repaired a split channel to build {_short(choice.build)}")
         return execute_publish(aws, plan, cancelled=turn)
 
     try:
@@ -183,6 +196,11 @@ def repair(aws: Aws, *, pipeline: Any, split: Split, guard: Guard | None = None)
     except _Whole:
         return Repaired(split, chosen[0], PublishResult("repair", split.parameter, split.variant, split.channel, ()))
     return Repaired(split, chosen[0], result)
+
+
+def _short(build: str | None) -> str:
+    fingerprint, _, run = (build or "").partition(" ")
+    return f"{fingerprint[:12]} (run {run})" if run else fingerprint[:12]
 
 
 class _Whole(Exception):
@@ -199,7 +217,7 @@ def repair_lines(done: Repaired) -> list[str]:
     if not done.choice.build:
         return [f"channel {done.split.channel} of {done.split.variant}: whole again, nothing written "
                 f"({done.choice.why})"]
-    lines = [f"channel {done.split.channel} of {done.split.variant}: repaired to build {done.choice.build} "
+    lines = [f"channel {done.split.channel} of {done.split.variant}: repaired to build {_short(done.choice.build)} "
              f"because {done.choice.why}"]
     for r in done.result.regions:
         moved = f"{r.previous_ami or 'nothing'} -> {r.ami} (version {r.version})" if r.action == "write" else \
