@@ -196,8 +196,8 @@ def decide(
         now = current.get(region)
         previous = {"previous_ami": now.value if now else None, "previous_version": now.version if now else 0}
         refusal = _refusal(region, ami, images.get(region), variant, allow_foreign, expected_fingerprint)
-        if outside and not refusal:
-            refusal = (f"{region}: channel {channel} is also written in {', '.join(outside)}, which this write does "
+        if outside and not refusal and region == regions[0]:  # said once: it is about the whole write
+            refusal = (f"channel {channel} is also written in {', '.join(outside)}, which this write does "
                        f"not cover (it writes {', '.join(regions)}); write every region of the channel or none "
                        "(drop --region), or delete the channel's parameter where it is to be retired")
         if refusal:
