@@ -34,9 +34,11 @@ turns them into a one-line message and an exit code::
     ├── RolloutBlocked                    the stack or node group is busy or broken: not updated now
     ├── RolloutFailed                     the update failed, rolled back, timed out or did not converge
     ├── PruneFailed                       images or snapshots prune meant to remove are still there
+    ├── FleetBehind                       `fleet --check-behind`: a consumer is further behind than allowed
     ├── BuildFailed                       one or more variants failed to build
     ├── RehearsalError                    the rehearsal's throwaway copy could not be made or entered
     ├── RehearsalFailed                   a rehearsed provisioning step failed
+    ├── RehearsalIncomplete       exit 3  the rehearsal stopped at a step it cannot rehearse
     └── Interrupted               exit 130 Ctrl-C / SIGTERM
 """
 
@@ -165,6 +167,10 @@ class PruneFailed(AmibuildError):
     """Some images or snapshots prune meant to delete (or deprecate) are still there."""
 
 
+class FleetBehind(AmibuildError):
+    """`fleet --check-behind`: a consumer is further behind its channel than allowed, or orphaned."""
+
+
 class BuildFailed(AmibuildError):
     """One or more variants failed to build."""
 
@@ -185,6 +191,14 @@ class RehearsalError(AmibuildError):
 
 class RehearsalFailed(AmibuildError):
     """A rehearsed provisioning step failed: the variant's chain has an error."""
+
+
+class RehearsalIncomplete(AmibuildError):
+    """The rehearsal stopped at a step it cannot rehearse: the later steps were never run."""
+
+    exit_code = 3
+
+
 class MissingExtra(UsageError):
     """A task needs an optional part of amibuild that is not installed (e.g. `amibuild[sandbox]`)."""
 

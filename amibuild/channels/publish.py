@@ -26,7 +26,7 @@ Layout
 
 Safety rules, in the order they apply
     0. One writer at a time. A channel write is one transaction over all its regions, under a
-       lease kept in AWS itself (`amibuild.channels.lease`): an SSM parameter created with
+       lease kept in AWS itself (`amibuild.lease`): an SSM parameter created with
        ``Overwrite=False`` in the pipeline's home region, so it holds across machines and CI
        runners. Reading, deciding, writing and checking all happen while it is held; a second
        writer waits for it, then gives up naming the holder (`ChannelBusy`), with nothing written.
@@ -66,10 +66,11 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
+from amibuild import tags
 from amibuild.aws import Aws, Image, Parameter, fan_out
 # the plan and write names are part of this module's interface (callers import them from here)
-from amibuild.channels.plan import (CHANNEL_TAG, FINGERPRINT_TAG, IMAGE_DATA_TYPE, PIPELINE_TAG,  # noqa: F401
-                                    RUN_ID_TAG, TAG_PREFIX, VARIANT_TAG, _AMI_ID, _UNKNOWN, PublishAction, Provenance,
+from amibuild.channels.plan import (IMAGE_DATA_TYPE,  # noqa: F401
+                                    _AMI_ID, _UNKNOWN, PublishAction, Provenance,
                                     PublishPlan, PublishResult, RegionPlan, RegionResult, decide, description,
                                     parameter_tags, parse_amis, plain, provenance_from_images, provenance_of,
                                     recorded_regions)
@@ -191,8 +192,8 @@ def promote(
         # which build each region holds, from the image's own tag (a description can be stale:
         # an overwrite that gives none keeps the previous one)
         found = fan_out(sorted(amis), lambda r: aws.find_image(r, amis[r]))
-        builds = {r: f"{image.tags[FINGERPRINT_TAG][:12]} (run {image.tags.get(RUN_ID_TAG, _UNKNOWN)})"
-                  for r, image in found.items() if image is not None and image.tags.get(FINGERPRINT_TAG)}
+        builds = {r: f"{image.tags[tags.FINGERPRINT][:12]} (run {image.tags.get(tags.RUN_ID, _UNKNOWN)})"
+                  for r, image in found.items() if image is not None and image.tags.get(tags.FINGERPRINT)}
         if len(set(builds.values())) > 1:  # copying a split channel would split the target too
             raise PublishRefused(
                 f"{operation} for {variant.name}: channel {source} is split across regions ("

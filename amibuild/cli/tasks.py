@@ -79,9 +79,11 @@ BUILD_HELP = {
                "else recommended)",
     "no_publish": "Build only; publish nothing",
     "rehearse": "Rehearse each variant's provisioning chain first (as `invoke rehearse`, needs root); a failing "
-                "rehearsal fails that variant before its Packer build starts",
+                "or incomplete rehearsal fails that variant before its Packer build starts",
+    "allow_incomplete": "With --rehearse: build a variant whose rehearsal stopped at a step it cannot rehearse",
     "no_wait": "When another run is building a variant with the same inputs, fail (exit 1, naming that run) "
                "instead of waiting for it and reusing its image",
+    "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
 }
 
 
@@ -89,26 +91,30 @@ BUILD_HELP = {
 def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
-              channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False):
+              channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, allow_incomplete=False,
+              markdown=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     from amibuild.cli import commands
     from amibuild.cli import report
 
     from amibuild.cli import values
 
+    from amibuild.cli import summary
+
     opts = cli.options(c, **locals_flags(locals()))
     run = cli.run(lambda: commands.build_ami(
         opts, cli.say, force=force, dry_run=dry_run, parallel=values.optional_count(parallel, "--parallel", example=4),
         max_parallel=values.count(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)", maximum=256),
         timeout=values.optional_duration(timeout, "--timeout", example="90m or 5400"),
-        channel=channel, publish=not no_publish, rehearse=rehearse,
+        channel=channel, publish=not no_publish, rehearse=rehearse, allow_incomplete=allow_incomplete,
         wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
     ))
     if json:
         cli.emit_json(run.to_dict())
-    else:
+    elif not markdown:
         cli.lines_out(report.build_lines(run))
+    summary.publish(summary.build_markdown(run), to_stdout=markdown)
     cli.finish(run)
 
 
@@ -117,33 +123,44 @@ REHEARSE_HELP = {
     "json": "Print the reports as JSON on stdout (progress goes to stderr)",
     "keep": "Keep the overlay's upper layer (every file the chain wrote) and print where it is",
     "timeout": "Stop a variant's rehearsal after this many seconds (default 600)",
+    "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
+    "allow_incomplete": "Exit 0 when a rehearsal stopped at a step it cannot rehearse (default: exit 3)",
 }
 
 
 @task(help=REHEARSE_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, json=False,
-             keep=False, timeout=None, flavor=None):
+             keep=False, timeout=None, flavor=None, allow_incomplete=False, markdown=False):
     """Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."""
     from amibuild.cli import rehearse as rehearse_cmd
     from amibuild.rehearse import report
 
     flags = locals_flags(locals())
-    for name in ("keep", "timeout"):
+    for name in ("keep", "timeout", "allow_incomplete", "markdown"):
         flags.pop(name)
     opts = cli.options(c, **flags)
     reports = cli.run(lambda: rehearse_cmd.rehearse(
         opts, cli.say, keep=keep, timeout=rehearse_cmd.seconds(timeout, "--timeout"),
         refuse=rehearse_cmd.refused_packages()))
+    from amibuild.cli import summary
+
     if json:
         cli.emit_json([r.to_dict() for r in reports])
-    else:
+    elif not markdown:
         cli.lines_out(line for r in reports for line in report.lines(r))
+    summary.publish(summary.rehearse_markdown(reports), to_stdout=markdown)
     failed = [r.variant for r in reports if not r.ok]
     if failed:
         from invoke.exceptions import Exit
 
         raise Exit(f"amibuild: error: rehearsal failed for {', '.join(failed)}", code=cli.EXIT_FAILED)
+    incomplete = [f"{r.variant}: {r.incomplete}" for r in reports if r.incomplete]
+    if incomplete and not allow_incomplete:
+        from invoke.exceptions import Exit
+
+        raise Exit(f"amibuild: error: {'; '.join(incomplete)} (--allow-incomplete exits 0)",
+                   code=rehearse_cmd.EXIT_INCOMPLETE)
 
 
 @task(help={"limit": "How many runs to show (default 10)", "json": "Print JSON", "build_dir": SELECT_HELP["build_dir"]})
@@ -211,7 +228,7 @@ def sandbox(c, port=None):
 
 USERDATA_HELP = {
     "cluster": "EKS cluster name",
-    "os": "Node operating system: al2 (bootstrap.sh, default) or al2023 (nodeadm)",
+    "os": "Node operating system: al2023 (nodeadm, default) or al2 (bootstrap.sh)",
     "proxy": "HTTP(S) proxy URL for yum/dnf, /etc/environment, containerd, docker and the kubelet",
     "no_proxy": "Extra NO_PROXY entry: host, .domain, address or CIDR (repeatable, or comma-separated)",
     "service_cidr": "Cluster service CIDR (default: both EKS defaults in NO_PROXY; required for al2023)",
@@ -219,8 +236,14 @@ USERDATA_HELP = {
     "region": "Region of the cluster, for the regional endpoints in NO_PROXY (default: AWS_REGION)",
     "bypass": "AWS service whose regional endpoint bypasses the proxy: eks, ec2, ecr, s3, sts, or none "
               "(repeatable; default: all)",
-    "bootstrap_args": "Extra arguments for /etc/eks/bootstrap.sh, quoted as for a shell (al2)",
-    "kubelet_flag": "Kubelet flag --name=value (repeatable)",
+    "bootstrap_args": "Extra arguments for /etc/eks/bootstrap.sh, quoted as for a shell (al2; checked against "
+                      "bootstrap.sh's options: --use-max-pods false, not --use-max-pods=false)",
+    "kubelet_flag": "Kubelet flag --name=value, no spaces or quotes (repeatable)",
+    "node_label": "Node label KEY=VALUE for the kubelet to register (repeatable)",
+    "taint": "Taint KEY=VALUE:EFFECT (or KEY:EFFECT) for the kubelet to register; EFFECT NoSchedule, "
+             "PreferNoSchedule or NoExecute (repeatable)",
+    "max_pods": "Most pods the kubelet runs (al2023: kubelet config maxPods; al2: --max-pods with "
+                "--use-max-pods false)",
     "api_server_endpoint": "Cluster API endpoint, https://... (required for al2023)",
     "certificate_authority": "Cluster CA as base64, as describe-cluster prints it (required for al2023)",
     "cfn_stack": "Stack to signal with the node's outcome: after bootstrap.sh (al2), once the kubelet runs "
@@ -234,11 +257,12 @@ USERDATA_HELP = {
 }
 
 
-@task(help=USERDATA_HELP, iterable=["no_proxy", "bypass", "kubelet_flag", "vpc_cidr"], auto_shortflags=False)
-def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="", cluster_ip="", region="",
+@task(help=USERDATA_HELP, iterable=["no_proxy", "bypass", "kubelet_flag", "vpc_cidr", "node_label", "taint"],
+      auto_shortflags=False)
+def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr="", cluster_ip="", region="",
              bypass=None, bootstrap_args="", kubelet_flag=None, api_server_endpoint="", certificate_authority="",
              cfn_stack="", cfn_resource="", k8s_manifests=False, vpc_cidr=None, base64_=False,
-             private_endpoint=False):
+             private_endpoint=False, node_label=None, taint=None, max_pods=""):
     """Print node user data (MIME multi-part), or with --k8s-manifests the cluster side of a proxy."""
     import base64
     import os
@@ -252,6 +276,7 @@ def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="",
             bootstrap_args=bootstrap_args, kubelet_flags=kubelet_flag or (),
             api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
             cfn_stack=cfn_stack, cfn_resource=cfn_resource, private_endpoint=private_endpoint,
+            node_labels=node_label or (), taints=taint or (), max_pods=max_pods or None,
         )
         if k8s_manifests:
             return ud.k8s_manifests(cfg, vpc_cidr or ())
@@ -262,9 +287,13 @@ def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="",
 
 
 @task(help={"source": "File with the user data, or - for stdin: raw, base64, gzip, MIME, cloud-config, "
-                      "or EC2 / CloudFormation JSON or YAML holding a UserData field",
-            "json": "Print the parts as JSON on stdout"})
-def decode_userdata(c, source, json=False):
+                      "or EC2 / CloudFormation JSON or YAML holding a UserData field (or a bare UserData value)",
+            "stack": "SOURCE names a CloudFormation stack: decode its template's user data with the references "
+                     "filled in from the stack's parameters",
+            "region": "Region of the stack with --stack (default: AWS_REGION / the profile's region)",
+            "profile": SELECT_HELP["profile"],
+            "json": "Print the parts as JSON on stdout"}, auto_shortflags=False)
+def decode_userdata(c, source, json=False, stack=False, region=None, profile=None):
     """Decode user data (base64, gzip, MIME, cloud-config, any nesting) and print each part."""
     import sys
     from pathlib import Path
@@ -275,6 +304,13 @@ def decode_userdata(c, source, json=False):
     def body():
         if source in ("--help", "-h"):  # invoke hands a required positional the flag itself
             raise NotUserData("for this task's help run `invoke --help decode-userdata`")
+        if stack:
+            from amibuild.cli import handoff
+
+            return handoff.stack_user_data(cli.options(c, profile=profile, announce=False), stack=source,
+                                           region=region)
+        if region or profile:
+            raise NotUserData("--region and --profile go with --stack (SOURCE is then a stack name)")
         if source == "-":
             data, name = sys.stdin.buffer.read(), "<stdin>"
         else:
@@ -412,9 +448,11 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
 
 @task(help={**CHANNEL_HELP, "from_": "Channel to copy from, e.g. recommended",
             "to": "Channel to copy into, e.g. stable",
-            "force": "Write even if another writer moved the target channel since amibuild read it"},
+            "force": "Write even if another writer moved the target channel since amibuild read it",
+            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",},
       auto_shortflags=False)
-def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False):
+def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False,
+            markdown=False):
     """Copy a channel's exact AMI, region by region, into another channel."""
     from amibuild.cli import commands
     from amibuild.cli import report
@@ -429,8 +467,12 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
         return channels_mod.promote(aws, pipeline=pipe, variant=var, source=from_, target=to, force=force,
                                     guard=_guard(c, signals))
 
+    from amibuild.cli import summary
+
     result, signals = cli.run_channel(body)
-    cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    if json or not markdown:
+        cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    summary.publish(summary.publish_markdown(result), to_stdout=markdown)
     cli.finish_channel(result, signals)
 
 
@@ -479,9 +521,10 @@ def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None,
 
 @task(help={"pipeline": CHANNEL_HELP["pipeline"], "profile": CHANNEL_HELP["profile"], "json": CHANNEL_HELP["json"],
             "check": "Exit 1 naming every channel whose regions hold images of different builds (or none)",
-            "repair": "Bring every split channel to one build under its lease, saying which and why"},
+            "repair": "Bring every split channel to one build under its lease, saying which and why",
+            "markdown": "Print the table as Markdown on stdout"},
       auto_shortflags=False)
-def channels(c, pipeline=None, profile=None, json=False, check=False, repair=False):
+def channels(c, pipeline=None, profile=None, json=False, markdown=False, check=False, repair=False):
     """List every variant x channel x region: AMI, version, age; --check / --repair split channels."""
     from invoke.exceptions import Exit
 
@@ -498,6 +541,11 @@ def channels(c, pipeline=None, profile=None, json=False, check=False, repair=Fal
 
     if not check and not repair:
         entries = cli.run(lambda: _listing(channel_status, gateway))
+        if markdown:
+            from amibuild.cli import summary
+
+            print(summary.channels_markdown(entries))
+            return
         cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))
         return
 
@@ -542,12 +590,13 @@ ROLLOUT_HELP = {
     "k8s": CHANNEL_HELP["k8s"],
     "profile": SELECT_HELP["profile"],
     "json": "Print the result as JSON on stdout",
+    "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
 }
 
 
 @task(help=ROLLOUT_HELP, auto_shortflags=False)
 def rollout(c, stack=None, nodegroup=None, variant=None, channel=None, region=None, dry_run=False, no_wait=False,
-            timeout=None, pipeline=None, k8s=None, profile=None, json=False):
+            timeout=None, pipeline=None, k8s=None, profile=None, json=False, markdown=False):
     """Roll a node group stack or EKS managed node group to a channel's AMI: change set, update, verify."""
     from amibuild.cli import handoff
 
@@ -555,7 +604,11 @@ def rollout(c, stack=None, nodegroup=None, variant=None, channel=None, region=No
     result = cli.run(lambda: handoff.rollout(opts, stack=stack, nodegroup=nodegroup, variant=variant, channel=channel,
                                              region=region, say=cli.say, dry_run=dry_run, wait=not no_wait,
                                              timeout=timeout))
-    cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+    from amibuild.cli import summary
+
+    if json or not markdown:
+        cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+    summary.publish(summary.rollout_markdown(result), to_stdout=markdown)
 
 
 DEPLOY_HELP = {
@@ -571,8 +624,14 @@ DEPLOY_HELP = {
     "parameter": "Another template parameter KEY=VALUE, e.g. NodeInstanceType=m6i.large (repeatable); on update "
                  "every parameter not given keeps its value",
     "proxy": "HTTP(S) proxy for the nodes: their user data comes from `invoke userdata` (boothook, bootstrap, "
-             "cfn-signal); give it on every deploy, the template sent is made from these flags",
-    "no_proxy": "Extra NO_PROXY entry for the nodes (repeatable or comma-separated; with --proxy)",
+             "cfn-signal); the stack keeps it (HttpProxy) until `--proxy none` removes it",
+    "no_proxy": "Extra NO_PROXY entry for the nodes (repeatable or comma-separated; kept by the stack; "
+                "none removes them)",
+    "kubelet_flag": "Kubelet flag --name=value for the nodes, no spaces or quotes (repeatable; kept by the stack; "
+                    "none removes them)",
+    "node_label": "Node label KEY=VALUE (repeatable; kept by the stack; none removes them)",
+    "taint": "Node taint KEY=VALUE:EFFECT or KEY:EFFECT (repeatable; kept by the stack; none removes them)",
+    "max_pods": "Most pods per node (kept by the stack; none: the AMI's default)",
     "service_cidr": "Cluster service CIDR (default: read with DescribeCluster; for NO_PROXY and al2023's NodeConfig)",
     "os": "Node OS: al2 (bootstrap.sh) or al2023 (nodeadm); default: the variant's, else the stack's, else al2023",
     "private_endpoint": "With --proxy: the cluster endpoint bypasses the proxy, as for private endpoint access "
@@ -589,12 +648,13 @@ DEPLOY_HELP = {
 }
 
 
-@task(help=DEPLOY_HELP, iterable=["subnet", "parameter", "no_proxy"], auto_shortflags=False)
+@task(help=DEPLOY_HELP, iterable=["subnet", "parameter", "no_proxy", "kubelet_flag", "node_label", "taint"],
+      auto_shortflags=False)
 def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vpc_id=None, subnet=None,
                      control_plane_sg=None, nodegroup_name=None, parameter=None, proxy="", no_proxy=None,
                      service_cidr="", region=None, no_wait=False, timeout=None, pipeline=None, k8s=None,
                      profile=None, json=False, os_="", private_endpoint=False, api_server_endpoint="",
-                     certificate_authority=""):
+                     certificate_authority="", kubelet_flag=None, node_label=None, taint=None, max_pods=""):
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
     from amibuild.cli import handoff
 
@@ -605,7 +665,8 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
         opts, stack=stack, region=region, variant=variant, channel=channel, flags=flags, subnets=subnet or [],
         parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr, say=cli.say,
         wait=not no_wait, timeout=timeout, os_=os_, private_endpoint=private_endpoint,
-        api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority))
+        api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
+        kubelet_flags=kubelet_flag or [], node_labels=node_label or [], taints=taint or [], max_pods=max_pods or None))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
 
 
@@ -672,7 +733,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
 
 
 @task(help={"task_": "Task the policy is for: build, publish (also promote, rollback, history, channels), "
-                     "rollout, prune, or all (default)",
+                     "rollout, prune, fleet (describes only), or all (default)",
             "pipeline": SELECT_HELP["pipeline"],
             "stack": "Nodegroup stack the rollout may change (repeatable; required for rollout and all)",
             "node_role_arn": "ARN of the node role: the only role iam:PassRole is allowed for (rollout and all)",
@@ -680,7 +741,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
             "partition": "AWS partition: aws (default), aws-cn or aws-us-gov"},
       iterable=["stack"], auto_shortflags=False)
 def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws"):
-    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune or all."""
+    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune, fleet or all."""
     from amibuild.cli import commands
     from amibuild.lifecycle import iam
 
@@ -700,6 +761,11 @@ def locals_flags(values):
 ns = Collection(render, validate, rehearse, build_ami, runs, clean_run, publish, promote, rollback, history, channels,
                 nodegroup_deploy, rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor,
                 sandbox, demo, init)
+# fleet view and Karpenter hand-off: their tasks live in amibuild/cli/fleet.py
+from amibuild.cli.fleet import fleet, karpenter  # noqa: E402
+
+ns.add_task(fleet)
+ns.add_task(karpenter)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present
