@@ -320,11 +320,13 @@ def test_ssm_is_scoped_to_the_pipelines_channels_and_the_public_eks_parameters(p
     ssm = [s for s in document["Statement"] if any(a.startswith("ssm:") for a in s["Action"])]
     # prune finds the channels by their amibuild:pipeline tag, whatever template named them:
     # DescribeParameters (metadata only) cannot be scoped, the history read is scoped by that tag
-    by_tag = {s["Sid"]: s for s in ssm if s["Sid"] in ("ChannelsFind", "ChannelsReadByTag")}
+    by_tag = {s["Sid"]: s for s in ssm if s["Sid"] in ("ChannelsFind", "ChannelsReadByTag", "ChannelsReadNowByTag")}
     assert (by_tag["ChannelsFind"]["Action"], by_tag["ChannelsFind"]["Resource"]) == (["ssm:DescribeParameters"], "*")
+    assert by_tag["ChannelsReadByTag"]["Action"] == ["ssm:GetParameterHistory"]
     # GetParameter: prune reads each tagged channel's current value again right before a deregister
-    assert by_tag["ChannelsReadByTag"]["Action"] == ["ssm:GetParameter", "ssm:GetParameterHistory"]
-    assert by_tag["ChannelsReadByTag"]["Condition"] == {"StringEquals": {"ssm:resourceTag/amibuild:pipeline": "iam"}}
+    assert by_tag["ChannelsReadNowByTag"]["Action"] == ["ssm:GetParameter"]
+    for sid in ("ChannelsReadByTag", "ChannelsReadNowByTag"):
+        assert by_tag[sid]["Condition"] == {"StringEquals": {"ssm:resourceTag/amibuild:pipeline": "iam"}}
     assert {r for s in ssm if s["Sid"] not in by_tag for r in s["Resource"]} == {
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam",
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/*",
