@@ -73,7 +73,7 @@ class SsmCalls:
                     Config(read_timeout=self.ssm_read_timeout,
                            retries={"mode": "adaptive", "max_attempts": self.ssm_write_attempts})
                 )
-                client = self._session.client("ssm", region_name=region, config=config)
+                client = self._new_client("ssm", region_name=region, config=config)
                 self._prepare(client)
                 self._clients[key] = client
             return self._clients[key]
