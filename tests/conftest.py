@@ -7,10 +7,16 @@ for `sandbox`: one emulator per session, reset before each test, its env() appli
 
 from __future__ import annotations
 
+import io
+import logging
 import os
+import signal
 import sys
+import threading
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, Mapping
 
 import pytest
 
@@ -53,3 +59,117 @@ def sandbox(
     for name, value in sandbox_server.env().items():
         monkeypatch.setenv(name, value)
     return sandbox_server
+
+
+# ------------------------------------------------------------------------------- the CLI in process
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What a run of the command line gave: the argv, its exit code and what it printed
+    (named like `subprocess.CompletedProcess`, so a test reads the same either way)."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+# Set on a developer's machine or a CI runner, and changing what a command prints or writes.
+_MACHINE_ONLY = ("AMIBUILD_DEBUG", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")
+
+# Signals whose handlers a task may set for its duration (the build executor, channel writes).
+_WATCHED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
+
+
+def run_cli(cwd: Path | str, *args: str, env: Mapping[str, str | None] | None = None,
+            binary: str = "invoke", stdin: str = "") -> CliResult:
+    """Run the command line in this process, as a user types it, and return what it did.
+
+    ``binary="invoke"`` is ``invoke -r REPO ARGS`` (this repository's tasks.py, loaded by a fresh
+    invoke Program, as ``python -m invoke`` does); ``binary="amibuild"`` is the ``amibuild`` command
+    (`amibuild.cli.main.main`). Each call gets a fresh Program and configuration, `cwd` as its
+    current folder, and the test's environment with `env` laid over it (a None value removes the
+    variable; AMIBUILD_DEBUG and GitHub's output files are removed unless given). stdout, stderr and stdin are captured
+    strings. Afterwards everything is put back as it was: the folder, the environment, sys.path,
+    the root logger's handlers and level (invoke's ``--debug`` calls logging.basicConfig), and
+    amibuild's pending notes. A task that leaves a signal handler, an environment variable or a
+    thread behind fails the test: that would leak into the next command in a real process too.
+
+    A subprocess is still the tool for what only a process shows: signals, closed pipes, the
+    installed wheel, two amibuild processes racing, or a command held by a fault proxy while the
+    test goes on.
+    """
+    import invoke
+
+    from amibuild.cli import run as cli_run
+
+    argv = ["amibuild", *args] if binary == "amibuild" else ["invoke", "-r", str(_REPO), *args]
+    if binary not in ("amibuild", "invoke"):
+        raise ValueError(f"binary {binary!r}: 'amibuild' or 'invoke'")
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    saved_path, saved_tasks = list(sys.path), sys.modules.get("tasks")
+    saved_signals = {s: signal.getsignal(s) for s in _WATCHED_SIGNALS}
+    threads_before = set(threading.enumerate())
+    cli_run._PENDING.clear()
+    code: int
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(cwd)
+        for name in _MACHINE_ONLY:
+            mp.delenv(name, raising=False)
+        for name, value in (env or {}).items():
+            if value is None:
+                mp.delenv(name, raising=False)
+            else:
+                mp.setenv(name, value)
+        environ_before = dict(os.environ)
+        mp.setattr(sys, "stdout", out)
+        mp.setattr(sys, "stderr", err)
+        mp.setattr(sys, "stdin", io.StringIO(stdin))
+        mp.setattr(sys, "argv", list(argv))
+        try:
+            if binary == "amibuild":
+                from amibuild.cli.main import main
+
+                main(argv)
+            else:
+                invoke.Program(name="Invoke", binary="inv[oke]", binary_names=["invoke", "inv"],
+                               version=invoke.__version__).run(argv)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if isinstance(exc.code, str):
+                print(exc.code, file=err)
+        except Exception:  # what the interpreter would do with it: a traceback, exit 1
+            traceback.print_exc(file=err)
+            code = 1
+        environ_after = dict(os.environ)
+    leaked_signals = {signal.Signals(s).name for s, h in saved_signals.items() if signal.getsignal(s) is not h}
+    for signum, handler in saved_signals.items():
+        signal.signal(signum, handler)
+    for handler in root.handlers[:]:
+        if handler not in saved_handlers:
+            root.removeHandler(handler)
+    root.setLevel(saved_level)
+    sys.path[:] = saved_path
+    if saved_tasks is None:
+        sys.modules.pop("tasks", None)
+    else:
+        sys.modules["tasks"] = saved_tasks
+    cli_run._PENDING.clear()
+    changed_env = sorted(k for k in environ_before.keys() | environ_after.keys()
+                         if environ_before.get(k) != environ_after.get(k))
+    left_threads = [t.name for t in threading.enumerate() if t not in threads_before and t.is_alive() and not t.daemon]
+    result = CliResult(tuple(argv), code, out.getvalue(), err.getvalue())
+    assert not leaked_signals, f"{' '.join(args)} left signal handlers behind: {leaked_signals}\n{result.stderr}"
+    assert not changed_env, f"{' '.join(args)} changed the environment: {changed_env}"
+    assert not left_threads, f"{' '.join(args)} left threads running: {left_threads}"
+    return result
+
+
+@pytest.fixture
+def cli() -> Callable[..., CliResult]:
+    """`run_cli` for a test: ``cli(workdir, "render", "--json")``."""
+    return run_cli
