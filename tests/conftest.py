@@ -92,7 +92,8 @@ def run_cli(cwd: Path | str, *args: str, env: Mapping[str, str | None] | None = 
     current folder, and the test's environment with `env` laid over it (a None value removes the
     variable; AMIBUILD_DEBUG and GitHub's output files are removed unless given). stdout, stderr and stdin are captured
     strings. Afterwards everything is put back as it was: the folder, the environment, sys.path,
-    the root logger's handlers and level (invoke's ``--debug`` calls logging.basicConfig), and
+    the root logger's handlers and level (invoke's ``--debug`` calls logging.basicConfig),
+    sys.dont_write_bytecode (invoke sets it from ``--write-pyc``), and
     amibuild's pending notes. A task that leaves a signal handler, an environment variable or a
     thread behind fails the test: that would leak into the next command in a real process too.
 
@@ -111,6 +112,7 @@ def run_cli(cwd: Path | str, *args: str, env: Mapping[str, str | None] | None = 
     root = logging.getLogger()
     saved_handlers, saved_level = list(root.handlers), root.level
     saved_path, saved_tasks = list(sys.path), sys.modules.get("tasks")
+    saved_bytecode = sys.dont_write_bytecode  # invoke's Program sets it from --write-pyc
     saved_signals = {s: signal.getsignal(s) for s in _WATCHED_SIGNALS}
     threads_before = set(threading.enumerate())
     cli_run._PENDING.clear()
@@ -154,6 +156,7 @@ def run_cli(cwd: Path | str, *args: str, env: Mapping[str, str | None] | None = 
             root.removeHandler(handler)
     root.setLevel(saved_level)
     sys.path[:] = saved_path
+    sys.dont_write_bytecode = saved_bytecode
     if saved_tasks is None:
         sys.modules.pop("tasks", None)
     else:
