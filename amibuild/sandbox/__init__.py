@@ -24,7 +24,9 @@ EKS clusters carry a CA that is base64 of a PEM block and the ``accessConfig`` t
 The child wraps moto's WSGI app in a small middleware with its own endpoints::
 
     GET  /amibuild-sandbox/health    {"regions": [...]}: answers once the seed is in place
-    POST /amibuild-sandbox/reset     reset every moto backend, then seed again (in-process)
+    POST /amibuild-sandbox/reset     reset the moto backends of every region written to since the
+                                     last reset (all of them after a write to IAM, S3, ... or a
+                                     release), then seed those again (in-process; `touched`)
     POST /amibuild-sandbox/release   {"k8s", "os", "arch", ["release"]}: publish a newer image
     POST /moto-api/reset             same as /amibuild-sandbox/reset, so the seed survives it
 
@@ -62,6 +64,7 @@ from amibuild.errors import AmibuildError, SandboxError
 from amibuild.sandbox.images import moto_ami
 from amibuild.sandbox.cluster import SANDBOX_CLUSTER as SANDBOX_CLUSTER  # the seeded cluster's name, public
 from amibuild.sandbox.cluster import create_cluster, model_eks_clusters, read_short_form_yaml, sandbox_cluster
+from amibuild.sandbox.touched import EVERYTHING, Touched, reset_regions
 
 SEED_REGIONS: tuple[str, ...] = (
     "us-west-2",
@@ -329,9 +332,10 @@ class Sandbox:
 
     # -- control endpoints --------------------------------------------------------------------
 
-    def reset(self) -> None:
-        """Drop everything clients created and put the seed back."""
-        self._post("reset", {})
+    def reset(self) -> list[str]:
+        """Drop everything clients created and put the seed back; the regions that needed it
+        (only those written to since the last reset: none when clients only read)."""
+        return self._post("reset", {})["reset"]
 
     def cluster(self, region: str | None = None) -> dict[str, Any]:
         """The seeded EKS cluster: its name, VPC, subnets and control plane security group."""
@@ -514,24 +518,30 @@ class _Seeder:
         self.lock = threading.Lock()
         self.released: list[EksImage] = []
 
-    def seed(self) -> None:
+    def seed(self, regions: Iterable[str] = SEED_REGIONS) -> None:
+        """Seed `regions` (all of them, with the binaries bucket, after a full reset; only the
+        regions a partial reset dropped otherwise)."""
         from moto.ec2.models import ec2_backends
         from moto.ssm.models import ssm_backends
         from amibuild.sandbox import upstream
 
-        self.released = []
+        regions = tuple(regions)
+        everything = set(regions) == set(SEED_REGIONS)
+        if everything:
+            self.released = []
         newest: dict[tuple[str, str, str, str], EksImage] = {}
         for image in seed_images():
             key = (image.k8s, image.os, image.arch, image.flavor)
             if key not in newest or image.release > newest[key].release:
                 newest[key] = image
-        for region in SEED_REGIONS:
+        for region in regions:
             ssm = ssm_backends[ACCOUNT_ID][region]
             for image in newest.values():
                 _point_parameters(ssm, image)
             _create_vpc(ec2_backends[ACCOUNT_ID][region], region)
             create_cluster(ec2_backends[ACCOUNT_ID][region], region, account=ACCOUNT_ID, vpc_cidr=SANDBOX_VPC_CIDR)
-        upstream.seed(SEED_REGIONS, ACCOUNT_ID, {k for versions in KUBERNETES_VERSIONS.values() for k in versions})
+        upstream.seed(regions, ACCOUNT_ID, {k for versions in KUBERNETES_VERSIONS.values() for k in versions},
+                      bucket=everything)
 
     def release(self, k8s: str, os_family: str, arch: str, release: str | None) -> EksImage:
         from moto.core.parse import default_timestamp_parser
@@ -605,6 +615,7 @@ class _SandboxApp:
     def __init__(self, moto_app: Any, seeder: _Seeder) -> None:
         self.moto_app = moto_app
         self.seeder = seeder
+        self.touched = Touched()  # the regions clients wrote to since the last reset
 
     def __call__(self, environ: dict[str, Any], start_response: _StartResponse) -> Iterable[bytes]:
         method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "")
@@ -617,15 +628,24 @@ class _SandboxApp:
         if path.startswith(f"{API_PREFIX}/"):
             error = {"error": f"no route {method} {path}"}
             return self._json(start_response, "404 Not Found", error)
+        self.touched.note(environ)
         return self.moto_app(environ, start_response)
 
     def _reset(self) -> dict[str, Any]:
+        """Put the seed back where clients wrote since the last reset (`touched`): nothing when
+        they only read, the regions they wrote to, or everything."""
         from moto.moto_api._internal.models import moto_api_backend
 
         with self.seeder.lock:
-            moto_api_backend.reset()
-            self.seeder.seed()
-        return {"status": "ok"}
+            regions = self.touched.take()
+            if EVERYTHING in regions or not regions <= set(SEED_REGIONS):
+                moto_api_backend.reset()
+                self.seeder.seed()
+                regions = set(SEED_REGIONS)
+            elif regions:
+                reset_regions(regions)
+                self.seeder.seed(sorted(regions))
+        return {"status": "ok", "reset": sorted(regions)}
 
     def _release(self, environ: dict[str, Any]) -> dict[str, Any]:
         length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -636,6 +656,7 @@ class _SandboxApp:
             raise SandboxError(f"release wants JSON with k8s, os, arch: {exc}") from exc
         with self.seeder.lock:
             image = self.seeder.release(*args, body.get("release"))
+            self.touched.add(EVERYTHING)  # every region, and the seeder's own list of releases
         return {
             "image_id": image.image_id,
             "name": image.name,
