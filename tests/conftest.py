@@ -1,8 +1,14 @@
-"""Fixtures for the whole suite: an isolated environment for every test, and the local emulator.
+"""Fixtures for the whole suite: an isolated environment for every test, the local emulator, and
+the command line in process.
 
 Every test runs without AWS settings or credentials from the machine, with instance metadata
 disabled and a tripwire proxy (anything not on loopback fails at once). Tests that need AWS ask
-for `sandbox`: one emulator per session, reset before each test, its env() applied.
+for `sandbox`: one emulator per session (per xdist worker), its env() applied, reset before each
+test — which puts the seed back only in the regions the previous test wrote to.
+
+Tests run the CLI with `run_cli` (or the `cli` fixture): in this process, as invoke tests its own
+Program, with captured streams and the exit code; a subprocess only for what only a process
+shows (signals, closed pipes, the installed wheel, racing processes, process-wide logging).
 """
 
 from __future__ import annotations
