@@ -33,7 +33,7 @@ DEFAULT = False  # minutes of the whole machine: only when named
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT_S = 8 * 60
-_SUMMARY = re.compile(r"^=+ (.*\b(passed|failed|error)\b.*) in [0-9.]+s", re.M)
+_SUMMARY = re.compile(r"^=* *([0-9]+ [^\n]*\b(passed|failed|error|errors)\b[^\n]*?) in [0-9.]+s", re.M)
 _DURATION = re.compile(r"^([0-9.]+)s (setup|call|teardown)\s+(\S+?)::", re.M)
 
 
@@ -55,6 +55,9 @@ def one_run(extra: tuple[str, ...] = ()) -> tuple[float, str, bool, dict[str, fl
     per_file: dict[str, float] = defaultdict(float)
     for seconds, _phase, path in _DURATION.findall(proc.stdout):
         per_file[path] += float(seconds)
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, re.M)
+    if failed:
+        summary += f" ({', '.join(failed)})"
     return wall, summary, proc.returncode == 0, dict(per_file)
 
 

@@ -170,7 +170,10 @@ def run_cli(cwd: Path | str, *args: str, env: Mapping[str, str | None] | None = 
     cli_run._PENDING.clear()
     changed_env = sorted(k for k in environ_before.keys() | environ_after.keys()
                          if environ_before.get(k) != environ_after.get(k))
-    left_threads = [t.name for t in threading.enumerate() if t not in threads_before and t.is_alive() and not t.daemon]
+    started = [t for t in threading.enumerate() if t not in threads_before and not t.daemon]
+    for thread in started:  # a worker pool shut down without waiting ends on its own, soon
+        thread.join(timeout=5)
+    left_threads = [t.name for t in started if t.is_alive()]
     result = CliResult(tuple(argv), code, out.getvalue(), err.getvalue())
     assert not leaked_signals, f"{' '.join(args)} left signal handlers behind: {leaked_signals}\n{result.stderr}"
     assert not changed_env, f"{' '.join(args)} changed the environment: {changed_env}"

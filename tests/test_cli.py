@@ -33,7 +33,7 @@ def test_every_task_is_listed_with_a_summary(tmp_path: Path) -> None:
 def test_every_flag_of_every_task_has_help(tmp_path: Path) -> None:
     for name in tasks(tmp_path):
         result = run_cli(tmp_path, "--help", name)
-        assert result.returncode == 0
+        assert result.returncode == 0, (name, result.stdout, result.stderr)
         options = result.stdout.split("Options:", 1)
         if len(options) == 1:
             continue  # a task without flags
