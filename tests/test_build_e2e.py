@@ -20,7 +20,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from amibuild.bake.plan import TAG_PREFIX
+from amibuild.tags import PREFIX as TAG_PREFIX
 from conftest import CliResult, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
