@@ -92,3 +92,15 @@ def test_a_task_that_leaves_a_signal_handler_behind_fails_the_test(tmp_path: Pat
     with pytest.raises(AssertionError, match="left signal handlers behind: .*SIGTERM"):
         run_cli(tmp_path, "publish", "--ami", "us-west-2=ami-0123456789abcdef0")
     assert signal.getsignal(signal.SIGTERM) is before  # put back all the same
+
+
+def test_a_second_program_in_one_process_still_shows_every_flags_help(tmp_path: Path) -> None:
+    """invoke consumes a Task's help when it builds a parser: each amibuild Program gets its own
+    copy of the collection, as invoke's loader gives each `invoke` run of tasks.py."""
+    first = run_cli(tmp_path, "aws-auth", "--help", binary="amibuild")
+    run_cli(tmp_path, "--list", binary="amibuild")
+    again = run_cli(tmp_path, "aws-auth", "--help", binary="amibuild")
+    through_invoke = run_cli(tmp_path, "aws-auth", "--help")
+    assert "Create the EKS access entry" in first.stdout
+    assert again.stdout == first.stdout
+    assert through_invoke.stdout.split("Options:")[1] == first.stdout.split("Options:")[1]
