@@ -34,13 +34,16 @@ if str(_REPO) not in sys.path:
 from amibuild.sandbox import Sandbox, safety_env  # noqa: E402
 
 _PROXY_VARS = {"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "ALL_PROXY"}
+# Set on a developer's machine or a CI runner, and changing what a command prints or writes: a
+# test that wants one sets it.
+_MACHINE_ONLY = {"AMIBUILD_DEBUG", "GITHUB_ACTIONS", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"}
 
 
 @pytest.fixture(autouse=True)
 def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No AWS variables, config files or proxies from the machine; the safety env instead."""
+    """No AWS variables, config files, proxies or CI settings from the machine; the safety env instead."""
     for name in list(os.environ):
-        if name.startswith("AWS_") or name.upper() in _PROXY_VARS:
+        if name.startswith("AWS_") or name.upper() in _PROXY_VARS or name in _MACHINE_ONLY:
             monkeypatch.delenv(name)
     missing = tmp_path / "no-aws-config"
     monkeypatch.setenv("AWS_CONFIG_FILE", str(missing / "config"))
@@ -81,8 +84,6 @@ class CliResult:
     stderr: str
 
 
-# Set on a developer's machine or a CI runner, and changing what a command prints or writes.
-_MACHINE_ONLY = ("AMIBUILD_DEBUG", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")
 
 # Signals whose handlers a task may set for its duration (the build executor, channel writes).
 _WATCHED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
@@ -96,7 +97,7 @@ def run_cli(cwd: Path | str, *args: str, env: Mapping[str, str | None] | None = 
     invoke Program, as ``python -m invoke`` does); ``binary="amibuild"`` is the ``amibuild`` command
     (`amibuild.cli.main.main`). Each call gets a fresh Program and configuration, `cwd` as its
     current folder, and the test's environment with `env` laid over it (a None value removes the
-    variable; AMIBUILD_DEBUG and GitHub's output files are removed unless given). stdout, stderr and stdin are captured
+    variable). stdout, stderr and stdin are captured
     strings. Afterwards everything is put back as it was: the folder, the environment, sys.path,
     the root logger's handlers and level (invoke's ``--debug`` calls logging.basicConfig),
     sys.dont_write_bytecode (invoke sets it from ``--write-pyc``), and
@@ -125,8 +126,6 @@ def run_cli(cwd: Path | str, *args: str, env: Mapping[str, str | None] | None = 
     code: int
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(cwd)
-        for name in _MACHINE_ONLY:
-            mp.delenv(name, raising=False)
         for name, value in (env or {}).items():
             if value is None:
                 mp.delenv(name, raising=False)
