@@ -5,6 +5,7 @@ The cases are data: tests/data/bad_input.yaml, one entry per input."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import re
 from pathlib import Path
@@ -98,14 +99,18 @@ def test_bad_input_is_refused_with_one_line_and_exit_2(workdir: Path, aws_throug
         (workdir / name).write_text(_expand(content))
     for name, target in case.get("links", {}).items():
         (workdir / name).symlink_to(target)
+    for name in case.get("fifos", []):
+        os.mkfifo(workdir / name)
     before = sorted(p.name for p in workdir.iterdir())
-    result = run_cli(workdir, *case["args"])
+    result = run_cli(workdir, *case["args"], env=case.get("env"))
     assert result.returncode == 2, result.stderr + result.stdout
     message = result.stderr.strip()
     assert len(message.splitlines()) == 1, message
     assert message.startswith("amibuild: error: ")
     for word in case["words"]:
         assert word in message, f"{word!r} not in {message!r}"
+    for word in case.get("absent", []):  # a password given in the input, say
+        assert word not in result.stderr + result.stdout, f"{word!r} was printed"
     assert "Traceback" not in result.stderr
     assert sorted(p.name for p in workdir.iterdir()) == before, "something was written"
     assert writes(aws_through_proxy) == [], "an AWS write was made"
