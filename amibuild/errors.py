@@ -28,8 +28,10 @@ turns them into a one-line message and an exit code::
     ├── SandboxError                      the local AWS emulator failed to start or answer
     ├── PublishRefused                    publish/promote/rollback refused before any write
     ├── PublishConflict                   another writer moved the channel in between
-    │   └── ChannelBusy                   another writer holds the channel's lease; nothing written
+    │   ├── ChannelBusy                   another writer holds the channel's lease; nothing written
+    │   └── LeaseLost                     the writer's lease ran out or was taken over: it stopped writing
     ├── PublishFailed                     a write failed part-way; written regions were put back
+    ├── ChannelSplit                      `channels --check`: a channel's regions hold images of different builds
     ├── RolloutBlocked                    the stack or node group is busy or broken: not updated now
     ├── RolloutFailed                     the update failed, rolled back, timed out or did not converge
     ├── PruneFailed                       images or snapshots prune meant to remove are still there
@@ -176,10 +178,18 @@ class ChannelBusy(PublishConflict):
     """Another writer holds the channel's lease (and kept it past the wait); nothing was written."""
 
 
+class LeaseLost(PublishConflict):
+    """The writer's lease ran out or was taken over before a write; it wrote no more."""
+
+
 class PublishFailed(AmibuildError):
     """A write failed part-way; the regions already written were put back."""
 
     stuck_regions: tuple[str, ...] = ()  # regions whose put-back failed: left holding amibuild's write
+
+
+class ChannelSplit(AmibuildError):
+    """`channels --check`: a channel's regions hold images of different builds (or some hold none)."""
 
 
 class RolloutBlocked(AmibuildError):

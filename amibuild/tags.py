@@ -22,3 +22,4 @@ RUN_ID = f"{PREFIX}run-id"
 CREATED = f"{PREFIX}created"
 GIT_COMMIT = f"{PREFIX}git-commit"
 CHANNEL = f"{PREFIX}channel"
+CHANNEL_REGIONS = f"{PREFIX}channel-regions"  # on a channel parameter: every region the channel is written in

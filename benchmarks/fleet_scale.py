@@ -56,7 +56,7 @@ def run() -> Report:
     import boto3
 
     from amibuild.aws import Aws
-    from amibuild.cli.commands import Options
+    from amibuild.pipeline.options import Options
     from amibuild.cli.fleet import fleet_view
     from amibuild.pipeline import Overrides
     from amibuild.sandbox import Sandbox, seed_images

@@ -18,7 +18,7 @@ from amibuild.aws import Aws
 from amibuild.bake.executor import BuildOutcome, BuildStatus
 from amibuild.bake.plan import BuildPlan
 from amibuild.channels import publish, read
-from amibuild.channels.lease import Guard
+from amibuild.lease import Guard
 from amibuild.errors import AmibuildError, PublishConflict, PublishFailed
 from amibuild.pipeline import Variant
 from amibuild.pipeline.naming import parameter_name

@@ -10,7 +10,7 @@ from typing import Mapping
 
 from amibuild.aws import Aws
 from amibuild.channels import publish as ops
-from amibuild.channels.lease import Guard
+from amibuild.lease import Guard
 from amibuild.channels.plan import PublishPlan, PublishResult
 from amibuild.pipeline import Pipeline, Variant
 
@@ -25,9 +25,13 @@ class ChannelSettings:
     guard: Guard = field(default_factory=Guard)
     force: bool = False  # write even if another writer moved the channel since amibuild read it
     dry_run: bool = False
+    read_timeout: float | None = None  # seconds one channel request may wait (None: the gateway's default)
 
     def gateway(self) -> Aws:
-        return Aws(profile=self.profile, region=self.pipeline.build_region)
+        aws = Aws(profile=self.profile, region=self.pipeline.build_region)
+        if self.read_timeout is not None:
+            aws.ssm_read_timeout = self.read_timeout  # bounds a request below the lease's margin
+        return aws
 
 
 @dataclass(frozen=True, kw_only=True)

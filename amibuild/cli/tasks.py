@@ -9,7 +9,7 @@ Heavy modules (boto3, jinja2, python-hcl2) are imported inside the task bodies s
 from invoke import Collection, task
 
 from amibuild.cli import report, summary, values
-from amibuild.errors import NotUserData, SpecError
+from amibuild.errors import ChannelSplit, NotUserData, SpecError
 from amibuild.cli import run as cli
 
 # Flags shared by render / validate / build-ami.
@@ -179,20 +179,28 @@ def runs(c, limit=10, json=False, build_dir=None):
             "json": "Print JSON", "pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"],
             "build_dir": SELECT_HELP["build_dir"]})
 def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=None, build_dir=None):
-    """Remove what a build run left in AWS: instances, key pairs, groups, volumes, images, snapshots."""
+    """Remove what an unfinished build run left in AWS (never an image in use); say what it kept and why."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.bake import clean
+    from amibuild.lifecycle import clean
 
     opts = cli.options(c, pipeline=pipeline, profile=profile, build_dir=build_dir)
     result = cli.run(lambda: clean.run(clean.settings(opts, run_id, dry_run=dry_run)))
     if json:
         cli.emit_json(result.to_dict())
     else:
-        if not result.found:
+        if not result.found and not result.leases and not result.temp_dirs:
             print(f"run {result.run_id}: nothing left behind")
         if result.dry_run:
+            kept = {item for item, _ in result.kept}
             for item in result.found:
-                print(f"found  {item}  ({item.command()})")
+                if item not in kept:
+                    print(f"found  {item}  ({item.command()})")
+            for lease in result.leases:
+                print(f"found  {lease}  (held by {lease.holder})")
+            for folder in result.temp_dirs:
+                print(f"found  {folder}  ({folder.command()})")
+        for item, why in result.kept:
+            print(f"kept  {item}: {why}")
         for item in result.removed:
             print(f"removed  {item}")
         for item, why in result.failed:
@@ -369,21 +377,44 @@ CHANNEL_HELP = {
 }
 
 
+def _seconds(c, key, default, what, *, positive=False):
+    """A number of seconds from config `amibuild.KEY` (invoke.yaml / INVOKE_AMIBUILD_KEY), else `default`."""
+
+    raw = c.config.get("amibuild", {}).get(key)
+    try:
+        value = default if raw in (None, "") else float(raw)
+    except (TypeError, ValueError):
+        value = -1.0
+    if not 0 <= value < float("inf") or (positive and value == 0):  # NaN fails both comparisons
+        raise SpecError(f"amibuild.{key} {raw!r} (invoke.yaml / INVOKE_AMIBUILD_{key.upper()}): {what}")
+    return value
+
+
 def _guard(c, signals, run_id=None):
     """The channel lease settings: how long to wait for a busy channel (config `amibuild.lease_wait`),
-    and the signals that stop a transaction before its first write."""
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.channels.lease import LEASE_WAIT, Guard
+    how long a lease is good for (`amibuild.lease_ttl`), and the signals that stop a transaction
+    before its first write."""
+    from amibuild.lease import LEASE_TTL, LEASE_WAIT, Guard  # deferred: not on the `amibuild --list` path
 
-    raw = c.config.get("amibuild", {}).get("lease_wait")
-    try:
-        wait = LEASE_WAIT if raw in (None, "") else float(raw)
-    except (TypeError, ValueError):
-        wait = -1.0
-    if not 0 <= wait < float("inf"):  # NaN fails both comparisons
-        raise SpecError(f"amibuild.lease_wait {raw!r} (invoke.yaml / INVOKE_AMIBUILD_LEASE_WAIT): seconds to wait "
-                        "for a channel another writer holds, e.g. 30")
-    return Guard(run_id=run_id or "", wait=wait, cancelled=signals.requested)
+    wait = _seconds(c, "lease_wait", LEASE_WAIT, "seconds to wait for a channel another writer holds, e.g. 30")
+    ttl = _seconds(c, "lease_ttl", LEASE_TTL, "seconds a channel lease is good for, more than 0, e.g. 300",
+                   positive=True)
+    return Guard(run_id=run_id or "", wait=wait, ttl=ttl, cancelled=signals.requested)
+
+
+class _NO_SIGNALS:  # noqa: N801 - a stand-in for `Signals` where a task holds none off
+    @staticmethod
+    def requested() -> bool:
+        return False
+
+
+def _read_timeout(c):
+    """The channel client's read timeout from config `amibuild.read_timeout` (seconds), or None: the default."""
+    raw = c.config.get("amibuild", {}).get("read_timeout")
+    if raw in (None, ""):
+        return None
+    return _seconds(c, "read_timeout", None, "seconds one AWS request may wait for its answer, more than 0, e.g. 10",
+                    positive=True)
 
 
 DRY_RUN_CHANNEL = "Print what would be written, region by region (the plan the write carries out), and write nothing"
@@ -430,7 +461,7 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
         pipe, var = cli.channel_variant(opts, variant)
         return job.publish(job.PublishSettings(
             profile=opts.profile, pipeline=pipe, variant=var, amis=parse_amis(ami or []), channel=channel,
-            run_id=run_id, allow_foreign=allow_foreign, force=force, guard=_guard(c, signals, run_id),
+            run_id=run_id, allow_foreign=allow_foreign, force=force, read_timeout=_read_timeout(c), guard=_guard(c, signals, run_id),
             dry_run=dry_run))
 
     _channel_result(*cli.run_channel(body), json=json)
@@ -454,7 +485,8 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
         opts = _channel_options(c, pipeline, variant, k8s, profile)
         pipe, var = cli.channel_variant(opts, variant)
         return job.promote(job.PromoteSettings(profile=opts.profile, pipeline=pipe, variant=var, source=from_,
-                                               target=to, force=force, guard=_guard(c, signals), dry_run=dry_run))
+                                               target=to, force=force, read_timeout=_read_timeout(c),
+                                               guard=_guard(c, signals), dry_run=dry_run))
 
     _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 
@@ -476,7 +508,7 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
         opts = _channel_options(c, pipeline, variant, k8s, profile)
         pipe, var = cli.channel_variant(opts, variant)
         return job.rollback(job.RollbackSettings(profile=opts.profile, pipeline=pipe, variant=var, channel=channel,
-                                                 to_version=version, force=force, guard=_guard(c, signals),
+                                                 to_version=version, force=force, read_timeout=_read_timeout(c), guard=_guard(c, signals),
                                                  dry_run=dry_run))
 
     _channel_result(*cli.run_channel(body), json=json)
@@ -499,25 +531,62 @@ def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None,
 
 
 @task(help={"pipeline": CHANNEL_HELP["pipeline"], "profile": CHANNEL_HELP["profile"], "json": CHANNEL_HELP["json"],
+            "check": "Exit 1 naming every channel whose regions hold images of different builds (or none)",
+            "repair": "Bring every split channel to one build under its lease, saying which and why",
             "markdown": "Print the table as Markdown on stdout"},
       auto_shortflags=False)
-def channels(c, pipeline=None, profile=None, json=False, markdown=False):
-    """List every variant x channel x region: AMI, version, age."""
+def channels(c, pipeline=None, profile=None, json=False, markdown=False, check=False, repair=False):
+    """List every variant x channel x region: AMI, version, age; --check / --repair split channels."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
     from amibuild.channels import read as channel_status
+    from amibuild.channels import repair as repair_mod
     from amibuild.aws import Aws
 
-    def body():
+    def gateway():
         opts = cli.options(c, pipeline=pipeline, profile=profile)
         pipe = load_pipeline(opts)
-        return channel_status.channels(Aws(profile=opts.profile, region=pipe.build_region), pipeline=pipe)
+        aws = Aws(profile=opts.profile, region=pipe.build_region)
+        aws.ssm_read_timeout = _read_timeout(c) or aws.ssm_read_timeout
+        return aws, pipe
 
-    entries = cli.run(body)
-    if markdown:
-        print(summary.channels_markdown(entries))
+    if not check and not repair:
+        entries = cli.run(lambda: _listing(channel_status, gateway))
+        if markdown:
+            print(summary.channels_markdown(entries))
+            return
+        cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))
         return
-    cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))
+
+    def body(signals=None):
+        aws, pipe = gateway()
+        splits = repair_mod.check(aws, pipeline=pipe)
+        if not repair:
+            return splits, []
+        return splits, [repair_mod.repair(aws, pipeline=pipe, split=s, guard=_guard(c, signals)) for s in splits]
+
+    if repair:
+        (splits, repaired), _signals = cli.run_channel(body)
+    else:
+        splits, repaired = cli.run(body)
+    if json:
+        cli.emit_json({"split": [s.to_dict() for s in splits],
+                       "repaired": [{"channel": d.split.channel, "variant": d.split.variant, "build": d.choice.build,
+                                     "why": d.choice.why, "result": d.result.to_dict()} for d in repaired]})
+    else:
+        lines = [s.describe() for s in splits] if not repair else [x for d in repaired for x in repair_mod.repair_lines(d)]
+        cli.lines_out(lines or ["every channel is whole: each region holds an image of the same build"])
+    if splits and not repair:
+        def split() -> None:
+            raise ChannelSplit(f"{len(splits)} channel(s) split across regions; "
+                               "`amibuild channels --repair` brings each to one build")
+
+        cli.run(split)
+
+
+def _listing(channel_status, gateway):
+    aws, pipe = gateway()
+    return channel_status.channels(aws, pipeline=pipe)
 
 
 ROLLOUT_HELP = {
@@ -677,7 +746,8 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
     opts = cli.options(c, pipeline=pipeline, profile=profile)
     result = cli.run(lambda: job.run(lifecycle.settings(
         opts, keep=keep, older_than=older_than, keep_versions=3 if keep_versions is None else keep_versions,
-        dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or ())))
+        dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or ()),
+        guard=_guard(c, _NO_SIGNALS), say=cli.say))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(prune_mod.report_lines(result))
     cli.run(result.check)
 
@@ -728,6 +798,8 @@ ns.configure({
         # seconds a channel write waits for another writer's lease on the channel (default 30); None
         # so that invoke passes INVOKE_AMIBUILD_LEASE_WAIT through as text and `_guard` words the error
         "lease_wait": None,
+        "lease_ttl": None,  # seconds a channel lease is good for (default 300)
+        "read_timeout": None,  # seconds a channel write's request waits for its answer (default 10)
         "stall_after": 10,  # seconds of silence from Packer before build-ami checks the endpoint is alive
     }
 })

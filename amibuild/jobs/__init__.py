@@ -2,7 +2,7 @@
 
 Each job is one function taking one frozen settings value, made once by `amibuild.cli` from the
 flags, the config and the pipeline file; it returns a frozen result that knows whether it failed
-(`raise_for_status()`). The jobs that belong to one stage live in it: `bake.clean.run` (clean-run),
+(`raise_for_status()`). The jobs that belong to one stage live in it: `lifecycle.clean.run` (clean-run),
 `rehearse.job.run`, `channels.publish` (publish, promote, rollback), `handoff` (rollout,
 nodegroup-deploy), `lifecycle.prune`.
 """

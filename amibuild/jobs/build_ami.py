@@ -22,7 +22,7 @@ from amibuild.aws import Aws, fan_out
 from amibuild.bake import record as records
 from amibuild.bake.decide import ready_images
 from amibuild.bake.executor import BuildGuards, BuildOutcome, BuildStatus, Executor
-from amibuild.bake.lease import Lease, build_lease_name
+from amibuild.lease import Lease, build_lease_name
 from amibuild.bake.leftovers import Scope
 from amibuild.bake.packer import Packer
 from amibuild.bake.plan import BuildPlan, PlanItem, new_run_id, plan_build, provenance_tags

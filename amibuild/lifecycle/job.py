@@ -8,7 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from typing import Callable
+
 from amibuild.aws import Aws
+from amibuild.lease import Guard
+from amibuild.lifecycle import exclusive
 from amibuild.lifecycle.prune import DEFAULT_KEEP_VERSIONS, PruneResult, execute_prune, gather, plan_prune
 from amibuild.pipeline import Pipeline
 
@@ -26,15 +30,25 @@ class PruneSettings:
     regions: tuple[str, ...] = ()  # () : every target region of the pipeline
 
 
-def run(settings: PruneSettings, *, now: datetime | None = None, aws: Aws | None = None) -> PruneResult:
+def run(settings: PruneSettings, *, now: datetime | None = None, aws: Aws | None = None,
+        guard: Guard | None = None, say: Callable[[str], None] = lambda _: None) -> PruneResult:
     pipeline = settings.pipeline
     if aws is None:
         aws = Aws(profile=settings.profile, region=pipeline.build_region)
     targets = tuple(dict.fromkeys(settings.regions)) or pipeline.target_regions
-    facts = gather(aws, pipeline, targets, keep_versions=settings.keep_versions, variants=settings.variants)
-    plan = plan_prune(facts.images, facts.in_use, settings.keep, settings.older_than, now or datetime.now(timezone.utc),
-                      snapshot_tags=facts.snapshot_tags, deprecate_only=settings.deprecate_only,
-                      keep_versions=settings.keep_versions, pipeline=pipeline.name, deprecated=facts.deprecated)
+
+    def decide():
+        facts = gather(aws, pipeline, targets, keep_versions=settings.keep_versions, variants=settings.variants)
+        return plan_prune(facts.images, facts.in_use, settings.keep, settings.older_than,
+                          now or datetime.now(timezone.utc), snapshot_tags=facts.snapshot_tags,
+                          deprecate_only=settings.deprecate_only, keep_versions=settings.keep_versions,
+                          pipeline=pipeline.name, deprecated=facts.deprecated)
+
     if settings.dry_run:
-        return PruneResult(plan, None)
-    return execute_prune(aws, plan, now=now)
+        return PruneResult(decide(), None)
+    # decided and carried out under the prune lease, once no channel writer is half way; each
+    # deregister re-reads the region's channels right before it (`exclusive.named_now`)
+    return exclusive.under_prune_lease(
+        aws, pipeline, lambda: execute_prune(aws, decide(), now=now,
+                                             named=lambda region: exclusive.named_now(aws, pipeline, region)),
+        guard=guard or Guard(), say=say)
