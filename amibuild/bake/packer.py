@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -557,6 +558,8 @@ class Packer:
         self.binary = binary
         self.env: dict[str, str] = dict(os.environ if env is None else env)
         self.env.setdefault("CHECKPOINT_DISABLE", "1")
+        # the sandbox build's checks step runs amibuild.imagetest.standin with this Python
+        self.env.setdefault("AMIBUILD_PYTHON", sys.executable)
         self._version: PackerVersion | None = None
 
     def __repr__(self) -> str:

@@ -621,6 +621,18 @@ def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, ac
                                                  partition=partition))), end="")
 
 
+@task(help={"pipeline": SELECT_HELP["pipeline"], "variant": SELECT_HELP["variant"], "json": "Print JSON"},
+      iterable=["variant"], auto_shortflags=False)
+def tests(c, pipeline=None, variant=None, json=False):
+    """List the checks each variant's image must pass: built-in (per OS and flavor) and the pipeline file's."""
+    from amibuild.cli import commands
+    from amibuild.cli import imagetests
+
+    opts = cli.options(c, pipeline=pipeline, variant=variant)
+    entries = cli.run(lambda: imagetests.listing(commands.load_pipeline(opts)))
+    cli.emit_json(entries) if json else cli.lines_out(imagetests.listing_lines(entries))
+
+
 def locals_flags(values):
     """Task locals minus the context, with `os_` under its flag name."""
     flags = {k: v for k, v in values.items() if k != "c"}
@@ -630,7 +642,7 @@ def locals_flags(values):
 
 ns = Collection(render, validate, rehearse, build_ami, runs, clean_run, publish, promote, rollback, history, channels,
                 nodegroup_deploy, rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor,
-                sandbox, demo, init)
+                sandbox, demo, init, tests)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import hcl
 from amibuild.errors import SpecError, VarFileError
-from amibuild.pipeline import checks, support
+from amibuild.pipeline import checks, imagetests, support
 
 PIPELINE_FILE = "amibuild.hcl"
 
@@ -72,12 +72,15 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
         "proxy": None,
         "scripts": (),
         "description": "",
+        "tests": (),  # test "NAME" { ... } blocks (amibuild.pipeline.imagetests)
+        "test_on_build": True,  # run the checks as the build's last provisioner (stage 1)
     }
 )
 
 # Fields that are amibuild settings and not Packer variables of the same name.
 NON_PACKER_FIELDS = frozenset(
-    {"base", "upstream", "upstream_ref", "os", "flavor", "extra_packages", "repos", "proxy", "scripts"}
+    {"base", "upstream", "upstream_ref", "os", "flavor", "extra_packages", "repos", "proxy", "scripts", "tests",
+     "test_on_build"}
 )
 ADDITIVE = frozenset({"extra_packages", "repos"})
 LAYERS = ("defaults", "pipeline file", "var-files", "flags")
@@ -146,6 +149,9 @@ class Variant:
     origins: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
     # which EKS-optimized parent: standard, or an accelerated one (`FLAVORS`)
     flavor: str = DEFAULT_FLAVOR
+    # its `test "NAME" { ... }` blocks, merged across `extends` (imagetests.check_set turns them into checks)
+    tests: tuple[imagetests.TestBlock, ...] = ()
+    test_on_build: bool = True
 
     @property
     def effective_instance_type(self) -> str:
@@ -204,6 +210,9 @@ class Pipeline:
     # build-ami publishes to
     parameter_template: str | None = None
     default_channel: str = "recommended"
+    # channel "NAME" { from, requires, soak } blocks, and the pipeline's test { ... } block
+    gates: Mapping[str, imagetests.Gate] = field(default_factory=lambda: MappingProxyType({}))
+    boot_test: imagetests.BootTestSettings = imagetests.BootTestSettings()
 
     @property
     def build_region(self) -> str:
@@ -276,6 +285,9 @@ def load(
         parameter_template=_str(settings["parameter_template"], f"{where}: pipeline.parameter_template")
         if "parameter_template" in settings else None,
         default_channel=_str(settings.get("default_channel", "recommended"), f"{where}: pipeline.default_channel"),
+        gates=imagetests.gate_map(imagetests.gates(doc.get("channel", []), where)),
+        boot_test=imagetests.boot_test_settings(settings["test"], f"{where}: pipeline.test")
+        if "test" in settings else imagetests.BootTestSettings(),
     )
     _validate_pipeline(pipeline_kwargs, where, from_flag=bool(overrides.regions))
     checks.pipeline_name(pipeline_kwargs["name"], where)
@@ -303,6 +315,7 @@ def load(
             *flag_layer,
         ]
         variants.append(_build_variant(name, layers, root=source.parent if source else Path.cwd()))
+        imagetests.check_set(variants[-1])  # a test block refused at load, before any AWS work
     if len(regions) > 1:
         for variant in variants:
             if variant.source_ami:
@@ -331,8 +344,8 @@ def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
 
 
 _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
-                  "default_channel"}
-_VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy"} | {"repo", "proxy", "vars", "extends", "enabled"}
+                  "default_channel", "test"}
+_VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy", "tests"} | {"repo", "proxy", "vars", "extends", "enabled", "test"}
 
 
 def _read_hcl(path: Path, what: str, error: type[SpecError]) -> dict[str, Any]:
@@ -370,12 +383,12 @@ def _parse_file(path: Path) -> dict[str, Any]:
         # quietly build a variant named `default`
         raise SpecError(f"{path}: the pipeline file is empty; add a `variant \"NAME\" {{ ... }}` block "
                         "(`amibuild init` writes a starter file) or delete it")
-    unknown = set(doc) - {"pipeline", "defaults", "variant"}
+    unknown = set(doc) - {"pipeline", "defaults", "variant", "channel"}
     if unknown:
         key = sorted(unknown)[0]
         raise SpecError(
-            f"{path}: unknown top-level `{key}`{suggest(key, ['pipeline', 'defaults', 'variant'])}; "
-            "the file holds `pipeline`, `defaults` and `variant \"NAME\"` blocks"
+            f"{path}: unknown top-level `{key}`{suggest(key, ['pipeline', 'defaults', 'variant', 'channel'])}; "
+            "the file holds `pipeline`, `defaults`, `variant \"NAME\"` and `channel \"NAME\"` blocks"
         )
     return doc
 
@@ -479,13 +492,15 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> di
                 layer[str(var)] = (var_value, f"{where}: vars.{var}")
         elif key == "repo":
             layer["repos"] = (_repos_from_blocks(value, where), f"{where}: repo")
+        elif key == "test":
+            layer["tests"] = (imagetests.test_blocks(value, where), f"{where}: test")
         elif key == "proxy":
             proxies = value if isinstance(value, list) else [value]
             if len(proxies) != 1 or not isinstance(proxies[0], dict):
                 raise SpecError(f"{where}: write one block: proxy {{ http = ..., https = ..., no_proxy = ... }}")
             _check_keys(proxies[0], ("http", "https", "no_proxy"), f"{where}: proxy")
             layer["proxy"] = (proxies[0], f"{where}: proxy")
-        elif key in DEFAULTS and key not in ("repos",):
+        elif key in DEFAULTS and key not in ("repos", "tests"):
             if key == "scripts" and source is not None and isinstance(value, list):
                 value = [str((source.parent / str(s))) for s in value]
             layer[key] = (value, f"{where}: {key}")
@@ -566,6 +581,8 @@ def _build_variant(name: str, layers: list[tuple[str, dict[str, Any]]], root: Pa
                 key = "repos"
             if key in ADDITIVE:
                 merged[key] = [*merged.get(key, ()), *_as_list(value, where)]
+            elif key == "tests":  # a later block of the same name replaces the earlier one
+                merged[key] = imagetests.merge_blocks([merged.get(key, ()), value])
             else:
                 merged[key] = value
             origin[key] = where
@@ -726,6 +743,8 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
         packer_vars=MappingProxyType({k: packer_vars[k] for k in sorted(packer_vars)}),
         origins=MappingProxyType(dict(origin)),
         flavor=flavor,
+        tests=tuple(m.get("tests", ())),
+        test_on_build=_bool(m["test_on_build"], at("test_on_build")),
     )
 
 
