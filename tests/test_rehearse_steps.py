@@ -52,7 +52,7 @@ def test_our_chain_becomes_the_steps_packer_runs_with_filled_execute_commands(tm
     steps = parse_steps(rendered.files, "/r")
 
     assert [s.name for s in steps] == ["configure-proxy.sh", "add-repos.sh", "install-packages.sh",
-                                       "user-01-it's.sh", steps[-1].name]
+                                       "user-01-it's.sh", "amibuild-checks.sh", steps[-1].name]
     assert steps[-1].inline[0].startswith("sudo yum clean all")
     assert [s.script for s in steps[:4]] == ["/r/scripts/configure-proxy.sh", "/r/scripts/add-repos.sh",
                                              "/r/scripts/install-packages.sh", "/r/scripts/user-01-it's.sh"]
@@ -79,7 +79,8 @@ def test_a_sandbox_render_has_no_step_to_rehearse_so_the_cli_renders_for_a_real_
     from amibuild.cli.commands import Options
 
     (again,) = real_build_renders(pipeline, Options(pipeline_file=str(tmp_path / "amibuild.hcl")), [sandboxed])
-    assert [s.kind for s in parse_steps(again.files, "/r")] == ["shell"] * 5
+    # our four steps, the image's checks (stage 1), the cache clean-up
+    assert [s.kind for s in parse_steps(again.files, "/r")] == ["shell"] * 6
 
 
 def test_single_quotes_in_values_are_escaped_as_packer_does() -> None:
