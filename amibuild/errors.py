@@ -27,6 +27,7 @@ turns them into a one-line message and an exit code::
     │   └── NotFound
     ├── SandboxError                      the local AWS emulator failed to start or answer
     ├── PublishRefused                    publish/promote/rollback refused before any write
+    │   └── GateRefused                   the image does not meet the channel's gate (pipeline `channel` block)
     ├── PublishConflict                   another writer moved the channel in between
     │   └── ChannelBusy                   another writer holds the channel's lease; nothing written
     ├── PublishFailed                     a write failed part-way; written regions were put back
@@ -134,6 +135,10 @@ class SandboxError(AmibuildError):
 
 class PublishRefused(AmibuildError):
     """A publish, promote or rollback was refused before anything was written."""
+
+
+class GateRefused(PublishRefused):
+    """The image does not meet the gate of the channel it was to enter; nothing was written."""
 
 
 class PublishConflict(AmibuildError):

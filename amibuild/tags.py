@@ -22,3 +22,7 @@ RUN_ID = f"{PREFIX}run-id"
 CREATED = f"{PREFIX}created"
 GIT_COMMIT = f"{PREFIX}git-commit"
 CHANNEL = f"{PREFIX}channel"
+# image test results (amibuild.imagetest): passed | failed, when, and which run tested it
+TEST = f"{PREFIX}test"
+TESTED_AT = f"{PREFIX}tested-at"
+TEST_RUN = f"{PREFIX}test-run"

@@ -26,3 +26,23 @@ def listing_lines(entries: Iterable[dict[str, Any]]) -> list[str]:
         for off in entry["disabled"]:
             out.append(f"  {off['name'].ljust(width)}  turned off     {off['reason']} ({off['where']})")
     return out
+
+
+NOW_ENV = "AMIBUILD_NOW"  # the time a gate's soak is judged at (tests, replays); default: the clock
+
+
+def now(flag: str | None, env: dict | None = None):
+    """The time gates are decided at: --now, else $AMIBUILD_NOW, else the clock (UTC)."""
+    import os
+    from datetime import datetime, timezone
+
+    from amibuild.errors import SpecError
+
+    source, value = ("--now", flag) if flag else (NOW_ENV, (env if env is not None else os.environ).get(NOW_ENV, ""))
+    if not value:
+        return datetime.now(timezone.utc)
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise SpecError(f"{source} {value!r}: an ISO 8601 time, e.g. 2026-12-04T12:00:00Z") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)

@@ -332,6 +332,13 @@ CHANNEL_HELP = {
 }
 
 
+GATE_HELP = {
+    "override_gate": "Write even though the image does not meet the channel's gate (with --reason)",
+    "reason": "Why the gate is overridden; kept in the channel's history",
+    "now": "The time the gate's soak is judged at, ISO 8601 (default: $AMIBUILD_NOW, else now)",
+}
+
+
 def _guard(c, signals, run_id=None):
     """The channel lease settings: how long to wait for a busy channel (config `amibuild.lease_wait`),
     and the signals that stop a transaction before its first write."""
@@ -358,20 +365,25 @@ def _channel_options(c, pipeline, variant, k8s, profile):
             "channel": "Channel to publish to (default: recommended)",
             "run_id": "Run id to record (default: the images' amibuild:run-id tag)",
             "allow_foreign": "Publish images amibuild did not build (no amibuild:fingerprint tag)",
-            "force": "Write even if another writer moved the channel since amibuild read it"},
+            "force": "Write even if another writer moved the channel since amibuild read it",
+            **GATE_HELP},
       iterable=["ami"], auto_shortflags=False)
 def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow_foreign=False, force=False,
-            pipeline=None, k8s=None, profile=None, json=False):
+            pipeline=None, k8s=None, profile=None, json=False, override_gate=False, reason=None, now=None):
     """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
     from amibuild.cli import commands
     from amibuild.cli import report
     from amibuild.channels import publish as channels_mod
 
     def body(signals):
+        from amibuild.channels.gates import check_reason
+        from amibuild.cli import imagetests
+
+        override, when = check_reason(override_gate, reason), imagetests.now(now)
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
         return channels_mod.publish_variant(aws, pipeline=pipe, variant=var, amis=channels_mod.parse_amis(ami or []),
                                             channel=channel, run_id=run_id, allow_foreign=allow_foreign, force=force,
-                                            guard=_guard(c, signals, run_id))
+                                            guard=_guard(c, signals, run_id), override_gate=override, now=when)
 
     result, signals = cli.run_channel(body)
     cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
@@ -380,25 +392,60 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
 
 @task(help={**CHANNEL_HELP, "from_": "Channel to copy from, e.g. recommended",
             "to": "Channel to copy into, e.g. stable",
-            "force": "Write even if another writer moved the target channel since amibuild read it"},
+            "force": "Write even if another writer moved the target channel since amibuild read it",
+            "due": "Promote every gated channel (pipeline `channel` blocks with `from`) whose gate is met now, "
+                   "for every variant; print what was promoted and what waits until when",
+            **GATE_HELP},
       auto_shortflags=False)
-def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False):
+def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False,
+            due=False, override_gate=False, reason=None, now=None):
     """Copy a channel's exact AMI, region by region, into another channel."""
     from amibuild.cli import commands
     from amibuild.cli import report
     from amibuild.channels import publish as channels_mod
     from amibuild.errors import SpecError
 
+    from amibuild.channels.gates import check_reason
+    from amibuild.cli import imagetests
+
+    if due:
+        return _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now)
+
     def body(signals):
         if not from_ or not to:
             raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
+        override, when = check_reason(override_gate, reason), imagetests.now(now)
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
         return channels_mod.promote(aws, pipeline=pipe, variant=var, source=from_, target=to, force=force,
-                                    guard=_guard(c, signals))
+                                    guard=_guard(c, signals), override_gate=override, now=when)
 
     result, signals = cli.run_channel(body)
     cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
     cli.finish_channel(result, signals)
+
+
+def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now):
+    from amibuild.aws import Aws
+    from amibuild.channels import due
+    from amibuild.cli import commands
+    from amibuild.cli import imagetests
+    from amibuild.errors import SpecError
+
+    def body(signals):
+        if from_ or to or override_gate:
+            raise SpecError("promote --due follows the pipeline's gates: leave out --from, --to and --override-gate")
+        when = imagetests.now(now)
+        opts = cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, k8s=k8s, profile=profile)
+        pipe = commands.load_pipeline(opts)
+        return due.promote_due(Aws(profile=opts.profile, region=pipe.build_region), pipe, now=when,
+                               guard=lambda: _guard(c, signals), say=cli.say)
+
+    items, _ = cli.run_channel(body)
+    cli.emit_json([i.to_dict() for i in items]) if json else cli.lines_out(due.lines(items))
+    if any(i.action is due.DueAction.FAILED for i in items):
+        from invoke.exceptions import Exit
+
+        raise Exit("amibuild: error: a due promotion failed (see above)", code=cli.EXIT_FAILED)
 
 
 @task(help={**CHANNEL_HELP, "channel": "Channel to roll back (default: recommended)",
