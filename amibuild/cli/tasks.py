@@ -680,6 +680,55 @@ def tests(c, pipeline=None, variant=None, json=False):
     cli.emit_json(entries) if json else cli.lines_out(imagetests.listing_lines(entries))
 
 
+@task(help={"variant": "Variant whose image to test", "ami": "The image to boot, in the build region (its copies "
+             "are tagged with the result too)", "run_id": "Test the image a build run made of the variant",
+             "cluster": "EKS cluster the test node joins (tainted amibuild.io/test:NoSchedule)",
+             "subnet": "Subnet of the test instance (default: the pipeline's test { subnet_id })",
+             "security_group": "Security group of the test instance (default: test { security_group_id })",
+             "instance_profile": "Instance profile of the test instance, with SSM access (default: test { instance_profile })",
+             "instance_type": "Instance type (default: test { instance_type }, else the variant's)",
+             "timeout": "Give up after this long: seconds, or 15m (default: test { timeout }, else 15m)",
+             "pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"], "build_dir": SELECT_HELP["build_dir"],
+             "json": "Print the result as JSON on stdout"}, auto_shortflags=False)
+def test_ami(c, variant=None, ami=None, run_id=None, cluster=None, subnet=None, security_group=None,
+             instance_profile=None, instance_type=None, timeout=None, pipeline=None, profile=None, build_dir=None,
+             json=False):
+    """Boot the image, run every check through SSM Run Command, terminate it; tag the image passed or failed."""
+    from amibuild.cli import imagetests
+    from amibuild.cli import values
+    from amibuild.imagetest import boot
+
+    opts = cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, profile=profile,
+                       build_dir=build_dir)
+    flags = {"cluster": cluster, "subnet_id": subnet, "security_group_id": security_group,
+             "instance_profile": instance_profile, "instance_type": instance_type}
+    with imagetests.Stop() as stop:
+        def body():
+            if not variant:
+                from amibuild.errors import SpecError
+
+                raise SpecError("test-ami: --variant: name the variant whose image to test, e.g. --variant ceph")
+            seconds = values.optional_duration(timeout, "--timeout", example="15m or 900")
+            return imagetests.test_ami(opts, ami=ami, run_id=run_id, flags={**flags, "timeout": seconds},
+                                       say=cli.say, stop=stop)
+
+        try:
+            result, record = cli.run(body)
+        except BaseException:
+            if stop.requested():
+                from invoke.exceptions import Exit
+
+                raise Exit("amibuild: interrupted: the boot test stopped and its instance was terminated",
+                           code=stop.exit_code) from None
+            raise
+    cli.emit_json(result.to_dict()) if json else cli.lines_out([*boot.report_lines(result), f"record: {record}"])
+    if result.failed:
+        from invoke.exceptions import Exit
+
+        raise Exit(f"amibuild: error: boot test of {result.variant} failed"
+                   + (f": {result.error}" if result.error else ""), code=cli.EXIT_FAILED)
+
+
 def locals_flags(values):
     """Task locals minus the context, with `os_` under its flag name."""
     flags = {k: v for k, v in values.items() if k != "c"}
@@ -689,7 +738,7 @@ def locals_flags(values):
 
 ns = Collection(render, validate, rehearse, build_ami, runs, clean_run, publish, promote, rollback, history, channels,
                 nodegroup_deploy, rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor,
-                sandbox, demo, init, tests)
+                sandbox, demo, init, tests, test_ami)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

@@ -62,6 +62,7 @@ from amibuild.errors import AmibuildError, SandboxError
 from amibuild.sandbox.images import moto_ami
 from amibuild.sandbox.cluster import SANDBOX_CLUSTER as SANDBOX_CLUSTER  # the seeded cluster's name, public
 from amibuild.sandbox.cluster import create_cluster, model_eks_clusters, read_short_form_yaml, sandbox_cluster
+from amibuild.sandbox import runcommand
 
 SEED_REGIONS: tuple[str, ...] = (
     "us-west-2",
@@ -755,6 +756,7 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         # that moved what we patch or import fails now, naming it
         check_internals()
     _model_stack_updates()
+    runcommand.install()  # the SSM agent of boot-test instances
     model_eks_clusters()
     read_short_form_yaml()
 
