@@ -96,6 +96,7 @@ class BuildOutcome:
     lease: str = ""  # what the build lease did: waited for another run, took over a stale one
     removed: list[str] = field(default_factory=list)  # leftovers of a failed build, removed
     left_behind: list[dict] = field(default_factory=list)  # leftovers not removed: kind, region, id, why, command
+    boot_test: dict = field(default_factory=dict)  # build-ami --boot-test: imagetest.boot.BootTestResult.to_dict()
 
     def to_dict(self) -> dict:
         return {
@@ -114,6 +115,7 @@ class BuildOutcome:
             "lease": self.lease,
             "leftovers_removed": list(self.removed),
             "left_behind": list(self.left_behind),
+            **({"boot_test": self.boot_test} if self.boot_test else {}),
         }
 
 

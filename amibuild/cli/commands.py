@@ -381,6 +381,7 @@ def build_ami(
     rehearse: bool = False,
     wait: bool = True,
     stall_after: float = 10.0,
+    boot_test=None,
 ) -> BuildRun:
     """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → publish → record.
 
@@ -433,7 +434,8 @@ def build_ami(
                        prepared.packer_version, prepared.notes), options, say, out_dir)
     return execute_plan(plan, packer, aws, options, say, parallel=parallel or min(len(plan.items), max_parallel),
                         timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress, channel=channel,
-                        rehearse=rehearse, guards=build_guards(plan, aws, wait=wait, stall_after=stall_after))
+                        rehearse=rehearse, guards=build_guards(plan, aws, wait=wait, stall_after=stall_after),
+                        boot_test=boot_test)
 
 
 def run_directory(options: Options, run_id: str) -> Path:
@@ -504,7 +506,7 @@ def find_built_images(aws, regions, fingerprints) -> dict:
 
 def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int, timeout, cleanup_timeout,
                  progress=None, channel: str | None = None, rehearse: bool = False,
-                 guards: dict | None = None) -> BuildRun:
+                 guards: dict | None = None, boot_test=None) -> BuildRun:
     import json
 
     from amibuild import __version__
@@ -534,6 +536,14 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
     sharing: list[str] = []
     interrupted = executor.state.interrupted
     stopped_by, exit_code = "", 130
+    if boot_test is not None and not interrupted:  # --boot-test: before anything is published
+        from amibuild.cli.imagetests import Stop
+        from amibuild.imagetest.after_build import boot_test_outcomes
+
+        with Stop() as stop:
+            if not boot_test_outcomes(aws, plan, outcomes, boot_test, cancelled=stop.requested, say=say) \
+                    or stop.requested():
+                interrupted, exit_code = True, stop.exit_code
     if channel and not interrupted:
         from amibuild.cli.signals import Signals
 

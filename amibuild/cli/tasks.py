@@ -82,6 +82,8 @@ BUILD_HELP = {
                 "rehearsal fails that variant before its Packer build starts",
     "no_wait": "When another run is building a variant with the same inputs, fail (exit 1, naming that run) "
                "instead of waiting for it and reusing its image",
+    "boot_test": "Boot each built image (`amibuild test-ami`, in parallel) before publishing; a variant whose "
+                 "boot test fails is not published (exit 1), the others go on",
 }
 
 
@@ -89,7 +91,7 @@ BUILD_HELP = {
 def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
-              channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False):
+              channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, boot_test=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     from amibuild.cli import commands
     from amibuild.cli import report
@@ -104,12 +106,23 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         channel=channel, publish=not no_publish, rehearse=rehearse,
         wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
+        boot_test=_boot_test_settings(opts) if boot_test else None,
     ))
     if json:
         cli.emit_json(run.to_dict())
     else:
         cli.lines_out(report.build_lines(run))
     cli.finish(run)
+
+
+def _boot_test_settings(opts):
+    """build-ami --boot-test: the pipeline's test { ... } block (subnet, security group, profile)."""
+    from amibuild.cli import commands
+    from amibuild.imagetest import boot
+    from amibuild.render import Target
+
+    pipeline = cli.run(lambda: commands.load_pipeline(opts))
+    return boot.BootTestSettings.of(pipeline.boot_test, poll=0.1 if Target.from_env().sandbox else 5.0)
 
 
 REHEARSE_HELP = {
