@@ -103,12 +103,16 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
                      "checks ran without it")
 
     def wait(what: str, ready: Callable[[], bool]) -> None:
-        while not ready():
+        while True:
             if cancelled():
                 raise Interrupted(f"boot test of {variant.name} interrupted while waiting for {what}")
+            if ready():
+                break
             if clock() > deadline:
                 raise _TimedOut(f"timed out after {settings.timeout:.0f}s waiting for {what}")
             sleep(settings.poll)
+        if cancelled():  # a signal that came during the last call: nothing more is done
+            raise Interrupted(f"boot test of {variant.name} interrupted after {what}")
         phases[what] = clock() - started
 
     try:
