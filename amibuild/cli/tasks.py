@@ -663,7 +663,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
 
 
 @task(help={"task_": "Task the policy is for: build, publish (also promote, rollback, history, channels), "
-                     "rollout, prune, or all (default)",
+                     "rollout, prune, test (test-ami, build-ami --boot-test), or all (default)",
             "pipeline": SELECT_HELP["pipeline"],
             "stack": "Nodegroup stack the rollout may change (repeatable; required for rollout and all)",
             "node_role_arn": "ARN of the node role: the only role iam:PassRole is allowed for (rollout and all)",
@@ -671,7 +671,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
             "partition": "AWS partition: aws (default), aws-cn or aws-us-gov"},
       iterable=["stack"], auto_shortflags=False)
 def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws"):
-    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune or all."""
+    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune, test or all."""
     from amibuild.cli import commands
     from amibuild.lifecycle import iam
 
