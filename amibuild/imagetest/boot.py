@@ -64,6 +64,7 @@ class BootTestResult:
     error: str = ""
     notes: tuple[str, ...] = ()
     tagged: tuple[str, ...] = ()  # region:ami tagged with the verdict
+    started_at: float = 0.0  # epoch seconds
 
     @property
     def failed(self) -> bool:
@@ -72,6 +73,7 @@ class BootTestResult:
     def to_dict(self) -> dict[str, Any]:
         return {"variant": self.variant, "region": self.region, "image_id": self.image_id, "run_id": self.run_id,
                 "result": str(self.verdict), "instance_id": self.instance_id or None, "terminated": self.terminated,
+                "started": datetime.fromtimestamp(self.started_at, timezone.utc).isoformat(timespec="milliseconds"),
                 "seconds": round(self.seconds, 2), "phases": {k: round(v, 2) for k, v in self.phases.items()},
                 "error": self.error or None, "notes": list(self.notes), "tagged": list(self.tagged),
                 "checks": [c.to_dict() for c in self.checks]}
@@ -92,6 +94,7 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
     script = imagetests.checks_script(checks)
     image_id = amis[region]
     started = clock()
+    started_at = time.time()
     deadline = started + settings.timeout
     phases: dict[str, float] = {}
     instance_id = ""
@@ -154,6 +157,12 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
         results = tuple(imagetests.parse_results(done.stdout + "\n" + done.stderr, names, stage="boot"))
         verdict = imagetests.overall(results)
         error = "" if done.status in ("Success", "Failed") else f"SSM command {command_id}: {done.status}"
+        not_run = [r.name for r in results if r.verdict == imagetests.Verdict.NOT_RUN]
+        if not_run:
+            said = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            error = (f"{len(not_run)} check(s) did not run ({', '.join(not_run[:3])}"
+                     f"{', ...' if len(not_run) > 3 else ''}); SSM command {done.status}, exit {done.response_code}: "
+                     f"{said[0][:300]}")
         if error:
             verdict = imagetests.Verdict.FAILED
         result = BootTestResult(variant.name, region, image_id, run_id, verdict, results, instance_id,
@@ -174,7 +183,7 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
         raise Interrupted(f"boot test of {variant.name} interrupted; instance {instance_id or '(none)'} "
                           f"{'terminated' if terminated else 'NOT terminated'}{left}") from interrupted
     assert result is not None
-    result = replace(result, terminated=terminated, seconds=clock() - started, notes=tuple(notes))
+    result = replace(result, terminated=terminated, seconds=clock() - started, notes=tuple(notes), started_at=started_at)
     return replace(result, tagged=tuple(_tag(api, amis, result, notes)), notes=tuple(notes))
 
 
