@@ -266,3 +266,32 @@ def test_ctrl_c_during_a_boot_test_terminates_its_instance(workdir: Path, sandbo
     assert {t["Key"]: t["Value"] for t in instance["Tags"]}["amibuild:run-id"]  # clean-run finds it by this tag
     (image,) = [i for i in images_of("ceph") if i["ImageId"] == ami]
     assert tag(image, "amibuild:test") == ""  # an interrupted test says nothing about the image
+
+
+@NEEDS
+def test_a_boot_test_killed_outright_leaves_an_instance_clean_run_finds_by_its_run_id(workdir: Path, sandbox):
+    (workdir / "amibuild.hcl").write_text(PIPELINE.split("# its user script")[0])
+    built = amibuild(workdir, "build-ami", "--no-publish", "--json")
+    assert built.returncode == 0, built.stderr
+    ami = json.loads(built.stdout)["variants"][0]["amis"]["us-west-2"]
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    with FaultProxy(sandbox.endpoint) as proxy:
+        held = proxy.gate({"AmazonSSM.GetCommandInvocation"}, count=1)
+        proc = subprocess.Popen([sys.executable, "-m", "amibuild", "test-ami", "--variant", "ceph", "--ami", ami],
+                                cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env={**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint})
+        try:
+            assert held.wait_held(timeout=60), "the boot test never asked for its command's result"
+            proc.kill()  # no handler runs: the instance stays
+            proc.wait(timeout=30)
+        finally:
+            held.release()
+    (instance,) = [i for r in ec2.describe_instances(
+        Filters=[{"Name": "tag:amibuild:purpose", "Values": ["boot-test"]}])["Reservations"] for i in r["Instances"]]
+    assert instance["State"]["Name"] == "running"
+    run_id = {t["Key"]: t["Value"] for t in instance["Tags"]}["amibuild:run-id"]
+    cleaned = amibuild(workdir, "clean-run", "--run-id", run_id, "--json")
+    assert cleaned.returncode == 0, cleaned.stderr
+    state = ec2.describe_instances(InstanceIds=[instance["InstanceId"]])["Reservations"][0]["Instances"][0]["State"]
+    assert state["Name"] in ("shutting-down", "terminated")
+    assert images_of("ceph")[0]["State"] == "available"  # the image itself is not the test run's to remove

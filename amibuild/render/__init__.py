@@ -348,7 +348,8 @@ CHECKS_SCRIPT = "scripts/amibuild-checks.sh"
 # (amibuild.imagetest.standin), and fails the Packer build when a check fails. The Python that runs
 # it comes from Packer's environment (the executor sets AMIBUILD_PYTHON), not from the render.
 STANDIN_DIR = "instance"
-_STANDIN_INLINE = ('if [ -z "$AMIBUILD_PYTHON" ]; then AMIBUILD_PYTHON=python3; fi; '
+_STANDIN_INLINE = ('if [ -z "$AMIBUILD_PYTHON" ]; then echo "amibuild sandbox: stage 1 checks not run: this build '
+                   'was not started by amibuild (AMIBUILD_PYTHON is not set)"; exit 0; fi; '
                    'exec "$AMIBUILD_PYTHON" -m amibuild.imagetest.standin "$AMIBUILD_ROOT"')
 
 
