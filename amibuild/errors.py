@@ -37,6 +37,7 @@ turns them into a one-line message and an exit code::
     ├── BuildFailed                       one or more variants failed to build
     ├── RehearsalError                    the rehearsal's throwaway copy could not be made or entered
     ├── RehearsalFailed                   a rehearsed provisioning step failed
+    ├── RehearsalIncomplete       exit 3  the rehearsal stopped at a step it cannot rehearse
     └── Interrupted               exit 130 Ctrl-C / SIGTERM
 """
 
@@ -185,6 +186,14 @@ class RehearsalError(AmibuildError):
 
 class RehearsalFailed(AmibuildError):
     """A rehearsed provisioning step failed: the variant's chain has an error."""
+
+
+class RehearsalIncomplete(AmibuildError):
+    """The rehearsal stopped at a step it cannot rehearse: the later steps were never run."""
+
+    exit_code = 3
+
+
 class MissingExtra(UsageError):
     """A task needs an optional part of amibuild that is not installed (e.g. `amibuild[sandbox]`)."""
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from amibuild.bake.plan import TAG_PREFIX
+from amibuild.tags import PREFIX as TAG_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 REGIONS = ("us-west-2", "eu-west-1")

@@ -71,7 +71,7 @@ def test_validate_reports_a_packer_refusal_as_one_line(tmp_path: Path) -> None:
 
 
 def test_userdata_round_trips_through_decode_userdata(tmp_path: Path) -> None:
-    made = invoke(tmp_path, "userdata", "--cluster", "prod", "--proxy", "http://proxy.local:3128",
+    made = invoke(tmp_path, "userdata", "--cluster", "prod", "--os", "al2", "--proxy", "http://proxy.local:3128",
                   "--region", "eu-west-1", "--base64")
     assert made.returncode == 0, made.stderr
     (tmp_path / "ud.txt").write_text(made.stdout)

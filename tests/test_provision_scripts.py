@@ -402,6 +402,9 @@ def test_install_fails_clearly_without_a_package_manager(host: Host) -> None:
 HTTP = "http://proxy.corp:3128"
 HTTPS = "http://proxy.corp:3129"
 NO_PROXY = "localhost,127.0.0.1,169.254.169.254,.internal,10.0.0.0/16"
+# What the image gets: the entries given, then the ones always bypassed that were not among them.
+BAKED_NO_PROXY = NO_PROXY + ",169.254.170.2"
+ALWAYS_NO_PROXY = "169.254.169.254,169.254.170.2,localhost,127.0.0.1,.internal"
 PROXIES = {"AMIBUILD_HTTP_PROXY": HTTP, "AMIBUILD_HTTPS_PROXY": HTTPS, "AMIBUILD_NO_PROXY": NO_PROXY}
 YUM_CONF = (
     "[main]\n"
@@ -417,12 +420,15 @@ ENVIRONMENT = "LANG=en_US.UTF-8\nhttp_proxy=http://stale:1\nexport HTTPS_PROXY=h
 PROXY_SETTINGS = [
     f"HTTP_PROXY={HTTP}",
     f"HTTPS_PROXY={HTTPS}",
-    f"NO_PROXY={NO_PROXY}",
+    f"NO_PROXY={BAKED_NO_PROXY}",
     f"http_proxy={HTTP}",
     f"https_proxy={HTTPS}",
-    f"no_proxy={NO_PROXY}",
+    f"no_proxy={BAKED_NO_PROXY}",
 ]
-UNITS = ("containerd", "docker", "kubelet")
+# nodeadm-config runs before cloud-init: only the image can give it the proxy on the first boot.
+UNITS = ("containerd", "docker", "kubelet", "nodeadm-config", "nodeadm-run")
+VPC_ENV = "EnvironmentFile=-/run/amibuild/proxy-vpc.env\n"
+BOOT_FILES = ("etc/amibuild/proxy-vpc-cidr.sh", "etc/systemd/system/amibuild-proxy-vpc.service")
 
 
 def dropin(unit: str) -> str:
@@ -436,8 +442,11 @@ def test_proxy_configures_yum_environment_and_unit_dropins_then_reloads_systemd(
     result = host.run("configure-proxy.sh", PROXIES)
 
     assert result.returncode == 0, result.stderr
-    expected_dropin = "[Service]\n" + "".join(f'Environment="{s}"\n' for s in PROXY_SETTINGS)
-    assert host.files() == {
+    expected_dropin = "[Service]\n" + "".join(f'Environment="{s}"\n' for s in PROXY_SETTINGS) + VPC_ENV
+    files = host.files()
+    for name in BOOT_FILES:  # run at boot: tested below
+        assert files.pop(name)
+    assert files == {
         # The HTTPS proxy wins for yum; the old [main] values go, the repo-level one stays.
         "etc/yum.conf": (
             "[main]\n"
@@ -449,9 +458,10 @@ def test_proxy_configures_yum_environment_and_unit_dropins_then_reloads_systemd(
             "proxy=_none_\n"
         ),
         "etc/environment": "LANG=en_US.UTF-8\nPATH=/usr/bin\n" + "".join(f"{s}\n" for s in PROXY_SETTINGS),
+        "etc/amibuild/proxy-no-proxy": BAKED_NO_PROXY + "\n",
         **{dropin(unit): expected_dropin for unit in UNITS},
     }
-    assert host.calls() == ["systemctl daemon-reload"]
+    assert host.calls() == ["systemctl daemon-reload", "systemctl enable amibuild-proxy-vpc.service"]
 
 
 def test_proxy_twice_leaves_the_same_files(host: Host) -> None:
@@ -487,7 +497,7 @@ def test_proxy_sets_dnf_conf_and_creates_no_yum_conf(host: Host) -> None:
     assert files["etc/environment"] == "".join(f"{s}\n" for s in PROXY_SETTINGS)
 
 
-def test_proxy_with_only_an_http_proxy_writes_no_empty_values(host: Host) -> None:
+def test_proxy_with_only_an_http_proxy_sends_https_through_it_and_always_bypasses_metadata(host: Host) -> None:
     host.write("etc/yum.conf", "[main]\n")
 
     result = host.run("configure-proxy.sh", {"AMIBUILD_HTTP_PROXY": HTTP})
@@ -495,10 +505,11 @@ def test_proxy_with_only_an_http_proxy_writes_no_empty_values(host: Host) -> Non
     assert result.returncode == 0, result.stderr
     files = host.files()
     assert files["etc/yum.conf"] == f"[main]\nproxy={HTTP}\n"
-    assert files["etc/environment"] == f"HTTP_PROXY={HTTP}\nhttp_proxy={HTTP}\n"
-    assert files[dropin("kubelet")] == (
-        f'[Service]\nEnvironment="HTTP_PROXY={HTTP}"\nEnvironment="http_proxy={HTTP}"\n'
-    )
+    settings = [f"HTTP_PROXY={HTTP}", f"HTTPS_PROXY={HTTP}", f"NO_PROXY={ALWAYS_NO_PROXY}",
+                f"http_proxy={HTTP}", f"https_proxy={HTTP}", f"no_proxy={ALWAYS_NO_PROXY}"]
+    assert files["etc/environment"] == "".join(f"{s}\n" for s in settings)
+    for unit in UNITS:
+        assert files[dropin(unit)] == "[Service]\n" + "".join(f'Environment="{s}"\n' for s in settings) + VPC_ENV
 
 
 def test_proxy_doubles_percent_for_systemd_and_keeps_credentials_out_of_output(host: Host) -> None:
@@ -580,3 +591,43 @@ def test_proxy_refuses_bad_value_and_writes_nothing(
     assert "secret" not in result.stderr
     assert host.files() == before
     assert host.calls() == []
+
+
+FAKE_IMDS_CURL = """#!/bin/bash
+# instance metadata as IMDSv2 answers it: a token, the MAC, the VPC's two CIDR blocks
+case "${@: -1}" in
+    */api/token) echo token ;;
+    */meta-data/mac) echo 0a:1b:2c:3d:4e:5f ;;
+    */vpc-ipv4-cidr-blocks) printf '10.20.0.0/16\\n100.64.0.0/16\\n' ;;
+    *) exit 22 ;;
+esac
+"""
+
+
+def test_proxy_baked_in_bypasses_the_vpc_cidrs_found_at_boot_for_every_unit(host: Host, tmp_path: Path) -> None:
+    assert host.run("configure-proxy.sh", {"AMIBUILD_HTTP_PROXY": HTTP}).returncode == 0
+    files = host.files()
+    unit = files["etc/systemd/system/amibuild-proxy-vpc.service"]
+    assert "Before=cloud-init.service nodeadm-config.service nodeadm-run.service containerd.service" in unit
+    assert "WantedBy=multi-user.target" in unit
+    # the boot step, run as the node runs it (with instance metadata answered by a stand-in curl)
+    bindir = tmp_path / "boot-bin"
+    bindir.mkdir()
+    (bindir / "curl").write_text(FAKE_IMDS_CURL)
+    (bindir / "curl").chmod(0o755)
+    for tool in ("cat", "grep", "paste", "mkdir"):
+        (bindir / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
+
+    booted = subprocess.run([BASH, str(host.root / BOOT_FILES[0])], capture_output=True, text=True, timeout=10,
+                            env={"PATH": str(bindir), "AMIBUILD_ROOT": str(host.root)}, check=False)
+
+    assert booted.returncode == 0, booted.stderr
+    at_boot = "10.20.0.0/16,100.64.0.0/16," + ALWAYS_NO_PROXY
+    assert host.files()["run/amibuild/proxy-vpc.env"] == f"NO_PROXY={at_boot}\nno_proxy={at_boot}\n"
+    environment = host.files()["etc/environment"].splitlines()
+    assert f"NO_PROXY={at_boot}" in environment and f"no_proxy={at_boot}" in environment
+    assert f"HTTPS_PROXY={HTTP}" in environment
+    assert len([line for line in environment if line.lower().startswith("no_proxy=")]) == 2
+    # every proxied unit reads that file after its own Environment= lines, so the boot value wins
+    for name in UNITS:
+        assert files[dropin(name)].endswith(VPC_ENV)

@@ -20,7 +20,7 @@ import pytest
 from amibuild import render as render_mod
 from amibuild.pipeline import Overrides, load
 from amibuild.rehearse import rehearse
-from amibuild.rehearse.report import FAILED, OK
+from amibuild.rehearse.report import FAILED, OK, STOOD_IN
 from amibuild.render import SourceAmi, Target
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -264,17 +264,24 @@ SNAPSHOTS = {
     "v20240615": ("al2", "1.29.0", ("user_data_file=/dev/null",)),
     "81fec2e8": ("al2023", "1.33.0", ()),
 }
+# Every chain of the snapshots, AL2 and AL2023 where the snapshot has both: ref or ref:os.
+CHAINS = {**SNAPSHOTS, "v20240615:al2023": ("al2023", "1.30.0", ())}
 BUILD_DATE = ("kubernetes_build_date=2024-01-04",)
 
 
 def upstream_render(tmp_path: Path, ref: str):
     from amibuild.render import upstream
 
-    os_family, version, extra = SNAPSHOTS[ref]
-    archive = shared() / f"amazon-eks-ami-{ref}.tar.gz"
+    os_family, version, extra = CHAINS[ref]
+    archive = shared() / f"amazon-eks-ami-{ref.split(':')[0]}.tar.gz"
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path / "src", filter="data")
     (checkout,) = (tmp_path / "src").iterdir()
+    if os_family == "al2023" and not (checkout / "nodeadm").is_dir():
+        # The snapshot holds no nodeadm/ sources (its README says so); the AL2023 template uploads
+        # them and builds them in a container, which the rehearsal stands in for anyway.
+        (checkout / "nodeadm" / "cmd" / "nodeadm").mkdir(parents=True)
+        (checkout / "nodeadm" / "Makefile").write_text("build:\n\tgo build -o _bin/ ./cmd/...\n")
     (tmp_path / "amibuild.hcl").write_text(
         'pipeline {\n  name = "t"\n  regions = ["us-west-2"]\n}\n'
         'variant "up" {\n  base = "upstream"\n  extra_packages = ["ceph-common"]\n}\n')
@@ -287,34 +294,97 @@ def upstream_render(tmp_path: Path, ref: str):
 
 
 @ROOT_ONLY
-@pytest.mark.parametrize("ref", sorted(SNAPSHOTS))
-def test_upstream_chain_as_converted_gets_past_its_credential_check_to_the_end(tmp_path: Path, ref: str) -> None:
-    """Upstream's install-worker.sh runs under `set -o nounset` and reads AWS_ACCESS_KEY_ID & co.:
-    the converted template keeps those entries (empty), so the whole chain runs through."""
+@pytest.mark.parametrize("ref", sorted(CHAINS))
+def test_upstream_chain_rehearses_to_its_end_with_ceph_common_installed(tmp_path: Path, ref: str) -> None:
+    """Every chain of the snapshots runs through: past install-worker.sh's credential check
+    (`set -o nounset` over AWS_ACCESS_KEY_ID & co., kept as empty entries), and on AL2023 past the
+    nodeadm build in a Go container (stood in: a stand-in nodeadm where `make build` leaves it),
+    so the extra packages at the end are rehearsed too."""
     rendered = upstream_render(tmp_path, ref)
     assert '"AWS_ACCESS_KEY_ID="' in rendered.files[render_mod.HCL_FILE]
+
     report = rehearse(rendered)
-    steps = "\n".join(f"{v.step.name}: {v.status} {v.reason}" for v in report.steps)
-    if ref == "81fec2e8":
-        # today's AL2023 chain gets through its worker install, then builds nodeadm from the
-        # uploaded sources inside a Go container (nerdctl run ... make build): no stand-in can
-        # play that, and the rehearsal must say so by name, not report a failure of the chain
-        status = {v.step.name: v for v in report.steps}
-        assert status["install-worker.sh"].status == OK, steps
-        assert status["install-nodeadm.sh"].status == "not rehearsable", steps
-        assert "nerdctl run" in status["install-nodeadm.sh"].reason, steps
-        assert all(v.status != FAILED for v in report.steps), steps
-        return
-    else:
-        assert report.ok and not report.gaps, steps
-        assert all(v.status in (OK, "skipped") for v in report.steps), steps
-        assert "/etc/eks/bootstrap.sh" in report.etc_written
+
+    steps = "\n".join(f"{v.step.number}. {v.step.name}: {v.status} {v.reason}" for v in report.steps)
+    assert report.ok and report.complete and not report.incomplete, steps
+    assert all(v.status in (OK, STOOD_IN, "skipped") for v in report.steps), steps
+    assert ("ceph-common", "") in report.packages, report.packages
     names = [v.step.name for v in report.steps]
     worker = next(n for n in names if "install-worker" in n)
     assert names.index("install-packages.sh") > names.index(worker)
-    assert ("ceph-common", "") in report.packages or ref == "81fec2e8"
+    if CHAINS[ref][0] == "al2023":
+        nodeadm = next(v for v in report.steps if v.step.name == "install-nodeadm.sh")
+        assert nodeadm.status == STOOD_IN and "nodeadm stood in at /tmp/worker/nodeadm/_bin/" in nodeadm.reason, steps
+        assert "make build" in nodeadm.reason
+        assert ("nodeadm-config.service", "enabled") in report.units
+    else:
+        assert "/etc/eks/bootstrap.sh" in report.etc_written
+        assert not any(v.status == STOOD_IN for v in report.steps)
     assert not report.own_findings  # upstream's shellcheck findings are only warnings
 
+
+STAND_IN_EFFECTS = """\
+#!/usr/bin/env bash
+set -euo pipefail
+# what upstream's chains of 2019 and 2025 do right after installing docker / on a fresh instance
+sudo yum install -y docker
+sudo usermod -aG docker "$USER"
+sudo touch /etc/udev/rules.d/90-agent.rules
+sudo install -d /etc/security/limits.d
+"""
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("os_family", ["al2", "al2023"])
+def test_stand_ins_leave_what_chains_rely_on_the_docker_group_and_amazon_linux_folders(tmp_path: Path,
+                                                                                      os_family: str) -> None:
+    (tmp_path / "effects.sh").write_text(STAND_IN_EFFECTS)
+    (rendered,) = render(tmp_path, CEPH.replace('extra_packages = ["ceph-common"]',
+                                                'extra_packages = ["ceph-common"]\n  scripts = ["effects.sh"]'),
+                         os=os_family)
+
+    report = rehearse(rendered)
+
+    steps = "\n".join(f"{v.step.name}: {v.status} {v.reason}" for v in report.steps)
+    assert report.ok and report.complete, steps
+    assert "/etc/udev/rules.d/90-agent.rules" in report.etc_written
+    assert ("docker", "") in report.packages
+
+
+def test_the_folder_list_beside_the_stand_ins_names_absolute_folders_udev_rules_among_them() -> None:
+    from amibuild.rehearse.overlay import amazon_linux_folders
+
+    folders = amazon_linux_folders()
+    assert "etc/udev/rules.d" in folders and "etc/sysconfig" in folders
+    assert all(not folder.startswith("/") and ".." not in folder for folder in folders)
+
+
+INCOMPLETE = """\
+#!/usr/bin/env bash
+set -euo pipefail
+# a call no stand-in can answer: the rehearsal cannot say what it would do
+aws ec2 describe-instances --filters Name=tag:role,Values=agent
+"""
+
+
+@ROOT_ONLY
+def test_a_chain_that_stops_at_a_step_it_cannot_rehearse_exits_3_naming_it_unless_allowed(tmp_path: Path) -> None:
+    (tmp_path / "lookup.sh").write_text(INCOMPLETE)
+    (tmp_path / "amibuild.hcl").write_text(CEPH.replace(
+        'extra_packages = ["ceph-common"]', 'extra_packages = ["ceph-common"]\n  scripts = ["lookup.sh"]'))
+
+    stopped = invoke(tmp_path, "rehearse")
+    allowed = invoke(tmp_path, "rehearse", "--allow-incomplete", "--json")
+
+    assert stopped.returncode == 3, stopped.stderr
+    last = stopped.stderr.strip().splitlines()[-1]
+    assert last.startswith("amibuild: error: ceph: rehearsal incomplete: step "), last
+    assert "(user-01-lookup.sh) cannot be rehearsed" in last and "aws ec2 describe-instances" in last
+    assert "1 later step did not run" in last
+    assert "rehearsal incomplete in" in stopped.stdout
+    assert allowed.returncode == 0, allowed.stderr
+    (got,) = json.loads(allowed.stdout)
+    assert got["ok"] and not got["complete"]
 
 
 # ------------------------------------------------------------------------------- build-ami --rehearse
@@ -358,6 +428,37 @@ def test_build_ami_rehearse_stops_only_the_variant_whose_install_fails(tmp_path:
     report = json.loads(record.read_text())
     assert report["failure"]["script"] == "scripts/install-packages.sh"
     assert any("vendor-agent" in line for line in report["failure"]["output_tail"])
+
+
+@ROOT_ONLY
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
+def test_build_ami_rehearse_stops_an_incomplete_rehearsal_unless_allowed(tmp_path: Path, sandbox) -> None:
+    (tmp_path / "lookup.sh").write_text(INCOMPLETE)
+    (tmp_path / "amibuild.hcl").write_text(
+        'pipeline {\n  name = "inc"\n  regions = ["us-west-2"]\n}\n'
+        'variant "lookup" {\n  scripts = ["lookup.sh"]\n}\n')
+    wrapper = tmp_path / "packer-wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho "$1 $(basename "$PWD")" >> "{tmp_path}/packer-calls"\n'
+                       f'exec {shutil.which("packer")} "$@"\n')
+    wrapper.chmod(0o755)
+    env = {"INVOKE_AMIBUILD_PACKER": str(wrapper)}
+
+    stopped = invoke(tmp_path, "build-ami", "--rehearse", "--json", "--no-publish", env=env)
+
+    assert stopped.returncode == 1, stopped.stderr
+    (outcome,) = json.loads(stopped.stdout)["variants"]
+    assert outcome["status"] == "failed"
+    assert "rehearsal incomplete: step " in outcome["error"] and "Packer not started" in outcome["error"]
+    assert "later step" in outcome["error"]
+    calls = (tmp_path / "packer-calls").read_text().splitlines() if (tmp_path / "packer-calls").exists() else []
+    assert not [line for line in calls if line.startswith("build ")]
+
+    allowed = invoke(tmp_path, "build-ami", "--rehearse", "--allow-incomplete", "--json", "--no-publish", env=env)
+
+    assert allowed.returncode == 0, allowed.stderr
+    (outcome,) = json.loads(allowed.stdout)["variants"]
+    assert outcome["status"] == "built"
+    assert "(--allow-incomplete: building anyway)" in allowed.stderr
 
 
 @ROOT_ONLY

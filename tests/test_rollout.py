@@ -7,7 +7,7 @@ Three kinds of test:
 * against the local emulator over HTTP (the real CLI and the library): deploy, change sets,
   stack parameters after an update, the new launch template version and its image, the group's
   version, --dry-run, refusals with exit 2. These need the sandbox's model of stack updates
-  (`_model_stack_updates` in amibuild/sandbox.py: previous parameter values as passed, the group
+  (`_model_stack_updates` in amibuild/sandbox/patches.py: previous parameter values as passed, the group
   following its launch template version). It still never resolves an SSM parameter again and
   replaces no instance, so the rolls driven here change the parameter's name or pin NodeImageId,
   and one test shows rollout's honest failure in the same-name case;
@@ -390,7 +390,7 @@ class World:
         ssm = parameters_of(stack)["NodeImageIdSSMParam"]
         assert ssm.startswith("/"), (
             f"DescribeStacks shows NodeImageIdSSMParam as {ssm!r}, not the parameter name: this sandbox lacks "
-            "the CloudFormation update model (_model_stack_updates in amibuild/sandbox.py)")
+            "the CloudFormation update model (_model_stack_updates in amibuild/sandbox/patches.py)")
 
     def invoke(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], cwd=self.workdir,
@@ -627,7 +627,7 @@ def test_deploy_updates_only_what_it_is_given_and_refuses_missing_flags(world: W
     for args, words in [(["--stack", "new-one", "--variant", "ceph"], "needs --cluster, --control-plane-sg, --vpc-id"),
                         ([*world.deploy_flags("new-one", channel=None)[1:]], "needs --variant (and --channel)"),
                         ([*world.deploy_flags("new-one", channel="beta")[1:]], "beta/image_id has no value"),
-                        (["--stack", "ng-ceph", "--no-proxy", "x.example"], "go with --proxy"),
+                        (["--stack", "ng-ceph", "--no-proxy", "x.example"], "goes with --proxy (the stack has no proxy)"),
                         (["--stack", "ng-ceph", "--parameter", "Subnets=subnet-1", "--subnet", "subnet-2"],
                          "Subnets is set twice")]:
         refused = world.invoke("nodegroup-deploy", *args)

@@ -161,6 +161,12 @@ def test_al2023_userdata_decodes_to_boothook_then_nodeconfig():
                 "certificateAuthority": FAKE_CA,
                 "cidr": "172.20.0.0/16",
             },
+            # nodeadm-config.service runs before cloud-init (so before the boothook): the proxy
+            # must be in the NodeConfig for nodeadm's own first-boot calls.
+            "instance": {"environment": {"default": {
+                **{name: PROXY for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")},
+                **{name: ",".join(userdata.no_proxy_entries(al2023_config())) for name in ("NO_PROXY", "no_proxy")},
+            }}},
             "kubelet": {"flags": ["--node-labels=team=data"]},
         },
     }
@@ -181,14 +187,16 @@ def test_render_is_deterministic_and_matches_the_recorded_document(name):
 
 
 def test_bootstrap_args_reach_bootstrap_sh_as_the_same_words_with_nothing_expanded():
-    hostile = "--kubelet-extra-args '--node-labels=a=$(reboot)' --x '`id`;rm -rf /' --y \"two words\""
+    hostile = ("--docker-config-json '{\"a\": \"$(reboot)\"}' --pause-container-account '`id`;rm -rf /' "
+               "--local-disks \"two words\"")
 
     script = userdata_decode.decode(userdata.render_userdata(al2_config(bootstrap_args=hostile)).encode())[1].body
 
     assert bootstrap_line(script)[2:] == [
-        "--kubelet-extra-args", "--node-labels=a=$(reboot)", "--x", "`id`;rm -rf /", "--y", "two words",
+        "--docker-config-json", '{"a": "$(reboot)"}', "--pause-container-account", "`id`;rm -rf /",
+        "--local-disks", "two words",
     ]
-    assert "'--node-labels=a=$(reboot)'" in script
+    assert """'{"a": "$(reboot)"}'""" in script
 
 
 def test_al2_derives_endpoint_ca_dns_ip_and_kubelet_flags_for_bootstrap_sh():
@@ -235,7 +243,7 @@ def test_generated_shell_parts_are_valid_bash(name):
 
 def test_userdata_larger_than_ec2_accepts_is_refused():
     with pytest.raises(SpecError, match="at most 16384"):
-        userdata.render_userdata(al2_config(bootstrap_args="--x " + "y" * 17000))
+        userdata.render_userdata(al2_config(bootstrap_args="--docker-config-json " + "y" * 17000))
 
 
 # --------------------------------------------------------------------- the boothook, run
@@ -636,7 +644,8 @@ def test_decodes_userdata_from_ec2_json_and_a_cloudformation_template():
 
     assert from_ec2 == [Part("text/x-shellscript", (DATA / "plain-shell.sh").read_text(), via=("UserData", "base64"))]
     assert [p.content_type for p in from_cfn] == ["text/x-shellscript"]
-    assert from_cfn[0].via == ("Resources.NodeLaunchTemplate.Properties.LaunchTemplateData.UserData",)
+    assert from_cfn[0].via == ("Resources.NodeLaunchTemplate.Properties.LaunchTemplateData.UserData",
+                               "CloudFormation references: ClusterName AWS::StackName AWS::Region")
     assert "/etc/eks/bootstrap.sh ${ClusterName}\n" in from_cfn[0].body
 
 

@@ -25,7 +25,7 @@ def test_decodes_the_json_quoted_template_body_get_template_query_prints():
     parts = userdata_decode.decode(printed.encode(), "template.json")
 
     assert [p.content_type for p in parts] == ["text/x-shellscript"]
-    assert parts[0].via == ("JSON string", WHERE)
+    assert parts[0].via == ("JSON string", WHERE, "CloudFormation references: ClusterName AWS::StackName AWS::Region")
     assert "/etc/eks/bootstrap.sh ${ClusterName}\n" in parts[0].body
 
 
@@ -43,7 +43,7 @@ def test_decodes_a_whole_get_template_answer_with_a_yaml_body():
 
     parts = userdata_decode.decode(answer.encode())
 
-    assert parts[0].via == ("TemplateBody", WHERE)
+    assert parts[0].via == ("TemplateBody", WHERE, "CloudFormation references: ClusterName AWS::StackName AWS::Region")
     assert "/etc/eks/bootstrap.sh ${ClusterName}\n" in parts[0].body
 
 

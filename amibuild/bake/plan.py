@@ -24,9 +24,7 @@ from amibuild.aws import Image
 from amibuild.render import Rendered
 from amibuild.pipeline import Pipeline
 
-TAG_PREFIX = tags.PREFIX
-FINGERPRINT_TAG = tags.FINGERPRINT
-VARIANT_TAG = tags.VARIANT
+FINGERPRINT_TAG = tags.FINGERPRINT  # kept only for bake/executor.py and cli/commands.py: use tags.FINGERPRINT
 
 
 class BuildDecision(enum.StrEnum):
@@ -100,7 +98,7 @@ def plan_build(
     by_fingerprint: dict[str, dict[str, list[Image]]] = {}
     for region, found in images.items():
         for image in found:
-            fp = image.tags.get(FINGERPRINT_TAG)
+            fp = image.tags.get(tags.FINGERPRINT)
             if fp and image.state == "available":
                 by_fingerprint.setdefault(fp, {}).setdefault(region, []).append(image)
     items = []
@@ -140,8 +138,8 @@ def provenance_tags(item: PlanItem, plan: BuildPlan, *, version: str, git_commit
     """
     variant = item.rendered.variant
     values = {
-        FINGERPRINT_TAG: item.fingerprint,
-        VARIANT_TAG: variant.name,
+        tags.FINGERPRINT: item.fingerprint,
+        tags.VARIANT: variant.name,
         tags.PIPELINE: plan.pipeline.name,
         tags.OS: variant.os,
         tags.KUBERNETES_VERSION: variant.kubernetes_version,

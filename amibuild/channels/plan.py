@@ -18,17 +18,11 @@ from typing import Any, Iterable, Mapping, Sequence
 from amibuild import __version__, tags
 from amibuild.aws import Image, Parameter
 from amibuild.errors import SpecError
+from amibuild.pipeline.checks import AMI_ID as _AMI_ID
 
 IMAGE_DATA_TYPE = "aws:ec2:image"
 
-TAG_PREFIX = tags.PREFIX
-FINGERPRINT_TAG = tags.FINGERPRINT
-VARIANT_TAG = tags.VARIANT
-RUN_ID_TAG = tags.RUN_ID
-CHANNEL_TAG = tags.CHANNEL
-PIPELINE_TAG = tags.PIPELINE
 
-_AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 _PROVENANCE = re.compile(r"\(run (?P<run>[^,()\s]+), fingerprint (?P<fp>[^,()\s]+)")
 _UNKNOWN = "-"
 
@@ -71,13 +65,13 @@ def parameter_tags(variant: str, channel: str, provenance: Provenance, pipeline:
     """The tags a channel's parameter carries. Pipeline, variant and channel let prune find every
     channel amibuild wrote by its tags, whatever name template named it."""
     found = {
-        FINGERPRINT_TAG: provenance.fingerprint or _UNKNOWN,
-        RUN_ID_TAG: provenance.run_id or _UNKNOWN,
-        VARIANT_TAG: variant,
-        CHANNEL_TAG: channel,
+        tags.FINGERPRINT: provenance.fingerprint or _UNKNOWN,
+        tags.RUN_ID: provenance.run_id or _UNKNOWN,
+        tags.VARIANT: variant,
+        tags.CHANNEL: channel,
     }
     if pipeline:
-        found[PIPELINE_TAG] = pipeline
+        found[tags.PIPELINE] = pipeline
     return found
 
 
@@ -219,11 +213,11 @@ def _refusal(region: str, ami: str, image: Image | None, variant: str, allow_for
         return f"{region}: {ami} is {image.state}, not available"
     if allow_foreign:
         return ""
-    fingerprint = image.tags.get(FINGERPRINT_TAG)
+    fingerprint = image.tags.get(tags.FINGERPRINT)
     if not fingerprint:
-        return (f"{region}: {ami} has no {FINGERPRINT_TAG} tag, so amibuild did not build it; "
+        return (f"{region}: {ami} has no {tags.FINGERPRINT} tag, so amibuild did not build it; "
                 "pass --allow-foreign to publish it anyway")
-    tagged_variant = image.tags.get(VARIANT_TAG)
+    tagged_variant = image.tags.get(tags.VARIANT)
     if tagged_variant and tagged_variant != variant:
         return f"{region}: {ami} was built for variant {tagged_variant}, not {variant}"
     if expected_fingerprint and fingerprint != expected_fingerprint:
@@ -236,8 +230,8 @@ def provenance_from_images(images: Mapping[str, Image | None], *, fingerprint: s
     """What to record per region: the given fingerprint / run id, else the image's own tags."""
     result = {}
     for region, image in images.items():
-        tags = image.tags if image is not None else {}
-        result[region] = Provenance(run_id or tags.get(RUN_ID_TAG), fingerprint or tags.get(FINGERPRINT_TAG))
+        found = image.tags if image is not None else {}
+        result[region] = Provenance(run_id or found.get(tags.RUN_ID), fingerprint or found.get(tags.FINGERPRINT))
     return result
 
 

@@ -71,8 +71,8 @@ from amibuild.aws import Aws, Image, Parameter, fan_out
 from amibuild.channels import gates
 from amibuild.channels.lease import Guard
 # the plan and write names are part of this module's interface (callers import them from here)
-from amibuild.channels.plan import (CHANNEL_TAG, FINGERPRINT_TAG, IMAGE_DATA_TYPE, PIPELINE_TAG,  # noqa: F401
-                                    RUN_ID_TAG, TAG_PREFIX, VARIANT_TAG, _AMI_ID, _UNKNOWN, PublishAction, Provenance,
+from amibuild.channels.plan import (IMAGE_DATA_TYPE,  # noqa: F401
+                                    _AMI_ID, _UNKNOWN, PublishAction, Provenance,
                                     PublishPlan, PublishResult, RegionPlan, RegionResult, decide, description,
                                     parameter_tags, parse_amis, plain, provenance_from_images, provenance_of)
 from amibuild.channels.write import READBACK_TIMEOUT, WRITE_INTERVAL, execute_publish, home_region, transact  # noqa: F401

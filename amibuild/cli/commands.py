@@ -381,6 +381,7 @@ def build_ami(
     rehearse: bool = False,
     wait: bool = True,
     stall_after: float = 10.0,
+    allow_incomplete: bool = False,
     boot_test=None,
 ) -> BuildRun:
     """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → publish → record.
@@ -435,7 +436,7 @@ def build_ami(
     return execute_plan(plan, packer, aws, options, say, parallel=parallel or min(len(plan.items), max_parallel),
                         timeout=timeout, cleanup_timeout=cleanup_timeout, progress=progress, channel=channel,
                         rehearse=rehearse, guards=build_guards(plan, aws, wait=wait, stall_after=stall_after),
-                        boot_test=boot_test)
+                        allow_incomplete=allow_incomplete, boot_test=boot_test)
 
 
 def run_directory(options: Options, run_id: str) -> Path:
@@ -506,7 +507,7 @@ def find_built_images(aws, regions, fingerprints) -> dict:
 
 def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int, timeout, cleanup_timeout,
                  progress=None, channel: str | None = None, rehearse: bool = False,
-                 guards: dict | None = None, boot_test=None) -> BuildRun:
+                 guards: dict | None = None, allow_incomplete: bool = False, boot_test=None) -> BuildRun:
     import json
 
     from amibuild import __version__
@@ -521,7 +522,7 @@ def execute_plan(plan, packer, aws, options: Options, say: Say, *, parallel: int
     if rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
         from amibuild.cli.rehearse import rehearsal_check
 
-        check = rehearsal_check(plan, options, check, say)
+        check = rehearsal_check(plan, options, check, say, allow_incomplete=allow_incomplete)
     try:
         executor = Executor(
             plan, packer, aws,

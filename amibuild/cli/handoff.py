@@ -69,28 +69,49 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
                       proxy: str, no_proxy: Iterable[str], service_cidr: str, say: Callable[[str], None],
                       wait: bool = True, timeout: float | None = None, os_: str = "",
                       private_endpoint: bool = False, api_server_endpoint: str = "",
-                      certificate_authority: str = "") -> DeployResult:
+                      certificate_authority: str = "", kubelet_flags: Iterable[str] = (),
+                      node_labels: Iterable[str] = (), taints: Iterable[str] = (),
+                      max_pods: str | None = None) -> DeployResult:
     """`invoke nodegroup-deploy`: flags (parameter name -> value) and --parameter KEY=VALUE become the
     stack's parameters. The nodes' OS is --os, else the variant's, else the stack's, else al2023.
-    al2023 nodes and --proxy get user data from `invoke userdata`'s code, with the cluster's
-    endpoint, CA, service CIDR and endpoint access read with DescribeCluster (flags when it cannot be read)."""
+    The node settings (proxy, kubelet flags, labels, taints, max pods) are the stack's, changed by
+    the flags given (`node_settings`); al2023 nodes and al2 nodes with any setting get user data
+    from `invoke userdata`'s code, with the cluster's endpoint, CA, service CIDR and endpoint access
+    read with DescribeCluster (flags when it cannot be read)."""
+    from amibuild.handoff import node_settings
+    from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
+
     if not stack:
         raise SpecError("nodegroup-deploy: --stack NAME is required")
     wait_for = seconds(timeout)  # every flag is read before any other check or AWS call
     if os_ and os_ not in NODE_OSES:
         raise SpecError(f"--os {os_!r}: choose one of {', '.join(NODE_OSES)}")
     given = parse_parameters(parameters)
+    own = sorted(set(given) & set(node_settings.PARAMETERS))
+    if own:
+        raise SpecError(f"--parameter {own[0]}: set it with {node_settings.PARAMETERS[own[0]]} (amibuild writes "
+                        "the user data from it)")
     named = {**{key: value for key, value in flags.items() if value},
              "Subnets": ",".join(s for value in subnets for s in value.split(",") if s)}
     for key, value in named.items():
         if value and key in given:
             raise SpecError(f"{key} is set twice: by its own flag and by --parameter")
     given.update({key: value for key, value in named.items() if value})
-    if not proxy and (tuple(no_proxy) or private_endpoint):
-        raise SpecError("--no-proxy and --private-endpoint go with --proxy")
+    asked = node_settings.Asked.parse(proxy=proxy, no_proxy=no_proxy, kubelet_flags=kubelet_flags,
+                                      labels=node_labels, taints=taints, max_pods=max_pods)
+    if asked.proxy:
+        from amibuild.handoff.userdata.render import check_proxy_url
+
+        check_proxy_url(asked.proxy)
+    if private_endpoint and not (asked.proxy or asked.proxy is None):
+        raise SpecError("--private-endpoint goes with --proxy")
     parameter = channel_parameter(options, variant, channel)
     # --os wins over the variant's, as a flag does over the pipeline file everywhere else.
     variant_os = load_pipeline(options).variants[0].os if variant else ""
+    if given.get(node_settings.BOOTSTRAP) and (os_ or variant_os) == "al2023":
+        raise _bootstrap_on_al2023()
+    if given.get(node_settings.BOOTSTRAP) and (os_ or variant_os) != "al2023":
+        check_bootstrap_words(_words(given[node_settings.BOOTSTRAP]), "--parameter BootstrapArguments")
     aws, region = gateway(options, region)
     found = aws.describe_stack(stack, region)
     origin = check_ours(aws, stack, region) if found is not None else None
@@ -102,10 +123,23 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
     node_os = os_ or variant_os or str((origin or {}).get("os") or "") or DEFAULT_NODE_OS
     if origin is not None and origin.get("os") and origin.get("os") != node_os:
         say(f"stack {stack}: nodes move from {origin.get('os')} to {node_os} (the rolling update replaces them)")
+    settings = asked.merge(previous)
+    if private_endpoint and not settings.proxy:
+        raise SpecError("--private-endpoint goes with --proxy (the stack has no proxy)")
+    bootstrap_args = given.get(node_settings.BOOTSTRAP, previous.get(node_settings.BOOTSTRAP, ""))
+    if node_os == "al2" and given.get(node_settings.BOOTSTRAP):  # the stack said al2: checked now
+        check_bootstrap_words(_words(given[node_settings.BOOTSTRAP]), "--parameter BootstrapArguments")
+    if node_os == "al2023":
+        if node_settings.BOOTSTRAP in given and given[node_settings.BOOTSTRAP]:
+            raise _bootstrap_on_al2023()
+        # bootstrap.sh's arguments mean nothing to nodeadm: the update says it drops them.
+        given[node_settings.BOOTSTRAP] = ""
+        bootstrap_args = ""
+    given.update(settings.to_parameters())
     cluster = given.get("ClusterName") or previous.get("ClusterName", "")
     facts, unread = _cluster_facts(aws, cluster, region) if cluster else (None, "")
     user_data = None
-    if node_os == "al2023" or proxy:
+    if node_os == "al2023" or settings.proxy or settings.kubelet:
         from amibuild.handoff.userdata.render import config_from_flags, render_userdata
 
         al2023 = node_os == "al2023"
@@ -119,21 +153,50 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
                 "and --service-cidr")
         if unread:
             say(f"{unread}; going by the flags")
-        user_data = render_userdata(config_from_flags(
-            cluster=cluster, os=node_os, proxy=proxy, no_proxy=tuple(no_proxy), service_cidr=cidr,
+        cfg = config_from_flags(
+            cluster=cluster, os=node_os, proxy=settings.proxy, no_proxy=settings.no_proxy, service_cidr=cidr,
             region=region, api_server_endpoint=endpoint, certificate_authority=ca,
             # An update that does not give BootstrapArguments keeps the stack's: the user data too.
-            bootstrap_args="" if al2023 else given.get("BootstrapArguments", previous.get("BootstrapArguments", "")),
-            cfn_stack=stack, cfn_resource=NODE_GROUP,
-            private_endpoint=private_endpoint or bool(facts and facts.private_endpoint),
-        ))
+            bootstrap_args=bootstrap_args, cfn_stack=stack, cfn_resource=NODE_GROUP,
+            private_endpoint=private_endpoint or bool(facts and facts.private_endpoint), kubelet=settings.kubelet,
+        )
+        user_data = render_userdata(cfg)
     elif service_cidr or api_server_endpoint or certificate_authority:
-        raise SpecError("--service-cidr, --api-server-endpoint and --certificate-authority go with al2023 nodes "
-                        "or --proxy")
+        raise SpecError("--service-cidr, --api-server-endpoint and --certificate-authority go with al2023 nodes, "
+                        "--proxy or kubelet settings")
     result = deploy(aws, stack, region, given=given, template_body=template_json(user_data, node_os=node_os),
                     channel_parameter=parameter, say=say, wait=wait, timeout=wait_for)
     mode = facts.authentication_mode if facts else ""
     return replace(result, notes=(node_access(cluster, mode, stack=stack),))
+
+
+def _bootstrap_on_al2023() -> SpecError:
+    return SpecError("--parameter BootstrapArguments is for al2's bootstrap.sh; al2023 nodes (nodeadm) do not read "
+                     "it: give --kubelet-flag, --node-label, --taint or --max-pods")
+
+
+def _words(text: str) -> list[str]:
+    import shlex
+
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise SpecError(f"--parameter BootstrapArguments {text!r}: {exc}") from None
+
+
+def stack_user_data(options: Any, *, stack: str, region: str | None) -> list:
+    """`invoke decode-userdata --stack`: the user data of the stack's template, its references
+    filled in with the stack's parameters and pseudo parameters."""
+    from amibuild.handoff.rollout import RolloutRefused
+    from amibuild.handoff.userdata import decode as ud
+
+    aws, region = gateway(options, region)
+    found = aws.describe_stack(stack, region)
+    if found is None:
+        raise RolloutRefused(f"stack {stack} does not exist in {region}")
+    references = ud.stack_references({key: p.value for key, p in found.parameters.items()}, stack=stack,
+                                     region=region)
+    return ud.decode(aws.stack_template(stack, region).encode(), f"stack {stack}", references)
 
 
 def _cluster_facts(aws: Aws, cluster: str, region: str) -> tuple[ClusterFacts | None, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-PIPELINE_FILE = "amibuild.hcl"
+from amibuild import PIPELINE_FILE
 
 
 @dataclass(frozen=True)

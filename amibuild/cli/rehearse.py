@@ -16,11 +16,12 @@ from typing import Callable, Iterable
 from amibuild import render as render_mod
 from amibuild.pipeline import Pipeline
 from amibuild.cli.commands import Options, Say, _upstreams, load_pipeline
-from amibuild.errors import RehearsalFailed
+from amibuild.errors import RehearsalFailed, RehearsalIncomplete
 from amibuild.render import Rendered, SourceAmi, Target
 
 REFUSE_ENV = "AMIBUILD_REHEARSE_REFUSE"  # package names the stand-in yum/dnf refuse (comma-separated)
 REPORT_FILE = "rehearsal.json"
+EXIT_INCOMPLETE = RehearsalIncomplete.exit_code  # a rehearsal that stopped at a step it cannot rehearse
 
 
 def seconds(value, flag: str, default: float = 600.0) -> float:
@@ -76,11 +77,13 @@ def rehearse(options: Options, say: Say = lambda _: None, *, keep: bool = False,
     return reports
 
 
-def rehearsal_check(plan, options: Options, check: Callable | None, say: Say = lambda _: None) -> Callable:
+def rehearsal_check(plan, options: Options, check: Callable | None, say: Say = lambda _: None, *,
+                    allow_incomplete: bool = False) -> Callable:
     """build-ami --rehearse: a check that runs ``check`` (if any), then rehearses the variant.
 
     The executor runs it for each variant just before that variant's Packer build; a failing
-    rehearsal raises, which marks that variant failed and leaves the others to build.
+    rehearsal raises, which marks that variant failed and leaves the others to build. So does an
+    incomplete one (a step it cannot rehearse, the rest never run), unless ``allow_incomplete``.
     """
     from amibuild.rehearse import rehearse as run_rehearsal
 
@@ -98,9 +101,11 @@ def rehearsal_check(plan, options: Options, check: Callable | None, say: Say = l
         record.write_text(json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
         if not report.ok:
             raise RehearsalFailed(f"rehearsal failed, Packer not started: {failure_text(report)} (report: {record})")
-        for gap in report.gaps:
-            say(f"{item.name}: rehearsal incomplete: step {gap.step.number} ({gap.step.name}) not rehearsable: "
-                f"{gap.reason}")
+        if report.incomplete and not allow_incomplete:
+            raise RehearsalIncomplete(f"{report.incomplete}, Packer not started (--allow-incomplete builds "
+                                      f"anyway; report: {record})")
+        if report.incomplete:
+            say(f"{item.name}: {report.incomplete} (--allow-incomplete: building anyway)")
 
     return rehearse_then_check
 

@@ -79,7 +79,8 @@ BUILD_HELP = {
                "else recommended)",
     "no_publish": "Build only; publish nothing",
     "rehearse": "Rehearse each variant's provisioning chain first (as `invoke rehearse`, needs root); a failing "
-                "rehearsal fails that variant before its Packer build starts",
+                "or incomplete rehearsal fails that variant before its Packer build starts",
+    "allow_incomplete": "With --rehearse: build a variant whose rehearsal stopped at a step it cannot rehearse",
     "no_wait": "When another run is building a variant with the same inputs, fail (exit 1, naming that run) "
                "instead of waiting for it and reusing its image",
     "boot_test": "Boot each built image (`amibuild test-ami`, in parallel) before publishing; a variant whose "
@@ -91,7 +92,8 @@ BUILD_HELP = {
 def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
-              channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, boot_test=False):
+              channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, allow_incomplete=False,
+              boot_test=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     from amibuild.cli import commands
     from amibuild.cli import report
@@ -103,7 +105,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         opts, cli.say, force=force, dry_run=dry_run, parallel=values.optional_count(parallel, "--parallel", example=4),
         max_parallel=values.count(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)", maximum=256),
         timeout=values.optional_duration(timeout, "--timeout", example="90m or 5400"),
-        channel=channel, publish=not no_publish, rehearse=rehearse,
+        channel=channel, publish=not no_publish, rehearse=rehearse, allow_incomplete=allow_incomplete,
         wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
         boot_test=_boot_test_settings(opts) if boot_test else None,
@@ -130,19 +132,20 @@ REHEARSE_HELP = {
     "json": "Print the reports as JSON on stdout (progress goes to stderr)",
     "keep": "Keep the overlay's upper layer (every file the chain wrote) and print where it is",
     "timeout": "Stop a variant's rehearsal after this many seconds (default 600)",
+    "allow_incomplete": "Exit 0 when a rehearsal stopped at a step it cannot rehearse (default: exit 3)",
 }
 
 
 @task(help=REHEARSE_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, json=False,
-             keep=False, timeout=None, flavor=None):
+             keep=False, timeout=None, flavor=None, allow_incomplete=False):
     """Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."""
     from amibuild.cli import rehearse as rehearse_cmd
     from amibuild.rehearse import report
 
     flags = locals_flags(locals())
-    for name in ("keep", "timeout"):
+    for name in ("keep", "timeout", "allow_incomplete"):
         flags.pop(name)
     opts = cli.options(c, **flags)
     reports = cli.run(lambda: rehearse_cmd.rehearse(
@@ -157,6 +160,12 @@ def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
         from invoke.exceptions import Exit
 
         raise Exit(f"amibuild: error: rehearsal failed for {', '.join(failed)}", code=cli.EXIT_FAILED)
+    incomplete = [f"{r.variant}: {r.incomplete}" for r in reports if r.incomplete]
+    if incomplete and not allow_incomplete:
+        from invoke.exceptions import Exit
+
+        raise Exit(f"amibuild: error: {'; '.join(incomplete)} (--allow-incomplete exits 0)",
+                   code=rehearse_cmd.EXIT_INCOMPLETE)
 
 
 @task(help={"limit": "How many runs to show (default 10)", "json": "Print JSON", "build_dir": SELECT_HELP["build_dir"]})
@@ -216,7 +225,7 @@ def sandbox(c, port=None):
 
 USERDATA_HELP = {
     "cluster": "EKS cluster name",
-    "os": "Node operating system: al2 (bootstrap.sh, default) or al2023 (nodeadm)",
+    "os": "Node operating system: al2023 (nodeadm, default) or al2 (bootstrap.sh)",
     "proxy": "HTTP(S) proxy URL for yum/dnf, /etc/environment, containerd, docker and the kubelet",
     "no_proxy": "Extra NO_PROXY entry: host, .domain, address or CIDR (repeatable, or comma-separated)",
     "service_cidr": "Cluster service CIDR (default: both EKS defaults in NO_PROXY; required for al2023)",
@@ -224,8 +233,14 @@ USERDATA_HELP = {
     "region": "Region of the cluster, for the regional endpoints in NO_PROXY (default: AWS_REGION)",
     "bypass": "AWS service whose regional endpoint bypasses the proxy: eks, ec2, ecr, s3, sts, or none "
               "(repeatable; default: all)",
-    "bootstrap_args": "Extra arguments for /etc/eks/bootstrap.sh, quoted as for a shell (al2)",
-    "kubelet_flag": "Kubelet flag --name=value (repeatable)",
+    "bootstrap_args": "Extra arguments for /etc/eks/bootstrap.sh, quoted as for a shell (al2; checked against "
+                      "bootstrap.sh's options: --use-max-pods false, not --use-max-pods=false)",
+    "kubelet_flag": "Kubelet flag --name=value, no spaces or quotes (repeatable)",
+    "node_label": "Node label KEY=VALUE for the kubelet to register (repeatable)",
+    "taint": "Taint KEY=VALUE:EFFECT (or KEY:EFFECT) for the kubelet to register; EFFECT NoSchedule, "
+             "PreferNoSchedule or NoExecute (repeatable)",
+    "max_pods": "Most pods the kubelet runs (al2023: kubelet config maxPods; al2: --max-pods with "
+                "--use-max-pods false)",
     "api_server_endpoint": "Cluster API endpoint, https://... (required for al2023)",
     "certificate_authority": "Cluster CA as base64, as describe-cluster prints it (required for al2023)",
     "cfn_stack": "Stack to signal with the node's outcome: after bootstrap.sh (al2), once the kubelet runs "
@@ -239,11 +254,12 @@ USERDATA_HELP = {
 }
 
 
-@task(help=USERDATA_HELP, iterable=["no_proxy", "bypass", "kubelet_flag", "vpc_cidr"], auto_shortflags=False)
-def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="", cluster_ip="", region="",
+@task(help=USERDATA_HELP, iterable=["no_proxy", "bypass", "kubelet_flag", "vpc_cidr", "node_label", "taint"],
+      auto_shortflags=False)
+def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr="", cluster_ip="", region="",
              bypass=None, bootstrap_args="", kubelet_flag=None, api_server_endpoint="", certificate_authority="",
              cfn_stack="", cfn_resource="", k8s_manifests=False, vpc_cidr=None, base64_=False,
-             private_endpoint=False):
+             private_endpoint=False, node_label=None, taint=None, max_pods=""):
     """Print node user data (MIME multi-part), or with --k8s-manifests the cluster side of a proxy."""
     import base64
     import os
@@ -257,6 +273,7 @@ def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="",
             bootstrap_args=bootstrap_args, kubelet_flags=kubelet_flag or (),
             api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
             cfn_stack=cfn_stack, cfn_resource=cfn_resource, private_endpoint=private_endpoint,
+            node_labels=node_label or (), taints=taint or (), max_pods=max_pods or None,
         )
         if k8s_manifests:
             return ud.k8s_manifests(cfg, vpc_cidr or ())
@@ -267,9 +284,13 @@ def userdata(c, cluster="", os_="al2", proxy="", no_proxy=None, service_cidr="",
 
 
 @task(help={"source": "File with the user data, or - for stdin: raw, base64, gzip, MIME, cloud-config, "
-                      "or EC2 / CloudFormation JSON or YAML holding a UserData field",
-            "json": "Print the parts as JSON on stdout"})
-def decode_userdata(c, source, json=False):
+                      "or EC2 / CloudFormation JSON or YAML holding a UserData field (or a bare UserData value)",
+            "stack": "SOURCE names a CloudFormation stack: decode its template's user data with the references "
+                     "filled in from the stack's parameters",
+            "region": "Region of the stack with --stack (default: AWS_REGION / the profile's region)",
+            "profile": SELECT_HELP["profile"],
+            "json": "Print the parts as JSON on stdout"}, auto_shortflags=False)
+def decode_userdata(c, source, json=False, stack=False, region=None, profile=None):
     """Decode user data (base64, gzip, MIME, cloud-config, any nesting) and print each part."""
     import sys
     from pathlib import Path
@@ -280,6 +301,13 @@ def decode_userdata(c, source, json=False):
     def body():
         if source in ("--help", "-h"):  # invoke hands a required positional the flag itself
             raise NotUserData("for this task's help run `invoke --help decode-userdata`")
+        if stack:
+            from amibuild.cli import handoff
+
+            return handoff.stack_user_data(cli.options(c, profile=profile, announce=False), stack=source,
+                                           region=region)
+        if region or profile:
+            raise NotUserData("--region and --profile go with --stack (SOURCE is then a stack name)")
         if source == "-":
             data, name = sys.stdin.buffer.read(), "<stdin>"
         else:
@@ -563,8 +591,14 @@ DEPLOY_HELP = {
     "parameter": "Another template parameter KEY=VALUE, e.g. NodeInstanceType=m6i.large (repeatable); on update "
                  "every parameter not given keeps its value",
     "proxy": "HTTP(S) proxy for the nodes: their user data comes from `invoke userdata` (boothook, bootstrap, "
-             "cfn-signal); give it on every deploy, the template sent is made from these flags",
-    "no_proxy": "Extra NO_PROXY entry for the nodes (repeatable or comma-separated; with --proxy)",
+             "cfn-signal); the stack keeps it (HttpProxy) until `--proxy none` removes it",
+    "no_proxy": "Extra NO_PROXY entry for the nodes (repeatable or comma-separated; kept by the stack; "
+                "none removes them)",
+    "kubelet_flag": "Kubelet flag --name=value for the nodes, no spaces or quotes (repeatable; kept by the stack; "
+                    "none removes them)",
+    "node_label": "Node label KEY=VALUE (repeatable; kept by the stack; none removes them)",
+    "taint": "Node taint KEY=VALUE:EFFECT or KEY:EFFECT (repeatable; kept by the stack; none removes them)",
+    "max_pods": "Most pods per node (kept by the stack; none: the AMI's default)",
     "service_cidr": "Cluster service CIDR (default: read with DescribeCluster; for NO_PROXY and al2023's NodeConfig)",
     "os": "Node OS: al2 (bootstrap.sh) or al2023 (nodeadm); default: the variant's, else the stack's, else al2023",
     "private_endpoint": "With --proxy: the cluster endpoint bypasses the proxy, as for private endpoint access "
@@ -581,12 +615,13 @@ DEPLOY_HELP = {
 }
 
 
-@task(help=DEPLOY_HELP, iterable=["subnet", "parameter", "no_proxy"], auto_shortflags=False)
+@task(help=DEPLOY_HELP, iterable=["subnet", "parameter", "no_proxy", "kubelet_flag", "node_label", "taint"],
+      auto_shortflags=False)
 def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vpc_id=None, subnet=None,
                      control_plane_sg=None, nodegroup_name=None, parameter=None, proxy="", no_proxy=None,
                      service_cidr="", region=None, no_wait=False, timeout=None, pipeline=None, k8s=None,
                      profile=None, json=False, os_="", private_endpoint=False, api_server_endpoint="",
-                     certificate_authority=""):
+                     certificate_authority="", kubelet_flag=None, node_label=None, taint=None, max_pods=""):
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
     from amibuild.cli import handoff
 
@@ -597,7 +632,8 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
         opts, stack=stack, region=region, variant=variant, channel=channel, flags=flags, subnets=subnet or [],
         parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr, say=cli.say,
         wait=not no_wait, timeout=timeout, os_=os_, private_endpoint=private_endpoint,
-        api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority))
+        api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
+        kubelet_flags=kubelet_flag or [], node_labels=node_label or [], taints=taint or [], max_pods=max_pods or None))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
 
 

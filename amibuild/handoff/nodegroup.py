@@ -59,6 +59,12 @@ PARAMETERS: frozenset[str] = frozenset({
     "NodeVolumeType",
     "KeyName",
     "BootstrapArguments",
+    "HttpProxy",
+    "NoProxy",
+    "KubeletFlags",
+    "NodeLabels",
+    "NodeTaints",
+    "MaxPods",
     "DisableIMDSv1",
     "RollingUpdateMaxBatchSize",
     "RollingUpdateMinInstancesInService",
@@ -149,7 +155,11 @@ def template_json(user_data: str | None = None, *, node_os: str = "al2") -> str:
             )
         names = frozenset(template.get("Parameters", {}))
         data = template["Resources"][LAUNCH_TEMPLATE]["Properties"]["LaunchTemplateData"]
-        data["UserData"] = {"Fn::Base64": {"Fn::Sub": sub_text(user_data, names)}}
+        # Text that names no parameter goes as it is: Fn::Sub would have nothing to fill in
+        # (cfn-lint W1020) and every shell ${ would need escaping.
+        references = any(m.group(1) in names or m.group(1) in PSEUDO_PARAMETERS
+                         for m in _PLACEHOLDER.finditer(user_data) if m.group(1) is not None)
+        data["UserData"] = {"Fn::Base64": {"Fn::Sub": sub_text(user_data, names)} if references else user_data}
     body = json.dumps(template, separators=(",", ":"), ensure_ascii=False)
     size = len(body.encode())
     if size > MAX_TEMPLATE_BODY:
@@ -216,8 +226,9 @@ def parameter_changes(given: Mapping[str, str], previous: Mapping[str, str]) -> 
     def shown(value: str | None) -> str:
         return "(not set)" if value is None else repr(value)
 
+    # A parameter the stack does not have yet, given empty, changes nothing the nodes see.
     return [f"{key}: {shown(previous.get(key))} -> {given[key]!r}"
-            for key in sorted(given) if previous.get(key) != given[key]]
+            for key in sorted(given) if previous.get(key, "") != given[key]]
 
 
 def stack_origin(aws: Any, name: str, region: str) -> Mapping[str, Any] | None:
@@ -305,7 +316,7 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         previous = {key: p.value for key, p in found.parameters.items()}
         parameters = stack_parameters(given, list(previous))
         changed = tuple(parameter_changes(given, previous))
-        kept = sorted(set(previous) & PARAMETERS - set(given))
+        kept = sorted(key for key in set(previous) & PARAMETERS if given.get(key, previous[key]) == previous[key])
         for line in changed:
             say(f"stack {name}: changing {line}")
         if kept:

@@ -55,7 +55,6 @@ from amibuild.channels.publish import name_pattern
 
 TASKS = ("build", "publish", "rollout", "prune", "test")
 PUBLIC_EKS_PARAMETERS = "/aws/service/eks/optimized-ami/*"
-PIPELINE_TAG = tags.PIPELINE
 
 _ON_BEHALF = ("CloudFormation calls it with the caller's permissions while it applies the change set to the "
               "stack's launch template and Auto Scaling group (no service role); the emulator's CloudFormation "
@@ -296,10 +295,10 @@ def _prune(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
         # every channel amibuild wrote for this pipeline, found by its tags whatever template named it
         _statement("ChannelsFind", ["ssm:DescribeParameters"]),
         _statement("ChannelsReadByTag", ["ssm:GetParameterHistory"], [f"arn:{arn.p}:ssm:*:{arn.a}:parameter/*"],
-                   {"StringEquals": {f"ssm:resourceTag/{PIPELINE_TAG}": pipeline.name}}),
+                   {"StringEquals": {f"ssm:resourceTag/{tags.PIPELINE}": pipeline.name}}),
         _statement("PruneOwnImages", ["ec2:DeregisterImage", "ec2:DeleteSnapshot", "ec2:EnableImageDeprecation"],
                    [f"arn:{arn.p}:ec2:*::image/*", f"arn:{arn.p}:ec2:*::snapshot/*"],
-                   {"StringEquals": {f"aws:ResourceTag/{PIPELINE_TAG}": pipeline.name}}),
+                   {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}}),
     ]
 
 
@@ -362,7 +361,7 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
                    carries_run_tag),
         # the verdict on the pipeline's own images (amibuild:test, amibuild:tested-at, amibuild:test-run)
         _statement("BootTestResultTags", ["ec2:CreateTags"], [f"arn:{arn.p}:ec2:*::image/*"],
-                   {"StringEquals": {f"aws:ResourceTag/{PIPELINE_TAG}": pipeline.name}}),
+                   {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}}),
         _statement("BootTestSsmRead", ["ssm:DescribeInstanceInformation", "ssm:GetCommandInvocation"]),
         _statement("BootTestRunShellScript", ["ssm:SendCommand"], [f"arn:{arn.p}:ssm:*::document/AWS-RunShellScript"]),
         _statement("BootTestRunOnTestInstances", ["ssm:SendCommand"], [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*"],

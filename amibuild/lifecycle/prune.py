@@ -46,13 +46,10 @@ from typing import Any, Iterable, Mapping, Sequence
 from amibuild.aws import Aws, Image
 from amibuild import tags
 from amibuild.errors import AmibuildError, NotFound, PruneFailed, SpecError
-from amibuild.bake.plan import FINGERPRINT_TAG, VARIANT_TAG
 from amibuild.aws import fan_out
 from amibuild.channels.lease import LEASE_DIR
 from amibuild.channels.publish import name_pattern, plain
 
-PIPELINE_TAG = tags.PIPELINE
-CREATED_TAG = tags.CREATED
 DEFAULT_KEEP_VERSIONS = 3
 IN_USE_STATES = ("pending", "running", "stopping", "stopped")
 DELETABLE_STATES = frozenset({"available", "failed", "error", "invalid"})
@@ -116,7 +113,7 @@ class PrunePlan:
 
 def created_at(image: Image) -> datetime | None:
     """When amibuild made the image: its ``amibuild:created`` tag, else EC2's CreationDate."""
-    for text in (image.tags.get(CREATED_TAG, ""), image.creation_date):
+    for text in (image.tags.get(tags.CREATED, ""), image.creation_date):
         moment = _moment(text)
         if moment is not None:
             return moment
@@ -156,10 +153,10 @@ def plan_prune(
     if keep < 1:
         raise SpecError(f"--keep {keep}: keep at least 1 image per variant and region")
     snapshot_tags = snapshot_tags or {}
-    images = sorted(images, key=lambda i: (i.region, i.tags.get(VARIANT_TAG, ""), _newest_first(i)))
+    images = sorted(images, key=lambda i: (i.region, i.tags.get(tags.VARIANT, ""), _newest_first(i)))
     groups: dict[tuple[str, str], list[Image]] = defaultdict(list)
     for image in images:
-        groups[(image.region, image.tags.get(VARIANT_TAG, ""))].append(image)
+        groups[(image.region, image.tags.get(tags.VARIANT, ""))].append(image)
 
     decided: list[tuple[Image, list[str]]] = []
     for group in groups.values():
@@ -188,7 +185,7 @@ def plan_prune(
     kept_snapshots = {s for image, reasons in decided if reasons for s in image.snapshot_ids}
     plans = []
     for image, reasons in decided:
-        variant = image.tags.get(VARIANT_TAG, "")
+        variant = image.tags.get(tags.VARIANT, "")
         common = dict(image_id=image.image_id, region=image.region, variant=variant, name=image.name,
                       created=created_at(image), state=image.state)
         if reasons:
@@ -215,14 +212,14 @@ def _newest_first(image: Image) -> tuple[float, str]:
     return (-created.timestamp() if created else float("inf"), image.image_id)
 
 
-def _snapshot_stays(snapshot: str, image: Image, tags: Mapping[str, Mapping[str, str]],
+def _snapshot_stays(snapshot: str, image: Image, snapshot_tags: Mapping[str, Mapping[str, str]],
                     kept: set[str]) -> str:
     if snapshot in kept:
         return "backs an image that is kept"
-    mine = tags.get(snapshot)
+    mine = snapshot_tags.get(snapshot)
     if mine is None:
         return "not found among this account's snapshots"
-    for key in (FINGERPRINT_TAG, PIPELINE_TAG):
+    for key in (tags.FINGERPRINT, tags.PIPELINE):
         if not mine.get(key) or mine.get(key) != image.tags.get(key):
             return f"does not carry the image's {key} tag: not made by amibuild"
     return ""
@@ -349,9 +346,9 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: in
     path, pattern = name_pattern(pipeline, template)
 
     def read(region: str) -> tuple[list[tuple[Image, str]], list[ChannelFact], LaunchFacts, dict[str, dict[str, str]]]:
-        filters = {"tag-key": [FINGERPRINT_TAG], f"tag:{PIPELINE_TAG}": [pipeline.name]}
+        filters = {"tag-key": [tags.FINGERPRINT], f"tag:{tags.PIPELINE}": [pipeline.name]}
         if variants:
-            filters[f"tag:{VARIANT_TAG}"] = list(variants)
+            filters[f"tag:{tags.VARIANT}"] = list(variants)
         found = aws.own_images(region, filters)
         images = [image for image, _ in found]
         channels = _channel_facts(aws, region, pipeline.name, path, pattern)
@@ -364,17 +361,17 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: in
     deprecated = {i.image_id: when for region in found for i, text in found[region][0]
                   if (when := _moment(text)) is not None}
     uses = Uses(tuple(c for region in found for c in found[region][1]), tuple(found[region][2] for region in found))
-    tags: dict[str, dict[str, str]] = {}
+    snapshot_tags: dict[str, dict[str, str]] = {}
     for region in found:
-        tags.update(found[region][3])
-    return Facts(images, in_use(uses, keep_versions), tags, deprecated, uses)
+        snapshot_tags.update(found[region][3])
+    return Facts(images, in_use(uses, keep_versions), snapshot_tags, deprecated, uses)
 
 
 def _channel_facts(aws: Aws, region: str, pipeline: str, path: str, pattern: re.Pattern[str]) -> list[ChannelFact]:
     """Every channel of the pipeline in `region`: those tagged with it (whatever template named them:
     a changed ``parameter_template``, a second pipeline file) and those under today's template's path
     (written before channels were tagged)."""
-    tagged = aws.parameters_tagged(region, {PIPELINE_TAG: [pipeline]})
+    tagged = aws.parameters_tagged(region, {tags.PIPELINE: [pipeline]})
     listed = [p.name for p in aws.parameters_under(path, region) if f"/{LEASE_DIR}/" not in p.name]
     facts = []
     for name in dict.fromkeys([*listed, *tagged]):

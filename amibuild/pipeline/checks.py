@@ -41,6 +41,7 @@ _SSM_NAME = re.compile(r"^/[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 # brackets ([]), spaces ( ), periods (.), slashes (/), dashes (-), single quotes ('), at-signs (@),
 # or underscores(_)". Description: up to 255 characters.
 AMI_NAME_MIN, AMI_NAME_MAX = 3, 128
+AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")  # an AMI id: the one definition (source_ami, channel values)
 _AMI_NAME = re.compile(r"^[A-Za-z0-9()\[\] ./\-'@_]+$")
 AMI_DESCRIPTION_MAX = 255
 TIMESTAMP_CHARS = 10  # Packer's {{timestamp}}: Unix seconds, ten digits until 2286

@@ -26,6 +26,8 @@ from amibuild.errors import RehearsalError, RehearsalUnavailable
 from amibuild.rehearse.steps import Step
 
 STANDINS = Path(str(resources.files("amibuild.rehearse") / "standins"))
+# Folders every Amazon Linux has (a list kept beside the stand-ins, see the file).
+FOLDERS_FILE = STANDINS / "amazon-linux-folders.txt"
 
 # Every tool a stand-in plays, first on the PATH inside the copy (see standins/standin.sh), and the
 # package tools each Amazon Linux has: a chain that picks dnf when it is there must not find it on AL2.
@@ -38,7 +40,7 @@ STANDIN_TOOLS = (
     "aws", "curl", "wget", "cfn-signal", "sudo", "uname", "sysctl", "iptables-save", "ip6tables-save",
     "iptables", "ip6tables", "reboot", "shutdown", "poweroff", "grubby", "dracut", "package-cleanup", "ethtool",
     "ipvsadm", "mdadm", "udevadm", "hostnamectl", "setenforce", "sleep", "update-ca-trust", "restorecon", "mount",
-    "swapoff",
+    "swapoff", "nerdctl", "gpg", "gpg2",
 )
 # Absolute paths chains call directly; given a stand-in in the copy when this machine lacks them.
 STANDIN_PATHS = ("/sbin/iptables-save", "/sbin/ip6tables-save", "/usr/sbin/iptables-save")
@@ -102,6 +104,7 @@ class RawRun:
     kept: Path | None
     setup_error: str = ""
     notes: list[str] = field(default_factory=list)
+    stood_in: list[tuple[str, str]] = field(default_factory=list)  # (step, what a stand-in did instead)
 
 
 def check_privileges() -> None:
@@ -137,7 +140,7 @@ def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: I
     (state / "arch").write_text(arch)
     (state / "refuse").write_text("".join(f"{name}\n" for name in refuse))
     # stand-ins run as the build user as well as root: both write the state
-    for name in ("calls", "gaps", "errors", "packages", "units", "step"):
+    for name in ("calls", "gaps", "errors", "packages", "units", "step", "stood_in", "images"):
         (state / name).touch()
     for path in state.iterdir():
         path.chmod(0o666)
@@ -189,7 +192,21 @@ def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: I
         etc_removed=removed,
         timed_out=timed_out,
         kept=top if keep else None,
+        stood_in=_table(state / "stood_in", 2),
     )
+
+
+def amazon_linux_folders() -> tuple[str, ...]:
+    """The folders of `FOLDERS_FILE`, as paths relative to / (checked: absolute, no '..')."""
+    out = []
+    for line in FOLDERS_FILE.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if not line.startswith("/") or ".." in line.split("/"):
+            raise RehearsalError(f"{FOLDERS_FILE}: {line!r} is not an absolute path")
+        out.append(line.lstrip("/"))
+    return tuple(out)
 
 
 def _seed_upper(upper: Path, os_name: str) -> None:
@@ -216,7 +233,7 @@ def _seed_upper(upper: Path, os_name: str) -> None:
             (upper / name).parent.mkdir(parents=True, exist_ok=True)
             (upper / name).write_text(text)
     # Folders every Amazon Linux has and chains write into without creating them first.
-    for folder in ("etc/sysconfig", "etc/yum.repos.d", "etc/sysctl.d", "etc/modules-load.d", "etc/systemd/system"):
+    for folder in amazon_linux_folders():
         if not os.path.isdir("/" + folder):
             (upper / folder).mkdir(parents=True, exist_ok=True)
     if os_name == "al2023" and not os.path.lexists("/etc/yum.conf"):

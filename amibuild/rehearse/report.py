@@ -4,11 +4,18 @@
 per-step verdicts:
 
     ok                the step's exit status is one of its valid codes
+    stood in          ok, with part of it played by a stand-in that did what the real thing leaves
+                      behind (the AL2023 nodeadm build in a container: a stand-in nodeadm binary)
     FAILED            it is not: an error of the chain (script, line and output tail are named)
     not rehearsable   it failed on a call a stand-in cannot answer, or on a command this machine
                       lacks and no stand-in plays: a gap of the rehearsal, not an error of the chain
     skipped           shell-local steps (they run where Packer runs, not on the instance)
     not run           after the first failure, as Packer would stop there
+
+A rehearsal is complete when every step ran (ok, stood in, or a reboot step passed over) or was
+a shell-local step; one that stopped at a step it cannot rehearse is incomplete (`incomplete`),
+which `invoke rehearse` reports with exit 3 and `build-ami --rehearse` refuses, unless told
+--allow-incomplete: the steps after it, extra packages among them, were never rehearsed.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from amibuild.rehearse.overlay import RawRun
 from amibuild.rehearse.steps import Step
 
 OK, FAILED, GAP, SKIPPED, NOT_RUN = "ok", "FAILED", "not rehearsable", "skipped", "not run"
+STOOD_IN = "stood in"
 TAIL = 12  # stderr lines shown for the first failure
 
 
@@ -80,6 +88,21 @@ class Report:
         return [v for v in self.steps if v.status == GAP]
 
     @property
+    def complete(self) -> bool:
+        """Every step ran (ok, stood in, a reboot passed over) or was shell-local."""
+        return not self.gaps and all(v.status in (OK, STOOD_IN, SKIPPED) for v in self.steps)
+
+    @property
+    def incomplete(self) -> str:
+        """Why the rehearsal is incomplete (no failure, but a step it cannot rehearse), else ""."""
+        if not self.ok or not self.gaps:
+            return ""
+        first = self.gaps[0]
+        left = sum(1 for v in self.steps if v.status == NOT_RUN)
+        return (f"rehearsal incomplete: step {first.step.number} ({first.step.name}) cannot be rehearsed "
+                f"({first.reason}); {left} later step{'' if left == 1 else 's'} did not run")
+
+    @property
     def own_findings(self) -> list[Finding]:
         return [f for f in self.findings if f.origin == "amibuild"]
 
@@ -92,7 +115,7 @@ class Report:
         return {
             "variant": self.variant,
             "ok": self.ok,
-            "complete": not self.gaps and all(v.status in (OK, SKIPPED) for v in self.steps),
+            "complete": self.complete,
             "seconds": round(self.seconds, 3),
             "steps": [{"number": v.step.number, "name": v.step.name, "kind": v.step.kind, "status": v.status,
                        "exit_status": v.exit_status, "seconds": round(v.seconds, 3), "reason": v.reason,
@@ -137,6 +160,10 @@ def build_report(variant: str, raw: RawRun, findings: Sequence[Finding], seconds
             continue
         status = result.exit_status
         if status in step.valid_exit_codes:
+            stood = [what for number, what in raw.stood_in if number == f"{step.number:03d}"]
+            if stood:
+                verdicts.append(StepVerdict(step, STOOD_IN, status, result.seconds, "; ".join(stood)))
+                continue
             reason = "reboot requested and passed over (expect_disconnect)" if step.expect_disconnect else ""
             verdicts.append(StepVerdict(step, OK, status, result.seconds, reason))
             continue
@@ -204,7 +231,7 @@ def lines(report: Report) -> list[str]:
         status = v.status if v.exit_status in (None, 0) or v.status != FAILED else f"FAILED (exit {v.exit_status})"
         if v.status == GAP:
             status = f"not rehearsable (exit {v.exit_status})"
-        timing = f"{v.seconds:6.2f}s" if v.status in (OK, FAILED, GAP) else "       "
+        timing = f"{v.seconds:6.2f}s" if v.status in (OK, FAILED, GAP, STOOD_IN) else "       "
         extra = f"  {v.reason}" if v.reason else ""
         out.append(f"  {v.step.number:>2}. {v.step.name:<{width}}  {timing}  {status}{extra}")
     if report.failure:
@@ -214,6 +241,9 @@ def lines(report: Report) -> list[str]:
         out += [f"  | {line}" for line in f.output_tail]
     for v in report.gaps:
         out.append(f"not rehearsable: step {v.step.number} ({v.step.name}): {v.reason}; later steps were not run")
+    for v in report.steps:
+        if v.status == STOOD_IN:
+            out.append(f"stood in: step {v.step.number} ({v.step.name}): {v.reason}")
     packages = [f"{n} {v}" if v else n for n, v in report.packages]
     out.append(f"would install: {', '.join(packages) if packages else 'nothing'}")
     enabled = [u for u, s in report.units if s == "enabled"]

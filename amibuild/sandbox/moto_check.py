@@ -16,7 +16,7 @@ from amibuild.errors import MissingExtra, SandboxError
 
 INSTALL_HINT = "pip install 'amibuild[sandbox]'"
 
-# (module, dotted attribute): imported or replaced by amibuild/sandbox/__init__.py.
+# (module, dotted attribute): imported or replaced by amibuild/sandbox/ (server.py, patches.py, seed.py, cluster.py).
 REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.cloudformation.models", "Stack.stack_parameters"),
     ("moto.cloudformation.models", "Stack.parameter_list"),

@@ -6,6 +6,14 @@ nodeadm NodeConfig, a JSON string (what the AWS CLI prints under ``--query``), a
 documents with a `UserData` field (describe-instance-attribute output, CloudFormation templates
 with short-form tags, a whole get-template answer whose TemplateBody is YAML text) into `Part`s; `format_parts` prints them.
 Input that is none of these raises `NotUserData` (exit 2) with one line. Pure: no I/O.
+
+A template's user data is shown as the node would get it: ``Fn::Sub`` text has its ``${!`` turned
+back into ``${`` (what CloudFormation does, so `${!token}` reads as the shell's `${token}`), and
+its references (``${ClusterName}``, ``{"Ref": ...}``) are filled in from `references` (a stack's
+parameters and pseudo parameters, see `stack_references`). A reference left unfilled stays
+``${Name}`` and the part's `via` names it ("CloudFormation references: ..."). A bare UserData
+value (``aws cloudformation get-template --query ...UserData`` prints ``{"Fn::Base64": ...}``)
+is read as one.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import json
 import re
 import shlex
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,21 +97,41 @@ class _At:
     source: str
     via: tuple[str, ...] = ()
     depth: int = 0
+    refs: tuple[tuple[str, str], ...] = ()  # CloudFormation references -> values (`decode`)
 
     def peel(self, layer: str) -> _At:
-        return _At(self.source, (*self.via, layer), self.depth)
+        return _At(self.source, (*self.via, layer), self.depth, self.refs)
 
     def deeper(self) -> _At:
-        return _At(self.source, self.via, self.depth + 1)
+        return _At(self.source, self.via, self.depth + 1, self.refs)
 
     def refuse(self, why: str) -> NotUserData:
         after = f"after {', '.join(self.via)}: " if self.via else ""
         return NotUserData(f"{self.source}: not user data: {after}{why}")
 
 
-def decode(data: bytes, source: str = "<input>") -> list[Part]:
-    """Every part of the user data in `data`, however it is encoded and nested."""
-    return _sniff(data, _At(source))
+def decode(data: bytes, source: str = "<input>", references: Mapping[str, str] | None = None) -> list[Part]:
+    """Every part of the user data in `data`, however it is encoded and nested; `references`
+    fill in a template's CloudFormation references (parameter or pseudo parameter -> value)."""
+    return _sniff(data, _At(source, refs=tuple(sorted((references or {}).items()))))
+
+
+def stack_references(parameters: Mapping[str, str], *, stack: str = "", region: str = "",
+                     stack_id: str = "") -> dict[str, str]:
+    """What a stack's template references resolve to: its parameters and the pseudo parameters known."""
+    out = dict(parameters)
+    partition = "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+    if stack:
+        out["AWS::StackName"] = stack
+    if region:
+        out.update({"AWS::Region": region, "AWS::Partition": partition,
+                    "AWS::URLSuffix": "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"})
+    if stack_id:
+        out["AWS::StackId"] = stack_id
+        account = stack_id.split(":")[4] if stack_id.count(":") >= 5 else ""
+        if account:
+            out["AWS::AccountId"] = account
+    return out
 
 
 def _sniff(data: bytes, at: _At, declared: str = "") -> list[Part]:
@@ -148,14 +176,17 @@ def _sniff(data: bytes, at: _At, declared: str = "") -> list[Part]:
     if body is not None:
         # A whole `aws cloudformation get-template` answer: a YAML template comes back as text.
         return _sniff(body.encode(), at.peel("TemplateBody"))
-    found = _template_user_data(start)
+    found = _template_user_data(start, dict(at.refs))
     if found is None:
         raise at.refuse("no MIME header, #cloud-config, #! script, NodeConfig, base64, gzip or UserData field")
     if not found:
         raise at.refuse("a JSON/YAML document without a UserData field")
     parts: list[Part] = []
-    for where, value in found:
-        parts += _sniff(value.encode(), at.peel(where))
+    for where, value, unresolved in found:
+        here = at.peel(where)
+        if unresolved:
+            here = here.peel("CloudFormation references: " + " ".join(unresolved))
+        parts += _sniff(value.encode(), here)
     return parts
 
 
@@ -331,8 +362,13 @@ def _template_body(text: str) -> str | None:
     return body if isinstance(body, str) and body.strip() else None
 
 
-def _template_user_data(text: str) -> list[tuple[str, str]] | None:
-    """`UserData` fields of a JSON/YAML document (EC2 or CloudFormation), or None if it is none."""
+_INTRINSICS = ("Fn::Base64", "Fn::Sub", "Fn::Join")
+
+
+def _template_user_data(text: str, refs: Mapping[str, str]) -> list[tuple[str, str, tuple[str, ...]]] | None:
+    """(where, text, references left unfilled) of each `UserData` field of a JSON/YAML document
+    (EC2 or CloudFormation), or None if it is none. A document that is itself one intrinsic
+    function (a UserData value as `--query` prints it) is read as one UserData value."""
     try:
         # CloudFormation's short forms (!Sub, !Base64, !Ref, ...) read as their long forms
         document = load_yaml(text, lenient=True)
@@ -340,7 +376,14 @@ def _template_user_data(text: str) -> list[tuple[str, str]] | None:
         return None
     if not isinstance(document, (dict, list)):
         return None
-    return [(where, _template_text(value)) for where, value in _find_key(document, "UserData", "")]
+    found = list(_find_key(document, "UserData", ""))
+    if not found and isinstance(document, dict) and len(document) == 1 and next(iter(document)) in _INTRINSICS:
+        found = [("UserData", document)]
+    out = []
+    for where, value in found:
+        left: list[str] = []
+        out.append((where, _template_text(value, refs, left), tuple(dict.fromkeys(left))))
+    return out
 
 
 def _find_key(node: Any, key: str, where: str) -> Iterator[tuple[str, Any]]:
@@ -356,25 +399,50 @@ def _find_key(node: Any, key: str, where: str) -> Iterator[tuple[str, Any]]:
             yield from _find_key(value, key, f"{where}[{index}]")
 
 
-def _template_text(value: Any) -> str:
-    """The text of a UserData value; references CloudFormation fills in show as ${Name}."""
+# In Fn::Sub text: "${!" (a literal "${") or a reference "${Name}".
+_SUB = re.compile(r"\$\{(?:!|([^!${}][^${}]*)\})")
+
+
+def _template_text(value: Any, refs: Mapping[str, str], left: list[str]) -> str:
+    """The text of a UserData value as the node gets it: references filled in from `refs`; one
+    that is not there stays ${Name} and is added to `left`."""
+    def ref(name: str) -> str:
+        if name in refs:
+            return refs[name]
+        left.append(name)
+        return "${" + name + "}"
+
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and len(value) == 1:
         ((name, inner),) = value.items()
         if name in ("Fn::Base64", "Value"):  # Value: describe-instance-attribute's wrapper
-            return _template_text(inner)
+            return _template_text(inner, refs, left)
         if name == "Fn::Sub":
-            return _template_text(inner[0] if isinstance(inner, list) and inner else inner)
+            text, variables = (inner[0], inner[1] if len(inner) > 1 else {}) if isinstance(inner, list) and inner \
+                else (inner, {})
+            local = {**refs, **{str(k): _template_text(v, refs, left) for k, v in dict(variables or {}).items()}}
+            body = _template_text(text, refs, left)
+
+            def fill(match: re.Match[str]) -> str:
+                if match.group(1) is None:
+                    return "${"
+                key = match.group(1)
+                if key in local:
+                    return local[key]
+                left.append(key)
+                return match.group(0)
+
+            return _SUB.sub(fill, body)
         if name == "Fn::Join" and isinstance(inner, list) and len(inner) == 2 and isinstance(inner[1], list):
-            return str(inner[0]).join(_template_text(item) for item in inner[1])
+            return str(inner[0]).join(_template_text(item, refs, left) for item in inner[1])
         if name == "Ref":
-            return "${" + str(inner) + "}"
+            return ref(str(inner))
         if name == "Fn::GetAtt":
-            return "${" + (".".join(map(str, inner)) if isinstance(inner, list) else str(inner)) + "}"
-        return "${" + str(name) + "}"
+            return ref(".".join(map(str, inner)) if isinstance(inner, list) else str(inner))
+        return ref(str(name))
     if isinstance(value, dict) and "Value" in value:
-        return _template_text(value["Value"])
+        return _template_text(value["Value"], refs, left)
     return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
 
 

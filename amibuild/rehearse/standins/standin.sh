@@ -9,6 +9,7 @@
 #   packages   name<TAB>version asked for ("" = any), what yum/dnf/rpm/extras installed
 #   units      unit<TAB>enabled|disabled|masked
 #   gaps       calls a stand-in cannot answer; the step is then "not rehearsable", not failed
+#   stood_in   step<TAB>what a stand-in did in place of the real thing (a nodeadm build, say)
 #   refuse     package names the package manager refuses (to rehearse a failing install)
 #   step       the number of the step running now
 #   arch       the variant's architecture (x86_64 | arm64), for uname -m
@@ -81,6 +82,8 @@ lay_down() {
     done
     case $1 in
         docker)
+            # the docker RPM's %pre makes the group that chains add the build user to
+            getent group docker >/dev/null || groupadd --system docker
             [[ -e /etc/sysconfig/docker ]] || printf 'OPTIONS="--default-ulimit nofile=32768:65536"\n' >/etc/sysconfig/docker ;;
         chrony)
             [[ -e /etc/chrony.conf ]] || printf 'pool 169.254.169.123 prefer iburst\n' >/etc/chrony.conf ;;
@@ -168,6 +171,10 @@ package_manager() {
             return "$rc" ;;
         remove | erase | autoremove)
             for pkg in "${args[@]}"; do remove_pkg "$pkg"; done ;;
+        swap)  # dnf swap OLD NEW: one package for another
+            ((${#args[@]} == 2)) || gap "swap ${args[*]}"
+            remove_pkg "${args[0]}"
+            install_pkg "${args[1]}" ;;
         clean | makecache | check-update | repolist | history) ;;
         list)
             if [[ ${args[0]:-} == installed ]]; then
@@ -346,6 +353,13 @@ fake_content() {
             local dir
             dir=$(mktemp -d)
             printf 'placeholder for %s, written by the amibuild rehearsal\n' "$url" >"$dir/README.amibuild-rehearsal"
+            if [[ $base == aws-efa-installer-* ]]; then
+                # the EFA installer's bundle: its installer script, which installs nothing here
+                mkdir -p "$dir/aws-efa-installer"
+                printf '#!/bin/sh\necho "EFA installer (amibuild rehearsal placeholder): nothing installed"\n' \
+                    >"$dir/aws-efa-installer/efa_installer.sh"
+                chmod 0755 "$dir/aws-efa-installer/efa_installer.sh"
+            fi
             if [[ $base == *.tar ]]; then
                 tar --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$dir" -cf "$out" .
             else
@@ -491,6 +505,9 @@ aws_tool() {
             if [[ -d $dest || $dest == */ || $dest == . ]]; then dest="${dest%/}/${src##*/}"; fi
             download "$src" "$dest"
             printf 'download: %s to %s\n' "$src" "$dest" ;;
+        "ecr get-login-password" | "ecr-public get-login-password")
+            # a registry password for `nerdctl login` / `ctr --user AWS:...` (pulls are stood in)
+            printf 'AMIBUILDREHEARSALPASSWORD\n' ;;
         "sts get-caller-identity")
             printf '{"UserId":"AIDAREHEARSAL","Account":"123456789012","Arn":"arn:aws:iam::123456789012:user/rehearsal"}\n' ;;
         *) gap "${args[*]}" ;;
@@ -571,6 +588,137 @@ version_answer() {
     esac
 }
 
+# ------------------------------------------------------------------------------ containers
+
+# nerdctl: the only container run a chain makes is upstream's AL2023 nodeadm build (`nerdctl run
+# ... --volume SRC:/workdir IMAGE make build`), which needs the image and the network. It is stood
+# in: a stand-in nodeadm (and every other command of SRC/cmd/) goes where `make build` leaves its
+# binaries, SRC/_bin/, and the step is marked stood in. Any other run is a gap.
+nerdctl_tool() {
+    local sub=${1:-}
+    shift || true
+    case $sub in
+        run) nerdctl_run "$@" ;;
+        rmi | pull | login | logout | tag) ;;
+        image | images)
+            case ${1:-} in
+                prune | rm | pull | "") ;;
+                -a | ls | list) ;;
+                *) gap "$sub $*" ;;
+            esac ;;
+        --version | -v | version) printf 'nerdctl version 1.7.0 (amibuild rehearsal stand-in)\n' ;;
+        *) gap "$sub $*" ;;
+    esac
+}
+
+nerdctl_run() {
+    local all="run $*" workdir="" mounts=() arg
+    while (($#)); do
+        arg=$1
+        shift
+        case $arg in
+            -v | --volume) mounts+=("$1"); shift ;;
+            -w | --workdir) workdir=$1; shift ;;
+            --network | --net | -e | --env | --name | -u | --user | --entrypoint | --platform | --mount | \
+                --env-file | --pull | --cpus | -m | --memory) shift ;;
+            --volume=* | -v=*) mounts+=("${arg#*=}") ;;
+            --workdir=*) workdir=${arg#*=} ;;
+            -*) ;;
+            *) break ;;  # the image; the command follows
+        esac
+    done
+    local command="$*"
+    [[ $command == "make build" || $command == "make build "* ]] || gap "$all"
+    local mount source=""
+    for mount in "${mounts[@]}"; do
+        if [[ ${mount#*:} == "${workdir:-/workdir}" || ${mount#*:} == "${workdir:-/workdir}":* ]]; then
+            source=${mount%%:*}
+        fi
+    done
+    [[ -n $source && -d $source ]] || gap "$all (no source folder mounted at its workdir)"
+    in_copy || return 0
+    local names=() dir name
+    for dir in "$source"/cmd/*/; do
+        [[ -d $dir ]] || continue
+        name=$(basename -- "$dir")
+        [[ $name == *wasm* ]] || names+=("$name")
+    done
+    ((${#names[@]})) || names=(nodeadm)
+    mkdir -p -- "$source/_bin"
+    for name in "${names[@]}"; do
+        {
+            printf '#!/bin/bash\n'
+            printf '# %s stood in by the amibuild rehearsal for the binary "%s" builds on the instance\n' "$name" "$command"
+            printf 'exec -a %s /.amibuild-rehearse/standin.sh "$@"\n' "$name"
+        } >"$source/_bin/$name"
+        chmod 0755 "$source/_bin/$name"
+    done
+    printf '%s\t%s stood in at %s/_bin/ for "nerdctl %s"\n' "$step" "${names[*]}" "$source" "$all" >>"$state/stood_in"
+    printf 'amibuild rehearsal: stood in for the build in a container: %s\n' "${names[*]}"
+}
+
+# ctr (containerd's client): image pulls, tags and labels are recorded; the images a chain pulled
+# or tagged are listed back (state: images); an export writes a placeholder archive, as a cached
+# pause image leaves one.
+ctr_tool() {
+    local args=() arg
+    while (($#)); do
+        arg=$1
+        shift
+        case $arg in
+            -n | --namespace | -a | --address) shift ;;
+            --namespace=* | -n=*) ;;
+            *) args+=("$arg") ;;
+        esac
+    done
+    [[ ${args[0]:-} == image || ${args[0]:-} == images || ${args[0]:-} == i ]] || gap "${args[*]}"
+    local sub=${args[1]:-} rest=("${args[@]:2}") names=() word
+    for word in "${rest[@]}"; do
+        [[ $word == -* || $word == *=* && $sub == label ]] || names+=("$word")
+    done
+    case $sub in
+        pull) [[ ${#names[@]} -ge 1 ]] || gap "${args[*]}"; note_image "${names[-1]}" ;;
+        tag) [[ ${#names[@]} -ge 2 ]] || gap "${args[*]}"; note_image "${names[1]}" ;;
+        label) ;;
+        export)
+            [[ ${#names[@]} -ge 2 ]] || gap "${args[*]}"
+            if in_copy; then
+                local dir
+                dir=$(mktemp -d)
+                printf 'placeholder for %s, written by the amibuild rehearsal\n' "${names[*]:1}" >"$dir/README.amibuild-rehearsal"
+                tar --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$dir" -cf "${names[0]}" .
+                rm -rf "$dir"
+            fi ;;
+        ls | list)
+            if [[ " ${rest[*]} " == *" -q "* ]]; then
+                cat "$state/images" 2>/dev/null || true
+            else
+                printf 'REF TYPE DIGEST SIZE PLATFORMS LABELS\n'
+                while IFS= read -r word; do printf '%s - - - - -\n' "$word"; done <"$state/images" 2>/dev/null || true
+            fi ;;
+        rm | remove | prune) ;;
+        *) gap "${args[*]}" ;;
+    esac
+}
+
+note_image() {
+    grep -qxF -- "$1" "$state/images" 2>/dev/null || printf '%s\n' "$1" >>"$state/images"
+}
+
+# gpg: keys imported are recorded; a signature checked against them is good (downloads here are
+# placeholders, and the chain's own check of a real signature is what the build instance does).
+gpg_tool() {
+    local arg
+    for arg in "$@"; do
+        case $arg in
+            --import) printf 'gpg: key imported (amibuild rehearsal stand-in)\n' >&2; return 0 ;;
+            --verify) printf 'gpg: Good signature (amibuild rehearsal stand-in)\n' >&2; return 0 ;;
+            --version) printf 'gpg (GnuPG) 2.3.7 (amibuild rehearsal stand-in)\n'; return 0 ;;
+        esac
+    done
+    gap "$*"
+}
+
 # ------------------------------------------------------------------------------ dispatch
 
 case $tool in
@@ -585,6 +733,9 @@ case $tool in
     aws) aws_tool "$@" ;;
     uname) uname_tool "$@" ;;
     sudo) sudo_tool "$@" ;;
+    nerdctl) nerdctl_tool "$@" ;;
+    ctr) ctr_tool "$@" ;;
+    gpg | gpg2) gpg_tool "$@" ;;
     iptables-save | ip6tables-save) printf '*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n' ;;
     sysctl)
         # reads come from the copy's /proc/sys (read-only); writes and reloads are recorded only

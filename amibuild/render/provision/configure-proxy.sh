@@ -9,9 +9,14 @@
 #
 # With both proxies empty nothing is touched. Otherwise the script sets proxy= in the [main]
 # section of yum.conf / dnf.conf (whichever exist), the six proxy variables in /etc/environment,
-# and systemd drop-ins for containerd, docker and kubelet, then reloads systemd so later
-# provisioners (image pulls, say) already go through the proxy. Variables left empty are not
-# written. All input is checked before anything is written. Proxy URLs may carry credentials, so
+# and systemd drop-ins for containerd, docker, kubelet and nodeadm's two units (nodeadm-config
+# runs before cloud-init, so user data comes too late for it on the first boot), then reloads
+# systemd so later provisioners (image pulls, say) already go through the proxy. One proxy given
+# serves both http:// and https:// traffic. NO_PROXY always holds the instance metadata service,
+# the ECS/EKS Pod Identity agent, loopback and EC2's .internal names, and, from every boot on,
+# the VPC's CIDRs: amibuild-proxy-vpc.service reads them from instance metadata before nodeadm,
+# containerd and the kubelet start, into /etc/environment and an EnvironmentFile the drop-ins
+# read. All input is checked before anything is written. Proxy URLs may carry credentials, so
 # progress lines never print them and error messages mask the user-info part.
 # The script is self-contained (Packer uploads each provisioner script on its own), hence the
 # small helpers repeated across amibuild/render/provision/. Amazon Linux 2 runs bash 4.2, where expanding
@@ -65,17 +70,24 @@ for var in AMIBUILD_HTTP_PROXY AMIBUILD_HTTPS_PROXY; do
     fi
 done
 
+# One proxy given serves both kinds of traffic: containerd and the kubelet pull over https.
+if [[ -z $want_https ]]; then want_https=$want_http; fi
+if [[ -z $want_http ]]; then want_http=$want_https; fi
+
 # Host names, *.wildcards, .domains, IPv4/IPv6 addresses and CIDRs, optional :port. Empty items
-# (a trailing comma, say) are dropped so the list written out is canonical.
+# (a trailing comma, say) and repeats are dropped so the list written out is canonical. The
+# always-bypassed entries come last: metadata (169.254.169.254), the Pod Identity agent
+# (169.254.170.2), loopback and EC2's private names (.internal).
 no_proxy_entry_re='^[][A-Za-z0-9._*:/-]+$'
 bypass=""
-rest="$want_no_proxy"
+rest="${want_no_proxy},169.254.169.254,169.254.170.2,localhost,127.0.0.1,.internal"
 while [[ -n $rest ]]; do
     entry="${rest%%,*}"
     if [[ $rest == *,* ]]; then rest="${rest#*,}"; else rest=""; fi
     [[ -z $entry ]] && continue
     [[ $entry =~ $no_proxy_entry_re ]] \
         || die "AMIBUILD_NO_PROXY entry $(show "$entry") is not a host, domain, address or CIDR"
+    [[ ",${bypass}," == *",${entry},"* ]] && continue
     bypass="${bypass:+${bypass},}${entry}"
 done
 
@@ -145,21 +157,80 @@ printf '%s\n' "${env_lines[@]}" >"$env_file"
 log "set proxy variables in ${env_file}"
 
 # systemd expands %-specifiers inside Environment= values, so a literal % (percent-encoded
-# credentials) must be doubled there.
+# credentials) must be doubled there. The EnvironmentFile, written at boot with the VPC's CIDRs
+# in NO_PROXY, overrides the Environment= lines it repeats (systemd reads it last).
+vpc_env=/run/amibuild/proxy-vpc.env
 dropin=("[Service]")
 for setting in "${settings[@]}"; do
     dropin+=("Environment=\"${setting//%/%%}\"")
 done
-for unit in containerd docker kubelet; do
+dropin+=("EnvironmentFile=-${vpc_env}")
+for unit in containerd docker kubelet nodeadm-config nodeadm-run; do
     dir="${root}/etc/systemd/system/${unit}.service.d"
     mkdir -p -- "$dir"
     printf '%s\n' "${dropin[@]}" >"${dir}/http-proxy.conf"
     log "wrote ${dir}/http-proxy.conf"
 done
 
+# At every boot, before nodeadm, containerd and the kubelet: the VPC's IPv4 CIDRs from instance
+# metadata (IMDSv2, never through the proxy) go in front of NO_PROXY, in the EnvironmentFile and
+# /etc/environment. The VPC is only known on the node, not while the image is built.
+mkdir -p -- "${root}/etc/amibuild"
+printf '%s\n' "$bypass" >"${root}/etc/amibuild/proxy-no-proxy"
+# (read -d '' and printf rather than cat: the script needs no tool beyond bash and mkdir)
+IFS= read -r -d '' boot_script <<'AMIBUILD_VPC' || true
+#!/bin/bash
+# Written by amibuild's configure-proxy.sh: put this VPC's CIDRs in front of the image's NO_PROXY.
+set -euo pipefail
+root=${AMIBUILD_ROOT:-}
+imds_curl() {
+    curl --silent --show-error --fail --noproxy '*' --connect-timeout 2 \
+        --retry 10 --retry-delay 1 --retry-connrefused "$@"
+}
+token=$(imds_curl -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' http://169.254.169.254/latest/api/token)
+imds() {
+    imds_curl -H "X-aws-ec2-metadata-token: ${token}" "http://169.254.169.254/latest/meta-data/$1"
+}
+mac=$(imds mac)
+cidrs=$(imds "network/interfaces/macs/${mac}/vpc-ipv4-cidr-blocks" | paste -s -d , -)
+if [[ -z $cidrs ]]; then
+    echo "amibuild: error: instance metadata gave no VPC CIDR for ${mac}" >&2
+    exit 1
+fi
+no_proxy="${cidrs},$(cat "${root}/etc/amibuild/proxy-no-proxy")"
+mkdir -p "${root}/run/amibuild"
+printf 'NO_PROXY=%s\nno_proxy=%s\n' "$no_proxy" "$no_proxy" >"${root}/run/amibuild/proxy-vpc.env"
+env_file="${root}/etc/environment"
+kept=$(grep -v -E '^[[:space:]]*(export[[:space:]]+)?(NO_PROXY|no_proxy)=' "$env_file" || [[ $? -eq 1 ]])
+{
+    if [[ -n $kept ]]; then
+        printf '%s\n' "$kept"
+    fi
+    printf 'NO_PROXY=%s\nno_proxy=%s\n' "$no_proxy" "$no_proxy"
+} >"$env_file"
+AMIBUILD_VPC
+printf '%s' "$boot_script" >"${root}/etc/amibuild/proxy-vpc-cidr.sh"
+IFS= read -r -d '' boot_unit <<'AMIBUILD_UNIT' || true
+[Unit]
+Description=amibuild: the VPC's CIDRs in the proxy's NO_PROXY
+After=systemd-networkd-wait-online.service
+Before=cloud-init.service nodeadm-config.service nodeadm-run.service containerd.service docker.service kubelet.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/bash /etc/amibuild/proxy-vpc-cidr.sh
+
+[Install]
+WantedBy=multi-user.target
+AMIBUILD_UNIT
+printf '%s' "$boot_unit" >"${root}/etc/systemd/system/amibuild-proxy-vpc.service"
+log "wrote ${root}/etc/systemd/system/amibuild-proxy-vpc.service"
+
 if command -v systemctl >/dev/null 2>&1; then
     systemctl daemon-reload
-    log "reloaded systemd units"
+    systemctl enable amibuild-proxy-vpc.service
+    log "reloaded systemd units, enabled amibuild-proxy-vpc.service"
 else
-    log "systemctl not on PATH; skipped daemon-reload"
+    log "systemctl not on PATH; skipped daemon-reload and enabling amibuild-proxy-vpc.service"
 fi

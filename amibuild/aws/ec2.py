@@ -1,0 +1,312 @@
+"""EC2 and Auto Scaling calls of the gateway: images (typed `Image`), what prune must know and change,
+build leftovers, and the launch template / Auto Scaling group reads and writes a rollout needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Mapping, Sequence
+
+from amibuild.errors import AwsError, EndpointUnreachable, NotFound
+from amibuild.aws import handoff_results as results
+from amibuild.aws.errors import _mapped
+
+
+@dataclass(frozen=True)
+class Image:
+    """The parts of an EC2 image amibuild uses."""
+
+    image_id: str
+    region: str
+    name: str
+    state: str
+    tags: Mapping[str, str]
+    creation_date: str
+    snapshot_ids: tuple[str, ...] = ()
+
+
+# An endpoint that does not answer is reported within seconds: a short connect timeout and
+
+
+def _image(raw: Mapping[str, Any], region: str) -> Image:
+    return Image(
+        image_id=raw["ImageId"],
+        region=region,
+        name=raw.get("Name", ""),
+        state=raw.get("State", "unknown"),
+        tags={t["Key"]: t["Value"] for t in raw.get("Tags", [])},
+        creation_date=raw.get("CreationDate", ""),
+        snapshot_ids=tuple(
+            m["Ebs"]["SnapshotId"] for m in raw.get("BlockDeviceMappings", []) if m.get("Ebs", {}).get("SnapshotId")
+        ),
+    )
+
+
+class Ec2Calls:
+    """EC2 and Auto Scaling calls; mixed into `amibuild.aws.Aws` (needs `Session`'s clients)."""
+
+    def describe_images(self, region: str, *, image_ids: Sequence[str] = (), owners: Sequence[str] = (),
+                        filters: Mapping[str, Sequence[str]] | None = None) -> list[Image]:
+        kwargs: dict[str, Any] = {}
+        if image_ids:
+            kwargs["ImageIds"] = list(image_ids)
+        if owners:
+            kwargs["Owners"] = list(owners)
+        if filters:
+            kwargs["Filters"] = [{"Name": k, "Values": list(v)} for k, v in filters.items()]
+        with _mapped("ec2:DescribeImages", region):
+            pages = self.client("ec2", region).get_paginator("describe_images").paginate(**kwargs)
+            return [_image(raw, region) for page in pages for raw in page.get("Images", [])]
+
+    # -- EC2 reads for publishing (amibuild/publish.py) -----------------------------------
+
+    def find_image(self, region: str, image_id: str) -> Image | None:
+        """One image by id, disabled ones included; None when it does not exist (or was deregistered)."""
+        try:
+            with _mapped(f"ec2:DescribeImages {image_id}", region):
+                raws = self.client("ec2", region).describe_images(ImageIds=[image_id], IncludeDisabled=True)["Images"]
+        except NotFound:
+            return None
+        found = [_image(raw, region) for raw in raws if raw.get("ImageId") == image_id]
+        return found[0] if found else None
+
+    def image_launch_users(self, region: str, image_id: str) -> frozenset[str]:
+        """Account ids allowed to launch the image (its launch permission)."""
+        with _mapped(f"ec2:DescribeImageAttribute {image_id}", region):
+            raw = self.client("ec2", region).describe_image_attribute(ImageId=image_id, Attribute="launchPermission")
+        return frozenset(p["UserId"] for p in raw.get("LaunchPermissions", []) if p.get("UserId"))
+
+    def snapshot_volume_users(self, region: str, snapshot_id: str) -> frozenset[str]:
+        """Account ids allowed to create volumes from the snapshot (its createVolumePermission)."""
+        with _mapped(f"ec2:DescribeSnapshotAttribute {snapshot_id}", region):
+            raw = self.client("ec2", region).describe_snapshot_attribute(
+                SnapshotId=snapshot_id, Attribute="createVolumePermission"
+            )
+        return frozenset(p["UserId"] for p in raw.get("CreateVolumePermissions", []) if p.get("UserId"))
+
+    # ---------------------------------------------------------------------------- EC2 lifecycle (prune)
+
+    # What `amibuild.lifecycle.prune` needs to know before it may delete an image (which snapshots are ours,
+    # which launch templates, Auto Scaling groups and instances still use an image), and the three
+    # changes it makes. Plain tuples keep the gateway's surface small; prune.py names the fields.
+
+    def own_images(self, region: str, filters: Mapping[str, Sequence[str]]) -> list[tuple[Image, str]]:
+        """(image, its DeprecationTime or "") of this account's images matching `filters`.
+
+        An owner's DescribeImages lists its deprecated images too, whatever IncludeDeprecated says.
+        """
+        with _mapped("ec2:DescribeImages", region):
+            pages = self.client("ec2", region).get_paginator("describe_images").paginate(
+                Owners=["self"], Filters=[{"Name": k, "Values": list(v)} for k, v in filters.items()]
+            )
+            return [(_image(raw, region), raw.get("DeprecationTime", "") or "")
+                    for page in pages for raw in page.get("Images", [])]
+
+    def snapshot_tags(self, region: str, snapshot_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Tags of this account's snapshots among `snapshot_ids`, by id; ids that do not exist are left out.
+
+        A ``snapshot-id`` filter instead of ``SnapshotIds``: one missing id must not fail the whole call.
+        """
+        ids = sorted(set(snapshot_ids))
+        found: dict[str, dict[str, str]] = {}
+        for start in range(0, len(ids), 200):
+            with _mapped("ec2:DescribeSnapshots", region):
+                pages = self.client("ec2", region).get_paginator("describe_snapshots").paginate(
+                    OwnerIds=["self"], Filters=[{"Name": "snapshot-id", "Values": ids[start:start + 200]}]
+                )
+                for page in pages:
+                    for raw in page.get("Snapshots", []):
+                        found[raw["SnapshotId"]] = {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
+        return found
+
+    def launch_templates(self, region: str) -> list[tuple[str, str, int, int]]:
+        """(id, name, default version, latest version) of every launch template in the region."""
+        with _mapped("ec2:DescribeLaunchTemplates", region):
+            pages = self.client("ec2", region).get_paginator("describe_launch_templates").paginate()
+            return [
+                (raw["LaunchTemplateId"], raw.get("LaunchTemplateName", ""), int(raw.get("DefaultVersionNumber", 0)),
+                 int(raw.get("LatestVersionNumber", 0)))
+                for page in pages for raw in page.get("LaunchTemplates", [])
+            ]
+
+    def launch_template_image_ids(self, region: str, template_id: str, versions: Sequence[str]) -> dict[int, str]:
+        """Version number -> ImageId for `versions` ("$Default", "$Latest" or numbers) of one template.
+
+        ``ResolveAlias`` makes EC2 answer the AMI id behind an ``resolve:ssm:...`` ImageId; a version
+        without an ImageId is left out.
+        """
+        with _mapped(f"ec2:DescribeLaunchTemplateVersions {template_id}", region):
+            raws = self.client("ec2", region).describe_launch_template_versions(
+                LaunchTemplateId=template_id, Versions=list(dict.fromkeys(versions)), ResolveAlias=True
+            ).get("LaunchTemplateVersions", [])
+        return {int(raw["VersionNumber"]): raw["LaunchTemplateData"]["ImageId"]
+                for raw in raws if raw.get("LaunchTemplateData", {}).get("ImageId")}
+
+    def auto_scaling_template_refs(self, region: str) -> list[tuple[str, str, str, str]]:
+        """(group name, template id, template name, version) for every launch template an Auto Scaling
+        group names: its own, its mixed instances policy's, and those of the policy's overrides."""
+        refs: list[tuple[str, str, str, str]] = []
+        with _mapped("autoscaling:DescribeAutoScalingGroups", region):
+            pages = self.client("autoscaling", region).get_paginator("describe_auto_scaling_groups").paginate()
+            for page in pages:
+                for group in page.get("AutoScalingGroups", []):
+                    mixed = group.get("MixedInstancesPolicy", {}).get("LaunchTemplate", {})
+                    specs = [group.get("LaunchTemplate"), mixed.get("LaunchTemplateSpecification"),
+                             *(o.get("LaunchTemplateSpecification") for o in mixed.get("Overrides", []))]
+                    refs += [(group["AutoScalingGroupName"], s.get("LaunchTemplateId", ""),
+                              s.get("LaunchTemplateName", ""), str(s.get("Version") or "$Default"))
+                             for s in specs if s]
+        return refs
+
+    def launch_configuration_images(self, region: str) -> dict[str, str]:
+        """Launch configuration name -> ImageId (the older, immutable way an Auto Scaling group launches)."""
+        with _mapped("autoscaling:DescribeLaunchConfigurations", region):
+            pages = self.client("autoscaling", region).get_paginator("describe_launch_configurations").paginate()
+            return {raw["LaunchConfigurationName"]: raw.get("ImageId", "")
+                    for page in pages for raw in page.get("LaunchConfigurations", [])}
+
+    def instance_images(self, region: str,
+                        states: Sequence[str] = ("pending", "running", "stopping", "stopped")) -> list[tuple[str, str, str]]:
+        """(instance id, state, image id) of every instance in one of `states`."""
+        with _mapped("ec2:DescribeInstances", region):
+            pages = self.client("ec2", region).get_paginator("describe_instances").paginate(
+                Filters=[{"Name": "instance-state-name", "Values": list(states)}]
+            )
+            return [(raw["InstanceId"], raw.get("State", {}).get("Name", ""), raw.get("ImageId", ""))
+                    for page in pages for reservation in page.get("Reservations", [])
+                    for raw in reservation.get("Instances", [])]
+
+    def deregister_image(self, region: str, image_id: str) -> None:
+        with _mapped(f"ec2:DeregisterImage {image_id}", region):
+            self.client("ec2", region).deregister_image(ImageId=image_id)
+
+    def delete_snapshot(self, region: str, snapshot_id: str) -> None:
+        with _mapped(f"ec2:DeleteSnapshot {snapshot_id}", region):
+            self.client("ec2", region).delete_snapshot(SnapshotId=snapshot_id)
+
+    def deprecate_image(self, region: str, image_id: str, at: datetime) -> None:
+        """Set the image's deprecation time (EC2 refuses a time in the past and rounds to the minute)."""
+        with _mapped(f"ec2:EnableImageDeprecation {image_id}", region):
+            self.client("ec2", region).enable_image_deprecation(ImageId=image_id, DeprecateAt=at)
+
+    # ---------------------------------------------------------------------------- build leftovers
+
+    def ec2_reachable(self, region: str) -> str | None:
+        """None when the EC2 endpoint answers one cheap call at once, else why not (no retries)."""
+        key = ("ec2:probe", region)
+        with self._lock:
+            if key not in self._clients:
+                from botocore.config import Config
+
+                config = self._config.merge(Config(connect_timeout=3, read_timeout=5,
+                                                   retries={"mode": "standard", "total_max_attempts": 1}))
+                self._clients[key] = self._session.client("ec2", region_name=region, config=config)
+            client = self._clients[key]
+        try:
+            with _mapped("ec2:DescribeInstances", region):
+                client.describe_instances(MaxResults=5)
+        except EndpointUnreachable as exc:
+            return str(exc)
+        except AwsError:
+            return None  # it answered, even if with a refusal
+        return None
+
+    def instances_tagged(self, region: str, tags: Mapping[str, str],
+                         states: Sequence[str] = ("pending", "running", "stopping", "stopped")) -> list[str]:
+        """Ids of instances carrying every tag in `tags`, in one of `states`."""
+        filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
+        filters.append({"Name": "instance-state-name", "Values": list(states)})
+        with _mapped("ec2:DescribeInstances", region):
+            pages = self.client("ec2", region).get_paginator("describe_instances").paginate(Filters=filters)
+            return sorted(raw["InstanceId"] for page in pages for reservation in page.get("Reservations", [])
+                          for raw in reservation.get("Instances", []))
+
+    def instance_security_groups(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
+        """Group id -> name of the security groups these instances use."""
+        if not instance_ids:
+            return {}
+        with _mapped("ec2:DescribeInstances", region):
+            pages = self.client("ec2", region).get_paginator("describe_instances").paginate(
+                Filters=[{"Name": "instance-id", "Values": list(instance_ids)}])
+            return {g["GroupId"]: g.get("GroupName", "") for page in pages
+                    for reservation in page.get("Reservations", []) for raw in reservation.get("Instances", [])
+                    for g in raw.get("SecurityGroups", [])}
+
+    def terminate_instances(self, region: str, instance_ids: Sequence[str]) -> None:
+        with _mapped(f"ec2:TerminateInstances {' '.join(instance_ids)}", region):
+            self.client("ec2", region).terminate_instances(InstanceIds=list(instance_ids))
+
+    def key_pairs_named(self, region: str, names: Sequence[str]) -> list[str]:
+        """Which of these key pair names exist (a filter, so a missing name does not fail the call)."""
+        if not names:
+            return []
+        with _mapped("ec2:DescribeKeyPairs", region):
+            raw = self.client("ec2", region).describe_key_pairs(Filters=[{"Name": "key-name", "Values": list(names)}])
+        return sorted(k["KeyName"] for k in raw.get("KeyPairs", []))
+
+    def delete_key_pair(self, region: str, name: str) -> None:
+        with _mapped(f"ec2:DeleteKeyPair {name}", region):
+            self.client("ec2", region).delete_key_pair(KeyName=name)
+
+    def security_groups_named(self, region: str, names: Sequence[str]) -> dict[str, str]:
+        """Group name -> id for those of `names` that exist."""
+        if not names:
+            return {}
+        with _mapped("ec2:DescribeSecurityGroups", region):
+            raw = self.client("ec2", region).describe_security_groups(
+                Filters=[{"Name": "group-name", "Values": list(names)}])
+        return {g["GroupName"]: g["GroupId"] for g in raw.get("SecurityGroups", [])}
+
+    def delete_security_group(self, region: str, group_id: str) -> None:
+        with _mapped(f"ec2:DeleteSecurityGroup {group_id}", region):
+            self.client("ec2", region).delete_security_group(GroupId=group_id)
+
+    def volumes_tagged(self, region: str, tags: Mapping[str, str]) -> list[str]:
+        """Ids of volumes not attached to anything that carry every tag in `tags`."""
+        filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
+        filters.append({"Name": "status", "Values": ["available"]})
+        with _mapped("ec2:DescribeVolumes", region):
+            pages = self.client("ec2", region).get_paginator("describe_volumes").paginate(Filters=filters)
+            return sorted(v["VolumeId"] for page in pages for v in page.get("Volumes", []))
+
+    def delete_volume(self, region: str, volume_id: str) -> None:
+        with _mapped(f"ec2:DeleteVolume {volume_id}", region):
+            self.client("ec2", region).delete_volume(VolumeId=volume_id)
+
+    def snapshots_tagged(self, region: str, tags: Mapping[str, str]) -> list[str]:
+        """Ids of this account's snapshots carrying every tag in `tags`."""
+        filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
+        with _mapped("ec2:DescribeSnapshots", region):
+            pages = self.client("ec2", region).get_paginator("describe_snapshots").paginate(
+                OwnerIds=["self"], Filters=filters)
+            return sorted(s["SnapshotId"] for page in pages for s in page.get("Snapshots", []))
+
+    # ---------------------------------------------------------------------------- rollout (typed results from handoff_results.py)
+
+    def auto_scaling_group(self, name: str, region: str) -> results.AutoScalingGroup | None:
+        with _mapped(f"autoscaling:DescribeAutoScalingGroups {name}", region):
+            groups = self.client("autoscaling", region).describe_auto_scaling_groups(
+                AutoScalingGroupNames=[name]
+            ).get("AutoScalingGroups", [])
+        return results.parse_auto_scaling_group(groups[0]) if groups else None
+
+    def launch_template_version(self, template_id: str, version: str, region: str) -> results.LaunchTemplateVersion | None:
+        """One version of a launch template (a number, ``$Latest`` or ``$Default``); None when missing."""
+        try:
+            with _mapped(f"ec2:DescribeLaunchTemplateVersions {template_id} {version}", region):
+                versions = self.client("ec2", region).describe_launch_template_versions(
+                    LaunchTemplateId=template_id, Versions=[str(version)]
+                ).get("LaunchTemplateVersions", [])
+        except NotFound:
+            return None
+        return results.parse_launch_template_version(versions[0]) if versions else None
+
+    def create_launch_template_version(self, template_id: str, region: str, *, source_version: str, image_id: str,
+                                       description: str) -> int:
+        """A new version copied from `source_version` with another ImageId; its number."""
+        with _mapped(f"ec2:CreateLaunchTemplateVersion {template_id}", region):
+            raw = self.client("ec2", region).create_launch_template_version(
+                LaunchTemplateId=template_id, SourceVersion=str(source_version), VersionDescription=description,
+                LaunchTemplateData={"ImageId": image_id},
+            )
+        return int(raw["LaunchTemplateVersion"]["VersionNumber"])

@@ -1,0 +1,51 @@
+"""botocore's errors turned into amibuild's at the gateway boundary (`_mapped`), naming the action."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
+
+from amibuild.errors import AccessDenied, AwsError, EndpointUnreachable, ExpiredToken, NoCredentials, NotFound
+
+_EXPIRED = {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"}
+_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedAccess",
+           "AuthFailure", "InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch"}
+_NOT_FOUND = {"ParameterNotFound", "InvalidAMIID.NotFound", "InvalidAMIID.Unavailable",
+              "InvalidAMIID.Malformed", "ValidationError", "ResourceNotFoundException",
+              "ParameterVersionNotFound", "InvalidSnapshot.NotFound", "NoSuchBucket"}
+
+
+@contextlib.contextmanager
+def _mapped(action: str, region: str | None = None) -> Iterator[None]:
+    """Translate botocore exceptions raised inside into amibuild's, naming the action."""
+    from botocore import exceptions as bx
+
+    where = f" in {region}" if region else ""
+    try:
+        yield
+    except bx.NoCredentialsError as exc:
+        raise NoCredentials(
+            f"{action}{where}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
+            "AWS_SECRET_ACCESS_KEY, or run `invoke sandbox` for the local emulator"
+        ) from exc
+    except (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ProxyConnectionError,
+            bx.ReadTimeoutError, bx.ConnectionClosedError) as exc:
+        endpoint = getattr(exc, "kwargs", {}).get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL") or "AWS"
+        raise EndpointUnreachable(
+            f"{action}{where}: cannot reach {endpoint} ({exc.__class__.__name__}); check the network, "
+            "AWS_ENDPOINT_URL, or that the sandbox is running"
+        ) from exc
+    except bx.ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", ""))
+        message = str(error.get("Message", "")).strip().splitlines()[0] if error.get("Message") else code
+        if code in _EXPIRED:
+            raise ExpiredToken(f"{action}{where}: the AWS credentials have expired; refresh them (e.g. `aws sso login`)") from exc
+        if code in _DENIED:
+            raise AccessDenied(f"{action}{where}: access denied ({code}); the credentials need permission for {action}") from exc
+        if code in _NOT_FOUND:
+            raise NotFound(f"{action}{where}: {message}") from exc
+        raise AwsError(f"{action}{where}: {code}: {message}") from exc
+    except bx.BotoCoreError as exc:
+        raise AwsError(f"{action}{where}: {exc}") from exc

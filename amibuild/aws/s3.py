@@ -1,0 +1,40 @@
+"""S3 calls of the gateway: listing the EKS binaries bucket."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from amibuild.aws.errors import _mapped
+
+
+class S3Calls:
+    """S3 calls; mixed into `amibuild.aws.Aws` (needs `Session`'s clients)."""
+
+    def _s3(self, region: str) -> Any:
+        key = ("s3:listing", region)
+        with self._lock:
+            if key not in self._clients:
+                from botocore.config import Config
+
+                config = self._config
+                if os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
+                    # a local endpoint (the emulator on 127.0.0.1) has no per-bucket host names
+                    config = config.merge(Config(s3={"addressing_style": "path"}))
+                client = self._session.client("s3", region_name=region, config=config)
+                client.meta.events.register("before-call", self._count)
+                self._clients[key] = client
+            return self._clients[key]
+
+    def list_eks_binaries(self, bucket: str, region: str, prefix: str) -> list[str]:
+        """The "folders" right below ``prefix`` in ``bucket`` (ListObjectsV2 with a "/" delimiter),
+        without the prefix's folder part or the trailing "/": "1.30." gives ["1.30.0", "1.30.4", ...],
+        "1.30.4/" gives ["2024-09-11", ...]. The EKS binaries bucket keeps ``<1.N.P>/<date>/bin/...``.
+        """
+        head = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+        with _mapped(f"s3:ListObjectsV2 s3://{bucket}/{prefix}", region):
+            pages = self._s3(region).get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=prefix, Delimiter="/"
+            )
+            found = [p["Prefix"] for page in pages for p in page.get("CommonPrefixes", [])]
+        return sorted({p[len(head):].rstrip("/") for p in found})

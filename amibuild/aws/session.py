@@ -1,0 +1,125 @@
+"""The gateway's session: the boto3 session (standard credential chain, profile, region), one client per
+service and region, botocore's retry mode and short connect timeouts, the call count, STS, and the
+region fan-out. The per-service calls (ssm.py, s3.py, ec2.py, cfn.py, eks.py) build on `Session`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Mapping, Sequence, TypeVar
+
+from amibuild.errors import UsageError
+from amibuild.aws.errors import _mapped
+
+
+CONNECT_TIMEOUT = 2
+CONNECT_ATTEMPTS = 2
+
+
+def _give_up_on_dead_endpoint(attempts: int = 0, caught_exception: BaseException | None = None, **_: Any) -> None:
+    """botocore `needs-retry` hook, run before the retry handler: stop retrying a connection error
+    after CONNECT_ATTEMPTS by raising it (returning None would let the next handler retry)."""
+    from botocore import exceptions as bx
+
+    if isinstance(caught_exception, (bx.EndpointConnectionError, bx.ConnectTimeoutError,
+                                     bx.ProxyConnectionError)) and attempts >= CONNECT_ATTEMPTS:
+        raise caught_exception
+
+
+class Session:
+    """Session, clients and typed calls. Thread-safe: builds and publishes fan out over regions."""
+
+    def __init__(self, *, profile: str | None = None, region: str | None = None, max_attempts: int = 3) -> None:
+        import boto3  # heavy: imported only when AWS is actually used
+        from botocore.config import Config
+
+        from botocore.exceptions import ProfileNotFound
+
+        try:
+            self._session = boto3.session.Session(profile_name=profile, region_name=region)
+        except ProfileNotFound as exc:
+            raise UsageError(f"AWS profile {profile or os.environ.get('AWS_PROFILE')!r} not found in "
+                             "~/.aws/config; check --profile / AWS_PROFILE") from exc
+        self._config = Config(
+            connect_timeout=CONNECT_TIMEOUT,
+            read_timeout=30,
+            retries={"mode": "adaptive", "max_attempts": max_attempts},
+        )
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+        self.calls: list[tuple[str, str, str]] = []  # (service, operation, region), for reports and tests
+
+    @property
+    def region(self) -> str | None:
+        return self._session.region_name
+
+    def has_credentials(self) -> bool:
+        """True when the credential chain finds something, without calling AWS."""
+        try:
+            return self._session.get_credentials() is not None
+        except Exception:  # a broken profile counts as none here; calls will say why
+            return False
+
+    def client(self, service: str, region: str) -> Any:
+        key = (service, region)
+        with self._lock:
+            if key not in self._clients:
+                client = self._session.client(service, region_name=region, config=self._config)
+                self._prepare(client)
+                self._clients[key] = client
+            return self._clients[key]
+
+    def _prepare(self, client: Any) -> None:
+        client.meta.events.register("before-call", self._count)
+        client.meta.events.register_first("needs-retry", _give_up_on_dead_endpoint)
+        from amibuild.aws import redact
+
+        credentials = self._session.get_credentials()
+        if credentials is not None:  # so --debug logs never show them, whatever their source
+            redact.add_secret(credentials.secret_key)
+            redact.add_secret(credentials.token)
+
+    def _count(self, model: Any, context: Mapping[str, Any], **_: Any) -> None:
+        self.calls.append((model.service_model.service_name, model.name, context.get("client_region", "")))
+
+    # ---------------------------------------------------------------------------- STS
+
+    def caller_identity(self, region: str) -> dict[str, str]:
+        """Account and ARN of the credentials in use (sts:GetCallerIdentity)."""
+        with _mapped("sts:GetCallerIdentity", region):
+            raw = self.client("sts", region).get_caller_identity()
+        return {"account": raw["Account"], "arn": raw["Arn"]}
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+MAX_WORKERS = 32
+
+
+def fan_out(keys: Sequence[K], work: Callable[[K], V]) -> dict[K, V]:
+    """Run `work` for every key (a region, usually) in threads, up to MAX_WORKERS; the first error wins.
+
+    The gateway is thread-safe, and AWS calls spend their time waiting on the network.
+    """
+    keys = list(keys)
+    if len(keys) <= 1:
+        return {k: work(k) for k in keys}
+    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(keys)), thread_name_prefix="amibuild-aws") as pool:
+        futures = {k: pool.submit(work, k) for k in keys}
+        return {k: futures[k].result() for k in keys}
+
+
+def default_region(profile: str | None = None) -> str:
+    """The build region when neither the pipeline file nor --region names one: AWS_REGION,
+    AWS_DEFAULT_REGION, the profile's region in ~/.aws/config, else us-west-2."""
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        return region
+    import botocore.session  # only when the environment names no region
+
+    try:
+        return botocore.session.Session(profile=profile).get_config_variable("region") or "us-west-2"
+    except Exception:  # a broken or missing profile: the AWS calls later say what is wrong
+        return "us-west-2"

@@ -1,0 +1,199 @@
+"""SSM Parameter Store calls of the gateway: channel parameters (typed `Parameter`) and the lease primitives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Mapping, Sequence
+
+from amibuild.errors import NotFound
+from amibuild.aws.errors import _mapped
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One version of an SSM parameter, as GetParameter / GetParameterHistory return it."""
+
+    name: str
+    region: str
+    value: str
+    version: int
+    data_type: str
+    last_modified: datetime | None = None
+    description: str = ""  # only in history (GetParameter does not return it)
+    user: str = ""  # LastModifiedUser, only in history
+
+
+def _parameter(raw: Mapping[str, Any], region: str) -> Parameter:
+    return Parameter(
+        name=raw["Name"],
+        region=region,
+        value=raw.get("Value", ""),
+        version=int(raw.get("Version", 0)),
+        data_type=raw.get("DataType", "text"),
+        last_modified=raw.get("LastModifiedDate"),
+        description=raw.get("Description", "") or "",
+        user=raw.get("LastModifiedUser", "") or "",
+    )
+
+
+class SsmCalls:
+    """SSM calls; mixed into `amibuild.aws.Aws` (needs `Session`'s clients)."""
+
+    def get_parameter(self, name: str, region: str) -> str:
+        with _mapped(f"ssm:GetParameter {name}", region):
+            return self.client("ssm", region).get_parameter(Name=name)["Parameter"]["Value"]
+
+    # PutParameter is limited to a few calls per second per account and region; a throttled call
+    # is retried by botocore's adaptive mode (client-side rate limiting) with more attempts than
+    # other calls get, so a burst of ThrottlingException does not fail a publish. The channel
+    # methods below (reads included: one client per region) use this client.
+    ssm_write_attempts = 10
+
+    def _ssm_channels(self, region: str) -> Any:
+        key = ("ssm:channels", region)
+        with self._lock:
+            if key not in self._clients:
+                from botocore.config import Config
+
+                config = self._config.merge(
+                    Config(retries={"mode": "adaptive", "max_attempts": self.ssm_write_attempts})
+                )
+                client = self._session.client("ssm", region_name=region, config=config)
+                self._prepare(client)
+                self._clients[key] = client
+            return self._clients[key]
+
+    def find_parameter(self, name: str, region: str, *, version: int | None = None) -> Parameter | None:
+        """The parameter (its latest version, or `version`), or None when it does not exist."""
+        selector = f"{name}:{version}" if version is not None else name
+        try:
+            with _mapped(f"ssm:GetParameter {selector}", region):
+                raw = self._ssm_channels(region).get_parameter(Name=selector)["Parameter"]
+        except NotFound:
+            return None
+        return _parameter(raw, region)
+
+    def parameter_history(self, name: str, region: str) -> list[Parameter]:
+        """Every version of a parameter, oldest first; [] when it does not exist."""
+        try:
+            with _mapped(f"ssm:GetParameterHistory {name}", region):
+                pages = self._ssm_channels(region).get_paginator("get_parameter_history").paginate(Name=name)
+                raws = [raw for page in pages for raw in page.get("Parameters", [])]
+        except NotFound:
+            return []
+        return sorted((_parameter(raw, region) for raw in raws), key=lambda p: p.version)
+
+    def parameters_under(self, path: str, region: str) -> list[Parameter]:
+        """Every parameter below `path` (recursive), latest versions."""
+        with _mapped(f"ssm:GetParametersByPath {path}", region):
+            pages = self._ssm_channels(region).get_paginator("get_parameters_by_path").paginate(
+                Path=path, Recursive=True
+            )
+            return [_parameter(raw, region) for page in pages for raw in page.get("Parameters", [])]
+
+    def put_image_parameter(self, name: str, image_id: str, region: str, *, description: str) -> int:
+        """Write an AMI id as a new version (``aws:ec2:image``, standard tier); the new version number.
+
+        ``DataType`` is always passed: an overwrite without it silently resets the type to ``text``.
+        """
+        with _mapped(f"ssm:PutParameter {name}", region):
+            response = self._ssm_channels(region).put_parameter(
+                Name=name,
+                Value=image_id,
+                Type="String",
+                DataType="aws:ec2:image",
+                Tier="Standard",
+                Description=description,
+                Overwrite=True,
+            )
+        return int(response["Version"])
+
+    def delete_parameter(self, name: str, region: str) -> None:
+        with _mapped(f"ssm:DeleteParameter {name}", region):
+            self._ssm_channels(region).delete_parameter(Name=name)
+
+    def tag_parameter(self, name: str, region: str, tags: Mapping[str, str]) -> None:
+        """Add or overwrite tags on a parameter (PutParameter cannot tag when overwriting)."""
+        with _mapped(f"ssm:AddTagsToResource {name}", region):
+            self._ssm_channels(region).add_tags_to_resource(
+                ResourceType="Parameter", ResourceId=name,
+                Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
+            )
+
+    def parameter_tags(self, name: str, region: str) -> dict[str, str]:
+        with _mapped(f"ssm:ListTagsForResource {name}", region):
+            raw = self._ssm_channels(region).list_tags_for_resource(ResourceType="Parameter", ResourceId=name)
+        return {t["Key"]: t["Value"] for t in raw.get("TagList", [])}
+
+    # -- parameter tags (amibuild/lifecycle/prune.py) ----------------------------------------------
+
+    def parameters_tagged(self, region: str, tags: Mapping[str, Sequence[str]]) -> list[str]:
+        """Names of the parameters carrying every tag in `tags` with one of its values (DescribeParameters
+        with ``tag:KEY`` filters): found whatever path or template named them."""
+        filters = [{"Key": f"tag:{key}", "Values": list(values)} for key, values in tags.items()]
+        with _mapped("ssm:DescribeParameters", region):
+            pages = self._ssm_channels(region).get_paginator("describe_parameters").paginate(
+                ParameterFilters=filters
+            )
+            return [raw["Name"] for page in pages for raw in page.get("Parameters", [])]
+
+    def get_parameters(self, names: Sequence[str], region: str) -> dict[str, str]:
+        """Values of several parameters (GetParameters, ten names a call); missing names are left out."""
+        values: dict[str, str] = {}
+        unique = sorted(set(names))
+        for start in range(0, len(unique), 10):
+            batch = unique[start:start + 10]
+            with _mapped(f"ssm:GetParameters {', '.join(batch)}", region):
+                answer = self.client("ssm", region).get_parameters(Names=batch)
+            values.update({p["Name"]: p["Value"] for p in answer.get("Parameters", [])})
+        return values
+
+    # leases
+
+    def put_parameter_if_absent(self, name: str, value: str, region: str, *, description: str = "") -> int | None:
+        """Create a String parameter only when none exists (``Overwrite=False``): its version (1), or
+        None when one exists already.
+
+        SSM refuses the second of two concurrent creates with ParameterAlreadyExists, which makes this
+        the "take it if free" a lease (amibuild/bake/lease.py) needs.
+        """
+        from botocore.exceptions import ClientError
+
+        with _mapped(f"ssm:PutParameter {name}", region):
+            try:
+                response = self._ssm_channels(region).put_parameter(
+                    Name=name, Value=value, Type="String", Tier="Standard", Overwrite=False,
+                    **({"Description": description} if description else {}),
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "ParameterAlreadyExists":
+                    return None
+                raise
+        return int(response["Version"])
+
+    def overwrite_parameter(self, name: str, value: str, region: str, *, description: str = "") -> int:
+        """Replace a String parameter's value (a lease renewal or take-over); the new version number,
+        which tells a taker whether its put directly followed the version it read."""
+        with _mapped(f"ssm:PutParameter {name}", region):
+            response = self._ssm_channels(region).put_parameter(
+                Name=name, Value=value, Type="String", Tier="Standard", Overwrite=True,
+                **({"Description": description} if description else {}),
+            )
+        return int(response["Version"])
+
+    def delete_parameter_if_value(self, name: str, value: str, region: str) -> bool:
+        """Delete the parameter when it still holds `value`; False when it is gone or holds another.
+
+        SSM has no conditional delete: the read and the delete are two calls, so a writer slipping in
+        between them loses its value. Leases keep that window small and say so.
+        """
+        current = self.find_parameter(name, region)
+        if current is None or current.value != value:
+            return False
+        try:
+            with _mapped(f"ssm:DeleteParameter {name}", region):
+                self._ssm_channels(region).delete_parameter(Name=name)
+        except NotFound:
+            return False
+        return True

@@ -1,0 +1,111 @@
+"""What a node group stack remembers of the node settings amibuild put in, and how a deploy changes it. Pure.
+
+A stack made from amibuild's node group template keeps each setting it was given as a stack
+parameter (`PARAMETERS`): the proxy, extra NO_PROXY entries, kubelet flags, node labels, taints,
+max pods (and the classic `BootstrapArguments`). The user data is written from those settings on
+every deploy, so `nodegroup-deploy` without `--proxy` keeps the proxy the stack has instead of
+sending user data without it. A setting changes only when its flag is given: a value replaces
+it, ``none`` removes it (`REMOVE`).
+
+    asked = Asked.parse(proxy=..., kubelet_flags=[...], ...)   # flags as given, checked
+    settings = asked.merge(previous_parameters)                 # what the nodes get now
+    settings.to_parameters()                                    # every setting, for the stack
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from amibuild.errors import SpecError
+from amibuild.handoff.userdata.kubelet import PARAMETERS as KUBELET_PARAMETERS
+from amibuild.handoff.userdata.kubelet import KubeletSettings
+
+REMOVE = "none"  # the value that removes a setting, as `--bypass none` does
+PROXY = "HttpProxy"
+NO_PROXY = "NoProxy"
+BOOTSTRAP = "BootstrapArguments"
+# Stack parameters holding amibuild's node settings, with the flag that sets each.
+PARAMETERS: Mapping[str, str] = {
+    PROXY: "--proxy",
+    NO_PROXY: "--no-proxy",
+    "KubeletFlags": "--kubelet-flag",
+    "NodeLabels": "--node-label",
+    "NodeTaints": "--taint",
+    "MaxPods": "--max-pods",
+}
+assert set(KUBELET_PARAMETERS) <= set(PARAMETERS)
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """The settings the nodes get (after a deploy)."""
+
+    proxy: str = ""
+    no_proxy: tuple[str, ...] = ()
+    kubelet: KubeletSettings = field(default_factory=KubeletSettings)
+
+    def to_parameters(self) -> dict[str, str]:
+        return {PROXY: self.proxy, NO_PROXY: ",".join(self.no_proxy), **self.kubelet.to_parameters()}
+
+    @classmethod
+    def from_parameters(cls, values: Mapping[str, str]) -> NodeSettings:
+        return cls(values.get(PROXY, ""), tuple(e for e in values.get(NO_PROXY, "").split(",") if e),
+                   KubeletSettings.from_parameters(values))
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The setting flags of one deploy: None where a flag was not given (keep the stack's)."""
+
+    proxy: str | None = None
+    no_proxy: tuple[str, ...] | None = None
+    kubelet_flags: tuple[str, ...] | None = None
+    labels: tuple[str, ...] | None = None
+    taints: tuple[str, ...] | None = None
+    max_pods: str | None = None
+
+    @classmethod
+    def parse(cls, *, proxy: str = "", no_proxy: Iterable[str] = (), kubelet_flags: Iterable[str] = (),
+              labels: Iterable[str] = (), taints: Iterable[str] = (), max_pods: str | int | None = None) -> Asked:
+        """Flags as given ("" or nothing: not given; ``none``: remove), each value checked."""
+        def listed(values: Iterable[str], flag: str, comma: bool = False) -> tuple[str, ...] | None:
+            items = [part for value in values for part in (value.split(",") if comma else [value]) if part]
+            if not items:
+                return None
+            if REMOVE in items:
+                if items != [REMOVE]:
+                    raise SpecError(f"{flag} {REMOVE} removes the setting: give it alone")
+                return ()
+            return tuple(items)
+
+        asked = cls(
+            proxy=None if not proxy else ("" if proxy == REMOVE else proxy),
+            no_proxy=listed(no_proxy, "--no-proxy", comma=True),
+            kubelet_flags=listed(kubelet_flags, "--kubelet-flag"),
+            labels=listed(labels, "--node-label"),
+            taints=listed(taints, "--taint"),
+            max_pods=None if max_pods in (None, "") else ("" if str(max_pods) == REMOVE else str(max_pods)),
+        )
+        # Each value checked before any AWS call; the merge checks the combination again.
+        KubeletSettings.parse(flags=asked.kubelet_flags or (), labels=asked.labels or (),
+                              taints=asked.taints or (), max_pods=asked.max_pods or None)
+        return asked
+
+    def merge(self, previous: Mapping[str, str]) -> NodeSettings:
+        """The settings after this deploy: the stack's (`previous` parameters), with what was asked."""
+        before = NodeSettings.from_parameters(previous)
+        old = before.kubelet
+        kubelet = KubeletSettings.parse(
+            flags=old.flags if self.kubelet_flags is None else self.kubelet_flags,
+            labels=[f"{k}={v}" for k, v in old.labels] if self.labels is None else self.labels,
+            taints=[str(t) for t in old.taints] if self.taints is None else self.taints,
+            max_pods=old.max_pods if self.max_pods is None else (self.max_pods or None),
+        )
+        proxy = before.proxy if self.proxy is None else self.proxy
+        no_proxy = before.no_proxy if self.no_proxy is None else self.no_proxy
+        if no_proxy and not proxy:
+            if self.no_proxy:
+                raise SpecError("--no-proxy goes with --proxy (the stack has no proxy)")
+            no_proxy = ()  # the proxy was removed: its exceptions go with it
+        return NodeSettings(proxy, no_proxy, kubelet)

@@ -1,0 +1,360 @@
+"""Loading: the pipeline file, var-files and flags read into layers and merged in `LAYERS` order
+(see the package docstring), each variant then validated (validation.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Sequence
+
+from amibuild import hcl
+from amibuild.errors import SpecError, VarFileError
+from amibuild.pipeline import checks, imagetests
+from amibuild.pipeline.model import (ADDITIVE, DEFAULTS, LAYERS, PIPELINE_FILE, Overrides, Pipeline, Variant, _VARIANT_NAME,
+                                     _VAR_NAME)
+from amibuild.pipeline.validation import (_as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant,
+                                          suggest)
+
+
+def load(
+    pipeline_file: str | Path | None,
+    overrides: Overrides = Overrides(),
+    *,
+    default_region: str = "us-west-2",
+    required: bool = False,
+) -> Pipeline:
+    """Read the pipeline file (if any), apply var-files and flags, and validate everything.
+
+    ``pipeline_file=None`` means the default name in the current directory, used when present.
+    ``required`` makes a missing file an error (an explicit ``--pipeline``).
+    """
+    path = Path(pipeline_file) if pipeline_file else Path(PIPELINE_FILE)
+    doc: dict[str, Any] = {}
+    source: Path | None = None
+    if path.is_file():
+        source = path
+        doc = _parse_file(path)
+    elif required or pipeline_file:
+        raise SpecError(f"{path}: pipeline file not found; pass --pipeline with an existing file")
+
+    where = str(source) if source else "flags"
+    settings = _one_block(doc, "pipeline", where)
+    _check_keys(settings, _PIPELINE_KEYS, f"{where}: pipeline")
+    regions = tuple(overrides.regions) or tuple(_str_list(settings, "regions", where)) or (default_region,)
+    pipeline_kwargs = dict(
+        name=_str(settings.get("name", "amibuild"), f"{where}: pipeline.name"),
+        ssm_prefix=_str(settings.get("ssm_prefix", "/amibuild"), f"{where}: pipeline.ssm_prefix"),
+        regions=regions,
+        copy_to=tuple(_str_list(settings, "copy_to", where)),
+        ami_users=tuple(_str_list(settings, "ami_users", where)),
+        tags=MappingProxyType(_str_map(settings.get("tags", {}), f"{where}: pipeline.tags")),
+        parameter_template=_str(settings["parameter_template"], f"{where}: pipeline.parameter_template")
+        if "parameter_template" in settings else None,
+        default_channel=_str(settings.get("default_channel", "recommended"), f"{where}: pipeline.default_channel"),
+        gates=imagetests.gate_map(imagetests.gates(doc.get("channel", []), where)),
+        boot_test=imagetests.boot_test_settings(settings["test"], f"{where}: pipeline.test")
+        if "test" in settings else imagetests.BootTestSettings(),
+    )
+    _validate_pipeline(pipeline_kwargs, where, from_flag=bool(overrides.regions))
+    checks.pipeline_name(pipeline_kwargs["name"], where)
+    checks.tags(pipeline_kwargs["tags"], f"{where}: pipeline.tags")
+
+    defaults_block = _one_block(doc, "defaults", where)
+    if "enabled" in defaults_block:
+        raise SpecError(f"{where}: defaults: `enabled` belongs in a variant block (enabled = false leaves that "
+                        "variant out unless --variant names it)")
+    variant_blocks = _variant_blocks(doc, where)
+    var_file_layer = _read_var_files(overrides.var_files)
+    flag_layer = _flag_layer(overrides)
+
+    names = _select(variant_blocks, overrides, where)
+    variants = []
+    for name in names:
+        by_kind = {  # one entry per name in LAYERS, which alone orders them (lowest first)
+            "defaults": [("defaults", dict(DEFAULTS))],
+            "pipeline file": [
+                (f"{where}: defaults", _file_layer(defaults_block, f"{where}: defaults", source)),
+                *(
+                    (f'{where}: variant "{link}"', _file_layer(variant_blocks[link], f'{where}: variant "{link}"', source))
+                    for link in _lineage(name, variant_blocks, where)
+                ),
+            ],
+            "var-files": var_file_layer,
+            "flags": flag_layer,
+        }
+        assert by_kind.keys() == set(LAYERS), "a layer kind missing from LAYERS would be dropped"
+        layers = [layer for kind in LAYERS for layer in by_kind[kind]]
+        variants.append(_build_variant(name, layers, root=source.parent if source else Path.cwd()))
+        imagetests.check_set(variants[-1])  # a test block refused at load, before any AWS work
+    if len(regions) > 1:
+        for variant in variants:
+            if variant.source_ami:
+                raise SpecError(
+                    f"{variant.origins.get('source_ami', where)}: source_ami {variant.source_ami} exists in one region "
+                    f"only, but the pipeline builds in {', '.join(regions)}; build in one region and use copy_to"
+                )
+    pipeline = Pipeline(variants=tuple(variants), source=source, **pipeline_kwargs)
+    check_names(pipeline, pipeline.default_channel, where)
+    return pipeline
+
+
+def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
+    """Refuse, before any AWS work, the SSM parameter and AMI names a build would make and publish."""
+    from amibuild.pipeline import naming
+
+    for variant in pipeline.variants:
+        try:
+            naming.parameter_name(pipeline, variant, channel)  # SSM's rules, checks.ssm_parameter_name
+        except SpecError as exc:
+            raise SpecError(f"{where}: pipeline.parameter_template / ssm_prefix: {exc}") from None
+        if "ami_name_prefix" not in variant.packer_vars:  # a --var ami_name_prefix is checked on its own
+            # the AMI name both bases render: see render.template_variables and UPSTREAM_VARS
+            checks.ami_name(f"{pipeline.name}-{variant.name}-{variant.kubernetes_version}-{variant.arch}"
+                            "-{{timestamp}}", f"{where}: pipeline.name + variant {variant.name!r}")
+
+
+_PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
+                  "default_channel", "test"}
+_VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy", "tests"} | {"repo", "proxy", "vars", "extends", "enabled", "test"}
+
+
+def _read_hcl(path: Path, what: str, error: type[SpecError]) -> dict[str, Any]:
+    """Read and parse one HCL file; errors name it (and the line, when the parser knows it)."""
+    try:
+        size = path.stat().st_size
+        if size > checks.MAX_FILE_BYTES:
+            raise error(f"{path}: the {what} is {size} bytes; at most {checks.MAX_FILE_BYTES} are read "
+                        "(is this the right file?)")
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc.__class__.__name__
+        raise error(f"{path}: cannot read the {what} ({reason}); check the path") from exc
+    try:
+        raw = hcl.loads(text, keep_quotes=True)
+    except hcl.HclSyntaxError as exc:
+        at = f"{path}:{exc.line}" if exc.line else str(path)
+        raise error(f"{at}: HCL syntax error in the {what} ({exc}); fix the file and retry") from exc
+    # Packer reads var-files as literals only ("Variables not allowed"); the pipeline file follows
+    # the same rule, so `instance_type = m6i.large` is refused here, not rendered as a string.
+    problem = checks.literal_problem(raw)
+    if problem is not None:
+        line = checks.line_of(text, problem)
+        at = f"{path}:{line}" if line else str(path)
+        shown = problem[2:-1] if problem.startswith("${") and problem.endswith("}") else problem
+        raise error(f"{at}: {shown[:60]!r} is a reference or expression; the {what} takes literal values "
+                    'only: write strings in quotes, e.g. instance_type = "m6i.large"')
+    return hcl.unquote(raw)
+
+
+def _parse_file(path: Path) -> dict[str, Any]:
+    doc = _read_hcl(path, "pipeline file", SpecError)
+    if not doc:
+        # an empty file (or only comments) would otherwise fall back to the flags alone and
+        # quietly build a variant named `default`
+        raise SpecError(f"{path}: the pipeline file is empty; add a `variant \"NAME\" {{ ... }}` block "
+                        "(`amibuild init` writes a starter file) or delete it")
+    unknown = set(doc) - {"pipeline", "defaults", "variant", "channel"}
+    if unknown:
+        key = sorted(unknown)[0]
+        raise SpecError(
+            f"{path}: unknown top-level `{key}`{suggest(key, ['pipeline', 'defaults', 'variant', 'channel'])}; "
+            "the file holds `pipeline`, `defaults`, `variant \"NAME\"` and `channel \"NAME\"` blocks"
+        )
+    return doc
+
+
+def _one_block(doc: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    blocks = doc.get(name, [])
+    if isinstance(blocks, dict):
+        blocks = [blocks]
+    if len(blocks) > 1:
+        raise SpecError(f"{where}: more than one `{name}` block; merge them into one")
+    if blocks and not isinstance(blocks[0], dict):
+        raise SpecError(f"{where}: `{name}` must be a block: {name} {{ ... }}")
+    return dict(blocks[0]) if blocks else {}
+
+
+def _variant_blocks(doc: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for entry in doc.get("variant", []):
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise SpecError(f'{where}: a variant block needs one name: variant "NAME" {{ ... }}')
+        (name, body), = entry.items()
+        if not isinstance(body, dict):
+            raise SpecError(f'{where}: variant "{name}" must be a block')
+        if name in out:
+            raise SpecError(f'{where}: variant "{name}" is defined twice')
+        _check_name(name, f'{where}: variant "{name}"')
+        out[name] = body
+    return out
+
+
+def _lineage(name: str, blocks: Mapping[str, Mapping[str, Any]], where: str) -> list[str]:
+    """The chain of variants `name` extends, oldest ancestor first, ending with `name` itself."""
+    chain: list[str] = []
+    current: str | None = name
+    while current is not None:
+        if current in chain:
+            raise SpecError(f'{where}: variant "{name}": `extends` loops through {" -> ".join([*chain, current])}')
+        if current not in blocks:
+            if current == name:  # a variant named by flags alone, with no block in the file
+                return []
+            raise SpecError(f'{where}: variant "{chain[-1]}" extends unknown variant "{current}"'
+                            f"{suggest(current, blocks)}")
+        chain.append(current)
+        parent = blocks[current].get("extends")
+        if parent is not None and not isinstance(parent, str):
+            raise SpecError(f'{where}: variant "{current}": extends = "OTHER_VARIANT" (a name in quotes)')
+        current = parent
+    return chain[::-1]
+
+
+def _select(variant_blocks: dict[str, Any], overrides: Overrides, where: str) -> list[str]:
+    if overrides.variants and overrides.all_variants:
+        raise SpecError("--all and --variant: give one of them (--all is every variant of the pipeline file)")
+    if overrides.variants:
+        for name in overrides.variants:
+            if variant_blocks and name not in variant_blocks:
+                raise SpecError(
+                    f"--variant {name}: no such variant in {where}"
+                    f"{suggest(name, variant_blocks)}; known: {', '.join(variant_blocks)}"
+                )
+            _check_name(name, f"--variant {name}")
+        return list(dict.fromkeys(overrides.variants))
+    if variant_blocks:
+        # `enabled = false` leaves a variant out unless --variant names it (one that needs the
+        # network to clone, say). It belongs to the block: a variant extending it is not disabled.
+        enabled = [name for name, block in variant_blocks.items()
+                   if _bool(block.get("enabled", True), f'{where}: variant "{name}": enabled')]
+        if not enabled:
+            raise SpecError(f"{where}: every variant has `enabled = false`; name one with --variant "
+                            f"({', '.join(variant_blocks)}) or enable one in the file")
+        return enabled
+    return ["default"]
+
+
+def _check_name(name: str, where: str) -> None:
+    if not _VARIANT_NAME.match(name):
+        raise SpecError(
+            f"{where}: variant names are lowercase letters, digits and '-', starting with a letter "
+            "or digit, at most 63 characters"
+        )
+
+
+def _check_keys(block: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
+    for key in block:
+        if key not in allowed:
+            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, allowed)}")
+
+
+def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> dict[str, Any]:
+    """One block of the pipeline file as a layer of settings (paths made absolute)."""
+    if not block:
+        return {}
+    layer: dict[str, Any] = {}
+    for key, value in block.items():
+        if key in ("extends", "enabled"):
+            continue  # followed by _lineage; `enabled` only selects (see _select)
+        if key == "vars":
+            if not isinstance(value, dict):
+                raise SpecError(f"{where}: `vars` must be a map: vars = {{ name = value }}")
+            for var, var_value in value.items():
+                layer[str(var)] = (var_value, f"{where}: vars.{var}")
+        elif key == "test":
+            layer["tests"] = (imagetests.test_blocks(value, where), f"{where}: test")
+        elif key == "repo":
+            layer["repos"] = (_repos_from_blocks(value, where), f"{where}: repo")
+        elif key == "proxy":
+            proxies = value if isinstance(value, list) else [value]
+            if len(proxies) != 1 or not isinstance(proxies[0], dict):
+                raise SpecError(f"{where}: write one block: proxy {{ http = ..., https = ..., no_proxy = ... }}")
+            _check_keys(proxies[0], ("http", "https", "no_proxy"), f"{where}: proxy")
+            layer["proxy"] = (proxies[0], f"{where}: proxy")
+        elif key in DEFAULTS and key not in ("repos", "tests"):
+            if key == "scripts" and source is not None and isinstance(value, list):
+                value = [str((source.parent / str(s))) for s in value]
+            layer[key] = (value, f"{where}: {key}")
+        else:
+            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, _VARIANT_KEYS)}")
+    return layer
+
+
+def _repos_from_blocks(value: Any, where: str) -> list[dict[str, str]]:
+    repos = []
+    for entry in value if isinstance(value, list) else [value]:
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise SpecError(f'{where}: write repo "NAME" {{ baseurl = ..., gpgkey = ... }}')
+        (name, body), = entry.items()
+        if not isinstance(body, dict):
+            raise SpecError(f'{where}: repo "{name}" must be a block')
+        _check_keys(body, ("baseurl", "gpgkey"), f'{where}: repo "{name}"')
+        repos.append({"name": name, "baseurl": body.get("baseurl", ""), "gpgkey": body.get("gpgkey", "")})
+    return repos
+
+
+def _read_var_files(paths: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+    layers = []
+    for name in paths:
+        if not Path(name).is_file():
+            raise VarFileError(f"--var-file {name}: no such file; check the path")
+        doc = _read_hcl(Path(name), "var-file", VarFileError)
+        layer: dict[str, Any] = {}
+        for key, value in doc.items():
+            if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and key not in DEFAULTS:
+                raise VarFileError(f"{name}: `{key}` is a block; a var-file holds only `name = value` lines")
+            layer[key] = (value, f"{name}: {key}")
+        layers.append((name, layer))
+    return layers
+
+
+def _flag_layer(o: Overrides) -> list[tuple[str, dict[str, Any]]]:
+    flags: dict[str, Any] = {}
+    for key, flag in (
+        ("base", "--base"),
+        ("upstream", "--upstream"),
+        ("upstream_ref", "--upstream-ref"),
+        ("os", "--os"),
+        ("kubernetes_version", "--k8s"),
+        ("arch", "--arch"),
+        ("flavor", "--flavor"),
+    ):
+        value = getattr(o, key)
+        if value:
+            flags[key] = (value, f"{flag} {value}")
+    if o.extra_packages:
+        flags["extra_packages"] = (list(o.extra_packages), "--extra-pkg")
+    if o.extra_repos:
+        repos = []
+        for item in o.extra_repos:
+            name, sep, url = item.partition("=")
+            if not sep or not name or not url:
+                raise SpecError(f"--extra-repo {item}: write NAME=URL, e.g. --extra-repo ceph=https://download.ceph.com/rpm-reef/el9/x86_64")
+            repos.append({"name": name, "baseurl": url, "gpgkey": ""})
+        flags["extra_repos_flag"] = (repos, "--extra-repo")
+    variables: dict[str, Any] = {}
+    for item in o.variables:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not _VAR_NAME.match(key):
+            raise SpecError(f"--var {item}: write KEY=VALUE, e.g. --var volume_size=40")
+        variables[key] = (value, f"--var {key}")
+    return [("flags", flags), ("--var", variables)]
+
+
+def _build_variant(name: str, layers: list[tuple[str, dict[str, Any]]], root: Path | None = None) -> Variant:
+    merged: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for layer_name, layer in layers:
+        for key, entry in layer.items():
+            value, where = entry if layer_name != "defaults" else (entry, "defaults")
+            if key == "extra_repos_flag":
+                key = "repos"
+            if key in ADDITIVE:
+                merged[key] = [*merged.get(key, ()), *_as_list(value, where)]
+            elif key == "tests":  # a later block of the same name replaces the earlier one
+                merged[key] = imagetests.merge_blocks([merged.get(key, ()), value])
+            else:
+                merged[key] = value
+            origin[key] = where
+    return _validate_variant(name, merged, origin, root=root or Path.cwd())
+

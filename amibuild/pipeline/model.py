@@ -1,0 +1,228 @@
+"""The pipeline's model: the names it knows (OSES, FLAVORS, DEFAULTS, the layers of `LAYERS`) and the
+frozen value objects a load produces (`Pipeline`, `Variant`, `Repo`, `Proxy`) or takes (`Overrides`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from amibuild.pipeline import imagetests, support
+
+from amibuild import PIPELINE_FILE  # noqa: F401  (defined once, in the package root; re-exported)
+
+OSES = ("al2", "al2023")
+ARCHES = ("x86_64", "arm64")
+BASES = ("eks-optimized", "upstream")
+VOLUME_TYPES = ("gp2", "gp3", "io1", "io2", "standard")
+AL2_LAST_K8S = 32  # EKS publishes no Amazon Linux 2 image after Kubernetes 1.32
+# EKS-optimized image flavors per OS, with the architectures AWS publishes each for: AL2023's
+# accelerated images are `nvidia` (both) and `neuron` (x86_64, Inferentia/Trainium); AL2's is `gpu`.
+FLAVORS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({
+    "al2023": MappingProxyType({"standard": ("x86_64", "arm64"), "nvidia": ("x86_64", "arm64"),
+                                "neuron": ("x86_64",)}),
+    "al2": MappingProxyType({"standard": ("x86_64", "arm64"), "gpu": ("x86_64",)}),
+})
+DEFAULT_FLAVOR = "standard"
+
+DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {
+        "base": "eks-optimized",
+        "upstream": "",
+        "upstream_ref": "",
+        # Today's default: AL2023 (EKS publishes no AL2 image after 1.32) on the newest version the
+        # release calendar in support.py lists as in standard support on the day it was read, so
+        # the default moves when that table is updated and never warns by itself.
+        "os": "al2023",
+        "kubernetes_version": support.newest_in_standard_support(support.AS_OF),
+        "arch": "x86_64",
+        "flavor": DEFAULT_FLAVOR,
+        "instance_type": "",  # chosen by arch and flavor when empty, see Variant.effective_instance_type
+        "volume_size": 20,
+        "volume_type": "gp3",
+        "encrypted": False,
+        "kms_key_id": "",
+        "subnet_id": "",
+        "security_group_id": "",
+        "associate_public_ip_address": False,
+        "source_ami": "",
+        "extra_packages": (),
+        "repos": (),
+        "proxy": None,
+        "scripts": (),
+        "description": "",
+        "tests": (),  # test "NAME" { ... } blocks (amibuild.pipeline.imagetests)
+        "test_on_build": True,  # run the checks as the build's last provisioner (stage 1)
+    }
+)
+
+# Fields that are amibuild settings and not Packer variables of the same name.
+NON_PACKER_FIELDS = frozenset(
+    {"base", "upstream", "upstream_ref", "os", "flavor", "extra_packages", "repos", "proxy", "scripts", "tests",
+     "test_on_build"}
+)
+ADDITIVE = frozenset({"extra_packages", "repos"})
+LAYERS = ("defaults", "pipeline file", "var-files", "flags")
+
+_RPM_NAME = re.compile(r"^[A-Za-z0-9_+][A-Za-z0-9._+~^-]*$")
+_K8S = re.compile(r"^1\.(\d+)$")
+# the upstream base also takes a patch release (its binaries live under 1.N.P/<build date>/)
+_K8S_PATCH = re.compile(r"^1\.(\d+)\.\d+$")
+_VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+# ------------------------------------------------------------------------------- value objects
+
+
+@dataclass(frozen=True)
+class Repo:
+    """An extra yum/dnf repository baked into the image."""
+
+    name: str
+    baseurl: str
+    gpgkey: str = ""
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """An HTTP proxy baked into the image (yum/dnf, /etc/environment, systemd drop-ins)."""
+
+    http: str = ""
+    https: str = ""
+    no_proxy: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.http or self.https)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One image to build: every setting resolved, every value checked."""
+
+    name: str
+    base: str
+    upstream: str
+    upstream_ref: str
+    os: str
+    kubernetes_version: str
+    arch: str
+    instance_type: str
+    volume_size: int
+    volume_type: str
+    encrypted: bool
+    kms_key_id: str
+    subnet_id: str
+    security_group_id: str
+    associate_public_ip_address: bool
+    source_ami: str
+    extra_packages: tuple[str, ...]
+    repos: tuple[Repo, ...]
+    proxy: Proxy
+    scripts: tuple[Path, ...]
+    description: str
+    # further Packer variables, by name; checked against the template when rendering
+    packer_vars: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # where each setting came from ("--var volume_size", "amibuild.hcl: variant \"ceph\"..."),
+    # so later checks (unknown Packer variable) can name the file or flag
+    origins: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
+    # which EKS-optimized parent: standard, or an accelerated one (`FLAVORS`)
+    flavor: str = DEFAULT_FLAVOR
+    # its `test "NAME" { ... }` blocks, merged across `extends` (imagetests.check_set turns them into checks)
+    tests: tuple[imagetests.TestBlock, ...] = ()
+    test_on_build: bool = True
+
+    @property
+    def effective_instance_type(self) -> str:
+        if self.instance_type:
+            return self.instance_type
+        # An accelerated image boots (and its drivers load) only on its kind of hardware.
+        if self.flavor in ("nvidia", "gpu"):
+            return "g5g.xlarge" if self.arch == "arm64" else "g5.xlarge"
+        if self.flavor == "neuron":
+            return "inf2.xlarge"
+        return "m6g.large" if self.arch == "arm64" else "m5.large"
+
+    def settings(self) -> dict[str, Any]:
+        """The variant's values as a plain dict (for render.json and the fingerprint)."""
+        return {
+            "name": self.name,
+            "base": self.base,
+            "upstream": self.upstream,
+            "upstream_ref": self.upstream_ref,
+            "os": self.os,
+            "kubernetes_version": self.kubernetes_version,
+            "arch": self.arch,
+            # only when not standard: a standard variant keeps the fingerprint it had before flavors
+            **({"flavor": self.flavor} if self.flavor != DEFAULT_FLAVOR else {}),
+            "instance_type": self.effective_instance_type,
+            "volume_size": self.volume_size,
+            "volume_type": self.volume_type,
+            "encrypted": self.encrypted,
+            "kms_key_id": self.kms_key_id,
+            "subnet_id": self.subnet_id,
+            "security_group_id": self.security_group_id,
+            "associate_public_ip_address": self.associate_public_ip_address,
+            "source_ami": self.source_ami,
+            "extra_packages": list(self.extra_packages),
+            "repos": [vars(r) for r in self.repos],
+            "proxy": vars(self.proxy),
+            "scripts": [str(s) for s in self.scripts],
+            "description": self.description,
+            "packer_vars": dict(sorted(self.packer_vars.items())),
+        }
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Pipeline-wide settings and the variants selected for this run."""
+
+    name: str
+    ssm_prefix: str
+    regions: tuple[str, ...]
+    copy_to: tuple[str, ...]
+    ami_users: tuple[str, ...]
+    tags: Mapping[str, str]
+    variants: tuple[Variant, ...]
+    source: Path | None  # the pipeline file read, None when flags alone were used
+    # SSM channel parameters: name template (None: publish.DEFAULT_NAME_TEMPLATE) and the channel
+    # build-ami publishes to
+    parameter_template: str | None = None
+    default_channel: str = "recommended"
+    # channel "NAME" { from, requires, soak } blocks, and the pipeline's test { ... } block
+    gates: Mapping[str, imagetests.Gate] = field(default_factory=lambda: MappingProxyType({}))
+    boot_test: imagetests.BootTestSettings = imagetests.BootTestSettings()
+
+    @property
+    def build_region(self) -> str:
+        return self.regions[0]
+
+    @property
+    def target_regions(self) -> tuple[str, ...]:
+        """Every region an image of this pipeline ends up in: build regions, then copies."""
+        seen: dict[str, None] = {}
+        for region in (*self.regions, *self.copy_to):
+            seen.setdefault(region, None)
+        return tuple(seen)
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What the command line says; empty values mean "not given"."""
+
+    variants: tuple[str, ...] = ()
+    all_variants: bool = False
+    base: str = ""
+    upstream: str = ""
+    upstream_ref: str = ""
+    os: str = ""
+    kubernetes_version: str = ""
+    arch: str = ""
+    flavor: str = ""
+    regions: tuple[str, ...] = ()
+    extra_packages: tuple[str, ...] = ()
+    extra_repos: tuple[str, ...] = ()  # NAME=URL
+    variables: tuple[str, ...] = ()  # KEY=VALUE
+    var_files: tuple[str, ...] = ()

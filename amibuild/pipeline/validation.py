@@ -1,0 +1,258 @@
+"""Validation of the merged settings into a `Variant` (and of the pipeline block), with the small
+typed readers (`_str`, `_int`, ...) the loader shares and `known_regions` / `suggest`."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Sequence
+
+from amibuild.errors import SpecError
+from amibuild.pipeline import checks
+from amibuild.pipeline.model import (AL2_LAST_K8S, ARCHES, BASES, DEFAULT_FLAVOR, DEFAULTS, FLAVORS, OSES, VOLUME_TYPES, Proxy,
+                                     Repo, Variant, _K8S, _K8S_PATCH, _RPM_NAME, _VAR_NAME)
+
+
+def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> None:
+    prefix = kw["ssm_prefix"]
+    if not prefix.startswith("/") or prefix.endswith("/") and prefix != "/" or "//" in prefix:
+        raise SpecError(f"{where}: pipeline.ssm_prefix {prefix!r} must start with '/' and not end with '/', e.g. \"/amibuild\"")
+    if not re.match(r"^[A-Za-z0-9_./-]+$", prefix) or prefix.lower().startswith(("/aws", "/ssm")):
+        raise SpecError(f"{where}: pipeline.ssm_prefix {prefix!r}: use letters, digits, '_', '.', '-' and '/', not under /aws or /ssm")
+    known = known_regions()
+    for field_name in ("regions", "copy_to"):
+        for region in kw[field_name]:
+            if region not in known:
+                label = "--region" if field_name == "regions" and from_flag else f"{where}: pipeline.{field_name}"
+                raise SpecError(f"{label}: unknown region {region!r}{suggest(region, known)}")
+    from amibuild.pipeline import naming
+
+    for key, check in (("parameter_template", naming.check_template), ("default_channel", naming.check_channel)):
+        if kw[key] is not None:
+            try:
+                check(kw[key])
+            except SpecError as exc:
+                raise SpecError(f"{where}: pipeline.{key}: {exc}") from None
+    for account in kw["ami_users"]:
+        if not re.match(r"^\d{12}$", account):
+            raise SpecError(f"{where}: pipeline.ami_users: {account!r} is not a 12-digit AWS account id")
+
+
+def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, root: Path) -> Variant:
+    def at(key: str) -> str:
+        return origin.get(key, "defaults")
+
+    base = _choice(m["base"], BASES, at("base"))
+    os_ = _choice(m["os"], OSES, at("os"))
+    arch = _choice(m["arch"], ARCHES, at("arch"))
+    k8s = _str(m["kubernetes_version"], at("kubernetes_version"))
+    match = _K8S.match(k8s) or (_K8S_PATCH.match(k8s) if base == "upstream" else None)
+    if not match and base == "upstream":
+        raise SpecError(f"{at('kubernetes_version')}: Kubernetes version {k8s!r} must look like 1.N or 1.N.P, "
+                        "e.g. 1.30 or 1.30.4")
+    if not match:
+        hint = " (a patch release 1.N.P is for base \"upstream\")" if _K8S_PATCH.match(k8s) else ""
+        raise SpecError(f"{at('kubernetes_version')}: Kubernetes version {k8s!r} must look like 1.N, e.g. 1.30{hint}")
+    if os_ == "al2" and int(match.group(1)) > AL2_LAST_K8S and at("kubernetes_version") == "defaults":
+        # AL2 asked for, the version left to the built-in default (AL2023's): name where AL2 came from
+        raise SpecError(
+            f"{at('os')}: Amazon Linux 2 needs a Kubernetes version of 1.{AL2_LAST_K8S} or older, and the built-in "
+            f"default is {k8s}: set kubernetes_version (--k8s 1.{AL2_LAST_K8S}), or use os = \"al2023\""
+        )
+    if os_ == "al2" and int(match.group(1)) > AL2_LAST_K8S:
+        raise SpecError(
+            f"{at('kubernetes_version')}: Kubernetes {k8s} has no EKS Amazon Linux 2 image "
+            f"(the last is 1.{AL2_LAST_K8S}); use os = \"al2023\" or an older version"
+        )
+    flavors = FLAVORS[os_]
+    flavor = _choice(m["flavor"], tuple(flavors), at("flavor"))
+    if arch not in flavors[flavor]:
+        raise SpecError(f"{at('flavor')}: EKS publishes no {os_} {flavor} image for {arch}; "
+                        f"use arch = \"{flavors[flavor][0]}\" or another flavor")
+    if base == "upstream" and flavor != DEFAULT_FLAVOR:
+        raise SpecError(f"{at('flavor')}: the upstream base builds the standard eks-worker-al2 image; "
+                        "flavors are for base = \"eks-optimized\"")
+    if base == "upstream" and not m["upstream"]:
+        raise SpecError(f"{at('base')}: base \"upstream\" needs upstream = PATH_OR_GIT_URL (or --upstream)")
+
+    checks.count(m.get("extra_packages", ()), checks.MAX_PACKAGES, at("extra_packages"), "extra packages")
+    checks.count(m.get("repos", ()), checks.MAX_REPOS, at("repos"), "repositories")
+    packages = tuple(dict.fromkeys(_str(p, at("extra_packages")) for p in m.get("extra_packages", ())))
+    for pkg in packages:
+        if not _RPM_NAME.match(pkg):
+            raise SpecError(
+                f"{at('extra_packages')}: package name {pkg!r} is not a valid RPM name "
+                "(letters, digits and ._+~^- only, no spaces or shell characters)"
+            )
+    repos = []
+    for raw in m.get("repos", ()):
+        repo = Repo(str(raw.get("name", "")), str(raw.get("baseurl", "")), str(raw.get("gpgkey", "") or ""))
+        checks.repo(repo.name, repo.baseurl, repo.gpgkey, at("repos"))
+        if any(r.name == repo.name for r in repos):
+            repos = [r for r in repos if r.name != repo.name]  # a later layer redefines it
+        repos.append(repo)
+    proxy_raw = m.get("proxy") or {}
+    proxy = Proxy(**{k: _str(v, at("proxy")) for k, v in proxy_raw.items()})
+    for label, url in (("http", proxy.http), ("https", proxy.https)):
+        if url:
+            checks.url(url, at("proxy"), f"proxy.{label}")
+    checks.no_proxy(proxy.no_proxy, at("proxy"))
+    scripts = []
+    script_list = _as_list(m.get("scripts", ()), at("scripts"))
+    checks.count(script_list, checks.MAX_SCRIPTS, at("scripts"), "scripts")
+    top = root.resolve()
+    for script in script_list:
+        # the scripts are uploaded and run with sudo: only files of the pipeline repository, with
+        # symlinks followed, so `../../etc/shadow` or a link out of the folder cannot be shipped
+        path = (top / _str(script, at("scripts"))).resolve()
+        if not path.is_relative_to(top):
+            raise SpecError(f"{at('scripts')}: script {script} is outside {top}; keep provisioner scripts in "
+                            "the pipeline file's folder")
+        if not path.is_file():
+            raise SpecError(f"{at('scripts')}: script {script} not found")
+        scripts.append(path)
+
+    volume_size = _int(m["volume_size"], at("volume_size"))
+    if not 8 <= volume_size <= 16384:
+        raise SpecError(f"{at('volume_size')}: volume_size {volume_size} must be between 8 and 16384 GiB")
+    source_ami = _str(m["source_ami"], at("source_ami"))
+    if source_ami and not checks.AMI_ID.match(source_ami):
+        raise SpecError(f"{at('source_ami')}: source_ami {source_ami!r} is not an AMI id (ami-0123456789abcdef0)")
+
+    encrypted = _bool(m["encrypted"], at("encrypted"))
+    kms_key_id = checks.pattern(_str(m["kms_key_id"], at("kms_key_id")), at("kms_key_id"), "kms_key_id")
+    if kms_key_id and not encrypted:
+        raise SpecError(f"{at('kms_key_id')}: kms_key_id is set but encrypted is false; set encrypted = true "
+                        "or drop kms_key_id")
+    for key in ("instance_type", "subnet_id", "security_group_id", "upstream_ref"):
+        checks.pattern(_str(m[key], at(key)), at(key), key)
+    upstream_src = _str(m["upstream"], at("upstream"))
+    if upstream_src.startswith("-") or checks.has_control(upstream_src):
+        raise SpecError(f"{at('upstream')}: upstream {upstream_src[:60]!r}: a path or git URL (not starting with '-')")
+    checks.text(_str(m["description"], at("description")), at("description"), "description",
+                limit=checks.AMI_DESCRIPTION_MAX)
+
+    known = set(DEFAULTS)
+    packer_vars = {k: v for k, v in m.items() if k not in known}
+    regions = known_regions()
+    for key, value in packer_vars.items():
+        if not _VAR_NAME.match(key):
+            raise SpecError(f"{origin[key]}: {key!r} is not a valid Packer variable name")
+        checks.packer_variable(key, value, origin[key], known_regions=regions)
+    return Variant(
+        name=name,
+        base=base,
+        upstream=_str(m["upstream"], at("upstream")),
+        upstream_ref=_str(m["upstream_ref"], at("upstream_ref")),
+        os=os_,
+        kubernetes_version=k8s,
+        arch=arch,
+        instance_type=_str(m["instance_type"], at("instance_type")),
+        volume_size=volume_size,
+        volume_type=_choice(m["volume_type"], VOLUME_TYPES, at("volume_type")),
+        encrypted=encrypted,
+        kms_key_id=kms_key_id,
+        subnet_id=_str(m["subnet_id"], at("subnet_id")),
+        security_group_id=_str(m["security_group_id"], at("security_group_id")),
+        associate_public_ip_address=_bool(m["associate_public_ip_address"], at("associate_public_ip_address")),
+        source_ami=source_ami,
+        extra_packages=packages,
+        repos=tuple(repos),
+        proxy=proxy,
+        scripts=tuple(scripts),
+        description=_str(m["description"], at("description")),
+        packer_vars=MappingProxyType({k: packer_vars[k] for k in sorted(packer_vars)}),
+        origins=MappingProxyType(dict(origin)),
+        flavor=flavor,
+        tests=tuple(m.get("tests", ())),
+        test_on_build=_bool(m["test_on_build"], at("test_on_build")),
+    )
+
+
+# ------------------------------------------------------------------------------- small helpers
+
+
+def known_regions() -> frozenset[str]:
+    """Every region botocore knows, across partitions, read straight from its endpoints data
+    (a tenth of the time a botocore session takes to answer the same question)."""
+    global _REGIONS
+    if _REGIONS is None:
+        import gzip
+        import json
+
+        import botocore
+
+        data = Path(botocore.__file__).parent / "data" / "endpoints.json"
+        raw = data.read_bytes() if data.exists() else gzip.decompress(data.with_suffix(".json.gz").read_bytes())
+        _REGIONS = frozenset(region for partition in json.loads(raw)["partitions"] for region in partition["regions"])
+    return _REGIONS
+
+
+_REGIONS: frozenset[str] | None = None
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _choice(value: Any, choices: Sequence[str], where: str) -> str:
+    text = _str(value, where)
+    if text not in choices:
+        raise SpecError(f"{where}: {text!r} is not supported; use one of {', '.join(choices)}{suggest(text, choices)}")
+    return text
+
+
+def _str(value: Any, where: str) -> str:
+    if isinstance(value, bool) or isinstance(value, (list, dict)):
+        raise SpecError(f"{where}: expected a string, got {_kind(value)}")
+    if isinstance(value, float):  # `1.30` unquoted would silently become "1.3"
+        raise SpecError(f"{where}: write {value!r} in quotes, as a string")
+    return "" if value is None else str(value)
+
+
+def _int(value: Any, where: str) -> int:
+    if isinstance(value, bool):
+        raise SpecError(f"{where}: expected a whole number, got {value!r}")
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise SpecError(f"{where}: expected a whole number, got {value!r}") from None
+
+
+def _bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise SpecError(f"{where}: expected true or false, got {value!r}")
+
+
+def _as_list(value: Any, where: str) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, str):  # a --var or var-file may give "a,b"
+        return [v for v in re.split(r"[,\s]+", value) if v]
+    raise SpecError(f"{where}: expected a list, got {_kind(value)}")
+
+
+def _str_list(block: Mapping[str, Any], key: str, where: str) -> list[str]:
+    value = block.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"{where}: pipeline.{key} must be a list of strings")
+    return value
+
+
+def _str_map(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise SpecError(f"{where}: expected a map of strings")
+    return {str(k): _str(v, f"{where}.{k}") for k, v in value.items()}
+
+
+def _kind(value: Any) -> str:
+    return {bool: "a bool", list: "a list", dict: "a map"}.get(type(value), type(value).__name__)

@@ -1,0 +1,181 @@
+"""The emulator process itself: moto's WSGI app behind our control endpoints (`_SandboxApp`),
+`_serve` (seed, bind, report the port, serve), and `main` (``python -m amibuild.sandbox``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from amibuild.errors import AmibuildError, SandboxError
+from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, _Seeder, seed_images
+from amibuild.sandbox.cluster import model_eks_clusters, read_short_form_yaml
+from amibuild.sandbox.patches import _model_stack_updates
+from amibuild.sandbox import runcommand
+from amibuild.sandbox.process import CHILD_PREFIX, EXIT_REFUSED, serve_foreground
+
+
+_StartResponse = Callable[..., Any]
+
+
+class _SandboxApp:
+    """WSGI middleware: our control endpoints, everything else to moto."""
+
+    def __init__(self, moto_app: Any, seeder: _Seeder) -> None:
+        self.moto_app = moto_app
+        self.seeder = seeder
+
+    def __call__(self, environ: dict[str, Any], start_response: _StartResponse) -> Iterable[bytes]:
+        method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "")
+        if (method, path) in (("POST", f"{API_PREFIX}/reset"), ("POST", "/moto-api/reset")):
+            return self._answer(start_response, self._reset)
+        if (method, path) == ("POST", f"{API_PREFIX}/release"):
+            return self._answer(start_response, lambda: self._release(environ))
+        if (method, path) == ("GET", f"{API_PREFIX}/health"):
+            return self._answer(start_response, lambda: {"regions": list(SEED_REGIONS)})
+        if path.startswith(f"{API_PREFIX}/"):
+            error = {"error": f"no route {method} {path}"}
+            return self._json(start_response, "404 Not Found", error)
+        return self.moto_app(environ, start_response)
+
+    def _reset(self) -> dict[str, Any]:
+        from moto.moto_api._internal.models import moto_api_backend
+
+        with self.seeder.lock:
+            moto_api_backend.reset()
+            self.seeder.seed()
+        return {"status": "ok"}
+
+    def _release(self, environ: dict[str, Any]) -> dict[str, Any]:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        try:
+            body = json.loads(environ["wsgi.input"].read(length) or b"{}")
+            args = (str(body["k8s"]), str(body.get("os", "al2")), str(body.get("arch", "x86_64")))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SandboxError(f"release wants JSON with k8s, os, arch: {exc}") from exc
+        with self.seeder.lock:
+            image = self.seeder.release(*args, body.get("release"))
+        return {
+            "image_id": image.image_id,
+            "name": image.name,
+            "parameter": f"{image.parameter_prefix}/image_id",
+            "regions": list(SEED_REGIONS),
+        }
+
+    def _answer(
+        self, start_response: _StartResponse, action: Callable[[], dict[str, Any]]
+    ) -> Iterable[bytes]:
+        try:
+            return self._json(start_response, "200 OK", action())
+        except SandboxError as exc:
+            return self._json(start_response, "400 Bad Request", {"error": str(exc)})
+
+    @staticmethod
+    def _json(start_response: _StartResponse, status: str, body: dict[str, Any]) -> Iterable[bytes]:
+        data = json.dumps(body).encode()
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+        start_response(status, headers)
+        return [data]
+
+
+
+def _serve(host: str, port: int, watch_stdin: bool) -> None:
+    """The child process: seed moto, bind, report the port on stdout, serve until told to stop."""
+    with tempfile.TemporaryDirectory(prefix="amibuild-sandbox-") as scratch:
+        amis_path = Path(scratch, "amis.json")
+        amis_path.write_text(json.dumps([image.to_moto() for image in seed_images()]))
+        # moto reads the file when its EC2 models are imported, and only checks the variable after.
+        os.environ["MOTO_AMIS_PATH"] = str(amis_path)
+        from amibuild.sandbox.moto_check import check_internals
+
+        # imports moto.ec2.models (reading the file) and every other moto module used here; a moto
+        # that moved what we patch or import fails now, naming it
+        check_internals()
+    _model_stack_updates()
+    runcommand.install()  # the SSM agent of boot-test instances
+    model_eks_clusters()
+    read_short_form_yaml()
+
+    import logging
+
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request in the log
+    seeder = _Seeder()
+    app = _SandboxApp(DomainDispatcherApplication(create_backend_app), seeder)
+    # Bind first (a taken port fails fast), seed, then report the port: nobody knows it before.
+    server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
+    seeder.seed()
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if watch_stdin:
+        stdin_fd = sys.stdin.fileno()
+
+        def watch() -> None:
+            # Raw reads: a daemon thread blocked inside sys.stdin's buffered reader makes the
+            # interpreter abort at shutdown ("could not acquire lock for <stdin>").
+            while os.read(stdin_fd, 4096):
+                pass  # EOF: the parent closed the pipe or died
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+    sys.stdout.write(f"AMIBUILD_SANDBOX_PORT={server.server_port}\n")
+    sys.stdout.flush()
+    # The parent stops reading stdout now: send anything printed later to the stderr log.
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    try:
+        server.serve_forever()
+    except SystemExit:
+        pass  # SIGTERM / SIGINT / stdin EOF: a normal stop
+    finally:
+        server.server_close()
+    sys.stderr.flush()
+    # Nothing here needs finalizing, and tearing down moto's many objects takes ~0.4 s.
+    os._exit(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m amibuild.sandbox [--port N]`` runs in the foreground; ``serve`` is the child."""
+    parser = argparse.ArgumentParser(
+        prog="python -m amibuild.sandbox", description="Run the local AWS emulator (moto, seeded)."
+    )
+    parser.add_argument(
+        "--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)"
+    )
+    sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser("serve", help="run the emulator process itself (used by Sandbox)")
+    serve.add_argument("--port", type=int, default=0, dest="serve_port")
+    serve.add_argument("--watch-stdin", action="store_true", help="exit when stdin closes")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        try:
+            _serve(LOOPBACK, args.serve_port, args.watch_stdin)
+        except SandboxError as exc:  # e.g. a moto without what we patch: one line for the parent
+            print(f"{CHILD_PREFIX}{exc}", file=sys.stderr, flush=True)
+            return EXIT_REFUSED
+        return 0
+    try:
+        serve_foreground(port=args.port)
+    except AmibuildError as exc:
+        print(f"amibuild sandbox: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:  # Ctrl-C while still starting
+        return 130
+    return 0
+
