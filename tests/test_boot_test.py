@@ -170,6 +170,10 @@ def test_on_the_stand_in_what_is_not_there_is_not_testable_never_a_pass():
     cut = imagetests.parse_results("amibuild-check: start a\nhalf", ["a", "b"], stage="boot")
     assert [r.verdict for r in cut] == ["not run", "not run"]
     assert imagetests.overall(cut) == imagetests.Verdict.FAILED
+    untestable = imagetests.CheckResult("a", "boot", imagetests.Verdict.UNTESTABLE, 127, 0.1)
+    passed = imagetests.CheckResult("b", "boot", imagetests.Verdict.PASSED, 0, 0.1)
+    assert imagetests.overall([untestable]) == imagetests.Verdict.FAILED  # nothing proven
+    assert imagetests.overall([untestable, passed]) == imagetests.Verdict.PASSED
 
 
 def test_amibuild_tests_lists_what_will_run_and_what_is_turned_off(tmp_path: Path):

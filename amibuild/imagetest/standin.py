@@ -47,6 +47,7 @@ class StandinRun:
     exit_status: int | None
     failed_step: str = ""
     notes: list[str] = field(default_factory=list)
+    untestable: str = ""  # the chain stopped at a step the stand-ins cannot answer: no stand-in of the image
 
 
 def chain_steps(root: Path) -> list[Step]:
@@ -90,8 +91,10 @@ def run(root: Path, script: str | None = None, *, refuse: Iterable[str] = (), ti
             break
         if result.ran and result.exit_status not in result.step.valid_exit_codes:
             if f"{result.step.number:03d}" in gaps or result.exit_status == imagetests.STANDIN_GAP:
-                notes.append(f"step {result.step.number} ({result.step.name}) not rehearsable")
-                continue
+                # the copy stops here as Packer would: what follows, the checks included, never ran
+                return StandinRun(False, "", None, notes=notes, untestable=(
+                    f"step {result.step.number} ({result.step.name}) cannot be rehearsed, so the image has no "
+                    "stand-in here"))
             tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
             return StandinRun(False, "", None, f"step {result.step.number} ({result.step.name}), exit "
                               f"{result.exit_status}: {tail[0]}", notes)
@@ -133,6 +136,10 @@ def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], d
     except RehearsalUnavailable as exc:
         lines = [f"amibuild: stage 1 checks not testable here: {exc}"]
         return 0, lines, {"stage": "build", "result": str(imagetests.Verdict.UNTESTABLE), "reason": str(exc), "checks": []}
+    if done.untestable:
+        lines = [f"amibuild: stage 1 checks not testable here: {done.untestable}"]
+        return 0, lines, {"stage": "build", "result": str(imagetests.Verdict.UNTESTABLE), "reason": done.untestable,
+                          "checks": []}
     if not done.chain_ok:
         lines = [f"amibuild: stage 1: the provisioning chain failed before the checks: {done.failed_step}"]
         return 1, lines, {"stage": "build", "result": "failed", "reason": done.failed_step, "checks": []}

@@ -467,11 +467,12 @@ def parse_results(output: str, names: Iterable[str], *, stage: str, standin: boo
 
 
 def overall(results: Iterable[CheckResult]) -> Verdict:
-    """passed when every check passed or was not testable here; failed when one failed or did not run."""
+    """passed when no check failed or did not run and at least one passed (some may be not testable
+    here); failed otherwise: nothing proven is never a pass."""
     results = list(results)
     if any(r.verdict in (Verdict.FAILED, Verdict.NOT_RUN) for r in results):
         return Verdict.FAILED
-    return Verdict.PASSED
+    return Verdict.PASSED if any(r.verdict == Verdict.PASSED for r in results) else Verdict.FAILED
 
 
 def gate_map(gates_: Mapping[str, Gate]) -> Mapping[str, Gate]:

@@ -94,6 +94,8 @@ def run_on_standin(fingerprint: str, image_id: str, script: str) -> tuple[str, i
         done = standin.run(root, script)
     except AmibuildError as exc:
         return "Failed", 1, "", f"amibuild sandbox: not testable here: {exc}"
+    if done.untestable:
+        return "Failed", 1, "", f"amibuild sandbox: not testable here: {done.untestable}"
     if not done.chain_ok:
         return "Failed", 1, "", f"amibuild sandbox: the image's chain failed on the stand-in: {done.failed_step}"
     code = done.exit_status if done.exit_status is not None else 1
