@@ -299,3 +299,21 @@ def test_a_boot_test_killed_outright_leaves_an_instance_clean_run_finds_by_its_r
     state = ec2.describe_instances(InstanceIds=[instance["InstanceId"]])["Reservations"][0]["Instances"][0]["State"]
     assert state["Name"] in ("shutting-down", "terminated")
     assert images_of("ceph")[0]["State"] == "available"  # the image itself is not the test run's to remove
+
+
+def test_a_boot_test_that_cannot_launch_fails_without_tagging_the_image(workdir: Path, sandbox):
+    from amibuild.sandbox import seed_images
+
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    instance = ec2.run_instances(ImageId=seed_images()[0].image_id, MinCount=1, MaxCount=1, InstanceType="m5.large")
+    ami = ec2.create_image(InstanceId=instance["Instances"][0]["InstanceId"], Name="bt-ceph-launch")["ImageId"]
+    ec2.create_tags(Resources=[ami], Tags=[{"Key": "amibuild:variant", "Value": "ceph"}])
+    failed = amibuild(workdir, "test-ami", "--variant", "ceph", "--ami", ami, "--subnet", "subnet-0123456789abcdef0",
+                      "--json")
+    assert failed.returncode == 1
+    result = json.loads(failed.stdout)
+    assert "InvalidSubnetID.NotFound" in result["error"] and result["instance_id"] is None
+    assert {c["result"] for c in result["checks"]} == {"not run"}
+    assert result["tagged"] == [] and "not tagged" in " ".join(result["notes"])
+    (image,) = ec2.describe_images(ImageIds=[ami])["Images"]
+    assert tag(image, "amibuild:test") == ""

@@ -184,6 +184,9 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
                           f"{'terminated' if terminated else 'NOT terminated'}{left}") from interrupted
     assert result is not None
     result = replace(result, terminated=terminated, seconds=clock() - started, notes=tuple(notes), started_at=started_at)
+    if not result.instance_id:  # RunInstances refused (rights, subnet, capacity): nothing is known of the image
+        notes.append("the image is not tagged: no instance started, so this says nothing about the image")
+        return replace(result, notes=tuple(notes))
     return replace(result, tagged=tuple(_tag(api, amis, result, notes)), notes=tuple(notes))
 
 
