@@ -34,6 +34,7 @@ turns them into a one-line message and an exit code::
     ├── RolloutBlocked                    the stack or node group is busy or broken: not updated now
     ├── RolloutFailed                     the update failed, rolled back, timed out or did not converge
     ├── PruneFailed                       images or snapshots prune meant to remove are still there
+    ├── FleetBehind                       `fleet --check-behind`: a consumer is further behind than allowed
     ├── BuildFailed                       one or more variants failed to build
     ├── RehearsalError                    the rehearsal's throwaway copy could not be made or entered
     ├── RehearsalFailed                   a rehearsed provisioning step failed
@@ -164,6 +165,10 @@ class RolloutFailed(AmibuildError):
 
 class PruneFailed(AmibuildError):
     """Some images or snapshots prune meant to delete (or deprecate) are still there."""
+
+
+class FleetBehind(AmibuildError):
+    """`fleet --check-behind`: a consumer is further behind its channel than allowed, or orphaned."""
 
 
 class BuildFailed(AmibuildError):

@@ -192,6 +192,32 @@ def test_prune_policy_allows_exactly_what_prune_calls(tmp_path: Path, recorder: 
     assert_policy_matches_calls("prune", document, recorder)
 
 
+def test_fleet_policy_allows_exactly_what_fleet_calls_and_describes_only(tmp_path: Path, recorder: Recorder,
+                                                                        sandbox) -> None:
+    from amibuild.sandbox.fleet import FleetSeed, karpenter_tags
+
+    (tmp_path / "amibuild.hcl").write_text(CHANNELS_PIPELINE)
+    amis = [build_image("us-west-2", pipeline="iam", variant="ceph", n=n) for n in (1, 2)]
+    ssm = boto3.client("ssm", region_name="us-west-2")
+    for ami in amis:
+        ssm.put_parameter(Name="/amibuild/iam/1.35/ceph/stable/image_id", Value=ami, Type="String",
+                          DataType="aws:ec2:image", Overwrite=True)
+    sandbox.seed_fleet(FleetSeed(stacks=(("nodes", "/amibuild/iam/1.35/ceph/stable/image_id"),),
+                                 nodegroups=(("managed", amis[0]),),
+                                 instances=((amis[0], 1, karpenter_tags("default", "ceph")),)))
+    autoscaling = boto3.client("autoscaling", region_name="us-west-2")
+    autoscaling.create_launch_configuration(LaunchConfigurationName="legacy", ImageId=amis[0], InstanceType="m5.large")
+
+    result = invoke(tmp_path, "fleet", "--json", env=through(recorder))
+    assert result.returncode == 0, result.stderr
+    kinds = {r["kind"] for r in json.loads(result.stdout)["consumers"]}
+    assert kinds == {"stack", "nodegroup", "auto-scaling-group", "launch-configuration", "instances"}
+    document = iam.policy("fleet", load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)
+    assert_policy_matches_calls("fleet", document, recorder)
+    verbs = {a.split(":", 1)[1] for a in iam.actions(document)}
+    assert all(v.startswith(("Describe", "List", "Get")) for v in verbs), sorted(verbs)
+
+
 NODEGROUP_STACK = {
     # the parts of a node group stack rollout reads and changes: an image parameter that follows a
     # channel, a launch template, an Auto Scaling group launching from its latest version

@@ -15,7 +15,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
-EXPECTED = ["nightly-build.yml", "promote-due.yml", "promote.yml", "prune.yml", "rehearse.yml"]
+EXPECTED = ["fleet.yml", "nightly-build.yml", "promote-due.yml", "promote.yml", "prune.yml", "rehearse.yml"]
 
 # `invoke TASK ...` in a run: script, however invoke is reached (.venv/bin/invoke, invoke); invoke's
 # own options before the task name are skipped.
@@ -145,7 +145,17 @@ def test_promote_waits_for_approval_then_rolls_out() -> None:
     assert [(t, f) for _, t, f in commands(doc)] == [
         ("promote", ["variant", "from", "to"]),
         ("rollout", ["stack", "variant", "channel"]),
+        ("fleet", ["variant", "channel"]),
     ]
+
+
+def test_fleet_runs_daily_and_fails_when_a_consumer_falls_behind() -> None:
+    doc = load("fleet.yml")
+    (cron,) = [entry["cron"] for entry in doc[True]["schedule"]]
+    assert cron.split()[2:] == ["*", "*", "*"], "daily"
+    assert [(t, f) for _, t, f in commands(doc)] == [("fleet", ["check-behind"])]
+    run = next(s["run"] for _, s in steps(doc) if "fleet" in s.get("run", ""))
+    assert "--check-behind 14d" in run
 
 
 def test_prune_runs_weekly_with_a_dry_run_first() -> None:

@@ -45,6 +45,9 @@ def run(body: Callable[[], T]) -> T:
         _PENDING.clear()
         if debugging():
             traceback.print_exc()
+        from amibuild.cli.summary import annotate
+
+        annotate(str(exc))  # in GitHub Actions, an error naming a line of the pipeline file annotates it
         raise Exit(f"amibuild: error: {exc}", code=exc.exit_code) from None
     except KeyboardInterrupt:
         raise Exit("amibuild: interrupted", code=EXIT_INTERRUPTED) from None

@@ -83,6 +83,7 @@ BUILD_HELP = {
     "allow_incomplete": "With --rehearse: build a variant whose rehearsal stopped at a step it cannot rehearse",
     "no_wait": "When another run is building a variant with the same inputs, fail (exit 1, naming that run) "
                "instead of waiting for it and reusing its image",
+    "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
     "boot_test": "Boot each built image (`amibuild test-ami`, in parallel) before publishing; a variant whose "
                  "boot test fails is not published (exit 1), the others go on",
 }
@@ -93,12 +94,14 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
               channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, allow_incomplete=False,
-              boot_test=False):
+              markdown=False, boot_test=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     from amibuild.cli import commands
     from amibuild.cli import report
 
     from amibuild.cli import values
+
+    from amibuild.cli import summary
 
     opts = cli.options(c, **locals_flags(locals()))
     run = cli.run(lambda: commands.build_ami(
@@ -112,8 +115,9 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     ))
     if json:
         cli.emit_json(run.to_dict())
-    else:
+    elif not markdown:
         cli.lines_out(report.build_lines(run))
+    summary.publish(summary.build_markdown(run), to_stdout=markdown)
     cli.finish(run)
 
 
@@ -132,6 +136,7 @@ REHEARSE_HELP = {
     "json": "Print the reports as JSON on stdout (progress goes to stderr)",
     "keep": "Keep the overlay's upper layer (every file the chain wrote) and print where it is",
     "timeout": "Stop a variant's rehearsal after this many seconds (default 600)",
+    "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
     "allow_incomplete": "Exit 0 when a rehearsal stopped at a step it cannot rehearse (default: exit 3)",
 }
 
@@ -139,22 +144,25 @@ REHEARSE_HELP = {
 @task(help=REHEARSE_HELP, iterable=REPEATABLE, auto_shortflags=False)
 def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
              arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, json=False,
-             keep=False, timeout=None, flavor=None, allow_incomplete=False):
+             keep=False, timeout=None, flavor=None, allow_incomplete=False, markdown=False):
     """Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."""
     from amibuild.cli import rehearse as rehearse_cmd
     from amibuild.rehearse import report
 
     flags = locals_flags(locals())
-    for name in ("keep", "timeout", "allow_incomplete"):
+    for name in ("keep", "timeout", "allow_incomplete", "markdown"):
         flags.pop(name)
     opts = cli.options(c, **flags)
     reports = cli.run(lambda: rehearse_cmd.rehearse(
         opts, cli.say, keep=keep, timeout=rehearse_cmd.seconds(timeout, "--timeout"),
         refuse=rehearse_cmd.refused_packages()))
+    from amibuild.cli import summary
+
     if json:
         cli.emit_json([r.to_dict() for r in reports])
-    else:
+    elif not markdown:
         cli.lines_out(line for r in reports for line in report.lines(r))
+    summary.publish(summary.rehearse_markdown(reports), to_stdout=markdown)
     failed = [r.variant for r in reports if not r.ok]
     if failed:
         from invoke.exceptions import Exit
@@ -434,12 +442,13 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
 @task(help={**CHANNEL_HELP, "from_": "Channel to copy from, e.g. recommended",
             "to": "Channel to copy into, e.g. stable",
             "force": "Write even if another writer moved the target channel since amibuild read it",
+            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
             "due": "Promote every gated channel (pipeline `channel` blocks with `from`) whose gate is met now, "
                    "for every variant; print what was promoted and what waits until when",
             **GATE_HELP},
       auto_shortflags=False)
 def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False,
-            due=False, override_gate=False, reason=None, now=None):
+            markdown=False, due=False, override_gate=False, reason=None, now=None):
     """Copy a channel's exact AMI, region by region, into another channel."""
     from amibuild.cli import commands
     from amibuild.cli import report
@@ -460,8 +469,12 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
         return channels_mod.promote(aws, pipeline=pipe, variant=var, source=from_, target=to, force=force,
                                     guard=_guard(c, signals), override_gate=override, now=when)
 
+    from amibuild.cli import summary
+
     result, signals = cli.run_channel(body)
-    cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    if json or not markdown:
+        cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
+    summary.publish(summary.publish_markdown(result), to_stdout=markdown)
     cli.finish_channel(result, signals)
 
 
@@ -531,9 +544,10 @@ def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None,
     cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.history_lines(entries))
 
 
-@task(help={"pipeline": CHANNEL_HELP["pipeline"], "profile": CHANNEL_HELP["profile"], "json": CHANNEL_HELP["json"]},
+@task(help={"pipeline": CHANNEL_HELP["pipeline"], "profile": CHANNEL_HELP["profile"], "json": CHANNEL_HELP["json"],
+            "markdown": "Print the table as Markdown on stdout"},
       auto_shortflags=False)
-def channels(c, pipeline=None, profile=None, json=False):
+def channels(c, pipeline=None, profile=None, json=False, markdown=False):
     """List every variant x channel x region: AMI, version, age."""
     from amibuild.channels import read as channel_status
     from amibuild.cli import commands
@@ -546,6 +560,11 @@ def channels(c, pipeline=None, profile=None, json=False):
         return channel_status.channels(Aws(profile=opts.profile, region=pipe.build_region), pipeline=pipe)
 
     entries = cli.run(body)
+    if markdown:
+        from amibuild.cli import summary
+
+        print(summary.channels_markdown(entries))
+        return
     cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))
 
 
@@ -562,12 +581,13 @@ ROLLOUT_HELP = {
     "k8s": CHANNEL_HELP["k8s"],
     "profile": SELECT_HELP["profile"],
     "json": "Print the result as JSON on stdout",
+    "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
 }
 
 
 @task(help=ROLLOUT_HELP, auto_shortflags=False)
 def rollout(c, stack=None, nodegroup=None, variant=None, channel=None, region=None, dry_run=False, no_wait=False,
-            timeout=None, pipeline=None, k8s=None, profile=None, json=False):
+            timeout=None, pipeline=None, k8s=None, profile=None, json=False, markdown=False):
     """Roll a node group stack or EKS managed node group to a channel's AMI: change set, update, verify."""
     from amibuild.cli import handoff
 
@@ -575,7 +595,11 @@ def rollout(c, stack=None, nodegroup=None, variant=None, channel=None, region=No
     result = cli.run(lambda: handoff.rollout(opts, stack=stack, nodegroup=nodegroup, variant=variant, channel=channel,
                                              region=region, say=cli.say, dry_run=dry_run, wait=not no_wait,
                                              timeout=timeout))
-    cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+    from amibuild.cli import summary
+
+    if json or not markdown:
+        cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+    summary.publish(summary.rollout_markdown(result), to_stdout=markdown)
 
 
 DEPLOY_HELP = {
@@ -699,7 +723,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
 
 
 @task(help={"task_": "Task the policy is for: build, publish (also promote, rollback, history, channels), "
-                     "rollout, prune, test (test-ami, build-ami --boot-test), or all (default)",
+                     "rollout, prune, fleet (describes only), test (test-ami, build-ami --boot-test), or all (default)",
             "pipeline": SELECT_HELP["pipeline"],
             "stack": "Nodegroup stack the rollout may change (repeatable; required for rollout and all)",
             "node_role_arn": "ARN of the node role: the only role iam:PassRole is allowed for (rollout and all)",
@@ -707,7 +731,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
             "partition": "AWS partition: aws (default), aws-cn or aws-us-gov"},
       iterable=["stack"], auto_shortflags=False)
 def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws"):
-    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune, test or all."""
+    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune, fleet, test or all."""
     from amibuild.cli import commands
     from amibuild.lifecycle import iam
 
@@ -788,6 +812,11 @@ def locals_flags(values):
 ns = Collection(render, validate, rehearse, build_ami, runs, clean_run, publish, promote, rollback, history, channels,
                 nodegroup_deploy, rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor,
                 sandbox, demo, init, tests, test_ami)
+# fleet view and Karpenter hand-off: their tasks live in amibuild/cli/fleet.py
+from amibuild.cli.fleet import fleet, karpenter  # noqa: E402
+
+ns.add_task(fleet)
+ns.add_task(karpenter)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

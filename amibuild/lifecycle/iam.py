@@ -14,6 +14,8 @@
               for the node role only
     prune     `invoke prune`: the reads that prove an image unused, then deregister / delete
               snapshot / deprecate, only on resources tagged with the pipeline's name
+    fleet     `amibuild fleet`: the same reads of channels and consumers (stacks, managed node
+              groups, launch templates, Auto Scaling groups, instances), and nothing else: describes only
     test      `amibuild test-ami` (and `build-ami --boot-test` on top of build): RunInstances only with
               the ``amibuild:run-id`` tag on the instance and its volumes, TerminateInstances and
               ssm:SendCommand (``AWS-RunShellScript`` only) on instances carrying that tag, the result
@@ -53,7 +55,7 @@ from amibuild.errors import SpecError
 from amibuild.channels.lease import lease_name
 from amibuild.channels.publish import name_pattern
 
-TASKS = ("build", "publish", "rollout", "prune", "test")
+TASKS = ("build", "publish", "rollout", "prune", "fleet", "test")
 PUBLIC_EKS_PARAMETERS = "/aws/service/eks/optimized-ami/*"
 
 _ON_BEHALF = ("CloudFormation calls it with the caller's permissions while it applies the change set to the "
@@ -98,7 +100,10 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
     "prune": {
         "ec2:EnableImageDeprecation": "the emulator does not implement image deprecation (HTTP 500); "
                                       "tests/test_prune.py replays EC2's answer on the gateway's client",
+        "eks:DescribeNodegroup": "read for each managed node group; the prune policy test's account has none "
+                                 "(the fleet policy test seeds one and sees it called)",
     },
+    "fleet": {},
 }
 
 # Allowed to every caller whatever the policy says: never listed, ignored when seen.
@@ -285,17 +290,32 @@ def _publish(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | Non
     ]
 
 
-def _prune(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
+def _consumers(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
+    """The reads of `amibuild.lifecycle.consumers`: every channel and everything that runs an image."""
     return [
-        _statement("Ec2Describe", ["ec2:DescribeImages", "ec2:DescribeSnapshots", "ec2:DescribeInstances",
+        _statement("Ec2Describe", ["ec2:DescribeImages", "ec2:DescribeInstances",
                                    "ec2:DescribeLaunchTemplates", "ec2:DescribeLaunchTemplateVersions"]),
         _statement("AutoScalingDescribe", ["autoscaling:DescribeAutoScalingGroups",
                                            "autoscaling:DescribeLaunchConfigurations"]),
+        # node group stacks and managed node groups: which image each runs
+        _statement("StacksDescribe", ["cloudformation:DescribeStacks"]),
+        _statement("NodegroupsDescribe", ["eks:ListClusters", "eks:ListNodegroups", "eks:DescribeNodegroup"]),
         _statement("ChannelsRead", ["ssm:GetParametersByPath", "ssm:GetParameterHistory"], arn.channels),
         # every channel amibuild wrote for this pipeline, found by its tags whatever template named it
         _statement("ChannelsFind", ["ssm:DescribeParameters"]),
         _statement("ChannelsReadByTag", ["ssm:GetParameterHistory"], [f"arn:{arn.p}:ssm:*:{arn.a}:parameter/*"],
                    {"StringEquals": {f"ssm:resourceTag/{tags.PIPELINE}": pipeline.name}}),
+    ]
+
+
+def _fleet(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
+    return _consumers(arn, pipeline)
+
+
+def _prune(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
+    return [
+        *_consumers(arn, pipeline),
+        _statement("Ec2DescribeSnapshots", ["ec2:DescribeSnapshots"]),
         _statement("PruneOwnImages", ["ec2:DeregisterImage", "ec2:DeleteSnapshot", "ec2:EnableImageDeprecation"],
                    [f"arn:{arn.p}:ec2:*::image/*", f"arn:{arn.p}:ec2:*::snapshot/*"],
                    {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}}),
@@ -374,4 +394,5 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
     return statements
 
 
-_STATEMENTS = {"build": _build, "publish": _publish, "rollout": _rollout, "prune": _prune, "test": _test}
+_STATEMENTS = {"build": _build, "publish": _publish, "rollout": _rollout, "prune": _prune, "fleet": _fleet,
+               "test": _test}

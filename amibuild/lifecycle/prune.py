@@ -7,15 +7,16 @@ Three steps, as everywhere in amibuild: gather the facts, plan as data, execute 
       ``amibuild:pipeline`` naming the pipeline (another pipeline's images are not ours to judge:
       its channels live under another name), with their deprecation times;
     * the tags of their snapshots (found from each image's block device mappings);
-    * what uses an image: the current value of every parameter under the pipeline's channel path
-      and the images of its recent history (`keep_versions` earlier versions holding another AMI,
-      so `invoke rollback` keeps working); the default and latest version of every launch template
-      and every version an Auto Scaling group names (its own launch template, its mixed instances
-      policy and the policy's overrides); every launch configuration; every pending, running,
-      stopping or stopped instance. Channels are found by their ``amibuild:pipeline`` tag in
-      every region, whatever parameter name template wrote them, as well as under the current
-      template's path. Which of these makes an image "in use" is `in_use`, a pure function of
-      the gathered `Uses` (tested on recorded facts).
+    * what uses an image: the current value of every parameter under the pipeline's channel path and
+      the images of its recent history (`keep_versions` earlier versions holding another AMI, so
+      `invoke rollback` keeps working); the default and latest version of every launch template and
+      every version an Auto Scaling group names (its own launch template, its mixed instances policy
+      and the policy's overrides, or a managed node group names); every launch configuration; every
+      node group stack's image; every pending, running, stopping or stopped instance of those images
+      (the one gatherer `fleet` reads too: `amibuild.lifecycle.consumers`). Channels are found by
+      their ``amibuild:pipeline`` tag in every region, whatever parameter name template wrote them,
+      as well as under the current template's path. Which of these makes an image "in use" is
+      `in_use`, a pure function of the gathered `Uses` (tested on recorded facts).
 
 `plan_prune` (pure) groups the images by variant and region, newest first (``amibuild:created``,
 else the image's CreationDate) and decides for each:
@@ -37,7 +38,6 @@ Nothing here prints: `report_lines` turns a result into lines for the task to pr
 from __future__ import annotations
 
 import enum
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -47,11 +47,12 @@ from amibuild.aws import Aws, Image
 from amibuild import tags
 from amibuild.errors import AmibuildError, NotFound, PruneFailed, SpecError
 from amibuild.aws import fan_out
-from amibuild.channels.lease import LEASE_DIR
 from amibuild.channels.publish import name_pattern, plain
+# the in-use facts and their classification live in one place, shared with `fleet`; these names
+# stay importable from here
+from amibuild.lifecycle.consumers import (DEFAULT_KEEP_VERSIONS, IN_USE_STATES, ChannelFact,  # noqa: F401
+                                          LaunchFacts, Uses, gather_uses, in_use)
 
-DEFAULT_KEEP_VERSIONS = 3
-IN_USE_STATES = ("pending", "running", "stopping", "stopped")
 DELETABLE_STATES = frozenset({"available", "failed", "error", "invalid"})
 _LEAVE_ALONE = frozenset({"pending", "transient", "disabled"})
 
@@ -229,107 +230,6 @@ def _snapshot_stays(snapshot: str, image: Image, snapshot_tags: Mapping[str, Map
 
 
 @dataclass(frozen=True)
-class ChannelFact:
-    """One channel's parameter in one region: its history as (version, AMI), oldest first."""
-
-    region: str
-    name: str
-    label: str  # how the reasons name it: "channel stable of ceph", or the parameter's name
-    history: tuple[tuple[int, str], ...]
-
-
-@dataclass(frozen=True)
-class LaunchFacts:
-    """What can launch an image in one region, as read: launch templates (id, name, default and latest
-    version), the images of the versions that matter, what each Auto Scaling group names, launch
-    configurations and instances."""
-
-    region: str
-    templates: tuple[tuple[str, str, int, int], ...] = ()
-    template_images: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
-    group_refs: tuple[tuple[str, str, str, str], ...] = ()  # (group, template id, template name, version)
-    launch_configurations: Mapping[str, str] = field(default_factory=dict)
-    instances: tuple[tuple[str, str, str], ...] = ()  # (instance id, state, image id)
-
-
-@dataclass(frozen=True)
-class Uses:
-    """Everything gathered that may make an image "in use"; `in_use` decides (pure)."""
-
-    channels: tuple[ChannelFact, ...] = ()
-    launches: tuple[LaunchFacts, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return plain(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Uses:
-        """The inverse of `to_dict` (recorded facts in tests/data/prune/)."""
-        channels = tuple(ChannelFact(c["region"], c["name"], c["label"], tuple((int(v), a) for v, a in c["history"]))
-                         for c in data.get("channels", ()))
-        launches = tuple(
-            LaunchFacts(
-                region=f["region"],
-                templates=tuple((t[0], t[1], int(t[2]), int(t[3])) for t in f.get("templates", ())),
-                template_images={tid: {int(v): image for v, image in versions.items()}
-                                 for tid, versions in f.get("template_images", {}).items()},
-                group_refs=tuple(tuple(r) for r in f.get("group_refs", ())),  # type: ignore[misc]
-                launch_configurations=dict(f.get("launch_configurations", {})),
-                instances=tuple(tuple(i) for i in f.get("instances", ())),  # type: ignore[misc]
-            )
-            for f in data.get("launches", ())
-        )
-        return cls(channels, launches)
-
-
-def in_use(uses: Uses, keep_versions: int = DEFAULT_KEEP_VERSIONS) -> dict[str, tuple[str, ...]]:
-    """Image id -> every reason it is in use. Pure: the facts `gather` read in, the decision out.
-
-    In use: the current value of every channel amibuild wrote (any region, any name template), the
-    last `keep_versions` earlier values of each channel holding another AMI (so rollback keeps
-    working), the default and latest version of every launch template and every version an Auto
-    Scaling group names, every launch configuration's image, every instance's image.
-    """
-    found: dict[str, list[str]] = defaultdict(list)
-    for channel in uses.channels:
-        if not channel.history:
-            continue
-        current = channel.history[-1][1]
-        found[current].append(f"{channel.label} current in {channel.region}")
-        window: list[str] = []
-        for version, value in reversed(channel.history):
-            if len(window) >= keep_versions:
-                break
-            if value != current and value not in window:
-                window.append(value)
-                found[value].append(f"{channel.label} version {version} in {channel.region} (rollback window)")
-    for facts in uses.launches:
-        region = facts.region
-        templates = {tid: (name, default, latest) for tid, name, default, latest in facts.templates}
-        by_name = {name: tid for tid, (name, _, _) in templates.items()}
-        wanted: dict[str, dict[str, list[str]]] = {tid: {"$Default": ["default version"], "$Latest": ["latest version"]}
-                                                   for tid in templates}
-        for group, tid, name, version in facts.group_refs:
-            tid = tid or by_name.get(name, "")
-            if tid in wanted:
-                wanted[tid].setdefault(version, []).append(f"used by Auto Scaling group {group}")
-        for tid, versions in wanted.items():
-            name, default, latest = templates[tid]
-            numbers = {"$Default": default, "$Latest": latest}
-            images = facts.template_images.get(tid, {})
-            for version, whys in versions.items():
-                number = numbers.get(version) or (int(version) if version.isdigit() else 0)
-                if number in images:
-                    for why in whys:
-                        found[images[number]].append(f"launch template {tid} ({name}) v{number} {why} in {region}")
-        for name, image_id in facts.launch_configurations.items():
-            found[image_id].append(f"launch configuration {name} in {region}")
-        for instance_id, state, image_id in facts.instances:
-            found[image_id].append(f"instance {instance_id} {state}")
-    return {image: tuple(dict.fromkeys(reasons)) for image, reasons in found.items()}
-
-
-@dataclass(frozen=True)
 class Facts:
     """What prune read: the pipeline's images, their snapshots' tags, and what uses which image."""
 
@@ -345,58 +245,26 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: in
     """Read everything `plan_prune` needs, the regions in parallel. Read-only."""
     path, pattern = name_pattern(pipeline, template)
 
-    def read(region: str) -> tuple[list[tuple[Image, str]], list[ChannelFact], LaunchFacts, dict[str, dict[str, str]]]:
+    def read(region: str) -> tuple[list[tuple[Image, str]], dict[str, dict[str, str]]]:
         filters = {"tag-key": [tags.FINGERPRINT], f"tag:{tags.PIPELINE}": [pipeline.name]}
         if variants:
             filters[f"tag:{tags.VARIANT}"] = list(variants)
         found = aws.own_images(region, filters)
         images = [image for image, _ in found]
-        channels = _channel_facts(aws, region, pipeline.name, path, pattern)
-        launches = _launch_facts(aws, region)
         snapshots = aws.snapshot_tags(region, [s for i in images for s in i.snapshot_ids]) if images else {}
-        return found, channels, launches, snapshots
+        return found, snapshots
 
     found = fan_out(list(dict.fromkeys(regions)), read)
     images = tuple(i for region in found for i, _ in found[region][0])
     deprecated = {i.image_id: when for region in found for i, text in found[region][0]
                   if (when := _moment(text)) is not None}
-    uses = Uses(tuple(c for region in found for c in found[region][1]), tuple(found[region][2] for region in found))
+    # the in-use facts come from the one gatherer `fleet` reads too (amibuild.lifecycle.consumers)
+    uses = gather_uses(aws, pipeline.name, list(found), path, pattern,
+                       {region: [i.image_id for i, _ in found[region][0]] for region in found})
     snapshot_tags: dict[str, dict[str, str]] = {}
     for region in found:
-        snapshot_tags.update(found[region][3])
+        snapshot_tags.update(found[region][1])
     return Facts(images, in_use(uses, keep_versions), snapshot_tags, deprecated, uses)
-
-
-def _channel_facts(aws: Aws, region: str, pipeline: str, path: str, pattern: re.Pattern[str]) -> list[ChannelFact]:
-    """Every channel of the pipeline in `region`: those tagged with it (whatever template named them:
-    a changed ``parameter_template``, a second pipeline file) and those under today's template's path
-    (written before channels were tagged)."""
-    tagged = aws.parameters_tagged(region, {tags.PIPELINE: [pipeline]})
-    listed = [p.name for p in aws.parameters_under(path, region) if f"/{LEASE_DIR}/" not in p.name]
-    facts = []
-    for name in dict.fromkeys([*listed, *tagged]):
-        if f"/{LEASE_DIR}/" in name:
-            continue
-        match = pattern.match(name)
-        label = (f"channel {match.group('channel')} of {match.group('variant')}" if match
-                 else f"channel parameter {name}" if name in tagged else f"parameter {name}")
-        history = tuple((p.version, p.value) for p in aws.parameter_history(name, region))
-        facts.append(ChannelFact(region, name, label, history))
-    return facts
-
-
-def _launch_facts(aws: Aws, region: str) -> LaunchFacts:
-    templates = tuple(aws.launch_templates(region))
-    refs = tuple(aws.auto_scaling_template_refs(region))
-    by_name = {name: tid for tid, name, _, _ in templates}
-    wanted: dict[str, set[str]] = {tid: {"$Default", "$Latest"} for tid, _, _, _ in templates}
-    for _, tid, name, version in refs:
-        tid = tid or by_name.get(name, "")
-        if tid in wanted:
-            wanted[tid].add(version)
-    images = {tid: aws.launch_template_image_ids(region, tid, sorted(versions)) for tid, versions in wanted.items()}
-    return LaunchFacts(region, templates, images, refs, aws.launch_configuration_images(region),
-                       tuple(aws.instance_images(region, IN_USE_STATES)))
 
 
 # ------------------------------------------------------------------------------- execute

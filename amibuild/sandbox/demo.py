@@ -21,6 +21,7 @@ from amibuild.pipeline.shipped import EXAMPLE, pipeline_text
 from amibuild.errors import AmibuildError
 
 VARIANT = "ceph"  # the example's variant the channel steps follow
+SEED_FLEET: list[str] = []  # the step that seeds a fleet in the sandbox (`amibuild.sandbox.fleet.demo_seed`)
 
 
 
@@ -44,12 +45,19 @@ def steps(network: dict) -> list[tuple[str, list[str]]]:
         ("A new image: add htop to `ceph`, build and publish to `recommended`",
          [*build, *follow, "--extra-pkg", "htop"]),
         ("Promote the new image to `stable`", ["promote", *follow, "--from", "recommended", "--to", "stable"]),
+        ("A fleet around it (seeded in the sandbox, not an amibuild command): a second stack on `recommended`, "
+         "a managed node group and two Karpenter nodes on the first `stable` image, a `ceph-arm` instance",
+         SEED_FLEET),
+        ("The fleet: every channel, every consumer, how far behind, and what rolls it", ["fleet"]),
         ("Roll the node group to `stable` (a dry run first)",
          ["rollout", "--stack", "ng-demo", *follow, "--channel", "stable", "--dry-run"]),
         ("Roll the node group to `stable`: change set, update, events, verification",
          ["rollout", "--stack", "ng-demo", *follow, "--channel", "stable"]),
         ("Roll again: already current, nothing changes",
          ["rollout", "--stack", "ng-demo", *follow, "--channel", "stable"]),
+        ("The fleet again: the stack is current; the managed node group and the Karpenter nodes are still "
+         "behind (Karpenter replaces its nodes on drift once their EC2NodeClass follows the channel: "
+         "`amibuild karpenter`)", ["fleet"]),
         ("The channels: every variant x channel x region", ["channels"]),
         ("The history of the stable channel", ["history", *follow, "--channel", "stable"]),
         ("The aws-auth entry that lets these nodes join", ["aws-auth", "--stack", "ng-demo"]),
@@ -77,11 +85,31 @@ def run_demo(out: TextIO = sys.stdout, *, keep: bool = False,
               "(amibuild.hcl there is the example amibuild ships)", file=out, flush=True)
         network = sandbox.cluster()
         for number, (title, args) in enumerate(steps(network), start=1):
+            if args is SEED_FLEET:
+                print(f"\n## {number}. {title}", file=out, flush=True)
+                _seed_fleet(sandbox, workdir, out)
+                continue
             print(f"\n## {number}. {title}\n$ amibuild {shlex.join(args)}", file=out, flush=True)
             code = runner(args, env, workdir)
             if code != 0:
                 raise AmibuildError(f"demo step {number} (`amibuild {shlex.join(args)}`) exited {code}; see above")
     print(f"\n# demo finished; files are in {workdir}", file=out, flush=True)
+
+
+def _seed_fleet(sandbox, workdir: Path, out: TextIO) -> None:
+    from amibuild.pipeline import load
+    from amibuild.pipeline.naming import parameter_name
+    from amibuild.sandbox.fleet import demo_seed
+
+    pipeline = load(workdir / "amibuild.hcl")
+    variants = {v.name: v for v in pipeline.variants}
+    ceph, other = variants[VARIANT], variants["ceph-arm"]
+    seeded = demo_seed(sandbox.endpoint, pipeline.build_region,
+                       stable=parameter_name(pipeline, ceph, "stable"),
+                       recommended=parameter_name(pipeline, ceph, "recommended"),
+                       other=parameter_name(pipeline, other, "recommended"))
+    print(f"seeded stacks {', '.join(seeded.stacks)}, managed node group {', '.join(seeded.nodegroups)}, "
+          f"instances {', '.join(seeded.instances)}", file=out, flush=True)
 
 
 def _amibuild(args: Sequence[str], env: dict, cwd: Path) -> int:

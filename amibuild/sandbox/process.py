@@ -173,6 +173,12 @@ class Sandbox:
         """Drop everything clients created and put the seed back."""
         self._post("reset", {})
 
+    def seed_fleet(self, seed: Any, region: str | None = None) -> Any:
+        """Make the stacks, node groups, launch templates and instances of a `sandbox.fleet.FleetSeed`."""
+        from amibuild.sandbox.fleet import seed_fleet
+
+        return seed_fleet(self.endpoint, region or self.region, seed)
+
     def cluster(self, region: str | None = None) -> dict[str, Any]:
         """The seeded EKS cluster: its name, VPC, subnets and control plane security group."""
         return sandbox_cluster(self.endpoint, region or self.region)

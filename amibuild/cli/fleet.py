@@ -1,0 +1,141 @@
+"""`amibuild fleet` and `amibuild karpenter`: who runs which image, and the Karpenter hand-off.
+
+The tasks live here (tasks.py adds them to the collection) so that their flags sit beside the
+few lines that turn them into calls: `fleet_view` (flags → gather → classify) and the check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any
+
+from invoke import task
+
+from amibuild.cli import run as cli
+
+FLEET_HELP = {
+    "variant": "Only consumers and channels of this variant (default: every one)",
+    "channel": "Only this channel (default: every one)",
+    "region": "Only this region (default: every target region of the pipeline)",
+    "json": "Print the view as JSON on stdout",
+    "markdown": "Print the view as a Markdown summary on stdout (as written to $GITHUB_STEP_SUMMARY)",
+    "check_behind": "Exit 1, naming them, when any consumer is more than N versions (or Nd days) behind its "
+                    "channel, or orphaned: for a scheduled CI job",
+    "pipeline": "Pipeline file (default: amibuild.hcl in the current folder or above)",
+    "profile": "AWS profile (default: AWS_PROFILE / the standard chain)",
+}
+
+
+def fleet_view(options: Any, *, variant: str | None = None, channel: str | None = None, region: str | None = None,
+               now: datetime | None = None, aws: Any = None) -> Any:
+    """`amibuild fleet`: flags → gather (read-only) → classify."""
+    from amibuild.aws import Aws
+    from amibuild.cli.commands import load_pipeline
+    from amibuild.lifecycle import fleet
+    from amibuild.pipeline.naming import check_channel
+
+    if channel:
+        check_channel(channel)
+    pipeline = load_pipeline(options)
+    regions = (region,) if region else pipeline.target_regions
+    if aws is None:
+        aws = Aws(profile=options.profile, region=pipeline.build_region)
+    facts = fleet.gather(aws, pipeline, regions)
+    return fleet.classify(facts, now or datetime.now(timezone.utc), variant=variant, channel=channel, region=region)
+
+
+@task(help=FLEET_HELP, auto_shortflags=False)
+def fleet(c, variant=None, channel=None, region=None, json=False, markdown=False, check_behind=None, pipeline=None,
+          profile=None):
+    """Show every channel and every consumer of its images (stacks, node groups, instances) and how far behind."""
+    from amibuild.cli import summary
+    from amibuild.lifecycle import fleet as fleet_mod
+
+    limit = cli.run(lambda: fleet_mod.Limit.parse(check_behind)) if check_behind not in (None, "") else None
+    opts = cli.options(c, pipeline=pipeline, profile=profile, variant=[variant] if variant else None)
+    view = cli.run(lambda: fleet_view(opts, variant=variant, channel=channel, region=region))
+    if json:
+        cli.emit_json(view.to_dict())
+    elif not markdown:
+        cli.lines_out(fleet_mod.report_lines(view))
+    summary.publish(summary.fleet_markdown(view), to_stdout=markdown)
+    cli.run(lambda: view.check(limit))
+
+
+KARPENTER_HELP = {
+    "variant": "Variant whose channel the node class follows (required)",
+    "channel": "Channel to follow, e.g. stable (required)",
+    "name": "The EC2NodeClass's name (default: VARIANT-CHANNEL)",
+    "role": "IAM role of the nodes (default: KarpenterNodeRole-CLUSTER, unless --instance-profile)",
+    "instance_profile": "Instance profile of the nodes, instead of --role",
+    "cluster": "Cluster name, for the discovery tag (default: the pipeline's name)",
+    "discovery": "Value of the karpenter.sh/discovery tag selecting subnets and security groups (default: the cluster)",
+    "region": "Region whose channel parameter to check (default: the pipeline's build region)",
+    "proxy": "HTTP(S) proxy for the nodes (in the user data: AL2023 NodeConfig environment, AL2 boothook)",
+    "no_proxy": "Extra NO_PROXY entry (repeatable or comma-separated; with --proxy)",
+    "vpc_cidr": "The VPC's CIDR, for NO_PROXY (repeatable; with --proxy on AL2023)",
+    "service_cidr": "Cluster service CIDR, for NO_PROXY (default: both EKS defaults)",
+    "kubelet_flag": "Extra kubelet flag --name=value (repeatable; AL2023: NodeConfig spec.kubelet.flags)",
+    "json": "Print the manifest as JSON instead of YAML",
+    "pipeline": FLEET_HELP["pipeline"],
+    "profile": FLEET_HELP["profile"],
+}
+
+
+def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None, name: str | None = None,
+                       role: str | None = None, instance_profile: str | None = None, cluster: str | None = None,
+                       discovery: str | None = None, region: str | None = None, settings: Any = None,
+                       aws: Any = None) -> dict:
+    """`amibuild karpenter`: flags → the node class (checked before any AWS call) → the channel exists there."""
+    from amibuild.aws import Aws
+    from amibuild.channels import read as channel_read
+    from amibuild.cli.commands import load_pipeline
+    from amibuild.errors import SpecError
+    from amibuild.handoff import karpenter
+    from amibuild.pipeline.naming import check_channel, parameter_name
+
+    if not variant or not channel:
+        raise SpecError("karpenter: give --variant VARIANT and --channel CHANNEL, e.g. --variant ceph --channel stable")
+    check_channel(channel)
+    pipeline = load_pipeline(options)
+    chosen = pipeline.variants[0]
+    where = region or pipeline.build_region
+    parameter = parameter_name(pipeline, chosen, channel)
+    manifest = karpenter.node_class(
+        name=karpenter.check_name(name or f"{chosen.name}-{channel}"), parameter=parameter, region=where,
+        os_family=chosen.os, cluster=cluster or pipeline.name, pipeline=pipeline.name, variant=chosen.name,
+        channel=channel, role=role or "", instance_profile=instance_profile or "", discovery=discovery or "",
+        settings=replace(settings, region=settings.region or where) if settings else karpenter.NodeSettings(region=where))
+    if aws is None:
+        aws = Aws(profile=options.profile, region=pipeline.build_region)
+    if aws.find_parameter(parameter, where) is None:
+        known = sorted({e.channel for e in channel_read.channels(aws, pipeline=pipeline, regions=(where,))
+                        if e.variant == chosen.name and e.ami})
+        raise SpecError(f"--channel {channel}: variant {chosen.name} has no channel {channel} in {where} "
+                        f"(no parameter {parameter}){karpenter.suggestions(channel, known)}; "
+                        + (f"its channels there: {', '.join(known)}" if known else
+                           "it has none there yet: build-ami publishes to recommended, promote copies it on"))
+    return manifest
+
+
+@task(help=KARPENTER_HELP, iterable=["no_proxy", "vpc_cidr", "kubelet_flag"], auto_shortflags=False)
+def karpenter(c, variant=None, channel=None, name=None, role=None, instance_profile=None, cluster=None,
+              discovery=None, region=None, proxy="", no_proxy=None, vpc_cidr=None, service_cidr="",
+              kubelet_flag=None, json=False, pipeline=None, profile=None):
+    """Print an EC2NodeClass that follows a channel: a promote becomes drift, Karpenter replaces the nodes."""
+    from amibuild.handoff import karpenter as karpenter_mod
+
+    opts = cli.options(c, pipeline=pipeline, profile=profile, variant=[variant] if variant else None)
+
+    def body() -> dict:
+        settings = karpenter_mod.NodeSettings(
+            proxy=proxy or "", no_proxy=tuple(e for v in no_proxy or () for e in v.split(",") if e),
+            kubelet_flags=tuple(kubelet_flag or ()), vpc_cidrs=tuple(vpc_cidr or ()),
+            service_cidr=service_cidr or None, region=region or "")
+        return karpenter_manifest(opts, variant=variant, channel=channel, name=name, role=role,
+                                  instance_profile=instance_profile, cluster=cluster, discovery=discovery,
+                                  region=region, settings=settings)
+
+    manifest = cli.run(body)
+    cli.emit_json(manifest) if json else print(karpenter_mod.to_yaml(manifest), end="")

@@ -1,0 +1,172 @@
+"""CI summaries people read: Markdown for ``$GITHUB_STEP_SUMMARY`` (and `--markdown`), and workflow commands.
+
+When ``GITHUB_STEP_SUMMARY`` names a file (GitHub Actions sets it for every step), `build-ami`,
+`promote`, `rollout`, `fleet`, `rehearse` and `channels --check` append a Markdown summary to it:
+a table per variant (status, AMI per region, fingerprint, duration, test result) or per consumer.
+`--markdown` prints the same summary on stdout, anywhere. An error that names a line of the
+pipeline file is also printed as a workflow command, ``::error file=amibuild.hcl,line=N::message``,
+so GitHub annotates that line (`annotation`).
+
+The renderers are pure (a result in, Markdown text out) and read results through the fields the
+result objects already carry, so a result that gains a field does not break them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Any, Iterable, Mapping, Sequence
+
+SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+
+
+def cell(value: Any) -> str:
+    """A value as one Markdown table cell: no newlines, pipes escaped."""
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ").strip() or " "
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def append(markdown: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """Append to the file ``$GITHUB_STEP_SUMMARY`` names; its path, or None when it is not set."""
+    path = (environ if environ is not None else os.environ).get(SUMMARY_ENV, "")
+    if not path:
+        return None
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(markdown.rstrip("\n") + "\n\n")
+    return path
+
+
+def publish(markdown: str, *, to_stdout: bool = False) -> None:
+    """Append to the step summary when running in GitHub Actions; print it too with `--markdown`."""
+    append(markdown)
+    if to_stdout:
+        print(markdown.rstrip("\n"), flush=True)
+
+
+# ------------------------------------------------------------------------------- annotations
+
+# how amibuild names a line of a file in its messages: `PATH:LINE: ...`
+_LINE = re.compile(r"(?P<file>[^\s:]+\.hcl):(?P<line>[0-9]+)(?=[:\s]|\Z)")
+
+
+def annotation(message: str, workspace: str | None = None) -> str | None:
+    """``::error file=F,line=N::message`` when `message` names a line of a pipeline file, else None.
+
+    GitHub wants the file relative to the workspace (the repository's root); the message's own
+    path is made relative to `workspace` (``$GITHUB_WORKSPACE``, else the current folder).
+    """
+    match = _LINE.search(message)
+    if not match:
+        return None
+    path = match.group("file")
+    base = workspace or os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
+    if os.path.isabs(path):
+        relative = os.path.relpath(path, base)
+        path = relative if not relative.startswith("..") else path
+    text = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    file = path.replace("%", "%25").replace(",", "%2C").replace(":", "%3A").replace("\r", "%0D").replace("\n", "%0A")
+    return f"::error file={file},line={match.group('line')}::{text}"
+
+
+def annotate(message: str) -> None:
+    """In GitHub Actions (``GITHUB_ACTIONS=true``), print the error as a workflow command on stderr."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return
+    line = annotation(message)
+    if line:
+        print(line, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------- renderers
+
+
+def fleet_markdown(view: Any) -> str:
+    """The fleet view: channels, then consumers with how far behind they are and what rolls them."""
+    lines = [f"### amibuild fleet: {view.pipeline}", "", "**Channels**", ""]
+    lines += table(["variant", "channel", "region", "AMI", "version", "age (days)"],
+                   [(c.variant, c.channel, c.region, f"`{c.ami}`", c.version,
+                     "" if c.age_days is None else f"{c.age_days:.1f}") for c in view.channels])
+    lines += ["", "**Consumers**", ""]
+    rows = []
+    for r in view.consumers:
+        behind = ("orphaned: " + r.why) if r.standing == "orphaned" else (
+            "current" if r.standing == "current" else f"{r.behind_versions} behind ({r.behind_days or 0:.1f} d)")
+        rows.append((r.kind, r.name + (f" ({r.detail})" if r.kind == "instances" else ""), r.region, f"`{r.image_id}`",
+                     f"{r.variant} {r.channel}".strip(), "" if r.version is None else r.version, behind,
+                     f"`{r.command}`" if r.command else r.hint))
+    lines += table(["kind", "consumer", "region", "image", "channel", "version", "behind", "to roll"], rows)
+    return "\n".join(lines)
+
+
+def _amis(amis: Mapping[str, str]) -> str:
+    return "<br>".join(f"{region}: `{ami}`" for region, ami in sorted(amis.items())) or "-"
+
+
+def build_markdown(run: Any) -> str:
+    """build-ami: one row per variant (status, AMI per region, fingerprint, duration, published, test)."""
+    head = f"### amibuild build-ami {run.plan.run_id}"
+    if run.outcomes is None:
+        rows = [(i.name, str(i.decision), i.reason)
+                for i in run.plan.items]
+        return "\n".join([head + " (dry run: nothing built)", ""] + table(["variant", "plan", "why"], rows))
+    rows = []
+    for o in run.outcomes:
+        published = o.published or {}
+        where = ", ".join(f"{k} v{v}" if isinstance(v, int) else f"{k} {v}"
+                          for k, v in (published.get("regions") or {}).items())
+        channel = f"{published.get('channel', '')} {where}".strip() if published else ""
+        test = getattr(o, "test", None)
+        rows.append((o.name, str(o.status), _amis(o.amis), f"`{o.fingerprint}`" if o.fingerprint else "",
+                     f"{o.seconds:.0f}s", o.publish_error or channel or "-",
+                     "-" if test is None else str(getattr(test, "status", test)),
+                     o.error or o.reason))
+    lines = [head, ""] + table(["variant", "status", "AMI per region", "fingerprint", "duration", "published",
+                                "test", "note"], rows)
+    if run.sharing:
+        lines += ["", "**Sharing**", ""] + [f"- {cell(p)}" for p in run.sharing]
+    return "\n".join(lines)
+
+
+def publish_markdown(result: Any) -> str:
+    """publish / promote / rollback: one row per region of the channel write."""
+    rows = [(r.region, str(r.action), f"`{r.ami}`", f"`{r.previous_ami}`" if r.previous_ami else "-",
+             f"{r.previous_version} → {r.version}" if r.previous_version != r.version else str(r.version))
+            for r in result.regions]
+    title = f"### amibuild {result.operation}: {result.variant} {result.channel}"
+    return "\n".join([title, "", f"`{result.parameter}`", ""]
+                     + table(["region", "action", "AMI", "before", "version"], rows))
+
+
+def rollout_markdown(result: Any) -> str:
+    done = "dry run" if result.dry_run else ("verified" if result.verified else
+                                             "started, not waited for" if result.started else "-")
+    rows = [(result.target, result.region, str(result.action), result.channel, f"`{result.ami}`",
+             f"`{result.previous_image}`" if result.previous_image else "-", result.status or "-", done,
+             result.reason)]
+    return "\n".join([f"### amibuild rollout: {result.target}", ""]
+                     + table(["target", "region", "action", "channel", "AMI", "before", "status", "result", "why"],
+                             rows))
+
+
+def channels_markdown(entries: Sequence[Any]) -> str:
+    rows = [(e.variant, e.channel, e.region, f"`{e.ami}`" if e.ami else "missing", e.version or "-",
+             e.modified.strftime("%Y-%m-%d %H:%M") if e.modified else "-") for e in entries]
+    return "\n".join(["### amibuild channels", ""]
+                     + table(["variant", "channel", "region", "AMI", "version", "written"], rows))
+
+
+def rehearse_markdown(reports: Sequence[Any]) -> str:
+    rows = []
+    for report in reports:
+        failure = report.failure
+        where = f"step {failure.step}: {failure.script}:{failure.line} exit {failure.exit_status}" if failure else ""
+        rows.append((report.variant, "passed" if report.ok else "failed", len(report.steps),
+                     f"{report.seconds:.0f}s", where or "; ".join(report.notes) or "-"))
+    return "\n".join(["### amibuild rehearse", ""] + table(["variant", "result", "steps", "duration", "note"], rows))

@@ -1,0 +1,153 @@
+"""The Karpenter hand-off: an EC2NodeClass (``karpenter.k8s.aws/v1``) that follows a channel.
+
+Karpenter (v1.4 and later) reads an ``amiSelectorTerms`` entry ``ssmParameter: NAME`` itself and
+caches custom parameters for 5 minutes: after `amibuild promote` writes a new AMI into the channel,
+the node class's AMI changes, Karpenter sees its nodes as drifted and replaces them, as fast as the
+node pools' disruption budgets allow. So the hand-off is a manifest, not an API call: it goes to
+``kubectl apply -f -`` or a GitOps repository, once; promotes do the rest.
+
+`node_class` (pure) builds it: the channel's parameter, ``amiFamily`` from the variant's OS (AL2023
+or AL2), ``role`` or ``instanceProfile``, subnet and security group selector terms (by default
+``karpenter.sh/discovery: CLUSTER``), ``metadataOptions`` with IMDSv2 required and a hop limit of
+1, amibuild's tags on the instances (so `amibuild fleet` can say which channel they follow), and
+``userData`` carrying what amibuild manages for nodes, in the form Karpenter merges for the family
+(`node_userdata`):
+
+    AL2023  MIME multi-part with one ``application/node.eks.aws`` NodeConfig holding only the
+            kubelet flags and the proxy environment (``spec.instance.environment``); Karpenter
+            adds its own NodeConfig with the cluster's name, endpoint, CA and CIDR, and nodeadm
+            merges them
+    AL2     MIME multi-part with the proxy boothook amibuild writes for every AL2 node; Karpenter
+            appends its own bootstrap.sh part (kubelet settings go in the node class's
+            ``spec.kubelet`` there, so ``--kubelet-flag`` is refused for AL2)
+
+Nothing is written when there is nothing to carry (no proxy, no kubelet flags): no ``userData``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import yaml
+
+from amibuild import tags
+from amibuild.errors import SpecError
+from amibuild.handoff.userdata import render
+from amibuild.handoff.userdata.kubelet import KubeletSettings, proxy_environment
+
+API_VERSION = "karpenter.k8s.aws/v1"
+DISCOVERY_TAG = "karpenter.sh/discovery"
+FAMILIES = {"al2023": "AL2023", "al2": "AL2"}
+NODEADM_API = "node.eks.aws/v1alpha1"
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """What amibuild manages on a node beyond the image: a proxy, extra kubelet flags."""
+
+    proxy: str = ""
+    no_proxy: tuple[str, ...] = ()
+    kubelet_flags: tuple[str, ...] = ()
+    vpc_cidrs: tuple[str, ...] = ()  # for NO_PROXY: a node under Karpenter reads nothing at boot first
+    service_cidr: str | None = None
+    region: str = ""
+
+    def config(self, cluster: str) -> render.NodeConfig:
+        """amibuild's checked node configuration (proxy URL, NO_PROXY entries, kubelet flags)."""
+        return render.NodeConfig(cluster_name=cluster, os="al2", proxy=self.proxy, no_proxy=self.no_proxy,
+                                 kubelet_flags=self.kubelet_flags, service_cidr=self.service_cidr,
+                                 region=self.region)
+
+
+def node_userdata(os_family: str, cluster: str, settings: NodeSettings) -> str | None:
+    """The user data Karpenter merges for `os_family`, carrying `settings`; None when there is nothing.
+
+    The one call to switch when the node settings move to their own renderer.
+    """
+    cfg = settings.config(cluster)
+    if os_family == "al2":
+        if settings.kubelet_flags:
+            raise SpecError("--kubelet-flag: Karpenter writes the bootstrap.sh call of AL2 nodes itself; set kubelet "
+                            "settings in the EC2NodeClass's spec.kubelet, or use an al2023 variant")
+        return render._mime([("text/cloud-boothook", render._boothook(cfg))]) if settings.proxy else None
+    # the NodeConfig pieces amibuild's own AL2023 user data is made of (kubelet settings, proxy
+    # environment), without the cluster part Karpenter writes itself
+    kubelet = KubeletSettings.parse(flags=settings.kubelet_flags)
+    spec: dict[str, Any] = {}
+    if settings.proxy:
+        entries = list(dict.fromkeys([*settings.vpc_cidrs, *render.no_proxy_entries(cfg)]))
+        spec["instance"] = {"environment": proxy_environment(settings.proxy, entries)}
+    if kubelet:
+        spec["kubelet"] = kubelet.nodeadm_kubelet()
+    if not spec:
+        return None
+    document = {"apiVersion": NODEADM_API, "kind": "NodeConfig", "spec": spec}
+    body = yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=1 << 16)
+    return render._mime([("application/node.eks.aws", "---\n" + body)])
+
+
+def node_class(*, name: str, parameter: str, region: str, os_family: str, cluster: str, pipeline: str, variant: str,
+               channel: str, role: str = "", instance_profile: str = "", discovery: str = "",
+               settings: NodeSettings = NodeSettings()) -> dict[str, Any]:
+    """The EC2NodeClass that follows `parameter` (the channel's SSM parameter in `region`). Pure."""
+    if os_family not in FAMILIES:
+        raise SpecError(f"variant {variant!r}: Karpenter node classes are for al2023 and al2 variants, not {os_family!r}")
+    if role and instance_profile:
+        raise SpecError("--role and --instance-profile: give one of them (Karpenter takes one)")
+    if not role and not instance_profile:
+        role = f"KarpenterNodeRole-{cluster}"
+    selector = [{"tags": {DISCOVERY_TAG: discovery or cluster}}]
+    spec: dict[str, Any] = {
+        "amiFamily": FAMILIES[os_family],
+        "amiSelectorTerms": [{"ssmParameter": parameter}],
+        **({"role": role} if role else {"instanceProfile": instance_profile}),
+        "subnetSelectorTerms": selector,
+        "securityGroupSelectorTerms": [{"tags": dict(term["tags"])} for term in selector],
+        "metadataOptions": {"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled",
+                            "httpPutResponseHopLimit": 1, "httpTokens": "required"},
+        "tags": {tags.PIPELINE: pipeline, tags.VARIANT: variant, tags.CHANNEL: channel},
+    }
+    userdata = node_userdata(os_family, cluster, settings)
+    if userdata is not None:
+        spec["userData"] = userdata
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "EC2NodeClass",
+        "metadata": {"name": name, "annotations": {
+            "amibuild/channel-parameter": parameter, "amibuild/region": region,
+            "amibuild/note": "follows the channel: a promote is drift, and Karpenter replaces the nodes"}},
+        "spec": spec,
+    }
+
+
+def to_yaml(manifest: dict[str, Any]) -> str:
+    """The manifest as YAML for ``kubectl apply -f -``; multi-line user data as a literal block."""
+
+    class Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True  # the two selectors hold equal terms: write both out, no &anchor / *alias
+
+    def text(dumper: yaml.SafeDumper, value: str) -> Any:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    return yaml.dump(manifest, Dumper=Dumper, sort_keys=False, default_flow_style=False, width=1 << 16)
+
+
+def check_name(name: str) -> str:
+    """A Kubernetes object name (RFC 1123 subdomain), as the manifest's metadata.name."""
+    import re
+
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", name or ""):
+        raise SpecError(f"--name {name!r}: lower-case letters, digits, '-' and '.', starting and ending with a "
+                        "letter or digit, e.g. ceph-stable")
+    return name
+
+
+def suggestions(word: str, choices: Sequence[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""

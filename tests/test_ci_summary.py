@@ -1,0 +1,138 @@
+"""CI summaries: Markdown appended to $GITHUB_STEP_SUMMARY (and --markdown), and `::error` annotations.
+
+build-ami runs the real packer against the emulator, in process; promote, rollout, fleet and
+channels run on images made the quick way (tests/test_fleet.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from amibuild.cli import summary
+from amibuild.sandbox.fleet import FleetSeed
+import test_fleet
+from test_fleet import PARAM, REGION, amibuild, make_image, promote, publish
+
+PIPELINE = """\
+pipeline {
+  name    = "fleet-e2e"
+  regions = ["us-west-2"]
+  copy_to = ["eu-west-1"]
+}
+
+variant "ceph" {
+  kubernetes_version = "1.33"
+  extra_packages     = ["ceph-common"]
+}
+
+variant "ceph-arm" {
+  kubernetes_version = "1.33"
+  arch               = "arm64"
+}
+"""
+
+
+@pytest.fixture
+def step_summary(tmp_path: Path, sandbox, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "step-summary.md"
+    path.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(path))
+    return path
+
+
+def rows_of(markdown: str, title: str) -> list[list[str]]:
+    """The body rows of the table after the last heading `title`."""
+    lines = markdown.rsplit(title, 1)[1].splitlines()
+    table = [line for line in lines[lines.index(next(line for line in lines if line.startswith("|"))):]]
+    table = table[:next((n for n, line in enumerate(table) if not line.startswith("|")), len(table))]
+    return [[c.strip() for c in line.strip("|").split(" | ")] for line in table[2:]]
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
+def test_build_ami_appends_a_table_with_one_row_per_variant(step_summary: Path) -> None:
+    # in a process of its own: the executor's Packer pipes are closed by the process's end (an
+    # in-process run trips filterwarnings=error on them)
+    def build_ami(*args: str) -> tuple[int, str, str]:
+        done = subprocess.run([sys.executable, "-m", "amibuild", "build-ami", *args], cwd=step_summary.parent,
+                              capture_output=True, text=True, timeout=300)
+        return done.returncode, done.stdout, done.stderr
+
+    code, out, err = build_ami()
+    assert code == 0, err
+    text = step_summary.read_text()
+    assert text.startswith("earlier step\n")  # appended, not overwritten
+    rows = rows_of(text, "### amibuild build-ami ")
+    assert [(r[0], r[1]) for r in rows] == [("ceph", "built"), ("ceph-arm", "built")]
+    for row in rows:
+        assert "us-west-2: `ami-" in row[2] and "eu-west-1: `ami-" in row[2]
+        assert row[3].startswith("`") and row[5].startswith("recommended us-west-2 v1")
+    assert "### amibuild build-ami" not in out  # the summary goes to the file; stdout keeps its lines
+
+    code, out, err = build_ami("--markdown")  # unchanged: both reused
+    assert code == 0, err
+    assert [(r[0], r[1]) for r in rows_of(out, "### amibuild build-ami ")] == [("ceph", "skipped"),
+                                                                               ("ceph-arm", "skipped")]
+    assert step_summary.read_text().count("### amibuild build-ami") == 2
+
+
+def test_an_error_on_a_line_of_the_pipeline_file_is_annotated(tmp_path: Path, monkeypatch, capsys) -> None:
+    (tmp_path / "amibuild.hcl").write_text('pipeline {\n  name = "x"\n  regions = ["us-west-2"\n}\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    code, out, err = amibuild(capsys, "render")
+    assert code == 2
+    annotation, error = err.strip().splitlines()[-2:]
+    assert annotation.startswith("::error file=amibuild.hcl,line=4::amibuild.hcl:4: HCL syntax error")
+    assert error.startswith("amibuild: error: amibuild.hcl:4: HCL syntax error")
+    # outside GitHub Actions the error stays one line
+    monkeypatch.delenv("GITHUB_ACTIONS")
+    code, out, err = amibuild(capsys, "render")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_annotation_paths_are_relative_to_the_workspace_and_values_escaped() -> None:
+    line = summary.annotation("/work/repo/ci/amibuild.hcl:12: bad value 100%\nsecond line", workspace="/work/repo")
+    assert line == "::error file=ci/amibuild.hcl,line=12::/work/repo/ci/amibuild.hcl:12: bad value 100%25%0Asecond line"
+    assert summary.annotation("variant \"a\": arch: 'sparc' is not supported") is None
+    assert summary.cell("a|b\nc") == "a\\|b c"
+
+
+def test_promote_rollout_fleet_and_channels_summaries(step_summary: Path, sandbox, capsys) -> None:
+    (step_summary.parent / "amibuild.hcl").write_text(test_fleet.PIPELINE)  # one region: quick images suffice
+    old, new = make_image("ceph", 1), make_image("ceph", 2)
+    publish(capsys, "ceph", old)
+    promote(capsys)
+    sandbox.seed_fleet(FleetSeed(stacks=(("ng", PARAM.format(variant="ceph", channel="stable")),), stack_capacity=0))
+    publish(capsys, "ceph", new)
+    promote(capsys)
+    text = step_summary.read_text()
+    assert text.count("### amibuild promote recommended -> stable: ceph stable") == 2
+    assert rows_of(text, "### amibuild promote recommended -> stable: ceph stable")[0] == [
+        REGION, "write", f"`{new}`", f"`{old}`", "1 → 2"]
+
+    code, out, err = amibuild(capsys, "fleet", "--markdown")
+    assert code == 0, err
+    consumers = rows_of(out, "**Consumers**")
+    stack = next(r for r in consumers if r[0] == "stack")
+    assert stack[1:4] == ["ng", REGION, f"`{old}`"] and stack[6] == "1 behind (0.0 d)"
+    assert stack[7] == f"`amibuild rollout --stack ng --variant ceph --channel stable --region {REGION}`"
+
+    code, out, err = amibuild(capsys, "rollout", "--stack", "ng", "--variant", "ceph", "--channel", "stable",
+                              "--region", REGION)
+    assert code == 0, err
+    row = rows_of(step_summary.read_text(), "### amibuild rollout: stack ng")[0]
+    assert row[4:6] == [f"`{new}`", f"`{old}`"] and row[7] == "verified"
+    assert step_summary.read_text().count("### amibuild fleet: fleet-e2e") == 1  # fleet appended too
+
+    code, out, err = amibuild(capsys, "channels", "--markdown")
+    assert code == 0, err
+    assert [r[:5] for r in rows_of(out, "### amibuild channels")] == [
+        ["ceph", "recommended", REGION, f"`{new}`", "2"], ["ceph", "stable", REGION, f"`{new}`", "2"],
+        ["ceph-arm", "recommended", REGION, "missing", "-"]]

@@ -1,0 +1,296 @@
+"""`amibuild fleet`: who runs which image, how far behind its channel, and the --check-behind gate.
+
+The pure classification runs on facts built by hand; the command runs in process against the
+emulator, on images made the quick way a build leaves them (an instance of a seeded EKS image,
+`create_image`, amibuild's tags), published and promoted with amibuild's own commands, and a
+fleet seeded in the sandbox (`amibuild.sandbox.fleet`): stacks following a channel, a managed
+node group, instances, two of them tagged as Karpenter's.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import boto3
+import pytest
+
+from amibuild.cli.main import program
+from amibuild.lifecycle import fleet
+from amibuild.lifecycle.consumers import ChannelFact, LaunchFacts, Uses
+from amibuild.aws import Image
+from amibuild.aws.consumers import StackImage
+from amibuild.errors import FleetBehind, SpecError
+from amibuild.sandbox import seed_images
+from amibuild.sandbox.fleet import FleetSeed, karpenter_tags
+
+REGION = "us-west-2"
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+PIPELINE = """
+pipeline {
+  name       = "fleet-e2e"
+  ssm_prefix = "/amibuild"
+  regions    = ["us-west-2"]
+}
+variant "ceph" {
+  kubernetes_version = "1.33"
+}
+variant "ceph-arm" {
+  kubernetes_version = "1.33"
+  arch               = "arm64"
+}
+"""
+PARAM = "/amibuild/fleet-e2e/1.33/{variant}/{channel}/image_id"
+
+
+# ------------------------------------------------------------------------------- pure
+
+
+def _image(n: int, variant: str = "ceph") -> Image:
+    return Image(f"ami-{n:017x}", REGION, f"x-{n}", "available",
+                 {"amibuild:variant": variant, "amibuild:kubernetes-version": "1.33", "amibuild:pipeline": "p"}, "")
+
+
+def _facts(launches: LaunchFacts, images: list[Image]) -> fleet.FleetFacts:
+    stable = ChannelFact(REGION, PARAM.format(variant="ceph", channel="stable"), "channel stable of ceph",
+                         ((1, _image(1).image_id), (2, _image(2).image_id), (3, _image(2).image_id),
+                          (4, _image(3).image_id)),
+                         ("2026-01-01T00:00:00+00:00", "2026-02-01T00:00:00+00:00", "2026-02-02T00:00:00+00:00",
+                          "2026-02-20T00:00:00+00:00"), "ceph", "stable", "1.33")
+    return fleet.FleetFacts("p", {i.image_id: i for i in images}, Uses((stable,), (launches,)))
+
+
+def test_behind_counts_moves_to_another_ami_and_days_since_the_first_move() -> None:
+    stack = StackImage("ng-old", REGION, "UPDATE_COMPLETE", PARAM.format(variant="ceph", channel="stable"),
+                       _image(1).image_id)
+    facts = _facts(LaunchFacts(REGION, stacks=(stack,),
+                               instances=(("i-1", "running", _image(2).image_id), ("i-2", "running", "ami-gone"),
+                                          ("i-3", "running", _image(9).image_id), ("i-4", "running", "ami-else")),
+                               instance_tags={"i-1": karpenter_tags("default", "ceph")}),
+                   [_image(n) for n in (1, 2, 3, 9)])
+    # ami-gone and ami-else are neither this pipeline's images nor in a channel: someone else's instances
+    view = fleet.classify(facts, NOW)
+    rows = {(r.kind, r.name): r for r in view.consumers}
+    old = rows[("stack", "ng-old")]
+    # versions 2 (another AMI) and 4 (another again) moved the channel; 3 repeats 2: no move
+    assert (old.standing, old.version, old.behind_versions, old.behind_days) == (fleet.Standing.BEHIND, 1, 2, 28.5)
+    assert old.command == (f"amibuild rollout --stack ng-old --variant ceph --channel stable --region {REGION}")
+    karpenter = rows[("instances", "karpenter nodepool default / ec2nodeclass ceph")]
+    assert (karpenter.version, karpenter.behind_versions, karpenter.instances) == (3, 1, ("i-1",))
+    assert "Karpenter replaces these nodes on drift" in karpenter.hint
+    orphan = rows[("instances", "not launched by a group")]
+    assert orphan.standing is fleet.Standing.ORPHANED and orphan.why == "its image is in no channel"
+    assert {r.image_id for r in view.consumers} == {_image(1).image_id, _image(2).image_id, _image(9).image_id}
+
+
+def test_check_behind_names_every_consumer_over_the_limit_in_versions_or_days() -> None:
+    stack = StackImage("ng", REGION, "CREATE_COMPLETE", PARAM.format(variant="ceph", channel="stable"),
+                       _image(2).image_id)
+    view = fleet.classify(_facts(LaunchFacts(REGION, stacks=(stack,)), [_image(n) for n in (1, 2, 3)]), NOW)
+    (row,) = view.consumers
+    assert (row.behind_versions, row.behind_days) == (1, 9.5)
+    view.check(fleet.Limit.parse("1"))
+    view.check(fleet.Limit.parse("10d"))
+    with pytest.raises(FleetBehind, match=r"1 consumer\(s\) more than 0 version\(s\) behind: stack ng in us-west-2 "
+                                          r"1 version\(s\), 9.5 day\(s\) behind ceph stable"):
+        view.check(fleet.Limit.parse("0"))
+    with pytest.raises(FleetBehind, match="more than 9 day"):
+        view.check(fleet.Limit.parse("9d"))
+
+
+@pytest.mark.parametrize("text", ["", "x", "-1", "2w", "1.5", "٣"])
+def test_check_behind_refuses_anything_but_n_or_nd(text: str) -> None:
+    with pytest.raises(SpecError, match="--check-behind"):
+        fleet.Limit.parse(text)
+
+
+# ------------------------------------------------------------------------------- against the emulator
+
+
+def make_image(variant: str, n: int, region: str = REGION) -> str:
+    """An image as a build leaves it (tags included)."""
+    ec2 = boto3.client("ec2", region_name=region)
+    instance = ec2.run_instances(ImageId=seed_images()[0].image_id, MinCount=1, MaxCount=1,
+                                 InstanceType="m5.large")["Instances"][0]["InstanceId"]
+    ami = ec2.create_image(InstanceId=instance, Name=f"amibuild-{variant}-{uuid.uuid4().hex[:8]}")["ImageId"]
+    ec2.terminate_instances(InstanceIds=[instance])
+    tags = {"amibuild:fingerprint": f"fp-{variant}-{n}", "amibuild:variant": variant, "amibuild:pipeline": "fleet-e2e",
+            "amibuild:kubernetes-version": "1.33", "amibuild:created": f"2026-01-{n:02d}T12:00:00Z"}
+    ec2.create_tags(Resources=[ami], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+    return ami
+
+
+def amibuild(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    try:
+        program().run(["amibuild", *args])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, sandbox, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def fleet_json(capsys, *args: str) -> dict:
+    code, out, err = amibuild(capsys, "fleet", "--json", *args)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def publish(capsys, variant: str, ami: str, channel: str = "recommended") -> None:
+    code, _, err = amibuild(capsys, "publish", "--variant", variant, "--ami", f"{REGION}={ami}", "--channel", channel)
+    assert code == 0, err
+
+
+def promote(capsys, variant: str = "ceph") -> None:
+    code, _, err = amibuild(capsys, "promote", "--variant", variant, "--from", "recommended", "--to", "stable")
+    assert code == 0, err
+
+
+def test_fleet_lists_every_seeded_consumer_with_image_channel_version_and_behind(workdir, sandbox, capsys) -> None:
+    gone, old, new, arm = make_image("ceph", 1), make_image("ceph", 2), make_image("ceph", 3), make_image("ceph-arm", 4)
+    ec2 = boto3.client("ec2", region_name=REGION)
+    publish(capsys, "ceph", gone)  # recommended v1
+    ec2.run_instances(ImageId=gone, MinCount=1, MaxCount=1, InstanceType="m5.large")
+    publish(capsys, "ceph", old)  # recommended v2
+    promote(capsys)  # stable v1
+    publish(capsys, "ceph-arm", arm)
+    sandbox.seed_fleet(FleetSeed(
+        stacks=(("ng-stable", PARAM.format(variant="ceph", channel="stable")),),
+        nodegroups=(("mng", old),), launch_templates=(("spare", old),),
+        instances=((old, 2, karpenter_tags("default", "ceph-stable")), (arm, 1, {}))))
+    publish(capsys, "ceph", new)  # recommended v3
+    promote(capsys)  # stable v2
+    sandbox.seed_fleet(FleetSeed(stacks=(("ng-recommended", PARAM.format(variant="ceph", channel="recommended")),)))
+    ec2.deregister_image(ImageId=gone)
+
+    view = fleet_json(capsys)
+    channels = {(c["variant"], c["channel"]): (c["ami"], c["version"]) for c in view["channels"]}
+    assert channels == {("ceph", "recommended"): (new, 3), ("ceph", "stable"): (new, 2),
+                        ("ceph-arm", "recommended"): (arm, 1)}
+    rows = {(r["kind"], r["name"], r["image_id"]): r for r in view["consumers"]}
+    groups = {r["name"].split()[3].rsplit("-", 2)[0]: r["name"] for r in view["consumers"]
+              if r["name"].startswith("Auto Scaling group ")}
+    assert set(groups) == {"ng-stable", "ng-recommended"}  # moto names a stack's group STACK-NodeGroup-XXXX
+    got = {k: (r["variant"], r["channel"], r["version"], r["behind_versions"], r["standing"])
+           for k, r in rows.items() if r["kind"] != "launch-template"}
+    assert got == {
+        ("stack", "ng-stable", old): ("ceph", "stable", 1, 1, "behind"),
+        ("stack", "ng-recommended", new): ("ceph", "recommended", 3, 0, "current"),
+        # the channel it is least behind: stable moved off `old` after recommended did
+        ("nodegroup", "amibuild-sandbox/mng", old): ("ceph", "stable", 1, 1, "behind"),
+        ("instances", "karpenter nodepool default / ec2nodeclass ceph-stable", old): ("ceph", "stable", 1, 1, "behind"),
+        ("instances", groups["ng-stable"], old): ("ceph", "stable", 1, 1, "behind"),
+        ("auto-scaling-group", groups["ng-stable"].split()[3], old): ("ceph", "stable", 1, 1, "behind"),
+        ("auto-scaling-group", groups["ng-recommended"].split()[3], new): ("ceph", "recommended", 3, 0, "current"),
+        ("instances", groups["ng-recommended"], new): ("ceph", "recommended", 3, 0, "current"),
+        ("instances", "not launched by a group", arm): ("ceph-arm", "recommended", 1, 0, "current"),
+        # deregistered since: recommended held it at version 1 and moved twice
+        ("instances", "not launched by a group", gone): ("ceph", "recommended", 1, 2, "orphaned"),
+    }
+    assert rows[("instances", "not launched by a group", gone)]["why"] == "its image is gone (deregistered)"
+    assert rows[("stack", "ng-stable", old)]["command"] == (
+        f"amibuild rollout --stack ng-stable --variant ceph --channel stable --region {REGION}")
+    assert rows[("nodegroup", "amibuild-sandbox/mng", old)]["command"] == (
+        f"amibuild rollout --nodegroup amibuild-sandbox/mng --variant ceph --channel stable --region {REGION}")
+    assert rows[("nodegroup", "amibuild-sandbox/mng", old)]["hint"] == ""  # its command says it all
+    assert rows[("instances", groups["ng-stable"], old)]["hint"].startswith("replaced when their group rolls")
+    karpenter = rows[("instances", "karpenter nodepool default / ec2nodeclass ceph-stable", old)]
+    assert len(karpenter["instances"]) == 2 and "drift" in karpenter["hint"]
+    assert "amibuild karpenter --variant ceph --channel stable" in karpenter["hint"]
+    # only the template nothing launches from, at its default version: the others show through their groups
+    templates = [(r["name"].split()[1], r["image_id"], r["behind_versions"], r["detail"])
+                 for r in view["consumers"] if r["kind"] == "launch-template"]
+    assert templates == [("(spare)", old, 1, "default version 1")]
+
+    only = fleet_json(capsys, "--variant", "ceph-arm")
+    assert [(r["kind"], r["image_id"]) for r in only["consumers"]] == [("instances", arm)]
+    assert {c["variant"] for c in only["channels"]} == {"ceph-arm"}
+
+    code, out, err = amibuild(capsys, "fleet")
+    assert code == 0, err
+    assert f"us-west-2 stack ng-stable: {old} (ceph stable v1) 1 behind" in out
+    assert f"    roll it: amibuild rollout --stack ng-stable --variant ceph --channel stable --region {REGION}" in out
+    assert "ORPHANED: its image is gone (deregistered)" in out
+
+
+def test_check_behind_exits_1_after_a_promote_and_0_after_the_rollout(workdir, sandbox, capsys) -> None:
+    old, new = make_image("ceph", 1), make_image("ceph", 2)
+    publish(capsys, "ceph", old)
+    promote(capsys)
+    stable = PARAM.format(variant="ceph", channel="stable")
+    sandbox.seed_fleet(FleetSeed(stacks=(("ng-a", stable), ("ng-b", stable)), stack_capacity=0))
+    code, _, err = amibuild(capsys, "fleet", "--check-behind", "0", "--kind-of-typo")
+    assert code == 2 and "--kind-of-typo" in err
+    assert amibuild(capsys, "fleet", "--check-behind", "0")[0] == 0
+
+    publish(capsys, "ceph", new)
+    promote(capsys)
+    stacks = {r["name"]: (r["behind_versions"], r["standing"]) for r in fleet_json(capsys)["consumers"]
+              if r["kind"] == "stack"}
+    assert stacks == {"ng-a": (1, "behind"), "ng-b": (1, "behind")}
+    code, out, err = amibuild(capsys, "fleet", "--check-behind", "0")
+    assert code == 1
+    last = err.strip().splitlines()[-1]
+    # each stack and its group
+    assert last.startswith("amibuild: error: fleet: 4 consumer(s) more than 0 version(s) behind: ")
+    assert "stack ng-a in us-west-2 1 version(s)" in last and "stack ng-b in us-west-2 1 version(s)" in last
+    assert amibuild(capsys, "fleet", "--check-behind", "1")[0] == 0
+    assert amibuild(capsys, "fleet", "--check-behind", "1d")[0] == 0
+
+    for name in ("ng-a", "ng-b"):
+        code, _, err = amibuild(capsys, "rollout", "--stack", name, "--variant", "ceph", "--channel", "stable",
+                                "--region", REGION)
+        assert code == 0, err
+    stacks = {r["name"]: (r["image_id"], r["behind_versions"]) for r in fleet_json(capsys)["consumers"]
+              if r["kind"] == "stack"}
+    assert stacks == {"ng-a": (new, 0), "ng-b": (new, 0)}
+    code, out, err = amibuild(capsys, "fleet", "--check-behind", "0")
+    assert code == 0, err
+
+
+def test_bad_fleet_flags_are_refused_with_exit_2_before_any_aws_call(tmp_path: Path, monkeypatch, capsys) -> None:
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens: any call would fail slowly
+    for args, words in ((["--check-behind", "soon"], "--check-behind 'soon'"),
+                        (["--variant", "cehp"], "did you mean 'ceph'"),
+                        (["--channel", "st/able"], "channel 'st/able'")):
+        code, out, err = amibuild(capsys, "fleet", *args)
+        assert code == 2, (args, err)
+        assert words in err and out == ""
+
+
+def test_the_demo_seed_gives_two_stacks_a_managed_node_group_and_instances_of_three_images(
+        workdir, sandbox, capsys) -> None:
+    from amibuild.sandbox.fleet import demo_seed
+
+    old, new, arm = make_image("ceph", 1), make_image("ceph", 2), make_image("ceph-arm", 3)
+    publish(capsys, "ceph", old)
+    promote(capsys)
+    publish(capsys, "ceph-arm", arm)
+    sandbox.seed_fleet(FleetSeed(stacks=(("ng-demo", PARAM.format(variant="ceph", channel="stable")),)))
+    publish(capsys, "ceph", new)
+    promote(capsys)
+    seeded = demo_seed(sandbox.endpoint, REGION, stable=PARAM.format(variant="ceph", channel="stable"),
+                       recommended=PARAM.format(variant="ceph", channel="recommended"),
+                       other=PARAM.format(variant="ceph-arm", channel="recommended"))
+    assert seeded.images == {"stable first": old, "other": arm}
+    consumers = fleet_json(capsys)["consumers"]
+    assert sorted((r["name"], r["image_id"], r["behind_versions"]) for r in consumers if r["kind"] == "stack") == [
+        ("ng-demo", old, 1), ("ng-demo-recommended", new, 0)]
+    assert [(r["name"], r["image_id"]) for r in consumers if r["kind"] == "nodegroup"] == [
+        ("amibuild-sandbox/mng-demo", old)]
+    instances = [r for r in consumers if r["kind"] == "instances"]
+    assert {r["image_id"] for r in instances} == {old, new, arm}
+    (karpenter,) = [r for r in instances if r["name"].startswith("karpenter")]
+    assert (karpenter["image_id"], len(karpenter["instances"]), karpenter["standing"]) == (old, 2, "behind")
