@@ -37,8 +37,8 @@ variant "plain" {
 """
 
 
-def invoke(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "AMIBUILD_DEBUG"}
+def invoke(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**{k: v for k, v in os.environ.items() if k != "AMIBUILD_DEBUG"}, **(extra_env or {})}
     return subprocess.run(
         [sys.executable, "-m", "invoke", "-r", str(ROOT), *args],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
@@ -108,14 +108,18 @@ def test_bad_input_is_refused_with_one_line_and_exit_2(workdir: Path, aws_throug
         (workdir / name).write_text(_expand(content))
     for name, target in case.get("links", {}).items():
         (workdir / name).symlink_to(target)
+    for name in case.get("fifos", []):
+        os.mkfifo(workdir / name)
     before = sorted(p.name for p in workdir.iterdir())
-    result = invoke(workdir, *case["args"])
+    result = invoke(workdir, *case["args"], extra_env=case.get("env"))
     assert result.returncode == 2, result.stderr + result.stdout
     message = result.stderr.strip()
     assert len(message.splitlines()) == 1, message
     assert message.startswith("amibuild: error: ")
     for word in case["words"]:
         assert word in message, f"{word!r} not in {message!r}"
+    for word in case.get("absent", []):  # a password given in the input, say
+        assert word not in result.stderr + result.stdout, f"{word!r} was printed"
     assert "Traceback" not in result.stderr
     assert sorted(p.name for p in workdir.iterdir()) == before, "something was written"
     assert writes(aws_through_proxy) == [], "an AWS write was made"

@@ -23,7 +23,8 @@ variant "ceph" {
   kubernetes_version = "1.30"
   extra_packages = ["ceph-common"]
   repo "ceph" {
-    baseurl = "https://download.ceph.com/rpm-octopus/el7/x86_64"
+    baseurl  = "https://download.ceph.com/rpm-octopus/el7/x86_64"
+    gpgcheck = false
   }
 }
 """
@@ -57,7 +58,7 @@ CHANGES = {
     "arch": dict(overrides=Overrides(arch="arm64")),
     "os": dict(overrides=Overrides(os="al2023")),
     "extra package": dict(overrides=Overrides(extra_packages=("htop",))),
-    "extra repo": dict(overrides=Overrides(extra_repos=("epel=https://dl.fedoraproject.org/pub/epel/7/x86_64",))),
+    "extra repo": dict(overrides=Overrides(extra_repos=("epel=https://dl.fedoraproject.org/pub/epel/7/x86_64|gpgcheck=false",))),
     "packer variable": dict(overrides=Overrides(variables=("volume_size=40",))),
     "instance type": dict(overrides=Overrides(variables=("instance_type=c5.large",))),
     "build region": dict(overrides=Overrides(regions=("us-east-1",))),

@@ -200,7 +200,7 @@ class Ec2Calls:
 
                 config = self._config.merge(Config(connect_timeout=3, read_timeout=5,
                                                    retries={"mode": "standard", "total_max_attempts": 1}))
-                self._clients[key] = self._session.client("ec2", region_name=region, config=config)
+                self._clients[key] = self._new_client("ec2", region_name=region, config=config)
             client = self._clients[key]
         try:
             with _mapped("ec2:DescribeInstances", region):

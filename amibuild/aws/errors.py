@@ -6,7 +6,7 @@ import contextlib
 import os
 from typing import Iterator
 
-from amibuild.errors import AccessDenied, AwsError, EndpointUnreachable, ExpiredToken, NoCredentials, NotFound
+from amibuild.errors import AccessDenied, AwsError, EndpointUnreachable, ExpiredToken, NoCredentials, NotFound, UsageError
 
 _EXPIRED = {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"}
 _DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedAccess",
@@ -20,6 +20,7 @@ _NOT_FOUND = {"ParameterNotFound", "InvalidAMIID.NotFound", "InvalidAMIID.Unavai
 def _mapped(action: str, region: str | None = None) -> Iterator[None]:
     """Translate botocore exceptions raised inside into amibuild's, naming the action."""
     from botocore import exceptions as bx
+    from botocore.parsers import ResponseParserError
 
     where = f" in {region}" if region else ""
     try:
@@ -40,6 +41,10 @@ def _mapped(action: str, region: str | None = None) -> Iterator[None]:
         error = exc.response.get("Error", {})
         code = str(error.get("Code", ""))
         message = str(error.get("Message", "")).strip().splitlines()[0] if error.get("Message") else code
+        if code.isdigit() or message.lstrip().startswith("<"):  # an HTTP error page, not an AWS error
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or code
+            raise AwsError(f"{action}{where}: the endpoint answered HTTP {status} with no AWS error in it (an HTML "
+                           "page?); check AWS_ENDPOINT_URL and the region, or retry if AWS is having trouble") from exc
         if code in _EXPIRED:
             raise ExpiredToken(f"{action}{where}: the AWS credentials have expired; refresh them (e.g. `aws sso login`)") from exc
         if code in _DENIED:
@@ -47,5 +52,15 @@ def _mapped(action: str, region: str | None = None) -> Iterator[None]:
         if code in _NOT_FOUND:
             raise NotFound(f"{action}{where}: {message}") from exc
         raise AwsError(f"{action}{where}: {code}: {message}") from exc
+    except (bx.UnknownRegionError, bx.InvalidRegionError, bx.NoRegionError) as exc:
+        raise UsageError(f"{action}{where}: {_one_line(str(exc))}; check --region or AWS_REGION") from exc
     except bx.BotoCoreError as exc:
-        raise AwsError(f"{action}{where}: {exc}") from exc
+        raise AwsError(f"{action}{where}: {_one_line(str(exc))}") from exc
+    except ResponseParserError as exc:  # not a BotoCoreError: an answer that is not AWS's format
+        # its text quotes the body (an HTML page, say): not worth a line of its own
+        raise AwsError(f"{action}{where}: the endpoint's answer is not an AWS response (botocore cannot parse it); "
+                       "check AWS_ENDPOINT_URL and the region, or retry if AWS is having trouble") from exc
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

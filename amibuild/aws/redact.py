@@ -17,6 +17,8 @@ import re
 import threading
 from typing import Any
 
+from amibuild import secrets
+
 REDACTED = "<redacted>"
 
 # header or field name, then its value up to the closing quote: `'Authorization': b'AWS4-...'`,
@@ -37,6 +39,15 @@ _BARE = re.compile(
     |(\b(?:authorization|x-amz-security-token)\s*:\s*)[^\r\n'"]+
     """
 )
+# The node group stack's NoEcho parameter (amibuild.handoff.nodegroup.PROXY_CREDENTIALS): its value
+# in a request or in an answer that echoes it (the emulator's DescribeChangeSet does), XML or a dict.
+_NO_ECHO = re.compile(
+    r"""(?x)
+    (<ParameterKey>ProxyCredentials</ParameterKey>\s*<ParameterValue>)[^<]*
+    |(['"]ParameterKey['"]:\s*['"]ProxyCredentials['"],\s*['"]ParameterValue['"]:\s*)(['"])(?:(?!\3).)*\3
+    |(Parameters\.member\.[0-9]+\.ParameterKey=ProxyCredentials&Parameters\.member\.[0-9]+\.ParameterValue=)[^&\s'"]*
+    """
+)
 _ENV_SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 _MIN_SECRET = 8  # shorter "secrets" (dummy values such as "test") would blank ordinary words
 
@@ -45,16 +56,19 @@ _lock = threading.Lock()
 _installed = False
 
 
-def add_secret(value: str | None) -> None:
+def add_secret(value: str | None, *, min_length: int = _MIN_SECRET) -> None:
     """Redact this exact value wherever it appears in a log record from now on."""
-    if value and len(value) >= _MIN_SECRET:
+    if value and len(value) >= min_length:
         with _lock:
             _secrets.add(value)
 
 
 def redact(text: str) -> str:
+    text = secrets.mask(text)  # user:password@ in any URL (a proxy, a repository, a git remote)
     text = _QUOTED.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}{m.group(2)}", text)
     text = _BARE.sub(lambda m: f"{m.group(1) or m.group(2)}{REDACTED}", text)
+    text = _NO_ECHO.sub(lambda m: (m.group(1) or m.group(4) or "") + REDACTED if not m.group(2)
+                        else f"{m.group(2)}{m.group(3)}{REDACTED}{m.group(3)}", text)
     for secret in sorted(_secrets, key=len, reverse=True):
         text = text.replace(secret, REDACTED)
     return text

@@ -62,11 +62,21 @@ class Session:
         except Exception:  # a broken profile counts as none here; calls will say why
             return False
 
+    def _new_client(self, service: str, region_name: str, config: Any) -> Any:
+        """A botocore client; a region AWS does not have is bad input, refused before any call
+        (with an endpoint override the typo would reach it and come back as an HTML 500)."""
+        from amibuild.aws import regions
+
+        wrong = regions.problem(region_name) if region_name else None
+        if wrong:
+            raise UsageError(f"{service}: {wrong}; check --region or AWS_REGION")
+        return self._session.client(service, region_name=region_name, config=config)
+
     def client(self, service: str, region: str) -> Any:
         key = (service, region)
         with self._lock:
             if key not in self._clients:
-                client = self._session.client(service, region_name=region, config=self._config)
+                client = self._new_client(service, region_name=region, config=self._config)
                 self._prepare(client)
                 self._clients[key] = client
             return self._clients[key]

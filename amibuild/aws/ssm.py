@@ -59,7 +59,7 @@ class SsmCalls:
                 config = self._config.merge(
                     Config(retries={"mode": "adaptive", "max_attempts": self.ssm_write_attempts})
                 )
-                client = self._session.client("ssm", region_name=region, config=config)
+                client = self._new_client("ssm", region_name=region, config=config)
                 self._prepare(client)
                 self._clients[key] = client
             return self._clients[key]

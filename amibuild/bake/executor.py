@@ -46,7 +46,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from amibuild import hcl
+from amibuild import hcl, secrets
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError, AwsError, EndpointUnreachable, PackerOutputError
 from amibuild.bake import leftovers as leftovers_mod
@@ -407,6 +407,8 @@ class Executor:
         timed_out = threading.Event()
         stalled: list[str] = []  # why the endpoint was declared lost, once it was
         last_line = [time.monotonic()]
+        known = secrets.Known()
+        known.add(list(item.rendered.secret_env.values()))
         with log_path.open("w", encoding="utf-8") as log:
             log.write(f"# amibuild run {self.plan.run_id} variant {item.name} started {outcome.started}\n")
             log.write(f"# {' '.join(argv)}\n")
@@ -415,7 +417,7 @@ class Executor:
                 if self.state.interrupted:
                     raise _Interrupted("interrupted before packer started")
                 proc = subprocess.Popen(
-                    argv, cwd=directory, env=self.packer.env, stdin=subprocess.DEVNULL,
+                    argv, cwd=directory, env={**self.packer.env, **item.rendered.secret_env}, stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                     start_new_session=True,
                 )
@@ -432,6 +434,8 @@ class Executor:
                 assert proc.stdout is not None
                 for line in proc.stdout:
                     last_line[0] = time.monotonic()
+                    # Packer 1.6 masks sensitive values in its log, not on its machine-readable stream
+                    line = known.scrub(line)
                     log.write(line)
                     log.flush()
                     lines.append(line)

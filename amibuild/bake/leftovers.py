@@ -33,11 +33,11 @@ from amibuild.bake.packer import parse_line
 PACKER_GROUP_PREFIX = "packer_"  # Packer 1.6 names its temporary security groups packer_<uuid>
 KINDS = ("instance", "image", "snapshot", "volume", "key-pair", "security-group")
 
-_INSTANCE = re.compile(r"\bInstance ID: (i-[0-9a-f]+)")
+_INSTANCE = re.compile(r"\bInstance ID: (i-[0-9a-f]+)", re.ASCII)
 _KEY_PAIR = re.compile(r"Creating temporary keypair: (\S+)")
 _GROUP = re.compile(r"Creating temporary security group for this instance: (\S+)")
-_AMI = re.compile(r"^\s*[\w.-]+: AMI: (ami-[0-9a-f]+)")
-_TARGET = re.compile(r"^(?:==> |\s*)([\w.-]+): ")
+_AMI = re.compile(r"^\s*[A-Za-z0-9_.-]+: AMI: (ami-[0-9a-f]+)", re.ASCII)
+_TARGET = re.compile(r"^(?:==> |\s*)([A-Za-z0-9_.-]+): ", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def key_pair_name(run_id: str, variant: str, region: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "-", f"amibuild-{run_id}-{variant}-{region}")
 
 
-RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")  # as amibuild.bake.plan.new_run_id makes them
+RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}\Z")  # as amibuild.bake.plan.new_run_id makes them
 
 
 @dataclass(frozen=True)

@@ -95,8 +95,8 @@ class PackerVersion:
 MIN_VERSION = PackerVersion(1, 6, 0)
 
 _VERSION_PATTERNS = (
-    re.compile(r"^\s*Packer v(\d+)\.(\d+)\.(\d+)\b"),  # `packer version`
-    re.compile(r"^\s*v?(\d+)\.(\d+)\.(\d+)\b"),  # `packer --version`
+    re.compile(r"^\s*Packer v([0-9]+)\.([0-9]+)\.([0-9]+)\b", re.ASCII),  # `packer version`
+    re.compile(r"^\s*v?([0-9]+)\.([0-9]+)\.([0-9]+)\b", re.ASCII),  # `packer --version`
 )
 
 
@@ -121,7 +121,7 @@ def parse_version(text: str) -> PackerVersion:
 
 # ------------------------------------------------------------------------------ machine-readable
 
-_LINE = re.compile(r"^(\d+),([^,]*),([a-z][a-z0-9-]*)(?:,(.*))?$")
+_LINE = re.compile(r"^([0-9]+),([^,]*),([a-z][a-z0-9-]*)(?:,(.*))?\Z")
 _COMMA = "%!(PACKER_COMMA)"
 
 
@@ -177,9 +177,9 @@ class BuildResult:
         return self.errors[0] if self.errors else None
 
 
-_BUILD_ERRORED = re.compile(r"^Build '([^']+)' errored after [^:]*: (.*)$", re.DOTALL)
+_BUILD_ERRORED = re.compile(r"^Build '([^']+)' errored after [^:]*: (.*)\Z", re.DOTALL)
 _ARROW = re.compile(r"^(?:==>|-->) ")
-_ARROW_TARGET = re.compile(r"^(?:==>|-->) ([\w.-]+): ")
+_ARROW_TARGET = re.compile(r"^(?:==>|-->) ([A-Za-z0-9_.-]+): ")
 _CANCEL = ("Cancelling build after receiving", "Cleanly cancelled builds after being interrupted")
 
 
@@ -304,7 +304,7 @@ def parse_machine_readable(lines: Iterable[str]) -> BuildResult:
     )
 
 
-_STEP = re.compile(r"^==> [\w.-]+: (.+)$", re.DOTALL)
+_STEP = re.compile(r"^==> [A-Za-z0-9_.-]+: (.+)\Z", re.DOTALL)
 _STEP_REWRITES = (
     (re.compile(r"^Copying/Encrypting AMI .* to other regions"), "Copying AMI to other regions"),
     (re.compile(r"^Creating AMI .* from instance"), "Creating AMI"),
@@ -315,7 +315,7 @@ _STEP_REWRITES = (
 )
 # Said once cleanup starts after a provisioner failed; the failed step is the one before it.
 _STEP_FAILED = "Provisioning step had errors"
-_PARENS = re.compile(r"\s*\([^)]*\)")
+_PARENS = re.compile(r"\s*\([^)]*\)", re.ASCII)
 
 
 def _step(text: str) -> str | None:
@@ -440,7 +440,7 @@ def cross_check(
 # ------------------------------------------------------------------------------ human output
 
 
-_LOCATION = re.compile(r"^\s+on (.+?) line (\d+)")
+_LOCATION = re.compile(r"^\s+on (.+?) line ([0-9]+)", re.ASCII)
 
 
 def error_summary(output: str) -> str:

@@ -23,7 +23,7 @@ from amibuild.pipeline.checks import AMI_ID as _AMI_ID
 IMAGE_DATA_TYPE = "aws:ec2:image"
 
 
-_PROVENANCE = re.compile(r"\(run (?P<run>[^,()\s]+), fingerprint (?P<fp>[^,()\s]+)")
+_PROVENANCE = re.compile(r"\(run (?P<run>[^,()\s]+), fingerprint (?P<fp>[^,()\s]+)", re.ASCII)
 _UNKNOWN = "-"
 
 

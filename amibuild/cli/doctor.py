@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 CONNECT_TIMEOUT = 2.0  # seconds; a local emulator answers in milliseconds, a dead port at once
 FALLBACK_REGION = "us-west-2"  # what commands.default_region() falls back to when nothing is set
-_ENDPOINT_VAR = re.compile(r"^AWS_ENDPOINT_URL(?:_[A-Z0-9_]+)?$")
+_ENDPOINT_VAR = re.compile(r"^AWS_ENDPOINT_URL(?:_[A-Z0-9_]+)?\Z")
 _NO_CREDENTIALS = (
     "none found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (run `aws sso login` for an "
     "SSO profile), or run `invoke sandbox` for the local emulator"

@@ -13,8 +13,8 @@ from amibuild.channels import publish
 from amibuild.cli.commands import load_pipeline
 from amibuild.errors import AccessDenied, SpecError
 from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, ClusterFacts, node_access, read_cluster
-from amibuild.handoff.nodegroup import (NODE_GROUP, NODE_OSES, DeployResult, check_ours, deploy, node_role_arn,
-                                        parse_parameters, stack_parameters, template_json)
+from amibuild.handoff.nodegroup import (NODE_GROUP, NODE_OSES, PROXY_CREDENTIALS, DeployResult, check_ours, deploy,
+                                        node_role_arn, parse_parameters, stack_parameters, template_json)
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutResult, Say, rollout_nodegroup, rollout_stack
 
 
@@ -124,6 +124,8 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
     if origin is not None and origin.get("os") and origin.get("os") != node_os:
         say(f"stack {stack}: nodes move from {origin.get('os')} to {node_os} (the rolling update replaces them)")
     settings = asked.merge(previous)
+    stack_proxy, proxy_in_data, hidden = proxy_credentials_parameter(settings.proxy, say)
+    settings = replace(settings, proxy=stack_proxy)  # HttpProxy holds the URL masked
     if private_endpoint and not settings.proxy:
         raise SpecError("--private-endpoint goes with --proxy (the stack has no proxy)")
     bootstrap_args = given.get(node_settings.BOOTSTRAP, previous.get(node_settings.BOOTSTRAP, ""))
@@ -154,20 +156,54 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
         if unread:
             say(f"{unread}; going by the flags")
         cfg = config_from_flags(
-            cluster=cluster, os=node_os, proxy=settings.proxy, no_proxy=settings.no_proxy, service_cidr=cidr,
+            cluster=cluster, os=node_os, proxy=proxy_in_data, no_proxy=settings.no_proxy, service_cidr=cidr,
             region=region, api_server_endpoint=endpoint, certificate_authority=ca,
             # An update that does not give BootstrapArguments keeps the stack's: the user data too.
             bootstrap_args=bootstrap_args, cfn_stack=stack, cfn_resource=NODE_GROUP,
             private_endpoint=private_endpoint or bool(facts and facts.private_endpoint), kubelet=settings.kubelet,
         )
-        user_data = render_userdata(cfg)
+        user_data = render_userdata(cfg).replace(_CREDENTIALS_MARK, "${" + PROXY_CREDENTIALS + "}")
     elif service_cidr or api_server_endpoint or certificate_authority:
         raise SpecError("--service-cidr, --api-server-endpoint and --certificate-authority go with al2023 nodes, "
                         "--proxy or kubelet settings")
-    result = deploy(aws, stack, region, given=given, template_body=template_json(user_data, node_os=node_os),
+    result = deploy(aws, stack, region, given={**given, **hidden},
+                    template_body=template_json(user_data, node_os=node_os, hidden=hidden),
                     channel_parameter=parameter, say=say, wait=wait, timeout=wait_for)
     mode = facts.authentication_mode if facts else ""
     return replace(result, notes=(node_access(cluster, mode, stack=stack),))
+
+
+# stands for the proxy's user:password while the user data is written; letters and digits only, so
+# every quoting the user data applies (shell, systemd, YAML) leaves it as it is
+_CREDENTIALS_MARK = "AMIBUILDPROXYCREDENTIALS7f3a"
+
+
+def proxy_credentials_parameter(proxy: str, say: Callable[[str], None]) -> tuple[str, str, dict[str, str | None]]:
+    """(the proxy URL for the stack's HttpProxy parameter, the URL for the user data, {NoEcho
+    parameter: value}) — credentials in the proxy URL go to the stack as its NoEcho
+    `PROXY_CREDENTIALS` parameter, never into the template body or another parameter. HttpProxy
+    keeps the URL masked (user:***@), which tells the next deploy that the stack holds them: it
+    then keeps the parameter's value (None: UsePreviousValue), which it cannot read back."""
+    from amibuild import secrets
+    from amibuild.aws import redact
+
+    credentials = secrets.credentials(proxy)
+    if not credentials:
+        return proxy, proxy, {}
+    in_data = proxy.replace(credentials + "@", _CREDENTIALS_MARK + "@", 1)
+    kept = credentials.endswith(secrets.MASK)  # the stack's own HttpProxy, as a previous deploy masked it
+    if not kept:
+        if "%" in credentials:
+            # the systemd drop-ins double every '%' of the URL; one parameter cannot hold both forms
+            raise SpecError(f"--proxy {secrets.mask(proxy)}: percent-encoded credentials cannot be passed to the "
+                            "stack; give the proxy a password of letters, digits and - . _ ~ ! $ & * + , ; =")
+        for word in secrets.words(proxy):
+            redact.add_secret(word, min_length=secrets.MIN_WORD)  # --debug logs the CreateStack request
+    say(f"proxy {secrets.mask(proxy)}: its credentials go to the stack as the NoEcho parameter "
+        f"{PROXY_CREDENTIALS}{' (kept as it is)' if kept else ''}, not in the template; the nodes' user data still "
+        "carries them (anyone allowed ec2:DescribeLaunchTemplateVersions or ec2:DescribeInstanceAttribute can read "
+        "them): prefer a proxy that authenticates the nodes without a password")
+    return secrets.mask(proxy), in_data, {PROXY_CREDENTIALS: None if kept else credentials}
 
 
 def _bootstrap_on_al2023() -> SpecError:

@@ -85,6 +85,7 @@ class AmibuildProgram(Program):
             except ValueError as exc:  # `--list-depth abc`: the same cast, in invoke's own flags
                 raise _bad_core_value(self, exc) from None
             self.parse_collection()
+            _redact_logs()  # invoke's --debug log echoes every argument, URLs with passwords included
             try:
                 self.parse_tasks()
             except ValueError as exc:  # a flag's value failed its cast (`--limit abc`): invoke lets it through
@@ -180,7 +181,7 @@ def _flag_in(text: str) -> str | None:
     """`--name` out of invoke's "Flag <Argument: name (n) [int]> needed value ..."."""
     import re
 
-    match = re.search(r"<Argument: ([\w-]+)", text)
+    match = re.search(r"<Argument: ([A-Za-z0-9_-]+)", text)
     return "--" + match.group(1).replace("_", "-").rstrip("-") if match else None
 
 
@@ -255,6 +256,12 @@ def _flag_values(program: Program) -> Iterable[tuple[str, str, str | None, Any]]
 # ------------------------------------------------------------------------------- plain `invoke` here
 
 
+def _redact_logs() -> None:
+    from amibuild.aws import redact
+
+    redact.install()
+
+
 def adopt_invoke_program() -> None:
     """Give the `invoke` run that is importing this repository's tasks.py the same handling of
     command-line mistakes (one `amibuild: error:` line, exit 2) and closed pipes as `amibuild`.
@@ -296,6 +303,7 @@ def adopt_invoke_program() -> None:
                 raise Exit(code=0) from None
         return wrapped
 
+    _redact_logs()  # before invoke parses (and, under --debug, logs) the tasks' arguments
     program.parse_tasks = wrap(program.parse_tasks, parses_tasks=True)
     program.parse_cleanup = wrap(program.parse_cleanup)  # --help TASK, --list (| head)
     program.execute = wrap(program.execute)  # a task printing into a closed pipe

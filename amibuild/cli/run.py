@@ -14,6 +14,7 @@ import sys
 import traceback
 from typing import Any, Callable, Iterable, TypeVar
 
+from amibuild import secrets
 from amibuild.errors import AmibuildError
 
 T = TypeVar("T")
@@ -47,8 +48,9 @@ def run(body: Callable[[], T]) -> T:
             traceback.print_exc()
         from amibuild.cli.summary import annotate
 
-        annotate(str(exc))  # in GitHub Actions, an error naming a line of the pipeline file annotates it
-        raise Exit(f"amibuild: error: {exc}", code=exc.exit_code) from None
+        message = secrets.mask(str(exc))  # a URL's user:password@ as user:***@
+        annotate(message)  # in GitHub Actions, an error naming a line of the pipeline file annotates it
+        raise Exit(f"amibuild: error: {message}", code=exc.exit_code) from None
     except KeyboardInterrupt:
         raise Exit("amibuild: interrupted", code=EXIT_INTERRUPTED) from None
 
@@ -125,7 +127,7 @@ def _left_behind(run: Any) -> str:
 def say(line: str) -> None:
     """Progress and notes go to stderr, so stdout stays clean for --json and piping."""
     _flush_pending()
-    print(line, file=sys.stderr, flush=True)
+    print(secrets.mask(line), file=sys.stderr, flush=True)  # a URL's user:password@ as user:***@
 
 
 def _flush_pending() -> None:
@@ -134,7 +136,7 @@ def _flush_pending() -> None:
 
 
 def emit_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True, default=str))
+    print(secrets.mask(json.dumps(data, indent=2, sort_keys=True, default=str)))
 
 
 def options(c: Any, *, announce: bool = True, **flags: Any) -> "Options":  # noqa: F821

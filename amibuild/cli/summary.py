@@ -53,7 +53,7 @@ def publish(markdown: str, *, to_stdout: bool = False) -> None:
 # ------------------------------------------------------------------------------- annotations
 
 # how amibuild names a line of a file in its messages: `PATH:LINE: ...`
-_LINE = re.compile(r"(?P<file>[^\s:]+\.hcl):(?P<line>[0-9]+)(?=[:\s]|\Z)")
+_LINE = re.compile(r"(?P<file>[^\s:]+\.hcl):(?P<line>[0-9]+)(?=[:\s]|\Z)", re.ASCII)
 
 
 def annotation(message: str, workspace: str | None = None) -> str | None:

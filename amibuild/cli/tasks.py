@@ -272,6 +272,7 @@ def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr=
     import base64
     import os
 
+    from amibuild import secrets
     from amibuild.handoff.userdata import render as ud
 
     def body():
@@ -286,6 +287,9 @@ def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr=
         if k8s_manifests:
             return ud.k8s_manifests(cfg, vpc_cidr or ())
         text = ud.render_userdata(cfg)
+        if secrets.credentials(proxy):  # printed on purpose (the nodes need them), said once
+            cli.say(f"--proxy {secrets.mask(proxy)}: the user data below carries its credentials; whoever can "
+                    "describe the instance or its launch template can read them")
         return base64.b64encode(text.encode()).decode() + "\n" if base64_ else text
 
     print(cli.run(body), end="")

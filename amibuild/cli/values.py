@@ -16,7 +16,7 @@ from typing import Any
 from amibuild.errors import SpecError
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([smhdw]?)\s*\Z", re.ASCII)
 
 # The longest wait any flag may ask for: a year. Past it a number is a typo, and float seconds
 # that large overflow the timers they are handed to.
@@ -32,7 +32,7 @@ def given(value: Any) -> bool:
 def count(value: Any, flag: str, *, minimum: int = 1, maximum: int = MAX_COUNT, example: int = 5) -> int:
     """A whole number of at least `minimum` (and at most `maximum`)."""
     text = str(value).strip()
-    if isinstance(value, bool) or not re.fullmatch(r"[+]?\d+", text):
+    if isinstance(value, bool) or not re.fullmatch(r"[+]?[0-9]+", text):
         raise SpecError(f"{flag} {value!r}: a whole number of at least {minimum}, e.g. {flag} {example}")
     number = int(text)
     if number < minimum:

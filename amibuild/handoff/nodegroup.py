@@ -72,6 +72,12 @@ PARAMETERS: frozenset[str] = frozenset({
     "VpcId",
     "Subnets",
 })
+# Added to the template only when the nodes' proxy URL holds user:password@: the user data says
+# ${ProxyCredentials} where they go, and the value travels as a NoEcho parameter, so neither the
+# template body (GetTemplate) nor DescribeStacks shows it. The launch template's user data, resolved,
+# still carries it (anyone allowed ec2:DescribeLaunchTemplateVersions can read it).
+PROXY_CREDENTIALS = "ProxyCredentials"
+HIDDEN_PARAMETERS = frozenset({PROXY_CREDENTIALS})
 PSEUDO_PARAMETERS: frozenset[str] = frozenset({
     "AWS::AccountId", "AWS::NotificationARNs", "AWS::NoValue", "AWS::Partition", "AWS::Region",
     "AWS::StackId", "AWS::StackName", "AWS::URLSuffix",
@@ -130,7 +136,7 @@ def sub_text(text: str, names: frozenset[str] = PARAMETERS) -> str:
     return _PLACEHOLDER.sub(escape, text)
 
 
-def template_json(user_data: str | None = None, *, node_os: str = "al2") -> str:
+def template_json(user_data: str | None = None, *, node_os: str = "al2", hidden: Iterable[str] = ()) -> str:
     """The template as compact JSON; with `user_data`, that text (see `sub_text`) is the nodes'.
 
     `node_os` goes into ``Metadata.amibuild.os``; without `user_data` the template's own (al2)
@@ -153,6 +159,10 @@ def template_json(user_data: str | None = None, *, node_os: str = "al2") -> str:
                 f"the node user data never runs cfn-signal for {NODE_GROUP}: the stack waits for every "
                 "new node's signal and would roll back; write it with the stack and resource to signal"
             )
+        for name in hidden:  # HIDDEN_PARAMETERS the user data refers to
+            template.setdefault("Parameters", {})[name] = {
+                "Type": "String", "NoEcho": True,
+                "Description": "Credentials of the nodes' proxy (user:password), set by amibuild; never shown"}
         names = frozenset(template.get("Parameters", {}))
         data = template["Resources"][LAUNCH_TEMPLATE]["Properties"]["LaunchTemplateData"]
         # Text that names no parameter goes as it is: Fn::Sub would have nothing to fill in
@@ -199,10 +209,12 @@ def stack_parameters(given: Mapping[str, str], previous: Iterable[str] | None) -
     Otherwise an update: the given values, and ``UsePreviousValue`` for every other parameter the
     stack has (a parameter the template no longer has is left out).
     """
-    unknown = sorted(set(given) - PARAMETERS)
+    unknown = sorted(set(given) - PARAMETERS - HIDDEN_PARAMETERS)
     if unknown:
         raise SpecError(f"{unknown[0]} is not a parameter of the node group template")
-    out = [{"ParameterKey": key, "ParameterValue": value} for key, value in sorted(given.items())]
+    # None: keep the stack's value (a NoEcho parameter, whose value DescribeStacks does not give back)
+    out = [{"ParameterKey": key, "UsePreviousValue": True} if value is None else
+           {"ParameterKey": key, "ParameterValue": value} for key, value in sorted(given.items())]
     if previous is None:
         missing = [flag for key, flag in REQUIRED_ON_CREATE.items() if not given.get(key)]
         if missing:
@@ -227,8 +239,9 @@ def parameter_changes(given: Mapping[str, str], previous: Mapping[str, str]) -> 
         return "(not set)" if value is None else repr(value)
 
     # A parameter the stack does not have yet, given empty, changes nothing the nodes see.
-    return [f"{key}: {shown(previous.get(key))} -> {given[key]!r}"
-            for key in sorted(given) if previous.get(key, "") != given[key]]
+    return [f"{key}: (hidden, NoEcho)" if key in HIDDEN_PARAMETERS else
+            f"{key}: {shown(previous.get(key))} -> {given[key]!r}"
+            for key in sorted(given) if given[key] is not None and previous.get(key, "") != given[key]]
 
 
 def stack_origin(aws: Any, name: str, region: str) -> Mapping[str, Any] | None:

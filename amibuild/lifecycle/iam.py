@@ -109,9 +109,9 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
 # Allowed to every caller whatever the policy says: never listed, ignored when seen.
 ALWAYS_ALLOWED = frozenset({"sts:GetCallerIdentity"})
 
-_STACK = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
-_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(\d{12}):role/[\w+=,.@/-]{1,512}$")
-_ACCOUNT = re.compile(r"^(\*|\d{12})$")
+_STACK = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}\Z")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::([0-9]{12}):role/[A-Za-z0-9_+=,.@/-]{1,512}\Z")
+_ACCOUNT = re.compile(r"^(\*|[0-9]{12})\Z")
 _KMS_ARN = re.compile(r"^arn:aws[a-z-]*:kms:")
 
 
@@ -129,7 +129,7 @@ def policy(
         raise SpecError(f"--task {task!r}: one of {', '.join(TASKS)} or all")
     if not _ACCOUNT.match(account or ""):
         raise SpecError(f"--account {account!r}: a 12-digit account id (default: * for any account)")
-    if not re.match(r"^aws[a-z-]*$", partition or ""):
+    if not re.match(r"^aws[a-z-]*\Z", partition or ""):
         raise SpecError(f"--partition {partition!r}: aws, aws-cn or aws-us-gov")
     tasks = TASKS if task == "all" else (task,)
     if "rollout" in tasks:

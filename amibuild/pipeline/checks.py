@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
+from amibuild import secrets
 from amibuild.errors import SpecError
 
 # ------------------------------------------------------------------------------- documented caps
@@ -35,14 +36,14 @@ MAX_VALUE_CHARS = 4096  # any one string setting (a URL, a description, a --var 
 # fifteen levels."
 SSM_NAME_MAX = 1011
 SSM_LEVELS_MAX = 15
-_SSM_NAME = re.compile(r"^/[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
+_SSM_NAME = re.compile(r"^/[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*\Z")
 
 # EC2 RegisterImage / CreateImage, Name: "3-128 alphanumeric characters, parentheses (()), square
 # brackets ([]), spaces ( ), periods (.), slashes (/), dashes (-), single quotes ('), at-signs (@),
 # or underscores(_)". Description: up to 255 characters.
 AMI_NAME_MIN, AMI_NAME_MAX = 3, 128
-AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")  # an AMI id: the one definition (source_ami, channel values)
-_AMI_NAME = re.compile(r"^[A-Za-z0-9()\[\] ./\-'@_]+$")
+AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}\Z")  # an AMI id: the one definition (source_ami, channel values)
+_AMI_NAME = re.compile(r"^[A-Za-z0-9()\[\] ./\-'@_]+\Z")
 AMI_DESCRIPTION_MAX = 255
 TIMESTAMP_CHARS = 10  # Packer's {{timestamp}}: Unix seconds, ten digits until 2286
 
@@ -55,31 +56,36 @@ USER_TAGS_MAX = TAGS_PER_RESOURCE - 20
 # URLs reach yum/dnf repo files and proxy settings on the instance: http(s) only and nothing a
 # shell or a repo file could read as syntax. `$basearch` and `$releasever` stay allowed (yum
 # expands them); `$(`, backticks, quotes, `;`, whitespace, braces and pipes do not.
-_URL = re.compile(r"^https?://[^\s'\"`\\|<>{};]+$")
-_NO_PROXY = re.compile(r"^[A-Za-z0-9.,:/*_\[\]-]+$")
-_ACCOUNT = re.compile(r"^\d{12}$")
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
-_SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
-_SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
+_URL = re.compile(r"https?://[A-Za-z0-9._~:/?#\[\]@!$&()*+,=%-]+")  # fullmatch
+_NO_PROXY = re.compile(r"^[A-Za-z0-9.,:/*_\[\]-]+\Z")
+_ACCOUNT = re.compile(r"^[0-9]{12}\Z")
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+\Z")
+_SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}\Z")
+_SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}\Z")
 # a key id, key ARN, alias name or alias ARN, as amazon-ebs's kms_key_id takes them
-_KMS_KEY = re.compile(r"^(arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[A-Za-z0-9/_-]+|"
+_KMS_KEY = re.compile(r"^(arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:(key|alias)/[A-Za-z0-9/_-]+|"
                       r"alias/[A-Za-z0-9/_-]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|"
-                      r"mrk-[0-9a-f]{32})$")
-_PROFILE = re.compile(r"^[A-Za-z0-9+=,.@_-]{1,128}$")  # IAM instance profile names
-_SSH_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-_OWNER = re.compile(r"^(\d{12}|self|amazon|aws-marketplace)$")
-_PIPELINE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-_GIT_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}$")
+                      r"mrk-[0-9a-f]{32})\Z")
+_PROFILE = re.compile(r"^[A-Za-z0-9+=,.@_-]{1,128}\Z")  # IAM instance profile names
+_SSH_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
+_OWNER = re.compile(r"^([0-9]{12}|self|amazon|aws-marketplace)\Z")
+_PIPELINE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
+_GIT_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# amazon-ebs's launch permission settings. EC2 takes one group, "all" (public); organisations and
+# OUs by ARN (ModifyImageAttribute, OrganizationArns / OrganizationalUnitArns).
+_ORG_ARN = re.compile(r"arn:aws[a-z-]*:organizations::[0-9]{12}:organization/o-[a-z0-9]{10,32}")
+_OU_ARN = re.compile(r"arn:aws[a-z-]*:organizations::[0-9]{12}:ou/o-[a-z0-9]{10,32}/ou-[a-z0-9]{4,32}-[a-z0-9]{8,32}")
+SHARING_VARS = ("ami_users", "snapshot_users", "ami_groups", "snapshot_groups", "ami_org_arns", "ami_ou_arns")
 
 
 # ------------------------------------------------------------------------------- one value
 
 
 def url(value: str, where: str, label: str) -> str:
-    if not _URL.match(value) or len(value) > MAX_VALUE_CHARS or "$(" in value:
+    if not _URL.fullmatch(value) or len(value) > MAX_VALUE_CHARS or "$(" in value:
         raise SpecError(
-            f"{where}: {label} {value!r} must be an http:// or https:// URL without spaces, quotes, "
+            f"{where}: {label} {secrets.mask(value)!r} must be an http:// or https:// URL without spaces, quotes, "
             "backticks, `$(`, `;` or braces"
         )
     return value
@@ -120,7 +126,7 @@ _PATTERNS = {
     "kms_key_id": (_KMS_KEY, "alias/ebs-amis or a key id or ARN"),
     "iam_instance_profile": (_PROFILE, "packer-build"),
     "ssh_username": (_SSH_USER, "ec2-user"),
-    "ssh_interface": (re.compile(r"^(public_ip|private_ip|public_dns|private_dns|session_manager)$"), "private_ip"),
+    "ssh_interface": (re.compile(r"^(public_ip|private_ip|public_dns|private_dns|session_manager)\Z"), "private_ip"),
     "upstream_ref": (_GIT_REF, "v20240227 or main (no leading '-')"),
 }
 
@@ -169,6 +175,22 @@ def tags(value: Mapping[str, str], where: str) -> Mapping[str, str]:
                             f"{TAG_VALUE_MAX}")
         if _CONTROL.search(key) or _CONTROL.search(tag_value):
             raise SpecError(f"{where}: tag {key!r} holds a control character or a line break")
+        no_template(key, where, "tag key")
+        no_template(tag_value, where, f"tag {key!r}")
+    return value
+
+
+def no_template(value: str, where: str, label: str) -> str:
+    """Refuse Packer's `{{ ... }}` in a value amazon-ebs interpolates (tags, the description).
+
+    Refused rather than measured: what a function expands to has no worst case amibuild could
+    count (`{{ .SourceAMITags.x }}`, `{{ env }}`, `{{ isotime }}` with any layout), so a tag checked
+    at 100 characters became 265 at build time (EC2 allows 256), and an unknown function
+    (`{{team-platform}}`) fails the build after `--dry-run` passed. Provenance tags are amibuild's.
+    """
+    if "{{" in value or "}}" in value:
+        raise SpecError(f"{where}: {label} {_short(value)} holds `{{{{ }}}}`, which Packer would expand at build "
+                        "time (to a length nobody can check now, or a build failure); write the value literally")
     return value
 
 
@@ -224,18 +246,34 @@ def repo_line(line: str, where: str) -> None:
     if len(parts) not in (2, 3):
         raise SpecError(f"{where}: extra_repos entry {_short(line)}: write NAME|BASEURL|GPGKEY")
     name, baseurl, gpgkey = (*parts, "")[:3]
+    if not gpgkey:
+        repo(name, baseurl, "", where, gpgcheck=False)  # the name, the URL and plain http first
+        raise SpecError(f"{where}: extra_repos entry {name!r} has no gpgkey: its packages would be installed "
+                        "unsigned; write NAME|BASEURL|GPGKEY, or use a repo block with gpgcheck = false to mean it")
     repo(name, baseurl, gpgkey, where)
 
 
-_REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 
 
-def repo(name: str, baseurl: str, gpgkey: str, where: str) -> None:
+def repo(name: str, baseurl: str, gpgkey: str, where: str, *, gpgcheck: bool | None = None) -> None:
+    """A repository: signed (gpgkey given), or unsigned only when `gpgcheck = false` says so, and
+    never unsigned over plain http, where anyone on the path could change the packages."""
     if not _REPO_NAME.match(name):
         raise SpecError(f"{where}: repo name {name!r}: use letters, digits, '.', '_' and '-'")
     url(baseurl, where, f"repo {name!r} baseurl")
     if gpgkey:
         url(gpgkey, where, f"repo {name!r} gpgkey")
+        if gpgcheck is False:
+            raise SpecError(f"{where}: repo {name!r} has a gpgkey and gpgcheck = false; drop one of them")
+        return
+    if baseurl.lower().startswith("http://"):
+        raise SpecError(f"{where}: repo {name!r}: a plain http:// baseurl without a gpgkey installs unsigned "
+                        "packages anyone on the network path can change, as root; use https:// and give a gpgkey")
+    if gpgcheck is not False:
+        raise SpecError(f"{where}: repo {name!r} has no gpgkey, so its packages would be installed unsigned; give "
+                        "gpgkey = URL (--extra-repo NAME=URL|GPGKEY_URL), or say gpgcheck = false "
+                        "(--extra-repo NAME=URL|gpgcheck=false) to mean it")
 
 
 def packer_variable(name: str, value: Any, where: str, *, known_regions: Iterable[str]) -> None:
@@ -244,6 +282,9 @@ def packer_variable(name: str, value: Any, where: str, *, known_regions: Iterabl
     if isinstance(value, str):
         if len(value) > MAX_VALUE_CHARS:
             raise SpecError(f"{where}: {name} is {len(value)} characters; at most {MAX_VALUE_CHARS}")
+        if _CONTROL.search(value):  # before any list is split and its items stripped
+            raise SpecError(f"{where}: {name} {_short(secrets.mask(value))} holds a control character or a line "
+                            "break; write it on one line")
     if name in ("http_proxy", "https_proxy"):
         if str(value):
             url(str(value), where, name)
@@ -258,6 +299,18 @@ def packer_variable(name: str, value: Any, where: str, *, known_regions: Iterabl
     elif name in ("ami_users", "snapshot_users"):
         for item in _items(value):
             account(item, where)
+    elif name in ("ami_groups", "snapshot_groups"):
+        for item in _items(value):
+            if item != "all":
+                raise SpecError(f"{where}: {name} {item!r}: EC2 knows one group, \"all\" (public); share with "
+                                "accounts through ami_users or with organisations through ami_org_arns")
+    elif name in ("ami_org_arns", "ami_ou_arns"):
+        regex, example = ((_ORG_ARN, "arn:aws:organizations::123456789012:organization/o-abcd123456")
+                          if name == "ami_org_arns" else
+                          (_OU_ARN, "arn:aws:organizations::123456789012:ou/o-abcd123456/ou-ab12-cdef3456"))
+        for item in _items(value):
+            if not regex.fullmatch(item):
+                raise SpecError(f"{where}: {name} {_short(item)} is not valid; write it like {example}")
     elif name == "source_ami_owners":
         for item in _items(value):
             owner(item, where)
@@ -270,13 +323,41 @@ def packer_variable(name: str, value: Any, where: str, *, known_regions: Iterabl
         ami_name(str(value), where, "ami_name")
     elif name == "ami_description":
         text(str(value), where, name, limit=AMI_DESCRIPTION_MAX)
+        no_template(str(value), where, name)
     elif name == "source_ami_filter_name":
-        if not re.match(r"^[A-Za-z0-9()\[\] ./\-'@_*?]{1,128}$", str(value)):
+        if not re.match(r"^[A-Za-z0-9()\[\] ./\-'@_*?]{1,128}\Z", str(value)):
             raise SpecError(f"{where}: source_ami_filter_name {_short(str(value))}: an AMI name pattern with * and ?")
     elif name in _PATTERNS:
         pattern(str(value), where, name)
     elif isinstance(value, str):
         text(value, where, name)
+
+
+def sharing(variant: Any, pipeline_users: Iterable[str], *, public: bool, allow_shared_credentials: bool,
+            where: str) -> None:
+    """Who an image is shared with, on every base: public only when the pipeline says `public = true`,
+    and credentials baked in (a proxy or repository URL with user:password@) only into an image
+    nobody else may launch, unless the pipeline says `allow_shared_credentials = true`."""
+    shared_with: list[str] = [f"{where}: pipeline.ami_users"] if tuple(pipeline_users) else []
+    for name in SHARING_VARS:
+        value = variant.packer_vars.get(name)
+        if value is None or not _items(value):
+            continue
+        origin = variant.origins.get(name, name)
+        if name in ("ami_groups", "snapshot_groups") and not public:
+            raise SpecError(f"{origin}: {name} = [\"all\"] makes the image public (anyone can launch it and read "
+                            "its snapshot); say `public = true` in the pipeline block to mean it")
+        shared_with.append(origin)
+    baked = [label for label, value in (
+        ("proxy", [variant.proxy.http, variant.proxy.https]),
+        ("repo", [[r.baseurl, r.gpgkey] for r in variant.repos]),
+        *((f"{k}", v) for k, v in variant.packer_vars.items() if k in ("http_proxy", "https_proxy", "extra_repos")),
+    ) if secrets.has_credentials(value)]
+    if shared_with and baked and not allow_shared_credentials:
+        raise SpecError(f"{shared_with[0]}: variant {variant.name} bakes credentials ({', '.join(baked)} URL with "
+                        "user:password@) into an image shared with other accounts, who can read them from its "
+                        "snapshot: stop sharing it, drop the credentials, or say `allow_shared_credentials = true` "
+                        "in the pipeline block")
 
 
 # ------------------------------------------------------------------------------- HCL literals

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from amibuild import secrets
 from amibuild.pipeline import imagetests, support
 
 from amibuild import PIPELINE_FILE  # noqa: F401  (defined once, in the package root; re-exported)
@@ -66,12 +67,12 @@ NON_PACKER_FIELDS = frozenset(
 ADDITIVE = frozenset({"extra_packages", "repos"})
 LAYERS = ("defaults", "pipeline file", "var-files", "flags")
 
-_RPM_NAME = re.compile(r"^[A-Za-z0-9_+][A-Za-z0-9._+~^-]*$")
-_K8S = re.compile(r"^1\.(\d+)$")
+_RPM_NAME = re.compile(r"^[A-Za-z0-9_+][A-Za-z0-9._+~^-]*\Z")
+_K8S = re.compile(r"^1\.([0-9]+)\Z")
 # the upstream base also takes a patch release (its binaries live under 1.N.P/<build date>/)
-_K8S_PATCH = re.compile(r"^1\.(\d+)\.\d+$")
-_VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_K8S_PATCH = re.compile(r"^1\.([0-9]+)\.[0-9]+\Z")
+_VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
+_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
 
 
 # ------------------------------------------------------------------------------- value objects
@@ -85,6 +86,9 @@ class Repo:
     baseurl: str
     gpgkey: str = ""
 
+    def __repr__(self) -> str:  # a baseurl may hold user:password@
+        return f"Repo({self.name!r}, {secrets.mask(self.baseurl)!r}, {secrets.mask(self.gpgkey)!r})"
+
 
 @dataclass(frozen=True)
 class Proxy:
@@ -96,6 +100,9 @@ class Proxy:
 
     def __bool__(self) -> bool:
         return bool(self.http or self.https)
+
+    def __repr__(self) -> str:  # the URLs may hold user:password@
+        return f"Proxy(http={secrets.mask(self.http)!r}, https={secrets.mask(self.https)!r}, no_proxy={self.no_proxy!r})"
 
 
 @dataclass(frozen=True)
@@ -146,8 +153,9 @@ class Variant:
         return "m6g.large" if self.arch == "arm64" else "m5.large"
 
     def settings(self) -> dict[str, Any]:
-        """The variant's values as a plain dict (for render.json and the fingerprint)."""
-        return {
+        """The variant's values as a plain dict (for render.json and the fingerprint), every URL's
+        credentials masked (`amibuild.secrets`): they reach Packer only through its environment."""
+        return secrets.mask({
             "name": self.name,
             "base": self.base,
             "upstream": self.upstream,
@@ -172,7 +180,7 @@ class Variant:
             "scripts": [str(s) for s in self.scripts],
             "description": self.description,
             "packer_vars": dict(sorted(self.packer_vars.items())),
-        }
+        })
 
 
 @dataclass(frozen=True)

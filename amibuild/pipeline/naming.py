@@ -21,7 +21,7 @@ DEFAULT_NAME_TEMPLATE = "{prefix}/{pipeline}/{k8s}/{variant}/{channel}/image_id"
 TEMPLATE_FIELDS = ("prefix", "pipeline", "k8s", "variant", "os", "arch", "flavor", "channel")
 
 
-_CHANNEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_CHANNEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 
 
 class VariantLike(Protocol):
@@ -116,4 +116,4 @@ def name_pattern(pipeline: PipelineLike, template: str | None = None) -> tuple[s
             regex += f"(?P<{name}>[^/]+)" if f"(?P<{name}>" not in regex else f"(?P={name})"
             open_field = True
     path = root.rsplit("/", 1)[0] or "/"
-    return path, re.compile(f"^{regex}$")
+    return path, re.compile(rf"^{regex}\Z")

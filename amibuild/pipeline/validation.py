@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild.errors import SpecError
-from amibuild.pipeline import checks
+from amibuild.pipeline import checks, files
 from amibuild.pipeline.model import (AL2_LAST_K8S, ARCHES, BASES, DEFAULT_FLAVOR, DEFAULTS, FLAVORS, OSES, VOLUME_TYPES, Proxy,
                                      Repo, Variant, _K8S, _K8S_PATCH, _RPM_NAME, _VAR_NAME)
 
@@ -19,7 +19,7 @@ def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> No
     prefix = kw["ssm_prefix"]
     if not prefix.startswith("/") or prefix.endswith("/") and prefix != "/" or "//" in prefix:
         raise SpecError(f"{where}: pipeline.ssm_prefix {prefix!r} must start with '/' and not end with '/', e.g. \"/amibuild\"")
-    if not re.match(r"^[A-Za-z0-9_./-]+$", prefix) or prefix.lower().startswith(("/aws", "/ssm")):
+    if not re.match(r"^[A-Za-z0-9_./-]+\Z", prefix) or prefix.lower().startswith(("/aws", "/ssm")):
         raise SpecError(f"{where}: pipeline.ssm_prefix {prefix!r}: use letters, digits, '_', '.', '-' and '/', not under /aws or /ssm")
     known = known_regions()
     for field_name in ("regions", "copy_to"):
@@ -36,7 +36,7 @@ def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> No
             except SpecError as exc:
                 raise SpecError(f"{where}: pipeline.{key}: {exc}") from None
     for account in kw["ami_users"]:
-        if not re.match(r"^\d{12}$", account):
+        if not re.match(r"^[0-9]{12}\Z", account):
             raise SpecError(f"{where}: pipeline.ami_users: {account!r} is not a 12-digit AWS account id")
 
 
@@ -89,7 +89,8 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     repos = []
     for raw in m.get("repos", ()):
         repo = Repo(str(raw.get("name", "")), str(raw.get("baseurl", "")), str(raw.get("gpgkey", "") or ""))
-        checks.repo(repo.name, repo.baseurl, repo.gpgkey, at("repos"))
+        checks.repo(repo.name, repo.baseurl, repo.gpgkey, at("repos"),
+                    gpgcheck=_bool(raw["gpgcheck"], at("repos")) if "gpgcheck" in raw else None)
         if any(r.name == repo.name for r in repos):
             repos = [r for r in repos if r.name != repo.name]  # a later layer redefines it
         repos.append(repo)
@@ -106,12 +107,18 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     for script in script_list:
         # the scripts are uploaded and run with sudo: only files of the pipeline repository, with
         # symlinks followed, so `../../etc/shadow` or a link out of the folder cannot be shipped
-        path = (top / _str(script, at("scripts"))).resolve()
+        try:
+            path = files.resolve(top / _str(script, at("scripts")))
+        except OSError:
+            raise SpecError(f"{at('scripts')}: script {script} is a symlink loop; point it at a file") from None
         if not path.is_relative_to(top):
             raise SpecError(f"{at('scripts')}: script {script} is outside {top}; keep provisioner scripts in "
                             "the pipeline file's folder")
-        if not path.is_file():
+        why = files.problem(path)
+        if why == "no such file":
             raise SpecError(f"{at('scripts')}: script {script} not found")
+        if why is not None:
+            raise SpecError(f"{at('scripts')}: script {script} {why}; give a regular file")
         scripts.append(path)
 
     volume_size = _int(m["volume_size"], at("volume_size"))
@@ -133,6 +140,7 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
         raise SpecError(f"{at('upstream')}: upstream {upstream_src[:60]!r}: a path or git URL (not starting with '-')")
     checks.text(_str(m["description"], at("description")), at("description"), "description",
                 limit=checks.AMI_DESCRIPTION_MAX)
+    checks.no_template(_str(m["description"], at("description")), at("description"), "description")
 
     known = set(DEFAULTS)
     packer_vars = {k: v for k, v in m.items() if k not in known}

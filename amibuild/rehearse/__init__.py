@@ -120,7 +120,8 @@ def _display(script: str, root: str) -> str:
 
 
 _OURS = frozenset(p.name for p in PROVISION_SCRIPTS.glob("*.sh"))
-_SHELLCHECK_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+):\d+: (?P<severity>\w+): (?P<message>.*?)(?: \[(?P<code>SC\d+)\])?$")
+_SHELLCHECK_LINE = re.compile(r"^(?P<file>.+?):(?P<line>[0-9]+):[0-9]+: (?P<severity>[A-Za-z]+): "
+                              r"(?P<message>.*?)(?: \[(?P<code>SC[0-9]+)\])?\Z")
 
 
 def origin(script: str, root: str) -> str:

@@ -141,7 +141,7 @@ def _text(value: Any) -> str:
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+)
-  | (?P<number>\d+(\.\d+)?)
+  | (?P<number>[0-9]+(\.[0-9]+)?)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_-]*)
   | (?P<op>==|!=|<=|>=|&&|\|\||=>|\.\.\.|[-+*/%<>!?:.,()\[\]{}=])
   | (?P<quote>")

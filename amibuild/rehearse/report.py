@@ -181,7 +181,7 @@ def build_report(variant: str, raw: RawRun, findings: Sequence[Finding], seconds
     )
 
 
-_NOT_FOUND = re.compile(r"^(?:.*?: )?(?:line \d+: )?([^\s:]+): (?:command )?not found$")
+_NOT_FOUND = re.compile(r"^(?:.*?: )?(?:line [0-9]+: )?([^\s:]+): (?:command )?not found\Z", re.ASCII)
 
 
 def _gap(step: Step, raw: RawRun, stderr: str, status: int | None) -> str:
@@ -204,7 +204,7 @@ def _failure(step: Step, stdout: str, stderr: str, status: int | None, raw: RawR
     line: int | None = None
     # bash names the line itself for unbound variables, syntax errors and missing commands
     for text in reversed(stderr.splitlines()):
-        m = re.match(rf"^{re.escape(remote)}: line (\d+): ", text) if remote else None
+        m = re.match(rf"^{re.escape(remote)}: line ([0-9]+): ", text) if remote else None
         if m:
             line = int(m.group(1))
             break

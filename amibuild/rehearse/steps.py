@@ -186,8 +186,8 @@ def _file_step(number: int, index: int, body: Mapping[str, Any], notes: tuple[st
                                 "and writes nothing here",) if download else ()))
 
 
-_GO_VARS = re.compile(r"\{\{\s*\.Vars\s*\}\}")
-_GO_PATH = re.compile(r"\{\{\s*\.Path\s*\}\}")
+_GO_VARS = re.compile(r"\{\{\s*\.Vars\s*\}\}", re.ASCII)
+_GO_PATH = re.compile(r"\{\{\s*\.Path\s*\}\}", re.ASCII)
 
 
 def _fill(execute: str, env: tuple[tuple[str, str], ...], fmt: str, remote: str) -> str:

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 from urllib.parse import urlparse
 
 from amibuild import __version__
-from amibuild import hcl, tags
+from amibuild import hcl, secrets, tags
 from amibuild.errors import PackageDataMissing, SpecError, TemplateError
 from amibuild.pipeline import Pipeline, Variant, imagetests, suggest
 
@@ -87,6 +87,7 @@ class PackerVariable:
     name: str
     type: str
     default: Any
+    sensitive: bool = False  # Packer masks its value in its output (`sensitive = true`, Packer >= 1.6)
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,9 @@ class Rendered:
     fingerprint: str
     notes: tuple[str, ...] = ()
     executable: frozenset[str] = field(default_factory=frozenset)
+    # PKR_VAR_<name> -> value for the variables that hold credentials: the only place their real
+    # value is kept. `values` and every file hold them masked (`secrets.mask`).
+    secret_env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def record(self, pipeline: Pipeline, packer_version: str) -> dict[str, Any]:
         return {
@@ -418,6 +422,7 @@ def render_variant(
     else:
         variables = template_variables(variant, pipeline)
         values = apply_packer_vars(variables, variant, sources=sources)
+        variables = hide_secrets(variables, secret_variables(variant, values))
         provisioners, shipped = provisioner_blocks(variant, values, sandbox=echo)
         delay, attempts = SANDBOX_POLLING if target.sandbox else AWS_POLLING
         text = render_template(
@@ -448,8 +453,15 @@ def render_variant(
         notes.append("sandbox build (loopback endpoint): communicator \"none\"; provisioners that need a "
                      "connection to the instance are shown, not run")
     notes.extend(s.note for s in sources.values() if s.note)
-    var_text = hcl.dumps([hcl.Attr(k, v) for k, v in sorted(values.items()) if k not in _BUILD_TIME_VARS],
-                         header=f"Resolved values for variant \"{variant.name}\", written by amibuild {__version__}.")
+    hidden = secret_variables(variant, values)
+    secret_env = {f"PKR_VAR_{name}": _env_value(values[name]) for name in hidden}
+    values = secrets.mask(values)  # from here on, what is written and fingerprinted
+    header = f"Resolved values for variant \"{variant.name}\", written by amibuild {__version__}."
+    if hidden:
+        header += (f" {', '.join(hidden)}: credentials inside; amibuild passes them to Packer as "
+                   f"{', '.join('PKR_VAR_' + n for n in hidden)} (sensitive variables), never in a file.")
+    var_text = hcl.dumps([hcl.Attr(k, v) for k, v in sorted(values.items())
+                          if k not in _BUILD_TIME_VARS and k not in hidden], header=header)
     files = {**templates, VARS_FILE: var_text, **shipped}
     if echo:
         # the image's stand-in: the real chain, which the sandbox's checks step rehearses
@@ -466,9 +478,40 @@ def render_variant(
         values=MappingProxyType(values),
         sources=MappingProxyType(dict(sources)),
         fingerprint=fingerprint(files, values),
-        notes=tuple(notes),
+        notes=tuple(secrets.mask(n) for n in notes),
         executable=executable,
+        secret_env=MappingProxyType(secret_env),
     )
+
+
+# The only variables that may hold credentials (a proxy or repository URL with user:password@):
+# amibuild's own, which it marks sensitive and hands over in the environment. Anywhere else a
+# password would reach a file, so it is refused.
+SECRET_VARS = ("http_proxy", "https_proxy", "extra_repos")
+
+
+def secret_variables(variant: Variant, values: Mapping[str, Any]) -> tuple[str, ...]:
+    """The variables whose value holds a URL with credentials; SpecError for any but `SECRET_VARS`."""
+    found = tuple(sorted(name for name, value in values.items() if secrets.has_credentials(value)))
+    for name in found:
+        if name not in SECRET_VARS:
+            where = variant.origins.get(name, f"variant {variant.name}: {name}")
+            raise SpecError(f"{where}: {name} holds a URL with credentials ({secrets.mask(values[name])}); "
+                            f"amibuild keeps credentials out of files and passes them to Packer only in "
+                            f"{', '.join(SECRET_VARS)}: move them there or drop them")
+    return found
+
+
+def hide_secrets(variables: Sequence[PackerVariable], hidden: Sequence[str]) -> list[PackerVariable]:
+    """The variables with those holding credentials marked sensitive and left at an empty default:
+    their value comes from PKR_VAR_<name> (`Rendered.secret_env`), so the template holds none."""
+    return [PackerVariable(v.name, v.type, [] if v.type.startswith("list") else "", sensitive=True)
+            if v.name in hidden else v for v in variables]
+
+
+def _env_value(value: Any) -> str:
+    """A value as Packer reads PKR_VAR_<name>: a string as is, a list as an HCL (JSON) list."""
+    return json.dumps(list(value)) if isinstance(value, (list, tuple)) else str(value)
 
 
 _BUILD_TIME_VARS = frozenset({"provenance_tags", "amibuild_run_id"})
@@ -569,7 +612,7 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
         extra_provisioners=provisioners, early_provisioners=early, post_processors=[manifest_block(variant.name)],
         drop_remote_provisioners=echo, packer_block=packer_block,
     )
-    own = hcl.dumps([_variable_block(var) for var in ours],
+    own = hcl.dumps([_variable_block(var) for var in hide_secrets(ours, secret_variables(variant, values))],
                     header=f"amibuild's own variables for variant \"{variant.name}\" (upstream base).")
     ours_early = [f"[amibuild] {n.split('/')[-1]}" for n in shipped if n.split("/")[-1] in EARLY_STEPS]
     ours_late = [f"[amibuild] {n.split('/')[-1]}" for n in shipped if n.split("/")[-1] not in EARLY_STEPS]
@@ -665,6 +708,8 @@ def render_template(name: str, **context: Any) -> str:
 def _variable_block(var: PackerVariable) -> hcl.Block:
     block = hcl.Block("variable", (var.name,))
     block.attr("type", hcl.Expr(var.type)).attr("default", var.default)
+    if var.sensitive:
+        block.attr("sensitive", True)
     return block
 
 

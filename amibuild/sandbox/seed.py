@@ -47,8 +47,8 @@ LOOPBACK = "127.0.0.1"
 API_PREFIX = "/amibuild-sandbox"
 _PORT_LINE = re.compile(rb"^AMIBUILD_SANDBOX_PORT=(\d+)$", re.MULTILINE)
 _PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "ALL_PROXY")
-_K8S_VERSION = re.compile(r"^\d+\.\d+$")
-_RELEASE_DATE = re.compile(r"^\d{8}$")
+_K8S_VERSION = re.compile(r"^[0-9]+\.[0-9]+\Z")
+_RELEASE_DATE = re.compile(r"^[0-9]{8}\Z")
 
 
 # --------------------------------------------------------------------------------------------

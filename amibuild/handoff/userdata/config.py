@@ -60,16 +60,16 @@ CONFIGMAP = "proxy-environment-variables"
 PROXIED_DAEMONSETS = (("aws-node", "aws-node"), ("kube-proxy", "kube-proxy"))
 NODE_GROUPS = ("system:bootstrappers", "system:nodes")
 MAX_USERDATA = 16384  # bytes EC2 accepts, before base64
-_CLUSTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
-_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
-_STACK = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
-_LOGICAL_ID = re.compile(r"^[A-Za-z0-9]{1,255}$")
-_NO_PROXY_ENTRY = re.compile(r"^[][A-Za-z0-9._*:/-]+$")
+_CLUSTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}\Z")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}\Z")
+_STACK = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}\Z")
+_LOGICAL_ID = re.compile(r"^[A-Za-z0-9]{1,255}\Z")
+_NO_PROXY_ENTRY = re.compile(r"^[][A-Za-z0-9._*:/-]+\Z")
 # Characters that could end a value in the shell, /etc/environment or a systemd drop-in.
-_URL_UNSAFE = re.compile(r"[\s'\"`\\<>{}|^]")
+_URL_UNSAFE = re.compile(r"[\s'\"`\\<>{}|^]", re.ASCII)
 _ROLE_ARN = re.compile(
-    r"^arn:(?P<partition>aws(?:-[a-z]+)*):iam::(?P<account>\d{12}):role/"
-    r"(?P<path>(?:[\x21-\x2e\x30-\x7e]+/)*)(?P<name>[\w+=,.@-]{1,64})$"
+    r"^arn:(?P<partition>aws(?:-[a-z]+)*):iam::(?P<account>[0-9]{12}):role/"
+    r"(?P<path>(?:[\x21-\x2e\x30-\x7e]+/)*)(?P<name>[A-Za-z0-9_+=,.@-]{1,64})\Z"
 )
 
 

@@ -76,8 +76,8 @@ _PREFIX_TYPES = (
     ("#!", "text/x-shellscript"),
 )
 _MIME_HEAD = re.compile(r"^(mime-version|content-type)[ \t]*:", re.IGNORECASE)
-_NODECONFIG = re.compile(r"^apiVersion:\s*['\"]?node\.eks\.aws/", re.MULTILINE)
-_BASE64 = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
+_NODECONFIG = re.compile(r"^apiVersion:\s*['\"]?node\.eks\.aws/", re.MULTILINE | re.ASCII)
+_BASE64 = re.compile(r"^[A-Za-z0-9+/]+={0,2}\Z")
 _GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_TYPES = ("application/gzip", "application/x-gzip", "application/x-gzip-compressed")
 _SNIFFED_TYPES = ("text/plain", "text/x-not-multipart", "application/octet-stream", *_GZIP_TYPES)
@@ -335,7 +335,7 @@ def _permissions(value: Any) -> str:
     if isinstance(value, int):  # YAML 1.1 reads an unquoted 0644 as the number 420
         return f"{value:04o}"
     text = str(value).strip()
-    match = re.match(r"^0?o?([0-7]{3,4})$", text)
+    match = re.match(r"^0?o?([0-7]{3,4})\Z", text)
     return match.group(1).rjust(4, "0") if match else text
 
 

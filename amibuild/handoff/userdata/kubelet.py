@@ -35,7 +35,7 @@ MAX_PODS_LIMIT = 1000  # well above what any instance type's IP addresses allow
 _OWNED = {"--node-labels": "--node-label", "--register-with-taints": "--taint", "--max-pods": "--max-pods"}
 # Characters a kubelet flag may not hold: systemd splits at whitespace, expands $ and %, and the AL2
 # drop-in is single-quoted.
-_UNSAFE = re.compile(r"[\s'\"`\\$%]")
+_UNSAFE = re.compile(r"[\s'\"`\\$%]", re.ASCII)
 _FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*(=[!-~]*)?")
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _PREFIX = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")

@@ -18,8 +18,8 @@ from amibuild.errors import NotFound, SpecError
 
 DEFAULT_BUCKET = "amazon-eks"
 DEFAULT_BUCKET_REGION = "us-west-2"
-_PATCH = re.compile(r"^1\.(\d+)\.(\d+)$")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_PATCH = re.compile(r"^1\.([0-9]+)\.([0-9]+)\Z")
+_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 
 
 @dataclass(frozen=True)

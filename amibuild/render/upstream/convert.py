@@ -45,13 +45,13 @@ SCALAR_FIELDS = frozenset({
 })
 CREDENTIAL_ATTRS = frozenset({"access_key", "secret_key", "token", "mfa_code"})
 _CREDENTIAL = re.compile(
-    r"access_key|secret|session_token|password|passwd|api_key|(^|_)token$", re.IGNORECASE
+    r"access_key|secret|session_token|password|passwd|api_key|(^|_)token\Z", re.IGNORECASE
 )
 LOCAL_PROVISIONERS = frozenset({"shell-local", "breakpoint"})
 
-_GO_TEMPLATE = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}", re.DOTALL)
-_CALL = re.compile(r"""^(user|env)\s+[`"]([^`"]+)[`"]$""")
-_MENTIONS_CALL = re.compile(r"\b(user|env)\b")
+_GO_TEMPLATE = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}", re.DOTALL | re.ASCII)
+_CALL = re.compile(r"""^(user|env)\s+[`"]([^`"]+)[`"]\Z""", re.ASCII)
+_MENTIONS_CALL = re.compile(r"\b(user|env)\b", re.ASCII)
 
 
 def load(root: Path, *, os_family: str = "al2", k8s: str | None = None) -> UpstreamTemplate:

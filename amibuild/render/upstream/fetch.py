@@ -52,7 +52,7 @@ class _GitFailed(Exception):
 
 
 def _is_git_url(source: str) -> bool:
-    return "://" in source or re.match(r"^[\w.-]+@[\w.-]+:", source) is not None
+    return "://" in source or re.match(r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+:", source) is not None
 
 
 def _git(cwd: Path, *args: str) -> str:

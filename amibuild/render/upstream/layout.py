@@ -85,9 +85,9 @@ def _var_files(layout: str, defaults_file: Path, k8s: str | None) -> list[Path]:
 #   endif
 # (the templates layout moved such settings into variables-1.N.json).
 _MAKE_VERSION_BLOCK = re.compile(
-    r"^ifeq \(\$\(call vercmp,\$\(kubernetes_version\),gteq,([\d.]+)\), true\)\n(.*?)^endif", re.M | re.S
+    r"^ifeq \(\$\(call vercmp,\$\(kubernetes_version\),gteq,([0-9.]+)\), true\)\n(.*?)^endif", re.M | re.S
 )
-_MAKE_DEFAULT = re.compile(r"^\s*([a-z_][a-z0-9_]*) \?= (.*?)\s*$", re.M)
+_MAKE_DEFAULT = re.compile(r"^\s*([a-z_][a-z0-9_]*) \?= (.*?)\s*$", re.M | re.ASCII)
 
 
 def makefile_defaults(root: Path, k8s: str | None) -> dict[str, str]:
