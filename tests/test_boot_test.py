@@ -95,7 +95,7 @@ def variant(tmp_path: Path, body: str, name: str = "v"):
 
 
 def test_built_in_checks_follow_the_os_the_flavor_and_what_the_variant_adds(tmp_path: Path):
-    al2023 = variant(tmp_path, 'extra_packages = ["ceph-common"]\nrepo "ceph" {\n baseurl = "https://x.example/el9"\n}\n'
+    al2023 = variant(tmp_path, 'extra_packages = ["ceph-common"]\nrepo "ceph" {\n baseurl = "https://x.example/el9"\n gpgkey = "https://x.example/key.asc"\n}\n'
                                'proxy {\n http = "http://proxy.example:3128"\n}')
     names = [c.name for c in imagetests.check_set(al2023).checks]
     assert names == ["kubelet", "containerd", "nodeadm", "package-ceph-common", "repo-ceph", "proxy", "no-credentials"]

@@ -36,6 +36,7 @@ variant "ceph" {
   extra_packages = ["ceph-common", "jq"]
   repo "ceph" {
     baseurl = "https://download.ceph.com/rpm-octopus/el7/$basearch"
+    gpgkey  = "https://download.ceph.com/keys/release.asc"
   }
   proxy {
     http  = "http://proxy.example:3128"
@@ -62,7 +63,7 @@ def test_our_chain_becomes_the_steps_packer_runs_with_filled_execute_commands(tm
         "sudo -S env AMIBUILD_EXTRA_PACKAGES='ceph-common jq' PACKER_BUILDER_TYPE='amazon-ebs' "
         "PACKER_BUILD_NAME='us-west-2'  bash -eu '/tmp/script_3.sh'")
     repos = dict(steps[1].env)["AMIBUILD_REPOS"]
-    assert repos == "ceph|https://download.ceph.com/rpm-octopus/el7/$basearch|"
+    assert repos == "ceph|https://download.ceph.com/rpm-octopus/el7/$basearch|https://download.ceph.com/keys/release.asc"
     proxy = dict(steps[0].env)
     assert proxy["AMIBUILD_HTTP_PROXY"] == "http://proxy.example:3128"
     assert "169.254.169.254" in proxy["AMIBUILD_NO_PROXY"]
