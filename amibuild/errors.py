@@ -29,7 +29,8 @@ turns them into a one-line message and an exit code::
     ├── PublishRefused                    publish/promote/rollback refused before any write
     │   └── GateRefused                   the image does not meet the channel's gate (pipeline `channel` block)
     ├── PublishConflict                   another writer moved the channel in between
-    │   └── ChannelBusy                   another writer holds the channel's lease; nothing written
+    │   ├── ChannelBusy                   another writer holds the channel's lease; nothing written
+    │   └── LeaseLost                     the writer's lease ran out or was taken over: it stopped writing
     ├── PublishFailed                     a write failed part-way; written regions were put back
     ├── RolloutBlocked                    the stack or node group is busy or broken: not updated now
     ├── RolloutFailed                     the update failed, rolled back, timed out or did not converge
@@ -149,6 +150,10 @@ class PublishConflict(AmibuildError):
 
 class ChannelBusy(PublishConflict):
     """Another writer holds the channel's lease (and kept it past the wait); nothing was written."""
+
+
+class LeaseLost(PublishConflict):
+    """The writer's lease ran out or was taken over before a write; it wrote no more."""
 
 
 class PublishFailed(AmibuildError):

@@ -22,6 +22,7 @@ RUN_ID = f"{PREFIX}run-id"
 CREATED = f"{PREFIX}created"
 GIT_COMMIT = f"{PREFIX}git-commit"
 CHANNEL = f"{PREFIX}channel"
+CHANNEL_REGIONS = f"{PREFIX}channel-regions"  # on a channel parameter: every region the channel is written in
 # image test results (amibuild.imagetest): passed | failed, when, and which run tested it
 TEST = f"{PREFIX}test"
 TESTED_AT = f"{PREFIX}tested-at"

@@ -92,6 +92,7 @@ class _Failure:
     code: str
     message: str
     times: int | None  # None: every matching request
+    name: str = ""  # only requests naming a parameter that contains this
 
 
 class FaultProxy:
@@ -130,10 +131,12 @@ class FaultProxy:
 
     def fail(self, region: str, ops: Iterable[str] = SSM_WRITES, *, times: int | None = None,
              status: int = 400, code: str = "AccessDeniedException",
-             message: str = "injected by FaultProxy: explicit deny in a service control policy") -> None:
-        """Fail matching requests in `region` (all of them, or the next `times`) with a JSON error."""
+             message: str = "injected by FaultProxy: explicit deny in a service control policy",
+             name: str = "") -> None:
+        """Fail matching requests in `region` (all of them, or the next `times`; only those naming a
+        parameter that contains `name`, if given) with a JSON error."""
         with self._lock:
-            self._failures.append(_Failure(region, frozenset(ops), status, code, message, times))
+            self._failures.append(_Failure(region, frozenset(ops), status, code, message, times, name))
 
     def hold(self, ops: Iterable[str], count: int, timeout: float = 20.0, *, body_has: str = "") -> None:
         """Hold the next `count` matching requests (whose body contains `body_has`) until all have
@@ -281,7 +284,7 @@ class FaultProxy:
         if after_forward is False and not self._pass_pause():
             request.close_connection = True
             return
-        fault = self._fault_for(op, region)
+        fault = self._fault_for(op, region, name)
         if fault is not None:
             outcome, status, code, message = fault
             self._record(op, region, outcome, name)
@@ -342,10 +345,10 @@ class FaultProxy:
         except threading.BrokenBarrierError:
             pass  # not all arrived in time: let this one go rather than hang the test
 
-    def _fault_for(self, op: str, region: str) -> tuple[str, int, str, str] | None:
+    def _fault_for(self, op: str, region: str, name: str = "") -> tuple[str, int, str, str] | None:
         with self._lock:
             for failure in self._failures:
-                if failure.region == region and op in failure.ops and failure.times != 0:
+                if failure.region == region and op in failure.ops and failure.times != 0 and failure.name in name:
                     if failure.times is not None:
                         failure.times -= 1
                     return "failed", failure.status, failure.code, failure.message

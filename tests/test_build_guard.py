@@ -160,16 +160,30 @@ def test_endpoint_loss_stops_the_build_within_30s_and_lists_what_is_left(workdir
     for instance in running:
         assert listed[instance] == f"aws ec2 terminate-instances --instance-ids {instance} --region us-west-2"
         assert listed[instance] in err.strip().splitlines()[-1]
+    # Packer's temporary security group, named as Packer named it, and the build lease are listed too
+    groups = {g["GroupName"] for g in west.describe_security_groups()["SecurityGroups"]
+              if g["GroupName"].startswith("packer_")}
+    assert groups and groups <= set(listed), (groups, listed)
+    for group in groups:
+        assert listed[group] == f"aws ec2 delete-security-group --group-name {group} --region us-west-2"
+    (lease_left,) = [x for x in ceph["left_behind"] if x["kind"] == "lease"]
+    assert lease_left["command"].startswith(f"aws ssm delete-parameter --name {lease_left['id']} ")
+    # Packer's own temp folder (its packer-log* among them) is gone with it
+    import tempfile
+
+    assert not list(Path(tempfile.gettempdir()).glob(f"amibuild-{json.loads(out)['run_id']}-*"))
     # the dead run's lease was left to expire; the next run sees its process is gone and takes it over
     assert "left to expire" in ceph["lease"], ceph
     (name, held), = leases().items()
     assert held["run_id"] == json.loads(out)["run_id"]
     from amibuild.aws import Aws
-    from amibuild.bake.lease import Lease
+    from amibuild.lease import Lease
 
     successor = Lease(Aws(region="us-west-2"), name, "us-west-2", run_id="next")
     assert successor.try_acquire() is None
     assert successor.took_over is not None and successor.took_over.run_id == held["run_id"]
+    # taken over because its process is gone, not because it expired (it had not): said as such
+    assert successor.took_over_why == "gone" and not successor.took_over.expired(time.time())
 
 
 def children(pid: int) -> list[int]:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from amibuild.aws import Aws
-from amibuild.bake.lease import Lease, build_lease_name, parse_holder
+from amibuild.lease import Lease, build_lease_name, parse_holder
 
 NAME = "/amibuild/e2e/_leases/build/ceph/0123456789abcdef"
 REGION = "us-west-2"

@@ -22,6 +22,7 @@ import boto3
 import pytest
 
 from amibuild.pipeline import load
+from amibuild.lease import is_lease
 from faultproxy import FaultProxy, Gate
 from test_publish import NAME, PIPELINE, REGIONS, build, current, do_publish, values, written
 
@@ -95,7 +96,7 @@ def history_everywhere(channel: str) -> dict[str, list[str]]:
 
 
 def leases_left() -> list[str]:
-    return [name for region in REGIONS for name in written(region) if "amibuild-lease" in name]
+    return [name for region in REGIONS for name in written(region) if is_lease(name)]
 
 
 @pytest.fixture
@@ -142,7 +143,7 @@ def test_writers_that_wait_for_the_lease_take_turns_and_both_versions_are_in_his
     gate = held_write(proxy, "stable")
     first = Cli(workdir, "promote", "--variant", "ceph", "--from", "recommended", "--to", "stable")
     assert gate.wait_held(1)
-    asked = proxy.gate([PUT], name="amibuild-lease/ceph/stable")  # the second's try at the lease
+    asked = proxy.gate([PUT], name="_leases/channel/ceph/stable")  # the second's try at the lease
     second = Cli(workdir, "promote", "--variant", "ceph", "--from", "candidate", "--to", "stable", lease_wait=60)
     assert asked.wait_held(1)
     asked.release()  # refused (the first holds it): the second now waits for the lease
@@ -197,7 +198,7 @@ def test_a_signal_during_a_publish_lets_it_finish_in_every_region_and_says_so(pr
 
 def test_a_signal_before_the_first_write_writes_nothing_and_says_so(proxy, workdir, channels):
     new = build("fp9")
-    gate = proxy.gate([PUT], region="us-west-2", name="amibuild-lease/ceph/recommended")  # taking the lease
+    gate = proxy.gate([PUT], region="eu-west-1", name="_leases/channel/ceph/recommended")  # taking the lease (home: first region)
     cli = Cli(workdir, "publish", "--variant", "ceph", "--ami", ",".join(f"{r}={a}" for r, a in new.items()))
     assert gate.wait_held(1)
     cli.signal(signal.SIGTERM)

@@ -162,7 +162,7 @@ def test_publish_policy_allows_exactly_what_publish_promote_rollback_history_and
         result = invoke(tmp_path, *args, env=env)
         assert result.returncode == 0, f"{args}: {result.stderr}"
     # a write refused in the second region: the new parameter in the first is deleted again
-    recorder.fail("eu-west-1", times=1)
+    recorder.fail("eu-west-1", times=1, name="/image_id")
     failed = invoke(tmp_path, "publish", "--variant", "ceph", "--channel", "candidate", "--ami", ami_flag(amis[2]),
                     env=env)
     assert failed.returncode == 1 and "deleted again" in failed.stderr, failed.stderr
@@ -320,10 +320,13 @@ def test_ssm_is_scoped_to_the_pipelines_channels_and_the_public_eks_parameters(p
     ssm = [s for s in document["Statement"] if any(a.startswith("ssm:") for a in s["Action"])]
     # prune finds the channels by their amibuild:pipeline tag, whatever template named them:
     # DescribeParameters (metadata only) cannot be scoped, the history read is scoped by that tag
-    by_tag = {s["Sid"]: s for s in ssm if s["Sid"] in ("ChannelsFind", "ChannelsReadByTag")}
+    by_tag = {s["Sid"]: s for s in ssm if s["Sid"] in ("ChannelsFind", "ChannelsReadByTag", "ChannelsReadNowByTag")}
     assert (by_tag["ChannelsFind"]["Action"], by_tag["ChannelsFind"]["Resource"]) == (["ssm:DescribeParameters"], "*")
     assert by_tag["ChannelsReadByTag"]["Action"] == ["ssm:GetParameterHistory"]
-    assert by_tag["ChannelsReadByTag"]["Condition"] == {"StringEquals": {"ssm:resourceTag/amibuild:pipeline": "iam"}}
+    # GetParameter: prune reads each tagged channel's current value again right before a deregister
+    assert by_tag["ChannelsReadNowByTag"]["Action"] == ["ssm:GetParameter"]
+    for sid in ("ChannelsReadByTag", "ChannelsReadNowByTag"):
+        assert by_tag[sid]["Condition"] == {"StringEquals": {"ssm:resourceTag/amibuild:pipeline": "iam"}}
     # the boot test's Run Command is on a document and on its own tagged instances, not on parameters
     run_command = {s["Sid"]: s for s in ssm if s["Sid"].startswith("BootTest")}
     assert set(run_command) == {"BootTestSsmRead", "BootTestRunShellScript", "BootTestRunOnTestInstances"}
@@ -331,6 +334,9 @@ def test_ssm_is_scoped_to_the_pipelines_channels_and_the_public_eks_parameters(p
     assert {r for s in ssm if s["Sid"] not in by_tag and s["Sid"] not in run_command for r in s["Resource"]} == {
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam",
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/*",
+        "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/_leases",
+        "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/_leases/*",
+        "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/amibuild-lease",
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/amibuild-lease/*",
         "arn:aws:ssm:*::parameter/aws/service/eks/optimized-ami/*",
     }

@@ -1,6 +1,6 @@
 """The channel lease on its own, against the emulator: take, refuse, release, take over.
 
-It is the one lease amibuild has (`amibuild.bake.lease`), with the channel's waiting and errors.
+It is the one lease amibuild has (`amibuild.lease`), with the channel's waiting and errors.
 
 Two writers taking over one expired lease at once are played in order (each step is one AWS
 call), so the interleaving the test means is the one that runs.
@@ -15,13 +15,13 @@ import boto3
 import pytest
 
 from amibuild.aws import Aws
-from amibuild.channels import lease as lease_mod
-from amibuild.bake.lease import Holder, Lease
-from amibuild.channels.lease import Guard
+from amibuild import lease as lease_mod
+from amibuild.lease import Holder, Lease
+from amibuild.lease import Guard
 from amibuild.errors import ChannelBusy, Interrupted
 
 REGION = "us-west-2"
-NAME = "/amibuild/eks-workers/amibuild-lease/ceph/stable"
+NAME = "/amibuild/eks-workers/_leases/channel/ceph/stable"
 
 
 def holder(owner: str, *, expires_in: float) -> Holder:
@@ -37,16 +37,16 @@ def lease_value() -> dict | None:
 
 def test_a_lease_is_taken_refused_to_a_second_writer_and_given_back(sandbox) -> None:
     aws = Aws(region=REGION)
-    first = lease_mod.acquire(aws, NAME, REGION, operation="publish", guard=Guard(owner="a@host pid 1", wait=0))
+    first = lease_mod.acquire_channel(aws, NAME, REGION, operation="publish", guard=Guard(owner="a@host pid 1", wait=0))
     assert lease_value()["owner"] == "a@host pid 1"
     with pytest.raises(ChannelBusy, match=r"being written by a@host pid 1 \(publish, lease until .*nothing was written"):
-        lease_mod.acquire(aws, NAME, REGION, operation="promote", guard=Guard(owner="b@host pid 2", wait=0))
+        lease_mod.acquire_channel(aws, NAME, REGION, operation="promote", guard=Guard(owner="b@host pid 2", wait=0))
     with pytest.raises(Interrupted, match="interrupted while waiting for a@host pid 1"):
-        lease_mod.acquire(aws, NAME, REGION, operation="promote",
+        lease_mod.acquire_channel(aws, NAME, REGION, operation="promote",
                           guard=Guard(owner="b@host pid 2", wait=5, cancelled=lambda: True))
     assert first.release() == ""
     assert lease_value() is None
-    again = lease_mod.acquire(aws, NAME, REGION, operation="promote", guard=Guard(owner="b@host pid 2", wait=0))
+    again = lease_mod.acquire_channel(aws, NAME, REGION, operation="promote", guard=Guard(owner="b@host pid 2", wait=0))
     assert lease_value()["owner"] == "b@host pid 2" and again.took_over is None
 
 
@@ -67,12 +67,12 @@ def test_of_two_writers_taking_over_one_expired_lease_only_the_first_holds_it(sa
     assert lease_value()["owner"] == "x"
     assert [p["Version"] for p in ssm.get_parameter_history(Name=NAME)["Parameters"]] == [1, 2, 3, 4]
     with pytest.raises(ChannelBusy, match="being written by x"):
-        lease_mod.acquire(aws, NAME, REGION, operation="publish", guard=Guard(owner="y", wait=0))
+        lease_mod.acquire_channel(aws, NAME, REGION, operation="publish", guard=Guard(owner="y", wait=0))
 
 
 def test_a_lease_that_is_not_amibuilds_json_counts_as_stale_and_is_taken_over(sandbox) -> None:
     boto3.client("ssm", region_name=REGION).put_parameter(Name=NAME, Value="garbage", Type="String")
-    taken = lease_mod.acquire(Aws(region=REGION), NAME, REGION, operation="publish", guard=Guard(owner="z", wait=0))
+    taken = lease_mod.acquire_channel(Aws(region=REGION), NAME, REGION, operation="publish", guard=Guard(owner="z", wait=0))
     assert "took over the expired lease of an unreadable value" in taken.note
     assert taken.release() == ""
     assert lease_value() is None
@@ -88,7 +88,7 @@ def test_a_lease_of_a_dead_writer_process_on_this_machine_is_taken_over_before_i
     boto3.client("ssm", region_name=REGION).put_parameter(
         Name=NAME, Value=Holder(owner, "run-crashed", holder("x", expires_in=300).expires, "publish", "t").to_value(),
         Type="String")
-    taken = lease_mod.acquire(Aws(region=REGION), NAME, REGION, operation="promote", guard=Guard(owner="z", wait=0))
+    taken = lease_mod.acquire_channel(Aws(region=REGION), NAME, REGION, operation="promote", guard=Guard(owner="z", wait=0))
     assert f"took over the lease of {owner} (publish, run run-crashed" in taken.note
     assert "process on this machine is gone" in taken.note
     assert taken.release() == ""
@@ -96,7 +96,7 @@ def test_a_lease_of_a_dead_writer_process_on_this_machine_is_taken_over_before_i
 
 def test_a_channel_lease_taken_over_while_held_is_not_deleted_and_says_by_whom(sandbox) -> None:
     aws = Aws(region=REGION)
-    mine = lease_mod.acquire(aws, NAME, REGION, operation="publish", guard=Guard(owner="a", wait=0))
+    mine = lease_mod.acquire_channel(aws, NAME, REGION, operation="publish", guard=Guard(owner="a", wait=0))
     boto3.client("ssm", region_name=REGION).put_parameter(
         Name=NAME, Value=holder("b", expires_in=300).to_value(), Type="String", Overwrite=True)
     assert "expired during the write and was taken over by b (publish, run run-b" in mine.release()

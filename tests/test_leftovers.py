@@ -107,6 +107,7 @@ def test_clean_run_removes_a_dead_runs_leftovers_of_every_variant(sandbox, tmp_p
     ceph = _leave_behind(RUN, "ceph", "e2e-ceph-1.30-x86_64")
     arm = _leave_behind(RUN, "arm", "e2e-arm-1.30-arm64")
     other = _leave_behind("20261130T170000Z-999999", "ceph", "e2e-ceph-1.30-x86_64")
+    (tmp_path / "build" / "runs" / RUN).mkdir(parents=True)  # the dead run's folder (its logs are gone)
 
     listed = invoke(tmp_path, "clean-run", "--run-id", RUN, "--dry-run", "--json")
     assert listed.returncode == 0, listed.stderr
@@ -132,7 +133,7 @@ def test_clean_run_refuses_anything_but_a_run_id(sandbox, tmp_path: Path, run_id
 
 
 def test_clean_run_refuses_a_run_that_still_holds_its_build_lease(sandbox, tmp_path: Path) -> None:
-    from amibuild.bake.lease import Lease, build_lease_name
+    from amibuild.lease import Lease, build_lease_name
 
     (tmp_path / "amibuild.hcl").write_text('pipeline {\n  name = "e2e"\n  regions = ["us-west-2"]\n}\nvariant "ceph" {}\n')
     live = Lease(Aws(region="us-west-2"), build_lease_name("/amibuild", "e2e", "ceph", "ab" * 32), "us-west-2",

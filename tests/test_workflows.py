@@ -136,6 +136,13 @@ def test_nightly_build_fans_out_over_the_plan_jobs_matrix() -> None:
     assert "boot-test" in flags, "the nightly build boot-tests each image before publishing it"
 
 
+def test_nightly_checks_after_the_builds_that_no_channel_is_split() -> None:
+    doc = load("nightly-build.yml")
+    job = doc["jobs"]["channels"]
+    assert job["needs"] == "build" and job["if"] == "always()"
+    assert [(t, f) for _, t, f in commands({"jobs": {"channels": job}})] == [("channels", ["check"])]
+
+
 def test_promote_waits_for_approval_then_rolls_out() -> None:
     doc = load("promote.yml")
     assert set(doc[True]) == {"workflow_dispatch"}

@@ -48,7 +48,20 @@ class SsmCalls:
     # is retried by botocore's adaptive mode (client-side rate limiting) with more attempts than
     # other calls get, so a burst of ThrottlingException does not fail a publish. The channel
     # methods below (reads included: one client per region) use this client.
-    ssm_write_attempts = 10
+    #
+    # Its timeouts and attempts are bounded so that one call, retries included, cannot outlive a
+    # channel lease: `request_bound` is how long it can last at most, and a writer checks before
+    # each write that its lease is good for longer than that (`amibuild.lease.ChannelLease.check`).
+    ssm_write_attempts = 5
+    ssm_read_timeout = 10.0  # seconds; a PutParameter answers in well under a second
+    _BACKOFF_CAP = 20.0  # botocore's longest wait between two attempts
+
+    def request_bound(self) -> float:
+        """The longest one channel-client call can last, every retry and back-off included."""
+        from amibuild.aws.session import CONNECT_TIMEOUT
+
+        attempts = self.ssm_write_attempts
+        return attempts * (CONNECT_TIMEOUT + self.ssm_read_timeout) + (attempts - 1) * self._BACKOFF_CAP
 
     def _ssm_channels(self, region: str) -> Any:
         key = ("ssm:channels", region)
@@ -57,7 +70,8 @@ class SsmCalls:
                 from botocore.config import Config
 
                 config = self._config.merge(
-                    Config(retries={"mode": "adaptive", "max_attempts": self.ssm_write_attempts})
+                    Config(read_timeout=self.ssm_read_timeout,
+                           retries={"mode": "adaptive", "max_attempts": self.ssm_write_attempts})
                 )
                 client = self._new_client("ssm", region_name=region, config=config)
                 self._prepare(client)
@@ -156,7 +170,7 @@ class SsmCalls:
         None when one exists already.
 
         SSM refuses the second of two concurrent creates with ParameterAlreadyExists, which makes this
-        the "take it if free" a lease (amibuild/bake/lease.py) needs.
+        the "take it if free" a lease (amibuild/lease.py) needs.
         """
         from botocore.exceptions import ClientError
 

@@ -18,7 +18,7 @@ is waited for (bounded by ``cleanup_timeout``); a second Ctrl-C stops waiting an
 
 Around each Packer run (both optional, given by the caller):
 
-* a build lease per (pipeline, variant, fingerprint), `amibuild.bake.lease`: a second run of the
+* a build lease per (pipeline, variant, fingerprint), `amibuild.lease`: a second run of the
   same inputs waits for the first and then reuses its image, or (``wait=False``) fails at once
   naming the run that holds it. After taking the lease the images are looked up again, so a run
   that started while another was finishing the same image reuses it instead of building twice.
@@ -34,10 +34,13 @@ row stop the build with a message naming the endpoint.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -50,7 +53,7 @@ from amibuild import hcl, secrets
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError, AwsError, EndpointUnreachable, PackerOutputError
 from amibuild.bake import leftovers as leftovers_mod
-from amibuild.bake.lease import Lease
+from amibuild.lease import Lease
 from amibuild.bake.packer import (Packer, cross_check, input_refusal, manifest_builds, parse_machine_readable,
                                    progress_step)
 from amibuild.bake.plan import FINGERPRINT_TAG, BuildPlan, BuildDecision, PlanItem
@@ -277,6 +280,10 @@ class Executor:
                     if item.name in self._unreachable:
                         # SSM's retries would wait out the outage for half a minute; the lease expires by itself
                         outcome.lease = f"build lease {lease.name} left to expire (endpoint unreachable)"
+                        outcome.left_behind.append({
+                            "kind": "lease", "region": lease.region, "id": lease.name,
+                            "why": f"endpoint unreachable; it expires by itself within {lease.ttl:.0f} s",
+                            "command": f"aws ssm delete-parameter --name {lease.name} --region {lease.region}"})
                         with self.state.lock:
                             self._leases.remove(lease)  # nor renewed: a later run takes it over
                     else:
@@ -328,7 +335,9 @@ class Executor:
         with self.state.lock:
             self._leases.append(lease)
         if lease.took_over is not None:
-            outcome.lease = f"took over the expired build lease of {lease.took_over}"
+            why = ("expired build lease" if lease.took_over_why == "expired"
+                   else "build lease (its process on this machine is gone)")
+            outcome.lease = f"took over the {why} of {lease.took_over}"
             self.progress.update(item.name, State.QUEUED, outcome.lease)
         elif waited_for is not None:
             outcome.lease = f"waited for {waited_for}"
@@ -379,6 +388,8 @@ class Executor:
             announced = [leftovers_mod.Leftover("instance", scope.region_of(b), i) for b, ids in seen.instances.items() for i in ids]
             announced += [leftovers_mod.Leftover("key-pair", scope.region_of(b), k) for b, ks in seen.key_pairs.items() for k in ks]
             announced += [leftovers_mod.Leftover("image", scope.region_of(b), a) for b, ams in seen.amis.items() for a in ams]
+            announced += [leftovers_mod.Leftover("security-group", scope.region_of(b), g)
+                          for b, gs in seen.security_groups.items() for g in gs]
             outcome.left_behind = [_left(x, f"not checked: {exc}") for x in announced]
             return (f"could not look for leftovers ({exc}); find them by tag {scope_tag(scope)} and AMI name "
                     f"{scope.ami_name_prefix}-*-{scope.run_id} in {', '.join(scope.regions)}"
@@ -416,8 +427,13 @@ class Executor:
             with self.state.lock:
                 if self.state.interrupted:
                     raise _Interrupted("interrupted before packer started")
+                # Packer's own temporary files (its `packer-log*` log, its plugin sockets) go to a folder
+                # named after the run and variant, so a Packer killed outright leaves them where amibuild
+                # (and `clean-run`) finds and removes them; short, for the sockets' path limit
+                scratch = Path(tempfile.mkdtemp(prefix=f"{temp_prefix(self.plan.run_id)}{item.name[:16]}-"))
                 proc = subprocess.Popen(
-                    argv, cwd=directory, env={**self.packer.env, **item.rendered.secret_env}, stdin=subprocess.DEVNULL,
+                    argv, cwd=directory, env={**self.packer.env, **item.rendered.secret_env, "TMPDIR": str(scratch)},
+                    stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                     start_new_session=True,
                 )
@@ -450,6 +466,7 @@ class Executor:
                 with self.state.lock:
                     self.state.processes.pop(item.name, None)
             watchdog.join(timeout=10)
+            _remove_temp_files(scratch, outcome)
             result = parse_machine_readable(lines)
             clean = code == 0 and not result.errors and not self.state.interrupted and not timed_out.is_set() \
                 and not stalled
@@ -556,6 +573,31 @@ class _Reused(Exception):
         super().__init__(reason)
         self.amis = amis
         self.reason = reason
+
+
+def _remove_temp_files(scratch: Path, outcome: BuildOutcome) -> None:
+    """Remove what Packer left in its temporary folder (``packer-log*`` after a kill); name what stays."""
+    if not scratch.is_dir() or scratch.is_symlink():
+        return
+    for path in sorted(scratch.iterdir()):
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError as exc:
+            outcome.left_behind.append({"kind": "temp-file", "region": "", "id": str(path), "why": str(exc),
+                                        "command": f"rm -rf {path}"})
+            continue
+        if path.name.startswith("packer-log"):  # Packer removes it itself unless it was killed
+            outcome.removed.append(f"temp file {path}")
+    with contextlib.suppress(OSError):
+        scratch.rmdir()
+
+
+def temp_prefix(run_id: str) -> str:
+    """How the temporary folders of one run's Packer processes are named (in the system's temp folder)."""
+    return f"amibuild-{run_id}-"
 
 
 def _left(item: leftovers_mod.Leftover, why: str) -> dict:

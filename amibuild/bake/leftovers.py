@@ -56,7 +56,9 @@ class Leftover:
             "snapshot": f"delete-snapshot --snapshot-id {self.id}",
             "volume": f"delete-volume --volume-id {self.id}",
             "key-pair": f"delete-key-pair --key-name {self.id}",
-            "security-group": f"delete-security-group --group-id {self.id}",
+            # a group known only by the name Packer gave it (the endpoint was gone when it was looked up)
+            "security-group": (f"delete-security-group --group-id {self.id}" if self.id.startswith("sg-")
+                               else f"delete-security-group --group-name {self.id}"),
         }[self.kind]
         return f"aws ec2 {verb} --region {self.region}"
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 from amibuild.aws import Aws, Image, Parameter, fan_out
 from amibuild.channels import gates
 from amibuild.channels import publish as publish_mod
-from amibuild.channels.lease import Guard
+from amibuild.lease import Guard
 from amibuild.errors import AmibuildError
 
 

@@ -61,7 +61,8 @@ def provenance_of(text: str) -> Provenance:
     return Provenance(known(match.group("run")), known(match.group("fp")))
 
 
-def parameter_tags(variant: str, channel: str, provenance: Provenance, pipeline: str = "") -> dict[str, str]:
+def parameter_tags(variant: str, channel: str, provenance: Provenance, pipeline: str = "",
+                   regions: Sequence[str] = ()) -> dict[str, str]:
     """The tags a channel's parameter carries. Pipeline, variant and channel let prune find every
     channel amibuild wrote by its tags, whatever name template named it."""
     found = {
@@ -72,7 +73,14 @@ def parameter_tags(variant: str, channel: str, provenance: Provenance, pipeline:
     }
     if pipeline:
         found[tags.PIPELINE] = pipeline
+    if regions:  # every writer of the channel finds in any region where else the channel lives
+        found[tags.CHANNEL_REGIONS] = " ".join(sorted(regions))
     return found
+
+
+def recorded_regions(tags_by_region: Mapping[str, Mapping[str, str]]) -> set[str]:
+    """Every region the channel's parameters say the channel is written in (their regions tag)."""
+    return {r for found in tags_by_region.values() for r in found.get(tags.CHANNEL_REGIONS, "").split() if r}
 
 
 # ------------------------------------------------------------------------------- parsing flags
@@ -164,9 +172,15 @@ def decide(
     expected_fingerprint: str | None = None,
     note: str = "",
     pipeline: str = "",
+    channel_regions: Iterable[str] = (),
 ) -> PublishPlan:
-    """Per region: write, unchanged, or refused with the reason. Pure: state in, plan out."""
+    """Per region: write, unchanged, or refused with the reason. Pure: state in, plan out.
+
+    ``channel_regions``: every region the channel is recorded in (`recorded_regions`); a write that
+    does not cover them all is refused in every region: a channel is written everywhere or not at all.
+    """
     regions = list(dict.fromkeys([*required_regions, *sorted(amis)]))
+    outside = sorted(set(channel_regions) - set(regions))
     plans = []
     for region in regions:
         ami = amis.get(region, "")
@@ -175,6 +189,10 @@ def decide(
         now = current.get(region)
         previous = {"previous_ami": now.value if now else None, "previous_version": now.version if now else 0}
         refusal = _refusal(region, ami, images.get(region), variant, allow_foreign, expected_fingerprint)
+        if outside and not refusal and region == regions[0]:  # said once: it is about the whole write
+            refusal = (f"channel {channel} is also written in {', '.join(outside)}, which this write does "
+                       f"not cover (it writes {', '.join(regions)}); write every region of the channel or none "
+                       "(drop --region), or delete the channel's parameter where it is to be retired")
         if refusal:
             plans.append(RegionPlan(region, ami, PublishAction.REFUSED, refusal, **previous))
         elif now is not None and now.value == ami and now.data_type == IMAGE_DATA_TYPE:
@@ -188,7 +206,7 @@ def decide(
             else:
                 why = f"{region}: {now.value} (version {now.version}) → {ami}"
             plans.append(RegionPlan(region, ami, PublishAction.WRITE, why, description=desc,
-                                    tags=parameter_tags(variant, channel, prov, pipeline), **previous))
+                                    tags=parameter_tags(variant, channel, prov, pipeline, regions), **previous))
     fingerprints = {p.fingerprint for r, p in provenance.items() if r in amis and p.fingerprint}
     if len(fingerprints) > 1 and not allow_foreign:
         detail = ", ".join(f"{r}: {provenance[r].fingerprint}" for r in regions if provenance.get(r, Provenance()).fingerprint)

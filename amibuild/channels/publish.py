@@ -26,7 +26,7 @@ Layout
 
 Safety rules, in the order they apply
     0. One writer at a time. A channel write is one transaction over all its regions, under a
-       lease kept in AWS itself (`amibuild.channels.lease`): an SSM parameter created with
+       lease kept in AWS itself (`amibuild.lease`): an SSM parameter created with
        ``Overwrite=False`` in the pipeline's home region, so it holds across machines and CI
        runners. Reading, deciding, writing and checking all happen while it is held; a second
        writer waits for it, then gives up naming the holder (`ChannelBusy`), with nothing written.
@@ -67,16 +67,18 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Callable, Mapping, Sequence
 
+from amibuild import tags
 from amibuild.aws import Aws, Image, Parameter, fan_out
 from amibuild.channels import gates
-from amibuild.channels.lease import Guard
 # the plan and write names are part of this module's interface (callers import them from here)
 from amibuild.channels.plan import (IMAGE_DATA_TYPE,  # noqa: F401
                                     _AMI_ID, _UNKNOWN, PublishAction, Provenance,
                                     PublishPlan, PublishResult, RegionPlan, RegionResult, decide, description,
-                                    parameter_tags, parse_amis, plain, provenance_from_images, provenance_of)
+                                    parameter_tags, parse_amis, plain, provenance_from_images, provenance_of,
+                                    recorded_regions)
 from amibuild.channels.write import READBACK_TIMEOUT, WRITE_INTERVAL, execute_publish, home_region, transact  # noqa: F401
 from amibuild.errors import GateRefused, PublishRefused, SpecError
+from amibuild.lease import Guard
 from amibuild.pipeline.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, TEMPLATE_FIELDS, PipelineLike,  # noqa: F401
                                   VariantLike, check_channel, check_template, name_pattern, parameter_name,
                                   template_of)
@@ -139,6 +141,8 @@ def plan_publish(
     state = fan_out([(r, what) for r in regions for what in ("parameter", "image")], read)
     images: dict[str, Image | None] = {r: state[(r, "image")] for r in regions}  # type: ignore[misc]
     current: dict[str, Parameter | None] = {r: state[(r, "parameter")] for r in regions}  # type: ignore[misc]
+    # where else the channel lives, as its parameters record it: a write of fewer regions is refused
+    tagged = fan_out([r for r in regions if current[r] is not None], lambda r: aws.parameter_tags(name, r))
     if provenance is None:
         provenance = provenance_from_images(images, fingerprint=fingerprint, run_id=run_id)
     if gate_check is not None:
@@ -148,6 +152,7 @@ def plan_publish(
         required_regions=pipeline.target_regions, amis=amis,
         current=current, images=images, provenance=provenance,
         allow_foreign=allow_foreign, expected_fingerprint=fingerprint, note=note, pipeline=pipeline.name,
+        channel_regions=recorded_regions(tagged),
     )
 
 
@@ -220,6 +225,16 @@ def promote(
             )
         amis = {r: p.value for r, p in latest.items() if p is not None}
         provenance = {r: provenance_of(p.description) for r, p in latest.items() if p is not None}
+        # which build each region holds, from the image's own tag (a description can be stale:
+        # an overwrite that gives none keeps the previous one)
+        found = fan_out(sorted(amis), lambda r: aws.find_image(r, amis[r]))
+        builds = {r: f"{image.tags[tags.FINGERPRINT][:12]} (run {image.tags.get(tags.RUN_ID, _UNKNOWN)})"
+                  for r, image in found.items() if image is not None and image.tags.get(tags.FINGERPRINT)}
+        if len(set(builds.values())) > 1:  # copying a split channel would split the target too
+            raise PublishRefused(
+                f"{operation} for {variant.name}: channel {source} is split across regions ("
+                + ", ".join(f"{r} holds build {b}" for r, b in sorted(builds.items()))
+                + "); nothing written. Repair it first with `amibuild channels --repair`")
         # The source channel's images were checked when they were published; what can have changed
         # since is whether they still exist, which plan_publish checks.
         plan = plan_publish(aws, pipeline=pipeline, variant=variant, channel=target, amis=amis, allow_foreign=True,

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, Mapping, Sequence
 
 from amibuild.aws import Aws, Parameter, fan_out
-from amibuild.channels.lease import LEASE_DIR
+from amibuild.lease import is_lease
 from amibuild.channels.publish import (
     DEFAULT_CHANNEL,
     PipelineLike,
@@ -111,7 +111,7 @@ def channels(
         for p in listed[region]:
             match = pattern.match(p.name)
             # a channel's lease can fit a template with three fields after the pipeline: not a channel
-            if match and f"/{LEASE_DIR}/" not in p.name:
+            if match and not is_lease(p.name):
                 key = (match.group("variant"), match.groupdict().get("k8s") or "", match.group("channel"))
                 found.setdefault(key, {})[region] = p
     for variant in getattr(pipeline, "variants", ()):

@@ -1,10 +1,29 @@
 """Carrying out a channel plan: one transaction over every region of the channel.
 
-`transact` holds the channel's lease (`amibuild.channels.lease`) while its work reads, decides
-and writes; `execute_publish` writes every region that needs it at once, reads each written version back,
+`transact` holds the channel's lease (`amibuild.lease`) while its work reads, decides and writes;
+`execute_publish` writes every region that needs it at once, reads each written version back,
 then reads every region once more (the unchanged ones included). Any region that fails or does
 not hold the intended image fails the transaction, and `_unwind` puts back what this run wrote
-(only where its own version is still the current one) and says region by region what it did.
+and says region by region what it did.
+
+A channel write converges or says plainly that it did not:
+
+* the lease's home is a property of the channel (`home_region`: the first of the channel's regions
+  in name order), not of the writer's flags or of the order a pipeline file lists its regions in;
+* before every write (each put, each tag, each put-back) the writer checks that its lease is still
+  its own for longer than one request can last (`Aws.request_bound`), renewing it when it runs
+  short: a writer stopped (SIGSTOP) past its lease, or one whose lease was taken over, writes no
+  more (`LeaseLost`);
+* each transaction's versions carry a token in their description, so the writer recognises its own
+  writes, a put that botocore retried and that landed twice included, and never calls them
+  "another writer";
+* unwinding puts back only the regions that still hold this writer's value, each to the value it
+  held before the transaction;
+* the final verdict comes from reading every region (`converged`): a failed write says "nothing is
+  left half moved" only when every region is back where it was, else it names what each region
+  holds and how to repair it (`amibuild channels --repair`);
+* an image is checked `available` in its region right before its put, and the read-back checks it
+  still exists (prune deregisters only under its own lease, which writers respect: `amibuild.lease`).
 """
 
 from __future__ import annotations
@@ -12,56 +31,119 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import replace
+import uuid
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
 from amibuild.aws import Aws, Parameter, fan_out
-from amibuild.channels.lease import ChannelLease, Guard, acquire, lease_name
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
                                     RegionResult, description, parameter_tags, provenance_of)
-from amibuild.errors import AmibuildError, Interrupted, PublishConflict, PublishFailed, PublishRefused
+from amibuild.errors import AmibuildError, ChannelBusy, Interrupted, LeaseLost, PublishConflict, PublishFailed, \
+    PublishRefused
+from amibuild.lease import (ChannelLease, Guard, acquire_channel, channel_lease_name, holder_gone,
+                            legacy_channel_lease_name, parse_holder, prune_lease_name)
 from amibuild.pipeline.naming import PipelineLike, VariantLike
 
 WRITE_INTERVAL = 0.34  # seconds between two PutParameter calls in one region (about 3 per second)
 READBACK_TIMEOUT = 10.0  # how long a written version may take to become readable
 
 _PUT_BACK = "; put back by amibuild"
-_UNDONE = re.compile(r": (back to |deleted again|holds .* already)")  # what `_put_back` says when it undid ours
+_TOKEN = re.compile(r", write ([0-9a-f]{12})\)?$")
 
 
 def home_region(pipeline: PipelineLike) -> str:
-    """Where a pipeline's leases live: its build region (the first region it builds in)."""
+    """Where a channel's lease lives: the first of the channel's regions in name order. Every writer
+    of the channel finds it there, whatever order its pipeline file lists the regions in and
+    whichever it builds in (a write of only some of the channel's regions is refused)."""
+    return sorted(pipeline.target_regions)[0]
+
+
+def legacy_home_region(pipeline: PipelineLike) -> str:
+    """Where amibuild before the one-folder lease layout took channel leases: the build region."""
     return getattr(pipeline, "build_region", None) or pipeline.target_regions[0]
 
 
+@dataclass(frozen=True)
+class Turn:
+    """A writer's turn at a channel, as its work sees it: whether to stop before the first write, and
+    the check before every write that the leases are still its own."""
+
+    cancelled: Callable[[], bool]
+    leases: tuple[ChannelLease, ...] = ()
+    margin: float = 0.0  # seconds the leases must still be good for at each write
+
+    def __call__(self) -> bool:  # a Turn stands where a `cancelled` callable used to
+        return self.cancelled()
+
+    def check(self, what: str) -> None:
+        for lease in self.leases:
+            lease.check(self.margin, what)
+
+
 def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels: Sequence[str], operation: str,
-             guard: Guard, work: Callable[[Callable[[], bool]], PublishResult]) -> PublishResult:
+             guard: Guard, work: Callable[[Turn], PublishResult]) -> PublishResult:
     """Run `work` (read, decide, write, check) while holding the lease of every channel it touches.
 
-    Leases are taken in name order and given back in ``finally``, whatever happened.
+    Leases are taken in name order and given back in ``finally``, whatever happened. While prune
+    holds the pipeline's prune lease the writer gives its leases back and waits (as for a busy
+    channel): prune, for its part, waits for every channel lease, so neither waits for the other.
     """
     held: list[ChannelLease] = []
     notes: list[str] = []
+    prefix, name = pipeline.ssm_prefix, pipeline.name
+    home = home_region(pipeline)
+    deadline = time.monotonic() + guard.wait
     try:
-        for channel in sorted(set(channels)):
-            lease = acquire(aws, lease_name(pipeline, variant.name, channel), home_region(pipeline),
-                            operation=f"{operation} ({variant.name})", guard=guard)
-            held.append(lease)
-            if lease.note:
-                notes.append(lease.note)
-        result = work(guard.cancelled)
+        while True:
+            for channel in sorted(set(channels)):
+                left = replace(guard, wait=max(0.0, deadline - time.monotonic()))
+                lease = acquire_channel(
+                    aws, channel_lease_name(prefix, name, variant.name, channel), home,
+                    operation=f"{operation} ({variant.name})", guard=left,
+                    legacy=(legacy_channel_lease_name(prefix, name, variant.name, channel),
+                            legacy_home_region(pipeline)))
+                held.append(lease)
+                if lease.note:
+                    notes.append(lease.note)
+            pruning = _prune_holder(aws, pipeline)
+            if pruning is None:
+                break
+            _release(held, [])
+            held.clear()
+            if guard.cancelled():
+                raise Interrupted(f"{operation}: interrupted while prune ran ({pruning}); nothing was written")
+            if time.monotonic() >= deadline:
+                raise ChannelBusy(f"{operation}: prune is deregistering images of this pipeline ({pruning}); "
+                                  "nothing was written. Retry when it is done")
+            time.sleep(0.5)
+        margin = getattr(aws, "request_bound", lambda: 0.0)()
+        result = work(Turn(guard.cancelled, tuple(held), margin))
         if any(lease.expired() for lease in held):
             notes.append(f"the write outlasted its lease ({guard.ttl:.0f} s): another writer may have written "
-                         "at the same time; check every region with `invoke history`")
+                         "at the same time; check every region with `amibuild channels --check`")
     finally:
-        for lease in reversed(held):
-            try:
-                note = lease.release()
-            except AmibuildError as exc:
-                note = f"the lease {lease.name} could not be released ({exc}); it expires by itself"
-            if note:
-                notes.append(note)
+        _release(held, notes)
     return replace(result, notes=(*result.notes, *notes)) if notes else result
+
+
+def _release(held: Sequence[ChannelLease], notes: list[str]) -> None:
+    for lease in reversed(held):
+        try:
+            note = lease.release()
+        except AmibuildError as exc:
+            note = f"the lease {lease.name} could not be released ({exc}); it expires by itself"
+        if note:
+            notes.append(note)
+
+
+def _prune_holder(aws: Aws, pipeline: PipelineLike) -> str | None:
+    """Who holds the pipeline's prune lease (described), or None: prune may be deregistering the very
+    image this write would name."""
+    current = aws.find_parameter(prune_lease_name(pipeline.ssm_prefix, pipeline.name), home_region(pipeline))
+    holder = parse_holder(current.value) if current is not None else None
+    if holder is None or holder.expired(time.time()) or holder_gone(holder):
+        return None
+    return holder.describe()
 
 
 # ------------------------------------------------------------------------------- execute
@@ -97,22 +179,25 @@ class _RegionFailed(Exception):
 
 
 def execute_publish(aws: Aws, plan: PublishPlan, *, force: bool = False,
-            cancelled: Callable[[], bool] = lambda: False) -> PublishResult:
+                    cancelled: Callable[[], bool] = lambda: False) -> PublishResult:
     """Carry out a plan: every region's write in parallel, then every region checked; all or none.
 
-    Call it under the channel's lease (`transact`). ``cancelled`` is asked once, before the first
-    write: after that the transaction runs to its end, written everywhere or put back.
+    Call it under the channel's lease (`transact`, whose `Turn` is passed as ``cancelled``: it also
+    checks the lease before every write). ``cancelled`` is asked once, before the first write:
+    after that the transaction runs to its end, written everywhere or put back.
     """
+    turn = cancelled if isinstance(cancelled, Turn) else Turn(cancelled)
     if plan.refusals:
         raise PublishRefused(f"{plan.operation} {plan.variant} to {plan.channel} ({plan.parameter}) refused, "
                              f"nothing written: " + "; ".join(plan.refusals))
-    if cancelled():
+    if turn.cancelled():
         raise Interrupted(f"{plan.operation} {plan.variant} to {plan.channel} ({plan.parameter}): interrupted "
                           "before the first write; nothing was written")
+    plan = with_token(plan, uuid.uuid4().hex[:12])
     versions: dict[str, int] = {}
     failures: list[_RegionFailed] = []
     outcomes = fan_out([w.region for w in plan.writes],
-                       lambda region: _guarded(lambda r: _write(aws, plan, _region_plan(plan, r), force), region))
+                       lambda region: _guarded(lambda r: _write(aws, plan, _region_plan(plan, r), force, turn), region))
     for region, outcome in outcomes.items():
         if isinstance(outcome, _RegionFailed):
             failures.append(outcome)
@@ -121,7 +206,7 @@ def execute_publish(aws: Aws, plan: PublishPlan, *, force: bool = False,
     if not failures:
         failures = _check_all(aws, plan, versions)
     if failures:
-        raise _unwind(aws, plan, versions, failures)
+        raise _unwind(aws, plan, versions, failures, turn)
     return PublishResult(
         plan.operation, plan.parameter, plan.variant, plan.channel,
         tuple(
@@ -132,7 +217,25 @@ def execute_publish(aws: Aws, plan: PublishPlan, *, force: bool = False,
     )
 
 
-def _check_all(aws: Aws, plan: PublishPlan, versions: Mapping[str, int]) -> list[_RegionFailed]:
+def with_token(plan: PublishPlan, token: str) -> PublishPlan:
+    """The plan with this transaction's token in every write's description: how the writer tells its
+    own versions (a retried put that landed twice included) from anyone else's."""
+    def mark(text: str) -> str:
+        text = _TOKEN.sub(")", text) if text.endswith(")") else text
+        marked = f"{text[:-1]}, write {token})" if text.endswith(")") else f"{text}, write {token}"
+        return marked if len(marked) <= 1024 else f"{text[:1024 - 20]}, write {token}"
+    return replace(plan, regions=tuple(replace(r, description=mark(r.description)) if r.description else r
+                                       for r in plan.regions))
+
+
+def _ours(aws: Aws, plan: PublishPlan, r: RegionPlan, version: int) -> bool:
+    """True when `version` of the channel in r.region is this transaction's write (same value, same
+    tokened description): GetParameterHistory keeps each version's description."""
+    entry = next((p for p in aws.parameter_history(plan.parameter, r.region) if p.version == version), None)
+    return entry is not None and entry.value == r.ami and entry.description == r.description
+
+
+def _check_all(aws: Aws, plan: PublishPlan, versions: dict[str, int]) -> list[_RegionFailed]:
     """Read every region of the channel once more, the unchanged ones included: each must hold the
     intended AMI (and a written one, our version). A region that does not fails the transaction."""
     def look(region: str) -> Parameter | None | AmibuildError:
@@ -149,9 +252,16 @@ def _check_all(aws: Aws, plan: PublishPlan, versions: Mapping[str, int]) -> list
         if isinstance(got, AmibuildError):
             failures.append(_RegionFailed(r.region, got, ours))
             continue
-        if got is not None and got.value == r.ami and got.data_type == IMAGE_DATA_TYPE and \
-                (ours is None or got.version == ours):
-            continue
+        if got is not None and got.value == r.ami and got.data_type == IMAGE_DATA_TYPE:
+            if ours is None or got.version == ours:
+                continue
+            try:
+                if _ours(aws, plan, r, got.version):  # a retried put of ours landed after the one answered
+                    versions[r.region] = got.version
+                    continue
+            except AmibuildError as exc:
+                failures.append(_RegionFailed(r.region, exc, ours))
+                continue
         holds = f"{got.value} (version {got.version})" if got is not None else "nothing (deleted)"
         failures.append(_RegionFailed(r.region, PublishConflict(
             f"read back after the write, {r.region} holds {holds}, not {r.ami}: another writer moved it"), ours,
@@ -170,22 +280,37 @@ def _region_plan(plan: PublishPlan, region: str) -> RegionPlan:
     return next(r for r in plan.regions if r.region == region)
 
 
-def _write(aws: Aws, plan: PublishPlan, r: RegionPlan, force: bool) -> int:
-    version = _put_checked(aws, plan, r, force)
-    _finish(aws, plan, r, version)
+def _write(aws: Aws, plan: PublishPlan, r: RegionPlan, force: bool, turn: Turn) -> int:
+    _still_available(aws, r)
+    version = _put_checked(aws, plan, r, force, turn)
+    _finish(aws, plan, r, version, turn)
     return version
 
 
-def _put_checked(aws: Aws, plan: PublishPlan, r: RegionPlan, force: bool) -> int:
+def _still_available(aws: Aws, r: RegionPlan) -> None:
+    """Right before the put: the image must be `available` in its region now (not deregistered since
+    the plan read it). Raises `_RegionFailed`."""
+    try:
+        image = aws.find_image(r.region, r.ami)
+    except AmibuildError as exc:
+        raise _RegionFailed(r.region, exc, None) from exc
+    if image is None or image.state != "available":
+        what = "does not exist any more (deregistered)" if image is None else f"is {image.state}"
+        raise _RegionFailed(r.region, PublishRefused(f"{r.region}: {r.ami} {what}; not written"), None)
+
+
+def _put_checked(aws: Aws, plan: PublishPlan, r: RegionPlan, force: bool, turn: Turn) -> int:
     """Put, and check nobody wrote between our read and our write. Raises `_RegionFailed`."""
     try:
+        turn.check(f"writing {r.region}")
         _PACER.wait(r.region)
+        turn.check(f"writing {r.region}")
         version = aws.put_image_parameter(plan.parameter, r.ami, r.region, description=r.description)
     except AmibuildError as exc:
         raise _RegionFailed(r.region, exc, None) from exc
     if version != r.previous_version + 1 and not force:
         try:
-            conflict = _conflict(aws, plan, r, version)
+            conflict = _conflict(aws, plan, r, version, turn)
         except AmibuildError as exc:
             raise _RegionFailed(r.region, exc, version) from exc
         if conflict is not None:
@@ -193,30 +318,34 @@ def _put_checked(aws: Aws, plan: PublishPlan, r: RegionPlan, force: bool) -> int
     return version
 
 
-def _finish(aws: Aws, plan: PublishPlan, r: RegionPlan, version: int) -> None:
-    """Read our version back (the proof), then tag the parameter. Raises `_RegionFailed`."""
+def _finish(aws: Aws, plan: PublishPlan, r: RegionPlan, version: int, turn: Turn) -> None:
+    """Read our version back (the proof), check the image is still there, then tag the parameter.
+    Raises `_RegionFailed`."""
     try:
         _read_back(aws, plan.parameter, r.region, version, r.ami)
+        if aws.find_image(r.region, r.ami) is None:
+            raise PublishFailed(f"{plan.parameter} in {r.region}: {r.ami} was deregistered while it was written")
+        turn.check(f"tagging {r.region}")
         aws.tag_parameter(plan.parameter, r.region, r.tags)
     except AmibuildError as exc:
         raise _RegionFailed(r.region, exc, version) from exc
 
 
-def _conflict(aws: Aws, plan: PublishPlan, r: RegionPlan, ours: int) -> PublishConflict | None:
+def _conflict(aws: Aws, plan: PublishPlan, r: RegionPlan, ours: int, turn: Turn) -> PublishConflict | None:
     """Someone wrote between our read (version V) and our write: take ours back out, name both AMIs."""
     name = plan.parameter
     others = [p for p in aws.parameter_history(name, r.region) if r.previous_version < p.version < ours]
     if others and all(p.value == r.ami and p.description == r.description for p in others):
         return None  # an earlier attempt of this very request landed (a retried PutParameter): not a conflict
-    theirs = others[-1] if others else None
+    theirs = next((p for p in reversed(others) if p.description != r.description), None)
     if theirs is None:
         what = f"the parameter was deleted and re-created (we read version {r.previous_version}, wrote version {ours})"
-        undone = _put_back(aws, plan, r.region, ours, None, "a conflict")
+        undone = _put_back(aws, plan, r, ours, None, "a conflict", turn)
     else:
         what = (f"another writer set it to {theirs.value} (version {theirs.version}"
                 f"{', by ' + theirs.user if theirs.user and theirs.user != 'N/A' else ''}) "
                 f"after amibuild read version {r.previous_version} ({r.previous_ami or 'no value'})")
-        undone = _put_back(aws, plan, r.region, ours, theirs, "a conflict")
+        undone = _put_back(aws, plan, r, ours, theirs, "a conflict", turn)
     return PublishConflict(
         f"conflict on {name} in {r.region}: {what}; our {r.ami} (version {ours}) was taken back out: {undone}. "
         f"Retry, or pass --force to write {r.ami} over {theirs.value if theirs else 'it'}"
@@ -242,8 +371,10 @@ def _read_back(aws: Aws, name: str, region: str, version: int, ami: str) -> None
         )
 
 
-def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: list[_RegionFailed]) -> AmibuildError:
-    """Put back every region this run wrote; the error to raise says what failed and what was put back."""
+def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: list[_RegionFailed],
+            turn: Turn) -> AmibuildError:
+    """Put back every region that still holds this run's write, to the value it held before the
+    transaction; the error to raise says what failed, what was put back, and what every region holds."""
     to_undo = dict(versions)
     to_undo.update({f.region: f.version for f in failures if f.version is not None})
 
@@ -257,44 +388,75 @@ def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: 
                 if previous is None:  # history lost it (deleted meanwhile): put the value back all the same
                     previous = Parameter(plan.parameter, region, r.previous_ami or "", r.previous_version,
                                          IMAGE_DATA_TYPE)
-            return _put_back(aws, plan, region, to_undo[region], previous, "a failed write elsewhere")
+            return _put_back(aws, plan, r, to_undo[region], previous, "a failed write elsewhere", turn)
         except AmibuildError as exc:
             return f"{region}: could NOT be put back ({exc}); it holds {r.ami}"
 
     notes = fan_out(sorted(to_undo), undo)
     failed = "; ".join(f"{f.region}: {f.error}" for f in failures)
     put_back = "; ".join(notes[region] for region in sorted(notes))
-    # the claim is made only when it is true: every write of ours undone, and no region moved by
-    # someone else (a writer that takes no lease) under our feet
-    whole = all(_UNDONE.search(note) for note in notes.values()) and not any(f.outside for f in failures)
-    verdict = "nothing is left half moved" if whole else "CHECK the channel with `invoke history`, its regions may differ"
+    verdict = converged(aws, plan)
     summary = f"{plan.operation} {plan.variant} to {plan.channel} ({plan.parameter}) failed, {verdict}: {failed}"
     if put_back:
         summary += f". Put back: {put_back}"
+    if any(isinstance(f.error, LeaseLost) for f in failures):
+        return LeaseLost(summary)
     conflict = any(isinstance(f.error, PublishConflict) for f in failures)
     return PublishConflict(summary) if conflict else PublishFailed(summary)
 
 
-def _put_back(aws: Aws, plan: PublishPlan, region: str, ours: int, previous: Parameter | None, why: str) -> str:
-    """Replace our version `ours` by `previous` (None: delete), only while ours is still the current one."""
-    name = plan.parameter
+def converged(aws: Aws, plan: PublishPlan) -> str:
+    """The verdict on a failed transaction, from reading every region of the channel now: whole only
+    when every region holds what it held before (or every region the new image)."""
+    def look(region: str) -> str | None | AmibuildError:
+        try:
+            got = aws.find_parameter(plan.parameter, region)
+        except AmibuildError as exc:
+            return exc
+        return got.value if got is not None else None
+
+    now = fan_out([r.region for r in plan.regions], look)
+    unread = [r.region for r in plan.regions if isinstance(now[r.region], AmibuildError)]
+    if unread:
+        return (f"what {', '.join(unread)} holds is UNKNOWN (it could not be read back: "
+                f"{now[unread[0]]}); check with `amibuild channels --check` once AWS answers, and "
+                "`amibuild channels --repair` if it is split")
+    if all(now[r.region] == r.previous_ami for r in plan.regions):
+        return "nothing is left half moved (every region holds what it held before)"
+    if all(now[r.region] == r.ami for r in plan.regions):
+        return f"yet every region holds the new image ({', '.join(f'{r.region} {r.ami}' for r in plan.regions)})"
+    holds = ", ".join(f"{r.region} holds {now[r.region] or 'nothing'}" for r in plan.regions)
+    return (f"the channel is SPLIT across regions ({holds}); `amibuild channels --repair` brings it to one "
+            "image, and so does the next write of it")
+
+
+def _put_back(aws: Aws, plan: PublishPlan, r: RegionPlan, ours: int, previous: Parameter | None, why: str,
+              turn: Turn) -> str:
+    """Replace our write by `previous` (None: delete), only while the region still holds our write."""
+    name, region = plan.parameter, r.region
     current = aws.find_parameter(name, region)
-    if current is None or current.version != ours:
+    mine = current is not None and (current.version == ours or
+                                    (current.value == r.ami and _ours(aws, plan, r, current.version)))
+    if current is None or not mine:
         moved = f"version {current.version}: {current.value}" if current else "deleted"
         return f"{region}: left as is, another writer has moved it on since ({moved})"
+    try:
+        turn.check(f"putting {region} back")
+    except LeaseLost as exc:
+        return f"{region}: could NOT be put back ({exc}); it holds {r.ami}"
     if previous is None:
         aws.delete_parameter(name, region)
         return f"{region}: deleted again (it did not exist before)"
     if current.value == previous.value:
         return f"{region}: holds {previous.value} already"
-    base = (previous.description or "").split(_PUT_BACK)[0]
+    base = _TOKEN.sub(")", (previous.description or "").split(_PUT_BACK)[0])
     if not base:
         base = description(plan.variant, plan.channel, Provenance())
     text = f"{base}{_PUT_BACK} after {why}"[:1024]
     _PACER.wait(region)
     version = aws.put_image_parameter(name, previous.value, region, description=text)
     aws.tag_parameter(name, region, parameter_tags(plan.variant, plan.channel, provenance_of(base), plan.pipeline))
-    if version != ours + 1:
+    if version != current.version + 1:
         return (f"{region}: put back {previous.value} as version {version}, but another writer wrote in between; "
-                "check `invoke history`")
+                "check `amibuild channels --check`")
     return f"{region}: back to {previous.value} (version {version})"

@@ -446,7 +446,7 @@ def run_directory(options: Options, run_id: str) -> Path:
 
 def build_guards(plan, aws, *, wait: bool, stall_after: float) -> dict:
     """The executor's lease, reuse check and leftovers scope for a build-ami run."""
-    from amibuild.bake.lease import Lease, build_lease_name
+    from amibuild.lease import Lease, build_lease_name
     from amibuild.bake.leftovers import Scope
 
     pipeline = plan.pipeline
@@ -597,7 +597,7 @@ def publish_outcomes(aws, plan, outcomes, channel: str, say: Say, *, cancelled=l
 
     from amibuild.channels import publish
     from amibuild.channels.from_build import channel_reads, plan_build_publish
-    from amibuild.channels.lease import Guard
+    from amibuild.lease import Guard
     from amibuild.errors import AmibuildError
 
     current = {region: aws.get_parameters(names, region)
@@ -678,67 +678,47 @@ def list_runs(options: Options, limit: int = 10) -> list[dict]:
 # ------------------------------------------------------------------------------- clean-run
 
 
-@dataclass
-class CleanRun:
-    """What `clean_run` found of one run, removed, and could not remove."""
+def clean_run(options: Options, run_id: str | None, say: Say = lambda _: None, *, dry_run: bool = False):
+    """Find (and unless ``dry_run`` remove) what a build run left in AWS, every variant, every region,
+    and nothing in use (`amibuild.lifecycle.cleanup` decides; this reads the run's record and logs)."""
+    import json
 
-    run_id: str
-    found: list
-    removed: list = field(default_factory=list)
-    failed: list = field(default_factory=list)  # (Leftover, why)
-    dry_run: bool = False
-
-    def to_dict(self) -> dict:
-        return {
-            "run_id": self.run_id,
-            "dry_run": self.dry_run,
-            "found": [{"kind": x.kind, "region": x.region, "id": x.id, "command": x.command()} for x in self.found],
-            "removed": [str(x) for x in self.removed],
-            "left_behind": [{"kind": x.kind, "region": x.region, "id": x.id, "why": why, "command": x.command()}
-                            for x, why in self.failed],
-        }
-
-
-def clean_run(options: Options, run_id: str | None, say: Say = lambda _: None, *, dry_run: bool = False) -> CleanRun:
-    """Find (and unless ``dry_run`` remove) everything a build run left in AWS, every variant, every region.
-
-    For a run whose amibuild process itself died (so it could not clean up): its instances and
-    volumes by tag, key pairs and AMIs (copies included) by name, security groups from the run's
-    Packer logs when they are still in build/runs/<run id>/. Refused while the run still holds a
-    build lease: it may be building right now.
-    """
     from amibuild.aws import Aws
     from amibuild.bake import leftovers
-    from amibuild.bake.lease import holder_gone, parse_holder
+    from amibuild.lifecycle import cleanup
 
     if not run_id or not leftovers.RUN_ID.match(run_id):
         raise SpecError(f"--run-id: {run_id!r} is not a run id like 20261130T170000Z-abc123; "
-                        "`invoke runs` lists them")
+                        "`amibuild runs` lists them")
     pipeline = load_pipeline(options)
     aws = Aws(profile=options.profile)
     if not aws.has_credentials():
         from amibuild.errors import NoCredentials
 
         raise NoCredentials("clean-run: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
-                            "AWS_SECRET_ACCESS_KEY, or run `invoke sandbox` for the local emulator")
-    import time
-
-    leases = f"{pipeline.ssm_prefix.rstrip('/')}/{pipeline.name}/_leases"
-    for parameter in aws.parameters_under(leases, pipeline.build_region):
-        holder = parse_holder(parameter.value)
-        if holder.run_id == run_id and not holder.expired(time.time()) and not holder_gone(holder):
-            raise SpecError(f"--run-id: run {run_id} is still building ({holder}); "
-                            "stop it first, or wait for its lease to expire")
+                            "AWS_SECRET_ACCESS_KEY, or run `amibuild sandbox` for the local emulator")
+    folder = run_directory(options, run_id)
+    record = folder.parent / f"{run_id}.json"
     lines: list[str] = []
-    for log in sorted((run_directory(options, run_id)).glob("*/packer.log")):
-        lines += log.read_text(encoding="utf-8", errors="replace").splitlines()
-    scope = leftovers.Scope(run_id, None, None, tuple(pipeline.regions), tuple(pipeline.target_regions))
-    found = leftovers.find(aws, scope, leftovers.stream_resources(lines))
-    result = CleanRun(run_id, found, dry_run=dry_run)
-    if dry_run or not found:
-        return result
-    result.removed, result.failed = leftovers.remove(aws, found)
-    return result
+    for log in sorted(folder.glob("*/packer.log")):
+        if log.is_file() and not log.is_symlink():  # a FIFO or a device would hang or never end
+            lines += log.read_text(encoding="utf-8", errors="replace").splitlines()
+    published = False
+    if record.is_file() and not record.is_symlink():
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+            published = any(isinstance(v, dict) and v.get("published") for v in data.get("variants") or ())
+        except (OSError, ValueError, AttributeError, TypeError):
+            published = False
+    import tempfile
+
+    from amibuild.bake.executor import temp_prefix
+
+    scratch = sorted(str(p) for p in Path(tempfile.gettempdir()).glob(f"{temp_prefix(run_id)}*")
+                     if p.is_dir() and not p.is_symlink())
+    facts = cleanup.gather(aws, pipeline, run_id, lines, recorded=folder.is_dir() or record.is_file(),
+                           record_published=published, temp_dirs=scratch)
+    return cleanup.execute(aws, facts, cleanup.decide(facts), dry_run=dry_run)
 
 
 # ------------------------------------------------------------------------------- channels

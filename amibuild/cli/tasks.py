@@ -197,7 +197,7 @@ def runs(c, limit=10, json=False, build_dir=None):
             "json": "Print JSON", "pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"],
             "build_dir": SELECT_HELP["build_dir"]})
 def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=None, build_dir=None):
-    """Remove what a build run left in AWS: instances, key pairs, groups, volumes, images, snapshots."""
+    """Remove what an unfinished build run left in AWS (never an image in use); say what it kept and why."""
     from invoke.exceptions import Exit
 
     from amibuild.cli import commands
@@ -207,11 +207,19 @@ def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=
     if json:
         cli.emit_json(result.to_dict())
     else:
-        if not result.found:
+        if not result.found and not result.leases and not result.temp_dirs:
             print(f"run {result.run_id}: nothing left behind")
         if result.dry_run:
+            kept = {item for item, _ in result.kept}
             for item in result.found:
-                print(f"found  {item}  ({item.command()})")
+                if item not in kept:
+                    print(f"found  {item}  ({item.command()})")
+            for lease in result.leases:
+                print(f"found  {lease}  (held by {lease.holder})")
+            for folder in result.temp_dirs:
+                print(f"found  {folder}  ({folder.command()})")
+        for item, why in result.kept:
+            print(f"kept  {item}: {why}")
         for item in result.removed:
             print(f"removed  {item}")
         for item, why in result.failed:
@@ -392,21 +400,44 @@ GATE_HELP = {
 }
 
 
-def _guard(c, signals, run_id=None):
-    """The channel lease settings: how long to wait for a busy channel (config `amibuild.lease_wait`),
-    and the signals that stop a transaction before its first write."""
-    from amibuild.channels.lease import LEASE_WAIT, Guard
+def _seconds(c, key, default, what, *, positive=False):
+    """A number of seconds from config `amibuild.KEY` (invoke.yaml / INVOKE_AMIBUILD_KEY), else `default`."""
     from amibuild.errors import SpecError
 
-    raw = c.config.get("amibuild", {}).get("lease_wait")
+    raw = c.config.get("amibuild", {}).get(key)
     try:
-        wait = LEASE_WAIT if raw in (None, "") else float(raw)
+        value = default if raw in (None, "") else float(raw)
     except (TypeError, ValueError):
-        wait = -1.0
-    if not 0 <= wait < float("inf"):  # NaN fails both comparisons
-        raise SpecError(f"amibuild.lease_wait {raw!r} (invoke.yaml / INVOKE_AMIBUILD_LEASE_WAIT): seconds to wait "
-                        "for a channel another writer holds, e.g. 30")
-    return Guard(run_id=run_id or "", wait=wait, cancelled=signals.requested)
+        value = -1.0
+    if not 0 <= value < float("inf") or (positive and value == 0):  # NaN fails both comparisons
+        raise SpecError(f"amibuild.{key} {raw!r} (invoke.yaml / INVOKE_AMIBUILD_{key.upper()}): {what}")
+    return value
+
+
+def _guard(c, signals, run_id=None):
+    """The channel lease settings: how long to wait for a busy channel (config `amibuild.lease_wait`),
+    how long a lease is good for (`amibuild.lease_ttl`), and the signals that stop a transaction
+    before its first write."""
+    from amibuild.lease import LEASE_TTL, LEASE_WAIT, Guard
+
+    wait = _seconds(c, "lease_wait", LEASE_WAIT, "seconds to wait for a channel another writer holds, e.g. 30")
+    ttl = _seconds(c, "lease_ttl", LEASE_TTL, "seconds a channel lease is good for, more than 0, e.g. 300",
+                   positive=True)
+    return Guard(run_id=run_id or "", wait=wait, ttl=ttl, cancelled=signals.requested)
+
+
+class _NO_SIGNALS:  # noqa: N801 - a stand-in for `Signals` where a task holds none off
+    @staticmethod
+    def requested() -> bool:
+        return False
+
+
+def _bounded(c, aws):
+    """The gateway with the channel client's read timeout from config `amibuild.read_timeout` (seconds)."""
+    aws.ssm_read_timeout = _seconds(c, "read_timeout", aws.ssm_read_timeout,
+                                    "seconds one AWS request may wait for its answer, more than 0, e.g. 10",
+                                    positive=True)
+    return aws
 
 
 def _channel_options(c, pipeline, variant, k8s, profile):
@@ -434,6 +465,7 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
 
         override, when = check_reason(override_gate, reason), imagetests.now(now)
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        aws = _bounded(c, aws)
         return channels_mod.publish_variant(aws, pipeline=pipe, variant=var, amis=channels_mod.parse_amis(ami or []),
                                             channel=channel, run_id=run_id, allow_foreign=allow_foreign, force=force,
                                             guard=_guard(c, signals, run_id), override_gate=override, now=when)
@@ -470,6 +502,7 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
             raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
         override, when = check_reason(override_gate, reason), imagetests.now(now)
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        aws = _bounded(c, aws)
         return channels_mod.promote(aws, pipeline=pipe, variant=var, source=from_, target=to, force=force,
                                     guard=_guard(c, signals), override_gate=override, now=when)
 
@@ -523,6 +556,7 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
 
         version = values.optional_count(to_version, "--to-version", example=3)
         aws, pipe, var = commands.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        aws = _bounded(c, aws)
         return channels_mod.rollback(aws, pipeline=pipe, variant=var, channel=channel, to_version=version, force=force,
                                      guard=_guard(c, signals))
 
@@ -549,27 +583,61 @@ def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None,
 
 
 @task(help={"pipeline": CHANNEL_HELP["pipeline"], "profile": CHANNEL_HELP["profile"], "json": CHANNEL_HELP["json"],
+            "check": "Exit 1 naming every channel whose regions hold images of different builds (or none)",
+            "repair": "Bring every split channel to one build under its lease, saying which and why",
             "markdown": "Print the table as Markdown on stdout"},
       auto_shortflags=False)
-def channels(c, pipeline=None, profile=None, json=False, markdown=False):
-    """List every variant x channel x region: AMI, version, age."""
+def channels(c, pipeline=None, profile=None, json=False, markdown=False, check=False, repair=False):
+    """List every variant x channel x region: AMI, version, age; --check / --repair split channels."""
+    from invoke.exceptions import Exit
+
     from amibuild.channels import read as channel_status
+    from amibuild.channels import repair as repair_mod
     from amibuild.cli import commands
     from amibuild.cli import report
     from amibuild.aws import Aws
 
-    def body():
+    def gateway():
         opts = cli.options(c, pipeline=pipeline, profile=profile)
         pipe = commands.load_pipeline(opts)
-        return channel_status.channels(Aws(profile=opts.profile, region=pipe.build_region), pipeline=pipe)
+        return _bounded(c, Aws(profile=opts.profile, region=pipe.build_region)), pipe
 
-    entries = cli.run(body)
-    if markdown:
-        from amibuild.cli import summary
+    if not check and not repair:
+        entries = cli.run(lambda: _listing(channel_status, gateway))
+        if markdown:
+            from amibuild.cli import summary
 
-        print(summary.channels_markdown(entries))
+            print(summary.channels_markdown(entries))
+            return
+        cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))
         return
-    cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))
+
+    def body(signals=None):
+        aws, pipe = gateway()
+        splits = repair_mod.check(aws, pipeline=pipe)
+        if not repair:
+            return splits, []
+        return splits, [repair_mod.repair(aws, pipeline=pipe, split=s, guard=_guard(c, signals)) for s in splits]
+
+    if repair:
+        (splits, repaired), _signals = cli.run_channel(body)
+    else:
+        splits, repaired = cli.run(body)
+    if json:
+        cli.emit_json({"split": [s.to_dict() for s in splits],
+                       "repaired": [{"channel": d.split.channel, "variant": d.split.variant, "build": d.choice.build,
+                                     "why": d.choice.why, "result": d.result.to_dict()} for d in repaired]})
+    else:
+        lines = [s.describe() for s in splits] if not repair else [x for d in repaired for x in repair_mod.repair_lines(d)]
+        cli.lines_out(lines or ["every channel is whole: each region holds an image of the same build"])
+    if splits and not repair:
+        raise Exit(f"amibuild: error: {len(splits)} channel(s) split across regions; "
+                   "`amibuild channels --repair` brings each to one build", code=1)
+
+
+def _listing(channel_status, gateway):
+    aws, pipe = gateway()
+    return channel_status.channels(aws, pipeline=pipe)
 
 
 ROLLOUT_HELP = {
@@ -721,7 +789,8 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
     opts = cli.options(c, pipeline=pipeline, profile=profile)
     result = cli.run(lambda: lifecycle.prune(
         opts, keep=keep, older_than=older_than, keep_versions=3 if keep_versions is None else keep_versions,
-        dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or ()))
+        dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or (),
+        guard=_guard(c, _NO_SIGNALS), say=cli.say))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(prune_mod.report_lines(result))
     cli.run(result.check)
 
@@ -831,6 +900,8 @@ ns.configure({
         # seconds a channel write waits for another writer's lease on the channel (default 30); None
         # so that invoke passes INVOKE_AMIBUILD_LEASE_WAIT through as text and `_guard` words the error
         "lease_wait": None,
+        "lease_ttl": None,  # seconds a channel lease is good for (default 300)
+        "read_timeout": None,  # seconds a channel write's request waits for its answer (default 10)
         "stall_after": 10,  # seconds of silence from Packer before build-ami checks the endpoint is alive
     }
 })

@@ -26,7 +26,7 @@ from amibuild import tags
 from amibuild.aws import Aws, fan_out
 from amibuild.aws.consumers import InstanceImage, NodegroupTemplate, StackImage, instances_of, nodegroup_templates
 from amibuild.aws.consumers import stack_images
-from amibuild.channels.lease import LEASE_DIR
+from amibuild.lease import is_lease
 from amibuild.channels.publish import plain
 
 DEFAULT_KEEP_VERSIONS = 3
@@ -216,8 +216,8 @@ def channel_facts(aws: Aws, region: str, pipeline: str, path: str, pattern: re.P
     a changed ``parameter_template``, a second pipeline file) and those under today's template's path
     (written before channels were tagged)."""
     tagged = aws.parameters_tagged(region, {tags.PIPELINE: [pipeline]})
-    listed = [p.name for p in aws.parameters_under(path, region) if f"/{LEASE_DIR}/" not in p.name]
-    names = [name for name in dict.fromkeys([*listed, *tagged]) if f"/{LEASE_DIR}/" not in name]
+    listed = [p.name for p in aws.parameters_under(path, region) if not is_lease(p.name)]
+    names = [name for name in dict.fromkeys([*listed, *tagged]) if not is_lease(name)]
     histories = fan_out(names, lambda name: aws.parameter_history(name, region))
     facts = []
     for name in names:

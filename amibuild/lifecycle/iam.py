@@ -52,7 +52,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.errors import SpecError
-from amibuild.channels.lease import lease_name
+from amibuild.lease import LEGACY_CHANNEL_DIR, lease_root
 from amibuild.channels.publish import name_pattern
 
 TASKS = ("build", "publish", "rollout", "prune", "fleet", "test")
@@ -70,6 +70,8 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
                                "amibuild renders skip_region_validation = true only for an endpoint override",
         "ssm:GetParameterHistory": "read only when another writer moved a channel while build-ami published "
                                    "(the conflict check); tests/test_publish.py drives that path",
+        "ssm:ListTagsForResource": "read only when the channel exists already (the regions it is recorded in); "
+                                   "the build test publishes a new channel, tests/test_channel_converge.py reads it",
         "kms:CreateGrant": "EC2 uses the caller's KMS permissions for an encrypted copy with a KMS key; "
                            "no request of amibuild's or Packer's to observe",
         "kms:Decrypt": "as kms:CreateGrant",
@@ -162,7 +164,8 @@ class _Arns:
     def __init__(self, partition: str, account: str, pipeline: Any) -> None:
         self.p, self.a = partition, account
         self.channel_path = name_pattern(pipeline)[0].rstrip("/")
-        self.lease_root = lease_name(pipeline, "", "").rsplit("/", 2)[0]
+        self.lease_roots = (lease_root(pipeline.ssm_prefix, pipeline.name),
+                            f"{pipeline.ssm_prefix.rstrip('/')}/{pipeline.name}/{LEGACY_CHANNEL_DIR}")
 
     @property
     def channels(self) -> list[str]:
@@ -172,8 +175,15 @@ class _Arns:
 
     @property
     def leases(self) -> list[str]:
-        # channel leases (amibuild.channels.lease) live beside the channels, whatever the name template
-        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.lease_root}/*"]
+        # every lease (amibuild.lease) lives under the pipeline's _leases folder, whatever the name
+        # template; the old channel-lease folder too, which a writer still holds for older amibuild
+        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{root}/*" for root in self.lease_roots]
+
+    @property
+    def lease_folders(self) -> list[str]:
+        # GetParametersByPath is authorized on the path itself, the rest on the names below it
+        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{root}{tail}" for root in self.lease_roots
+                for tail in ("", "/*")]
 
     @property
     def public_eks(self) -> list[str]:
@@ -251,8 +261,8 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
         _statement("Ec2Describe", describe),
         _statement("PackerBuild", packer),
         _statement("EksPublicParameters", ["ssm:GetParameters"], arn.public_eks),
-        _statement("ChannelsRead", ["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParameterHistory"],
-                   arn.channels),
+        _statement("ChannelsRead", ["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParameterHistory",
+                                    "ssm:ListTagsForResource"], arn.channels),
         _statement("ChannelsWrite", ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameter"],
                    arn.channels),
         _statement("ChannelLeases", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
@@ -281,8 +291,8 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
 def _publish(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
     return [
         _statement("Ec2Describe", ["ec2:DescribeImages"]),
-        _statement("ChannelsRead", ["ssm:GetParameter", "ssm:GetParameterHistory", "ssm:GetParametersByPath"],
-                   arn.channels),
+        _statement("ChannelsRead", ["ssm:GetParameter", "ssm:GetParameterHistory", "ssm:GetParametersByPath",
+                                    "ssm:ListTagsForResource"], arn.channels),
         _statement("ChannelsWrite", ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameter"],
                    arn.channels),
         _statement("ChannelLeases", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
@@ -316,6 +326,13 @@ def _prune(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
     return [
         *_consumers(arn, pipeline),
         _statement("Ec2DescribeSnapshots", ["ec2:DescribeSnapshots"]),
+        # each channel's current value, read again right before a deregister (amibuild.lifecycle.exclusive)
+        _statement("ChannelsReadNow", ["ssm:GetParameter"], arn.channels),
+        _statement("ChannelsReadNowByTag", ["ssm:GetParameter"], [f"arn:{arn.p}:ssm:*:{arn.a}:parameter/*"],
+                   {"StringEquals": {f"ssm:resourceTag/{tags.PIPELINE}": pipeline.name}}),
+        # the prune lease, and the channel leases it waits out
+        _statement("PruneLease", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
+                                  "ssm:GetParameterHistory", "ssm:GetParametersByPath"], arn.lease_folders),
         _statement("PruneOwnImages", ["ec2:DeregisterImage", "ec2:DeleteSnapshot", "ec2:EnableImageDeprecation"],
                    [f"arn:{arn.p}:ec2:*::image/*", f"arn:{arn.p}:ec2:*::snapshot/*"],
                    {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}}),

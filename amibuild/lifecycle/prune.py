@@ -41,7 +41,7 @@ import enum
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from amibuild.aws import Aws, Image
 from amibuild import tags
@@ -274,6 +274,7 @@ class Done(enum.StrEnum):
     DELETED = "deleted"
     DEPRECATED = "deprecated"
     FAILED = "failed"
+    KEPT = "kept"  # a channel named it when prune came to deregister it
 
 
 @dataclass(frozen=True)
@@ -319,15 +320,19 @@ def deprecation_time(now: datetime) -> datetime:
     return now.replace(second=0, microsecond=0) + timedelta(minutes=2)
 
 
-def execute_prune(aws: Aws, plan: PrunePlan, *, now: datetime | None = None) -> PruneResult:
-    """Carry out the plan: per region (in parallel) image by image; a failure does not stop the rest."""
+def execute_prune(aws: Aws, plan: PrunePlan, *, now: datetime | None = None,
+                  named: Callable[[str], set[str]] | None = None) -> PruneResult:
+    """Carry out the plan: per region (in parallel) image by image; a failure does not stop the rest.
+
+    ``named(region)``: the images channels name there right now, read again right before each
+    deregister; an image named there is kept after all (`Done.KEPT`)."""
     at = deprecation_time(now or datetime.now(timezone.utc)) if plan.deprecate_only else None
     work: dict[str, list[ImagePlan]] = defaultdict(list)
     for item in plan.to_change:
         work[item.region].append(item)
 
     def region_run(region: str) -> list[PruneOutcome]:
-        outcomes = [_change(aws, item, at) for item in work[region]]
+        outcomes = [_change(aws, item, at, named) for item in work[region]]
         return _verify(aws, region, outcomes)
 
     done = fan_out(sorted(work), region_run)
@@ -336,8 +341,17 @@ def execute_prune(aws: Aws, plan: PrunePlan, *, now: datetime | None = None) -> 
     return PruneResult(plan, tuple(outcomes), at)
 
 
-def _change(aws: Aws, item: ImagePlan, at: datetime | None) -> PruneOutcome:
+def _change(aws: Aws, item: ImagePlan, at: datetime | None,
+            named: Callable[[str], set[str]] | None = None) -> PruneOutcome:
     base = dict(image_id=item.image_id, region=item.region, variant=item.variant)
+    if named is not None and item.fate is Fate.DELETE:
+        try:
+            now_named = item.image_id in named(item.region)
+        except AmibuildError as exc:
+            return PruneOutcome(**base, status=Done.FAILED, errors=(f"not deregistered: channels unreadable: {exc}",))
+        if now_named:
+            return PruneOutcome(**base, status=Done.KEPT,
+                                errors=("a channel names it now (read again right before the deregister): kept",))
     if item.fate is Fate.DEPRECATE:
         assert at is not None
         try:
@@ -415,10 +429,12 @@ def report_lines(result: PruneResult) -> Iterable[str]:
     for outcome in result.outcomes:
         if outcome.status is Done.FAILED:
             yield f"  NOT {verb}d {outcome.region} {outcome.image_id}: {' / '.join(outcome.errors)}"
+        elif outcome.status is Done.KEPT:
+            yield f"  kept {outcome.region} {outcome.image_id}: {' / '.join(outcome.errors)}"
         else:
             snaps = f" and {', '.join(outcome.snapshots_deleted)}" if outcome.snapshots_deleted else ""
             yield f"  {outcome.status.value} {outcome.region} {outcome.image_id}{snaps}"
-    changed = sum(1 for o in result.outcomes if o.status is not Done.FAILED)
+    changed = sum(1 for o in result.outcomes if o.status not in (Done.FAILED, Done.KEPT))
     when = f" (deprecation at {result.deprecate_at:%Y-%m-%d %H:%M} UTC)" if result.deprecate_at else ""
     yield (f"summary: {changed} {verb}d{when}, {len(result.failed)} failed, {len(plan.kept)} kept")
 

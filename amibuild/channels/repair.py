@@ -1,0 +1,226 @@
+"""Channels split across regions: find them (`check`), and bring each to one build (`repair`).
+
+A channel is *whole* when every region of the pipeline holds an image of one build (one
+``amibuild:fingerprint`` and ``amibuild:run-id``: a forced rebuild of the same inputs is another
+build; an image without those tags counts as a build of its own), and *split*
+otherwise: regions on different builds, or published in some regions and missing in others.
+`find_splits` decides that, pure, from the channel table (`amibuild.channels.read.channels`) and
+each image's fingerprint.
+
+`repair` takes the channel's lease and, under it, reads every region again, chooses the build to
+converge on (`choose`, pure): the build of the newest write among the regions whose image of that
+build is ``available`` in every region (the newest write is what the last writer meant; a build
+missing somewhere cannot be the answer), and writes every region that differs through the
+ordinary transaction (`amibuild.channels.write`): all regions or none, checked by reading back.
+It says which build it chose and why. A split with no build available in every region is not
+repaired: it names what each region holds and what to publish.
+
+The next ordinary write of a split channel repairs it too: publish and rollback write every
+region to one build; promote refuses a split source channel (it would copy the split).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Mapping, Sequence
+
+from amibuild import tags
+from amibuild.aws import Aws, fan_out
+from amibuild.channels.plan import PublishResult, provenance_from_images
+from amibuild.channels.publish import plan_publish
+from amibuild.channels.read import ChannelEntry, channels
+from amibuild.channels.write import execute_publish, transact
+from amibuild.errors import PublishRefused
+from amibuild.lease import Guard
+
+
+@dataclass(frozen=True)
+class Holding:
+    """What one region of a channel holds."""
+
+    region: str
+    ami: str | None  # None: the channel is not published there
+    build: str | None  # the image's "fingerprint run-id"; None: untagged, deregistered or not published
+    modified: datetime | None = None
+
+    def describe(self) -> str:
+        if self.ami is None:
+            return f"{self.region} holds nothing (not published there)"
+        if not self.build:
+            return f"{self.region} holds {self.ami} (no amibuild build)"
+        fingerprint, _, run = self.build.partition(" ")
+        return f"{self.region} holds {self.ami} (build {fingerprint[:12]}{', run ' + run if run else ''})"
+
+
+def build_of(image: Any) -> str | None:
+    """Which build an image is: "fingerprint run-id" from its tags; None without a fingerprint."""
+    if image is None or not image.tags.get(tags.FINGERPRINT):
+        return None
+    run = image.tags.get(tags.RUN_ID, "")
+    return f"{image.tags[tags.FINGERPRINT]} {run}".strip()
+
+
+@dataclass(frozen=True)
+class Split:
+    """One channel whose regions disagree."""
+
+    variant: str
+    k8s: str
+    channel: str
+    parameter: str
+    holdings: tuple[Holding, ...]
+
+    def describe(self) -> str:
+        return (f"channel {self.channel} of {self.variant} ({self.k8s or 'any version'}) is split across regions: "
+                + "; ".join(h.describe() for h in self.holdings))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"variant": self.variant, "k8s": self.k8s, "channel": self.channel, "parameter": self.parameter,
+                "regions": {h.region: {"ami": h.ami, "build": h.build} for h in self.holdings}}
+
+
+def _key(h: Holding) -> str:
+    return h.build or f"image {h.ami}"
+
+
+def find_splits(entries: Sequence[ChannelEntry], builds: Mapping[tuple[str, str], str | None]) -> list[Split]:
+    """Every channel whose regions disagree. Pure: the channel table and {(region, ami): fingerprint} in."""
+    grouped: dict[tuple[str, str, str], list[ChannelEntry]] = {}
+    for entry in entries:
+        grouped.setdefault((entry.variant, entry.k8s, entry.channel), []).append(entry)
+    splits = []
+    for (variant, k8s, channel), rows in sorted(grouped.items()):
+        if all(r.ami is None for r in rows):
+            continue  # not published anywhere: nothing to disagree about
+        holdings = tuple(Holding(r.region, r.ami, builds.get((r.region, r.ami)) if r.ami else None, r.modified)
+                         for r in rows)
+        if any(h.ami is None for h in holdings) or len({_key(h) for h in holdings}) > 1:
+            splits.append(Split(variant, k8s, channel, next(r.parameter for r in rows if r.parameter), holdings))
+    return splits
+
+
+def check(aws: Aws, *, pipeline: Any) -> list[Split]:
+    """Read every channel of the pipeline in every region and each image's build: the split ones."""
+    entries = channels(aws, pipeline=pipeline)
+    wanted = sorted({(e.region, e.ami) for e in entries if e.ami})
+    images = fan_out(wanted, lambda job: aws.find_image(job[0], job[1])) if wanted else {}
+    builds = {job: build_of(image) for job, image in images.items()}
+    return find_splits(entries, builds)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The build a split channel converges on, its image per region, and why."""
+
+    build: str
+    amis: Mapping[str, str]
+    why: str
+
+
+def choose(split: Split, candidates: Mapping[str, Mapping[str, str]]) -> Choice | None:
+    """The build to converge on (pure): of the builds some region holds, the one written last among those
+    with an available image in every region (`candidates`: build -> {region: ami}). None: no such build."""
+    regions = [h.region for h in split.holdings]
+    held = sorted((h for h in split.holdings if h.build),
+                  key=lambda h: (h.modified.timestamp() if h.modified else 0.0), reverse=True)
+    for n, holding in enumerate(held):
+        amis = candidates.get(holding.build or "", {})
+        if all(r in amis for r in regions):
+            newer = [h for h in held[:n] if h.build != holding.build]
+            why = (f"{holding.region} holds it from the newest write" if not newer else
+                   f"it is the newest build with an available image in every region "
+                   f"({', '.join(sorted({_short(h.build) for h in newer}))} is not available everywhere)")
+            return Choice(holding.build or "", {r: amis[r] for r in regions}, why)
+    return None
+
+
+def _candidates(aws: Aws, pipeline: Any, split: Split) -> dict[str, dict[str, str]]:
+    """For every build some region holds: its available image in each region of the pipeline."""
+    builds = sorted({h.build for h in split.holdings if h.build})
+    regions = [h.region for h in split.holdings]
+
+    def look(job: tuple[str, str]) -> str | None:
+        build, region = job
+        fingerprint, _, run = build.partition(" ")
+        wanted = {f"tag:{tags.FINGERPRINT}": [fingerprint], f"tag:{tags.VARIANT}": [split.variant],
+                  **({f"tag:{tags.RUN_ID}": [run]} if run else {})}
+        found = [image for image, _ in aws.own_images(region, wanted) if image.state == "available"]
+        return sorted(found, key=lambda i: i.creation_date)[-1].image_id if found else None
+
+    jobs = [(b, r) for b in builds for r in regions]
+    seen = fan_out(jobs, look) if jobs else {}
+    out: dict[str, dict[str, str]] = {}
+    for (build, region), ami in seen.items():
+        if ami:
+            out.setdefault(build, {})[region] = ami
+    return out
+
+
+@dataclass(frozen=True)
+class Repaired:
+    split: Split
+    choice: Choice
+    result: PublishResult
+
+
+def repair(aws: Aws, *, pipeline: Any, split: Split, guard: Guard | None = None) -> Repaired:
+    """Bring one split channel to one build under its lease; `PublishRefused` when no build can be chosen."""
+    variant = next((v for v in pipeline.variants if v.name == split.variant
+                    and (not split.k8s or v.kubernetes_version == split.k8s)), None)
+    if variant is None:
+        raise PublishRefused(f"{split.describe()}; variant {split.variant} {split.k8s} is not in the pipeline file, "
+                             "so amibuild cannot write it: publish it from a pipeline file that has it")
+    chosen: list[Choice] = []
+
+    def work(turn: Callable[[], bool]) -> PublishResult:
+        again = check_one(aws, pipeline, split)  # read again under the lease
+        if again is None:
+            chosen.append(Choice("", {}, "it was whole when read again under the lease"))
+            raise _Whole()
+        choice = choose(again, _candidates(aws, pipeline, again))
+        if choice is None:
+            raise PublishRefused(f"{again.describe()}; no build any region holds has an available image in every "
+                                 "region, so none was chosen: publish one to every region with "
+                                 "`amibuild publish --ami REGION=AMI,...`")
+        chosen.append(choice)
+        images = {r: aws.find_image(r, a) for r, a in choice.amis.items()}
+        plan = plan_publish(aws, pipeline=pipeline, variant=variant, channel=split.channel, amis=choice.amis,
+                            provenance=provenance_from_images(images), operation="repair",
+                            note=f"repaired a split channel to build {_short(choice.build)}")
+        return execute_publish(aws, plan, cancelled=turn)
+
+    try:
+        result = transact(aws, pipeline=pipeline, variant=variant, channels=[split.channel],
+                          operation=f"repair {split.channel}", guard=guard or Guard(), work=work)
+    except _Whole:
+        return Repaired(split, chosen[0], PublishResult("repair", split.parameter, split.variant, split.channel, ()))
+    return Repaired(split, chosen[0], result)
+
+
+def _short(build: str | None) -> str:
+    fingerprint, _, run = (build or "").partition(" ")
+    return f"{fingerprint[:12]} (run {run})" if run else fingerprint[:12]
+
+
+class _Whole(Exception):
+    """Read again under the lease, the channel was whole: nothing to repair."""
+
+
+def check_one(aws: Aws, pipeline: Any, split: Split) -> Split | None:
+    """The split channel as it is now (None: whole again)."""
+    return next((s for s in check(aws, pipeline=pipeline)
+                 if (s.variant, s.k8s, s.channel) == (split.variant, split.k8s, split.channel)), None)
+
+
+def repair_lines(done: Repaired) -> list[str]:
+    if not done.choice.build:
+        return [f"channel {done.split.channel} of {done.split.variant}: whole again, nothing written "
+                f"({done.choice.why})"]
+    lines = [f"channel {done.split.channel} of {done.split.variant}: repaired to build {_short(done.choice.build)} "
+             f"because {done.choice.why}"]
+    for r in done.result.regions:
+        moved = f"{r.previous_ami or 'nothing'} -> {r.ami} (version {r.version})" if r.action == "write" else \
+            f"{r.ami} already"
+        lines.append(f"  {r.region}: {moved}")
+    return lines

@@ -1,0 +1,238 @@
+"""clean-run: remove what an unfinished build run left, and nothing that is in use.
+
+Three steps, as prune: gather the facts, decide (pure), execute thinly.
+
+`gather` finds the run's resources (`amibuild.bake.leftovers.find`: instances, key pairs, Packer's
+security groups, volumes, images and snapshots by name and tag), the images' own state and tags,
+the run's leases, and the same in-use facts prune gathers (`amibuild.lifecycle.prune.gather`:
+every channel's history, launch templates, Auto Scaling groups, launch configurations, instances).
+
+`decide` (pure) says, per resource, remove or keep and why:
+
+* an image a channel, launch template, Auto Scaling group, launch configuration or instance uses:
+  kept (each use named);
+* any image of a run that published (one of its images is in a channel's history, or the run's
+  record says it published): kept: the run finished, its images are prune's to judge;
+* a complete image (``available`` and tagged with its ``amibuild:fingerprint``): kept, a finished
+  build's image (a ``--no-publish`` build, or one whose publish failed); prune judges it;
+* a partial image (untagged: Packer tags at the very end; or pending, failed, invalid): removed;
+* a snapshot backing a kept image: kept; others removed;
+* instances, key pairs, Packer's security groups, volumes, the run's expired or orphaned leases:
+  removed (they are only ever a build's scaffolding).
+
+A run that nothing knows (no record under build/runs/, nothing in AWS, no lease) is an unknown run
+id: `UnknownRun`, exit 2. A run that still holds a live build lease is refused (it may be building).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from amibuild import tags
+from amibuild.aws import Aws, Image, fan_out
+from amibuild.bake import leftovers
+from amibuild.bake.leftovers import Leftover
+from amibuild.errors import AmibuildError, SpecError
+from amibuild.lease import LEGACY_CHANNEL_DIR, Holder, holder_gone, lease_root, parse_holder
+from amibuild.lifecycle.prune import Uses, gather as gather_uses, in_use
+
+COMPLETE_STATES = frozenset({"available"})
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """Everything `decide` needs about one run, as read."""
+
+    run_id: str
+    found: tuple[Leftover, ...]  # the run's resources in AWS
+    images: Mapping[str, Image | None]  # image id -> the image as read (None: gone meanwhile)
+    uses: Uses  # what uses which image (prune's facts)
+    leases: tuple[tuple[str, str, Holder], ...] = ()  # (region, name, holder) of the run's leases
+    recorded: bool = False  # a record or a folder of the run exists under build/runs/
+    record_published: bool = False  # the run's record says a variant published
+    temp_dirs: tuple[str, ...] = ()  # the run's Packer temp folders left on this machine
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Remove or keep one resource, and why."""
+
+    item: Leftover
+    remove: bool
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class LeaseLeftover:
+    region: str
+    name: str
+    holder: Holder
+
+    kind = "lease"
+
+    @property
+    def id(self) -> str:
+        return self.name
+
+    def command(self) -> str:
+        return f"aws ssm delete-parameter --name {self.name} --region {self.region}"
+
+    def __str__(self) -> str:
+        return f"lease {self.name} in {self.region}"
+
+
+@dataclass(frozen=True)
+class TempLeftover:
+    """A temporary folder of the run's Packer processes on this machine (its ``packer-log*`` among them)."""
+
+    path: str
+    kind = "temp-folder"
+    region = ""
+
+    @property
+    def id(self) -> str:
+        return self.path
+
+    def command(self) -> str:
+        return f"rm -rf {self.path}"
+
+    def __str__(self) -> str:
+        return f"temp folder {self.path}"
+
+
+def published_images(uses: Uses) -> set[str]:
+    """Every image any channel has named, in any version of its history."""
+    return {ami for channel in uses.channels for _, ami in channel.history}
+
+
+def decide(facts: RunFacts) -> list[Verdict]:
+    """Per resource of the run: remove, or keep and why. Pure: facts in, verdicts out."""
+    using = in_use(facts.uses)
+    published = published_images(facts.uses)
+    run_images = [x for x in facts.found if x.kind == "image"]
+    run_published = facts.record_published or any(x.id in published for x in run_images)
+    verdicts: list[Verdict] = []
+    kept_images: set[str] = set()
+    for item in run_images:
+        image = facts.images.get(item.id)
+        why = ""
+        if item.id in using:
+            why = "in use: " + "; ".join(using[item.id])
+        elif run_published:
+            why = f"run {facts.run_id} published: its images are prune's to judge (`amibuild prune`)"
+        elif image is not None and image.state in COMPLETE_STATES and image.tags.get(tags.FINGERPRINT):
+            why = ("a complete image (available, tagged with its fingerprint) of a finished build: "
+                   "prune judges it (`amibuild prune`)")
+        if why:
+            kept_images.add(item.id)
+        verdicts.append(Verdict(item, not why, why))
+    backing = {s: i for i, image in facts.images.items() if i in kept_images and image is not None
+               for s in image.snapshot_ids}
+    for item in facts.found:
+        if item.kind == "image":
+            continue
+        if item.kind == "snapshot" and item.id in backing:
+            verdicts.append(Verdict(item, False, f"backs the kept image {backing[item.id]}"))
+        else:
+            verdicts.append(Verdict(item, True))
+    order = {kind: n for n, kind in enumerate(leftovers.KINDS)}
+    return sorted(verdicts, key=lambda v: (order[v.item.kind], v.item.region, v.item.id))
+
+
+# ------------------------------------------------------------------------------- gather
+
+
+class UnknownRun(SpecError):
+    """No record, no resource and no lease carries this run id."""
+
+
+def run_leases(aws: Aws, pipeline: Any, run_id: str, region: str) -> list[tuple[str, str, Holder]]:
+    """The leases (new and old folders) whose holder is this run: (region, name, holder)."""
+    found = []
+    roots = (lease_root(pipeline.ssm_prefix, pipeline.name),
+             f"{pipeline.ssm_prefix.rstrip('/')}/{pipeline.name}/{LEGACY_CHANNEL_DIR}")
+    for root in roots:
+        for parameter in aws.parameters_under(root, region):
+            holder = parse_holder(parameter.value)
+            if holder.run_id == run_id:
+                found.append((region, parameter.name, holder))
+    return found
+
+
+def gather(aws: Aws, pipeline: Any, run_id: str, lines: Iterable[str], *, recorded: bool = False,
+           record_published: bool = False, temp_dirs: Sequence[str] = ()) -> RunFacts:
+    """Read everything `decide` needs. Refuses (SpecError) a run that still holds a live lease."""
+    leases = run_leases(aws, pipeline, run_id, pipeline.build_region)
+    now = time.time()
+    for _region, _name, holder in leases:
+        if not holder.expired(now) and not holder_gone(holder):
+            raise SpecError(f"--run-id: run {run_id} is still building ({holder}); "
+                            "stop it first, or wait for its lease to expire")
+    scope = leftovers.Scope(run_id, None, None, tuple(pipeline.regions), tuple(pipeline.target_regions))
+    found = leftovers.find(aws, scope, leftovers.stream_resources(lines))
+    image_items = [x for x in found if x.kind == "image"]
+    images = fan_out(image_items, lambda x: aws.find_image(x.region, x.id)) if image_items else {}
+    uses = gather_uses(aws, pipeline, tuple(pipeline.target_regions)).uses if image_items else Uses()
+    if not found and not leases and not recorded and not temp_dirs:
+        raise UnknownRun(f"--run-id: no run {run_id} is known: no record of it under build/runs/, and nothing "
+                         "in AWS carries its id; `amibuild runs` lists the runs")
+    return RunFacts(run_id, tuple(found), {x.id: images[x] for x in image_items}, uses, tuple(leases),
+                    recorded, record_published, tuple(temp_dirs))
+
+
+# ------------------------------------------------------------------------------- execute
+
+
+@dataclass
+class CleanupResult:
+    """What clean-run found of one run, removed, kept (and why), and could not remove."""
+
+    run_id: str
+    found: list[Leftover]
+    kept: list[tuple[Leftover, str]] = field(default_factory=list)
+    removed: list[Any] = field(default_factory=list)  # Leftover or LeaseLeftover
+    failed: list[tuple[Any, str]] = field(default_factory=list)
+    leases: list[LeaseLeftover] = field(default_factory=list)
+    temp_dirs: list[TempLeftover] = field(default_factory=list)
+    dry_run: bool = False
+
+    def to_dict(self) -> dict:
+        return {
+            "run_id": self.run_id,
+            "dry_run": self.dry_run,
+            "found": [{"kind": x.kind, "region": x.region, "id": x.id, "command": x.command()} for x in self.found],
+            "kept": [{"kind": x.kind, "region": x.region, "id": x.id, "why": why} for x, why in self.kept],
+            "leases": [{"region": x.region, "name": x.name, "holder": str(x.holder)} for x in self.leases],
+            "temp_dirs": [x.path for x in self.temp_dirs],
+            "removed": [str(x) for x in self.removed],
+            "left_behind": [{"kind": x.kind, "region": x.region, "id": x.id, "why": why, "command": x.command()}
+                            for x, why in self.failed],
+        }
+
+
+def execute(aws: Aws, facts: RunFacts, verdicts: Sequence[Verdict], *, dry_run: bool = False) -> CleanupResult:
+    """Remove what `decide` said may go (nothing with ``dry_run``): AWS resources in dependency order,
+    then the run's leases (only while they still hold the value read)."""
+    result = CleanupResult(facts.run_id, list(facts.found), dry_run=dry_run,
+                           kept=[(v.item, v.why) for v in verdicts if not v.remove],
+                           leases=[LeaseLeftover(r, n, h) for r, n, h in facts.leases],
+                           temp_dirs=[TempLeftover(p) for p in facts.temp_dirs])
+    if dry_run:
+        return result
+    result.removed, result.failed = leftovers.remove(aws, [v.item for v in verdicts if v.remove])
+    for lease in result.leases:
+        try:
+            if aws.delete_parameter_if_value(lease.name, lease.holder.raw, lease.region):
+                result.removed.append(lease)
+        except AmibuildError as exc:  # a lease left expires by itself; say so and go on
+            result.failed.append((lease, f"{exc}; it expires by itself"))
+    for folder in result.temp_dirs:
+        try:
+            shutil.rmtree(folder.path)
+            result.removed.append(folder)
+        except OSError as exc:
+            result.failed.append((folder, str(exc)))
+    return result
