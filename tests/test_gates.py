@@ -84,7 +84,8 @@ def version(value: str, n: int, at: datetime, note: str = "") -> Parameter:
      T0 + timedelta(days=9), ["is not in recommended now"]),
 ])
 def test_the_gate_decision_names_what_is_missing(case, images, came_from, history, now, missing):
-    decision = gates.decide(STABLE, images=images, came_from=came_from, source_history=history, now=now)
+    decision = gates.decide(STABLE, images=images, came_from=came_from,
+                              source_history={r: history for r in images}, now=now)
     text = "; ".join(decision.missing)
     assert decision.met == (not missing), (case, text)
     for part in missing:
@@ -94,10 +95,10 @@ def test_the_gate_decision_names_what_is_missing(case, images, came_from, histor
 def test_only_a_soak_left_says_when_it_is_due():
     history = [version("ami-0123456789abcdef0", 1, T0)]
     soaking = gates.decide(STABLE, images={"us-west-2": image("passed")}, came_from="recommended",
-                           source_history=history, now=T0 + timedelta(hours=1))
+                           source_history={"us-west-2": history}, now=T0 + timedelta(hours=1))
     assert soaking.due_at == T0 + timedelta(hours=72)
     untested = gates.decide(STABLE, images={"us-west-2": image(None)}, came_from="recommended",
-                            source_history=history, now=T0 + timedelta(hours=1))
+                            source_history={"us-west-2": history}, now=T0 + timedelta(hours=1))
     assert untested.due_at is None  # a test result does not come by waiting
 
 
@@ -106,7 +107,8 @@ def test_an_override_passes_an_unmet_gate_and_says_why_in_the_history_note():
     assert not decision.met and decision.passes
     assert decision.note() == "gate overridden: CVE fix"
     assert gates.decide(STABLE, images={"us-west-2": image("passed")}, came_from="recommended",
-                        source_history=[version("ami-0123456789abcdef0", 1, T0)], now=T0 + timedelta(days=4),
+                        source_history={"us-west-2": [version("ami-0123456789abcdef0", 1, T0)]},
+                        now=T0 + timedelta(days=4),
                         override="x").note() == ""  # a met gate is not an override
 
 

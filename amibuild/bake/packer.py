@@ -560,6 +560,9 @@ class Packer:
         self.env.setdefault("CHECKPOINT_DISABLE", "1")
         # the sandbox build's checks step runs amibuild.imagetest.standin with this Python
         self.env.setdefault("AMIBUILD_PYTHON", sys.executable)
+        from amibuild.render import STANDIN_STORE_ENV, standin_store
+
+        self.env.setdefault(STANDIN_STORE_ENV, str(standin_store(self.env)))  # not the TMPDIR Packer gets
         self._version: PackerVersion | None = None
 
     def __repr__(self) -> str:

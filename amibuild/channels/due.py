@@ -54,7 +54,7 @@ class DueFacts:
     source: Mapping[str, Parameter | None]  # region -> the source channel's current value
     target: Mapping[str, Parameter | None]
     images: Mapping[str, Image | None]  # region -> the source's image
-    history: Sequence[Parameter]  # the source channel in the build region, oldest first
+    history: Mapping[str, Sequence[Parameter]]  # the source channel per region, oldest first
 
 
 def decide_one(facts: DueFacts, now: datetime) -> DueItem:
@@ -82,9 +82,7 @@ def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | Non
     source = {r: (histories[r] or [None])[-1] for r in regions}
     target = fan_out(regions, lambda r: aws.find_parameter(target_name, r))
     images = fan_out(regions, lambda r: aws.find_image(r, source[r].value) if source[r] is not None else None)
-    home = publish_mod.home_region(pipeline)
-    return DueFacts(variant.name, gate, source, dict(target), {r: images[r] for r in regions},
-                    histories.get(home) or histories[regions[0]])
+    return DueFacts(variant.name, gate, source, dict(target), {r: images[r] for r in regions}, dict(histories))
 
 
 def promote_due(aws: Aws, pipeline: Any, *, now: datetime, guard: Callable[[], Guard] = Guard,

@@ -89,11 +89,13 @@ def soaked_since(history: Sequence[Parameter], ami: str) -> datetime | None:
 
 
 def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | None,
-           source_history: Sequence[Parameter] = (), now: datetime, override: str = "") -> GateDecision:
+           source_history: Mapping[str, Sequence[Parameter]] | None = None, now: datetime,
+           override: str = "") -> GateDecision:
     """May the images ({region: Image}) enter ``gate.channel`` now?
 
     ``came_from``: the channel they are promoted from (None: a direct publish or build-ami's);
-    ``source_history``: that channel's parameter history in the build region, oldest first."""
+    ``source_history``: that channel's parameter history per region, oldest first (the soak counts
+    from the latest region to take the image)."""
     missing: list[str] = []
     due_at = None
     if gate.source and came_from != gate.source:
@@ -108,12 +110,14 @@ def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | No
             missing.append(f"requires tested: the image's {tags.TEST} tag is not passed ({shown}; run "
                            "`amibuild test-ami` or build with --boot-test)")
     if gate.soak and gate.source and came_from == gate.source:
-        lead = next(iter(images.values()), None)
-        ami = lead.image_id if lead else ""
-        since = soaked_since(source_history, ami)
+        histories = source_history or {}
+        starts = {r: soaked_since(histories.get(r, ()), image.image_id) for r, image in images.items() if image}
+        absent = sorted(r for r, s in starts.items() if s is None) or ([] if starts else ["every region"])
+        ami = ", ".join(sorted({image.image_id for image in images.values() if image})) or "the image"
+        since = None if absent else max(s for s in starts.values() if s is not None)
         needed = timedelta(seconds=gate.soak)
         if since is None:
-            missing.append(f"soak: {ami} is not in {gate.source} now")
+            missing.append(f"soak: {ami} is not in {gate.source} now ({', '.join(absent)})")
         elif now - since < needed:
             due_at = since + needed
             left = due_at - now

@@ -88,7 +88,7 @@ from amibuild.pipeline.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, TE
 
 
 def gate_checker(pipeline: PipelineLike, channel: str, *, came_from: str | None = None,
-                 source_history: Sequence[Parameter] = (), now: datetime | None = None,
+                 source_history: Mapping[str, Sequence[Parameter]] | None = None, now: datetime | None = None,
                  override: str = "") -> Callable[[Mapping[str, Image | None]], str] | None:
     """The gate check `plan_publish` runs for a write into ``channel`` (None: the channel has no gate)."""
     gate = getattr(pipeline, "gates", {}).get(channel)
@@ -241,8 +241,7 @@ def promote(
                             provenance=provenance, operation=operation, note=f"promoted from {source}",
                             template=template,
                             gate_check=gate_checker(pipeline, target, came_from=source, now=now, override=override_gate,
-                                                    source_history=histories[home_region(pipeline)]
-                                                    if home_region(pipeline) in histories else histories[regions[0]]))
+                                                    source_history=histories))
         return execute_publish(aws, plan, force=force, cancelled=cancelled)
 
     return transact(aws, pipeline=pipeline, variant=variant, channels=[source, target], operation=operation,

@@ -26,16 +26,16 @@ from typing import Any, Iterable
 
 from amibuild.errors import RehearsalUnavailable
 from amibuild.pipeline import imagetests
-from amibuild.render import CHECKS_SCRIPT, RECORD_FILE, STANDIN_DIR
+from amibuild.render import CHECKS_SCRIPT, RECORD_FILE, STANDIN_DIR, STANDIN_STORE_ENV, standin_store
 from amibuild.rehearse.steps import Step, parse_steps
 
 STAGE1_RECORD = "checks.json"
-STORE_ENV = "AMIBUILD_SANDBOX_IMAGES"  # where stand-ins are kept for the boot test, by fingerprint
+STORE_ENV = STANDIN_STORE_ENV  # where stand-ins are kept for the boot test, by fingerprint
 COMMAND_PATH = "/tmp/amibuild-ssm-command.sh"
 
 
 def store() -> Path:
-    return Path(os.environ.get(STORE_ENV) or Path(tempfile.gettempdir()) / "amibuild-sandbox-images")
+    return standin_store()
 
 
 @dataclass

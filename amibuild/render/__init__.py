@@ -352,6 +352,13 @@ CHECKS_SCRIPT = "scripts/amibuild-checks.sh"
 # (amibuild.imagetest.standin), and fails the Packer build when a check fails. The Python that runs
 # it comes from Packer's environment (the executor sets AMIBUILD_PYTHON), not from the render.
 STANDIN_DIR = "instance"
+# where a sandbox build keeps its image's stand-in (by fingerprint) for the boot test; the emulator
+# reads it there. Fixed by the process that starts Packer (each Packer gets its own TMPDIR).
+STANDIN_STORE_ENV = "AMIBUILD_SANDBOX_IMAGES"
+
+
+def standin_store(env: Mapping[str, str] = os.environ) -> Path:
+    return Path(env.get(STANDIN_STORE_ENV) or Path(tempfile.gettempdir()) / "amibuild-sandbox-images")
 _STANDIN_INLINE = ('if [ -z "$AMIBUILD_PYTHON" ]; then echo "amibuild sandbox: stage 1 checks not run: this build '
                    'was not started by amibuild (AMIBUILD_PYTHON is not set)"; exit 0; fi; '
                    'exec "$AMIBUILD_PYTHON" -m amibuild.imagetest.standin "$AMIBUILD_ROOT"')
