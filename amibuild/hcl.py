@@ -55,13 +55,18 @@ BLANK = object()
 
 def quote(text: str) -> str:
     """An HCL quoted string whose value is exactly ``text`` (no interpolation)."""
-    body = "".join(
-        _ESCAPES.get(ch) or (f"\\u{ord(ch):04x}" if ord(ch) < 0x20 or ord(ch) == 0x7F else ch) for ch in text
-    )
+    # a regex pass, not a loop over characters: rendering quotes thousands of strings, most plain
+    body = _NEEDS_ESCAPE.sub(_escape, text)
     return '"' + body.replace("${", "$${").replace("%{", "%%{") + '"'
 
 
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f\x7f]')
+
+
+def _escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    return _ESCAPES.get(ch) or f"\\u{ord(ch):04x}"
 
 
 def template(parts: Sequence[str | Expr]) -> Expr:

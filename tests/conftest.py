@@ -1,16 +1,28 @@
-"""Fixtures for the whole suite: an isolated environment for every test, and the local emulator.
+"""Fixtures for the whole suite: an isolated environment for every test, the local emulator, and
+the command line in process.
 
 Every test runs without AWS settings or credentials from the machine, with instance metadata
 disabled and a tripwire proxy (anything not on loopback fails at once). Tests that need AWS ask
-for `sandbox`: one emulator per session, reset before each test, its env() applied.
+for `sandbox`: one emulator per session (per xdist worker), its env() applied, reset before each
+test — which puts the seed back only in the regions the previous test wrote to.
+
+Tests run the CLI with `run_cli` (or the `cli` fixture): in this process, as invoke tests its own
+Program, with captured streams and the exit code; a subprocess only for what only a process
+shows (signals, closed pipes, the installed wheel, racing processes, process-wide logging).
 """
 
 from __future__ import annotations
 
+import io
+import logging
 import os
+import signal
 import sys
+import threading
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, Mapping
 
 import pytest
 
@@ -22,13 +34,16 @@ if str(_REPO) not in sys.path:
 from amibuild.sandbox import Sandbox, safety_env  # noqa: E402
 
 _PROXY_VARS = {"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "ALL_PROXY"}
+# Set on a developer's machine or a CI runner, and changing what a command prints or writes: a
+# test that wants one sets it.
+_MACHINE_ONLY = {"AMIBUILD_DEBUG", "GITHUB_ACTIONS", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"}
 
 
 @pytest.fixture(autouse=True)
 def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No AWS variables, config files or proxies from the machine; the safety env instead."""
+    """No AWS variables, config files, proxies or CI settings from the machine; the safety env instead."""
     for name in list(os.environ):
-        if name.startswith("AWS_") or name.upper() in _PROXY_VARS:
+        if name.startswith("AWS_") or name.upper() in _PROXY_VARS or name in _MACHINE_ONLY:
             monkeypatch.delenv(name)
     missing = tmp_path / "no-aws-config"
     monkeypatch.setenv("AWS_CONFIG_FILE", str(missing / "config"))
@@ -53,3 +68,119 @@ def sandbox(
     for name, value in sandbox_server.env().items():
         monkeypatch.setenv(name, value)
     return sandbox_server
+
+
+# ------------------------------------------------------------------------------- the CLI in process
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What a run of the command line gave: the argv, its exit code and what it printed
+    (named like `subprocess.CompletedProcess`, so a test reads the same either way)."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+
+# Signals whose handlers a task may set for its duration (the build executor, channel writes).
+_WATCHED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
+
+
+def run_cli(cwd: Path | str, *args: str, env: Mapping[str, str | None] | None = None,
+            binary: str = "invoke", stdin: str = "") -> CliResult:
+    """Run the command line in this process, as a user types it, and return what it did.
+
+    ``binary="invoke"`` is ``invoke -r REPO ARGS`` (this repository's tasks.py, loaded by a fresh
+    invoke Program, as ``python -m invoke`` does); ``binary="amibuild"`` is the ``amibuild`` command
+    (`amibuild.cli.main.main`). Each call gets a fresh Program and configuration, `cwd` as its
+    current folder, and the test's environment with `env` laid over it (a None value removes the
+    variable). stdout, stderr and stdin are captured
+    strings. Afterwards everything is put back as it was: the folder, the environment, sys.path,
+    the root logger's handlers and level (invoke's ``--debug`` calls logging.basicConfig),
+    sys.dont_write_bytecode (invoke sets it from ``--write-pyc``), and
+    amibuild's pending notes. A task that leaves a signal handler, an environment variable or a
+    thread behind fails the test: that would leak into the next command in a real process too.
+
+    A subprocess is still the tool for what only a process shows: signals, closed pipes, the
+    installed wheel, two amibuild processes racing, or a command held by a fault proxy while the
+    test goes on.
+    """
+    import invoke
+
+    from amibuild.cli import run as cli_run
+
+    argv = ["amibuild", *args] if binary == "amibuild" else ["invoke", "-r", str(_REPO), *args]
+    if binary not in ("amibuild", "invoke"):
+        raise ValueError(f"binary {binary!r}: 'amibuild' or 'invoke'")
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    saved_path, saved_tasks = list(sys.path), sys.modules.get("tasks")
+    saved_bytecode = sys.dont_write_bytecode  # invoke's Program sets it from --write-pyc
+    saved_signals = {s: signal.getsignal(s) for s in _WATCHED_SIGNALS}
+    threads_before = set(threading.enumerate())
+    cli_run._PENDING.clear()
+    code: int
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(cwd)
+        for name, value in (env or {}).items():
+            if value is None:
+                mp.delenv(name, raising=False)
+            else:
+                mp.setenv(name, value)
+        environ_before = dict(os.environ)
+        mp.setattr(sys, "stdout", out)
+        mp.setattr(sys, "stderr", err)
+        mp.setattr(sys, "stdin", io.StringIO(stdin))
+        mp.setattr(sys, "argv", list(argv))
+        try:
+            if binary == "amibuild":
+                from amibuild.cli.main import main
+
+                main(argv)
+            else:
+                invoke.Program(name="Invoke", binary="inv[oke]", binary_names=["invoke", "inv"],
+                               version=invoke.__version__).run(argv)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if isinstance(exc.code, str):
+                print(exc.code, file=err)
+        except Exception:  # what the interpreter would do with it: a traceback, exit 1
+            traceback.print_exc(file=err)
+            code = 1
+        environ_after = dict(os.environ)
+    leaked_signals = {signal.Signals(s).name for s, h in saved_signals.items() if signal.getsignal(s) is not h}
+    for signum, handler in saved_signals.items():
+        signal.signal(signum, handler)
+    for handler in root.handlers[:]:
+        if handler not in saved_handlers:
+            root.removeHandler(handler)
+    root.setLevel(saved_level)
+    sys.path[:] = saved_path
+    sys.dont_write_bytecode = saved_bytecode
+    if saved_tasks is None:
+        sys.modules.pop("tasks", None)
+    else:
+        sys.modules["tasks"] = saved_tasks
+    cli_run._PENDING.clear()
+    changed_env = sorted(k for k in environ_before.keys() | environ_after.keys()
+                         if environ_before.get(k) != environ_after.get(k))
+    started = [t for t in threading.enumerate() if t not in threads_before and not t.daemon]
+    for thread in started:  # a worker pool shut down without waiting ends on its own, soon
+        thread.join(timeout=5)
+    left_threads = [t.name for t in started if t.is_alive()]
+    result = CliResult(tuple(argv), code, out.getvalue(), err.getvalue())
+    assert not leaked_signals, f"{' '.join(args)} left signal handlers behind: {leaked_signals}\n{result.stderr}"
+    assert not changed_env, f"{' '.join(args)} changed the environment: {changed_env}"
+    assert not left_threads, f"{' '.join(args)} left threads running: {left_threads}"
+    return result
+
+
+@pytest.fixture
+def cli() -> Callable[..., CliResult]:
+    """`run_cli` for a test: ``cli(workdir, "render", "--json")``."""
+    return run_cli

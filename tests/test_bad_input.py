@@ -8,8 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -18,6 +16,7 @@ import yaml
 
 from amibuild import hcl
 from faultproxy import FaultProxy
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,14 +34,6 @@ variant "ceph" {
 variant "plain" {
 }
 """
-
-
-def invoke(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**{k: v for k, v in os.environ.items() if k != "AMIBUILD_DEBUG"}, **(extra_env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", "-r", str(ROOT), *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
-    )
 
 
 @pytest.fixture
@@ -111,7 +102,7 @@ def test_bad_input_is_refused_with_one_line_and_exit_2(workdir: Path, aws_throug
     for name in case.get("fifos", []):
         os.mkfifo(workdir / name)
     before = sorted(p.name for p in workdir.iterdir())
-    result = invoke(workdir, *case["args"], extra_env=case.get("env"))
+    result = run_cli(workdir, *case["args"], env=case.get("env"))
     assert result.returncode == 2, result.stderr + result.stdout
     message = result.stderr.strip()
     assert len(message.splitlines()) == 1, message
@@ -128,7 +119,7 @@ def test_bad_input_is_refused_with_one_line_and_exit_2(workdir: Path, aws_throug
 
 def test_good_input_renders_through_the_same_command(workdir: Path) -> None:
     """The control: the fixture's pipeline with a good var-file renders, so refusals above are real."""
-    result = invoke(workdir, "render", "--var-file", "good.pkrvars.hcl", "--extra-pkg", "htop")
+    result = run_cli(workdir, "render", "--var-file", "good.pkrvars.hcl", "--extra-pkg", "htop")
     assert result.returncode == 0, result.stderr
     assert (workdir / "build" / "ceph" / "amibuild.pkr.hcl").is_file()
     values = hcl.loads((workdir / "build" / "plain" / "amibuild.auto.pkrvars.hcl").read_text())
@@ -140,7 +131,7 @@ def test_good_input_renders_through_the_same_command(workdir: Path) -> None:
 def test_a_packer_refusal_of_a_value_the_user_gave_is_exit_2_naming_its_flag(workdir: Path) -> None:
     """io1 needs IOPS the template only sets for gp3: packer validate refuses, and the refusal is
     blamed on --var volume_type (exit 2), not reported as amibuild's failure (exit 1)."""
-    result = invoke(workdir, "validate", "--variant", "plain", "--var", "volume_type=io1")
+    result = run_cli(workdir, "validate", "--variant", "plain", "--var", "volume_type=io1")
     assert result.returncode == 2, result.stderr
     message = result.stderr.strip().splitlines()[-1]
     assert message.startswith("amibuild: error: --var volume_type: Packer refuses the value of volume_type")

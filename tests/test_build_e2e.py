@@ -21,6 +21,7 @@ import boto3
 import pytest
 
 from amibuild.tags import PREFIX as TAG_PREFIX
+from conftest import CliResult, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 REGIONS = ("us-west-2", "eu-west-1")
@@ -66,9 +67,8 @@ def builds(workdir: Path) -> list[str]:
     return sorted(line.split()[1] for line in lines if line.startswith("build "))
 
 
-def build_ami(workdir: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", *args],
-                          cwd=workdir, capture_output=True, text=True, timeout=timeout)
+def build_ami(workdir: Path, *args: str) -> CliResult:
+    return run_cli(workdir, "build-ami", *args)
 
 
 def our_parameters(region: str) -> list[str]:
@@ -78,7 +78,7 @@ def our_parameters(region: str) -> list[str]:
     return sorted(p["Name"] for page in pages for p in page["Parameters"])
 
 
-def summary(result: subprocess.CompletedProcess[str]) -> dict[str, dict]:
+def summary(result: CliResult | subprocess.CompletedProcess[str]) -> dict[str, dict]:
     return {v["name"]: v for v in json.loads(result.stdout)["variants"]}
 
 
@@ -111,8 +111,7 @@ def test_two_variants_in_two_regions_are_built_tagged_and_recorded(workdir: Path
     assert record["run_id"] == document["run_id"]
     assert {v["name"]: v["amis"] for v in record["variants"]} == {n: v["amis"] for n, v in variants.items()}
     assert all(v["inputs"]["name"] == v["name"] for v in record["variants"])
-    runs = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "runs"], cwd=workdir,
-                          capture_output=True, text=True, timeout=60)
+    runs = run_cli(workdir, "runs")
     assert document["run_id"] in runs.stdout and "2 built" in runs.stdout
 
 
@@ -231,9 +230,7 @@ def test_a_build_past_its_timeout_fails_and_cleans_up(workdir: Path, sandbox) ->
 
     with FaultProxy(sandbox.endpoint, delay=0.3) as proxy:
         env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
-        result = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--json",
-                                 "--variant", "ceph", "--timeout", "2"],
-                                cwd=workdir, env=env, capture_output=True, text=True, timeout=180)
+        result = run_cli(workdir, "build-ami", "--json", "--variant", "ceph", "--timeout", "2", env=env)
     assert result.returncode == 1, result.stderr
     ceph = summary(result)["ceph"]
     assert ceph["status"] == "failed"
@@ -391,8 +388,7 @@ def test_the_pipeline_file_names_the_parameter_template_and_default_channel(work
     assert result.returncode == 0, result.stderr
     assert summary(result)["arm"]["published"]["parameter"] == "/amibuild/arm/arm64/nightly"
     assert our_parameters("eu-west-1") == ["/amibuild/arm/arm64/nightly"]
-    listed = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "channels", "--json"], cwd=workdir,
-                            capture_output=True, text=True, timeout=60)
+    listed = run_cli(workdir, "channels", "--json")
     rows = [r for r in json.loads(listed.stdout) if r["ami"]]
     assert {(r["variant"], r["channel"], r["region"]) for r in rows} == {
         ("arm", "nightly", "us-west-2"), ("arm", "nightly", "eu-west-1")}

@@ -18,6 +18,7 @@ import pytest
 from amibuild.lease import LEGACY_CHANNEL_DIR, is_lease
 from faultproxy import FaultProxy
 import test_channel_races
+from conftest import run_cli
 from test_channel_races import PUT, Cli, held_write, history_everywhere, leases_left
 from test_publish import NAME, REGIONS, build, current
 
@@ -177,8 +178,6 @@ def test_a_live_lease_under_the_old_name_is_honoured_and_a_writer_holds_the_old_
 
 def test_no_lease_is_read_as_a_channel_whatever_the_name_template(sandbox, tmp_path: Path) -> None:
     """A template with four open fields after the pipeline fits `_leases/build/<variant>/<fingerprint>`."""
-    from test_leftovers import invoke
-
     (tmp_path / "amibuild.hcl").write_text(
         'pipeline {\n  name = "e2e"\n  regions = ["us-west-2"]\n'
         '  parameter_template = "{prefix}/{pipeline}/{variant}/{channel}/{arch}/{k8s}"\n}\nvariant "ceph" {}\n')
@@ -187,7 +186,7 @@ def test_no_lease_is_read_as_a_channel_whatever_the_name_template(sandbox, tmp_p
                  "/amibuild/e2e/amibuild-lease/ceph/stable/x86_64"):
         assert is_lease(name)
         ssm.put_parameter(Name=name, Value='{"owner": "x", "expires": "2099-01-01T00:00:00+00:00"}', Type="String")
-    result = invoke(tmp_path, "channels", "--json")
+    result = run_cli(tmp_path, "channels", "--json")
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
     assert rows and all(row["variant"] == "ceph" and row["ami"] is None for row in rows), rows

@@ -12,7 +12,7 @@ import pytest
 
 from amibuild.channels.read import ChannelEntry
 from amibuild.channels.repair import Holding, Split, choose, find_splits
-from test_leftovers import invoke
+from conftest import run_cli
 from test_publish import NAME, PIPELINE, REGIONS, build, current
 
 
@@ -36,7 +36,7 @@ def split_by_hand(region: str, ami: str, channel: str = "recommended") -> None:
 def split(sandbox, workdir: Path) -> tuple[dict[str, str], dict[str, str]]:
     """recommended: eu-west-1 on build fp1, us-west-2 moved to build fp2 (the newest write)."""
     old, new = build("fp1"), build("fp2")
-    done = invoke(workdir, "publish", "--variant", "ceph", "--ami", ami_flag(old))
+    done = run_cli(workdir, "publish", "--variant", "ceph", "--ami", ami_flag(old))
     assert done.returncode == 0, done.stderr
     split_by_hand("us-west-2", new["us-west-2"])
     return old, new
@@ -44,34 +44,34 @@ def split(sandbox, workdir: Path) -> tuple[dict[str, str], dict[str, str]]:
 
 def test_channels_check_exits_1_naming_the_split_channel_and_what_each_region_holds(workdir, split) -> None:
     old, new = split
-    result = invoke(workdir, "channels", "--check")
+    result = run_cli(workdir, "channels", "--check")
     assert result.returncode == 1, result.stderr
     assert (f"channel recommended of ceph (1.35) is split across regions: us-west-2 holds {new['us-west-2']} "
             f"(build fp2, run run-fp2); eu-west-1 holds {old['eu-west-1']} (build fp1, run run-fp1)") in result.stdout
     assert "1 channel(s) split across regions" in result.stderr
-    listed = json.loads(invoke(workdir, "channels", "--check", "--json").stdout)
+    listed = json.loads(run_cli(workdir, "channels", "--check", "--json").stdout)
     assert listed["split"][0]["regions"] == {"us-west-2": {"ami": new["us-west-2"], "build": "fp2 run-fp2"},
                                              "eu-west-1": {"ami": old["eu-west-1"], "build": "fp1 run-fp1"}}
 
 
 def test_channels_repair_brings_the_channel_to_the_newest_writes_build_and_says_why(workdir, split) -> None:
     old, new = split
-    result = invoke(workdir, "channels", "--repair")
+    result = run_cli(workdir, "channels", "--repair")
     assert result.returncode == 0, result.stderr
     assert "channel recommended of ceph: repaired to build fp2 (run run-fp2) because us-west-2 holds it from the newest write" \
         in result.stdout
     assert f"eu-west-1: {old['eu-west-1']} -> {new['eu-west-1']}" in result.stdout
     assert {r: current("recommended", r) for r in REGIONS} == new
-    again = invoke(workdir, "channels", "--check")
+    again = run_cli(workdir, "channels", "--check")
     assert again.returncode == 0, again.stdout
     assert "every channel is whole" in again.stdout
 
 
 def test_repair_skips_a_newer_build_missing_in_a_region(sandbox, workdir) -> None:
     old, lone = build("fp1"), build("fp3", regions=("us-west-2",))
-    assert invoke(workdir, "publish", "--variant", "ceph", "--ami", ami_flag(old)).returncode == 0
+    assert run_cli(workdir, "publish", "--variant", "ceph", "--ami", ami_flag(old)).returncode == 0
     split_by_hand("us-west-2", lone["us-west-2"])
-    result = invoke(workdir, "channels", "--repair")
+    result = run_cli(workdir, "channels", "--repair")
     assert result.returncode == 0, result.stderr
     assert "repaired to build fp1 (run run-fp1) because it is the newest build with an available image in every " \
            "region (fp3 (run run-fp3) is not available everywhere)" in result.stdout
@@ -80,16 +80,16 @@ def test_repair_skips_a_newer_build_missing_in_a_region(sandbox, workdir) -> Non
 
 def test_promote_refuses_a_split_source_and_the_next_publish_makes_the_channel_whole(workdir, split) -> None:
     old, new = split
-    refused = invoke(workdir, "promote", "--variant", "ceph", "--from", "recommended", "--to", "stable")
+    refused = run_cli(workdir, "promote", "--variant", "ceph", "--from", "recommended", "--to", "stable")
     assert refused.returncode == 1
     assert "channel recommended is split across regions" in refused.stderr and "nothing written" in refused.stderr
     assert all(not p["Name"].endswith("/stable/image_id") for r in REGIONS
                for p in boto3.client("ssm", region_name=r).get_parameters_by_path(
                    Path="/amibuild", Recursive=True)["Parameters"])
     newest = build("fp4")
-    assert invoke(workdir, "publish", "--variant", "ceph", "--ami", ami_flag(newest)).returncode == 0
+    assert run_cli(workdir, "publish", "--variant", "ceph", "--ami", ami_flag(newest)).returncode == 0
     assert {r: current("recommended", r) for r in REGIONS} == newest
-    assert invoke(workdir, "channels", "--check").returncode == 0
+    assert run_cli(workdir, "channels", "--check").returncode == 0
 
 
 # ------------------------------------------------------------------------------- pure

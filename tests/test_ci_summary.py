@@ -7,14 +7,13 @@ channels run on images made the quick way (tests/test_fleet.py).
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from amibuild.cli import summary
 from amibuild.sandbox.fleet import FleetSeed
+from conftest import run_cli
 import test_fleet
 from test_fleet import PARAM, REGION, amibuild, make_image, promote, publish
 
@@ -57,11 +56,8 @@ def rows_of(markdown: str, title: str) -> list[list[str]]:
 
 @pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
 def test_build_ami_appends_a_table_with_one_row_per_variant(step_summary: Path) -> None:
-    # in a process of its own: the executor's Packer pipes are closed by the process's end (an
-    # in-process run trips filterwarnings=error on them)
     def build_ami(*args: str) -> tuple[int, str, str]:
-        done = subprocess.run([sys.executable, "-m", "amibuild", "build-ami", *args], cwd=step_summary.parent,
-                              capture_output=True, text=True, timeout=300)
+        done = run_cli(step_summary.parent, "build-ami", *args, binary="amibuild")
         return done.returncode, done.stdout, done.stderr
 
     code, out, err = build_ami()

@@ -20,7 +20,7 @@ from amibuild.lease import Holder
 from amibuild.lifecycle import cleanup
 from amibuild.lifecycle.prune import ChannelFact, LaunchFacts, Uses
 from amibuild.sandbox import seed_images
-from test_leftovers import invoke
+from conftest import run_cli
 
 RUN = "20261201T100000Z-abc123"
 OTHER = "20261201T090000Z-def456"
@@ -75,12 +75,12 @@ def ami_flag(amis: dict[str, str]) -> str:
 def test_clean_run_of_a_run_that_published_keeps_every_image_and_snapshot_and_says_why(sandbox, workdir) -> None:
     made = bake(RUN)
     for channel in ("recommended", "stable", "candidate"):
-        done = invoke(workdir, "publish", "--variant", "ceph", "--channel", channel, "--ami", ami_flag(made))
+        done = run_cli(workdir, "publish", "--variant", "ceph", "--channel", channel, "--ami", ami_flag(made))
         assert done.returncode == 0, done.stderr
     snapshots = {r: boto3.client("ec2", region_name=r).describe_images(ImageIds=[a])["Images"][0]
                  ["BlockDeviceMappings"][0]["Ebs"]["SnapshotId"] for r, a in made.items()}
 
-    result = invoke(workdir, "clean-run", "--run-id", RUN)
+    result = run_cli(workdir, "clean-run", "--run-id", RUN)
     assert result.returncode == 0, result.stderr
     for region, ami in made.items():
         assert f"kept  image {ami} in {region}: in use: channel recommended of ceph current in {region}" in result.stdout
@@ -95,7 +95,7 @@ def test_clean_run_keeps_an_image_a_launch_template_uses_and_of_a_published_run_
     made = bake(RUN)
     ec2 = boto3.client("ec2", region_name="eu-west-1")
     ec2.create_launch_template(LaunchTemplateName="nodes", LaunchTemplateData={"ImageId": made["eu-west-1"]})
-    listed = invoke(workdir, "clean-run", "--run-id", RUN, "--dry-run", "--json")
+    listed = run_cli(workdir, "clean-run", "--run-id", RUN, "--dry-run", "--json")
     assert listed.returncode == 0, listed.stderr
     kept = {k["id"]: k["why"] for k in json.loads(listed.stdout)["kept"]}
     assert "launch template" in kept[made["eu-west-1"]] and "nodes" in kept[made["eu-west-1"]]
@@ -107,7 +107,7 @@ def test_clean_run_keeps_an_image_a_launch_template_uses_and_of_a_published_run_
 def test_clean_run_removes_a_partial_copy_of_an_unfinished_run_and_keeps_the_complete_image(sandbox, workdir) -> None:
     made = bake(RUN, tagged=False)  # stopped while copying to eu-west-1: the copy is untagged
     other = bake(OTHER)
-    result = invoke(workdir, "clean-run", "--run-id", RUN)
+    result = run_cli(workdir, "clean-run", "--run-id", RUN)
     assert result.returncode == 0, result.stderr
     assert f"removed  image {made['eu-west-1']} in eu-west-1" in result.stdout
     assert f"kept  image {made['us-west-2']} in us-west-2: a complete image" in result.stdout
@@ -117,7 +117,7 @@ def test_clean_run_removes_a_partial_copy_of_an_unfinished_run_and_keeps_the_com
 
 def test_clean_run_of_an_unknown_run_id_exits_2_and_touches_nothing(sandbox, workdir) -> None:
     other = bake(OTHER)
-    result = invoke(workdir, "clean-run", "--run-id", RUN)
+    result = run_cli(workdir, "clean-run", "--run-id", RUN)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         f"amibuild: error: --run-id: no run {RUN} is known: no record of it under build/runs/, and nothing in AWS "
@@ -130,7 +130,7 @@ def test_clean_run_removes_the_runs_expired_build_lease_and_leaves_other_runs_le
     mine, theirs = "/amibuild/e2e/_leases/build/ceph/" + "ab" * 16, "/amibuild/e2e/_leases/build/ceph/" + "cd" * 16
     ssm.put_parameter(Name=mine, Type="String", Value=Holder("ci@gone pid 1", RUN, 1.0).to_value())
     ssm.put_parameter(Name=theirs, Type="String", Value=Holder("ci@busy pid 2", OTHER, 4.0e9).to_value())
-    result = invoke(workdir, "clean-run", "--run-id", RUN)
+    result = run_cli(workdir, "clean-run", "--run-id", RUN)
     assert result.returncode == 0, result.stderr
     assert f"removed  lease {mine} in us-west-2" in result.stdout
     names = [p["Name"] for p in ssm.get_parameters_by_path(Path="/amibuild/e2e", Recursive=True)["Parameters"]]
@@ -197,10 +197,10 @@ def test_clean_run_removes_the_runs_packer_temp_folder_left_on_this_machine(sand
     (folder / "packer-log123456").write_text("a killed Packer's log\n")
     other = Path(tempfile.mkdtemp(prefix=f"amibuild-{OTHER}-ceph-"))
     try:
-        listed = invoke(workdir, "clean-run", "--run-id", RUN, "--dry-run")
+        listed = run_cli(workdir, "clean-run", "--run-id", RUN, "--dry-run")
         assert listed.returncode == 0, listed.stderr
         assert f"found  temp folder {folder}  (rm -rf {folder})" in listed.stdout and folder.exists()
-        done = invoke(workdir, "clean-run", "--run-id", RUN)
+        done = run_cli(workdir, "clean-run", "--run-id", RUN)
         assert done.returncode == 0, done.stderr
         assert f"removed  temp folder {folder}" in done.stdout
         assert not folder.exists() and other.exists()

@@ -5,28 +5,23 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def invoke(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
 
 
 def tasks(cwd: Path) -> dict[str, str]:
     """Task name -> its summary, from invoke's JSON listing."""
-    listing = json.loads(invoke(cwd, "--list", "--list-format", "json").stdout)
+    listing = json.loads(run_cli(cwd, "--list", "--list-format", "json").stdout)
     return {t["name"]: t["help"] or "" for t in listing["tasks"]}
 
 
 def test_every_task_is_listed_with_a_summary(tmp_path: Path) -> None:
-    result = invoke(tmp_path, "--list")
+    result = run_cli(tmp_path, "--list")
     assert result.returncode == 0
     summaries = tasks(tmp_path)
     assert {"render", "validate", "build-ami", "runs", "sandbox", "demo"} <= set(summaries)
@@ -37,8 +32,8 @@ def test_every_task_is_listed_with_a_summary(tmp_path: Path) -> None:
 
 def test_every_flag_of_every_task_has_help(tmp_path: Path) -> None:
     for name in tasks(tmp_path):
-        result = invoke(tmp_path, "--help", name)
-        assert result.returncode == 0
+        result = run_cli(tmp_path, "--help", name)
+        assert result.returncode == 0, (name, result.stdout, result.stderr)
         options = result.stdout.split("Options:", 1)
         if len(options) == 1:
             continue  # a task without flags
@@ -51,7 +46,7 @@ def test_every_flag_of_every_task_has_help(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
 def test_validate_passes_on_the_example_without_aws_access(tmp_path: Path) -> None:
     """No credentials, no endpoint: the source AMI stays a build-time lookup and packer validates."""
-    result = invoke(tmp_path, "validate", "--pipeline", str(ROOT / "amibuild.hcl"), "--variant", "ceph",
+    result = run_cli(tmp_path, "validate", "--pipeline", str(ROOT / "amibuild.hcl"), "--variant", "ceph",
                     "--variant", "ceph-arm", "--variant", "ceph-al2")
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("valid ceph") == 3
@@ -63,7 +58,7 @@ def test_validate_passes_on_the_example_without_aws_access(tmp_path: Path) -> No
 def test_validate_reports_a_packer_refusal_as_one_line(tmp_path: Path) -> None:
     """A value packer itself refuses (not caught by amibuild's checks) still ends as one clear line,
     naming the flag that gave it (bad input: exit 2)."""
-    result = invoke(tmp_path, "validate", "--extra-pkg", "htop", "--var", "volume_type=io1")
+    result = run_cli(tmp_path, "validate", "--extra-pkg", "htop", "--var", "volume_type=io1")
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("amibuild: error: --var volume_type: Packer refuses the value of volume_type")
@@ -71,11 +66,11 @@ def test_validate_reports_a_packer_refusal_as_one_line(tmp_path: Path) -> None:
 
 
 def test_userdata_round_trips_through_decode_userdata(tmp_path: Path) -> None:
-    made = invoke(tmp_path, "userdata", "--cluster", "prod", "--os", "al2", "--proxy", "http://proxy.local:3128",
+    made = run_cli(tmp_path, "userdata", "--cluster", "prod", "--os", "al2", "--proxy", "http://proxy.local:3128",
                   "--region", "eu-west-1", "--base64")
     assert made.returncode == 0, made.stderr
     (tmp_path / "ud.txt").write_text(made.stdout)
-    decoded = invoke(tmp_path, "decode-userdata", "ud.txt")
+    decoded = run_cli(tmp_path, "decode-userdata", "ud.txt")
     assert decoded.returncode == 0, decoded.stderr
     assert "text/cloud-boothook" in decoded.stdout and "text/x-shellscript" in decoded.stdout
     assert "/etc/eks/bootstrap.sh prod" in decoded.stdout
@@ -84,7 +79,7 @@ def test_userdata_round_trips_through_decode_userdata(tmp_path: Path) -> None:
 
 def test_decode_userdata_refuses_garbage_with_exit_2(tmp_path: Path) -> None:
     (tmp_path / "junk.bin").write_bytes(bytes(range(256)) * 4)
-    result = invoke(tmp_path, "decode-userdata", "junk.bin")
+    result = run_cli(tmp_path, "decode-userdata", "junk.bin")
     assert result.returncode == 2
     assert result.stderr.strip().startswith("amibuild: error: junk.bin: not user data")
     assert len(result.stderr.strip().splitlines()) == 1
@@ -97,11 +92,11 @@ def test_every_task_that_reports_takes_json(tmp_path: Path) -> None:
     for name in tasks(tmp_path):
         if name in documents:
             continue
-        assert "--json" in invoke(tmp_path, "--help", name).stdout, f"invoke {name} has no --json"
+        assert "--json" in run_cli(tmp_path, "--help", name).stdout, f"invoke {name} has no --json"
 
 
 def test_render_json_lists_folders_and_fingerprints(tmp_path: Path) -> None:
-    result = invoke(tmp_path, "render", "--extra-pkg", "htop", "--json")
+    result = run_cli(tmp_path, "render", "--extra-pkg", "htop", "--json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     (variant,) = document["variants"]

@@ -54,6 +54,9 @@ def workdir(tmp_path: Path, sandbox, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run(workdir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    # A real process, not conftest.run_cli: what is checked is the logging a whole process gets
+    # under --debug (invoke's logging.basicConfig on an unconfigured root logger, botocore's
+    # loggers), which pytest's own handlers on the root logger would change in process.
     return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], cwd=workdir,
                           env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=180)
 

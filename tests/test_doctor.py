@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -15,17 +14,12 @@ import pytest
 
 from amibuild.cli import doctor
 from amibuild.cli.commands import Options
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "amibuild.hcl"
 
 needs_packer = pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
-
-
-def invoke(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k != "AMIBUILD_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], check=False, cwd=cwd,
-                          env={**base, **(env or {})}, capture_output=True, text=True, timeout=60)
 
 
 def report(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
@@ -80,7 +74,7 @@ def test_doctor_on_a_machine_without_packer(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python3").symlink_to(sys.executable)
-    result = invoke(tmp_path, "doctor", "--pipeline", str(EXAMPLE), env={"PATH": str(bin_dir)})
+    result = run_cli(tmp_path, "doctor", "--pipeline", str(EXAMPLE), env={"PATH": str(bin_dir)})
     assert result.returncode == 1, result.stderr
     lines = report(result)
     assert lines["packer"].startswith("FAIL packer: not found")
@@ -117,7 +111,7 @@ def test_doctor_with_the_emulator_down_exits_1_within_seconds(tmp_path: Path) ->
         "AWS_REGION": "us-west-2",
     }
     started = time.monotonic()
-    result = invoke(tmp_path, "doctor", "--pipeline", str(EXAMPLE), env=env)
+    result = run_cli(tmp_path, "doctor", "--pipeline", str(EXAMPLE), env=env)
     elapsed = time.monotonic() - started
     assert result.returncode == 1, result.stderr
     lines = report(result)
@@ -159,7 +153,7 @@ def test_a_mistyped_region_fails_the_region_check_not_the_pipeline(
 
 @needs_packer
 def test_doctor_against_the_sandbox_is_all_ok(sandbox, tmp_path: Path) -> None:
-    result = invoke(tmp_path, "doctor", "--pipeline", str(EXAMPLE))
+    result = run_cli(tmp_path, "doctor", "--pipeline", str(EXAMPLE))
     assert result.returncode == 0, result.stdout + result.stderr
     lines = report(result)
     assert list(lines) == ["packer", "pipeline", "kubernetes", "region", "credentials", "endpoint", "identity"]
@@ -171,7 +165,7 @@ def test_doctor_against_the_sandbox_is_all_ok(sandbox, tmp_path: Path) -> None:
     assert "builds in us-west-2" in lines["region"] and "eu-west-1" in lines["region"]
     assert "account 123456789012" in lines["identity"]
 
-    as_json = invoke(tmp_path, "doctor", "--pipeline", str(EXAMPLE), "--json")
+    as_json = run_cli(tmp_path, "doctor", "--pipeline", str(EXAMPLE), "--json")
     assert as_json.returncode == 0, as_json.stderr
     checks = json.loads(as_json.stdout)
     assert [c["name"] for c in checks] == list(lines) and all(c["ok"] for c in checks)
@@ -182,7 +176,7 @@ def test_doctor_against_the_sandbox_is_all_ok(sandbox, tmp_path: Path) -> None:
 
 def test_doctor_reports_the_pipeline_files_own_message(tmp_path: Path) -> None:
     (tmp_path / "amibuild.hcl").write_text('pipeline {\n  name = = "t"\n}\n')
-    result = invoke(tmp_path, "doctor")
+    result = run_cli(tmp_path, "doctor")
     assert result.returncode == 1
     lines = report(result)
     assert lines["pipeline"].startswith("FAIL pipeline: amibuild.hcl:2: HCL syntax error")
@@ -190,7 +184,7 @@ def test_doctor_reports_the_pipeline_files_own_message(tmp_path: Path) -> None:
 
 
 def test_doctor_json_carries_the_failures_and_still_exits_1(tmp_path: Path) -> None:
-    result = invoke(tmp_path, "doctor", "--json")
+    result = run_cli(tmp_path, "doctor", "--json")
     assert result.returncode == 1
     checks = {c["name"]: c for c in json.loads(result.stdout)}
     assert checks["credentials"]["ok"] is False

@@ -10,15 +10,14 @@ a ClientError whose "code" is 500 and whose message is the page). Each ends with
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from conftest import CliResult, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = b"<!doctype html>\n<html><head><title>500 Internal Server Error</title></head><body><h1>Oops</h1></body></html>\n"
@@ -65,12 +64,10 @@ def garbage_200() -> Iterator[str]:
     yield from _serve(200, b"\x00\x01not a response at all", "application/octet-stream")
 
 
-def invoke(workdir: Path, endpoint: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-west-2"}
-    env.pop("AMIBUILD_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], cwd=workdir, env=env,
-                          capture_output=True, text=True, timeout=120)
+def invoke(workdir: Path, endpoint: str, *args: str) -> CliResult:
+    """The command line (conftest.run_cli) against `endpoint` with dummy credentials."""
+    return run_cli(workdir, *args, env={"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-west-2"})
 
 
 COMMANDS = [

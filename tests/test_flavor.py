@@ -4,8 +4,6 @@ instance type that boots it, the fingerprint, the tags and the channel's {flavor
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import boto3
@@ -16,6 +14,7 @@ from amibuild.errors import SpecError
 from amibuild.render import eks_name_filter, eks_parameter
 from amibuild.sandbox import recommended_parameter
 from amibuild.pipeline.naming import parameter_name
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,8 +89,7 @@ def test_nvidia_al2023_variant_builds_from_the_nvidia_parent_tagged_with_its_fla
         'variant "cuda" {\n  os = "al2023"\n  kubernetes_version = "1.35"\n  flavor = "nvidia"\n'
         '  extra_packages = ["ceph-common"]\n}\n')
 
-    built = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--json"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=180)
+    built = run_cli(tmp_path, "build-ami", "--json")
 
     assert built.returncode == 0, built.stderr
     ssm = boto3.client("ssm", region_name="us-west-2")

@@ -10,6 +10,7 @@ node group, instances, two of them tagged as Karpenter's.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,7 +18,6 @@ from pathlib import Path
 import boto3
 import pytest
 
-from amibuild.cli.main import program
 from amibuild.lifecycle import fleet
 from amibuild.lifecycle.consumers import ChannelFact, LaunchFacts, Uses
 from amibuild.aws import Image
@@ -25,6 +25,7 @@ from amibuild.aws.consumers import StackImage
 from amibuild.errors import FleetBehind, SpecError
 from amibuild.sandbox import seed_images
 from amibuild.sandbox.fleet import FleetSeed, karpenter_tags
+from conftest import run_cli
 
 REGION = "us-west-2"
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -123,14 +124,9 @@ def make_image(variant: str, n: int, region: str = REGION) -> str:
 
 
 def amibuild(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        program().run(["amibuild", *args])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
+    """(exit code, stdout, stderr) of `amibuild ARGS` in the current folder (conftest.run_cli)."""
+    done = run_cli(os.getcwd(), *args, binary="amibuild")
+    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 from amibuild import hcl
 from amibuild.pipeline import Overrides, Pipeline, Proxy, Repo, Variant, load
 from amibuild.errors import SpecError
+from conftest import run_cli
 from amibuild.render import SourceAmi, Target, provisioner_blocks, render_variant, template_variables, \
     apply_packer_vars, write
 
@@ -161,10 +161,7 @@ def test_a_sandbox_build_through_the_cli_carries_hostile_text_and_script_names_a
         'pipeline {\n  name = "inj"\n  regions = ["us-west-2"]\n'
         f"  tags = {{ note = {hcl.quote(text)} }}\n}}\n\n"
         f'variant "v" {{\n  description = {hcl.quote(text)}\n  scripts = [{hcl.quote(script)}]\n}}\n')
-    proc = subprocess.run(
-        [sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--no-publish",
-         "--var", f"ami_description={text}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = run_cli(tmp_path, "build-ami", "--no-publish", "--var", f"ami_description={text}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     # each run writes its own folder (build/runs/<run>/<variant>/packer.log): find the one log
     logs = sorted((tmp_path / "build").rglob("packer.log"))

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 from amibuild.handoff.userdata import render as userdata
 from amibuild.handoff.userdata.bootstrap_sh import OPTIONS
 from amibuild.handoff.userdata.kubelet import KubeletSettings
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n").decode()
@@ -43,12 +43,6 @@ needs_nodeadm = pytest.mark.skipif(NODEADM is None or not NODEADM.is_file(),
                                    reason="../shared/nodeadm/nodeadm (the real nodeadm) is not here")
 
 
-def amibuild(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "AMIBUILD_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "amibuild", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
-
-
 def nodeadm(command: str, path: Path) -> subprocess.CompletedProcess[str]:
     assert NODEADM is not None
     return subprocess.run([str(NODEADM), "config", command, "--config-source", f"file://{path}"],
@@ -68,12 +62,12 @@ def dump(path: Path) -> dict:
 
 @needs_nodeadm
 def test_userdata_with_every_option_passes_nodeadm_and_dumps_exactly_what_was_asked(tmp_path: Path) -> None:
-    made = amibuild("userdata", *AL2023, "--proxy", PROXY, "--no-proxy", "registry.corp.example",
+    made = run_cli(ROOT, "userdata", *AL2023, "--proxy", PROXY, "--no-proxy", "registry.corp.example",
                     "--kubelet-flag=--v=2", "--kubelet-flag=--eviction-hard=memory.available<100Mi",
                     "--node-label", "team=data", "--node-label", "example.com/tier=batch",
                     "--taint", "dedicated=ceph:NoSchedule", "--taint", "spot:PreferNoSchedule",
                     "--max-pods", "58", "--cfn-stack", "prod-nodes", "--cfn-resource", "NodeGroup",
-                    "--private-endpoint")
+                    "--private-endpoint", binary="amibuild")
     assert made.returncode == 0, made.stderr
     path = tmp_path / "userdata"
     path.write_text(made.stdout)
@@ -102,7 +96,7 @@ def test_userdata_with_every_option_passes_nodeadm_and_dumps_exactly_what_was_as
 @needs_nodeadm
 def test_userdata_defaults_to_al2023_and_without_settings_nodeadm_gets_no_kubelet_or_environment(
         tmp_path: Path) -> None:
-    made = amibuild("userdata", *AL2023)
+    made = run_cli(ROOT, "userdata", *AL2023, binary="amibuild")
     assert made.returncode == 0, made.stderr
     path = tmp_path / "userdata"
     path.write_text(made.stdout)
@@ -194,7 +188,7 @@ def test_option_table_is_the_one_of_the_real_bootstrap_sh(archive: str) -> None:
     pytest.param(["--bootstrap-args", "--use-max-pods false"], "--bootstrap-args is for al2", id="al2023 bootstrap"),
 ])
 def test_values_the_kubelet_would_not_get_as_given_are_refused_naming_the_flag(args: list[str], named: str) -> None:
-    result = amibuild("userdata", *AL2023, *args)
+    result = run_cli(ROOT, "userdata", *AL2023, *args, binary="amibuild")
 
     assert result.returncode == 2, result.stdout
     assert result.stdout == ""

@@ -11,6 +11,7 @@ from amibuild import tags
 from amibuild.aws import Aws
 from amibuild.bake import leftovers
 from amibuild.bake.leftovers import Leftover, Scope
+from conftest import run_cli
 
 DATA = Path(__file__).parent / "data" / "packer"
 RUN = "20261130T170000Z-abc123"
@@ -90,15 +91,6 @@ def test_remove_lists_what_it_could_not_remove_once_the_endpoint_is_gone(sandbox
     assert all("cannot reach" in why for _, why in failed)
 
 
-def invoke(cwd: Path, *args: str):
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parent.parent
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(root), *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
-
-
 def test_clean_run_removes_a_dead_runs_leftovers_of_every_variant(sandbox, tmp_path: Path) -> None:
     import json
 
@@ -109,25 +101,25 @@ def test_clean_run_removes_a_dead_runs_leftovers_of_every_variant(sandbox, tmp_p
     other = _leave_behind("20261130T170000Z-999999", "ceph", "e2e-ceph-1.30-x86_64")
     (tmp_path / "build" / "runs" / RUN).mkdir(parents=True)  # the dead run's folder (its logs are gone)
 
-    listed = invoke(tmp_path, "clean-run", "--run-id", RUN, "--dry-run", "--json")
+    listed = run_cli(tmp_path, "clean-run", "--run-id", RUN, "--dry-run", "--json")
     assert listed.returncode == 0, listed.stderr
     ids = {x["id"] for x in json.loads(listed.stdout)["found"]}
     assert {ceph["instance"], ceph["copy"], arm["instance"], arm["copy"], arm["image"]} <= ids
     assert not ids & set(other.values())
 
-    done = invoke(tmp_path, "clean-run", "--run-id", RUN)
+    done = run_cli(tmp_path, "clean-run", "--run-id", RUN)
     assert done.returncode == 0, done.stderr
     assert f"removed  image {arm['copy']} in eu-west-1" in done.stdout
     # no Packer log left: the temporary groups are found on the run's instances
     assert f"removed  security-group {ceph['group']} in us-west-2" in done.stdout
-    again = invoke(tmp_path, "clean-run", "--run-id", RUN)
+    again = run_cli(tmp_path, "clean-run", "--run-id", RUN)
     assert again.stdout.strip() == f"run {RUN}: nothing left behind"
     assert boto3.client("ec2", region_name="eu-west-1").describe_images(ImageIds=[other["copy"]])["Images"]
 
 
 @pytest.mark.parametrize("run_id", ["*", "", "20261130T170000Z"])
 def test_clean_run_refuses_anything_but_a_run_id(sandbox, tmp_path: Path, run_id: str) -> None:
-    result = invoke(tmp_path, "clean-run", "--run-id", run_id)
+    result = run_cli(tmp_path, "clean-run", "--run-id", run_id)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("amibuild: error: --run-id: ")
 
@@ -139,6 +131,6 @@ def test_clean_run_refuses_a_run_that_still_holds_its_build_lease(sandbox, tmp_p
     live = Lease(Aws(region="us-west-2"), build_lease_name("/amibuild", "e2e", "ceph", "ab" * 32), "us-west-2",
                  run_id=RUN, owner="builder@elsewhere pid 1")
     assert live.try_acquire() is None
-    result = invoke(tmp_path, "clean-run", "--run-id", RUN)
+    result = run_cli(tmp_path, "clean-run", "--run-id", RUN)
     assert result.returncode == 2
     assert f"run {RUN} is still building" in result.stderr

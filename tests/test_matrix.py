@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +10,7 @@ import pytest
 from amibuild.pipeline import matrix as matrix_mod
 from amibuild.pipeline import load
 from amibuild.errors import UsageError
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "amibuild.hcl"
@@ -26,12 +24,6 @@ EXAMPLE_MATRIX = {
         {"variant": "ceph-al2", "os": "al2", "arch": "x86_64", "kubernetes_version": "1.32", "base": "eks-optimized"},
     ]
 }
-
-
-def invoke(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in ("AMIBUILD_DEBUG", "GITHUB_OUTPUT")}
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], check=False, cwd=cwd,
-                          env={**base, **(env or {})}, capture_output=True, text=True, timeout=60)
 
 
 def test_matrix_of_the_example_pipeline_lists_every_enabled_variant_in_file_order() -> None:
@@ -62,13 +54,13 @@ def test_github_output_refuses_more_jobs_than_github_runs(tmp_path: Path) -> Non
 
 
 def test_matrix_json_through_the_cli(tmp_path: Path) -> None:
-    result = invoke(tmp_path, "matrix", "--pipeline", str(EXAMPLE), "--json")
+    result = run_cli(tmp_path, "matrix", "--pipeline", str(EXAMPLE), "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == EXAMPLE_MATRIX
 
 
 def test_matrix_prints_a_readable_table_by_default(tmp_path: Path) -> None:
-    result = invoke(tmp_path, "matrix", "--pipeline", str(EXAMPLE))
+    result = run_cli(tmp_path, "matrix", "--pipeline", str(EXAMPLE))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["variant", "os", "arch", "k8s", "base"]
@@ -78,7 +70,7 @@ def test_matrix_prints_a_readable_table_by_default(tmp_path: Path) -> None:
 
 
 def test_matrix_variant_flag_selects(tmp_path: Path) -> None:
-    result = invoke(tmp_path, "matrix", "--pipeline", str(EXAMPLE), "--variant", "ceph-arm",
+    result = run_cli(tmp_path, "matrix", "--pipeline", str(EXAMPLE), "--variant", "ceph-arm",
                     "--variant", "ceph", "--json")
     assert result.returncode == 0, result.stderr
     assert [e["variant"] for e in json.loads(result.stdout)["include"]] == ["ceph-arm", "ceph"]
@@ -88,7 +80,7 @@ def test_matrix_github_writes_exactly_one_matrix_line(tmp_path: Path) -> None:
     """What a workflow's plan job runs: the same matrix as --json, one `matrix=` line in the file."""
     out = tmp_path / "github_output"
     out.write_text("other=value\n")
-    result = invoke(tmp_path, "matrix", "--pipeline", str(EXAMPLE), "--github", env={"GITHUB_OUTPUT": str(out)})
+    result = run_cli(tmp_path, "matrix", "--pipeline", str(EXAMPLE), "--github", env={"GITHUB_OUTPUT": str(out)})
     assert result.returncode == 0, result.stderr
     written = out.read_text().splitlines()
     assert written[0] == "other=value"
@@ -99,7 +91,7 @@ def test_matrix_github_writes_exactly_one_matrix_line(tmp_path: Path) -> None:
 
 
 def test_matrix_github_without_github_output_exits_2_with_one_line(tmp_path: Path) -> None:
-    result = invoke(tmp_path, "matrix", "--pipeline", str(EXAMPLE), "--github")
+    result = run_cli(tmp_path, "matrix", "--pipeline", str(EXAMPLE), "--github")
     assert result.returncode == 2
     message = result.stderr.strip()
     assert len(message.splitlines()) == 1, message
@@ -109,6 +101,6 @@ def test_matrix_github_without_github_output_exits_2_with_one_line(tmp_path: Pat
 
 def test_matrix_refuses_a_bad_pipeline_file_with_exit_2(tmp_path: Path) -> None:
     (tmp_path / "amibuild.hcl").write_text('variant "Bad_Name" {\n}\n')
-    result = invoke(tmp_path, "matrix")
+    result = run_cli(tmp_path, "matrix")
     assert result.returncode == 2
     assert result.stderr.strip().startswith("amibuild: error: amibuild.hcl")

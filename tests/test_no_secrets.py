@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
+
+from conftest import CliResult, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTINEL = "SENTINELsecretKEY0123456789abcdefDONOTLEAK"
@@ -22,12 +23,9 @@ def test_secret_access_key_is_in_no_rendered_file(tmp_path: Path, sandbox, monke
     monkeypatch.setenv("AMIBUILD_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SENTINEL)
     monkeypatch.setenv("AWS_SESSION_TOKEN", SENTINEL + "TOKEN")
-    def render(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "invoke", "-r", str(ROOT), "render", "--pipeline", str(ROOT / "amibuild.hcl"),
-             "--build-dir", str(tmp_path / "build"), "--extra-pkg", "htop", *args],
-            cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        )
+    def render(*args: str) -> CliResult:
+        return run_cli(tmp_path, "render", "--pipeline", str(ROOT / "amibuild.hcl"),
+                       "--build-dir", str(tmp_path / "build"), "--extra-pkg", "htop", *args)
 
     result = render("--variant", "ceph", "--variant", "ceph-arm")
     assert result.returncode == 0, result.stderr

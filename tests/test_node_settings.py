@@ -16,7 +16,8 @@ import pytest
 from amibuild.handoff.userdata import decode as userdata_decode
 from amibuild.sandbox import SANDBOX_CLUSTER, seed_images
 from test_kubelet_settings import NODEADM, needs_nodeadm
-from test_today_nodes import PROXY, REGION, ceph_channel, invoke, network, outputs_of, parameters_of
+from conftest import run_cli
+from test_today_nodes import PROXY, REGION, ceph_channel, network, outputs_of, parameters_of
 
 
 def latest_user_data(stack: str) -> list[userdata_decode.Part]:
@@ -50,11 +51,11 @@ def nodeadm_spec(stack: str, tmp_path: Path) -> dict:
 
 def test_update_without_proxy_keeps_it_and_proxy_none_removes_it_saying_so(sandbox, tmp_path) -> None:
     ceph_channel(tmp_path)
-    created = invoke(tmp_path, "nodegroup-deploy", "--stack", "ng-keep", "--cluster", SANDBOX_CLUSTER,
+    created = run_cli(tmp_path, "nodegroup-deploy", "--stack", "ng-keep", "--cluster", SANDBOX_CLUSTER,
                      *network(sandbox), "--variant", "ceph", "--proxy", PROXY, "--node-label", "team=data")
     assert created.returncode == 0, created.stderr
 
-    updated = invoke(tmp_path, "nodegroup-deploy", "--stack", "ng-keep", "--variant", "ceph",
+    updated = run_cli(tmp_path, "nodegroup-deploy", "--stack", "ng-keep", "--variant", "ceph",
                      "--parameter", "NodeInstanceType=m5.large")
 
     assert updated.returncode == 0, updated.stderr
@@ -67,7 +68,7 @@ def test_update_without_proxy_keeps_it_and_proxy_none_removes_it_saying_so(sandb
     assert "--node-labels=team=data" in parts[1].body
     assert parameters_of("ng-keep")["HttpProxy"] == PROXY
 
-    removed = invoke(tmp_path, "nodegroup-deploy", "--stack", "ng-keep", "--variant", "ceph", "--proxy", "none")
+    removed = run_cli(tmp_path, "nodegroup-deploy", "--stack", "ng-keep", "--variant", "ceph", "--proxy", "none")
 
     assert removed.returncode == 0, removed.stderr
     assert f"changed HttpProxy: '{PROXY}' -> ''" in removed.stdout
@@ -82,7 +83,7 @@ def test_update_without_proxy_keeps_it_and_proxy_none_removes_it_saying_so(sandb
 def test_al2023_launch_templates_created_and_updated_give_nodeadm_exactly_the_settings_asked(
         sandbox, tmp_path) -> None:
     image = seed_images()[0].image_id
-    created = invoke(tmp_path, "nodegroup-deploy", "--stack", "ng-nodeadm", "--cluster", SANDBOX_CLUSTER,
+    created = run_cli(tmp_path, "nodegroup-deploy", "--stack", "ng-nodeadm", "--cluster", SANDBOX_CLUSTER,
                      *network(sandbox), "--os", "al2023", "--parameter", f"NodeImageId={image}",
                      "--proxy", PROXY, "--kubelet-flag=--v=2", "--node-label", "team=data",
                      "--taint", "dedicated=ceph:NoSchedule", "--max-pods", "58")
@@ -96,7 +97,7 @@ def test_al2023_launch_templates_created_and_updated_give_nodeadm_exactly_the_se
     assert spec["instance"]["environment"]["default"]["HTTP_PROXY"] == PROXY
 
     # Only the labels named: the flag, taint, max pods and proxy stay.
-    updated = invoke(tmp_path, "nodegroup-deploy", "--stack", "ng-nodeadm", "--node-label", "team=ml",
+    updated = run_cli(tmp_path, "nodegroup-deploy", "--stack", "ng-nodeadm", "--node-label", "team=ml",
                      "--node-label", "tier=gpu")
 
     assert updated.returncode == 0, updated.stderr
@@ -109,7 +110,7 @@ def test_al2023_launch_templates_created_and_updated_give_nodeadm_exactly_the_se
     assert spec["instance"]["environment"]["default"]["HTTP_PROXY"] == PROXY
 
     # none removes: the taints and the proxy go, the rest stays.
-    cleared = invoke(tmp_path, "nodegroup-deploy", "--stack", "ng-nodeadm", "--taint", "none", "--proxy", "none")
+    cleared = run_cli(tmp_path, "nodegroup-deploy", "--stack", "ng-nodeadm", "--taint", "none", "--proxy", "none")
 
     assert cleared.returncode == 0, cleared.stderr
     assert "changed NodeTaints: 'dedicated=ceph:NoSchedule' -> ''" in cleared.stdout
@@ -128,12 +129,12 @@ def test_al2023_launch_templates_created_and_updated_give_nodeadm_exactly_the_se
 def test_al2023_stack_refuses_what_its_nodes_would_not_get_and_changes_nothing(sandbox, tmp_path, args,
                                                                               named) -> None:
     image = seed_images()[0].image_id
-    created = invoke(tmp_path, "nodegroup-deploy", "--stack", "ng-refuse", "--cluster", SANDBOX_CLUSTER,
+    created = run_cli(tmp_path, "nodegroup-deploy", "--stack", "ng-refuse", "--cluster", SANDBOX_CLUSTER,
                      *network(sandbox), "--os", "al2023", "--parameter", f"NodeImageId={image}")
     assert created.returncode == 0, created.stderr
     before = parameters_of("ng-refuse")
 
-    refused = invoke(tmp_path, "nodegroup-deploy", "--stack", "ng-refuse", *args)
+    refused = run_cli(tmp_path, "nodegroup-deploy", "--stack", "ng-refuse", *args)
 
     assert refused.returncode == 2, refused.stdout
     lines = refused.stderr.strip().splitlines()
@@ -187,11 +188,11 @@ def test_decode_reads_a_bare_user_data_value_as_query_prints_it() -> None:
 
 def test_decode_userdata_stack_fills_in_the_stack_parameters(sandbox, tmp_path) -> None:
     ceph_channel(tmp_path)
-    created = invoke(tmp_path, "nodegroup-deploy", "--stack", "ng-decode", "--cluster", SANDBOX_CLUSTER,
+    created = run_cli(tmp_path, "nodegroup-deploy", "--stack", "ng-decode", "--cluster", SANDBOX_CLUSTER,
                      *network(sandbox), "--variant", "ceph", "--parameter", "BootstrapArguments=--use-max-pods false")
     assert created.returncode == 0, created.stderr
 
-    decoded = invoke(tmp_path, "decode-userdata", "ng-decode", "--stack", "--region", REGION)
+    decoded = run_cli(tmp_path, "decode-userdata", "ng-decode", "--stack", "--region", REGION)
 
     assert decoded.returncode == 0, decoded.stderr
     assert f"/etc/eks/bootstrap.sh {SANDBOX_CLUSTER} --use-max-pods false\n" in decoded.stdout

@@ -439,18 +439,40 @@ def test_version_reads_the_installed_binary_once(packer):
     assert packer.version() is version
 
 
+# GOOD_TEMPLATE whose variable Packer checks: the value validate sees decides whether it passes
+CHECKED_TEMPLATE = GOOD_TEMPLATE.replace("  type = string\n}", """  type = string
+  validation {
+    condition     = length(var.greeting) > 3
+    error_message = "The greeting must be longer than three characters."
+  }
+}""", 1)
+TOO_SHORT = "The greeting must be longer than three characters."
+
+
 @needs_packer
-def test_validate_accepts_a_good_template_with_variables(packer, template, tmp_path_factory):
-    packer.validate(template, variables={"greeting": "hello, world"})
+def test_validate_passes_the_given_variables_and_var_files_to_packer(packer, template, tmp_path_factory):
+    (template / "build.pkr.hcl").write_text(CHECKED_TEMPLATE)
+    assert packer.validate(template, variables={"greeting": "hello, world"}) is None
+    with pytest.raises(PackerValidateError, match=TOO_SHORT):  # the value given is the one checked
+        packer.validate(template, variables={"greeting": "hi"})
     var_file = tmp_path_factory.mktemp("vars") / "greeting.pkrvars.hcl"
+    var_file.write_text('greeting = "hello"\n')
+    assert packer.validate(template, var_files=[var_file]) is None
     var_file.write_text('greeting = "hi"\n')
-    packer.validate(template, var_files=[var_file])
+    with pytest.raises(PackerValidateError, match=TOO_SHORT):
+        packer.validate(template, var_files=[var_file])
 
 
 @needs_packer
 def test_validate_reads_auto_pkrvars_in_the_directory(packer, template):
+    (template / "build.pkr.hcl").write_text(CHECKED_TEMPLATE)
+    with pytest.raises(PackerValidateError, match='Unset variable "greeting"'):
+        packer.validate(template)  # the control: nothing sets it yet
+    (template / "greeting.auto.pkrvars.hcl").write_text('greeting = "hello"\n')
+    assert packer.validate(template) is None
     (template / "greeting.auto.pkrvars.hcl").write_text('greeting = "hi"\n')
-    packer.validate(template)
+    with pytest.raises(PackerValidateError, match=TOO_SHORT):
+        packer.validate(template)
 
 
 @needs_packer

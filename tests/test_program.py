@@ -16,6 +16,7 @@ from amibuild.pipeline import Overrides, load
 from amibuild.pipeline import support
 from amibuild.errors import SandboxError, SpecError
 from amibuild.sandbox import moto_check
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "amibuild" / "pipeline" / "example.hcl"
@@ -31,14 +32,6 @@ variant "ceph" {
   extra_packages = ["ceph-common"]
 }
 """
-
-
-def amibuild(cwd: Path, *args: str, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k != "AMIBUILD_DEBUG"}
-    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environ.get("PYTHONPATH")]))
-    environ.update(env or {})
-    return subprocess.run([sys.executable, "-m", "amibuild", *args], cwd=cwd, env=environ, text=True,
-                          timeout=120, **({"capture_output": True} | kwargs))
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -69,7 +62,7 @@ def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
         "bad-number", "bad-number-inline", "stray-word", "core-bad-number"])
 def test_parse_errors_are_one_line_with_exit_2_and_write_nothing(tmp_path: Path, args, words) -> None:
     (tmp_path / "amibuild.hcl").write_text(PIPELINE)
-    line = one_error_line(amibuild(tmp_path, *args))
+    line = one_error_line(run_cli(tmp_path, *args, binary="amibuild"))
     for word in words:
         assert word in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["amibuild.hcl"]
@@ -78,23 +71,27 @@ def test_parse_errors_are_one_line_with_exit_2_and_write_nothing(tmp_path: Path,
 def test_version_list_and_task_help(tmp_path: Path) -> None:
     from amibuild import __version__
 
-    assert amibuild(tmp_path, "--version").stdout.strip() == f"amibuild {__version__}"
-    listing = amibuild(tmp_path, "--list")
+    assert run_cli(tmp_path, "--version", binary="amibuild").stdout.strip() == f"amibuild {__version__}"
+    listing = run_cli(tmp_path, "--list", binary="amibuild")
     assert listing.returncode == 0, listing.stderr
     assert listing.stdout.startswith("Subcommands:")
     for name in ("render", "validate", "build-ami", "init", "sandbox", "demo"):
         assert f"\n  {name} " in listing.stdout or f"\n  {name}\n" in listing.stdout, name
-    help_text = amibuild(tmp_path, "build-ami", "--help")
+    help_text = run_cli(tmp_path, "build-ami", "--help", binary="amibuild")
     assert help_text.returncode == 0 and "--extra-pkg" in help_text.stdout and "Usage: amibuild" in help_text.stdout
 
 
-def closed_pipe_run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run with stdout a pipe whose reader is already gone: every write fails, deterministically
-    (what `| head -1` does to a long listing once head has its line)."""
+def closed_pipe_run(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """`python ARGV` with stdout a pipe whose reader is already gone: every write fails,
+    deterministically (what `| head -1` does to a long listing once head has its line). A real
+    process: only one shows what a closed pipe does to the interpreter's own flush at exit."""
+    environ = {k: v for k, v in os.environ.items() if k != "AMIBUILD_DEBUG"}
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environ.get("PYTHONPATH")]))
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        return amibuild(cwd, *args, stdout=write_end, stderr=subprocess.PIPE, capture_output=False)
+        return subprocess.run([sys.executable, *argv], cwd=cwd, env=environ, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.PIPE)
     finally:
         os.close(write_end)
 
@@ -107,7 +104,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
             {"run_id": f"r{n}", "started": "2026-01-01T00:00:00Z", "variants": [{"name": "a", "status": "built"}]}))
     (tmp_path / "amibuild.hcl").write_text(PIPELINE)
     for args in (["runs"], ["--list"], ["matrix"]):
-        result = closed_pipe_run(tmp_path, *args)
+        result = closed_pipe_run(tmp_path, "-m", "amibuild", *args)
         assert result.returncode == 0, (args, result.stderr)
         assert result.stderr == "", (args, result.stderr)
 
@@ -130,7 +127,7 @@ def test_render_from_a_subfolder_finds_the_file_above_and_writes_build_beside_it
     (repo / "amibuild.hcl").write_text(PIPELINE)
     deep = repo / "docs" / "notes"
     deep.mkdir(parents=True)
-    result = amibuild(deep, "render", "--json")
+    result = run_cli(deep, "render", "--json", binary="amibuild")
     assert result.returncode == 0, result.stderr
     (variant,) = json.loads(result.stdout)["variants"]
     assert variant["name"] == "ceph"  # the file's variant, not a `default` made of flags
@@ -145,7 +142,7 @@ def test_the_search_stops_at_the_repository_root_and_says_where_it_looked(tmp_pa
     (repo / ".git").mkdir(parents=True)
     sub = repo / "sub"
     sub.mkdir()
-    result = amibuild(sub, "render", "--extra-pkg", "htop", "--json")
+    result = run_cli(sub, "render", "--extra-pkg", "htop", "--json", binary="amibuild")
     assert result.returncode == 0, result.stderr
     assert [v["name"] for v in json.loads(result.stdout)["variants"]] == ["default"]
     notes = [line for line in result.stderr.splitlines() if "no amibuild.hcl" in line]
@@ -158,7 +155,7 @@ def test_pipeline_flag_overrides_the_search(tmp_path: Path) -> None:
     other = tmp_path / "elsewhere"
     other.mkdir()
     (other / "mine.hcl").write_text(PIPELINE.replace('variant "ceph"', 'variant "mine"'))
-    result = amibuild(tmp_path, "render", "--pipeline", "elsewhere/mine.hcl", "--json")
+    result = run_cli(tmp_path, "render", "--pipeline", "elsewhere/mine.hcl", "--json", binary="amibuild")
     assert result.returncode == 0, result.stderr
     assert [v["name"] for v in json.loads(result.stdout)["variants"]] == ["mine"]
     assert (other / "build" / "mine").is_dir()
@@ -168,7 +165,7 @@ def test_pipeline_flag_overrides_the_search(tmp_path: Path) -> None:
 def test_an_empty_pipeline_file_is_bad_input(tmp_path: Path, text: str) -> None:
     (tmp_path / "amibuild.hcl").write_text(text)
     (tmp_path / "sub").mkdir()
-    line = one_error_line(amibuild(tmp_path / "sub", "render", "--extra-pkg", "htop"))
+    line = one_error_line(run_cli(tmp_path / "sub", "render", "--extra-pkg", "htop", binary="amibuild"))
     assert "amibuild.hcl: the pipeline file is empty" in line
     assert not (tmp_path / "build").exists() and not (tmp_path / "sub" / "build").exists()
 
@@ -179,8 +176,8 @@ def test_the_shipped_example_renders_with_the_network_blocked(tmp_path: Path) ->
     assert os.environ["HTTPS_PROXY"] == "http://127.0.0.1:9"
     assert (ROOT / "amibuild.hcl").read_text() == EXAMPLE.read_text()  # the repository's file is the packaged one
     shutil.copy(EXAMPLE, tmp_path / "amibuild.hcl")
-    result = amibuild(tmp_path, "render", "--extra-pkg", "ceph-common", "--json",
-                      env={"AMIBUILD_CACHE": str(tmp_path / "cache")})
+    result = run_cli(tmp_path, "render", "--extra-pkg", "ceph-common", "--json",
+                      env={"AMIBUILD_CACHE": str(tmp_path / "cache")}, binary="amibuild")
     assert result.returncode == 0, result.stderr
     assert {v["name"] for v in json.loads(result.stdout)["variants"]} == ENABLED
     assert {p.name for p in (tmp_path / "build").iterdir()} == ENABLED
@@ -189,7 +186,7 @@ def test_the_shipped_example_renders_with_the_network_blocked(tmp_path: Path) ->
 
 def test_the_human_answer_goes_to_stdout_and_run_wide_notes_once(tmp_path: Path) -> None:
     shutil.copy(EXAMPLE, tmp_path / "amibuild.hcl")
-    result = amibuild(tmp_path, "render")
+    result = run_cli(tmp_path, "render", binary="amibuild")
     assert result.returncode == 0, result.stderr
     assert sorted(line.split()[0] for line in result.stdout.splitlines()) == sorted(ENABLED)
     note_counts = {line: result.stderr.count(line) for line in result.stderr.splitlines() if "note:" in line}
@@ -225,7 +222,7 @@ def test_enabled_is_checked(tmp_path: Path) -> None:
 
 def test_init_writes_a_starter_that_validates_and_refuses_to_overwrite(tmp_path: Path) -> None:
     (tmp_path / ".gitignore").write_text("*.log")  # no final newline: the entry goes on its own line
-    result = amibuild(tmp_path, "init")
+    result = run_cli(tmp_path, "init", binary="amibuild")
     assert result.returncode == 0, result.stderr
     assert (tmp_path / ".gitignore").read_text() == "*.log\n/build/\n"
     pipeline = load(tmp_path / "amibuild.hcl")
@@ -237,20 +234,20 @@ def test_init_writes_a_starter_that_validates_and_refuses_to_overwrite(tmp_path:
     assert starter.count("\n#") >= 5  # commented for a new user
 
     (tmp_path / "amibuild.hcl").write_text("# mine\n" + starter)
-    line = one_error_line(amibuild(tmp_path, "init"))
+    line = one_error_line(run_cli(tmp_path, "init", binary="amibuild"))
     assert "already exists" in line
     assert (tmp_path / "amibuild.hcl").read_text().startswith("# mine\n")
     assert (tmp_path / ".gitignore").read_text() == "*.log\n/build/\n"
 
     if shutil.which("packer"):
-        validated = amibuild(tmp_path, "validate")
+        validated = run_cli(tmp_path, "validate", binary="amibuild")
         assert validated.returncode == 0, validated.stderr
         assert validated.stdout.startswith("1 variant(s) valid with packer")
 
 
 def test_init_keeps_an_existing_build_entry(tmp_path: Path) -> None:
     (tmp_path / ".gitignore").write_text("/build/\n")
-    assert amibuild(tmp_path, "init").returncode == 0
+    assert run_cli(tmp_path, "init", binary="amibuild").returncode == 0
     assert (tmp_path / ".gitignore").read_text() == "/build/\n"
 
 
@@ -263,11 +260,11 @@ def test_amibuild_yaml_beside_the_pipeline_file_and_env_set_the_build_folder(tmp
     (tmp_path / "amibuild.yaml").write_text("amibuild:\n  build_dir: out\n")
     sub = tmp_path / "sub"
     sub.mkdir()
-    assert amibuild(sub, "render").returncode == 0
+    assert run_cli(sub, "render", binary="amibuild").returncode == 0
     assert (tmp_path / "out" / "ceph").is_dir() and not (tmp_path / "build").exists()
-    assert amibuild(sub, "render", env={"AMIBUILD_BUILD_DIR": "env-out"}).returncode == 0
+    assert run_cli(sub, "render", env={"AMIBUILD_BUILD_DIR": "env-out"}, binary="amibuild").returncode == 0
     assert (tmp_path / "env-out" / "ceph").is_dir()
-    assert amibuild(sub, "render", "--build-dir", "flag-out").returncode == 0
+    assert run_cli(sub, "render", "--build-dir", "flag-out", binary="amibuild").returncode == 0
     assert (sub / "flag-out" / "ceph").is_dir()  # a flag is taken as given, from the current folder
 
 
@@ -316,7 +313,7 @@ def test_the_moto_check_covers_every_moto_name_the_sandbox_imports() -> None:
 
     # what amibuild/sandbox/__init__.py held before it was split into these modules
     trees = [ast.parse((ROOT / "amibuild" / "sandbox" / f"{name}.py").read_text())
-             for name in ("__init__", "seed", "process", "server", "patches")]
+             for name in ("__init__", "seed", "process", "server", "patches", "touched")]
     imported = {(node.module, alias.name) for tree in trees for node in ast.walk(tree)
                 if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("moto")
                 for alias in node.names}
@@ -328,11 +325,6 @@ def test_the_moto_check_covers_every_moto_name_the_sandbox_imports() -> None:
 # ------------------------------------------------------------------------------- `invoke` in this repository
 
 
-def invoke_here(cwd: Path, *args: str, **kwargs) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], cwd=cwd, text=True, timeout=120,
-                          **({"capture_output": True} | kwargs))
-
-
 @pytest.mark.parametrize("args, words", [
     (["build-ami", "--extra-pkgs", "ceph-common"], ["build-ami: unknown flag --extra-pkgs", "did you mean --extra-pkg",
                                                     "`invoke build-ami --help`"]),
@@ -340,19 +332,14 @@ def invoke_here(cwd: Path, *args: str, **kwargs) -> subprocess.CompletedProcess[
     (["runs", "--limit", "abc"], ["--limit abc", "whole number"]),
 ], ids=["flag", "task", "bad-number"])
 def test_invoke_here_reports_parse_errors_the_same_way(tmp_path: Path, args, words) -> None:
-    line = one_error_line(invoke_here(tmp_path, *args))
+    line = one_error_line(run_cli(tmp_path, *args))
     for word in words:
         assert word in line, line
     assert list(tmp_path.iterdir()) == []
 
 
 def test_invoke_here_ends_quietly_on_a_closed_pipe(tmp_path: Path) -> None:
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    try:
-        result = invoke_here(tmp_path, "--list", stdout=write_end, stderr=subprocess.PIPE, capture_output=False)
-    finally:
-        os.close(write_end)
+    result = closed_pipe_run(tmp_path, "-m", "invoke", "-r", str(ROOT), "--list")
     assert (result.returncode, result.stderr) == (0, "")
 
 

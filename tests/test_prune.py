@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -29,6 +27,7 @@ from amibuild.pipeline import load
 from amibuild.aws import Aws, Image
 from amibuild.errors import SpecError
 from amibuild.sandbox import seed_images
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "prune"
@@ -282,11 +281,6 @@ def own_images_and_snapshots() -> tuple[set[str], set[str]]:
     return images, snapshots
 
 
-def invoke(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
-
-
 @pytest.fixture
 def workdir(tmp_path: Path, sandbox) -> Path:
     (tmp_path / "amibuild.hcl").write_text(PIPELINE)
@@ -316,7 +310,7 @@ def eight_builds(workdir: Path) -> dict[str, object]:
 def test_dry_run_prints_the_plan_with_a_reason_for_every_keep_and_deletes_nothing(workdir: Path, eight_builds) -> None:
     built, template = eight_builds["built"], eight_builds["template"]
     before = own_images_and_snapshots()
-    result = invoke(workdir, "prune", "--keep", "2", "--dry-run", "--json")
+    result = run_cli(workdir, "prune", "--keep", "2", "--dry-run", "--json")
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     assert plan["dry_run"] is True and plan["outcomes"] is None
@@ -334,7 +328,7 @@ def test_dry_run_prints_the_plan_with_a_reason_for_every_keep_and_deletes_nothin
     assert by_id[built[1].ami]["snapshots"] == [built[1].snapshot]
     assert own_images_and_snapshots() == before
 
-    text = invoke(workdir, "prune", "--keep", "2", "--dry-run")
+    text = run_cli(workdir, "prune", "--keep", "2", "--dry-run")
     assert text.returncode == 0, text.stderr
     assert "dry run, nothing changed" in text.stdout
     assert f"keep    {built[0].ami}  2024-01-01 12:00  channel stable of ceph current in us-west-2" in text.stdout
@@ -345,7 +339,7 @@ def test_dry_run_prints_the_plan_with_a_reason_for_every_keep_and_deletes_nothin
 def test_keep_2_deletes_exactly_the_others_and_their_snapshots_and_nothing_amibuild_did_not_make(
         workdir: Path, eight_builds) -> None:
     built, foreign, other = eight_builds["built"], eight_builds["foreign"], eight_builds["other"]
-    result = invoke(workdir, "prune", "--keep", "2", "--json")
+    result = run_cli(workdir, "prune", "--keep", "2", "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     doomed = [built[n - 1] for n in (6, 5, 4, 2)]  # newest first
@@ -358,7 +352,7 @@ def test_keep_2_deletes_exactly_the_others_and_their_snapshots_and_nothing_amibu
     assert {b.snapshot for b in kept} <= snapshots
     assert not {b.snapshot for b in doomed} & snapshots
 
-    again = invoke(workdir, "prune", "--keep", "2")
+    again = run_cli(workdir, "prune", "--keep", "2")
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip().splitlines()[-1] == "summary: 0 deleted, 0 failed, 4 kept"
 
@@ -372,7 +366,7 @@ def test_a_refused_deregistration_does_not_stop_the_rest_and_exits_1(workdir: Pa
         proxy.refuse("DeregisterImage", REGION, contains=refused.ami, code="UnauthorizedOperation",
                      message="You are not authorized to perform this operation.")
         env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
-        result = invoke(workdir, "prune", "--keep", "2", env=env)
+        result = run_cli(workdir, "prune", "--keep", "2", env=env)
     assert result.returncode == 1, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("amibuild: error: prune: 1 image(s) not (fully) pruned: ")
@@ -434,7 +428,7 @@ def test_gather_finds_every_kind_of_use(sandbox, workdir: Path) -> None:
 def test_bad_prune_flags_are_refused_with_exit_2_before_any_aws_call(tmp_path: Path) -> None:
     for args, words in ((["--older-than", "5x"], "--older-than '5x'"), ([], "--keep 5"),
                         (["--keep-versions", "x"], "--keep-versions")):
-        result = invoke(tmp_path, "prune", *(["--keep", "3"] if args else []), *args)
+        result = run_cli(tmp_path, "prune", *(["--keep", "3"] if args else []), *args)
         assert result.returncode == 2, result.stderr
         assert result.stderr.strip().startswith("amibuild: error: ") and words in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
@@ -454,17 +448,17 @@ def test_prune_keeps_the_images_of_channels_written_under_two_parameter_template
         publish.publish_variant(aws, pipeline=pipeline, variant=ceph, amis={REGION: b.ami}, channel="beta",
                                 template=legacy)
 
-    dry = invoke(workdir, "prune", "--keep", "1", "--dry-run", "--json")
+    dry = run_cli(workdir, "prune", "--keep", "1", "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     reasons = {i["image_id"]: i["reasons"] for i in json.loads(dry.stdout)["images"]}
     assert reasons[built[0].ami] == ["channel stable of ceph current in us-west-2"]
     assert reasons[built[2].ami] == ["channel parameter /amibuild/legacy/ceph/beta current in us-west-2"]
     assert reasons[built[1].ami] == ["channel parameter /amibuild/legacy/ceph/beta version 1 in us-west-2 "
                                      "(rollback window)"]
-    listed = invoke(workdir, "prune", "--keep", "1", "--dry-run")
+    listed = run_cli(workdir, "prune", "--keep", "1", "--dry-run")
     assert "channel parameter /amibuild/legacy/ceph/beta current in us-west-2" in listed.stdout
 
-    done = invoke(workdir, "prune", "--keep", "1", "--json")
+    done = run_cli(workdir, "prune", "--keep", "1", "--json")
     assert done.returncode == 0, done.stderr
     deleted = {o["image_id"] for o in json.loads(done.stdout)["outcomes"] if o["status"] == "deleted"}
     assert deleted == {built[3].ami, built[4].ami}  # built[5] is the newest

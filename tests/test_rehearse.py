@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
+
 from amibuild import render as render_mod
 from amibuild.pipeline import Overrides, load
 from amibuild.rehearse import rehearse
@@ -59,11 +61,6 @@ def render(tmp_path: Path, text: str, **overrides):
                                       sources={r: SourceAmi("lookup") for r in pipeline.regions},
                                       upstream=upstream.load(Path(v.upstream)) if v.base == "upstream" else None)
             for v in pipeline.variants]
-
-
-def invoke(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **(env or {})})
 
 
 @ROOT_ONLY
@@ -196,13 +193,13 @@ def test_a_typo_in_the_path_of_an_uploaded_file_fails_naming_the_script_and_line
 @ROOT_ONLY
 def test_invoke_rehearse_prints_a_line_per_step_and_json(tmp_path: Path) -> None:
     (tmp_path / "amibuild.hcl").write_text(CEPH)
-    result = invoke(tmp_path, "rehearse", "--json")
+    result = run_cli(tmp_path, "rehearse", "--json")
     assert result.returncode == 0, result.stderr
     (got,) = json.loads(result.stdout)
     assert got["ok"] and got["complete"] and got["variant"] == "ceph"
     assert [s["status"] for s in got["steps"]] == ["ok"] * 5  # proxy, repos, packages, checks, clean-up
     assert {"name": "ceph-common", "version": None} in got["packages"]
-    text = invoke(tmp_path, "rehearse")
+    text = run_cli(tmp_path, "rehearse")
     assert text.returncode == 0, text.stderr
     assert "would install: ceph-common" in text.stdout and "rehearsal passed" in text.stdout
 
@@ -210,7 +207,7 @@ def test_invoke_rehearse_prints_a_line_per_step_and_json(tmp_path: Path) -> None
 @ROOT_ONLY
 def test_invoke_rehearse_exits_1_when_a_package_install_fails(tmp_path: Path) -> None:
     (tmp_path / "amibuild.hcl").write_text(CEPH)
-    result = invoke(tmp_path, "rehearse", env={"AMIBUILD_REHEARSE_REFUSE": "ceph-common"})
+    result = run_cli(tmp_path, "rehearse", env={"AMIBUILD_REHEARSE_REFUSE": "ceph-common"})
     assert result.returncode == 1
     assert "install-packages.sh" in result.stdout and "FAILED" in result.stdout
     assert "amibuild: error: rehearsal failed for ceph" in result.stderr
@@ -218,31 +215,42 @@ def test_invoke_rehearse_exits_1_when_a_package_install_fails(tmp_path: Path) ->
 
 def test_invoke_rehearse_refuses_bad_input_with_one_line_and_exit_2(tmp_path: Path) -> None:
     (tmp_path / "amibuild.hcl").write_text(CEPH.replace('extra_packages = ["ceph-common"]', 'scripts = ["gone.sh"]'))
-    result = invoke(tmp_path, "rehearse")
+    result = run_cli(tmp_path, "rehearse")
     assert result.returncode == 2
     assert result.stderr.startswith("amibuild: error: ") and "gone.sh" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "build").exists()
 
 
-def test_invoke_rehearse_without_root_exits_2_saying_why(tmp_path: Path) -> None:
-    if os.geteuid() != 0:
-        result = invoke(tmp_path, "rehearse")
-    else:  # drop root for the one command (pytest's own temp folders are root's only)
-        if shutil.which("setpriv") is None:
-            pytest.skip("needs setpriv to drop root")
-        work = Path(tempfile.mkdtemp(prefix="amibuild-norootest-"))
-        try:
-            work.chmod(0o777)
-            (work / "amibuild.hcl").write_text(CEPH)
-            result = subprocess.run(
-                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "invoke",
-                 "-r", str(ROOT), "rehearse"], cwd=work, capture_output=True, text=True, timeout=120,
-                env={**os.environ, "HOME": str(work)})
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+def test_invoke_rehearse_without_root_exits_2_saying_why(tmp_path: Path, monkeypatch) -> None:
+    """The refusal itself, in process: whoever runs the suite, amibuild sees an unprivileged user."""
+    (tmp_path / "amibuild.hcl").write_text(CEPH)
+    monkeypatch.setattr(os, "geteuid", lambda: 65534)
+    result = run_cli(tmp_path, "rehearse")
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("amibuild: error: rehearse needs root"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_rehearse_as_an_unprivileged_process_exits_2_saying_why(tmp_path: Path) -> None:
+    """The same refusal in a real process whose user is not root, wherever the checkout sits.
+
+    As root, the command runs in a new user namespace with no mapping (`unshare --user`): its
+    effective uid is the overflow uid (65534) and it holds no privileges, yet the kernel still
+    checks its file access as root's, so a checkout (and .venv) inside a folder only root can
+    enter (`mktemp -d`) stays readable. Dropping to nobody with setpriv could not read them."""
+    (tmp_path / "amibuild.hcl").write_text(CEPH)
+    argv = [sys.executable, "-m", "amibuild", "rehearse"]
+    if os.geteuid() == 0:
+        if shutil.which("unshare") is None:
+            pytest.skip("needs util-linux's unshare to run a command without root")
+        argv = ["unshare", "--user", *argv]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("AMIBUILD_DEBUG", None)
+    result = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("amibuild: error: rehearse needs root"), result.stderr
+    assert not (tmp_path / "build").exists()
 
 
 # ------------------------------------------------------------------------------------- upstream
@@ -373,8 +381,8 @@ def test_a_chain_that_stops_at_a_step_it_cannot_rehearse_exits_3_naming_it_unles
     (tmp_path / "amibuild.hcl").write_text(CEPH.replace(
         'extra_packages = ["ceph-common"]', 'extra_packages = ["ceph-common"]\n  scripts = ["lookup.sh"]'))
 
-    stopped = invoke(tmp_path, "rehearse")
-    allowed = invoke(tmp_path, "rehearse", "--allow-incomplete", "--json")
+    stopped = run_cli(tmp_path, "rehearse")
+    allowed = run_cli(tmp_path, "rehearse", "--allow-incomplete", "--json")
 
     assert stopped.returncode == 3, stopped.stderr
     last = stopped.stderr.strip().splitlines()[-1]
@@ -413,7 +421,7 @@ def test_build_ami_rehearse_stops_only_the_variant_whose_install_fails(tmp_path:
     wrapper.write_text(f'#!/bin/sh\necho "$1 $(basename "$PWD")" >> "{tmp_path}/packer-calls"\n'
                        f'exec {shutil.which("packer")} "$@"\n')
     wrapper.chmod(0o755)
-    result = invoke(tmp_path, "build-ami", "--rehearse", "--json", "--no-publish",
+    result = run_cli(tmp_path, "build-ami", "--rehearse", "--json", "--no-publish",
                     env={"INVOKE_AMIBUILD_PACKER": str(wrapper), "AMIBUILD_REHEARSE_REFUSE": "vendor-agent"})
     assert result.returncode == 1, result.stderr
     outcomes = {v["name"]: v for v in json.loads(result.stdout)["variants"]}
@@ -443,7 +451,7 @@ def test_build_ami_rehearse_stops_an_incomplete_rehearsal_unless_allowed(tmp_pat
     wrapper.chmod(0o755)
     env = {"INVOKE_AMIBUILD_PACKER": str(wrapper)}
 
-    stopped = invoke(tmp_path, "build-ami", "--rehearse", "--json", "--no-publish", env=env)
+    stopped = run_cli(tmp_path, "build-ami", "--rehearse", "--json", "--no-publish", env=env)
 
     assert stopped.returncode == 1, stopped.stderr
     (outcome,) = json.loads(stopped.stdout)["variants"]
@@ -453,7 +461,7 @@ def test_build_ami_rehearse_stops_an_incomplete_rehearsal_unless_allowed(tmp_pat
     calls = (tmp_path / "packer-calls").read_text().splitlines() if (tmp_path / "packer-calls").exists() else []
     assert not [line for line in calls if line.startswith("build ")]
 
-    allowed = invoke(tmp_path, "build-ami", "--rehearse", "--allow-incomplete", "--json", "--no-publish", env=env)
+    allowed = run_cli(tmp_path, "build-ami", "--rehearse", "--allow-incomplete", "--json", "--no-publish", env=env)
 
     assert allowed.returncode == 0, allowed.stderr
     (outcome,) = json.loads(allowed.stdout)["variants"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -89,11 +90,13 @@ def test_render_case_passes_packer_validate_and_fmt(case_dir: Path, monkeypatch:
     from amibuild.cli.commands import check_directory
     from amibuild.bake.packer import Packer
 
+    if shutil.which("packer") is None:
+        # only a bare development machine has no packer at all; CI installs it, so there it fails
+        if os.environ.get("CI"):
+            pytest.fail("no packer binary on PATH, and CI installs one")
+        pytest.skip("no packer binary on PATH")
     packer = Packer()
-    try:
-        version = packer.version()
-    except Exception as exc:  # PackerNotFound: CI installs packer, so this only skips on a bare dev box
-        pytest.skip(f"no packer: {exc}")
+    version = packer.version()  # a packer that is there but broken (or too old) fails this test
     monkeypatch.chdir(case_dir)
     for name, item in render_case(case_dir).items():
         directory = tmp_path / name

@@ -23,8 +23,6 @@ import base64
 import contextlib
 import json
 import os
-import subprocess
-import sys
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -48,6 +46,7 @@ from amibuild.handoff.cfn import StackState
 from amibuild.handoff.rollout import (RolloutAction, Channel, RolloutDecision, LaunchTemplateUse, NodegroupView,
                                       StackParameter, StackView)
 from amibuild.sandbox import SANDBOX_VPC_NAME, seed_images
+from conftest import CliResult, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "rollout"
@@ -392,9 +391,8 @@ class World:
             f"DescribeStacks shows NodeImageIdSSMParam as {ssm!r}, not the parameter name: this sandbox lacks "
             "the CloudFormation update model (_model_stack_updates in amibuild/sandbox/patches.py)")
 
-    def invoke(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], cwd=self.workdir,
-                              capture_output=True, text=True, timeout=120)
+    def invoke(self, *args: str) -> CliResult:
+        return run_cli(self.workdir, *args)
 
 
 @pytest.fixture
@@ -437,7 +435,7 @@ def change_sets(stack: str) -> list[str]:
     return [s["ChangeSetName"] for s in summaries]
 
 
-def last_line(result: subprocess.CompletedProcess[str]) -> str:
+def last_line(result: CliResult) -> str:
     return result.stderr.strip().splitlines()[-1]
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from datetime import date
 from pathlib import Path
 
@@ -13,6 +11,7 @@ from amibuild.pipeline import Overrides, SpecError, load
 from amibuild.cli.doctor import check_support
 from amibuild.sandbox import KUBERNETES_VERSIONS
 from amibuild.pipeline.support import AS_OF, CALENDAR, newest_in_standard_support, support_warning
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 TODAY = date(2026, 11, 30)
@@ -89,8 +88,7 @@ def test_doctor_warns_about_an_old_variant_but_passes(tmp_path: Path) -> None:
 def test_render_prints_the_warning_and_still_renders(tmp_path: Path) -> None:
     (tmp_path / "amibuild.hcl").write_text('variant "old" {\n  kubernetes_version = "1.28"\n}\n')
 
-    result = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "render"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120)
+    result = run_cli(tmp_path, "render")
 
     assert result.returncode == 0, result.stderr
     assert "warning: variant old: Kubernetes 1.28 is past the end of EKS support" in result.stderr

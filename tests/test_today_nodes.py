@@ -11,8 +11,6 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from amibuild.pipeline import load
 from amibuild.channels import publish
 from amibuild.handoff.userdata import decode as userdata_decode
 from amibuild.sandbox import SANDBOX_CLUSTER, Sandbox, seed_images
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 REGION = "us-west-2"
@@ -37,11 +36,6 @@ def shared_dir() -> Path | None:
         if candidate and (Path(candidate) / "upstream").is_dir():
             return Path(candidate)
     return None
-
-
-def invoke(workdir: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], cwd=workdir,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def network(sandbox: Sandbox) -> list[str]:
@@ -102,14 +96,14 @@ variant "workers" {
 @pytest.mark.skipif(shutil.which("packer") is None, reason="the AL2023 build runs the real packer")
 def test_al2023_variant_builds_deploys_and_rolls_out_with_nodeconfig_and_cfn_signal(sandbox, tmp_path) -> None:
     (tmp_path / "amibuild.hcl").write_text(AL2023_PIPELINE)
-    built = invoke(tmp_path, "build-ami")
+    built = run_cli(tmp_path, "build-ami")
     assert built.returncode == 0, built.stderr
-    promoted = invoke(tmp_path, "promote", "--variant", "workers", "--from", "recommended", "--to", "stable")
+    promoted = run_cli(tmp_path, "promote", "--variant", "workers", "--from", "recommended", "--to", "stable")
     assert promoted.returncode == 0, promoted.stderr
     channel = "/amibuild/today/1.33/workers/stable/image_id"
     first = boto3.client("ssm", region_name=REGION).get_parameter(Name=channel)["Parameter"]["Value"]
 
-    deployed = invoke(tmp_path, "nodegroup-deploy", "--stack", "ng-today", "--cluster", SANDBOX_CLUSTER,
+    deployed = run_cli(tmp_path, "nodegroup-deploy", "--stack", "ng-today", "--cluster", SANDBOX_CLUSTER,
                       *network(sandbox), "--variant", "workers", "--channel", "stable")
 
     assert deployed.returncode == 0, deployed.stderr
@@ -134,13 +128,13 @@ def test_al2023_variant_builds_deploys_and_rolls_out_with_nodeconfig_and_cfn_sig
 
     # AWS publishes a newer AL2023 image: the next build makes a new AMI, promoted, then rolled out.
     sandbox.release("1.33", "al2023", "x86_64")
-    rebuilt = invoke(tmp_path, "build-ami")
+    rebuilt = run_cli(tmp_path, "build-ami")
     assert rebuilt.returncode == 0, rebuilt.stderr
-    assert invoke(tmp_path, "promote", "--variant", "workers", "--from", "recommended", "--to", "stable").returncode == 0
+    assert run_cli(tmp_path, "promote", "--variant", "workers", "--from", "recommended", "--to", "stable").returncode == 0
     second = boto3.client("ssm", region_name=REGION).get_parameter(Name=channel)["Parameter"]["Value"]
     assert second != first
 
-    rolled = invoke(tmp_path, "rollout", "--stack", "ng-today", "--variant", "workers", "--channel", "stable")
+    rolled = run_cli(tmp_path, "rollout", "--stack", "ng-today", "--variant", "workers", "--channel", "stable")
 
     assert rolled.returncode == 0, rolled.stderr
     assert launch_data("ng-today")["ImageId"] == second
@@ -200,13 +194,13 @@ def test_stack_from_the_official_template_yaml_rolls_out_and_nodegroup_deploy_re
     before = cfn.get_template(StackName="official")["TemplateBody"]
     ami, _ = ceph_channel(tmp_path)
 
-    rolled = invoke(tmp_path, "rollout", "--stack", "official", "--variant", "ceph", "--channel", "recommended")
+    rolled = run_cli(tmp_path, "rollout", "--stack", "official", "--variant", "ceph", "--channel", "recommended")
 
     assert rolled.returncode == 0, rolled.stderr
     assert launch_data("official")["ImageId"] == ami
     assert parameters_of("official")["BootstrapArguments"] == "--use-max-pods false"
 
-    refused = invoke(tmp_path, "nodegroup-deploy", "--stack", "official", "--parameter", "NodeInstanceType=m5.large")
+    refused = run_cli(tmp_path, "nodegroup-deploy", "--stack", "official", "--parameter", "NodeInstanceType=m5.large")
 
     assert refused.returncode == 2, refused.stderr
     last = refused.stderr.strip().splitlines()[-1]
@@ -218,12 +212,12 @@ def test_stack_from_the_official_template_yaml_rolls_out_and_nodegroup_deploy_re
 
 def test_proxy_update_keeps_bootstrap_arguments_and_says_what_changed(sandbox, tmp_path) -> None:
     ceph_channel(tmp_path)
-    created = invoke(tmp_path, "nodegroup-deploy", "--stack", "ng-proxy", "--cluster", SANDBOX_CLUSTER,
+    created = run_cli(tmp_path, "nodegroup-deploy", "--stack", "ng-proxy", "--cluster", SANDBOX_CLUSTER,
                      *network(sandbox), "--variant", "ceph", "--proxy", PROXY,
                      "--parameter", "BootstrapArguments=--use-max-pods false")
     assert created.returncode == 0, created.stderr
 
-    updated = invoke(tmp_path, "nodegroup-deploy", "--stack", "ng-proxy", "--variant", "ceph", "--proxy", PROXY,
+    updated = run_cli(tmp_path, "nodegroup-deploy", "--stack", "ng-proxy", "--variant", "ceph", "--proxy", PROXY,
                      "--parameter", "NodeInstanceType=m5.large")
 
     assert updated.returncode == 0, updated.stderr
@@ -248,7 +242,7 @@ def test_no_proxy_holds_the_cluster_endpoint_only_when_describe_cluster_says_pri
             "endpointPublicAccess": True, "endpointPrivateAccess": False})
 
     for stack, name in (("ng-private", SANDBOX_CLUSTER), ("ng-public", "public-only")):
-        result = invoke(tmp_path, "nodegroup-deploy", "--stack", stack, "--cluster", name, *network(sandbox),
+        result = run_cli(tmp_path, "nodegroup-deploy", "--stack", stack, "--cluster", name, *network(sandbox),
                         "--variant", "ceph", "--proxy", PROXY, "--no-wait")
         assert result.returncode == 0, result.stderr
 
@@ -260,7 +254,7 @@ def test_no_proxy_holds_the_cluster_endpoint_only_when_describe_cluster_says_pri
 def test_al2023_deploy_without_a_readable_cluster_asks_for_the_flags_and_creates_nothing(sandbox, tmp_path) -> None:
     ceph_channel(tmp_path)
 
-    refused = invoke(tmp_path, "nodegroup-deploy", "--stack", "ng-x", "--cluster", "nowhere", *network(sandbox),
+    refused = run_cli(tmp_path, "nodegroup-deploy", "--stack", "ng-x", "--cluster", "nowhere", *network(sandbox),
                      "--os", "al2023", "--parameter", f"NodeImageId={seed_images()[0].image_id}")
 
     assert refused.returncode == 2

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from amibuild.render.upstream import hcl_document as upstream_document
 from amibuild.render.upstream import load
 from amibuild.sandbox import upstream as seed
 from amibuild.pipeline import Overrides
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -299,12 +299,9 @@ variant "up" {{
 def test_build_ami_builds_one_al2_and_one_al2023_snapshot_in_the_sandbox(
         snapshot: str, checkouts: dict[str, Path], sandbox, tmp_path: Path) -> None:
     os_family, minor = SNAPSHOTS[snapshot]
-    result = subprocess.run(
-        [sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--json", "--base", "upstream",
-         "--upstream", str(checkout_of(checkouts, snapshot)), "--os", os_family, "--k8s", minor,
-         "--extra-pkg", "ceph-common"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=180,
-    )
+    result = run_cli(tmp_path, "build-ami", "--json", "--base", "upstream",
+                     "--upstream", str(checkout_of(checkouts, snapshot)), "--os", os_family, "--k8s", minor,
+                     "--extra-pkg", "ceph-common")
     assert result.returncode == 0, result.stderr
     (variant,) = json.loads(result.stdout)["variants"]
     assert variant["status"] == "built"

@@ -49,6 +49,9 @@ variant "v" {{
 
 
 def invoke(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # A real process, not conftest.run_cli: one of the runs is --debug, and what it prints is the
+    # logging a whole process gets (invoke's logging.basicConfig on an unconfigured root logger),
+    # which pytest's own handlers on the root logger would change in process.
     return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], cwd=workdir,
                           capture_output=True, text=True, timeout=300)
 

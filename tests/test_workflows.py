@@ -6,12 +6,11 @@ from __future__ import annotations
 import functools
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -23,21 +22,16 @@ _INVOKE = re.compile(r"(?:^|[\s/;&|(])invoke((?:\s+-[-\w=]+)*)\s+([a-z][\w.-]*)(
 _FLAG = re.compile(r"(?<![\w-])--([a-z][\w-]*)")
 
 
-def invoke(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), *args], check=False, cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
-
-
 @functools.cache
 def task_names() -> frozenset[str]:
-    result = invoke("--list", "--list-format", "json")
+    result = run_cli(ROOT, "--list", "--list-format", "json")
     assert result.returncode == 0, result.stderr
     return frozenset(t["name"] for t in json.loads(result.stdout)["tasks"])
 
 
 @functools.cache
 def task_help(name: str) -> str:
-    result = invoke(name, "--help")
+    result = run_cli(ROOT, name, "--help")
     assert result.returncode == 0, result.stderr
     return result.stdout
 

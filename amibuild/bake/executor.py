@@ -461,6 +461,7 @@ class Executor:
                         self.progress.update(item.name, state, step)
                 code = proc.wait()
             finally:
+                proc.stdout.close()  # the pipe is ours to close: a long-lived caller would leak one per build
                 if timer:
                     timer.cancel()
                 with self.state.lock:

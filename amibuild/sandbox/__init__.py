@@ -24,7 +24,9 @@ EKS clusters carry a CA that is base64 of a PEM block and the ``accessConfig`` t
 The child wraps moto's WSGI app in a small middleware with its own endpoints::
 
     GET  /amibuild-sandbox/health    {"regions": [...]}: answers once the seed is in place
-    POST /amibuild-sandbox/reset     reset every moto backend, then seed again (in-process)
+    POST /amibuild-sandbox/reset     reset the moto backends of every region written to since the
+                                     last reset (all of them after a write to IAM, S3, ... or a
+                                     release), then seed those again (in-process; `touched`)
     POST /amibuild-sandbox/release   {"k8s", "os", "arch", ["release"]}: publish a newer image
     POST /moto-api/reset             same as /amibuild-sandbox/reset, so the seed survives it
 

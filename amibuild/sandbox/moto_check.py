@@ -16,7 +16,7 @@ from amibuild.errors import MissingExtra, SandboxError
 
 INSTALL_HINT = "pip install 'amibuild[sandbox]'"
 
-# (module, dotted attribute): imported or replaced by amibuild/sandbox/ (server.py, patches.py, seed.py, cluster.py).
+# (module, dotted attribute): imported or replaced by amibuild/sandbox/ (server.py, patches.py, seed.py, cluster.py, touched.py).
 REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.cloudformation.models", "Stack.stack_parameters"),
     ("moto.cloudformation.models", "Stack.parameter_list"),
@@ -37,6 +37,7 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.core.parse", "default_timestamp_parser"),
     ("moto.core.utils", "utcnow"),
     ("moto.moto_api._internal.models", "moto_api_backend"),
+    ("moto.core.base_backend", "BackendDict._instances"),  # amibuild/sandbox/touched.py
     ("moto.moto_server.werkzeug_app", "DomainDispatcherApplication"),
     ("moto.moto_server.werkzeug_app", "MotoRequestHandler"),
     ("moto.moto_server.werkzeug_app", "create_backend_app"),

@@ -169,9 +169,10 @@ class Sandbox:
 
     # -- control endpoints --------------------------------------------------------------------
 
-    def reset(self) -> None:
-        """Drop everything clients created and put the seed back."""
-        self._post("reset", {})
+    def reset(self) -> list[str]:
+        """Drop everything clients created and put the seed back; the regions that needed it
+        (only those written to since the last reset: none when clients only read)."""
+        return self._post("reset", {})["reset"]
 
     def seed_fleet(self, seed: Any, region: str | None = None) -> Any:
         """Make the stacks, node groups, launch templates and instances of a `sandbox.fleet.FleetSeed`."""

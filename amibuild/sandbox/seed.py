@@ -8,7 +8,7 @@ import re
 import threading
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Any
+from typing import Any, Iterable
 
 from amibuild.errors import SandboxError
 from amibuild.sandbox.images import moto_ami
@@ -144,24 +144,30 @@ class _Seeder:
         self.lock = threading.Lock()
         self.released: list[EksImage] = []
 
-    def seed(self) -> None:
+    def seed(self, regions: Iterable[str] = SEED_REGIONS) -> None:
+        """Seed `regions` (all of them, with the binaries bucket, after a full reset; only the
+        regions a partial reset dropped otherwise)."""
         from moto.ec2.models import ec2_backends
         from moto.ssm.models import ssm_backends
         from amibuild.sandbox import upstream
 
-        self.released = []
+        regions = tuple(regions)
+        everything = set(regions) == set(SEED_REGIONS)
+        if everything:
+            self.released = []
         newest: dict[tuple[str, str, str, str], EksImage] = {}
         for image in seed_images():
             key = (image.k8s, image.os, image.arch, image.flavor)
             if key not in newest or image.release > newest[key].release:
                 newest[key] = image
-        for region in SEED_REGIONS:
+        for region in regions:
             ssm = ssm_backends[ACCOUNT_ID][region]
             for image in newest.values():
                 _point_parameters(ssm, image)
             _create_vpc(ec2_backends[ACCOUNT_ID][region], region)
             create_cluster(ec2_backends[ACCOUNT_ID][region], region, account=ACCOUNT_ID, vpc_cidr=SANDBOX_VPC_CIDR)
-        upstream.seed(SEED_REGIONS, ACCOUNT_ID, {k for versions in KUBERNETES_VERSIONS.values() for k in versions})
+        upstream.seed(regions, ACCOUNT_ID, {k for versions in KUBERNETES_VERSIONS.values() for k in versions},
+                      bucket=everything)
 
     def release(self, k8s: str, os_family: str, arch: str, release: str | None) -> EksImage:
         from moto.core.parse import default_timestamp_parser

@@ -19,6 +19,7 @@ from amibuild.sandbox.cluster import model_eks_clusters, read_short_form_yaml
 from amibuild.sandbox.patches import _model_stack_updates
 from amibuild.sandbox import runcommand
 from amibuild.sandbox.process import CHILD_PREFIX, EXIT_REFUSED, serve_foreground
+from amibuild.sandbox.touched import EVERYTHING, Touched, reset_regions
 
 
 _StartResponse = Callable[..., Any]
@@ -30,6 +31,7 @@ class _SandboxApp:
     def __init__(self, moto_app: Any, seeder: _Seeder) -> None:
         self.moto_app = moto_app
         self.seeder = seeder
+        self.touched = Touched()  # the regions clients wrote to since the last reset
 
     def __call__(self, environ: dict[str, Any], start_response: _StartResponse) -> Iterable[bytes]:
         method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "")
@@ -42,15 +44,24 @@ class _SandboxApp:
         if path.startswith(f"{API_PREFIX}/"):
             error = {"error": f"no route {method} {path}"}
             return self._json(start_response, "404 Not Found", error)
+        self.touched.note(environ)
         return self.moto_app(environ, start_response)
 
     def _reset(self) -> dict[str, Any]:
+        """Put the seed back where clients wrote since the last reset (`touched`): nothing when
+        they only read, the regions they wrote to, or everything."""
         from moto.moto_api._internal.models import moto_api_backend
 
         with self.seeder.lock:
-            moto_api_backend.reset()
-            self.seeder.seed()
-        return {"status": "ok"}
+            regions = self.touched.take()
+            if EVERYTHING in regions or not regions <= set(SEED_REGIONS):
+                moto_api_backend.reset()
+                self.seeder.seed()
+                regions = set(SEED_REGIONS)
+            elif regions:
+                reset_regions(regions)
+                self.seeder.seed(sorted(regions))
+        return {"status": "ok", "reset": sorted(regions)}
 
     def _release(self, environ: dict[str, Any]) -> dict[str, Any]:
         length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -61,6 +72,7 @@ class _SandboxApp:
             raise SandboxError(f"release wants JSON with k8s, os, arch: {exc}") from exc
         with self.seeder.lock:
             image = self.seeder.release(*args, body.get("release"))
+            self.touched.add(EVERYTHING)  # every region, and the seeder's own list of releases
         return {
             "image_id": image.image_id,
             "name": image.name,
@@ -92,8 +104,10 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         amis_path.write_text(json.dumps([image.to_moto() for image in seed_images()]))
         # moto reads the file when its EC2 models are imported, and only checks the variable after.
         os.environ["MOTO_AMIS_PATH"] = str(amis_path)
+        from amibuild.sandbox.botodata import parse_once
         from amibuild.sandbox.moto_check import check_internals
 
+        parse_once()  # before moto's imports: they parse botocore's EC2 model several times
         # imports moto.ec2.models (reading the file) and every other moto module used here; a moto
         # that moved what we patch or import fails now, naming it
         check_internals()

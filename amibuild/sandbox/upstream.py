@@ -81,8 +81,9 @@ def newest_binaries(minor: str) -> tuple[str, str]:
     return f"{minor}.{patch}", built
 
 
-def seed(regions: Iterable[str], account_id: str, minors: Iterable[str]) -> None:
-    """Emulator side: the source images in every region, the binaries bucket with its objects."""
+def seed(regions: Iterable[str], account_id: str, minors: Iterable[str], bucket: bool = True) -> None:
+    """Emulator side: the source images in every region, the binaries bucket with its objects
+    (unless ``bucket`` is false: a reset of some regions leaves the partition's S3 alone)."""
     from moto.core.parse import default_timestamp_parser
     from moto.ec2.models import ec2_backends
     from moto.ec2.models.amis import Ami
@@ -94,6 +95,8 @@ def seed(regions: Iterable[str], account_id: str, minors: Iterable[str]) -> None
             fields = image.to_moto()
             fields["creation_date"] = default_timestamp_parser(fields["creation_date"])
             ec2.amis[image.image_id] = Ami(ec2, owner_alias="amazon", **fields)
+    if not bucket:
+        return
     s3 = s3_backends[account_id]["aws"]
     s3.create_bucket(BINARY_BUCKET, BINARY_BUCKET_REGION)
     for key in binary_keys(minors):
