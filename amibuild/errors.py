@@ -27,6 +27,7 @@ turns them into a one-line message and an exit code::
     │   └── NotFound
     ├── SandboxError                      the local AWS emulator failed to start or answer
     ├── PublishRefused                    publish/promote/rollback refused before any write
+    │   └── GateRefused                   the image does not meet the channel's gate (pipeline `channel` block)
     ├── PublishConflict                   another writer moved the channel in between
     │   ├── ChannelBusy                   another writer holds the channel's lease; nothing written
     │   └── LeaseLost                     the writer's lease ran out or was taken over: it stopped writing
@@ -37,6 +38,7 @@ turns them into a one-line message and an exit code::
     ├── PruneFailed                       images or snapshots prune meant to remove are still there
     ├── FleetBehind                       `fleet --check-behind`: a consumer is further behind than allowed
     ├── BuildFailed                       one or more variants failed to build (or were not published)
+    ├── BootTestFailed                    `test-ami`: a check failed on the booted image (or none could run)
     ├── OutputNotWritten                  build/ could not be written (disk full, read-only)
     │   └── RecordNotWritten              the run record could not be written: the AMIs made are named
     ├── CleanupIncomplete                 clean-run could not remove everything a run left behind
@@ -168,6 +170,10 @@ class PublishRefused(AmibuildError):
     """A publish, promote or rollback was refused before anything was written."""
 
 
+class GateRefused(PublishRefused):
+    """The image does not meet the gate of the channel it was to enter; nothing was written."""
+
+
 class PublishConflict(AmibuildError):
     """Another writer moved the channel between amibuild's read and its write."""
 
@@ -210,6 +216,10 @@ class FleetBehind(AmibuildError):
 
 class BuildFailed(AmibuildError):
     """One or more variants failed to build, or were built and not published."""
+
+
+class BootTestFailed(AmibuildError):
+    """`test-ami`: a check failed on the booted image (or none could run)."""
 
 
 class OutputNotWritten(AmibuildError):

@@ -142,8 +142,14 @@ def run_cli(cwd: Path | str, *args: str, env: Mapping[str, str | None] | None = 
 
                 main(argv)
             else:
-                invoke.Program(name="Invoke", binary="inv[oke]", binary_names=["invoke", "inv"],
-                               version=invoke.__version__).run(argv)
+                import invoke.main
+
+                # a fresh instance where `python -m invoke` finds its own (`invoke.main.program`),
+                # so tasks.py adopts it exactly as it adopts the real command's
+                program = invoke.Program(name="Invoke", binary="inv[oke]", binary_names=["invoke", "inv"],
+                                         version=invoke.__version__)
+                mp.setattr(invoke.main, "program", program)
+                program.run(argv)
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

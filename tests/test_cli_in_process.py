@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from amibuild.cli.signals import Signals
+from amibuild.jobs.signals import Signals
 from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -321,7 +321,11 @@ def test_ssm_is_scoped_to_the_pipelines_channels_and_the_public_eks_parameters(p
     assert by_tag["ChannelsReadNowByTag"]["Action"] == ["ssm:GetParameter"]
     for sid in ("ChannelsReadByTag", "ChannelsReadNowByTag"):
         assert by_tag[sid]["Condition"] == {"StringEquals": {"ssm:resourceTag/amibuild:pipeline": "iam"}}
-    assert {r for s in ssm if s["Sid"] not in by_tag for r in s["Resource"]} == {
+    # the boot test's Run Command is on a document and on its own tagged instances, not on parameters
+    run_command = {s["Sid"]: s for s in ssm if s["Sid"].startswith("BootTest")}
+    assert set(run_command) == {"BootTestSsmRead", "BootTestRunShellScript", "BootTestRunOnTestInstances"}
+    assert run_command["BootTestRunOnTestInstances"]["Condition"] == {"Null": {"ssm:resourceTag/amibuild:run-id": "false"}}
+    assert {r for s in ssm if s["Sid"] not in by_tag and s["Sid"] not in run_command for r in s["Resource"]} == {
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam",
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/*",
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/_leases",
@@ -398,3 +402,23 @@ def test_iam_policy_task_prints_the_document(tmp_path: Path) -> None:
     refused = run_cli(tmp_path, "iam-policy")
     assert refused.returncode == 2
     assert refused.stderr.strip().startswith("amibuild: error: iam-policy: the rollout policy names")
+
+
+@pytest.mark.skipif(shutil.which("packer") is None or os.geteuid() != 0,
+                    reason="packer and root (the boot test's stand-in is a rehearsal) are needed")
+def test_test_policy_allows_exactly_what_test_ami_calls(tmp_path: Path, sandbox, recorder: Recorder) -> None:
+    boto3.client("iam", region_name="us-east-1").create_instance_profile(InstanceProfileName="amibuild-test")
+    (tmp_path / "amibuild.hcl").write_text(CHANNELS_PIPELINE.replace(
+        '  copy_to    = ["eu-west-1"]\n', '  copy_to    = ["eu-west-1"]\n  test {\n    instance_profile = "amibuild-test"\n  }\n'))
+    built = run_cli(tmp_path, "build-ami", "--no-publish", "--json")  # not through the recorder: not this task's
+    assert built.returncode == 0, built.stderr
+    ami = json.loads(built.stdout)["variants"][0]["amis"]["us-west-2"]
+    recorder.forget()
+    tested = run_cli(tmp_path, "test-ami", "--variant", "ceph", "--ami", ami, env=through(recorder))
+    assert tested.returncode == 0, tested.stderr
+    document = iam.policy("test", load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)
+    assert_policy_matches_calls("test", document, recorder)
+    statements = {s["Sid"]: s for s in document["Statement"]}
+    assert statements["BootTestRunShellScript"]["Resource"] == ["arn:aws:ssm:*::document/AWS-RunShellScript"]
+    assert statements["BootTestTerminate"]["Condition"] == {"Null": {"aws:ResourceTag/amibuild:run-id": "false"}}
+    assert statements["BootTestPassRole"]["Resource"] == [f"arn:aws:iam::{ACCOUNT_ID}:role/amibuild-test"]

@@ -36,6 +36,7 @@ variant "ceph" {
   extra_packages = ["ceph-common", "jq"]
   repo "ceph" {
     baseurl = "https://download.ceph.com/rpm-octopus/el7/$basearch"
+    gpgkey  = "https://download.ceph.com/keys/release.asc"
   }
   proxy {
     http  = "http://proxy.example:3128"
@@ -52,7 +53,7 @@ def test_our_chain_becomes_the_steps_packer_runs_with_filled_execute_commands(tm
     steps = parse_steps(rendered.files, "/r")
 
     assert [s.name for s in steps] == ["configure-proxy.sh", "add-repos.sh", "install-packages.sh",
-                                       "user-01-it's.sh", steps[-1].name]
+                                       "user-01-it's.sh", "amibuild-checks.sh", steps[-1].name]
     assert steps[-1].inline[0].startswith("sudo yum clean all")
     assert [s.script for s in steps[:4]] == ["/r/scripts/configure-proxy.sh", "/r/scripts/add-repos.sh",
                                              "/r/scripts/install-packages.sh", "/r/scripts/user-01-it's.sh"]
@@ -62,7 +63,7 @@ def test_our_chain_becomes_the_steps_packer_runs_with_filled_execute_commands(tm
         "sudo -S env AMIBUILD_EXTRA_PACKAGES='ceph-common jq' PACKER_BUILDER_TYPE='amazon-ebs' "
         "PACKER_BUILD_NAME='us-west-2'  bash -eu '/tmp/script_3.sh'")
     repos = dict(steps[1].env)["AMIBUILD_REPOS"]
-    assert repos == "ceph|https://download.ceph.com/rpm-octopus/el7/$basearch|"
+    assert repos == "ceph|https://download.ceph.com/rpm-octopus/el7/$basearch|https://download.ceph.com/keys/release.asc"
     proxy = dict(steps[0].env)
     assert proxy["AMIBUILD_HTTP_PROXY"] == "http://proxy.example:3128"
     assert "169.254.169.254" in proxy["AMIBUILD_NO_PROXY"]
@@ -79,7 +80,8 @@ def test_a_sandbox_render_has_no_step_to_rehearse_so_the_cli_renders_for_a_real_
     from amibuild.pipeline.options import Options
 
     (again,) = real_build_renders(pipeline, Options(pipeline_file=str(tmp_path / "amibuild.hcl")), [sandboxed])
-    assert [s.kind for s in parse_steps(again.files, "/r")] == ["shell"] * 5
+    # our four steps, the image's checks (stage 1), the cache clean-up
+    assert [s.kind for s in parse_steps(again.files, "/r")] == ["shell"] * 6
 
 
 def test_single_quotes_in_values_are_escaped_as_packer_does() -> None:

@@ -14,7 +14,7 @@ from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
-EXPECTED = ["fleet.yml", "nightly-build.yml", "promote.yml", "prune.yml", "rehearse.yml"]
+EXPECTED = ["fleet.yml", "nightly-build.yml", "promote-due.yml", "promote.yml", "prune.yml", "rehearse.yml"]
 
 # `invoke TASK ...` in a run: script, however invoke is reached (.venv/bin/invoke, invoke); invoke's
 # own options before the task name are skipped.
@@ -126,6 +126,8 @@ def test_nightly_build_fans_out_over_the_plan_jobs_matrix() -> None:
     assert build["strategy"]["fail-fast"] is False
     assert [t for _, t, _ in commands({"jobs": {"build": build}})] == ["doctor", "build-ami"]
     assert build["env"]["VARIANT"] == "${{ matrix.variant }}"
+    (flags,) = [f for _, t, f in commands({"jobs": {"build": build}}) if t == "build-ami"]
+    assert "boot-test" in flags, "the nightly build boot-tests each image before publishing it"
 
 
 def test_nightly_checks_after_the_builds_that_no_channel_is_split() -> None:
@@ -170,3 +172,9 @@ def test_rehearse_runs_on_pull_requests_without_aws_access() -> None:
     assert [t for _, t, _ in commands(doc)] == ["rehearse"]
     for job in doc["jobs"].values():
         assert not [s for s in job["steps"] if "configure-aws-credentials" in str(s.get("uses", ""))]
+
+
+def test_promote_due_runs_on_a_schedule_and_checks_the_channels_after() -> None:
+    doc = load("promote-due.yml")
+    assert {"schedule", "workflow_dispatch"} <= set(doc[True])
+    assert [(t, f) for _, t, f in commands(doc)] == [("promote", ["due", "json"]), ("channels", ["check"])]

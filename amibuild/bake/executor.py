@@ -99,10 +99,13 @@ class BuildOutcome:
     lease: str = ""  # what the build lease did: waited for another run, took over a stale one
     removed: tuple[str, ...] = ()  # leftovers of a failed build, removed
     left_behind: tuple[Mapping, ...] = ()  # leftovers not removed: kind, region, id, why, command
+    # build-ami --boot-test: imagetest.boot.BootTestResult.to_dict(), set on a new outcome after the test
+    boot_test: Mapping = field(default_factory=dict)
+    boot_error: str = ""  # why the variant is not published after its boot test ("" : passed, or none ran)
 
     @property
     def failed(self) -> bool:
-        return self.status in (BuildStatus.FAILED, BuildStatus.INTERRUPTED)
+        return self.status in (BuildStatus.FAILED, BuildStatus.INTERRUPTED) or bool(self.boot_error)
 
     def to_dict(self) -> dict:
         return {
@@ -119,6 +122,8 @@ class BuildOutcome:
             "lease": self.lease,
             "leftovers_removed": list(self.removed),
             "left_behind": [dict(x) for x in self.left_behind],
+            **({"boot_test": dict(self.boot_test)} if self.boot_test else {}),
+            **({"boot_error": self.boot_error} if self.boot_error else {}),
         }
 
 

@@ -38,8 +38,9 @@ class VariantPublish:
 
 
 def _ready(outcomes: Sequence[BuildOutcome]) -> list[BuildOutcome]:
-    # a failed or interrupted variant publishes nothing; neither does one without images
-    return [o for o in outcomes if o.status.has_image and o.amis]
+    # a failed or interrupted variant publishes nothing; neither does one without images, nor one
+    # whose boot test (build-ami --boot-test) did not pass
+    return [o for o in outcomes if o.status.has_image and o.amis and not o.boot_error]
 
 
 def _parameters(plan: BuildPlan, outcomes: Sequence[BuildOutcome], channel: str) -> dict[str, str]:

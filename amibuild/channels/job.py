@@ -6,6 +6,7 @@ write would carry out, read without taking the channel's lease; nothing is writt
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Mapping
 
 from amibuild.aws import Aws
@@ -26,6 +27,8 @@ class ChannelSettings:
     force: bool = False  # write even if another writer moved the channel since amibuild read it
     dry_run: bool = False
     read_timeout: float | None = None  # seconds one channel request may wait (None: the gateway's default)
+    override_gate: str = ""  # --override-gate --reason: why a gated channel takes an image that does not meet it
+    now: datetime | None = None  # the time gates (soak) are judged at (None: now)
 
     def gateway(self) -> Aws:
         aws = Aws(profile=self.profile, region=self.pipeline.build_region)
@@ -57,12 +60,12 @@ class RollbackSettings(ChannelSettings):
 def publish(s: PublishSettings) -> PublishResult | PublishPlan:
     return ops.publish_variant(s.gateway(), pipeline=s.pipeline, variant=s.variant, amis=s.amis, channel=s.channel,
                                run_id=s.run_id, allow_foreign=s.allow_foreign, force=s.force, guard=s.guard,
-                               dry_run=s.dry_run)
+                               dry_run=s.dry_run, override_gate=s.override_gate, now=s.now)
 
 
 def promote(s: PromoteSettings) -> PublishResult | PublishPlan:
     return ops.promote(s.gateway(), pipeline=s.pipeline, variant=s.variant, source=s.source, target=s.target,
-                       force=s.force, guard=s.guard, dry_run=s.dry_run)
+                       force=s.force, guard=s.guard, dry_run=s.dry_run, override_gate=s.override_gate, now=s.now)
 
 
 def rollback(s: RollbackSettings) -> PublishResult | PublishPlan:

@@ -64,10 +64,12 @@ errors. The read side (history, the channel table, the sharing check) is `amibui
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Callable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.aws import Aws, Image, Parameter, fan_out
+from amibuild.channels import gates
 # the plan and write names are part of this module's interface (callers import them from here)
 from amibuild.channels.plan import (IMAGE_DATA_TYPE,  # noqa: F401
                                     _AMI_ID, _UNKNOWN, PublishAction, Provenance,
@@ -75,11 +77,32 @@ from amibuild.channels.plan import (IMAGE_DATA_TYPE,  # noqa: F401
                                     parameter_tags, parse_amis, plain, provenance_from_images, provenance_of,
                                     recorded_regions)
 from amibuild.channels.write import READBACK_TIMEOUT, WRITE_INTERVAL, execute_publish, home_region, transact  # noqa: F401
-from amibuild.errors import PublishRefused, SpecError
+from amibuild.errors import GateRefused, PublishRefused, SpecError
 from amibuild.lease import Guard
 from amibuild.pipeline.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, TEMPLATE_FIELDS, PipelineLike,  # noqa: F401
                                   VariantLike, check_channel, check_template, name_pattern, parameter_name,
                                   template_of)
+
+
+# ------------------------------------------------------------------------------- gates
+
+
+def gate_checker(pipeline: PipelineLike, channel: str, *, came_from: str | None = None,
+                 source_history: Mapping[str, Sequence[Parameter]] | None = None, now: datetime | None = None,
+                 override: str = "") -> Callable[[Mapping[str, Image | None]], str] | None:
+    """The gate check `plan_publish` runs for a write into ``channel`` (None: the channel has no gate)."""
+    gate = getattr(pipeline, "gates", {}).get(channel)
+    if gate is None:
+        return None
+
+    def check(images: Mapping[str, Image | None]) -> str:
+        decision = gates.decide(gate, images=images, came_from=came_from, source_history=source_history,
+                                now=now or datetime.now(timezone.utc), override=override)
+        if not decision.passes:
+            raise GateRefused(decision.refusal())
+        return decision.note()
+
+    return check
 
 
 # ------------------------------------------------------------------------------- publish
@@ -99,8 +122,12 @@ def plan_publish(
     operation: str = "publish",
     note: str = "",
     template: str | None = None,
+    gate_check: Callable[[Mapping[str, Image | None]], str] | None = None,
 ) -> PublishPlan:
-    """Read the channel and the images in every region (read-only, in parallel), then `decide`."""
+    """Read the channel and the images in every region (read-only, in parallel), then `decide`.
+
+    ``gate_check`` (see `gate_checker`) gets the images before anything is decided: it raises
+    `GateRefused`, or returns a note for the history (an overridden gate's reason)."""
     name = parameter_name(pipeline, variant, channel, template)
     regions = list(dict.fromkeys([*pipeline.target_regions, *amis]))
 
@@ -118,6 +145,8 @@ def plan_publish(
     tagged = fan_out([r for r in regions if current[r] is not None], lambda r: aws.parameter_tags(name, r))
     if provenance is None:
         provenance = provenance_from_images(images, fingerprint=fingerprint, run_id=run_id)
+    if gate_check is not None:
+        note = ", ".join(n for n in (note, gate_check(images)) if n)
     return decide(
         operation=operation, parameter=name, variant=variant.name, channel=channel,
         required_regions=pipeline.target_regions, amis=amis,
@@ -141,16 +170,20 @@ def publish_variant(
     template: str | None = None,
     guard: Guard | None = None,
     dry_run: bool = False,
+    override_gate: str = "",
+    now: datetime | None = None,
 ) -> PublishResult | PublishPlan:
     """Point `channel` of `variant` at `amis` ({region: ami}) in every target region, or nowhere.
 
     `fingerprint` / `run_id` default to the images' ``amibuild:fingerprint`` / ``amibuild:run-id``
-    tags; a given fingerprint must match the images' tag. Runs under the channel's lease.
+    tags; a given fingerprint must match the images' tag. Runs under the channel's lease. A gated
+    channel (`gates`) refuses images that do not meet it unless `override_gate` gives the reason.
     ``dry_run``: the plan the write would carry out, read without the lease; nothing written.
     """
     def make_plan() -> PublishPlan:
         return plan_publish(aws, pipeline=pipeline, variant=variant, channel=channel, amis=amis,
-                            fingerprint=fingerprint, run_id=run_id, allow_foreign=allow_foreign, template=template)
+                            fingerprint=fingerprint, run_id=run_id, allow_foreign=allow_foreign, template=template,
+                            gate_check=gate_checker(pipeline, channel, now=now, override=override_gate))
 
     if dry_run:
         return make_plan()
@@ -173,6 +206,8 @@ def promote(
     template: str | None = None,
     guard: Guard | None = None,
     dry_run: bool = False,
+    override_gate: str = "",
+    now: datetime | None = None,
 ) -> PublishResult | PublishPlan:
     """Copy, region by region, the exact AMI of channel `source` into channel `target`.
 
@@ -188,7 +223,8 @@ def promote(
     operation = f"promote {source} -> {target}"
 
     def make_plan() -> PublishPlan:
-        latest = fan_out(regions, lambda r: (aws.parameter_history(source_name, r) or [None])[-1])
+        histories = fan_out(regions, lambda r: aws.parameter_history(source_name, r))
+        latest = {r: (histories[r] or [None])[-1] for r in regions}
         missing = [r for r in regions if latest[r] is None]
         if missing:
             raise PublishRefused(
@@ -211,7 +247,9 @@ def promote(
         # since is whether they still exist, which plan_publish checks.
         return plan_publish(aws, pipeline=pipeline, variant=variant, channel=target, amis=amis, allow_foreign=True,
                             provenance=provenance, operation=operation, note=f"promoted from {source}",
-                            template=template)
+                            template=template,
+                            gate_check=gate_checker(pipeline, target, came_from=source, now=now, override=override_gate,
+                                                    source_history=histories))
 
     if dry_run:
         return make_plan()

@@ -9,7 +9,7 @@ Heavy modules (boto3, jinja2, python-hcl2) are imported inside the task bodies s
 from invoke import Collection, task
 
 from amibuild.cli import report, summary, values
-from amibuild.errors import ChannelSplit, NotUserData, SpecError
+from amibuild.errors import ChannelSplit, Interrupted, NotUserData, PublishFailed, SpecError
 from amibuild.cli import run as cli
 
 # Flags shared by render / validate / build-ami.
@@ -91,6 +91,8 @@ BUILD_HELP = {
     "no_wait": "When another run is building a variant with the same inputs, fail (exit 1, naming that run) "
                "instead of waiting for it and reusing its image",
     "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
+    "boot_test": "Boot each built image (`amibuild test-ami`, in parallel) before publishing; a variant whose "
+                 "boot test fails is not published (exit 1), the others go on",
 }
 
 
@@ -99,7 +101,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
               channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, allow_incomplete=False,
-              markdown=False):
+              markdown=False, boot_test=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.jobs import build_ami as job
@@ -114,6 +116,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         timeout=values.optional_duration(timeout, "--timeout", example="90m or 5400"),
         rehearse=rehearse, allow_incomplete=allow_incomplete, wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
+        boot_test=_boot_test_settings(opts) if boot_test else None,
     ), cli.say))
     if json:
         cli.emit_json(run.to_dict())
@@ -121,6 +124,17 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         cli.lines_out(report.build_lines(run))
     summary.publish(summary.build_markdown(run), to_stdout=markdown)
     cli.finish(run)
+
+
+def _boot_test_settings(opts):
+    """build-ami --boot-test: the pipeline's test { ... } block (subnet, security group, profile)."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.imagetest import boot
+    from amibuild.pipeline.options import load_pipeline
+    from amibuild.render import Target
+
+    pipeline = cli.run(lambda: load_pipeline(opts))
+    return boot.BootTestSettings.of(pipeline.boot_test, poll=0.1 if Target.from_env().sandbox else 5.0)
 
 
 REHEARSE_HELP = {
@@ -377,6 +391,13 @@ CHANNEL_HELP = {
 }
 
 
+GATE_HELP = {
+    "override_gate": "Write even though the image does not meet the channel's gate (with --reason)",
+    "reason": "Why the gate is overridden; kept in the channel's history",
+    "now": "The time the gate's soak is judged at, ISO 8601 (default: $AMIBUILD_NOW, else now)",
+}
+
+
 def _seconds(c, key, default, what, *, positive=False):
     """A number of seconds from config `amibuild.KEY` (invoke.yaml / INVOKE_AMIBUILD_KEY), else `default`."""
 
@@ -447,22 +468,29 @@ def _channel_options(c, pipeline, variant, k8s, profile):
             "run_id": "Run id to record (default: the images' amibuild:run-id tag)",
             "allow_foreign": "Publish images amibuild did not build (no amibuild:fingerprint tag)",
             "force": "Write even if another writer moved the channel since amibuild read it",
-            "dry_run": DRY_RUN_CHANNEL},
+            "dry_run": DRY_RUN_CHANNEL,
+            **GATE_HELP},
       iterable=["ami"], auto_shortflags=False)
 def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow_foreign=False, force=False,
-            pipeline=None, k8s=None, profile=None, json=False, dry_run=False):
+            pipeline=None, k8s=None, profile=None, json=False, dry_run=False, override_gate=False, reason=None,
+            now=None):
     """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import job
     from amibuild.channels.plan import parse_amis
 
     def body(signals):
+        # deferred: imported when the task runs, not on the `amibuild --list` path
+        from amibuild.channels.gates import check_reason
+        from amibuild.cli import imagetests
+
+        override, when = check_reason(override_gate, reason), imagetests.now(now)
         opts = _channel_options(c, pipeline, variant, k8s, profile)
         pipe, var = cli.channel_variant(opts, variant)
         return job.publish(job.PublishSettings(
             profile=opts.profile, pipeline=pipe, variant=var, amis=parse_amis(ami or []), channel=channel,
-            run_id=run_id, allow_foreign=allow_foreign, force=force, read_timeout=_read_timeout(c), guard=_guard(c, signals, run_id),
-            dry_run=dry_run))
+            run_id=run_id, allow_foreign=allow_foreign, force=force, read_timeout=_read_timeout(c),
+            guard=_guard(c, signals, run_id), dry_run=dry_run, override_gate=override, now=when))
 
     _channel_result(*cli.run_channel(body), json=json)
 
@@ -471,24 +499,60 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
             "to": "Channel to copy into, e.g. stable",
             "force": "Write even if another writer moved the target channel since amibuild read it",
             "dry_run": DRY_RUN_CHANNEL,
-            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)"},
+            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
+            "due": "Promote every gated channel (pipeline `channel` blocks with `from`) whose gate is met now, "
+                   "for every variant; print what was promoted and what waits until when",
+            **GATE_HELP},
       auto_shortflags=False)
 def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False,
-            dry_run=False, markdown=False):
+            dry_run=False, markdown=False, due=False, override_gate=False, reason=None, now=None):
     """Copy a channel's exact AMI, region by region, into another channel."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import job
 
+    from amibuild.channels.gates import check_reason
+    from amibuild.cli import imagetests
+
+    if due:
+        return _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now)
+
     def body(signals):
         if not from_ or not to:
             raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
+        override, when = check_reason(override_gate, reason), imagetests.now(now)
         opts = _channel_options(c, pipeline, variant, k8s, profile)
         pipe, var = cli.channel_variant(opts, variant)
         return job.promote(job.PromoteSettings(profile=opts.profile, pipeline=pipe, variant=var, source=from_,
                                                target=to, force=force, read_timeout=_read_timeout(c),
-                                               guard=_guard(c, signals), dry_run=dry_run))
+                                               guard=_guard(c, signals), dry_run=dry_run, override_gate=override,
+                                               now=when))
 
     _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
+
+
+def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now):
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.aws import Aws
+    from amibuild.channels import due
+    from amibuild.cli import imagetests
+    from amibuild.pipeline.options import load_pipeline
+
+    def body(signals):
+        if from_ or to or override_gate:
+            raise SpecError("promote --due follows the pipeline's gates: leave out --from, --to and --override-gate")
+        when = imagetests.now(now)
+        opts = cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, k8s=k8s, profile=profile)
+        pipe = load_pipeline(opts)
+        return due.promote_due(Aws(profile=opts.profile, region=pipe.build_region), pipe, now=when,
+                               guard=lambda: _guard(c, signals), say=cli.say)
+
+    items, _ = cli.run_channel(body)
+    cli.emit_json([i.to_dict() for i in items]) if json else cli.lines_out(due.lines(items))
+    if any(i.action is due.DueAction.FAILED for i in items):
+        def failed() -> None:
+            raise PublishFailed("a due promotion failed (see above)")
+
+        cli.run(failed)
 
 
 @task(help={**CHANNEL_HELP, "channel": "Channel to roll back (default: recommended)",
@@ -753,7 +817,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
 
 
 @task(help={"task_": "Task the policy is for: build, publish (also promote, rollback, history, channels), "
-                     "rollout, prune, fleet (describes only), or all (default)",
+                     "rollout, prune, fleet (describes only), test (test-ami, build-ami --boot-test), or all (default)",
             "pipeline": SELECT_HELP["pipeline"],
             "stack": "Nodegroup stack the rollout may change (repeatable; required for rollout and all)",
             "node_role_arn": "ARN of the node role: the only role iam:PassRole is allowed for (rollout and all)",
@@ -761,7 +825,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
             "partition": "AWS partition: aws (default), aws-cn or aws-us-gov"},
       iterable=["stack"], auto_shortflags=False)
 def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws"):
-    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune, fleet or all."""
+    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune, fleet, test or all."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
     from amibuild.lifecycle import iam
@@ -780,9 +844,66 @@ def select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch
             "extra_pkg": extra_pkg, "extra_repo": extra_repo, "var": var, "var_file": var_file, "flavor": flavor}
 
 
+@task(help={"pipeline": SELECT_HELP["pipeline"], "variant": SELECT_HELP["variant"], "json": "Print JSON"},
+      iterable=["variant"], auto_shortflags=False)
+def tests(c, pipeline=None, variant=None, json=False):
+    """List the checks each variant's image must pass: built-in (per OS and flavor) and the pipeline file's."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.cli import imagetests
+    from amibuild.pipeline.options import load_pipeline
+
+    opts = cli.options(c, pipeline=pipeline, variant=variant)
+    entries = cli.run(lambda: imagetests.listing(load_pipeline(opts)))
+    cli.emit_json(entries) if json else cli.lines_out(imagetests.listing_lines(entries))
+
+
+@task(help={"variant": "Variant whose image to test", "ami": "The image to boot, in the build region (its copies "
+             "are tagged with the result too)", "run_id": "Test the image a build run made of the variant",
+             "cluster": "EKS cluster the test node joins (tainted amibuild.io/test:NoSchedule)",
+             "subnet": "Subnet of the test instance (default: the pipeline's test { subnet_id })",
+             "security_group": "Security group of the test instance (default: test { security_group_id })",
+             "instance_profile": "Instance profile of the test instance, with SSM access (default: test { instance_profile })",
+             "instance_type": "Instance type (default: test { instance_type }, else the variant's)",
+             "timeout": "Give up after this long: seconds, or 15m (default: test { timeout }, else 15m)",
+             "pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"], "build_dir": SELECT_HELP["build_dir"],
+             "json": "Print the result as JSON on stdout"}, auto_shortflags=False)
+def test_ami(c, variant=None, ami=None, run_id=None, cluster=None, subnet=None, security_group=None,
+             instance_profile=None, instance_type=None, timeout=None, pipeline=None, profile=None, build_dir=None,
+             json=False):
+    """Boot the image, run every check through SSM Run Command, terminate it; tag the image passed or failed."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.cli import imagetests
+    from amibuild.imagetest import boot
+
+    opts = cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, profile=profile,
+                       build_dir=build_dir)
+    flags = {"cluster": cluster, "subnet_id": subnet, "security_group_id": security_group,
+             "instance_profile": instance_profile, "instance_type": instance_type}
+    with imagetests.Stop() as stop:
+        def body():
+            if not variant:
+                raise SpecError("test-ami: --variant: name the variant whose image to test, e.g. --variant ceph")
+            seconds = values.optional_duration(timeout, "--timeout", example="15m or 900")
+            return imagetests.test_ami(opts, ami=ami, run_id=run_id, flags={**flags, "timeout": seconds},
+                                       say=cli.say, stop=stop)
+
+        def guarded():
+            try:
+                return body()
+            except BaseException:
+                if stop.requested():
+                    raise Interrupted("interrupted: the boot test stopped and its instance was terminated",
+                                      stop.exit_code) from None
+                raise
+
+        result, record = cli.run(guarded)
+    cli.emit_json(result.to_dict()) if json else cli.lines_out([*boot.report_lines(result), f"record: {record}"])
+    cli.finish(result)
+
+
 ns = Collection(render, validate, rehearse, build_ami, runs, clean_run, publish, promote, rollback, history, channels,
                 nodegroup_deploy, rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor,
-                sandbox, demo, init)
+                sandbox, demo, init, tests, test_ami)
 # fleet view and Karpenter hand-off: their tasks live in amibuild/cli/fleet.py
 from amibuild.cli.fleet import fleet, karpenter  # noqa: E402
 

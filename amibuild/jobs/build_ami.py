@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from amibuild import __version__, tags
 from amibuild.aws import Aws, fan_out
@@ -55,6 +55,7 @@ class BuildSettings:
     allow_incomplete: bool = False  # with rehearse: build a variant whose rehearsal stopped at a step it cannot rehearse
     wait: bool = True
     stall_after: float = 10.0
+    boot_test: Any = None  # imagetest.boot.BootTestSettings: boot each built image before publishing (--boot-test)
 
 
 def settings(options: Options, *, channel: str | None = None, publish: bool = True, **flags) -> BuildSettings:
@@ -110,7 +111,7 @@ class BuildRun:
     def variant_dict(self, outcome: BuildOutcome) -> dict:
         done = self.publish_of(outcome.name)
         return {**outcome.to_dict(), "published": done.published() if done else {},
-                "publish_error": done.error if done else ""}
+                "publish_error": done.error if done else outcome.boot_error}
 
     def to_dict(self) -> dict:
         if self.outcomes is None:
@@ -163,6 +164,8 @@ def verdict(run: BuildRun) -> AmibuildError | None:
             done = run.publish_of(o.name)
             if done is not None and not done.ok and not o.failed:
                 return f"{o.name} (not published: {done.error})"
+            if o.boot_error:
+                return f"{o.name} (not published: {o.boot_error})"
             return f"{o.name} (log: {o.log})" if o.log else f"{o.name} ({o.error})"
         return BuildFailed(f"{len(failed)} variant(s) failed: {', '.join(why(o) for o in failed)}"
                            f"{_left_behind(outcomes)}")
@@ -310,6 +313,14 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     published: dict[str, VariantPublished] = {}
     interrupted = executor.state.interrupted
     stopped_by, exit_code = "", ExitCode.INTERRUPTED
+    if settings.boot_test is not None and not interrupted:  # --boot-test: before anything is published
+        from amibuild.imagetest.after_build import boot_test_outcomes  # deferred: only for --boot-test
+
+        with Signals() as stop:  # a signal stops the tests at their next poll; each terminates its instance
+            outcomes, finished = boot_test_outcomes(aws, plan, outcomes, settings.boot_test,
+                                                    cancelled=stop.requested, say=say)
+        if not finished or stop.requested():
+            interrupted, stopped_by, exit_code = True, stop.name, stop.exit_code
     if settings.channel and not interrupted:
         # A signal here lets the channel writes in flight finish (or put back) and starts no other;
         # the run is then recorded as interrupted, with what each variant's channel did.

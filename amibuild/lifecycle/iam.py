@@ -16,6 +16,11 @@
               snapshot / deprecate, only on resources tagged with the pipeline's name
     fleet     `amibuild fleet`: the same reads of channels and consumers (stacks, managed node
               groups, launch templates, Auto Scaling groups, instances), and nothing else: describes only
+    test      `amibuild test-ami` (and `build-ami --boot-test` on top of build): RunInstances only with
+              the ``amibuild:run-id`` tag on the instance and its volumes, TerminateInstances and
+              ssm:SendCommand (``AWS-RunShellScript`` only) on instances carrying that tag, the result
+              tags on the pipeline's images, iam:PassRole for the test instance profile's role only
+              (the pipeline's ``test { instance_profile }``, a role of the same name), read-only describes
 
 Scoping: SSM actions on the pipeline's channel path only (``{prefix}/{pipeline}`` and below;
 reads of AWS's public ``/aws/service/eks/optimized-ami/*`` for the source AMI), CloudFormation on
@@ -50,7 +55,7 @@ from amibuild.errors import SpecError
 from amibuild.lease import LEGACY_CHANNEL_DIR, lease_root
 from amibuild.channels.publish import name_pattern
 
-TASKS = ("build", "publish", "rollout", "prune", "fleet")
+TASKS = ("build", "publish", "rollout", "prune", "fleet", "test")
 PUBLIC_EKS_PARAMETERS = "/aws/service/eks/optimized-ami/*"
 
 _ON_BEHALF = ("CloudFormation calls it with the caller's permissions while it applies the change set to the "
@@ -76,6 +81,10 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
         "kms:ReEncryptTo": "as kms:CreateGrant",
     },
     "publish": {},
+    "test": {
+        "iam:PassRole": "an authorization check on the instance profile's role when RunInstances hands it to the "
+                        "instance; not an API request",
+    },
     "rollout": {
         "iam:PassRole": "an authorization check on the node role when CloudFormation or Auto Scaling hands it "
                         "to instances; not an API request",
@@ -367,4 +376,40 @@ def _rollout(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | Non
     ]
 
 
-_STATEMENTS = {"build": _build, "publish": _publish, "rollout": _rollout, "prune": _prune, "fleet": _fleet}
+def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
+    run_tag = tags.RUN_ID
+    tagged_at_launch = {"Null": {f"aws:RequestTag/{run_tag}": "false"},
+                        "ForAllValues:StringLike": {"aws:TagKeys": ["amibuild:*", "Name"]}}
+    carries_run_tag = {"Null": {f"aws:ResourceTag/{run_tag}": "false"}}
+    statements = [
+        _statement("Ec2Describe", ["ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeInstanceStatus"]),
+        # RunInstances authorizes on every resource it touches: what it launches from, unconditioned ...
+        _statement("BootTestLaunchFrom", ["ec2:RunInstances"],
+                   [f"arn:{arn.p}:ec2:*::image/*", f"arn:{arn.p}:ec2:*:{arn.a}:subnet/*",
+                    f"arn:{arn.p}:ec2:*:{arn.a}:security-group/*", f"arn:{arn.p}:ec2:*:{arn.a}:network-interface/*"]),
+        # ... and what it makes, only with the run id tag from launch
+        _statement("BootTestLaunchTagged", ["ec2:RunInstances"],
+                   [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*", f"arn:{arn.p}:ec2:*:{arn.a}:volume/*"],
+                   tagged_at_launch),
+        _statement("BootTestTagOnLaunch", ["ec2:CreateTags"],
+                   [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*", f"arn:{arn.p}:ec2:*:{arn.a}:volume/*"],
+                   {"StringEquals": {"ec2:CreateAction": "RunInstances"}}),
+        _statement("BootTestTerminate", ["ec2:TerminateInstances"], [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*"],
+                   carries_run_tag),
+        # the verdict on the pipeline's own images (amibuild:test, amibuild:tested-at, amibuild:test-run)
+        _statement("BootTestResultTags", ["ec2:CreateTags"], [f"arn:{arn.p}:ec2:*::image/*"],
+                   {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}}),
+        _statement("BootTestSsmRead", ["ssm:DescribeInstanceInformation", "ssm:GetCommandInvocation"]),
+        _statement("BootTestRunShellScript", ["ssm:SendCommand"], [f"arn:{arn.p}:ssm:*::document/AWS-RunShellScript"]),
+        _statement("BootTestRunOnTestInstances", ["ssm:SendCommand"], [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*"],
+                   {"Null": {f"ssm:resourceTag/{run_tag}": "false"}}),
+    ]
+    profile = getattr(getattr(pipeline, "boot_test", None), "instance_profile", "")
+    if profile:
+        statements.append(_statement("BootTestPassRole", ["iam:PassRole"], [f"arn:{arn.p}:iam::{arn.a}:role/{profile}"],
+                                     {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}))
+    return statements
+
+
+_STATEMENTS = {"build": _build, "publish": _publish, "rollout": _rollout, "prune": _prune, "fleet": _fleet,
+               "test": _test}

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import hcl, secrets
 from amibuild.errors import SpecError, VarFileError
-from amibuild.pipeline import checks, files, naming
+from amibuild.pipeline import checks, files, imagetests, naming
 from amibuild.pipeline.model import (ADDITIVE, DEFAULTS, LAYERS, PIPELINE_FILE, Overrides, Pipeline, Variant, _VARIANT_NAME,
                                      _VAR_NAME)
 from amibuild.pipeline.validation import (_as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant,
@@ -52,6 +52,9 @@ def load(
         parameter_template=_str(settings["parameter_template"], f"{where}: pipeline.parameter_template")
         if "parameter_template" in settings else None,
         default_channel=_str(settings.get("default_channel", "recommended"), f"{where}: pipeline.default_channel"),
+        gates=imagetests.gate_map(imagetests.gates(doc.get("channel", []), where)),
+        boot_test=imagetests.boot_test_settings(settings["test"], f"{where}: pipeline.test")
+        if "test" in settings else imagetests.BootTestSettings(),
     )
     _validate_pipeline(pipeline_kwargs, where, from_flag=bool(overrides.regions))
     checks.pipeline_name(pipeline_kwargs["name"], where)
@@ -80,6 +83,7 @@ def load(
         layers = [layer for kind in LAYERS[2:] for layer in by_kind[kind]]
         variants.append(_build_variant(name, layers, root=source.parent if source else Path.cwd(),
                                        start=chains.state(name)))
+        imagetests.check_set(variants[-1])  # a test block refused at load, before any AWS work
     if len(regions) > 1:
         for variant in variants:
             if variant.source_ami:
@@ -111,8 +115,8 @@ def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
 
 
 _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
-                  "default_channel", "public", "allow_shared_credentials"}
-_VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy"} | {"repo", "proxy", "vars", "extends", "enabled"}
+                  "default_channel", "public", "allow_shared_credentials", "test"}
+_VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy", "tests"} | {"repo", "proxy", "vars", "extends", "enabled", "test"}
 
 
 def _read_hcl(path: Path, what: str, error: type[SpecError]) -> dict[str, Any]:
@@ -150,12 +154,12 @@ def _parse_file(path: Path) -> dict[str, Any]:
         # quietly build a variant named `default`
         raise SpecError(f"{path}: the pipeline file is empty; add a `variant \"NAME\" {{ ... }}` block "
                         "(`amibuild init` writes a starter file) or delete it")
-    unknown = set(doc) - {"pipeline", "defaults", "variant"}
+    unknown = set(doc) - {"pipeline", "defaults", "variant", "channel"}
     if unknown:
         key = sorted(unknown)[0]
         raise SpecError(
-            f"{path}: unknown top-level `{key}`{suggest(key, ['pipeline', 'defaults', 'variant'])}; "
-            "the file holds `pipeline`, `defaults` and `variant \"NAME\"` blocks"
+            f"{path}: unknown top-level `{key}`{suggest(key, ['pipeline', 'defaults', 'variant', 'channel'])}; "
+            "the file holds `pipeline`, `defaults`, `variant \"NAME\"` and `channel \"NAME\"` blocks"
         )
     return doc
 
@@ -282,6 +286,8 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> di
                 raise SpecError(f"{where}: `vars` must be a map: vars = {{ name = value }}")
             for var, var_value in value.items():
                 layer[str(var)] = (var_value, f"{where}: vars.{var}")
+        elif key == "test":
+            layer["tests"] = (imagetests.test_blocks(value, where), f"{where}: test")
         elif key == "repo":
             layer["repos"] = (_repos_from_blocks(value, where), f"{where}: repo")
         elif key == "proxy":
@@ -290,7 +296,7 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> di
                 raise SpecError(f"{where}: write one block: proxy {{ http = ..., https = ..., no_proxy = ... }}")
             _check_keys(proxies[0], ("http", "https", "no_proxy"), f"{where}: proxy")
             layer["proxy"] = (proxies[0], f"{where}: proxy")
-        elif key in DEFAULTS and key not in ("repos",):
+        elif key in DEFAULTS and key not in ("repos", "tests"):
             if key == "scripts" and source is not None and isinstance(value, list):
                 value = [str((source.parent / str(s))) for s in value]
             layer[key] = (value, f"{where}: {key}")
@@ -383,6 +389,8 @@ def _merge(start: _State, layers: list[tuple[str, dict[str, Any]]]) -> _State:
                 key = "repos"
             if key in ADDITIVE:
                 merged[key] = [*merged.get(key, ()), *_as_list(value, where)]
+            elif key == "tests":  # a later block of the same name replaces the earlier one
+                merged[key] = imagetests.merge_blocks([merged.get(key, ()), value])
             else:
                 merged[key] = value
             origin[key] = where

@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from amibuild import secrets
-from amibuild.pipeline import support
+from amibuild.pipeline import imagetests, support
 
 from amibuild import PIPELINE_FILE  # noqa: F401  (defined once, in the package root; re-exported)
 
@@ -54,12 +54,15 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
         "proxy": None,
         "scripts": (),
         "description": "",
+        "tests": (),  # test "NAME" { ... } blocks (amibuild.pipeline.imagetests)
+        "test_on_build": True,  # run the checks as the build's last provisioner (stage 1)
     }
 )
 
 # Fields that are amibuild settings and not Packer variables of the same name.
 NON_PACKER_FIELDS = frozenset(
-    {"base", "upstream", "upstream_ref", "os", "flavor", "extra_packages", "repos", "proxy", "scripts"}
+    {"base", "upstream", "upstream_ref", "os", "flavor", "extra_packages", "repos", "proxy", "scripts", "tests",
+     "test_on_build"}
 )
 ADDITIVE = frozenset({"extra_packages", "repos"})
 LAYERS = ("defaults", "pipeline file", "var-files", "flags")
@@ -134,6 +137,9 @@ class Variant:
     origins: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
     # which EKS-optimized parent: standard, or an accelerated one (`FLAVORS`)
     flavor: str = DEFAULT_FLAVOR
+    # its `test "NAME" { ... }` blocks, merged across `extends` (imagetests.check_set turns them into checks)
+    tests: tuple[imagetests.TestBlock, ...] = ()
+    test_on_build: bool = True
 
     @property
     def effective_instance_type(self) -> str:
@@ -193,6 +199,9 @@ class Pipeline:
     # build-ami publishes to
     parameter_template: str | None = None
     default_channel: str = "recommended"
+    # channel "NAME" { from, requires, soak } blocks, and the pipeline's test { ... } block
+    gates: Mapping[str, imagetests.Gate] = field(default_factory=lambda: MappingProxyType({}))
+    boot_test: imagetests.BootTestSettings = imagetests.BootTestSettings()
 
     @property
     def build_region(self) -> str:

@@ -171,6 +171,8 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
         packer_vars=MappingProxyType({k: packer_vars[k] for k in sorted(packer_vars)}),
         origins=MappingProxyType(dict(origin)),
         flavor=flavor,
+        tests=tuple(m.get("tests", ())),
+        test_on_build=_bool(m["test_on_build"], at("test_on_build")),
     )
 
 

@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 from amibuild import __version__
 from amibuild import hcl, secrets, tags
 from amibuild.errors import PackageDataMissing, SpecError, TemplateError
-from amibuild.pipeline import Pipeline, Variant, suggest
+from amibuild.pipeline import Pipeline, Variant, imagetests, suggest
 
 # Package data: found through importlib.resources, so an installed wheel carries and finds them.
 TEMPLATES = Path(str(resources.files("amibuild.render") / "templates"))
@@ -331,6 +331,11 @@ def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
         block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{name}"]))
         block.attr("execute_command", EXECUTE)
         blocks.append(block)
+    checks = checks_step(variant, sandbox=sandbox)
+    if checks is not None:  # the last step before clean-up, where upstream runs validate.sh
+        block, script = checks
+        shipped[CHECKS_SCRIPT] = script
+        blocks.append(block)
     if (early or blocks) and not sandbox:
         cleanup = hcl.Block("provisioner", ("shell",))
         cleanup.attr("inline", [
@@ -339,6 +344,44 @@ def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
         ])
         blocks.append(cleanup)
     return early, blocks, shipped
+
+
+CHECKS_SCRIPT = "scripts/amibuild-checks.sh"
+# In the sandbox the build has no instance: this step rehearses the real chain (the files under
+# instance/) with the checks as its last step, in a throwaway copy of this machine
+# (amibuild.imagetest.standin), and fails the Packer build when a check fails. The Python that runs
+# it comes from Packer's environment (the executor sets AMIBUILD_PYTHON), not from the render.
+STANDIN_DIR = "instance"
+# where a sandbox build keeps its image's stand-in (by fingerprint) for the boot test; the emulator
+# reads it there. Fixed by the process that starts Packer (each Packer gets its own TMPDIR).
+STANDIN_STORE_ENV = "AMIBUILD_SANDBOX_IMAGES"
+
+
+def standin_store(env: Mapping[str, str] = os.environ) -> Path:
+    return Path(env.get(STANDIN_STORE_ENV) or Path(tempfile.gettempdir()) / "amibuild-sandbox-images")
+_STANDIN_INLINE = ('if [ -z "$AMIBUILD_PYTHON" ]; then echo "amibuild sandbox: stage 1 checks not run: this build '
+                   'was not started by amibuild (AMIBUILD_PYTHON is not set)"; exit 0; fi; '
+                   'exec "$AMIBUILD_PYTHON" -m amibuild.imagetest.standin "$AMIBUILD_ROOT"')
+
+
+def checks_step(variant: Variant, *, sandbox: bool) -> tuple[hcl.Block, str] | None:
+    """Stage 1: the provisioner that runs the variant's checks on the build instance, and its script.
+
+    In the sandbox the step is there with stage 1 off too: it then only keeps the image's stand-in
+    for the boot test."""
+    script = imagetests.checks_script(imagetests.check_set(variant).checks)
+    if sandbox:
+        block = hcl.Block("provisioner", ("shell-local",))
+        block.attr("environment_vars", [hcl.template(["AMIBUILD_ROOT=", hcl.Expr("path.root")]),
+                                        f"AMIBUILD_RUN_CHECKS={str(variant.test_on_build).lower()}"])
+        block.attr("inline", [_STANDIN_INLINE])
+        return block, script
+    if not variant.test_on_build:
+        return None
+    block = hcl.Block("provisioner", ("shell",))
+    block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{CHECKS_SCRIPT}"]))
+    block.attr("execute_command", EXECUTE)
+    return block, script
 
 
 def _sandbox_echo(script: str, env: Sequence[tuple[str, str]]) -> hcl.Block:
@@ -370,19 +413,24 @@ def render_variant(
     sources: Mapping[str, SourceAmi],
     upstream: Any = None,
     upstream_binaries: Any = None,
+    real_provisioners: bool = False,
 ) -> Rendered:
-    """All files of one variant, their values and fingerprint. Pure."""
+    """All files of one variant, their values and fingerprint. Pure.
+
+    ``real_provisioners``: in the sandbox too, the provisioners a real build runs (for the image's
+    stand-in under instance/, see `STANDIN_DIR`), the rest of the template still the sandbox's."""
     notes: list[str] = []
+    echo = target.sandbox and not real_provisioners
     if variant.base == "upstream":
         templates, values, shipped, extra_notes = render_upstream(
             upstream, pipeline, variant, uses_plugins=uses_plugins, target=target, sources=sources,
-            binaries=upstream_binaries)
+            binaries=upstream_binaries, echo=echo)
         notes += extra_notes
     else:
         variables = template_variables(variant, pipeline)
         values = apply_packer_vars(variables, variant, sources=sources)
         variables = hide_secrets(variables, secret_variables(variant, values))
-        provisioners, shipped = provisioner_blocks(variant, values, sandbox=target.sandbox)
+        provisioners, shipped = provisioner_blocks(variant, values, sandbox=echo)
         delay, attempts = SANDBOX_POLLING if target.sandbox else AWS_POLLING
         text = render_template(
             "eks-worker.pkr.hcl.j2",
@@ -422,6 +470,14 @@ def render_variant(
     var_text = hcl.dumps([hcl.Attr(k, v) for k, v in sorted(values.items())
                           if k not in _BUILD_TIME_VARS and k not in hidden], header=header)
     files = {**templates, VARS_FILE: var_text, **shipped}
+    if echo:
+        # the image's stand-in: the real chain, which the sandbox's checks step rehearses
+        real = render_variant(pipeline, variant, uses_plugins=uses_plugins, target=target, sources=sources,
+                              upstream=upstream, upstream_binaries=upstream_binaries, real_provisioners=True)
+        files.update({f"{STANDIN_DIR}/{name}": text for name, text in real.files.items()
+                      if name.endswith(".hcl") and "/" not in name})
+        shipped.update({name: text for name, text in real.files.items() if name.startswith("scripts/")})
+        files.update(shipped)
     executable = frozenset(name for name in shipped if name.endswith(".sh"))
     return Rendered(
         variant=variant,
@@ -496,8 +552,8 @@ OWN_VARS_FILE = "amibuild-variables.pkr.hcl"
 
 
 def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses_plugins: bool, target: Target,
-                    sources: Mapping[str, SourceAmi],
-                    binaries: Any = None) -> tuple[dict[str, str], dict[str, Any], dict[str, str], list[str]]:
+                    sources: Mapping[str, SourceAmi], binaries: Any = None,
+                    echo: bool | None = None) -> tuple[dict[str, str], dict[str, Any], dict[str, str], list[str]]:
     """The upstream template (eks-worker-al2 or al2023) as HCL2 with our provisioners: (files, values,
     shipped, notes). ``binaries`` (render.upstream.binaries.Binaries) gives kubernetes_version
     (1.N.P) and kubernetes_build_date; without it the variant's own values stand."""
@@ -525,7 +581,8 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
     if missing:
         raise SpecError(f"variant {variant.name}: the upstream template needs a value for "
                         f"{', '.join(missing)}; pass --var {missing[0]}=... (or set it in the variant's vars)")
-    early, provisioners, shipped = provisioner_groups(variant, values, sandbox=target.sandbox)
+    echo = target.sandbox if echo is None else echo
+    early, provisioners, shipped = provisioner_groups(variant, values, sandbox=echo)
     overrides: dict[str, Any] = {}
     original = {getattr(item, "key", None): item.value for item in template.source if isinstance(item, hcl.Attr)}
     for key in ("tags", "snapshot_tags"):
@@ -560,7 +617,7 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
     text = upstream.hcl_document(
         template, source_name=pipeline.build_region, source_overrides=overrides,
         extra_provisioners=provisioners, early_provisioners=early, post_processors=[manifest_block(variant.name)],
-        drop_remote_provisioners=target.sandbox, packer_block=packer_block,
+        drop_remote_provisioners=echo, packer_block=packer_block,
     )
     own = hcl.dumps([_variable_block(var) for var in hide_secrets(ours, secret_variables(variant, values))],
                     header=f"amibuild's own variables for variant \"{variant.name}\" (upstream base).")

@@ -60,6 +60,9 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.ssm.models", "ssm_backends"),
     ("moto.ssm.models", "Parameter"),
     ("moto.ssm.models", "SimpleSystemManagerBackend.get_parameter"),
+    ("moto.ssm.models", "SimpleSystemManagerBackend.send_command"),  # runcommand.py
+    ("moto.ssm.responses", "SimpleSystemManagerResponse"),
+    ("moto.ec2.models.instances", "InstanceBackend.all_running_instances"),
     ("moto.ec2.models", "ec2_backends"),
     ("moto.ec2.models.amis", "Ami"),
     ("moto.core.parse", "default_timestamp_parser"),
@@ -82,6 +85,8 @@ REQUIRED_INSTANCE: tuple[tuple[str, str, str], ...] = (
     ("moto.cloudformation.parsing", "ResourceMap", "_account_id"),
     ("moto.cloudformation.parsing", "ResourceMap", "_region_name"),
     ("moto.ssm.models", "SimpleSystemManagerBackend", "_parameters"),
+    ("moto.ssm.models", "Command", "invocations"),  # runcommand.py
+    ("moto.ssm.models", "Command", "parameters"),
 )
 
 

@@ -245,6 +245,11 @@ build {
   }
 
   provisioner "shell" {
+    script          = "${path.root}/scripts/amibuild-checks.sh"
+    execute_command = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}'"
+  }
+
+  provisioner "shell" {
     inline = ["sudo yum clean all 2>/dev/null || sudo dnf clean all", "sudo rm -rf /var/cache/yum /var/cache/dnf /tmp/amibuild-*"]
   }
 

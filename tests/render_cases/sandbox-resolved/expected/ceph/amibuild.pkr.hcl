@@ -213,6 +213,11 @@ build {
     inline           = ["printf '%s\\n' \"amibuild sandbox: no instance to connect to; would run $AMIBUILD_STEP\" \"  AMIBUILD_EXTRA_PACKAGES=$AMIBUILD_EXTRA_PACKAGES\""]
   }
 
+  provisioner "shell-local" {
+    environment_vars = ["AMIBUILD_ROOT=${path.root}", "AMIBUILD_RUN_CHECKS=true"]
+    inline           = ["if [ -z \"$AMIBUILD_PYTHON\" ]; then echo \"amibuild sandbox: stage 1 checks not run: this build was not started by amibuild (AMIBUILD_PYTHON is not set)\"; exit 0; fi; exec \"$AMIBUILD_PYTHON\" -m amibuild.imagetest.standin \"$AMIBUILD_ROOT\""]
+  }
+
   post-processor "manifest" {
     output     = "${path.root}/manifest.json"
     strip_path = true

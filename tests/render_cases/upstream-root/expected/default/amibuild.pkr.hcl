@@ -206,6 +206,10 @@ build {
     environment_vars = ["AMIBUILD_EXTRA_PACKAGES=${join(" ", var.extra_packages)}"]
   }
   provisioner "shell" {
+    script          = "${path.root}/scripts/amibuild-checks.sh"
+    execute_command = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}'"
+  }
+  provisioner "shell" {
     inline = ["sudo yum clean all 2>/dev/null || sudo dnf clean all", "sudo rm -rf /var/cache/yum /var/cache/dnf /tmp/amibuild-*"]
   }
   provisioner "shell" {

@@ -1,0 +1,122 @@
+"""The gateway's calls for a boot test: one instance, its status, SSM Run Command, the image's tags.
+
+Typed results, errors mapped at this boundary like every other call of `amibuild.aws.Aws`; the
+boot test itself (`amibuild.imagetest.boot`) decides what to do with them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from amibuild.aws import Aws, _mapped
+from amibuild.errors import AwsError
+
+# SSM keeps the first 24,000 characters of a command's output (GetCommandInvocation).
+OUTPUT_LIMIT = 24000
+COMMAND_DONE = frozenset({"Success", "Failed", "Cancelled", "TimedOut", "DeliveryTimedOut", "ExecutionTimedOut",
+                          "Undeliverable", "Terminated", "InvalidPlatform", "AccessDenied"})
+
+
+@dataclass(frozen=True)
+class InstanceState:
+    instance_id: str
+    state: str  # pending | running | shutting-down | terminated | stopping | stopped
+    system_status: str = ""  # ok | impaired | initializing | insufficient-data | not-applicable | ""
+    instance_status: str = ""
+
+
+@dataclass(frozen=True)
+class Invocation:
+    command_id: str
+    instance_id: str
+    status: str
+    response_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def done(self) -> bool:
+        return self.status in COMMAND_DONE
+
+
+class TestInstances:
+    """Boot-test calls over one `Aws` gateway."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, aws: Aws) -> None:
+        self.aws = aws
+
+    def run_instance(self, region: str, *, image_id: str, instance_type: str, tags: Mapping[str, str],
+                     subnet_id: str = "", security_group_id: str = "", instance_profile: str = "",
+                     user_data: str = "") -> str:
+        """Launch one instance from ``image_id``, tagged from launch (instance and volumes); its id."""
+        spec: dict[str, Any] = {
+            "ImageId": image_id, "InstanceType": instance_type, "MinCount": 1, "MaxCount": 1,
+            "TagSpecifications": [{"ResourceType": kind, "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+                                  for kind in ("instance", "volume")],
+            "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
+            "InstanceInitiatedShutdownBehavior": "terminate",
+        }
+        if subnet_id:
+            spec["SubnetId"] = subnet_id
+        if security_group_id:
+            spec["SecurityGroupIds"] = [security_group_id]
+        if instance_profile:
+            spec["IamInstanceProfile"] = {"Name": instance_profile}
+        if user_data:
+            spec["UserData"] = user_data
+        with _mapped(f"ec2:RunInstances {image_id}", region):
+            raw = self.aws.client("ec2", region).run_instances(**spec)
+        return raw["Instances"][0]["InstanceId"]
+
+    def state(self, region: str, instance_id: str) -> InstanceState:
+        client = self.aws.client("ec2", region)
+        with _mapped(f"ec2:DescribeInstances {instance_id}", region):
+            reservations = client.describe_instances(InstanceIds=[instance_id]).get("Reservations", [])
+        instances = [i for r in reservations for i in r.get("Instances", [])]
+        state = instances[0]["State"]["Name"] if instances else "terminated"
+        system = instance = ""
+        if state == "running":
+            with _mapped(f"ec2:DescribeInstanceStatus {instance_id}", region):
+                statuses = client.describe_instance_status(InstanceIds=[instance_id]).get("InstanceStatuses", [])
+            if statuses:
+                system = statuses[0].get("SystemStatus", {}).get("Status", "")
+                instance = statuses[0].get("InstanceStatus", {}).get("Status", "")
+        return InstanceState(instance_id, state, system, instance)
+
+    def ssm_online(self, region: str, instance_id: str) -> bool:
+        """True when the instance's SSM agent has registered and answers (PingStatus Online)."""
+        with _mapped(f"ssm:DescribeInstanceInformation {instance_id}", region):
+            raw = self.aws.client("ssm", region).describe_instance_information(
+                Filters=[{"Key": "InstanceIds", "Values": [instance_id]}])
+        return any(i.get("InstanceId") == instance_id and i.get("PingStatus") == "Online"
+                   for i in raw.get("InstanceInformationList", []))
+
+    def send_shell_script(self, region: str, instance_id: str, script: str, *, timeout: int, comment: str) -> str:
+        """AWS-RunShellScript with ``script`` as its one command; the command id."""
+        with _mapped(f"ssm:SendCommand AWS-RunShellScript {instance_id}", region):
+            raw = self.aws.client("ssm", region).send_command(
+                InstanceIds=[instance_id], DocumentName="AWS-RunShellScript", Comment=comment[:100],
+                TimeoutSeconds=max(30, timeout), Parameters={"commands": [script], "executionTimeout": [str(timeout)]})
+        return raw["Command"]["CommandId"]
+
+    def invocation(self, region: str, command_id: str, instance_id: str) -> Invocation | None:
+        try:
+            with _mapped(f"ssm:GetCommandInvocation {command_id}", region):
+                raw = self.aws.client("ssm", region).get_command_invocation(CommandId=command_id, InstanceId=instance_id)
+        except AwsError as exc:
+            if "InvocationDoesNotExist" in str(exc):  # not delivered yet
+                return None
+            raise
+        return Invocation(command_id, instance_id, raw.get("Status", ""), int(raw.get("ResponseCode", -1)),
+                          raw.get("StandardOutputContent", ""), raw.get("StandardErrorContent", ""))
+
+    def terminate(self, region: str, instance_ids: Sequence[str]) -> None:
+        self.aws.terminate_instances(region, instance_ids)
+
+    def tag_image(self, region: str, image_id: str, tags: Mapping[str, str]) -> None:
+        with _mapped(f"ec2:CreateTags {image_id}", region):
+            self.aws.client("ec2", region).create_tags(
+                Resources=[image_id], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])

@@ -1,0 +1,118 @@
+"""`promote --due`: promote every gated channel whose gate is met now; say what waits and until when.
+
+The command a scheduled CI job runs. For each variant and each channel with a gate that names
+``from`` (`amibuild.pipeline.imagetests.Gate`), it reads the source channel (every region, with the
+build region's history for the soak), the target channel and the images, then `plan_due` decides
+(pure, with the time given): promote, wait (what is missing, and when the soak is met), or
+nothing to do (the target holds the source's images already). Each promote is an ordinary
+`publish.promote`, which checks the gate again under the channels' leases before it writes.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Mapping, Sequence
+
+from amibuild.aws import Aws, Image, Parameter, fan_out
+from amibuild.channels import gates
+from amibuild.channels import publish as publish_mod
+from amibuild.lease import Guard
+from amibuild.errors import AmibuildError
+
+
+class DueAction(enum.StrEnum):
+    PROMOTE = "promote"
+    WAIT = "waits"
+    CURRENT = "up to date"
+    PROMOTED = "promoted"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class DueItem:
+    variant: str
+    channel: str
+    source: str
+    action: DueAction
+    ami: str = ""
+    detail: str = ""
+    due_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"variant": self.variant, "channel": self.channel, "from": self.source, "action": str(self.action),
+                "ami": self.ami or None, "detail": self.detail, "due_at": self.due_at.isoformat() if self.due_at else None}
+
+
+@dataclass(frozen=True)
+class DueFacts:
+    """What `gather` read for one variant x gated channel."""
+
+    variant: str
+    gate: Any
+    source: Mapping[str, Parameter | None]  # region -> the source channel's current value
+    target: Mapping[str, Parameter | None]
+    images: Mapping[str, Image | None]  # region -> the source's image
+    history: Mapping[str, Sequence[Parameter]]  # the source channel per region, oldest first
+
+
+def decide_one(facts: DueFacts, now: datetime) -> DueItem:
+    """Promote, wait or nothing to do, for one variant x channel. Pure."""
+    gate = facts.gate
+    base = dict(variant=facts.variant, channel=gate.channel, source=gate.source)
+    missing = sorted(r for r, p in facts.source.items() if p is None)
+    if missing:
+        return DueItem(**base, action=DueAction.WAIT, detail=f"channel {gate.source} has no image in {', '.join(missing)}")
+    amis = {r: p.value for r, p in facts.source.items() if p is not None}
+    lead = next(iter(amis.values()))
+    if all(facts.target.get(r) is not None and facts.target[r].value == ami for r, ami in amis.items()):
+        return DueItem(**base, action=DueAction.CURRENT, ami=lead, detail=f"{gate.channel} holds {lead} already")
+    decision = gates.decide(gate, images=facts.images, came_from=gate.source, source_history=facts.history, now=now)
+    if decision.met:
+        return DueItem(**base, action=DueAction.PROMOTE, ami=lead, detail=f"gate met ({decision.gate})")
+    return DueItem(**base, action=DueAction.WAIT, ami=lead, detail="; ".join(decision.missing), due_at=decision.due_at)
+
+
+def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | None = None) -> DueFacts:
+    regions = list(pipeline.target_regions)
+    source_name = publish_mod.parameter_name(pipeline, variant, gate.source, template)
+    target_name = publish_mod.parameter_name(pipeline, variant, gate.channel, template)
+    histories = fan_out(regions, lambda r: aws.parameter_history(source_name, r))
+    source = {r: (histories[r] or [None])[-1] for r in regions}
+    target = fan_out(regions, lambda r: aws.find_parameter(target_name, r))
+    images = fan_out(regions, lambda r: aws.find_image(r, source[r].value) if source[r] is not None else None)
+    return DueFacts(variant.name, gate, source, dict(target), {r: images[r] for r in regions}, dict(histories))
+
+
+def promote_due(aws: Aws, pipeline: Any, *, now: datetime, guard: Callable[[], Guard] = Guard,
+                say: Callable[[str], None] = lambda _: None) -> list[DueItem]:
+    """Every variant x gated channel: promote what is due now, in the order the file lists the channels."""
+    items: list[DueItem] = []
+    ordered = [g for g in pipeline.gates.values() if g.source]
+    for variant in pipeline.variants:
+        for gate in ordered:
+            item = decide_one(gather(aws, pipeline, variant, gate), now)
+            if item.action is DueAction.PROMOTE:
+                say(f"promoting {variant.name} {gate.source} -> {gate.channel} ({item.ami}) ...")
+                try:
+                    publish_mod.promote(aws, pipeline=pipeline, variant=variant, source=gate.source, target=gate.channel,
+                                        now=now, guard=guard())
+                except AmibuildError as exc:
+                    item = DueItem(item.variant, item.channel, item.source, DueAction.FAILED, item.ami, str(exc))
+                else:
+                    item = DueItem(item.variant, item.channel, item.source, DueAction.PROMOTED, item.ami, item.detail)
+            items.append(item)
+    return items
+
+
+def lines(items: Sequence[DueItem]) -> list[str]:
+    if not items:
+        return ["no channel of this pipeline has a gate with `from`: nothing is ever due"]
+    out = []
+    for item in items:
+        when = f" (due {item.due_at:%Y-%m-%d %H:%M} UTC)" if item.due_at else ""
+        out.append(f"{item.variant} {item.source} -> {item.channel}: {item.action}{when}"
+                   + (f" {item.ami}" if item.ami and item.action is not DueAction.WAIT else "")
+                   + (f": {item.detail}" if item.detail else ""))
+    return out

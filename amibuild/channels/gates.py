@@ -1,0 +1,140 @@
+"""Channel gates: may this image enter this channel now? Pure: facts in, a decision out.
+
+A pipeline file's ``channel "stable" { from = "recommended", requires = ["tested"], soak = "72h" }``
+(`amibuild.pipeline.imagetests.Gate`) says what an image needs to enter ``stable``:
+
+    from      it comes from that channel (a promote from it; a direct publish is refused)
+    requires  "tested": the image carries ``amibuild:test = passed`` in every region
+    soak      it has been the value of ``from`` for this long, without a rollback in between
+
+`decide` is the one place that answers; `publish`, `promote` and `build-ami`'s publish call it
+before they write (`channels.publish`), and `promote --due` asks it for every gated channel. The
+time is given to it (`now`), never read here, so "has it soaked" is decided the same way in a test
+as on a scheduled CI runner. ``override`` (`--override-gate --reason`) passes a gate that is not
+met; the reason goes into the channel's history with the write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Mapping, Sequence
+
+from amibuild import tags
+from amibuild.aws import Image, Parameter
+from amibuild.errors import SpecError
+
+PASSED = "passed"
+MAX_REASON = 200
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """Whether an image may enter a gated channel now, and if not, what is missing and until when."""
+
+    channel: str
+    gate: str  # the gate as the pipeline file states it
+    missing: tuple[str, ...] = ()
+    due_at: datetime | None = None  # when only the soak is missing: when it will be met
+    overridden: str = ""  # the reason given with --override-gate
+
+    @property
+    def met(self) -> bool:
+        return not self.missing
+
+    @property
+    def passes(self) -> bool:
+        return self.met or bool(self.overridden)
+
+    def refusal(self) -> str:
+        return (f"channel {self.channel} is gated ({self.gate}): {'; '.join(self.missing)}; "
+                "meet the gate or pass --override-gate --reason \"...\"")
+
+    def note(self) -> str:
+        """What goes into the channel's history with the write."""
+        if self.overridden and not self.met:
+            return f"gate overridden: {self.overridden}"
+        return ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"channel": self.channel, "gate": self.gate, "met": self.met, "missing": list(self.missing),
+                "due_at": self.due_at.isoformat() if self.due_at else None, "overridden": self.overridden or None}
+
+
+def check_reason(override: bool, reason: str | None) -> str:
+    """The --override-gate reason, checked: needed, one line, short enough for SSM's description."""
+    if not override:
+        if reason:
+            raise SpecError("--reason is for --override-gate; give both or neither")
+        return ""
+    text = (reason or "").strip()
+    if not text:
+        raise SpecError("--override-gate needs --reason \"...\" (why the gate is passed; it goes into the channel's history)")
+    if len(text) > MAX_REASON or any(ord(ch) < 0x20 or ch in "()" for ch in text):
+        raise SpecError(f"--reason: one line of at most {MAX_REASON} characters, without parentheses")
+    return text
+
+
+def soaked_since(history: Sequence[Parameter], ami: str) -> datetime | None:
+    """Since when ``ami`` has been the channel's value without a break (a rollback or another image
+    in between resets it); None when it is not the channel's value now."""
+    if not history or history[-1].value != ami:
+        return None
+    since = history[-1].last_modified
+    for entry in reversed(history):
+        if entry.value != ami:
+            break
+        since = entry.last_modified
+    return since
+
+
+def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | None,
+           source_history: Mapping[str, Sequence[Parameter]] | None = None, now: datetime,
+           override: str = "") -> GateDecision:
+    """May the images ({region: Image}) enter ``gate.channel`` now?
+
+    ``came_from``: the channel they are promoted from (None: a direct publish or build-ami's);
+    ``source_history``: that channel's parameter history per region, oldest first (the soak counts
+    from the latest region to take the image)."""
+    missing: list[str] = []
+    due_at = None
+    if gate.source and came_from != gate.source:
+        road = f"promote from {came_from}" if came_from else "a direct publish"
+        missing.append(f"images enter only from channel {gate.source} (this is {road}: "
+                       f"use `amibuild promote --from {gate.source} --to {gate.channel}`)")
+    if "tested" in gate.requires:
+        untested = {region: (image.tags.get(tags.TEST, "") if image else "") for region, image in sorted(images.items())}
+        bad = {r: v for r, v in untested.items() if v != PASSED}
+        if bad:
+            shown = ", ".join(f"{r}: {v or 'not tested'}" for r, v in bad.items())
+            missing.append(f"requires tested: the image's {tags.TEST} tag is not passed ({shown}; run "
+                           "`amibuild test-ami` or build with --boot-test)")
+    if gate.soak and gate.source and came_from == gate.source:
+        histories = source_history or {}
+        starts = {r: soaked_since(histories.get(r, ()), image.image_id) for r, image in images.items() if image}
+        absent = sorted(r for r, s in starts.items() if s is None) or ([] if starts else ["every region"])
+        ami = ", ".join(sorted({image.image_id for image in images.values() if image})) or "the image"
+        since = None if absent else max(s for s in starts.values() if s is not None)
+        needed = timedelta(seconds=gate.soak)
+        if since is None:
+            missing.append(f"soak: {ami} is not in {gate.source} now ({', '.join(absent)})")
+        elif now - since < needed:
+            due_at = since + needed
+            left = due_at - now
+            missing.append(f"soak {_human(needed)}: {ami} has been in {gate.source} for {_human(now - since)} "
+                           f"(since {since:%Y-%m-%d %H:%M} UTC); due at {due_at:%Y-%m-%d %H:%M} UTC, in {_human(left)}")
+    return GateDecision(gate.channel, gate.describe(), tuple(missing), due_at if len(missing) == 1 else None,
+                        override)
+
+
+def _human(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    parts = [f"{days}d"] if days else []
+    if hours:
+        parts.append(f"{hours}h")
+    if minutes and not days:
+        parts.append(f"{minutes}m")
+    return " ".join(parts) or f"{seconds}s"

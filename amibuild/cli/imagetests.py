@@ -1,0 +1,161 @@
+"""`amibuild tests`, `amibuild test-ami` and the gate flags: flags turned into the stages' values, results into lines."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from amibuild.pipeline import Pipeline
+from amibuild.pipeline import imagetests
+from amibuild import tags
+from amibuild.aws import Aws
+from amibuild.bake.plan import new_run_id
+from amibuild.errors import SpecError
+from amibuild.imagetest import boot
+from amibuild.pipeline.options import load_pipeline
+from amibuild.render import Target
+
+
+def listing(pipeline: Pipeline) -> list[dict[str, Any]]:
+    """Every selected variant's checks (what will run) and the built-ins turned off."""
+    return [{"variant": v.name, "os": v.os, "flavor": v.flavor, "kubernetes_version": v.kubernetes_version,
+             **imagetests.check_set(v).to_dict()} for v in pipeline.variants]
+
+
+def listing_lines(entries: Iterable[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for entry in entries:
+        checks = entry["checks"]
+        out.append(f"{entry['variant']} ({entry['os']} {entry['flavor']}, Kubernetes {entry['kubernetes_version']}): "
+                   f"{len(checks)} check(s), on the build instance and in the boot test")
+        width = max((len(c["name"]) for c in checks), default=0)
+        for check in checks:
+            out.append(f"  {check['name'].ljust(width)}  {check['origin']:<13}  {check['what']}")
+        for off in entry["disabled"]:
+            out.append(f"  {off['name'].ljust(width)}  turned off     {off['reason']} ({off['where']})")
+    return out
+
+
+NOW_ENV = "AMIBUILD_NOW"  # the time a gate's soak is judged at (tests, replays); default: the clock
+
+
+def now(flag: str | None, env: dict | None = None):
+    """The time gates are decided at: --now, else $AMIBUILD_NOW, else the clock (UTC)."""
+    import os
+    from datetime import datetime, timezone
+
+
+    source, value = ("--now", flag) if flag else (NOW_ENV, (env if env is not None else os.environ).get(NOW_ENV, ""))
+    if not value:
+        return datetime.now(timezone.utc)
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise SpecError(f"{source} {value!r}: an ISO 8601 time, e.g. 2026-12-04T12:00:00Z") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+class Stop:
+    """SIGINT / SIGTERM / SIGHUP during a boot test: recorded, so the test stops at its next poll and
+    terminates its instance (a second signal does not skip that)."""
+
+    SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "Stop":
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for name in self.SIGNALS:
+                signum = getattr(signal, name)
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        import os
+        import signal
+
+        self.received.append(signum)
+        try:
+            os.write(2, f"amibuild: {signal.Signals(signum).name}: stopping the boot test; terminating its "
+                        "instance\n".encode())
+        except OSError:
+            pass
+
+    def requested(self) -> bool:
+        return bool(self.received)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.received[0] if self.received else 130
+
+
+def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, run_id: str | None) -> dict[str, str]:
+    """{region: ami} of the image to test: --ami in the build region (its copies found by fingerprint), or
+    the images a build run made of the variant (--run-id)."""
+    import re
+
+
+    region = pipeline.build_region
+    if bool(ami) == bool(run_id):
+        raise SpecError("test-ami: give --ami ami-... (in the build region) or --run-id RUN (`amibuild runs` lists them)")
+    if ami:
+        if not re.fullmatch(r"ami-[0-9a-f]{8,17}", ami):
+            raise SpecError(f"--ami {ami!r} is not an AMI id (ami-0123456789abcdef0)")
+        image = aws.find_image(region, ami)
+        if image is None:
+            raise SpecError(f"--ami {ami}: no such image in {region} (the pipeline's build region)")
+        fingerprint = image.tags.get(tags.FINGERPRINT, "")
+        found = {region: ami}
+        if fingerprint:
+            for other in pipeline.target_regions:
+                if other != region:
+                    copies = aws.own_images(other, {f"tag:{tags.FINGERPRINT}": [fingerprint]})
+                    if copies:
+                        found[other] = sorted(copies, key=lambda c: c[0].creation_date)[-1][0].image_id
+        return found
+    found = {}
+    for other in pipeline.target_regions:
+        images = aws.own_images(other, {f"tag:{tags.RUN_ID}": [run_id], f"tag:{tags.VARIANT}": [variant.name]})
+        if images:
+            found[other] = images[0][0].image_id
+    if region not in found:
+        raise SpecError(f"--run-id {run_id}: no image of variant {variant.name} from that run in {region}")
+    return found
+
+
+def record_path(build_dir: str, run_id: str, variant: str):
+    from pathlib import Path
+
+    return Path(build_dir) / "tests" / run_id / f"{variant}.json"
+
+
+def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, say: Any, stop: Stop):
+    """`amibuild test-ami`: the boot test of one variant's image; its result, with the record written."""
+    import json
+
+
+    pipeline = load_pipeline(options)
+    if len(pipeline.variants) != 1:
+        raise SpecError("test-ami: name one variant with --variant")
+    variant = pipeline.variants[0]
+    settings = boot.BootTestSettings.of(pipeline.boot_test, **flags,
+                                        poll=0.1 if Target.from_env().sandbox else 5.0)
+    aws = Aws(profile=options.profile, region=pipeline.build_region)
+    amis = find_amis(aws, pipeline, variant, ami=ami, run_id=run_id)
+    test_run = new_run_id()
+    result = boot.boot_test(aws, variant=variant, amis=amis, region=pipeline.build_region, run_id=test_run,
+                            settings=settings, cancelled=stop.requested, say=say)
+    path = record_path(options.build_dir, test_run, variant.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return result, path

@@ -1,0 +1,236 @@
+"""Stage 2, the boot test: one instance from the new image, every check through SSM Run Command.
+
+`boot_test` launches an instance from the image in the region it was built (subnet, security
+group and instance profile from the pipeline's ``test { ... }`` block or flags), tagged with the
+run id from launch so `clean-run` finds it if amibuild is killed outright; waits for ``running``,
+the EC2 status checks and the SSM agent (DescribeInstanceInformation); runs the variant's checks
+(`amibuild.pipeline.imagetests.checks_script`) with ``AWS-RunShellScript``; reads each check's exit
+code and output; and terminates the instance, always: on a failure, a timeout, Ctrl-C or SIGTERM
+too (``cancelled`` is polled between calls). Then it tags the image in every region with the
+verdict (`tags.TEST`, `TESTED_AT`, `TEST_RUN`), which channel gates read.
+
+In the sandbox the emulator plays the instance: status checks and SSM registration are simulated,
+and Run Command runs the script on the image's stand-in (`amibuild.imagetest.standin`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping
+
+from amibuild import tags
+from amibuild.aws import Aws
+from amibuild.aws.testing import TestInstances
+from amibuild.errors import AmibuildError, BootTestFailed, Interrupted
+from amibuild.pipeline import imagetests
+
+PURPOSE_TAG = f"{tags.PREFIX}purpose"
+
+
+@dataclass(frozen=True)
+class BootTestSettings:
+    """Everything a boot test needs besides the image: frozen, from the pipeline and flags."""
+
+    subnet_id: str = ""
+    security_group_id: str = ""
+    instance_profile: str = ""
+    instance_type: str = ""
+    timeout: float = 900.0
+    cluster: str = ""
+    poll: float = 5.0
+
+    @classmethod
+    def of(cls, pipeline_settings: imagetests.BootTestSettings, **flags: Any) -> "BootTestSettings":
+        given = {k: v for k, v in flags.items() if v not in (None, "")}
+        base = {k: getattr(pipeline_settings, k) for k in ("subnet_id", "security_group_id", "instance_profile",
+                                                              "instance_type", "timeout")}
+        return cls(**{**base, **given})
+
+
+@dataclass(frozen=True)
+class BootTestResult:
+    variant: str
+    region: str
+    image_id: str
+    run_id: str
+    verdict: imagetests.Verdict
+    checks: tuple[imagetests.CheckResult, ...] = ()
+    instance_id: str = ""
+    terminated: bool = False
+    seconds: float = 0.0
+    phases: Mapping[str, float] = field(default_factory=dict)  # seconds to running, status ok, SSM online, checks
+    error: str = ""
+    notes: tuple[str, ...] = ()
+    tagged: tuple[str, ...] = ()  # region:ami tagged with the verdict
+    started_at: float = 0.0  # epoch seconds
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict != imagetests.Verdict.PASSED
+
+    def raise_for_status(self) -> None:
+        if self.failed:
+            raise BootTestFailed(f"boot test of {self.variant} failed" + (f": {self.error}" if self.error else ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"variant": self.variant, "region": self.region, "image_id": self.image_id, "run_id": self.run_id,
+                "result": str(self.verdict), "instance_id": self.instance_id or None, "terminated": self.terminated,
+                "started": datetime.fromtimestamp(self.started_at, timezone.utc).isoformat(timespec="milliseconds"),
+                "seconds": round(self.seconds, 2), "phases": {k: round(v, 2) for k, v in self.phases.items()},
+                "error": self.error or None, "notes": list(self.notes), "tagged": list(self.tagged),
+                "checks": [c.to_dict() for c in self.checks]}
+
+
+class _TimedOut(AmibuildError):
+    """A boot test phase took longer than the test's timeout."""
+
+
+def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, run_id: str,
+              settings: BootTestSettings, cancelled: Callable[[], bool] = lambda: False,
+              clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+              say: Callable[[str], None] = lambda _: None) -> BootTestResult:
+    """Boot ``amis[region]``, run the variant's checks on it, terminate it, tag every image in ``amis``."""
+    api = TestInstances(aws)
+    checks = imagetests.check_set(variant).checks
+    names = [c.name for c in checks]
+    script = imagetests.checks_script(checks)
+    image_id = amis[region]
+    started = clock()
+    started_at = time.time()
+    deadline = started + settings.timeout
+    phases: dict[str, float] = {}
+    instance_id = ""
+    result: BootTestResult | None = None
+    interrupted: BaseException | None = None
+    notes: list[str] = []
+    if settings.cluster:
+        notes.append(f"--cluster {settings.cluster}: joining the cluster is not done by this version; the node's "
+                     "checks ran without it")
+
+    def wait(what: str, ready: Callable[[], bool]) -> None:
+        while True:
+            if cancelled():
+                raise Interrupted(f"boot test of {variant.name} interrupted while waiting for {what}")
+            if ready():
+                break
+            if clock() > deadline:
+                raise _TimedOut(f"timed out after {settings.timeout:.0f}s waiting for {what}")
+            sleep(settings.poll)
+        if cancelled():  # a signal that came during the last call: nothing more is done
+            raise Interrupted(f"boot test of {variant.name} interrupted after {what}")
+        phases[what] = clock() - started
+
+    try:
+        instance_id = api.run_instance(
+            region, image_id=image_id, instance_type=settings.instance_type or variant.effective_instance_type,
+            subnet_id=settings.subnet_id, security_group_id=settings.security_group_id,
+            instance_profile=settings.instance_profile,
+            tags={tags.RUN_ID: run_id, tags.VARIANT: variant.name, PURPOSE_TAG: "boot-test",
+                  "Name": f"amibuild boot test {variant.name} {run_id}"})
+        say(f"{variant.name}: boot test instance {instance_id} from {image_id} in {region}")
+
+        def running() -> bool:
+            state = api.state(region, instance_id)
+            if state.state in ("shutting-down", "terminated", "stopped", "stopping"):
+                raise AmibuildError(f"the instance {instance_id} is {state.state} before its checks ran")
+            return state.state == "running"
+
+        wait("running", running)
+
+        def status_ok() -> bool:
+            state = api.state(region, instance_id)
+            if "impaired" in (state.system_status, state.instance_status):
+                raise AmibuildError(f"EC2 status checks of {instance_id}: system {state.system_status}, "
+                                    f"instance {state.instance_status}")
+            return state.system_status == "ok" and state.instance_status == "ok"
+
+        wait("status checks", status_ok)
+        wait("SSM agent", lambda: api.ssm_online(region, instance_id))
+        command_id = api.send_shell_script(region, instance_id, script, timeout=int(max(60, deadline - clock())),
+                                           comment=f"amibuild boot test {variant.name} {run_id}")
+        invocation = [None]
+
+        def finished() -> bool:
+            invocation[0] = api.invocation(region, command_id, instance_id)
+            return invocation[0] is not None and invocation[0].done
+
+        wait("checks", finished)
+        done = invocation[0]
+        results = tuple(imagetests.parse_results(done.stdout + "\n" + done.stderr, names, stage="boot"))
+        verdict = imagetests.overall(results)
+        error = "" if done.status in ("Success", "Failed") else f"SSM command {command_id}: {done.status}"
+        not_run = [r.name for r in results if r.verdict == imagetests.Verdict.NOT_RUN]
+        if not_run:
+            said = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            error = (f"{len(not_run)} check(s) did not run ({', '.join(not_run[:3])}"
+                     f"{', ...' if len(not_run) > 3 else ''}); SSM command {done.status}, exit {done.response_code}: "
+                     f"{said[0][:300]}")
+        if error:
+            verdict = imagetests.Verdict.FAILED
+        result = BootTestResult(variant.name, region, image_id, run_id, verdict, results, instance_id,
+                                phases=dict(phases), error=error, notes=tuple(notes))
+    except Interrupted as exc:
+        interrupted = exc
+    except KeyboardInterrupt as exc:
+        interrupted = exc
+    except AmibuildError as exc:
+        result = BootTestResult(variant.name, region, image_id, run_id, imagetests.Verdict.FAILED,
+                                tuple(imagetests.CheckResult(n, "boot", imagetests.Verdict.NOT_RUN, None, 0.0)
+                                      for n in names), instance_id, phases=dict(phases), error=str(exc),
+                                notes=tuple(notes))
+    finally:
+        terminated = _terminate(api, region, instance_id, notes)
+    if interrupted is not None:
+        left = "" if terminated or not instance_id else f"; instance {instance_id} may be left: `amibuild clean-run {run_id}`"
+        raise Interrupted(f"boot test of {variant.name} interrupted; instance {instance_id or '(none)'} "
+                          f"{'terminated' if terminated else 'NOT terminated'}{left}") from interrupted
+    assert result is not None
+    result = replace(result, terminated=terminated, seconds=clock() - started, notes=tuple(notes), started_at=started_at)
+    if not result.instance_id:  # RunInstances refused (rights, subnet, capacity): nothing is known of the image
+        notes.append("the image is not tagged: no instance started, so this says nothing about the image")
+        return replace(result, notes=tuple(notes))
+    return replace(result, tagged=tuple(_tag(api, amis, result, notes)), notes=tuple(notes))
+
+
+def _terminate(api: TestInstances, region: str, instance_id: str, notes: list[str]) -> bool:
+    if not instance_id:
+        return True
+    try:
+        api.terminate(region, [instance_id])
+        state = api.state(region, instance_id).state
+    except AmibuildError as exc:
+        notes.append(f"could not terminate {instance_id}: {exc}; remove it with `amibuild clean-run`")
+        return False
+    return state in ("shutting-down", "terminated")
+
+
+def _tag(api: TestInstances, amis: Mapping[str, str], result: BootTestResult, notes: list[str]) -> list[str]:
+    values = {tags.TEST: str(result.verdict) if result.verdict == imagetests.Verdict.PASSED else "failed",
+              tags.TESTED_AT: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), tags.TEST_RUN: result.run_id}
+    done = []
+    for region, ami in sorted(amis.items()):
+        try:
+            api.tag_image(region, ami, values)
+            done.append(f"{region}:{ami}")
+        except AmibuildError as exc:
+            notes.append(f"could not tag {ami} in {region} with the result: {exc}")
+    return done
+
+
+def report_lines(result: BootTestResult) -> list[str]:
+    out = [f"{result.variant}: boot test {result.verdict} ({result.image_id} in {result.region}, "
+           f"{result.seconds:.1f}s, instance {result.instance_id or '-'} "
+           f"{'terminated' if result.terminated else 'NOT terminated'})"]
+    if result.error:
+        out.append(f"  error: {result.error}")
+    width = max((len(c.name) for c in result.checks), default=0)
+    for check in result.checks:
+        out.append(f"  {check.name.ljust(width)}  {check.stage:<5}  {check.verdict:<17}  {check.seconds:6.2f}s")
+        if check.verdict in (imagetests.Verdict.FAILED,) and check.tail:
+            out += [f"      | {line}" for line in check.tail.splitlines()]
+    out += [f"  note: {n}" for n in result.notes]
+    if result.tagged:
+        out.append(f"  tagged {tags.TEST}={'passed' if not result.failed else 'failed'}: {', '.join(result.tagged)}")
+    return out

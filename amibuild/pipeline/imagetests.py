@@ -1,0 +1,477 @@
+"""Image tests: the checks every image must pass, and the gates a channel holds images to. Pure.
+
+A variant's checks are the built-in ones (`builtin_checks`: what every EKS worker needs, per OS and
+flavor, and what the variant adds: its packages, repositories, proxy) and its own
+``test "NAME" { command = "...", timeout = "60s" }`` blocks. A block named like a built-in with
+``enabled = false`` and a ``reason`` turns that built-in off; the reason is kept in the record.
+
+Every check is a shell command run as root on the image; exit 0 is a pass. Exit 127 means what the
+check looks for is not on the machine at all ("command not found", or a file of the parent image):
+on an instance that is a failure like any other, on the sandbox's stand-in of the image (a copy of
+this machine with the variant's chain rehearsed on it) it is "not testable here", never a pass.
+
+The same generated script (`checks_script`) runs both stages: as the last provisioner of the build
+(stage 1) and through SSM Run Command on a booted instance (stage 2); `parse_results` reads its
+output back. Channel gates (`channel "stable" { from, requires, soak }`) are parsed here too; the
+decision over them lives in `amibuild.channels.gates`.
+
+Nothing here touches AWS or the file system.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from amibuild.errors import SpecError
+from amibuild.pipeline import checks, naming
+from amibuild.pipeline.checks import suggest
+
+DEFAULT_TIMEOUT = 60.0
+MAX_TIMEOUT = 3600.0
+MAX_CHECKS = 100
+NOT_FOUND = 127  # bash's "command not found"; the checks' "not on this machine at all"
+STANDIN_GAP = 97  # a rehearsal stand-in that cannot answer (amibuild/rehearse/standins/standin.sh)
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw]?)")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+TEST_KEYS = ("command", "timeout", "enabled", "reason")
+BOOT_TEST_KEYS = ("subnet_id", "security_group_id", "instance_profile", "instance_type", "timeout")
+GATE_KEYS = ("from", "requires", "soak")
+REQUIREMENTS = ("tested",)
+
+
+@dataclass(frozen=True)
+class TestBlock:
+    """One ``test "NAME" { ... }`` block as the pipeline file wrote it (merged across `extends`)."""
+
+    name: str
+    command: str = ""
+    timeout: float = DEFAULT_TIMEOUT
+    enabled: bool = True
+    reason: str = ""
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check that will run on the image."""
+
+    name: str
+    command: str
+    timeout: float = DEFAULT_TIMEOUT
+    builtin: bool = True
+    what: str = ""  # one line for `amibuild tests`
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "command": self.command, "timeout": self.timeout,
+                "origin": "built-in" if self.builtin else "pipeline file", "what": self.what}
+
+
+@dataclass(frozen=True)
+class Disabled:
+    """A built-in check turned off with `enabled = false`, and why."""
+
+    name: str
+    reason: str
+    where: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "reason": self.reason, "where": self.where}
+
+
+@dataclass(frozen=True)
+class CheckSet:
+    """What runs on a variant's image, and what was turned off."""
+
+    checks: tuple[Check, ...]
+    disabled: tuple[Disabled, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"checks": [c.to_dict() for c in self.checks], "disabled": [d.to_dict() for d in self.disabled]}
+
+
+@dataclass(frozen=True)
+class BootTestSettings:
+    """The pipeline's ``test { ... }`` block: where a boot test's instance runs."""
+
+    subnet_id: str = ""
+    security_group_id: str = ""
+    instance_profile: str = ""
+    instance_type: str = ""
+    timeout: float = 900.0
+
+
+@dataclass(frozen=True)
+class Gate:
+    """``channel "NAME" { from = ..., requires = [...], soak = "72h" }``: what an image needs to enter it."""
+
+    channel: str
+    source: str = ""  # `from`: promote only from this channel ("" = any road in)
+    requires: tuple[str, ...] = ()
+    soak: float = 0.0  # seconds the image must have been in `source` without a rollback
+    where: str = ""
+
+    def describe(self) -> str:
+        parts = [f"from {self.source}"] if self.source else []
+        parts += list(self.requires)
+        if self.soak:
+            parts.append(f"soak {format_seconds(self.soak)}")
+        return ", ".join(parts) or "no conditions"
+
+
+# ------------------------------------------------------------------------------- parsing
+
+
+def seconds(value: Any, where: str, *, zero: bool = False) -> float:
+    """Seconds from `90`, `90s`, `10m`, `2h`, `3d`, `1w`."""
+    text = str(value).strip()
+    match = _DURATION.fullmatch(text)
+    if isinstance(value, bool) or not match:
+        raise SpecError(f"{where}: {value!r} is not a duration; write seconds or a number and s, m, h, d or w, e.g. \"60s\"")
+    result = float(match.group(1)) * _UNITS[match.group(2)]
+    if result <= 0 and not zero:
+        raise SpecError(f"{where}: {value!r} must be more than zero")
+    return result
+
+
+def format_seconds(value: float) -> str:
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if value >= size and value % size == 0:
+            return f"{int(value // size)}{unit}"
+    return f"{value:g}s"
+
+
+def test_blocks(value: Any, where: str) -> list[TestBlock]:
+    """The ``test "NAME" { ... }`` blocks of one variant block, checked."""
+    entries = value if isinstance(value, list) else [value]
+    out: list[TestBlock] = []
+    for entry in entries:
+        if not isinstance(entry, dict) or len(entry) != 1 or not isinstance(next(iter(entry.values())), dict):
+            raise SpecError(f'{where}: write test "NAME" {{ command = "...", timeout = "60s" }}')
+        (name, body), = entry.items()
+        at = f'{where}: test "{name}"'
+        if not _NAME.fullmatch(str(name)):
+            raise SpecError(f"{at}: test names are lowercase letters, digits, '-' and '_', at most 63 characters")
+        for key in body:
+            if key not in TEST_KEYS:
+                            raise SpecError(f"{at}: unknown field `{key}`{suggest(key, TEST_KEYS)}; a test has "
+                                f"{', '.join(TEST_KEYS)}")
+        enabled = body.get("enabled", True)
+        if not isinstance(enabled, bool):
+            raise SpecError(f"{at}: enabled must be true or false")
+        command = body.get("command", "")
+        if not isinstance(command, str):
+            raise SpecError(f"{at}: command must be a string (a shell command run as root on the image)")
+        if "\0" in command:
+            raise SpecError(f"{at}: command holds a NUL character")
+        reason = body.get("reason", "")
+        if not isinstance(reason, str) or "\n" in reason:
+            raise SpecError(f"{at}: reason must be one line of text")
+        timeout = seconds(body.get("timeout", DEFAULT_TIMEOUT), f"{at}: timeout")
+        if timeout > MAX_TIMEOUT:
+            raise SpecError(f"{at}: timeout {body['timeout']!r}: at most {format_seconds(MAX_TIMEOUT)}")
+        if any(t.name == name for t in out):
+            raise SpecError(f'{at}: defined twice in one block; merge them')
+        out.append(TestBlock(str(name), command, timeout, enabled, reason, at))
+    return out
+
+
+def boot_test_settings(value: Any, where: str) -> BootTestSettings:
+    blocks = value if isinstance(value, list) else [value]
+    if len(blocks) != 1 or not isinstance(blocks[0], dict):
+        raise SpecError(f"{where}: write one block: test {{ subnet_id = ..., security_group_id = ..., instance_profile = ... }}")
+    body = blocks[0]
+    for key in body:
+        if key not in BOOT_TEST_KEYS:
+            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, BOOT_TEST_KEYS)}")
+    values = {k: str(body.get(k, "")) for k in ("subnet_id", "security_group_id", "instance_type")}
+    for key, text in values.items():
+        checks.pattern(text, f"{where}.{key}", key)
+    profile = str(body.get("instance_profile", ""))
+    checks.pattern(profile, f"{where}.instance_profile", "iam_instance_profile")
+    timeout = seconds(body.get("timeout", 900), f"{where}.timeout")
+    return BootTestSettings(instance_profile=profile, timeout=timeout, **values)
+
+
+def gates(value: Any, where: str) -> dict[str, Gate]:
+    """The top-level ``channel "NAME" { ... }`` blocks."""
+    out: dict[str, Gate] = {}
+    for entry in value if isinstance(value, list) else [value]:
+        if not isinstance(entry, dict) or len(entry) != 1 or not isinstance(next(iter(entry.values())), dict):
+            raise SpecError(f'{where}: write channel "NAME" {{ from = "recommended", requires = ["tested"], soak = "72h" }}')
+        (name, body), = entry.items()
+        at = f'{where}: channel "{name}"'
+        try:
+            naming.check_channel(name)
+        except SpecError as exc:
+            raise SpecError(f"{at}: {exc}") from None
+        if name in out:
+            raise SpecError(f"{at}: defined twice")
+        for key in body:
+            if key not in GATE_KEYS:
+                raise SpecError(f"{at}: unknown field `{key}`{suggest(key, GATE_KEYS)}; a channel gate has "
+                                f"{', '.join(GATE_KEYS)}")
+        source = body.get("from", "")
+        if not isinstance(source, str):
+            raise SpecError(f"{at}: from must be a channel name in quotes")
+        if source:
+            try:
+                naming.check_channel(source)
+            except SpecError as exc:
+                raise SpecError(f"{at}: from: {exc}") from None
+            if source == name:
+                raise SpecError(f"{at}: from names the channel itself; name the channel images come from")
+        requires = body.get("requires", [])
+        if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+            raise SpecError(f"{at}: requires must be a list, e.g. requires = [\"tested\"]")
+        for item in requires:
+            if item not in REQUIREMENTS:
+                raise SpecError(f"{at}: requires {item!r} is not known; use one of {', '.join(REQUIREMENTS)}"
+                                f"{suggest(item, REQUIREMENTS)}")
+        soak = seconds(body["soak"], f"{at}: soak", zero=True) if "soak" in body else 0.0
+        if soak and not source:
+            raise SpecError(f"{at}: soak counts the time an image spent in the `from` channel; set from too")
+        out[name] = Gate(name, source, tuple(dict.fromkeys(requires)), soak, at)
+    return out
+
+
+def merge_blocks(layers: Iterable[Iterable[TestBlock]]) -> tuple[TestBlock, ...]:
+    """The test blocks of a variant's lineage, oldest first: a later block of a name replaces it."""
+    merged: dict[str, TestBlock] = {}
+    for layer in layers:
+        for block in layer:
+            merged[block.name] = block
+    return tuple(merged.values())
+
+
+# ------------------------------------------------------------------------------- built-in checks
+
+
+class Flavor(enum.StrEnum):
+    STANDARD = "standard"
+    NVIDIA = "nvidia"
+    NEURON = "neuron"
+    GPU = "gpu"
+
+
+_ENVIRONMENT_SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID")
+
+
+def builtin_checks(variant: Any) -> list[Check]:
+    """What every image of this variant must have, per OS and flavor, and for what it adds.
+
+    ``variant`` is an `amibuild.pipeline.Variant` (typed loosely to keep this module free of it)."""
+    minor = variant.kubernetes_version.split(".")[1] if "." in variant.kubernetes_version else ""
+    out = [
+        Check("kubelet", f"v=$(kubelet --version) || exit $?; case $v in *' v1.{minor}.'*) ;; "
+                         f"*) echo \"kubelet is $v, not 1.{minor}\"; exit 1 ;; esac",
+              what=f"the kubelet is installed and is Kubernetes 1.{minor}"),
+        Check("containerd", "containerd --version", what="containerd is installed"),
+    ]
+    if variant.os == "al2023":
+        out.append(Check("nodeadm", "nodeadm --help >/dev/null", what="nodeadm is installed (AL2023 node bootstrap)"))
+    else:
+        out.append(Check("bootstrap", "test -e /etc/eks/bootstrap.sh || exit 127; test -x /etc/eks/bootstrap.sh",
+                         what="/etc/eks/bootstrap.sh is present and executable (AL2 node bootstrap)"))
+    for package in variant.extra_packages:
+        out.append(Check(f"package-{_slug(package)}", f"rpm -q {shlex.quote(package)}",
+                         what=f"extra package {package} is installed"))
+    for repo in variant.repos:
+        path = f"/etc/yum.repos.d/amibuild-{repo.name}.repo"
+        out.append(Check(f"repo-{_slug(repo.name)}", f"test -s {shlex.quote(path)}",
+                         what=f"repository file {path} is present"))
+    if variant.proxy:
+        out.append(Check("proxy", "grep -qE '^(HTTPS?_PROXY|https?_proxy)=' /etc/environment",
+                         what="the proxy settings are in /etc/environment"))
+    secrets = "|".join(_ENVIRONMENT_SECRETS)
+    userinfo = any("@" in (url.split("://", 1)[-1].split("/", 1)[0]) for url in (variant.proxy.http, variant.proxy.https))
+    pattern = f"^({secrets})=" + ("" if userinfo else "|://[^/@ ]+:[^/@ ]+@")
+    out.append(Check("no-credentials", f"test ! -e /etc/environment || ! grep -qE {shlex.quote(pattern)} /etc/environment",
+                     what="no AWS key or URL password in /etc/environment"
+                          + (" (the proxy URL's own credentials are baked on purpose)" if userinfo else "")))
+    if variant.flavor in (Flavor.NVIDIA, Flavor.GPU):
+        out.append(Check("nvidia-driver", "nvidia-smi --help >/dev/null", what="the NVIDIA driver's nvidia-smi is present"))
+    elif variant.flavor == Flavor.NEURON:
+        out.append(Check("neuron-driver", "command -v neuron-ls >/dev/null || exit 127",
+                         what="the Neuron tools (neuron-ls) are present"))
+    return out
+
+
+def check_set(variant: Any) -> CheckSet:
+    """The built-in checks, minus the ones turned off, plus the variant's own, in that order."""
+    blocks = {b.name: b for b in variant.tests}
+    builtins = builtin_checks(variant)
+    builtin_names = {c.name for c in builtins}
+    checks: list[Check] = []
+    disabled: list[Disabled] = []
+    for check in builtins:
+        block = blocks.get(check.name)
+        if block is None:
+            checks.append(check)
+        elif not block.enabled:
+            if not block.reason:
+                raise SpecError(f"{block.where}: turning off a built-in check needs a reason (reason = \"...\"), "
+                                "kept in the run record")
+            disabled.append(Disabled(check.name, block.reason, block.where))
+        elif block.command:
+            raise SpecError(f"{block.where}: {check.name} is a built-in check; give your own check another name")
+        else:
+            checks.append(check)  # `enabled = true` on a built-in: no change
+    for block in variant.tests:
+        if block.name in builtin_names:
+            continue
+        if not block.enabled:
+            disabled.append(Disabled(block.name, block.reason or "turned off in the pipeline file", block.where))
+            continue
+        if not block.command.strip():
+            known = ", ".join(sorted(builtin_names))
+            raise SpecError(f"{block.where}: command is missing (a shell command run as root; exit 0 is a pass); "
+                            f"the built-in checks are {known}")
+        checks.append(Check(block.name, block.command, block.timeout, builtin=False, what=f"your check: {block.command}"))
+    if len(checks) > MAX_CHECKS:
+        raise SpecError(f"variant {variant.name}: {len(checks)} checks; at most {MAX_CHECKS}")
+    return CheckSet(tuple(checks), tuple(disabled))
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9_-]+", "-", text.lower()).strip("-")
+    return slug[:50] or "x"
+
+
+# ------------------------------------------------------------------------------- the script and its results
+
+MARK = "amibuild-check:"
+
+
+def checks_script(checks: Iterable[Check]) -> str:
+    """One bash script that runs every check as root, each in its own bash with its timeout, and
+    prints, per check, a start line, its output and ``amibuild-check: NAME exit=N seconds=S``.
+    It always exits 0 when every check passed and 1 otherwise (the build fails on 1)."""
+    lines = [
+        "#!/usr/bin/env bash",
+        "# Generated by amibuild: the image's checks (stage 1 on the build instance, stage 2 through SSM).",
+        "# Each check runs as root in its own bash; exit 0 is a pass, 127 means not on this machine at all.",
+        "set -u +e  # a failing check must not end the script (the build runs it under bash -e)",
+        "export LC_ALL=C PATH=\"${PATH:-/usr/bin:/bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"",
+        "failed=0",
+        "# the rehearsal's throwaway copy (the sandbox's stand-in of an image) has this folder; no instance does",
+        "standin=0",
+        "if [ -d /.amibuild-rehearse/state ]; then standin=1; printf '%s stand-in\\n' \"" + MARK + "\"; fi",
+        'work=$(mktemp -d /tmp/amibuild-checks.XXXXXX) || exit 1',
+        "trap 'rm -rf \"$work\"' EXIT",
+        "run_check() {  # name timeout file",
+        "    local start end status",
+        "    printf '%s start %s\\n' \"" + MARK + "\" \"$1\"",
+        "    start=$(date +%s.%N)",
+        "    if command -v timeout >/dev/null 2>&1; then",
+        "        timeout --kill-after=5 \"$2\" bash \"$3\" </dev/null 2>&1; status=$?",
+        "    else",
+        "        bash \"$3\" </dev/null 2>&1; status=$?",
+        "    fi",
+        "    end=$(date +%s.%N)",
+        "    printf '\\n%s %s exit=%s seconds=%s\\n' \"" + MARK + "\" \"$1\" \"$status\" "
+        "\"$(awk -v a=\"$start\" -v b=\"$end\" 'BEGIN { printf \"%.2f\", b - a }')\"",
+        "    if [ \"$status\" -eq 0 ]; then return 0; fi",
+        "    if [ \"$standin\" = 1 ] && { [ \"$status\" -eq 127 ] || [ \"$status\" -eq 97 ]; }; then return 0; fi",
+        "    failed=1",
+        "}",
+    ]
+    for index, check in enumerate(checks, start=1):
+        delimiter = f"AMIBUILD_CHECK_{index}_END"
+        while delimiter in check.command:
+            delimiter += "_"
+        lines += [
+            f"cat >\"$work/{index}\" <<'{delimiter}'",
+            check.command,
+            delimiter,
+            f"run_check {shlex.quote(check.name)} {int(check.timeout)} \"$work/{index}\"",
+        ]
+    lines += ['exit "$failed"', ""]
+    return "\n".join(lines)
+
+
+class Verdict(enum.StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    UNTESTABLE = "not testable here"
+    NOT_RUN = "not run"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    stage: str  # "build" (stage 1) | "boot" (stage 2)
+    verdict: Verdict
+    exit_status: int | None
+    seconds: float
+    output: str = ""
+
+    @property
+    def tail(self) -> str:
+        lines = self.output.rstrip("\n").splitlines()
+        return "\n".join(lines[-10:])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "stage": self.stage, "result": str(self.verdict), "exit_status": self.exit_status,
+                "seconds": round(self.seconds, 2),
+                "output_tail": self.tail if self.verdict != Verdict.PASSED else ""}
+
+
+_RESULT = re.compile(r"amibuild-check: (?P<name>[a-z0-9_-]+) exit=(?P<exit>[0-9]+) seconds=(?P<s>[0-9.]+)")
+_START = re.compile(r"amibuild-check: start (?P<name>[a-z0-9_-]+)")
+
+
+def verdict(exit_status: int, *, standin: bool) -> Verdict:
+    """What a check's exit status means: on the sandbox's stand-in of an image, "not on this machine"
+    (127) and a stand-in that cannot answer (97) are not testable there; anywhere else they fail."""
+    if exit_status == 0:
+        return Verdict.PASSED
+    if standin and exit_status in (NOT_FOUND, STANDIN_GAP):
+        return Verdict.UNTESTABLE
+    return Verdict.FAILED
+
+
+def parse_results(output: str, names: Iterable[str], *, stage: str, standin: bool = False) -> list[CheckResult]:
+    """The results of `checks_script`'s run, one per expected check (a check with no result line:
+    not run, e.g. the script was stopped)."""
+    found: dict[str, CheckResult] = {}
+    standin = standin or any(line.strip() == f"{MARK} stand-in" for line in output.splitlines())
+    current: str | None = None
+    buffer: list[str] = []
+    for line in output.splitlines():
+        start = _START.fullmatch(line.strip())
+        if start:
+            current, buffer = start.group("name"), []
+            continue
+        end = _RESULT.fullmatch(line.strip())
+        if end:
+            status = int(end.group("exit"))
+            name = end.group("name")
+            found[name] = CheckResult(name, stage, verdict(status, standin=standin), status, float(end.group("s")),
+                                      "\n".join(buffer).strip("\n"))
+            current, buffer = None, []
+            continue
+        if current is not None:
+            buffer.append(line)
+    return [found.get(name) or CheckResult(name, stage, Verdict.NOT_RUN, None, 0.0,
+                                           "\n".join(buffer) if name == current else "")
+            for name in names]
+
+
+def overall(results: Iterable[CheckResult]) -> Verdict:
+    """passed when no check failed or did not run and at least one passed (some may be not testable
+    here); failed otherwise: nothing proven is never a pass."""
+    results = list(results)
+    if any(r.verdict in (Verdict.FAILED, Verdict.NOT_RUN) for r in results):
+        return Verdict.FAILED
+    return Verdict.PASSED if any(r.verdict == Verdict.PASSED for r in results) else Verdict.FAILED
+
+
+def gate_map(gates_: Mapping[str, Gate]) -> Mapping[str, Gate]:
+    from types import MappingProxyType
+
+    return MappingProxyType(dict(gates_))

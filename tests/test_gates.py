@@ -1,0 +1,285 @@
+"""Channel gates (`channel "stable" { from, requires, soak }`): the pure decision, and publish /
+promote / `promote --due` refusing or promoting against the local emulator over real HTTP.
+
+The soak is judged at a time given to the command (`now=` / `--now`), never slept: the emulator
+stamps each parameter version with the real time, and the tests ask about an hour or four days
+later.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import boto3
+import pytest
+
+from amibuild.aws import Aws, Image, Parameter
+from amibuild.channels import due, gates, publish
+from amibuild.errors import GateRefused, SpecError
+from amibuild.pipeline import imagetests, load
+from amibuild.sandbox import Sandbox, seed_images
+
+ROOT = Path(__file__).resolve().parent.parent
+REGIONS = ("us-west-2", "eu-west-1")
+PIPELINE = """
+pipeline {
+  name    = "eks-workers"
+  regions = ["us-west-2"]
+  copy_to = ["eu-west-1"]
+}
+channel "stable" {
+  from     = "recommended"
+  requires = ["tested"]
+  soak     = "72h"
+}
+channel "candidate" {
+  requires = ["tested"]
+}
+variant "ceph" {
+  extra_packages = ["ceph-common"]
+}
+variant "plain" {
+}
+"""
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+STABLE = imagetests.Gate("stable", "recommended", ("tested",), 72 * 3600.0)
+
+
+def image(test: str | None, region: str = "us-west-2", ami: str = "ami-0123456789abcdef0") -> Image:
+    tags = {"amibuild:test": test} if test else {}
+    return Image(ami, region, "x", "available", tags, "")
+
+
+def version(value: str, n: int, at: datetime, note: str = "") -> Parameter:
+    return Parameter("/p", "us-west-2", value, n, "aws:ec2:image", at, note)
+
+
+# ------------------------------------------------------------------------------- the decision (pure)
+
+
+@pytest.mark.parametrize("case, images, came_from, history, now, missing", [
+    ("met", {"us-west-2": image("passed")}, "recommended",
+     [version("ami-0123456789abcdef0", 1, T0)], T0 + timedelta(hours=73), []),
+    ("direct publish", {"us-west-2": image("passed")}, None, [], T0, ["images enter only from channel recommended"]),
+    ("from elsewhere", {"us-west-2": image("passed")}, "beta", [], T0, ["images enter only from channel recommended"]),
+    ("untested", {"us-west-2": image(None)}, "recommended", [version("ami-0123456789abcdef0", 1, T0)],
+     T0 + timedelta(days=9), ["requires tested", "not tested"]),
+    ("failed", {"us-west-2": image("failed")}, "recommended", [version("ami-0123456789abcdef0", 1, T0)],
+     T0 + timedelta(days=9), ["requires tested", "us-west-2: failed"]),
+    ("one region untested", {"us-west-2": image("passed"), "eu-west-1": image(None, "eu-west-1")}, "recommended",
+     [version("ami-0123456789abcdef0", 1, T0)], T0 + timedelta(days=9), ["eu-west-1: not tested"]),
+    ("not soaked", {"us-west-2": image("passed")}, "recommended", [version("ami-0123456789abcdef0", 1, T0)],
+     T0 + timedelta(hours=1), ["soak 3d", "due at 2026-12-04 12:00 UTC"]),
+    ("rolled back and forward again: the soak starts again", {"us-west-2": image("passed")}, "recommended",
+     [version("ami-0123456789abcdef0", 1, T0), version("ami-0fffffffffffffff0", 2, T0 + timedelta(hours=1)),
+      version("ami-0123456789abcdef0", 3, T0 + timedelta(hours=2), "rolled back to version 1")],
+     T0 + timedelta(hours=73), ["soak 3d", "due at 2026-12-04 14:00 UTC"]),
+    ("no longer in from", {"us-west-2": image("passed")}, "recommended",
+     [version("ami-0123456789abcdef0", 1, T0), version("ami-0fffffffffffffff0", 2, T0 + timedelta(hours=1))],
+     T0 + timedelta(days=9), ["is not in recommended now"]),
+])
+def test_the_gate_decision_names_what_is_missing(case, images, came_from, history, now, missing):
+    decision = gates.decide(STABLE, images=images, came_from=came_from,
+                              source_history={r: history for r in images}, now=now)
+    text = "; ".join(decision.missing)
+    assert decision.met == (not missing), (case, text)
+    for part in missing:
+        assert part in text, (case, text)
+
+
+def test_only_a_soak_left_says_when_it_is_due():
+    history = [version("ami-0123456789abcdef0", 1, T0)]
+    soaking = gates.decide(STABLE, images={"us-west-2": image("passed")}, came_from="recommended",
+                           source_history={"us-west-2": history}, now=T0 + timedelta(hours=1))
+    assert soaking.due_at == T0 + timedelta(hours=72)
+    untested = gates.decide(STABLE, images={"us-west-2": image(None)}, came_from="recommended",
+                            source_history={"us-west-2": history}, now=T0 + timedelta(hours=1))
+    assert untested.due_at is None  # a test result does not come by waiting
+
+
+def test_an_override_passes_an_unmet_gate_and_says_why_in_the_history_note():
+    decision = gates.decide(STABLE, images={"us-west-2": image(None)}, came_from=None, now=T0, override="CVE fix")
+    assert not decision.met and decision.passes
+    assert decision.note() == "gate overridden: CVE fix"
+    assert gates.decide(STABLE, images={"us-west-2": image("passed")}, came_from="recommended",
+                        source_history={"us-west-2": [version("ami-0123456789abcdef0", 1, T0)]},
+                        now=T0 + timedelta(days=4),
+                        override="x").note() == ""  # a met gate is not an override
+
+
+@pytest.mark.parametrize("override, reason, complaint", [
+    (True, None, "--override-gate needs --reason"),
+    (True, "  ", "--override-gate needs --reason"),
+    (False, "because", "--reason is for --override-gate"),
+    (True, "two\nlines", "one line"),
+    (True, "x" * 201, "at most 200"),
+])
+def test_override_reasons_are_checked_as_bad_input(override, reason, complaint):
+    with pytest.raises(SpecError, match=complaint):
+        gates.check_reason(override, reason)
+
+
+@pytest.mark.parametrize("block, complaint", [
+    ('channel "stable" {\n  from = "stable"\n}', "names the channel itself"),
+    ('channel "stable" {\n  requires = ["soaked"]\n}', "requires 'soaked' is not known"),
+    ('channel "stable" {\n  soak = "72h"\n}', "set from too"),
+    ('channel "stable" {\n  from = "recommended"\n  soak = "three days"\n}', "is not a duration"),
+    ('channel "stable" {\n  form = "recommended"\n}', "unknown field `form` (did you mean 'from'?)"),
+])
+def test_a_bad_gate_is_refused_at_load_naming_the_block(tmp_path: Path, block: str, complaint: str):
+    path = tmp_path / "amibuild.hcl"
+    path.write_text(f'{block}\nvariant "a" {{\n}}\n')
+    with pytest.raises(SpecError, match="channel \"stable\"") as caught:
+        load(path)
+    assert complaint in str(caught.value)
+
+
+# ------------------------------------------------------------------------------- against the emulator
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path):
+    path = tmp_path / "amibuild.hcl"
+    path.write_text(PIPELINE)
+    return load(path)
+
+
+def build(variant: str, test: str | None) -> dict[str, str]:
+    """An image per region as a build leaves it, with the boot test's result tag (or none)."""
+    amis = {}
+    source = seed_images()[0].image_id
+    fingerprint = uuid.uuid4().hex
+    for region in REGIONS:
+        ec2 = boto3.client("ec2", region_name=region)
+        instance = ec2.run_instances(ImageId=source, MinCount=1, MaxCount=1, InstanceType="m5.large")
+        ami = ec2.create_image(InstanceId=instance["Instances"][0]["InstanceId"],
+                               Name=f"amibuild-{variant}-{fingerprint[:8]}")["ImageId"]
+        tags = [{"Key": "amibuild:variant", "Value": variant}, {"Key": "amibuild:fingerprint", "Value": fingerprint},
+                {"Key": "amibuild:run-id", "Value": f"run-{fingerprint[:6]}"}]
+        if test:
+            tags.append({"Key": "amibuild:test", "Value": test})
+        ec2.create_tags(Resources=[ami], Tags=tags)
+        amis[region] = ami
+    return amis
+
+
+def channel_values(variant: str, channel: str, region: str = "us-west-2") -> list[tuple[str, str]]:
+    ssm = boto3.client("ssm", region_name=region)
+    name = f"/amibuild/eks-workers/1.35/{variant}/{channel}/image_id"
+    try:
+        history = ssm.get_parameter_history(Name=name)["Parameters"]
+    except ssm.exceptions.ParameterNotFound:
+        return []
+    return [(p["Value"], p.get("Description", "")) for p in history]
+
+
+def variant_of(pipeline, name):
+    return next(v for v in pipeline.variants if v.name == name)
+
+
+def soon() -> datetime:
+    return datetime.now(timezone.utc) + timedelta(hours=1)
+
+
+def later() -> datetime:
+    return datetime.now(timezone.utc) + timedelta(days=4)
+
+
+def test_a_direct_publish_to_a_gated_channel_is_refused_naming_the_gate(sandbox: Sandbox, pipeline):
+    aws, ceph = Aws(region="us-west-2"), variant_of(pipeline, "ceph")
+    amis = build("ceph", "passed")
+    with pytest.raises(GateRefused, match=r"channel stable is gated \(from recommended, tested, soak 3d\): "
+                                          r"images enter only from channel recommended"):
+        publish.publish_variant(aws, pipeline=pipeline, variant=ceph, amis=amis, channel="stable")
+    assert channel_values("ceph", "stable") == []
+
+
+def test_promote_refuses_an_untested_or_failed_image_and_one_not_soaked(sandbox: Sandbox, pipeline):
+    aws = Aws(region="us-west-2")
+    for name, test in (("ceph", None), ("plain", "failed")):
+        variant = variant_of(pipeline, name)
+        publish.publish_variant(aws, pipeline=pipeline, variant=variant, amis=build(name, test), channel="recommended")
+        with pytest.raises(GateRefused, match="requires tested") as caught:
+            publish.promote(aws, pipeline=pipeline, variant=variant, source="recommended", target="stable", now=later())
+        assert ("not tested" if test is None else "us-west-2: failed") in str(caught.value)
+        assert channel_values(name, "stable", "eu-west-1") == []
+    ceph = variant_of(pipeline, "ceph")
+    amis = build("ceph", "passed")
+    publish.publish_variant(aws, pipeline=pipeline, variant=ceph, amis=amis, channel="recommended")
+    with pytest.raises(GateRefused, match=r"soak 3d: .* has been in recommended for 1h"):
+        publish.promote(aws, pipeline=pipeline, variant=ceph, source="recommended", target="stable", now=soon())
+    assert channel_values("ceph", "stable") == []
+    publish.promote(aws, pipeline=pipeline, variant=ceph, source="recommended", target="stable", now=later())
+    assert [v for v, _ in channel_values("ceph", "stable", "eu-west-1")] == [amis["eu-west-1"]]
+
+
+def test_a_gate_without_from_takes_a_tested_image_published_directly(sandbox: Sandbox, pipeline):
+    aws, ceph = Aws(region="us-west-2"), variant_of(pipeline, "ceph")
+    with pytest.raises(GateRefused, match="requires tested"):
+        publish.publish_variant(aws, pipeline=pipeline, variant=ceph, amis=build("ceph", None), channel="candidate")
+    amis = build("ceph", "passed")
+    publish.publish_variant(aws, pipeline=pipeline, variant=ceph, amis=amis, channel="candidate")
+    assert [v for v, _ in channel_values("ceph", "candidate")] == [amis["us-west-2"]]
+
+
+def test_override_gate_writes_and_keeps_its_reason_in_the_channel_history(sandbox: Sandbox, pipeline):
+    aws, ceph = Aws(region="us-west-2"), variant_of(pipeline, "ceph")
+    amis = build("ceph", None)
+    publish.publish_variant(aws, pipeline=pipeline, variant=ceph, amis=amis, channel="recommended")
+    publish.promote(aws, pipeline=pipeline, variant=ceph, source="recommended", target="stable", now=soon(),
+                    override_gate="hotfix for CVE-2026-1234")
+    for region in REGIONS:
+        ((value, description),) = channel_values("ceph", "stable", region)
+        assert value == amis[region]
+        assert "gate overridden: hotfix for CVE-2026-1234" in description
+        assert "promoted from recommended" in description
+
+
+def test_promote_due_promotes_exactly_the_channels_that_are_due(sandbox: Sandbox, pipeline):
+    aws = Aws(region="us-west-2")
+    ready, untested = build("ceph", "passed"), build("plain", None)
+    publish.publish_variant(aws, pipeline=pipeline, variant=variant_of(pipeline, "ceph"), amis=ready)
+    publish.publish_variant(aws, pipeline=pipeline, variant=variant_of(pipeline, "plain"), amis=untested)
+
+    early = due.promote_due(aws, pipeline, now=soon())
+    assert [(i.variant, i.channel, i.action) for i in early] == [("ceph", "stable", due.DueAction.WAIT),
+                                                                ("plain", "stable", due.DueAction.WAIT)]
+    assert early[0].due_at is not None and early[1].due_at is None
+    assert channel_values("ceph", "stable") == [] and channel_values("plain", "stable") == []
+
+    done = due.promote_due(aws, pipeline, now=later())
+    assert [(i.variant, i.action) for i in done] == [("ceph", due.DueAction.PROMOTED), ("plain", due.DueAction.WAIT)]
+    assert [v for v, _ in channel_values("ceph", "stable", "eu-west-1")] == [ready["eu-west-1"]]
+    assert channel_values("plain", "stable") == []
+    again = due.promote_due(aws, pipeline, now=later())
+    assert [i.action for i in again] == [due.DueAction.CURRENT, due.DueAction.WAIT]
+
+
+def test_the_cli_promote_due_takes_the_time_from_now_and_a_refused_promote_exits_1(sandbox: Sandbox, pipeline,
+                                                                                  tmp_path: Path):
+    aws = Aws(region="us-west-2")
+    ready = build("ceph", "passed")
+    publish.publish_variant(aws, pipeline=pipeline, variant=variant_of(pipeline, "ceph"), amis=ready)
+
+    def amibuild(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "amibuild", *args], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120)
+
+    refused = amibuild("promote", "--variant", "ceph", "--from", "recommended", "--to", "stable", "--now", soon().isoformat())
+    assert refused.returncode == 1, refused.stderr
+    assert "channel stable is gated" in refused.stderr and "soak 3d" in refused.stderr
+    waits = amibuild("promote", "--due", "--now", soon().isoformat())
+    assert waits.returncode == 0, waits.stderr
+    assert "ceph recommended -> stable: waits (due " in waits.stdout
+    promoted = amibuild("promote", "--due", "--json", "--now", later().isoformat())
+    assert promoted.returncode == 0, promoted.stderr
+    got = {(i["variant"], i["action"]) for i in json.loads(promoted.stdout)}
+    assert got == {("ceph", "promoted"), ("plain", "waits")}
+    assert [v for v, _ in channel_values("ceph", "stable")] == [ready["us-west-2"]]
+    bad = amibuild("promote", "--due", "--now", "next tuesday")
+    assert bad.returncode == 2 and "--now 'next tuesday': an ISO 8601 time" in bad.stderr
