@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from amibuild.errors import PackerError, PackerNotFound, PackerOutputError, PackerValidateError
+from amibuild.render import STANDIN_STORE_ENV
 from amibuild.bake.packer import blame
 from amibuild.bake.packer import (
     MIN_VERSION,
@@ -570,8 +571,12 @@ def test_build_argv_is_machine_readable_with_absolute_paths(tmp_path, monkeypatc
 
 
 def test_packer_never_asks_checkpoint_unless_told():
-    assert Packer(env={}).env == {"CHECKPOINT_DISABLE": "1"}
-    assert Packer(env={"CHECKPOINT_DISABLE": ""}).env == {"CHECKPOINT_DISABLE": ""}
+    # besides checkpoint, Packer's environment gets only what the sandbox build's checks step needs
+    # (this Python, and where the images' stand-ins are kept)
+    stand_in = {"AMIBUILD_PYTHON", STANDIN_STORE_ENV}
+    assert Packer(env={}).env["CHECKPOINT_DISABLE"] == "1"
+    assert set(Packer(env={}).env) == {"CHECKPOINT_DISABLE"} | stand_in
+    assert Packer(env={"CHECKPOINT_DISABLE": ""}).env["CHECKPOINT_DISABLE"] == ""
 
 
 # -------------------------------------------------------------------------------- refusals: whose fault

@@ -185,7 +185,7 @@ def lines(items: Iterable[str]) -> None:
 def lines_out(items: Iterable[str]) -> None:
     """Result lines on stdout (the answer to the command)."""
     for item in items:
-        print(item, flush=True)
+        print(secrets.mask(item), flush=True)  # a URL's user:password@ as user:***@, as say() and emit_json
 
 
 def channel_variant(options: "Options", variant: str | None):  # noqa: F821

@@ -16,7 +16,7 @@ and Run Command runs the script on the image's stand-in (`amibuild.imagetest.sta
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
@@ -30,22 +30,17 @@ PURPOSE_TAG = f"{tags.PREFIX}purpose"
 
 
 @dataclass(frozen=True)
-class BootTestSettings:
-    """Everything a boot test needs besides the image: frozen, from the pipeline and flags."""
+class BootTestSettings(imagetests.BootTestSettings):
+    """Everything a boot test needs besides the image: the pipeline's ``test { ... }`` block with the
+    flags laid over it, the cluster to join and how often to poll."""
 
-    subnet_id: str = ""
-    security_group_id: str = ""
-    instance_profile: str = ""
-    instance_type: str = ""
-    timeout: float = 900.0
     cluster: str = ""
     poll: float = 5.0
 
     @classmethod
     def of(cls, pipeline_settings: imagetests.BootTestSettings, **flags: Any) -> "BootTestSettings":
         given = {k: v for k, v in flags.items() if v not in (None, "")}
-        base = {k: getattr(pipeline_settings, k) for k in ("subnet_id", "security_group_id", "instance_profile",
-                                                              "instance_type", "timeout")}
+        base = {f.name: getattr(pipeline_settings, f.name) for f in fields(imagetests.BootTestSettings)}
         return cls(**{**base, **given})
 
 

@@ -56,7 +56,8 @@ def chain_steps(root: Path) -> list[Step]:
     files = {p.name: p.read_text(encoding="utf-8") for p in sorted((root / STANDIN_DIR).glob("*.hcl"))}
     if not files:
         raise RehearsalUnavailable(f"{root / STANDIN_DIR}: no stand-in of the image here (render it for the sandbox)")
-    return parse_steps(files, str(root))
+    # run by Packer's local step: the sensitive variables are in this process's PKR_VAR_* environment
+    return parse_steps(files, str(root), packer_env=os.environ)
 
 
 def settings(root: Path) -> dict[str, Any]:

@@ -33,7 +33,7 @@ __all__ = ["rehearse", "prepare", "run", "check", "plan", "shellcheck", "Report"
 
 def plan(rendered: Rendered, root: str, env: Mapping[str, str] | None = None) -> list[Step]:
     """The steps of a rendered variant, with ``path.root`` at ``root``; every script checked to exist."""
-    steps = parse_steps(rendered.files, root, env=env)
+    steps = parse_steps(rendered.files, root, env=env, packer_env=rendered.secret_env)
     for step in steps:
         if step.kind == "shell" and step.script and not Path(step.script).is_file():
             raise StepError(f"step {step.number} ({step.name}): script {step.script} does not exist; "

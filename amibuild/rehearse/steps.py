@@ -13,6 +13,8 @@ instance: they are listed and passed over.
 
 from __future__ import annotations
 
+import json
+
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -66,10 +68,23 @@ class Step:
         }
 
 
+def _packer_env_value(raw: str, default: Any) -> Any:
+    """A PKR_VAR_ value: a list variable's is an HCL (JSON) list, any other a string as is."""
+    if isinstance(default, list) or raw.startswith("["):
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return raw
+        return value if isinstance(value, list) else raw
+    return raw
+
+
 def parse_steps(files: Mapping[str, str], root: str, *, source_name: str = "",
-                env: Mapping[str, str] | None = None) -> list[Step]:
+                env: Mapping[str, str] | None = None, packer_env: Mapping[str, str] | None = None) -> list[Step]:
     """The steps of a rendered variant. ``files``: relative name -> text, as `Rendered.files`;
-    ``root``: where those files are (``path.root``)."""
+    ``root``: where those files are (``path.root``). ``packer_env``: the ``PKR_VAR_<name>`` values
+    Packer would get (the sensitive ones never reach a file), read as Packer reads them: over a
+    variable's default, under its var files."""
     variables: dict[str, Any] = {}
     locals_: dict[str, Any] = {}
     builds: list[dict[str, Any]] = []
@@ -87,6 +102,9 @@ def parse_steps(files: Mapping[str, str], root: str, *, source_name: str = "",
         for block in doc.get("variable", []):
             for var_name, body in block.items():
                 variables[var_name] = body.get("default") if isinstance(body, dict) else None
+                given = (packer_env or {}).get(f"PKR_VAR_{var_name}")
+                if given is not None:
+                    variables[var_name] = _packer_env_value(given, variables[var_name])
         for block in doc.get("locals", []):
             locals_.update(block)
         builds += doc.get("build", [])
