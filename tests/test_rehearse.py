@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import sys
 import tarfile
 import tempfile
@@ -471,11 +472,14 @@ def test_build_ami_rehearse_stops_an_incomplete_rehearsal_unless_allowed(tmp_pat
 
 @ROOT_ONLY
 def test_a_step_that_never_ends_fails_at_the_timeout_and_leaves_nothing_running(tmp_path: Path) -> None:
-    (tmp_path / "spin.sh").write_text("#!/bin/bash\nwhile :; do :; done\n")
+    # the spinning process carries a name of this test's own: rehearsals of other tests running at
+    # the same time (other xdist workers) run their own /tmp/script_1.sh
+    marker = f"amibuild-spin-{os.getpid()}-{time.monotonic_ns()}"
+    (tmp_path / "spin.sh").write_text(f"#!/bin/bash\nexec -a {marker} bash -c 'while :; do :; done'\n")
     (rendered,) = render(tmp_path, 'variant "spin" {\n  scripts = ["spin.sh"]\n}\n')
     report = rehearse(rendered, timeout=3)
     assert [v.status for v in report.steps] == [FAILED, "not run", "not run"]  # the checks, the clean-up
     assert report.steps[0].reason == "timed out" and not report.ok
     assert report.failure.exit_status is None and report.failure.script == "scripts/user-01-spin.sh"
-    leftover = subprocess.run(["pgrep", "-f", "/tmp/script_1.sh"], capture_output=True, text=True)
+    leftover = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
     assert leftover.stdout == "", "the copy's processes died with it"
