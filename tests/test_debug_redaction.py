@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from amibuild.aws import redact
+from amibuild import redact
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "SENTINELsessionTOKEN0123456789abcdefDONOTPRINT"

@@ -84,7 +84,7 @@ class Session:
     def _prepare(self, client: Any) -> None:
         client.meta.events.register("before-call", self._count)
         client.meta.events.register_first("needs-retry", _give_up_on_dead_endpoint)
-        from amibuild.aws import redact  # deferred: redact imports the gateway package (the gateway it filters)
+        from amibuild import redact  # deferred: installed once the first client is made
 
         credentials = self._session.get_credentials()
         if credentials is not None:  # so --debug logs never show them, whatever their source

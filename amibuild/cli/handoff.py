@@ -186,7 +186,7 @@ def proxy_credentials_parameter(proxy: str, say: Callable[[str], None]) -> tuple
     then keeps the parameter's value (None: UsePreviousValue), which it cannot read back."""
     # deferred: only for a deploy with a proxy
     from amibuild import secrets
-    from amibuild.aws import redact
+    from amibuild import redact  # deferred: logging filters for --debug, installed when needed
 
     credentials = secrets.credentials(proxy)
     if not credentials:

@@ -258,7 +258,7 @@ def _flag_values(program: Program) -> Iterable[tuple[str, str, str | None, Any]]
 
 
 def _redact_logs() -> None:
-    from amibuild.aws import redact  # deferred: the gateway (boto3) only once a task runs
+    from amibuild import redact  # deferred: logging filters, installed when the program starts
 
     redact.install()
 

@@ -48,7 +48,7 @@ def run(body: Callable[[], T]) -> T:
     """Run a task body; turn expected errors into a one-line message and an exit code."""
     from invoke.exceptions import Exit
 
-    from amibuild.aws import redact  # deferred: the gateway (boto3) only once a task runs
+    from amibuild import redact  # deferred: logging filters, installed when the program starts
 
     redact.install()  # before any AWS call: `--debug` logs botocore's requests, headers included
     try:
