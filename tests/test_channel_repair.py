@@ -118,3 +118,16 @@ def test_choose_takes_the_newest_write_available_everywhere_else_none() -> None:
     assert choose(s, {"fp1": {"a": "ami-1", "b": "ami-3"}, "fp2": {"a": "ami-4", "b": "ami-2"}}).build == "fp2"
     assert choose(s, {"fp1": {"a": "ami-1", "b": "ami-3"}, "fp2": {"b": "ami-2"}}).build == "fp1"
     assert choose(s, {"fp2": {"b": "ami-2"}}) is None
+
+
+def test_channels_check_appends_the_split_channel_to_the_step_summary(workdir, split, tmp_path: Path) -> None:
+    old, new = split
+    summary_file = tmp_path / "step-summary.md"
+    result = run_cli(workdir, "channels", "--check", env={"GITHUB_STEP_SUMMARY": str(summary_file)})
+    assert result.returncode == 1, result.stderr
+    text = summary_file.read_text()
+    assert text.startswith("### amibuild channels --check\n")
+    assert f"| ceph | recommended | us-west-2 | `{new['us-west-2']}` | fp2 |" in text
+    assert f"| ceph | recommended | eu-west-1 | `{old['eu-west-1']}` | fp1 |" in text
+    shown = run_cli(workdir, "channels", "--check", "--markdown")
+    assert shown.returncode == 1 and shown.stdout.strip() == text.strip(), shown.stdout

@@ -132,3 +132,20 @@ def test_promote_rollout_fleet_and_channels_summaries(step_summary: Path, sandbo
     assert [r[:5] for r in rows_of(out, "### amibuild channels")] == [
         ["ceph", "recommended", REGION, f"`{new}`", "2"], ["ceph", "stable", REGION, f"`{new}`", "2"],
         ["ceph-arm", "recommended", REGION, "missing", "-"]]
+
+
+def test_promote_due_summary_has_a_row_per_gated_channel_with_when_it_is_due() -> None:
+    from datetime import datetime, timezone
+
+    from amibuild.channels.due import DueAction, DueItem
+
+    due_at = datetime(2026, 12, 4, 22, 16, tzinfo=timezone.utc)
+    text = summary.due_markdown([
+        DueItem("ceph", "stable", "recommended", DueAction.WAIT, "ami-0123456789abcdef0", "soak 3d", due_at),
+        DueItem("ceph-arm", "stable", "recommended", DueAction.PROMOTED, "ami-0fedcba9876543210", "gate met"),
+    ])
+    lines = text.splitlines()
+    assert lines[0] == "### amibuild promote --due"
+    assert f"| ceph | stable | recommended | {DueAction.WAIT} | `ami-0123456789abcdef0` | 2026-12-04 22:16 UTC | soak 3d |" in lines
+    assert f"| ceph-arm | stable | recommended | {DueAction.PROMOTED} | `ami-0fedcba9876543210` | - | gate met |" in lines
+    assert "no gated channel" in summary.due_markdown([])

@@ -163,6 +163,24 @@ def channels_markdown(entries: Sequence[Any]) -> str:
                      + table(["variant", "channel", "region", "AMI", "version", "written"], rows))
 
 
+def due_markdown(items: Sequence[Any]) -> str:
+    """`promote --due`: one row per variant x gated channel: promoted, waiting (until when) or failed."""
+    rows = [(i.variant, i.channel, i.source, str(i.action), f"`{i.ami}`" if i.ami else "-",
+             i.due_at.strftime("%Y-%m-%d %H:%M UTC") if i.due_at else "-", i.detail) for i in items]
+    return "\n".join(["### amibuild promote --due", ""]
+                     + (table(["variant", "channel", "from", "action", "AMI", "due", "detail"], rows) if rows
+                        else ["no gated channel (a pipeline `channel` block with `from`)"]))
+
+
+def channel_check_markdown(splits: Sequence[Any]) -> str:
+    """`channels --check`: every split channel, one row per region and what it holds."""
+    rows = [(s.variant, s.channel, h.region, f"`{h.ami}`" if h.ami else "nothing",
+             h.build.partition(" ")[0][:12] if h.build else "-") for s in splits for h in s.holdings]
+    return "\n".join(["### amibuild channels --check", ""]
+                     + (table(["variant", "channel", "region", "AMI", "build"], rows) if rows
+                        else ["every channel is whole: each region holds an image of the same build"]))
+
+
 def rehearse_markdown(reports: Sequence[Any]) -> str:
     rows = []
     for report in reports:

@@ -514,7 +514,7 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
     from amibuild.cli import imagetests
 
     if due:
-        return _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now)
+        return _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now, markdown)
 
     def body(signals):
         if not from_ or not to:
@@ -530,7 +530,7 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
     _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 
 
-def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now):
+def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now, markdown=False):
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.aws import Aws
     from amibuild.channels import due
@@ -547,7 +547,11 @@ def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, j
                                guard=lambda: _guard(c, signals), say=cli.say)
 
     items, _ = cli.run_channel(body)
-    cli.emit_json([i.to_dict() for i in items]) if json else cli.lines_out(due.lines(items))
+    if json:
+        cli.emit_json([i.to_dict() for i in items])
+    elif not markdown:
+        cli.lines_out(due.lines(items))
+    summary.publish(summary.due_markdown(items), to_stdout=markdown)
     if any(i.action is due.DueAction.FAILED for i in items):
         def failed() -> None:
             raise PublishFailed("a due promotion failed (see above)")
@@ -637,9 +641,11 @@ def channels(c, pipeline=None, profile=None, json=False, markdown=False, check=F
         cli.emit_json({"split": [s.to_dict() for s in splits],
                        "repaired": [{"channel": d.split.channel, "variant": d.split.variant, "build": d.choice.build,
                                      "why": d.choice.why, "result": d.result.to_dict()} for d in repaired]})
-    else:
+    elif not (markdown and not repair):
         lines = [s.describe() for s in splits] if not repair else [x for d in repaired for x in repair_mod.repair_lines(d)]
         cli.lines_out(lines or ["every channel is whole: each region holds an image of the same build"])
+    if not repair:
+        summary.publish(summary.channel_check_markdown(splits), to_stdout=markdown)
     if splits and not repair:
         def split() -> None:
             raise ChannelSplit(f"{len(splits)} channel(s) split across regions; "
