@@ -355,16 +355,18 @@ class Guard:
 
 
 class ChannelLease:
-    """A held channel lease (and the legacy one beside it); `release` gives both back (only if still
-    ours) and says when one was not; `check` refuses a write once the lease may be someone else's."""
+    """A held channel lease (and the leases beside it where older amibuild looks); `release` gives them
+    all back (only if still ours) and says when one was not; `check` refuses a write once the lease
+    may be someone else's."""
 
-    def __init__(self, lease: Lease, legacy: Lease | None = None) -> None:
+    def __init__(self, lease: Lease, *others: Lease | None) -> None:
         self.lease = lease
-        self.legacy = legacy
+        self.others = tuple(o for o in others if o is not None)
+        self.legacy = self.others[-1] if self.others else None
         self.name = lease.name
-        self.took_over = lease.took_over or (legacy.took_over if legacy else None)
+        taker = next((x for x in (lease, *self.others) if x.took_over is not None), None)
+        self.took_over = taker.took_over if taker is not None else None
         self.note = ""  # said to the user: whose stale lease was taken over
-        taker = lease if lease.took_over is not None else legacy
         if taker is not None and taker.took_over is not None:
             stale = taker.took_over
             who = stale.describe() if Holder.from_value(stale.raw) else UNREADABLE
@@ -380,9 +382,7 @@ class ChannelLease:
 
     def check(self, margin: float, what: str) -> None:
         """Raise `LeaseLost` unless the lease is ours for `margin` more seconds (renewing it if need be)."""
-        for lease in (self.lease, self.legacy):
-            if lease is None:
-                continue
+        for lease in (self.lease, *self.others):
             try:
                 ok = lease.ensure(margin)
             except AmibuildError as exc:
@@ -393,7 +393,7 @@ class ChannelLease:
 
     def release(self) -> str:
         """Delete the lease(s) if still ours; a note when one is not (or could not be deleted)."""
-        notes = [n for n in (self._release(self.lease), self._release(self.legacy) if self.legacy else "") if n]
+        notes = [n for n in (self._release(x) for x in (self.lease, *self.others)) if n]
         return "; ".join(notes)
 
     @staticmethod
@@ -410,27 +410,34 @@ class ChannelLease:
 
 
 def acquire_channel(store: LeaseStore, name: str, region: str, *, operation: str, guard: Guard,
-                    legacy: tuple[str, str] | None = None, clock: Callable[[], float] = time.time) -> ChannelLease:
-    """Take the channel lease `name` in `region` (and the old-layout lease ``legacy`` = (name, region),
-    so that an older amibuild writing the same channel waits for us and we for it), waiting up to
-    ``guard.wait`` seconds in all for their holders."""
+                    legacy: tuple[str, str] | None = None, also: Sequence[tuple[str, str]] = (),
+                    clock: Callable[[], float] = time.time) -> ChannelLease:
+    """Take the channel lease `name` in `region` (and the leases where older amibuild looks: ``also``
+    and the old-layout lease ``legacy``, each (name, region), so that an older amibuild writing the
+    same channel waits for us and we for it), waiting up to ``guard.wait`` seconds in all for their
+    holders."""
     def make(lease_name: str, lease_region: str) -> Lease:
         return Lease(store, lease_name, lease_region, run_id=guard.run_id, owner=guard.owner, operation=operation,
                      ttl=guard.ttl, clock=clock, description=f"amibuild channel lease: {operation}")
 
+    beside = [place for place in (*also, *([legacy] if legacy else [])) if place != (name, region)]
     deadline = time.monotonic() + guard.wait
     while True:
         lease = make(name, region)
         theirs = wait_for(lease, wait=max(0.0, deadline - time.monotonic()), poll=POLL, cancelled=guard.cancelled)
-        old = None
-        if theirs is None and legacy is not None:
-            old = make(*legacy)
-            theirs = old.try_acquire()
-            if theirs is not None:  # an older amibuild writes this channel: let go of ours and wait
-                lease.release()
-                old = None
+        others: list[Lease] = []
         if theirs is None:
-            return ChannelLease(lease, old)
+            for place in dict.fromkeys(beside):
+                other = make(*place)
+                theirs = other.try_acquire()
+                if theirs is not None:  # an older amibuild writes this channel: let go of ours and wait
+                    for mine in (*others, lease):
+                        mine.release()
+                    others = []
+                    break
+                others.append(other)
+        if theirs is None:
+            return ChannelLease(lease, *others)
         if guard.cancelled():
             raise Interrupted(f"{operation}: interrupted while waiting for {theirs.describe()}; nothing was written")
         left = deadline - time.monotonic()

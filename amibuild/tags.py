@@ -23,6 +23,7 @@ CREATED = f"{PREFIX}created"
 GIT_COMMIT = f"{PREFIX}git-commit"
 CHANNEL = f"{PREFIX}channel"
 CHANNEL_REGIONS = f"{PREFIX}channel-regions"  # on a channel parameter: every region the channel is written in
+LEASE_HOME = f"{PREFIX}lease-home"  # on a channel parameter: the region its write lease lives in
 # image test results (amibuild.imagetest): passed | failed, when, and which run tested it
 TEST = f"{PREFIX}test"
 TESTED_AT = f"{PREFIX}tested-at"

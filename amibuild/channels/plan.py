@@ -63,7 +63,7 @@ def provenance_of(text: str) -> Provenance:
 
 
 def parameter_tags(variant: str, channel: str, provenance: Provenance, pipeline: str = "",
-                   regions: Sequence[str] = ()) -> dict[str, str]:
+                   regions: Sequence[str] = (), home: str = "") -> dict[str, str]:
     """The tags a channel's parameter carries. Pipeline, variant and channel let prune find every
     channel amibuild wrote by its tags, whatever name template named it."""
     found = {
@@ -76,6 +76,8 @@ def parameter_tags(variant: str, channel: str, provenance: Provenance, pipeline:
         found[tags.PIPELINE] = pipeline
     if regions:  # every writer of the channel finds in any region where else the channel lives
         found[tags.CHANNEL_REGIONS] = " ".join(sorted(regions))
+    if home:  # where every writer of the channel takes its lease (`amibuild.channels.home`)
+        found[tags.LEASE_HOME] = home
     return found
 
 
@@ -185,11 +187,13 @@ def decide(
     note: str = "",
     pipeline: str = "",
     channel_regions: Iterable[str] = (),
+    home: str = "",
 ) -> PublishPlan:
     """Per region: write, unchanged, or refused with the reason. Pure: state in, plan out.
 
     ``channel_regions``: every region the channel is recorded in (`recorded_regions`); a write that
     does not cover them all is refused in every region: a channel is written everywhere or not at all.
+    ``home``: the channel's lease home, recorded in every region written.
     """
     regions = list(dict.fromkeys([*required_regions, *sorted(amis)]))
     outside = sorted(set(channel_regions) - set(regions))
@@ -218,7 +222,7 @@ def decide(
             else:
                 why = f"{region}: {now.value} (version {now.version}) → {ami}"
             plans.append(RegionPlan(region, ami, PublishAction.WRITE, why, description=desc,
-                                    tags=parameter_tags(variant, channel, prov, pipeline, regions), **previous))
+                                    tags=parameter_tags(variant, channel, prov, pipeline, regions, home), **previous))
     fingerprints = {p.fingerprint for r, p in provenance.items() if r in amis and p.fingerprint}
     if len(fingerprints) > 1 and not allow_foreign:
         detail = ", ".join(f"{r}: {provenance[r].fingerprint}" for r in regions if provenance.get(r, Provenance()).fingerprint)

@@ -70,6 +70,7 @@ from typing import Callable, Mapping, Sequence
 from amibuild import tags
 from amibuild.aws import Aws, Image, Parameter, fan_out
 from amibuild.channels import gates
+from amibuild.channels.home import lease_home
 # the plan and write names are part of this module's interface (callers import them from here)
 from amibuild.channels.plan import (IMAGE_DATA_TYPE,  # noqa: F401
                                     _AMI_ID, _UNKNOWN, PublishAction, Provenance,
@@ -143,6 +144,7 @@ def plan_publish(
     current: dict[str, Parameter | None] = {r: state[(r, "parameter")] for r in regions}  # type: ignore[misc]
     # where else the channel lives, as its parameters record it: a write of fewer regions is refused
     tagged = fan_out([r for r in regions if current[r] is not None], lambda r: aws.parameter_tags(name, r))
+    home = lease_home(tagged, getattr(pipeline, "channel_regions", ()) or pipeline.target_regions)
     if provenance is None:
         provenance = provenance_from_images(images, fingerprint=fingerprint, run_id=run_id)
     if gate_check is not None:
@@ -152,7 +154,8 @@ def plan_publish(
         required_regions=pipeline.target_regions, amis=amis,
         current=current, images=images, provenance=provenance,
         allow_foreign=allow_foreign, expected_fingerprint=fingerprint, note=note, pipeline=pipeline.name,
-        channel_regions=recorded_regions(tagged),
+        # a brand-new channel (nothing recorded yet) lives in every region of the pipeline file
+        channel_regions=recorded_regions(tagged) | set(getattr(pipeline, "channel_regions", ())), home=home,
     )
 
 
@@ -192,7 +195,7 @@ def publish_variant(
         return execute_publish(aws, make_plan(), force=force, cancelled=cancelled)
 
     return transact(aws, pipeline=pipeline, variant=variant, channels=[channel], operation=f"publish to {channel}",
-                    guard=guard or Guard(run_id=run_id or ""), work=work)
+                    guard=guard or Guard(run_id=run_id or ""), work=work, template=template)
 
 
 def promote(
@@ -258,7 +261,7 @@ def promote(
         return execute_publish(aws, make_plan(), force=force, cancelled=cancelled)
 
     return transact(aws, pipeline=pipeline, variant=variant, channels=[source, target], operation=operation,
-                    guard=guard or Guard(), work=work)
+                    guard=guard or Guard(), work=work, template=template)
 
 
 def rollback(
@@ -302,7 +305,7 @@ def rollback(
         return execute_publish(aws, make_plan(), force=force, cancelled=cancelled)
 
     return transact(aws, pipeline=pipeline, variant=variant, channels=[channel], operation=f"roll back {channel}",
-                    guard=guard or Guard(), work=work)
+                    guard=guard or Guard(), work=work, template=template)
 
 
 def rollback_versions(name: str, regions: Sequence[str], histories: Mapping[str, Sequence[Parameter]],

@@ -8,8 +8,9 @@ and says region by region what it did.
 
 A channel write converges or says plainly that it did not:
 
-* the lease's home is a property of the channel (`home_region`: the first of the channel's regions
-  in name order), not of the writer's flags or of the order a pipeline file lists its regions in;
+* the lease's home is a property of the channel, recorded on it (`amibuild.channels.home`: chosen
+  when the channel is first written, read back by every writer), not of the writer's flags, of the
+  order a pipeline file lists its regions in, or of a region added since;
 * before every write (each put, each tag, each put-back) the writer checks that its lease is still
   its own for longer than one request can last (`Aws.request_bound`), renewing it when it runs
   short: a writer stopped (SIGSTOP) past its lease, or one whose lease was taken over, writes no
@@ -36,6 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
 from amibuild.aws import Aws, Parameter, fan_out
+from amibuild.channels.home import homes_of, known_regions, previous_home
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
                                     RegionResult, description, parameter_tags, provenance_of)
 from amibuild.errors import AmibuildError, ChannelBusy, Interrupted, LeaseLost, PublishConflict, PublishFailed, \
@@ -52,10 +54,9 @@ _TOKEN = re.compile(r", write ([0-9a-f]{12})\)?$")
 
 
 def home_region(pipeline: PipelineLike) -> str:
-    """Where a channel's lease lives: the first of the channel's regions in name order. Every writer
-    of the channel finds it there, whatever order its pipeline file lists the regions in and
-    whichever it builds in (a write of only some of the channel's regions is refused)."""
-    return sorted(pipeline.target_regions)[0]
+    """Where the pipeline's prune lease lives: the first of the pipeline's channel regions in name
+    order (a channel's own lease lives where the channel records it: `amibuild.channels.home`)."""
+    return sorted(known_regions(pipeline))[0]
 
 
 def legacy_home_region(pipeline: PipelineLike) -> str:
@@ -81,7 +82,7 @@ class Turn:
 
 
 def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels: Sequence[str], operation: str,
-             guard: Guard, work: Callable[[Turn], PublishResult]) -> PublishResult:
+             guard: Guard, work: Callable[[Turn], PublishResult], template: str | None = None) -> PublishResult:
     """Run `work` (read, decide, write, check) while holding the lease of every channel it touches.
 
     Leases are taken in name order and given back in ``finally``, whatever happened. While prune
@@ -91,15 +92,17 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
     held: list[ChannelLease] = []
     notes: list[str] = []
     prefix, name = pipeline.ssm_prefix, pipeline.name
-    home = home_region(pipeline)
+    homes = homes_of(aws, pipeline, variant, sorted(set(channels)), template)  # recorded on each channel
     deadline = time.monotonic() + guard.wait
     try:
         while True:
             for channel in sorted(set(channels)):
                 left = replace(guard, wait=max(0.0, deadline - time.monotonic()))
+                lease_name = channel_lease_name(prefix, name, variant.name, channel)
                 lease = acquire_channel(
-                    aws, channel_lease_name(prefix, name, variant.name, channel), home,
+                    aws, lease_name, homes[channel],
                     operation=f"{operation} ({variant.name})", guard=left,
+                    also=[(lease_name, previous_home(pipeline))],  # where the previous amibuild looks
                     legacy=(legacy_channel_lease_name(prefix, name, variant.name, channel),
                             legacy_home_region(pipeline)))
                 held.append(lease)
@@ -139,11 +142,15 @@ def _release(held: Sequence[ChannelLease], notes: list[str]) -> None:
 def _prune_holder(aws: Aws, pipeline: PipelineLike) -> str | None:
     """Who holds the pipeline's prune lease (described), or None: prune may be deregistering the very
     image this write would name."""
-    current = aws.find_parameter(prune_lease_name(pipeline.ssm_prefix, pipeline.name), home_region(pipeline))
-    holder = parse_holder(current.value) if current is not None else None
-    if holder is None or holder.expired(time.time()) or holder_gone(holder):
-        return None
-    return holder.describe()
+    # in every region the pipeline knows: a prune run with a pipeline file whose regions differ from
+    # this one's keeps its lease in the first of its own
+    name = prune_lease_name(pipeline.ssm_prefix, pipeline.name)
+    regions = sorted({home_region(pipeline), previous_home(pipeline), *known_regions(pipeline)})
+    for current in fan_out(regions, lambda r: aws.find_parameter(name, r)).values():
+        holder = parse_holder(current.value) if current is not None else None
+        if holder is not None and not holder.expired(time.time()) and not holder_gone(holder):
+            return holder.describe()
+    return None
 
 
 # ------------------------------------------------------------------------------- execute

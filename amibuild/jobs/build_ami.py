@@ -76,6 +76,12 @@ def settings(options: Options, *, channel: str | None = None, publish: bool = Tr
             # the parameter names this channel gives must be valid before anything is built
             check_names(pipeline, channel, f"--channel {channel}")
         chosen = (channel or pipeline.default_channel) if publish else None
+        if chosen and pipeline.narrowed_out:  # a channel is written in every region or none
+            raise SpecError(
+                f"--region {' '.join(pipeline.regions)}: channel {chosen} lives in every region of the pipeline "
+                f"({', '.join(pipeline.channel_regions)}), and this build would publish only "
+                f"{', '.join(pipeline.target_regions)}, leaving {', '.join(pipeline.narrowed_out)} on another "
+                "build; drop --region to build and publish every region, or pass --no-publish to build only")
         version()  # PackerNotFound before any AWS call
     if flags.get("rehearse"):
         from amibuild.rehearse.overlay import check_privileges  # deferred: the overlay tools only for --rehearse

@@ -18,7 +18,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, TypeVar
 
-from amibuild.aws import Aws
+from amibuild.aws import Aws, fan_out
+from amibuild.channels.home import known_regions
 from amibuild.channels.write import home_region, legacy_home_region
 from amibuild.errors import ChannelBusy
 from amibuild.lease import (LEGACY_CHANNEL_DIR, Guard, Lease, holder_gone, is_lease, lease_root, parse_holder,
@@ -33,16 +34,18 @@ POLL = 0.5
 def live_channel_leases(aws: Aws, pipeline: Any) -> list[str]:
     """Every channel lease of the pipeline someone holds now, described."""
     prefix = pipeline.ssm_prefix.rstrip("/")
-    places = [(f"{lease_root(prefix, pipeline.name)}/channel", home_region(pipeline)),
-              (f"{prefix}/{pipeline.name}/{LEGACY_CHANNEL_DIR}", legacy_home_region(pipeline))]
+    # a channel's lease lives where the channel records it (`amibuild.channels.home`): look in every region
+    places = [(f"{lease_root(prefix, pipeline.name)}/channel", region) for region in known_regions(pipeline)]
+    places.append((f"{prefix}/{pipeline.name}/{LEGACY_CHANNEL_DIR}", legacy_home_region(pipeline)))
     found = []
     now = time.time()
-    for root, region in dict.fromkeys(places):
-        for parameter in aws.parameters_under(root, region):
+    listed = fan_out(list(dict.fromkeys(places)), lambda place: aws.parameters_under(*place))
+    for (root, _), parameters in listed.items():
+        for parameter in parameters:
             holder = parse_holder(parameter.value)
             if not holder.expired(now) and not holder_gone(holder):
                 found.append(f"{holder.describe()} on {parameter.name.removeprefix(root + '/')}")
-    return found
+    return list(dict.fromkeys(found))  # a writer holds its lease in up to two regions: named once
 
 
 def under_prune_lease(aws: Aws, pipeline: Any, work: Callable[[], T], *, guard: Guard,

@@ -41,11 +41,13 @@ def load(
     where = str(source) if source else "flags"
     settings = _one_block(doc, "pipeline", where)
     _check_keys(settings, _PIPELINE_KEYS, f"{where}: pipeline")
-    regions = tuple(overrides.regions) or tuple(_str_list(settings, "regions", where)) or (default_region,)
+    file_regions = tuple(_str_list(settings, "regions", where))
+    regions = tuple(overrides.regions) or file_regions or (default_region,)
     pipeline_kwargs = dict(
         name=_str(settings.get("name", "amibuild"), f"{where}: pipeline.name"),
         ssm_prefix=_str(settings.get("ssm_prefix", "/amibuild"), f"{where}: pipeline.ssm_prefix"),
         regions=regions,
+        file_regions=file_regions if overrides.regions else (),
         copy_to=tuple(_str_list(settings, "copy_to", where)),
         ami_users=tuple(_str_list(settings, "ami_users", where)),
         tags=MappingProxyType(_str_map(settings.get("tags", {}), f"{where}: pipeline.tags")),

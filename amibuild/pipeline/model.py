@@ -202,6 +202,8 @@ class Pipeline:
     # channel "NAME" { from, requires, soak } blocks, and the pipeline's test { ... } block
     gates: Mapping[str, imagetests.Gate] = field(default_factory=lambda: MappingProxyType({}))
     boot_test: imagetests.BootTestSettings = imagetests.BootTestSettings()
+    # the pipeline file's own `regions` when --region replaced them for this run (else empty)
+    file_regions: tuple[str, ...] = ()
 
     @property
     def build_region(self) -> str:
@@ -214,6 +216,17 @@ class Pipeline:
         for region in (*self.regions, *self.copy_to):
             seen.setdefault(region, None)
         return tuple(seen)
+
+    @property
+    def channel_regions(self) -> tuple[str, ...]:
+        """Every region the pipeline's channels live in, as its file says (`regions` and `copy_to`),
+        whatever --region narrows this run's builds to: a brand-new channel is written in all of them."""
+        return tuple(dict.fromkeys((*(self.file_regions or self.regions), *self.copy_to)))
+
+    @property
+    def narrowed_out(self) -> tuple[str, ...]:
+        """The channel regions this run does not reach (--region named fewer than the file)."""
+        return tuple(r for r in self.channel_regions if r not in self.target_regions)
 
 
 @dataclass(frozen=True)

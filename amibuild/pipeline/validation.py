@@ -21,10 +21,11 @@ def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> No
     if not re.match(r"^[A-Za-z0-9_./-]+\Z", prefix) or prefix.lower().startswith(("/aws", "/ssm")):
         raise SpecError(f"{where}: pipeline.ssm_prefix {prefix!r}: use letters, digits, '_', '.', '-' and '/', not under /aws or /ssm")
     known = known_regions()
-    for field_name in ("regions", "copy_to"):
-        for region in kw[field_name]:
+    for field_name in ("regions", "file_regions", "copy_to"):
+        for region in kw.get(field_name, ()):
             if region not in known:
-                label = "--region" if field_name == "regions" and from_flag else f"{where}: pipeline.{field_name}"
+                label = ("--region" if field_name == "regions" and from_flag else
+                         f"{where}: pipeline.{field_name.removeprefix('file_')}")
                 raise SpecError(f"{label}: unknown region {region!r}{suggest(region, known)}")
     for key, check in (("parameter_template", naming.check_template), ("default_channel", naming.check_channel)):
         if kw[key] is not None:

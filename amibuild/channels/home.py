@@ -1,0 +1,62 @@
+"""Where a channel's write lease lives (its home): a property of the channel, recorded on the channel.
+
+Every writer of a channel must meet at one lease, whatever its pipeline file says: the regions in
+another order, a region added since the channel was first written, a build region of its own. So
+the home is chosen once, when the channel is first written (the first of its regions in name
+order), and recorded on the channel's parameter in every region (the tag `tags.LEASE_HOME`). A
+writer reads the channel's tags in the regions it knows before it takes the lease and goes where
+they say (`lease_home`, pure); only a channel nobody has written yet gets its home from the
+pipeline's regions.
+
+Channels written before the home was recorded carry `tags.CHANNEL_REGIONS`: the first of those
+regions in name order is where the amibuild that wrote them took the lease, so the home read from
+there is the same one. A writer also holds the lease where that amibuild would look with this
+writer's own pipeline file (`previous_home`, when it differs), so a runner still on it is excluded.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+from amibuild import tags
+from amibuild.aws import Aws, fan_out
+from amibuild.pipeline.naming import PipelineLike, VariantLike, parameter_name
+
+
+def lease_home(tags_by_region: Mapping[str, Mapping[str, str]], regions: Iterable[str]) -> str:
+    """The channel's lease home from the tags its parameters carry ({region: tags}, regions where the
+    channel does not exist left out), else the first of `regions` (the pipeline's) in name order."""
+    recorded = sorted({found[tags.LEASE_HOME] for found in tags_by_region.values() if found.get(tags.LEASE_HOME)})
+    if recorded:
+        return recorded[0]  # one value, unless two first writes raced: either way every writer picks the same
+    written_in = sorted({r for found in tags_by_region.values() for r in found.get(tags.CHANNEL_REGIONS, "").split()})
+    if written_in:
+        return written_in[0]
+    return sorted(regions)[0]
+
+
+def previous_home(pipeline: PipelineLike) -> str:
+    """Where amibuild before the recorded home took a channel's lease: the first of the writer's own
+    target regions in name order."""
+    return sorted(pipeline.target_regions)[0]
+
+
+def known_regions(pipeline: PipelineLike) -> list[str]:
+    """Every region a writer of this pipeline looks for the channel in."""
+    return list(dict.fromkeys([*pipeline.target_regions, *getattr(pipeline, "channel_regions", ())]))
+
+
+def read_home(aws: Aws, pipeline: PipelineLike, variant: VariantLike, channel: str,
+              template: str | None = None) -> str:
+    """Read the channel's tags in every region the pipeline knows (in parallel) and say its lease home."""
+    name = parameter_name(pipeline, variant, channel, template)
+    regions = known_regions(pipeline)
+    exists = fan_out(regions, lambda r: aws.find_parameter(name, r) is not None)
+    found = fan_out([r for r in regions if exists[r]], lambda r: aws.parameter_tags(name, r))
+    return lease_home(found, getattr(pipeline, "channel_regions", ()) or pipeline.target_regions)
+
+
+def homes_of(aws: Aws, pipeline: PipelineLike, variant: VariantLike, channels: Sequence[str],
+             template: str | None = None) -> dict[str, str]:
+    """{channel: lease home} for the channels a write touches."""
+    return {channel: read_home(aws, pipeline, variant, channel, template) for channel in channels}
