@@ -197,7 +197,9 @@ def test_publish_writes_the_ami_in_every_region_with_image_data_type_and_tags(sa
         assert tags == {"amibuild:fingerprint": "fp1", "amibuild:run-id": "run-42", "amibuild:pipeline": "eks-workers",
                         "amibuild:variant": "ceph", "amibuild:channel": "recommended",
                         # every region of the channel: a later write of fewer regions is refused
-                        "amibuild:channel-regions": "eu-west-1 us-west-2"}
+                        "amibuild:channel-regions": "eu-west-1 us-west-2",
+                        # where every writer of the channel takes its lease (the first region, in name order)
+                        "amibuild:lease-home": "eu-west-1"}
     # the channel's lease was given back: only the channel's own parameter is left
     assert written("us-west-2") == [result.parameter]
 
