@@ -14,8 +14,10 @@ Pure: no I/O, no global state.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Iterable
 from urllib.parse import unquote
 
@@ -89,6 +91,15 @@ class Known:
         for secret in sorted(self.secrets, key=len, reverse=True):
             text = text.replace(secret, MASK)
         return text
+
+
+@lru_cache(maxsize=256)
+def keyed_digest(name: str, value: str) -> str:
+    """What a fingerprint sees of a secret: a slow keyed hash (scrypt, keyed by amibuild and the
+    variable's name), never the secret. A new password changes it, so the build is new; guessing a
+    password back from a fingerprint (an AMI tag anyone in the account reads) costs scrypt per guess."""
+    return hashlib.scrypt(value.encode(), salt=f"amibuild fingerprint\0{name}".encode(), n=2**14, r=8, p=1,
+                          dklen=32).hex()
 
 
 def _strings(value: Any) -> Iterable[str]:

@@ -484,7 +484,7 @@ def render_variant(
         files=MappingProxyType(files),
         values=MappingProxyType(values),
         sources=MappingProxyType(dict(sources)),
-        fingerprint=fingerprint(files, values),
+        fingerprint=fingerprint(files, values, secret_env),
         notes=tuple(secrets.mask(n) for n in notes),
         executable=executable,
         secret_env=MappingProxyType(secret_env),
@@ -672,12 +672,15 @@ def manifest_block(variant_name: str) -> hcl.Block:
     return block
 
 
-def fingerprint(files: Mapping[str, str], values: Mapping[str, Any]) -> str:
-    """sha256 over every file (name and text) and the resolved values, source AMI included."""
+def fingerprint(files: Mapping[str, str], values: Mapping[str, Any], hidden: Mapping[str, str] | None = None) -> str:
+    """sha256 over every file (name and text) and the resolved values, source AMI included; of the
+    credentials (`hidden`, PKR_VAR_<name> -> value) only a keyed hash (`secrets.keyed_digest`)."""
     digest = hashlib.sha256()
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + files[name].encode() + b"\0")
     digest.update(json.dumps(dict(values), sort_keys=True, default=str).encode())
+    if hidden:  # absent without credentials: every fingerprint made before stays the same
+        digest.update(json.dumps({k: secrets.keyed_digest(k, v) for k, v in hidden.items()}, sort_keys=True).encode())
     return digest.hexdigest()
 
 
