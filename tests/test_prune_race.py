@@ -92,3 +92,28 @@ def test_a_publish_while_prune_holds_its_lease_waits_and_then_refuses_a_deregist
         names = [p["Name"] for p in boto3.client("ssm", region_name=region).get_parameters_by_path(
             Path="/amibuild/prune-e2e", Recursive=True)["Parameters"]]
         assert names == [CHANNEL.format("stable")], names
+
+
+def test_a_channel_written_outside_the_leases_after_prune_decided_keeps_its_image(proxy, workdir) -> None:
+    """A writer that knows no prune lease (the console, another tool, an older amibuild) points a
+    channel at an image after prune has read what is in use and before it deregisters: prune's read
+    of the channels right before each deregister keeps the image. Without that re-read, the image is
+    deregistered while the channel names it."""
+    old = {r: build_image(1, region=r).ami for r in REGIONS}
+    new = {r: build_image(2, region=r).ami for r in REGIONS}
+    code, _, err = Cli(workdir, "publish", "--variant", "ceph", "--channel", "stable", "--ami", ami_flag(new)).finish()
+    assert code == 0, err
+    # prune's last read of what is in use in us-west-2 (running instances): channels were read before it
+    reading = proxy.gate(["DescribeInstances"], region="us-west-2", count=1)
+    pruning = Cli(workdir, "prune", "--keep", "1")
+    assert reading.wait_held(1), pruning.lines
+    boto3.client("ssm", region_name="us-west-2").put_parameter(
+        Name=CHANNEL.format("candidate"), Value=old["us-west-2"], Type="String", DataType="aws:ec2:image")
+    reading.release()
+    code, out, err = pruning.finish()
+    assert registered("us-west-2", old["us-west-2"]), f"deregistered while channel candidate names it:\n{out}{err}"
+    assert "a channel names it now (read again right before the deregister): kept" in out + err
+    assert not registered("eu-west-1", old["eu-west-1"])  # no channel names it there: pruned as planned
+    for region in REGIONS:
+        assert registered(region, new[region])
+    assert code == 0, err
