@@ -33,9 +33,10 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
 
+from amibuild import tags
 from amibuild.aws import Aws, Parameter, fan_out
 from amibuild.channels.home import homes_of, known_regions, previous_home
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
@@ -67,17 +68,41 @@ def legacy_home_region(pipeline: PipelineLike) -> str:
 @dataclass(frozen=True)
 class Turn:
     """A writer's turn at a channel, as its work sees it: whether to stop before the first write, and
-    the check before every write that the leases are still its own."""
+    the check before every write that the leases are still its own.
+
+    SSM has no conditional put, so one put sent just before the writer was stopped (SIGSTOP, a frozen
+    VM) can still land after its lease ran out and another writer moved the channel. The writer finds
+    it on reading back and takes only that write of its own back out; for that one put-back it takes
+    the lease again (`check_to_undo`, without waiting: when another writer holds it now, it leaves
+    the region as is and says so)."""
 
     cancelled: Callable[[], bool]
     leases: tuple[ChannelLease, ...] = ()
     margin: float = 0.0  # seconds the leases must still be good for at each write
+    regain: Callable[[], list[ChannelLease]] | None = None  # the leases taken again, [] when others hold them
+    regained: list[ChannelLease] = field(default_factory=list)  # given back by `transact`
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self) -> bool:  # a Turn stands where a `cancelled` callable used to
         return self.cancelled()
 
     def check(self, what: str) -> None:
         for lease in self.leases:
+            lease.check(self.margin, what)
+
+    def check_to_undo(self, what: str) -> None:
+        """`check` before putting back a write of this writer's own; a lost lease is taken again
+        (once, shared by every region's put-back). Raises `LeaseLost` when it cannot be."""
+        try:
+            self.check(what)
+            return
+        except LeaseLost as lost:
+            with self._lock:
+                if not self.regained and self.regain is not None:
+                    self.regained.extend(self.regain())
+                if not self.regained:
+                    raise LeaseLost(f"{lost}; another writer holds the channel now") from lost
+        for lease in self.regained:
             lease.check(self.margin, what)
 
 
@@ -94,17 +119,29 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
     prefix, name = pipeline.ssm_prefix, pipeline.name
     homes = homes_of(aws, pipeline, variant, sorted(set(channels)), template)  # recorded on each channel
     deadline = time.monotonic() + guard.wait
+
+    def take(channel: str, wait: float) -> ChannelLease:
+        lease_name = channel_lease_name(prefix, name, variant.name, channel)
+        return acquire_channel(
+            aws, lease_name, homes[channel], operation=f"{operation} ({variant.name})", guard=replace(guard, wait=wait),
+            also=[(lease_name, previous_home(pipeline))],  # where the previous amibuild looks
+            legacy=(legacy_channel_lease_name(prefix, name, variant.name, channel), legacy_home_region(pipeline)))
+
+    def regain() -> list[ChannelLease]:
+        got: list[ChannelLease] = []
+        try:
+            for channel in sorted(set(channels)):
+                got.append(take(channel, 0.0))
+        except AmibuildError:  # busy (another writer), or AWS failed: nothing to put back under
+            _release(got, [])
+            return []
+        return got
+
+    turn: Turn | None = None
     try:
         while True:
             for channel in sorted(set(channels)):
-                left = replace(guard, wait=max(0.0, deadline - time.monotonic()))
-                lease_name = channel_lease_name(prefix, name, variant.name, channel)
-                lease = acquire_channel(
-                    aws, lease_name, homes[channel],
-                    operation=f"{operation} ({variant.name})", guard=left,
-                    also=[(lease_name, previous_home(pipeline))],  # where the previous amibuild looks
-                    legacy=(legacy_channel_lease_name(prefix, name, variant.name, channel),
-                            legacy_home_region(pipeline)))
+                lease = take(channel, max(0.0, deadline - time.monotonic()))
                 held.append(lease)
                 if lease.note:
                     notes.append(lease.note)
@@ -120,12 +157,13 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
                                   "nothing was written. Retry when it is done")
             time.sleep(0.5)
         margin = getattr(aws, "request_bound", lambda: 0.0)()
-        result = work(Turn(guard.cancelled, tuple(held), margin))
+        turn = Turn(guard.cancelled, tuple(held), margin, regain)
+        result = work(turn)
         if any(lease.expired() for lease in held):
             notes.append(f"the write outlasted its lease ({guard.ttl:.0f} s): another writer may have written "
                          "at the same time; check every region with `amibuild channels --check`")
     finally:
-        _release(held, notes)
+        _release([*held, *(turn.regained if turn is not None else ())], notes)
     return replace(result, notes=(*result.notes, *notes)) if notes else result
 
 
@@ -352,7 +390,7 @@ def _conflict(aws: Aws, plan: PublishPlan, r: RegionPlan, ours: int, turn: Turn)
                 f"after amibuild read version {r.previous_version} ({r.previous_ami or 'no value'})")
         undone = _put_back(aws, plan, r, ours, theirs, "a conflict", turn)
     return PublishConflict(
-        f"conflict on {name} in {r.region}: {what}; our {r.ami} (version {ours}) was taken back out: {undone}. "
+        f"conflict on {name} in {r.region}: {what}; taking our {r.ami} (version {ours}) back out: {undone}. "
         f"Retry, or pass --force to write {r.ami} over {theirs.value if theirs else 'it'}"
     )
 
@@ -434,9 +472,31 @@ def converged(aws: Aws, plan: PublishPlan) -> str:
         return "nothing is left half moved (every region holds what it held before)"
     if all(now[r.region] == r.ami for r in plan.regions):
         return f"yet every region holds the new image ({', '.join(f'{r.region} {r.ami}' for r in plan.regions)})"
+    build = _one_build(aws, {r.region: now[r.region] for r in plan.regions})
+    if build:
+        holds = ", ".join(f"{r.region} {now[r.region]}" for r in plan.regions)
+        return (f"the channel is whole on another writer's build {build} ({holds}): this writer's own "
+                "writes were taken back out")
     holds = ", ".join(f"{r.region} holds {now[r.region] or 'nothing'}" for r in plan.regions)
     return (f"the channel is SPLIT across regions ({holds}); `amibuild channels --repair` brings it to one "
             "image, and so does the next write of it")
+
+
+def _one_build(aws: Aws, values: Mapping[str, str | None]) -> str:
+    """The build (fingerprint and run id, from the images' tags) every region's value is an image
+    of; "" when they are not all of one build, or one cannot be told."""
+    if not values or not all(values.values()):
+        return ""
+    try:
+        images = fan_out(sorted(values), lambda region: aws.find_image(region, values[region] or ""))
+    except AmibuildError:
+        return ""
+    keys = {(i.tags.get(tags.FINGERPRINT), i.tags.get(tags.RUN_ID)) if i is not None else None
+            for i in images.values()}
+    if len(keys) != 1 or None in keys or not next(iter(keys))[0]:
+        return ""
+    fingerprint, run = next(iter(keys))  # type: ignore[misc]
+    return f"{fingerprint[:12]} (run {run or '-'})"
 
 
 def _put_back(aws: Aws, plan: PublishPlan, r: RegionPlan, ours: int, previous: Parameter | None, why: str,
@@ -450,9 +510,15 @@ def _put_back(aws: Aws, plan: PublishPlan, r: RegionPlan, ours: int, previous: P
         moved = f"version {current.version}: {current.value}" if current else "deleted"
         return f"{region}: left as is, another writer has moved it on since ({moved})"
     try:
-        turn.check(f"putting {region} back")
+        turn.check_to_undo(f"putting {region} back")
     except LeaseLost as exc:
         return f"{region}: could NOT be put back ({exc}); it holds {r.ami}"
+    if turn.regained:  # the lease was lost and taken again: read once more under it
+        current = aws.find_parameter(name, region)
+        if current is None or not (current.version == ours or
+                                   (current.value == r.ami and _ours(aws, plan, r, current.version))):
+            moved = f"version {current.version}: {current.value}" if current else "deleted"
+            return f"{region}: left as is, another writer has moved it on since ({moved})"
     if previous is None:
         aws.delete_parameter(name, region)
         return f"{region}: deleted again (it did not exist before)"
