@@ -435,6 +435,8 @@ class Executor:
         try:
             if not look:
                 raise AwsError("stopped waiting (second interrupt)")
+            if item.name in self._unreachable:  # a frozen endpoint would hold every lookup to its timeouts
+                raise EndpointUnreachable("the endpoint stopped answering during the build")
             found = leftovers_mod.find(self.aws, scope, seen)
         except AwsError as exc:
             if isinstance(exc, EndpointUnreachable):
