@@ -134,7 +134,11 @@ def _boot_test_settings(opts):
     from amibuild.render import Target
 
     pipeline = cli.run(lambda: load_pipeline(opts))
-    return boot.BootTestSettings.of(pipeline.boot_test, poll=0.1 if Target.from_env().sandbox else 5.0)
+    # no --cluster here: each test instance gets user data that is only checked (nodeadm config check, bootstrap.sh)
+    from amibuild.cli.imagetests import user_data
+
+    return boot.BootTestSettings.of(pipeline.boot_test, poll=0.1 if Target.from_env().sandbox else 5.0,
+                                    user_data=cli.run(lambda: user_data(None, pipeline, pipeline.variants, "")))
 
 
 REHEARSE_HELP = {
