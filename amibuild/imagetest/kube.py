@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from amibuild.errors import AmibuildError, SpecError
+from amibuild.errors import AmibuildError, MissingExtra, SpecError
 
 EXTRA = "cluster"  # pip install 'amibuild[cluster]'
 REQUIREMENT = "kubernetes>=31,<37"
@@ -111,11 +111,11 @@ def missing_client_hint(prefix: str | None = None) -> str:
 
 
 def require_client() -> None:
-    """SpecError (exit 2, before any AWS work) naming the install when the client is missing."""
+    """MissingExtra (exit 2, before any AWS work) naming the install when the client is missing."""
     try:
         import kubernetes  # noqa: F401
     except ImportError:
-        raise SpecError(f"--cluster needs the Kubernetes client (the node is watched through the cluster's API): "
+        raise MissingExtra(f"--cluster needs the Kubernetes client (the node is watched through the cluster's API): "
                         f"{missing_client_hint()}") from None
 
 
