@@ -305,3 +305,41 @@ def test_a_stopped_sandbox_leaves_neither_its_stand_ins_nor_its_kubeconfig(isola
         (images / "f").mkdir()
         assert kubeconfig.is_file() and SANDBOX_CLUSTER in kubeconfig.read_text()
     assert not images.exists() and not kubeconfig.exists()
+
+
+def test_an_image_the_sandbox_has_no_stand_in_of_is_untested_not_passed_nor_failed(tmp_path: Path, sandbox):
+    from amibuild.sandbox import seed_images
+
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    ec2 = boto3.client("ec2", region_name=REGION)
+    instance = ec2.run_instances(ImageId=seed_images()[0].image_id, MinCount=1, MaxCount=1, InstanceType="m5.large")
+    ami = ec2.create_image(InstanceId=instance["Instances"][0]["InstanceId"], Name="bc-ceph-foreign")["ImageId"]
+    ec2.create_tags(Resources=[ami], Tags=[{"Key": "amibuild:variant", "Value": "ceph"},
+                                           {"Key": "amibuild:fingerprint", "Value": "0" * 64}])
+    done = run_cli(tmp_path, "test-ami", "--variant", "ceph", "--ami", ami, "--json", binary="amibuild")
+    assert done.returncode == 0, done.stderr  # nothing failed; the tag keeps gated channels closed
+    result = json.loads(done.stdout)
+    assert result["result"] == "not testable here" and result["tag"] == "untested" and result["terminated"]
+    assert result["untestable"] == ["package-ceph-common", "no-credentials"]
+    assert all("has no stand-in here" in c["output_tail"] for c in result["checks"])
+    (image,) = ec2.describe_images(ImageIds=[ami])["Images"]
+    assert {t["Key"]: t["Value"] for t in image["Tags"]}["amibuild:test"] == "untested"
+    # and a channel that requires tested does not take it
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE.replace('  copy_to = ["eu-west-1"]\n', "")
+                                           + 'channel "stable" {\n  requires = ["tested"]\n}\n')
+    refused = run_cli(tmp_path, "publish", "--variant", "ceph", "--ami", f"{REGION}={ami}", "--channel", "stable",
+                      binary="amibuild")
+    assert refused.returncode == 1 and "requires tested" in refused.stderr and "untested" in refused.stderr
+
+
+@pytest.mark.parametrize("body, complaint", [
+    ('role = "r"', "role goes with instance_profile"),
+    ('instance_profile = "p"\n    role = "arn:aws:iam::123456789012:role/r"', "not its ARN"),
+])
+def test_a_bad_test_role_is_refused_at_load_naming_the_field(tmp_path: Path, body: str, complaint: str):
+    from amibuild.errors import SpecError
+
+    (tmp_path / "amibuild.hcl").write_text(f'pipeline {{\n  name = "p"\n  test {{\n    {body}\n  }}\n}}\nvariant "v" {{\n}}\n')
+    with pytest.raises(SpecError) as caught:
+        load(tmp_path / "amibuild.hcl")
+    assert complaint in str(caught.value) and "pipeline.test.role" in str(caught.value)

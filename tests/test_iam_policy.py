@@ -422,3 +422,11 @@ def test_test_policy_allows_exactly_what_test_ami_calls(tmp_path: Path, sandbox,
     assert statements["BootTestRunShellScript"]["Resource"] == ["arn:aws:ssm:*::document/AWS-RunShellScript"]
     assert statements["BootTestTerminate"]["Condition"] == {"Null": {"aws:ResourceTag/amibuild:run-id": "false"}}
     assert statements["BootTestPassRole"]["Resource"] == [f"arn:aws:iam::{ACCOUNT_ID}:role/amibuild-test"]
+    # the role is assumed to be named like the profile, and the command says so; test { role } names another
+    shown = run_cli(tmp_path, "iam-policy", "--task", "test")
+    assert shown.returncode == 0 and "assumed to be the one in instance profile amibuild-test" in shown.stderr
+    (tmp_path / "amibuild.hcl").write_text((tmp_path / "amibuild.hcl").read_text().replace(
+        '    instance_profile = "amibuild-test"\n', '    instance_profile = "amibuild-test"\n    role = "boot-test-node"\n'))
+    named = {s["Sid"]: s for s in iam.policy("test", load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)["Statement"]}
+    assert named["BootTestPassRole"]["Resource"] == [f"arn:aws:iam::{ACCOUNT_ID}:role/boot-test-node"]
+    assert "assumed" not in run_cli(tmp_path, "iam-policy", "--task", "test").stderr

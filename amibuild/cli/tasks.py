@@ -841,9 +841,12 @@ def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, ac
     from amibuild.lifecycle import iam
 
     opts = cli.options(c, pipeline=pipeline)
-    print(cli.run(lambda: iam.to_json(iam.policy(task_, load_pipeline(opts), stacks=stack or (),
+    loaded = cli.run(lambda: load_pipeline(opts))
+    print(cli.run(lambda: iam.to_json(iam.policy(task_, loaded, stacks=stack or (),
                                                  node_role_arn=node_role_arn, account=account,
                                                  partition=partition))), end="")
+    for note in iam.notes(task_, loaded):
+        cli.say(f"note: {note}")
 
 
 def select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region, extra_pkg, extra_repo,

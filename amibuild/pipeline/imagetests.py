@@ -39,7 +39,7 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 TEST_KEYS = ("command", "timeout", "enabled", "reason")
-BOOT_TEST_KEYS = ("subnet_id", "security_group_id", "instance_profile", "instance_type", "timeout")
+BOOT_TEST_KEYS = ("subnet_id", "security_group_id", "instance_profile", "role", "instance_type", "timeout")
 GATE_KEYS = ("from", "requires", "soak")
 REQUIREMENTS = ("tested",)
 
@@ -105,6 +105,7 @@ class BootTestSettings:
     instance_profile: str = ""
     instance_type: str = ""
     timeout: float = 900.0
+    role: str = ""  # the IAM role in instance_profile (iam-policy's PassRole); "" = a role named like the profile
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,13 @@ def boot_test_settings(value: Any, where: str) -> BootTestSettings:
     profile = str(body.get("instance_profile", ""))
     checks.pattern(profile, f"{where}.instance_profile", "iam_instance_profile")
     timeout = seconds(body.get("timeout", 900), f"{where}.timeout")
-    return BootTestSettings(instance_profile=profile, timeout=timeout, **values)
+    role = str(body.get("role", ""))
+    if role and not re.fullmatch(r"[A-Za-z0-9_+=,.@-]{1,64}", role):
+        raise SpecError(f"{where}.role {role!r}: the name of the IAM role in the instance profile (letters, digits and "
+                        "_+=,.@-, at most 64), not its ARN")
+    if role and not profile:
+        raise SpecError(f"{where}.role goes with instance_profile: it names the role that profile holds")
+    return BootTestSettings(instance_profile=profile, timeout=timeout, role=role, **values)
 
 
 def gates(value: Any, where: str) -> dict[str, Gate]:
