@@ -39,13 +39,15 @@ def shared_dir() -> Path | None:
     return None
 
 
+STANDIN_NEEDS = ("packer and root are needed: the image's stand-in is an overlay of / in a private mount "
+                 "namespace with a build user, which an unprivileged user namespace cannot give (no overlay "
+                 "of / there, one uid mapped)")
 SHARED = shared_dir()
 NODEADM = SHARED / "nodeadm" / "nodeadm" if SHARED else None
 needs_nodeadm = pytest.mark.skipif(NODEADM is None or not NODEADM.is_file(),
                                    reason="../shared/nodeadm/nodeadm (the real nodeadm) is not here")
 NEEDS_BUILD = pytest.mark.skipif(shutil.which("packer") is None or os.geteuid() != 0,
-                                 reason="packer and root (the image's stand-in is a rehearsal in a mount namespace) "
-                                        "are needed")
+                                 reason=STANDIN_NEEDS)
 
 PIPELINE = """\
 pipeline {

@@ -23,9 +23,12 @@ import pytest
 from amibuild.pipeline import imagetests, load
 from faultproxy import FaultProxy
 
+STANDIN_NEEDS = ("packer and root are needed: the image's stand-in is an overlay of / in a private mount "
+                 "namespace with a build user, which an unprivileged user namespace cannot give (no overlay "
+                 "of / there, one uid mapped)")
 ROOT = Path(__file__).resolve().parent.parent
 NEEDS = pytest.mark.skipif(shutil.which("packer") is None or os.geteuid() != 0,
-                           reason="packer and root (the image's stand-in is a rehearsal) are needed")
+                           reason=STANDIN_NEEDS)
 
 PIPELINE = """\
 pipeline {

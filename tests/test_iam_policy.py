@@ -404,8 +404,13 @@ def test_iam_policy_task_prints_the_document(tmp_path: Path) -> None:
     assert refused.stderr.strip().startswith("amibuild: error: iam-policy: the rollout policy names")
 
 
+STANDIN_NEEDS = ("packer and root are needed: the image's stand-in is an overlay of / in a private mount "
+                 "namespace with a build user, which an unprivileged user namespace cannot give (no overlay "
+                 "of / there, one uid mapped)")
+
+
 @pytest.mark.skipif(shutil.which("packer") is None or os.geteuid() != 0,
-                    reason="packer and root (the boot test's stand-in is a rehearsal) are needed")
+                    reason=STANDIN_NEEDS)
 def test_test_policy_allows_exactly_what_test_ami_calls(tmp_path: Path, sandbox, recorder: Recorder) -> None:
     boto3.client("iam", region_name="us-east-1").create_instance_profile(InstanceProfileName="amibuild-test")
     (tmp_path / "amibuild.hcl").write_text(CHANNELS_PIPELINE.replace(
