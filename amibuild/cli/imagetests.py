@@ -139,6 +139,7 @@ def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, ru
 def user_data(aws: Any, pipeline: Pipeline, variants: Iterable[Any], cluster: str) -> dict[str, str]:
     """{variant: its test instance's user data}: the node group's for ``cluster`` (DescribeCluster in the
     build region), tainted; without a cluster, user data that is only checked (`amibuild.handoff.testnode`)."""
+    # deferred: the user data renderer and DescribeCluster only when a boot test runs
     from amibuild.handoff import testnode
     from amibuild.handoff.cluster import read_cluster
 

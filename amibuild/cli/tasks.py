@@ -129,14 +129,13 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
 def _boot_test_settings(opts):
     """build-ami --boot-test: the pipeline's test { ... } block (subnet, security group, profile)."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.cli.imagetests import user_data
     from amibuild.imagetest import boot
     from amibuild.pipeline.options import load_pipeline
     from amibuild.render import Target
 
     pipeline = cli.run(lambda: load_pipeline(opts))
     # no --cluster here: each test instance gets user data that is only checked (nodeadm config check, bootstrap.sh)
-    from amibuild.cli.imagetests import user_data
-
     return boot.BootTestSettings.of(pipeline.boot_test, poll=0.1 if Target.from_env().sandbox else 5.0,
                                     user_data=cli.run(lambda: user_data(None, pipeline, pipeline.variants, "")))
 
