@@ -345,3 +345,40 @@ def test_a_bad_test_role_is_refused_at_load_naming_the_field(tmp_path: Path, bod
     with pytest.raises(SpecError) as caught:
         load(tmp_path / "amibuild.hcl")
     assert complaint in str(caught.value) and "pipeline.test.role" in str(caught.value)
+
+
+def foreign_image(name: str) -> str:
+    """An image with amibuild's tags that this sandbox has no stand-in of (no packer build needed)."""
+    from amibuild.sandbox import seed_images
+
+    ec2 = boto3.client("ec2", region_name=REGION)
+    instance = ec2.run_instances(ImageId=seed_images()[0].image_id, MinCount=1, MaxCount=1, InstanceType="m5.large")
+    ami = ec2.create_image(InstanceId=instance["Instances"][0]["InstanceId"], Name=name)["ImageId"]
+    ec2.create_tags(Resources=[ami], Tags=[{"Key": "amibuild:variant", "Value": "ceph"}])
+    return ami
+
+
+def test_cluster_without_a_kubeconfig_exits_2_before_any_aws_work(tmp_path: Path):
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    done = run_cli(tmp_path, "test-ami", "--variant", "ceph", "--ami", "ami-0123456789abcdef0", "--cluster", "prod",
+                   env={"KUBECONFIG": str(tmp_path / "none")}, binary="amibuild")
+    assert done.returncode == 2, done.stderr
+    assert "--cluster prod: no kubeconfig" in done.stderr and "aws eks update-kubeconfig --name prod" in done.stderr
+
+
+def test_a_cluster_api_that_cannot_be_read_terminates_the_instance_and_leaves_the_image_untagged(
+        tmp_path: Path, sandbox):
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    ami = foreign_image("bc-ceph-unreachable")
+    dead = tmp_path / "kubeconfig"  # the sandbox cluster's context, at a port nothing listens on
+    dead.write_text(sandbox.kubeconfig.read_text().replace(sandbox.endpoint, "http://127.0.0.1:9"))
+    done = run_cli(tmp_path, "test-ami", "--variant", "ceph", "--ami", ami, "--cluster", SANDBOX_CLUSTER, "--json",
+                   env={"KUBECONFIG": str(dead)}, binary="amibuild")
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    assert result["result"] == "failed" and "listing the nodes at http://127.0.0.1:9" in result["error"]
+    assert result["terminated"] and result["tagged"] == [] and "says nothing about the image" in " ".join(result["notes"])
+    (instance,) = boot_instances()
+    assert instance["State"]["Name"] in ("shutting-down", "terminated")
+    (image,) = boto3.client("ec2", region_name=REGION).describe_images(ImageIds=[ami])["Images"]
+    assert "amibuild:test" not in {t["Key"] for t in image.get("Tags", [])}

@@ -128,8 +128,12 @@ class Nodes:
 
     def __init__(self, cluster: str, kubeconfig: str | None = None) -> None:
         require_client()
+        import os
+
         from kubernetes import client, config
 
+        # read now: the client takes $KUBECONFIG's default once, when it is first imported
+        kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         try:
             contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
         except config.ConfigException as exc:
