@@ -382,3 +382,35 @@ def test_a_cluster_api_that_cannot_be_read_terminates_the_instance_and_leaves_th
     assert instance["State"]["Name"] in ("shutting-down", "terminated")
     (image,) = boto3.client("ec2", region_name=REGION).describe_images(ImageIds=[ami])["Images"]
     assert "amibuild:test" not in {t["Key"] for t in image.get("Tags", [])}
+
+
+def test_ctrl_c_while_waiting_for_the_node_terminates_the_instance(tmp_path: Path, sandbox):
+    import signal
+
+    from faultproxy import FaultProxy
+
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    ami = foreign_image("bc-ceph-interrupted")
+    with FaultProxy(sandbox.endpoint) as proxy:
+        # only the cluster's API goes through the proxy: its requests carry no AWS operation name
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(sandbox.kubeconfig.read_text().replace(sandbox.endpoint, proxy.endpoint))
+        held = proxy.gate({""}, count=1)
+        proc = subprocess.Popen([sys.executable, "-m", "amibuild", "test-ami", "--variant", "ceph", "--ami", ami,
+                                 "--cluster", SANDBOX_CLUSTER], cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env={**os.environ, "KUBECONFIG": str(kubeconfig)})
+        try:
+            assert held.wait_held(timeout=60), "the boot test never asked the cluster for its nodes"
+            (instance,) = boot_instances()
+            assert instance["State"]["Name"] == "running"
+            proc.send_signal(signal.SIGINT)
+        finally:
+            held.release()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "the boot test stopped and its instance was terminated" in err
+    state = boto3.client("ec2", region_name=REGION).describe_instances(
+        InstanceIds=[instance["InstanceId"]])["Reservations"][0]["Instances"][0]["State"]["Name"]
+    assert state in ("shutting-down", "terminated")
+    (image,) = boto3.client("ec2", region_name=REGION).describe_images(ImageIds=[ami])["Images"]
+    assert "amibuild:test" not in {t["Key"] for t in image.get("Tags", [])}

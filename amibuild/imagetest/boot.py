@@ -2,15 +2,19 @@
 
 `boot_test` launches an instance from the image in the region it was built (subnet, security
 group and instance profile from the pipeline's ``test { ... }`` block or flags), tagged with the
-run id from launch so `clean-run` finds it if amibuild is killed outright; waits for ``running``,
-the EC2 status checks and the SSM agent (DescribeInstanceInformation); runs the variant's checks
+run id from launch so `clean-run` finds it if amibuild is killed outright, with the user data the
+caller rendered for it (``settings.user_data``: the node group's, `amibuild.handoff.testnode`);
+waits for ``running``, the EC2 status checks and the SSM agent (DescribeInstanceInformation); with
+``settings.cluster``, for its Node to be Ready with the test taint (`amibuild.imagetest.kube`, the
+seconds it took reported, the Node deleted after the terminate); runs the variant's checks
 (`amibuild.pipeline.imagetests.checks_script`) with ``AWS-RunShellScript``; reads each check's exit
 code and output; and terminates the instance, always: on a failure, a timeout, Ctrl-C or SIGTERM
 too (``cancelled`` is polled between calls). Then it tags the image in every region with the
 verdict (`tags.TEST`, `TESTED_AT`, `TEST_RUN`), which channel gates read.
 
 In the sandbox the emulator plays the instance: status checks and SSM registration are simulated,
-and Run Command runs the script on the image's stand-in (`amibuild.imagetest.standin`).
+and Run Command runs the script on the image's stand-in (`amibuild.imagetest.standin`); the
+sandbox cluster's Kubernetes API (`amibuild.sandbox.kubeapi`) plays the node registration.
 """
 
 from __future__ import annotations
