@@ -414,3 +414,16 @@ def test_ctrl_c_while_waiting_for_the_node_terminates_the_instance(tmp_path: Pat
     assert state in ("shutting-down", "terminated")
     (image,) = boto3.client("ec2", region_name=REGION).describe_images(ImageIds=[ami])["Images"]
     assert "amibuild:test" not in {t["Key"] for t in image.get("Tags", [])}
+
+
+def test_where_nothing_can_run_the_sandbox_agent_answers_every_check_not_testable_with_the_reason():
+    from amibuild.sandbox import runcommand
+
+    checks = [imagetests.Check("kubelet", "kubelet --version"), imagetests.Check("mine", "true", builtin=False)]
+    status, code, out, err = runcommand.untestable(imagetests.checks_script(checks), "rehearse needs root")
+    assert (status, code) == ("Failed", 1) and "not testable here: rehearse needs root" in err
+    results = imagetests.parse_results(out, ["kubelet", "mine"], stage="boot")
+    assert [r.verdict for r in results] == [imagetests.Verdict.UNTESTABLE] * 2
+    assert all("rehearse needs root" in r.output for r in results)
+    assert imagetests.overall(results) == imagetests.Verdict.UNTESTABLE  # the image: untested, not failed
+    assert runcommand.untestable("echo not amibuild's checks", "why")[2] == ""  # any other command just fails
