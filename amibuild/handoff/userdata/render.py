@@ -40,7 +40,9 @@ through a proxy, so naming an unused range costs nothing unless that range is a 
 the node must reach through the proxy — then pass the cluster's service CIDR.
 
 The user data carries the proxy URL, and anyone allowed to describe the instance or its launch
-template can read it: use a proxy that does not need credentials, or accept that.
+template can read it: use a proxy that does not need credentials, or name an SSM SecureString
+(`proxy_credentials_parameter`) the boothook reads at boot with the instance role, composing the
+URL with its `user:password` into files of mode 0600 (and writing nothing if the read fails).
 
 Reading user data back (`amibuild decode-userdata`) lives in `amibuild.handoff.userdata.decode`.
 
