@@ -108,7 +108,10 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
     chosen = pipeline.variants[0]
     where = region or pipeline.build_region
     if settings and settings.proxy and not settings.proxy_credentials_parameter and chosen.proxy.credentials_parameter:
-        from amibuild import secrets  # the variant's proxy { credentials_parameter }, for a proxy without its own
+        # deferred: imported when the task runs, not on the `amibuild --list` path
+        from amibuild import secrets
+
+        # the variant's proxy { credentials_parameter }, for a proxy URL without credentials of its own
         if not secrets.credentials(settings.proxy):
             settings = replace(settings, proxy_credentials_parameter=chosen.proxy.credentials_parameter)
     parameter = parameter_name(pipeline, chosen, channel)

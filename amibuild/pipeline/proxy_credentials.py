@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from amibuild import secrets
 from amibuild.errors import SpecError
 
 # SSM: a full name starts with '/', is at most 2,048 characters of letters, digits and _ . - /,
@@ -48,8 +49,6 @@ def check_name(value: str, label: str) -> str:
 
 def check_with_proxy(parameter: str, proxy_urls: tuple[str, ...], label: str, proxy_label: str) -> None:
     """A credentials parameter needs a proxy, and a proxy URL without credentials of its own."""
-    from amibuild import secrets
-
     if not parameter:
         return
     check_name(parameter, label)
