@@ -11,6 +11,7 @@ secret, only the parameter's name and the node role's policy for it. Bad names a
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import shutil
@@ -375,6 +376,16 @@ def test_deploy_reads_the_variants_parameter_gives_the_role_its_policy_and_write
                       if p["PolicyName"] == proxy_credentials.POLICY_NAME)
     assert statements[0]["Resource"]["Fn::Sub"].endswith(":parameter/amibuild/proxy-creds")
     assert nodegroup.PROXY_CREDENTIALS not in template["Parameters"]
+    # the role CloudFormation made holds the policy with the ARN resolved (the emulator gives the document
+    # back as a Python literal, AWS as JSON)
+    role_name = outputs_of("ng-creds")["NodeInstanceRole"].rsplit("/", 1)[1]
+    document = boto3.client("iam", region_name=REGION).get_role_policy(
+        RoleName=role_name, PolicyName=proxy_credentials.POLICY_NAME)["PolicyDocument"]
+    document = document if isinstance(document, dict) else ast.literal_eval(document)
+    read, decrypt = document["Statement"]
+    assert (read["Action"], read["Resource"]) == (
+        "ssm:GetParameter", "arn:aws:ssm:us-west-2:123456789012:parameter/amibuild/proxy-creds")
+    assert decrypt["Condition"] == {"StringEquals": {"kms:ViaService": "ssm.us-west-2.amazonaws.com"}}
     parameters = parameters_of("ng-creds")
     assert parameters["ProxyCredentialsParameter"] == PARAMETER and parameters["HttpProxy"] == PROXY
     assert nodegroup.PROXY_CREDENTIALS not in parameters
