@@ -33,6 +33,7 @@ from test_kubelet_settings import NODEADM, needs_nodeadm
 from test_nodegroup_template import _cfn_lint
 from test_today_nodes import REGION, _aws, fake_build, network, outputs_of, parameters_of
 from test_userdata import BASH, SHELLCHECK, Node, al2023_config, al2_config, shell_of
+from test_userdata_proxy import FAKE_SYSTEMCTL as SIGNAL_SYSTEMCTL
 
 PARAMETER = "/amibuild/proxy-creds"
 PROXY = "http://proxy.local:3128"
@@ -185,6 +186,56 @@ def test_al2_bootstrap_and_cfn_signal_use_the_proxy_the_boothook_composed(tmp_pa
     assert SECRET not in script
     assert f"cfn-signal --exit-code 0 --stack prod-eu-nodes --resource NodeGroup --region eu-west-1 " \
            f"--https-proxy {COMPOSED}" in node.log.read_text()
+
+
+def test_al2_node_whose_boothook_could_not_read_the_credentials_does_not_bootstrap_and_signals_failure(tmp_path):
+    node = CredentialNode(tmp_path, fail=True)
+    boothook, script = (shell_of(p) for p in parts_of(with_parameter(al2_config)))
+    for path in ("etc/eks/bootstrap.sh", "opt/aws/bin/cfn-signal"):
+        (node.root / path).parent.mkdir(parents=True, exist_ok=True)
+        (node.root / path).write_text('#!/bin/bash\nprintf \'%s %s\\n\' "${0##*/}" "$*" >>"$FAKE_LOG"\n')
+        (node.root / path).chmod(0o755)
+    (node.root / "etc" / "environment").write_text("LANG=en_US.UTF-8\n")  # the image's own, without a proxy
+
+    assert node.run(boothook).returncode != 0
+    local = script.replace("/etc/", f"{node.root}/etc/").replace("/opt/aws/", f"{node.root}/opt/aws/")
+    run = node.run(local)
+
+    assert run.returncode == 1
+    assert "amibuild: error: no proxy: the boothook could not read its credentials" in run.stderr
+    calls = node.log.read_text()
+    assert "bootstrap.sh " not in calls
+    assert "cfn-signal --exit-code 1 --stack prod-eu-nodes --resource NodeGroup --region eu-west-1" in calls
+
+
+def test_al2023_signal_unit_reports_failure_at_once_when_the_boothook_wrote_no_proxy(tmp_path):
+    node = CredentialNode(tmp_path)
+    (node.bin / "basename").symlink_to(shutil.which("basename"))
+    (node.bin / "systemctl").write_text(SIGNAL_SYSTEMCTL)  # answers for the kubelet and nodeadm-run by $KUBELET
+    part = shell_of(parts_of(with_parameter(
+        al2023_config, cfn_signal=userdata.CfnSignal("prod-eu-nodes", "NodeGroup", "eu-west-1")))[2])
+    assert node.run(part).returncode == 0
+    (node.root / "opt/aws/bin").mkdir(parents=True)
+    (node.root / "opt/aws/bin/cfn-signal").write_text('#!/bin/bash\nprintf \'cfn-signal %s\\n\' "$*" >>"$FAKE_LOG"\n')
+    (node.root / "opt/aws/bin/cfn-signal").chmod(0o755)
+    env = {"PATH": str(node.bin), "AMIBUILD_ROOT": str(node.root), "FAKE_LOG": str(node.log)}
+
+    # the unit's EnvironmentFile gave no HTTPS_PROXY: no waiting for a kubelet that cannot pull through the proxy
+    failed = subprocess.run([BASH, str(node.root / "etc/amibuild/cfn-signal.sh")], env=env, capture_output=True,
+                            text=True, timeout=20, check=False)
+    sent = node.log.read_text().splitlines()[-1]
+    assert "no proxy: the boothook could not read its credentials" in failed.stderr
+    assert sent == "cfn-signal --exit-code 1 --stack prod-eu-nodes --resource NodeGroup --region eu-west-1"
+    assert not any("is-active kubelet" in line for line in node.log.read_text().splitlines())
+
+    # with the proxy the boothook composed, the unit waits for the kubelet and passes that proxy on
+    ok = subprocess.run([BASH, str(node.root / "etc/amibuild/cfn-signal.sh")], env={
+        **env, "HTTPS_PROXY": COMPOSED, "KUBELET": "active"}, capture_output=True, text=True, timeout=20,
+        check=False)
+    assert ok.returncode == 0, ok.stderr
+    assert node.log.read_text().splitlines()[-1] == (
+        "cfn-signal --exit-code 0 --stack prod-eu-nodes --resource NodeGroup --region eu-west-1 "
+        f"--https-proxy {COMPOSED}")
 
 
 @pytest.mark.skipif(not SHELLCHECK, reason="shellcheck is not installed")

@@ -241,23 +241,32 @@ def _bootstrap_script(cfg: NodeConfig) -> str:
             "# Export the proxy settings the boothook wrote to bootstrap.sh and the AWS CLI it runs.",
             "set -a",
             "# shellcheck source=/dev/null",
-            "source /etc/environment",
+            # (with a credentials parameter the boothook may have written nothing: the guard below says so)
+            "source /etc/environment" if not cfg.proxy_credentials_parameter else
+            "if [[ -f /etc/environment ]]; then source /etc/environment; fi",
             "set +a",
             "",
         ]
+    # With a credentials parameter, no proxy in /etc/environment means the boothook could not read them:
+    # bootstrap.sh does not run without it (fail closed), and the stack hears FAILURE.
+    missing = ["echo \"amibuild: error: no proxy: the boothook could not read its credentials (see cloud-init's log)\" >&2"]
+    needs_proxy = bool(cfg.proxy and cfg.proxy_credentials_parameter)
     if not cfg.cfn_signal:
-        return "\n".join([*head, bootstrap]) + "\n"
+        guard = ["if [[ -z ${HTTPS_PROXY:-} ]]; then", f"    {missing[0]}", "    exit 1", "fi"] if needs_proxy else []
+        return "\n".join([*head, *guard, bootstrap]) + "\n"
     signal = cfg.cfn_signal
     argv = ["/opt/aws/bin/cfn-signal", "--exit-code", "STATUS", "--stack", signal.stack,
             "--resource", signal.resource, "--region", signal.region]
     if cfg.proxy:
         # with a credentials parameter, the proxy with its credentials exists only in what the boothook wrote
         argv += ["--https-proxy", "PROXYENV" if cfg.proxy_credentials_parameter else cfg.proxy]
-    cfn = _shell_command(argv).replace("STATUS", '"$status"', 1).replace("PROXYENV", '"$HTTPS_PROXY"', 1)
+    cfn = _shell_command(argv).replace("STATUS", '"$status"', 1).replace("PROXYENV", '"${HTTPS_PROXY:-}"', 1)
+    run = ["if [[ -z ${HTTPS_PROXY:-} ]]; then", f"    {missing[0]}", "    status=1", "else",
+           bootstrap + " || status=$?", "fi"] if needs_proxy else [bootstrap + " || status=$?"]
     return "\n".join([
         *head,
         "status=0",
-        bootstrap + " || status=$?",
+        *run,
         "# Report the outcome to the stack, whose creation or update waits for it.",
         cfn,
         'exit "$status"',
@@ -282,7 +291,7 @@ def _al2023_signal_script(cfg: NodeConfig) -> str:
         "PROXY": "${HTTPS_PROXY:-}" if cfg.proxy_credentials_parameter else shlex.quote(cfg.proxy) if cfg.proxy else "''",
         "WAIT": str(KUBELET_WAIT_SECONDS),
     }
-    return re.sub(r"@([A-Z_]+)@", lambda m: values[m.group(1)], _AL2023_SIGNAL)
+    return re.sub(r"@([A-Z_]+)@", lambda m: values[m.group(1)], _credentials_lines(_AL2023_SIGNAL, cfg))
 
 
 def _nodeadm_config(cfg: NodeConfig) -> str:
