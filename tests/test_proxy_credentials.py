@@ -416,6 +416,7 @@ def test_deploy_reads_the_variants_parameter_gives_the_role_its_policy_and_write
     assert planned.returncode == 0, planned.stderr
     assert "would create" in planned.stdout
     assert f"ProxyCredentialsParameter: (new) -> '{PARAMETER}'" in planned.stdout
+    assert f"the nodes would read its credentials at boot from SSM parameter {PARAMETER}" in planned.stderr
     cfn = boto3.client("cloudformation", region_name=REGION)
     assert not [s for s in cfn.list_stacks()["StackSummaries"] if s["StackName"] == "ng-creds"]
 
@@ -470,8 +471,9 @@ def test_deploy_reads_the_variants_parameter_gives_the_role_its_policy_and_write
         "signal-own-stack"]
 
 
-def test_karpenter_al2023_user_data_carries_the_boothook_and_says_what_the_node_role_needs(sandbox, tmp_path):
-    creds_channel(tmp_path)
+@pytest.mark.parametrize("os_", ["al2023", "al2"])
+def test_karpenter_user_data_carries_the_boothook_and_says_what_the_node_role_needs(sandbox, tmp_path, os_):
+    creds_channel(tmp_path, os_)
 
     result = run_cli(tmp_path, "karpenter", "--variant", "v", "--channel", "stable", "--cluster", "prod",
                      "--proxy", PROXY, "--json")
@@ -481,6 +483,7 @@ def test_karpenter_al2023_user_data_carries_the_boothook_and_says_what_the_node_
     parts = userdata_decode.decode(manifest["spec"]["userData"].encode())
     assert [p.content_type for p in parts] == ["text/cloud-boothook"]
     assert f"credentials_parameter={PARAMETER}" in parts[0].body
+    assert ("nodeadm-run" in parts[0].body) == (os_ == "al2023")  # the drop-ins of that OS's units
     note = manifest["metadata"]["annotations"]["amibuild/proxy-credentials"]
     assert f"ssm:GetParameter on SSM parameter {PARAMETER}" in note
     assert proxy_credentials.STATEMENT_SID in note and proxy_credentials.POLICY_NAME in note

@@ -183,9 +183,9 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
                                                 proxy_credentials_parameter=settings.proxy_credentials_parameter),
                     channel_parameter=parameter, say=say, wait=wait, timeout=wait_for, dry_run=dry_run)
     if settings.proxy_credentials_parameter:
-        say(f"proxy {settings.proxy}: the nodes read its credentials at boot from SSM parameter "
-            f"{settings.proxy_credentials_parameter} (a SecureString holding user:password); the node role's "
-            f"policy {PROXY_CREDENTIALS_POLICY} allows ssm:GetParameter on it and kms:Decrypt through SSM")
+        say(f"proxy {settings.proxy}: the nodes {'would read' if dry_run else 'read'} its credentials at boot from "
+            f"SSM parameter {settings.proxy_credentials_parameter} (a SecureString holding user:password); the node "
+            f"role's policy {PROXY_CREDENTIALS_POLICY} allows ssm:GetParameter on it and kms:Decrypt through SSM")
     if dry_run:  # nothing sent: no access to set up yet
         return result
     mode = facts.authentication_mode if facts else ""
