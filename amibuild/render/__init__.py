@@ -629,7 +629,7 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
 
 def _upstream_files(build: Build) -> dict[str, str]:
     """An upstream build's two HCL files: the converted template with our provisioners, and our variables."""
-    from amibuild.render import upstream
+    from amibuild.render import upstream  # deferred: the large converter only for upstream variants
 
     pipeline, variant, target = build.pipeline, build.variant, build.target
     overrides = dict(build.source_overrides)
