@@ -300,7 +300,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     if settings.rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
         from amibuild.rehearse.job import rehearsal_check  # deferred: the rehearsal machinery only for --rehearse
 
-        check = rehearsal_check(plan, options, check, say, allow_incomplete=settings.allow_incomplete)
+        check = rehearsal_check(plan, check, say, allow_incomplete=settings.allow_incomplete)
     try:
         executor = Executor(
             plan, settings.packer, aws,

@@ -107,7 +107,7 @@ def run(settings: RehearseSettings, say: Say = lambda _: None) -> RehearseResult
     return RehearseResult(tuple(reports), settings.allow_incomplete)
 
 
-def rehearsal_check(plan, options: Options, check: Callable | None, say: Say = lambda _: None, *,
+def rehearsal_check(plan, check: Callable | None, say: Say = lambda _: None, *,
                     allow_incomplete: bool = False) -> Callable:
     """build-ami --rehearse: a check that runs ``check`` (if any), then rehearses the variant.
 
