@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import Any, Iterable
 
@@ -13,7 +14,7 @@ from amibuild.bake.plan import new_run_id
 from amibuild.errors import SpecError
 from amibuild.imagetest import boot, kube
 from amibuild.pipeline.options import load_pipeline
-from amibuild.render import Target
+from amibuild.sandbox.transform import in_sandbox
 
 
 def listing(pipeline: Pipeline) -> list[dict[str, Any]]:
@@ -168,7 +169,7 @@ def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, 
         raise SpecError("test-ami: name one variant with --variant")
     variant = pipeline.variants[0]
     settings = boot.BootTestSettings.of(pipeline.boot_test, **flags,
-                                        poll=0.1 if Target.from_env().sandbox else 5.0)
+                                        poll=0.1 if in_sandbox(os.environ) else 5.0)
     # the cluster's API through the caller's kubeconfig: a missing client or kubeconfig is said before any AWS work
     nodes = kube.Nodes(settings.cluster) if settings.cluster else None
     aws = Aws(profile=options.profile, region=pipeline.build_region)

@@ -300,7 +300,7 @@ class Sandbox:
         return f"\n--- emulator stderr (last {lines} lines) ---\n{tail}" if tail else ""
 
 
-# where the sandbox keeps its images' stand-ins: amibuild.render.STANDIN_STORE_ENV (not imported: this module stays light)
+# where the sandbox keeps its images' stand-ins: amibuild.imagetest.standin.STORE_ENV (not imported: this module stays light)
 IMAGES_ENV = "AMIBUILD_SANDBOX_IMAGES"
 
 # The child refuses to start with this code and one `CHILD_PREFIX` line on stderr saying why.

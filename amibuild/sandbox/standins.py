@@ -19,9 +19,9 @@ FINGERPRINT_TAG = "amibuild:fingerprint"
 
 
 def _store():
-    from amibuild.render import standin_store  # deferred: the stand-in machinery only once an image goes
+    from amibuild.imagetest import standin  # deferred: the stand-in machinery only once an image goes
 
-    return standin_store()
+    return standin.store()
 
 
 def install() -> None:
