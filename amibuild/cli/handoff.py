@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping
 
+from amibuild import secrets
 from amibuild.aws import Aws
 from amibuild.channels import publish
 from amibuild.cli import values
@@ -24,6 +25,7 @@ from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, ClusterFacts, node_
 from amibuild.handoff.nodegroup import (NODE_GROUP, NODE_OSES, PROXY_CREDENTIALS, DeployResult, check_ours, deploy,
                                         node_role_arn, parse_parameters, stack_parameters, template_json)
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT
+from amibuild.pipeline.proxy_credentials import POLICY_NAME as PROXY_CREDENTIALS_POLICY
 
 
 def gateway(options: Any, region: str | None) -> tuple[Aws, str]:
@@ -76,7 +78,8 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
                       private_endpoint: bool = False, api_server_endpoint: str = "",
                       certificate_authority: str = "", kubelet_flags: Iterable[str] = (),
                       node_labels: Iterable[str] = (), taints: Iterable[str] = (),
-                      max_pods: str | None = None, dry_run: bool = False) -> DeployResult:
+                      max_pods: str | None = None, dry_run: bool = False,
+                      credentials_parameter: str = "") -> DeployResult:
     """`amibuild nodegroup-deploy`: flags (parameter name -> value) and --parameter KEY=VALUE become the
     stack's parameters. The nodes' OS is --os, else the variant's, else the stack's, else al2023.
     The node settings (proxy, kubelet flags, labels, taints, max pods) are the stack's, changed by
@@ -100,7 +103,8 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
             raise SpecError(f"{key} is set twice: by its own flag and by --parameter")
     given.update({key: value for key, value in named.items() if value})
     asked = node_settings.Asked.parse(proxy=proxy, no_proxy=no_proxy, kubelet_flags=kubelet_flags,
-                                      labels=node_labels, taints=taints, max_pods=max_pods)
+                                      labels=node_labels, taints=taints, max_pods=max_pods,
+                                      proxy_credentials_parameter=credentials_parameter)
     if asked.proxy:
         check_proxy_url(asked.proxy)
     if private_endpoint and not (asked.proxy or asked.proxy is None):
@@ -108,6 +112,8 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
     parameter = channel_parameter(options, variant, channel)
     # --os wins over the variant's, as a flag does over the pipeline file everywhere else.
     variant_os = load_pipeline(options).variants[0].os if variant else ""
+    # the variant's proxy { credentials_parameter }: where its nodes read the proxy's user:password
+    variant_parameter = load_pipeline(options).variants[0].proxy.credentials_parameter if variant else ""
     if given.get(node_settings.BOOTSTRAP) and (os_ or variant_os) == "al2023":
         raise _bootstrap_on_al2023()
     if given.get(node_settings.BOOTSTRAP) and (os_ or variant_os) != "al2023":
@@ -124,6 +130,13 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
     if origin is not None and origin.get("os") and origin.get("os") != node_os:
         say(f"stack {stack}: nodes move from {origin.get('os')} to {node_os} (the rolling update replaces them)")
     settings = asked.merge(previous)
+    if variant_parameter and asked.proxy_credentials_parameter is None and settings.proxy \
+            and not settings.proxy_credentials_parameter and not secrets.credentials(settings.proxy):
+        settings = replace(settings, proxy_credentials_parameter=variant_parameter)
+    if settings.proxy_credentials_parameter and secrets.credentials(settings.proxy):
+        raise SpecError(f"--proxy-credentials-parameter {settings.proxy_credentials_parameter}: the nodes' proxy "
+                        f"{secrets.mask(settings.proxy)} carries credentials already; give --proxy without "
+                        "user:password@ (the nodes read them from the parameter)")
     stack_proxy, proxy_in_data, hidden = proxy_credentials_parameter(settings.proxy, say)
     settings = replace(settings, proxy=stack_proxy)  # HttpProxy holds the URL masked
     if private_endpoint and not settings.proxy:
@@ -159,14 +172,20 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
             # An update that does not give BootstrapArguments keeps the stack's: the user data too.
             bootstrap_args=bootstrap_args, cfn_stack=stack, cfn_resource=NODE_GROUP,
             private_endpoint=private_endpoint or bool(facts and facts.private_endpoint), kubelet=settings.kubelet,
+            proxy_credentials_parameter=settings.proxy_credentials_parameter,
         )
         user_data = render_userdata(cfg).replace(_CREDENTIALS_MARK, "${" + PROXY_CREDENTIALS + "}")
     elif service_cidr or api_server_endpoint or certificate_authority:
         raise SpecError("--service-cidr, --api-server-endpoint and --certificate-authority go with al2023 nodes, "
                         "--proxy or kubelet settings")
     result = deploy(aws, stack, region, given={**given, **hidden},
-                    template_body=template_json(user_data, node_os=node_os, hidden=hidden),
+                    template_body=template_json(user_data, node_os=node_os, hidden=hidden,
+                                                proxy_credentials_parameter=settings.proxy_credentials_parameter),
                     channel_parameter=parameter, say=say, wait=wait, timeout=wait_for, dry_run=dry_run)
+    if settings.proxy_credentials_parameter:
+        say(f"proxy {settings.proxy}: the nodes {'would read' if dry_run else 'read'} its credentials at boot from "
+            f"SSM parameter {settings.proxy_credentials_parameter} (a SecureString holding user:password); the node "
+            f"role's policy {PROXY_CREDENTIALS_POLICY} allows ssm:GetParameter on it and kms:Decrypt through SSM")
     if dry_run:  # nothing sent: no access to set up yet
         return result
     mode = facts.authentication_mode if facts else ""

@@ -6,6 +6,8 @@ Heavy modules (boto3, jinja2, python-hcl2) are imported inside the task bodies s
 `INVOKE_AMIBUILD_*` environment variables): see `ns.configure` at the bottom.
 """
 
+import os
+
 from invoke import Collection, task
 
 from amibuild.cli import report, summary, values
@@ -46,7 +48,7 @@ def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_re
     opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
                                          extra_pkg, extra_repo, var, var_file, flavor),
                        build_dir=build_dir, profile=profile)
-    result = cli.run(lambda: prepare.render(opts, cli.say))
+    result = cli.run(lambda: prepare.render(opts, cli.say, **_target()))
     cli.lines(f"note: {n}" for n in result.notes)
     if json:
         cli.emit_json(result.to_dict())
@@ -65,7 +67,7 @@ def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
     opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
                                          extra_pkg, extra_repo, var, var_file, flavor),
                        build_dir=build_dir, profile=profile)
-    result = cli.run(lambda: prepare.validate(opts, cli.say))
+    result = cli.run(lambda: prepare.validate(opts, cli.say, **_target()))
     if json:
         cli.emit_json({"packer_version": result.packer_version, "valid": result.checked,
                        "directories": [str(d) for d in result.directories]})
@@ -116,7 +118,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         timeout=values.optional_duration(timeout, "--timeout", example="90m or 5400"),
         rehearse=rehearse, allow_incomplete=allow_incomplete, wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
-        boot_test=_boot_test_settings(opts) if boot_test else None,
+        boot_test=_boot_test_settings(opts) if boot_test else None, **_target(),
     ), cli.say))
     if json:
         cli.emit_json(run.to_dict())
@@ -126,15 +128,27 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     cli.finish(run)
 
 
+def _target() -> dict:
+    """What the builds are rendered for, decided once here from the environment: the target (its
+    endpoint) and, on a loopback endpoint, the sandbox's transform."""
+    from amibuild.sandbox import transform  # deferred: not on the `amibuild --list` path
+
+    target, sandboxed = transform.choose(os.environ)
+    return {"target": target, "transform": sandboxed}
+
+
 def _boot_test_settings(opts):
     """build-ami --boot-test: the pipeline's test { ... } block (subnet, security group, profile)."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.cli.imagetests import user_data
     from amibuild.imagetest import boot
     from amibuild.pipeline.options import load_pipeline
-    from amibuild.render import Target
+    from amibuild.sandbox.transform import in_sandbox
 
     pipeline = cli.run(lambda: load_pipeline(opts))
-    return boot.BootTestSettings.of(pipeline.boot_test, poll=0.1 if Target.from_env().sandbox else 5.0)
+    # no --cluster here: each test instance gets user data that is only checked (nodeadm config check, bootstrap.sh)
+    return boot.BootTestSettings.of(pipeline.boot_test, poll=0.1 if in_sandbox(os.environ) else 5.0,
+                                    user_data=cli.run(lambda: user_data(None, pipeline, pipeline.variants, "")))
 
 
 REHEARSE_HELP = {
@@ -238,6 +252,8 @@ USERDATA_HELP = {
     "os": "Node operating system: al2023 (nodeadm, default) or al2 (bootstrap.sh)",
     "proxy": "HTTP(S) proxy URL for yum/dnf, /etc/environment, containerd, docker and the kubelet",
     "no_proxy": "Extra NO_PROXY entry: host, .domain, address or CIDR (repeatable, or comma-separated)",
+    "proxy_credentials_parameter": "SSM SecureString (user:password) the node reads at boot with its role and "
+                                   "puts into the --proxy URL, which then has no credentials (e.g. /amibuild/proxy-creds)",
     "service_cidr": "Cluster service CIDR (default: both EKS defaults in NO_PROXY; required for al2023)",
     "cluster_ip": "ClusterIP of the `kubernetes` service, to pick 10.100.0.0/16 or 172.20.0.0/16",
     "region": "Region of the cluster, for the regional endpoints in NO_PROXY (default: AWS_REGION)",
@@ -269,7 +285,7 @@ USERDATA_HELP = {
 def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr="", cluster_ip="", region="",
              bypass=None, bootstrap_args="", kubelet_flag=None, api_server_endpoint="", certificate_authority="",
              cfn_stack="", cfn_resource="", k8s_manifests=False, vpc_cidr=None, base64_=False,
-             private_endpoint=False, node_label=None, taint=None, max_pods=""):
+             private_endpoint=False, node_label=None, taint=None, max_pods="", proxy_credentials_parameter=""):
     """Print node user data (MIME multi-part), or with --k8s-manifests the cluster side of a proxy."""
     import base64
     import os
@@ -286,6 +302,7 @@ def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr=
             api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
             cfn_stack=cfn_stack, cfn_resource=cfn_resource, private_endpoint=private_endpoint,
             node_labels=node_label or (), taints=taint or (), max_pods=max_pods or None,
+            proxy_credentials_parameter=proxy_credentials_parameter,
         )
         if k8s_manifests:
             return ud.k8s_manifests(cfg, vpc_cidr or ())
@@ -709,6 +726,9 @@ DEPLOY_HELP = {
              "cfn-signal); the stack keeps it (HttpProxy) until `--proxy none` removes it",
     "no_proxy": "Extra NO_PROXY entry for the nodes (repeatable or comma-separated; kept by the stack; "
                 "none removes them)",
+    "proxy_credentials_parameter": "SSM SecureString (user:password) the nodes read at boot for --proxy, whose URL "
+                                   "then has no credentials; the node role may read it (kept by the stack; none "
+                                   "removes it; default: the variant's proxy { credentials_parameter })",
     "kubelet_flag": "Kubelet flag --name=value for the nodes, no spaces or quotes (repeatable; kept by the stack; "
                     "none removes them)",
     "node_label": "Node label KEY=VALUE (repeatable; kept by the stack; none removes them)",
@@ -738,7 +758,7 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
                      service_cidr="", region=None, no_wait=False, timeout=None, pipeline=None, k8s=None,
                      profile=None, json=False, os_="", private_endpoint=False, api_server_endpoint="",
                      certificate_authority="", kubelet_flag=None, node_label=None, taint=None, max_pods="",
-                     dry_run=False):
+                     dry_run=False, proxy_credentials_parameter=""):
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import handoff
@@ -752,7 +772,7 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
         wait=not no_wait, timeout=timeout, os_=os_, private_endpoint=private_endpoint,
         api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
         kubelet_flags=kubelet_flag or [], node_labels=node_label or [], taints=taint or [], max_pods=max_pods or None,
-        dry_run=dry_run))
+        dry_run=dry_run, credentials_parameter=proxy_credentials_parameter))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
 
 
@@ -837,9 +857,12 @@ def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, ac
     from amibuild.lifecycle import iam
 
     opts = cli.options(c, pipeline=pipeline)
-    print(cli.run(lambda: iam.to_json(iam.policy(task_, load_pipeline(opts), stacks=stack or (),
+    loaded = cli.run(lambda: load_pipeline(opts))
+    print(cli.run(lambda: iam.to_json(iam.policy(task_, loaded, stacks=stack or (),
                                                  node_role_arn=node_role_arn, account=account,
                                                  partition=partition))), end="")
+    for note in iam.notes(task_, loaded):
+        cli.say(f"note: {note}")
 
 
 def select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region, extra_pkg, extra_repo,
