@@ -117,6 +117,30 @@ def test_folders_listing_the_regions_otherwise_or_adding_one_wait_for_the_same_l
     assert leases_anywhere() == []
 
 
+def test_two_first_writes_of_a_channel_from_folders_with_other_regions_exclude_each_other(proxy, workdir) -> None:
+    """Nothing is recorded yet, and the two folders' first regions differ (eu-west-1; the added
+    ap-northeast-1): a first write also holds the lease in every region it knows, so they meet."""
+    grown = folder(workdir, "grown", '["eu-west-1"]', f'["us-west-2", "{ADDED}"]')
+    first, other = build("fp1"), build("fp3", regions=ALL)
+    gate = proxy.gate(["DescribeImages"], count=1)  # the first writer holds its lease, has written nothing
+    writing = Cli(workdir, "publish", "--variant", "ceph", "--channel", "blue", "--ami", ami_flag(first))
+    assert gate.wait_held(1), writing.lines
+    try:
+        code, _, err = Cli(grown, "publish", "--variant", "ceph", "--channel", "blue", "--ami", ami_flag(other),
+                           lease_wait=0.5).finish()
+        assert code == 1, err
+        assert "the channel is being written by" in err and "nothing was written" in err, err
+    finally:
+        gate.release()
+    code, _, err = writing.finish()
+    assert code == 0, err
+    assert home_tags("blue") == {"us-west-2": "eu-west-1", "eu-west-1": "eu-west-1", ADDED: None}
+    code, _, err = Cli(grown, "publish", "--variant", "ceph", "--channel", "blue", "--ami", ami_flag(other)).finish()
+    assert code == 0, err
+    assert home_tags("blue") == {r: "eu-west-1" for r in ALL}
+    assert leases_anywhere() == []
+
+
 def test_a_lease_held_where_the_previous_amibuild_looks_is_honoured(proxy, workdir: Path) -> None:
     """The amibuild before the recorded home took the lease in the first of its own regions in name
     order: with the grown folder's file, the added region. Its live lease there keeps this writer out."""

@@ -47,16 +47,24 @@ def known_regions(pipeline: PipelineLike) -> list[str]:
 
 
 def read_home(aws: Aws, pipeline: PipelineLike, variant: VariantLike, channel: str,
-              template: str | None = None) -> str:
-    """Read the channel's tags in every region the pipeline knows (in parallel) and say its lease home."""
+              template: str | None = None) -> tuple[str, bool]:
+    """Read the channel's tags in every region the pipeline knows (in parallel): its lease home, and
+    whether the channel exists anywhere there (False: this is its first write)."""
     name = parameter_name(pipeline, variant, channel, template)
     regions = known_regions(pipeline)
     exists = fan_out(regions, lambda r: aws.find_parameter(name, r) is not None)
     found = fan_out([r for r in regions if exists[r]], lambda r: aws.parameter_tags(name, r))
-    return lease_home(found, getattr(pipeline, "channel_regions", ()) or pipeline.target_regions)
+    return lease_home(found, getattr(pipeline, "channel_regions", ()) or pipeline.target_regions), bool(found)
 
 
 def homes_of(aws: Aws, pipeline: PipelineLike, variant: VariantLike, channels: Sequence[str],
-             template: str | None = None) -> dict[str, str]:
-    """{channel: lease home} for the channels a write touches."""
+             template: str | None = None) -> dict[str, tuple[str, bool]]:
+    """{channel: (lease home, written before)} for the channels a write touches."""
     return {channel: read_home(aws, pipeline, variant, channel, template) for channel in channels}
+
+
+def first_write_places(pipeline: PipelineLike) -> list[str]:
+    """Where the first write of a channel also holds its lease: every region it knows. Two first
+    writes whose pipeline files list different regions would pick different homes; any two such
+    writers share a region (each writes every region of the channel it knows), so they meet there."""
+    return known_regions(pipeline)

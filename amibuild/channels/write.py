@@ -38,7 +38,7 @@ from typing import Callable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.aws import Aws, Parameter, fan_out
-from amibuild.channels.home import homes_of, known_regions, previous_home
+from amibuild.channels.home import first_write_places, homes_of, known_regions, previous_home
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
                                     RegionResult, description, parameter_tags, provenance_of)
 from amibuild.errors import AmibuildError, ChannelBusy, Interrupted, LeaseLost, PublishConflict, PublishFailed, \
@@ -122,9 +122,13 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
 
     def take(channel: str, wait: float) -> ChannelLease:
         lease_name = channel_lease_name(prefix, name, variant.name, channel)
+        home, written = homes[channel]
+        places = [previous_home(pipeline)]  # where the previous amibuild looks
+        if not written:  # no home recorded yet: meet any other first writer in a region both know
+            places += first_write_places(pipeline)
         return acquire_channel(
-            aws, lease_name, homes[channel], operation=f"{operation} ({variant.name})", guard=replace(guard, wait=wait),
-            also=[(lease_name, previous_home(pipeline))],  # where the previous amibuild looks
+            aws, lease_name, home, operation=f"{operation} ({variant.name})", guard=replace(guard, wait=wait),
+            also=[(lease_name, region) for region in dict.fromkeys(places)],
             legacy=(legacy_channel_lease_name(prefix, name, variant.name, channel), legacy_home_region(pipeline)))
 
     def regain() -> list[ChannelLease]:
