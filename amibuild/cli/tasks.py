@@ -819,7 +819,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
         dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or ()),
         guard=_guard(c, _NO_SIGNALS), say=cli.say))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(prune_mod.report_lines(result))
-    cli.run(result.check)
+    cli.finish(result)
 
 
 @task(help={"task_": "Task the policy is for: build, publish (also promote, rollback, history, channels), "
