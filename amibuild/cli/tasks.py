@@ -880,12 +880,13 @@ def test_ami(c, variant=None, ami=None, run_id=None, cluster=None, subnet=None, 
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import imagetests
     from amibuild.imagetest import boot
+    from amibuild.jobs.signals import Signals
 
     opts = cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, profile=profile,
                        build_dir=build_dir)
     flags = {"cluster": cluster, "subnet_id": subnet, "security_group_id": security_group,
              "instance_profile": instance_profile, "instance_type": instance_type}
-    with imagetests.Stop() as stop:
+    with Signals(imagetests.BOOT_TEST_SIGNALS) as stop:
         def body():
             if not variant:
                 raise SpecError("test-ami: --variant: name the variant whose image to test, e.g. --variant ceph")
