@@ -742,18 +742,20 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import handoff
+    from amibuild.handoff import job
 
     opts = _channel_options(c, pipeline, variant, k8s, profile)
     flags = {"ClusterName": cluster, "VpcId": vpc_id, "ClusterControlPlaneSecurityGroup": control_plane_sg,
              "NodeGroupName": nodegroup_name}
-    result = cli.run(lambda: handoff.deploy_from_flags(
+    result = cli.run(lambda: job.deploy(handoff.deploy_settings(
         opts, stack=stack, region=region, variant=variant, channel=channel, flags=flags, subnets=subnet or [],
-        parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr, say=cli.say,
+        parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr,
         wait=not no_wait, timeout=timeout, os_=os_, private_endpoint=private_endpoint,
         api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
         kubelet_flags=kubelet_flag or [], node_labels=node_label or [], taints=taint or [], max_pods=max_pods or None,
-        dry_run=dry_run))
+        dry_run=dry_run), cli.say))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+    cli.finish(result)
 
 
 @task(help={"pipeline": SELECT_HELP["pipeline"], "variant": SELECT_HELP["variant"],
