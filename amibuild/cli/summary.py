@@ -182,10 +182,18 @@ def channel_check_markdown(splits: Sequence[Any]) -> str:
 
 
 def rehearse_markdown(reports: Sequence[Any]) -> str:
+    """rehearse: one row per variant: passed, failed (the first failure, or amibuild's own shellcheck
+    errors) or incomplete (the step it could not rehearse), as the report's verdict line says."""
     rows = []
     for report in reports:
         failure = report.failure
-        where = f"step {failure.step}: {failure.script}:{failure.line} exit {failure.exit_status}" if failure else ""
-        rows.append((report.variant, "passed" if report.ok else "failed", len(report.steps),
-                     f"{report.seconds:.0f}s", where or "; ".join(report.notes) or "-"))
+        if failure:
+            ended = f"exit {failure.exit_status}" if failure.exit_status is not None else "did not finish"
+            note = f"step {failure.step}: {failure.where()} {ended}"
+        elif not report.ok:
+            note = "shellcheck: " + "; ".join(f.text() for f in report.own_findings)
+        else:
+            note = report.incomplete or "; ".join(report.notes) or "-"
+        verdict = "passed" if report.ok and not report.gaps else "incomplete" if report.ok else "failed"
+        rows.append((report.variant, verdict, len(report.steps), f"{report.seconds:.0f}s", note))
     return "\n".join(["### amibuild rehearse", ""] + table(["variant", "result", "steps", "duration", "note"], rows))
