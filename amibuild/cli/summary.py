@@ -98,7 +98,8 @@ def fleet_markdown(view: Any) -> str:
     for r in view.consumers:
         behind = ("orphaned: " + r.why) if r.standing == "orphaned" else (
             "current" if r.standing == "current" else f"{r.behind_versions} behind ({r.behind_days or 0:.1f} d)")
-        rows.append((r.kind, r.name + (f" ({r.detail})" if r.kind == "instances" else ""), r.region, f"`{r.image_id}`",
+        named = f" ({r.detail})" if r.kind == "instances" else f" (stack {r.stack})" if r.stack else ""
+        rows.append((r.kind, r.name + named, r.region, f"`{r.image_id}`",
                      f"{r.variant} {r.channel}".strip(), "" if r.version is None else r.version, behind,
                      f"`{r.command}`" if r.command else r.hint))
     lines += table(["kind", "consumer", "region", "image", "channel", "version", "behind", "to roll"], rows)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 from amibuild.errors import AmibuildError, SandboxError
 from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, _Seeder, seed_images
 from amibuild.sandbox.cluster import model_eks_clusters, read_short_form_yaml
-from amibuild.sandbox.patches import _model_stack_updates
+from amibuild.sandbox.patches import _model_stack_updates, _tag_stack_groups
 from amibuild.sandbox import runcommand
 from amibuild.sandbox.process import CHILD_PREFIX, EXIT_REFUSED, serve_foreground
 from amibuild.sandbox.touched import EVERYTHING, Touched, reset_regions
@@ -112,6 +112,7 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         # that moved what we patch or import fails now, naming it
         check_internals()
     _model_stack_updates()
+    _tag_stack_groups()  # after: it wraps the update _model_stack_updates installs
     runcommand.install()  # the SSM agent of boot-test instances
     model_eks_clusters()
     read_short_form_yaml()
