@@ -1,7 +1,7 @@
 """CI summaries people read: Markdown for ``$GITHUB_STEP_SUMMARY`` (and `--markdown`), and workflow commands.
 
 When ``GITHUB_STEP_SUMMARY`` names a file (GitHub Actions sets it for every step), `build-ami`,
-`promote`, `rollout`, `fleet`, `rehearse` and `channels --check` append a Markdown summary to it:
+`publish`, `promote`, `rollback`, `rollout`, `fleet`, `rehearse` and `channels --check` append a Markdown summary to it:
 a table per variant (status, AMI per region, fingerprint, duration, test result) or per consumer.
 `--markdown` prints the same summary on stdout, anywhere. An error that names a line of the
 pipeline file is also printed as a workflow command, ``::error file=amibuild.hcl,line=N::message``,

@@ -441,9 +441,9 @@ def _read_timeout(c):
 DRY_RUN_CHANNEL = "Print what would be written, region by region (the plan the write carries out), and write nothing"
 
 
-def _channel_result(result, signals, *, json: bool, markdown: bool | None = None) -> None:
-    # markdown None (publish, rollback): no summary; promote's summary goes to $GITHUB_STEP_SUMMARY
-    """Print a channel write's result (or a dry run's plan), then exit as it says."""
+def _channel_result(result, signals, *, json: bool, markdown: bool = False) -> None:
+    """Print a channel write's result (or a dry run's plan), then exit as it says; a write's summary
+    (a row per region: AMI before and after) goes to $GITHUB_STEP_SUMMARY, and with --markdown to stdout."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels.plan import PublishPlan
 
@@ -453,8 +453,7 @@ def _channel_result(result, signals, *, json: bool, markdown: bool | None = None
         return
     if json or not markdown:
         cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
-    if markdown is not None:
-        summary.publish(summary.publish_markdown(result), to_stdout=markdown)
+    summary.publish(summary.publish_markdown(result), to_stdout=markdown)
     cli.finish_channel(result, signals)
 
 
@@ -469,11 +468,12 @@ def _channel_options(c, pipeline, variant, k8s, profile):
             "allow_foreign": "Publish images amibuild did not build (no amibuild:fingerprint tag)",
             "force": "Write even if another writer moved the channel since amibuild read it",
             "dry_run": DRY_RUN_CHANNEL,
+            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
             **GATE_HELP},
       iterable=["ami"], auto_shortflags=False)
 def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow_foreign=False, force=False,
             pipeline=None, k8s=None, profile=None, json=False, dry_run=False, override_gate=False, reason=None,
-            now=None):
+            now=None, markdown=False):
     """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import job
@@ -492,7 +492,7 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
             run_id=run_id, allow_foreign=allow_foreign, force=force, read_timeout=_read_timeout(c),
             guard=_guard(c, signals, run_id), dry_run=dry_run, override_gate=override, now=when))
 
-    _channel_result(*cli.run_channel(body), json=json)
+    _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 
 
 @task(help={**CHANNEL_HELP, "from_": "Channel to copy from, e.g. recommended",
@@ -563,10 +563,11 @@ def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, j
             "to_version": "Parameter version to go back to, as `amibuild history` shows it for the build region "
                           "(default: the newest version holding another AMI than now)",
             "force": "Write even if another writer moved the channel since amibuild read it",
-            "dry_run": DRY_RUN_CHANNEL},
+            "dry_run": DRY_RUN_CHANNEL,
+            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)"},
       auto_shortflags=False)
 def rollback(c, variant=None, channel="recommended", to_version=None, force=False, pipeline=None, k8s=None,
-             profile=None, json=False, dry_run=False):
+             profile=None, json=False, dry_run=False, markdown=False):
     """Put a channel back to an earlier AMI from its parameter history."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import job
@@ -579,7 +580,7 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
                                                  to_version=version, force=force, read_timeout=_read_timeout(c), guard=_guard(c, signals),
                                                  dry_run=dry_run))
 
-    _channel_result(*cli.run_channel(body), json=json)
+    _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 
 
 @task(help={**CHANNEL_HELP, "channel": "Only this channel (default: every channel of the variant)",
