@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Iterable
 
 from amibuild.pipeline import Pipeline
@@ -13,7 +14,7 @@ from amibuild.errors import SpecError
 from amibuild.imagetest import boot
 from amibuild.jobs.signals import Signals
 from amibuild.pipeline.options import load_pipeline
-from amibuild.render import Target
+from amibuild.sandbox.transform import in_sandbox
 
 
 def listing(pipeline: Pipeline) -> list[dict[str, Any]]:
@@ -111,7 +112,7 @@ def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, 
         raise SpecError("test-ami: name one variant with --variant")
     variant = pipeline.variants[0]
     settings = boot.BootTestSettings.of(pipeline.boot_test, **flags,
-                                        poll=0.1 if Target.from_env().sandbox else 5.0)
+                                        poll=0.1 if in_sandbox(os.environ) else 5.0)
     aws = Aws(profile=options.profile, region=pipeline.build_region)
     amis = find_amis(aws, pipeline, variant, ami=ami, run_id=run_id)
     test_run = new_run_id()

@@ -6,6 +6,8 @@ Heavy modules (boto3, jinja2, python-hcl2) are imported inside the task bodies s
 `INVOKE_AMIBUILD_*` environment variables): see `ns.configure` at the bottom.
 """
 
+import os
+
 from invoke import Collection, task
 
 from amibuild.cli import report, summary, values
@@ -46,7 +48,7 @@ def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_re
     opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
                                          extra_pkg, extra_repo, var, var_file, flavor),
                        build_dir=build_dir, profile=profile)
-    result = cli.run(lambda: prepare.render(opts, cli.say))
+    result = cli.run(lambda: prepare.render(opts, cli.say, **_target()))
     cli.lines(f"note: {n}" for n in result.notes)
     if json:
         cli.emit_json(result.to_dict())
@@ -65,7 +67,7 @@ def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
     opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
                                          extra_pkg, extra_repo, var, var_file, flavor),
                        build_dir=build_dir, profile=profile)
-    result = cli.run(lambda: prepare.validate(opts, cli.say))
+    result = cli.run(lambda: prepare.validate(opts, cli.say, **_target()))
     if json:
         cli.emit_json({"packer_version": result.packer_version, "valid": result.checked,
                        "directories": [str(d) for d in result.directories]})
@@ -116,7 +118,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         timeout=values.optional_duration(timeout, "--timeout", example="90m or 5400"),
         rehearse=rehearse, allow_incomplete=allow_incomplete, wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
-        boot_test=_boot_test_settings(opts) if boot_test else None,
+        boot_test=_boot_test_settings(opts) if boot_test else None, **_target(),
     ), cli.say))
     if json:
         cli.emit_json(run.to_dict())
@@ -126,15 +128,24 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     cli.finish(run)
 
 
+def _target() -> dict:
+    """What the builds are rendered for, decided once here from the environment: the target (its
+    endpoint) and, on a loopback endpoint, the sandbox's transform."""
+    from amibuild.sandbox import transform  # deferred: not on the `amibuild --list` path
+
+    target, sandboxed = transform.choose(os.environ)
+    return {"target": target, "transform": sandboxed}
+
+
 def _boot_test_settings(opts):
     """build-ami --boot-test: the pipeline's test { ... } block (subnet, security group, profile)."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.imagetest import boot
     from amibuild.pipeline.options import load_pipeline
-    from amibuild.render import Target
+    from amibuild.sandbox.transform import in_sandbox
 
     pipeline = cli.run(lambda: load_pipeline(opts))
-    return boot.BootTestSettings.of(pipeline.boot_test, poll=0.1 if Target.from_env().sandbox else 5.0)
+    return boot.BootTestSettings.of(pipeline.boot_test, poll=0.1 if in_sandbox(os.environ) else 5.0)
 
 
 REHEARSE_HELP = {
