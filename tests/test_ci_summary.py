@@ -178,3 +178,26 @@ def test_publish_and_rollback_summaries_have_a_row_per_region_with_the_ami_befor
     rolled = rows_of(out, "### amibuild roll back to version 1: ceph recommended")
     assert rolled == [[r, "write", f"`{first[r]}`", f"`{second[r]}`", "2 → 3"] for r in regions]
     assert step_summary.read_text().count("### amibuild roll back to version 1: ceph recommended") == 1
+
+
+def test_rehearse_summary_rows_say_each_verdict_and_why() -> None:
+    """The table as rehearse's own verdict line says it (the CLI runs are in tests/test_rehearse.py)."""
+    from amibuild.rehearse.report import Failure, Finding, Report
+
+    def report(variant: str, **fields) -> Report:
+        return Report(**{"variant": variant, "steps": [], "failure": None, "packages": [], "units": [],
+                         "etc_written": [], "etc_removed": [], "calls": 0, "findings": [], "seconds": 2.4, **fields})
+
+    lint = Finding("amibuild", "scripts/proxy.sh", 7, "SC2086", "warning", "Double quote to prevent globbing")
+    text = summary.rehearse_markdown([
+        report("ok", notes=["stood in for curl"]),
+        report("broken", failure=Failure("3 (install-packages.sh)", "scripts/install-packages.sh", None, None, ())),
+        report("linted", findings=[lint]),
+        report("users", findings=[Finding("user", "user-01-x.sh", 1, "SC2034", "warning", "unused")]),
+    ])
+    assert rows_of(text, "### amibuild rehearse") == [
+        ["ok", "passed", "0", "2s", "stood in for curl"],
+        ["broken", "failed", "0", "2s", "step 3 (install-packages.sh): scripts/install-packages.sh did not finish"],
+        ["linted", "failed", "0", "2s", "shellcheck: scripts/proxy.sh:7: warning SC2086: Double quote to prevent globbing"],
+        ["users", "passed", "0", "2s", "-"],  # a user's script's findings are warnings, not failures
+    ]
