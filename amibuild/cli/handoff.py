@@ -70,7 +70,8 @@ def deploy_settings(options: Any, *, stack: str | None, region: str | None, vari
                     wait: bool = True, timeout: float | None = None, os_: str = "", private_endpoint: bool = False,
                     api_server_endpoint: str = "", certificate_authority: str = "",
                     kubelet_flags: Iterable[str] = (), node_labels: Iterable[str] = (), taints: Iterable[str] = (),
-                    max_pods: str | None = None, dry_run: bool = False) -> job.DeploySettings:
+                    max_pods: str | None = None, dry_run: bool = False,
+                    credentials_parameter: str = "") -> job.DeploySettings:
     """`amibuild nodegroup-deploy`'s flags as settings, every flag checked before any AWS call: flags
     (parameter name -> value) and --parameter KEY=VALUE become the stack's parameters, the node
     setting flags `node_settings.Asked`, --variant its channel's parameter and its OS."""
@@ -91,7 +92,8 @@ def deploy_settings(options: Any, *, stack: str | None, region: str | None, vari
             raise SpecError(f"{key} is set twice: by its own flag and by --parameter")
     given.update({key: value for key, value in named.items() if value})
     asked = node_settings.Asked.parse(proxy=proxy, no_proxy=no_proxy, kubelet_flags=kubelet_flags,
-                                      labels=node_labels, taints=taints, max_pods=max_pods)
+                                      labels=node_labels, taints=taints, max_pods=max_pods,
+                                      proxy_credentials_parameter=credentials_parameter)
     if asked.proxy:
         check_proxy_url(asked.proxy)
     if private_endpoint and not (asked.proxy or asked.proxy is None):
@@ -99,6 +101,8 @@ def deploy_settings(options: Any, *, stack: str | None, region: str | None, vari
     parameter = channel_parameter(options, variant, channel)
     # --os wins over the variant's, as a flag does over the pipeline file everywhere else.
     variant_os = load_pipeline(options).variants[0].os if variant else ""
+    # the variant's proxy { credentials_parameter }: where its nodes read the proxy's user:password
+    variant_parameter = load_pipeline(options).variants[0].proxy.credentials_parameter if variant else ""
     if given.get(node_settings.BOOTSTRAP) and (os_ or variant_os) == "al2023":
         raise job.bootstrap_on_al2023()
     if given.get(node_settings.BOOTSTRAP) and (os_ or variant_os) != "al2023":
@@ -107,7 +111,7 @@ def deploy_settings(options: Any, *, stack: str | None, region: str | None, vari
         options.profile, region, stack, given=MappingProxyType(given), asked=asked, channel_parameter=parameter,
         os=os_, variant_os=variant_os, private_endpoint=private_endpoint, api_server_endpoint=api_server_endpoint,
         certificate_authority=certificate_authority, service_cidr=service_cidr, wait=wait, timeout=wait_for,
-        dry_run=dry_run)
+        dry_run=dry_run, variant_credentials_parameter=variant_parameter)
 
 
 def stack_user_data(options: Any, *, stack: str, region: str | None) -> list:

@@ -249,6 +249,8 @@ USERDATA_HELP = {
     "os": "Node operating system: al2023 (nodeadm, default) or al2 (bootstrap.sh)",
     "proxy": "HTTP(S) proxy URL for yum/dnf, /etc/environment, containerd, docker and the kubelet",
     "no_proxy": "Extra NO_PROXY entry: host, .domain, address or CIDR (repeatable, or comma-separated)",
+    "proxy_credentials_parameter": "SSM SecureString (user:password) the node reads at boot with its role and "
+                                   "puts into the --proxy URL, which then has no credentials (e.g. /amibuild/proxy-creds)",
     "service_cidr": "Cluster service CIDR (default: both EKS defaults in NO_PROXY; required for al2023)",
     "cluster_ip": "ClusterIP of the `kubernetes` service, to pick 10.100.0.0/16 or 172.20.0.0/16",
     "region": "Region of the cluster, for the regional endpoints in NO_PROXY (default: AWS_REGION)",
@@ -280,7 +282,7 @@ USERDATA_HELP = {
 def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr="", cluster_ip="", region="",
              bypass=None, bootstrap_args="", kubelet_flag=None, api_server_endpoint="", certificate_authority="",
              cfn_stack="", cfn_resource="", k8s_manifests=False, vpc_cidr=None, base64_=False,
-             private_endpoint=False, node_label=None, taint=None, max_pods=""):
+             private_endpoint=False, node_label=None, taint=None, max_pods="", proxy_credentials_parameter=""):
     """Print node user data (MIME multi-part), or with --k8s-manifests the cluster side of a proxy."""
     import base64
     import os
@@ -297,6 +299,7 @@ def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr=
             api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
             cfn_stack=cfn_stack, cfn_resource=cfn_resource, private_endpoint=private_endpoint,
             node_labels=node_label or (), taints=taint or (), max_pods=max_pods or None,
+            proxy_credentials_parameter=proxy_credentials_parameter,
         )
         if k8s_manifests:
             return ud.k8s_manifests(cfg, vpc_cidr or ())
@@ -721,6 +724,9 @@ DEPLOY_HELP = {
              "cfn-signal); the stack keeps it (HttpProxy) until `--proxy none` removes it",
     "no_proxy": "Extra NO_PROXY entry for the nodes (repeatable or comma-separated; kept by the stack; "
                 "none removes them)",
+    "proxy_credentials_parameter": "SSM SecureString (user:password) the nodes read at boot for --proxy, whose URL "
+                                   "then has no credentials; the node role may read it (kept by the stack; none "
+                                   "removes it; default: the variant's proxy { credentials_parameter })",
     "kubelet_flag": "Kubelet flag --name=value for the nodes, no spaces or quotes (repeatable; kept by the stack; "
                     "none removes them)",
     "node_label": "Node label KEY=VALUE (repeatable; kept by the stack; none removes them)",
@@ -750,7 +756,7 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
                      service_cidr="", region=None, no_wait=False, timeout=None, pipeline=None, k8s=None,
                      profile=None, json=False, os_="", private_endpoint=False, api_server_endpoint="",
                      certificate_authority="", kubelet_flag=None, node_label=None, taint=None, max_pods="",
-                     dry_run=False):
+                     dry_run=False, proxy_credentials_parameter=""):
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import handoff
@@ -765,7 +771,7 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
         wait=not no_wait, timeout=timeout, os_=os_, private_endpoint=private_endpoint,
         api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
         kubelet_flags=kubelet_flag or [], node_labels=node_label or [], taints=taint or [], max_pods=max_pods or None,
-        dry_run=dry_run), cli.say))
+        dry_run=dry_run, credentials_parameter=proxy_credentials_parameter), cli.say))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
     cli.finish(result)
 

@@ -25,6 +25,7 @@ from amibuild.handoff.nodegroup import deploy as deploy_stack
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutResult, rollout_nodegroup, rollout_stack
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
 from amibuild.handoff.userdata.render import config_from_flags, render_userdata
+from amibuild.pipeline.proxy_credentials import POLICY_NAME as PROXY_CREDENTIALS_POLICY
 
 Say = Callable[[str], None]
 
@@ -79,6 +80,7 @@ class DeploySettings:
     channel_parameter: str | None = None  # the variant's channel: NodeImageIdSSMParam
     os: str = ""  # --os ("" : not given)
     variant_os: str = ""  # the OS of --variant ("" : no variant)
+    variant_credentials_parameter: str = ""  # the variant's proxy { credentials_parameter } ("" : none)
     private_endpoint: bool = False
     api_server_endpoint: str = ""
     certificate_authority: str = ""
@@ -108,6 +110,14 @@ def deploy(settings: DeploySettings, say: Say = lambda _: None) -> DeployResult:
     if origin is not None and origin.get("os") and origin.get("os") != node_os:
         say(f"stack {stack}: nodes move from {origin.get('os')} to {node_os} (the rolling update replaces them)")
     nodes = settings.asked.merge(previous)
+    # the variant's proxy { credentials_parameter }, for a proxy without user:password of its own
+    if settings.variant_credentials_parameter and settings.asked.proxy_credentials_parameter is None and nodes.proxy \
+            and not nodes.proxy_credentials_parameter and not secrets.credentials(nodes.proxy):
+        nodes = replace(nodes, proxy_credentials_parameter=settings.variant_credentials_parameter)
+    if nodes.proxy_credentials_parameter and secrets.credentials(nodes.proxy):
+        raise SpecError(f"--proxy-credentials-parameter {nodes.proxy_credentials_parameter}: the nodes' proxy "
+                        f"{secrets.mask(nodes.proxy)} carries credentials already; give --proxy without "
+                        "user:password@ (the nodes read them from the parameter)")
     stack_proxy, proxy_in_data, hidden = proxy_credentials_parameter(nodes.proxy, say)
     nodes = replace(nodes, proxy=stack_proxy)  # HttpProxy holds the URL masked
     if settings.private_endpoint and not nodes.proxy:
@@ -143,16 +153,21 @@ def deploy(settings: DeploySettings, say: Say = lambda _: None) -> DeployResult:
             # An update that does not give BootstrapArguments keeps the stack's: the user data too.
             bootstrap_args=bootstrap_args, cfn_stack=stack, cfn_resource=NODE_GROUP,
             private_endpoint=settings.private_endpoint or bool(facts and facts.private_endpoint),
-            kubelet=nodes.kubelet,
+            kubelet=nodes.kubelet, proxy_credentials_parameter=nodes.proxy_credentials_parameter,
         )
         user_data = render_userdata(cfg).replace(_CREDENTIALS_MARK, "${" + PROXY_CREDENTIALS + "}")
     elif settings.service_cidr or settings.api_server_endpoint or settings.certificate_authority:
         raise SpecError("--service-cidr, --api-server-endpoint and --certificate-authority go with al2023 nodes, "
                         "--proxy or kubelet settings")
     result = deploy_stack(aws, stack, region, given={**given, **hidden},
-                          template_body=template_json(user_data, node_os=node_os, hidden=hidden),
+                          template_body=template_json(user_data, node_os=node_os, hidden=hidden,
+                                                      proxy_credentials_parameter=nodes.proxy_credentials_parameter),
                           channel_parameter=settings.channel_parameter, say=say, wait=settings.wait,
                           timeout=settings.timeout, dry_run=settings.dry_run)
+    if nodes.proxy_credentials_parameter:
+        say(f"proxy {nodes.proxy}: the nodes {'would read' if settings.dry_run else 'read'} its credentials at boot "
+            f"from SSM parameter {nodes.proxy_credentials_parameter} (a SecureString holding user:password); the node "
+            f"role's policy {PROXY_CREDENTIALS_POLICY} allows ssm:GetParameter on it and kms:Decrypt through SSM")
     if settings.dry_run or result.error:  # nothing sent, or the stack did not end well: no access to set up
         return result
     mode = facts.authentication_mode if facts else ""

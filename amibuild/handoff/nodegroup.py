@@ -40,6 +40,7 @@ from amibuild.errors import RolloutFailed, SpecError, TemplateError
 from amibuild.handoff import cfn
 from amibuild.handoff import rollout as ro
 from amibuild.handoff.cfn import parse_template
+from amibuild.pipeline import proxy_credentials
 
 TEMPLATE_PATH = Path(str(resources.files("amibuild.handoff") / "templates" / "nodegroup.yaml"))
 
@@ -60,6 +61,7 @@ PARAMETERS: frozenset[str] = frozenset({
     "KeyName",
     "BootstrapArguments",
     "HttpProxy",
+    "ProxyCredentialsParameter",
     "NoProxy",
     "KubeletFlags",
     "NodeLabels",
@@ -84,6 +86,7 @@ PSEUDO_PARAMETERS: frozenset[str] = frozenset({
 })
 NODE_GROUP = "NodeGroup"  # the Auto Scaling group's logical id: what cfn-signal --resource names
 LAUNCH_TEMPLATE = "NodeLaunchTemplate"
+NODE_ROLE = "NodeInstanceRole"  # the nodes' IAM role resource (a credentials parameter adds its policy)
 ROLE_OUTPUT = "NodeInstanceRole"  # the output naming the nodes' IAM role (for aws-auth)
 OWN_METADATA = "amibuild"  # Metadata key that marks a template as ours (see the module docstring)
 OWN_TEMPLATE = "nodegroup"
@@ -136,7 +139,8 @@ def sub_text(text: str, names: frozenset[str] = PARAMETERS) -> str:
     return _PLACEHOLDER.sub(escape, text)
 
 
-def template_json(user_data: str | None = None, *, node_os: str = "al2", hidden: Iterable[str] = ()) -> str:
+def template_json(user_data: str | None = None, *, node_os: str = "al2", hidden: Iterable[str] = (),
+                  proxy_credentials_parameter: str = "") -> str:
     """The template as compact JSON; with `user_data`, that text (see `sub_text`) is the nodes'.
 
     `node_os` goes into ``Metadata.amibuild.os``; without `user_data` the template's own (al2)
@@ -151,6 +155,13 @@ def template_json(user_data: str | None = None, *, node_os: str = "al2", hidden:
         raise SpecError(f"{node_os} nodes need user data with a nodeadm NodeConfig; the template's own is al2's")
     template = load_template()
     template.setdefault("Metadata", {})[OWN_METADATA] = {"template": OWN_TEMPLATE, "os": node_os}
+    if proxy_credentials_parameter:
+        # the nodes' boothook reads the proxy's user:password from this SecureString at boot
+        role = template["Resources"][NODE_ROLE]["Properties"]
+        role.setdefault("Policies", []).append({
+            "PolicyName": proxy_credentials.POLICY_NAME,
+            "PolicyDocument": {"Version": "2012-10-17",
+                               "Statement": proxy_credentials.node_role_statements(proxy_credentials_parameter)}})
     if user_data is not None:
         if not user_data.strip():
             raise SpecError("the node user data is empty: the nodes would never join or signal the stack")

@@ -294,7 +294,7 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> di
             proxies = value if isinstance(value, list) else [value]
             if len(proxies) != 1 or not isinstance(proxies[0], dict):
                 raise SpecError(f"{where}: write one block: proxy {{ http = ..., https = ..., no_proxy = ... }}")
-            _check_keys(proxies[0], ("http", "https", "no_proxy"), f"{where}: proxy")
+            _check_keys(proxies[0], ("http", "https", "no_proxy", "credentials_parameter"), f"{where}: proxy")
             layer["proxy"] = (proxies[0], f"{where}: proxy")
         elif key in DEFAULTS and key not in ("repos", "tests"):
             if key == "scripts" and source is not None and isinstance(value, list):
