@@ -140,12 +140,15 @@ def _target() -> dict:
 def _boot_test_settings(opts):
     """build-ami --boot-test: the pipeline's test { ... } block (subnet, security group, profile)."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.cli.imagetests import user_data
     from amibuild.imagetest import boot
     from amibuild.pipeline.options import load_pipeline
     from amibuild.sandbox.transform import in_sandbox
 
     pipeline = cli.run(lambda: load_pipeline(opts))
-    return boot.BootTestSettings.of(pipeline.boot_test, poll=0.1 if in_sandbox(os.environ) else 5.0)
+    # no --cluster here: each test instance gets user data that is only checked (nodeadm config check, bootstrap.sh)
+    return boot.BootTestSettings.of(pipeline.boot_test, poll=0.1 if in_sandbox(os.environ) else 5.0,
+                                    user_data=cli.run(lambda: user_data(None, pipeline, pipeline.variants, "")))
 
 
 REHEARSE_HELP = {
@@ -857,9 +860,12 @@ def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, ac
     from amibuild.lifecycle import iam
 
     opts = cli.options(c, pipeline=pipeline)
-    print(cli.run(lambda: iam.to_json(iam.policy(task_, load_pipeline(opts), stacks=stack or (),
+    loaded = cli.run(lambda: load_pipeline(opts))
+    print(cli.run(lambda: iam.to_json(iam.policy(task_, loaded, stacks=stack or (),
                                                  node_role_arn=node_role_arn, account=account,
                                                  partition=partition))), end="")
+    for note in iam.notes(task_, loaded):
+        cli.say(f"note: {note}")
 
 
 def select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region, extra_pkg, extra_repo,

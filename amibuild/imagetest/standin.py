@@ -156,9 +156,11 @@ def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], d
              for r in results]
     lines += [f"amibuild: note: {n}" for n in done.notes]
     lines.append(f"amibuild: stage 1 checks {verdict} for variant {record['variant']}")
-    if verdict == imagetests.Verdict.PASSED:
+    # "not testable here" is no failure of the image: the build goes on (the boot test says untested)
+    ok = verdict in (imagetests.Verdict.PASSED, imagetests.Verdict.UNTESTABLE)
+    if ok:
         keep(root, record["fingerprint"])
-    return (0 if verdict == imagetests.Verdict.PASSED else 1), lines, {
+    return (0 if ok else 1), lines, {
         "stage": "build", "result": str(verdict), "checks": [r.to_dict() for r in results], "notes": done.notes}
 
 
