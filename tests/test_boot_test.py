@@ -294,7 +294,8 @@ def test_stage_1_and_the_boot_test_let_only_the_working_image_reach_its_channel(
 
 
 @NEEDS
-def test_ctrl_c_during_a_boot_test_terminates_its_instance(workdir: Path, sandbox):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_during_a_boot_test_terminates_its_instance(workdir: Path, sandbox, signum):
     (workdir / "amibuild.hcl").write_text(PIPELINE.split("# its user script")[0])
     built = amibuild(workdir, "build-ami", "--no-publish", "--json")
     assert built.returncode == 0, built.stderr
@@ -311,11 +312,13 @@ def test_ctrl_c_during_a_boot_test_terminates_its_instance(workdir: Path, sandbo
                 Filters=[{"Name": "tag:amibuild:purpose", "Values": ["boot-test"]}])["Reservations"]
                 for i in r["Instances"]]
             assert instance["State"]["Name"] == "running"
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signum)
         finally:
             held.release()
         out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + signum, err  # 130 for SIGINT, 143 for SIGTERM
+    name = signal.Signals(signum).name
+    assert f"amibuild: {name}: stopping the boot test; terminating its instance" in err
     assert "interrupted" in err and "terminated" in err
     state = ec2.describe_instances(InstanceIds=[instance["InstanceId"]])["Reservations"][0]["Instances"][0]["State"]
     assert state["Name"] in ("shutting-down", "terminated")

@@ -13,6 +13,7 @@ from typing import Any
 from invoke import task
 
 from amibuild.cli import run as cli
+from amibuild.suggest import suggest
 
 FLEET_HELP = {
     "variant": "Only consumers and channels of this variant (default: every one)",
@@ -126,7 +127,7 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
         known = sorted({e.channel for e in channel_read.channels(aws, pipeline=pipeline, regions=(where,))
                         if e.variant == chosen.name and e.ami})
         raise SpecError(f"--channel {channel}: variant {chosen.name} has no channel {channel} in {where} "
-                        f"(no parameter {parameter}){karpenter.suggestions(channel, known)}; "
+                        f"(no parameter {parameter}){suggest(channel, known, cutoff=0.5)}; "
                         + (f"its channels there: {', '.join(known)}" if known else
                            "it has none there yet: build-ami publishes to recommended, promote copies it on"))
     return manifest

@@ -13,6 +13,7 @@ from amibuild.aws import Aws
 from amibuild.bake.plan import new_run_id
 from amibuild.errors import SpecError
 from amibuild.imagetest import boot, kube
+from amibuild.jobs.signals import Signals
 from amibuild.pipeline.options import load_pipeline
 from amibuild.sandbox.transform import in_sandbox
 
@@ -58,49 +59,10 @@ def now(flag: str | None, env: dict | None = None):
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
-class Stop:
-    """SIGINT / SIGTERM / SIGHUP during a boot test: recorded, so the test stops at its next poll and
-    terminates its instance (a second signal does not skip that)."""
-
-    SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
-
-    def __init__(self) -> None:
-        self.received: list[int] = []
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> "Stop":
-        import signal
-        import threading
-
-        if threading.current_thread() is threading.main_thread():
-            for name in self.SIGNALS:
-                signum = getattr(signal, name)
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        import signal
-
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        import os
-        import signal
-
-        self.received.append(signum)
-        try:
-            os.write(2, f"amibuild: {signal.Signals(signum).name}: stopping the boot test; terminating its "
-                        "instance\n".encode())
-        except OSError:
-            pass
-
-    def requested(self) -> bool:
-        return bool(self.received)
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.received[0] if self.received else 130
+# what test-ami says on SIGINT / SIGTERM / SIGHUP (`jobs.signals.Signals` holds them): the test stops
+# at its next poll and terminates its instance, and a second signal does not skip that
+BOOT_TEST_SIGNALS = ("stopping the boot test; terminating its instance",
+                     "still stopping the boot test; terminating its instance first")
 
 
 def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, run_id: str | None) -> dict[str, str]:
@@ -159,7 +121,7 @@ def record_path(build_dir: str, run_id: str, variant: str):
     return Path(build_dir) / "tests" / run_id / f"{variant}.json"
 
 
-def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, say: Any, stop: Stop):
+def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, say: Any, stop: Signals):
     """`amibuild test-ami`: the boot test of one variant's image; its result, with the record written."""
     import json
 

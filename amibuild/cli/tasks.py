@@ -458,9 +458,9 @@ def _read_timeout(c):
 DRY_RUN_CHANNEL = "Print what would be written, region by region (the plan the write carries out), and write nothing"
 
 
-def _channel_result(result, signals, *, json: bool, markdown: bool | None = None) -> None:
-    # markdown None (publish, rollback): no summary; promote's summary goes to $GITHUB_STEP_SUMMARY
-    """Print a channel write's result (or a dry run's plan), then exit as it says."""
+def _channel_result(result, signals, *, json: bool, markdown: bool = False) -> None:
+    """Print a channel write's result (or a dry run's plan), then exit as it says; a write's summary
+    (a row per region: AMI before and after) goes to $GITHUB_STEP_SUMMARY, and with --markdown to stdout."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels.plan import PublishPlan
 
@@ -470,8 +470,7 @@ def _channel_result(result, signals, *, json: bool, markdown: bool | None = None
         return
     if json or not markdown:
         cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
-    if markdown is not None:
-        summary.publish(summary.publish_markdown(result), to_stdout=markdown)
+    summary.publish(summary.publish_markdown(result), to_stdout=markdown)
     cli.finish_channel(result, signals)
 
 
@@ -486,11 +485,12 @@ def _channel_options(c, pipeline, variant, k8s, profile):
             "allow_foreign": "Publish images amibuild did not build (no amibuild:fingerprint tag)",
             "force": "Write even if another writer moved the channel since amibuild read it",
             "dry_run": DRY_RUN_CHANNEL,
+            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
             **GATE_HELP},
       iterable=["ami"], auto_shortflags=False)
 def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow_foreign=False, force=False,
             pipeline=None, k8s=None, profile=None, json=False, dry_run=False, override_gate=False, reason=None,
-            now=None):
+            now=None, markdown=False):
     """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import job
@@ -509,7 +509,7 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
             run_id=run_id, allow_foreign=allow_foreign, force=force, read_timeout=_read_timeout(c),
             guard=_guard(c, signals, run_id), dry_run=dry_run, override_gate=override, now=when))
 
-    _channel_result(*cli.run_channel(body), json=json)
+    _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 
 
 @task(help={**CHANNEL_HELP, "from_": "Channel to copy from, e.g. recommended",
@@ -580,10 +580,11 @@ def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, j
             "to_version": "Parameter version to go back to, as `amibuild history` shows it for the build region "
                           "(default: the newest version holding another AMI than now)",
             "force": "Write even if another writer moved the channel since amibuild read it",
-            "dry_run": DRY_RUN_CHANNEL},
+            "dry_run": DRY_RUN_CHANNEL,
+            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)"},
       auto_shortflags=False)
 def rollback(c, variant=None, channel="recommended", to_version=None, force=False, pipeline=None, k8s=None,
-             profile=None, json=False, dry_run=False):
+             profile=None, json=False, dry_run=False, markdown=False):
     """Put a channel back to an earlier AMI from its parameter history."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import job
@@ -596,7 +597,7 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
                                                  to_version=version, force=force, read_timeout=_read_timeout(c), guard=_guard(c, signals),
                                                  dry_run=dry_run))
 
-    _channel_result(*cli.run_channel(body), json=json)
+    _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 
 
 @task(help={**CHANNEL_HELP, "channel": "Only this channel (default: every channel of the variant)",
@@ -762,18 +763,20 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import handoff
+    from amibuild.handoff import job
 
     opts = _channel_options(c, pipeline, variant, k8s, profile)
     flags = {"ClusterName": cluster, "VpcId": vpc_id, "ClusterControlPlaneSecurityGroup": control_plane_sg,
              "NodeGroupName": nodegroup_name}
-    result = cli.run(lambda: handoff.deploy_from_flags(
+    result = cli.run(lambda: job.deploy(handoff.deploy_settings(
         opts, stack=stack, region=region, variant=variant, channel=channel, flags=flags, subnets=subnet or [],
-        parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr, say=cli.say,
+        parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr,
         wait=not no_wait, timeout=timeout, os_=os_, private_endpoint=private_endpoint,
         api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
         kubelet_flags=kubelet_flag or [], node_labels=node_label or [], taints=taint or [], max_pods=max_pods or None,
-        dry_run=dry_run, credentials_parameter=proxy_credentials_parameter))
+        dry_run=dry_run, credentials_parameter=proxy_credentials_parameter), cli.say))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+    cli.finish(result)
 
 
 @task(help={"pipeline": SELECT_HELP["pipeline"], "variant": SELECT_HELP["variant"],
@@ -839,7 +842,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
         dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or ()),
         guard=_guard(c, _NO_SIGNALS), say=cli.say))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(prune_mod.report_lines(result))
-    cli.run(result.check)
+    cli.finish(result)
 
 
 @task(help={"task_": "Task the policy is for: build, publish (also promote, rollback, history, channels), "
@@ -903,12 +906,13 @@ def test_ami(c, variant=None, ami=None, run_id=None, cluster=None, subnet=None, 
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import imagetests
     from amibuild.imagetest import boot
+    from amibuild.jobs.signals import Signals
 
     opts = cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, profile=profile,
                        build_dir=build_dir)
     flags = {"cluster": cluster, "subnet_id": subnet, "security_group_id": security_group,
              "instance_profile": instance_profile, "instance_type": instance_type}
-    with imagetests.Stop() as stop:
+    with Signals(imagetests.BOOT_TEST_SIGNALS) as stop:
         def body():
             if not variant:
                 raise SpecError("test-ami: --variant: name the variant whose image to test, e.g. --variant ceph")

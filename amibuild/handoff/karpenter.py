@@ -27,7 +27,7 @@ Nothing is written when there is nothing to carry (no proxy, no kubelet flags): 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
@@ -169,8 +169,3 @@ def check_name(name: str) -> str:
     return name
 
 
-def suggestions(word: str, choices: Sequence[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
-    return f" (did you mean {close[0]!r}?)" if close else ""

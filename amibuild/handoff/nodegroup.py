@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 
-from amibuild.errors import SpecError, TemplateError
+from amibuild.errors import RolloutFailed, SpecError, TemplateError
 from amibuild.handoff import cfn
 from amibuild.handoff import rollout as ro
 from amibuild.handoff.cfn import parse_template
@@ -244,6 +244,7 @@ class DeployAction(enum.StrEnum):
     STARTED = "started"  # --no-wait: created or updated, not followed
     WOULD_CREATE = "would create"  # --dry-run: nothing was sent
     WOULD_UPDATE = "would update"  # --dry-run: nothing was sent (no change set either)
+    FAILED = "failed"  # sent, and the stack did not end well (rolled back, failed, still busy at the timeout)
 
 
 def parameter_changes(given: Mapping[str, str], previous: Mapping[str, str]) -> list[str]:
@@ -294,9 +295,15 @@ class DeployResult:
     changed: tuple[str, ...] = ()  # "Key: 'old' -> 'new'" per parameter an update changed
     notes: tuple[str, ...] = ()  # what to do next (node access), added by the caller
     kept: tuple[str, ...] = ()  # --dry-run of an update: the parameters that keep their values
+    error: str = ""  # FAILED: why (the failing resource and its reason, as CloudFormation's events say)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "action": str(self.action)}
+
+    def raise_for_status(self) -> None:
+        """`RolloutFailed` (exit 1) when the create or update was sent and the stack did not end well."""
+        if self.action is DeployAction.FAILED:
+            raise RolloutFailed(self.error)
 
     def lines(self) -> list[str]:
         out = [f"stack {self.stack} ({self.region}): {self.action} ({self.status})"]
@@ -304,7 +311,7 @@ class DeployResult:
         out += [f"  {'would set' if dry else 'changed'} {line}" for line in self.changed]
         if self.kept:
             out.append(f"  keeping {', '.join(self.kept)} as they are")
-        if dry:
+        if dry or self.action is DeployAction.FAILED:  # the error itself is the task's error line
             return out
         out += [f"  {key}: {value}" for key, value in sorted(self.outputs.items())]
         if self.notes:
@@ -322,6 +329,8 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
     An existing stack must carry this template's mark (`check_ours`); its parameters not in
     `given` keep their values, and the ones that change are said and returned. ``dry_run``: every
     check and read as for the deploy, then the create or update that would be sent, sending nothing.
+    Once the create or update is sent, a stack that does not end well is a `DeployAction.FAILED`
+    result (its `raise_for_status` raises), not an exception: what was sent is in the result.
     """
     if channel_parameter:
         problem = ro.channel_problem(ro.read_channel(aws, channel_parameter, region))
@@ -341,8 +350,11 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
                          capabilities=("CAPABILITY_IAM",), token=cfn.token("create"))
         action, status = DeployAction.CREATED, "CREATE_IN_PROGRESS"
         if wait:
-            status, events = cfn.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
-            cfn.check_outcome(name, status, events)
+            try:
+                status, events = cfn.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
+                cfn.check_outcome(name, status, events)
+            except RolloutFailed as exc:
+                return _failed(aws, name, region, exc)
     else:
         state = cfn.stack_state(found.status)
         if state not in (cfn.StackState.READY, cfn.StackState.ROLLED_BACK):
@@ -365,7 +377,10 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         if made is None:
             return DeployResult(name, region, DeployAction.UNCHANGED, found.status, dict(found.outputs))
         action = DeployAction.UPDATED
-        status = cfn.execute_change_set(aws, name, region, made[0], say, wait=wait, poll=poll, timeout=timeout)
+        try:
+            status = cfn.execute_change_set(aws, name, region, made[0], say, wait=wait, poll=poll, timeout=timeout)
+        except RolloutFailed as exc:
+            return _failed(aws, name, region, exc, changed=changed)
         if not wait:
             return DeployResult(name, region, DeployAction.STARTED, status, changed=changed)
         after = aws.describe_stack(name, region)
@@ -374,6 +389,13 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         return DeployResult(name, region, DeployAction.STARTED, status)
     after = aws.describe_stack(name, region)
     return DeployResult(name, region, action, status, dict(after.outputs) if after else {})
+
+
+def _failed(aws: Any, name: str, region: str, exc: RolloutFailed, changed: tuple[str, ...] = ()) -> DeployResult:
+    """The result of a create or update that was sent and did not end well: the stack as it is now."""
+    after = aws.describe_stack(name, region)
+    return DeployResult(name, region, DeployAction.FAILED, after.status if after else "gone", changed=changed,
+                        error=str(exc))
 
 
 def node_role_arn(aws: Any, stack: str, region: str) -> str:

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping
 
 from amibuild.errors import SpecError
 from amibuild.pipeline import checks, naming
-from amibuild.pipeline.checks import suggest
+from amibuild.suggest import suggest
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 3600.0

@@ -13,8 +13,8 @@ from amibuild.errors import SpecError, VarFileError
 from amibuild.pipeline import checks, files, imagetests, naming
 from amibuild.pipeline.model import (ADDITIVE, DEFAULTS, LAYERS, PIPELINE_FILE, Overrides, Pipeline, Variant, _VARIANT_NAME,
                                      _VAR_NAME)
-from amibuild.pipeline.validation import (_as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant,
-                                          suggest)
+from amibuild.pipeline.validation import _as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant
+from amibuild.suggest import suggest
 
 
 def load(

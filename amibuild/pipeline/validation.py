@@ -1,5 +1,5 @@
 """Validation of the merged settings into a `Variant` (and of the pipeline block), with the small
-typed readers (`_str`, `_int`, ...) the loader shares and `known_regions` / `suggest`."""
+typed readers (`_str`, `_int`, ...) the loader shares and `known_regions`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 from amibuild.errors import SpecError
+from amibuild.suggest import suggest
 from amibuild.pipeline import checks, files, naming, proxy_credentials
 from amibuild.pipeline.model import (AL2_LAST_K8S, ARCHES, BASES, DEFAULT_FLAVOR, DEFAULTS, FLAVORS, OSES, VOLUME_TYPES, Proxy,
                                      Repo, Variant, _K8S, _K8S_PATCH, _RPM_NAME, _VAR_NAME)
@@ -199,9 +200,6 @@ def known_regions() -> frozenset[str]:
 
 
 _REGIONS: frozenset[str] | None = None
-
-
-suggest = checks.suggest  # " (did you mean 'x'?)", one rule with the checks'
 
 
 def _choice(value: Any, choices: Sequence[str], where: str) -> str:
