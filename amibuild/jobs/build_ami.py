@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 from amibuild import __version__, tags
 from amibuild.aws import Aws, fan_out
+from amibuild.aws.models import preload
 from amibuild.bake import record as records
 from amibuild.bake.decide import ready_images
 from amibuild.bake.executor import BuildGuards, BuildOutcome, BuildStatus, Executor
@@ -66,6 +67,8 @@ def settings(options: Options, *, channel: str | None = None, publish: bool = Tr
     packer = Packer(options.packer)
     with asking_version(packer) as version:
         pipeline = load_pipeline(options)  # bad input is refused before anything else
+        # botocore parses the EC2 and SSM models (~0.2 s) while packer answers; no request is sent
+        preload(options.profile, [("ec2", pipeline.build_region), ("ssm", pipeline.build_region)])
         if publish and channel:
             from amibuild.channels.publish import check_channel  # deferred: the channel writer only with --channel
 
