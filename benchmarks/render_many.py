@@ -137,10 +137,9 @@ def _packer_version(tmp: Path) -> str:
 def _target() -> str:
     from amibuild.render import Target as AwsTarget
 
-    target = AwsTarget.from_env()
-    if not target.endpoint:
-        return "AWS (no endpoint override)"
-    return f"{target.endpoint} ({'sandbox' if target.sandbox else 'endpoint override'})"
+    # prepare.render is given no target here: the real build for AWS, whatever AWS_ENDPOINT_URL* says
+    target = AwsTarget()
+    return f"{target.endpoint} (endpoint override)" if target.endpoint else "AWS (no endpoint override), the real build"
 
 
 def sealed_env(home: Path) -> dict[str, str]:

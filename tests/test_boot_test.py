@@ -23,9 +23,12 @@ import pytest
 from amibuild.pipeline import imagetests, load
 from faultproxy import FaultProxy
 
+STANDIN_NEEDS = ("packer and root are needed: the image's stand-in is an overlay of / in a private mount "
+                 "namespace with a build user, which an unprivileged user namespace cannot give (no overlay "
+                 "of / there, one uid mapped)")
 ROOT = Path(__file__).resolve().parent.parent
 NEEDS = pytest.mark.skipif(shutil.which("packer") is None or os.geteuid() != 0,
-                           reason="packer and root (the image's stand-in is a rehearsal) are needed")
+                           reason=STANDIN_NEEDS)
 
 PIPELINE = """\
 pipeline {
@@ -39,6 +42,31 @@ variant "ceph" {
   test "rbd-package" {
     command = "rpm -q ceph-common"
     timeout = "30s"
+  }
+  # the sandbox's stand-in is this machine, not an EKS image: these are not testable here
+  test "kubelet" {
+    enabled = false
+    reason  = "sandbox stand-in"
+  }
+  test "containerd" {
+    enabled = false
+    reason  = "sandbox stand-in"
+  }
+  test "nodeadm" {
+    enabled = false
+    reason  = "sandbox stand-in"
+  }
+  test "nodeadm-config" {
+    enabled = false
+    reason  = "sandbox stand-in"
+  }
+}
+
+# the EKS image's own checks on again: not testable on the stand-in, so the image is untested
+variant "plain" {
+  extends = "ceph"
+  test "kubelet" {
+    enabled = true
   }
 }
 
@@ -172,22 +200,34 @@ def test_on_the_stand_in_what_is_not_there_is_not_testable_never_a_pass():
     assert imagetests.overall(cut) == imagetests.Verdict.FAILED
     untestable = imagetests.CheckResult("a", "boot", imagetests.Verdict.UNTESTABLE, 127, 0.1)
     passed = imagetests.CheckResult("b", "boot", imagetests.Verdict.PASSED, 0, 0.1)
-    assert imagetests.overall([untestable]) == imagetests.Verdict.FAILED  # nothing proven
-    assert imagetests.overall([untestable, passed]) == imagetests.Verdict.PASSED
+    failed = imagetests.CheckResult("c", "boot", imagetests.Verdict.FAILED, 1, 0.1)
+    # passed only when every check passed: one not testable here makes the image untested, never passed
+    assert imagetests.overall([passed]) == imagetests.Verdict.PASSED
+    assert imagetests.overall([untestable]) == imagetests.Verdict.UNTESTABLE
+    assert imagetests.overall([untestable, passed]) == imagetests.Verdict.UNTESTABLE
+    assert imagetests.overall([untestable, passed, failed]) == imagetests.Verdict.FAILED
+    assert imagetests.overall([]) == imagetests.Verdict.UNTESTABLE  # nothing proven
+    assert [imagetests.TAG_VALUES[v] for v in (imagetests.Verdict.PASSED, imagetests.Verdict.UNTESTABLE,
+                                                imagetests.Verdict.FAILED)] == ["passed", "untested", "failed"]
+    assert [r.name for r in imagetests.untestable([untestable, passed, failed])] == ["a"]
 
 
 def test_amibuild_tests_lists_what_will_run_and_what_is_turned_off(tmp_path: Path):
-    (tmp_path / "amibuild.hcl").write_text(PIPELINE.replace(
-        '  test "rbd-package" {', '  test "containerd" {\n    enabled = false\n    reason = "not used"\n  }\n'
-                                 '  test "rbd-package" {'))
-    (tmp_path / "remove.sh").write_text(REMOVE)
+    (tmp_path / "amibuild.hcl").write_text(
+        'variant "ceph" {\n extra_packages = ["ceph-common"]\n test "containerd" {\n  enabled = false\n'
+        '  reason = "not used"\n }\n test "rbd-package" {\n  command = "rpm -q ceph-common"\n }\n}\n'
+        'variant "old" {\n os = "al2"\n kubernetes_version = "1.30"\n}\n')
     shown = amibuild(tmp_path, "tests", "--variant", "ceph")
     assert shown.returncode == 0, shown.stderr
-    assert "ceph (al2023 standard, Kubernetes 1.35): 5 check(s)" in shown.stdout
+    assert "ceph (al2023 standard, Kubernetes 1.35): 6 check(s), on the build instance and in the boot test " \
+           "(1 in the boot test only)" in shown.stdout
     assert "package-ceph-common  built-in" in shown.stdout and "rbd-package          pipeline file" in shown.stdout
+    assert "nodeadm-config       built-in       nodeadm accepts the instance's user data" in shown.stdout
     assert "containerd           turned off     not used" in shown.stdout
-    listed = json.loads(amibuild(tmp_path, "tests", "--json").stdout)
-    assert [e["variant"] for e in listed] == ["ceph", "early", "late"]
+    listed = {e["variant"]: e for e in json.loads(amibuild(tmp_path, "tests", "--json").stdout)}
+    assert list(listed) == ["ceph", "old"]
+    boot_only = {v: [c["name"] for c in e["checks"] if c["stages"] == ["boot"]] for v, e in listed.items()}
+    assert boot_only == {"ceph": ["nodeadm-config"], "old": ["bootstrap-options"]}
 
 
 # ------------------------------------------------------------------------------- against the emulator
@@ -205,12 +245,24 @@ def test_stage_1_and_the_boot_test_let_only_the_working_image_reach_its_channel(
     assert "stage 1 checks passed for variant ceph" in (workdir / ceph["log"]).read_text()
     assert ceph["boot_test"]["result"] == "passed" and ceph["boot_test"]["terminated"]
     results = {c["name"]: c["result"] for c in ceph["boot_test"]["checks"]}
-    assert results["package-ceph-common"] == results["rbd-package"] == "passed"
-    assert results["kubelet"] == "not testable here"  # this machine is no EKS image: never a pass
+    assert results == {"package-ceph-common": "passed", "no-credentials": "passed", "rbd-package": "passed"}
     for region, ami in ceph["amis"].items():
         (image,) = [i for i in images_of("ceph", region) if i["ImageId"] == ami]
         assert tag(image, "amibuild:test") == "passed" and tag(image, "amibuild:test-run") == json.loads(run.stdout)["run_id"]
         assert channel("ceph", region) == ami
+
+    # plain: the kubelet check is not testable on the stand-in (this machine is no EKS image): never a
+    # pass, so the image is tagged untested (no gate here: published), and the report says which and why
+    plain = summary["plain"]
+    assert "stage 1 checks not testable here for variant plain" in (workdir / plain["log"]).read_text()
+    assert plain["boot_test"]["result"] == "not testable here" and plain["boot_test"]["tag"] == "untested"
+    assert plain["boot_test"]["untestable"] == ["kubelet"] and not plain["publish_error"]
+    (kubelet,) = [c for c in plain["boot_test"]["checks"] if c["name"] == "kubelet"]
+    assert kubelet["exit_status"] == 127 and "kubelet" in kubelet["output_tail"]
+    assert "untested: 1 check(s) not testable here (kubelet)" in " ".join(plain["boot_test"]["notes"])
+    for region, ami in plain["amis"].items():
+        (image,) = [i for i in images_of("plain", region) if i["ImageId"] == ami]
+        assert tag(image, "amibuild:test") == "untested"
 
     # early: stage 1 fails the Packer build; no AMI is made
     assert summary["early"]["status"] == "failed" and summary["early"]["amis"] == {}
@@ -233,16 +285,17 @@ def test_stage_1_and_the_boot_test_let_only_the_working_image_reach_its_channel(
     ec2 = boto3.client("ec2", region_name="us-west-2")
     tested = [i for r in ec2.describe_instances(Filters=[{"Name": "tag:amibuild:purpose", "Values": ["boot-test"]}])
               ["Reservations"] for i in r["Instances"]]
-    assert len(tested) == 2 and {i["State"]["Name"] for i in tested} == {"terminated"}
+    assert len(tested) == 3 and {i["State"]["Name"] for i in tested} == {"terminated"}
 
     # the run record keeps every result
     record = json.loads((workdir / json.loads(run.stdout)["record"]).read_text())
     assert {v["name"]: v.get("boot_test", {}).get("result") for v in record["variants"]} == {
-        "ceph": "passed", "early": None, "late": "failed"}
+        "ceph": "passed", "plain": "not testable here", "early": None, "late": "failed"}
 
 
 @NEEDS
-def test_ctrl_c_during_a_boot_test_terminates_its_instance(workdir: Path, sandbox):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_during_a_boot_test_terminates_its_instance(workdir: Path, sandbox, signum):
     (workdir / "amibuild.hcl").write_text(PIPELINE.split("# its user script")[0])
     built = amibuild(workdir, "build-ami", "--no-publish", "--json")
     assert built.returncode == 0, built.stderr
@@ -259,11 +312,13 @@ def test_ctrl_c_during_a_boot_test_terminates_its_instance(workdir: Path, sandbo
                 Filters=[{"Name": "tag:amibuild:purpose", "Values": ["boot-test"]}])["Reservations"]
                 for i in r["Instances"]]
             assert instance["State"]["Name"] == "running"
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signum)
         finally:
             held.release()
         out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + signum, err  # 130 for SIGINT, 143 for SIGTERM
+    name = signal.Signals(signum).name
+    assert f"amibuild: {name}: stopping the boot test; terminating its instance" in err
     assert "interrupted" in err and "terminated" in err
     state = ec2.describe_instances(InstanceIds=[instance["InstanceId"]])["Reservations"][0]["Instances"][0]["State"]
     assert state["Name"] in ("shutting-down", "terminated")

@@ -149,3 +149,55 @@ def test_promote_due_summary_has_a_row_per_gated_channel_with_when_it_is_due() -
     assert f"| ceph | stable | recommended | {DueAction.WAIT} | `ami-0123456789abcdef0` | 2026-12-04 22:16 UTC | soak 3d |" in lines
     assert f"| ceph-arm | stable | recommended | {DueAction.PROMOTED} | `ami-0fedcba9876543210` | - | gate met |" in lines
     assert "no gated channel" in summary.due_markdown([])
+
+
+def test_publish_and_rollback_summaries_have_a_row_per_region_with_the_ami_before_and_after(
+        step_summary: Path, capsys) -> None:
+    regions = ("us-west-2", "eu-west-1")  # the fixture's pipeline: built in us-west-2, copied to eu-west-1
+    first = {region: make_image("ceph", 1, region) for region in regions}
+    second = {region: make_image("ceph", 2, region) for region in regions}
+
+    def publish_amis(amis: dict[str, str], *flags: str) -> tuple[int, str, str]:
+        return amibuild(capsys, "publish", "--variant", "ceph",
+                        *(f for region, ami in amis.items() for f in ("--ami", f"{region}={ami}")), *flags)
+
+    code, out, err = publish_amis(first)
+    assert code == 0, err
+    assert "### amibuild" not in out  # the summary goes to the file; stdout keeps its lines
+    code, out, err = publish_amis(second, "--markdown")
+    assert code == 0, err
+    title = "### amibuild publish: ceph recommended"
+    assert rows_of(out, title) == [[r, "write", f"`{second[r]}`", f"`{first[r]}`", "1 → 2"] for r in regions]
+    text = step_summary.read_text()
+    assert text.count(title) == 2  # --markdown prints it and still appends it
+    earlier = title + text.split(title)[1]  # the first publish's table
+    assert rows_of(earlier, title) == [[r, "write", f"`{first[r]}`", "-", "0 → 1"] for r in regions]
+
+    code, out, err = amibuild(capsys, "rollback", "--variant", "ceph", "--markdown")
+    assert code == 0, err
+    rolled = rows_of(out, "### amibuild roll back to version 1: ceph recommended")
+    assert rolled == [[r, "write", f"`{first[r]}`", f"`{second[r]}`", "2 → 3"] for r in regions]
+    assert step_summary.read_text().count("### amibuild roll back to version 1: ceph recommended") == 1
+
+
+def test_rehearse_summary_rows_say_each_verdict_and_why() -> None:
+    """The table as rehearse's own verdict line says it (the CLI runs are in tests/test_rehearse.py)."""
+    from amibuild.rehearse.report import Failure, Finding, Report
+
+    def report(variant: str, **fields) -> Report:
+        return Report(**{"variant": variant, "steps": [], "failure": None, "packages": [], "units": [],
+                         "etc_written": [], "etc_removed": [], "calls": 0, "findings": [], "seconds": 2.4, **fields})
+
+    lint = Finding("amibuild", "scripts/proxy.sh", 7, "SC2086", "warning", "Double quote to prevent globbing")
+    text = summary.rehearse_markdown([
+        report("ok", notes=["stood in for curl"]),
+        report("broken", failure=Failure("3 (install-packages.sh)", "scripts/install-packages.sh", None, None, ())),
+        report("linted", findings=[lint]),
+        report("users", findings=[Finding("user", "user-01-x.sh", 1, "SC2034", "warning", "unused")]),
+    ])
+    assert rows_of(text, "### amibuild rehearse") == [
+        ["ok", "passed", "0", "2s", "stood in for curl"],
+        ["broken", "failed", "0", "2s", "step 3 (install-packages.sh): scripts/install-packages.sh did not finish"],
+        ["linted", "failed", "0", "2s", "shellcheck: scripts/proxy.sh:7: warning SC2086: Double quote to prevent globbing"],
+        ["users", "passed", "0", "2s", "-"],  # a user's script's findings are warnings, not failures
+    ]

@@ -212,11 +212,49 @@ def test_fleet_lists_every_seeded_consumer_with_image_channel_version_and_behind
     assert [(r["kind"], r["image_id"]) for r in only["consumers"]] == [("instances", arm)]
     assert {c["variant"] for c in only["channels"]} == {"ceph-arm"}
 
+    # each stack's Auto Scaling group names its stack (CloudFormation's aws:cloudformation:stack-name
+    # tag) and is rolled by rolling that stack
+    asg = {stack: rows[("auto-scaling-group", groups[stack].split()[3], image)]
+           for stack, image in (("ng-stable", old), ("ng-recommended", new))}
+    assert {stack: row["stack"] for stack, row in asg.items()} == {"ng-stable": "ng-stable",
+                                                                  "ng-recommended": "ng-recommended"}
+    assert asg["ng-stable"]["command"] == (
+        f"amibuild rollout --stack ng-stable --variant ceph --channel stable --region {REGION}")
+    assert asg["ng-stable"]["hint"].startswith("made by stack ng-stable")
+    assert (asg["ng-recommended"]["command"], asg["ng-recommended"]["hint"]) == ("", "")  # current
+    assert all(r["stack"] == "" for r in view["consumers"] if r["kind"] != "auto-scaling-group")
+
     code, out, err = amibuild(capsys, "fleet")
     assert code == 0, err
     assert f"us-west-2 stack ng-stable: {old} (ceph stable v1) 1 behind" in out
     assert f"    roll it: amibuild rollout --stack ng-stable --variant ceph --channel stable --region {REGION}" in out
+    assert (f"us-west-2 auto-scaling-group {groups['ng-stable'].split()[3]} (stack ng-stable): {old} "
+            "(ceph stable v1) 1 behind") in out
     assert "ORPHANED: its image is gone (deregistered)" in out
+
+
+def test_the_emulator_tags_a_stacks_auto_scaling_group_and_its_instances_with_the_stack(workdir, sandbox,
+                                                                                         capsys) -> None:
+    """As CloudFormation does (moto alone does not): what `fleet` links a group to its stack by."""
+    image = make_image("ceph", 1)
+    publish(capsys, "ceph", image)
+    sandbox.seed_fleet(FleetSeed(stacks=(("ng-tagged", PARAM.format(variant="ceph", channel="recommended")),)))
+    stack_id = boto3.client("cloudformation", region_name=REGION).describe_stacks(
+        StackName="ng-tagged")["Stacks"][0]["StackId"]
+    (group,) = boto3.client("autoscaling", region_name=REGION).describe_auto_scaling_groups()["AutoScalingGroups"]
+    tagged = {t["Key"]: (t["Value"], t["PropagateAtLaunch"]) for t in group["Tags"]}
+    assert tagged["aws:cloudformation:stack-name"] == ("ng-tagged", True)
+    assert tagged["aws:cloudformation:stack-id"] == (stack_id, True)
+    assert tagged["aws:cloudformation:logical-id"] == ("NodeGroup", True)
+    (instance,) = group["Instances"]
+    reservations = boto3.client("ec2", region_name=REGION).describe_instances(
+        InstanceIds=[instance["InstanceId"]])["Reservations"]
+    on_instance = {t["Key"]: t["Value"] for t in reservations[0]["Instances"][0]["Tags"]}
+    assert on_instance["aws:cloudformation:stack-name"] == "ng-tagged"
+    assert on_instance["aws:cloudformation:logical-id"] == "NodeGroup"
+
+    (row,) = [r for r in fleet_json(capsys)["consumers"] if r["kind"] == "auto-scaling-group"]
+    assert (row["name"], row["stack"], row["standing"]) == (group["AutoScalingGroupName"], "ng-tagged", "current")
 
 
 def test_check_behind_exits_1_after_a_promote_and_0_after_the_rollout(workdir, sandbox, capsys) -> None:

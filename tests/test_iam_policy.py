@@ -404,8 +404,13 @@ def test_iam_policy_task_prints_the_document(tmp_path: Path) -> None:
     assert refused.stderr.strip().startswith("amibuild: error: iam-policy: the rollout policy names")
 
 
+STANDIN_NEEDS = ("packer and root are needed: the image's stand-in is an overlay of / in a private mount "
+                 "namespace with a build user, which an unprivileged user namespace cannot give (no overlay "
+                 "of / there, one uid mapped)")
+
+
 @pytest.mark.skipif(shutil.which("packer") is None or os.geteuid() != 0,
-                    reason="packer and root (the boot test's stand-in is a rehearsal) are needed")
+                    reason=STANDIN_NEEDS)
 def test_test_policy_allows_exactly_what_test_ami_calls(tmp_path: Path, sandbox, recorder: Recorder) -> None:
     boto3.client("iam", region_name="us-east-1").create_instance_profile(InstanceProfileName="amibuild-test")
     (tmp_path / "amibuild.hcl").write_text(CHANNELS_PIPELINE.replace(
@@ -422,3 +427,11 @@ def test_test_policy_allows_exactly_what_test_ami_calls(tmp_path: Path, sandbox,
     assert statements["BootTestRunShellScript"]["Resource"] == ["arn:aws:ssm:*::document/AWS-RunShellScript"]
     assert statements["BootTestTerminate"]["Condition"] == {"Null": {"aws:ResourceTag/amibuild:run-id": "false"}}
     assert statements["BootTestPassRole"]["Resource"] == [f"arn:aws:iam::{ACCOUNT_ID}:role/amibuild-test"]
+    # the role is assumed to be named like the profile, and the command says so; test { role } names another
+    shown = run_cli(tmp_path, "iam-policy", "--task", "test")
+    assert shown.returncode == 0 and "assumed to be the one in instance profile amibuild-test" in shown.stderr
+    (tmp_path / "amibuild.hcl").write_text((tmp_path / "amibuild.hcl").read_text().replace(
+        '    instance_profile = "amibuild-test"\n', '    instance_profile = "amibuild-test"\n    role = "boot-test-node"\n'))
+    named = {s["Sid"]: s for s in iam.policy("test", load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)["Statement"]}
+    assert named["BootTestPassRole"]["Resource"] == [f"arn:aws:iam::{ACCOUNT_ID}:role/boot-test-node"]
+    assert "assumed" not in run_cli(tmp_path, "iam-policy", "--task", "test").stderr

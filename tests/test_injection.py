@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,8 +18,9 @@ from amibuild import hcl
 from amibuild.pipeline import Overrides, Pipeline, Proxy, Repo, Variant, load
 from amibuild.errors import SpecError
 from conftest import run_cli
-from amibuild.render import SourceAmi, Target, provisioner_blocks, render_variant, template_variables, \
+from amibuild.render import SourceAmi, Target, provisioner_blocks, render_build, template_variables, \
     apply_packer_vars, write
+from amibuild.sandbox.transform import SandboxTarget, render_for_env, sandboxed
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,7 +89,12 @@ def _combinations():
 def _shell_texts(variant: Variant, pipeline: Pipeline, sandbox: bool) -> list[str]:
     """Every piece of text our provisioners hand to a shell: inline commands and execute_command."""
     values = apply_packer_vars(template_variables(variant, pipeline), variant, sources={})
-    blocks, _ = provisioner_blocks(variant, values, sandbox=sandbox)
+    blocks, _ = provisioner_blocks(variant, values)
+    if sandbox:
+        build = render_build(pipeline, variant, uses_plugins=False, target=Target(),
+                             sources={r: SourceAmi("lookup") for r in pipeline.regions})
+        build = sandboxed(build, where=SandboxTarget("http://127.0.0.1:9", sys.executable, "/nonexistent"))
+        blocks = [p.block for p in (*build.early, *build.late)]
     texts = []
     for block in blocks:
         for item in block.body:
@@ -134,7 +141,7 @@ def test_even_unchecked_values_are_only_data_in_a_sandbox_build(tmp_path: Path, 
     pipeline = dataclasses.replace(pipeline, variants=(variant,))
     region = pipeline.build_region
     source = SourceAmi("pinned", image_id=_seeded_image(sandbox, region))
-    rendered = render_variant(pipeline, variant, uses_plugins=False, target=Target(sandbox.endpoint),
+    rendered = render_for_env(pipeline, variant, uses_plugins=False, env={"AWS_ENDPOINT_URL": sandbox.endpoint},
                               sources={region: source})
     directory = write(rendered, tmp_path / "build", rendered.record(pipeline, "1.6.6"))
     proc = subprocess.run(["packer", "build", "-machine-readable", "-color=false", "."], cwd=directory,

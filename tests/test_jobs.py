@@ -517,6 +517,52 @@ def test_nodegroup_deploy_dry_run_sends_neither_create_nor_update(sandbox: Sandb
     assert cfn.list_change_sets(StackName="ng-dry")["Summaries"] == []
 
 
+def test_nodegroup_deploy_is_one_frozen_settings_value_made_from_the_flags_before_any_aws_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cli/ turns the flags into `handoff.job.DeploySettings`; the stage's `job.deploy` takes only that.
+    Bad flags are refused while it is made: nothing listens at the endpoint, so an AWS call would fail."""
+    import dataclasses
+
+    from amibuild.cli import handoff
+    from amibuild.cli import run as cli_run
+    from amibuild.errors import SpecError
+    from amibuild.handoff import job
+
+    (tmp_path / "amibuild.hcl").write_text(NODES_PIPELINE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    opts = cli_run.options(object(), pipeline="amibuild.hcl", variant=["ceph"])
+
+    def settings(**flags):
+        given = dict(stack="ng", region=None, variant="ceph", channel="stable",
+                     flags={"ClusterName": "prod", "VpcId": None}, subnets=["subnet-a,subnet-b"],
+                     parameters=["NodeInstanceType=m6i.large"], proxy="", no_proxy=[], service_cidr="")
+        return handoff.deploy_settings(opts, **{**given, **flags})
+
+    made = settings(node_labels=["team=ml"], timeout="30m", dry_run=True)
+    assert isinstance(made, job.DeploySettings)
+    assert dict(made.given) == {"ClusterName": "prod", "Subnets": "subnet-a,subnet-b", "NodeInstanceType": "m6i.large"}
+    assert made.channel_parameter == "/amibuild/eks-workers/1.30/ceph/stable/image_id"
+    assert (made.stack, made.variant_os, made.os, made.timeout, made.dry_run) == ("ng", "al2", "", 1800, True)
+    assert made.asked.labels == ("team=ml",) and made.asked.proxy is None  # not given: the stack's is kept
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.stack = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        made.given["NodeInstanceType"] = "t3.small"  # type: ignore[index]
+
+    for flags, words in [
+        ({"stack": None}, "--stack NAME is required"),
+        ({"os_": "windows"}, "--os 'windows': choose one of al2, al2023"),
+        ({"parameters": ["HttpProxy=http://p:3128"]}, "--parameter HttpProxy: set it with --proxy"),
+        ({"parameters": ["ClusterName=other"]}, "ClusterName is set twice"),
+        ({"parameters": ["BootstrapArguments=--use-max-pods false"], "os_": "al2023"}, "al2023 nodes (nodeadm)"),
+        ({"timeout": "soon"}, "--timeout"),
+        ({"channel": "stable", "variant": None}, "--channel stable needs --variant"),
+    ]:
+        with pytest.raises(SpecError, match=words.replace("(", r"\(").replace(")", r"\)")):
+            settings(**flags)
+
+
 # ------------------------------------------------------------------------------- a record that cannot be written
 
 ONE_VARIANT = """

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from amibuild.errors import PackerError, PackerNotFound, PackerOutputError, PackerValidateError
-from amibuild.render import STANDIN_STORE_ENV
 from amibuild.bake.packer import blame
 from amibuild.bake.packer import (
     MIN_VERSION,
@@ -571,11 +570,10 @@ def test_build_argv_is_machine_readable_with_absolute_paths(tmp_path, monkeypatc
 
 
 def test_packer_never_asks_checkpoint_unless_told():
-    # besides checkpoint, Packer's environment gets only what the sandbox build's checks step needs
-    # (this Python, and where the images' stand-ins are kept)
-    stand_in = {"AMIBUILD_PYTHON", STANDIN_STORE_ENV}
+    # besides checkpoint, Packer's environment gets nothing: what a sandbox build's stand-in step
+    # needs comes with that build's render (`Rendered.packer_env`), not with every run
     assert Packer(env={}).env["CHECKPOINT_DISABLE"] == "1"
-    assert set(Packer(env={}).env) == {"CHECKPOINT_DISABLE"} | stand_in
+    assert set(Packer(env={}).env) == {"CHECKPOINT_DISABLE"}
     assert Packer(env={"CHECKPOINT_DISABLE": ""}).env["CHECKPOINT_DISABLE"] == ""
 
 

@@ -197,7 +197,7 @@ def test_deprecate_only_sets_a_deprecation_time_deletes_nothing_and_carries_on_p
     assert "access denied (UnauthorizedOperation)" in result.failed[0].errors[0]
     assert result.deprecate_at == at
     with pytest.raises(prune.PruneFailed) as caught:
-        result.check()
+        result.raise_for_status()
     assert caught.value.exit_code == 1 and image(2).image_id in str(caught.value)
     lines = list(prune.report_lines(result))
     assert any(line.startswith(f"  deprecated {REGION} {image(1).image_id}") for line in lines)

@@ -483,3 +483,56 @@ def test_a_step_that_never_ends_fails_at_the_timeout_and_leaves_nothing_running(
     assert report.failure.exit_status is None and report.failure.script == "scripts/user-01-spin.sh"
     leftover = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
     assert leftover.stdout == "", "the copy's processes died with it"
+
+
+# ------------------------------------------------------------------------------- CI summary
+
+def summary_rows(markdown: str) -> list[list[str]]:
+    """The body rows of the table under `### amibuild rehearse` (the last one in `markdown`)."""
+    lines = markdown.rsplit("### amibuild rehearse", 1)[1].splitlines()
+    rows = [line for line in lines if line.startswith("|")][2:]
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in rows]
+
+
+@ROOT_ONLY
+def test_rehearse_appends_a_row_per_variant_to_the_step_summary_and_markdown_prints_it(tmp_path: Path) -> None:
+    (tmp_path / "amibuild.hcl").write_text(TWO_VARIANTS)
+    step_summary = tmp_path / "step-summary.md"
+    step_summary.write_text("earlier step\n")
+    env = {"GITHUB_STEP_SUMMARY": str(step_summary), "AMIBUILD_REHEARSE_REFUSE": "vendor-agent"}
+
+    result = run_cli(tmp_path, "rehearse", env=env, binary="amibuild")
+
+    assert result.returncode == 1, result.stderr
+    assert "amibuild: error: rehearsal failed for agent" in result.stderr
+    text = step_summary.read_text()
+    assert text.startswith("earlier step\n")  # appended, not overwritten
+    rows = summary_rows(text)
+    assert [(r[0], r[1]) for r in rows] == [("ceph", "passed"), ("agent", "failed")]
+    ceph, agent = rows
+    assert int(ceph[2]) == int(agent[2]) > 0 and ceph[3].endswith("s")  # steps, duration
+    assert agent[4] == "step install-packages.sh: scripts/install-packages.sh exit 1", agent
+    assert "### amibuild rehearse" not in result.stdout  # stdout keeps its report lines
+    assert "rehearsal passed" in result.stdout and "rehearsal FAILED" in result.stdout
+
+    shown = run_cli(tmp_path, "rehearse", "--markdown", env={**env, "GITHUB_STEP_SUMMARY": None}, binary="amibuild")
+    assert shown.returncode == 1, shown.stderr
+    assert shown.stdout.startswith("### amibuild rehearse\n") and "rehearsal of" not in shown.stdout
+    # the same table (durations aside: a second run)
+    assert [(r[0], r[1], r[4]) for r in summary_rows(shown.stdout)] == [(r[0], r[1], r[4]) for r in rows]
+    assert step_summary.read_text() == text  # not set: nothing appended
+
+
+@ROOT_ONLY
+def test_rehearse_summary_says_incomplete_and_names_the_step_it_could_not_rehearse(tmp_path: Path) -> None:
+    (tmp_path / "lookup.sh").write_text(INCOMPLETE)
+    (tmp_path / "amibuild.hcl").write_text(CEPH.replace(
+        'extra_packages = ["ceph-common"]', 'extra_packages = ["ceph-common"]\n  scripts = ["lookup.sh"]'))
+    step_summary = tmp_path / "step-summary.md"
+
+    result = run_cli(tmp_path, "rehearse", env={"GITHUB_STEP_SUMMARY": str(step_summary)}, binary="amibuild")
+
+    assert result.returncode == 3, result.stderr
+    ((variant, verdict, _, _, note),) = summary_rows(step_summary.read_text())
+    assert (variant, verdict) == ("ceph", "incomplete")
+    assert note.startswith("rehearsal incomplete: step ") and "(user-01-lookup.sh) cannot be rehearsed" in note

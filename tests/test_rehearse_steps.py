@@ -70,16 +70,18 @@ def test_our_chain_becomes_the_steps_packer_runs_with_filled_execute_commands(tm
     assert all(s.remote_path.startswith("/tmp/script_") for s in steps)
 
 
-def test_a_sandbox_render_has_no_step_to_rehearse_so_the_cli_renders_for_a_real_build(tmp_path: Path) -> None:
-    from amibuild.rehearse.job import real_build_renders
+def test_a_sandbox_render_has_no_step_to_rehearse_so_the_rehearsal_takes_the_real_render(tmp_path: Path) -> None:
+    from amibuild.rehearse.job import real_render
+    from amibuild.sandbox.transform import render_for_env
 
     (tmp_path / "it's.sh").write_text("echo\n")
-    sandboxed = rendered_variant(tmp_path, PIPELINE, target=Target("http://127.0.0.1:5000"))
-    assert {s.kind for s in parse_steps(sandboxed.files, "/r")} == {"local"}
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
     pipeline = load(tmp_path / "amibuild.hcl", Overrides())
-    from amibuild.pipeline.options import Options
+    sandboxed = render_for_env(pipeline, pipeline.variants[0], env={"AWS_ENDPOINT_URL": "http://127.0.0.1:5000"},
+                               uses_plugins=True, sources={r: SourceAmi("lookup") for r in pipeline.regions})
+    assert {s.kind for s in parse_steps(sandboxed.files, "/r")} == {"local"}
 
-    (again,) = real_build_renders(pipeline, Options(pipeline_file=str(tmp_path / "amibuild.hcl")), [sandboxed])
+    again = real_render(sandboxed)
     # our four steps, the image's checks (stage 1), the cache clean-up
     assert [s.kind for s in parse_steps(again.files, "/r")] == ["shell"] * 6
 

@@ -19,7 +19,8 @@ import pytest
 from amibuild import hcl
 from amibuild import render
 from amibuild.pipeline import Overrides, load
-from amibuild.render import SourceAmi, Target
+from amibuild.render import SourceAmi
+from amibuild.sandbox.transform import render_for_env
 
 CASES = Path(__file__).parent / "render_cases"
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,11 +44,11 @@ def render_case(case_dir: Path) -> dict[str, render.Rendered]:
             from amibuild.render import upstream
 
             upstream_template = upstream.load(Path(variant.upstream))
-        out[variant.name] = render.render_variant(
+        out[variant.name] = render_for_env(
             pipeline,
             variant,
             uses_plugins=case.get("uses_plugins", False),
-            target=Target(case.get("endpoint")),
+            env={"AWS_ENDPOINT_URL": case["endpoint"]} if case.get("endpoint") else {},
             sources={
                 region: SourceAmi(**source) if not variant.source_ami else SourceAmi("pinned", variant.source_ami)
                 for region in pipeline.regions

@@ -730,6 +730,42 @@ def test_a_rolled_back_update_names_the_failing_resource_and_its_reason(offline_
     assert any("UPDATE_ROLLBACK_COMPLETE" in line for line in said)
 
 
+def test_a_nodegroup_deploy_that_rolls_back_is_a_failed_result_and_its_raise_for_status_names_the_cause(
+        offline_aws: Aws) -> None:
+    """Once the change set is executed, a stack that rolls back is the deploy's result (what was sent,
+    the stack's status now), not an exception lost half way: `raise_for_status` then fails the task."""
+    stacks = [c for c in recorded("aws_stack_before") if c["operation"] == "describe_stacks"]
+    ours = {"service": "cloudformation", "operation": "get_template",
+            "response": {"TemplateBody": nodegroup.template_json()}}  # the stack carries amibuild's mark
+    update = [{**c, "expected": None} if c["operation"] == "create_change_set" else c  # amibuild's template body
+              for c in recorded("aws_update_rolls_back")]
+    rolled_back = [c for c in update if c["operation"] == "describe_stacks"][-1]
+    said: list[str] = []
+    with replayed(offline_aws, [*stacks, ours, *update, rolled_back]):
+        result = nodegroup.deploy(offline_aws, "ng-ceph", REGION, given={"NodeInstanceType": "m6i.xlarge"},
+                                  template_body=nodegroup.template_json(), channel_parameter=None, say=said.append,
+                                  poll=0)
+
+    cause = ("stack ng-ceph ended UPDATE_ROLLBACK_COMPLETE: NodeGroup (AWS::AutoScaling::AutoScalingGroup) "
+             "UPDATE_FAILED: Received 0 SUCCESS signal(s) out of 1.  Unable to satisfy 100% "
+             "MinSuccessfulInstancesPercent requirement; CloudFormation rolled the change back")
+    assert (result.action, result.status, result.error) == (nodegroup.DeployAction.FAILED, "UPDATE_ROLLBACK_COMPLETE",
+                                                            cause)
+    assert result.changed == ("NodeInstanceType: 'm6i.large' -> 'm6i.xlarge'",)
+    assert result.to_dict()["action"] == "failed" and result.to_dict()["error"] == cause
+    lines = result.lines()
+    assert lines[0] == f"stack ng-ceph ({REGION}): failed (UPDATE_ROLLBACK_COMPLETE)"
+    assert not [line for line in lines if "next:" in line], "no hand-off hint for nodes that did not roll"
+    with pytest.raises(RolloutFailed) as caught:
+        result.raise_for_status()
+    assert caught.value.exit_code == 1 and str(caught.value) == cause
+
+
+def test_a_deploy_that_ended_well_raises_nothing() -> None:
+    for action in set(nodegroup.DeployAction) - {nodegroup.DeployAction.FAILED}:
+        nodegroup.DeployResult("ng", REGION, action, "UPDATE_COMPLETE").raise_for_status()
+
+
 def test_a_change_set_aws_fails_for_having_no_changes_is_deleted_and_reported(offline_aws: Aws) -> None:
     expected = (f"found nothing to update in stack ng-ceph, so nothing changed: the Auto Scaling group still "
                 f"launches from launch template lt-0123456789abcdef0 version 3 with {OLD}, not {NEW}")

@@ -16,9 +16,11 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
 EXPECTED = ["fleet.yml", "nightly-build.yml", "promote-due.yml", "promote.yml", "prune.yml", "rehearse.yml"]
 
-# `invoke TASK ...` in a run: script, however invoke is reached (.venv/bin/invoke, invoke); invoke's
-# own options before the task name are skipped.
-_INVOKE = re.compile(r"(?:^|[\s/;&|(])invoke((?:\s+-[-\w=]+)*)\s+([a-z][\w.-]*)([^\n;&|]*)")
+# `amibuild TASK ...` in a run: script, however the command is reached (.venv/bin/amibuild, amibuild);
+# the program's own options before the task name are skipped.
+_AMIBUILD = re.compile(r"(?:^|[\s/;&|(])amibuild((?:\s+-[-\w=]+)*)\s+([a-z][\w.-]*)([^\n;&|]*)")
+# `invoke TASK` works only inside this repository: an example a user copies must not say it
+_INVOKE = re.compile(r"(?:^|[\s/;&|(`])invoke\s+[a-z-]")
 _FLAG = re.compile(r"(?<![\w-])--([a-z][\w-]*)")
 
 
@@ -47,10 +49,10 @@ def steps(doc: dict):
 
 
 def commands(doc: dict) -> list[tuple[str, str, list[str]]]:
-    """(job, task, flags) for every `invoke TASK` in the workflow's run: scripts."""
+    """(job, task, flags) for every `amibuild TASK` in the workflow's run: scripts."""
     found = []
     for job_id, step in steps(doc):
-        for match in _INVOKE.finditer(step.get("run", "")):
+        for match in _AMIBUILD.finditer(step.get("run", "")):
             found.append((job_id, match.group(2), _FLAG.findall(match.group(3))))
     return found
 
@@ -76,9 +78,17 @@ def test_workflow_parses_with_triggers_and_jobs(name: str) -> None:
 @pytest.mark.parametrize("name", EXPECTED)
 def test_workflow_names_only_tasks_that_exist(name: str) -> None:
     used = commands(load(name))
-    assert used, f"{name} runs no invoke task"
+    assert used, f"{name} runs no amibuild task"
     missing = sorted({task for _, task, _ in used} - task_names())
-    assert not missing, f"{name} runs tasks that `invoke --list` does not have: {', '.join(missing)}"
+    assert not missing, f"{name} runs tasks that `amibuild --list` does not have: {', '.join(missing)}"
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_workflow_says_amibuild_not_invoke(name: str) -> None:
+    """A pip or pipx install has the `amibuild` command only: the examples (scripts and comments) use it."""
+    text = (WORKFLOWS / name).read_text(encoding="utf-8")
+    said = [line.strip() for line in text.splitlines() if _INVOKE.search(line)]
+    assert not said, f"{name} says `invoke TASK` where a user has only `amibuild TASK`: {said}"
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -88,7 +98,7 @@ def test_workflow_passes_only_flags_the_task_takes(name: str) -> None:
         text = task_help(task)
         for flag in flags:
             assert re.search(rf"--(?:\[no-\])?{re.escape(flag)}(?![\w-])", text), \
-                f"{name}: {job_id}: `invoke {task}` has no --{flag}"
+                f"{name}: {job_id}: `amibuild {task}` has no --{flag}"
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -120,7 +130,7 @@ def test_nightly_build_fans_out_over_the_plan_jobs_matrix() -> None:
     output = plan["outputs"]["matrix"]
     step_id = re.fullmatch(r"\$\{\{ steps\.([\w-]+)\.outputs\.matrix \}\}", output).group(1)
     step = next(s for s in plan["steps"] if s.get("id") == step_id)
-    assert re.search(r"invoke matrix --github\b", step["run"])
+    assert re.search(r"amibuild matrix --github\b", step["run"])
     assert build["needs"] == "plan"
     assert build["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
     assert build["strategy"]["fail-fast"] is False

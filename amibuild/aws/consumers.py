@@ -20,6 +20,7 @@ KARPENTER_NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
 ASG_NAME = "aws:autoscaling:groupName"
 EKS_NODEGROUP = "eks:nodegroup-name"
 EKS_CLUSTER = "eks:cluster-name"
+STACK_NAME = "aws:cloudformation:stack-name"  # CloudFormation's tag on what a stack made
 # the instance tags the fleet groups by; the rest are not read into the facts
 GROUPING_TAGS = (KARPENTER_NODEPOOL, KARPENTER_NODECLASS, ASG_NAME, EKS_NODEGROUP, EKS_CLUSTER)
 
@@ -54,6 +55,37 @@ class InstanceImage:
     state: str
     image_id: str
     tags: Mapping[str, str] = field(default_factory=dict)  # only GROUPING_TAGS
+
+
+@dataclass(frozen=True)
+class AutoScalingGroups:
+    """What DescribeAutoScalingGroups says of every group in a region: the launch templates each names
+    (its own, its mixed instances policy's, and those of the policy's overrides) as (group, template
+    id, template name, version), and the stack that made each group (CloudFormation's
+    ``aws:cloudformation:stack-name`` tag)."""
+
+    refs: tuple[tuple[str, str, str, str], ...] = ()
+    stacks: Mapping[str, str] = field(default_factory=dict)  # group name -> stack name
+
+
+def auto_scaling_groups(aws: Aws, region: str) -> AutoScalingGroups:
+    """Every Auto Scaling group's launch templates and stack, from DescribeAutoScalingGroups' pages."""
+    refs: list[tuple[str, str, str, str]] = []
+    stacks: dict[str, str] = {}
+    with _mapped("autoscaling:DescribeAutoScalingGroups", region):
+        pages = aws.client("autoscaling", region).get_paginator("describe_auto_scaling_groups").paginate()
+        for page in pages:
+            for group in page.get("AutoScalingGroups", []):
+                name = group["AutoScalingGroupName"]
+                mixed = group.get("MixedInstancesPolicy", {}).get("LaunchTemplate", {})
+                specs = [group.get("LaunchTemplate"), mixed.get("LaunchTemplateSpecification"),
+                         *(o.get("LaunchTemplateSpecification") for o in mixed.get("Overrides", []))]
+                refs += [(name, s.get("LaunchTemplateId", ""), s.get("LaunchTemplateName", ""),
+                          str(s.get("Version") or "$Default")) for s in specs if s]
+                stack = next((t.get("Value", "") for t in group.get("Tags", []) if t.get("Key") == STACK_NAME), "")
+                if stack:
+                    stacks[name] = stack
+    return AutoScalingGroups(tuple(refs), stacks)
 
 
 def stack_images(aws: Aws, region: str, *, ssm_key: str = "NodeImageIdSSMParam",

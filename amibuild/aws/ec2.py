@@ -142,22 +142,6 @@ class Ec2Calls:
         return {int(raw["VersionNumber"]): raw["LaunchTemplateData"]["ImageId"]
                 for raw in raws if raw.get("LaunchTemplateData", {}).get("ImageId")}
 
-    def auto_scaling_template_refs(self, region: str) -> list[tuple[str, str, str, str]]:
-        """(group name, template id, template name, version) for every launch template an Auto Scaling
-        group names: its own, its mixed instances policy's, and those of the policy's overrides."""
-        refs: list[tuple[str, str, str, str]] = []
-        with _mapped("autoscaling:DescribeAutoScalingGroups", region):
-            pages = self.client("autoscaling", region).get_paginator("describe_auto_scaling_groups").paginate()
-            for page in pages:
-                for group in page.get("AutoScalingGroups", []):
-                    mixed = group.get("MixedInstancesPolicy", {}).get("LaunchTemplate", {})
-                    specs = [group.get("LaunchTemplate"), mixed.get("LaunchTemplateSpecification"),
-                             *(o.get("LaunchTemplateSpecification") for o in mixed.get("Overrides", []))]
-                    refs += [(group["AutoScalingGroupName"], s.get("LaunchTemplateId", ""),
-                              s.get("LaunchTemplateName", ""), str(s.get("Version") or "$Default"))
-                             for s in specs if s]
-        return refs
-
     def launch_configuration_images(self, region: str) -> dict[str, str]:
         """Launch configuration name -> ImageId (the older, immutable way an Auto Scaling group launches)."""
         with _mapped("autoscaling:DescribeLaunchConfigurations", region):

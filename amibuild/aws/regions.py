@@ -7,12 +7,12 @@ endpoint, which answers with an HTML error page botocore cannot parse.
 
 from __future__ import annotations
 
-import difflib
 import gzip
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
+
+from amibuild.suggest import suggest
 
 
 @lru_cache(maxsize=1)
@@ -23,11 +23,6 @@ def known() -> frozenset[str]:
     data = Path(botocore.__file__).parent / "data" / "endpoints.json"
     raw = data.read_bytes() if data.exists() else gzip.decompress(data.with_suffix(".json.gz").read_bytes())
     return frozenset(region for partition in json.loads(raw)["partitions"] for region in partition["regions"])
-
-
-def suggest(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def problem(region: str) -> str | None:

@@ -24,6 +24,7 @@ class InstanceState:
     state: str  # pending | running | shutting-down | terminated | stopping | stopped
     system_status: str = ""  # ok | impaired | initializing | insufficient-data | not-applicable | ""
     instance_status: str = ""
+    private_dns: str = ""  # what an EKS node of this instance is named
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class TestInstances:
             reservations = client.describe_instances(InstanceIds=[instance_id]).get("Reservations", [])
         instances = [i for r in reservations for i in r.get("Instances", [])]
         state = instances[0]["State"]["Name"] if instances else "terminated"
+        private_dns = str(instances[0].get("PrivateDnsName") or "") if instances else ""
         system = instance = ""
         if state == "running":
             with _mapped(f"ec2:DescribeInstanceStatus {instance_id}", region):
@@ -84,7 +86,7 @@ class TestInstances:
             if statuses:
                 system = statuses[0].get("SystemStatus", {}).get("Status", "")
                 instance = statuses[0].get("InstanceStatus", {}).get("Status", "")
-        return InstanceState(instance_id, state, system, instance)
+        return InstanceState(instance_id, state, system, instance, private_dns)
 
     def ssm_online(self, region: str, instance_id: str) -> bool:
         """True when the instance's SSM agent has registered and answers (PingStatus Online)."""

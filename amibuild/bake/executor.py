@@ -487,7 +487,8 @@ class Executor:
                 # (and `clean-run`) finds and removes them; short, for the sockets' path limit
                 scratch = Path(tempfile.mkdtemp(prefix=f"{temp_prefix(self.plan.run_id)}{item.name[:16]}-"))
                 proc = subprocess.Popen(
-                    argv, cwd=directory, env={**self.packer.env, **item.rendered.secret_env, "TMPDIR": str(scratch)},
+                    argv, cwd=directory, env={**self.packer.env, **item.rendered.packer_env, **item.rendered.secret_env,
+                             "TMPDIR": str(scratch)},
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                     start_new_session=True,

@@ -22,13 +22,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from amibuild.errors import PackerError, PackerInputRefused, PackerNotFound, PackerOutputError, PackerValidateError
-from amibuild.render import STANDIN_STORE_ENV, standin_store
 
 __all__ = [
     "MIN_VERSION",
@@ -559,9 +557,6 @@ class Packer:
         self.binary = binary
         self.env: dict[str, str] = dict(os.environ if env is None else env)
         self.env.setdefault("CHECKPOINT_DISABLE", "1")
-        # the sandbox build's checks step runs amibuild.imagetest.standin with this Python
-        self.env.setdefault("AMIBUILD_PYTHON", sys.executable)
-        self.env.setdefault(STANDIN_STORE_ENV, str(standin_store(self.env)))  # not the TMPDIR Packer gets
         self._version: PackerVersion | None = None
 
     def __repr__(self) -> str:

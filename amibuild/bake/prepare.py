@@ -25,12 +25,12 @@ from amibuild.errors import AmibuildError, AwsError, OutputNotWritten, PackerNot
 from amibuild.pipeline import Pipeline, Variant
 from amibuild.pipeline.options import Options, load_pipeline
 from amibuild.pipeline.support import support_warning
-from amibuild.render import Rendered, SourceAmi, SourceHow, Target
+from amibuild.render import Build, Rendered, SourceAmi, SourceHow, Target
 from amibuild.render.upstreams import load_upstreams, upstream_binaries
 
 Say = Callable[[str], None]
 
-__all__ = ["Options", "Prepared", "RenderResult", "ValidateResult", "Say", "asking_version", "aws_if_available",
+__all__ = ["Options", "Prepared", "RenderResult", "Transform", "ValidateResult", "Say", "asking_version", "aws_if_available",
            "check_directories", "check_directory", "load_pipeline", "packer_version", "prepare", "render",
            "resolve_sources", "support_warnings", "validate", "write_all"]
 
@@ -132,20 +132,26 @@ class Prepared:
     notes: list[str]
 
 
+Transform = Callable[[Build], Build]
+
+
 def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = False,
-            packer=None, pipeline: Pipeline | None = None) -> Prepared:
+            packer=None, pipeline: Pipeline | None = None, target: Target = Target(),
+            transform: Transform | None = None) -> Prepared:
+    """Every selected variant's real build for ``target``, then ``transform`` (the sandbox's, which
+    the caller chose) applied to each: both decided by the caller, nothing read from the environment."""
     pipeline = pipeline or load_pipeline(options)
     version, uses_plugins, note = packer_version(options, packer)
-    target = Target.from_env()
     upstreams = load_upstreams(pipeline, options.cache_dir)
     binaries = upstream_binaries(pipeline, upstreams, aws if resolve else None)
     sources = resolve_sources(pipeline, aws if resolve else None, strict=strict)
-    rendered = [
-        render_mod.render_variant(pipeline, variant, uses_plugins=uses_plugins, target=target,
-                                  sources=sources[variant.name], upstream=upstreams.get(variant.name),
-                                  upstream_binaries=binaries.get(variant.name))
+    builds = [
+        render_mod.render_build(pipeline, variant, uses_plugins=uses_plugins, target=target,
+                                sources=sources[variant.name], upstream=upstreams.get(variant.name),
+                                upstream_binaries=binaries.get(variant.name))
         for variant in pipeline.variants
     ]
+    rendered = [render_mod.finish(transform(b) if transform is not None else b) for b in builds]
     return Prepared(pipeline, rendered, version, [note] if note else [])
 
 
@@ -182,12 +188,14 @@ def write_all(prepared: Prepared, options: Options, say: Say, out_dir: Path | No
 
 
 def render(options: Options, say: Say = lambda _: None, *, aws=None, resolve: bool = True,
-           packer=None, pipeline: Pipeline | None = None) -> RenderResult:
+           packer=None, pipeline: Pipeline | None = None, target: Target = Target(),
+           transform: Transform | None = None) -> RenderResult:
     """Render every selected variant into build/<variant>/; all or nothing."""
     if resolve and aws is None:
         aws = aws_if_available(options)
     # every variant rendered in memory before anything is written: bad input writes nothing
-    prepared = prepare(options, aws=aws, resolve=resolve, packer=packer, pipeline=pipeline)
+    prepared = prepare(options, aws=aws, resolve=resolve, packer=packer, pipeline=pipeline, target=target,
+                       transform=transform)
     for line in support_warnings(prepared.pipeline):
         say(f"warning: {line}")
     directories = write_all(prepared, options, say)
@@ -201,13 +209,14 @@ class ValidateResult:
     checked: list[str]
 
 
-def validate(options: Options, say: Say = lambda _: None, *, aws=None) -> ValidateResult:
+def validate(options: Options, say: Say = lambda _: None, *, aws=None, target: Target = Target(),
+             transform: Transform | None = None) -> ValidateResult:
     """Render, then check every file: python-hcl2 parses it, `packer validate`, `packer fmt -check`."""
     packer = Packer(options.packer)
     with asking_version(packer) as version:
         pipeline = load_pipeline(options)  # bad input first, while `packer version` runs
         version()  # PackerNotFound here, before anything is rendered
-    result = render(options, say, aws=aws, packer=packer, pipeline=pipeline)
+    result = render(options, say, aws=aws, packer=packer, pipeline=pipeline, target=target, transform=transform)
     origins = {r.variant.name: r.variant.origins for r in result.rendered}
     check_directories(packer, result.directories, origins,
                       valid=lambda d: say(f"valid {d.name}: hcl2 parse, packer validate, packer fmt -check"))

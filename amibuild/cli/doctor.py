@@ -32,6 +32,7 @@ from amibuild.pipeline.options import Options
 from amibuild.errors import AmibuildError, AwsError, PackerError, PackerNotFound, UsageError
 from amibuild.bake.packer import INSTALL_HINT, Packer
 from amibuild.bake.prepare import support_warnings
+from amibuild.suggest import suggest
 
 if TYPE_CHECKING:
     from amibuild.aws import Aws
@@ -216,11 +217,7 @@ def _env_region() -> tuple[str, str]:
 def _unknown_region(name: str, region: str) -> str:
     if not region or region in known_regions():
         return ""
-    import difflib
-
-    close = difflib.get_close_matches(region, sorted(known_regions()), n=1, cutoff=0.6)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"{name}={region} is not an AWS region{hint}; fix {name}"
+    return f"{name}={region} is not an AWS region{suggest(region, sorted(known_regions()))}; fix {name}"
 
 
 def _file_sets_regions(source: Path | None) -> bool:

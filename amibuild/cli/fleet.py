@@ -13,6 +13,7 @@ from typing import Any
 from invoke import task
 
 from amibuild.cli import run as cli
+from amibuild.suggest import suggest
 
 FLEET_HELP = {
     "variant": "Only consumers and channels of this variant (default: every one)",
@@ -76,6 +77,9 @@ KARPENTER_HELP = {
     "region": "Region whose channel parameter to check (default: the pipeline's build region)",
     "proxy": "HTTP(S) proxy for the nodes (in the user data: AL2023 NodeConfig environment, AL2 boothook)",
     "no_proxy": "Extra NO_PROXY entry (repeatable or comma-separated; with --proxy)",
+    "proxy_credentials_parameter": "SSM SecureString (user:password) the nodes read at boot for --proxy, whose URL "
+                                   "then has no credentials; the node role must be allowed to read it (default: "
+                                   "the variant's proxy { credentials_parameter })",
     "vpc_cidr": "The VPC's CIDR, for NO_PROXY (repeatable; with --proxy on AL2023)",
     "service_cidr": "Cluster service CIDR, for NO_PROXY (default: both EKS defaults)",
     "kubelet_flag": "Extra kubelet flag --name=value (repeatable; AL2023: NodeConfig spec.kubelet.flags)",
@@ -104,6 +108,13 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
     pipeline = load_pipeline(options)
     chosen = pipeline.variants[0]
     where = region or pipeline.build_region
+    if settings and settings.proxy and not settings.proxy_credentials_parameter and chosen.proxy.credentials_parameter:
+        # deferred: imported when the task runs, not on the `amibuild --list` path
+        from amibuild import secrets
+
+        # the variant's proxy { credentials_parameter }, for a proxy URL without credentials of its own
+        if not secrets.credentials(settings.proxy):
+            settings = replace(settings, proxy_credentials_parameter=chosen.proxy.credentials_parameter)
     parameter = parameter_name(pipeline, chosen, channel)
     manifest = karpenter.node_class(
         name=karpenter.check_name(name or f"{chosen.name}-{channel}"), parameter=parameter, region=where,
@@ -116,7 +127,7 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
         known = sorted({e.channel for e in channel_read.channels(aws, pipeline=pipeline, regions=(where,))
                         if e.variant == chosen.name and e.ami})
         raise SpecError(f"--channel {channel}: variant {chosen.name} has no channel {channel} in {where} "
-                        f"(no parameter {parameter}){karpenter.suggestions(channel, known)}; "
+                        f"(no parameter {parameter}){suggest(channel, known, cutoff=0.5)}; "
                         + (f"its channels there: {', '.join(known)}" if known else
                            "it has none there yet: build-ami publishes to recommended, promote copies it on"))
     return manifest
@@ -125,7 +136,7 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
 @task(help=KARPENTER_HELP, iterable=["no_proxy", "vpc_cidr", "kubelet_flag"], auto_shortflags=False)
 def karpenter(c, variant=None, channel=None, name=None, role=None, instance_profile=None, cluster=None,
               discovery=None, region=None, proxy="", no_proxy=None, vpc_cidr=None, service_cidr="",
-              kubelet_flag=None, json=False, pipeline=None, profile=None):
+              kubelet_flag=None, json=False, pipeline=None, profile=None, proxy_credentials_parameter=""):
     """Print an EC2NodeClass that follows a channel: a promote becomes drift, Karpenter replaces the nodes."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.handoff import karpenter as karpenter_mod
@@ -136,10 +147,14 @@ def karpenter(c, variant=None, channel=None, name=None, role=None, instance_prof
         settings = karpenter_mod.NodeSettings(
             proxy=proxy or "", no_proxy=tuple(e for v in no_proxy or () for e in v.split(",") if e),
             kubelet_flags=tuple(kubelet_flag or ()), vpc_cidrs=tuple(vpc_cidr or ()),
-            service_cidr=service_cidr or None, region=region or "")
+            service_cidr=service_cidr or None, region=region or "",
+            proxy_credentials_parameter=proxy_credentials_parameter or "")
         return karpenter_manifest(opts, variant=variant, channel=channel, name=name, role=role,
                                   instance_profile=instance_profile, cluster=cluster, discovery=discovery,
                                   region=region, settings=settings)
 
     manifest = cli.run(body)
+    note = manifest["metadata"]["annotations"].get("amibuild/proxy-credentials")
+    if note:
+        cli.say(f"karpenter: {note}")
     cli.emit_json(manifest) if json else print(karpenter_mod.to_yaml(manifest), end="")

@@ -1,28 +1,26 @@
 """Node group hand-off from the command line: task flags → typed calls of `amibuild.handoff`
-(rollout: flags → `handoff.job.RolloutSettings`).
+(rollout: flags → `handoff.job.RolloutSettings`; nodegroup-deploy: flags → `handoff.job.DeploySettings`).
 
 Flags are known here only; `amibuild.handoff` takes stacks, regions and parameter names.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, Callable, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
 
 from amibuild.aws import Aws
 from amibuild.channels import publish
 from amibuild.cli import values
-from amibuild.errors import AccessDenied, SpecError
+from amibuild.errors import SpecError
 from amibuild.handoff import job, node_settings
 from amibuild.handoff.rollout import RolloutRefused
 from amibuild.handoff.userdata import decode as ud
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
-from amibuild.handoff.userdata.render import (aws_auth_entry, check_proxy_url, check_role_arn, config_from_flags,
-                                              render_userdata)
+from amibuild.handoff.userdata.render import (aws_auth_entry, check_proxy_url, check_role_arn)
 from amibuild.pipeline.options import load_pipeline
-from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, ClusterFacts, node_access, read_cluster
-from amibuild.handoff.nodegroup import (NODE_GROUP, NODE_OSES, PROXY_CREDENTIALS, DeployResult, check_ours, deploy,
-                                        node_role_arn, parse_parameters, stack_parameters, template_json)
+from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE
+from amibuild.handoff.nodegroup import (NODE_OSES, node_role_arn, parse_parameters)
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT
 
 
@@ -66,26 +64,20 @@ def rollout_settings(options: Any, *, stack: str | None, nodegroup: str | None, 
                                dry_run=dry_run, wait=wait, timeout=wait_for)
 
 
-DEFAULT_NODE_OS = "al2023"  # without --os, --variant or an existing stack: what EKS publishes today
-
-
-def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: str | None, channel: str | None,
-                      flags: Mapping[str, str], subnets: Iterable[str], parameters: Iterable[str],
-                      proxy: str, no_proxy: Iterable[str], service_cidr: str, say: Callable[[str], None],
-                      wait: bool = True, timeout: float | None = None, os_: str = "",
-                      private_endpoint: bool = False, api_server_endpoint: str = "",
-                      certificate_authority: str = "", kubelet_flags: Iterable[str] = (),
-                      node_labels: Iterable[str] = (), taints: Iterable[str] = (),
-                      max_pods: str | None = None, dry_run: bool = False) -> DeployResult:
-    """`amibuild nodegroup-deploy`: flags (parameter name -> value) and --parameter KEY=VALUE become the
-    stack's parameters. The nodes' OS is --os, else the variant's, else the stack's, else al2023.
-    The node settings (proxy, kubelet flags, labels, taints, max pods) are the stack's, changed by
-    the flags given (`node_settings`); al2023 nodes and al2 nodes with any setting get user data
-    from `amibuild userdata`'s code, with the cluster's endpoint, CA, service CIDR and endpoint access
-    read with DescribeCluster (flags when it cannot be read)."""
+def deploy_settings(options: Any, *, stack: str | None, region: str | None, variant: str | None,
+                    channel: str | None, flags: Mapping[str, str | None], subnets: Iterable[str],
+                    parameters: Iterable[str], proxy: str, no_proxy: Iterable[str], service_cidr: str,
+                    wait: bool = True, timeout: float | None = None, os_: str = "", private_endpoint: bool = False,
+                    api_server_endpoint: str = "", certificate_authority: str = "",
+                    kubelet_flags: Iterable[str] = (), node_labels: Iterable[str] = (), taints: Iterable[str] = (),
+                    max_pods: str | None = None, dry_run: bool = False,
+                    credentials_parameter: str = "") -> job.DeploySettings:
+    """`amibuild nodegroup-deploy`'s flags as settings, every flag checked before any AWS call: flags
+    (parameter name -> value) and --parameter KEY=VALUE become the stack's parameters, the node
+    setting flags `node_settings.Asked`, --variant its channel's parameter and its OS."""
     if not stack:
         raise SpecError("nodegroup-deploy: --stack NAME is required")
-    wait_for = seconds(timeout)  # every flag is read before any other check or AWS call
+    wait_for = seconds(timeout)
     if os_ and os_ not in NODE_OSES:
         raise SpecError(f"--os {os_!r}: choose one of {', '.join(NODE_OSES)}")
     given = parse_parameters(parameters)
@@ -100,7 +92,8 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
             raise SpecError(f"{key} is set twice: by its own flag and by --parameter")
     given.update({key: value for key, value in named.items() if value})
     asked = node_settings.Asked.parse(proxy=proxy, no_proxy=no_proxy, kubelet_flags=kubelet_flags,
-                                      labels=node_labels, taints=taints, max_pods=max_pods)
+                                      labels=node_labels, taints=taints, max_pods=max_pods,
+                                      proxy_credentials_parameter=credentials_parameter)
     if asked.proxy:
         check_proxy_url(asked.proxy)
     if private_endpoint and not (asked.proxy or asked.proxy is None):
@@ -108,117 +101,17 @@ def deploy_from_flags(options: Any, *, stack: str, region: str | None, variant: 
     parameter = channel_parameter(options, variant, channel)
     # --os wins over the variant's, as a flag does over the pipeline file everywhere else.
     variant_os = load_pipeline(options).variants[0].os if variant else ""
+    # the variant's proxy { credentials_parameter }: where its nodes read the proxy's user:password
+    variant_parameter = load_pipeline(options).variants[0].proxy.credentials_parameter if variant else ""
     if given.get(node_settings.BOOTSTRAP) and (os_ or variant_os) == "al2023":
-        raise _bootstrap_on_al2023()
+        raise job.bootstrap_on_al2023()
     if given.get(node_settings.BOOTSTRAP) and (os_ or variant_os) != "al2023":
-        check_bootstrap_words(_words(given[node_settings.BOOTSTRAP]), "--parameter BootstrapArguments")
-    aws, region = gateway(options, region)
-    found = aws.describe_stack(stack, region)
-    origin = check_ours(aws, stack, region) if found is not None else None
-    if found is None:  # what a create lacks, said before DescribeCluster and the user data
-        stack_parameters({"NodeGroupName": stack, **given}, None)
-        if not parameter and not given.get("NodeImageId"):
-            raise SpecError("creating a node group stack needs --variant (and --channel), or --parameter NodeImageId=AMI")
-    previous = {key: p.value for key, p in found.parameters.items()} if found else {}
-    node_os = os_ or variant_os or str((origin or {}).get("os") or "") or DEFAULT_NODE_OS
-    if origin is not None and origin.get("os") and origin.get("os") != node_os:
-        say(f"stack {stack}: nodes move from {origin.get('os')} to {node_os} (the rolling update replaces them)")
-    settings = asked.merge(previous)
-    stack_proxy, proxy_in_data, hidden = proxy_credentials_parameter(settings.proxy, say)
-    settings = replace(settings, proxy=stack_proxy)  # HttpProxy holds the URL masked
-    if private_endpoint and not settings.proxy:
-        raise SpecError("--private-endpoint goes with --proxy (the stack has no proxy)")
-    bootstrap_args = given.get(node_settings.BOOTSTRAP, previous.get(node_settings.BOOTSTRAP, ""))
-    if node_os == "al2" and given.get(node_settings.BOOTSTRAP):  # the stack said al2: checked now
-        check_bootstrap_words(_words(given[node_settings.BOOTSTRAP]), "--parameter BootstrapArguments")
-    if node_os == "al2023":
-        if node_settings.BOOTSTRAP in given and given[node_settings.BOOTSTRAP]:
-            raise _bootstrap_on_al2023()
-        # bootstrap.sh's arguments mean nothing to nodeadm: the update says it drops them.
-        given[node_settings.BOOTSTRAP] = ""
-        bootstrap_args = ""
-    given.update(settings.to_parameters())
-    cluster = given.get("ClusterName") or previous.get("ClusterName", "")
-    facts, unread = _cluster_facts(aws, cluster, region) if cluster else (None, "")
-    user_data = None
-    if node_os == "al2023" or settings.proxy or settings.kubelet:
-        al2023 = node_os == "al2023"
-        endpoint = api_server_endpoint or (facts.endpoint if facts and al2023 else "")
-        ca = certificate_authority or (facts.certificate_authority if facts and al2023 else "")
-        cidr = service_cidr or (facts.service_cidr if facts else "")
-        if al2023 and not (endpoint and ca and cidr):
-            raise SpecError(
-                f"al2023 nodes need cluster {cluster or '(--cluster)'}'s endpoint, CA and service CIDR, and "
-                f"DescribeCluster in {region} gave none: give --api-server-endpoint, --certificate-authority "
-                "and --service-cidr")
-        if unread:
-            say(f"{unread}; going by the flags")
-        cfg = config_from_flags(
-            cluster=cluster, os=node_os, proxy=proxy_in_data, no_proxy=settings.no_proxy, service_cidr=cidr,
-            region=region, api_server_endpoint=endpoint, certificate_authority=ca,
-            # An update that does not give BootstrapArguments keeps the stack's: the user data too.
-            bootstrap_args=bootstrap_args, cfn_stack=stack, cfn_resource=NODE_GROUP,
-            private_endpoint=private_endpoint or bool(facts and facts.private_endpoint), kubelet=settings.kubelet,
-        )
-        user_data = render_userdata(cfg).replace(_CREDENTIALS_MARK, "${" + PROXY_CREDENTIALS + "}")
-    elif service_cidr or api_server_endpoint or certificate_authority:
-        raise SpecError("--service-cidr, --api-server-endpoint and --certificate-authority go with al2023 nodes, "
-                        "--proxy or kubelet settings")
-    result = deploy(aws, stack, region, given={**given, **hidden},
-                    template_body=template_json(user_data, node_os=node_os, hidden=hidden),
-                    channel_parameter=parameter, say=say, wait=wait, timeout=wait_for, dry_run=dry_run)
-    if dry_run:  # nothing sent: no access to set up yet
-        return result
-    mode = facts.authentication_mode if facts else ""
-    return replace(result, notes=(node_access(cluster, mode, stack=stack),))
-
-
-# stands for the proxy's user:password while the user data is written; letters and digits only, so
-# every quoting the user data applies (shell, systemd, YAML) leaves it as it is
-_CREDENTIALS_MARK = "AMIBUILDPROXYCREDENTIALS7f3a"
-
-
-def proxy_credentials_parameter(proxy: str, say: Callable[[str], None]) -> tuple[str, str, dict[str, str | None]]:
-    """(the proxy URL for the stack's HttpProxy parameter, the URL for the user data, {NoEcho
-    parameter: value}) — credentials in the proxy URL go to the stack as its NoEcho
-    `PROXY_CREDENTIALS` parameter, never into the template body or another parameter. HttpProxy
-    keeps the URL masked (user:***@), which tells the next deploy that the stack holds them: it
-    then keeps the parameter's value (None: UsePreviousValue), which it cannot read back."""
-    # deferred: only for a deploy with a proxy
-    from amibuild import secrets
-    from amibuild import redact  # deferred: logging filters for --debug, installed when needed
-
-    credentials = secrets.credentials(proxy)
-    if not credentials:
-        return proxy, proxy, {}
-    in_data = proxy.replace(credentials + "@", _CREDENTIALS_MARK + "@", 1)
-    kept = credentials.endswith(secrets.MASK)  # the stack's own HttpProxy, as a previous deploy masked it
-    if not kept:
-        if "%" in credentials:
-            # the systemd drop-ins double every '%' of the URL; one parameter cannot hold both forms
-            raise SpecError(f"--proxy {secrets.mask(proxy)}: percent-encoded credentials cannot be passed to the "
-                            "stack; give the proxy a password of letters, digits and - . _ ~ ! $ & * + , ; =")
-        for word in secrets.words(proxy):
-            redact.add_secret(word, min_length=secrets.MIN_WORD)  # --debug logs the CreateStack request
-    say(f"proxy {secrets.mask(proxy)}: its credentials go to the stack as the NoEcho parameter "
-        f"{PROXY_CREDENTIALS}{' (kept as it is)' if kept else ''}, not in the template; the nodes' user data still "
-        "carries them (anyone allowed ec2:DescribeLaunchTemplateVersions or ec2:DescribeInstanceAttribute can read "
-        "them): prefer a proxy that authenticates the nodes without a password")
-    return secrets.mask(proxy), in_data, {PROXY_CREDENTIALS: None if kept else credentials}
-
-
-def _bootstrap_on_al2023() -> SpecError:
-    return SpecError("--parameter BootstrapArguments is for al2's bootstrap.sh; al2023 nodes (nodeadm) do not read "
-                     "it: give --kubelet-flag, --node-label, --taint or --max-pods")
-
-
-def _words(text: str) -> list[str]:
-    import shlex
-
-    try:
-        return shlex.split(text)
-    except ValueError as exc:
-        raise SpecError(f"--parameter BootstrapArguments {text!r}: {exc}") from None
+        check_bootstrap_words(job.bootstrap_words(given[node_settings.BOOTSTRAP]), "--parameter BootstrapArguments")
+    return job.DeploySettings(
+        options.profile, region, stack, given=MappingProxyType(given), asked=asked, channel_parameter=parameter,
+        os=os_, variant_os=variant_os, private_endpoint=private_endpoint, api_server_endpoint=api_server_endpoint,
+        certificate_authority=certificate_authority, service_cidr=service_cidr, wait=wait, timeout=wait_for,
+        dry_run=dry_run, variant_credentials_parameter=variant_parameter)
 
 
 def stack_user_data(options: Any, *, stack: str, region: str | None) -> list:
@@ -231,15 +124,6 @@ def stack_user_data(options: Any, *, stack: str, region: str | None) -> list:
     references = ud.stack_references({key: p.value for key, p in found.parameters.items()}, stack=stack,
                                      region=region)
     return ud.decode(aws.stack_template(stack, region).encode(), f"stack {stack}", references)
-
-
-def _cluster_facts(aws: Aws, cluster: str, region: str) -> tuple[ClusterFacts | None, str]:
-    """(DescribeCluster's facts, "") or (None, why) when the cluster is not there or may not be read."""
-    try:
-        facts = read_cluster(aws, cluster, region)
-    except AccessDenied as exc:
-        return None, f"cluster {cluster}: cannot read it ({exc})"
-    return facts, "" if facts is not None else f"cluster {cluster}: not found in {region}"
 
 
 def node_role(options: Any, *, role_arn: str, stack: str, region: str | None) -> str:

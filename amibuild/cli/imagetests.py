@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from typing import Any, Iterable
 
 from amibuild.pipeline import Pipeline
@@ -10,23 +12,26 @@ from amibuild import tags
 from amibuild.aws import Aws
 from amibuild.bake.plan import new_run_id
 from amibuild.errors import SpecError
-from amibuild.imagetest import boot
+from amibuild.imagetest import boot, kube
+from amibuild.jobs.signals import Signals
 from amibuild.pipeline.options import load_pipeline
-from amibuild.render import Target
+from amibuild.sandbox.transform import in_sandbox
 
 
 def listing(pipeline: Pipeline) -> list[dict[str, Any]]:
     """Every selected variant's checks (what will run) and the built-ins turned off."""
     return [{"variant": v.name, "os": v.os, "flavor": v.flavor, "kubernetes_version": v.kubernetes_version,
-             **imagetests.check_set(v).to_dict()} for v in pipeline.variants]
+             **imagetests.check_set(v, stage="boot").to_dict()} for v in pipeline.variants]
 
 
 def listing_lines(entries: Iterable[dict[str, Any]]) -> list[str]:
     out: list[str] = []
     for entry in entries:
         checks = entry["checks"]
+        boot_only = sum(1 for c in checks if c["stages"] == ["boot"])
         out.append(f"{entry['variant']} ({entry['os']} {entry['flavor']}, Kubernetes {entry['kubernetes_version']}): "
-                   f"{len(checks)} check(s), on the build instance and in the boot test")
+                   f"{len(checks)} check(s), on the build instance and in the boot test"
+                   + (f" ({boot_only} in the boot test only)" if boot_only else ""))
         width = max((len(c["name"]) for c in checks), default=0)
         for check in checks:
             out.append(f"  {check['name'].ljust(width)}  {check['origin']:<13}  {check['what']}")
@@ -54,49 +59,10 @@ def now(flag: str | None, env: dict | None = None):
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
-class Stop:
-    """SIGINT / SIGTERM / SIGHUP during a boot test: recorded, so the test stops at its next poll and
-    terminates its instance (a second signal does not skip that)."""
-
-    SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
-
-    def __init__(self) -> None:
-        self.received: list[int] = []
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> "Stop":
-        import signal
-        import threading
-
-        if threading.current_thread() is threading.main_thread():
-            for name in self.SIGNALS:
-                signum = getattr(signal, name)
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        import signal
-
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        import os
-        import signal
-
-        self.received.append(signum)
-        try:
-            os.write(2, f"amibuild: {signal.Signals(signum).name}: stopping the boot test; terminating its "
-                        "instance\n".encode())
-        except OSError:
-            pass
-
-    def requested(self) -> bool:
-        return bool(self.received)
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.received[0] if self.received else 130
+# what test-ami says on SIGINT / SIGTERM / SIGHUP (`jobs.signals.Signals` holds them): the test stops
+# at its next poll and terminates its instance, and a second signal does not skip that
+BOOT_TEST_SIGNALS = ("stopping the boot test; terminating its instance",
+                     "still stopping the boot test; terminating its instance first")
 
 
 def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, run_id: str | None) -> dict[str, str]:
@@ -133,13 +99,29 @@ def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, ru
     return found
 
 
+def user_data(aws: Any, pipeline: Pipeline, variants: Iterable[Any], cluster: str) -> dict[str, str]:
+    """{variant: its test instance's user data}: the node group's for ``cluster`` (DescribeCluster in the
+    build region), tainted; without a cluster, user data that is only checked (`amibuild.handoff.testnode`)."""
+    # deferred: the user data renderer and DescribeCluster only when a boot test runs
+    from amibuild.handoff import testnode
+    from amibuild.handoff.cluster import read_cluster
+
+    facts = None
+    if cluster:
+        facts = read_cluster(aws, cluster, pipeline.build_region)
+        if facts is None:
+            raise SpecError(f"--cluster {cluster}: no such EKS cluster in {pipeline.build_region} (the pipeline's "
+                            "build region, where the test instance runs)")
+    return testnode.user_data_by_variant(variants, region=pipeline.build_region, cluster=facts)
+
+
 def record_path(build_dir: str, run_id: str, variant: str):
     from pathlib import Path
 
     return Path(build_dir) / "tests" / run_id / f"{variant}.json"
 
 
-def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, say: Any, stop: Stop):
+def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, say: Any, stop: Signals):
     """`amibuild test-ami`: the boot test of one variant's image; its result, with the record written."""
     import json
 
@@ -149,12 +131,15 @@ def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, 
         raise SpecError("test-ami: name one variant with --variant")
     variant = pipeline.variants[0]
     settings = boot.BootTestSettings.of(pipeline.boot_test, **flags,
-                                        poll=0.1 if Target.from_env().sandbox else 5.0)
+                                        poll=0.1 if in_sandbox(os.environ) else 5.0)
+    # the cluster's API through the caller's kubeconfig: a missing client or kubeconfig is said before any AWS work
+    nodes = kube.Nodes(settings.cluster) if settings.cluster else None
     aws = Aws(profile=options.profile, region=pipeline.build_region)
     amis = find_amis(aws, pipeline, variant, ami=ami, run_id=run_id)
+    settings = replace(settings, user_data=user_data(aws, pipeline, [variant], settings.cluster))
     test_run = new_run_id()
     result = boot.boot_test(aws, variant=variant, amis=amis, region=pipeline.build_region, run_id=test_run,
-                            settings=settings, cancelled=stop.requested, say=say)
+                            settings=settings, cancelled=stop.requested, say=say, nodes=nodes)
     path = record_path(options.build_dir, test_run, variant.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")

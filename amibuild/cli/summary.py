@@ -1,7 +1,7 @@
 """CI summaries people read: Markdown for ``$GITHUB_STEP_SUMMARY`` (and `--markdown`), and workflow commands.
 
 When ``GITHUB_STEP_SUMMARY`` names a file (GitHub Actions sets it for every step), `build-ami`,
-`promote`, `rollout`, `fleet`, `rehearse` and `channels --check` append a Markdown summary to it:
+`publish`, `promote`, `rollback`, `rollout`, `fleet`, `rehearse` and `channels --check` append a Markdown summary to it:
 a table per variant (status, AMI per region, fingerprint, duration, test result) or per consumer.
 `--markdown` prints the same summary on stdout, anywhere. An error that names a line of the
 pipeline file is also printed as a workflow command, ``::error file=amibuild.hcl,line=N::message``,
@@ -98,7 +98,8 @@ def fleet_markdown(view: Any) -> str:
     for r in view.consumers:
         behind = ("orphaned: " + r.why) if r.standing == "orphaned" else (
             "current" if r.standing == "current" else f"{r.behind_versions} behind ({r.behind_days or 0:.1f} d)")
-        rows.append((r.kind, r.name + (f" ({r.detail})" if r.kind == "instances" else ""), r.region, f"`{r.image_id}`",
+        named = f" ({r.detail})" if r.kind == "instances" else f" (stack {r.stack})" if r.stack else ""
+        rows.append((r.kind, r.name + named, r.region, f"`{r.image_id}`",
                      f"{r.variant} {r.channel}".strip(), "" if r.version is None else r.version, behind,
                      f"`{r.command}`" if r.command else r.hint))
     lines += table(["kind", "consumer", "region", "image", "channel", "version", "behind", "to roll"], rows)
@@ -182,10 +183,18 @@ def channel_check_markdown(splits: Sequence[Any]) -> str:
 
 
 def rehearse_markdown(reports: Sequence[Any]) -> str:
+    """rehearse: one row per variant: passed, failed (the first failure, or amibuild's own shellcheck
+    errors) or incomplete (the step it could not rehearse), as the report's verdict line says."""
     rows = []
     for report in reports:
         failure = report.failure
-        where = f"step {failure.step}: {failure.script}:{failure.line} exit {failure.exit_status}" if failure else ""
-        rows.append((report.variant, "passed" if report.ok else "failed", len(report.steps),
-                     f"{report.seconds:.0f}s", where or "; ".join(report.notes) or "-"))
+        if failure:
+            ended = f"exit {failure.exit_status}" if failure.exit_status is not None else "did not finish"
+            note = f"step {failure.step}: {failure.where()} {ended}"
+        elif not report.ok:
+            note = "shellcheck: " + "; ".join(f.text() for f in report.own_findings)
+        else:
+            note = report.incomplete or "; ".join(report.notes) or "-"
+        verdict = "passed" if report.ok and not report.gaps else "incomplete" if report.ok else "failed"
+        rows.append((report.variant, verdict, len(report.steps), f"{report.seconds:.0f}s", note))
     return "\n".join(["### amibuild rehearse", ""] + table(["variant", "result", "steps", "duration", "note"], rows))

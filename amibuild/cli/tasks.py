@@ -6,6 +6,8 @@ Heavy modules (boto3, jinja2, python-hcl2) are imported inside the task bodies s
 `INVOKE_AMIBUILD_*` environment variables): see `ns.configure` at the bottom.
 """
 
+import os
+
 from invoke import Collection, task
 
 from amibuild.cli import report, summary, values
@@ -46,7 +48,7 @@ def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_re
     opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
                                          extra_pkg, extra_repo, var, var_file, flavor),
                        build_dir=build_dir, profile=profile)
-    result = cli.run(lambda: prepare.render(opts, cli.say))
+    result = cli.run(lambda: prepare.render(opts, cli.say, **_target()))
     cli.lines(f"note: {n}" for n in result.notes)
     if json:
         cli.emit_json(result.to_dict())
@@ -65,7 +67,7 @@ def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
     opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
                                          extra_pkg, extra_repo, var, var_file, flavor),
                        build_dir=build_dir, profile=profile)
-    result = cli.run(lambda: prepare.validate(opts, cli.say))
+    result = cli.run(lambda: prepare.validate(opts, cli.say, **_target()))
     if json:
         cli.emit_json({"packer_version": result.packer_version, "valid": result.checked,
                        "directories": [str(d) for d in result.directories]})
@@ -116,7 +118,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         timeout=values.optional_duration(timeout, "--timeout", example="90m or 5400"),
         rehearse=rehearse, allow_incomplete=allow_incomplete, wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
-        boot_test=_boot_test_settings(opts) if boot_test else None,
+        boot_test=_boot_test_settings(opts) if boot_test else None, **_target(),
     ), cli.say))
     if json:
         cli.emit_json(run.to_dict())
@@ -126,15 +128,27 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     cli.finish(run)
 
 
+def _target() -> dict:
+    """What the builds are rendered for, decided once here from the environment: the target (its
+    endpoint) and, on a loopback endpoint, the sandbox's transform."""
+    from amibuild.sandbox import transform  # deferred: not on the `amibuild --list` path
+
+    target, sandboxed = transform.choose(os.environ)
+    return {"target": target, "transform": sandboxed}
+
+
 def _boot_test_settings(opts):
     """build-ami --boot-test: the pipeline's test { ... } block (subnet, security group, profile)."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.cli.imagetests import user_data
     from amibuild.imagetest import boot
     from amibuild.pipeline.options import load_pipeline
-    from amibuild.render import Target
+    from amibuild.sandbox.transform import in_sandbox
 
     pipeline = cli.run(lambda: load_pipeline(opts))
-    return boot.BootTestSettings.of(pipeline.boot_test, poll=0.1 if Target.from_env().sandbox else 5.0)
+    # no --cluster here: each test instance gets user data that is only checked (nodeadm config check, bootstrap.sh)
+    return boot.BootTestSettings.of(pipeline.boot_test, poll=0.1 if in_sandbox(os.environ) else 5.0,
+                                    user_data=cli.run(lambda: user_data(None, pipeline, pipeline.variants, "")))
 
 
 REHEARSE_HELP = {
@@ -238,6 +252,8 @@ USERDATA_HELP = {
     "os": "Node operating system: al2023 (nodeadm, default) or al2 (bootstrap.sh)",
     "proxy": "HTTP(S) proxy URL for yum/dnf, /etc/environment, containerd, docker and the kubelet",
     "no_proxy": "Extra NO_PROXY entry: host, .domain, address or CIDR (repeatable, or comma-separated)",
+    "proxy_credentials_parameter": "SSM SecureString (user:password) the node reads at boot with its role and "
+                                   "puts into the --proxy URL, which then has no credentials (e.g. /amibuild/proxy-creds)",
     "service_cidr": "Cluster service CIDR (default: both EKS defaults in NO_PROXY; required for al2023)",
     "cluster_ip": "ClusterIP of the `kubernetes` service, to pick 10.100.0.0/16 or 172.20.0.0/16",
     "region": "Region of the cluster, for the regional endpoints in NO_PROXY (default: AWS_REGION)",
@@ -269,7 +285,7 @@ USERDATA_HELP = {
 def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr="", cluster_ip="", region="",
              bypass=None, bootstrap_args="", kubelet_flag=None, api_server_endpoint="", certificate_authority="",
              cfn_stack="", cfn_resource="", k8s_manifests=False, vpc_cidr=None, base64_=False,
-             private_endpoint=False, node_label=None, taint=None, max_pods=""):
+             private_endpoint=False, node_label=None, taint=None, max_pods="", proxy_credentials_parameter=""):
     """Print node user data (MIME multi-part), or with --k8s-manifests the cluster side of a proxy."""
     import base64
     import os
@@ -286,6 +302,7 @@ def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr=
             api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
             cfn_stack=cfn_stack, cfn_resource=cfn_resource, private_endpoint=private_endpoint,
             node_labels=node_label or (), taints=taint or (), max_pods=max_pods or None,
+            proxy_credentials_parameter=proxy_credentials_parameter,
         )
         if k8s_manifests:
             return ud.k8s_manifests(cfg, vpc_cidr or ())
@@ -441,9 +458,9 @@ def _read_timeout(c):
 DRY_RUN_CHANNEL = "Print what would be written, region by region (the plan the write carries out), and write nothing"
 
 
-def _channel_result(result, signals, *, json: bool, markdown: bool | None = None) -> None:
-    # markdown None (publish, rollback): no summary; promote's summary goes to $GITHUB_STEP_SUMMARY
-    """Print a channel write's result (or a dry run's plan), then exit as it says."""
+def _channel_result(result, signals, *, json: bool, markdown: bool = False) -> None:
+    """Print a channel write's result (or a dry run's plan), then exit as it says; a write's summary
+    (a row per region: AMI before and after) goes to $GITHUB_STEP_SUMMARY, and with --markdown to stdout."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels.plan import PublishPlan
 
@@ -453,8 +470,7 @@ def _channel_result(result, signals, *, json: bool, markdown: bool | None = None
         return
     if json or not markdown:
         cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
-    if markdown is not None:
-        summary.publish(summary.publish_markdown(result), to_stdout=markdown)
+    summary.publish(summary.publish_markdown(result), to_stdout=markdown)
     cli.finish_channel(result, signals)
 
 
@@ -469,11 +485,12 @@ def _channel_options(c, pipeline, variant, k8s, profile):
             "allow_foreign": "Publish images amibuild did not build (no amibuild:fingerprint tag)",
             "force": "Write even if another writer moved the channel since amibuild read it",
             "dry_run": DRY_RUN_CHANNEL,
+            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
             **GATE_HELP},
       iterable=["ami"], auto_shortflags=False)
 def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow_foreign=False, force=False,
             pipeline=None, k8s=None, profile=None, json=False, dry_run=False, override_gate=False, reason=None,
-            now=None):
+            now=None, markdown=False):
     """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import job
@@ -492,7 +509,7 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
             run_id=run_id, allow_foreign=allow_foreign, force=force, read_timeout=_read_timeout(c),
             guard=_guard(c, signals, run_id), dry_run=dry_run, override_gate=override, now=when))
 
-    _channel_result(*cli.run_channel(body), json=json)
+    _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 
 
 @task(help={**CHANNEL_HELP, "from_": "Channel to copy from, e.g. recommended",
@@ -563,10 +580,11 @@ def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, j
             "to_version": "Parameter version to go back to, as `amibuild history` shows it for the build region "
                           "(default: the newest version holding another AMI than now)",
             "force": "Write even if another writer moved the channel since amibuild read it",
-            "dry_run": DRY_RUN_CHANNEL},
+            "dry_run": DRY_RUN_CHANNEL,
+            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)"},
       auto_shortflags=False)
 def rollback(c, variant=None, channel="recommended", to_version=None, force=False, pipeline=None, k8s=None,
-             profile=None, json=False, dry_run=False):
+             profile=None, json=False, dry_run=False, markdown=False):
     """Put a channel back to an earlier AMI from its parameter history."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import job
@@ -579,7 +597,7 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
                                                  to_version=version, force=force, read_timeout=_read_timeout(c), guard=_guard(c, signals),
                                                  dry_run=dry_run))
 
-    _channel_result(*cli.run_channel(body), json=json)
+    _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 
 
 @task(help={**CHANNEL_HELP, "channel": "Only this channel (default: every channel of the variant)",
@@ -709,6 +727,9 @@ DEPLOY_HELP = {
              "cfn-signal); the stack keeps it (HttpProxy) until `--proxy none` removes it",
     "no_proxy": "Extra NO_PROXY entry for the nodes (repeatable or comma-separated; kept by the stack; "
                 "none removes them)",
+    "proxy_credentials_parameter": "SSM SecureString (user:password) the nodes read at boot for --proxy, whose URL "
+                                   "then has no credentials; the node role may read it (kept by the stack; none "
+                                   "removes it; default: the variant's proxy { credentials_parameter })",
     "kubelet_flag": "Kubelet flag --name=value for the nodes, no spaces or quotes (repeatable; kept by the stack; "
                     "none removes them)",
     "node_label": "Node label KEY=VALUE (repeatable; kept by the stack; none removes them)",
@@ -738,22 +759,24 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
                      service_cidr="", region=None, no_wait=False, timeout=None, pipeline=None, k8s=None,
                      profile=None, json=False, os_="", private_endpoint=False, api_server_endpoint="",
                      certificate_authority="", kubelet_flag=None, node_label=None, taint=None, max_pods="",
-                     dry_run=False):
+                     dry_run=False, proxy_credentials_parameter=""):
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import handoff
+    from amibuild.handoff import job
 
     opts = _channel_options(c, pipeline, variant, k8s, profile)
     flags = {"ClusterName": cluster, "VpcId": vpc_id, "ClusterControlPlaneSecurityGroup": control_plane_sg,
              "NodeGroupName": nodegroup_name}
-    result = cli.run(lambda: handoff.deploy_from_flags(
+    result = cli.run(lambda: job.deploy(handoff.deploy_settings(
         opts, stack=stack, region=region, variant=variant, channel=channel, flags=flags, subnets=subnet or [],
-        parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr, say=cli.say,
+        parameters=parameter or [], proxy=proxy, no_proxy=no_proxy or [], service_cidr=service_cidr,
         wait=not no_wait, timeout=timeout, os_=os_, private_endpoint=private_endpoint,
         api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
         kubelet_flags=kubelet_flag or [], node_labels=node_label or [], taints=taint or [], max_pods=max_pods or None,
-        dry_run=dry_run))
+        dry_run=dry_run, credentials_parameter=proxy_credentials_parameter), cli.say))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+    cli.finish(result)
 
 
 @task(help={"pipeline": SELECT_HELP["pipeline"], "variant": SELECT_HELP["variant"],
@@ -819,7 +842,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
         dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or ()),
         guard=_guard(c, _NO_SIGNALS), say=cli.say))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(prune_mod.report_lines(result))
-    cli.run(result.check)
+    cli.finish(result)
 
 
 @task(help={"task_": "Task the policy is for: build, publish (also promote, rollback, history, channels), "
@@ -837,9 +860,12 @@ def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, ac
     from amibuild.lifecycle import iam
 
     opts = cli.options(c, pipeline=pipeline)
-    print(cli.run(lambda: iam.to_json(iam.policy(task_, load_pipeline(opts), stacks=stack or (),
+    loaded = cli.run(lambda: load_pipeline(opts))
+    print(cli.run(lambda: iam.to_json(iam.policy(task_, loaded, stacks=stack or (),
                                                  node_role_arn=node_role_arn, account=account,
                                                  partition=partition))), end="")
+    for note in iam.notes(task_, loaded):
+        cli.say(f"note: {note}")
 
 
 def select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region, extra_pkg, extra_repo,
@@ -880,12 +906,13 @@ def test_ami(c, variant=None, ami=None, run_id=None, cluster=None, subnet=None, 
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import imagetests
     from amibuild.imagetest import boot
+    from amibuild.jobs.signals import Signals
 
     opts = cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, profile=profile,
                        build_dir=build_dir)
     flags = {"cluster": cluster, "subnet_id": subnet, "security_group_id": security_group,
              "instance_profile": instance_profile, "instance_type": instance_type}
-    with imagetests.Stop() as stop:
+    with Signals(imagetests.BOOT_TEST_SIGNALS) as stop:
         def body():
             if not variant:
                 raise SpecError("test-ami: --variant: name the variant whose image to test, e.g. --variant ceph")

@@ -27,7 +27,7 @@ Nothing is written when there is nothing to carry (no proxy, no kubelet flags): 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
@@ -35,6 +35,7 @@ from amibuild import tags
 from amibuild.errors import SpecError
 from amibuild.handoff.userdata import render
 from amibuild.handoff.userdata.kubelet import KubeletSettings, proxy_environment
+from amibuild.pipeline import proxy_credentials
 
 API_VERSION = "karpenter.k8s.aws/v1"
 DISCOVERY_TAG = "karpenter.sh/discovery"
@@ -52,12 +53,23 @@ class NodeSettings:
     vpc_cidrs: tuple[str, ...] = ()  # for NO_PROXY: a node under Karpenter reads nothing at boot first
     service_cidr: str | None = None
     region: str = ""
+    # An SSM SecureString (user:password) the nodes' boothook reads at boot; Karpenter's node role must
+    # be allowed to read it (`credentials_note`).
+    proxy_credentials_parameter: str = ""
 
     def config(self, cluster: str) -> render.NodeConfig:
         """amibuild's checked node configuration (proxy URL, NO_PROXY entries, kubelet flags)."""
         return render.NodeConfig(cluster_name=cluster, os="al2", proxy=self.proxy, no_proxy=self.no_proxy,
                                  kubelet_flags=self.kubelet_flags, service_cidr=self.service_cidr,
-                                 region=self.region)
+                                 region=self.region, proxy_credentials_parameter=self.proxy_credentials_parameter)
+
+
+def credentials_note(parameter: str) -> str:
+    """What the node role needs for a credentials parameter, in the words of the node group stack's policy."""
+    return (f"the node role must be allowed ssm:GetParameter on SSM parameter {parameter} (and kms:Decrypt "
+            f"through SSM for its key): the statements {proxy_credentials.STATEMENT_SID} and "
+            f"{proxy_credentials.STATEMENT_SID}Decrypt of the policy {proxy_credentials.POLICY_NAME} that "
+            "`amibuild nodegroup-deploy` gives its node role")
 
 
 def node_userdata(os_family: str, cluster: str, settings: NodeSettings) -> str | None:
@@ -75,6 +87,15 @@ def node_userdata(os_family: str, cluster: str, settings: NodeSettings) -> str |
     # environment), without the cluster part Karpenter writes itself
     kubelet = KubeletSettings.parse(flags=settings.kubelet_flags)
     spec: dict[str, Any] = {}
+    if settings.proxy_credentials_parameter:
+        # the proxy needs credentials only the boothook reads at boot: it writes the drop-ins nodeadm's
+        # units and the services read, and the NodeConfig carries no proxy of its own
+        boothook = ("text/cloud-boothook", render._boothook(cfg, node_os="al2023"))
+        if kubelet:
+            spec["kubelet"] = kubelet.nodeadm_kubelet()
+        body = yaml.safe_dump({"apiVersion": NODEADM_API, "kind": "NodeConfig", "spec": spec}, sort_keys=False,
+                              default_flow_style=False, width=1 << 16)
+        return render._mime([boothook, *([("application/node.eks.aws", "---\n" + body)] if spec else [])])
     if settings.proxy:
         entries = list(dict.fromkeys([*settings.vpc_cidrs, *render.no_proxy_entries(cfg)]))
         spec["instance"] = {"environment": proxy_environment(settings.proxy, entries)}
@@ -111,12 +132,14 @@ def node_class(*, name: str, parameter: str, region: str, os_family: str, cluste
     userdata = node_userdata(os_family, cluster, settings)
     if userdata is not None:
         spec["userData"] = userdata
+    notes = {"amibuild/proxy-credentials": credentials_note(settings.proxy_credentials_parameter)} \
+        if settings.proxy_credentials_parameter else {}
     return {
         "apiVersion": API_VERSION,
         "kind": "EC2NodeClass",
         "metadata": {"name": name, "annotations": {
             "amibuild/channel-parameter": parameter, "amibuild/region": region,
-            "amibuild/note": "follows the channel: a promote is drift, and Karpenter replaces the nodes"}},
+            "amibuild/note": "follows the channel: a promote is drift, and Karpenter replaces the nodes", **notes}},
         "spec": spec,
     }
 
@@ -146,8 +169,3 @@ def check_name(name: str) -> str:
     return name
 
 
-def suggestions(word: str, choices: Sequence[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
-    return f" (did you mean {close[0]!r}?)" if close else ""

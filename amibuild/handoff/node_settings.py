@@ -17,17 +17,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from amibuild import secrets
 from amibuild.errors import SpecError
 from amibuild.handoff.userdata.kubelet import PARAMETERS as KUBELET_PARAMETERS
 from amibuild.handoff.userdata.kubelet import KubeletSettings
+from amibuild.pipeline import proxy_credentials
 
 REMOVE = "none"  # the value that removes a setting, as `--bypass none` does
 PROXY = "HttpProxy"
+PROXY_CREDENTIALS_PARAMETER = "ProxyCredentialsParameter"
 NO_PROXY = "NoProxy"
 BOOTSTRAP = "BootstrapArguments"
 # Stack parameters holding amibuild's node settings, with the flag that sets each.
 PARAMETERS: Mapping[str, str] = {
     PROXY: "--proxy",
+    PROXY_CREDENTIALS_PARAMETER: "--proxy-credentials-parameter",
     NO_PROXY: "--no-proxy",
     "KubeletFlags": "--kubelet-flag",
     "NodeLabels": "--node-label",
@@ -44,14 +48,16 @@ class NodeSettings:
     proxy: str = ""
     no_proxy: tuple[str, ...] = ()
     kubelet: KubeletSettings = field(default_factory=KubeletSettings)
+    proxy_credentials_parameter: str = ""  # the SecureString the nodes read the proxy's user:password from
 
     def to_parameters(self) -> dict[str, str]:
-        return {PROXY: self.proxy, NO_PROXY: ",".join(self.no_proxy), **self.kubelet.to_parameters()}
+        return {PROXY: self.proxy, PROXY_CREDENTIALS_PARAMETER: self.proxy_credentials_parameter,
+                NO_PROXY: ",".join(self.no_proxy), **self.kubelet.to_parameters()}
 
     @classmethod
     def from_parameters(cls, values: Mapping[str, str]) -> NodeSettings:
         return cls(values.get(PROXY, ""), tuple(e for e in values.get(NO_PROXY, "").split(",") if e),
-                   KubeletSettings.from_parameters(values))
+                   KubeletSettings.from_parameters(values), values.get(PROXY_CREDENTIALS_PARAMETER, ""))
 
 
 @dataclass(frozen=True)
@@ -64,10 +70,12 @@ class Asked:
     labels: tuple[str, ...] | None = None
     taints: tuple[str, ...] | None = None
     max_pods: str | None = None
+    proxy_credentials_parameter: str | None = None
 
     @classmethod
     def parse(cls, *, proxy: str = "", no_proxy: Iterable[str] = (), kubelet_flags: Iterable[str] = (),
-              labels: Iterable[str] = (), taints: Iterable[str] = (), max_pods: str | int | None = None) -> Asked:
+              labels: Iterable[str] = (), taints: Iterable[str] = (), max_pods: str | int | None = None,
+              proxy_credentials_parameter: str = "") -> Asked:
         """Flags as given ("" or nothing: not given; ``none``: remove), each value checked."""
         def listed(values: Iterable[str], flag: str, comma: bool = False) -> tuple[str, ...] | None:
             items = [part for value in values for part in (value.split(",") if comma else [value]) if part]
@@ -86,7 +94,11 @@ class Asked:
             labels=listed(labels, "--node-label"),
             taints=listed(taints, "--taint"),
             max_pods=None if max_pods in (None, "") else ("" if str(max_pods) == REMOVE else str(max_pods)),
+            proxy_credentials_parameter=None if not proxy_credentials_parameter else (
+                "" if proxy_credentials_parameter == REMOVE else proxy_credentials_parameter),
         )
+        if asked.proxy_credentials_parameter:
+            proxy_credentials.check_name(asked.proxy_credentials_parameter, "--proxy-credentials-parameter")
         # Each value checked before any AWS call; the merge checks the combination again.
         KubeletSettings.parse(flags=asked.kubelet_flags or (), labels=asked.labels or (),
                               taints=asked.taints or (), max_pods=asked.max_pods or None)
@@ -108,4 +120,13 @@ class Asked:
             if self.no_proxy:
                 raise SpecError("--no-proxy goes with --proxy (the stack has no proxy)")
             no_proxy = ()  # the proxy was removed: its exceptions go with it
-        return NodeSettings(proxy, no_proxy, kubelet)
+        parameter = before.proxy_credentials_parameter if self.proxy_credentials_parameter is None \
+            else self.proxy_credentials_parameter
+        if parameter and not proxy:
+            if self.proxy_credentials_parameter:
+                raise SpecError("--proxy-credentials-parameter goes with --proxy (the stack has no proxy)")
+            parameter = ""  # the proxy was removed: where its credentials were goes with it
+        if parameter and self.proxy is not None and self.proxy_credentials_parameter is None \
+                and secrets.credentials(self.proxy):
+            parameter = ""  # a new --proxy with its own user:password@ replaces the stack's parameter
+        return NodeSettings(proxy, no_proxy, kubelet, parameter)

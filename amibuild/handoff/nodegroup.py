@@ -36,10 +36,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 
-from amibuild.errors import SpecError, TemplateError
+from amibuild.errors import RolloutFailed, SpecError, TemplateError
 from amibuild.handoff import cfn
 from amibuild.handoff import rollout as ro
 from amibuild.handoff.cfn import parse_template
+from amibuild.pipeline import proxy_credentials
 
 TEMPLATE_PATH = Path(str(resources.files("amibuild.handoff") / "templates" / "nodegroup.yaml"))
 
@@ -60,6 +61,7 @@ PARAMETERS: frozenset[str] = frozenset({
     "KeyName",
     "BootstrapArguments",
     "HttpProxy",
+    "ProxyCredentialsParameter",
     "NoProxy",
     "KubeletFlags",
     "NodeLabels",
@@ -84,6 +86,7 @@ PSEUDO_PARAMETERS: frozenset[str] = frozenset({
 })
 NODE_GROUP = "NodeGroup"  # the Auto Scaling group's logical id: what cfn-signal --resource names
 LAUNCH_TEMPLATE = "NodeLaunchTemplate"
+NODE_ROLE = "NodeInstanceRole"  # the nodes' IAM role resource (a credentials parameter adds its policy)
 ROLE_OUTPUT = "NodeInstanceRole"  # the output naming the nodes' IAM role (for aws-auth)
 OWN_METADATA = "amibuild"  # Metadata key that marks a template as ours (see the module docstring)
 OWN_TEMPLATE = "nodegroup"
@@ -136,7 +139,8 @@ def sub_text(text: str, names: frozenset[str] = PARAMETERS) -> str:
     return _PLACEHOLDER.sub(escape, text)
 
 
-def template_json(user_data: str | None = None, *, node_os: str = "al2", hidden: Iterable[str] = ()) -> str:
+def template_json(user_data: str | None = None, *, node_os: str = "al2", hidden: Iterable[str] = (),
+                  proxy_credentials_parameter: str = "") -> str:
     """The template as compact JSON; with `user_data`, that text (see `sub_text`) is the nodes'.
 
     `node_os` goes into ``Metadata.amibuild.os``; without `user_data` the template's own (al2)
@@ -151,6 +155,13 @@ def template_json(user_data: str | None = None, *, node_os: str = "al2", hidden:
         raise SpecError(f"{node_os} nodes need user data with a nodeadm NodeConfig; the template's own is al2's")
     template = load_template()
     template.setdefault("Metadata", {})[OWN_METADATA] = {"template": OWN_TEMPLATE, "os": node_os}
+    if proxy_credentials_parameter:
+        # the nodes' boothook reads the proxy's user:password from this SecureString at boot
+        role = template["Resources"][NODE_ROLE]["Properties"]
+        role.setdefault("Policies", []).append({
+            "PolicyName": proxy_credentials.POLICY_NAME,
+            "PolicyDocument": {"Version": "2012-10-17",
+                               "Statement": proxy_credentials.node_role_statements(proxy_credentials_parameter)}})
     if user_data is not None:
         if not user_data.strip():
             raise SpecError("the node user data is empty: the nodes would never join or signal the stack")
@@ -233,6 +244,7 @@ class DeployAction(enum.StrEnum):
     STARTED = "started"  # --no-wait: created or updated, not followed
     WOULD_CREATE = "would create"  # --dry-run: nothing was sent
     WOULD_UPDATE = "would update"  # --dry-run: nothing was sent (no change set either)
+    FAILED = "failed"  # sent, and the stack did not end well (rolled back, failed, still busy at the timeout)
 
 
 def parameter_changes(given: Mapping[str, str], previous: Mapping[str, str]) -> list[str]:
@@ -283,9 +295,15 @@ class DeployResult:
     changed: tuple[str, ...] = ()  # "Key: 'old' -> 'new'" per parameter an update changed
     notes: tuple[str, ...] = ()  # what to do next (node access), added by the caller
     kept: tuple[str, ...] = ()  # --dry-run of an update: the parameters that keep their values
+    error: str = ""  # FAILED: why (the failing resource and its reason, as CloudFormation's events say)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "action": str(self.action)}
+
+    def raise_for_status(self) -> None:
+        """`RolloutFailed` (exit 1) when the create or update was sent and the stack did not end well."""
+        if self.action is DeployAction.FAILED:
+            raise RolloutFailed(self.error)
 
     def lines(self) -> list[str]:
         out = [f"stack {self.stack} ({self.region}): {self.action} ({self.status})"]
@@ -293,7 +311,7 @@ class DeployResult:
         out += [f"  {'would set' if dry else 'changed'} {line}" for line in self.changed]
         if self.kept:
             out.append(f"  keeping {', '.join(self.kept)} as they are")
-        if dry:
+        if dry or self.action is DeployAction.FAILED:  # the error itself is the task's error line
             return out
         out += [f"  {key}: {value}" for key, value in sorted(self.outputs.items())]
         if self.notes:
@@ -311,6 +329,8 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
     An existing stack must carry this template's mark (`check_ours`); its parameters not in
     `given` keep their values, and the ones that change are said and returned. ``dry_run``: every
     check and read as for the deploy, then the create or update that would be sent, sending nothing.
+    Once the create or update is sent, a stack that does not end well is a `DeployAction.FAILED`
+    result (its `raise_for_status` raises), not an exception: what was sent is in the result.
     """
     if channel_parameter:
         problem = ro.channel_problem(ro.read_channel(aws, channel_parameter, region))
@@ -330,8 +350,11 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
                          capabilities=("CAPABILITY_IAM",), token=cfn.token("create"))
         action, status = DeployAction.CREATED, "CREATE_IN_PROGRESS"
         if wait:
-            status, events = cfn.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
-            cfn.check_outcome(name, status, events)
+            try:
+                status, events = cfn.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
+                cfn.check_outcome(name, status, events)
+            except RolloutFailed as exc:
+                return _failed(aws, name, region, exc)
     else:
         state = cfn.stack_state(found.status)
         if state not in (cfn.StackState.READY, cfn.StackState.ROLLED_BACK):
@@ -354,7 +377,10 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         if made is None:
             return DeployResult(name, region, DeployAction.UNCHANGED, found.status, dict(found.outputs))
         action = DeployAction.UPDATED
-        status = cfn.execute_change_set(aws, name, region, made[0], say, wait=wait, poll=poll, timeout=timeout)
+        try:
+            status = cfn.execute_change_set(aws, name, region, made[0], say, wait=wait, poll=poll, timeout=timeout)
+        except RolloutFailed as exc:
+            return _failed(aws, name, region, exc, changed=changed)
         if not wait:
             return DeployResult(name, region, DeployAction.STARTED, status, changed=changed)
         after = aws.describe_stack(name, region)
@@ -363,6 +389,13 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         return DeployResult(name, region, DeployAction.STARTED, status)
     after = aws.describe_stack(name, region)
     return DeployResult(name, region, action, status, dict(after.outputs) if after else {})
+
+
+def _failed(aws: Any, name: str, region: str, exc: RolloutFailed, changed: tuple[str, ...] = ()) -> DeployResult:
+    """The result of a create or update that was sent and did not end well: the stack as it is now."""
+    after = aws.describe_stack(name, region)
+    return DeployResult(name, region, DeployAction.FAILED, after.status if after else "gone", changed=changed,
+                        error=str(exc))
 
 
 def node_role_arn(aws: Any, stack: str, region: str) -> str:

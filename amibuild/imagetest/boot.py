@@ -2,15 +2,19 @@
 
 `boot_test` launches an instance from the image in the region it was built (subnet, security
 group and instance profile from the pipeline's ``test { ... }`` block or flags), tagged with the
-run id from launch so `clean-run` finds it if amibuild is killed outright; waits for ``running``,
-the EC2 status checks and the SSM agent (DescribeInstanceInformation); runs the variant's checks
+run id from launch so `clean-run` finds it if amibuild is killed outright, with the user data the
+caller rendered for it (``settings.user_data``: the node group's, `amibuild.handoff.testnode`);
+waits for ``running``, the EC2 status checks and the SSM agent (DescribeInstanceInformation); with
+``settings.cluster``, for its Node to be Ready with the test taint (`amibuild.imagetest.kube`, the
+seconds it took reported, the Node deleted after the terminate); runs the variant's checks
 (`amibuild.pipeline.imagetests.checks_script`) with ``AWS-RunShellScript``; reads each check's exit
 code and output; and terminates the instance, always: on a failure, a timeout, Ctrl-C or SIGTERM
 too (``cancelled`` is polled between calls). Then it tags the image in every region with the
 verdict (`tags.TEST`, `TESTED_AT`, `TEST_RUN`), which channel gates read.
 
 In the sandbox the emulator plays the instance: status checks and SSM registration are simulated,
-and Run Command runs the script on the image's stand-in (`amibuild.imagetest.standin`).
+and Run Command runs the script on the image's stand-in (`amibuild.imagetest.standin`); the
+sandbox cluster's Kubernetes API (`amibuild.sandbox.kubeapi`) plays the node registration.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from amibuild import tags
 from amibuild.aws import Aws
 from amibuild.aws.testing import TestInstances
 from amibuild.errors import AmibuildError, BootTestFailed, Interrupted
+from amibuild.imagetest import kube
 from amibuild.pipeline import imagetests
 
 PURPOSE_TAG = f"{tags.PREFIX}purpose"
@@ -36,6 +41,8 @@ class BootTestSettings(imagetests.BootTestSettings):
 
     cluster: str = ""
     poll: float = 5.0
+    # {variant: the test instance's user data} (`amibuild.handoff.testnode`: the node group's, tainted)
+    user_data: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, pipeline_settings: imagetests.BootTestSettings, **flags: Any) -> "BootTestSettings":
@@ -60,10 +67,20 @@ class BootTestResult:
     notes: tuple[str, ...] = ()
     tagged: tuple[str, ...] = ()  # region:ami tagged with the verdict
     started_at: float = 0.0  # epoch seconds
+    cluster: str = ""
+    node: str = ""  # the Node the instance registered as (--cluster)
+    node_ready_seconds: float | None = None  # from launch until that Node was Ready with the test taint
+    node_removed: bool = False
 
     @property
     def failed(self) -> bool:
-        return self.verdict != imagetests.Verdict.PASSED
+        """A check failed or did not run, or the node did not join: "not testable here" is no failure
+        (the image is tagged untested, which no ``requires = ["tested"]`` gate takes)."""
+        return self.verdict in (imagetests.Verdict.FAILED, imagetests.Verdict.NOT_RUN)
+
+    @property
+    def tag_value(self) -> str:
+        return imagetests.TAG_VALUES[self.verdict]
 
     def raise_for_status(self) -> None:
         if self.failed:
@@ -71,11 +88,15 @@ class BootTestResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"variant": self.variant, "region": self.region, "image_id": self.image_id, "run_id": self.run_id,
-                "result": str(self.verdict), "instance_id": self.instance_id or None, "terminated": self.terminated,
+                "result": str(self.verdict), "tag": self.tag_value, "instance_id": self.instance_id or None, "terminated": self.terminated,
                 "started": datetime.fromtimestamp(self.started_at, timezone.utc).isoformat(timespec="milliseconds"),
                 "seconds": round(self.seconds, 2), "phases": {k: round(v, 2) for k, v in self.phases.items()},
                 "error": self.error or None, "notes": list(self.notes), "tagged": list(self.tagged),
-                "checks": [c.to_dict() for c in self.checks]}
+                "checks": [c.to_dict() for c in self.checks],
+                "untestable": [c.name for c in imagetests.untestable(self.checks)],
+                "cluster": self.cluster or None, "node": self.node or None,
+                "node_ready_seconds": None if self.node_ready_seconds is None else round(self.node_ready_seconds, 2),
+                "node_removed": self.node_removed}
 
 
 class _TimedOut(AmibuildError):
@@ -85,10 +106,15 @@ class _TimedOut(AmibuildError):
 def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, run_id: str,
               settings: BootTestSettings, cancelled: Callable[[], bool] = lambda: False,
               clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-              say: Callable[[str], None] = lambda _: None) -> BootTestResult:
-    """Boot ``amis[region]``, run the variant's checks on it, terminate it, tag every image in ``amis``."""
+              say: Callable[[str], None] = lambda _: None, nodes: Any = None) -> BootTestResult:
+    """Boot ``amis[region]``, run the variant's checks on it, terminate it, tag every image in ``amis``.
+
+    With ``settings.cluster``, ``nodes`` (a `kube.Nodes`) is the cluster's API: the instance's Node
+    must be Ready with the test taint before the checks run; it is deleted after the terminate."""
     api = TestInstances(aws)
-    checks = imagetests.check_set(variant).checks
+    if settings.cluster and nodes is None:
+        raise AmibuildError(f"boot test with --cluster {settings.cluster}: no Kubernetes API to watch the node on")
+    checks = imagetests.check_set(variant, stage="boot").checks
     names = [c.name for c in checks]
     script = imagetests.checks_script(checks)
     image_id = amis[region]
@@ -100,9 +126,10 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
     result: BootTestResult | None = None
     interrupted: BaseException | None = None
     notes: list[str] = []
-    if settings.cluster:
-        notes.append(f"--cluster {settings.cluster}: joining the cluster is not done by this version; the node's "
-                     "checks ran without it")
+    node: list[kube.NodeFacts | None] = [None]
+    node_ready: list[float | None] = [None]
+    taint = kube.Taint.parse(kube.TEST_TAINT)
+    untagged = [""]  # why the image says nothing (the cluster's API could not be read)
 
     def wait(what: str, ready: Callable[[], bool]) -> None:
         while True:
@@ -121,7 +148,7 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
         instance_id = api.run_instance(
             region, image_id=image_id, instance_type=settings.instance_type or variant.effective_instance_type,
             subnet_id=settings.subnet_id, security_group_id=settings.security_group_id,
-            instance_profile=settings.instance_profile,
+            instance_profile=settings.instance_profile, user_data=settings.user_data.get(variant.name, ""),
             tags={tags.RUN_ID: run_id, tags.VARIANT: variant.name, PURPOSE_TAG: "boot-test",
                   "Name": f"amibuild boot test {variant.name} {run_id}"})
         say(f"{variant.name}: boot test instance {instance_id} from {image_id} in {region}")
@@ -143,6 +170,34 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
 
         wait("status checks", status_ok)
         wait("SSM agent", lambda: api.ssm_online(region, instance_id))
+        if settings.cluster:
+            launched = phases.get("running", 0.0)
+            private_dns = api.state(region, instance_id).private_dns
+            seen = [kube.NodeState.ABSENT]
+
+            def joined() -> bool:
+                try:
+                    node[0] = kube.node_of(nodes.list(), instance_id, private_dns)
+                except kube.ClusterUnreachable as exc:
+                    untagged[0] = f"the cluster's API could not be read: {exc}"
+                    raise
+                seen[0] = kube.judge(node[0], taint)
+                if seen[0] is kube.NodeState.UNTAINTED:
+                    raise AmibuildError(f"node {node[0].name} of {instance_id} is Ready without the taint {taint}: "
+                                        "the user data did not reach the kubelet")
+                return seen[0] is kube.NodeState.READY
+
+            try:
+                wait("node ready", joined)
+            except _TimedOut:
+                if node[0] is None:
+                    raise _TimedOut(f"{instance_id} did not register as a node of cluster {settings.cluster} within "
+                                    f"{settings.timeout:.0f}s") from None
+                raise _TimedOut(f"node {node[0].name} of {instance_id} was not Ready within {settings.timeout:.0f}s"
+                                + (f" ({node[0].reason})" if node[0].reason else "")) from None
+            node_ready[0] = phases["node ready"] - launched
+            say(f"{variant.name}: node {node[0].name} joined {settings.cluster}, Ready with {taint} after "
+                f"{node_ready[0]:.1f}s")
         command_id = api.send_shell_script(region, instance_id, script, timeout=int(max(60, deadline - clock())),
                                            comment=f"amibuild boot test {variant.name} {run_id}")
         invocation = [None]
@@ -166,6 +221,10 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
             verdict = imagetests.Verdict.FAILED
         result = BootTestResult(variant.name, region, image_id, run_id, verdict, results, instance_id,
                                 phases=dict(phases), error=error, notes=tuple(notes))
+        gaps = imagetests.untestable(results)
+        if gaps and verdict == imagetests.Verdict.UNTESTABLE:
+            notes.append(f"untested: {len(gaps)} check(s) not testable here ({', '.join(g.name for g in gaps)}); "
+                         "the image is tagged untested, which a channel requiring tested does not take")
     except Interrupted as exc:
         interrupted = exc
     except KeyboardInterrupt as exc:
@@ -177,12 +236,18 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
                                 notes=tuple(notes))
     finally:
         terminated = _terminate(api, region, instance_id, notes)
+        removed = _remove_node(nodes, node[0], notes) if terminated and node[0] is not None else False
     if interrupted is not None:
         left = "" if terminated or not instance_id else f"; instance {instance_id} may be left: `amibuild clean-run {run_id}`"
         raise Interrupted(f"boot test of {variant.name} interrupted; instance {instance_id or '(none)'} "
                           f"{'terminated' if terminated else 'NOT terminated'}{left}") from interrupted
     assert result is not None
-    result = replace(result, terminated=terminated, seconds=clock() - started, notes=tuple(notes), started_at=started_at)
+    result = replace(result, terminated=terminated, seconds=clock() - started, notes=tuple(notes), started_at=started_at,
+                     cluster=settings.cluster, node=node[0].name if node[0] else "", node_ready_seconds=node_ready[0],
+                     node_removed=removed)
+    if untagged[0]:
+        notes.append(f"the image is not tagged: {untagged[0]}; this says nothing about the image")
+        return replace(result, notes=tuple(notes))
     if not result.instance_id:  # RunInstances refused (rights, subnet, capacity): nothing is known of the image
         notes.append("the image is not tagged: no instance started, so this says nothing about the image")
         return replace(result, notes=tuple(notes))
@@ -201,8 +266,17 @@ def _terminate(api: TestInstances, region: str, instance_id: str, notes: list[st
     return state in ("shutting-down", "terminated")
 
 
+def _remove_node(nodes: Any, node: kube.NodeFacts, notes: list[str]) -> bool:
+    """Delete the terminated test instance's Node object, so no NotReady node of it stays in the cluster."""
+    try:
+        return nodes.delete(node.name)
+    except kube.ClusterUnreachable as exc:
+        notes.append(f"could not delete node {node.name}: {exc}; `kubectl delete node {node.name}`")
+        return False
+
+
 def _tag(api: TestInstances, amis: Mapping[str, str], result: BootTestResult, notes: list[str]) -> list[str]:
-    values = {tags.TEST: str(result.verdict) if result.verdict == imagetests.Verdict.PASSED else "failed",
+    values = {tags.TEST: result.tag_value,
               tags.TESTED_AT: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), tags.TEST_RUN: result.run_id}
     done = []
     for region, ami in sorted(amis.items()):
@@ -223,9 +297,14 @@ def report_lines(result: BootTestResult) -> list[str]:
     width = max((len(c.name) for c in result.checks), default=0)
     for check in result.checks:
         out.append(f"  {check.name.ljust(width)}  {check.stage:<5}  {check.verdict:<17}  {check.seconds:6.2f}s")
-        if check.verdict in (imagetests.Verdict.FAILED,) and check.tail:
-            out += [f"      | {line}" for line in check.tail.splitlines()]
+        if check.verdict in (imagetests.Verdict.FAILED, imagetests.Verdict.UNTESTABLE) and check.tail:
+            out += [f"      | {line}" for line in check.tail.splitlines()[-3 if check.verdict != "failed" else -10:]]
+    if result.node_ready_seconds is not None:
+        out.append(f"  node {result.node} joined {result.cluster}: Ready with {kube.TEST_TAINT} after "
+                   f"{result.node_ready_seconds:.1f}s; {'deleted' if result.node_removed else 'NOT deleted'} after the terminate")
+    elif result.node:
+        out.append(f"  node {result.node} of {result.cluster}: {'deleted' if result.node_removed else 'NOT deleted'}")
     out += [f"  note: {n}" for n in result.notes]
     if result.tagged:
-        out.append(f"  tagged {tags.TEST}={'passed' if not result.failed else 'failed'}: {', '.join(result.tagged)}")
+        out.append(f"  tagged {tags.TEST}={result.tag_value}: {', '.join(result.tagged)}")
     return out

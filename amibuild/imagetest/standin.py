@@ -1,7 +1,8 @@
 """The sandbox's stand-in of an image: a variant's real provisioning chain, rehearsed, then a script.
 
 The emulator has no instance to run anything on. What stands in for the image is the variant's
-chain as a real build runs it (the render's ``instance/`` files, `amibuild.render.STANDIN_DIR`),
+chain as a real build runs it (the sandbox build's ``instance/`` files, `STANDIN_DIR`, written by
+`amibuild.sandbox.transform`),
 rehearsed in a throwaway copy of this machine with the rehearsal's overlay and stand-ins
 (`amibuild.rehearse.overlay`), followed by the script to test: in stage 1 the chain already ends
 with the checks step; for SSM Run Command the command's script is added as a last step, run as
@@ -22,21 +23,26 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from amibuild.errors import RehearsalUnavailable
 from amibuild.pipeline import imagetests
-from amibuild.render import CHECKS_SCRIPT, RECORD_FILE, STANDIN_DIR, STANDIN_STORE_ENV, standin_store
+from amibuild.render import CHECKS_SCRIPT, RECORD_FILE
 from amibuild.rehearse.steps import Step, parse_steps
 from amibuild.rehearse import overlay
 
 STAGE1_RECORD = "checks.json"
-STORE_ENV = STANDIN_STORE_ENV  # where stand-ins are kept for the boot test, by fingerprint
+# the image's stand-in in a sandbox build's folder: the real build's HCL files, whose chain it rehearses
+STANDIN_DIR = "instance"
+# where sandbox builds keep their images' stand-ins (by fingerprint) for the boot test; the emulator
+# reads them there. Fixed by the process that starts Packer (each Packer gets its own TMPDIR).
+STORE_ENV = "AMIBUILD_SANDBOX_IMAGES"
 COMMAND_PATH = "/tmp/amibuild-ssm-command.sh"
 
 
-def store() -> Path:
-    return standin_store()
+def store(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    return Path(env.get(STORE_ENV) or Path(tempfile.gettempdir()) / "amibuild-sandbox-images")
 
 
 @dataclass
@@ -150,9 +156,11 @@ def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], d
              for r in results]
     lines += [f"amibuild: note: {n}" for n in done.notes]
     lines.append(f"amibuild: stage 1 checks {verdict} for variant {record['variant']}")
-    if verdict == imagetests.Verdict.PASSED:
+    # "not testable here" is no failure of the image: the build goes on (the boot test says untested)
+    ok = verdict in (imagetests.Verdict.PASSED, imagetests.Verdict.UNTESTABLE)
+    if ok:
         keep(root, record["fingerprint"])
-    return (0 if verdict == imagetests.Verdict.PASSED else 1), lines, {
+    return (0 if ok else 1), lines, {
         "stage": "build", "result": str(verdict), "checks": [r.to_dict() for r in results], "notes": done.notes}
 
 

@@ -28,13 +28,14 @@ from amibuild.lease import Lease, build_lease_name
 from amibuild.bake.leftovers import Scope
 from amibuild.bake.packer import Packer
 from amibuild.bake.plan import BuildPlan, PlanItem, new_run_id, plan_build, provenance_tags
-from amibuild.bake.prepare import Prepared, asking_version, prepare, support_warnings, write_all
+from amibuild.bake.prepare import Prepared, Transform, asking_version, prepare, support_warnings, write_all
 from amibuild.channels.from_build import VariantPublished, check_shared, publish_build
 from amibuild.errors import (AmibuildError, BuildFailed, ExitCode, Interrupted, NoCredentials, PackerInputRefused,
                              RecordNotWritten, SpecError)
 from amibuild.pipeline import Pipeline, check_names
 from amibuild.jobs.signals import Signals
 from amibuild.pipeline.options import Options, load_pipeline
+from amibuild.render import Target
 
 Say = Callable[[str], None]
 
@@ -58,6 +59,8 @@ class BuildSettings:
     wait: bool = True
     stall_after: float = 10.0
     boot_test: Any = None  # imagetest.boot.BootTestSettings: boot each built image before publishing (--boot-test)
+    target: Target = Target()  # what the builds are rendered for (chosen by the caller, from the environment)
+    transform: Transform | None = None  # applied to each real build before it is written: the sandbox's
 
 
 def settings(options: Options, *, channel: str | None = None, publish: bool = True, **flags) -> BuildSettings:
@@ -208,7 +211,8 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
     if not aws.has_credentials():
         raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
                             "AWS_SECRET_ACCESS_KEY, or run `amibuild sandbox` for the local emulator")
-    prepared = prepare(options, aws=aws, strict=True, packer=settings.packer, pipeline=pipeline)
+    prepared = prepare(options, aws=aws, strict=True, packer=settings.packer, pipeline=pipeline,
+                       target=settings.target, transform=settings.transform)
     for line in support_warnings(pipeline):  # after every input check: bad input stays one line
         say(f"warning: {line}")
     run_id = new_run_id()
@@ -310,7 +314,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     if settings.rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
         from amibuild.rehearse.job import rehearsal_check  # deferred: the rehearsal machinery only for --rehearse
 
-        check = rehearsal_check(plan, options, check, say, allow_incomplete=settings.allow_incomplete)
+        check = rehearsal_check(plan, check, say, allow_incomplete=settings.allow_incomplete)
     try:
         executor = Executor(
             plan, settings.packer, aws,

@@ -14,6 +14,9 @@ written SIGINT, SIGTERM and SIGHUP (each, and again) only set a flag here:
 
 Handlers are installed explicitly: a process started in the background by a shell has SIGINT
 ignored, and Python's KeyboardInterrupt would strike at any line anyway.
+
+`test-ami` holds the same signals the same way while its boot test runs (the test stops at its next
+poll and terminates its instance, a second signal does not skip that): only its words differ.
 """
 
 from __future__ import annotations
@@ -28,13 +31,21 @@ from amibuild.errors import ExitCode
 
 CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
+CHANNEL_WRITE = ("finishing the channel write in progress (it completes or is put back), starting no other; "
+                 "then stopping",
+                 "still finishing the channel write in progress, so that no channel is left half moved")
+
 
 class Signals:
-    """Context manager: while active, the signals in `CAUGHT` are recorded instead of acted on."""
+    """Context manager: while active, the signals in `CAUGHT` are recorded instead of acted on.
 
-    def __init__(self) -> None:
+    ``says``: (the line after the first signal, the line after each later one), each shown after
+    "amibuild: SIGNAME: " / "amibuild: SIGNAME again: "; a channel write's by default."""
+
+    def __init__(self, says: tuple[str, str] = CHANNEL_WRITE) -> None:
         self.received: list[int] = []
         self._previous: dict[int, Any] = {}
+        self._first, self._again = says
 
     def __enter__(self) -> Signals:
         if threading.current_thread() is threading.main_thread():
@@ -61,11 +72,9 @@ class Signals:
         self.received.append(signum)
         name = signal.Signals(signum).name
         if first:
-            self._say(f"amibuild: {name}: finishing the channel write in progress (it completes or is put back), "
-                      "starting no other; then stopping")
+            self._say(f"amibuild: {name}: {self._first}")
         else:
-            self._say(f"amibuild: {name} again: still finishing the channel write in progress, so that no channel "
-                      "is left half moved")
+            self._say(f"amibuild: {name} again: {self._again}")
 
     def requested(self) -> bool:
         """True once a signal came (the `Guard.cancelled` callback)."""

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 from amibuild import tags
 from amibuild.aws import Aws, fan_out
 from amibuild.aws.consumers import InstanceImage, NodegroupTemplate, StackImage, instances_of, nodegroup_templates
-from amibuild.aws.consumers import stack_images
+from amibuild.aws.consumers import auto_scaling_groups, stack_images
 from amibuild.lease import is_lease
 from amibuild.channels.publish import plain
 
@@ -63,6 +63,7 @@ class LaunchFacts:
     instance_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # instance id -> grouping tags
     stacks: tuple[StackImage, ...] = ()
     nodegroups: tuple[NodegroupTemplate, ...] = ()
+    group_stacks: Mapping[str, str] = field(default_factory=dict)  # Auto Scaling group -> the stack that made it
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class Uses:
                 instance_tags={k: dict(v) for k, v in f.get("instance_tags", {}).items()},
                 stacks=tuple(StackImage(**s) for s in f.get("stacks", ())),
                 nodegroups=tuple(NodegroupTemplate(**n) for n in f.get("nodegroups", ())),
+                group_stacks=dict(f.get("group_stacks", {})),
             )
             for f in data.get("launches", ())
         )
@@ -125,6 +127,7 @@ class Consumer:
     detail: str = ""  # e.g. "default version 3", "stopped"
     tags: Mapping[str, str] = field(default_factory=dict)  # instances: the grouping tags
     template: str = ""  # the launch template id behind a launch template, group or node group consumer
+    stack: str = ""  # an Auto Scaling group: the stack that made it (and rolls it), when it says so
 
 
 def consumers(uses: Uses) -> tuple[Consumer, ...]:
@@ -151,11 +154,12 @@ def consumers(uses: Uses) -> tuple[Consumer, ...]:
                 if number not in images:
                     continue
                 for kind, who, why in whys:
-                    found.append(Consumer(kind, who if kind is Kind.AUTO_SCALING_GROUP else f"{tid} ({name})",
+                    group = kind is Kind.AUTO_SCALING_GROUP
+                    found.append(Consumer(kind, who if group else f"{tid} ({name})",
                                           region, images[number],
                                           f"launch template {tid} ({name}) v{number} {why} in {region}",
-                                          detail=f"{name} v{number}" if kind is Kind.AUTO_SCALING_GROUP
-                                          else f"{why} {number}", template=tid))
+                                          detail=f"{name} v{number}" if group else f"{why} {number}", template=tid,
+                                          stack=facts.group_stacks.get(who, "") if group else ""))
         for name, image_id in facts.launch_configurations.items():
             found.append(Consumer(Kind.LAUNCH_CONFIGURATION, name, region, image_id,
                                   f"launch configuration {name} in {region}"))
@@ -242,14 +246,15 @@ def launch_facts(aws: Aws, region: str, image_ids: Sequence[str], channel_images
     """
     reads: dict[str, Any] = {
         "templates": lambda: tuple(aws.launch_templates(region)),
-        "refs": lambda: tuple(aws.auto_scaling_template_refs(region)),
+        "auto_scaling": lambda: auto_scaling_groups(aws, region),
         "groups": lambda: tuple(nodegroup_templates(aws, region)),
         "stacks": lambda: tuple(stack_images(aws, region)),
         "configurations": lambda: aws.launch_configuration_images(region),
         "channels": channel_images or (lambda: ()),
     }
     got = fan_out(list(reads), lambda name: reads[name]())
-    templates, refs, groups, stacks = got["templates"], got["refs"], got["groups"], got["stacks"]
+    templates, groups, stacks = got["templates"], got["groups"], got["stacks"]
+    refs, group_stacks = got["auto_scaling"].refs, got["auto_scaling"].stacks
     by_name = {name: tid for tid, name, _, _ in templates}
     wanted: dict[str, set[str]] = {tid: {"$Default", "$Latest"} for tid, _, _, _ in templates}
     for tid, name, version in [(r[1], r[2], r[3]) for r in refs] + [(g.template_id, "", g.version) for g in groups]:
@@ -262,7 +267,8 @@ def launch_facts(aws: Aws, region: str, image_ids: Sequence[str], channel_images
     instances: list[InstanceImage] = instances_of(aws, region, sorted(known), IN_USE_STATES) if known else []
     return LaunchFacts(region, templates, images, refs, got["configurations"],
                        tuple((i.instance_id, i.state, i.image_id) for i in instances),
-                       {i.instance_id: dict(i.tags) for i in instances if i.tags}, stacks, groups)
+                       {i.instance_id: dict(i.tags) for i in instances if i.tags}, stacks, groups,
+                       dict(group_stacks))
 
 
 def gather_uses(aws: Aws, pipeline: str, regions: Sequence[str], path: str, pattern: re.Pattern[str],

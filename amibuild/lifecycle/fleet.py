@@ -76,6 +76,7 @@ class ConsumerRow:
     hint: str = ""  # what moves it otherwise (Karpenter drift, the stack that owns the group)
     instances: tuple[str, ...] = ()
     detail: str = ""
+    stack: str = ""  # an Auto Scaling group: the stack that made it, which rolls it
 
     def to_dict(self) -> dict[str, Any]:
         return plain(self)
@@ -217,11 +218,16 @@ def classify(facts: FleetFacts, now: datetime, *, variant: str | None = None, ch
     # a template a group launches from is shown through that group (the version it launches);
     # a template nothing launches from is shown at its default version (what a new launch gets)
     launched = {(c.region, c.template) for c in everything if c.kind in (Kind.AUTO_SCALING_GROUP, Kind.NODEGROUP)}
+    # the channel each stack follows: a group the stack made stands where its stack's channel says
+    stack_follows = {(c.region, c.name): by_parameter.get((c.region, c.follows))
+                     for c in everything if c.kind is Kind.STACK and c.follows}
     for consumer in everything:
         if consumer.kind is Kind.LAUNCH_TEMPLATE and ((consumer.region, consumer.template) in launched
                                                       or not consumer.detail.startswith("default version")):
             continue
         followed = by_parameter.get((consumer.region, consumer.follows)) if consumer.follows else None
+        if consumer.stack:
+            followed = stack_follows.get((consumer.region, consumer.stack))
         ours = consumer.image_id in facts.images or consumer.image_id in in_channel or followed is not None
         if not ours:
             continue  # not an amibuild image of this pipeline: someone else's business
@@ -232,7 +238,7 @@ def classify(facts: FleetFacts, now: datetime, *, variant: str | None = None, ch
             hints[key] = mover
             continue
         found.append(_row(consumer.kind.value, consumer.name, consumer.region, consumer.image_id, facts, channels,
-                          followed, now, detail=consumer.detail, mover=consumer.kind.value))
+                          followed, now, detail=consumer.detail, mover=consumer.kind.value, stack=consumer.stack))
     for (where, image_id, label), members in instances.items():
         ids = tuple(sorted(m.name for m in members))
         states = sorted({m.detail for m in members})
@@ -259,7 +265,7 @@ def _channel_row(c: ChannelFact, now: datetime) -> ChannelRow:
 
 def _row(kind: str, name: str, region: str, image_id: str, facts: FleetFacts, channels: Sequence[ChannelFact],
          followed: ChannelFact | None, now: datetime, *, detail: str = "", instances: tuple[str, ...] = (),
-         mover: str = "") -> ConsumerRow:
+         mover: str = "", stack: str = "") -> ConsumerRow:
     image = facts.images.get(image_id)
     candidates = [followed] if followed is not None else [c for c in channels if c.region == region]
     best: tuple[ChannelFact, tuple[int, int, float]] | None = None
@@ -271,15 +277,17 @@ def _row(kind: str, name: str, region: str, image_id: str, facts: FleetFacts, ch
             best = (c, where)
     image_tags = image.tags if image else {}
     base = dict(kind=kind, name=name, region=region, image_id=image_id, detail=detail, instances=instances,
-                k8s=image_tags.get(tags.KUBERNETES_VERSION, ""), variant=image_tags.get(tags.VARIANT, ""))
+                k8s=image_tags.get(tags.KUBERNETES_VERSION, ""), variant=image_tags.get(tags.VARIANT, ""), stack=stack)
+    # a group a stack made rolls with its stack: the command and hint name the stack
+    rolled_as = ("stack", stack) if stack else (kind, name)
     if followed is not None and best is None:
         # a stack following a channel whose history never held its image: it resolved before amibuild wrote
         base.update(variant=followed.variant or base["variant"], channel=followed.channel or followed.name)
         return ConsumerRow(**base, standing=Standing.ORPHANED, why="runs an image its channel never held",
-                           command=_command(kind, name, region, followed))
+                           command=_command(*rolled_as, region, followed))
     if best is None:
         why = "its image is gone (deregistered)" if image is None else "its image is in no channel"
-        return ConsumerRow(**base, standing=Standing.ORPHANED, why=why, hint=_hint(mover, None))
+        return ConsumerRow(**base, standing=Standing.ORPHANED, why=why, hint=_hint(mover, None, stack))
     chan, (version, moves, seconds) = best
     days = round(seconds / 86400, 2)
     base.update(variant=chan.variant or base["variant"], channel=chan.channel or chan.name,
@@ -287,11 +295,11 @@ def _row(kind: str, name: str, region: str, image_id: str, facts: FleetFacts, ch
     if image is None:
         return ConsumerRow(**base, standing=Standing.ORPHANED, version=version, behind_versions=moves,
                            behind_days=days, why="its image is gone (deregistered)",
-                           command=_command(kind, name, region, chan), hint=_hint(mover, chan))
+                           command=_command(*rolled_as, region, chan), hint=_hint(mover, chan, stack))
     standing = Standing.BEHIND if moves else Standing.CURRENT
     return ConsumerRow(**base, standing=standing, version=version, behind_versions=moves, behind_days=days,
-                       command=_command(kind, name, region, chan) if moves else "",
-                       hint=_hint(mover, chan) if moves else "")
+                       command=_command(*rolled_as, region, chan) if moves else "",
+                       hint=_hint(mover, chan, stack) if moves else "")
 
 
 def _command(kind: str, name: str, region: str, chan: ChannelFact) -> str:
@@ -303,13 +311,15 @@ def _command(kind: str, name: str, region: str, chan: ChannelFact) -> str:
     return shlex.join(["amibuild", "rollout", *target, *follow, "--region", region])
 
 
-def _hint(mover: str, chan: ChannelFact | None) -> str:
+def _hint(mover: str, chan: ChannelFact | None, stack: str = "") -> str:
     if mover == "karpenter":
         follow = (f"`amibuild karpenter --variant {chan.variant} --channel {chan.channel}`"
                   if chan is not None and chan.variant else "`amibuild karpenter`")
         return f"Karpenter replaces these nodes on drift once their EC2NodeClass follows the channel ({follow})"
     if mover == "group instances":
         return "replaced when their group rolls (see the stack or node group row)"
+    if mover == "auto-scaling-group" and stack:
+        return f"made by stack {stack} (its aws:cloudformation:stack-name tag): it rolls with the stack"
     if mover in ("launch-template", "auto-scaling-group", "launch-configuration"):
         return ("rolled by whatever owns it (a stack's group rolls with its stack); amibuild rolls stacks and "
                 "managed node groups")
@@ -340,7 +350,7 @@ def report_lines(view: FleetView) -> Iterable[str]:
     for r in view.consumers:
         follows = f"{r.variant} {r.channel} v{r.version}" if r.version is not None else (
             f"{r.variant} {r.channel}".strip() or "no channel")
-        count = f" [{r.detail}]" if r.kind == "instances" else ""
+        count = f" [{r.detail}]" if r.kind == "instances" else f" (stack {r.stack})" if r.stack else ""
         yield f"  {r.region} {r.kind} {r.name}{count}: {r.image_id} ({follows}) {_behind_text(r)}"
         if r.command:
             yield f"    roll it: {r.command}"

@@ -20,7 +20,8 @@
               the ``amibuild:run-id`` tag on the instance and its volumes, TerminateInstances and
               ssm:SendCommand (``AWS-RunShellScript`` only) on instances carrying that tag, the result
               tags on the pipeline's images, iam:PassRole for the test instance profile's role only
-              (the pipeline's ``test { instance_profile }``, a role of the same name), read-only describes
+              (``test { role }``, else assumed to be named like ``test { instance_profile }``, as
+              the console makes them; `notes` says so), read-only describes
 
 Scoping: SSM actions on the pipeline's channel path only (``{prefix}/{pipeline}`` and below;
 reads of AWS's public ``/aws/service/eks/optimized-ami/*`` for the source AMI), CloudFormation on
@@ -404,11 +405,24 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
         _statement("BootTestRunOnTestInstances", ["ssm:SendCommand"], [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*"],
                    {"Null": {f"ssm:resourceTag/{run_tag}": "false"}}),
     ]
-    profile = getattr(getattr(pipeline, "boot_test", None), "instance_profile", "")
+    settings = getattr(pipeline, "boot_test", None)
+    profile = getattr(settings, "instance_profile", "")
     if profile:
-        statements.append(_statement("BootTestPassRole", ["iam:PassRole"], [f"arn:{arn.p}:iam::{arn.a}:role/{profile}"],
+        role_name = getattr(settings, "role", "") or profile
+        statements.append(_statement("BootTestPassRole", ["iam:PassRole"], [f"arn:{arn.p}:iam::{arn.a}:role/{role_name}"],
                                      {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}))
     return statements
+
+
+def notes(task: str, pipeline: Any) -> list[str]:
+    """What the policy for ``task`` assumes, for the user to check (printed on stderr, not in the document)."""
+    settings = getattr(pipeline, "boot_test", None)
+    profile = getattr(settings, "instance_profile", "")
+    if task in ("test", "all") and profile and not getattr(settings, "role", ""):
+        return [f"iam:PassRole is for the role named {profile}, assumed to be the one in instance profile {profile} "
+                f"(as the console makes them); if it holds another, name it: pipeline {{ test {{ role = \"...\" }} }} "
+                f"(aws iam get-instance-profile --instance-profile-name {profile} shows it)"]
+    return []
 
 
 _STATEMENTS = {"build": _build, "publish": _publish, "rollout": _rollout, "prune": _prune, "fleet": _fleet,

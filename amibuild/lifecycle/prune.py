@@ -30,7 +30,7 @@ else the image's CreationDate) and decides for each:
 
 `execute_prune` works region by region (regions in parallel, images in order), carries on past a
 failure, then lists the images again to check that the deregistered ones are gone. `PruneResult`
-says what was and was not deleted; `PruneResult.check` raises `PruneFailed` when anything failed.
+says what was and was not deleted; `PruneResult.raise_for_status` raises `PruneFailed` when anything failed.
 
 Nothing here prints: `report_lines` turns a result into lines for the task to print.
 """
@@ -308,7 +308,7 @@ class PruneResult:
             "failed": [o.image_id for o in self.failed],
         }
 
-    def check(self) -> None:
+    def raise_for_status(self) -> None:
         """Raise `PruneFailed` naming what could not be deleted."""
         if self.failed:
             detail = "; ".join(f"{o.region} {o.image_id}: {' / '.join(o.errors)}" for o in self.failed)

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from amibuild.pipeline.model import (ADDITIVE, AL2_LAST_K8S, ARCHES, BASES, DEFAULT_FLAVOR, DEFAULTS, FLAVORS, LAYERS, NON_PACKER_FIELDS,
                                      OSES, PIPELINE_FILE, VOLUME_TYPES, Overrides, Pipeline, Proxy, Repo, Variant)
-from amibuild.pipeline.validation import known_regions, suggest
+from amibuild.pipeline.validation import known_regions
+from amibuild.suggest import suggest  # re-exported: the render stage words its near misses with it
 from amibuild.pipeline.layering import check_names, load
 from amibuild.errors import SpecError, VarFileError
 

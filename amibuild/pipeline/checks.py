@@ -12,12 +12,12 @@ with a sentence naming it and what to do. Nothing here touches AWS or the file s
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Any, Iterable, Mapping
 
 from amibuild import secrets
 from amibuild.errors import SpecError
+from amibuild.suggest import suggest
 
 # ------------------------------------------------------------------------------- documented caps
 
@@ -401,7 +401,3 @@ def line_of(text_: str, needle: str) -> int | None:
     return None
 
 
-def suggest(word: str, choices: Iterable[str]) -> str:
-    """" (did you mean 'x'?)" for the closest of ``choices``, or ""."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping
 
 from amibuild.errors import SpecError
 from amibuild.pipeline import checks, naming
-from amibuild.pipeline.checks import suggest
+from amibuild.suggest import suggest
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 3600.0
@@ -39,7 +39,7 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 TEST_KEYS = ("command", "timeout", "enabled", "reason")
-BOOT_TEST_KEYS = ("subnet_id", "security_group_id", "instance_profile", "instance_type", "timeout")
+BOOT_TEST_KEYS = ("subnet_id", "security_group_id", "instance_profile", "role", "instance_type", "timeout")
 GATE_KEYS = ("from", "requires", "soak")
 REQUIREMENTS = ("tested",)
 
@@ -65,10 +65,12 @@ class Check:
     timeout: float = DEFAULT_TIMEOUT
     builtin: bool = True
     what: str = ""  # one line for `amibuild tests`
+    boot_only: bool = False  # a check of the boot test's user data (`boot_checks`), not run on the build instance
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "command": self.command, "timeout": self.timeout,
-                "origin": "built-in" if self.builtin else "pipeline file", "what": self.what}
+                "origin": "built-in" if self.builtin else "pipeline file", "what": self.what,
+                "stages": ["boot"] if self.boot_only else ["build", "boot"]}
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ class BootTestSettings:
     instance_profile: str = ""
     instance_type: str = ""
     timeout: float = 900.0
+    role: str = ""  # the IAM role in instance_profile (iam-policy's PassRole); "" = a role named like the profile
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,13 @@ def boot_test_settings(value: Any, where: str) -> BootTestSettings:
     profile = str(body.get("instance_profile", ""))
     checks.pattern(profile, f"{where}.instance_profile", "iam_instance_profile")
     timeout = seconds(body.get("timeout", 900), f"{where}.timeout")
-    return BootTestSettings(instance_profile=profile, timeout=timeout, **values)
+    role = str(body.get("role", ""))
+    if role and not re.fullmatch(r"[A-Za-z0-9_+=,.@-]{1,64}", role):
+        raise SpecError(f"{where}.role {role!r}: the name of the IAM role in the instance profile (letters, digits and "
+                        "_+=,.@-, at most 64), not its ARN")
+    if role and not profile:
+        raise SpecError(f"{where}.role goes with instance_profile: it names the role that profile holds")
+    return BootTestSettings(instance_profile=profile, timeout=timeout, role=role, **values)
 
 
 def gates(value: Any, where: str) -> dict[str, Gate]:
@@ -301,10 +310,36 @@ def builtin_checks(variant: Any) -> list[Check]:
     return out
 
 
-def check_set(variant: Any) -> CheckSet:
-    """The built-in checks, minus the ones turned off, plus the variant's own, in that order."""
+# The bootstrap.sh options amibuild's AL2 user data passes (amibuild.handoff.userdata.render.bootstrap_argv).
+BOOTSTRAP_OPTIONS = ("--apiserver-endpoint", "--b64-cluster-ca", "--dns-cluster-ip", "--kubelet-extra-args",
+                     "--use-max-pods")
+
+
+def boot_checks(variant: Any) -> list[Check]:
+    """Checks of the test instance's user data, run only in the boot test (the build instance has none):
+    AL2023's ``nodeadm config check`` reads it from instance metadata as the node did at boot; AL2's
+    bootstrap.sh is asked (its --help) for every option amibuild's user data gives it. A built-in
+    check: ``test "NAME" { enabled = false, reason = "..." }`` turns it off like the others."""
+    if variant.os == "al2023":
+        return [Check("nodeadm-config", "command -v nodeadm >/dev/null || exit 127\nnodeadm config check",
+                      boot_only=True, what="nodeadm accepts the instance's user data (nodeadm config check; boot test only)")]
+    options = " ".join(BOOTSTRAP_OPTIONS)
+    return [Check("bootstrap-options",
+                  "test -x /etc/eks/bootstrap.sh || exit 127\n"
+                  "usage=$(/etc/eks/bootstrap.sh --help 2>&1)\n"
+                  "missing=''\n"
+                  f"for option in {options}; do\n"
+                  "    case $usage in *\"$option \"*) ;; *) missing=\"$missing $option\" ;; esac\n"
+                  "done\n"
+                  "if [ -n \"$missing\" ]; then echo \"bootstrap.sh does not take:$missing\"; exit 1; fi",
+                  boot_only=True, what="bootstrap.sh takes every option amibuild's user data passes (its --help; boot test only)")]
+
+
+def check_set(variant: Any, *, stage: str = "build") -> CheckSet:
+    """The built-in checks, minus the ones turned off, plus the variant's own, in that order; for
+    ``stage="boot"`` (the boot test) with the checks of its user data (`boot_checks`) after the built-ins."""
     blocks = {b.name: b for b in variant.tests}
-    builtins = builtin_checks(variant)
+    builtins = builtin_checks(variant) + boot_checks(variant)
     builtin_names = {c.name for c in builtins}
     checks: list[Check] = []
     disabled: list[Disabled] = []
@@ -332,6 +367,8 @@ def check_set(variant: Any) -> CheckSet:
             raise SpecError(f"{block.where}: command is missing (a shell command run as root; exit 0 is a pass); "
                             f"the built-in checks are {known}")
         checks.append(Check(block.name, block.command, block.timeout, builtin=False, what=f"your check: {block.command}"))
+    if stage != "boot":
+        checks = [c for c in checks if not c.boot_only]
     if len(checks) > MAX_CHECKS:
         raise SpecError(f"variant {variant.name}: {len(checks)} checks; at most {MAX_CHECKS}")
     return CheckSet(tuple(checks), tuple(disabled))
@@ -463,12 +500,24 @@ def parse_results(output: str, names: Iterable[str], *, stage: str, standin: boo
 
 
 def overall(results: Iterable[CheckResult]) -> Verdict:
-    """passed when no check failed or did not run and at least one passed (some may be not testable
-    here); failed otherwise: nothing proven is never a pass."""
+    """failed when a check failed or did not run; else "not testable here" when any check could not be
+    answered (or none ran at all); passed only when every check passed: nothing proven is never a pass."""
     results = list(results)
     if any(r.verdict in (Verdict.FAILED, Verdict.NOT_RUN) for r in results):
         return Verdict.FAILED
-    return Verdict.PASSED if any(r.verdict == Verdict.PASSED for r in results) else Verdict.FAILED
+    if not results or any(r.verdict == Verdict.UNTESTABLE for r in results):
+        return Verdict.UNTESTABLE
+    return Verdict.PASSED
+
+
+# The image's `amibuild:test` tag for each overall verdict: `untested` does not meet ``requires = ["tested"]``.
+TAG_VALUES: Mapping[Verdict, str] = {Verdict.PASSED: "passed", Verdict.UNTESTABLE: "untested",
+                                     Verdict.FAILED: "failed", Verdict.NOT_RUN: "failed"}
+
+
+def untestable(results: Iterable[CheckResult]) -> list[CheckResult]:
+    """The checks that made a verdict "not testable here" (the report names them and why)."""
+    return [r for r in results if r.verdict == Verdict.UNTESTABLE]
 
 
 def gate_map(gates_: Mapping[str, Gate]) -> Mapping[str, Gate]:

@@ -13,8 +13,8 @@ from amibuild.errors import SpecError, VarFileError
 from amibuild.pipeline import checks, files, imagetests, naming
 from amibuild.pipeline.model import (ADDITIVE, DEFAULTS, LAYERS, PIPELINE_FILE, Overrides, Pipeline, Variant, _VARIANT_NAME,
                                      _VAR_NAME)
-from amibuild.pipeline.validation import (_as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant,
-                                          suggest)
+from amibuild.pipeline.validation import _as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant
+from amibuild.suggest import suggest
 
 
 def load(
@@ -308,7 +308,7 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> di
             proxies = value if isinstance(value, list) else [value]
             if len(proxies) != 1 or not isinstance(proxies[0], dict):
                 raise SpecError(f"{where}: write one block: proxy {{ http = ..., https = ..., no_proxy = ... }}")
-            _check_keys(proxies[0], ("http", "https", "no_proxy"), f"{where}: proxy")
+            _check_keys(proxies[0], ("http", "https", "no_proxy", "credentials_parameter"), f"{where}: proxy")
             layer["proxy"] = (proxies[0], f"{where}: proxy")
         elif key in DEFAULTS and key not in ("repos", "tests"):
             if key == "scripts" and source is not None and isinstance(value, list):

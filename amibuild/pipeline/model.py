@@ -97,12 +97,20 @@ class Proxy:
     http: str = ""
     https: str = ""
     no_proxy: str = ""
+    # An SSM SecureString (user:password) the nodes read at boot (amibuild.pipeline.proxy_credentials):
+    # a hand-off setting (node user data), not baked into the image.
+    credentials_parameter: str = ""
 
     def __bool__(self) -> bool:
         return bool(self.http or self.https)
 
     def __repr__(self) -> str:  # the URLs may hold user:password@
-        return f"Proxy(http={secrets.mask(self.http)!r}, https={secrets.mask(self.https)!r}, no_proxy={self.no_proxy!r})"
+        return (f"Proxy(http={secrets.mask(self.http)!r}, https={secrets.mask(self.https)!r}, no_proxy={self.no_proxy!r}"
+                + (f", credentials_parameter={self.credentials_parameter!r})" if self.credentials_parameter else ")"))
+
+    def baked(self) -> dict[str, str]:
+        """What the image gets (and its fingerprint sees): the credentials parameter is for the nodes' user data."""
+        return {"http": self.http, "https": self.https, "no_proxy": self.no_proxy}
 
 
 @dataclass(frozen=True)
@@ -176,7 +184,7 @@ class Variant:
             "source_ami": self.source_ami,
             "extra_packages": list(self.extra_packages),
             "repos": [vars(r) for r in self.repos],
-            "proxy": vars(self.proxy),
+            "proxy": self.proxy.baked(),
             "scripts": [str(s) for s in self.scripts],
             "description": self.description,
             "packer_vars": dict(sorted(self.packer_vars.items())),

@@ -1,5 +1,5 @@
 """Validation of the merged settings into a `Variant` (and of the pipeline block), with the small
-typed readers (`_str`, `_int`, ...) the loader shares and `known_regions` / `suggest`."""
+typed readers (`_str`, `_int`, ...) the loader shares and `known_regions`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 from amibuild.errors import SpecError
-from amibuild.pipeline import checks, files, naming
+from amibuild.suggest import suggest
+from amibuild.pipeline import checks, files, naming, proxy_credentials
 from amibuild.pipeline.model import (AL2_LAST_K8S, ARCHES, BASES, DEFAULT_FLAVOR, DEFAULTS, FLAVORS, OSES, VOLUME_TYPES, Proxy,
                                      Repo, Variant, _K8S, _K8S_PATCH, _RPM_NAME, _VAR_NAME)
 
@@ -97,6 +98,8 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
         if url:
             checks.url(url, at("proxy"), f"proxy.{label}")
     checks.no_proxy(proxy.no_proxy, at("proxy"))
+    proxy_credentials.check_with_proxy(proxy.credentials_parameter, (proxy.http, proxy.https),
+                                       f"{at('proxy')}: proxy.credentials_parameter", "proxy.http / proxy.https")
     scripts = []
     script_list = _as_list(m.get("scripts", ()), at("scripts"))
     checks.count(script_list, checks.MAX_SCRIPTS, at("scripts"), "scripts")
@@ -196,9 +199,6 @@ def known_regions() -> frozenset[str]:
 
 
 _REGIONS: frozenset[str] | None = None
-
-
-suggest = checks.suggest  # " (did you mean 'x'?)", one rule with the checks'
 
 
 def _choice(value: Any, choices: Sequence[str], where: str) -> str:

@@ -1,9 +1,9 @@
 """The rehearse job (`amibuild rehearse`) and the check `build-ami --rehearse` runs before each build.
 
-A sandbox render (loopback endpoint) replaces the provisioners with echo steps, so the rehearsal
-always renders for a real build (no endpoint): the provisioners are what Packer would run on the
-instance. Source AMIs are not looked up (no AWS call) and packer is not asked its version: neither
-changes the provisioners.
+The rehearsal runs a real build's provisioners: what Packer would run on the instance. `amibuild
+rehearse` renders each variant's real build (no endpoint); source AMIs are not looked up (no AWS
+call) and packer is not asked its version: neither changes the provisioners. `build-ami --rehearse`
+takes the run's own render, and for a sandbox build the real render it was transformed from.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 from amibuild import render as render_mod
 from amibuild.errors import RehearsalFailed, RehearsalIncomplete
@@ -67,18 +67,20 @@ def refused_packages(env=os.environ) -> tuple[str, ...]:
     return tuple(name.strip() for name in env.get(REFUSE_ENV, "").split(",") if name.strip())
 
 
-def real_build_renders(pipeline: Pipeline, options: Options,
-                       rendered: Iterable[Rendered] | None = None) -> list[Rendered]:
-    """Each variant rendered for a real build (no endpoint), with the source AMIs of ``rendered``
-    where given. Always rendered again: a render for the sandbox holds echo steps instead."""
-    sources = {r.variant.name: dict(r.sources) for r in rendered or ()}
+def real_build_renders(pipeline: Pipeline, options: Options) -> list[Rendered]:
+    """Each variant rendered for a real build (no endpoint), its source AMI looked up at build time."""
     # the provisioners do not depend on the Packer version (only the packer block and IMDS settings
     # do), so no `packer version` call here: rehearse works without packer installed
     upstreams = load_upstreams(pipeline, options.cache_dir)
     return [render_mod.render_variant(pipeline, variant, uses_plugins=True, target=Target(),
-                                      sources=sources.get(variant.name) or {r: SourceAmi("lookup") for r in pipeline.regions},
+                                      sources={r: SourceAmi("lookup") for r in pipeline.regions},
                                       upstream=upstreams.get(variant.name))
             for variant in pipeline.variants]
+
+
+def real_render(rendered: Rendered) -> Rendered:
+    """The real build a render stands for: itself, or what a transform (the sandbox's) started from."""
+    return rendered.real if rendered.real is not None else rendered
 
 
 def run(settings: RehearseSettings, say: Say = lambda _: None) -> RehearseResult:
@@ -105,7 +107,7 @@ def run(settings: RehearseSettings, say: Say = lambda _: None) -> RehearseResult
     return RehearseResult(tuple(reports), settings.allow_incomplete)
 
 
-def rehearsal_check(plan, options: Options, check: Callable | None, say: Say = lambda _: None, *,
+def rehearsal_check(plan, check: Callable | None, say: Say = lambda _: None, *,
                     allow_incomplete: bool = False) -> Callable:
     """build-ami --rehearse: a check that runs ``check`` (if any), then rehearses the variant.
 
@@ -114,8 +116,7 @@ def rehearsal_check(plan, options: Options, check: Callable | None, say: Say = l
     incomplete one (a step it cannot rehearse, the rest never run), unless ``allow_incomplete``.
     """
     items = {item.directory.resolve(): item for item in plan.to_build}
-    renders = {r.variant.name: r for r in real_build_renders(
-        plan.pipeline, options, [item.rendered for item in plan.to_build])}
+    renders = {item.name: real_render(item.rendered) for item in plan.to_build}
     refuse = refused_packages()
 
     def rehearse_then_check(packer, directory: Path) -> None:

@@ -1,7 +1,10 @@
 """Variant → Packer HCL2 files, resolved values and a fingerprint of everything that went in.
 
-`render_variant` is pure: it takes a validated `Variant`, what is known about Packer and the AWS
-target, and the source AMI decision, and returns a `Rendered` value holding every file's text.
+`render_variant` is pure: it takes a validated `Variant`, what is known about Packer, the `Target`
+its caller chose (render never reads the environment) and the source AMI decision, and returns a
+`Rendered` value holding every file's text: always the real build. It is `render_build` (a `Build`:
+target, provisioners, shipped files) then `finish` (files and fingerprint); a transform such as the
+sandbox's (`amibuild.sandbox.transform`) rewrites the `Build` in between.
 `write` puts a `Rendered` on disk (into a fresh folder, swapped in whole, so a failure never leaves
 a half-written variant). Nothing here calls AWS or runs Packer.
 """
@@ -12,7 +15,6 @@ import enum
 import hashlib
 from importlib import resources
 import json
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -20,7 +22,6 @@ from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
-from urllib.parse import urlparse
 
 from amibuild import __version__
 from amibuild import hcl, secrets, tags
@@ -36,28 +37,25 @@ VARS_FILE = "amibuild.auto.pkrvars.hcl"
 RECORD_FILE = "render.json"
 EKS_OWNER = "602401143452"  # the account that publishes the EKS-optimized AMIs
 
-# Packer's amazon-ebs waits (seconds between polls, attempts): a large AMI copy takes a while on AWS,
-# the emulator answers at once.
+# Packer's amazon-ebs waits (seconds between polls, attempts): a large AMI copy takes a while on AWS.
 AWS_POLLING = (30, 120)
-SANDBOX_POLLING = (1, 30)
+COMMUNICATORS = ("ssh", "none")
 
 
 @dataclass(frozen=True)
 class Target:
-    """Where Packer talks to AWS. An endpoint on loopback is the local sandbox."""
+    """Where and how Packer reaches AWS and the build instance, chosen by the caller: render never
+    reads the environment. ``endpoint`` renders custom_endpoint_ec2 (Packer ignores
+    AWS_ENDPOINT_URL*) and skips region validation; ``polling`` (seconds between polls, attempts)
+    None keeps the template's own (`AWS_POLLING` for amibuild's)."""
 
     endpoint: str | None = None
+    communicator: str = "ssh"
+    polling: tuple[int, int] | None = None
 
-    @property
-    def sandbox(self) -> bool:
-        if not self.endpoint:
-            return False
-        host = urlparse(self.endpoint).hostname or ""
-        return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> "Target":
-        return cls(env.get("AWS_ENDPOINT_URL_EC2") or env.get("AWS_ENDPOINT_URL") or None)
+    def __post_init__(self) -> None:
+        if self.communicator not in COMMUNICATORS:
+            raise ValueError(f"communicator {self.communicator!r}: one of {', '.join(COMMUNICATORS)}")
 
 
 class SourceHow(enum.StrEnum):
@@ -104,6 +102,10 @@ class Rendered:
     # PKR_VAR_<name> -> value for the variables that hold credentials: the only place their real
     # value is kept. `values` and every file hold them masked (`secrets.mask`).
     secret_env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # what Packer's environment needs for this build besides (a transform's: the sandbox's stand-in)
+    packer_env: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # the real build's render, when this one is a transform of it (the sandbox's): what a rehearsal runs
+    real: "Rendered | None" = field(default=None, repr=False, compare=False)
 
     def record(self, pipeline: Pipeline, packer_version: str) -> dict[str, Any]:
         return {
@@ -288,120 +290,118 @@ def provisioning_steps(variant: Variant, values: Mapping[str, Any]) -> list[Step
 EXECUTE = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}'"
 
 
-def provisioner_blocks(variant: Variant, values: Mapping[str, Any], *, sandbox: bool) -> tuple[list[hcl.Block], dict[str, str]]:
-    """Our provisioner blocks (in order) and the files they need shipped beside the template.
+class ProvisionerKind(enum.StrEnum):
+    STEP = "step"  # one of amibuild's scripts (proxy, repositories, packages)
+    SCRIPT = "script"  # a script the pipeline names
+    CHECKS = "checks"  # stage 1: the variant's checks on the build instance
+    CLEANUP = "cleanup"  # the package caches, last
 
-    In the sandbox there is no instance to connect to (`communicator = "none"`): each step becomes a
-    `shell-local` that says what would have run, so the build log still shows the plan.
-    """
-    early, blocks, shipped = provisioner_groups(variant, values, sandbox=sandbox)
-    return early + blocks, shipped
+
+@dataclass(frozen=True)
+class Provisioner:
+    """One of amibuild's provisioners in a build: what it is, its name (the script's file name) and
+    environment (NAME -> HCL expression), and the block a real build runs. A transform (the
+    sandbox's) reads the first three to put something else in its place."""
+
+    kind: ProvisionerKind
+    name: str
+    env: tuple[tuple[str, str], ...]
+    block: hcl.Block
+
+
+def provisioner_blocks(variant: Variant, values: Mapping[str, Any]) -> tuple[list[hcl.Block], dict[str, str]]:
+    """Our provisioner blocks (in order) and the files they need shipped beside the template."""
+    early, late, shipped = provisioner_groups(variant, values)
+    return [p.block for p in (*early, *late)], shipped
 
 
 EARLY_STEPS = frozenset({"configure-proxy.sh"})  # must run before anything reaches the network
 
 
-def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
-                       sandbox: bool) -> tuple[list[hcl.Block], list[hcl.Block], dict[str, str]]:
-    """`provisioner_blocks` split in two: the steps that go before anything reaches the network
-    (the proxy), and the rest (repositories, packages, user scripts, our cache cleanup)."""
-    early: list[hcl.Block] = []
-    blocks: list[hcl.Block] = []
+def provisioner_groups(variant: Variant, values: Mapping[str, Any]) -> tuple[list[Provisioner], list[Provisioner], dict[str, str]]:
+    """Our provisioners split in two: the steps that go before anything reaches the network (the
+    proxy), and the rest (repositories, packages, user scripts, the checks, our cache cleanup);
+    and the files they ship."""
+    early: list[Provisioner] = []
+    late: list[Provisioner] = []
     shipped: dict[str, str] = {}
     for step in provisioning_steps(variant, values):
         if not step.needed:
             continue
         shipped[f"scripts/{step.script}"] = _read_packaged(PROVISION_SCRIPTS / step.script)
-        group = early if step.script in EARLY_STEPS else blocks
-        if sandbox:
-            group.append(_sandbox_echo(step.script, step.env))
-            continue
         block = hcl.Block("provisioner", ("shell",))
         block.attr("script", hcl.template([hcl.Expr("path.root"), f"/scripts/{step.script}"]))
         block.attr("execute_command", EXECUTE)
         block.attr("environment_vars", [hcl.template([f"{name}=", hcl.Expr(expr)]) for name, expr in step.env])
-        group.append(block)
+        group = early if step.script in EARLY_STEPS else late
+        group.append(Provisioner(ProvisionerKind.STEP, step.script, step.env, block))
     for index, script in enumerate(variant.scripts, start=1):
         name = f"scripts/user-{index:02d}-{script.name}"
         shipped[name] = _read(script)
-        if sandbox:
-            blocks.append(_sandbox_echo(Path(name).name, ()))
-            continue
         block = hcl.Block("provisioner", ("shell",))
         block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{name}"]))
         block.attr("execute_command", EXECUTE)
-        blocks.append(block)
-    checks = checks_step(variant, sandbox=sandbox)
+        late.append(Provisioner(ProvisionerKind.SCRIPT, Path(name).name, (), block))
+    checks = checks_step(variant)
     if checks is not None:  # the last step before clean-up, where upstream runs validate.sh
         block, script = checks
         shipped[CHECKS_SCRIPT] = script
-        blocks.append(block)
-    if (early or blocks) and not sandbox:
+        late.append(Provisioner(ProvisionerKind.CHECKS, Path(CHECKS_SCRIPT).name, (), block))
+    if early or late:
         cleanup = hcl.Block("provisioner", ("shell",))
         cleanup.attr("inline", [
             "sudo yum clean all 2>/dev/null || sudo dnf clean all",
             "sudo rm -rf /var/cache/yum /var/cache/dnf /tmp/amibuild-*",
         ])
-        blocks.append(cleanup)
-    return early, blocks, shipped
+        late.append(Provisioner(ProvisionerKind.CLEANUP, "cache cleanup", (), cleanup))
+    return early, late, shipped
 
 
 CHECKS_SCRIPT = "scripts/amibuild-checks.sh"
-# In the sandbox the build has no instance: this step rehearses the real chain (the files under
-# instance/) with the checks as its last step, in a throwaway copy of this machine
-# (amibuild.imagetest.standin), and fails the Packer build when a check fails. The Python that runs
-# it comes from Packer's environment (the executor sets AMIBUILD_PYTHON), not from the render.
-STANDIN_DIR = "instance"
-# where a sandbox build keeps its image's stand-in (by fingerprint) for the boot test; the emulator
-# reads it there. Fixed by the process that starts Packer (each Packer gets its own TMPDIR).
-STANDIN_STORE_ENV = "AMIBUILD_SANDBOX_IMAGES"
 
 
-def standin_store(env: Mapping[str, str] = os.environ) -> Path:
-    return Path(env.get(STANDIN_STORE_ENV) or Path(tempfile.gettempdir()) / "amibuild-sandbox-images")
-_STANDIN_INLINE = ('if [ -z "$AMIBUILD_PYTHON" ]; then echo "amibuild sandbox: stage 1 checks not run: this build '
-                   'was not started by amibuild (AMIBUILD_PYTHON is not set)"; exit 0; fi; '
-                   'exec "$AMIBUILD_PYTHON" -m amibuild.imagetest.standin "$AMIBUILD_ROOT"')
-
-
-def checks_step(variant: Variant, *, sandbox: bool) -> tuple[hcl.Block, str] | None:
-    """Stage 1: the provisioner that runs the variant's checks on the build instance, and its script.
-
-    In the sandbox the step is there with stage 1 off too: it then only keeps the image's stand-in
-    for the boot test."""
-    script = imagetests.checks_script(imagetests.check_set(variant).checks)
-    if sandbox:
-        block = hcl.Block("provisioner", ("shell-local",))
-        block.attr("environment_vars", [hcl.template(["AMIBUILD_ROOT=", hcl.Expr("path.root")]),
-                                        f"AMIBUILD_RUN_CHECKS={str(variant.test_on_build).lower()}"])
-        block.attr("inline", [_STANDIN_INLINE])
-        return block, script
+def checks_step(variant: Variant) -> tuple[hcl.Block, str] | None:
+    """Stage 1: the provisioner that runs the variant's checks on the build instance, and its script."""
     if not variant.test_on_build:
         return None
     block = hcl.Block("provisioner", ("shell",))
     block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{CHECKS_SCRIPT}"]))
     block.attr("execute_command", EXECUTE)
-    return block, script
+    return block, checks_script(variant)
 
 
-def _sandbox_echo(script: str, env: Sequence[tuple[str, str]]) -> hcl.Block:
-    """A shell-local step that prints what would have run, values included.
-
-    Values reach the shell only as environment variables (Packer's shell-local quotes each one) and
-    are expanded inside double quotes, so a value holding quotes, `$(...)`, backticks, `;` or a
-    newline is printed, never run. The inline text itself is fixed: no value is ever part of it.
-    """
-    names = [name for name, _ in env]
-    inline = "printf '%s\\n' \"amibuild sandbox: no instance to connect to; would run $AMIBUILD_STEP\""
-    inline += "".join(f' "  {name}=${name}"' for name in names)
-    block = hcl.Block("provisioner", ("shell-local",))
-    block.attr("environment_vars", [f"AMIBUILD_STEP={script}",
-                                    *(hcl.template([f"{name}=", hcl.Expr(expr)]) for name, expr in env)])
-    block.attr("inline", [inline])
-    return block
+def checks_script(variant: Variant) -> str:
+    return imagetests.checks_script(imagetests.check_set(variant).checks)
 
 
 # ------------------------------------------------------------------------------- rendering
+
+
+@dataclass(frozen=True)
+class Build:
+    """One variant's build before it becomes files: its target, our provisioners in order and what
+    they ship. `render_build` makes it for a real build; `finish` writes it out (files, values,
+    fingerprint). A transform (the sandbox's, `amibuild.sandbox.transform`) is a pure function
+    from a Build to another, applied between the two."""
+
+    pipeline: Pipeline
+    variant: Variant
+    uses_plugins: bool
+    target: Target
+    sources: Mapping[str, SourceAmi]
+    values: Mapping[str, Any]  # resolved, credentials not yet masked
+    early: tuple[Provisioner, ...]
+    late: tuple[Provisioner, ...]
+    shipped: Mapping[str, str]
+    notes: tuple[str, ...] = ()
+    variables: tuple[PackerVariable, ...] = ()  # amibuild's own, credentials hidden
+    # upstream base: the converted template, and what it overrides whatever the target
+    upstream: Any = None
+    source_overrides: Mapping[str, Any] = field(default_factory=dict)
+    remote_steps: bool = True  # the upstream template's provisioners that need a connection to the instance
+    extra_files: Mapping[str, str] = field(default_factory=dict)  # relative path -> text, beside the rest
+    packer_env: Mapping[str, str] = field(default_factory=dict)  # what Packer's environment needs besides
+    real: "Rendered | None" = None  # what a transform started from: the real build's render
 
 
 def render_variant(
@@ -413,25 +413,49 @@ def render_variant(
     sources: Mapping[str, SourceAmi],
     upstream: Any = None,
     upstream_binaries: Any = None,
-    real_provisioners: bool = False,
 ) -> Rendered:
-    """All files of one variant, their values and fingerprint. Pure.
+    """All files of one variant's real build for ``target``, their values and fingerprint. Pure."""
+    return finish(render_build(pipeline, variant, uses_plugins=uses_plugins, target=target, sources=sources,
+                               upstream=upstream, upstream_binaries=upstream_binaries))
 
-    ``real_provisioners``: in the sandbox too, the provisioners a real build runs (for the image's
-    stand-in under instance/, see `STANDIN_DIR`), the rest of the template still the sandbox's."""
+
+def render_build(
+    pipeline: Pipeline,
+    variant: Variant,
+    *,
+    uses_plugins: bool,
+    target: Target,
+    sources: Mapping[str, SourceAmi],
+    upstream: Any = None,
+    upstream_binaries: Any = None,
+) -> Build:
+    """One variant's real build for ``target``, not yet written out. Pure."""
     notes: list[str] = []
-    echo = target.sandbox and not real_provisioners
+    overrides: dict[str, Any] = {}
     if variant.base == "upstream":
-        templates, values, shipped, extra_notes = render_upstream(
-            upstream, pipeline, variant, uses_plugins=uses_plugins, target=target, sources=sources,
-            binaries=upstream_binaries, echo=echo)
+        values, variables, overrides, early, late, shipped, extra_notes = render_upstream(
+            upstream, pipeline, variant, uses_plugins=uses_plugins, sources=sources, binaries=upstream_binaries)
         notes += extra_notes
     else:
         variables = template_variables(variant, pipeline)
         values = apply_packer_vars(variables, variant, sources=sources)
         variables = hide_secrets(variables, secret_variables(variant, values))
-        provisioners, shipped = provisioner_blocks(variant, values, sandbox=echo)
-        delay, attempts = SANDBOX_POLLING if target.sandbox else AWS_POLLING
+        early, late, shipped = provisioner_groups(variant, values)
+    if not uses_plugins:
+        notes.append("Packer < 1.7: no required_plugins block and no metadata_options (IMDSv2 on the "
+                     "build instance); upgrade Packer to get them")
+    return Build(pipeline, variant, uses_plugins, target, MappingProxyType(dict(sources)), MappingProxyType(values),
+                 tuple(early), tuple(late), MappingProxyType(shipped), tuple(notes), tuple(variables),
+                 upstream=upstream if variant.base == "upstream" else None, source_overrides=MappingProxyType(overrides))
+
+
+def finish(build: Build) -> Rendered:
+    """A build written out: every file's text, the values (credentials masked) and the fingerprint. Pure."""
+    variant, target = build.variant, build.target
+    if build.upstream is not None:
+        templates = _upstream_files(build)
+    else:
+        delay, attempts = target.polling or AWS_POLLING
         text = render_template(
             "eks-worker.pkr.hcl.j2",
             amibuild_version=__version__,
@@ -439,55 +463,43 @@ def render_variant(
             run_id_tag=tags.RUN_ID,
             variant_tag=tags.VARIANT,
             os_label="Amazon Linux 2023" if variant.os == "al2023" else "Amazon Linux 2",
-            uses_plugins=uses_plugins,
-            variables=[hcl.dumps([_variable_block(v)]).rstrip("\n") for v in variables],
-            build_regions=list(pipeline.regions),
-            sources=[f"source.amazon-ebs.{r}" for r in pipeline.regions],
+            uses_plugins=build.uses_plugins,
+            variables=[hcl.dumps([_variable_block(v)]).rstrip("\n") for v in build.variables],
+            build_regions=list(build.pipeline.regions),
+            sources=[f"source.amazon-ebs.{r}" for r in build.pipeline.regions],
             endpoint=target.endpoint,
-            sandbox=target.sandbox,
+            communicator=target.communicator,
             skip_region_validation=bool(target.endpoint),
-            pinned_source=all(s.known for s in sources.values()),
+            pinned_source=all(s.known for s in build.sources.values()),
             polling_delay=delay,
             polling_attempts=attempts,
-            provisioners=[_indent(hcl.dumps([b]).rstrip("\n"), "  ") for b in provisioners],
+            provisioners=[_indent(hcl.dumps([p.block]).rstrip("\n"), "  ") for p in (*build.early, *build.late)],
             manifest=_indent(hcl.dumps([manifest_block(variant.name)]).rstrip("\n"), "  "),
         )
         templates = {HCL_FILE: text}
-    if not uses_plugins:
-        notes.append("Packer < 1.7: no required_plugins block and no metadata_options (IMDSv2 on the "
-                     "build instance); upgrade Packer to get them")
-    if target.sandbox:
-        notes.append("sandbox build (loopback endpoint): communicator \"none\"; provisioners that need a "
-                     "connection to the instance are shown, not run")
-    notes.extend(s.note for s in sources.values() if s.note)
-    hidden = secret_variables(variant, values)
-    secret_env = {f"PKR_VAR_{name}": _env_value(values[name]) for name in hidden}
-    values = secrets.mask(values)  # from here on, what is written and fingerprinted
+    notes = [*build.notes, *(s.note for s in build.sources.values() if s.note)]
+    hidden = secret_variables(variant, build.values)
+    secret_env = {f"PKR_VAR_{name}": _env_value(build.values[name]) for name in hidden}
+    values = secrets.mask(dict(build.values))  # from here on, what is written and fingerprinted
     header = f"Resolved values for variant \"{variant.name}\", written by amibuild {__version__}."
     if hidden:
         header += (f" {', '.join(hidden)}: credentials inside; amibuild passes them to Packer as "
                    f"{', '.join('PKR_VAR_' + n for n in hidden)} (sensitive variables), never in a file.")
     var_text = hcl.dumps([hcl.Attr(k, v) for k, v in sorted(values.items())
                           if k not in _BUILD_TIME_VARS and k not in hidden], header=header)
-    files = {**templates, VARS_FILE: var_text, **shipped}
-    if echo:
-        # the image's stand-in: the real chain, which the sandbox's checks step rehearses
-        real = render_variant(pipeline, variant, uses_plugins=uses_plugins, target=target, sources=sources,
-                              upstream=upstream, upstream_binaries=upstream_binaries, real_provisioners=True)
-        files.update({f"{STANDIN_DIR}/{name}": text for name, text in real.files.items()
-                      if name.endswith(".hcl") and "/" not in name})
-        shipped.update({name: text for name, text in real.files.items() if name.startswith("scripts/")})
-        files.update(shipped)
-    executable = frozenset(name for name in shipped if name.endswith(".sh"))
+    files = {**templates, VARS_FILE: var_text, **build.shipped, **build.extra_files}
+    executable = frozenset(name for name in build.shipped if name.endswith(".sh"))
     return Rendered(
         variant=variant,
         files=MappingProxyType(files),
         values=MappingProxyType(values),
-        sources=MappingProxyType(dict(sources)),
+        sources=MappingProxyType(dict(build.sources)),
         fingerprint=fingerprint(files, values),
         notes=tuple(secrets.mask(n) for n in notes),
         executable=executable,
         secret_env=MappingProxyType(secret_env),
+        packer_env=MappingProxyType(dict(build.packer_env)),
+        real=build.real,
     )
 
 
@@ -551,12 +563,12 @@ OWN_VARS = ("tags", "provenance_tags", "amibuild_run_id", "extra_packages", "ext
 OWN_VARS_FILE = "amibuild-variables.pkr.hcl"
 
 
-def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses_plugins: bool, target: Target,
-                    sources: Mapping[str, SourceAmi], binaries: Any = None,
-                    echo: bool | None = None) -> tuple[dict[str, str], dict[str, Any], dict[str, str], list[str]]:
-    """The upstream template (eks-worker-al2 or al2023) as HCL2 with our provisioners: (files, values,
-    shipped, notes). ``binaries`` (render.upstream.binaries.Binaries) gives kubernetes_version
-    (1.N.P) and kubernetes_build_date; without it the variant's own values stand."""
+def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses_plugins: bool,
+                    sources: Mapping[str, SourceAmi], binaries: Any = None) -> tuple[Any, ...]:
+    """The upstream template (eks-worker-al2 or al2023) with our provisioners: (values, our
+    variables, the source settings it overrides whatever the target, early and late provisioners,
+    shipped, notes); `_upstream_files` writes it out. ``binaries`` (render.upstream.binaries.Binaries)
+    gives kubernetes_version (1.N.P) and kubernetes_build_date; without it the variant's own values stand."""
     from amibuild.render import upstream  # deferred: the large converter only for upstream variants
 
     if len(pipeline.regions) > 1:
@@ -581,8 +593,7 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
     if missing:
         raise SpecError(f"variant {variant.name}: the upstream template needs a value for "
                         f"{', '.join(missing)}; pass --var {missing[0]}=... (or set it in the variant's vars)")
-    echo = target.sandbox if echo is None else echo
-    early, provisioners, shipped = provisioner_groups(variant, values, sandbox=echo)
+    early, provisioners, shipped = provisioner_groups(variant, values)
     overrides: dict[str, Any] = {}
     original = {getattr(item, "key", None): item.value for item in template.source if isinstance(item, hcl.Attr)}
     for key in ("tags", "snapshot_tags"):
@@ -602,28 +613,9 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
     copies = [r for r in pipeline.target_regions if r != pipeline.build_region]
     if "ami_regions" not in declared and copies:  # templates before 2021 had no ami_regions setting
         overrides["ami_regions"] = copies
-    if target.endpoint:
-        overrides["custom_endpoint_ec2"] = target.endpoint
-        overrides["skip_region_validation"] = True
-    if target.sandbox:
-        overrides.update(communicator="none", ssh_username=None, ssh_pty=None, ssh_interface=None)
-        overrides["aws_polling"] = hcl.Block("aws_polling", (), [
-            hcl.Attr("delay_seconds", SANDBOX_POLLING[0]), hcl.Attr("max_attempts", SANDBOX_POLLING[1])])
-    packer_block = None
-    if uses_plugins:
-        packer_block = hcl.Block("packer")
-        packer_block.attr("required_version", ">= 1.7.0")
-        packer_block.block("required_plugins").attr("amazon", {"version": ">= 1.2.0", "source": "github.com/hashicorp/amazon"})
-    text = upstream.hcl_document(
-        template, source_name=pipeline.build_region, source_overrides=overrides,
-        extra_provisioners=provisioners, early_provisioners=early, post_processors=[manifest_block(variant.name)],
-        drop_remote_provisioners=echo, packer_block=packer_block,
-    )
-    own = hcl.dumps([_variable_block(var) for var in hide_secrets(ours, secret_variables(variant, values))],
-                    header=f"amibuild's own variables for variant \"{variant.name}\" (upstream base).")
     ours_early = [f"[amibuild] {n.split('/')[-1]}" for n in shipped if n.split("/")[-1] in EARLY_STEPS]
     ours_late = [f"[amibuild] {n.split('/')[-1]}" for n in shipped if n.split("/")[-1] not in EARLY_STEPS]
-    if ours_early or ours_late:  # provisioner_groups ends the late group with it (or would, off the sandbox)
+    if ours_early or ours_late:  # provisioner_groups ends the late group with it
         ours_late.append("[amibuild] cache cleanup")
     files = ", ".join(str(f.relative_to(template.root)) for f in template.var_files) or "none"
     notes[:0] = [
@@ -631,7 +623,38 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
         "provisioner order on the instance: " + " -> ".join(upstream.order(template, ours_early, ours_late)),
         *([binaries.note] if binaries is not None else []),
     ]
-    return {HCL_FILE: text, OWN_VARS_FILE: own}, values, shipped, notes
+    variables = hide_secrets(ours, secret_variables(variant, values))
+    return values, variables, overrides, early, provisioners, shipped, notes
+
+
+def _upstream_files(build: Build) -> dict[str, str]:
+    """An upstream build's two HCL files: the converted template with our provisioners, and our variables."""
+    from amibuild.render import upstream  # deferred: the large converter only for upstream variants
+
+    pipeline, variant, target = build.pipeline, build.variant, build.target
+    overrides = dict(build.source_overrides)
+    if target.endpoint:
+        overrides["custom_endpoint_ec2"] = target.endpoint
+        overrides["skip_region_validation"] = True
+    if target.communicator == "none":
+        overrides.update(communicator="none", ssh_username=None, ssh_pty=None, ssh_interface=None)
+    if target.polling:
+        overrides["aws_polling"] = hcl.Block("aws_polling", (), [
+            hcl.Attr("delay_seconds", target.polling[0]), hcl.Attr("max_attempts", target.polling[1])])
+    packer_block = None
+    if build.uses_plugins:
+        packer_block = hcl.Block("packer")
+        packer_block.attr("required_version", ">= 1.7.0")
+        packer_block.block("required_plugins").attr("amazon", {"version": ">= 1.2.0", "source": "github.com/hashicorp/amazon"})
+    text = upstream.hcl_document(
+        build.upstream, source_name=pipeline.build_region, source_overrides=overrides,
+        extra_provisioners=[p.block for p in build.late], early_provisioners=[p.block for p in build.early],
+        post_processors=[manifest_block(variant.name)], drop_remote_provisioners=not build.remote_steps,
+        packer_block=packer_block,
+    )
+    own = hcl.dumps([_variable_block(var) for var in build.variables],
+                    header=f"amibuild's own variables for variant \"{variant.name}\" (upstream base).")
+    return {HCL_FILE: text, OWN_VARS_FILE: own}
 
 
 _DEVICE_MAPPINGS = ("launch_block_device_mappings", "ami_block_device_mappings")

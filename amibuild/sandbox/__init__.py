@@ -16,7 +16,8 @@
 * for the upstream base: Amazon Linux minimal source images and the ``amazon-eks`` binaries bucket
   (`amibuild.sandbox.upstream`).
 
-Beyond the stack update model (`_model_stack_updates`), the child closes two more gaps, in
+Beyond the stack update model (`_model_stack_updates`) and the stack's tags on the Auto Scaling
+groups it makes (`_tag_stack_groups`), the child closes two more gaps, in
 `amibuild.sandbox.cluster`: CloudFormation reads YAML templates with amibuild's short-form loader,
 so AWS's own amazon-eks-nodegroup.yaml (``!Base64`` over ``!Sub``) creates as users have it, and
 EKS clusters carry a CA that is base64 of a PEM block and the ``accessConfig`` they were created with.

@@ -57,6 +57,8 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.cloudformation.parsing", "get_references_from_template"),
     ("moto.cloudformation.responses", "CloudFormationResponse._validate_different_update"),
     ("moto.autoscaling.models", "FakeAutoScalingGroup._set_launch_configuration"),
+    ("moto.autoscaling.models", "AutoScalingBackend.create_or_update_tags"),  # patches.py: _tag_stack_groups
+    ("moto.cloudformation.parsing", "ResourceMap.create"),
     ("moto.ssm.models", "ssm_backends"),
     ("moto.ssm.models", "Parameter"),
     ("moto.ssm.models", "SimpleSystemManagerBackend.get_parameter"),
@@ -84,6 +86,9 @@ REQUIRED_INSTANCE: tuple[tuple[str, str, str], ...] = (
     ("moto.cloudformation.parsing", "ResourceMap", "_resource_json_map"),
     ("moto.cloudformation.parsing", "ResourceMap", "_account_id"),
     ("moto.cloudformation.parsing", "ResourceMap", "_region_name"),
+    ("moto.cloudformation.parsing", "ResourceMap", "_parsed_resources"),  # patches.py: _tag_stack_groups
+    ("moto.autoscaling.models", "FakeAutoScalingGroup", "instance_states"),
+    ("moto.autoscaling.models", "FakeAutoScalingGroup", "autoscaling_backend"),
     ("moto.ssm.models", "SimpleSystemManagerBackend", "_parameters"),
     ("moto.ssm.models", "Command", "invocations"),  # runcommand.py
     ("moto.ssm.models", "Command", "parameters"),

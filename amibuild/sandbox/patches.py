@@ -1,4 +1,5 @@
-"""The emulator's patch to moto: CloudFormation stack updates modelled (`_model_stack_updates`)."""
+"""The emulator's patches to moto: CloudFormation stack updates modelled (`_model_stack_updates`), and
+a stack's Auto Scaling groups tagged with their stack (`_tag_stack_groups`)."""
 
 from __future__ import annotations
 
@@ -88,3 +89,53 @@ def _model_stack_updates() -> None:
     Stack.parameter_list = property(parameter_list)
     ResourceMap.update = update
 
+
+# the tags CloudFormation puts on every resource of a stack that takes tags
+STACK_NAME_TAG = "aws:cloudformation:stack-name"
+STACK_ID_TAG = "aws:cloudformation:stack-id"
+LOGICAL_ID_TAG = "aws:cloudformation:logical-id"
+
+
+def _tag_stack_groups() -> None:
+    """Tag each Auto Scaling group a stack makes with its stack, as CloudFormation does.
+
+    AWS tags every resource of a stack that takes tags with ``aws:cloudformation:stack-name``,
+    ``aws:cloudformation:stack-id`` and ``aws:cloudformation:logical-id``, and an Auto Scaling group
+    propagates them to the instances it launches. moto 5.2.5 tags only EC2 resources so: a group a
+    stack made names no stack, and `amibuild fleet` could not say which stack rolls it. Here, after
+    a stack's create or update, each of its groups carries the three tags (PropagateAtLaunch, as on
+    AWS), and so do the instances it already runs (moto launches them while it creates the group).
+    """
+    from moto.autoscaling.models import FakeAutoScalingGroup
+    from moto.cloudformation.parsing import ResourceMap
+    from moto.ec2.models import ec2_backends
+
+    def tag_groups(resource_map: Any) -> None:
+        stack = {STACK_NAME_TAG: resource_map["AWS::StackName"], STACK_ID_TAG: resource_map["AWS::StackId"]}
+        for logical_id in list(resource_map._resource_json_map):
+            group = resource_map._parsed_resources.get(logical_id)
+            if not isinstance(group, FakeAutoScalingGroup):
+                continue
+            values = {**stack, LOGICAL_ID_TAG: logical_id}
+            group.autoscaling_backend.create_or_update_tags(
+                [{"ResourceId": group.name, "ResourceType": "auto-scaling-group", "Key": key, "Value": value,
+                  "PropagateAtLaunch": True} for key, value in values.items()])
+            running = [state.instance.id for state in group.instance_states]
+            if running:
+                ec2_backends[resource_map._account_id][resource_map._region_name].create_tags(running, values)
+
+    original_create = ResourceMap.create
+
+    def create(resource_map: Any, template: dict[str, Any]) -> bool:
+        ready = original_create(resource_map, template)
+        tag_groups(resource_map)
+        return ready
+
+    original_update = ResourceMap.update  # `_model_stack_updates`'s, when it ran first
+
+    def update(resource_map: Any, template: dict[str, Any], parameters: dict[str, Any] | None = None) -> None:
+        original_update(resource_map, template, parameters)
+        tag_groups(resource_map)  # a group the update added
+
+    ResourceMap.create = create
+    ResourceMap.update = update

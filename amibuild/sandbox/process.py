@@ -8,6 +8,7 @@ import json
 import os
 import selectors
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -61,6 +62,10 @@ class Sandbox:
         self.port: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: Any = None  # the child's stderr, a temp file (a pipe could fill up and block it)
+        # this sandbox's own files: the images' stand-ins (unless $AMIBUILD_SANDBOX_IMAGES names a
+        # folder) and the kubeconfig of its cluster; removed by stop()
+        self._state: Path | None = None
+        self.images: Path | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -73,13 +78,15 @@ class Sandbox:
         require_moto()
         deadline = time.monotonic() + timeout
         self._log = tempfile.NamedTemporaryFile(prefix="amibuild-sandbox-", suffix=".log")
+        self._state = Path(tempfile.mkdtemp(prefix="amibuild-sandbox-state-"))
+        self.images = Path(os.environ.get(IMAGES_ENV) or self._state / "images")
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "amibuild.sandbox", "serve", "--watch-stdin",
              "--port", str(self._requested_port)],
             stdin=subprocess.PIPE,  # the child exits when this closes, even if we are SIGKILLed
             stdout=subprocess.PIPE,
             stderr=self._log,
-            env=_child_env(),
+            env={**_child_env(), IMAGES_ENV: str(self.images)},
             # Ctrl-C in a terminal must reach us, not the child: we stop it in order.
             start_new_session=True,
         )
@@ -87,6 +94,9 @@ class Sandbox:
         try:
             self.port = self._read_port(deadline)
             self._wait_ready(deadline)
+            from amibuild.sandbox.kubeapi import kubeconfig  # deferred: only once the sandbox runs
+
+            (self._state / "kubeconfig").write_text(kubeconfig(self.endpoint), encoding="utf-8")
         except _Refused as exc:
             self.stop()
             raise SandboxError(str(exc)) from None
@@ -120,6 +130,9 @@ class Sandbox:
         if self._log is not None:
             self._log.close()  # a NamedTemporaryFile: closing deletes it
             self._log = None
+        if self._state is not None:  # the stand-ins (when kept here) and the kubeconfig
+            shutil.rmtree(self._state, ignore_errors=True)
+            self._state = None
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Block until the child exits (or `timeout`); its exit code, or None if still running."""
@@ -165,7 +178,19 @@ class Sandbox:
             "AWS_DEFAULT_REGION": self.region,
             "AWS_REGION": self.region,
             **safety_env(),
+            IMAGES_ENV: str(self.images),
+            "KUBECONFIG": str(self.kubeconfig),  # the sandbox cluster's API (`amibuild.sandbox.kubeapi`)
         }
+
+    @property
+    def kubeconfig(self) -> Path:
+        if self._state is None:
+            raise SandboxError("the sandbox is not started")
+        return self._state / "kubeconfig"
+
+    def nodes_ready(self, ready: bool, reason: str = "") -> None:
+        """Make the sandbox cluster's nodes Ready (the default) or never Ready (until the next reset)."""
+        self._post("k8s-nodes", {"ready": ready, "reason": reason})
 
     # -- control endpoints --------------------------------------------------------------------
 
@@ -274,6 +299,9 @@ class Sandbox:
         tail = "\n".join(text.strip().splitlines()[-lines:])
         return f"\n--- emulator stderr (last {lines} lines) ---\n{tail}" if tail else ""
 
+
+# where the sandbox keeps its images' stand-ins: amibuild.imagetest.standin.STORE_ENV (not imported: this module stays light)
+IMAGES_ENV = "AMIBUILD_SANDBOX_IMAGES"
 
 # The child refuses to start with this code and one `CHILD_PREFIX` line on stderr saying why.
 EXIT_REFUSED = 3

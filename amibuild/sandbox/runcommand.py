@@ -9,8 +9,9 @@ DescribeInstanceInformation. For the boot test the sandbox plays the instance's 
   (`amibuild.imagetest.standin`: the variant's real chain rehearsed in a throwaway copy of this
   machine, found by the image's ``amibuild:fingerprint`` tag), in a thread: the invocation is
   ``InProgress`` until it ends, then ``Success`` or ``Failed`` with the exit code and the first
-  24,000 characters of the output, as SSM keeps them. An image without a stand-in (one this sandbox
-  did not build) fails the command, saying so; nothing is ever answered as a pass by default.
+  24,000 characters of the output, as SSM keeps them. Where nothing can run (an image without a
+  stand-in, one this sandbox did not build; no root for the copy) every check of the script is
+  answered "cannot answer" with the reason (`untestable`): not testable here, never a pass.
 
 EC2's status checks need no patch: moto reports ``ok`` for a running instance.
 """
@@ -89,15 +90,34 @@ def run_on_standin(fingerprint: str, image_id: str, script: str) -> tuple[str, i
 
     root = standin.store() / fingerprint if fingerprint else None
     if root is None or not (root / standin.STANDIN_DIR).is_dir():
-        return ("Failed", 1, "", f"amibuild sandbox: {image_id} has no stand-in here (not built by amibuild in this "
-                                 "sandbox): nothing can run on it")
+        return untestable(script, f"{image_id} has no stand-in here (not built by amibuild in this sandbox, or its "
+                                  "stand-in was removed): nothing can run on it")
     try:
         done = standin.run(root, script)
-    except AmibuildError as exc:
-        return "Failed", 1, "", f"amibuild sandbox: not testable here: {exc}"
+    except AmibuildError as exc:  # e.g. not root: no copy of this machine can be made
+        return untestable(script, str(exc))
     if done.untestable:
-        return "Failed", 1, "", f"amibuild sandbox: not testable here: {done.untestable}"
+        return untestable(script, done.untestable)
     if not done.chain_ok:
         return "Failed", 1, "", f"amibuild sandbox: the image's chain failed on the stand-in: {done.failed_step}"
     code = done.exit_status if done.exit_status is not None else 1
     return ("Success" if code == 0 else "Failed"), code, done.output, ""
+
+
+def untestable(script: str, reason: str) -> tuple[str, int, str, str]:
+    """What the agent answers when nothing of ``script`` can run here: each of its checks (amibuild's checks
+    script) reported with the stand-in's "cannot answer" status and the reason, so the boot test reads
+    them as not testable here, never as a pass nor as a failure of the image."""
+    import re
+
+    from amibuild.pipeline import imagetests  # deferred, as above
+
+    message = f"amibuild sandbox: not testable here: {reason}"
+    names = re.findall(r"^run_check '?([a-z0-9_-]+)'? ", script, flags=re.M)
+    if not names:
+        return "Failed", 1, "", message
+    lines = [f"{imagetests.MARK} stand-in"]
+    for name in names:
+        lines += [f"{imagetests.MARK} start {name}", message,
+                  f"{imagetests.MARK} {name} exit={imagetests.STANDIN_GAP} seconds=0.00"]
+    return "Failed", 1, "\n".join(lines) + "\n", message

@@ -16,8 +16,9 @@ from typing import Any, Callable, Iterable
 from amibuild.errors import AmibuildError, SandboxError
 from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, _Seeder, seed_images
 from amibuild.sandbox.cluster import model_eks_clusters, read_short_form_yaml
-from amibuild.sandbox.patches import _model_stack_updates
-from amibuild.sandbox import runcommand
+from amibuild.sandbox.patches import _model_stack_updates, _tag_stack_groups
+from amibuild.sandbox import runcommand, standins
+from amibuild.sandbox.kubeapi import CONTROL as KUBE_CONTROL, PREFIX as KUBE_PREFIX, KubeApi
 from amibuild.sandbox.process import CHILD_PREFIX, EXIT_REFUSED, serve_foreground
 from amibuild.sandbox.touched import EVERYTHING, Touched, reset_regions
 
@@ -32,6 +33,7 @@ class _SandboxApp:
         self.moto_app = moto_app
         self.seeder = seeder
         self.touched = Touched()  # the regions clients wrote to since the last reset
+        self.kube = KubeApi()  # the sandbox cluster's Kubernetes API (its Nodes)
 
     def __call__(self, environ: dict[str, Any], start_response: _StartResponse) -> Iterable[bytes]:
         method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "")
@@ -41,6 +43,10 @@ class _SandboxApp:
             return self._answer(start_response, lambda: self._release(environ))
         if (method, path) == ("GET", f"{API_PREFIX}/health"):
             return self._answer(start_response, lambda: {"regions": list(SEED_REGIONS)})
+        if path.startswith(f"{KUBE_PREFIX}/"):
+            return self.kube(method, path, lambda status, body: self._json(start_response, status, body))
+        if (method, path) == ("POST", KUBE_CONTROL):
+            return self._answer(start_response, lambda: self.kube.control(_body(environ)))
         if path.startswith(f"{API_PREFIX}/"):
             error = {"error": f"no route {method} {path}"}
             return self._json(start_response, "404 Not Found", error)
@@ -52,6 +58,8 @@ class _SandboxApp:
         they only read, the regions they wrote to, or everything."""
         from moto.moto_api._internal.models import moto_api_backend
 
+        self.kube.reset()
+        standins.clear()  # every image goes (or goes back to the seed): so do their stand-ins
         with self.seeder.lock:
             regions = self.touched.take()
             if EVERYTHING in regions or not regions <= set(SEED_REGIONS):
@@ -97,6 +105,17 @@ class _SandboxApp:
 
 
 
+def _body(environ: dict[str, Any]) -> dict[str, Any]:
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    try:
+        body = json.loads(environ["wsgi.input"].read(length) or b"{}")
+    except ValueError as exc:
+        raise SandboxError(f"a JSON object is expected: {exc}") from exc
+    if not isinstance(body, dict):
+        raise SandboxError("a JSON object is expected")
+    return body
+
+
 def _serve(host: str, port: int, watch_stdin: bool) -> None:
     """The child process: seed moto, bind, report the port on stdout, serve until told to stop."""
     with tempfile.TemporaryDirectory(prefix="amibuild-sandbox-") as scratch:
@@ -112,7 +131,9 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         # that moved what we patch or import fails now, naming it
         check_internals()
     _model_stack_updates()
+    _tag_stack_groups()  # after: it wraps the update _model_stack_updates installs
     runcommand.install()  # the SSM agent of boot-test instances
+    standins.install()  # an image's stand-in goes when its last image is deregistered
     model_eks_clusters()
     read_short_form_yaml()
 

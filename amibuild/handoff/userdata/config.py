@@ -21,6 +21,7 @@ import yaml
 from amibuild.errors import SpecError
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
 from amibuild.handoff.userdata.kubelet import KubeletSettings
+from amibuild.pipeline import proxy_credentials
 
 OSES = ("al2", "al2023")
 BOUNDARY = "==AMIBUILD-USERDATA=="
@@ -120,6 +121,9 @@ class NodeConfig:
     private_endpoint: bool = False
     # Labels, taints, max pods and the flags (`kubelet_flags` is the older way to give flags only).
     kubelet: KubeletSettings = KubeletSettings()
+    # An SSM SecureString (user:password) the boothook reads at boot with the instance role and puts
+    # into `proxy`, which then carries no credentials of its own (amibuild.pipeline.proxy_credentials).
+    proxy_credentials_parameter: str = ""
 
     def __post_init__(self) -> None:
         for name in ("no_proxy", "bypass", "kubelet_flags"):
@@ -150,6 +154,8 @@ def _check_config(cfg: NodeConfig) -> None:
         raise SpecError(f"--os {cfg.os!r}: choose one of {', '.join(OSES)}")
     if cfg.proxy:
         _check_url(cfg.proxy, "--proxy", ("http", "https"))
+    proxy_credentials.check_with_proxy(cfg.proxy_credentials_parameter, (cfg.proxy,),
+                                       "--proxy-credentials-parameter", "--proxy")
     for entry in cfg.no_proxy:
         if not _NO_PROXY_ENTRY.match(entry):
             raise SpecError(f"--no-proxy {entry!r}: give host names, .domains, addresses or CIDRs, one per entry")
@@ -285,6 +291,7 @@ def config_from_flags(
     taints: Sequence[str] = (),
     max_pods: str | int | None = None,
     kubelet: KubeletSettings | None = None,
+    proxy_credentials_parameter: str = "",
 ) -> NodeConfig:
     """Task flags → `NodeConfig`: comma lists split, `--bypass none`, `--cluster-ip`, cfn-signal."""
     if service_cidr and cluster_ip:
@@ -313,6 +320,7 @@ def config_from_flags(
         certificate_authority=certificate_authority or "",
         cfn_signal=CfnSignal(cfn_stack, cfn_resource, region or "") if cfn_stack else None,
         private_endpoint=bool(private_endpoint),
+        proxy_credentials_parameter=proxy_credentials_parameter or "",
     )
 
 

@@ -40,7 +40,9 @@ through a proxy, so naming an unused range costs nothing unless that range is a 
 the node must reach through the proxy — then pass the cluster's service CIDR.
 
 The user data carries the proxy URL, and anyone allowed to describe the instance or its launch
-template can read it: use a proxy that does not need credentials, or accept that.
+template can read it: use a proxy that does not need credentials, or name an SSM SecureString
+(`proxy_credentials_parameter`) the boothook reads at boot with the instance role, composing the
+URL with its `user:password` into files of mode 0600 (and writing nothing if the read fails).
 
 Reading user data back (`amibuild decode-userdata`) lives in `amibuild.handoff.userdata.decode`.
 
@@ -64,6 +66,7 @@ from amibuild.handoff.userdata.config import (  # the settings, re-exported: cal
     endpoint_hosts, no_proxy_entries, redact, service_cidr_for, _split_args, check_proxy_url,
 )
 from amibuild.handoff.userdata.kubelet import nodeconfig_part, proxy_environment
+from amibuild.pipeline import proxy_credentials
 
 __all__ = [
     "BOUNDARY",
@@ -135,33 +138,56 @@ def _mime(parts: Sequence[tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _units(cfg: NodeConfig) -> tuple[str, ...]:
+def _units(cfg: NodeConfig, node_os: str = "") -> tuple[str, ...]:
     """Services restarted when already running (the drop-ins also go to `_dropin_units`)."""
-    return ("containerd", "docker", "kubelet") if cfg.os == "al2" else ("containerd", "kubelet")
+    return ("containerd", "docker", "kubelet") if (node_os or cfg.os) == "al2" else ("containerd", "kubelet")
 
 
-def _dropin_units(cfg: NodeConfig) -> tuple[str, ...]:
+def _dropin_units(cfg: NodeConfig, node_os: str = "") -> tuple[str, ...]:
     # nodeadm's units are one-shot steps of the boot that have not run yet when the boothook
     # does: they get the environment, and restarting one would run that step again.
-    return _units(cfg) + (NODEADM_UNITS if cfg.os == "al2023" else ())
+    return _units(cfg, node_os) + (NODEADM_UNITS if (node_os or cfg.os) == "al2023" else ())
 
 
-# The boothook as cloud-init runs it (scripts/boothook.sh). @NAME@ marks a value put in shell-quoted by `_boothook`.
+# The boothook as cloud-init runs it (scripts/boothook.sh). @NAME@ marks a value put in shell-quoted by `_boothook`;
+# the lines marked #@CREDENTIALS are there only with a proxy credentials parameter (`_credentials_lines`).
 # AMIBUILD_ROOT is never set on a node; the tests point it at a scratch directory.
 _BOOTHOOK = _script("boothook.sh")
 
 
-def _boothook(cfg: NodeConfig) -> str:
-    units = _units(cfg)
+def _boothook(cfg: NodeConfig, node_os: str = "") -> str:
+    """The proxy boothook; `node_os` for the units of an OS other than `cfg`'s (Karpenter's al2023 nodes,
+    whose cluster details Karpenter writes, so `cfg` is an al2 one without them)."""
+    units = _units(cfg, node_os)
     values = {
-        "UNIT_LIST": ", ".join(_dropin_units(cfg)),
+        "UNIT_LIST": ", ".join(_dropin_units(cfg, node_os)),
         "PROXY": shlex.quote(cfg.proxy),
         "PROXY_UNIT": shlex.quote(cfg.proxy.replace("%", "%%")),
         "NO_PROXY_REST": shlex.quote(",".join(no_proxy_entries(cfg))),
         "UNITS": " ".join(units),
-        "DROPIN_UNITS": " ".join(_dropin_units(cfg)),
+        "DROPIN_UNITS": " ".join(_dropin_units(cfg, node_os)),
+        "CREDENTIALS_PARAMETER": shlex.quote(cfg.proxy_credentials_parameter) or "''",
+        "CREDENTIALS_PATTERN": shlex.quote(proxy_credentials.VALUE_PATTERN),
     }
-    return re.sub(r"@([A-Z_]+)@", lambda m: values[m.group(1)], _BOOTHOOK)
+    return re.sub(r"@([A-Z_]+)@", lambda m: values[m.group(1)], _credentials_lines(_BOOTHOOK, cfg))
+
+
+def _credentials_lines(script: str, cfg: NodeConfig) -> str:
+    """The boothook with its credentials parameter lines (between ``#@CREDENTIALS{`` and ``#@CREDENTIALS}``,
+    and each line ending ``#@CREDENTIALS``) when `cfg` names one, else without them: same text as before."""
+    keep = bool(cfg.proxy_credentials_parameter)
+    out, inside = [], False
+    for line in script.splitlines(keepends=True):
+        if line.startswith("#@CREDENTIALS{"):
+            inside = True
+        elif line.startswith("#@CREDENTIALS}"):
+            inside = False
+        elif line.rstrip().endswith("#@CREDENTIALS"):
+            if keep:
+                out.append(line.rstrip()[:-len("#@CREDENTIALS")].rstrip() + "\n")
+        elif keep or not inside:
+            out.append(line)
+    return "".join(out)
 
 
 
@@ -215,22 +241,32 @@ def _bootstrap_script(cfg: NodeConfig) -> str:
             "# Export the proxy settings the boothook wrote to bootstrap.sh and the AWS CLI it runs.",
             "set -a",
             "# shellcheck source=/dev/null",
-            "source /etc/environment",
+            # (with a credentials parameter the boothook may have written nothing: the guard below says so)
+            "source /etc/environment" if not cfg.proxy_credentials_parameter else
+            "if [[ -f /etc/environment ]]; then source /etc/environment; fi",
             "set +a",
             "",
         ]
+    # With a credentials parameter, no proxy in /etc/environment means the boothook could not read them:
+    # bootstrap.sh does not run without it (fail closed), and the stack hears FAILURE.
+    missing = ["echo \"amibuild: error: no proxy: the boothook could not read its credentials (see cloud-init's log)\" >&2"]
+    needs_proxy = bool(cfg.proxy and cfg.proxy_credentials_parameter)
     if not cfg.cfn_signal:
-        return "\n".join([*head, bootstrap]) + "\n"
+        guard = ["if [[ -z ${HTTPS_PROXY:-} ]]; then", f"    {missing[0]}", "    exit 1", "fi"] if needs_proxy else []
+        return "\n".join([*head, *guard, bootstrap]) + "\n"
     signal = cfg.cfn_signal
     argv = ["/opt/aws/bin/cfn-signal", "--exit-code", "STATUS", "--stack", signal.stack,
             "--resource", signal.resource, "--region", signal.region]
     if cfg.proxy:
-        argv += ["--https-proxy", cfg.proxy]
-    cfn = _shell_command(argv).replace("STATUS", '"$status"', 1)
+        # with a credentials parameter, the proxy with its credentials exists only in what the boothook wrote
+        argv += ["--https-proxy", "PROXYENV" if cfg.proxy_credentials_parameter else cfg.proxy]
+    cfn = _shell_command(argv).replace("STATUS", '"$status"', 1).replace("PROXYENV", '"${HTTPS_PROXY:-}"', 1)
+    run = ["if [[ -z ${HTTPS_PROXY:-} ]]; then", f"    {missing[0]}", "    status=1", "else",
+           bootstrap + " || status=$?", "fi"] if needs_proxy else [bootstrap + " || status=$?"]
     return "\n".join([
         *head,
         "status=0",
-        bootstrap + " || status=$?",
+        *run,
         "# Report the outcome to the stack, whose creation or update waits for it.",
         cfn,
         'exit "$status"',
@@ -251,17 +287,21 @@ def _al2023_signal_script(cfg: NodeConfig) -> str:
         "STACK": shlex.quote(signal.stack),
         "RESOURCE": shlex.quote(signal.resource),
         "REGION": shlex.quote(signal.region),
-        "PROXY": shlex.quote(cfg.proxy) if cfg.proxy else "''",
+        # with a credentials parameter: the proxy the boothook composed, from the unit's EnvironmentFile
+        "PROXY": "${HTTPS_PROXY:-}" if cfg.proxy_credentials_parameter else shlex.quote(cfg.proxy) if cfg.proxy else "''",
         "WAIT": str(KUBELET_WAIT_SECONDS),
     }
-    return re.sub(r"@([A-Z_]+)@", lambda m: values[m.group(1)], _AL2023_SIGNAL)
+    return re.sub(r"@([A-Z_]+)@", lambda m: values[m.group(1)], _credentials_lines(_AL2023_SIGNAL, cfg))
 
 
 def _nodeadm_config(cfg: NodeConfig) -> str:
     # nodeadm-config.service runs before cloud-init, so before the boothook: the proxy must also
     # be in the NodeConfig (nodeadm since v20251007) and in the image (configure-proxy.sh). The
     # VPC CIDR is not known here; the boothook's drop-ins, read at boot, add it for each service.
-    environment = proxy_environment(cfg.proxy, no_proxy_entries(cfg)) if cfg.proxy else None
+    # With a credentials parameter the proxy needs credentials only the boothook reads at boot: the
+    # NodeConfig carries no proxy then (nodeadm-config goes without it, or by the image's drop-ins).
+    environment = proxy_environment(cfg.proxy, no_proxy_entries(cfg)) \
+        if cfg.proxy and not cfg.proxy_credentials_parameter else None
     return nodeconfig_part(cluster_name=cfg.cluster_name, api_server_endpoint=cfg.api_server_endpoint,
                            certificate_authority=cfg.certificate_authority, cidr=cfg.service_cidr or "",
                            kubelet=cfg.kubelet, environment=environment)

@@ -17,6 +17,10 @@ region=@REGION@
 proxy=@PROXY@
 status=FAILURE
 deadline=$((SECONDS + @WAIT@))
+if [[ -z $proxy ]]; then  #@CREDENTIALS
+    echo "amibuild: error: no proxy: the boothook could not read its credentials (see cloud-init's log)" >&2  #@CREDENTIALS
+    deadline=$SECONDS  #@CREDENTIALS
+fi  #@CREDENTIALS
 while ((SECONDS < deadline)); do
     if systemctl is-failed --quiet nodeadm-run.service; then
         break

@@ -31,6 +31,36 @@ if [[ -z $vpc_cidrs ]]; then
     exit 1
 fi
 no_proxy="${vpc_cidrs},${no_proxy_rest}"
+#@CREDENTIALS{
+
+# The proxy's user:password come from an SSM SecureString, not from this user data: read with the
+# instance role (the node group template allows ssm:GetParameter on exactly this name) before
+# anything here uses the proxy. The AWS CLI is on the EKS-optimized AL2 and AL2023 images
+# (amazon-eks-ami's templates/al2*/provisioners/install-worker.sh install awscli v2 into /bin, or the
+# awscli package). Any failure stops here: no proxy setting is written, and cloud-init logs the line.
+credentials_parameter=@CREDENTIALS_PARAMETER@
+credentials_pattern=@CREDENTIALS_PATTERN@
+region=$(imds placement/region)
+if ! credentials=$(aws ssm get-parameter --with-decryption --name "$credentials_parameter" \
+    --region "$region" --query Parameter.Value --output text); then
+    echo "amibuild: error: cannot read the proxy credentials from SSM parameter ${credentials_parameter}" \
+        "in ${region} with the instance role; no proxy setting written" >&2
+    exit 1
+fi
+if [[ ! $credentials =~ $credentials_pattern ]]; then
+    echo "amibuild: error: SSM parameter ${credentials_parameter} does not hold user:password" \
+        "(letters, digits and . _ - ! * + , = % only); no proxy setting written" >&2
+    exit 1
+fi
+proxy="${proxy%%://*}://${credentials}@${proxy#*://}"
+proxy_unit=${proxy//"%"/"%%"}
+unset credentials
+# Each file that holds the credentials is made private before they are written into it.
+private() {
+    touch "$1"
+    chmod 600 "$1"
+}
+#@CREDENTIALS}
 
 # yum (al2) and dnf (al2023): proxy= straight after the [main] header, older proxy= lines in
 # [main] dropped. Writing through the path keeps yum.conf a link to dnf.conf where it is one.
@@ -47,6 +77,7 @@ for conf in "${root}/etc/yum.conf" "${root}/etc/dnf/dnf.conf"; do
         { print }
         END { if (!placed) { print "[main]"; print setting } }
     ' "$conf")
+    private "$conf"  #@CREDENTIALS
     printf '%s\n' "$updated" >"$conf"
 done
 
@@ -58,6 +89,7 @@ if [[ -f $env_file ]]; then
     kept=$(grep -v -E '^[[:space:]]*(export[[:space:]]+)?(HTTPS?_PROXY|NO_PROXY|https?_proxy|no_proxy)=' \
         "$env_file" || [[ $? -eq 1 ]])
 fi
+private "$env_file"  #@CREDENTIALS
 {
     if [[ -n $kept ]]; then
         printf '%s\n' "$kept"
@@ -69,6 +101,7 @@ fi
 for unit in "${dropin_units[@]}"; do
     dir="${root}/etc/systemd/system/${unit}.service.d"
     mkdir -p "$dir"
+    private "${dir}/http-proxy.conf"  #@CREDENTIALS
     cat >"${dir}/http-proxy.conf" <<EOF
 [Service]
 Environment="HTTP_PROXY=${proxy_unit}"

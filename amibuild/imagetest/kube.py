@@ -1,0 +1,177 @@
+"""The boot test's node in its cluster: the Kubernetes API through the `kubernetes` client (the
+``amibuild[cluster]`` extra) and the caller's kubeconfig.
+
+`node_facts` reads a Node object (JSON, as the API gives it) and `node_of` finds the test
+instance's Node among them: ``spec.providerID`` ending in ``/INSTANCE_ID`` (``aws:///AZ/i-...``), or
+the name equal to the instance's private DNS name (what EKS nodes are called). `judge` says whether
+that Node is there, Ready, and carries the test taint. All three are pure. `Nodes` is the thin
+gateway: list the nodes, delete one (after the instance is terminated, so nothing keeps a
+NotReady Node of it around).
+
+The context is the kubeconfig's context named like the cluster (``C``, or ``...:cluster/C`` as
+``aws eks update-kubeconfig`` names them), else its current context (`pick_context`).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from amibuild.errors import AmibuildError, MissingExtra, SpecError
+
+EXTRA = "cluster"  # pip install 'amibuild[cluster]'
+REQUIREMENT = "kubernetes>=31,<37"
+# The test node's taint: it joins the cluster, and no workload is scheduled on it.
+TEST_TAINT = "amibuild.io/test=true:NoSchedule"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    @classmethod
+    def parse(cls, text: str) -> "Taint":
+        """``KEY=VALUE:EFFECT`` (or ``KEY:EFFECT``), as the kubelet's --register-with-taints takes it."""
+        head, _, effect = text.rpartition(":")
+        key, _, value = head.partition("=")
+        return cls(key, value, effect)
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    name: str
+    provider_id: str
+    ready: str  # the Ready condition's status: "True" | "False" | "Unknown" | "" (none yet)
+    reason: str  # its reason and message, e.g. "KubeletNotReady: container runtime network not ready"
+    taints: tuple[Taint, ...] = ()
+
+
+def node_facts(raw: Mapping[str, Any]) -> NodeFacts:
+    spec = raw.get("spec") or {}
+    ready = next((c for c in (raw.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+    reason = ": ".join(p for p in (str(ready.get("reason") or ""), str(ready.get("message") or "")) if p)
+    return NodeFacts(name=str((raw.get("metadata") or {}).get("name", "")), provider_id=str(spec.get("providerID") or ""),
+                     ready=str(ready.get("status") or ""), reason=reason,
+                     taints=tuple(Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", "")))
+                                  for t in spec.get("taints") or []))
+
+
+def node_of(nodes: Iterable[NodeFacts], instance_id: str, private_dns: str = "") -> NodeFacts | None:
+    """The Node of ``instance_id``: by provider id, else by the instance's private DNS name."""
+    nodes = list(nodes)
+    for node in nodes:
+        if instance_id and node.provider_id.endswith(f"/{instance_id}"):
+            return node
+    return next((n for n in nodes if private_dns and n.name == private_dns), None)
+
+
+class NodeState(enum.StrEnum):
+    ABSENT = "not registered"
+    NOT_READY = "not ready"
+    UNTAINTED = "ready without the test taint"
+    READY = "ready"
+
+
+def judge(node: NodeFacts | None, taint: Taint) -> NodeState:
+    if node is None:
+        return NodeState.ABSENT
+    if node.ready != "True":
+        return NodeState.NOT_READY
+    return NodeState.READY if taint in node.taints else NodeState.UNTAINTED
+
+
+def pick_context(contexts: Sequence[Mapping[str, Any]], current: str, cluster: str) -> str:
+    """The kubeconfig context for ``cluster``: one named like it or pointing at a cluster entry named
+    like it (``C`` or ``...:cluster/C`` / ``.../C``), else the current context ("" when there is none)."""
+    def named(text: str) -> bool:
+        return text == cluster or text.endswith((f":cluster/{cluster}", f"/{cluster}"))
+
+    for context in contexts:
+        if named(str(context.get("name", ""))) or named(str((context.get("context") or {}).get("cluster", ""))):
+            return str(context["name"])
+    return current
+
+
+def missing_client_hint(prefix: str | None = None) -> str:
+    """How to add the Kubernetes client to this amibuild (pipx or pip, as for the sandbox)."""
+    import sys
+    from pathlib import Path
+
+    root = Path(prefix if prefix is not None else sys.prefix)
+    if (root / "pipx_metadata.json").is_file() or ("pipx" in root.parts and "venvs" in root.parts):
+        return f"pipx inject amibuild '{REQUIREMENT}' (or: pipx install --force 'amibuild[{EXTRA}]')"
+    return f"pip install 'amibuild[{EXTRA}]'"
+
+
+def require_client() -> None:
+    """MissingExtra (exit 2, before any AWS work) naming the install when the client is missing."""
+    try:
+        import kubernetes  # noqa: F401
+    except ImportError:
+        raise MissingExtra(f"--cluster needs the Kubernetes client (the node is watched through the cluster's API): "
+                        f"{missing_client_hint()}") from None
+
+
+class ClusterUnreachable(AmibuildError):
+    """The cluster's Kubernetes API could not be read (kubeconfig, credentials, network)."""
+
+
+class Nodes:
+    """The cluster's nodes through the caller's kubeconfig (``$KUBECONFIG`` or ~/.kube/config)."""
+
+    def __init__(self, cluster: str, kubeconfig: str | None = None) -> None:
+        require_client()
+        import os
+
+        from kubernetes import client, config
+
+        # read now: the client takes $KUBECONFIG's default once, when it is first imported
+        kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        try:
+            contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+        except config.ConfigException as exc:
+            raise SpecError(f"--cluster {cluster}: no kubeconfig to reach its API ({exc}); "
+                            f"run `aws eks update-kubeconfig --name {cluster}`") from None
+        self.context = pick_context(contexts or [], (active or {}).get("name", ""), cluster)
+        try:
+            api_client = config.new_client_from_config(config_file=kubeconfig, context=self.context or None)
+        except config.ConfigException as exc:
+            raise SpecError(f"--cluster {cluster}: kubeconfig context {self.context!r}: {exc}") from None
+        self._api = client.CoreV1Api(api_client)
+        self.server = api_client.configuration.host
+
+    def list(self) -> list[NodeFacts]:
+        try:
+            answer = self._api.list_node(_preload_content=False, _request_timeout=30)
+            return [node_facts(item) for item in json.loads(answer.data).get("items", [])]
+        except Exception as exc:  # the client raises ApiException, urllib3's and socket errors
+            raise ClusterUnreachable(f"listing the nodes at {self.server}: {_short(exc)}") from exc
+
+    def delete(self, name: str) -> bool:
+        """Delete the Node object; False when it is already gone."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self._api.delete_node(name, _preload_content=False, _request_timeout=30)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise ClusterUnreachable(f"deleting node {name} at {self.server}: {_short(exc)}") from exc
+        except Exception as exc:
+            raise ClusterUnreachable(f"deleting node {name} at {self.server}: {_short(exc)}") from exc
+        return True
+
+
+def _short(exc: BaseException) -> str:
+    status = getattr(exc, "status", None)
+    reason = getattr(exc, "reason", None)
+    if status is not None:
+        return f"HTTP {status} {reason or ''}".strip()
+    return f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

@@ -1,0 +1,146 @@
+"""The sandbox build: a pure rewrite of a real build (`amibuild.render.Build`) for the local emulator.
+
+Render always produces the real build for the target its caller gives. Against the emulator there
+is no instance to connect to, so the sandbox owns the rewrite it needs, here:
+
+* the target: the emulator's endpoint (custom_endpoint_ec2: Packer ignores AWS_ENDPOINT_URL*),
+  communicator "none", and short polling (the emulator answers at once);
+* every step and user script becomes a `shell-local` step that prints what would have run, values
+  included; the checks step and the cache clean-up go, and the upstream template's provisioners
+  that need a connection are left out;
+* one last `shell-local` step runs the image's stand-in (`amibuild.imagetest.standin`): the real
+  build's chain, written under instance/, rehearsed in a throwaway copy of this machine with the
+  checks last; the checks script is shipped even when stage 1 is off (the boot test uses it);
+* Packer's environment for this build alone gets the Python that runs the stand-in and where
+  stand-ins are kept (`packer_env`); real builds get neither.
+
+`choose` is the one place that turns the environment into a target and, on a loopback endpoint,
+this transform: the CLI calls it once, at the edge, and passes both in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
+from urllib.parse import urlparse
+
+from amibuild import hcl
+from amibuild import render
+from amibuild.imagetest import standin
+from amibuild.render import Build, Provisioner, ProvisionerKind, Target
+
+SANDBOX_POLLING = (1, 30)  # seconds between polls, attempts: the emulator answers at once
+NOTE = ("sandbox build (loopback endpoint): communicator \"none\"; provisioners that need a "
+        "connection to the instance are shown, not run")
+PYTHON_ENV = "AMIBUILD_PYTHON"  # the Python the stand-in step runs amibuild.imagetest.standin with
+_STANDIN_INLINE = (f'if [ -z "${PYTHON_ENV}" ]; then echo "amibuild sandbox: stage 1 checks not run: this build '
+                   f'was not started by amibuild ({PYTHON_ENV} is not set)"; exit 0; fi; '
+                   f'exec "${PYTHON_ENV}" -m amibuild.imagetest.standin "$AMIBUILD_ROOT"')
+
+Transform = Callable[[Build], Build]
+
+
+def is_loopback(endpoint: str | None) -> bool:
+    """An endpoint on this machine: the local sandbox."""
+    if not endpoint:
+        return False
+    host = urlparse(endpoint).hostname or ""
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
+
+def endpoint_of(env: Mapping[str, str]) -> str | None:
+    """The EC2 endpoint the environment points boto3 at (AWS_ENDPOINT_URL_EC2, else AWS_ENDPOINT_URL)."""
+    return env.get("AWS_ENDPOINT_URL_EC2") or env.get("AWS_ENDPOINT_URL") or None
+
+
+def in_sandbox(env: Mapping[str, str]) -> bool:
+    return is_loopback(endpoint_of(env))
+
+
+@dataclass(frozen=True)
+class SandboxTarget:
+    """What a sandbox build needs from where it runs: the emulator's endpoint, the Python that runs
+    the stand-in step, and the folder stand-ins are kept in for the boot test."""
+
+    endpoint: str
+    python: str
+    store: str
+
+
+def choose(env: Mapping[str, str], *, python: str = sys.executable) -> tuple[Target, Transform | None]:
+    """The target a render is for, and the transform to apply to it: the sandbox's on a loopback
+    endpoint, else none (a real build, against the endpoint given if any)."""
+    endpoint = endpoint_of(env)
+    target = Target(endpoint)
+    if not is_loopback(endpoint):
+        return target, None
+    where = SandboxTarget(endpoint or "", python, str(standin.store(env)))
+    return target, functools.partial(sandboxed, where=where)
+
+
+def sandboxed(build: Build, *, where: SandboxTarget) -> Build:
+    """The sandbox build of ``build`` (a real build). Pure: its files are a function of the two."""
+    real = render.finish(build)
+    ours = (ProvisionerKind.STEP, ProvisionerKind.SCRIPT)
+    # the image's stand-in: the real chain, which the last step rehearses
+    instance = {f"{standin.STANDIN_DIR}/{name}": text for name, text in real.files.items()
+                if name.endswith(".hcl") and "/" not in name}
+    return dataclasses.replace(
+        build,
+        target=Target(where.endpoint, communicator="none", polling=SANDBOX_POLLING),
+        early=tuple(echo(p) for p in build.early),
+        late=(*(echo(p) for p in build.late if p.kind in ours), standin_step(build)),
+        shipped=MappingProxyType({**build.shipped, render.CHECKS_SCRIPT: render.checks_script(build.variant)}),
+        remote_steps=False,
+        extra_files=MappingProxyType({**build.extra_files, **instance}),
+        notes=(*build.notes, NOTE),
+        packer_env=MappingProxyType({**build.packer_env, PYTHON_ENV: where.python, standin.STORE_ENV: where.store}),
+        real=real,
+    )
+
+
+def echo(provisioner: Provisioner) -> Provisioner:
+    """A shell-local step in place of ``provisioner`` that prints what would have run, values included."""
+    return dataclasses.replace(provisioner, block=echo_block(provisioner.name, provisioner.env))
+
+
+def echo_block(script: str, env: Sequence[tuple[str, str]]) -> hcl.Block:
+    """A shell-local step that prints what would have run, values included.
+
+    Values reach the shell only as environment variables (Packer's shell-local quotes each one) and
+    are expanded inside double quotes, so a value holding quotes, `$(...)`, backticks, `;` or a
+    newline is printed, never run. The inline text itself is fixed: no value is ever part of it.
+    """
+    names = [name for name, _ in env]
+    inline = "printf '%s\\n' \"amibuild sandbox: no instance to connect to; would run $AMIBUILD_STEP\""
+    inline += "".join(f' "  {name}=${name}"' for name in names)
+    block = hcl.Block("provisioner", ("shell-local",))
+    block.attr("environment_vars", [f"AMIBUILD_STEP={script}",
+                                    *(hcl.template([f"{name}=", hcl.Expr(expr)]) for name, expr in env)])
+    block.attr("inline", [inline])
+    return block
+
+
+def standin_step(build: Build) -> Provisioner:
+    """The last step: rehearse the real chain under instance/ with the checks last, in a throwaway
+    copy of this machine, failing the Packer build when a check fails. With stage 1 off it only
+    keeps the image's stand-in for the boot test. The Python comes from Packer's environment
+    (`packer_env`), not from the files."""
+    block = hcl.Block("provisioner", ("shell-local",))
+    block.attr("environment_vars", [hcl.template(["AMIBUILD_ROOT=", hcl.Expr("path.root")]),
+                                    f"AMIBUILD_RUN_CHECKS={str(build.variant.test_on_build).lower()}"])
+    block.attr("inline", [_STANDIN_INLINE])
+    return Provisioner(ProvisionerKind.CHECKS, Path(render.CHECKS_SCRIPT).name, (), block)
+
+
+def render_for_env(pipeline: Any, variant: Any, *, env: Mapping[str, str], **kwargs: Any) -> render.Rendered:
+    """One variant rendered as the CLI renders it in ``env``: `choose`, then the real build, then the
+    transform if any. ``kwargs`` are `render.render_build`'s other arguments."""
+    target, transform = choose(env)
+    build = render.render_build(pipeline, variant, target=target, **kwargs)
+    return render.finish(transform(build) if transform is not None else build)

@@ -1,0 +1,20 @@
+"""The one "did you mean" of amibuild's error lines: `suggest(word, choices)`.
+
+A leaf beside `tags.py`, so every layer (the gateway's region check, the pipeline's field checks,
+the hand-off's channel names) words a near miss the same way. `difflib` is imported when a
+suggestion is asked for, which is only on the way to an error.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+CUTOFF = 0.6  # difflib's own default: close enough that the suggestion is usually the one meant
+
+
+def suggest(word: str, choices: Iterable[str], *, cutoff: float = CUTOFF) -> str:
+    """" (did you mean 'x'?)" for the closest of ``choices``, or "" when none is close enough."""
+    import difflib  # deferred: only on the way to an error
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
+    return f" (did you mean {close[0]!r}?)" if close else ""
