@@ -42,6 +42,7 @@ def run() -> Report:
     from benchmarks import _buildkit as kit
 
     kit.packer_binary()
+    kit.byte_compile()
     cpus = os.cpu_count() or 0
     sandbox = Sandbox().start()
     try:

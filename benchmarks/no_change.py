@@ -50,6 +50,7 @@ def run() -> Report:
     from benchmarks import _buildkit as kit
 
     kit.packer_binary()
+    kit.byte_compile()
     fault_proxy = kit.fault_proxy_class()
     sandbox = Sandbox().start()
     try:

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from amibuild.errors import UsageError
+from amibuild.aws import models
 from amibuild.aws.errors import _mapped
 
 
@@ -32,6 +33,7 @@ class Session:
     """Session, clients and typed calls. Thread-safe: builds and publishes fan out over regions."""
 
     def __init__(self, *, profile: str | None = None, region: str | None = None, max_attempts: int = 3) -> None:
+        models.wait_for_preload()  # one thread at a time imports botocore
         import boto3  # heavy: imported only when AWS is actually used
         from botocore.config import Config
 
@@ -39,6 +41,7 @@ class Session:
 
         try:
             self._session = boto3.session.Session(profile_name=profile, region_name=region)
+            models.share_loader(self._session)  # service models parsed once per process
         except ProfileNotFound as exc:
             raise UsageError(f"AWS profile {profile or os.environ.get('AWS_PROFILE')!r} not found in "
                              "~/.aws/config; check --profile / AWS_PROFILE") from exc

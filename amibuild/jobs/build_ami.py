@@ -19,7 +19,9 @@ from typing import Any, Callable, Mapping
 
 from amibuild import __version__, tags
 from amibuild.aws import Aws, fan_out
+from amibuild.aws.models import preload
 from amibuild.bake import record as records
+from amibuild.bake.coalesce import Coalesced
 from amibuild.bake.decide import ready_images
 from amibuild.bake.executor import BuildGuards, BuildOutcome, BuildStatus, Executor
 from amibuild.lease import Lease, build_lease_name
@@ -69,6 +71,8 @@ def settings(options: Options, *, channel: str | None = None, publish: bool = Tr
     packer = Packer(options.packer)
     with asking_version(packer) as version:
         pipeline = load_pipeline(options)  # bad input is refused before anything else
+        # botocore parses the EC2 and SSM models (~0.2 s) while packer answers; no request is sent
+        preload(options.profile, [("ec2", pipeline.build_region), ("ssm", pipeline.build_region)])
         if publish and channel:
             from amibuild.channels.publish import check_channel  # deferred: the channel writer only with --channel
 
@@ -252,9 +256,19 @@ def guards(plan: BuildPlan, aws: Aws, *, wait: bool, stall_after: float) -> Buil
         name = build_lease_name(pipeline.ssm_prefix, pipeline.name, item.name, item.fingerprint)
         return Lease(aws, name, pipeline.build_region, run_id=plan.run_id)
 
+    def ready(fingerprints) -> dict:
+        found = find_built_images(aws, plan.regions, fingerprints)
+        return {fp: ready_images(plan.regions, {r: [i for i in images if i.tags.get(tags.FINGERPRINT) == fp]
+                                                for r, images in found.items()})
+                for fp in fingerprints}
+
+    # the builds' lookups after their leases, folded into a few (bake.coalesce): each answer still
+    # comes from a DescribeImages started after that build took its lease
+    lookup = Coalesced(ready)
+
     def reuse(item: PlanItem) -> dict | None:
         """The image another run finished meanwhile, when it is available in every region."""
-        return ready_images(plan.regions, find_built_images(aws, plan.regions, [item.fingerprint]))
+        return lookup(item.fingerprint)
 
     def scope(item: PlanItem) -> Scope:
         prefix = str(item.rendered.values.get("ami_name_prefix") or

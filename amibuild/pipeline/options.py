@@ -5,10 +5,12 @@ to write. One frozen value, made once by `amibuild.cli` from flags and config; t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from amibuild.pipeline import Overrides, Pipeline, load
 
 DEFAULT_BUILD_DIR = "build"
+PARSE_CACHE = ".hcl-cache"  # in the build folder: python-hcl2 parses of the pipeline file (amibuild.hclcache)
 
 
 @dataclass(frozen=True)
@@ -27,4 +29,5 @@ def load_pipeline(options: Options) -> Pipeline:
     """The pipeline file (or the flags alone) read, overridden and validated."""
     from amibuild.aws import default_region  # deferred: boto3 behind it, not on the `amibuild --list` path
 
-    return load(options.pipeline_file, options.overrides, default_region=default_region(options.profile))
+    return load(options.pipeline_file, options.overrides, default_region=default_region(options.profile),
+                parse_cache=Path(options.build_dir) / PARSE_CACHE)
