@@ -38,7 +38,7 @@ from typing import Callable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.aws import Aws, Parameter, fan_out
-from amibuild.channels.home import first_write_places, homes_of, known_regions, previous_home
+from amibuild.channels.home import first_write_places, homes_of, known_regions, previous_home, write_places
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
                                     RegionResult, description, parameter_tags, provenance_of)
 from amibuild.errors import AmibuildError, ChannelBusy, Interrupted, LeaseLost, PublishConflict, PublishFailed, \
@@ -110,9 +110,12 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
              guard: Guard, work: Callable[[Turn], PublishResult], template: str | None = None) -> PublishResult:
     """Run `work` (read, decide, write, check) while holding the lease of every channel it touches.
 
-    Leases are taken in name order and given back in ``finally``, whatever happened. While prune
-    holds the pipeline's prune lease the writer gives its leases back and waits (as for a busy
-    channel): prune, for its part, waits for every channel lease, so neither waits for the other.
+    Leases are taken in name order and given back in ``finally``, whatever happened; each is held at
+    the channel's home and in every region the write touches (`write_places`). While prune holds
+    the pipeline's prune lease in any of those regions the writer gives its leases back and waits
+    (as for a busy channel): prune, for its part, holds its lease in every region it prunes and
+    waits for every channel lease there, so the two meet in any region both touch and neither
+    waits for the other.
     """
     held: list[ChannelLease] = []
     notes: list[str] = []
@@ -126,6 +129,7 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
         places = [previous_home(pipeline)]  # where the previous amibuild looks
         if not written:  # no home recorded yet: meet any other first writer in a region both know
             places += first_write_places(pipeline)
+        places += write_places(pipeline)  # and meet a prune of other regions in every region both touch
         return acquire_channel(
             aws, lease_name, home, operation=f"{operation} ({variant.name})", guard=replace(guard, wait=wait),
             also=[(lease_name, region) for region in dict.fromkeys(places)],
@@ -184,8 +188,8 @@ def _release(held: Sequence[ChannelLease], notes: list[str]) -> None:
 def _prune_holder(aws: Aws, pipeline: PipelineLike) -> str | None:
     """Who holds the pipeline's prune lease (described), or None: prune may be deregistering the very
     image this write would name."""
-    # in every region the pipeline knows: a prune run with a pipeline file whose regions differ from
-    # this one's keeps its lease in the first of its own
+    # in every region this writer writes: prune holds its lease in every region it prunes (older
+    # amibuild: in the first of its own), so they meet wherever both touch
     name = prune_lease_name(pipeline.ssm_prefix, pipeline.name)
     regions = sorted({home_region(pipeline), previous_home(pipeline), *known_regions(pipeline)})
     for current in fan_out(regions, lambda r: aws.find_parameter(name, r)).values():

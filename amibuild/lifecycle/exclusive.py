@@ -1,26 +1,35 @@
-"""Prune and the channel writers exclude each other.
+"""Prune and the channel writers exclude each other, whatever regions their pipeline files list.
 
 Prune deregisters; a channel write names an image. Run at once, prune could deregister an image a
-publish is about to name (both judged it on what they read a moment before). So:
+publish is about to name (both judged it on what they read a moment before). An image prune may
+deregister in region R is at risk only from a writer that writes R, so the two meet in every
+region both touch, the way two processes exclude each other with a flag each (each raises its own,
+then looks at the other's: at least one of the two sees the other):
 
-* prune takes the pipeline's prune lease (`amibuild.lease.prune_lease_name`, in the channels' lease
-  home), then waits until no channel lease of the pipeline is held (the new and the old folder):
-  a writer half way finishes first. Only then does it read what is in use and decide;
-* a channel writer that finds the prune lease held gives its channel leases back and waits
-  (`amibuild.channels.write.transact`), so the two never wait for each other at once;
+* prune takes the pipeline's prune lease (`amibuild.lease.prune_lease_name`) in every region it
+  prunes (and every region its pipeline file knows), in name order, then waits until no channel
+  lease of the pipeline is held in any of them (the new and the old folder): a writer half way
+  finishes first. Only then does it read what is in use and decide;
+* a channel writer holds its channel lease in every region of the channel it writes
+  (`amibuild.channels.home.write_places`), then looks for a prune lease in each: finding one, it
+  gives its channel leases back and waits (`amibuild.channels.write.transact`), so the two never
+  wait for each other at once;
 * each side re-checks right before its irreversible step: prune reads the channels of an image's
   region again right before it deregisters it (`named_now`); a writer checks the image is
   ``available`` right before its put, and that it still exists on reading back.
+
+Two prunes take their leases in the same (name) order, so neither holds one the other waits for
+while it waits for one the other holds.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from amibuild.aws import Aws, fan_out
 from amibuild.channels.home import known_regions
-from amibuild.channels.write import home_region, legacy_home_region
+from amibuild.channels.write import legacy_home_region
 from amibuild.errors import ChannelBusy
 from amibuild.lease import (LEGACY_CHANNEL_DIR, Guard, Lease, holder_gone, is_lease, lease_root, parse_holder,
                             prune_lease_name, wait_for)
@@ -31,11 +40,17 @@ T = TypeVar("T")
 POLL = 0.5
 
 
-def live_channel_leases(aws: Aws, pipeline: Any) -> list[str]:
-    """Every channel lease of the pipeline someone holds now, described."""
+def prune_regions(pipeline: Any, regions: Sequence[str] = ()) -> list[str]:
+    """Where prune holds its lease and looks for channel writers: every region it prunes and every
+    region the pipeline knows, in name order."""
+    return sorted({*regions, *known_regions(pipeline)})
+
+
+def live_channel_leases(aws: Aws, pipeline: Any, regions: Sequence[str] = ()) -> list[str]:
+    """Every channel lease of the pipeline someone holds now in `prune_regions`, described."""
     prefix = pipeline.ssm_prefix.rstrip("/")
-    # a channel's lease lives where the channel records it (`amibuild.channels.home`): look in every region
-    places = [(f"{lease_root(prefix, pipeline.name)}/channel", region) for region in known_regions(pipeline)]
+    # a writer holds its channel lease in every region it writes (`amibuild.channels.home.write_places`)
+    places = [(f"{lease_root(prefix, pipeline.name)}/channel", region) for region in prune_regions(pipeline, regions)]
     places.append((f"{prefix}/{pipeline.name}/{LEGACY_CHANNEL_DIR}", legacy_home_region(pipeline)))
     found = []
     now = time.time()
@@ -49,18 +64,25 @@ def live_channel_leases(aws: Aws, pipeline: Any) -> list[str]:
 
 
 def under_prune_lease(aws: Aws, pipeline: Any, work: Callable[[], T], *, guard: Guard,
-                      say: Callable[[str], None] = lambda _: None) -> T:
-    """Run `work` holding the prune lease, once no channel writer is half way."""
-    lease = Lease(aws, prune_lease_name(pipeline.ssm_prefix, pipeline.name), home_region(pipeline),
-                  run_id=guard.run_id, owner=guard.owner, operation="prune", ttl=max(guard.ttl, 900.0),
-                  description="amibuild prune lease: channel writers wait while it is held")
-    theirs = wait_for(lease, wait=guard.wait, poll=POLL, cancelled=guard.cancelled)
-    if theirs is not None:
-        raise ChannelBusy(f"prune: another prune holds the lease ({theirs.describe()}); nothing was deleted")
+                      say: Callable[[str], None] = lambda _: None, regions: Sequence[str] = ()) -> T:
+    """Run `work` holding the prune lease in every region of `prune_regions` (`regions`: those it
+    prunes), once no channel writer is half way in any of them."""
+    places = prune_regions(pipeline, regions)
+    taken: list[Lease] = []
     try:
         deadline = time.monotonic() + guard.wait
+        for region in places:
+            lease = Lease(aws, prune_lease_name(pipeline.ssm_prefix, pipeline.name), region,
+                          run_id=guard.run_id, owner=guard.owner, operation="prune", ttl=max(guard.ttl, 900.0),
+                          description="amibuild prune lease: channel writers wait while it is held")
+            theirs = wait_for(lease, wait=max(0.0, deadline - time.monotonic()), poll=POLL, cancelled=guard.cancelled)
+            if theirs is not None:
+                raise ChannelBusy(f"prune: another prune holds the lease in {region} ({theirs.describe()}); "
+                                  "nothing was deleted")
+            taken.append(lease)
+        deadline = time.monotonic() + guard.wait
         said = False
-        while busy := live_channel_leases(aws, pipeline):
+        while busy := live_channel_leases(aws, pipeline, places):
             if not said:
                 say(f"prune: waiting for channel writers to finish: {'; '.join(busy)}")
                 said = True
@@ -70,7 +92,8 @@ def under_prune_lease(aws: Aws, pipeline: Any, work: Callable[[], T], *, guard: 
             time.sleep(POLL)
         return work()
     finally:
-        lease.release()
+        for lease in reversed(taken):
+            lease.release()
 
 
 def named_now(aws: Aws, pipeline: Any, region: str) -> set[str]:

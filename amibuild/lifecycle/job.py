@@ -51,4 +51,4 @@ def run(settings: PruneSettings, *, now: datetime | None = None, aws: Aws | None
     return exclusive.under_prune_lease(
         aws, pipeline, lambda: execute_prune(aws, decide(), now=now,
                                              named=lambda region: exclusive.named_now(aws, pipeline, region)),
-        guard=guard or Guard(), say=say)
+        guard=guard or Guard(), say=say, regions=targets)
