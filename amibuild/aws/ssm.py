@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping, Sequence
@@ -9,6 +10,9 @@ from typing import Any, Mapping, Sequence
 from amibuild.errors import NotFound
 from amibuild.aws.session import CONNECT_TIMEOUT
 from amibuild.aws.errors import _mapped
+
+
+_FILTER_VALUES = 50  # values one DescribeParameters filter takes
 
 
 @dataclass(frozen=True)
@@ -142,15 +146,25 @@ class SsmCalls:
 
     # -- parameter tags (amibuild/lifecycle/prune.py) ----------------------------------------------
 
-    def parameters_tagged(self, region: str, tags: Mapping[str, Sequence[str]]) -> list[str]:
-        """Names of the parameters carrying every tag in `tags` with one of its values (DescribeParameters
-        with ``tag:KEY`` filters): found whatever path or template named them."""
-        filters = [{"Key": f"tag:{key}", "Values": list(values)} for key, values in tags.items()]
-        with _mapped("ssm:DescribeParameters", region):
-            pages = self._ssm_channels(region).get_paginator("describe_parameters").paginate(
-                ParameterFilters=filters
-            )
-            return [raw["Name"] for page in pages for raw in page.get("Parameters", [])]
+    def parameters_tagged(self, region: str, tags: Mapping[str, Sequence[str]],
+                          prefixes: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+        """Names of the parameters carrying every tag in `tags` with one of its values, and every tag
+        in `prefixes` with a value beginning with one of its prefixes (DescribeParameters with
+        ``tag:KEY`` filters, Equals and BeginsWith): found whatever path or template named them.
+        A filter takes at most 50 values: more are asked in several calls, their answers joined."""
+        keys = [(key, "Equals", list(values)) for key, values in tags.items()]
+        keys += [(key, "BeginsWith", list(values)) for key, values in (prefixes or {}).items()]
+        chunked = [[(key, option, values[i:i + _FILTER_VALUES]) for i in range(0, len(values), _FILTER_VALUES)]
+                   for key, option, values in keys]
+        names: dict[str, None] = {}
+        for combination in itertools.product(*chunked):
+            filters = [{"Key": f"tag:{key}", "Option": option, "Values": values} for key, option, values in combination]
+            with _mapped("ssm:DescribeParameters", region):
+                pages = self._ssm_channels(region).get_paginator("describe_parameters").paginate(
+                    ParameterFilters=filters
+                )
+                names.update((raw["Name"], None) for page in pages for raw in page.get("Parameters", []))
+        return list(names)
 
     def get_parameters(self, names: Sequence[str], region: str) -> dict[str, str]:
         """Values of several parameters (GetParameters, ten names a call); missing names are left out."""

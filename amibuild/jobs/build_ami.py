@@ -29,11 +29,13 @@ from amibuild.bake.leftovers import Scope
 from amibuild.bake.packer import Packer
 from amibuild.bake.plan import BuildPlan, PlanItem, new_run_id, plan_build, provenance_tags
 from amibuild.bake.prepare import Prepared, Transform, asking_version, prepare, support_warnings, write_all
+from amibuild.channels import outgrown
 from amibuild.channels.from_build import VariantPublished, check_shared, publish_build
 from amibuild.errors import (AmibuildError, BuildFailed, ExitCode, Interrupted, NoCredentials, PackerInputRefused,
                              RecordNotWritten, SpecError)
 from amibuild.pipeline import Pipeline, check_names
 from amibuild.jobs.signals import Signals
+from amibuild.pipeline.naming import parameter_name
 from amibuild.pipeline.options import Options, load_pipeline
 from amibuild.render import Target
 
@@ -223,7 +225,7 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
         say(f"warning: {line}")
     run_id = new_run_id()
     out_dir = records.run_directory(options.build_dir, run_id)
-    existing = find_built_images(aws, prepared.pipeline.target_regions, [r.fingerprint for r in prepared.rendered])
+    existing = read_before_plan(aws, prepared, settings.channel)
     plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],
                       existing, force=settings.force, run_id=run_id)
     if settings.dry_run:
@@ -234,6 +236,25 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
                        prepared.packer_version, prepared.notes), options, say, out_dir)
     parallel = settings.parallel or min(len(plan.items), settings.max_parallel)
     return execute_plan(plan, settings, aws, say, parallel=parallel, progress=progress)
+
+
+def read_before_plan(aws: Aws, prepared: Prepared, channel: str | None) -> dict:
+    """The built images the plan needs (`find_built_images`) and, beside them, whether the channel
+    to publish to grew beyond this pipeline's regions (`amibuild.channels.outgrown`): refused
+    here, before anything is built or written, rather than at the publish step after the builds."""
+    pipeline, regions = prepared.pipeline, prepared.pipeline.target_regions
+    names = [parameter_name(pipeline, r.variant, channel) for r in prepared.rendered] if channel else []
+
+    def read(what: str) -> dict:
+        if what == "images":
+            return find_built_images(aws, regions, [r.fingerprint for r in prepared.rendered])
+        return outgrown.find_outgrown(aws, pipeline.name, channel or "", names, regions)
+
+    found = fan_out(["images", "channels"] if names else ["images"], read)
+    refused = outgrown.refusal(channel or "", found.get("channels", {}), regions)
+    if refused is not None:
+        raise refused
+    return found["images"]
 
 
 def find_built_images(aws, regions, fingerprints) -> dict:

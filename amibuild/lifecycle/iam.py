@@ -268,6 +268,9 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
                    arn.channels),
         _statement("ChannelLeases", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
                                       "ssm:GetParameterHistory"], arn.leases),
+        # before building: the channel's parameters found by their tags, to refuse one grown beyond
+        # the pipeline's regions (DescribeParameters, metadata only, cannot be scoped)
+        _statement("ChannelsFind", ["ssm:DescribeParameters"]),
     ]
     # the upstream base lists the Kubernetes binaries bucket for 1.N.P and its build date (as
     # upstream's `make k8s=1.N` does); a variant may point at its own mirror
