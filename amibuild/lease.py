@@ -45,6 +45,7 @@ import socket
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Protocol, Sequence
@@ -392,9 +393,10 @@ class ChannelLease:
                                 f"over before {what}: this writer stopped writing")
 
     def release(self) -> str:
-        """Delete the lease(s) if still ours; a note when one is not (or could not be deleted)."""
-        notes = [n for n in (self._release(x) for x in (self.lease, *self.others)) if n]
-        return "; ".join(notes)
+        """Delete the lease(s) if still ours (in parallel: one per region it writes); a note when one
+        is not (or could not be deleted)."""
+        notes = [n for n in _each([self.lease, *self.others], self._release) if n]
+        return "; ".join(str(n) for n in notes)
 
     @staticmethod
     def _release(lease: Lease) -> str:
@@ -426,16 +428,16 @@ def acquire_channel(store: LeaseStore, name: str, region: str, *, operation: str
         lease = make(name, region)
         theirs = wait_for(lease, wait=max(0.0, deadline - time.monotonic()), poll=POLL, cancelled=guard.cancelled)
         others: list[Lease] = []
-        if theirs is None:
-            for place in dict.fromkeys(beside):
-                other = make(*place)
-                theirs = other.try_acquire()
-                if theirs is not None:  # an older amibuild writes this channel: let go of ours and wait
-                    for mine in (*others, lease):
-                        mine.release()
-                    others = []
-                    break
-                others.append(other)
+        if theirs is None:  # the leases beside the home, one per region: taken at once
+            others = [make(*place) for place in dict.fromkeys(beside)]
+            answers = _each(others, lambda other: other.try_acquire())
+            failed = next((a for a in answers if isinstance(a, BaseException)), None)
+            theirs = next((a for a in answers if isinstance(a, Holder)), None)
+            if failed is not None or theirs is not None:  # another writer there (or AWS failed): let go, wait
+                _each([o for o, a in zip(others, answers, strict=True) if a is None] + [lease], lambda m: m.release())
+                others = []
+                if failed is not None:
+                    raise failed
         if theirs is None:
             return ChannelLease(lease, *others)
         if guard.cancelled():
@@ -448,6 +450,21 @@ def acquire_channel(store: LeaseStore, name: str, region: str, *, operation: str
                 f"is taken over once it expires)"
             )
         time.sleep(min(POLL, left))
+
+
+def _each(items: Sequence[Any], work: Callable[[Any], Any]) -> list[Any]:
+    """`work` for every item at once (threads: each is an AWS round trip), in order; an item whose
+    work raised gives its exception instead of a result."""
+    def one(item: Any) -> Any:
+        try:
+            return work(item)
+        except Exception as exc:  # handed back: the caller releases what was taken, then raises it
+            return exc
+
+    if len(items) <= 1:
+        return [one(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(16, len(items)), thread_name_prefix="amibuild-lease") as pool:
+        return list(pool.map(one, items))
 
 
 def held_leases(store: Any, ssm_prefix: str, pipeline: str, region: str, *, now: float,
