@@ -16,6 +16,11 @@ output back. Channel gates (`channel "stable" { from, requires, soak }`) are par
 decision over them lives in `amibuild.channels.gates`.
 
 Nothing here touches AWS or the file system.
+
+One concept over ~500 lines: a check, from the block that declares it to the verdict on its
+result. The built-ins, the script and the parser of its output share the `Check` value and the
+marker protocol (`MARK`: what the script prints, what `parse_results` reads back), which must
+change together; the blocks' parsing beside them keeps each key's rules next to what it feeds.
 """
 
 from __future__ import annotations
