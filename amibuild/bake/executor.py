@@ -55,9 +55,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from amibuild import hcl, secrets, tags
+from amibuild import hcl, secrets
 from amibuild.aws import Aws
-from amibuild.errors import AmibuildError, AwsError, EndpointUnreachable, PackerOutputError
+from amibuild.errors import AmibuildError, PackerOutputError
 from amibuild.bake import leftovers as leftovers_mod
 from amibuild.bake.decide import (LeaseStep, PackerEnd, PackerFacts, Reuse, lease_step, packer_end,
                                   reuse_after_lease, should_look_for_reuse)
@@ -343,44 +343,23 @@ class Executor:
     # ------------------------------------------------------------------------------ leftovers
 
     def _clean_up(self, item: PlanItem, outcome: WorkingOutcome, lines: list[str], *, look: bool = True) -> str:
-        """Find and remove this variant's leftovers of this run; a sentence saying what happened.
-
-        ``look`` False (a second Ctrl-C: the user wants out now): no AWS calls, only what Packer
-        announced is listed.
+        """Find and remove this variant's leftovers of this run (`leftovers.clean_up`); a sentence
+        saying what happened. ``look`` False (a second Ctrl-C: the user wants out now): no AWS calls,
+        only what Packer announced is listed.
         """
         if self.leftovers_scope is None:
             return ""
         scope = self.leftovers_scope(item)
         seen = leftovers_mod.stream_resources(lines)
         self.progress.update(item.name, State.BUILDING, "looking for leftovers of this run")
-        try:
-            if not look:
-                raise AwsError("stopped waiting (second interrupt)")
-            if item.name in self._unreachable:  # a frozen endpoint would hold every lookup to its timeouts
-                raise EndpointUnreachable("the endpoint stopped answering during the build")
-            found = leftovers_mod.find(self.aws, scope, seen)
-        except AwsError as exc:
-            if isinstance(exc, EndpointUnreachable):
-                self._unreachable.add(item.name)
-            # AWS cannot be asked: list what Packer announced, each with its command
-            announced = [leftovers_mod.Leftover("instance", scope.region_of(b), i) for b, ids in seen.instances.items() for i in ids]
-            announced += [leftovers_mod.Leftover("key-pair", scope.region_of(b), k) for b, ks in seen.key_pairs.items() for k in ks]
-            announced += [leftovers_mod.Leftover("image", scope.region_of(b), a) for b, ams in seen.amis.items() for a in ams]
-            announced += [leftovers_mod.Leftover("security-group", scope.region_of(b), g)
-                          for b, gs in seen.security_groups.items() for g in gs]
-            outcome.left_behind = [_left(x, f"not checked: {exc}") for x in announced]
-            return (f"could not look for leftovers ({exc}); find them by tag {scope_tag(scope)} and AMI name "
-                    f"{scope.ami_name_prefix}-*-{scope.run_id} in {', '.join(scope.regions)}"
-                    + (" and remove " + "; ".join(str(x) for x in announced) if announced else ""))
-        if not found:
-            return "nothing left behind"
-        removed, failed = leftovers_mod.remove(self.aws, found)
-        outcome.removed = [str(x) for x in removed]
-        outcome.left_behind = [_left(x, why) for x, why in failed]
-        text = f"removed {len(removed)} leftover(s): {', '.join(str(x) for x in removed)}" if removed else ""
-        if failed:
-            text += ("; " if text else "") + "LEFT BEHIND: " + "; ".join(f"{x} ({x.command()})" for x, _ in failed)
-        return text
+        done = leftovers_mod.clean_up(self.aws, scope, seen, look=look, unreachable=item.name in self._unreachable)
+        if done.unreachable:
+            self._unreachable.add(item.name)
+        if done.removed is not None:
+            outcome.removed = list(done.removed)
+        if done.left_behind is not None:
+            outcome.left_behind = list(done.left_behind)
+        return done.text
 
     def _run_packer(self, item: PlanItem, outcome: WorkingOutcome) -> "dict[str, str] | _Stop":
         directory = item.directory
@@ -576,14 +555,6 @@ def _remove_temp_files(scratch: Path, outcome: BuildOutcome) -> None:
 def temp_prefix(run_id: str) -> str:
     """How the temporary folders of one run's Packer processes are named (in the system's temp folder)."""
     return f"amibuild-{run_id}-"
-
-
-def _left(item: leftovers_mod.Leftover, why: str) -> dict:
-    return {"kind": item.kind, "region": item.region, "id": item.id, "why": why, "command": item.command()}
-
-
-def scope_tag(scope: leftovers_mod.Scope) -> str:
-    return f"{tags.RUN_ID}={scope.run_id}"
 
 
 def _amis_text(amis: Mapping[str, str]) -> str:
