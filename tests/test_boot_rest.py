@@ -241,3 +241,30 @@ def test_build_ami_boot_test_cluster_joins_each_node_tainted_reports_ready_secon
     # both passed, so both are published
     assert all(v["status"] == "built" and v["published"] and not v["publish_error"] for v in run["variants"]), \
         run["variants"]
+
+
+def test_hcl_parses_in_threads_at_once_give_what_one_parse_gives():
+    """The emulator rehearses two stand-ins at once (build-ami --boot-test of two variants): python-hcl2
+    alone then gave a list default as its source text ('["ceph-common"]'), which failed the chain."""
+    import threading
+
+    from amibuild import hcl
+
+    texts = ['variable "extra_packages" {\n  type = list(string)\n  default = ["ceph-common"]\n}\n',
+             'variable "extra_packages" {\n  default = ["ceph-common", "jq"]\n}\nlocals {\n  y = "${var.a} hi"\n}\n']
+    want = [hcl.loads(t) for t in texts]
+    wrong: list = []
+
+    def parse(i: int) -> None:
+        for _ in range(200):
+            got = hcl.loads(texts[i])
+            if got != want[i]:
+                wrong.append(got)
+                return
+
+    threads = [threading.Thread(target=parse, args=(i % 2,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == [] and want[0]["variable"][0]["extra_packages"]["default"] == ["ceph-common"]
