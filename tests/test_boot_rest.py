@@ -241,6 +241,37 @@ def test_build_ami_boot_test_cluster_joins_each_node_tainted_reports_ready_secon
     # both passed, so both are published
     assert all(v["status"] == "built" and v["published"] and not v["publish_error"] for v in run["variants"]), \
         run["variants"]
+    # the report says it per variant too
+    again = run_cli(tmp_path, "build-ami", "--boot-test", "--cluster", SANDBOX_CLUSTER, "--force", binary="amibuild")
+    assert again.returncode == 0, again.stderr
+    lines = [line for line in again.stdout.splitlines() if "boot test" in line]
+    assert len(lines) == 2 and all(f"Ready in {SANDBOX_CLUSTER} after" in line and line.endswith("removed")
+                                   and "passed" in line for line in lines), again.stdout
+
+
+def test_test_ami_joins_the_cluster_the_pipeline_names_and_cordons_its_node_before_deleting_it(
+        tmp_path: Path, sandbox):
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE.replace(
+        '  regions = ["us-west-2"]\n', f'  regions = ["us-west-2"]\n  test {{\n    cluster = "{SANDBOX_CLUSTER}"\n  }}\n'))
+    ami = foreign_image("br-ceph-joined", "ceph")
+    done = run_cli(tmp_path, "test-ami", "--variant", "ceph", "--ami", ami, "--json", binary="amibuild")
+    assert done.returncode == 0, done.stderr  # a foreign image: untested, but its node joined and got Ready
+    result = json.loads(done.stdout)
+    assert result["cluster"] == SANDBOX_CLUSTER and result["node_ready_seconds"] is not None
+    assert result["node_removed"] is True and result["terminated"] is True
+    (node,) = sandbox.deleted_nodes()
+    assert node["metadata"]["name"] == result["node"] and node["spec"]["unschedulable"] is True
+    assert kube.Nodes(SANDBOX_CLUSTER, kubeconfig=str(sandbox.kubeconfig)).list() == []
+
+
+def test_a_bad_cluster_in_the_pipelines_test_block_is_refused_at_load(tmp_path: Path):
+    from amibuild.errors import SpecError
+
+    (tmp_path / "amibuild.hcl").write_text('pipeline {\n  name = "p"\n  test {\n    cluster = "a b"\n  }\n}\n'
+                                           'variant "v" {\n}\n')
+    with pytest.raises(SpecError) as caught:
+        load(tmp_path / "amibuild.hcl")
+    assert "pipeline.test.cluster 'a b': an EKS cluster name" in str(caught.value)
 
 
 def test_hcl_parses_in_threads_at_once_give_what_one_parse_gives():
