@@ -307,7 +307,8 @@ def report_lines(result: BootTestResult) -> list[str]:
             out += [f"      | {line}" for line in check.tail.splitlines()[-3 if check.verdict != "failed" else -10:]]
     if result.node_ready_seconds is not None:
         out.append(f"  node {result.node} joined {result.cluster}: Ready with {kube.TEST_TAINT} after "
-                   f"{result.node_ready_seconds:.1f}s; {'deleted' if result.node_removed else 'NOT deleted'} after the terminate")
+                   f"{result.node_ready_seconds:.1f}s; {'cordoned and deleted' if result.node_removed else 'NOT deleted'} "
+                   "after the terminate")
     elif result.node:
         out.append(f"  node {result.node} of {result.cluster}: {'deleted' if result.node_removed else 'NOT deleted'}")
     out += [f"  note: {n}" for n in result.notes]
