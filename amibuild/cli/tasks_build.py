@@ -5,8 +5,6 @@ Part of the task table `amibuild.cli.tasks` assembles (its docstring says how fl
 imports are kept fast).
 """
 
-import os
-
 from invoke import task
 
 from amibuild.cli import report, summary, values
@@ -73,6 +71,8 @@ BUILD_HELP = {
     "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
     "boot_test": "Boot each built image (`amibuild test-ami`, in parallel) before publishing; a variant whose "
                  "boot test fails is not published (exit 1), the others go on",
+    "cluster": "With --boot-test: EKS cluster each test node joins, tainted amibuild.io/test:NoSchedule, and must "
+               "get Ready in (default: the pipeline's test { cluster }; needs amibuild[cluster] and a kubeconfig)",
 }
 
 
@@ -81,7 +81,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
               channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, allow_incomplete=False,
-              markdown=False, boot_test=False):
+              markdown=False, boot_test=False, cluster=None):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.jobs import build_ami as job
@@ -96,7 +96,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         timeout=values.optional_duration(timeout, "--timeout", example="90m or 5400"),
         rehearse=rehearse, allow_incomplete=allow_incomplete, wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
-        boot_test=_boot_test_settings(opts) if boot_test else None, **_target(),
+        boot_test=_boot_test_settings(opts, boot_test, cluster), **_target(),
     ), cli.say))
     if json:
         cli.emit_json(run.to_dict())
@@ -106,18 +106,11 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     cli.finish(run)
 
 
-def _boot_test_settings(opts):
-    """build-ami --boot-test: the pipeline's test { ... } block (subnet, security group, profile)."""
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.cli.imagetests import user_data
-    from amibuild.imagetest import boot
-    from amibuild.pipeline.options import load_pipeline
-    from amibuild.sandbox.transform import in_sandbox
+def _boot_test_settings(opts, boot_test: bool, cluster: str | None):
+    """build-ami --boot-test [--cluster C]: the pipeline's test { ... } block with --cluster over it."""
+    from amibuild.cli.imagetests import boot_test_settings  # deferred: not on the `amibuild --list` path
 
-    pipeline = cli.run(lambda: load_pipeline(opts))
-    # no --cluster here: each test instance gets user data that is only checked (nodeadm config check, bootstrap.sh)
-    return boot.BootTestSettings.of(pipeline.boot_test, poll=0.1 if in_sandbox(os.environ) else 5.0,
-                                    user_data=cli.run(lambda: user_data(None, pipeline, pipeline.variants, "")))
+    return cli.run(lambda: boot_test_settings(opts, boot_test=boot_test, cluster=cluster))
 
 
 REHEARSE_HELP = {
