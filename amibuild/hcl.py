@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -225,6 +226,12 @@ def dumps(body: Iterable[Any], header: str = "") -> str:
 HclSyntaxError = _errors.HclSyntaxError
 
 
+# python-hcl2 is not thread-safe: two parses at once in one process (the sandbox emulator runs each
+# boot test's stand-in in a thread of its own) can give a list as its source text, e.g. the string
+# '["ceph-common"]'. One parse at a time costs nothing: parsing holds the GIL anyway.
+_PARSE_LOCK = threading.Lock()
+
+
 def loads(text: str, *, keep_quotes: bool = False) -> dict[str, Any]:
     """Parse HCL2 text into plain Python values (blocks as lists of dicts, strings unquoted).
 
@@ -238,7 +245,8 @@ def loads(text: str, *, keep_quotes: bool = False) -> dict[str, Any]:
         strip_string_quotes=not keep_quotes, explicit_blocks=False, with_comments=False
     )
     try:
-        return hcl2.loads(text, serialization_options=options)
+        with _PARSE_LOCK:
+            return hcl2.loads(text, serialization_options=options)
     except Exception as exc:  # lark raises a family of its own; all mean "does not parse"
         line = getattr(exc, "line", None)
         if not isinstance(line, int) or line < 1:

@@ -76,3 +76,20 @@ def test_no_import_cycle_anywhere_in_the_package() -> None:
             if graph.find_shortest_chain(importer=imported, imported=module):
                 cycles.append(f"{module} <-> {imported}")
     assert not cycles, cycles
+
+
+MODULE_LINES = 500  # issue 17: "no module over ~500 lines unless one concept needs it (say why in its docstring)"
+
+
+def test_a_module_over_500_lines_says_in_its_docstring_why_it_is_one_concept() -> None:
+    import ast
+
+    unsaid = []
+    for path in sorted((ROOT / "amibuild").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > MODULE_LINES:
+            docstring = ast.get_docstring(ast.parse(text)) or ""
+            if "one concept over ~500 lines" not in docstring.lower():
+                unsaid.append(f"{path.relative_to(ROOT)}: {text.count(chr(10))} lines")
+    assert not unsaid, ("modules over ~500 lines whose docstring does not say why they are one concept "
+                        "(`One concept over ~500 lines: ...`), split them or say why:\n" + "\n".join(unsaid))

@@ -34,6 +34,28 @@ def test_each_leftover_names_the_command_that_removes_it() -> None:
     assert leftovers.key_pair_name(RUN, "ceph", "us-west-2") == f"amibuild-{RUN}-ceph-us-west-2"
 
 
+@pytest.mark.parametrize("look, unreachable, why", [
+    (False, False, "stopped waiting (second interrupt)"),
+    (True, True, "the endpoint stopped answering during the build"),
+], ids=["second-interrupt", "endpoint-gone"])
+def test_clean_up_that_cannot_ask_aws_lists_what_packer_announced_each_with_its_command(look, unreachable, why) -> None:
+    seen = leftovers.stream_resources((DATA / "build-multi-region.out").read_text().splitlines())
+    done = leftovers.clean_up(None, SCOPE, seen, look=look, unreachable=unreachable)  # no gateway: nothing asks AWS
+    assert done.removed is None  # the outcome keeps what it holds
+    assert done.unreachable is unreachable
+    assert [(x["kind"], x["region"], x["id"]) for x in done.left_behind] == [
+        ("instance", "us-west-2", "i-0140ee7ffdfb34cf1"),
+        ("key-pair", "us-west-2", "packer_6b0cc916-a342-8ee3-56ce-fea5d9a97f31"),
+        ("image", "us-west-2", "ami-c304e3a6c4c8f13c8"),
+        ("security-group", "us-west-2", "packer_6b0cc916-6007-e3a8-119d-6c1bade180a7"),
+    ]
+    assert {x["why"] for x in done.left_behind} == {f"not checked: {why}"}
+    assert done.left_behind[0]["command"] == "aws ec2 terminate-instances --instance-ids i-0140ee7ffdfb34cf1 --region us-west-2"
+    assert done.text.startswith(f"could not look for leftovers ({why}); find them by tag {tags.RUN_ID}={RUN} and AMI "
+                                f"name e2e-ceph-1.30-x86_64-*-{RUN} in us-west-2, eu-west-1 and remove instance "
+                                "i-0140ee7ffdfb34cf1 in us-west-2; ")
+
+
 def _leave_behind(run: str, variant: str, prefix: str) -> dict[str, str]:
     """What an interrupted Packer leaves: a tagged instance, its key pair and group, an untagged copy."""
     west = boto3.client("ec2", region_name="us-west-2")

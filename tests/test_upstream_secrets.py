@@ -9,6 +9,7 @@ and that nothing it or amibuild wrote holds them.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import shutil
 import subprocess
@@ -126,6 +127,26 @@ def test_an_upstream_url_with_credentials_is_cloned_and_fetched_with_them_and_th
     assert holding(cache, PASSWORD, TOKEN, f"{USER}:") == []
     # the cache folder's name does not come from the secret: the same repository with another password is it
     assert upstream.fetch(f"http://{USER}:0ther{PASSWORD}@{where}", "v1", cache) == checkout
+
+
+@needs_git
+def test_a_clone_an_older_amibuild_kept_with_the_credentials_is_removed_on_the_next_fetch(
+        served, tmp_path: Path) -> None:
+    where, origin, _ = served
+    url = f"http://{USER}:{PASSWORD}@{where}"
+    cache = tmp_path / "cache"
+    # what amibuild made before this version: the clone under a hash of the credentialed URL, whose
+    # remote is that URL (git keeps the password in .git/config)
+    old = cache / hashlib.sha256(f"{url}\0v1".encode()).hexdigest()[:16]
+    old.mkdir(parents=True)
+    git(old, "init", "-q")
+    git(old, "remote", "add", "origin", url)
+    assert holding(cache, PASSWORD) != []
+
+    checkout = upstream.fetch(url, "v1", cache)
+    assert git(checkout, "rev-parse", "HEAD") == git(origin, "rev-parse", "v1")
+    assert not old.exists()
+    assert holding(cache, PASSWORD, TOKEN, f"{USER}:") == []
 
 
 @needs_git

@@ -30,12 +30,18 @@ Around each Packer run (both optional, given by the caller):
 A watchdog probes the EC2 endpoint whenever Packer's stream has been quiet for ``stall_after``
 seconds: Packer itself retries a dead endpoint for minutes without a word. Two failed probes in a
 row stop the build with a message naming the endpoint.
+
+One concept over ~500 lines: the pool, the lease around a variant, its Packer process (stream,
+timer, watchdog) and the clean-up after it share one `RunState` (the signal handler's flags, the
+running processes, the held leases) and one interrupt: split apart, each would take that state
+back as arguments. The decisions are elsewhere and pure (`amibuild.bake.decide`), as are the
+outcome values (`amibuild.bake.outcome`, importable from here too) and the parsers
+(`amibuild.bake.packer_output`); what stays here is the doing.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import os
 import shutil
 import signal
@@ -49,107 +55,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from amibuild import hcl, secrets, tags
+from amibuild import hcl, secrets
 from amibuild.aws import Aws
-from amibuild.errors import AmibuildError, AwsError, EndpointUnreachable, PackerOutputError
+from amibuild.errors import AmibuildError, PackerOutputError
 from amibuild.bake import leftovers as leftovers_mod
 from amibuild.bake.decide import (LeaseStep, PackerEnd, PackerFacts, Reuse, lease_step, packer_end,
                                   reuse_after_lease, should_look_for_reuse)
 from amibuild.lease import Lease
 from amibuild.bake.packer import (Packer, cross_check, input_refusal, manifest_builds, parse_machine_readable,
                                    progress_step)
+from amibuild.bake.outcome import BuildOutcome, BuildStatus, WorkingOutcome
 from amibuild.bake.plan import FINGERPRINT_TAG, BuildPlan, BuildDecision, PlanItem
 from amibuild.bake.progress import Progress, State
 
 PROVENANCE_FILE = "provenance.pkrvars.hcl"
 LOG_FILE = "packer.log"
 MANIFEST_FILE = "manifest.json"
-
-
-class BuildStatus(enum.StrEnum):
-    """Where one variant's build stands; its value is what the JSON and the run record say."""
-
-    QUEUED = "queued"
-    BUILT = "built"
-    SKIPPED = "skipped"  # reused: an image with its fingerprint is in every region
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-
-    @property
-    def has_image(self) -> bool:
-        """Built or reused: there is an image to publish or share."""
-        return self in (BuildStatus.BUILT, BuildStatus.SKIPPED)
-
-
-@dataclass(frozen=True)
-class BuildOutcome:
-    """What happened to one variant in this run (the build only: publishing says its own result)."""
-
-    name: str
-    fingerprint: str
-    decision: BuildDecision
-    reason: str
-    status: BuildStatus = BuildStatus.QUEUED
-    amis: Mapping[str, str] = field(default_factory=dict)
-    log: str = ""
-    error: str = ""
-    started: str = ""
-    seconds: float = 0.0
-    input_refused: bool = False  # Packer refused a value the user gave (exit 2 when nothing else ran)
-    lease: str = ""  # what the build lease did: waited for another run, took over a stale one
-    removed: tuple[str, ...] = ()  # leftovers of a failed build, removed
-    left_behind: tuple[Mapping, ...] = ()  # leftovers not removed: kind, region, id, why, command
-    # build-ami --boot-test: imagetest.boot.BootTestResult.to_dict(), set on a new outcome after the test
-    boot_test: Mapping = field(default_factory=dict)
-    boot_error: str = ""  # why the variant is not published after its boot test ("" : passed, or none ran)
-
-    @property
-    def failed(self) -> bool:
-        return self.status in (BuildStatus.FAILED, BuildStatus.INTERRUPTED) or bool(self.boot_error)
-
-    def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "status": str(self.status),
-            "fingerprint": self.fingerprint,
-            "decision": str(self.decision),
-            "reason": self.reason,
-            "amis": dict(sorted(self.amis.items())),
-            "log": self.log,
-            "error": self.error,
-            "started": self.started,
-            "seconds": round(self.seconds, 3),
-            "lease": self.lease,
-            "leftovers_removed": list(self.removed),
-            "left_behind": [dict(x) for x in self.left_behind],
-            **({"boot_test": dict(self.boot_test)} if self.boot_test else {}),
-            **({"boot_error": self.boot_error} if self.boot_error else {}),
-        }
-
-
-@dataclass
-class _Working:
-    """One variant's outcome while its build runs (the worker fills it in); `freeze` gives the result."""
-
-    name: str
-    fingerprint: str
-    decision: BuildDecision
-    reason: str
-    status: BuildStatus = BuildStatus.QUEUED
-    amis: dict[str, str] = field(default_factory=dict)
-    log: str = ""
-    error: str = ""
-    started: str = ""
-    seconds: float = 0.0
-    input_refused: bool = False
-    lease: str = ""
-    removed: list[str] = field(default_factory=list)
-    left_behind: list[dict] = field(default_factory=list)
-
-    def freeze(self) -> BuildOutcome:
-        return BuildOutcome(self.name, self.fingerprint, self.decision, self.reason, self.status, dict(self.amis),
-                            self.log, self.error, self.started, self.seconds, self.input_refused, self.lease,
-                            tuple(self.removed), tuple(self.left_behind))
 
 
 @dataclass(frozen=True)
@@ -234,7 +155,7 @@ class Executor:
 
     def build(self) -> tuple[BuildOutcome, ...]:
         """Build every BUILD item (up to ``parallel`` at once); an outcome for every item."""
-        outcomes = {i.name: _Working(i.name, i.fingerprint, i.decision, i.reason, log=str(i.directory / LOG_FILE))
+        outcomes = {i.name: WorkingOutcome(i.name, i.fingerprint, i.decision, i.reason, log=str(i.directory / LOG_FILE))
                     for i in self.plan.items}
         for item in self.plan.items:
             if item.decision is BuildDecision.SKIP:
@@ -302,7 +223,7 @@ class Executor:
 
         return restore
 
-    def _build_one(self, item: PlanItem, outcome: _Working) -> None:
+    def _build_one(self, item: PlanItem, outcome: WorkingOutcome) -> None:
         started = time.monotonic()
         outcome.started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
@@ -361,7 +282,7 @@ class Executor:
 
     # ------------------------------------------------------------------------------ the build lease
 
-    def _take_lease(self, item: PlanItem, outcome: _Working) -> "Lease | Reuse | _Stop":
+    def _take_lease(self, item: PlanItem, outcome: WorkingOutcome) -> "Lease | Reuse | _Stop":
         """Hold the variant's build lease, waiting for another run's build of the same inputs.
 
         The lease when it is ours and the variant is to be built; a `Reuse` when, once the lease
@@ -421,47 +342,26 @@ class Executor:
 
     # ------------------------------------------------------------------------------ leftovers
 
-    def _clean_up(self, item: PlanItem, outcome: _Working, lines: list[str], *, look: bool = True) -> str:
-        """Find and remove this variant's leftovers of this run; a sentence saying what happened.
-
-        ``look`` False (a second Ctrl-C: the user wants out now): no AWS calls, only what Packer
-        announced is listed.
+    def _clean_up(self, item: PlanItem, outcome: WorkingOutcome, lines: list[str], *, look: bool = True) -> str:
+        """Find and remove this variant's leftovers of this run (`leftovers.clean_up`); a sentence
+        saying what happened. ``look`` False (a second Ctrl-C: the user wants out now): no AWS calls,
+        only what Packer announced is listed.
         """
         if self.leftovers_scope is None:
             return ""
         scope = self.leftovers_scope(item)
         seen = leftovers_mod.stream_resources(lines)
         self.progress.update(item.name, State.BUILDING, "looking for leftovers of this run")
-        try:
-            if not look:
-                raise AwsError("stopped waiting (second interrupt)")
-            if item.name in self._unreachable:  # a frozen endpoint would hold every lookup to its timeouts
-                raise EndpointUnreachable("the endpoint stopped answering during the build")
-            found = leftovers_mod.find(self.aws, scope, seen)
-        except AwsError as exc:
-            if isinstance(exc, EndpointUnreachable):
-                self._unreachable.add(item.name)
-            # AWS cannot be asked: list what Packer announced, each with its command
-            announced = [leftovers_mod.Leftover("instance", scope.region_of(b), i) for b, ids in seen.instances.items() for i in ids]
-            announced += [leftovers_mod.Leftover("key-pair", scope.region_of(b), k) for b, ks in seen.key_pairs.items() for k in ks]
-            announced += [leftovers_mod.Leftover("image", scope.region_of(b), a) for b, ams in seen.amis.items() for a in ams]
-            announced += [leftovers_mod.Leftover("security-group", scope.region_of(b), g)
-                          for b, gs in seen.security_groups.items() for g in gs]
-            outcome.left_behind = [_left(x, f"not checked: {exc}") for x in announced]
-            return (f"could not look for leftovers ({exc}); find them by tag {scope_tag(scope)} and AMI name "
-                    f"{scope.ami_name_prefix}-*-{scope.run_id} in {', '.join(scope.regions)}"
-                    + (" and remove " + "; ".join(str(x) for x in announced) if announced else ""))
-        if not found:
-            return "nothing left behind"
-        removed, failed = leftovers_mod.remove(self.aws, found)
-        outcome.removed = [str(x) for x in removed]
-        outcome.left_behind = [_left(x, why) for x, why in failed]
-        text = f"removed {len(removed)} leftover(s): {', '.join(str(x) for x in removed)}" if removed else ""
-        if failed:
-            text += ("; " if text else "") + "LEFT BEHIND: " + "; ".join(f"{x} ({x.command()})" for x, _ in failed)
-        return text
+        done = leftovers_mod.clean_up(self.aws, scope, seen, look=look, unreachable=item.name in self._unreachable)
+        if done.unreachable:
+            self._unreachable.add(item.name)
+        if done.removed is not None:
+            outcome.removed = list(done.removed)
+        if done.left_behind is not None:
+            outcome.left_behind = list(done.left_behind)
+        return done.text
 
-    def _run_packer(self, item: PlanItem, outcome: _Working) -> "dict[str, str] | _Stop":
+    def _run_packer(self, item: PlanItem, outcome: WorkingOutcome) -> "dict[str, str] | _Stop":
         directory = item.directory
         provenance_file = directory / PROVENANCE_FILE
         provenance_file.write_text(hcl.dumps([
@@ -655,14 +555,6 @@ def _remove_temp_files(scratch: Path, outcome: BuildOutcome) -> None:
 def temp_prefix(run_id: str) -> str:
     """How the temporary folders of one run's Packer processes are named (in the system's temp folder)."""
     return f"amibuild-{run_id}-"
-
-
-def _left(item: leftovers_mod.Leftover, why: str) -> dict:
-    return {"kind": item.kind, "region": item.region, "id": item.id, "why": why, "command": item.command()}
-
-
-def scope_tag(scope: leftovers_mod.Scope) -> str:
-    return f"{tags.RUN_ID}={scope.run_id}"
 
 
 def _amis_text(amis: Mapping[str, str]) -> str:

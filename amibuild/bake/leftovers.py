@@ -15,7 +15,8 @@ pair and security group. amibuild therefore makes a run's resources findable on 
 
 `stream_resources` is the pure parser of the stream; `find` looks in AWS; `remove` deletes in
 dependency order (instances, then images, snapshots, volumes, key pairs, groups) and returns what
-could not be removed, each with the AWS CLI command that removes it.
+could not be removed, each with the AWS CLI command that removes it; `clean_up` is the three in a
+row for one variant (or, when AWS cannot be asked, the list of what Packer announced).
 """
 
 from __future__ import annotations
@@ -215,3 +216,54 @@ def remove(aws: Aws, leftovers: Sequence[Leftover], *, settle: float = 60.0) -> 
             failed.pop()
             time.sleep(2.0)  # the instance is still shutting down and holds the group
     return removed, failed
+
+
+@dataclass(frozen=True)
+class CleanUp:
+    """What the clean-up after a build that did not finish cleanly did: a sentence for the log and
+    the outcome, and what the outcome records (None: it keeps what it holds)."""
+
+    text: str
+    removed: tuple[str, ...] | None = None
+    left_behind: tuple[dict, ...] | None = None
+    unreachable: bool = False  # the endpoint did not answer: the variant's later calls skip AWS
+
+
+def clean_up(aws: Aws, scope: Scope, seen: StreamResources, *, look: bool = True, unreachable: bool = False) -> CleanUp:
+    """Find and remove what one variant's build of this run left (`find`, `remove`). ``look`` False
+    (a second Ctrl-C) or ``unreachable`` (a frozen endpoint would hold every lookup to its
+    timeouts): no AWS calls, what Packer announced is listed, each with its command."""
+    try:
+        if not look:
+            raise AwsError("stopped waiting (second interrupt)")
+        if unreachable:
+            raise EndpointUnreachable("the endpoint stopped answering during the build")
+        found = find(aws, scope, seen)
+    except AwsError as exc:
+        # AWS cannot be asked: list what Packer announced, each with its command
+        announced = [Leftover("instance", scope.region_of(b), i) for b, ids in seen.instances.items() for i in ids]
+        announced += [Leftover("key-pair", scope.region_of(b), k) for b, ks in seen.key_pairs.items() for k in ks]
+        announced += [Leftover("image", scope.region_of(b), a) for b, ams in seen.amis.items() for a in ams]
+        announced += [Leftover("security-group", scope.region_of(b), g)
+                      for b, gs in seen.security_groups.items() for g in gs]
+        return CleanUp(
+            (f"could not look for leftovers ({exc}); find them by tag {scope_tag(scope)} and AMI name "
+             f"{scope.ami_name_prefix}-*-{scope.run_id} in {', '.join(scope.regions)}"
+             + (" and remove " + "; ".join(str(x) for x in announced) if announced else "")),
+            left_behind=tuple(_left(x, f"not checked: {exc}") for x in announced),
+            unreachable=isinstance(exc, EndpointUnreachable))
+    if not found:
+        return CleanUp("nothing left behind")
+    removed, failed = remove(aws, found)
+    text = f"removed {len(removed)} leftover(s): {', '.join(str(x) for x in removed)}" if removed else ""
+    if failed:
+        text += ("; " if text else "") + "LEFT BEHIND: " + "; ".join(f"{x} ({x.command()})" for x, _ in failed)
+    return CleanUp(text, removed=tuple(str(x) for x in removed), left_behind=tuple(_left(x, why) for x, why in failed))
+
+
+def _left(item: Leftover, why: str) -> dict:
+    return {"kind": item.kind, "region": item.region, "id": item.id, "why": why, "command": item.command()}
+
+
+def scope_tag(scope: Scope) -> str:
+    return f"{tags.RUN_ID}={scope.run_id}"

@@ -25,6 +25,12 @@ A channel write converges or says plainly that it did not:
   holds and how to repair it (`amibuild channels --repair`);
 * an image is checked `available` in its region right before its put, and the read-back checks it
   still exists (prune deregisters only under its own lease, which writers respect: `amibuild.lease`).
+
+One concept over ~500 lines: the transaction. Its lease, its puts, their read-back, the verdict and
+the put-back share one `Turn` (the lease check before each write) and one token (the writer's mark
+on its versions); split apart, each part would take both back as arguments and a reader would
+have to follow a write across modules to see that it is guarded. The plan it carries out is pure
+and lives apart (`amibuild.channels.plan`), as does the lease's home (`amibuild.channels.home`).
 """
 
 from __future__ import annotations

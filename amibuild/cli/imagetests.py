@@ -102,17 +102,29 @@ def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, ru
 def user_data(aws: Any, pipeline: Pipeline, variants: Iterable[Any], cluster: str) -> dict[str, str]:
     """{variant: its test instance's user data}: the node group's for ``cluster`` (DescribeCluster in the
     build region), tainted; without a cluster, user data that is only checked (`amibuild.handoff.testnode`)."""
-    # deferred: the user data renderer and DescribeCluster only when a boot test runs
-    from amibuild.handoff import testnode
-    from amibuild.handoff.cluster import read_cluster
+    from amibuild.handoff import testnode  # deferred: the user data renderer only when a boot test runs
 
-    facts = None
-    if cluster:
-        facts = read_cluster(aws, cluster, pipeline.build_region)
-        if facts is None:
-            raise SpecError(f"--cluster {cluster}: no such EKS cluster in {pipeline.build_region} (the pipeline's "
-                            "build region, where the test instance runs)")
-    return testnode.user_data_by_variant(variants, region=pipeline.build_region, cluster=facts)
+    return testnode.user_data(aws, variants, region=pipeline.build_region, cluster=cluster)
+
+
+def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None) -> boot.BootTestSettings | None:
+    """build-ami's --boot-test [--cluster C], checked before any AWS work: the pipeline's test { ... }
+    block with --cluster over it, the cluster's API (the Kubernetes client and a kubeconfig) opened
+    when a cluster is named, and each variant's proxy held to the boot test's rule. Without a
+    cluster the user data is rendered here; with one, the job renders it from DescribeCluster
+    (`amibuild.handoff.testnode.user_data`) before it builds anything. None without --boot-test."""
+    if not boot_test:
+        if cluster:
+            raise SpecError("--cluster goes with --boot-test: it names the cluster the boot test's nodes join")
+        return None
+    imagetests.check_cluster(cluster or "", "--cluster")
+    pipeline = load_pipeline(options)
+    settings = boot.BootTestSettings.of(pipeline.boot_test, cluster=cluster,
+                                        poll=0.1 if in_sandbox(os.environ) else 5.0)
+    checked = user_data(None, pipeline, pipeline.variants, "")  # no AWS call: a proxy with a password is refused here
+    if not settings.cluster:
+        return replace(settings, user_data=checked)
+    return replace(settings, nodes=kube.Nodes(settings.cluster))
 
 
 def record_path(build_dir: str, run_id: str, variant: str):
@@ -130,10 +142,12 @@ def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, 
     if len(pipeline.variants) != 1:
         raise SpecError("test-ami: name one variant with --variant")
     variant = pipeline.variants[0]
+    imagetests.check_cluster(flags.get("cluster") or "", "--cluster")
     settings = boot.BootTestSettings.of(pipeline.boot_test, **flags,
                                         poll=0.1 if in_sandbox(os.environ) else 5.0)
     # the cluster's API through the caller's kubeconfig: a missing client or kubeconfig is said before any AWS work
     nodes = kube.Nodes(settings.cluster) if settings.cluster else None
+    user_data(None, pipeline, [variant], "")  # the variant's proxy refused (a password in it) before any AWS work
     aws = Aws(profile=options.profile, region=pipeline.build_region)
     amis = find_amis(aws, pipeline, variant, ami=ami, run_id=run_id)
     settings = replace(settings, user_data=user_data(aws, pipeline, [variant], settings.cluster))

@@ -25,6 +25,8 @@ def build_lines(run: Any) -> Iterable[str]:
             yield f"  {''.ljust(width)}  lease        {outcome.lease}"
         for left in outcome.left_behind:
             yield f"  {''.ljust(width)}  LEFT BEHIND  {left['kind']} {left['id']} in {left['region']}: {left['command']}"
+        if outcome.boot_test:
+            yield f"  {''.ljust(width)}  boot test    {_boot_line(outcome.boot_test)}"
         done = run.publish_of(outcome.name)
         if done is not None and done.ok:
             versions = ", ".join(f"{r}: {v if v == 'unchanged' else 'version ' + str(v)}"
@@ -34,6 +36,18 @@ def build_lines(run: Any) -> Iterable[str]:
             yield f"  {''.ljust(width)}  NOT published: {done.error}"
     for line in run.sharing:
         yield f"  sharing: {line}"
+
+
+def _boot_line(test: Any) -> str:
+    """One line of a variant's boot test (`imagetest.boot.BootTestResult.to_dict()`)."""
+    line = f"{test['result']} ({test['seconds']:.1f}s, instance {test['instance_id'] or '-'} " \
+           f"{'terminated' if test['terminated'] else 'NOT terminated'})"
+    if test.get("node_ready_seconds") is not None:
+        line += (f"; node {test['node']} Ready in {test['cluster']} after {test['node_ready_seconds']:.1f}s, "
+                 f"{'removed' if test['node_removed'] else 'NOT removed'}")
+    elif test.get("node"):
+        line += f"; node {test['node']} of {test['cluster']} {'removed' if test['node_removed'] else 'NOT removed'}"
+    return line
 
 
 def render_lines(result: Any) -> Iterable[str]:

@@ -10,6 +10,13 @@ but no workload is scheduled on it. Without a cluster its only job is to be chec
     al2      a script that runs nothing: bootstrap.sh is never started without a cluster; the
              boot test's `bootstrap-options` check asks the image's bootstrap.sh (its --help) for
              every option amibuild's user data passes it (`BOOTSTRAP_OPTIONS`)
+
+Either way it carries the proxy the variant's nodes get (`node_proxy`): the variant's proxy URL
+(https, else http), its ``no_proxy`` entries and its ``credentials_parameter`` (the boothook reads
+the proxy's user:password from that SecureString at boot); on AL2 without a cluster, the proxy
+boothook and the script that runs nothing. A proxy URL with ``user:password@`` of its own is
+refused (`SpecError`): the instance's user data is readable by anyone allowed
+ec2:DescribeInstanceAttribute, and a boot test puts no password there.
 """
 
 from __future__ import annotations
@@ -17,11 +24,17 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from amibuild.handoff.cluster import ClusterFacts
+from dataclasses import dataclass
+
+from amibuild import secrets
+from amibuild.errors import SpecError
+from amibuild.handoff.cluster import ClusterFacts, read_cluster
+from amibuild.handoff.userdata import decode
 from amibuild.handoff.userdata.config import NodeConfig
 from amibuild.handoff.userdata.kubelet import KubeletSettings
-from amibuild.handoff.userdata.render import render_userdata
+from amibuild.handoff.userdata.render import multipart, render_userdata
 from amibuild.imagetest.kube import TEST_TAINT
+
 # A cluster that is nowhere: `.invalid` never resolves (RFC 6761), so a node that tried would fail at once.
 CHECK_ONLY_CLUSTER = "amibuild-boot-test"
 CHECK_ONLY_ENDPOINT = "https://amibuild-boot-test.invalid"
@@ -35,22 +48,78 @@ exit 0
 """
 
 
-def boot_test_userdata(node_os: str, *, region: str, cluster: ClusterFacts | None = None) -> str:
+@dataclass(frozen=True)
+class NodeProxy:
+    """The proxy a variant's nodes get in their user data ("" url: none)."""
+
+    url: str = ""
+    no_proxy: tuple[str, ...] = ()
+    credentials_parameter: str = ""
+
+
+def node_proxy(variant: Any) -> NodeProxy:
+    """The variant's ``proxy { ... }`` as its nodes' user data carries it; SpecError naming the
+    variant for a URL with credentials of its own (they would be in the instance's user data)."""
+    proxy = variant.proxy
+    url = proxy.https or proxy.http
+    if not url:
+        return NodeProxy()
+    with_credentials = next((u for u in (proxy.https, proxy.http) if u and secrets.credentials(u)), "")
+    if with_credentials:
+        raise SpecError(
+            f"variant {variant.name}: proxy {secrets.mask(with_credentials)} carries user:password, which the boot "
+            "test instance's user data would hold in the clear (ec2:DescribeInstanceAttribute shows it): give the "
+            "URL without them and store user:password as an SSM SecureString named by proxy { credentials_parameter "
+            "= \"/amibuild/proxy-creds\" }, which the node reads at boot")
+    entries = tuple(e.strip() for e in proxy.no_proxy.split(",") if e.strip())
+    return NodeProxy(url, entries, proxy.credentials_parameter)
+
+
+def boot_test_userdata(node_os: str, *, region: str, cluster: ClusterFacts | None = None,
+                       proxy: NodeProxy = NodeProxy()) -> str:
     """The test instance's user data for a variant of ``node_os`` ("al2" or "al2023")."""
     kubelet = KubeletSettings.parse(taints=[TEST_TAINT])
+    proxied = {"proxy": proxy.url, "no_proxy": proxy.no_proxy, "proxy_credentials_parameter": proxy.credentials_parameter}
     if cluster is not None:
         return render_userdata(NodeConfig(
             cluster_name=cluster.name, os=node_os, region=region, service_cidr=cluster.service_cidr or None,
             api_server_endpoint=cluster.endpoint if node_os == "al2023" else "",
             certificate_authority=cluster.certificate_authority if node_os == "al2023" else "",
-            private_endpoint=cluster.private_endpoint, kubelet=kubelet))
+            private_endpoint=cluster.private_endpoint, kubelet=kubelet, **proxied))
     if node_os == "al2":
-        return _AL2_CHECK_ONLY
+        if not proxy.url:
+            return _AL2_CHECK_ONLY
+        # the node group's proxy boothook, and a script that starts nothing in place of bootstrap.sh's
+        joined = render_userdata(NodeConfig(cluster_name=CHECK_ONLY_CLUSTER, os=node_os, region=region,
+                                            service_cidr=CHECK_ONLY_SERVICE_CIDR, kubelet=kubelet, **proxied))
+        boothooks = [(p.content_type, p.body) for p in decode.decode(joined.encode(), "the test user data")
+                     if p.content_type == "text/cloud-boothook"]
+        return multipart([*boothooks, ("text/x-shellscript", _AL2_CHECK_ONLY)])
     return render_userdata(NodeConfig(
         cluster_name=CHECK_ONLY_CLUSTER, os=node_os, region=region, service_cidr=CHECK_ONLY_SERVICE_CIDR,
-        api_server_endpoint=CHECK_ONLY_ENDPOINT, certificate_authority=_CHECK_ONLY_CA, kubelet=kubelet))
+        api_server_endpoint=CHECK_ONLY_ENDPOINT, certificate_authority=_CHECK_ONLY_CA, kubelet=kubelet, **proxied))
 
 
 def user_data_by_variant(variants: Any, *, region: str, cluster: ClusterFacts | None) -> dict[str, str]:
     """{variant name: its test instance's user data} for every variant given."""
-    return {v.name: boot_test_userdata(v.os, region=region, cluster=cluster) for v in variants}
+    out = {}
+    for v in variants:
+        proxy = node_proxy(v)
+        try:
+            out[v.name] = boot_test_userdata(v.os, region=region, cluster=cluster, proxy=proxy)
+        except SpecError as exc:  # a value of the variant's proxy block that node user data cannot take
+            raise SpecError(f"variant {v.name}: the boot test's user data (the node group's, with the variant's "
+                            f"proxy): {exc}") from None
+    return out
+
+
+def user_data(aws: Any, variants: Any, *, region: str, cluster: str) -> dict[str, str]:
+    """{variant: its test instance's user data}: the node group's for ``cluster`` (DescribeCluster in
+    ``region``, the build region), tainted; without a cluster, user data that is only checked."""
+    facts = None
+    if cluster:
+        facts = read_cluster(aws, cluster, region)
+        if facts is None:
+            raise SpecError(f"--cluster {cluster}: no such EKS cluster in {region} (the pipeline's build region, "
+                            "where the test instance runs)")
+    return user_data_by_variant(variants, region=region, cluster=facts)

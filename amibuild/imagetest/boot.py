@@ -6,7 +6,7 @@ run id from launch so `clean-run` finds it if amibuild is killed outright, with 
 caller rendered for it (``settings.user_data``: the node group's, `amibuild.handoff.testnode`);
 waits for ``running``, the EC2 status checks and the SSM agent (DescribeInstanceInformation); with
 ``settings.cluster``, for its Node to be Ready with the test taint (`amibuild.imagetest.kube`, the
-seconds it took reported, the Node deleted after the terminate); runs the variant's checks
+seconds it took reported, the Node cordoned and deleted after the terminate); runs the variant's checks
 (`amibuild.pipeline.imagetests.checks_script`) with ``AWS-RunShellScript``; reads each check's exit
 code and output; and terminates the instance, always: on a failure, a timeout, Ctrl-C or SIGTERM
 too (``cancelled`` is polled between calls). Then it tags the image in every region with the
@@ -37,12 +37,13 @@ PURPOSE_TAG = f"{tags.PREFIX}purpose"
 @dataclass(frozen=True)
 class BootTestSettings(imagetests.BootTestSettings):
     """Everything a boot test needs besides the image: the pipeline's ``test { ... }`` block with the
-    flags laid over it, the cluster to join and how often to poll."""
+    flags laid over it (the cluster to join among them), how often to poll, and the user data."""
 
-    cluster: str = ""
     poll: float = 5.0
     # {variant: the test instance's user data} (`amibuild.handoff.testnode`: the node group's, tainted)
     user_data: Mapping[str, str] = field(default_factory=dict)
+    # the cluster's API (a `kube.Nodes`), opened before any AWS work when ``cluster`` is set
+    nodes: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(cls, pipeline_settings: imagetests.BootTestSettings, **flags: Any) -> "BootTestSettings":
@@ -112,6 +113,7 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
     With ``settings.cluster``, ``nodes`` (a `kube.Nodes`) is the cluster's API: the instance's Node
     must be Ready with the test taint before the checks run; it is deleted after the terminate."""
     api = TestInstances(aws)
+    nodes = nodes if nodes is not None else settings.nodes
     if settings.cluster and nodes is None:
         raise AmibuildError(f"boot test with --cluster {settings.cluster}: no Kubernetes API to watch the node on")
     checks = imagetests.check_set(variant, stage="boot").checks
@@ -267,8 +269,12 @@ def _terminate(api: TestInstances, region: str, instance_id: str, notes: list[st
 
 
 def _remove_node(nodes: Any, node: kube.NodeFacts, notes: list[str]) -> bool:
-    """Delete the terminated test instance's Node object, so no NotReady node of it stays in the cluster."""
+    """Cordon, then delete the terminated test instance's Node object, so no NotReady node of it stays
+    in the cluster. Cordoning first is what `kubectl drain` does: the taint keeps workloads off, but a
+    pod that tolerates it (a DaemonSet's) could still be bound in the moment before the delete."""
     try:
+        if not nodes.cordon(node.name):
+            return False  # already gone: someone else removed it
         return nodes.delete(node.name)
     except kube.ClusterUnreachable as exc:
         notes.append(f"could not delete node {node.name}: {exc}; `kubectl delete node {node.name}`")
@@ -301,7 +307,8 @@ def report_lines(result: BootTestResult) -> list[str]:
             out += [f"      | {line}" for line in check.tail.splitlines()[-3 if check.verdict != "failed" else -10:]]
     if result.node_ready_seconds is not None:
         out.append(f"  node {result.node} joined {result.cluster}: Ready with {kube.TEST_TAINT} after "
-                   f"{result.node_ready_seconds:.1f}s; {'deleted' if result.node_removed else 'NOT deleted'} after the terminate")
+                   f"{result.node_ready_seconds:.1f}s; {'cordoned and deleted' if result.node_removed else 'NOT deleted'} "
+                   "after the terminate")
     elif result.node:
         out.append(f"  node {result.node} of {result.cluster}: {'deleted' if result.node_removed else 'NOT deleted'}")
     out += [f"  note: {n}" for n in result.notes]

@@ -5,8 +5,8 @@
 instance's Node among them: ``spec.providerID`` ending in ``/INSTANCE_ID`` (``aws:///AZ/i-...``), or
 the name equal to the instance's private DNS name (what EKS nodes are called). `judge` says whether
 that Node is there, Ready, and carries the test taint. All three are pure. `Nodes` is the thin
-gateway: list the nodes, delete one (after the instance is terminated, so nothing keeps a
-NotReady Node of it around).
+gateway: list the nodes, cordon one and delete it (after the instance is terminated, so nothing
+keeps a NotReady Node of it around).
 
 The context is the kubeconfig's context named like the cluster (``C``, or ``...:cluster/C`` as
 ``aws eks update-kubeconfig`` names them), else its current context (`pick_context`).
@@ -25,6 +25,8 @@ EXTRA = "cluster"  # pip install 'amibuild[cluster]'
 REQUIREMENT = "kubernetes>=31,<37"
 # The test node's taint: it joins the cluster, and no workload is scheduled on it.
 TEST_TAINT = "amibuild.io/test=true:NoSchedule"
+# What `kubectl cordon` sends: the Node takes no new pod while it is being removed.
+CORDON = {"spec": {"unschedulable": True}}
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,22 @@ class Nodes:
             return [node_facts(item) for item in json.loads(answer.data).get("items", [])]
         except Exception as exc:  # the client raises ApiException, urllib3's and socket errors
             raise ClusterUnreachable(f"listing the nodes at {self.server}: {_short(exc)}") from exc
+
+    def cordon(self, name: str) -> bool:
+        """Mark the Node unschedulable (``kubectl cordon``: a strategic merge patch of
+        ``spec.unschedulable``); False when it is already gone."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self._api.patch_node(name, CORDON, _content_type="application/strategic-merge-patch+json",
+                                 _preload_content=False, _request_timeout=30)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise ClusterUnreachable(f"cordoning node {name} at {self.server}: {_short(exc)}") from exc
+        except Exception as exc:
+            raise ClusterUnreachable(f"cordoning node {name} at {self.server}: {_short(exc)}") from exc
+        return True
 
     def delete(self, name: str) -> bool:
         """Delete the Node object; False when it is already gone."""

@@ -219,6 +219,12 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
     if not aws.has_credentials():
         raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
                             "AWS_SECRET_ACCESS_KEY, or run `amibuild sandbox` for the local emulator")
+    if settings.boot_test is not None and settings.boot_test.cluster:
+        # --boot-test --cluster C: the node group's user data for C (DescribeCluster), before anything is built
+        from amibuild.handoff import testnode  # deferred: only for --boot-test --cluster
+
+        settings = replace(settings, boot_test=replace(settings.boot_test, user_data=testnode.user_data(
+            aws, pipeline.variants, region=pipeline.build_region, cluster=settings.boot_test.cluster)))
     prepared = prepare(options, aws=aws, strict=True, packer=settings.packer, pipeline=pipeline,
                        target=settings.target, transform=settings.transform)
     for line in support_warnings(pipeline):  # after every input check: bad input stays one line

@@ -85,6 +85,8 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
     "test": {
         "iam:PassRole": "an authorization check on the instance profile's role when RunInstances hands it to the "
                         "instance; not an API request",
+        "eks:DescribeCluster": "called only with --cluster or test { cluster } (the joining node's user data), "
+                               "which tests/test_boot_rest.py runs against the sandbox cluster",
     },
     "rollout": {
         "iam:PassRole": "an authorization check on the node role when CloudFormation or Auto Scaling hands it "
@@ -409,6 +411,9 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
                    {"Null": {f"ssm:resourceTag/{run_tag}": "false"}}),
     ]
     settings = getattr(pipeline, "boot_test", None)
+    # --cluster / test { cluster }: the cluster's endpoint, CA and service CIDR for the node's user data
+    cluster = getattr(settings, "cluster", "") or "*"
+    statements.append(_statement("BootTestCluster", ["eks:DescribeCluster"], [f"arn:{arn.p}:eks:*:{arn.a}:cluster/{cluster}"]))
     profile = getattr(settings, "instance_profile", "")
     if profile:
         role_name = getattr(settings, "role", "") or profile

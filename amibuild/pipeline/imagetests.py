@@ -16,6 +16,11 @@ output back. Channel gates (`channel "stable" { from, requires, soak }`) are par
 decision over them lives in `amibuild.channels.gates`.
 
 Nothing here touches AWS or the file system.
+
+One concept over ~500 lines: a check, from the block that declares it to the verdict on its
+result. The built-ins, the script and the parser of its output share the `Check` value and the
+marker protocol (`MARK`: what the script prints, what `parse_results` reads back), which must
+change together; the blocks' parsing beside them keeps each key's rules next to what it feeds.
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 TEST_KEYS = ("command", "timeout", "enabled", "reason")
-BOOT_TEST_KEYS = ("subnet_id", "security_group_id", "instance_profile", "role", "instance_type", "timeout")
+BOOT_TEST_KEYS = ("subnet_id", "security_group_id", "instance_profile", "role", "instance_type", "timeout", "cluster")
+# An EKS cluster name (CreateCluster's rule): what a boot test's node joins (test { cluster }, --cluster)
+_CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}", re.ASCII)
 GATE_KEYS = ("from", "requires", "soak")
 REQUIREMENTS = ("tested",)
 
@@ -106,6 +113,7 @@ class BootTestSettings:
     instance_type: str = ""
     timeout: float = 900.0
     role: str = ""  # the IAM role in instance_profile (iam-policy's PassRole); "" = a role named like the profile
+    cluster: str = ""  # the EKS cluster the test node joins, tainted ("" = none: the user data is only checked)
 
 
 @dataclass(frozen=True)
@@ -203,7 +211,16 @@ def boot_test_settings(value: Any, where: str) -> BootTestSettings:
                         "_+=,.@-, at most 64), not its ARN")
     if role and not profile:
         raise SpecError(f"{where}.role goes with instance_profile: it names the role that profile holds")
-    return BootTestSettings(instance_profile=profile, timeout=timeout, role=role, **values)
+    cluster = check_cluster(str(body.get("cluster", "")), f"{where}.cluster")
+    return BootTestSettings(instance_profile=profile, timeout=timeout, role=role, cluster=cluster, **values)
+
+
+def check_cluster(name: str, label: str) -> str:
+    """``name`` when it is an EKS cluster name ("" too: none), else SpecError naming ``label``."""
+    if name and not _CLUSTER_NAME.fullmatch(name):
+        raise SpecError(f"{label} {name!r}: an EKS cluster name is 1-100 letters, digits, '-' and '_', starting with a "
+                        "letter or digit")
+    return name
 
 
 def gates(value: Any, where: str) -> dict[str, Gate]:

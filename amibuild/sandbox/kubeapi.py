@@ -9,9 +9,13 @@ its kubelet's ``--register-with-taints`` and a Ready condition. A terminated ins
 
     GET    {PREFIX}/api/v1/nodes            NodeList
     GET    {PREFIX}/api/v1/nodes/NAME       Node, or a 404 Status
+    PATCH  {PREFIX}/api/v1/nodes/NAME       {"spec": {"unschedulable": true|false}} (cordon, uncordon:
+                                            a merge patch of that one field), the Node, or a 404 Status
     DELETE {PREFIX}/api/v1/nodes/NAME       the Node as it was, or a 404 Status
     POST   {CONTROL}                        {"ready": false, "reason": "..."}: nodes never get Ready
-                                            (what a node with a broken CNI shows); reset puts it back
+                                            (what a node with a broken CNI shows); reset puts it back.
+                                            It answers with the Nodes deleted since the reset, as each
+                                            was when deleted (``deleted``), so a test sees it cordoned
 
 `amibuild sandbox` and `Sandbox.env()` point ``KUBECONFIG`` at a kubeconfig for ``{endpoint}{PREFIX}``
 (`kubeconfig`). No authentication: anything on loopback may read it.
@@ -84,15 +88,18 @@ class KubeApi:
 
     def reset(self) -> None:
         self.deleted: set[str] = set()
+        self.removed: list[dict[str, Any]] = []  # the deleted Nodes as they were, in order
+        self.unschedulable: set[str] = set()  # cordoned
         self.ready = True
         self.reason = ""
         self.seen: dict[str, dict[str, Any]] = {}  # nodes of instances no longer running, kept until deleted
 
     def control(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
-            self.ready = bool(body.get("ready", True))
-            self.reason = str(body.get("reason") or "")
-        return {"ready": self.ready}
+            if "ready" in body:  # {} only asks
+                self.ready = bool(body["ready"])
+                self.reason = str(body.get("reason") or "")
+            return {"ready": self.ready, "deleted": json.loads(json.dumps(self.removed))}
 
     def nodes(self) -> list[dict[str, Any]]:
         from moto.ec2.models import ec2_backends
@@ -107,6 +114,8 @@ class KubeApi:
             for name, node in list(self.seen.items()):
                 if name not in live and name not in self.deleted:  # its instance is gone: NotReady, kept
                     live[name] = _not_ready(node, "NodeStatusUnknown", "Kubelet stopped posting node status.")
+            for name in self.unschedulable & set(live):
+                live[name]["spec"]["unschedulable"] = True
             self.seen = dict(live)
             return [live[name] for name in sorted(live)]
 
@@ -136,19 +145,30 @@ class KubeApi:
             node = _not_ready(node, NOT_READY[0], self.reason or NOT_READY[1])
         return node
 
-    def __call__(self, method: str, path: str, answer: Callable[[str, dict[str, Any]], Iterable[bytes]]) -> Iterable[bytes]:
+    def __call__(self, method: str, path: str, answer: Callable[[str, dict[str, Any]], Iterable[bytes]],
+                 body: Callable[[], Any] = dict) -> Iterable[bytes]:
         rest = path[len(PREFIX):].rstrip("/")
         if rest == "/api/v1/nodes" and method == "GET":
             return answer("200 OK", {"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": self.nodes()})
-        if rest.startswith("/api/v1/nodes/") and method in ("GET", "DELETE"):
+        if rest.startswith("/api/v1/nodes/") and method in ("GET", "DELETE", "PATCH"):
             name = rest.rsplit("/", 1)[1]
             node = next((n for n in self.nodes() if n["metadata"]["name"] == name), None)
             if node is None:
                 return answer("404 Not Found", _status(404, "NotFound", f'nodes "{name}" not found'))
+            if method == "PATCH":
+                wanted = ((body() or {}).get("spec") or {}).get("unschedulable")
+                if not isinstance(wanted, bool):
+                    return answer("422 Unprocessable Entity", _status(
+                        422, "Invalid", "the sandbox cluster patches only spec.unschedulable (true or false)"))
+                with self.lock:
+                    (self.unschedulable.add if wanted else self.unschedulable.discard)(name)
+                node["spec"]["unschedulable"] = wanted
             if method == "DELETE":
                 with self.lock:
                     self.deleted.add(name)
                     self.seen.pop(name, None)
+                    self.unschedulable.discard(name)
+                    self.removed.append(node)
             return answer("200 OK", node)
         return answer("404 Not Found", _status(404, "NotFound", f"the sandbox cluster does not serve {method} {rest}"))
 

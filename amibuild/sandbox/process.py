@@ -192,6 +192,10 @@ class Sandbox:
         """Make the sandbox cluster's nodes Ready (the default) or never Ready (until the next reset)."""
         self._post("k8s-nodes", {"ready": ready, "reason": reason})
 
+    def deleted_nodes(self) -> list[dict[str, Any]]:
+        """The sandbox cluster's Nodes deleted since the last reset, each as it was when deleted."""
+        return self._post("k8s-nodes", {})["deleted"]
+
     # -- control endpoints --------------------------------------------------------------------
 
     def reset(self) -> list[str]:

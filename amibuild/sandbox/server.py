@@ -44,7 +44,8 @@ class _SandboxApp:
         if (method, path) == ("GET", f"{API_PREFIX}/health"):
             return self._answer(start_response, lambda: {"regions": list(SEED_REGIONS)})
         if path.startswith(f"{KUBE_PREFIX}/"):
-            return self.kube(method, path, lambda status, body: self._json(start_response, status, body))
+            return self.kube(method, path, lambda status, body: self._json(start_response, status, body),
+                             lambda: _body(environ))
         if (method, path) == ("POST", KUBE_CONTROL):
             return self._answer(start_response, lambda: self.kube.control(_body(environ)))
         if path.startswith(f"{API_PREFIX}/"):

@@ -91,6 +91,7 @@ __all__ = [
     "config_from_flags",
     "endpoint_hosts",
     "k8s_manifests",
+    "multipart",
     "no_proxy_entries",
     "redact",
     "render_userdata",
@@ -126,6 +127,11 @@ def render_userdata(cfg: NodeConfig) -> str:
             "shorten --bootstrap-args or --kubelet-flag"
         )
     return document
+
+
+def multipart(parts: Sequence[tuple[str, str]]) -> str:
+    """A MIME multi-part document of (content type, body) parts, with amibuild's fixed boundary."""
+    return _mime(parts)
 
 
 def _mime(parts: Sequence[tuple[str, str]]) -> str:

@@ -37,15 +37,15 @@ What changes on the way (each rule is where it is applied):
 - Upstream's post-processors are dropped: amibuild adds its own manifest.
 
 The parts: fetch.py (getting a checkout), layout.py (its layouts, variable files, the template read),
-convert.py (JSON to HCL2, and the one-file document).
+convert.py (JSON to HCL2) and document.py (the one-file document).
 """
 
 from __future__ import annotations
 
 from amibuild.render.upstream.fetch import fetch
 from amibuild.render.upstream.layout import LAYOUTS, UpstreamTemplate, detect, makefile_defaults
-from amibuild.render.upstream.convert import (BLOCK_FIELDS, CREDENTIAL_ATTRS, LIST_FIELDS, LOCAL_PROVISIONERS, SCALAR_FIELDS, hcl_document,
-                                             load, order)
+from amibuild.render.upstream.convert import BLOCK_FIELDS, CREDENTIAL_ATTRS, LIST_FIELDS, LOCAL_PROVISIONERS, SCALAR_FIELDS, load
+from amibuild.render.upstream.document import hcl_document, order
 
 __all__ = [
     "BLOCK_FIELDS",

@@ -73,6 +73,8 @@ def fetch(source: str, ref: str | None, cache_dir: Path) -> Path:
     remote = _remote(source)
     key = hashlib.sha256(f"{remote.bare}\0{ref or ''}".encode()).hexdigest()[:16]
     dest = Path(cache_dir) / key
+    if remote.bare != source:
+        _forget_credentialed_clone(Path(cache_dir), source, ref)
     if not (dest / ".git").is_dir():
         _clone(remote, dest)
     commit = _resolve(dest, remote, ref)
@@ -81,6 +83,15 @@ def fetch(source: str, ref: str | None, cache_dir: Path) -> Path:
     except _GitFailed as exc:
         raise UpstreamError(f"cannot check out {ref} of {remote.shown} in {dest}: {exc}") from exc
     return dest
+
+
+def _forget_credentialed_clone(cache_dir: Path, source: str, ref: str | None) -> None:
+    """Remove the clone an amibuild before this one made of ``source``: it was kept under a hash of
+    the URL with its credentials, and its ``.git/config`` holds them as the remote. It is only a
+    cache; the clone under the bare URL's hash replaces it."""
+    old = cache_dir / hashlib.sha256(f"{source}\0{ref or ''}".encode()).hexdigest()[:16]
+    if old.is_dir() and not old.is_symlink():
+        shutil.rmtree(old, ignore_errors=True)
 
 
 class _GitFailed(Exception):

@@ -1,0 +1,106 @@
+"""What the task groups share: the selection flags and their help, the target the builds are rendered
+for, the channel flags' help and the channel lease settings from invoke's config.
+
+Part of the task table `amibuild.cli.tasks` assembles (its docstring says how flags and
+imports are kept fast).
+"""
+
+import os
+
+from amibuild.errors import SpecError
+from amibuild.cli import run as cli
+
+
+# Flags shared by render / validate / build-ami.
+SELECT_HELP = {
+    "pipeline": "Pipeline file (default: the nearest amibuild.hcl in this folder or above it, up to the repository root)",
+    "variant": "Variant to use (repeatable; default: every variant in the pipeline file)",
+    "base": "Base: eks-optimized (default) or upstream",
+    "upstream": "Upstream amazon-eks-ami checkout: a path or git URL (with --base upstream)",
+    "upstream_ref": "Git ref (tag, branch, commit) of the upstream checkout",
+    "os": "Operating system: al2 or al2023",
+    "k8s": "Kubernetes version, e.g. 1.30 (the upstream base also takes 1.30.4 with --var kubernetes_build_date=...)",
+    "arch": "Architecture: x86_64 or arm64",
+    "flavor": "EKS-optimized image flavor: standard (default), nvidia or neuron (al2023), gpu (al2)",
+    "region": "Build region (repeatable; default: the pipeline's regions, else AWS_REGION)",
+    "extra_pkg": "Extra RPM package to install (repeatable; added to the variant's own)",
+    "extra_repo": "Extra yum repository NAME=URL (repeatable; added to the variant's own)",
+    "var": "Packer variable KEY=VALUE (repeatable; wins over everything else)",
+    "var_file": "Packer var-file FILE.pkrvars.hcl (repeatable; later files win)",
+    "build_dir": "Output folder (default: build)",
+    "profile": "AWS profile (default: AWS_PROFILE / the standard chain)",
+    "json": "Print what was rendered (folders, fingerprints, source AMIs, notes) as JSON on stdout",
+}
+
+
+REPEATABLE = ["variant", "region", "extra_pkg", "extra_repo", "var", "var_file"]
+
+
+def _target() -> dict:
+    """What the builds are rendered for, decided once here from the environment: the target (its
+    endpoint) and, on a loopback endpoint, the sandbox's transform."""
+    from amibuild.sandbox import transform  # deferred: not on the `amibuild --list` path
+
+    target, sandboxed = transform.choose(os.environ)
+    return {"target": target, "transform": sandboxed}
+
+
+CHANNEL_HELP = {
+    "pipeline": SELECT_HELP["pipeline"],
+    "variant": "Variant whose channel this is (required)",
+    "k8s": "Kubernetes version of the variant, if not the pipeline file's (it is part of the parameter name)",
+    "profile": SELECT_HELP["profile"],
+    "json": "Print the result as JSON on stdout",
+}
+
+
+def _seconds(c, key, default, what, *, positive=False):
+    """A number of seconds from config `amibuild.KEY` (invoke.yaml / INVOKE_AMIBUILD_KEY), else `default`."""
+
+    raw = c.config.get("amibuild", {}).get(key)
+    try:
+        value = default if raw in (None, "") else float(raw)
+    except (TypeError, ValueError):
+        value = -1.0
+    if not 0 <= value < float("inf") or (positive and value == 0):  # NaN fails both comparisons
+        raise SpecError(f"amibuild.{key} {raw!r} (invoke.yaml / INVOKE_AMIBUILD_{key.upper()}): {what}")
+    return value
+
+
+def _guard(c, signals, run_id=None):
+    """The channel lease settings: how long to wait for a busy channel (config `amibuild.lease_wait`),
+    how long a lease is good for (`amibuild.lease_ttl`), and the signals that stop a transaction
+    before its first write."""
+    from amibuild.lease import LEASE_TTL, LEASE_WAIT, Guard  # deferred: not on the `amibuild --list` path
+
+    wait = _seconds(c, "lease_wait", LEASE_WAIT, "seconds to wait for a channel another writer holds, e.g. 30")
+    ttl = _seconds(c, "lease_ttl", LEASE_TTL, "seconds a channel lease is good for, more than 0, e.g. 300",
+                   positive=True)
+    return Guard(run_id=run_id or "", wait=wait, ttl=ttl, cancelled=signals.requested)
+
+
+class _NO_SIGNALS:  # noqa: N801 - a stand-in for `Signals` where a task holds none off
+    @staticmethod
+    def requested() -> bool:
+        return False
+
+
+def _read_timeout(c):
+    """The channel client's read timeout from config `amibuild.read_timeout` (seconds), or None: the default."""
+    raw = c.config.get("amibuild", {}).get("read_timeout")
+    if raw in (None, ""):
+        return None
+    return _seconds(c, "read_timeout", None, "seconds one AWS request may wait for its answer, more than 0, e.g. 10",
+                    positive=True)
+
+
+def _channel_options(c, pipeline, variant, k8s, profile):
+    return cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, k8s=k8s, profile=profile)
+
+
+def select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region, extra_pkg, extra_repo,
+                 var, var_file, flavor) -> dict:
+    """The selection and input flags render, validate, rehearse and build-ami share, by name."""
+    return {"pipeline": pipeline, "variant": variant, "base": base, "upstream": upstream,
+            "upstream_ref": upstream_ref, "os": os_, "k8s": k8s, "arch": arch, "region": region,
+            "extra_pkg": extra_pkg, "extra_repo": extra_repo, "var": var, "var_file": var_file, "flavor": flavor}

@@ -1,0 +1,65 @@
+"""The lifecycle tasks: prune and iam-policy.
+
+Part of the task table `amibuild.cli.tasks` assembles (its docstring says how flags and
+imports are kept fast).
+"""
+
+from invoke import task
+
+from amibuild.cli import run as cli
+from amibuild.cli.tasks_common import SELECT_HELP, _guard, _NO_SIGNALS
+
+
+PRUNE_HELP = {
+    "keep": "Images to keep per variant and region, newest first (required, at least 1)",
+    "older_than": "Also keep every image younger than this: 90m, 12h, 30d, 2w (default: no age limit)",
+    "keep_versions": "Also keep the images of this many earlier versions of every channel, for rollback (default 3)",
+    "dry_run": "Print the plan, with the reason for every image kept, and change nothing",
+    "deprecate_only": "Set a deprecation time on the images instead of deleting them and their snapshots",
+    "variant": "Only images of this variant (repeatable; default: every variant amibuild tagged)",
+    "region": "Only this region (repeatable; default: every target region of the pipeline)",
+    "pipeline": SELECT_HELP["pipeline"],
+    "profile": SELECT_HELP["profile"],
+    "json": "Print the plan and what was done as JSON on stdout",
+}
+
+
+@task(help=PRUNE_HELP, iterable=["variant", "region"], auto_shortflags=False)
+def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, deprecate_only=False, variant=None,
+          region=None, pipeline=None, profile=None, json=False):
+    """Delete old images amibuild made: keep the newest N per variant and region and every image in use."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.cli import lifecycle
+    from amibuild.lifecycle import job
+    from amibuild.lifecycle import prune as prune_mod
+
+    opts = cli.options(c, pipeline=pipeline, profile=profile)
+    result = cli.run(lambda: job.run(lifecycle.settings(
+        opts, keep=keep, older_than=older_than, keep_versions=3 if keep_versions is None else keep_versions,
+        dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or ()),
+        guard=_guard(c, _NO_SIGNALS), say=cli.say))
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(prune_mod.report_lines(result))
+    cli.finish(result)
+
+
+@task(help={"task_": "Task the policy is for: build, publish (also promote, rollback, history, channels), "
+                     "rollout, prune, fleet (describes only), test (test-ami, build-ami --boot-test), or all (default)",
+            "pipeline": SELECT_HELP["pipeline"],
+            "stack": "Nodegroup stack the rollout may change (repeatable; required for rollout and all)",
+            "node_role_arn": "ARN of the node role: the only role iam:PassRole is allowed for (rollout and all)",
+            "account": "Account id to put in the ARNs (default: *, any account)",
+            "partition": "AWS partition: aws (default), aws-cn or aws-us-gov"},
+      iterable=["stack"], auto_shortflags=False)
+def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws"):
+    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune, fleet, test or all."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.pipeline.options import load_pipeline
+    from amibuild.lifecycle import iam
+
+    opts = cli.options(c, pipeline=pipeline)
+    loaded = cli.run(lambda: load_pipeline(opts))
+    print(cli.run(lambda: iam.to_json(iam.policy(task_, loaded, stacks=stack or (),
+                                                 node_role_arn=node_role_arn, account=account,
+                                                 partition=partition))), end="")
+    for note in iam.notes(task_, loaded):
+        cli.say(f"note: {note}")

@@ -1,0 +1,62 @@
+"""The tasks that set a machine up or show the tool: sandbox, init, demo and doctor.
+
+Part of the task table `amibuild.cli.tasks` assembles (its docstring says how flags and
+imports are kept fast).
+"""
+
+from invoke import task
+
+from amibuild.cli import values
+from amibuild.cli import run as cli
+from amibuild.cli.tasks_common import SELECT_HELP
+
+
+@task(help={"port": "Port on 127.0.0.1 (default: a free one)"})
+def sandbox(c, port=None):
+    """Run the local AWS emulator in the foreground (prints `export` lines first)."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild import sandbox as sandbox_mod
+
+
+    cli.run(lambda: sandbox_mod.serve_foreground(port=values.count(port or 0, "--port", minimum=0, maximum=65535,
+                                                                  example=4566)))
+
+
+@task(help={"json": "Print what was written as JSON on stdout"})
+def init(c, json=False):
+    """Write a starter amibuild.hcl (one AL2023 variant with ceph-common) and ignore build/ in .gitignore."""
+    from pathlib import Path
+
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.cli import init as init_mod
+
+    result = cli.run(lambda: init_mod.init(Path.cwd()))
+    if json:
+        cli.emit_json({"pipeline": str(result.pipeline), "gitignore": str(result.gitignore),
+                       "gitignore_changed": result.gitignore_changed})
+    else:
+        cli.lines_out(result.lines())
+
+
+@task
+def demo(c):
+    """Run the whole pipeline against the local emulator, printing each step (the README demo)."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.sandbox.demo import run_demo
+
+    cli.run(run_demo)
+
+
+@task(help={"pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"],
+            "json": "Print the checks as JSON on stdout"}, auto_shortflags=False)
+def doctor(c, pipeline=None, profile=None, json=False):
+    """Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.cli import doctor as doctor_mod
+
+    results = cli.run(lambda: doctor_mod.checks(cli.options(c, pipeline=pipeline, profile=profile, announce=False)))
+    if json:
+        cli.emit_json([r.to_dict() for r in results])
+    else:
+        print("\n".join(doctor_mod.lines(results)))
+    cli.run(lambda: doctor_mod.verdict(results))

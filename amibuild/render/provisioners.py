@@ -1,0 +1,125 @@
+"""amibuild's provisioners in a build: its own steps (proxy, repositories, packages), the scripts the
+pipeline names, the stage-1 checks and the cache clean-up, in order, with the files they ship."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+from amibuild import hcl
+from amibuild.errors import PackageDataMissing, SpecError
+from amibuild.pipeline import Variant, imagetests
+from amibuild.render.model import Provisioner, ProvisionerKind
+
+# Package data: found through importlib.resources, so an installed wheel carries and finds them.
+PROVISION_SCRIPTS = Path(str(resources.files("amibuild.render") / "provision"))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One of our provisioning steps: a script shipped into build/<variant>/scripts/."""
+
+    script: str  # file name under amibuild/render/provision/
+    env: tuple[tuple[str, str], ...]  # NAME -> HCL expression
+    needed: bool
+
+
+def provisioning_steps(variant: Variant, values: Mapping[str, Any]) -> list[Step]:
+    return [
+        Step("configure-proxy.sh", (
+            ("AMIBUILD_HTTP_PROXY", "var.http_proxy"),
+            ("AMIBUILD_HTTPS_PROXY", "var.https_proxy"),
+            ("AMIBUILD_NO_PROXY", "var.no_proxy"),
+        ), bool(values["http_proxy"] or values["https_proxy"])),
+        Step("add-repos.sh", (("AMIBUILD_REPOS", 'join("\\n", var.extra_repos)'),), bool(values["extra_repos"])),
+        Step("install-packages.sh", (("AMIBUILD_EXTRA_PACKAGES", 'join(" ", var.extra_packages)'),),
+             bool(values["extra_packages"])),
+    ]
+
+
+EXECUTE = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}'"
+
+def provisioner_blocks(variant: Variant, values: Mapping[str, Any]) -> tuple[list[hcl.Block], dict[str, str]]:
+    """Our provisioner blocks (in order) and the files they need shipped beside the template."""
+    early, late, shipped = provisioner_groups(variant, values)
+    return [p.block for p in (*early, *late)], shipped
+
+
+EARLY_STEPS = frozenset({"configure-proxy.sh"})  # must run before anything reaches the network
+
+
+def provisioner_groups(variant: Variant, values: Mapping[str, Any]) -> tuple[list[Provisioner], list[Provisioner], dict[str, str]]:
+    """Our provisioners split in two: the steps that go before anything reaches the network (the
+    proxy), and the rest (repositories, packages, user scripts, the checks, our cache cleanup);
+    and the files they ship."""
+    early: list[Provisioner] = []
+    late: list[Provisioner] = []
+    shipped: dict[str, str] = {}
+    for step in provisioning_steps(variant, values):
+        if not step.needed:
+            continue
+        shipped[f"scripts/{step.script}"] = _read_packaged(PROVISION_SCRIPTS / step.script)
+        block = hcl.Block("provisioner", ("shell",))
+        block.attr("script", hcl.template([hcl.Expr("path.root"), f"/scripts/{step.script}"]))
+        block.attr("execute_command", EXECUTE)
+        block.attr("environment_vars", [hcl.template([f"{name}=", hcl.Expr(expr)]) for name, expr in step.env])
+        group = early if step.script in EARLY_STEPS else late
+        group.append(Provisioner(ProvisionerKind.STEP, step.script, step.env, block))
+    for index, script in enumerate(variant.scripts, start=1):
+        name = f"scripts/user-{index:02d}-{script.name}"
+        shipped[name] = _read(script)
+        block = hcl.Block("provisioner", ("shell",))
+        block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{name}"]))
+        block.attr("execute_command", EXECUTE)
+        late.append(Provisioner(ProvisionerKind.SCRIPT, Path(name).name, (), block))
+    checks = checks_step(variant)
+    if checks is not None:  # the last step before clean-up, where upstream runs validate.sh
+        block, script = checks
+        shipped[CHECKS_SCRIPT] = script
+        late.append(Provisioner(ProvisionerKind.CHECKS, Path(CHECKS_SCRIPT).name, (), block))
+    if early or late:
+        cleanup = hcl.Block("provisioner", ("shell",))
+        cleanup.attr("inline", [
+            "sudo yum clean all 2>/dev/null || sudo dnf clean all",
+            "sudo rm -rf /var/cache/yum /var/cache/dnf /tmp/amibuild-*",
+        ])
+        late.append(Provisioner(ProvisionerKind.CLEANUP, "cache cleanup", (), cleanup))
+    return early, late, shipped
+
+
+CHECKS_SCRIPT = "scripts/amibuild-checks.sh"
+
+
+def checks_step(variant: Variant) -> tuple[hcl.Block, str] | None:
+    """Stage 1: the provisioner that runs the variant's checks on the build instance, and its script."""
+    if not variant.test_on_build:
+        return None
+    block = hcl.Block("provisioner", ("shell",))
+    block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{CHECKS_SCRIPT}"]))
+    block.attr("execute_command", EXECUTE)
+    return block, checks_script(variant)
+
+
+def checks_script(variant: Variant) -> str:
+    return imagetests.checks_script(imagetests.check_set(variant).checks)
+
+
+
+def _read(path: Path) -> str:
+    """A script the pipeline file names: the user's to fix."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read the script ({exc.strerror})") from exc
+
+
+def _read_packaged(path: Path) -> str:
+    """One of amibuild's own scripts: missing means a broken install, not bad input."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PackageDataMissing(f"{path}: amibuild's own provisioner script is missing or unreadable "
+                                 f"({exc.strerror}); the installation is incomplete: reinstall amibuild") from exc
+
