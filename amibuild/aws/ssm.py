@@ -12,7 +12,7 @@ from amibuild.aws.session import CONNECT_TIMEOUT
 from amibuild.aws.errors import _mapped
 
 
-_FILTER_VALUES = 50  # values one DescribeParameters filter takes
+_FILTER_VALUES = 50  # values one DescribeParameters filter takes, and the most results a page holds
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ class SsmCalls:
             filters = [{"Key": f"tag:{key}", "Option": option, "Values": values} for key, option, values in combination]
             with _mapped("ssm:DescribeParameters", region):
                 pages = self._ssm_channels(region).get_paginator("describe_parameters").paginate(
-                    ParameterFilters=filters
+                    ParameterFilters=filters, PaginationConfig={"PageSize": _FILTER_VALUES}  # 10 by default
                 )
                 names.update((raw["Name"], None) for page in pages for raw in page.get("Parameters", []))
         return list(names)
