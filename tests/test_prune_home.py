@@ -141,3 +141,26 @@ def test_a_writer_of_other_regions_waits_while_prune_holds_its_lease_in_a_region
     held = channels_name_registered_images()
     assert all(CHANNEL.format("candidate") not in values for values in held.values()), held
     assert {r: held[r][CHANNEL.format("stable")] for r in A_REGIONS} == {r: new[r] for r in A_REGIONS}
+
+
+def test_two_prunes_of_other_regions_exclude_each_other_in_the_region_both_touch(proxy, cli, tmp_path) -> None:
+    a, b = folders(tmp_path, "eu-west-1", "us-east-1")
+    for n in (1, 2):
+        images(n)
+    stop = proxy.gate(["DeregisterImage"], count=1)  # A's prune holds its leases, at its first deregister
+    first = cli(a, "prune", "--keep", "1")
+    assert stop.wait_held(1), first.lines
+    try:
+        code, _, err = cli(b, "prune", "--keep", "1", lease_wait=0.5).finish()
+    finally:
+        stop.release()
+    assert code == 1, err
+    assert "prune: another prune holds the lease in eu-west-1" in err and "nothing was deleted" in err, err
+    assert proxy.count("DeregisterImage") == 1  # only A's, held
+    assert first.finish()[0] == 0
+    code, _, err = cli(b, "prune", "--keep", "1").finish()  # once A is done, B prunes what is left of its regions
+    assert code == 0, err
+    for region in EVERY:
+        kept = boto3.client("ec2", region_name=region).describe_images(Owners=["self"])["Images"]
+        assert len(kept) == 1, (region, kept)
+    channels_name_registered_images()
