@@ -300,3 +300,24 @@ def test_a_stack_update_resolves_a_moved_ssm_parameter_again(sandbox):
         (1, images[0]), (2, images[1])]
     stack_parameter = cfn.describe_stacks(StackName="s")["Stacks"][0]["Parameters"][0]
     assert (stack_parameter["ParameterValue"], stack_parameter["ResolvedValue"]) == ("/t/image", images[1])
+
+
+def test_describe_parameters_pages_by_max_results_as_aws_does(sandbox):
+    """moto pages DescribeParameters by 10 whatever MaxResults says; the sandbox honours it (1-50)."""
+    ssm = boto3.client("ssm", region_name="eu-central-1")
+    for index in range(23):
+        ssm.put_parameter(Name=f"/paging-test/p{index:02d}", Value="x", Type="String")
+    scope = [{"Key": "Name", "Option": "BeginsWith", "Values": ["/paging-test/"]}]
+
+    first = ssm.describe_parameters(ParameterFilters=scope, MaxResults=20)
+    assert len(first["Parameters"]) == 20 and "NextToken" in first
+    rest = ssm.describe_parameters(ParameterFilters=scope, MaxResults=20, NextToken=first["NextToken"])
+    assert len(rest["Parameters"]) == 3 and "NextToken" not in rest
+    names = [p["Name"] for p in first["Parameters"] + rest["Parameters"]]
+    assert sorted(names) == [f"/paging-test/p{index:02d}" for index in range(23)]
+    assert len(ssm.describe_parameters(ParameterFilters=scope)["Parameters"]) == 10  # AWS's default page
+    pages = ssm.get_paginator("describe_parameters").paginate(ParameterFilters=scope, PaginationConfig={"PageSize": 50})
+    assert [len(page["Parameters"]) for page in pages] == [23]
+    with pytest.raises(botocore.exceptions.ClientError) as refused:
+        ssm.describe_parameters(ParameterFilters=scope, MaxResults=51)
+    assert refused.value.response["Error"]["Code"] == "ValidationException"

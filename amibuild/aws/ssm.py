@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, Mapping, Sequence
 
 from amibuild.errors import NotFound
-from amibuild.aws.session import CONNECT_TIMEOUT
+from amibuild.aws.session import CONNECT_TIMEOUT, fan_out
 from amibuild.aws.errors import _mapped
 
 
@@ -167,14 +167,19 @@ class SsmCalls:
         return list(names)
 
     def get_parameters(self, names: Sequence[str], region: str) -> dict[str, str]:
-        """Values of several parameters (GetParameters, ten names a call); missing names are left out."""
-        values: dict[str, str] = {}
+        """Values of several parameters (GetParameters, ten names a call, the calls at once); missing
+        names are left out."""
         unique = sorted(set(names))
-        for start in range(0, len(unique), 10):
+
+        def read(start: int) -> dict[str, str]:
             batch = unique[start:start + 10]
             with _mapped(f"ssm:GetParameters {', '.join(batch)}", region):
                 answer = self.client("ssm", region).get_parameters(Names=batch)
-            values.update({p["Name"]: p["Value"] for p in answer.get("Parameters", [])})
+            return {p["Name"]: p["Value"] for p in answer.get("Parameters", [])}
+
+        values: dict[str, str] = {}
+        for batch in fan_out(range(0, len(unique), 10), read).values():
+            values.update(batch)
         return values
 
     # leases

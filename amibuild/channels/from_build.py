@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from amibuild.aws import Aws
+from amibuild.aws.session import fan_out
 
 from amibuild.bake.executor import BuildOutcome, BuildStatus
 from amibuild.bake.plan import BuildPlan
@@ -111,8 +112,8 @@ def publish_build(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome], c
     unchanged scheduled run makes no parameter version and few calls. Once `cancelled()` (a
     signal came) no further variant starts; those in flight finish or put back.
     """
-    current = {region: aws.get_parameters(names, region)
-               for region, names in channel_reads(plan, outcomes, channel).items()}
+    reads = channel_reads(plan, outcomes, channel)
+    current = fan_out(sorted(reads), lambda region: aws.get_parameters(reads[region], region))
     unchanged = str(publish.PublishAction.UNCHANGED)
 
     def publish_one(item: VariantPublish) -> VariantPublished:

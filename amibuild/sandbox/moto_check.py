@@ -64,6 +64,10 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.ssm.models", "SimpleSystemManagerBackend.get_parameter"),
     ("moto.ssm.models", "SimpleSystemManagerBackend.send_command"),  # runcommand.py
     ("moto.ssm.responses", "SimpleSystemManagerResponse"),
+    ("moto.ssm.responses", "SimpleSystemManagerResponse.describe_parameters"),  # patches.py: _page_parameter_listings
+    ("moto.ssm.models", "SimpleSystemManagerBackend.describe_parameters"),
+    ("moto.ssm.exceptions", "ValidationException"),
+    ("moto.core.responses", "ActionResult"),
     ("moto.ec2.models.instances", "InstanceBackend.all_running_instances"),
     ("moto.ec2.models", "ec2_backends"),
     ("moto.ec2.models.amis", "Ami"),

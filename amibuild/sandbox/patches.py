@@ -1,5 +1,6 @@
 """The emulator's patches to moto: CloudFormation stack updates modelled (`_model_stack_updates`), and
-a stack's Auto Scaling groups tagged with their stack (`_tag_stack_groups`)."""
+a stack's Auto Scaling groups tagged with their stack (`_tag_stack_groups`), and DescribeParameters
+paged as AWS pages it (`_page_parameter_listings`)."""
 
 from __future__ import annotations
 
@@ -139,3 +140,38 @@ def _tag_stack_groups() -> None:
 
     ResourceMap.create = create
     ResourceMap.update = update
+
+
+PARAMETER_PAGE_MAX = 50  # DescribeParameters' MaxResults: 1 to 50, 10 when not given (the SSM API reference)
+
+
+def _page_parameter_listings() -> None:
+    """Answer DescribeParameters in pages of ``MaxResults``, as AWS does.
+
+    moto 5.2.5 answers 10 parameters a page whatever MaxResults asks for, so a listing that asks
+    for AWS's largest page (50) took five times the requests it takes on AWS, each going over every
+    parameter of the region again. Here the page is MaxResults (10 when not given); a value outside
+    1 to 50 is refused with AWS's ValidationException, and NextToken works as before.
+    """
+    from moto.ssm.exceptions import ValidationException
+    from moto.ssm.responses import SimpleSystemManagerResponse
+
+    def describe_parameters(self: Any) -> Any:
+        from moto.core.responses import ActionResult
+
+        page_size = self._get_param("MaxResults")
+        page_size = 10 if page_size is None else int(page_size)
+        if not 1 <= page_size <= PARAMETER_PAGE_MAX:
+            raise ValidationException(
+                f"1 validation error detected: Value '{page_size}' at 'maxResults' failed to satisfy "
+                f"constraint: Member must have value less than or equal to {PARAMETER_PAGE_MAX}")
+        token = self._get_param("NextToken")
+        start = int(token.strip() if hasattr(token, "strip") and token.strip() else 0)
+        found = self.ssm_backend.describe_parameters(self._get_param("Filters"), self._get_param("ParameterFilters"))
+        page = found[start:start + page_size]
+        response: dict[str, Any] = {"Parameters": [parameter.describe_response_object(False) for parameter in page]}
+        if start + page_size < len(found):
+            response["NextToken"] = str(start + page_size)
+        return ActionResult(response)
+
+    SimpleSystemManagerResponse.describe_parameters = describe_parameters
