@@ -33,6 +33,21 @@ if str(_REPO) not in sys.path:
 
 from amibuild.sandbox import Sandbox, safety_env  # noqa: E402
 
+def shared_dir(part: str) -> Path | None:
+    """The shared material that holds ``part`` (``upstream``, ``nodeadm``, ``karpenter``):
+    $AMIBUILD_SHARED, else beside the repository (or a worktree's parent); None when absent."""
+    for candidate in (os.environ.get("AMIBUILD_SHARED"), _REPO.parent / "shared", _REPO.parent.parent / "shared"):
+        if candidate and (Path(candidate) / part).is_dir():
+            return Path(candidate)
+    return None
+
+
+_NODEADM_HOME = shared_dir("nodeadm")
+NODEADM = _NODEADM_HOME / "nodeadm" / "nodeadm" if _NODEADM_HOME else None  # the real nodeadm binary
+needs_nodeadm = pytest.mark.skipif(NODEADM is None or not NODEADM.is_file(),
+                                   reason="../shared/nodeadm/nodeadm (the real nodeadm) is not here")
+
+
 _PROXY_VARS = {"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "ALL_PROXY"}
 # Set on a developer's machine or a CI runner, and changing what a command prints or writes: a
 # test that wants one sets it.

@@ -26,26 +26,15 @@ from amibuild.handoff.userdata import decode
 from amibuild.imagetest import kube
 from amibuild.pipeline import imagetests, load
 from amibuild.sandbox import SANDBOX_CLUSTER
-from conftest import run_cli
+from conftest import run_cli, shared_dir, NODEADM, needs_nodeadm
 
-ROOT = Path(__file__).resolve().parent.parent
 REGION = "us-west-2"
-
-
-def shared_dir() -> Path | None:
-    for candidate in (os.environ.get("AMIBUILD_SHARED"), ROOT.parent / "shared", ROOT.parent.parent / "shared"):
-        if candidate and (Path(candidate) / "upstream").is_dir():
-            return Path(candidate)
-    return None
 
 
 STANDIN_NEEDS = ("packer and root are needed: the image's stand-in is an overlay of / in a private mount "
                  "namespace with a build user, which an unprivileged user namespace cannot give (no overlay "
                  "of / there, one uid mapped)")
-SHARED = shared_dir()
-NODEADM = SHARED / "nodeadm" / "nodeadm" if SHARED else None
-needs_nodeadm = pytest.mark.skipif(NODEADM is None or not NODEADM.is_file(),
-                                   reason="../shared/nodeadm/nodeadm (the real nodeadm) is not here")
+SHARED = shared_dir("upstream")
 NEEDS_BUILD = pytest.mark.skipif(shutil.which("packer") is None or os.geteuid() != 0,
                                  reason=STANDIN_NEEDS)
 

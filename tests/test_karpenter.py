@@ -8,7 +8,6 @@ and `promote` from images made the quick way (tests/test_fleet.py's `make_image`
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 import yaml
 
 from test_fleet import amibuild, make_image
+from conftest import shared_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 REGIONS = ("us-west-2", "eu-west-1")
@@ -46,16 +46,9 @@ spec:
 """
 
 
-def shared_dir() -> Path | None:
-    for candidate in (os.environ.get("AMIBUILD_SHARED"), ROOT.parent / "shared", ROOT.parent.parent / "shared"):
-        if candidate and Path(candidate, "karpenter").is_dir():
-            return Path(candidate)
-    return None
-
-
 @pytest.fixture(scope="module")
 def node_class_schema() -> dict:
-    shared = shared_dir()
+    shared = shared_dir("karpenter")
     if shared is None:
         pytest.skip("Karpenter's CRDs (shared/karpenter/) are not beside the repository")
     crd = yaml.safe_load((shared / "karpenter" / "karpenter.k8s.aws_ec2nodeclasses.yaml").read_text())
@@ -126,7 +119,7 @@ def test_al2023_user_data_is_a_nodeconfig_that_nodeadm_accepts_with_a_cluster_pa
                                                                                    node_class_schema) -> None:
     from amibuild.sandbox.cluster import fake_certificate_authority
 
-    shared = shared_dir()
+    shared = shared_dir("karpenter")
     nodeadm = shared / "nodeadm" / "nodeadm" if shared else None
     if nodeadm is None or not nodeadm.is_file():
         pytest.skip("the real nodeadm (shared/nodeadm/nodeadm) is not beside the repository")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import subprocess
 import tarfile
@@ -19,7 +18,7 @@ import pytest
 from amibuild.handoff.userdata import render as userdata
 from amibuild.handoff.userdata.bootstrap_sh import OPTIONS
 from amibuild.handoff.userdata.kubelet import KubeletSettings
-from conftest import run_cli
+from conftest import run_cli, shared_dir, NODEADM, needs_nodeadm
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n").decode()
@@ -30,17 +29,7 @@ AL2023 = [*CLUSTER, "--api-server-endpoint", ENDPOINT, "--certificate-authority"
           "--service-cidr", "172.20.0.0/16"]
 
 
-def shared_dir() -> Path | None:
-    for candidate in (os.environ.get("AMIBUILD_SHARED"), ROOT.parent / "shared", ROOT.parent.parent / "shared"):
-        if candidate and (Path(candidate) / "upstream").is_dir():
-            return Path(candidate)
-    return None
-
-
-SHARED = shared_dir()
-NODEADM = SHARED / "nodeadm" / "nodeadm" if SHARED else None
-needs_nodeadm = pytest.mark.skipif(NODEADM is None or not NODEADM.is_file(),
-                                   reason="../shared/nodeadm/nodeadm (the real nodeadm) is not here")
+SHARED = shared_dir("upstream")
 
 
 def nodeadm(command: str, path: Path) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,6 @@ access, authentication mode API_AND_CONFIG_MAP) whose DescribeCluster answer the
 from __future__ import annotations
 
 import base64
-import os
 import shutil
 import uuid
 from pathlib import Path
@@ -23,19 +22,11 @@ from amibuild.pipeline import load
 from amibuild.channels import publish
 from amibuild.handoff.userdata import decode as userdata_decode
 from amibuild.sandbox import SANDBOX_CLUSTER, Sandbox, seed_images
-from conftest import run_cli
+from conftest import run_cli, shared_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 REGION = "us-west-2"
 PROXY = "http://proxy.corp.example:3128"
-
-
-def shared_dir() -> Path | None:
-    """The shared upstream material: $AMIBUILD_SHARED, else beside the repository (or a worktree's parent)."""
-    for candidate in (os.environ.get("AMIBUILD_SHARED"), ROOT.parent / "shared", ROOT.parent.parent / "shared"):
-        if candidate and (Path(candidate) / "upstream").is_dir():
-            return Path(candidate)
-    return None
 
 
 def network(sandbox: Sandbox) -> list[str]:
@@ -173,7 +164,7 @@ def _aws():
 
 
 def test_stack_from_the_official_template_yaml_rolls_out_and_nodegroup_deploy_refuses_it(sandbox, tmp_path) -> None:
-    shared = shared_dir()
+    shared = shared_dir("upstream")
     if shared is None or not (shared / "upstream" / "amazon-eks-nodegroup.yaml").is_file():
         pytest.skip("the official node group template (shared/upstream/amazon-eks-nodegroup.yaml) is not here; "
                     "set AMIBUILD_SHARED to the folder holding upstream/")
