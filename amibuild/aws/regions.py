@@ -7,22 +7,18 @@ endpoint, which answers with an HTML error page botocore cannot parse.
 
 from __future__ import annotations
 
-import gzip
-import json
 from functools import lru_cache
-from pathlib import Path
 
+from amibuild.aws import models
 from amibuild.suggest import suggest
 
 
 @lru_cache(maxsize=1)
 def known() -> frozenset[str]:
-    """Every region of every partition (a tenth of the time a botocore session takes to answer)."""
-    import botocore
-
-    data = Path(botocore.__file__).parent / "data" / "endpoints.json"
-    raw = data.read_bytes() if data.exists() else gzip.decompress(data.with_suffix(".json.gz").read_bytes())
-    return frozenset(region for partition in json.loads(raw)["partitions"] for region in partition["regions"])
+    """Every region of every partition, from botocore's endpoints data as the process's loader
+    holds it (parsed once: a client made before has parsed it already)."""
+    endpoints = models.loader_data("endpoints")
+    return frozenset(region for partition in endpoints["partitions"] for region in partition["regions"])
 
 
 def problem(region: str) -> str | None:
