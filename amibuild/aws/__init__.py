@@ -15,12 +15,12 @@ from amibuild.aws.eks import EksCalls
 from amibuild.aws.errors import _mapped
 from amibuild.aws.s3 import S3Calls
 from amibuild.aws.session import (CONNECT_ATTEMPTS, CONNECT_TIMEOUT, MAX_WORKERS, Session, _give_up_on_dead_endpoint,
-                                  default_region, fan_out)
+                                  beside, default_region, fan_out)
 from amibuild.aws.ssm import Parameter, SsmCalls, _parameter
 
 __all__ = [
     "Aws", "CONNECT_ATTEMPTS", "CONNECT_TIMEOUT", "Image", "MAX_WORKERS", "Parameter", "Session",
-    "_give_up_on_dead_endpoint", "_image", "_mapped", "_parameter", "default_region", "fan_out",
+    "_give_up_on_dead_endpoint", "_image", "_mapped", "_parameter", "beside", "default_region", "fan_out",
 ]
 
 

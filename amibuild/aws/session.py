@@ -5,10 +5,11 @@ region fan-out. The per-service calls (ssm.py, s3.py, ec2.py, cfn.py, eks.py) bu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from amibuild.errors import UsageError
 from amibuild.aws import models
@@ -122,6 +123,17 @@ def fan_out(keys: Sequence[K], work: Callable[[K], V]) -> dict[K, V]:
     with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(keys)), thread_name_prefix="amibuild-aws") as pool:
         futures = {k: pool.submit(work, k) for k in keys}
         return {k: futures[k].result() for k in keys}
+
+
+@contextlib.contextmanager
+def beside(work: Callable[[], V]) -> Iterator[Callable[[], V]]:
+    """Start ``work`` in a thread while the block runs; the block calls what this yields for its
+    answer (``work``'s error is raised there). An error in the block comes first: leaving it waits
+    for ``work`` to end and drops what it returned or raised.
+    """
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amibuild-beside") as pool:
+        started = pool.submit(work)
+        yield started.result
 
 
 def default_region(profile: str | None = None) -> str:

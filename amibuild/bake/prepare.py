@@ -14,11 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Mapping
 
 from amibuild import hcl
 from amibuild import render as render_mod
-from amibuild.aws import Aws, fan_out
+from amibuild.aws import Aws, beside, fan_out
 from amibuild.bake.packer import Packer, input_refusal
 from amibuild.bake.record import why_not_written
 from amibuild.errors import AmibuildError, AwsError, OutputNotWritten, PackerNotFound, PackerValidateError, SpecError
@@ -283,14 +283,11 @@ def check_directory(packer: Packer, directory: Path, origins: Mapping[str, str] 
         raise PackerValidateError(f"{directory}: not `packer fmt` clean: {', '.join(unformatted)}")
 
 
-@contextlib.contextmanager
-def asking_version(packer: Packer) -> Iterator[Callable[[], object]]:
+def asking_version(packer: Packer) -> contextlib.AbstractContextManager[Callable[[], object]]:
     """Start `packer version` in the background; the block calls what it yields for the answer.
 
     `packer version` is a process of its own: it runs on another core while this one parses the
     pipeline file, instead of after it. An error in the block (bad input) still comes first; a
     missing packer is raised where the block asks.
     """
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="packer-version") as pool:
-        asked = pool.submit(packer.version)
-        yield asked.result
+    return beside(packer.version)

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from amibuild import __version__, tags
-from amibuild.aws import Aws, fan_out
+from amibuild.aws import Aws, beside, fan_out
 from amibuild.aws.models import preload
+from amibuild.bake import lookahead
 from amibuild.bake import record as records
 from amibuild.bake.coalesce import Coalesced
 from amibuild.bake.decide import ready_images
@@ -225,13 +226,28 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
 
         settings = replace(settings, boot_test=replace(settings.boot_test, user_data=testnode.user_data(
             aws, pipeline.variants, region=pipeline.build_region, cluster=settings.boot_test.cluster)))
-    prepared = prepare(options, aws=aws, strict=True, packer=settings.packer, pipeline=pipeline,
-                       target=settings.target, transform=settings.transform)
-    for line in support_warnings(pipeline):  # after every input check: bad input stays one line
-        say(f"warning: {line}")
+    # Beside the render: the channel's look for growth (it needs only the parameter names) and the
+    # images of the fingerprints the last runs had (`bake.lookahead`); after it, the images of any
+    # fingerprint not asked for yet. A failed early lookup is asked again, and reported, after.
+    regions = pipeline.target_regions
+    guess = lookahead.recent_fingerprints(options.build_dir, [v.name for v in pipeline.variants])
+    with beside(lambda: find_grown(aws, pipeline, settings.channel)) as grown, \
+            beside(lambda: find_built_images(aws, regions, guess)) as early:
+        prepared = prepare(options, aws=aws, strict=True, packer=settings.packer, pipeline=pipeline,
+                           target=settings.target, transform=settings.transform)
+        for line in support_warnings(pipeline):  # after every input check: bad input stays one line
+            say(f"warning: {line}")
+        try:
+            first = early()
+        except AmibuildError:
+            first, guess = {}, ()
+        needed = [r.fingerprint for r in prepared.rendered]
+        existing = lookahead.joined(first, find_built_images(aws, regions, lookahead.unasked(needed, guess)))
+        refused = outgrown.refusal(settings.channel or "", grown(), regions)
+    if refused is not None:  # refused here, before anything is built or written, not after the builds
+        raise refused
     run_id = new_run_id()
     out_dir = records.run_directory(options.build_dir, run_id)
-    existing = read_before_plan(aws, prepared, settings.channel)
     plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],
                       existing, force=settings.force, run_id=run_id)
     if settings.dry_run:
@@ -244,23 +260,14 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
     return execute_plan(plan, settings, aws, say, parallel=parallel, progress=progress)
 
 
-def read_before_plan(aws: Aws, prepared: Prepared, channel: str | None) -> dict:
-    """The built images the plan needs (`find_built_images`) and, beside them, whether the channel
-    to publish to grew beyond this pipeline's regions (`amibuild.channels.outgrown`): refused
-    here, before anything is built or written, rather than at the publish step after the builds."""
-    pipeline, regions = prepared.pipeline, prepared.pipeline.target_regions
-    names = [parameter_name(pipeline, r.variant, channel) for r in prepared.rendered] if channel else []
-
-    def read(what: str) -> dict:
-        if what == "images":
-            return find_built_images(aws, regions, [r.fingerprint for r in prepared.rendered])
-        return outgrown.find_outgrown(aws, pipeline.name, channel or "", names, regions)
-
-    found = fan_out(["images", "channels"] if names else ["images"], read)
-    refused = outgrown.refusal(channel or "", found.get("channels", {}), regions)
-    if refused is not None:
-        raise refused
-    return found["images"]
+def find_grown(aws: Aws, pipeline: Pipeline, channel: str | None) -> dict[str, tuple[str, ...]]:
+    """Whether the channel to publish to grew beyond this pipeline's regions
+    (`amibuild.channels.outgrown`): {parameter: the regions it lives in}, empty when nothing grew
+    or nothing is published."""
+    if not channel:
+        return {}
+    names = [parameter_name(pipeline, variant, channel) for variant in pipeline.variants]
+    return outgrown.find_outgrown(aws, pipeline.name, channel, names, pipeline.target_regions)
 
 
 def find_built_images(aws, regions, fingerprints) -> dict:
