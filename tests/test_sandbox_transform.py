@@ -241,3 +241,27 @@ def test_only_a_sandbox_build_gets_the_stand_ins_variables_in_packers_environmen
     log = next((tmp_path / "build" / "runs").glob("*/v/packer.log")).read_text()
     assert "AMIBUILD_PYTHON is not set" not in log  # the stand-in step ran with amibuild's Python
     assert json.loads(result.stdout)["variants"][0]["status"] == "built"
+
+
+def test_the_transform_comes_without_the_emulator_and_the_stand_in_runner() -> None:
+    """What `build-ami` imports to pick its target: not the emulator's process, server and seed
+    (amibuild.sandbox names them lazily), nor the stand-in runner and the rehearsal behind it."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, amibuild.sandbox.transform as t, amibuild.cli.tasks_common as c; c._target(); "
+             "print(sorted(m for m in sys.modules if m.startswith(('amibuild.sandbox.', 'amibuild.imagetest.', "
+             "'amibuild.rehearse'))))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "['amibuild.imagetest.store', 'amibuild.sandbox.transform']"
+
+
+def test_every_public_name_of_the_sandbox_package_is_there() -> None:
+    import amibuild.sandbox as package
+    from amibuild.sandbox import process, seed
+
+    assert package.Sandbox is process.Sandbox and package.DEFAULT_REGION == seed.DEFAULT_REGION
+    for name in package.__all__:
+        assert getattr(package, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute 'Sandbx'"):
+        package.Sandbx  # noqa: B018

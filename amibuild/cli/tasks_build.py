@@ -108,6 +108,8 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
 
 def _boot_test_settings(opts, boot_test: bool, cluster: str | None):
     """build-ami --boot-test [--cluster C]: the pipeline's test { ... } block with --cluster over it."""
+    if not boot_test and not cluster:  # no boot test: none of its machinery is imported
+        return None
     from amibuild.cli.imagetests import boot_test_settings  # deferred: not on the `amibuild --list` path
 
     return cli.run(lambda: boot_test_settings(opts, boot_test=boot_test, cluster=cluster))

@@ -23,9 +23,10 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from amibuild.errors import RehearsalUnavailable
+from amibuild.imagetest.store import STANDIN_DIR as STANDIN_DIR, STORE_ENV as STORE_ENV, store as store  # re-exported
 from amibuild.pipeline import imagetests
 from amibuild.render import CHECKS_SCRIPT, RECORD_FILE
 from amibuild.rehearse.steps import Step, parse_steps
@@ -33,16 +34,7 @@ from amibuild.rehearse import overlay
 
 STAGE1_RECORD = "checks.json"
 # the image's stand-in in a sandbox build's folder: the real build's HCL files, whose chain it rehearses
-STANDIN_DIR = "instance"
-# where sandbox builds keep their images' stand-ins (by fingerprint) for the boot test; the emulator
-# reads them there. Fixed by the process that starts Packer (each Packer gets its own TMPDIR).
-STORE_ENV = "AMIBUILD_SANDBOX_IMAGES"
 COMMAND_PATH = "/tmp/amibuild-ssm-command.sh"
-
-
-def store(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    return Path(env.get(STORE_ENV) or Path(tempfile.gettempdir()) / "amibuild-sandbox-images")
 
 
 @dataclass

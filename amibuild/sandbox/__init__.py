@@ -40,23 +40,39 @@ This module is imported by the parent side without importing moto: the child mus
 
 from __future__ import annotations
 
-from amibuild.sandbox.cluster import SANDBOX_CLUSTER as SANDBOX_CLUSTER  # the seeded cluster's name, public
-from amibuild.sandbox.cluster import create_cluster, model_eks_clusters, read_short_form_yaml, sandbox_cluster
-from amibuild.sandbox.images import moto_ami
-from amibuild.sandbox.seed import (
-    ACCOUNT_ID, API_PREFIX, ARCHITECTURES, DEFAULT_REGION, EKS_AMI_OWNER, FLAVOR_SEEDS, KUBERNETES_VERSIONS, LOOPBACK,
-    OS_FAMILIES, RELEASE_STEP, SANDBOX_SUBNETS, SANDBOX_VPC_CIDR, SANDBOX_VPC_NAME, SEED_REGIONS, SEED_RELEASES,
-    TRIPWIRE_PROXY, EksImage, recommended_parameter, recommended_prefix, seed_images,
-)
-from amibuild.sandbox.process import CHILD_PREFIX, EXIT_REFUSED, Release, Sandbox, safety_env, serve_foreground
-from amibuild.sandbox.server import main
-from amibuild.errors import SandboxError
+import importlib
+from typing import Any
 
-__all__ = [
-    "ACCOUNT_ID", "API_PREFIX", "ARCHITECTURES", "CHILD_PREFIX", "DEFAULT_REGION", "EKS_AMI_OWNER", "EXIT_REFUSED",
-    "FLAVOR_SEEDS", "KUBERNETES_VERSIONS", "LOOPBACK", "OS_FAMILIES", "RELEASE_STEP", "SANDBOX_CLUSTER",
-    "SANDBOX_SUBNETS", "SANDBOX_VPC_CIDR", "SANDBOX_VPC_NAME", "SEED_REGIONS", "SEED_RELEASES", "TRIPWIRE_PROXY",
-    "EksImage", "Release", "Sandbox", "SandboxError", "create_cluster", "main", "model_eks_clusters", "moto_ami",
-    "read_short_form_yaml", "sandbox_cluster", "recommended_parameter", "recommended_prefix",
-    "safety_env", "seed_images", "serve_foreground",
-]
+from amibuild.errors import SandboxError as SandboxError  # public here too
+
+# Each public name and the module that defines it, imported on first use (PEP 562): a caller of one
+# part, the build's transform (`amibuild.sandbox.transform`), say, does not import the emulator's
+# process, server and seed modules with it.
+_WHERE = {
+    **dict.fromkeys(("SANDBOX_CLUSTER", "create_cluster", "model_eks_clusters", "read_short_form_yaml",
+                     "sandbox_cluster"), "cluster"),
+    "moto_ami": "images",
+    **dict.fromkeys((
+        "ACCOUNT_ID", "API_PREFIX", "ARCHITECTURES", "DEFAULT_REGION", "EKS_AMI_OWNER", "FLAVOR_SEEDS",
+        "KUBERNETES_VERSIONS", "LOOPBACK", "OS_FAMILIES", "RELEASE_STEP", "SANDBOX_SUBNETS", "SANDBOX_VPC_CIDR",
+        "SANDBOX_VPC_NAME", "SEED_REGIONS", "SEED_RELEASES", "TRIPWIRE_PROXY", "EksImage", "recommended_parameter",
+        "recommended_prefix", "seed_images"), "seed"),
+    **dict.fromkeys(("CHILD_PREFIX", "EXIT_REFUSED", "Release", "Sandbox", "safety_env", "serve_foreground"),
+                    "process"),
+    "main": "server",
+}
+
+__all__ = sorted([*_WHERE, "SandboxError"])
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from amibuild.errors import SandboxError
+from amibuild.imagetest.store import STORE_ENV
 from amibuild.sandbox.seed import API_PREFIX, DEFAULT_REGION, LOOPBACK, SEED_REGIONS, TRIPWIRE_PROXY, _PORT_LINE, _PROXY_VARS, _check_kind
 from amibuild.sandbox.cluster import sandbox_cluster
 
@@ -304,8 +305,7 @@ class Sandbox:
         return f"\n--- emulator stderr (last {lines} lines) ---\n{tail}" if tail else ""
 
 
-# where the sandbox keeps its images' stand-ins: amibuild.imagetest.standin.STORE_ENV (not imported: this module stays light)
-IMAGES_ENV = "AMIBUILD_SANDBOX_IMAGES"
+IMAGES_ENV = STORE_ENV  # where the sandbox keeps its images' stand-ins
 
 # The child refuses to start with this code and one `CHILD_PREFIX` line on stderr saying why.
 EXIT_REFUSED = 3

@@ -31,7 +31,7 @@ from urllib.parse import urlparse
 
 from amibuild import hcl
 from amibuild import render
-from amibuild.imagetest import standin
+from amibuild.imagetest import store as standin  # the names only: not the stand-in runner
 from amibuild.render import Build, Provisioner, ProvisionerKind, Target
 
 SANDBOX_POLLING = (1, 30)  # seconds between polls, attempts: the emulator answers at once
