@@ -25,7 +25,7 @@ from amibuild.errors import AmibuildError, AwsError, OutputNotWritten, PackerNot
 from amibuild.pipeline import Pipeline, Variant
 from amibuild.pipeline.options import Options, load_pipeline
 from amibuild.pipeline.support import support_warning
-from amibuild.render import Build, Rendered, SourceAmi, SourceHow, Target
+from amibuild.render import Rendered, SourceAmi, SourceHow, Target, Transform
 from amibuild.render.upstreams import load_upstreams, upstream_binaries
 
 Say = Callable[[str], None]
@@ -131,8 +131,6 @@ class Prepared:
     packer_version: str
     notes: list[str]
 
-
-Transform = Callable[[Build], Build]
 
 
 def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = False,

@@ -21,7 +21,8 @@ from __future__ import annotations
 from amibuild.render.assemble import fingerprint, finish, render_build, render_variant
 from amibuild.render.disk import write
 from amibuild.render.model import (AWS_POLLING, COMMUNICATORS, HCL_FILE, RECORD_FILE, VARS_FILE, Build, PackerVariable,
-                                   Provisioner, ProvisionerKind, Rendered, SourceAmi, SourceHow, Target)
+                                   Provisioner, ProvisionerKind, Rendered, SourceAmi, SourceHow, Target,
+                                   Transform)
 from amibuild.render.provisioners import (CHECKS_SCRIPT, EARLY_STEPS, EXECUTE, PROVISION_SCRIPTS, Step, checks_script,
                                           checks_step, provisioner_blocks, provisioner_groups, provisioning_steps)
 from amibuild.render.source import EKS_OWNER, eks_name_filter, eks_parameter
@@ -35,6 +36,7 @@ __all__ = [
     "NO_PROXY_ALWAYS", "OWN_VARS", "OWN_VARS_FILE", "PROVISION_SCRIPTS", "RECORD_FILE", "SECRET_VARS", "TEMPLATES",
     "UPSTREAM_VARS", "VARS_FILE",
     "Build", "PackerVariable", "Provisioner", "ProvisionerKind", "Rendered", "SourceAmi", "SourceHow", "Step", "Target",
+    "Transform",
     "apply_packer_vars", "checks_script", "checks_step", "effective_no_proxy", "eks_name_filter", "eks_parameter",
     "fingerprint", "finish", "hide_secrets", "manifest_block", "provisioner_blocks", "provisioner_groups",
     "provisioning_steps", "render_build", "render_template", "render_upstream", "render_variant", "secret_variables",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from amibuild import __version__
 from amibuild import hcl
@@ -155,3 +155,6 @@ class Build:
     extra_files: Mapping[str, str] = field(default_factory=dict)  # relative path -> text, beside the rest
     packer_env: Mapping[str, str] = field(default_factory=dict)  # what Packer's environment needs besides
     real: "Rendered | None" = None  # what a transform started from: the real build's render
+
+
+Transform = Callable[[Build], Build]  # a pure rewrite of a real build (the sandbox's), applied before `finish`

@@ -26,13 +26,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 from urllib.parse import urlparse
 
 from amibuild import hcl
 from amibuild import render
 from amibuild.imagetest import store as standin  # the names only: not the stand-in runner
-from amibuild.render import Build, Provisioner, ProvisionerKind, Target
+from amibuild.render import Build, Provisioner, ProvisionerKind, Target, Transform
 
 SANDBOX_POLLING = (1, 30)  # seconds between polls, attempts: the emulator answers at once
 NOTE = ("sandbox build (loopback endpoint): communicator \"none\"; provisioners that need a "
@@ -41,8 +41,6 @@ PYTHON_ENV = "AMIBUILD_PYTHON"  # the Python the stand-in step runs amibuild.ima
 _STANDIN_INLINE = (f'if [ -z "${PYTHON_ENV}" ]; then echo "amibuild sandbox: stage 1 checks not run: this build '
                    f'was not started by amibuild ({PYTHON_ENV} is not set)"; exit 0; fi; '
                    f'exec "${PYTHON_ENV}" -m amibuild.imagetest.standin "$AMIBUILD_ROOT"')
-
-Transform = Callable[[Build], Build]
 
 
 def is_loopback(endpoint: str | None) -> bool:
