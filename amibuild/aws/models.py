@@ -9,9 +9,9 @@ would search the same paths shares one (`share_loader`): a second `Aws` in the p
 hundredth, parses nothing again. Sharing is what one session making many clients does anyway.
 
 The shared loader reads JSON into plain dicts (`PlainJsonFileLoader`, given to botocore's
-`Loader` as its file loader): botocore's own parses into OrderedDicts, three to four times slower
-(EC2's model: ~95 ms against ~30 ms here). A dict keeps its keys' order as an OrderedDict does,
-and nothing in botocore needs more of one.
+`Loader` as its file loader): botocore's own parses into OrderedDicts, which is slower (EC2's
+model: ~90 ms against ~60 ms, measured on this project's 2-CPU machine). A dict keeps its keys'
+order as an OrderedDict does, and nothing in botocore needs more of one.
 
 `preload` parses the models a job is about to need in a background thread, while the job waits on
 something else (`build-ami` waits for `packer version`). It makes throwaway clients with dummy
