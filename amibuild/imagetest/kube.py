@@ -159,31 +159,28 @@ class Nodes:
     def cordon(self, name: str) -> bool:
         """Mark the Node unschedulable (``kubectl cordon``: a strategic merge patch of
         ``spec.unschedulable``); False when it is already gone."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            self._api.patch_node(name, CORDON, _content_type="application/strategic-merge-patch+json",
-                                 _preload_content=False, _request_timeout=30)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise ClusterUnreachable(f"cordoning node {name} at {self.server}: {_short(exc)}") from exc
-        except Exception as exc:
-            raise ClusterUnreachable(f"cordoning node {name} at {self.server}: {_short(exc)}") from exc
-        return True
+        return self._on_node("cordoning", name, lambda: self._api.patch_node(
+            name, CORDON, _content_type="application/strategic-merge-patch+json", _preload_content=False,
+            _request_timeout=30))
 
     def delete(self, name: str) -> bool:
         """Delete the Node object; False when it is already gone."""
+        return self._on_node("deleting", name, lambda: self._api.delete_node(
+            name, _preload_content=False, _request_timeout=30))
+
+    def _on_node(self, doing: str, name: str, call) -> bool:
+        """One call on a Node: True once made, False when the Node is already gone (404); any other
+        failure is `ClusterUnreachable`, naming what was being done to which node where."""
         from kubernetes.client.exceptions import ApiException
 
         try:
-            self._api.delete_node(name, _preload_content=False, _request_timeout=30)
+            call()
         except ApiException as exc:
             if exc.status == 404:
                 return False
-            raise ClusterUnreachable(f"deleting node {name} at {self.server}: {_short(exc)}") from exc
+            raise ClusterUnreachable(f"{doing} node {name} at {self.server}: {_short(exc)}") from exc
         except Exception as exc:
-            raise ClusterUnreachable(f"deleting node {name} at {self.server}: {_short(exc)}") from exc
+            raise ClusterUnreachable(f"{doing} node {name} at {self.server}: {_short(exc)}") from exc
         return True
 
 
