@@ -66,6 +66,14 @@ class Stored:
     def signed(self) -> bool:
         return bool(self.keyid)
 
+    def line(self) -> str:
+        """What a report says of it: where it went, signed or not, or why it was not stored."""
+        if self.error:
+            return f"{self.kind} statement NOT stored: {self.error}"
+        how = f"signed by {self.keyid}" if self.signed else f"UNSIGNED ({self.unsigned_reason})"
+        more = f" (and under {len(self.keys) - 1} more AMI ids)" if len(self.keys) > 1 else ""
+        return f"{self.kind} statement {how}: s3://{self.bucket}/{self.keys[0] if self.keys else ''}{more}"
+
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "bucket": self.bucket, "region": self.region, "keys": list(self.keys),
                 "signed": self.signed, "keyid": self.keyid or None,
@@ -138,3 +146,35 @@ def attest(aws: Any, where: Where, who: Signer, images: Sequence[ImageFacts], pr
                       error=f"not stored: {exc}" + (f" (stored under {len(written)} of {len(keys)} keys)" if written else ""))
     return Stored(kind, base.bucket, base.region, keys, envelope.signatures[0].keyid if envelope.signed else "",
                   who.unsigned_reason)
+
+
+@dataclass(frozen=True)
+class Attestor:
+    """Makes a run's statements: the resolved settings and the signer, asked once per run."""
+
+    aws: Any
+    where: Where
+    signer: Signer
+
+    def make(self, amis: Mapping[str, str], predicate_type: str, predicate: Mapping[str, Any], run_id: str) -> Stored:
+        """One statement about the image in every region of ``amis`` ({region: ami}), as DescribeImages shows it now."""
+        try:
+            images = image_facts(self.aws, amis)
+        except AmibuildError as exc:
+            return Stored(KINDS[predicate_type], self.where.bucket, self.where.region, (), error=f"not made: {exc}")
+        return attest(self.aws, self.where, self.signer, images, predicate_type, predicate, run_id)
+
+
+def attestor(aws: Any, pipeline: Any, say: Any = lambda _: None) -> Attestor | None:
+    """The pipeline's attestor; says on ``say`` (stderr) when its statements will be unsigned, and
+    returns None (said too) when none can be made at all (the account cannot be read)."""
+    try:
+        place = where(aws, pipeline)
+    except AmibuildError as exc:
+        say(f"warning: no signed statements: {exc}")
+        return None
+    who = signer(aws, place)
+    if not who.usable:
+        say(f"warning: statements are unsigned: {who.unsigned_reason}; they are stored in s3://{place.bucket}/"
+            f"{store.pipeline_prefix(place.pipeline)} and `verify` fails them as unsigned")
+    return Attestor(aws, place, who)
