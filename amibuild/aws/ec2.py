@@ -23,6 +23,8 @@ class Image:
     tags: Mapping[str, str]
     creation_date: str
     snapshot_ids: tuple[str, ...] = ()
+    protection: str = "disabled"  # DeregistrationProtection: enabled, enabled-with-cooldown, disabled-until T, disabled
+    deprecation_time: str = ""  # DeprecationTime, "" when none is set
 
 
 # An endpoint that does not answer is reported within seconds: a short connect timeout and
@@ -39,6 +41,8 @@ def _image(raw: Mapping[str, Any], region: str) -> Image:
         snapshot_ids=tuple(
             m["Ebs"]["SnapshotId"] for m in raw.get("BlockDeviceMappings", []) if m.get("Ebs", {}).get("SnapshotId")
         ),
+        protection=raw.get("DeregistrationProtection") or "disabled",
+        deprecation_time=raw.get("DeprecationTime") or "",
     )
 
 
@@ -46,8 +50,8 @@ class Ec2Calls:
     """EC2 and Auto Scaling calls; mixed into `amibuild.aws.Aws` (needs `Session`'s clients)."""
 
     def describe_images(self, region: str, *, image_ids: Sequence[str] = (), owners: Sequence[str] = (),
-                        filters: Mapping[str, Sequence[str]] | None = None) -> list[Image]:
-        kwargs: dict[str, Any] = {}
+                        filters: Mapping[str, Sequence[str]] | None = None, include_disabled: bool = False) -> list[Image]:
+        kwargs: dict[str, Any] = {"IncludeDisabled": True} if include_disabled else {}
         if image_ids:
             kwargs["ImageIds"] = list(image_ids)
         if owners:

@@ -1,0 +1,89 @@
+"""EC2 image lifecycle calls of the gateway: deregistration protection, deprecation, disable, and the
+Recycle Bin (its retention rules, and the images and snapshots in it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+from amibuild.aws.errors import _mapped
+
+
+@dataclass(frozen=True)
+class RetentionRule:
+    """A Recycle Bin rule: what it keeps (EC2_IMAGE, EBS_SNAPSHOT), for how long, and which tags select."""
+
+    identifier: str
+    resource_type: str
+    days: int
+    tags: tuple[tuple[str, str], ...] = ()  # (key, value) of ResourceTags; () = every resource of the region
+    exclude: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Binned:
+    """An image or snapshot in the Recycle Bin, and when it leaves for good."""
+
+    resource_id: str
+    entered: datetime | None
+    exits: datetime | None
+
+
+class ImageLifecycleCalls:
+    """Image protection, deprecation, disabling and the Recycle Bin; mixed into `amibuild.aws.Aws`."""
+
+    def protect_image(self, region: str, image_id: str, *, cooldown: bool = False) -> None:
+        with _mapped(f"ec2:EnableImageDeregistrationProtection {image_id}", region):
+            self.client("ec2", region).enable_image_deregistration_protection(ImageId=image_id, WithCooldown=cooldown)
+
+    def unprotect_image(self, region: str, image_id: str) -> None:
+        with _mapped(f"ec2:DisableImageDeregistrationProtection {image_id}", region):
+            self.client("ec2", region).disable_image_deregistration_protection(ImageId=image_id)
+
+    def undeprecate_image(self, region: str, image_id: str) -> None:
+        with _mapped(f"ec2:DisableImageDeprecation {image_id}", region):
+            self.client("ec2", region).disable_image_deprecation(ImageId=image_id)
+
+    def disable_image(self, region: str, image_id: str) -> None:
+        with _mapped(f"ec2:DisableImage {image_id}", region):
+            self.client("ec2", region).disable_image(ImageId=image_id)
+
+    def retention_rules(self, region: str, resource_type: str) -> list[RetentionRule]:
+        """Every Recycle Bin rule of ``resource_type`` in ``region``, with its tags."""
+        client = self.client("rbin", region)
+        with _mapped(f"rbin:ListRules {resource_type}", region):
+            listed = [r for page in client.get_paginator("list_rules").paginate(ResourceType=resource_type)
+                      for r in page.get("Rules", [])]
+            out = []
+            for summary in listed:
+                rule = client.get_rule(Identifier=summary["Identifier"])
+                out.append(RetentionRule(
+                    rule["Identifier"], rule.get("ResourceType", resource_type),
+                    int(rule.get("RetentionPeriod", {}).get("RetentionPeriodValue", 0)),
+                    tuple((t["ResourceTagKey"], t.get("ResourceTagValue", "")) for t in rule.get("ResourceTags", [])),
+                    tuple((t["ResourceTagKey"], t.get("ResourceTagValue", ""))
+                          for t in rule.get("ExcludeResourceTags", []))))
+        return out
+
+    def images_in_recycle_bin(self, region: str, image_ids: Sequence[str] = ()) -> list[Binned]:
+        kwargs: dict[str, Any] = {"ImageIds": list(image_ids)} if image_ids else {}
+        with _mapped("ec2:ListImagesInRecycleBin", region):
+            pages = self.client("ec2", region).get_paginator("list_images_in_recycle_bin").paginate(**kwargs)
+            return [Binned(i["ImageId"], i.get("RecycleBinEnterTime"), i.get("RecycleBinExitTime"))
+                    for page in pages for i in page.get("Images", [])]
+
+    def snapshots_in_recycle_bin(self, region: str, snapshot_ids: Sequence[str] = ()) -> list[Binned]:
+        kwargs: dict[str, Any] = {"SnapshotIds": list(snapshot_ids)} if snapshot_ids else {}
+        with _mapped("ec2:ListSnapshotsInRecycleBin", region):
+            pages = self.client("ec2", region).get_paginator("list_snapshots_in_recycle_bin").paginate(**kwargs)
+            return [Binned(s["SnapshotId"], s.get("RecycleBinEnterTime"), s.get("RecycleBinExitTime"))
+                    for page in pages for s in page.get("Snapshots", [])]
+
+    def restore_image(self, region: str, image_id: str) -> None:
+        with _mapped(f"ec2:RestoreImageFromRecycleBin {image_id}", region):
+            self.client("ec2", region).restore_image_from_recycle_bin(ImageId=image_id)
+
+    def restore_snapshot(self, region: str, snapshot_id: str) -> None:
+        with _mapped(f"ec2:RestoreSnapshotFromRecycleBin {snapshot_id}", region):
+            self.client("ec2", region).restore_snapshot_from_recycle_bin(SnapshotId=snapshot_id)
