@@ -338,3 +338,48 @@ def test_iam_policy_lets_build_and_test_sign_with_the_key_and_write_only_the_pip
     assert statements["AttestationStore"]["Resource"] == ["arn:aws:s3:::ours/amibuild/att/*"]
     unsigned = load(_pipeline(tmp_path, 'attestation {\n kms_key = ""\n}'))
     assert "AttestationSign" not in {s["Sid"] for s in iam.policy("build", unsigned, account=ACCOUNT)["Statement"]}
+
+
+def test_a_key_disabled_after_the_run_started_leaves_its_statements_unsigned_not_lost(sandbox):
+    aws = Aws(region="us-west-2")
+    image = _image("us-west-2")
+    where = _where()
+    who = sign.signer(aws, where)
+    assert who.usable
+    _kms().disable_key(KeyId=who.key_arn.rsplit("/", 1)[-1])  # moto takes only the id here
+    with pytest.raises(ClientError) as caught:  # as KMS answers
+        _kms().sign(KeyId=who.key_arn, Message=b"x", SigningAlgorithm="ECDSA_SHA_256")
+    assert caught.value.response["Error"]["Code"] == "DisabledException"
+    done = sign.attest(aws, where, who, [image], TEST, {"result": "PASSED"}, "r5")
+    assert not done.signed and done.keys and not done.error
+    assert done.unsigned_reason.startswith("kms:Sign refused:") and "DisabledException" in done.unsigned_reason
+    assert "UNSIGNED" in done.line()
+    assert "is Disabled, not Enabled" in sign.signer(aws, where).unsigned_reason
+    assert [r.problems for r in check.verify_image(aws, where, [image], TEST)] == [{Problem.UNSIGNED}]
+
+
+def test_a_missing_bucket_is_said_and_nothing_is_signed_in_vain(sandbox):
+    aws = Aws(region="us-west-2")
+    where = sign.Where("att", ACCOUNT, "alias/amibuild", "no-such-statements-bucket", "us-west-2")
+    done = sign.attest(aws, where, sign.signer(aws, where), [_image("us-west-2")], TEST, {"result": "PASSED"}, "r6")
+    assert done.error.startswith("not stored:") and "no-such-statements-bucket" in done.error and not done.keys
+    assert done.line().startswith("test statement NOT stored:")
+
+
+def test_predicates_read_back_what_they_wrote():
+    made = predicates.provenance(amibuild_version="0.1.0", pipeline="p", pipeline_file="amibuild.hcl",
+                                 pipeline_digest="ab" * 32, git_commit="c0ffee", variant="v", fingerprint="fp1",
+                                 inputs={"name": "v"}, source_amis={"us-west-2": "ami-1"}, account=ACCOUNT,
+                                 packer_version="1.6.6", run_id="r", regions=["us-west-2"], started="s", finished="f")
+    assert (predicates.fingerprint_of(made), predicates.pipeline_of(made)) == ("fp1", "p")
+    assert {"name": "pipeline-repository", "digest": {"gitCommit": "c0ffee"}} in \
+        made["buildDefinition"]["resolvedDependencies"]
+    assert made["runDetails"]["byproducts"] == []  # the package list's digest, once a build records one
+    tested = predicates.test({"result": "failed", "checks": [
+        {"name": "a", "stage": "boot", "result": "passed", "exit_status": 0, "seconds": 1},
+        {"name": "b", "stage": "boot", "result": "failed", "exit_status": 3, "seconds": 1},
+        {"name": "c", "stage": "boot", "result": "not testable here", "exit_status": 127, "seconds": 1}]}, finished="f")
+    assert predicates.verdict_of(tested) == "failed" and tested["result"] == "FAILED"
+    assert (tested["passedTests"], tested["failedTests"], tested["warnedTests"]) == (["a"], ["b"], ["c"])
+    assert tested["checks"][1]["exitStatus"] == 3
+    assert predicates.fingerprint_of({}) == predicates.pipeline_of({}) == predicates.verdict_of({}) == ""

@@ -159,3 +159,15 @@ def test_build_ami_boot_test_stores_a_test_statement_about_every_region_s_image(
     assert verified.predicate["verdict"] == "passed" and verified.predicate["result"] == "PASSED"
     assert "true" in verified.predicate["passedTests"]
     assert [v.ok for v in check.verify_image(aws, where, images, PROVENANCE)] == [True]
+
+
+def test_a_boot_test_that_launched_nothing_makes_no_test_statement(tmp_path: Path, sandbox):
+    (tmp_path / "amibuild.hcl").write_text(BOOTED)
+    ami = _foreign_image("attb-nothing")
+    done = run_cli(tmp_path, "test-ami", "--variant", "base", "--ami", ami, "--subnet", "subnet-0123456789abcdef0",
+                   "--json", binary="amibuild")
+    result = json.loads(done.stdout)
+    assert result["instance_id"] is None, done.stderr  # RunInstances refused: nothing is known of the image
+    record = json.loads(next((tmp_path / "build" / "tests").glob("*/base.json")).read_text())
+    assert "statement" not in record and "test statement" not in done.stderr
+    assert boto3.client("s3", region_name="us-west-2").list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0

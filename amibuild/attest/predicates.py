@@ -85,3 +85,23 @@ def test(result: Mapping[str, Any], *, finished: str) -> dict[str, Any]:
         "seconds": result.get("seconds"),
         "error": result.get("error"),
     }
+
+
+# ------------------------------------------------------------------------------- reading them back
+
+
+def fingerprint_of(provenance_predicate: Mapping[str, Any]) -> str:
+    """The fingerprint a provenance statement records ("" when it has none)."""
+    return str(((provenance_predicate.get("buildDefinition") or {}).get("internalParameters") or {})
+               .get("fingerprint") or "")
+
+
+def pipeline_of(provenance_predicate: Mapping[str, Any]) -> str:
+    """The name of the pipeline a provenance statement says built the image ("" when none)."""
+    return str((((provenance_predicate.get("buildDefinition") or {}).get("externalParameters") or {})
+                .get("pipeline") or {}).get("name") or "")
+
+
+def verdict_of(test_predicate: Mapping[str, Any]) -> str:
+    """amibuild's verdict in a test statement ("passed", "failed", "not testable here", ...; "" when none)."""
+    return str(test_predicate.get("verdict") or "")

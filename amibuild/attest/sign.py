@@ -125,17 +125,17 @@ def image_facts(aws: Any, amis: Mapping[str, str]) -> list[ImageFacts]:
 
 def attest(aws: Any, where: Where, who: Signer, images: Sequence[ImageFacts], predicate_type: str,
            predicate: Mapping[str, Any], run_id: str) -> Stored:
-    """Make, sign and store one statement about ``images``; a failure to sign or store is said in
-    `Stored.error`, naming the keys written before it (the same envelope: each is whole)."""
+    """Make, sign and store one statement about ``images``: unsigned (with the reason) when KMS
+    refuses to sign; a failure to store is said in `Stored.error`, naming how many keys were
+    written before it (the same envelope: each is whole)."""
     kind = KINDS[predicate_type]
     keys = tuple(store.statement_key(where.pipeline, i.image_id, kind, run_id) for i in images)
-    base = Stored(kind, where.bucket, where.region, keys, unsigned_reason=who.unsigned_reason)
     payload = statement(images, where.account, predicate_type, predicate)
     try:
         envelope = sign(aws, who, where.region, payload)
-    except AmibuildError as exc:
-        return Stored(kind, where.bucket, where.region, (), unsigned_reason=who.unsigned_reason,
-                      error=f"not signed: {exc}")
+    except AmibuildError as exc:  # the key could not sign after all (denied, disabled since): stored unsigned
+        who = Signer(unsigned_reason=f"kms:Sign refused: {exc}")
+        envelope = sign(aws, who, where.region, payload)
     written: list[str] = []
     try:
         for key in keys:
@@ -144,7 +144,7 @@ def attest(aws: Any, where: Where, who: Signer, images: Sequence[ImageFacts], pr
     except AmibuildError as exc:
         return Stored(kind, where.bucket, where.region, tuple(written), unsigned_reason=who.unsigned_reason,
                       error=f"not stored: {exc}" + (f" (stored under {len(written)} of {len(keys)} keys)" if written else ""))
-    return Stored(kind, base.bucket, base.region, keys, envelope.signatures[0].keyid if envelope.signed else "",
+    return Stored(kind, where.bucket, where.region, keys, envelope.signatures[0].keyid if envelope.signed else "",
                   who.unsigned_reason)
 
 

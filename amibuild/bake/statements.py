@@ -45,13 +45,14 @@ def attestable(plan: BuildPlan, outcomes: Sequence[BuildOutcome]) -> list[BuildO
 
 
 def provenance_statements(attestor: Attestor, plan: BuildPlan, outcomes: Sequence[BuildOutcome], *, version: str,
-                          git_commit: str | None, packer_version: str) -> Mapping[str, Stored]:
-    """{variant: its provenance statement, stored}, the variants in parallel."""
+                          git_commit: str | None, packer_version: str, pipeline_digest: str | None) -> Mapping[str, Stored]:
+    """{variant: its provenance statement, stored}, the variants in parallel. ``pipeline_digest``:
+    `file_digest` of the pipeline file, taken when the run started."""
     built = {o.name: o for o in attestable(plan, outcomes)}
     if not built:
         return {}
     items = {i.name: i for i in plan.items}
-    digest = file_digest(plan.pipeline.source)
+    digest = pipeline_digest
 
     def one(name: str) -> Stored:
         outcome = built[name]

@@ -14,7 +14,7 @@ from amibuild.bake.plan import new_run_id
 from amibuild.errors import SpecError
 from amibuild.attest import sign as attest_sign
 from amibuild.imagetest import boot, kube
-from amibuild.imagetest.statements import test_statement
+from amibuild.imagetest.statements import says_something, test_statement
 from amibuild.jobs.signals import Signals
 from amibuild.pipeline.options import load_pipeline
 from amibuild.sandbox.transform import in_sandbox
@@ -157,7 +157,7 @@ def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, 
     result = boot.boot_test(aws, variant=variant, amis=amis, region=pipeline.build_region, run_id=test_run,
                             settings=settings, cancelled=stop.requested, say=say, nodes=nodes)
     tested = result.to_dict()
-    if not stop.requested():  # the test statement: signed and stored about the image in every region tested
+    if not stop.requested() and says_something(tested):  # the test statement, about the image in every region
         attestor = attest_sign.attestor(aws, pipeline, say)
         if attestor is not None:
             stored = test_statement(attestor, tested, amis)

@@ -17,7 +17,7 @@ from amibuild.attest.sign import Attestor
 from amibuild.bake.executor import BuildOutcome, BuildStatus
 from amibuild.errors import Interrupted
 from amibuild.imagetest import boot
-from amibuild.imagetest.statements import test_statement
+from amibuild.imagetest.statements import says_something, test_statement
 
 BOOT_PARALLEL = 8
 
@@ -47,7 +47,7 @@ def boot_test_outcomes(aws: Any, plan: Any, outcomes: Sequence[BuildOutcome], se
         for line in boot.report_lines(result):
             say(line)
         tested = result.to_dict()
-        if attestor is not None:
+        if attestor is not None and says_something(tested):
             stored = test_statement(attestor, tested, outcome.amis)
             say(f"  {stored.line()}")
             tested["statement"] = stored.to_dict()

@@ -12,6 +12,12 @@ from amibuild.attest.sign import Attestor, Stored
 from amibuild.attest.statement import TEST
 
 
+def says_something(result: Mapping[str, Any]) -> bool:
+    """Whether a boot test's result is worth a statement: an instance was launched from the image
+    (when none started, nothing is known of the image, and no statement is made)."""
+    return bool(result.get("instance_id"))
+
+
 def test_statement(attestor: Attestor, result: Mapping[str, Any], amis: Mapping[str, str]) -> Stored:
     """Sign and store the statement of ``result`` (`BootTestResult.to_dict()`) about ``amis`` ({region: ami})."""
     finished = datetime.now(timezone.utc).isoformat(timespec="milliseconds")

@@ -352,6 +352,14 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     path = records.record_path(options.build_dir, plan.run_id)
     # before the first AWS write (the build leases, Packer): a run that cannot be recorded does not start
     records.write_record(path, _record(plan, commit, state="running"))
+    attestor, digest = None, None
+    if plan.to_build:
+        # deferred: the statements (in-toto's protobuf schema) only when something is to be built
+        from amibuild.attest.sign import attestor as attestor_for
+        from amibuild.bake.statements import file_digest
+
+        # asked before the builds, so that "unsigned" is said before a build of many minutes, not after it
+        attestor, digest = attestor_for(aws, plan.pipeline, say), file_digest(plan.pipeline.source)
     own_progress = progress is None
     progress = progress or Progress([i.name for i in plan.items])
     check = None  # `packer build` checks each template itself before its first step
@@ -375,19 +383,15 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     published: dict[str, VariantPublished] = {}
     interrupted = executor.state.interrupted
     stopped_by, exit_code = "", ExitCode.INTERRUPTED
-    attestor, statements = None, {}
-    if not interrupted and any(o.status is BuildStatus.BUILT for o in outcomes):
-        # deferred: the statements (in-toto's protobuf schema) only once something was built
-        from amibuild.attest.sign import attestor as attestor_for
-        from amibuild.bake.statements import provenance_statements
+    statements = {}
+    if attestor is not None and not interrupted:
+        from amibuild.bake.statements import provenance_statements  # deferred: as attestor_for above
 
         # each built variant's provenance, signed and stored before its boot test and its publish
-        attestor = attestor_for(aws, plan.pipeline, say)
-        if attestor is not None:
-            statements = dict(provenance_statements(attestor, plan, outcomes, version=__version__, git_commit=commit,
-                                                    packer_version=str(settings.packer.version())))
-            for name, stored in sorted(statements.items()):
-                say(f"{name}: {stored.line()}")
+        statements = dict(provenance_statements(attestor, plan, outcomes, version=__version__, git_commit=commit,
+                                                packer_version=str(settings.packer.version()), pipeline_digest=digest))
+        for name, stored in sorted(statements.items()):
+            say(f"{'warning: ' if stored.error else ''}{name}: {stored.line()}")
     if settings.boot_test is not None and not interrupted:  # --boot-test: before anything is published
         from amibuild.imagetest.after_build import boot_test_outcomes  # deferred: only for --boot-test
 

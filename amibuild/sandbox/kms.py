@@ -6,7 +6,8 @@ the sandbox seeds.
   digest whose length is not the algorithm's (32 bytes for *_SHA_256) is a ValidationException,
   as KMS answers; Verify checks a DIGEST signature the same way, so it agrees with an offline check
   over the message (cryptography, the public key from GetPublicKey);
-- a MessageType other than RAW or DIGEST is refused.
+- a MessageType other than RAW or DIGEST is refused, and so is a disabled key (DisabledException) or
+  one pending deletion (KMSInvalidStateException), as KMS refuses them.
 
 `seed` creates what a pipeline's statements need by default: the key ``alias/amibuild``
 (ECC_NIST_P256, SIGN_VERIFY) in every region it is given, and the bucket
@@ -48,6 +49,10 @@ def install() -> None:
             raise ValidationException("1 validation error detected: Value at 'message' failed to satisfy constraint: "
                                       f"Member must have length less than or equal to {RAW_LIMIT}")
         key = self.kms_backend.describe_key(key_id)
+        if key.key_state == "Disabled":
+            raise JsonRESTError("DisabledException", f"{key.arn} is disabled.")
+        if key.key_state != "Enabled":
+            raise JsonRESTError("KMSInvalidStateException", f"{key.arn} is pending deletion.")
         if key.key_usage != "SIGN_VERIFY":
             raise ValidationException(f"1 validation error detected: Value '{key.id}' at 'KeyId' failed to satisfy "
                                       "constraint: Member must point to a key with usage: 'SIGN_VERIFY'")
