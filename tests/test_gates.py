@@ -1,16 +1,14 @@
 """Channel gates (`channel "stable" { from, requires, soak }`): the pure decision, and publish /
 promote / `promote --due` refusing or promoting against the local emulator over real HTTP.
 
-The soak is judged at a time given to the command (`now=` / `--now`), never slept: the emulator
-stamps each parameter version with the real time, and the tests ask about an hour or four days
-later.
+The soak is measured on AWS's clock, never slept: the emulator stamps each parameter version and
+each answer's Date header with its own clock, and the tests move that clock an hour or four days
+on (`Sandbox.advance_clock`). `--now` is for a dry run's what-if plan only; a write with it exits 2.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -90,6 +88,15 @@ def test_the_gate_decision_names_what_is_missing(case, images, came_from, histor
     assert decision.met == (not missing), (case, text)
     for part in missing:
         assert part in text, (case, text)
+
+
+def test_without_aws_time_the_soak_is_not_judged_met():
+    history = [version("ami-0123456789abcdef0", 1, T0)]
+    decision = gates.decide(STABLE, images={"us-west-2": image("passed")}, came_from="recommended",
+                            source_history={"us-west-2": history}, now=None)
+    assert not decision.met and "no Date header" in decision.missing[0]
+    assert gates.aws_time([None, T0 + timedelta(seconds=2), T0]) == T0  # the earliest answer: never early
+    assert gates.aws_time([None]) is None
 
 
 def test_only_a_soak_left_says_when_it_is_due():
@@ -182,8 +189,7 @@ def variant_of(pipeline, name):
     return next(v for v in pipeline.variants if v.name == name)
 
 
-def soon() -> datetime:
-    return datetime.now(timezone.utc) + timedelta(hours=1)
+HOUR, FOUR_DAYS = 3600 + 30, 4 * 86400  # the Date header has whole seconds: a margin over the hour
 
 
 def later() -> datetime:
@@ -205,16 +211,18 @@ def test_promote_refuses_an_untested_or_failed_image_and_one_not_soaked(sandbox:
         variant = variant_of(pipeline, name)
         publish.publish_variant(aws, pipeline=pipeline, variant=variant, amis=build(name, test), channel="recommended")
         with pytest.raises(GateRefused, match="requires tested") as caught:
-            publish.promote(aws, pipeline=pipeline, variant=variant, source="recommended", target="stable", now=later())
+            publish.promote(aws, pipeline=pipeline, variant=variant, source="recommended", target="stable")
         assert ("not tested" if test is None else "us-west-2: failed") in str(caught.value)
         assert channel_values(name, "stable", "eu-west-1") == []
     ceph = variant_of(pipeline, "ceph")
     amis = build("ceph", "passed")
     publish.publish_variant(aws, pipeline=pipeline, variant=ceph, amis=amis, channel="recommended")
+    sandbox.advance_clock(HOUR)  # AWS's clock, not --now
     with pytest.raises(GateRefused, match=r"soak 3d: .* has been in recommended for 1h"):
-        publish.promote(aws, pipeline=pipeline, variant=ceph, source="recommended", target="stable", now=soon())
+        publish.promote(aws, pipeline=pipeline, variant=ceph, source="recommended", target="stable")
     assert channel_values("ceph", "stable") == []
-    publish.promote(aws, pipeline=pipeline, variant=ceph, source="recommended", target="stable", now=later())
+    sandbox.advance_clock(FOUR_DAYS)
+    publish.promote(aws, pipeline=pipeline, variant=ceph, source="recommended", target="stable")
     assert [v for v, _ in channel_values("ceph", "stable", "eu-west-1")] == [amis["eu-west-1"]]
 
 
@@ -231,7 +239,7 @@ def test_override_gate_writes_and_keeps_its_reason_in_the_channel_history(sandbo
     aws, ceph = Aws(region="us-west-2"), variant_of(pipeline, "ceph")
     amis = build("ceph", None)
     publish.publish_variant(aws, pipeline=pipeline, variant=ceph, amis=amis, channel="recommended")
-    publish.promote(aws, pipeline=pipeline, variant=ceph, source="recommended", target="stable", now=soon(),
+    publish.promote(aws, pipeline=pipeline, variant=ceph, source="recommended", target="stable",
                     override_gate="hotfix for CVE-2026-1234")
     for region in REGIONS:
         ((value, description),) = channel_values("ceph", "stable", region)
@@ -246,40 +254,91 @@ def test_promote_due_promotes_exactly_the_channels_that_are_due(sandbox: Sandbox
     publish.publish_variant(aws, pipeline=pipeline, variant=variant_of(pipeline, "ceph"), amis=ready)
     publish.publish_variant(aws, pipeline=pipeline, variant=variant_of(pipeline, "plain"), amis=untested)
 
-    early = due.promote_due(aws, pipeline, now=soon())
+    sandbox.advance_clock(HOUR)
+    early = due.promote_due(aws, pipeline)
     assert [(i.variant, i.channel, i.action) for i in early] == [("ceph", "stable", due.DueAction.WAIT),
                                                                 ("plain", "stable", due.DueAction.WAIT)]
     assert early[0].due_at is not None and early[1].due_at is None
     assert channel_values("ceph", "stable") == [] and channel_values("plain", "stable") == []
 
-    done = due.promote_due(aws, pipeline, now=later())
+    sandbox.advance_clock(FOUR_DAYS)
+    done = due.promote_due(aws, pipeline)
     assert [(i.variant, i.action) for i in done] == [("ceph", due.DueAction.PROMOTED), ("plain", due.DueAction.WAIT)]
     assert [v for v, _ in channel_values("ceph", "stable", "eu-west-1")] == [ready["eu-west-1"]]
     assert channel_values("plain", "stable") == []
-    again = due.promote_due(aws, pipeline, now=later())
+    again = due.promote_due(aws, pipeline)
     assert [i.action for i in again] == [due.DueAction.CURRENT, due.DueAction.WAIT]
 
 
-def test_the_cli_promote_due_takes_the_time_from_now_and_a_refused_promote_exits_1(sandbox: Sandbox, pipeline,
-                                                                                  tmp_path: Path):
+def test_the_cli_soak_follows_aws_clock_and_now_only_plans(sandbox: Sandbox, pipeline, tmp_path: Path, cli):
     aws = Aws(region="us-west-2")
     ready = build("ceph", "passed")
     publish.publish_variant(aws, pipeline=pipeline, variant=variant_of(pipeline, "ceph"), amis=ready)
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    sandbox.advance_clock(HOUR)
 
-    def amibuild(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "amibuild", *args], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=120)
-
-    refused = amibuild("promote", "--variant", "ceph", "--from", "recommended", "--to", "stable", "--now", soon().isoformat())
+    refused = cli(tmp_path, "promote", "--variant", "ceph", "--from", "recommended", "--to", "stable")
     assert refused.returncode == 1, refused.stderr
     assert "channel stable is gated" in refused.stderr and "soak 3d" in refused.stderr
-    waits = amibuild("promote", "--due", "--now", soon().isoformat())
+    waits = cli(tmp_path, "promote", "--due")
     assert waits.returncode == 0, waits.stderr
     assert "ceph recommended -> stable: waits (due " in waits.stdout
-    promoted = amibuild("promote", "--due", "--json", "--now", later().isoformat())
+    what_if = cli(tmp_path, "promote", "--due", "--dry-run", "--json", "--now", later().isoformat())
+    assert what_if.returncode == 0, what_if.stderr
+    assert {(i["variant"], i["action"]) for i in json.loads(what_if.stdout)} == {("ceph", "promote"), ("plain", "waits")}
+    assert channel_values("ceph", "stable") == []  # a what-if plan writes nothing
+
+    sandbox.advance_clock(FOUR_DAYS)
+    promoted = cli(tmp_path, "promote", "--due", "--json")
     assert promoted.returncode == 0, promoted.stderr
     got = {(i["variant"], i["action"]) for i in json.loads(promoted.stdout)}
     assert got == {("ceph", "promoted"), ("plain", "waits")}
     assert [v for v, _ in channel_values("ceph", "stable")] == [ready["us-west-2"]]
-    bad = amibuild("promote", "--due", "--now", "next tuesday")
+    bad = cli(tmp_path, "promote", "--due", "--dry-run", "--now", "next tuesday")
     assert bad.returncode == 2 and "--now 'next tuesday': an ISO 8601 time" in bad.stderr
+
+
+WRITES_WITH_NOW = [
+    ("promote", "--variant", "ceph", "--from", "recommended", "--to", "stable"),
+    ("promote", "--due"),
+    ("publish", "--variant", "ceph", "--channel", "candidate", "--ami", "us-west-2=ami-0123456789abcdef0"),
+]
+
+
+@pytest.mark.parametrize("args", WRITES_WITH_NOW, ids=lambda a: " ".join(a[:2]))
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_a_future_now_on_a_write_is_refused_before_any_aws_call(args, how, isolated_env, tmp_path: Path, cli):
+    """Before, ``promote --now 2030-01-01T00:00:00Z`` skipped a 72h soak and wrote. The endpoint
+    here is the tripwire (nothing listens): the refusal comes before any AWS call."""
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
+    if how == "env":
+        got = cli(tmp_path, *args, env={**env, "AMIBUILD_NOW": "2030-01-01T00:00:00Z"})
+        flag = "AMIBUILD_NOW"
+    else:
+        got = cli(tmp_path, *args, "--now", "2030-01-01T00:00:00Z", env=env)
+        flag = "--now"
+    assert got.returncode == 2, got.stderr
+    line = got.stderr.strip().splitlines()[-1]
+    assert f"{flag} is for what-if plans only: drop it, or add --dry-run" in line
+    assert "127.0.0.1:9" not in got.stderr
+
+
+def test_the_library_refuses_a_what_if_time_on_a_write(sandbox: Sandbox, pipeline):
+    aws, ceph = Aws(region="us-west-2"), variant_of(pipeline, "ceph")
+    with pytest.raises(SpecError, match="what-if time is for dry runs only"):
+        publish.promote(aws, pipeline=pipeline, variant=ceph, source="recommended", target="stable", now=later())
+    with pytest.raises(SpecError, match="what-if time is for dry runs only"):
+        due.promote_due(aws, pipeline, now=later())
+
+
+def test_a_dry_run_promote_judges_the_soak_at_the_what_if_time(sandbox: Sandbox, pipeline):
+    aws, ceph = Aws(region="us-west-2"), variant_of(pipeline, "ceph")
+    amis = build("ceph", "passed")
+    publish.publish_variant(aws, pipeline=pipeline, variant=ceph, amis=amis)
+    with pytest.raises(GateRefused, match="soak 3d"):
+        publish.promote(aws, pipeline=pipeline, variant=ceph, source="recommended", target="stable", dry_run=True)
+    plan = publish.promote(aws, pipeline=pipeline, variant=ceph, source="recommended", target="stable", dry_run=True,
+                           now=later())
+    assert [r.action for r in plan.regions] == [publish.PublishAction.WRITE] * 2
+    assert channel_values("ceph", "stable") == []

@@ -9,16 +9,18 @@ A pipeline file's ``channel "stable" { from = "recommended", requires = ["tested
 
 `decide` is the one place that answers; `publish`, `promote` and `build-ami`'s publish call it
 before they write (`channels.publish`), and `promote --due` asks it for every gated channel. The
-time is given to it (`now`), never read here, so "has it soaked" is decided the same way in a test
-as on a scheduled CI runner. ``override`` (`--override-gate --reason`) passes a gate that is not
-met; the reason goes into the channel's history with the write.
+time is given to it (`now`), never read here: for a write it is the time AWS answered the history
+read with (`aws_time`, the ``Date`` headers), so the soak is measured on AWS's clock, between the
+channel's own parameter timestamps and AWS's answer, whatever the local or CI clock says; a
+what-if time is for dry runs only. ``override`` (`--override-gate --reason`) passes a gate that is
+not met; the reason goes into the channel's history with the write.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.aws import Image, Parameter
@@ -75,6 +77,12 @@ def check_reason(override: bool, reason: str | None) -> str:
     return text
 
 
+def aws_time(answers: Iterable[datetime | None]) -> datetime | None:
+    """The time AWS answered with, from the ``Date`` of each region's answer: the earliest (a soak is
+    never judged met early); None when no answer carried one."""
+    return min((when for when in answers if when is not None), default=None)
+
+
 def soaked_since(history: Sequence[Parameter], ami: str) -> datetime | None:
     """Since when ``ami`` has been the channel's value without a break (a rollback or another image
     in between resets it); None when it is not the channel's value now."""
@@ -89,13 +97,13 @@ def soaked_since(history: Sequence[Parameter], ami: str) -> datetime | None:
 
 
 def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | None,
-           source_history: Mapping[str, Sequence[Parameter]] | None = None, now: datetime,
+           source_history: Mapping[str, Sequence[Parameter]] | None = None, now: datetime | None,
            override: str = "") -> GateDecision:
     """May the images ({region: Image}) enter ``gate.channel`` now?
 
     ``came_from``: the channel they are promoted from (None: a direct publish or build-ami's);
     ``source_history``: that channel's parameter history per region, oldest first (the soak counts
-    from the latest region to take the image)."""
+    from the latest region to take the image); ``now``: AWS's time (`aws_time`), None when unknown."""
     missing: list[str] = []
     due_at = None
     if gate.source and came_from != gate.source:
@@ -118,6 +126,9 @@ def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | No
         needed = timedelta(seconds=gate.soak)
         if since is None:
             missing.append(f"soak: {ami} is not in {gate.source} now ({', '.join(absent)})")
+        elif now is None:
+            missing.append(f"soak {_human(needed)}: AWS gave no time with its answers (no Date header), "
+                           "so how long the image has soaked is not known")
         elif now - since < needed:
             due_at = since + needed
             left = due_at - now
