@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 from amibuild.aws import Aws, Image, Parameter, fan_out
-from amibuild.channels import gates
+from amibuild.channels import evidence, gates
 from amibuild.channels import publish as publish_mod
 from amibuild.lease import Guard
 from amibuild.errors import AmibuildError
@@ -57,6 +57,7 @@ class DueFacts:
     images: Mapping[str, Image | None]  # region -> the source's image
     history: Mapping[str, Sequence[Parameter]]  # the source channel per region, oldest first
     answered_at: datetime | None = None  # AWS's time, from the history reads' Date headers (`gates.aws_time`)
+    evidence: Mapping[str, gates.Evidence | None] | None = None  # what the signed statements prove (gates requiring tested)
 
 
 def decide_one(facts: DueFacts, now: datetime | None = None) -> DueItem:
@@ -72,13 +73,14 @@ def decide_one(facts: DueFacts, now: datetime | None = None) -> DueItem:
     if all(facts.target.get(r) is not None and facts.target[r].value == ami for r, ami in amis.items()):
         return DueItem(**base, action=DueAction.CURRENT, ami=lead, detail=f"{gate.channel} holds {lead} already")
     decision = gates.decide(gate, images=facts.images, came_from=gate.source, source_history=facts.history,
-                            now=now or facts.answered_at)
+                            now=now or facts.answered_at, evidence=facts.evidence)
     if decision.met:
         return DueItem(**base, action=DueAction.PROMOTE, ami=lead, detail=f"gate met ({decision.gate})")
     return DueItem(**base, action=DueAction.WAIT, ami=lead, detail="; ".join(decision.missing), due_at=decision.due_at)
 
 
-def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | None = None) -> DueFacts:
+def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | None = None,
+           reader: evidence.Reader | None = None) -> DueFacts:
     regions = list(pipeline.target_regions)
     source_name = publish_mod.parameter_name(pipeline, variant, gate.source, template)
     target_name = publish_mod.parameter_name(pipeline, variant, gate.channel, template)
@@ -87,8 +89,11 @@ def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | Non
     source = {r: (histories[r] or [None])[-1] for r in regions}
     target = fan_out(regions, lambda r: aws.find_parameter(target_name, r))
     images = fan_out(regions, lambda r: aws.find_image(r, source[r].value) if source[r] is not None else None)
-    return DueFacts(variant.name, gate, source, dict(target), {r: images[r] for r in regions}, histories,
-                    gates.aws_time(h.answered_at for h in dated.values()))
+    found = {r: images[r] for r in regions}
+    proofs = (evidence.gather(reader or evidence.Reader(aws, pipeline), variant.name, found)
+              if "tested" in gate.requires else None)
+    return DueFacts(variant.name, gate, source, dict(target), found, histories,
+                    gates.aws_time(h.answered_at for h in dated.values()), proofs)
 
 
 def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run: bool = False,
@@ -100,9 +105,10 @@ def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run
     publish_mod.check_what_if(now, dry_run)
     items: list[DueItem] = []
     ordered = [g for g in pipeline.gates.values() if g.source]
+    reader = evidence.Reader(aws, pipeline)  # the key and its public key read once for every channel
     for variant in pipeline.variants:
         for gate in ordered:
-            item = decide_one(gather(aws, pipeline, variant, gate), now)
+            item = decide_one(gather(aws, pipeline, variant, gate, reader=reader), now)
             if item.action is DueAction.PROMOTE and not dry_run:
                 say(f"promoting {variant.name} {gate.source} -> {gate.channel} ({item.ami}) ...")
                 try:

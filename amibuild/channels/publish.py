@@ -69,7 +69,7 @@ from typing import Callable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.aws import Aws, Image, Parameter, fan_out
-from amibuild.channels import gates
+from amibuild.channels import evidence, gates
 from amibuild.channels.home import lease_home
 # the plan and write names are part of this module's interface (callers import them from here)
 from amibuild.channels.plan import (IMAGE_DATA_TYPE,  # noqa: F401
@@ -90,22 +90,30 @@ from amibuild.pipeline.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, TE
 
 def gate_checker(pipeline: PipelineLike, channel: str, *, came_from: str | None = None,
                  source_history: Mapping[str, Sequence[Parameter]] | None = None, now: datetime | None = None,
-                 override: str = "") -> Callable[[Mapping[str, Image | None]], str] | None:
+                 override: str = "", proofs: Callable[[Mapping[str, Image | None]], Mapping[str, gates.Evidence | None]]
+                 | None = None) -> Callable[[Mapping[str, Image | None]], str] | None:
     """The gate check `plan_publish` runs for a write into ``channel`` (None: the channel has no gate).
 
-    ``now``: the time AWS answered the source history read with (`gates.aws_time`), or a dry run's what-if time."""
+    ``now``: the time AWS answered the source history read with (`gates.aws_time`), or a dry run's what-if time;
+    ``proofs``: reads what the signed statements prove about the images (`evidence.gather`), for a
+    gate that requires ``tested``."""
     gate = getattr(pipeline, "gates", {}).get(channel)
     if gate is None:
         return None
 
     def check(images: Mapping[str, Image | None]) -> str:
+        found = proofs(images) if proofs is not None and "tested" in gate.requires else None
         decision = gates.decide(gate, images=images, came_from=came_from, source_history=source_history,
-                                now=now, override=override)
+                                now=now, override=override, evidence=found)
         if not decision.passes:
             raise GateRefused(decision.refusal())
         return decision.note()
 
     return check
+
+
+def _proofs(aws: Aws, pipeline: PipelineLike, variant: VariantLike):
+    return lambda images: evidence.gather(evidence.Reader(aws, pipeline), variant.name, images)
 
 
 def check_what_if(now: datetime | None, dry_run: bool) -> None:
@@ -197,7 +205,8 @@ def publish_variant(
     def make_plan() -> PublishPlan:
         return plan_publish(aws, pipeline=pipeline, variant=variant, channel=channel, amis=amis,
                             fingerprint=fingerprint, run_id=run_id, allow_foreign=allow_foreign, template=template,
-                            gate_check=gate_checker(pipeline, channel, now=now, override=override_gate))
+                            gate_check=gate_checker(pipeline, channel, now=now, override=override_gate,
+                                                    proofs=_proofs(aws, pipeline, variant)))
 
     if dry_run:
         return make_plan()
@@ -268,7 +277,7 @@ def promote(
                             template=template,
                             gate_check=gate_checker(pipeline, target, came_from=source, override=override_gate,
                                                     now=now or gates.aws_time(h.answered_at for h in dated.values()),
-                                                    source_history=histories))
+                                                    source_history=histories, proofs=_proofs(aws, pipeline, variant)))
 
     if dry_run:
         return make_plan()

@@ -16,12 +16,22 @@
               snapshot / deprecate, only on resources tagged with the pipeline's name
     fleet     `amibuild fleet`: the same reads of channels and consumers (stacks, managed node
               groups, launch templates, Auto Scaling groups, instances), and nothing else: describes only
+    verify    `amibuild verify` (and `fleet --verify` on top of fleet): the channel's parameters, the
+              images, and the pipeline's signed statements: kms:DescribeKey and kms:GetPublicKey on the
+              pipeline's key, s3:GetObject under the pipeline's prefix, s3:ListBucket of that prefix only
     test      `amibuild test-ami` (and `build-ami --boot-test` on top of build): RunInstances only with
               the ``amibuild:run-id`` tag on the instance and its volumes, TerminateInstances and
               ssm:SendCommand (``AWS-RunShellScript`` only) on instances carrying that tag, the result
               tags on the pipeline's images, iam:PassRole for the test instance profile's role only
               (``test { role }``, else assumed to be named like ``test { instance_profile }``, as
               the console makes them; `notes` says so), read-only describes
+
+Signed statements (`amibuild.attest`): build and test sign (kms:Sign and kms:DescribeKey on the
+pipeline's key, in its attestation region; an alias becomes a ``kms:ResourceAliases`` condition)
+and store (s3:PutObject under ``amibuild/<pipeline>/`` of the attestation bucket only, the prefix
+only the pipeline's role writes); publish verifies them (kms:GetPublicKey, s3:GetObject, s3:ListBucket
+of the prefix) when a channel's gate requires ``tested``. A pipeline with ``kms_key = ""`` signs
+nothing and gets no KMS statement.
 
 Scoping: SSM actions on the pipeline's channel path only (``{prefix}/{pipeline}`` and below;
 reads of AWS's public ``/aws/service/eks/optimized-ami/*`` for the source AMI), CloudFormation on
@@ -56,12 +66,21 @@ from amibuild.errors import SpecError
 from amibuild.lease import LEGACY_CHANNEL_DIR, lease_root
 from amibuild.channels.publish import name_pattern
 
-TASKS = ("build", "publish", "rollout", "prune", "fleet", "test")
+TASKS = ("build", "publish", "rollout", "prune", "fleet", "test", "verify")
 PUBLIC_EKS_PARAMETERS = "/aws/service/eks/optimized-ami/*"
 
 _ON_BEHALF = ("CloudFormation calls it with the caller's permissions while it applies the change set to the "
               "stack's launch template and Auto Scaling group (no service role); the emulator's CloudFormation "
               "checks no permission and sends nothing through the proxy")
+
+# The provenance and test statements are signed and stored by build-ami and test-ami once the attest
+# stage's wiring is in (amibuild.bake / amibuild.imagetest call amibuild.attest); until then the
+# policy tests see no such request. Drop these entries when they do.
+_NOT_SIGNED_YET = {
+    "kms:Sign": "signs the statement amibuild makes about the image (amibuild.attest); not requested by this "
+                "task until its statements are wired in",
+    "s3:PutObject": "stores the signed statement under the pipeline's prefix; as kms:Sign",
+}
 
 # Needed on real AWS, never requested in the sandbox tests; the IAM test allows exactly these as
 # "not observed here".
@@ -80,13 +99,17 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
         "kms:GenerateDataKeyWithoutPlaintext": "as kms:CreateGrant",
         "kms:ReEncryptFrom": "as kms:CreateGrant",
         "kms:ReEncryptTo": "as kms:CreateGrant",
+        **_NOT_SIGNED_YET,
     },
     "publish": {},
+    "verify": {},
     "test": {
         "iam:PassRole": "an authorization check on the instance profile's role when RunInstances hands it to the "
                         "instance; not an API request",
         "eks:DescribeCluster": "called only with --cluster or test { cluster } (the joining node's user data), "
                                "which tests/test_boot_rest.py runs against the sandbox cluster",
+        **_NOT_SIGNED_YET,
+        "kms:DescribeKey": "asks whether the pipeline's key can sign; as kms:Sign",
     },
     "rollout": {
         "iam:PassRole": "an authorization check on the node role when CloudFormation or Auto Scaling hands it "
@@ -273,6 +296,7 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
         # before building: the channel's parameters found by their tags, to refuse one grown beyond
         # the pipeline's regions (DescribeParameters, metadata only, cannot be scoped)
         _statement("ChannelsFind", ["ssm:DescribeParameters"]),
+        *_attest_sign(arn, pipeline),  # the provenance statement
     ]
     # the upstream base lists the Kubernetes binaries bucket for 1.N.P and its build date (as
     # upstream's `make k8s=1.N` does); a variant may point at its own mirror
@@ -294,8 +318,57 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
     return statements
 
 
+def _attestation(arn: _Arns, pipeline: Any) -> tuple[list[str], dict[str, Any] | None, str, str] | None:
+    """(the key's resources, their condition, the bucket's ARN, the pipeline's prefix); None without a key."""
+    settings = getattr(pipeline, "attestation", None)
+    key = getattr(settings, "kms_key", "alias/amibuild") if settings is not None else "alias/amibuild"
+    region = getattr(settings, "region", "") or pipeline.build_region
+    bucket = getattr(settings, "bucket", "") or f"amibuild-attestations-{arn.a}"
+    where = (f"arn:{arn.p}:s3:::{bucket}", f"amibuild/{pipeline.name}/")
+    if not key:
+        return None
+    if "alias/" in key:  # KMS authorizes on the key, never on an alias: the alias becomes a condition
+        alias = key.split(":", 5)[-1] if _KMS_ARN.match(key) else key
+        return ([f"arn:{arn.p}:kms:{region}:{arn.a}:key/*"],
+                {"ForAnyValue:StringEquals": {"kms:ResourceAliases": [alias]}}, *where)
+    return arn.kms_keys([key]) if _KMS_ARN.match(key) else [f"arn:{arn.p}:kms:{region}:{arn.a}:key/{key}"], None, *where
+
+
+def _attest_sign(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
+    """Sign a statement with the pipeline's key and store it under the pipeline's prefix only."""
+    found = _attestation(arn, pipeline)
+    if found is None:
+        return []
+    keys, condition, bucket, prefix = found
+    return [_statement("AttestKey", ["kms:DescribeKey", "kms:Sign"], keys, condition),
+            _statement("AttestStore", ["s3:PutObject"], [f"{bucket}/{prefix}*"])]
+
+
+def _attest_verify(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
+    """Read the pipeline's statements and its public key: what verifying needs."""
+    found = _attestation(arn, pipeline)
+    if found is None:
+        bucket, prefix = f"arn:{arn.p}:s3:::amibuild-attestations-{arn.a}", f"amibuild/{pipeline.name}/"
+        keys: list[dict[str, Any]] = []
+    else:
+        key_arns, condition, bucket, prefix = found
+        keys = [_statement("AttestKey", ["kms:DescribeKey", "kms:GetPublicKey"], key_arns, condition)]
+    return [*keys,
+            _statement("AttestRead", ["s3:GetObject"], [f"{bucket}/{prefix}*"]),
+            _statement("AttestList", ["s3:ListBucket"], [bucket], {"StringLike": {"s3:prefix": [f"{prefix}*"]}})]
+
+
+def _verify(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
+    return [_statement("Ec2Describe", ["ec2:DescribeImages"]),
+            _statement("ChannelsRead", ["ssm:GetParameter"], arn.channels),
+            _statement("EksPublicParameters", ["ssm:GetParameters"], arn.public_eks),  # today's render's source AMI
+            *_attest_verify(arn, pipeline)]
+
+
 def _publish(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
+    gated = any("tested" in g.requires for g in getattr(pipeline, "gates", {}).values())
     return [
+        *(_attest_verify(arn, pipeline) if gated else []),
         _statement("Ec2Describe", ["ec2:DescribeImages"]),
         _statement("ChannelsRead", ["ssm:GetParameter", "ssm:GetParameterHistory", "ssm:GetParametersByPath",
                                     "ssm:ListTagsForResource"], arn.channels),
@@ -410,6 +483,7 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
         _statement("BootTestRunOnTestInstances", ["ssm:SendCommand"], [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*"],
                    {"Null": {f"ssm:resourceTag/{run_tag}": "false"}}),
     ]
+    statements += _attest_sign(arn, pipeline)  # the test statement
     settings = getattr(pipeline, "boot_test", None)
     # --cluster / test { cluster }: the cluster's endpoint, CA and service CIDR for the node's user data
     cluster = getattr(settings, "cluster", "") or "*"
@@ -434,4 +508,4 @@ def notes(task: str, pipeline: Any) -> list[str]:
 
 
 _STATEMENTS = {"build": _build, "publish": _publish, "rollout": _rollout, "prune": _prune, "fleet": _fleet,
-               "test": _test}
+               "test": _test, "verify": _verify}
