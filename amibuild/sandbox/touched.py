@@ -11,7 +11,8 @@ What counts as a change is decided from the request alone (`scope`), conservativ
   for a service moto keeps per partition rather than per region (IAM, S3, STS, ...), counts
   as a change to everything (`EVERYTHING`): a full reset follows;
 * a request reads when its action starts with Describe / List / Get (query and JSON
-  protocols: ``Action=`` or ``X-Amz-Target``), or is a GET / HEAD (REST protocols: EKS, S3);
+  protocols: ``Action=`` or ``X-Amz-Target``), is KMS's Sign or Verify, or is a GET / HEAD
+  (REST protocols: EKS, S3);
   anything else writes.
 
 Cross-region effects go through the region that is signed for: CopyImage is sent to the region
@@ -32,6 +33,7 @@ from urllib.parse import parse_qs
 # of them is reset with everything.
 PARTITION_SERVICES = frozenset({"iam", "s3", "sts", "route53", "cloudfront", "organizations", "sso", "ce"})
 READ_PREFIXES = ("Describe", "List", "Get")
+READ_ACTIONS = frozenset({"Sign", "Verify"})  # KMS: they use a key and change nothing
 EVERYTHING = "*"
 
 _CREDENTIAL = re.compile(r"Credential=[^/,\s]+/[0-9]{8}/([a-z0-9-]+)/([a-z0-9-]+)/aws4_request")
@@ -46,7 +48,7 @@ def scope(environ: dict[str, Any]) -> str | None:
     action = _action(environ)
     if action is None and method in ("GET", "HEAD"):
         return None
-    if action is not None and action.startswith(READ_PREFIXES):
+    if action is not None and (action.startswith(READ_PREFIXES) or action in READ_ACTIONS):
         return None
     signed = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", "")) or \
         _CREDENTIAL.search("Credential=" + _query(environ).get("X-Amz-Credential", [""])[0])
