@@ -319,3 +319,22 @@ def test_without_a_usable_key_statements_are_stored_unsigned_and_verify_as_unsig
     # a symmetric key cannot sign either: said, not raised
     key = _kms().create_key(KeySpec="SYMMETRIC_DEFAULT", KeyUsage="ENCRYPT_DECRYPT")["KeyMetadata"]["Arn"]
     assert "ECC_NIST_P256 SIGN_VERIFY" in sign.signer(aws, _where(key)).unsigned_reason
+
+
+def test_iam_policy_lets_build_and_test_sign_with_the_key_and_write_only_the_pipeline_s_prefix(tmp_path: Path):
+    from amibuild.lifecycle import iam
+
+    for task in ("build", "test"):
+        statements = {s["Sid"]: s for s in iam.policy(task, load(_pipeline(tmp_path)), account=ACCOUNT)["Statement"]}
+        assert statements["AttestationStore"]["Action"] == ["s3:PutObject"]
+        assert statements["AttestationStore"]["Resource"] == [f"arn:aws:s3:::{BUCKET}/amibuild/att/*"]
+        assert statements["AttestationSign"]["Action"] == ["kms:DescribeKey", "kms:Sign"]
+        assert statements["AttestationSign"]["Condition"] == {
+            "ForAnyValue:StringEquals": {"kms:ResourceAliases": ["alias/amibuild"]}}
+    key = f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    named = load(_pipeline(tmp_path, f'attestation {{\n kms_key = "{key}"\n bucket = "ours"\n}}'))
+    statements = {s["Sid"]: s for s in iam.policy("build", named, account=ACCOUNT)["Statement"]}
+    assert statements["AttestationSign"]["Resource"] == [key] and "Condition" not in statements["AttestationSign"]
+    assert statements["AttestationStore"]["Resource"] == ["arn:aws:s3:::ours/amibuild/att/*"]
+    unsigned = load(_pipeline(tmp_path, 'attestation {\n kms_key = ""\n}'))
+    assert "AttestationSign" not in {s["Sid"] for s in iam.policy("build", unsigned, account=ACCOUNT)["Statement"]}

@@ -26,12 +26,13 @@
               (``test { role }``, else assumed to be named like ``test { instance_profile }``, as
               the console makes them; `notes` says so), read-only describes
 
-Signed statements (`amibuild.attest`): build and test sign (kms:Sign and kms:DescribeKey on the
-pipeline's key, in its attestation region; an alias becomes a ``kms:ResourceAliases`` condition)
-and store (s3:PutObject under ``amibuild/<pipeline>/`` of the attestation bucket only, the prefix
-only the pipeline's role writes); publish verifies them (kms:GetPublicKey, s3:GetObject, s3:ListBucket
-of the prefix) when a channel's gate requires ``tested``. A pipeline with ``kms_key = ""`` signs
-nothing and gets no KMS statement.
+build and test also sign their statements (``AttestationSign``: kms:DescribeKey and kms:Sign on
+the pipeline's ``attestation`` key, an alias as a condition) and write them under the pipeline's
+own prefix of the statements bucket only (``AttestationStore``: s3:PutObject on
+``<bucket>/amibuild/<pipeline>/*``), so no other pipeline's role writes there. Verifying them
+(``verify``, and ``publish`` when a channel's gate requires ``tested``) reads the key's public key
+(``AttestationVerify``: kms:DescribeKey, kms:GetPublicKey) and that prefix only (``AttestationRead``:
+s3:GetObject; ``AttestationList``: s3:ListBucket with an ``s3:prefix`` condition).
 
 Scoping: SSM actions on the pipeline's channel path only (``{prefix}/{pipeline}`` and below;
 reads of AWS's public ``/aws/service/eks/optimized-ami/*`` for the source AMI), CloudFormation on
@@ -62,6 +63,7 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import tags
+from amibuild.attest import store as attest_store
 from amibuild.errors import SpecError
 from amibuild.lease import LEGACY_CHANNEL_DIR, lease_root
 from amibuild.channels.publish import name_pattern
@@ -72,15 +74,6 @@ PUBLIC_EKS_PARAMETERS = "/aws/service/eks/optimized-ami/*"
 _ON_BEHALF = ("CloudFormation calls it with the caller's permissions while it applies the change set to the "
               "stack's launch template and Auto Scaling group (no service role); the emulator's CloudFormation "
               "checks no permission and sends nothing through the proxy")
-
-# The provenance and test statements are signed and stored by build-ami and test-ami once the attest
-# stage's wiring is in (amibuild.bake / amibuild.imagetest call amibuild.attest); until then the
-# policy tests see no such request. Drop these entries when they do.
-_NOT_SIGNED_YET = {
-    "kms:Sign": "signs the statement amibuild makes about the image (amibuild.attest); not requested by this "
-                "task until its statements are wired in",
-    "s3:PutObject": "stores the signed statement under the pipeline's prefix; as kms:Sign",
-}
 
 # Needed on real AWS, never requested in the sandbox tests; the IAM test allows exactly these as
 # "not observed here".
@@ -95,11 +88,9 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
         "kms:CreateGrant": "EC2 uses the caller's KMS permissions for an encrypted copy with a KMS key; "
                            "no request of amibuild's or Packer's to observe",
         "kms:Decrypt": "as kms:CreateGrant",
-        "kms:DescribeKey": "as kms:CreateGrant",
         "kms:GenerateDataKeyWithoutPlaintext": "as kms:CreateGrant",
         "kms:ReEncryptFrom": "as kms:CreateGrant",
         "kms:ReEncryptTo": "as kms:CreateGrant",
-        **_NOT_SIGNED_YET,
     },
     "publish": {},
     "verify": {},
@@ -108,8 +99,6 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
                         "instance; not an API request",
         "eks:DescribeCluster": "called only with --cluster or test { cluster } (the joining node's user data), "
                                "which tests/test_boot_rest.py runs against the sandbox cluster",
-        **_NOT_SIGNED_YET,
-        "kms:DescribeKey": "asks whether the pipeline's key can sign; as kms:Sign",
     },
     "rollout": {
         "iam:PassRole": "an authorization check on the node role when CloudFormation or Auto Scaling hands it "
@@ -296,7 +285,6 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
         # before building: the channel's parameters found by their tags, to refuse one grown beyond
         # the pipeline's regions (DescribeParameters, metadata only, cannot be scoped)
         _statement("ChannelsFind", ["ssm:DescribeParameters"]),
-        *_attest_sign(arn, pipeline),  # the provenance statement
     ]
     # the upstream base lists the Kubernetes binaries bucket for 1.N.P and its build date (as
     # upstream's `make k8s=1.N` does); a variant may point at its own mirror
@@ -315,47 +303,29 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
     if aliases:
         statements.append(_statement("KmsForEncryptedImagesByAlias", kms, arn.any_kms_key,
                                      {**via_ec2, "ForAnyValue:StringEquals": {"kms:ResourceAliases": aliases}}))
-    return statements
+    return statements + _attest(arn, pipeline)  # each built variant's provenance statement
 
 
-def _attestation(arn: _Arns, pipeline: Any) -> tuple[list[str], dict[str, Any] | None, str, str] | None:
-    """(the key's resources, their condition, the bucket's ARN, the pipeline's prefix); None without a key."""
-    settings = getattr(pipeline, "attestation", None)
-    key = getattr(settings, "kms_key", "alias/amibuild") if settings is not None else "alias/amibuild"
-    region = getattr(settings, "region", "") or pipeline.build_region
-    bucket = getattr(settings, "bucket", "") or f"amibuild-attestations-{arn.a}"
-    where = (f"arn:{arn.p}:s3:::{bucket}", f"amibuild/{pipeline.name}/")
-    if not key:
-        return None
-    if "alias/" in key:  # KMS authorizes on the key, never on an alias: the alias becomes a condition
+def _key_resources(arn: _Arns, key: str) -> tuple[list[str], dict[str, Any] | None]:
+    """The resources (and condition) IAM authorizes a call on the pipeline's key with."""
+    if "alias/" in key:  # KMS authorizes on the key: an alias becomes a condition on any key
         alias = key.split(":", 5)[-1] if _KMS_ARN.match(key) else key
-        return ([f"arn:{arn.p}:kms:{region}:{arn.a}:key/*"],
-                {"ForAnyValue:StringEquals": {"kms:ResourceAliases": [alias]}}, *where)
-    return arn.kms_keys([key]) if _KMS_ARN.match(key) else [f"arn:{arn.p}:kms:{region}:{arn.a}:key/{key}"], None, *where
-
-
-def _attest_sign(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
-    """Sign a statement with the pipeline's key and store it under the pipeline's prefix only."""
-    found = _attestation(arn, pipeline)
-    if found is None:
-        return []
-    keys, condition, bucket, prefix = found
-    return [_statement("AttestKey", ["kms:DescribeKey", "kms:Sign"], keys, condition),
-            _statement("AttestStore", ["s3:PutObject"], [f"{bucket}/{prefix}*"])]
+        return arn.any_kms_key, {"ForAnyValue:StringEquals": {"kms:ResourceAliases": [alias]}}
+    return arn.kms_keys([key]), None
 
 
 def _attest_verify(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
-    """Read the pipeline's statements and its public key: what verifying needs."""
-    found = _attestation(arn, pipeline)
-    if found is None:
-        bucket, prefix = f"arn:{arn.p}:s3:::amibuild-attestations-{arn.a}", f"amibuild/{pipeline.name}/"
-        keys: list[dict[str, Any]] = []
-    else:
-        key_arns, condition, bucket, prefix = found
-        keys = [_statement("AttestKey", ["kms:DescribeKey", "kms:GetPublicKey"], key_arns, condition)]
-    return [*keys,
-            _statement("AttestRead", ["s3:GetObject"], [f"{bucket}/{prefix}*"]),
-            _statement("AttestList", ["s3:ListBucket"], [bucket], {"StringLike": {"s3:prefix": [f"{prefix}*"]}})]
+    """Verifying the pipeline's statements: its key's public key, and its own prefix of the bucket."""
+    settings = pipeline.attestation
+    bucket = f"arn:{arn.p}:s3:::{settings.bucket or attest_store.default_bucket(arn.a)}"
+    prefix = attest_store.pipeline_prefix(pipeline.name)
+    statements = []
+    if settings.kms_key:
+        statements.append(_statement("AttestationVerify", ["kms:DescribeKey", "kms:GetPublicKey"],
+                                     *_key_resources(arn, settings.kms_key)))
+    return statements + [_statement("AttestationRead", ["s3:GetObject"], [f"{bucket}/{prefix}*"]),
+                         _statement("AttestationList", ["s3:ListBucket"], [bucket],
+                                    {"StringLike": {"s3:prefix": [f"{prefix}*"]}})]
 
 
 def _verify(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
@@ -365,8 +335,27 @@ def _verify(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None
             *_attest_verify(arn, pipeline)]
 
 
+def _attest(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
+    """Signed statements (`amibuild.attest`): the pipeline's key signs (DescribeKey, Sign), and only
+    this pipeline's prefix of the statements bucket is written."""
+    settings = pipeline.attestation
+    statements = []
+    if settings.kms_key:
+        if "alias/" in settings.kms_key:  # KMS authorizes on the key: an alias becomes a condition on any key
+            alias = settings.kms_key.split(":", 5)[-1] if _KMS_ARN.match(settings.kms_key) else settings.kms_key
+            statements.append(_statement("AttestationSign", ["kms:DescribeKey", "kms:Sign"], arn.any_kms_key,
+                                         {"ForAnyValue:StringEquals": {"kms:ResourceAliases": [alias]}}))
+        else:
+            statements.append(_statement("AttestationSign", ["kms:DescribeKey", "kms:Sign"],
+                                         arn.kms_keys([settings.kms_key])))
+    bucket = settings.bucket or attest_store.default_bucket(arn.a)
+    statements.append(_statement("AttestationStore", ["s3:PutObject"],
+                                 [f"arn:{arn.p}:s3:::{bucket}/{attest_store.pipeline_prefix(pipeline.name)}*"]))
+    return statements
+
+
 def _publish(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
-    gated = any("tested" in g.requires for g in getattr(pipeline, "gates", {}).values())
+    gated = any("tested" in g.requires for g in pipeline.gates.values())  # a gate checks the signed statements
     return [
         *(_attest_verify(arn, pipeline) if gated else []),
         _statement("Ec2Describe", ["ec2:DescribeImages"]),
@@ -483,7 +472,6 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
         _statement("BootTestRunOnTestInstances", ["ssm:SendCommand"], [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*"],
                    {"Null": {f"ssm:resourceTag/{run_tag}": "false"}}),
     ]
-    statements += _attest_sign(arn, pipeline)  # the test statement
     settings = getattr(pipeline, "boot_test", None)
     # --cluster / test { cluster }: the cluster's endpoint, CA and service CIDR for the node's user data
     cluster = getattr(settings, "cluster", "") or "*"
@@ -493,7 +481,7 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
         role_name = getattr(settings, "role", "") or profile
         statements.append(_statement("BootTestPassRole", ["iam:PassRole"], [f"arn:{arn.p}:iam::{arn.a}:role/{role_name}"],
                                      {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}))
-    return statements
+    return statements + _attest(arn, pipeline)  # the test statement
 
 
 def notes(task: str, pipeline: Any) -> list[str]:
