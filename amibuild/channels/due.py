@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 from amibuild.aws import Aws, Image, Parameter, fan_out
-from amibuild.channels import evidence, gates
+from amibuild.channels import gates
 from amibuild.channels import publish as publish_mod
 from amibuild.lease import Guard
 from amibuild.errors import AmibuildError
@@ -80,7 +80,7 @@ def decide_one(facts: DueFacts, now: datetime | None = None) -> DueItem:
 
 
 def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | None = None,
-           reader: evidence.Reader | None = None) -> DueFacts:
+           reader: Any = None) -> DueFacts:
     regions = list(pipeline.target_regions)
     source_name = publish_mod.parameter_name(pipeline, variant, gate.source, template)
     target_name = publish_mod.parameter_name(pipeline, variant, gate.channel, template)
@@ -90,8 +90,12 @@ def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | Non
     target = fan_out(regions, lambda r: aws.find_parameter(target_name, r))
     images = fan_out(regions, lambda r: aws.find_image(r, source[r].value) if source[r] is not None else None)
     found = {r: images[r] for r in regions}
-    proofs = (evidence.gather(reader or evidence.Reader(aws, pipeline), variant.name, found)
-              if "tested" in gate.requires else None)
+    proofs = None
+    if "tested" in gate.requires:
+        # deferred: in-toto's protobuf and cryptography only when a gate reads signed statements
+        from amibuild.channels import evidence
+
+        proofs = evidence.gather(reader or evidence.Reader(aws, pipeline), variant.name, found)
     return DueFacts(variant.name, gate, source, dict(target), found, histories,
                     gates.aws_time(h.answered_at for h in dated.values()), proofs)
 
@@ -105,7 +109,7 @@ def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run
     publish_mod.check_what_if(now, dry_run)
     items: list[DueItem] = []
     ordered = [g for g in pipeline.gates.values() if g.source]
-    reader = evidence.Reader(aws, pipeline)  # the key and its public key read once for every channel
+    reader = _reader(aws, pipeline) if any("tested" in g.requires for g in ordered) else None
     for variant in pipeline.variants:
         for gate in ordered:
             item = decide_one(gather(aws, pipeline, variant, gate, reader=reader), now)
@@ -120,6 +124,13 @@ def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run
                     item = DueItem(item.variant, item.channel, item.source, DueAction.PROMOTED, item.ami, item.detail)
             items.append(item)
     return items
+
+
+def _reader(aws: Aws, pipeline: Any) -> Any:
+    """One statement reader for every channel: the key and its public key are read once."""
+    from amibuild.channels import evidence  # deferred: as in `gather`
+
+    return evidence.Reader(aws, pipeline)
 
 
 def lines(items: Sequence[DueItem]) -> list[str]:

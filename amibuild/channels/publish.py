@@ -69,7 +69,7 @@ from typing import Callable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.aws import Aws, Image, Parameter, fan_out
-from amibuild.channels import evidence, gates
+from amibuild.channels import gates
 from amibuild.channels.home import lease_home
 # the plan and write names are part of this module's interface (callers import them from here)
 from amibuild.channels.plan import (IMAGE_DATA_TYPE,  # noqa: F401
@@ -113,7 +113,13 @@ def gate_checker(pipeline: PipelineLike, channel: str, *, came_from: str | None 
 
 
 def _proofs(aws: Aws, pipeline: PipelineLike, variant: VariantLike):
-    return lambda images: evidence.gather(evidence.Reader(aws, pipeline), variant.name, images)
+    def read(images: Mapping[str, Image | None]) -> Mapping[str, gates.Evidence | None]:
+        # deferred: in-toto's protobuf and cryptography only when a gate reads signed statements
+        from amibuild.channels import evidence
+
+        return evidence.gather(evidence.Reader(aws, pipeline), variant.name, images)
+
+    return read
 
 
 def check_what_if(now: datetime | None, dry_run: bool) -> None:

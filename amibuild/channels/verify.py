@@ -146,7 +146,7 @@ def _region(target: Target, found: evidence.Statements | None, facts: Facts, tod
     invalid = [v for v in (*found.provenance, *found.test) if not v.ok]
     for v in invalid:
         failures.append(f"{_kind(v)} statement {_name(v)} does not verify: {v.reason()}")
-    variant = facts.variant or _variant_of(found)
+    variant = facts.variant or variant_of(found)
     chosen = evidence.provenance_of(found, facts.pipeline, variant) if variant else None
     fingerprint = run_id = compared = ""
     if chosen is None:
@@ -180,7 +180,8 @@ def _name(v: Any) -> str:
     return (v.key or "").rsplit("/", 1)[-1].removesuffix(".dsse.json") or "?"
 
 
-def _variant_of(found: evidence.Statements) -> str:
+def variant_of(found: evidence.Statements) -> str:
+    """The variant the newest valid provenance statement names ("" when none is valid)."""
     for v in reversed(found.provenance):
         if v.ok:
             return str(((v.predicate.get("buildDefinition") or {}).get("externalParameters") or {}).get("variant") or "")

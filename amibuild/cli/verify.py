@@ -60,7 +60,7 @@ def verify_report(options: Any, *, ami: str | None, variant: str | None, channel
                   region: str | None, aws: Any = None) -> Any:
     """Flags → targets → statements read and verified → the report (pure check over the facts)."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.aws import Aws
+    from amibuild.aws import Aws, beside
     from amibuild.channels import verify
     from amibuild.channels.verify import Target
     from amibuild.errors import SpecError
@@ -84,17 +84,19 @@ def verify_report(options: Any, *, ami: str | None, variant: str | None, channel
         where = region or pipeline.build_region
         targets = [Target(where, ami, aws.find_image(where, ami))]
         facts = verify.gather(aws, pipeline, targets, subject=ami)
-    else:
-        chosen = pipeline.variants[0]
-        gate = pipeline.gates.get(channel) if hasattr(pipeline, "gates") else None
+        # the variant is known once its provenance is read: today's render comes after
+        variants = sorted({verify.variant_of(f) for f in facts.found.values() if f is not None} - {""})
+        today, why_not = today_renders(options, pipeline, aws, variants)
+        return verify.check(facts, today), why_not
+    chosen = pipeline.variants[0]
+    gate = pipeline.gates.get(channel)
+    # today's render (imports, `packer version`, the source AMI lookups) runs beside the reads
+    with beside(lambda: today_renders(options, pipeline, aws, [chosen.name])) as rendered:
         targets = verify.channel_targets(aws, pipeline, chosen, channel, [region] if region else regions)
         facts = verify.gather(aws, pipeline, targets, subject=f"{chosen.name} {channel}", variant=chosen.name,
                               requires_test=bool(gate and "tested" in gate.requires))
-    variants = sorted({facts.variant} if facts.variant else
-                      {verify._variant_of(f) for f in facts.found.values() if f is not None} - {""})
-    today, why_not = today_renders(options, pipeline, aws, variants)
-    report = verify.check(facts, today)
-    return report, why_not
+        today, why_not = rendered()
+    return verify.check(facts, today), why_not
 
 
 @task(help=VERIFY_HELP, auto_shortflags=False)
