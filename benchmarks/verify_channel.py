@@ -8,7 +8,8 @@ published to the variant's `recommended` channel; a pipeline file naming the thr
 Timed: `amibuild verify --variant ceph --channel recommended --json` as a subprocess (interpreter
 start, imports, the reads, a render of today's file to compare the fingerprint, the checks), 5 runs
 after a warm-up, median, against the target, beside `amibuild channels --json` (another read-only
-command, as a reference for the machine's speed at the moment: the load of a shared machine moves both); and in process (`cli.verify.verify_report` on a warm
+command, as a reference for the machine's speed at the moment: the load of a shared machine moves both);
+and in process (`cli.verify.verify_report` on a warm
 gateway), with its parts: the channel's reads (`channels.verify.channel_targets`), the statements
 read and verified (`channels.evidence.Reader.read`), and today's render.
 
