@@ -37,6 +37,7 @@ turns them into a one-line message and an exit code::
     ├── RolloutFailed                     the update failed, rolled back, timed out or did not converge
     ├── PruneFailed                       images or snapshots prune meant to remove are still there
     ├── FleetBehind                       `fleet --check-behind`: a consumer is further behind than allowed
+    ├── Unverified                        `verify`: a signed statement about an image is missing, invalid or says it failed
     ├── BuildFailed                       one or more variants failed to build (or were not published)
     ├── BootTestFailed                    `test-ami`: a check failed on the booted image (or none could run)
     ├── OutputNotWritten                  build/ could not be written (disk full, read-only)
@@ -212,6 +213,10 @@ class PruneFailed(AmibuildError):
 
 class FleetBehind(AmibuildError):
     """`fleet --check-behind`: a consumer is further behind its channel than allowed, or orphaned."""
+
+
+class Unverified(AmibuildError):
+    """`verify`: an image's signed statements are missing, do not verify, or say it failed."""
 
 
 class BuildFailed(AmibuildError):

@@ -40,7 +40,7 @@ SSM_WRITES = ("AmazonSSM.PutParameter",)
 _SCOPE = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/([^/]+)/aws4_request")
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
                "transfer-encoding", "upgrade", "content-length"}
-_OWN_HEADERS = {"server", "date"}  # send_response writes its own
+_OWN_HEADERS = {"server"}  # `_reply` writes its own; the upstream's Date is AWS's clock, so it is forwarded
 
 
 @dataclass(frozen=True)
@@ -363,7 +363,10 @@ class FaultProxy:
 
     @staticmethod
     def _reply(request: BaseHTTPRequestHandler, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
-        request.send_response(status)
+        request.send_response_only(status)
+        request.send_header("Server", request.version_string())
+        if not any(key.lower() == "date" for key, _ in headers):  # an answer of the proxy's own (a fault)
+            request.send_header("Date", request.date_time_string())
         for key, value in headers:
             request.send_header(key, value)
         request.send_header("Content-Length", str(len(body)))

@@ -42,6 +42,7 @@ TASKS = [
     ("aws-auth", ["aws-auth", "--stack", "missing"]),
     ("prune", ["prune", "--keep", "1", "--dry-run"]),
     ("doctor", ["doctor"]),
+    ("verify", ["verify", "--variant", "v", "--channel", "recommended"]),
 ]
 
 

@@ -19,11 +19,11 @@ from amibuild.aws.inspector import InspectorCalls
 from amibuild.aws.s3 import S3Calls
 from amibuild.aws.session import (CONNECT_ATTEMPTS, CONNECT_TIMEOUT, MAX_WORKERS, Session, _give_up_on_dead_endpoint,
                                   beside, default_region, fan_out)
-from amibuild.aws.ssm import Parameter, SsmCalls, _parameter
+from amibuild.aws.ssm import History, Parameter, SsmCalls, _parameter, answered_at
 
 __all__ = [
-    "Aws", "CONNECT_ATTEMPTS", "CONNECT_TIMEOUT", "Image", "MAX_WORKERS", "Parameter", "Session",
-    "_give_up_on_dead_endpoint", "_image", "_mapped", "_parameter", "beside", "default_region", "fan_out",
+    "Aws", "CONNECT_ATTEMPTS", "CONNECT_TIMEOUT", "History", "Image", "MAX_WORKERS", "Parameter", "Session",
+    "_give_up_on_dead_endpoint", "_image", "_mapped", "_parameter", "answered_at", "beside", "default_region", "fan_out",
 ]
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any, Mapping, Sequence
 
 from amibuild.errors import NotFound
@@ -27,6 +28,25 @@ class Parameter:
     last_modified: datetime | None = None
     description: str = ""  # only in history (GetParameter does not return it)
     user: str = ""  # LastModifiedUser, only in history
+
+
+@dataclass(frozen=True)
+class History:
+    """A parameter's versions, oldest first, and the time AWS answered with (the response's ``Date``
+    header; None when it gave none): the clock a channel's soak is measured on, never the local one."""
+
+    versions: tuple[Parameter, ...]
+    answered_at: datetime | None
+
+
+def answered_at(response: Mapping[str, Any] | None) -> datetime | None:
+    """The time in an AWS response's ``Date`` header (UTC), or None."""
+    headers = ((response or {}).get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
+    try:
+        when = parsedate_to_datetime(headers["date"])
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 def _parameter(raw: Mapping[str, Any], region: str) -> Parameter:
@@ -94,13 +114,18 @@ class SsmCalls:
 
     def parameter_history(self, name: str, region: str) -> list[Parameter]:
         """Every version of a parameter, oldest first; [] when it does not exist."""
+        return list(self.dated_history(name, region).versions)
+
+    def dated_history(self, name: str, region: str) -> History:
+        """Every version of a parameter (none when it does not exist), with the time AWS answered."""
         try:
             with _mapped(f"ssm:GetParameterHistory {name}", region):
-                pages = self._ssm_channels(region).get_paginator("get_parameter_history").paginate(Name=name)
-                raws = [raw for page in pages for raw in page.get("Parameters", [])]
-        except NotFound:
-            return []
-        return sorted((_parameter(raw, region) for raw in raws), key=lambda p: p.version)
+                pages = list(self._ssm_channels(region).get_paginator("get_parameter_history").paginate(Name=name))
+        except NotFound as exc:
+            return History((), answered_at(getattr(exc.__cause__, "response", None)))
+        raws = [raw for page in pages for raw in page.get("Parameters", [])]
+        versions = sorted((_parameter(raw, region) for raw in raws), key=lambda p: p.version)
+        return History(tuple(versions), answered_at(pages[-1] if pages else None))
 
     def parameters_under(self, path: str, region: str) -> list[Parameter]:
         """Every parameter below `path` (recursive), latest versions."""

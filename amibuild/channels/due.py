@@ -3,8 +3,9 @@
 The command a scheduled CI job runs. For each variant and each channel with a gate that names
 ``from`` (`amibuild.pipeline.imagetests.Gate`), it reads the source channel (every region, with the
 build region's history for the soak), the target channel and the images, then `plan_due` decides
-(pure, with the time given): promote, wait (what is missing, and when the soak is met), or
-nothing to do (the target holds the source's images already). Each promote is an ordinary
+(pure): promote, wait (what is missing, and when the soak is met), or nothing to do (the target
+holds the source's images already). The soak is judged at the time AWS answered the history read
+with (never the local clock), or at a what-if time in a dry run. Each promote is an ordinary
 `publish.promote`, which checks the gate again under the channels' leases before it writes.
 """
 
@@ -55,10 +56,13 @@ class DueFacts:
     target: Mapping[str, Parameter | None]
     images: Mapping[str, Image | None]  # region -> the source's image
     history: Mapping[str, Sequence[Parameter]]  # the source channel per region, oldest first
+    answered_at: datetime | None = None  # AWS's time, from the history reads' Date headers (`gates.aws_time`)
+    evidence: Mapping[str, gates.Evidence | None] | None = None  # what the signed statements prove (gates requiring tested)
 
 
-def decide_one(facts: DueFacts, now: datetime) -> DueItem:
-    """Promote, wait or nothing to do, for one variant x channel. Pure."""
+def decide_one(facts: DueFacts, now: datetime | None = None) -> DueItem:
+    """Promote, wait or nothing to do, for one variant x channel. Pure. ``now``: a what-if time
+    (default: AWS's, as the facts carry it)."""
     gate = facts.gate
     base = dict(variant=facts.variant, channel=gate.channel, source=gate.source)
     missing = sorted(r for r, p in facts.source.items() if p is None)
@@ -68,42 +72,65 @@ def decide_one(facts: DueFacts, now: datetime) -> DueItem:
     lead = next(iter(amis.values()))
     if all(facts.target.get(r) is not None and facts.target[r].value == ami for r, ami in amis.items()):
         return DueItem(**base, action=DueAction.CURRENT, ami=lead, detail=f"{gate.channel} holds {lead} already")
-    decision = gates.decide(gate, images=facts.images, came_from=gate.source, source_history=facts.history, now=now)
+    decision = gates.decide(gate, images=facts.images, came_from=gate.source, source_history=facts.history,
+                            now=now or facts.answered_at, evidence=facts.evidence)
     if decision.met:
         return DueItem(**base, action=DueAction.PROMOTE, ami=lead, detail=f"gate met ({decision.gate})")
     return DueItem(**base, action=DueAction.WAIT, ami=lead, detail="; ".join(decision.missing), due_at=decision.due_at)
 
 
-def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | None = None) -> DueFacts:
+def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | None = None,
+           reader: Any = None) -> DueFacts:
     regions = list(pipeline.target_regions)
     source_name = publish_mod.parameter_name(pipeline, variant, gate.source, template)
     target_name = publish_mod.parameter_name(pipeline, variant, gate.channel, template)
-    histories = fan_out(regions, lambda r: aws.parameter_history(source_name, r))
+    dated = fan_out(regions, lambda r: aws.dated_history(source_name, r))
+    histories = {r: list(dated[r].versions) for r in regions}
     source = {r: (histories[r] or [None])[-1] for r in regions}
     target = fan_out(regions, lambda r: aws.find_parameter(target_name, r))
     images = fan_out(regions, lambda r: aws.find_image(r, source[r].value) if source[r] is not None else None)
-    return DueFacts(variant.name, gate, source, dict(target), {r: images[r] for r in regions}, dict(histories))
+    found = {r: images[r] for r in regions}
+    proofs = None
+    if "tested" in gate.requires:
+        # deferred: in-toto's protobuf and cryptography only when a gate reads signed statements
+        from amibuild.channels import evidence
+
+        proofs = evidence.gather(reader or evidence.Reader(aws, pipeline), variant.name, found)
+    return DueFacts(variant.name, gate, source, dict(target), found, histories,
+                    gates.aws_time(h.answered_at for h in dated.values()), proofs)
 
 
-def promote_due(aws: Aws, pipeline: Any, *, now: datetime, guard: Callable[[], Guard] = Guard,
-                say: Callable[[str], None] = lambda _: None) -> list[DueItem]:
-    """Every variant x gated channel: promote what is due now, in the order the file lists the channels."""
+def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run: bool = False,
+                guard: Callable[[], Guard] = Guard, say: Callable[[str], None] = lambda _: None) -> list[DueItem]:
+    """Every variant x gated channel: promote what is due now, in the order the file lists the channels.
+
+    ``dry_run``: what is due (`DueAction.PROMOTE`) and what waits, nothing written; ``now``: a what-if
+    time, for a dry run only (a write judges the soak on AWS's clock)."""
+    publish_mod.check_what_if(now, dry_run)
     items: list[DueItem] = []
     ordered = [g for g in pipeline.gates.values() if g.source]
+    reader = _reader(aws, pipeline) if any("tested" in g.requires for g in ordered) else None
     for variant in pipeline.variants:
         for gate in ordered:
-            item = decide_one(gather(aws, pipeline, variant, gate), now)
-            if item.action is DueAction.PROMOTE:
+            item = decide_one(gather(aws, pipeline, variant, gate, reader=reader), now)
+            if item.action is DueAction.PROMOTE and not dry_run:
                 say(f"promoting {variant.name} {gate.source} -> {gate.channel} ({item.ami}) ...")
                 try:
                     publish_mod.promote(aws, pipeline=pipeline, variant=variant, source=gate.source, target=gate.channel,
-                                        now=now, guard=guard())
+                                        guard=guard())
                 except AmibuildError as exc:
                     item = DueItem(item.variant, item.channel, item.source, DueAction.FAILED, item.ami, str(exc))
                 else:
                     item = DueItem(item.variant, item.channel, item.source, DueAction.PROMOTED, item.ami, item.detail)
             items.append(item)
     return items
+
+
+def _reader(aws: Aws, pipeline: Any) -> Any:
+    """One statement reader for every channel: the key and its public key are read once."""
+    from amibuild.channels import evidence  # deferred: as in `gather`
+
+    return evidence.Reader(aws, pipeline)
 
 
 def lines(items: Sequence[DueItem]) -> list[str]:

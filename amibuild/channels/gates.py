@@ -4,21 +4,26 @@ A pipeline file's ``channel "stable" { from = "recommended", requires = ["tested
 (`amibuild.pipeline.imagetests.Gate`) says what an image needs to enter ``stable``:
 
     from      it comes from that channel (a promote from it; a direct publish is refused)
-    requires  "tested": the image carries ``amibuild:test = passed`` in every region
+    requires  "tested": in every region, a verified test statement about this very image (its
+              record today), signed by the pipeline's key, whose verdict is passed, and a verified
+              provenance statement from this pipeline (`Evidence`, gathered by
+              `channels.evidence`); the ``amibuild:test`` tag is a display copy that decides nothing
     soak      it has been the value of ``from`` for this long, without a rollback in between
 
 `decide` is the one place that answers; `publish`, `promote` and `build-ami`'s publish call it
 before they write (`channels.publish`), and `promote --due` asks it for every gated channel. The
-time is given to it (`now`), never read here, so "has it soaked" is decided the same way in a test
-as on a scheduled CI runner. ``override`` (`--override-gate --reason`) passes a gate that is not
-met; the reason goes into the channel's history with the write.
+time is given to it (`now`), never read here: for a write it is the time AWS answered the history
+read with (`aws_time`, the ``Date`` headers), so the soak is measured on AWS's clock, between the
+channel's own parameter timestamps and AWS's answer, whatever the local or CI clock says; a
+what-if time is for dry runs only. ``override`` (`--override-gate --reason`) passes a gate that is
+not met; the reason goes into the channel's history with the write.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.aws import Image, Parameter
@@ -61,6 +66,24 @@ class GateDecision:
                 "due_at": self.due_at.isoformat() if self.due_at else None, "overridden": self.overridden or None}
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What the pipeline's signed statements prove about one region's image, verified (`channels.evidence`).
+
+    ``provenance``: "" when a valid provenance statement from this pipeline names the image, else
+    what is wrong (none: a foreign image; unsigned; signed by another key; altered; another
+    pipeline's). ``test``: the verdict of the newest valid test statement ("passed", "failed", ...),
+    "" when none is valid, and then ``test_problem`` says why."""
+
+    provenance: str = ""
+    test: str = ""
+    test_problem: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"provenance": self.provenance or "valid", "test": self.test or None,
+                "test_problem": self.test_problem or None}
+
+
 def check_reason(override: bool, reason: str | None) -> str:
     """The --override-gate reason, checked: needed, one line, short enough for SSM's description."""
     if not override:
@@ -73,6 +96,12 @@ def check_reason(override: bool, reason: str | None) -> str:
     if len(text) > MAX_REASON or any(ord(ch) < 0x20 or ch in "()" for ch in text):
         raise SpecError(f"--reason: one line of at most {MAX_REASON} characters, without parentheses")
     return text
+
+
+def aws_time(answers: Iterable[datetime | None]) -> datetime | None:
+    """The time AWS answered with, from the ``Date`` of each region's answer: the earliest (a soak is
+    never judged met early); None when no answer carried one."""
+    return min((when for when in answers if when is not None), default=None)
 
 
 def soaked_since(history: Sequence[Parameter], ami: str) -> datetime | None:
@@ -89,13 +118,14 @@ def soaked_since(history: Sequence[Parameter], ami: str) -> datetime | None:
 
 
 def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | None,
-           source_history: Mapping[str, Sequence[Parameter]] | None = None, now: datetime,
-           override: str = "") -> GateDecision:
+           source_history: Mapping[str, Sequence[Parameter]] | None = None, now: datetime | None,
+           override: str = "", evidence: Mapping[str, Evidence | None] | None = None) -> GateDecision:
     """May the images ({region: Image}) enter ``gate.channel`` now?
 
     ``came_from``: the channel they are promoted from (None: a direct publish or build-ami's);
     ``source_history``: that channel's parameter history per region, oldest first (the soak counts
-    from the latest region to take the image)."""
+    from the latest region to take the image); ``now``: AWS's time (`aws_time`), None when unknown;
+    ``evidence``: what the signed statements prove per region (for ``requires = ["tested"]``)."""
     missing: list[str] = []
     due_at = None
     if gate.source and came_from != gate.source:
@@ -103,12 +133,10 @@ def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | No
         missing.append(f"images enter only from channel {gate.source} (this is {road}: "
                        f"use `amibuild promote --from {gate.source} --to {gate.channel}`)")
     if "tested" in gate.requires:
-        untested = {region: (image.tags.get(tags.TEST, "") if image else "") for region, image in sorted(images.items())}
-        bad = {r: v for r, v in untested.items() if v != PASSED}
+        bad = [_untested(region, image, (evidence or {}).get(region)) for region, image in sorted(images.items())]
+        bad = [b for b in bad if b]
         if bad:
-            shown = ", ".join(f"{r}: {v or 'not tested'}" for r, v in bad.items())
-            missing.append(f"requires tested: the image's {tags.TEST} tag is not passed ({shown}; run "
-                           "`amibuild test-ami` or build with --boot-test)")
+            missing.append(f"requires tested: {'; '.join(bad)}")
     if gate.soak and gate.source and came_from == gate.source:
         histories = source_history or {}
         starts = {r: soaked_since(histories.get(r, ()), image.image_id) for r, image in images.items() if image}
@@ -118,6 +146,9 @@ def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | No
         needed = timedelta(seconds=gate.soak)
         if since is None:
             missing.append(f"soak: {ami} is not in {gate.source} now ({', '.join(absent)})")
+        elif now is None:
+            missing.append(f"soak {_human(needed)}: AWS gave no time with its answers (no Date header), "
+                           "so how long the image has soaked is not known")
         elif now - since < needed:
             due_at = since + needed
             left = due_at - now
@@ -125,6 +156,24 @@ def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | No
                            f"(since {since:%Y-%m-%d %H:%M} UTC); due at {due_at:%Y-%m-%d %H:%M} UTC, in {_human(left)}")
     return GateDecision(gate.channel, gate.describe(), tuple(missing), due_at if len(missing) == 1 else None,
                         override)
+
+
+def _untested(region: str, image: Image | None, proof: Evidence | None) -> str:
+    """Why one region's image does not count as tested ("" when it does)."""
+    ami = image.image_id if image else "the image"
+    if proof is None:
+        return f"{region}: {ami}: no signed statements were read"
+    if proof.provenance:
+        return f"{region}: {ami} has no valid provenance from this pipeline ({proof.provenance})"
+    if proof.test == PASSED:
+        return ""
+    if proof.test:
+        return f"{region}: {ami}: its signed test statement says {proof.test}"
+    tagged = image.tags.get(tags.TEST, "") if image else ""
+    hand = (f"; its {tags.TEST} tag says {tagged}, but a tag decides nothing (anyone with ec2:CreateTags "
+            "can set it)") if tagged else ""
+    return (f"{region}: {ami}: {proof.test_problem or 'no signed test statement'}{hand} (run `amibuild test-ami` "
+            "or build with --boot-test)")
 
 
 def _human(delta: timedelta) -> str:

@@ -28,7 +28,7 @@ class ChannelSettings:
     dry_run: bool = False
     read_timeout: float | None = None  # seconds one channel request may wait (None: the gateway's default)
     override_gate: str = ""  # --override-gate --reason: why a gated channel takes an image that does not meet it
-    now: datetime | None = None  # the time gates (soak) are judged at (None: now)
+    now: datetime | None = None  # a dry run's what-if time for gates (None: AWS's clock; a write refuses one)
 
     def gateway(self) -> Aws:
         aws = Aws(profile=self.profile, region=self.pipeline.build_region)

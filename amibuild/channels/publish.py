@@ -64,7 +64,7 @@ errors. The read side (history, the channel table, the sharing check) is `amibui
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Callable, Mapping, Sequence
 
 from amibuild import tags
@@ -90,20 +90,42 @@ from amibuild.pipeline.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, TE
 
 def gate_checker(pipeline: PipelineLike, channel: str, *, came_from: str | None = None,
                  source_history: Mapping[str, Sequence[Parameter]] | None = None, now: datetime | None = None,
-                 override: str = "") -> Callable[[Mapping[str, Image | None]], str] | None:
-    """The gate check `plan_publish` runs for a write into ``channel`` (None: the channel has no gate)."""
+                 override: str = "", proofs: Callable[[Mapping[str, Image | None]], Mapping[str, gates.Evidence | None]]
+                 | None = None) -> Callable[[Mapping[str, Image | None]], str] | None:
+    """The gate check `plan_publish` runs for a write into ``channel`` (None: the channel has no gate).
+
+    ``now``: the time AWS answered the source history read with (`gates.aws_time`), or a dry run's what-if time;
+    ``proofs``: reads what the signed statements prove about the images (`evidence.gather`), for a
+    gate that requires ``tested``."""
     gate = getattr(pipeline, "gates", {}).get(channel)
     if gate is None:
         return None
 
     def check(images: Mapping[str, Image | None]) -> str:
+        found = proofs(images) if proofs is not None and "tested" in gate.requires else None
         decision = gates.decide(gate, images=images, came_from=came_from, source_history=source_history,
-                                now=now or datetime.now(timezone.utc), override=override)
+                                now=now, override=override, evidence=found)
         if not decision.passes:
             raise GateRefused(decision.refusal())
         return decision.note()
 
     return check
+
+
+def _proofs(aws: Aws, pipeline: PipelineLike, variant: VariantLike):
+    def read(images: Mapping[str, Image | None]) -> Mapping[str, gates.Evidence | None]:
+        # deferred: in-toto's protobuf and cryptography only when a gate reads signed statements
+        from amibuild.channels import evidence
+
+        return evidence.gather(evidence.Reader(aws, pipeline), variant.name, images)
+
+    return read
+
+
+def check_what_if(now: datetime | None, dry_run: bool) -> None:
+    """A what-if time judges a dry run's plan only: a write's soak is measured on AWS's clock."""
+    if now is not None and not dry_run:
+        raise SpecError("a what-if time is for dry runs only: a write judges the soak on AWS's clock")
 
 
 # ------------------------------------------------------------------------------- publish
@@ -181,12 +203,16 @@ def publish_variant(
     `fingerprint` / `run_id` default to the images' ``amibuild:fingerprint`` / ``amibuild:run-id``
     tags; a given fingerprint must match the images' tag. Runs under the channel's lease. A gated
     channel (`gates`) refuses images that do not meet it unless `override_gate` gives the reason.
-    ``dry_run``: the plan the write would carry out, read without the lease; nothing written.
+    ``dry_run``: the plan the write would carry out, read without the lease; nothing written;
+    ``now``: a what-if time for a dry run's gate (a write with one is refused).
     """
+    check_what_if(now, dry_run)
+
     def make_plan() -> PublishPlan:
         return plan_publish(aws, pipeline=pipeline, variant=variant, channel=channel, amis=amis,
                             fingerprint=fingerprint, run_id=run_id, allow_foreign=allow_foreign, template=template,
-                            gate_check=gate_checker(pipeline, channel, now=now, override=override_gate))
+                            gate_check=gate_checker(pipeline, channel, now=now, override=override_gate,
+                                                    proofs=_proofs(aws, pipeline, variant)))
 
     if dry_run:
         return make_plan()
@@ -215,8 +241,11 @@ def promote(
     """Copy, region by region, the exact AMI of channel `source` into channel `target`.
 
     Both channels' leases are held: the source is not read while another writer is half way
-    through moving it. ``dry_run``: the plan, read without the leases; nothing written.
+    through moving it. ``dry_run``: the plan, read without the leases; nothing written. The soak
+    is judged at the time AWS answered the source history read with, or at ``now``, a what-if time
+    for a dry run (a write with one is refused).
     """
+    check_what_if(now, dry_run)
     check_channel(source)
     check_channel(target)
     if source == target:
@@ -226,7 +255,8 @@ def promote(
     operation = f"promote {source} -> {target}"
 
     def make_plan() -> PublishPlan:
-        histories = fan_out(regions, lambda r: aws.parameter_history(source_name, r))
+        dated = fan_out(regions, lambda r: aws.dated_history(source_name, r))
+        histories = {r: list(dated[r].versions) for r in regions}
         latest = {r: (histories[r] or [None])[-1] for r in regions}
         missing = [r for r in regions if latest[r] is None]
         if missing:
@@ -251,8 +281,9 @@ def promote(
         return plan_publish(aws, pipeline=pipeline, variant=variant, channel=target, amis=amis, allow_foreign=True,
                             provenance=provenance, operation=operation, note=f"promoted from {source}",
                             template=template,
-                            gate_check=gate_checker(pipeline, target, came_from=source, now=now, override=override_gate,
-                                                    source_history=histories))
+                            gate_check=gate_checker(pipeline, target, came_from=source, override=override_gate,
+                                                    now=now or gates.aws_time(h.answered_at for h in dated.values()),
+                                                    source_history=histories, proofs=_proofs(aws, pipeline, variant)))
 
     if dry_run:
         return make_plan()

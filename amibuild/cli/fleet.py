@@ -23,14 +23,16 @@ FLEET_HELP = {
     "markdown": "Print the view as a Markdown summary on stdout (as written to $GITHUB_STEP_SUMMARY)",
     "check_behind": "Exit 1, naming them, when any consumer is more than N versions (or Nd days) behind its "
                     "channel, or orphaned: for a scheduled CI job",
+    "verify": "Check the signed provenance of every running image; mark each without valid provenance from "
+              "this pipeline (an image nobody built through it) and exit 1 naming them",
     "pipeline": "Pipeline file (default: amibuild.hcl in the current folder or above)",
     "profile": "AWS profile (default: AWS_PROFILE / the standard chain)",
 }
 
 
 def fleet_view(options: Any, *, variant: str | None = None, channel: str | None = None, region: str | None = None,
-               now: datetime | None = None, aws: Any = None) -> Any:
-    """`amibuild fleet`: flags → gather (read-only) → classify."""
+               now: datetime | None = None, aws: Any = None, verify: bool = False) -> Any:
+    """`amibuild fleet`: flags → gather (read-only) → classify (→ with ``verify``, each image's provenance marked)."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.aws import Aws
     from amibuild.pipeline.options import load_pipeline
@@ -44,12 +46,13 @@ def fleet_view(options: Any, *, variant: str | None = None, channel: str | None 
     if aws is None:
         aws = Aws(profile=options.profile, region=pipeline.build_region)
     facts = fleet.gather(aws, pipeline, regions)
-    return fleet.classify(facts, now or datetime.now(timezone.utc), variant=variant, channel=channel, region=region)
+    view = fleet.classify(facts, now or datetime.now(timezone.utc), variant=variant, channel=channel, region=region)
+    return fleet.mark(view, fleet.provenance(aws, pipeline, facts, view)) if verify else view
 
 
 @task(help=FLEET_HELP, auto_shortflags=False)
 def fleet(c, variant=None, channel=None, region=None, json=False, markdown=False, check_behind=None, pipeline=None,
-          profile=None):
+          profile=None, verify=False):
     """Show every channel and every consumer of its images (stacks, node groups, instances) and how far behind."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import summary
@@ -57,13 +60,15 @@ def fleet(c, variant=None, channel=None, region=None, json=False, markdown=False
 
     limit = cli.run(lambda: fleet_mod.Limit.parse(check_behind)) if check_behind not in (None, "") else None
     opts = cli.options(c, pipeline=pipeline, profile=profile, variant=[variant] if variant else None)
-    view = cli.run(lambda: fleet_view(opts, variant=variant, channel=channel, region=region))
+    view = cli.run(lambda: fleet_view(opts, variant=variant, channel=channel, region=region, verify=verify))
     if json:
         cli.emit_json(view.to_dict())
     elif not markdown:
         cli.lines_out(fleet_mod.report_lines(view))
     summary.publish(summary.fleet_markdown(view), to_stdout=markdown)
     cli.run(lambda: view.check(limit))
+    if verify:
+        cli.run(view.check_provenance)
 
 
 KARPENTER_HELP = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from amibuild.pipeline import Pipeline
@@ -42,18 +43,19 @@ def listing_lines(entries: Iterable[dict[str, Any]]) -> list[str]:
     return out
 
 
-NOW_ENV = "AMIBUILD_NOW"  # the time a gate's soak is judged at (tests, replays); default: the clock
+NOW_ENV = "AMIBUILD_NOW"  # a what-if time for a dry run's gates (replays, "what is due on Friday")
 
 
-def now(flag: str | None, env: dict | None = None):
-    """The time gates are decided at: --now, else $AMIBUILD_NOW, else the clock (UTC)."""
-    import os
-    from datetime import datetime, timezone
-
-
+def what_if_now(flag: str | None, *, dry_run: bool, env: dict | None = None) -> datetime | None:
+    """--now, else $AMIBUILD_NOW: the what-if time a dry run's gates are judged at; None (AWS's clock)
+    when neither is given. A write with one is refused (exit 2) before any AWS call: a clock that runs
+    ahead, or a typed date, must not skip a soak."""
     source, value = ("--now", flag) if flag else (NOW_ENV, (env if env is not None else os.environ).get(NOW_ENV, ""))
     if not value:
-        return datetime.now(timezone.utc)
+        return None
+    if not dry_run:
+        raise SpecError(f"{source} is for what-if plans only: drop it, or add --dry-run "
+                        "(a write judges the soak on AWS's clock)")
     try:
         parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:

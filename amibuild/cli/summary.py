@@ -95,14 +95,19 @@ def fleet_markdown(view: Any) -> str:
                      "" if c.age_days is None else f"{c.age_days:.1f}") for c in view.channels])
     lines += ["", "**Consumers**", ""]
     rows = []
+    verified = any(getattr(r, "provenance", "") for r in view.consumers)  # `fleet --verify`: a provenance column
     for r in view.consumers:
         behind = ("orphaned: " + r.why) if r.standing == "orphaned" else (
             "current" if r.standing == "current" else f"{r.behind_versions} behind ({r.behind_days or 0:.1f} d)")
         named = f" ({r.detail})" if r.kind == "instances" else f" (stack {r.stack})" if r.stack else ""
-        rows.append((r.kind, r.name + named, r.region, f"`{r.image_id}`",
-                     f"{r.variant} {r.channel}".strip(), "" if r.version is None else r.version, behind,
-                     f"`{r.command}`" if r.command else r.hint))
-    lines += table(["kind", "consumer", "region", "image", "channel", "version", "behind", "to roll"], rows)
+        row = (r.kind, r.name + named, r.region, f"`{r.image_id}`",
+               f"{r.variant} {r.channel}".strip(), "" if r.version is None else r.version, behind,
+               f"`{r.command}`" if r.command else r.hint)
+        if verified:
+            row += ("valid" if not r.unverified else f"**UNVERIFIED**: {r.provenance}",)
+        rows.append(row)
+    lines += table(["kind", "consumer", "region", "image", "channel", "version", "behind", "to roll"]
+                   + (["provenance"] if verified else []), rows)
     return "\n".join(lines)
 
 

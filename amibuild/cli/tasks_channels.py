@@ -15,7 +15,8 @@ from amibuild.cli.tasks_common import CHANNEL_HELP, _guard, _read_timeout, _chan
 GATE_HELP = {
     "override_gate": "Write even though the image does not meet the channel's gate (with --reason)",
     "reason": "Why the gate is overridden; kept in the channel's history",
-    "now": "The time the gate's soak is judged at, ISO 8601 (default: $AMIBUILD_NOW, else now)",
+    "now": "With --dry-run only: the what-if time the gate's soak is judged at, ISO 8601 (default: "
+           "$AMIBUILD_NOW, else the time AWS answers with); a write with it exits 2",
 }
 
 
@@ -61,7 +62,7 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
         from amibuild.channels.gates import check_reason
         from amibuild.cli import imagetests
 
-        override, when = check_reason(override_gate, reason), imagetests.now(now)
+        override, when = check_reason(override_gate, reason), imagetests.what_if_now(now, dry_run=dry_run)
         opts = _channel_options(c, pipeline, variant, k8s, profile)
         pipe, var = cli.channel_variant(opts, variant)
         return job.publish(job.PublishSettings(
@@ -91,12 +92,13 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
     from amibuild.cli import imagetests
 
     if due:
-        return _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now, markdown)
+        return _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now, markdown,
+                            dry_run=dry_run)
 
     def body(signals):
         if not from_ or not to:
             raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
-        override, when = check_reason(override_gate, reason), imagetests.now(now)
+        override, when = check_reason(override_gate, reason), imagetests.what_if_now(now, dry_run=dry_run)
         opts = _channel_options(c, pipeline, variant, k8s, profile)
         pipe, var = cli.channel_variant(opts, variant)
         return job.promote(job.PromoteSettings(profile=opts.profile, pipeline=pipe, variant=var, source=from_,
@@ -107,7 +109,8 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
     _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 
 
-def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now, markdown=False):
+def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now, markdown=False,
+                 dry_run=False):
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.aws import Aws
     from amibuild.channels import due
@@ -117,10 +120,10 @@ def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, j
     def body(signals):
         if from_ or to or override_gate:
             raise SpecError("promote --due follows the pipeline's gates: leave out --from, --to and --override-gate")
-        when = imagetests.now(now)
+        when = imagetests.what_if_now(now, dry_run=dry_run)
         opts = cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, k8s=k8s, profile=profile)
         pipe = load_pipeline(opts)
-        return due.promote_due(Aws(profile=opts.profile, region=pipe.build_region), pipe, now=when,
+        return due.promote_due(Aws(profile=opts.profile, region=pipe.build_region), pipe, now=when, dry_run=dry_run,
                                guard=lambda: _guard(c, signals), say=cli.say)
 
     items, _ = cli.run_channel(body)

@@ -3,7 +3,10 @@
 Three steps, as everywhere in amibuild: `gather` reads (the pipeline's images and the one gatherer
 prune uses too, `amibuild.lifecycle.consumers.gather_uses`); `classify` (pure) decides, for each
 consumer, which channel it follows, at which version, and how far behind that channel it is;
-`report_lines` words the view (the CLI prints it, or JSON, or Markdown).
+`report_lines` words the view (the CLI prints it, or JSON, or Markdown). With ``--verify``,
+`provenance` reads the signed statements about every running image (`channels.evidence`) and
+`mark` (pure) marks each consumer whose image has no valid provenance from this pipeline: an
+image nobody built through the pipeline, or one whose statement does not verify.
 
 Which channel a consumer follows: a stack that names a channel's parameter (NodeImageIdSSMParam)
 follows that one; any other consumer follows the channel of its region whose history holds its
@@ -23,16 +26,20 @@ import enum
 import re
 import shlex
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.aws import Aws, Image, fan_out
 from amibuild.aws.consumers import ASG_NAME, EKS_CLUSTER, EKS_NODEGROUP, KARPENTER_NODECLASS, KARPENTER_NODEPOOL
+from amibuild.channels import evidence
 from amibuild.channels.publish import name_pattern, plain
-from amibuild.errors import FleetBehind, SpecError
+from amibuild.errors import FleetBehind, SpecError, Unverified
 from amibuild.lifecycle.consumers import ChannelFact, Consumer, Kind, Uses, consumers, gather_uses
+
+
+VALID = "valid"
 
 
 class Standing(enum.StrEnum):
@@ -77,6 +84,11 @@ class ConsumerRow:
     instances: tuple[str, ...] = ()
     detail: str = ""
     stack: str = ""  # an Auto Scaling group: the stack that made it, which rolls it
+    provenance: str = ""  # with --verify: "valid", or why its image has no valid provenance ("": not checked)
+
+    @property
+    def unverified(self) -> bool:
+        return bool(self.provenance) and self.provenance != VALID
 
     def to_dict(self) -> dict[str, Any]:
         return plain(self)
@@ -108,6 +120,15 @@ class FleetView:
                                  f"{c.behind_versions} version(s), {c.behind_days or 0:.1f} day(s) behind "
                                  f"{c.variant} {c.channel}") for c in late)
             raise FleetBehind(f"fleet: {len(late)} consumer(s) more than {limit} behind: {names}")
+
+
+    def check_provenance(self) -> None:
+        """Raise `Unverified` naming every consumer whose image has no valid provenance (after `mark`)."""
+        bad = [c for c in self.consumers if c.unverified]
+        if bad:
+            raise Unverified(f"fleet: {len(bad)} consumer(s) run an image without valid provenance from "
+                             f"{self.pipeline}: " + "; ".join(f"{c.kind} {c.name} in {c.region} runs {c.image_id} "
+                                                            f"({c.provenance})" for c in bad))
 
 
 _LIMIT = re.compile(r"([0-9]{1,6})(d?)")
@@ -326,6 +347,39 @@ def _hint(mover: str, chan: ChannelFact | None, stack: str = "") -> str:
     return ""
 
 
+# ------------------------------------------------------------------------------- provenance (--verify)
+
+
+def provenance(aws: Aws, pipeline: Any, facts: FleetFacts, view: FleetView) -> dict[tuple[str, str], str]:
+    """{(region, image id): "valid" or why not} for every image a consumer of the view runs. Read-only:
+    DescribeImages for images not among the pipeline's, then the statements (`channels.evidence`)."""
+    wanted = sorted({(r.region, r.image_id) for r in view.consumers})
+    if not wanted:
+        return {}
+    reader = evidence.Reader(aws, pipeline)
+
+    def one(key: tuple[str, str]) -> str:
+        region, image_id = key
+        image = facts.images.get(image_id) or aws.find_image(region, image_id)
+        if image is None:
+            return "its image is gone (deregistered): nothing to verify"
+        found = reader.about(image)
+        variant = image.tags.get(tags.VARIANT, "")  # a display copy: the signed variant must match it
+        if any(v.ok and evidence.built_here(v, pipeline.name, variant) for v in found.provenance):
+            return VALID
+        if not found.provenance:
+            return evidence.FOREIGN + (f" ({found.key_problem})" if found.key_problem else "")
+        return f"no valid provenance statement from this pipeline: {found.provenance[-1].reason()}"
+
+    return fan_out(wanted, one)
+
+
+def mark(view: FleetView, proofs: Mapping[tuple[str, str], str]) -> FleetView:
+    """The view with each consumer's provenance as `provenance` found it. Pure."""
+    rows = tuple(replace(r, provenance=proofs.get((r.region, r.image_id), r.provenance)) for r in view.consumers)
+    return replace(view, consumers=rows)
+
+
 # ------------------------------------------------------------------------------- report
 
 
@@ -352,11 +406,15 @@ def report_lines(view: FleetView) -> Iterable[str]:
             f"{r.variant} {r.channel}".strip() or "no channel")
         count = f" [{r.detail}]" if r.kind == "instances" else f" (stack {r.stack})" if r.stack else ""
         yield f"  {r.region} {r.kind} {r.name}{count}: {r.image_id} ({follows}) {_behind_text(r)}"
+        if r.unverified:
+            yield f"    UNVERIFIED: {r.provenance}"
         if r.command:
             yield f"    roll it: {r.command}"
         if r.hint:
             yield f"    {r.hint}"
     behind = sum(1 for r in view.consumers if r.standing is Standing.BEHIND)
     orphaned = sum(1 for r in view.consumers if r.standing is Standing.ORPHANED)
+    unverified = sum(1 for r in view.consumers if r.unverified)
     yield (f"summary: {len(view.consumers)} consumer(s), {behind} behind, {orphaned} orphaned, "
-           f"{len(view.consumers) - behind - orphaned} current")
+           f"{len(view.consumers) - behind - orphaned} current"
+           + (f", {unverified} without valid provenance" if unverified else ""))

@@ -16,6 +16,9 @@
               snapshot / deprecate, only on resources tagged with the pipeline's name
     fleet     `amibuild fleet`: the same reads of channels and consumers (stacks, managed node
               groups, launch templates, Auto Scaling groups, instances), and nothing else: describes only
+    verify    `amibuild verify` (and `fleet --verify` on top of fleet): the channel's parameters, the
+              images, and the pipeline's signed statements: kms:DescribeKey and kms:GetPublicKey on the
+              pipeline's key, s3:GetObject under the pipeline's prefix, s3:ListBucket of that prefix only
     test      `amibuild test-ami` (and `build-ami --boot-test` on top of build): RunInstances only with
               the ``amibuild:run-id`` tag on the instance and its volumes, TerminateInstances and
               ssm:SendCommand (``AWS-RunShellScript`` only) on instances carrying that tag, the result
@@ -26,7 +29,10 @@
 build and test also sign their statements (``AttestationSign``: kms:DescribeKey and kms:Sign on
 the pipeline's ``attestation`` key, an alias as a condition) and write them under the pipeline's
 own prefix of the statements bucket only (``AttestationStore``: s3:PutObject on
-``<bucket>/amibuild/<pipeline>/*``), so no other pipeline's role writes there.
+``<bucket>/amibuild/<pipeline>/*``), so no other pipeline's role writes there. Verifying them
+(``verify``, and ``publish`` when a channel's gate requires ``tested``) reads the key's public key
+(``AttestationVerify``: kms:DescribeKey, kms:GetPublicKey) and that prefix only (``AttestationRead``:
+s3:GetObject; ``AttestationList``: s3:ListBucket with an ``s3:prefix`` condition).
 
 Scoping: SSM actions on the pipeline's channel path only (``{prefix}/{pipeline}`` and below;
 reads of AWS's public ``/aws/service/eks/optimized-ami/*`` for the source AMI), CloudFormation on
@@ -62,7 +68,7 @@ from amibuild.errors import SpecError
 from amibuild.lease import LEGACY_CHANNEL_DIR, lease_root
 from amibuild.channels.publish import name_pattern
 
-TASKS = ("build", "publish", "rollout", "prune", "fleet", "test")
+TASKS = ("build", "publish", "rollout", "prune", "fleet", "test", "verify")
 PUBLIC_EKS_PARAMETERS = "/aws/service/eks/optimized-ami/*"
 
 _ON_BEHALF = ("CloudFormation calls it with the caller's permissions while it applies the change set to the "
@@ -87,6 +93,7 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
         "kms:ReEncryptTo": "as kms:CreateGrant",
     },
     "publish": {},
+    "verify": {},
     "test": {
         "iam:PassRole": "an authorization check on the instance profile's role when RunInstances hands it to the "
                         "instance; not an API request",
@@ -299,6 +306,35 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
     return statements + _attest(arn, pipeline)  # each built variant's provenance statement
 
 
+def _key_resources(arn: _Arns, key: str) -> tuple[list[str], dict[str, Any] | None]:
+    """The resources (and condition) IAM authorizes a call on the pipeline's key with."""
+    if "alias/" in key:  # KMS authorizes on the key: an alias becomes a condition on any key
+        alias = key.split(":", 5)[-1] if _KMS_ARN.match(key) else key
+        return arn.any_kms_key, {"ForAnyValue:StringEquals": {"kms:ResourceAliases": [alias]}}
+    return arn.kms_keys([key]), None
+
+
+def _attest_verify(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
+    """Verifying the pipeline's statements: its key's public key, and its own prefix of the bucket."""
+    settings = pipeline.attestation
+    bucket = f"arn:{arn.p}:s3:::{settings.bucket or attest_store.default_bucket(arn.a)}"
+    prefix = attest_store.pipeline_prefix(pipeline.name)
+    statements = []
+    if settings.kms_key:
+        statements.append(_statement("AttestationVerify", ["kms:DescribeKey", "kms:GetPublicKey"],
+                                     *_key_resources(arn, settings.kms_key)))
+    return statements + [_statement("AttestationRead", ["s3:GetObject"], [f"{bucket}/{prefix}*"]),
+                         _statement("AttestationList", ["s3:ListBucket"], [bucket],
+                                    {"StringLike": {"s3:prefix": [f"{prefix}*"]}})]
+
+
+def _verify(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
+    return [_statement("Ec2Describe", ["ec2:DescribeImages"]),
+            _statement("ChannelsRead", ["ssm:GetParameter"], arn.channels),
+            _statement("EksPublicParameters", ["ssm:GetParameters"], arn.public_eks),  # today's render's source AMI
+            *_attest_verify(arn, pipeline)]
+
+
 def _attest(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
     """Signed statements (`amibuild.attest`): the pipeline's key signs (DescribeKey, Sign), and only
     this pipeline's prefix of the statements bucket is written."""
@@ -319,7 +355,9 @@ def _attest(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
 
 
 def _publish(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
+    gated = any("tested" in g.requires for g in pipeline.gates.values())  # a gate checks the signed statements
     return [
+        *(_attest_verify(arn, pipeline) if gated else []),
         _statement("Ec2Describe", ["ec2:DescribeImages"]),
         _statement("ChannelsRead", ["ssm:GetParameter", "ssm:GetParameterHistory", "ssm:GetParametersByPath",
                                     "ssm:ListTagsForResource"], arn.channels),
@@ -458,4 +496,4 @@ def notes(task: str, pipeline: Any) -> list[str]:
 
 
 _STATEMENTS = {"build": _build, "publish": _publish, "rollout": _rollout, "prune": _prune, "fleet": _fleet,
-               "test": _test}
+               "test": _test, "verify": _verify}

@@ -73,6 +73,7 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.ec2.models.amis", "Ami"),
     ("moto.core.parse", "default_timestamp_parser"),
     ("moto.core.utils", "utcnow"),
+    ("moto.ssm.models", "utcnow"),  # clock.py: SSM's times from the emulator's clock
     ("moto.moto_api._internal.models", "moto_api_backend"),
     ("moto.core.base_backend", "BackendDict._instances"),  # amibuild/sandbox/touched.py
     ("moto.moto_server.werkzeug_app", "DomainDispatcherApplication"),

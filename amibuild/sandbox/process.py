@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
@@ -204,6 +205,15 @@ class Sandbox:
         """Drop everything clients created and put the seed back; the regions that needed it
         (only those written to since the last reset: none when clients only read)."""
         return self._post("reset", {})["reset"]
+
+    def clock(self) -> datetime:
+        """The emulator's time: what its ``Date`` headers and SSM's timestamps say (`amibuild.sandbox.clock`)."""
+        return datetime.fromisoformat(self._request("GET", "clock", None, timeout=10)["now"])
+
+    def advance_clock(self, seconds: float = 0.0, *, to: datetime | None = None) -> datetime:
+        """Move the emulator's clock forward by ``seconds`` (or ``to`` a time), until the next reset; the time then."""
+        body: dict[str, Any] = {"set": to.isoformat()} if to is not None else {"advance": seconds}
+        return datetime.fromisoformat(self._post("clock", body)["now"])
 
     def seed_fleet(self, seed: Any, region: str | None = None) -> Any:
         """Make the stacks, node groups, launch templates and instances of a `sandbox.fleet.FleetSeed`."""

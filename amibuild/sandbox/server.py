@@ -17,7 +17,7 @@ from amibuild.errors import AmibuildError, SandboxError
 from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, _Seeder, seed_images
 from amibuild.sandbox.cluster import model_eks_clusters, read_short_form_yaml
 from amibuild.sandbox.patches import _model_stack_updates, _page_parameter_listings, _tag_stack_groups
-from amibuild.sandbox import image_lifecycle, inspector, kms, recyclebin, runcommand, standins
+from amibuild.sandbox import clock as clock_mod, image_lifecycle, inspector, kms, recyclebin, runcommand, standins
 from amibuild.sandbox.kubeapi import CONTROL as KUBE_CONTROL, PREFIX as KUBE_PREFIX, KubeApi
 from amibuild.sandbox.process import CHILD_PREFIX, EXIT_REFUSED, serve_foreground
 from amibuild.sandbox.touched import EVERYTHING, Touched, reset_regions
@@ -29,9 +29,10 @@ _StartResponse = Callable[..., Any]
 class _SandboxApp:
     """WSGI middleware: our control endpoints, everything else to moto."""
 
-    def __init__(self, moto_app: Any, seeder: _Seeder) -> None:
+    def __init__(self, moto_app: Any, seeder: _Seeder, clock: clock_mod.Clock | None = None) -> None:
         self.moto_app = moto_app
         self.seeder = seeder
+        self.clock = clock or clock_mod.Clock()  # the time AWS answers with (`amibuild.sandbox.clock`)
         self.touched = Touched()  # the regions clients wrote to since the last reset
         self.kube = KubeApi()  # the sandbox cluster's Kubernetes API (its Nodes)
 
@@ -48,6 +49,8 @@ class _SandboxApp:
                              lambda: _body(environ))
         if (method, path) == ("POST", KUBE_CONTROL):
             return self._answer(start_response, lambda: self.kube.control(_body(environ)))
+        if path == clock_mod.CONTROL and method in ("GET", "POST"):
+            return self._answer(start_response, lambda: self.clock.control(_body(environ) if method == "POST" else {}))
         if path.startswith(f"{API_PREFIX}/"):
             error = {"error": f"no route {method} {path}"}
             return self._json(start_response, "404 Not Found", error)
@@ -67,6 +70,7 @@ class _SandboxApp:
         from moto.moto_api._internal.models import moto_api_backend
 
         self.kube.reset()
+        self.clock.reset()
         standins.clear()  # every image goes (or goes back to the seed): so do their stand-ins
         recyclebin.reset()
         with self.seeder.lock:
@@ -142,6 +146,9 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
     _model_stack_updates()
     _tag_stack_groups()  # after: it wraps the update _model_stack_updates installs
     _page_parameter_listings()
+    clock = clock_mod.Clock()
+    clock_mod.install(clock)  # SSM stamps its times from the emulator's clock, which a test can move
+    recyclebin.use_clock(clock.now)  # protection cooldowns and the bin's retention follow it too
     runcommand.install()  # the SSM agent of boot-test instances
     image_lifecycle.install()  # deregistration protection, deprecation, disabled images, the Recycle Bin's EC2 side
     kms.install()  # KMS Sign / Verify with AWS's limits (RAW at most 4,096 bytes, DIGEST pre-hashed)
@@ -160,9 +167,10 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request in the log
     seeder = _Seeder()
-    app = _SandboxApp(DomainDispatcherApplication(create_backend_app), seeder)
+    app = _SandboxApp(DomainDispatcherApplication(create_backend_app), seeder, clock)
     # Bind first (a taken port fails fast), seed, then report the port: nobody knows it before.
-    server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
+    server = make_server(host, port, app, threaded=True,
+                         request_handler=clock_mod.dated_handler(MotoRequestHandler, clock))
     seeder.seed()
 
     def stop(signum: int, frame: object) -> None:

@@ -1,0 +1,114 @@
+"""`amibuild verify`: check the signed statements about a channel's images, or one image.
+
+The task lives here (tasks.py adds it to the collection), beside the few lines that turn its flags
+into calls: the targets (the channel's parameter per region, or --ami), the statements read and
+verified (`amibuild.channels.verify`), and a render of today's pipeline file to compare the signed
+fingerprint with.
+"""
+
+from __future__ import annotations
+
+import json as json_mod
+import os
+import re
+from typing import Any
+
+from invoke import task
+
+from amibuild.cli import run as cli
+
+VERIFY_HELP = {
+    "ami": "An image to verify (in --region, default: the pipeline's build region), instead of a channel",
+    "variant": "Variant whose channel to verify (with --channel)",
+    "channel": "Channel to verify, e.g. stable (every target region, or --region)",
+    "region": "Only this region (default: every target region of the pipeline)",
+    "k8s": "Kubernetes version of the variant, if not the pipeline file's (it is part of the parameter name)",
+    "json": "Print the same as JSON on stdout",
+    "pipeline": "Pipeline file (default: amibuild.hcl in the current folder or above)",
+    "profile": "AWS profile (default: AWS_PROFILE / the standard chain)",
+}
+
+_AMI = re.compile(r"ami-[0-9a-f]{8}(?:[0-9a-f]{9})?")
+
+
+def today_renders(options: Any, pipeline: Any, aws: Any, variants: list[str]) -> tuple[dict[str, Any], str]:
+    """({variant: `Today`}, why not) from a render of today's pipeline file, for the variants asked,
+    rendered as build-ami renders them here (the sandbox's transform on a loopback endpoint)."""
+    # deferred: the renderer only when a verify runs
+    from dataclasses import replace
+
+    from amibuild.bake import prepare
+    from amibuild.channels.verify import Today
+    from amibuild.errors import AmibuildError
+    from amibuild.sandbox import transform
+
+    known = [v for v in variants if any(x.name == v for x in pipeline.variants)]
+    if not known:
+        return {}, ""
+    target, sandboxed = transform.choose(os.environ)
+    try:
+        chosen = replace(pipeline, variants=tuple(v for v in pipeline.variants if v.name in known))
+        prepared = prepare.prepare(options, aws=aws, pipeline=chosen, target=target, transform=sandboxed)
+    except AmibuildError as exc:
+        return {}, f"today's file was not rendered: {exc}"
+    return {r.variant.name: Today(r.fingerprint, json_mod.loads(json_mod.dumps(r.variant.settings(), default=str)),
+                                  {region: s.image_id for region, s in r.sources.items() if s.image_id})
+            for r in prepared.rendered}, ""
+
+
+def verify_report(options: Any, *, ami: str | None, variant: str | None, channel: str | None,
+                  region: str | None, aws: Any = None) -> Any:
+    """Flags → targets → statements read and verified → the report (pure check over the facts)."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.aws import Aws, beside
+    from amibuild.channels import verify
+    from amibuild.channels.verify import Target
+    from amibuild.errors import SpecError
+    from amibuild.pipeline.naming import check_channel
+    from amibuild.pipeline.options import load_pipeline
+
+    if bool(ami) == bool(channel):
+        raise SpecError("verify: give --ami AMI, or --variant VARIANT --channel CHANNEL [--region REGION]")
+    if ami and not _AMI.fullmatch(ami):
+        raise SpecError(f"--ami {ami!r} is not an AMI id (ami- and 8 or 17 hex digits)")
+    if channel:
+        check_channel(channel)
+    pipeline = load_pipeline(options)
+    if channel and len(pipeline.variants) != 1:
+        raise SpecError("verify --channel: name one variant with --variant")
+    regions = list(pipeline.target_regions)
+    if region and region not in regions:
+        raise SpecError(f"--region {region}: not a target region of pipeline {pipeline.name} ({', '.join(regions)})")
+    aws = aws or Aws(profile=options.profile, region=pipeline.build_region)
+    if ami:
+        where = region or pipeline.build_region
+        targets = [Target(where, ami, aws.find_image(where, ami))]
+        facts = verify.gather(aws, pipeline, targets, subject=ami)
+        # the variant is known once its provenance is read: today's render comes after
+        variants = sorted({verify.variant_of(f) for f in facts.found.values() if f is not None} - {""})
+        today, why_not = today_renders(options, pipeline, aws, variants)
+        return verify.check(facts, today), why_not
+    chosen = pipeline.variants[0]
+    gate = pipeline.gates.get(channel)
+    # today's render (imports, `packer version`, the source AMI lookups) runs beside the reads
+    with beside(lambda: today_renders(options, pipeline, aws, [chosen.name])) as rendered:
+        targets = verify.channel_targets(aws, pipeline, chosen, channel, [region] if region else regions)
+        facts = verify.gather(aws, pipeline, targets, subject=f"{chosen.name} {channel}", variant=chosen.name,
+                              requires_test=bool(gate and "tested" in gate.requires))
+        today, why_not = rendered()
+    return verify.check(facts, today), why_not
+
+
+@task(help=VERIFY_HELP, auto_shortflags=False)
+def verify(c, ami=None, variant=None, channel=None, region=None, k8s=None, json=False, pipeline=None, profile=None):
+    """Check an image's signed statements (provenance, tests) in every region a channel holds; exit 1 naming what fails."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.channels import verify as verify_mod
+
+    opts = cli.options(c, pipeline=pipeline, profile=profile, k8s=k8s, variant=[variant] if variant else None)
+    report, why_not = cli.run(lambda: verify_report(opts, ami=ami, variant=variant, channel=channel, region=region))
+    if json:
+        cli.emit_json({**report.to_dict(), "today_not_rendered": why_not or None})
+    else:
+        cli.lines_out(verify_mod.lines(report) + ([f"  ({why_not})"] if why_not else []))
+    cli.finish(report)
