@@ -86,18 +86,22 @@ def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | Non
 
 
 def promote_due(aws: Aws, pipeline: Any, *, now: datetime, guard: Callable[[], Guard] = Guard,
-                say: Callable[[str], None] = lambda _: None) -> list[DueItem]:
-    """Every variant x gated channel: promote what is due now, in the order the file lists the channels."""
+                say: Callable[[str], None] = lambda _: None, dry_run: bool = False,
+                force: bool = False) -> list[DueItem]:
+    """Every variant x gated channel: promote what is due now, in the order the file lists the channels.
+
+    ``dry_run``: decide only; what is due stays `DueAction.PROMOTE` and nothing is written.
+    ``force``: each promote writes even if another writer moved the target since it was read."""
     items: list[DueItem] = []
     ordered = [g for g in pipeline.gates.values() if g.source]
     for variant in pipeline.variants:
         for gate in ordered:
             item = decide_one(gather(aws, pipeline, variant, gate), now)
-            if item.action is DueAction.PROMOTE:
+            if item.action is DueAction.PROMOTE and not dry_run:
                 say(f"promoting {variant.name} {gate.source} -> {gate.channel} ({item.ami}) ...")
                 try:
                     publish_mod.promote(aws, pipeline=pipeline, variant=variant, source=gate.source, target=gate.channel,
-                                        now=now, guard=guard())
+                                        now=now, guard=guard(), force=force)
                 except AmibuildError as exc:
                     item = DueItem(item.variant, item.channel, item.source, DueAction.FAILED, item.ami, str(exc))
                 else:
