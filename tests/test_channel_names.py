@@ -223,3 +223,54 @@ def test_every_task_with_dry_run_writes_nothing(channels) -> None:
         assert state() == before, case
         if case == "clean-run":
             assert "found  instance" in result.stdout, result.stdout
+
+
+# ------------------------------------------------------------------------------- build-ami's publish plan
+
+E2E = """\
+pipeline {
+  name    = "e2e"
+  regions = ["us-west-2"]
+  copy_to = ["eu-west-1"]
+}
+
+variant "ceph" {
+  extra_packages = ["ceph-common"]
+}
+"""
+
+
+@needs_packer
+def test_build_ami_dry_run_after_a_one_off_build_shows_the_publish_and_flags_the_older_build(sandbox, tmp_path):
+    from conftest import run_cli
+
+    (tmp_path / "amibuild.hcl").write_text(E2E)
+    first = run_cli(tmp_path, "build-ami", "--json")
+    assert first.returncode == 0, first.stderr
+    regular = json.loads(first.stdout)["variants"][0]["amis"]
+    one_off = run_cli(tmp_path, "build-ami", "--json", "--extra-pkg", "htop")
+    assert one_off.returncode == 0, one_off.stderr
+    newer = json.loads(one_off.stdout)["variants"][0]["amis"]
+    parameter = "/amibuild/e2e/1.35/ceph/recommended/image_id"
+
+    plan = run_cli(tmp_path, "build-ami", "--dry-run", "--json")
+    assert plan.returncode == 0, plan.stderr
+    (move,) = json.loads(plan.stdout)["publish"]
+    assert (move["variant"], move["channel"], move["parameter"]) == ("ceph", "recommended", parameter)
+    assert {r["region"]: (r["previous"], r["new"], r["version"], r["older"]) for r in move["regions"]} == {
+        region: (newer[region], regular[region], 3, True) for region in ("us-west-2", "eu-west-1")}
+    assert move["older"] == ["us-west-2", "eu-west-1"]
+    text = run_cli(tmp_path, "build-ami", "--dry-run")
+    assert text.returncode == 0, text.stderr
+    assert f"us-west-2: {newer['us-west-2']} -> {regular['us-west-2']}  version 3  OLDER BUILD" in text.stdout, text.stdout
+    for region in ("us-west-2", "eu-west-1"):  # the dry runs wrote nothing
+        assert boto3.client("ssm", region_name=region).get_parameter(Name=parameter)["Parameter"]["Version"] == 2
+
+    real = run_cli(tmp_path, "build-ami")
+    assert real.returncode == 0, real.stderr
+    assert "OLDER BUILD  recommended moved back to an image built before the one it held, in eu-west-1, us-west-2" \
+        in real.stdout, real.stdout
+    assert "moved to an OLDER build than it held" in real.stderr
+    again = run_cli(tmp_path, "build-ami", "--json")  # now unchanged: nothing older said
+    published = json.loads(again.stdout)["variants"][0]["published"]
+    assert "older" not in published and set(published["regions"].values()) == {"unchanged"}
