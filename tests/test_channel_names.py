@@ -21,7 +21,8 @@ from amibuild.channels import known
 from amibuild.pipeline import load
 from faultproxy import FaultProxy
 from test_rollout import PIPELINE as ROLLOUT_PIPELINE
-from test_rollout import REGION, World, world  # noqa: F401 - the fixture, used by name
+from test_rollout import REGION, World
+from test_rollout import world  # noqa: F401 - the fixture
 
 needs_packer = pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
 
@@ -81,7 +82,8 @@ def writes(proxy: FaultProxy) -> list[str]:
 
 
 @pytest.fixture
-def channels(world: World, sandbox, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[World, FaultProxy, dict]]:
+def channels(world: World, sandbox,  # noqa: F811 - test_rollout's fixture, asked for by name
+             monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[World, FaultProxy, dict]]:
     """A gated stable, recommended published twice (so rollback and rollout have work), a node group
     stack on recommended; then the fault proxy in front of the emulator, recording every call."""
     (world.workdir / "amibuild.hcl").write_text(GATED)
@@ -99,7 +101,7 @@ def channels(world: World, sandbox, monkeypatch: pytest.MonkeyPatch) -> Iterator
         yield world, proxy, {"first": first, "second": second}
 
 
-def typo_cases(world: World, amis: dict) -> dict[str, list[str]]:
+def typo_cases(here: World, amis: dict) -> dict[str, list[str]]:
     """Every task that takes a channel, each given the typo `stabel` where a channel goes."""
     return {
         "publish": ["publish", "--variant", "ceph", "--channel", "stabel", "--ami", f"{REGION}={amis['first']}"],
@@ -108,7 +110,7 @@ def typo_cases(world: World, amis: dict) -> dict[str, list[str]]:
         "build-ami": ["build-ami", "--channel", "stabel"],
         "rollback": ["rollback", "--variant", "ceph", "--channel", "stabel"],
         "rollout": ["rollout", "--stack", "ng-ceph", "--variant", "ceph", "--channel", "stabel"],
-        "nodegroup-deploy": [*world.deploy_flags("ng-new", channel="stabel")],
+        "nodegroup-deploy": [*here.deploy_flags("ng-new", channel="stabel")],
         "history": ["history", "--variant", "ceph", "--channel", "stabel"],
         "fleet": ["fleet", "--channel", "stabel"],
         "karpenter": ["karpenter", "--variant", "ceph", "--channel", "stabel"],
@@ -117,11 +119,11 @@ def typo_cases(world: World, amis: dict) -> dict[str, list[str]]:
 
 @needs_packer
 def test_the_typo_stabel_is_refused_by_every_task_that_takes_a_channel(channels) -> None:
-    world, proxy, amis = channels
+    here, proxy, amis = channels
     before = state()
-    for case, args in typo_cases(world, amis).items():
+    for case, args in typo_cases(here, amis).items():
         proxy.log.clear()
-        result = world.invoke(*args)
+        result = here.invoke(*args)
         assert result.returncode == 2, (case, result.returncode, result.stdout, result.stderr)
         assert "did you mean 'stable'" in result.stderr, (case, result.stderr)
         assert result.stderr.count("\n") == 1, (case, result.stderr)  # one line
@@ -130,18 +132,18 @@ def test_the_typo_stabel_is_refused_by_every_task_that_takes_a_channel(channels)
 
 
 def test_a_dry_run_with_the_typo_is_refused_too(channels) -> None:
-    world, proxy, amis = channels
-    result = world.invoke("promote", "--variant", "ceph", "--from", "recommended", "--to", "stabel", "--dry-run")
+    here, proxy, amis = channels
+    result = here.invoke("promote", "--variant", "ceph", "--from", "recommended", "--to", "stabel", "--dry-run")
     assert result.returncode == 2 and "did you mean 'stable'" in result.stderr, result.stderr
     assert "--new-channel" in result.stderr and 'channel "stabel" { } block' in result.stderr
 
 
 def test_new_channel_lets_a_new_name_in_and_then_it_is_known(channels) -> None:
-    world, proxy, amis = channels
-    refused = world.invoke("promote", "--variant", "ceph", "--from", "recommended", "--to", "blue")
+    here, proxy, amis = channels
+    refused = here.invoke("promote", "--variant", "ceph", "--from", "recommended", "--to", "blue")
     assert refused.returncode == 2, refused.stderr
     assert "--to blue: no such channel" in refused.stderr and "nothing was written" in refused.stderr
-    made = world.invoke("promote", "--variant", "ceph", "--from", "recommended", "--to", "blue", "--new-channel")
+    made = here.invoke("promote", "--variant", "ceph", "--from", "recommended", "--to", "blue", "--new-channel")
     assert made.returncode == 0, made.stderr
     ssm = boto3.client("ssm", region_name=REGION)
     assert ssm.get_parameter(Name="/amibuild/eks-workers/1.30/ceph/blue/image_id")["Parameter"]["Value"] == amis["second"]
@@ -149,42 +151,42 @@ def test_new_channel_lets_a_new_name_in_and_then_it_is_known(channels) -> None:
     for args in (["history", "--variant", "ceph", "--channel", "blue"],
                  ["rollout", "--stack", "ng-ceph", "--variant", "ceph", "--channel", "blue", "--dry-run"],
                  ["publish", "--variant", "ceph", "--channel", "blue", "--ami", f"{REGION}={amis['first']}"]):
-        result = world.invoke(*args)
+        result = here.invoke(*args)
         assert result.returncode == 0, (args, result.stderr)
     # a near miss of an existing channel is suggested from what exists
-    near = world.invoke("history", "--variant", "ceph", "--channel", "bleu")
+    near = here.invoke("history", "--variant", "ceph", "--channel", "bleu")
     assert near.returncode == 2 and "did you mean 'blue'" in near.stderr, near.stderr
 
 
 def test_a_channel_block_declares_a_new_name(channels) -> None:
-    world, proxy, amis = channels
-    (world.workdir / "amibuild.hcl").write_text(GATED + 'channel "canary" {\n}\n')
-    result = world.invoke("publish", "--variant", "ceph", "--channel", "canary", "--ami", f"{REGION}={amis['first']}")
+    here, proxy, amis = channels
+    (here.workdir / "amibuild.hcl").write_text(GATED + 'channel "canary" {\n}\n')
+    result = here.invoke("publish", "--variant", "ceph", "--channel", "canary", "--ami", f"{REGION}={amis['first']}")
     assert result.returncode == 0, result.stderr
     # declared but not there yet: a read says what is missing in its own words, not "no such channel"
-    fleet = world.invoke("history", "--variant", "ceph", "--channel", "candidate")
+    fleet = here.invoke("history", "--variant", "ceph", "--channel", "candidate")
     assert fleet.returncode == 0 and "no such channel" not in fleet.stderr, fleet.stderr
 
 
 def test_promote_due_dry_run_writes_nothing_and_its_flags_are_honoured_or_refused(channels) -> None:
-    world, proxy, amis = channels
+    here, proxy, amis = channels
     before = state()
-    result = world.invoke("promote", "--due", "--dry-run")
+    result = here.invoke("promote", "--due", "--dry-run")
     assert result.returncode == 0, result.stderr
     assert "dry run: nothing written" in result.stdout
     assert f"ceph recommended -> stable: promote {amis['second']}" in result.stdout, result.stdout
     assert writes(proxy) == [] and state() == before
     for flags, words in ((["--reason", "x"], "--reason"), (["--override-gate", "--reason", "x"], "--override-gate"),
                          (["--new-channel"], "--new-channel"), (["--to", "stable"], "--to")):
-        refused = world.invoke("promote", "--due", *flags)
+        refused = here.invoke("promote", "--due", *flags)
         assert refused.returncode == 2 and words in refused.stderr, (flags, refused.stderr)
     assert writes(proxy) == [] and state() == before
-    done = world.invoke("promote", "--due", "--force", "--json")
+    done = here.invoke("promote", "--due", "--force", "--json")
     assert done.returncode == 0, done.stderr
     assert [(i["channel"], i["action"]) for i in json.loads(done.stdout)] == [("stable", "promoted")]
 
 
-def dry_runs(world: World, amis: dict) -> dict[str, list[str]]:
+def dry_runs(here: World, amis: dict) -> dict[str, list[str]]:
     """One --dry-run of every task that takes the flag, each with work to plan."""
     return {
         "build-ami": ["build-ami", "--dry-run"],
@@ -195,7 +197,7 @@ def dry_runs(world: World, amis: dict) -> dict[str, list[str]]:
         "rollout": ["rollout", "--stack", "ng-ceph", "--variant", "ceph", "--dry-run"],
         "nodegroup-deploy": ["nodegroup-deploy", "--stack", "ng-ceph", "--parameter", "NodeInstanceType=m6i.large",
                              "--dry-run"],
-        "nodegroup-deploy (create)": [*world.deploy_flags("ng-new"), "--dry-run"],
+        "nodegroup-deploy (create)": [*here.deploy_flags("ng-new"), "--dry-run"],
         "clean-run": ["clean-run", "--run-id", LEFT_BEHIND, "--dry-run"],
         "prune": ["prune", "--keep", "1", "--keep-versions", "0", "--dry-run"],
     }
@@ -209,14 +211,14 @@ CHANGE_SET_CALLS = {"CreateChangeSet", "DeleteChangeSet"}
 def test_every_task_with_dry_run_writes_nothing(channels) -> None:
     from amibuild.cli.tasks import ns
 
-    world, proxy, amis = channels
-    cases = dry_runs(world, amis)
+    here, proxy, amis = channels
+    cases = dry_runs(here, amis)
     taking = {name for name in ns.task_names if "dry_run" in inspect.signature(ns[name].body).parameters}
     assert taking == {args[0] for args in cases.values()}, "a task takes --dry-run that this walk leaves out"
     before = state()
     for case, args in cases.items():
         proxy.log.clear()
-        result = world.invoke(*args)
+        result = here.invoke(*args)
         assert result.returncode == 0, (case, result.stdout, result.stderr)
         allowed = CHANGE_SET_CALLS if case == "rollout" else set()
         assert [op for op in writes(proxy) if op not in allowed] == [], (case, writes(proxy))
