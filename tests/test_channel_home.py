@@ -123,11 +123,12 @@ def test_two_first_writes_of_a_channel_from_folders_with_other_regions_exclude_e
     grown = folder(workdir, "grown", '["eu-west-1"]', f'["us-west-2", "{ADDED}"]')
     first, other = build("fp1"), build("fp3", regions=ALL)
     gate = proxy.gate(["DescribeImages"], count=1)  # the first writer holds its lease, has written nothing
-    writing = Cli(workdir, "publish", "--variant", "ceph", "--channel", "blue", "--ami", ami_flag(first))
+    writing = Cli(workdir, "publish", "--variant", "ceph", "--channel", "blue", "--new-channel", "--ami",
+                  ami_flag(first))
     assert gate.wait_held(1), writing.lines
     try:
-        code, _, err = Cli(grown, "publish", "--variant", "ceph", "--channel", "blue", "--ami", ami_flag(other),
-                           lease_wait=0.5).finish()
+        code, _, err = Cli(grown, "publish", "--variant", "ceph", "--channel", "blue", "--new-channel", "--ami",
+                           ami_flag(other), lease_wait=0.5).finish()
         assert code == 1, err
         assert "the channel is being written by" in err and "nothing was written" in err, err
     finally:

@@ -557,9 +557,11 @@ def test_rollout_refuses_what_it_cannot_roll_with_exit_2(world: World) -> None:
         (["--stack", "nope"], "stack nope does not exist in us-west-2"),
         (["--stack", "not-nodes", "--variant", "ceph"],
          "stack not-nodes in us-west-2 has neither a NodeImageIdSSMParam nor a NodeImageId parameter"),
-        (["--stack", "ng-ceph", "--variant", "ceph", "--channel", "beta"],
-         ("channel parameter /amibuild/eks-workers/1.30/ceph/beta/image_id has no value in us-west-2: publish or "
+        (["--stack", "ng-ceph", "--variant", "ceph", "--channel", "candidate"],
+         ("channel parameter /amibuild/eks-workers/1.30/ceph/candidate/image_id has no value in us-west-2: publish or "
           "promote to it first")),
+        # neither declared nor there: a typo, refused before the stack is read (issue 26)
+        (["--stack", "ng-ceph", "--variant", "ceph", "--channel", "beta"], "--channel beta: no such channel"),
         (["--stack", "ng-ceph", "--nodegroup", "prod/x"], "give --stack NAME or --nodegroup CLUSTER/NAME"),
         (["--stack", "ng-ceph", "--channel", "stable"], "--channel stable needs --variant"),
         (["--nodegroup", "prod", "--variant", "ceph"], "write CLUSTER/NAME"),
@@ -624,7 +626,8 @@ def test_deploy_updates_only_what_it_is_given_and_refuses_missing_flags(world: W
 
     for args, words in [(["--stack", "new-one", "--variant", "ceph"], "needs --cluster, --control-plane-sg, --vpc-id"),
                         ([*world.deploy_flags("new-one", channel=None)[1:]], "needs --variant (and --channel)"),
-                        ([*world.deploy_flags("new-one", channel="beta")[1:]], "beta/image_id has no value"),
+                        ([*world.deploy_flags("new-one", channel="candidate")[1:]], "candidate/image_id has no value"),
+                        ([*world.deploy_flags("new-one", channel="beta")[1:]], "--channel beta: no such channel"),
                         (["--stack", "ng-ceph", "--no-proxy", "x.example"], "goes with --proxy (the stack has no proxy)"),
                         (["--stack", "ng-ceph", "--parameter", "Subnets=subnet-1", "--subnet", "subnet-2"],
                          "Subnets is set twice")]:

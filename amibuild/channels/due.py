@@ -101,11 +101,13 @@ def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | Non
 
 
 def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run: bool = False,
-                guard: Callable[[], Guard] = Guard, say: Callable[[str], None] = lambda _: None) -> list[DueItem]:
+                force: bool = False, guard: Callable[[], Guard] = Guard,
+                say: Callable[[str], None] = lambda _: None) -> list[DueItem]:
     """Every variant x gated channel: promote what is due now, in the order the file lists the channels.
 
     ``dry_run``: what is due (`DueAction.PROMOTE`) and what waits, nothing written; ``now``: a what-if
-    time, for a dry run only (a write judges the soak on AWS's clock)."""
+    time, for a dry run only (a write judges the soak on AWS's clock). ``force``: each promote writes
+    even if another writer moved the target since it was read."""
     publish_mod.check_what_if(now, dry_run)
     items: list[DueItem] = []
     ordered = [g for g in pipeline.gates.values() if g.source]
@@ -117,7 +119,7 @@ def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run
                 say(f"promoting {variant.name} {gate.source} -> {gate.channel} ({item.ami}) ...")
                 try:
                     publish_mod.promote(aws, pipeline=pipeline, variant=variant, source=gate.source, target=gate.channel,
-                                        guard=guard())
+                                        guard=guard(), force=force)
                 except AmibuildError as exc:
                     item = DueItem(item.variant, item.channel, item.source, DueAction.FAILED, item.ami, str(exc))
                 else:

@@ -5,19 +5,26 @@ to read first (only those of reused variants: a variant built in this run always
 the caller reads them, and `plan_build_publish` decides from the plan, the outcomes and those values.
 `publish_build` carries the decision out with `publish.publish_variant` and returns one frozen
 `VariantPublished` per variant: the build's outcomes are never filled in afterwards.
+
+A dry run shows the same step as `PublishMove`s (`preview_publish`, decided by `plan_moves`): per
+variant and region, ``previous -> new`` and the version the write would make. A move to an image
+built before the one the channel holds now (a reused image after a one-off build) is flagged
+there, and said by the real run (`VariantPublished.older`).
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Callable, Mapping, Sequence
 
-from amibuild.aws import Aws
+from amibuild import tags
+from amibuild.aws import Aws, Image, Parameter
 from amibuild.aws.session import fan_out
 
 from amibuild.bake.executor import BuildOutcome, BuildStatus
-from amibuild.bake.plan import BuildPlan
+from amibuild.bake.plan import BuildDecision, BuildPlan
 from amibuild.channels import publish, read
 from amibuild.lease import Guard
 from amibuild.errors import AmibuildError, PublishConflict, PublishFailed
@@ -87,6 +94,7 @@ class VariantPublished:
     regions: Mapping[str, object] = field(default_factory=dict)  # region -> version written, or "unchanged"
     error: str = ""  # not published: why
     stuck_regions: tuple[str, ...] = ()  # a failed write whose put-back failed there: left partly written
+    older: tuple[str, ...] = ()  # regions the channel moved to an image built before the one it held
 
     @property
     def ok(self) -> bool:
@@ -94,7 +102,10 @@ class VariantPublished:
 
     def published(self) -> dict:
         """The run record's and JSON's ``published`` value ({} when not published)."""
-        return {"channel": self.channel, "parameter": self.parameter, "regions": dict(self.regions)} if self.ok else {}
+        if not self.ok:
+            return {}
+        return {"channel": self.channel, "parameter": self.parameter, "regions": dict(self.regions),
+                **({"older": list(self.older)} if self.older else {})}
 
 
 PUBLISH_PARALLEL = 4
@@ -115,6 +126,17 @@ def publish_build(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome], c
     reads = channel_reads(plan, outcomes, channel)
     current = fan_out(sorted(reads), lambda region: aws.get_parameters(reads[region], region))
     unchanged = str(publish.PublishAction.UNCHANGED)
+    items = plan_build_publish(plan, outcomes, channel, current)
+    # a reused image can be older than what the channel holds (a one-off build went there since)
+    pairs = {(region, ami) for item in items if item.run_id is None and not item.unchanged
+             for region, held in _held(current, item).items() for ami in (held, item.amis.get(region)) if ami}
+    times = built_times(aws, pairs)
+
+    def older_regions(item: VariantPublish) -> tuple[str, ...]:
+        if item.run_id is not None:  # built by this run: the newest there is
+            return ()
+        return tuple(r for r, held in sorted(_held(current, item).items())
+                     if is_older(times.get((r, item.amis.get(r, ""))), times.get((r, held))))
 
     def publish_one(item: VariantPublish) -> VariantPublished:
         if cancelled():
@@ -131,15 +153,125 @@ def publish_build(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome], c
             return VariantPublished(item.name, channel, item.parameter, error=str(exc), stuck_regions=tuple(stuck))
         say(f"{item.name}: published to {channel} ({result.parameter}): "
             + ", ".join(f"{r.region}={r.ami}" for r in result.regions))
+        older = older_regions(item)
+        if older:
+            say(f"{item.name}: {channel} moved to an OLDER build than it held in {', '.join(older)} (a reused "
+                "image replaced one built later)")
         return VariantPublished(item.name, channel, result.parameter, {
-            r.region: (r.version if r.action is publish.PublishAction.WRITE else unchanged) for r in result.regions})
+            r.region: (r.version if r.action is publish.PublishAction.WRITE else unchanged) for r in result.regions},
+            older=older)
 
     # Variants are independent channels: a few at once (the gateway paces and retries SSM writes,
     # whose account-wide rate is low), each still all regions or none. Signals do not raise here
     # (the caller holds them off): each variant asks `cancelled` before it starts.
     with ThreadPoolExecutor(max_workers=PUBLISH_PARALLEL) as pool:
-        futures = [pool.submit(publish_one, item) for item in plan_build_publish(plan, outcomes, channel, current)]
+        futures = [pool.submit(publish_one, item) for item in items]
         return {done.name: done for done in (future.result() for future in futures)}
+
+
+def _held(current: Mapping[str, Mapping[str, str]], item: VariantPublish) -> dict[str, str]:
+    """Region -> the AMI the channel holds now, where it holds another than the item's."""
+    return {r: current.get(r, {}).get(item.parameter, "") for r in item.amis
+            if current.get(r, {}).get(item.parameter) not in (None, item.amis[r])}
+
+
+# ------------------------------------------------------------------------------- the dry run's publish plan
+
+
+def build_time(image: Image | None) -> datetime | None:
+    """When an image's build was made: amibuild's created tag (the same in every region), else the
+    image's own creation date; None when neither can be read."""
+    if image is None:
+        return None
+    for text in (image.tags.get(tags.CREATED, ""), image.creation_date):
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            continue
+    return None
+
+
+def is_older(new: datetime | None, held: datetime | None) -> bool:
+    """A move to ``new`` goes back in time from ``held``. Pure; unknown times are not called older."""
+    return new is not None and held is not None and new < held
+
+
+def built_times(aws: Aws, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], datetime | None]:
+    """(region, AMI) -> its build time (`build_time`), one DescribeImages each, in parallel."""
+    found = fan_out(sorted(pairs), lambda pair: aws.find_image(*pair))
+    return {pair: build_time(found[pair]) for pair in pairs}
+
+
+@dataclass(frozen=True)
+class RegionMove:
+    """What a build's publish would do to the channel in one region."""
+
+    region: str
+    previous: str | None  # the AMI the channel holds now (None: no parameter yet)
+    previous_version: int
+    new: str | None  # the AMI it would hold (None: the image this run builds)
+    version: int  # the channel's version after the publish
+    unchanged: bool = False
+    older: bool = False  # the new image was built before the one held now
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"region": self.region, "previous": self.previous, "previous_version": self.previous_version,
+                "new": self.new, "version": self.version, "action": "unchanged" if self.unchanged else "write",
+                "older": self.older}
+
+
+@dataclass(frozen=True)
+class PublishMove:
+    """One variant's part of a build's publish step, as a dry run shows it."""
+
+    variant: str
+    channel: str
+    parameter: str
+    regions: tuple[RegionMove, ...]
+
+    @property
+    def older(self) -> tuple[str, ...]:
+        return tuple(r.region for r in self.regions if r.older)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"variant": self.variant, "channel": self.channel, "parameter": self.parameter,
+                "regions": [r.to_dict() for r in self.regions], "older": list(self.older)}
+
+
+def plan_moves(plan: BuildPlan, channel: str, current: Mapping[tuple[str, str], Parameter | None],
+               times: Mapping[tuple[str, str], datetime | None]) -> tuple[PublishMove, ...]:
+    """Per variant of the plan, what its publish would write where. Pure.
+
+    ``current``: (parameter, region) -> the channel's parameter now; ``times``: (region, AMI) -> build
+    time, for the reused images and those the channel holds (`build_time`)."""
+    moves = []
+    for item in plan.items:
+        parameter = parameter_name(plan.pipeline, item.rendered.variant, channel)
+        reused = item.decision is BuildDecision.SKIP
+        regions = []
+        for region in plan.regions:
+            now = current.get((parameter, region))
+            new = item.existing.get(region) if reused else None
+            held, version = (now.value, now.version) if now is not None else (None, 0)
+            same = new is not None and now is not None and held == new and now.data_type == publish.IMAGE_DATA_TYPE
+            older = bool(reused and held and not same and is_older(times.get((region, new or "")),
+                                                                    times.get((region, held))))
+            regions.append(RegionMove(region, held, version, new, version if same else version + 1, same, older))
+        moves.append(PublishMove(item.name, channel, parameter, tuple(regions)))
+    return tuple(moves)
+
+
+def preview_publish(aws: Aws, plan: BuildPlan, channel: str) -> tuple[PublishMove, ...]:
+    """A dry run's publish plan: read the channel in every region and the images' build times, then
+    `plan_moves`. Reads only."""
+    names = {i.name: parameter_name(plan.pipeline, i.rendered.variant, channel) for i in plan.items}
+    current = fan_out([(n, r) for n in names.values() for r in plan.regions], lambda job: aws.find_parameter(*job))
+    # only a reused image that is not what the channel holds can be older than it
+    pairs = {pair for item in plan.items if item.decision is BuildDecision.SKIP
+             for r, ami in item.existing.items()
+             if (held := current.get((names[item.name], r))) is not None and held.value != ami
+             for pair in ((r, ami), (r, held.value))}
+    return plan_moves(plan, channel, current, built_times(aws, pairs))
 
 
 def check_shared(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome]) -> list[str]:

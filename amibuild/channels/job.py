@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Mapping
 
 from amibuild.aws import Aws
+from amibuild.channels import known
 from amibuild.channels import publish as ops
 from amibuild.lease import Guard
 from amibuild.channels.plan import PublishPlan, PublishResult
@@ -43,12 +44,14 @@ class PublishSettings(ChannelSettings):
     channel: str = ops.DEFAULT_CHANNEL
     run_id: str | None = None
     allow_foreign: bool = False
+    new_channel: bool = False  # --new-channel: the channel may be a name neither declared nor there yet
 
 
 @dataclass(frozen=True, kw_only=True)
 class PromoteSettings(ChannelSettings):
     source: str
     target: str
+    new_channel: bool = False  # --new-channel: the target may be a new name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,16 +61,23 @@ class RollbackSettings(ChannelSettings):
 
 
 def publish(s: PublishSettings) -> PublishResult | PublishPlan:
-    return ops.publish_variant(s.gateway(), pipeline=s.pipeline, variant=s.variant, amis=s.amis, channel=s.channel,
+    aws = s.gateway()
+    known.require(aws, s.pipeline, [s.variant], known.Asked(s.channel, new_channel=s.new_channel, can_create=True))
+    return ops.publish_variant(aws, pipeline=s.pipeline, variant=s.variant, amis=s.amis, channel=s.channel,
                                run_id=s.run_id, allow_foreign=s.allow_foreign, force=s.force, guard=s.guard,
                                dry_run=s.dry_run, override_gate=s.override_gate, now=s.now)
 
 
 def promote(s: PromoteSettings) -> PublishResult | PublishPlan:
-    return ops.promote(s.gateway(), pipeline=s.pipeline, variant=s.variant, source=s.source, target=s.target,
+    aws = s.gateway()
+    known.require(aws, s.pipeline, [s.variant], known.Asked(s.source, "--from"),
+                  known.Asked(s.target, "--to", new_channel=s.new_channel, can_create=True))
+    return ops.promote(aws, pipeline=s.pipeline, variant=s.variant, source=s.source, target=s.target,
                        force=s.force, guard=s.guard, dry_run=s.dry_run, override_gate=s.override_gate, now=s.now)
 
 
 def rollback(s: RollbackSettings) -> PublishResult | PublishPlan:
-    return ops.rollback(s.gateway(), pipeline=s.pipeline, variant=s.variant, channel=s.channel,
+    aws = s.gateway()
+    known.require(aws, s.pipeline, [s.variant], known.Asked(s.channel))
+    return ops.rollback(aws, pipeline=s.pipeline, variant=s.variant, channel=s.channel,
                         to_version=s.to_version, force=s.force, guard=s.guard, dry_run=s.dry_run)

@@ -36,6 +36,7 @@ def fleet_view(options: Any, *, variant: str | None = None, channel: str | None 
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.aws import Aws
     from amibuild.pipeline.options import load_pipeline
+    from amibuild.channels import known
     from amibuild.lifecycle import fleet
     from amibuild.pipeline.naming import check_channel
 
@@ -45,6 +46,8 @@ def fleet_view(options: Any, *, variant: str | None = None, channel: str | None 
     regions = (region,) if region else pipeline.target_regions
     if aws is None:
         aws = Aws(profile=options.profile, region=pipeline.build_region)
+    if channel:  # a typo would show an empty view and exit 0; any variant of the selection may hold it
+        known.require(aws, pipeline, pipeline.variants, known.Asked(channel), every=False, regions=regions)
     facts = fleet.gather(aws, pipeline, regions)
     view = fleet.classify(facts, now or datetime.now(timezone.utc), variant=variant, channel=channel, region=region)
     return fleet.mark(view, fleet.provenance(aws, pipeline, facts, view)) if verify else view
@@ -103,6 +106,7 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
     """`amibuild karpenter`: flags → the node class (checked before any AWS call) → the channel exists there."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.aws import Aws
+    from amibuild.channels import known
     from amibuild.channels import read as channel_read
     from amibuild.pipeline.options import load_pipeline
     from amibuild.errors import SpecError
@@ -130,12 +134,13 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
         settings=replace(settings, region=settings.region or where) if settings else karpenter.NodeSettings(region=where))
     if aws is None:
         aws = Aws(profile=options.profile, region=pipeline.build_region)
+    known.require(aws, pipeline, [chosen], known.Asked(channel), regions=(where,))
     if aws.find_parameter(parameter, where) is None:
-        known = sorted({e.channel for e in channel_read.channels(aws, pipeline=pipeline, regions=(where,))
-                        if e.variant == chosen.name and e.ami})
+        held = sorted({e.channel for e in channel_read.channels(aws, pipeline=pipeline, regions=(where,))
+                       if e.variant == chosen.name and e.ami})
         raise SpecError(f"--channel {channel}: variant {chosen.name} has no channel {channel} in {where} "
-                        f"(no parameter {parameter}){suggest(channel, known, cutoff=0.5)}; "
-                        + (f"its channels there: {', '.join(known)}" if known else
+                        f"(no parameter {parameter}){suggest(channel, held, cutoff=0.5)}; "
+                        + (f"its channels there: {', '.join(held)}" if held else
                            "it has none there yet: build-ami publishes to recommended, promote copies it on"))
     return manifest
 

@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from amibuild.aws import Aws
-from amibuild.channels import publish
+from amibuild.channels import known, publish
 from amibuild.cli import values
 from amibuild.errors import SpecError
 from amibuild.handoff import job, node_settings
@@ -36,6 +36,9 @@ def channel_parameter(options: Any, variant: str | None, channel: str | None) ->
             raise SpecError(f"--channel {channel} needs --variant: the parameter name comes from both")
         return None
     pipeline = load_pipeline(options)
+    if channel:  # a typo would roll the nodes onto a channel nobody gates
+        known.require(Aws(profile=options.profile, region=pipeline.build_region), pipeline, pipeline.variants[:1],
+                      known.Asked(channel))
     return publish.parameter_name(pipeline, pipeline.variants[0], channel or publish.DEFAULT_CHANNEL)
 
 
@@ -50,14 +53,14 @@ def rollout_settings(options: Any, *, stack: str | None, nodegroup: str | None, 
     """`amibuild rollout`'s flags (--stack NAME or --nodegroup CLUSTER/NAME) as settings; bad input refused."""
     if bool(stack) == bool(nodegroup):
         raise SpecError("rollout: give --stack NAME or --nodegroup CLUSTER/NAME (one of them)")
-    parameter = channel_parameter(options, variant, channel)
     wait_for = seconds(timeout)
+    cluster, _, name = (nodegroup or "").partition("/")
+    if nodegroup and (not cluster or not name or "/" in name):
+        raise SpecError(f"--nodegroup {nodegroup!r}: write CLUSTER/NAME, e.g. prod/ng-managed")
+    parameter = channel_parameter(options, variant, channel)  # after the pure checks: it may ask AWS
     if stack:
         return job.RolloutSettings(options.profile, region, stack=stack, channel_parameter=parameter,
                                    dry_run=dry_run, wait=wait, timeout=wait_for)
-    cluster, _, name = (nodegroup or "").partition("/")
-    if not cluster or not name or "/" in name:
-        raise SpecError(f"--nodegroup {nodegroup!r}: write CLUSTER/NAME, e.g. prod/ng-managed")
     if not parameter:
         raise SpecError("--nodegroup needs --variant (and --channel): a managed node group follows no parameter")
     return job.RolloutSettings(options.profile, region, nodegroup=(cluster, name), channel_parameter=parameter,

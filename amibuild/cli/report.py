@@ -9,9 +9,14 @@ def build_lines(run: Any) -> Iterable[str]:
     plan = run.plan
     if run.outcomes is None:
         yield f"plan for run {plan.run_id} (dry run: nothing built), regions {', '.join(plan.regions)}:"
+        moves = {m.variant: m for m in getattr(run, "publish_plan", ())}
         for item in plan.items:
             amis = " ".join(f"{r}={a}" for r, a in sorted(item.existing.items()))
             yield f"  {item.decision.value:5} {item.name}: {item.reason}{'  ' + amis if amis else ''}"
+            if item.name in moves:
+                yield from move_lines(moves[item.name])
+        if not moves:
+            yield "  publish: nothing (--no-publish)"
         return
     yield f"run {plan.run_id}: " + (f"record NOT written: {run.record_error}" if run.record_error
                                     else f"record {run.record_path}")
@@ -32,10 +37,25 @@ def build_lines(run: Any) -> Iterable[str]:
             versions = ", ".join(f"{r}: {v if v == 'unchanged' else 'version ' + str(v)}"
                                  for r, v in done.regions.items())
             yield f"  {''.ljust(width)}  published    {done.parameter} ({versions})"
+            if getattr(done, "older", ()):
+                yield (f"  {''.ljust(width)}  OLDER BUILD  {done.channel} moved back to an image built before the one "
+                       f"it held, in {', '.join(done.older)}")
         elif done is not None:
             yield f"  {''.ljust(width)}  NOT published: {done.error}"
     for line in run.sharing:
         yield f"  sharing: {line}"
+
+
+def move_lines(move: Any) -> Iterable[str]:
+    """A variant's publish in a build-ami dry run: region, previous -> new, the version it would make."""
+    yield f"        publish to {move.channel} ({move.parameter}):"
+    for r in move.regions:
+        new = r.new or "(the image this run builds)"
+        if r.unchanged:
+            yield f"          {r.region}: {new}  unchanged, version {r.version}"
+            continue
+        flag = "  OLDER BUILD than the channel holds now" if r.older else ""
+        yield f"          {r.region}: {r.previous or '(new)'} -> {new}  version {r.version}{flag}"
 
 
 def _boot_line(test: Any) -> str:

@@ -119,9 +119,17 @@ def build_markdown(run: Any) -> str:
     """build-ami: one row per variant (status, AMI per region, fingerprint, duration, published, test)."""
     head = f"### amibuild build-ami {run.plan.run_id}"
     if run.outcomes is None:
-        rows = [(i.name, str(i.decision), i.reason)
+        moves = {m.variant: m for m in getattr(run, "publish_plan", ())}
+
+        def publish_cell(name: str) -> str:
+            move = moves.get(name)
+            if move is None:
+                return "-"
+            return "<br>".join(f"{r.region}: `{r.previous or '(new)'}` → `{r.new or 'this build'}` v{r.version}"
+                               + (" **OLDER build**" if r.older else "") for r in move.regions)
+        rows = [(i.name, str(i.decision), i.reason, publish_cell(i.name))
                 for i in run.plan.items]
-        return "\n".join([head + " (dry run: nothing built)", ""] + table(["variant", "plan", "why"], rows))
+        return "\n".join([head + " (dry run: nothing built)", ""] + table(["variant", "plan", "why", "publish"], rows))
     rows = []
     for o in run.outcomes:
         done = run.publish_of(o.name)  # what the publish step did for it (None: not published)

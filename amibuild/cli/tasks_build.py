@@ -63,6 +63,8 @@ BUILD_HELP = {
     "channel": "Channel to publish each built or reused image to (default: the pipeline's default_channel, "
                "else recommended)",
     "no_publish": "Build only; publish nothing",
+    "new_channel": "--channel is a new name: neither declared (a `channel` block, default_channel, recommended, "
+                   "candidate, stable) nor there yet for every variant; without it such a name is refused as a typo",
     "rehearse": "Rehearse each variant's provisioning chain first (as `amibuild rehearse`, needs root); a failing "
                 "or incomplete rehearsal fails that variant before its Packer build starts",
     "allow_incomplete": "With --rehearse: build a variant whose rehearsal stopped at a step it cannot rehearse",
@@ -81,7 +83,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
               channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, allow_incomplete=False,
-              markdown=False, boot_test=False, cluster=None):
+              markdown=False, boot_test=False, cluster=None, new_channel=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.jobs import build_ami as job
@@ -90,7 +92,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
                                          extra_pkg, extra_repo, var, var_file, flavor),
                        all=all, build_dir=build_dir, profile=profile)
     run = cli.run(lambda: job.run(job.settings(
-        opts, channel=channel, publish=not no_publish, force=force, dry_run=dry_run,
+        opts, channel=channel, publish=not no_publish, new_channel=new_channel, force=force, dry_run=dry_run,
         parallel=values.optional_count(parallel, "--parallel", example=4),
         max_parallel=values.count(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)", maximum=256),
         timeout=values.optional_duration(timeout, "--timeout", example="90m or 5400"),

@@ -21,6 +21,15 @@ GATE_HELP = {
 
 
 DRY_RUN_CHANNEL = "Print what would be written, region by region (the plan the write carries out), and write nothing"
+NEW_CHANNEL = ("The channel is a new name: neither declared (a `channel` block, default_channel, recommended, "
+               "candidate, stable) nor there yet for the variant; without it such a name is refused as a typo")
+
+
+def _plan_only(dry_run: bool, markdown: bool) -> None:
+    """--markdown summarises a write; a dry run's plan has no summary to give, so the pair is refused."""
+    if dry_run and markdown:
+        raise SpecError("--markdown summarises a channel write, and --dry-run writes nothing: the plan prints "
+                        "as text, or as JSON with --json")
 
 
 def _channel_result(result, signals, *, json: bool, markdown: bool = False) -> None:
@@ -47,11 +56,11 @@ def _channel_result(result, signals, *, json: bool, markdown: bool = False) -> N
             "force": "Write even if another writer moved the channel since amibuild read it",
             "dry_run": DRY_RUN_CHANNEL,
             "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
-            **GATE_HELP},
+            "new_channel": NEW_CHANNEL, **GATE_HELP},
       iterable=["ami"], auto_shortflags=False)
 def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow_foreign=False, force=False,
             pipeline=None, k8s=None, profile=None, json=False, dry_run=False, override_gate=False, reason=None,
-            now=None, markdown=False):
+            now=None, markdown=False, new_channel=False):
     """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import job
@@ -62,13 +71,15 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
         from amibuild.channels.gates import check_reason
         from amibuild.cli import imagetests
 
+        _plan_only(dry_run, markdown)
         override, when = check_reason(override_gate, reason), imagetests.what_if_now(now, dry_run=dry_run)
         opts = _channel_options(c, pipeline, variant, k8s, profile)
         pipe, var = cli.channel_variant(opts, variant)
         return job.publish(job.PublishSettings(
             profile=opts.profile, pipeline=pipe, variant=var, amis=parse_amis(ami or []), channel=channel,
             run_id=run_id, allow_foreign=allow_foreign, force=force, read_timeout=_read_timeout(c),
-            guard=_guard(c, signals, run_id), dry_run=dry_run, override_gate=override, now=when))
+            guard=_guard(c, signals, run_id), dry_run=dry_run, override_gate=override, now=when,
+            new_channel=new_channel))
 
     _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 
@@ -80,10 +91,10 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
             "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
             "due": "Promote every gated channel (pipeline `channel` blocks with `from`) whose gate is met now, "
                    "for every variant; print what was promoted and what waits until when",
-            **GATE_HELP},
+            "new_channel": NEW_CHANNEL.replace("The channel", "--to"), **GATE_HELP},
       auto_shortflags=False)
 def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False,
-            dry_run=False, markdown=False, due=False, override_gate=False, reason=None, now=None):
+            dry_run=False, markdown=False, due=False, override_gate=False, reason=None, now=None, new_channel=False):
     """Copy a channel's exact AMI, region by region, into another channel."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import job
@@ -93,24 +104,25 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
 
     if due:
         return _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now, markdown,
-                            dry_run=dry_run)
+                            dry_run=dry_run, force=force, reason=reason, new_channel=new_channel)
 
     def body(signals):
         if not from_ or not to:
             raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
+        _plan_only(dry_run, markdown)
         override, when = check_reason(override_gate, reason), imagetests.what_if_now(now, dry_run=dry_run)
         opts = _channel_options(c, pipeline, variant, k8s, profile)
         pipe, var = cli.channel_variant(opts, variant)
         return job.promote(job.PromoteSettings(profile=opts.profile, pipeline=pipe, variant=var, source=from_,
                                                target=to, force=force, read_timeout=_read_timeout(c),
                                                guard=_guard(c, signals), dry_run=dry_run, override_gate=override,
-                                               now=when))
+                                               now=when, new_channel=new_channel))
 
     _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 
 
-def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now, markdown=False,
-                 dry_run=False):
+def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now, markdown=False, *,
+                 dry_run=False, force=False, reason=None, new_channel=False):
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.aws import Aws
     from amibuild.channels import due
@@ -118,19 +130,20 @@ def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, j
     from amibuild.pipeline.options import load_pipeline
 
     def body(signals):
-        if from_ or to or override_gate:
-            raise SpecError("promote --due follows the pipeline's gates: leave out --from, --to and --override-gate")
+        if from_ or to or override_gate or reason or new_channel:  # every flag honoured or refused
+            raise SpecError("promote --due follows the pipeline's gates: leave out --from, --to, --override-gate, "
+                            "--reason and --new-channel")
         when = imagetests.what_if_now(now, dry_run=dry_run)
         opts = cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, k8s=k8s, profile=profile)
         pipe = load_pipeline(opts)
-        return due.promote_due(Aws(profile=opts.profile, region=pipe.build_region), pipe, now=when, dry_run=dry_run,
-                               guard=lambda: _guard(c, signals), say=cli.say)
+        return due.promote_due(Aws(profile=opts.profile, region=pipe.build_region), pipe, now=when,
+                               guard=lambda: _guard(c, signals), say=cli.say, dry_run=dry_run, force=force)
 
     items, _ = cli.run_channel(body)
     if json:
         cli.emit_json([i.to_dict() for i in items])
     elif not markdown:
-        cli.lines_out(due.lines(items))
+        cli.lines_out((["promote --due (dry run: nothing written)"] if dry_run else []) + due.lines(items))
     summary.publish(summary.due_markdown(items), to_stdout=markdown)
     if any(i.action is due.DueAction.FAILED for i in items):
         def failed() -> None:
@@ -153,6 +166,7 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
     from amibuild.channels import job
 
     def body(signals):
+        _plan_only(dry_run, markdown)
         version = values.optional_count(to_version, "--to-version", example=3)
         opts = _channel_options(c, pipeline, variant, k8s, profile)
         pipe, var = cli.channel_variant(opts, variant)
@@ -169,10 +183,13 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
 def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None, profile=None, json=False):
     """Show a variant's channel history: version, time, AMI, fingerprint, run id, who wrote it."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.channels import known
     from amibuild.channels import read as channel_status
 
     def body():
         aws, pipe, var = cli.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
+        if channel:  # a typo would show an empty table and exit 0
+            known.require(aws, pipe, [var], known.Asked(channel), regions=(region,) if region else None)
         return channel_status.history(aws, pipeline=pipe, variant=var, channel=channel, region=region)
 
     entries = cli.run(body)

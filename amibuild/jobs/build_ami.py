@@ -30,8 +30,8 @@ from amibuild.bake.leftovers import Scope
 from amibuild.bake.packer import Packer
 from amibuild.bake.plan import BuildPlan, PlanItem, new_run_id, plan_build, provenance_tags
 from amibuild.bake.prepare import Prepared, Transform, asking_version, prepare, support_warnings, write_all
-from amibuild.channels import outgrown
-from amibuild.channels.from_build import VariantPublished, check_shared, publish_build
+from amibuild.channels import known, outgrown
+from amibuild.channels.from_build import PublishMove, VariantPublished, check_shared, preview_publish, publish_build
 from amibuild.errors import (AmibuildError, BuildFailed, ExitCode, Interrupted, NoCredentials, PackerInputRefused,
                              RecordNotWritten, SpecError)
 from amibuild.pipeline import Pipeline, check_names
@@ -51,6 +51,7 @@ class BuildSettings:
     pipeline: Pipeline
     packer: Packer
     channel: str | None  # None: build only (--no-publish)
+    new_channel: bool = False  # --new-channel: the channel may be a name neither declared nor there yet
     force: bool = False
     dry_run: bool = False
     parallel: int | None = None  # None: every variant, capped by max_parallel
@@ -74,6 +75,9 @@ def settings(options: Options, *, channel: str | None = None, publish: bool = Tr
     packer = Packer(options.packer)
     with asking_version(packer) as version:
         pipeline = load_pipeline(options)  # bad input is refused before anything else
+        if not publish and (channel or flags.get("new_channel")):
+            raise SpecError(f"{'--channel' if channel else '--new-channel'} names the channel to publish to, and "
+                            "--no-publish publishes nothing: give one or the other")
         # botocore parses the EC2 and SSM models (~0.2 s) while packer answers; no request is sent
         preload(options.profile, [("ec2", pipeline.build_region), ("ssm", pipeline.build_region)])
         if publish and channel:
@@ -116,6 +120,7 @@ class BuildRun:
     record_error: str = ""  # the run record could not be written: why
     # {variant: its provenance statement (`amibuild.attest.sign.Stored`)}, for the variants built in this run
     statements: Mapping[str, Any] = field(default_factory=dict)
+    publish_plan: tuple[PublishMove, ...] = ()  # --dry-run: what the publish step would write where
 
     def publish_of(self, name: str) -> VariantPublished | None:
         return self.published.get(name)
@@ -135,7 +140,7 @@ class BuildRun:
 
     def to_dict(self) -> dict:
         if self.outcomes is None:
-            return {"dry_run": True, **self.plan.to_dict()}
+            return {"dry_run": True, **self.plan.to_dict(), "publish": [m.to_dict() for m in self.publish_plan]}
         return {
             "run_id": self.plan.run_id,
             "regions": list(self.plan.regions),
@@ -224,6 +229,9 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
     if not aws.has_credentials():
         raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
                             "AWS_SECRET_ACCESS_KEY, or run `amibuild sandbox` for the local emulator")
+    if settings.channel:  # a typo would publish beside the channel meant (its gate walked around)
+        known.require(aws, pipeline, pipeline.variants,
+                      known.Asked(settings.channel, new_channel=settings.new_channel, can_create=True))
     if settings.boot_test is not None and settings.boot_test.cluster:
         # --boot-test --cluster C: the node group's user data for C (DescribeCluster), before anything is built
         from amibuild.handoff import testnode  # deferred: only for --boot-test --cluster
@@ -254,8 +262,9 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
     out_dir = records.run_directory(options.build_dir, run_id)
     plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],
                       existing, force=settings.force, run_id=run_id)
-    if settings.dry_run:
-        return BuildRun(plan, None, None)
+    if settings.dry_run:  # the publish the real run would make is part of the plan
+        moves = preview_publish(aws, plan, settings.channel) if settings.channel else ()
+        return BuildRun(plan, None, None, publish_plan=moves)
     # only what will be built is written; `packer build` checks each template before it starts
     building = {item.name for item in plan.to_build}
     write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
