@@ -310,9 +310,10 @@ def test_an_image_the_sandbox_has_no_stand_in_of_is_untested_not_passed_nor_fail
     done = run_cli(tmp_path, "test-ami", "--variant", "ceph", "--ami", ami, "--json", binary="amibuild")
     assert done.returncode == 0, done.stderr  # nothing failed; the tag keeps gated channels closed
     result = json.loads(done.stdout)
-    assert result["result"] == "not testable here" and result["tag"] == "untested" and result["terminated"]
+    # the emulator's agent answers each check as SSM answers a command it could not deliver: not tested
+    assert result["result"] == "not tested" and result["tag"] == "untested" and result["terminated"]
     assert result["untestable"] == ["package-ceph-common", "no-credentials"]
-    assert all("has no stand-in here" in c["output_tail"] for c in result["checks"])
+    assert all("Undeliverable" in c["reason"] and "has no stand-in here" in c["reason"] for c in result["checks"])
     (image,) = ec2.describe_images(ImageIds=[ami])["Images"]
     assert {t["Key"]: t["Value"] for t in image["Tags"]}["amibuild:test"] == "untested"
     # and a channel that requires tested does not take it
@@ -406,14 +407,18 @@ def test_ctrl_c_while_waiting_for_the_node_terminates_the_instance(tmp_path: Pat
     assert "amibuild:test" not in {t["Key"] for t in image.get("Tags", [])}
 
 
-def test_where_nothing_can_run_the_sandbox_agent_answers_every_check_not_testable_with_the_reason():
+def test_where_nothing_can_run_the_sandbox_agent_answers_undeliverable_which_reads_not_tested_with_the_reason():
+    """What the stand-in cannot answer is the sandbox's to say, as an SSM outcome: never a pass, never a
+    failure of the image. The command itself knows nothing of the sandbox."""
+    from amibuild.aws.testing import Invocation
+    from amibuild.imagetest import invocation
     from amibuild.sandbox import runcommand
 
-    checks = [imagetests.Check("kubelet", "kubelet --version"), imagetests.Check("mine", "true", builtin=False)]
-    status, code, out, err = runcommand.untestable(imagetests.checks_script(checks), "rehearse needs root")
-    assert (status, code) == ("Failed", 1) and "not testable here: rehearse needs root" in err
-    results = imagetests.parse_results(out, ["kubelet", "mine"], stage="boot")
-    assert [r.verdict for r in results] == [imagetests.Verdict.UNTESTABLE] * 2
-    assert all("rehearse needs root" in r.output for r in results)
-    assert imagetests.overall(results) == imagetests.Verdict.UNTESTABLE  # the image: untested, not failed
-    assert runcommand.untestable("echo not amibuild's checks", "why")[2] == ""  # any other command just fails
+    answer = runcommand.undeliverable("rehearse needs root")
+    assert (answer.status, answer.details, answer.code) == ("Failed", "Undeliverable", -1)
+    ran = Invocation("c-1", "i-1", answer.status, answer.code, answer.stdout, answer.stderr, answer.details)
+    result = invocation.judge("kubelet", ran, invocation.Output(answer.stdout, answer.stderr), 0.1)
+    assert result.verdict == imagetests.Verdict.NOT_TESTED and result.exit_status is None
+    assert result.reason == "SSM command c-1: Undeliverable: amibuild sandbox: not testable here: rehearse needs root"
+    assert imagetests.overall([result]) == imagetests.Verdict.NOT_TESTED  # the image: untested, not failed
+    assert "stand-in" not in imagetests.check_command(imagetests.Check("kubelet", "kubelet --version"))

@@ -1,4 +1,5 @@
-"""The gateway's calls for a boot test: one instance, its status, SSM Run Command, the image's tags.
+"""The gateway's calls for a boot test: one instance, its status, SSM Run Command and its S3 output,
+the image's tags.
 
 Typed results, errors mapped at this boundary like every other call of `amibuild.aws.Aws`; the
 boot test itself (`amibuild.imagetest.boot`) decides what to do with them.
@@ -12,8 +13,12 @@ from typing import Any, Mapping, Sequence
 from amibuild.aws import Aws, _mapped
 from amibuild.errors import AwsError
 
-# SSM keeps the first 24,000 characters of a command's output (GetCommandInvocation).
+# SSM keeps the first 24,000 characters of a command's output (GetCommandInvocation), and no size.
 OUTPUT_LIMIT = 24000
+# where the agent writes AWS-RunShellScript's whole output with OutputS3BucketName, below the key prefix
+# and <command id>/<instance id>/
+OUTPUT_FOLDER = "awsrunShellScript/0.awsrunShellScript"
+TAIL_BYTES = 16384  # what is read of a whole output in S3: its end
 COMMAND_DONE = frozenset({"Success", "Failed", "Cancelled", "TimedOut", "DeliveryTimedOut", "ExecutionTimedOut",
                           "Undeliverable", "Terminated", "InvalidPlatform", "AccessDenied"})
 
@@ -31,14 +36,23 @@ class InstanceState:
 class Invocation:
     command_id: str
     instance_id: str
-    status: str
-    response_code: int
-    stdout: str
+    status: str  # Pending | InProgress | Delayed | Success | Cancelled | TimedOut | Failed | Cancelling
+    response_code: int  # the command's exit status; -1 when it never gave one
+    stdout: str  # the first OUTPUT_LIMIT characters
     stderr: str
+    status_details: str = ""  # ... | DeliveryTimedOut | ExecutionTimedOut | Undeliverable | Terminated
 
     @property
     def done(self) -> bool:
         return self.status in COMMAND_DONE
+
+
+@dataclass(frozen=True)
+class StoredOutput:
+    """One stream of a command's output as the agent wrote it to S3: its size and its end."""
+
+    size: int  # bytes
+    tail: str  # the last TAIL_BYTES of it, decoded
 
 
 class TestInstances:
@@ -46,8 +60,23 @@ class TestInstances:
 
     __test__ = False  # not a pytest class
 
-    def __init__(self, aws: Aws) -> None:
+    def __init__(self, aws: Aws, *, read_timeout: float = 0.0) -> None:
         self.aws = aws
+        self.read_timeout = read_timeout  # seconds SendCommand / GetCommandInvocation wait (0: the gateway's)
+        self._ssm: dict[str, Any] = {}
+
+    def _commands(self, region: str) -> Any:
+        """The SSM client of Run Command: the gateway's, or one with this test's read timeout."""
+        if not self.read_timeout:
+            return self.aws.client("ssm", region)
+        if region not in self._ssm:
+            from botocore.config import Config
+
+            client = self.aws._new_client("ssm", region_name=region, config=self.aws._config.merge(
+                Config(read_timeout=self.read_timeout)))
+            self.aws._prepare(client)
+            self._ssm[region] = client
+        return self._ssm[region]
 
     def run_instance(self, region: str, *, image_id: str, instance_type: str, tags: Mapping[str, str],
                      subnet_id: str = "", security_group_id: str = "", instance_profile: str = "",
@@ -96,24 +125,59 @@ class TestInstances:
         return any(i.get("InstanceId") == instance_id and i.get("PingStatus") == "Online"
                    for i in raw.get("InstanceInformationList", []))
 
-    def send_shell_script(self, region: str, instance_id: str, script: str, *, timeout: int, comment: str) -> str:
-        """AWS-RunShellScript with ``script`` as its one command; the command id."""
+    def send_shell_script(self, region: str, instance_id: str, script: str, *, timeout: int, comment: str,
+                          output_bucket: str = "", output_prefix: str = "") -> str:
+        """AWS-RunShellScript with ``script`` as its one command; the command id. With ``output_bucket``
+        the agent writes the whole output there, below ``output_prefix`` (`output_key`)."""
+        spec: dict[str, Any] = dict(
+            InstanceIds=[instance_id], DocumentName="AWS-RunShellScript", Comment=comment[:100],
+            TimeoutSeconds=max(30, timeout), Parameters={"commands": [script], "executionTimeout": [str(timeout)]})
+        if output_bucket:
+            spec.update(OutputS3BucketName=output_bucket, OutputS3KeyPrefix=output_prefix)
         with _mapped(f"ssm:SendCommand AWS-RunShellScript {instance_id}", region):
-            raw = self.aws.client("ssm", region).send_command(
-                InstanceIds=[instance_id], DocumentName="AWS-RunShellScript", Comment=comment[:100],
-                TimeoutSeconds=max(30, timeout), Parameters={"commands": [script], "executionTimeout": [str(timeout)]})
+            raw = self._commands(region).send_command(**spec)
         return raw["Command"]["CommandId"]
 
     def invocation(self, region: str, command_id: str, instance_id: str) -> Invocation | None:
         try:
             with _mapped(f"ssm:GetCommandInvocation {command_id}", region):
-                raw = self.aws.client("ssm", region).get_command_invocation(CommandId=command_id, InstanceId=instance_id)
+                raw = self._commands(region).get_command_invocation(CommandId=command_id, InstanceId=instance_id)
         except AwsError as exc:
             if "InvocationDoesNotExist" in str(exc):  # not delivered yet
                 return None
             raise
         return Invocation(command_id, instance_id, raw.get("Status", ""), int(raw.get("ResponseCode", -1)),
-                          raw.get("StandardOutputContent", ""), raw.get("StandardErrorContent", ""))
+                          raw.get("StandardOutputContent", ""), raw.get("StandardErrorContent", ""),
+                          raw.get("StatusDetails", ""))
+
+    @staticmethod
+    def output_key(prefix: str, command_id: str, instance_id: str, stream: str) -> str:
+        """The S3 key the agent writes ``stream`` (stdout | stderr) of AWS-RunShellScript to."""
+        return "/".join(p for p in (prefix.strip("/"), command_id, instance_id, OUTPUT_FOLDER, stream) if p)
+
+    def stored_output(self, region: str, bucket: str, key: str) -> StoredOutput | None:
+        """The size and the end of one output object (None: the agent wrote none, e.g. no stderr)."""
+        from botocore.exceptions import ClientError  # botocore is loaded by now: the client is made
+
+        client = self.aws._s3(region)
+        with _mapped(f"s3:HeadObject s3://{bucket}/{key}", region):
+            try:
+                size = int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
+            except ClientError as exc:
+                if str(exc.response.get("Error", {}).get("Code", "")) in ("404", "NoSuchKey", "NotFound"):
+                    return None  # HeadObject's 404 has no body, so no AWS error code to map
+                raise
+        if size == 0:
+            return StoredOutput(0, "")
+        with _mapped(f"s3:GetObject s3://{bucket}/{key}", region):
+            body = client.get_object(Bucket=bucket, Key=key, Range=f"bytes=-{min(size, TAIL_BYTES)}")["Body"].read()
+        return StoredOutput(size, body.decode("utf-8", errors="replace"))
+
+    def image_tag(self, region: str, image_id: str, key: str) -> str:
+        """The image's tag ``key`` ("" when it has none)."""
+        with _mapped(f"ec2:DescribeImages {image_id}", region):
+            images = self.aws.client("ec2", region).describe_images(ImageIds=[image_id]).get("Images", [])
+        return next((t.get("Value", "") for i in images for t in i.get("Tags", []) if t.get("Key") == key), "")
 
     def terminate(self, region: str, instance_ids: Sequence[str]) -> None:
         self.aws.terminate_instances(region, instance_ids)

@@ -10,7 +10,7 @@ from invoke import task
 from amibuild.cli import report, summary, values
 from amibuild.errors import Interrupted, SpecError
 from amibuild.cli import run as cli
-from amibuild.cli.tasks_common import SELECT_HELP, REPEATABLE, _target, select_flags
+from amibuild.cli.tasks_common import SELECT_HELP, REPEATABLE, _read_timeout, _target, select_flags
 
 
 @task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
@@ -256,7 +256,8 @@ def test_ami(c, variant=None, ami=None, run_id=None, cluster=None, subnet=None, 
     opts = cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, profile=profile,
                        build_dir=build_dir)
     flags = {"cluster": cluster, "subnet_id": subnet, "security_group_id": security_group,
-             "instance_profile": instance_profile, "instance_type": instance_type}
+             "instance_profile": instance_profile, "instance_type": instance_type,
+             "read_timeout": _read_timeout(c)}  # config amibuild.read_timeout: SendCommand's too
     with Signals(imagetests.BOOT_TEST_SIGNALS) as stop:
         def body():
             if not variant:

@@ -6,14 +6,17 @@ run id from launch so `clean-run` finds it if amibuild is killed outright, with 
 caller rendered for it (``settings.user_data``: the node group's, `amibuild.handoff.testnode`);
 waits for ``running``, the EC2 status checks and the SSM agent (DescribeInstanceInformation); with
 ``settings.cluster``, for its Node to be Ready with the test taint (`amibuild.imagetest.kube`, the
-seconds it took reported, the Node cordoned and deleted after the terminate); runs the variant's checks
-(`amibuild.pipeline.imagetests.checks_script`) with ``AWS-RunShellScript``; reads each check's exit
-code and output; and terminates the instance, always: on a failure, a timeout, Ctrl-C or SIGTERM
-too (``cancelled`` is polled between calls). Then it tags the image in every region with the
-verdict (`tags.TEST`, `TESTED_AT`, `TEST_RUN`), which channel gates read.
+seconds it took reported, the Node cordoned and deleted after the terminate); runs each of the
+variant's checks as its own ``AWS-RunShellScript`` invocation (`imagetests.check_command`), whose
+ResponseCode is its verdict (`amibuild.imagetest.invocation`: the output is only data, its whole
+size and end read from S3 with ``test { output_bucket }``); and terminates the instance, always: on
+a failure, a timeout, Ctrl-C or SIGTERM too (``cancelled`` is polled between calls). Then it tags
+the image in every region with the verdict (`tags.TEST`, `TESTED_AT`, `TEST_RUN`), which channel
+gates read. An infrastructure failure (an AWS call that failed, the instance or its agent gone) is
+"not tested: <reason>": it never tags the image failed nor replaces an earlier verdict on it.
 
 In the sandbox the emulator plays the instance: status checks and SSM registration are simulated,
-and Run Command runs the script on the image's stand-in (`amibuild.imagetest.standin`); the
+and Run Command runs each command on the image's stand-in (`amibuild.imagetest.standin`); the
 sandbox cluster's Kubernetes API (`amibuild.sandbox.kubeapi`) plays the node registration.
 """
 
@@ -27,8 +30,9 @@ from typing import Any, Callable, Mapping
 from amibuild import tags
 from amibuild.aws import Aws
 from amibuild.aws.testing import TestInstances
-from amibuild.errors import AmibuildError, BootTestFailed, Interrupted
-from amibuild.imagetest import kube
+from amibuild.errors import AmibuildError, AwsError, BootTestFailed, Interrupted
+from amibuild.imagetest import invocation, kube
+from amibuild.printable import printable
 from amibuild.pipeline import imagetests
 
 PURPOSE_TAG = f"{tags.PREFIX}purpose"
@@ -40,6 +44,7 @@ class BootTestSettings(imagetests.BootTestSettings):
     flags laid over it (the cluster to join among them), how often to poll, and the user data."""
 
     poll: float = 5.0
+    read_timeout: float = 0.0  # seconds one SendCommand / GetCommandInvocation waits (0: the gateway's 30)
     # {variant: the test instance's user data} (`amibuild.handoff.testnode`: the node group's, tainted)
     user_data: Mapping[str, str] = field(default_factory=dict)
     # the cluster's API (a `kube.Nodes`), opened before any AWS work when ``cluster`` is set
@@ -75,9 +80,16 @@ class BootTestResult:
 
     @property
     def failed(self) -> bool:
-        """A check failed or did not run, or the node did not join: "not testable here" is no failure
-        (the image is tagged untested, which no ``requires = ["tested"]`` gate takes)."""
-        return self.verdict in (imagetests.Verdict.FAILED, imagetests.Verdict.NOT_RUN)
+        """A check failed or did not run, the node did not join, or the test itself broke (``error``: an
+        infrastructure failure, "not tested", which never tags the image failed). A check that gave no
+        result by itself is no failure: the image is tagged untested (unless it holds an earlier verdict),
+        which no ``requires = ["tested"]`` gate takes."""
+        return self.verdict in (imagetests.Verdict.FAILED, imagetests.Verdict.NOT_RUN) or bool(self.error)
+
+    @property
+    def conclusive(self) -> bool:
+        """The checks gave a verdict about the image (passed or failed), which replaces an earlier one."""
+        return self.verdict in (imagetests.Verdict.PASSED, imagetests.Verdict.FAILED, imagetests.Verdict.NOT_RUN)
 
     @property
     def tag_value(self) -> str:
@@ -104,6 +116,62 @@ class _TimedOut(AmibuildError):
     """A boot test phase took longer than the test's timeout."""
 
 
+class _Lost(AmibuildError):
+    """The instance or its SSM agent went away, or never came: says nothing about the image."""
+
+
+def _infrastructure(exc: AmibuildError) -> bool:
+    """An AWS call that failed (throttling, a timeout, a refusal) or an instance lost: no result."""
+    return isinstance(exc, (AwsError, _Lost))
+
+
+def _run_check(api: TestInstances, region: str, instance_id: str, check: imagetests.Check, *,
+               settings: "BootTestSettings", run_id: str, variant: str, clock: Callable[[], float],
+               sleep: Callable[[float], None], cancelled: Callable[[], bool]) -> tuple[imagetests.CheckResult, str]:
+    """One check as its own SSM invocation: (its result, why the checks stop here: "" to go on).
+    The verdict is the invocation's ResponseCode; its output is read as data (from S3 with
+    ``settings.output_bucket``: the whole output's size and end)."""
+    began = clock()
+    prefix = f"amibuild/boot-test/{run_id}/{check.name}"
+    try:
+        command_id = api.send_shell_script(region, instance_id, imagetests.check_command(check),
+                                           timeout=int(check.timeout) + 30,
+                                           comment=f"amibuild {variant} {check.name} {run_id}",
+                                           output_bucket=settings.output_bucket, output_prefix=prefix)
+    except AwsError as exc:
+        return invocation.not_tested(check.name, str(exc), clock() - began), str(exc)
+    # the agent's own timeout (executionTimeout) ends the command first; past this, nothing answers
+    limit = began + check.timeout + 30 + max(60.0, 3 * settings.poll)
+    while True:
+        if cancelled():
+            raise Interrupted(f"boot test of {variant} interrupted while waiting for check {check.name}")
+        try:
+            done = api.invocation(region, command_id, instance_id)
+        except AwsError as exc:
+            return invocation.not_tested(check.name, str(exc), clock() - began), str(exc)
+        if done is not None and done.done:
+            break
+        if clock() > limit:
+            why = (f"SSM command {command_id} ({check.name}) gave no result within {limit - began:.0f}s: the instance "
+                   "or its SSM agent does not answer")
+            return invocation.not_tested(check.name, why, clock() - began), why
+        sleep(settings.poll)
+    seconds = clock() - began
+    stored = invocation.Output(done.stdout, done.stderr)
+    if settings.output_bucket and done.response_code >= 0:
+        try:
+            stored = invocation.Output(done.stdout, done.stderr, *(
+                api.stored_output(region, settings.output_bucket, api.output_key(prefix, command_id, instance_id, s))
+                for s in ("stdout", "stderr")), from_s3=True)
+            if stored.stored_stdout is None and done.stdout:
+                stored = invocation.Output(done.stdout, done.stderr)  # the agent could not write it: the head
+        except AwsError:
+            stored = invocation.Output(done.stdout, done.stderr)  # output is data: the head will do
+    result = invocation.judge(check.name, done, stored, seconds)
+    gone = result.verdict == imagetests.Verdict.NOT_TESTED and (done.status_details in invocation.GONE)
+    return result, (result.reason if gone else "")
+
+
 def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, run_id: str,
               settings: BootTestSettings, cancelled: Callable[[], bool] = lambda: False,
               clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
@@ -112,13 +180,12 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
 
     With ``settings.cluster``, ``nodes`` (a `kube.Nodes`) is the cluster's API: the instance's Node
     must be Ready with the test taint before the checks run; it is deleted after the terminate."""
-    api = TestInstances(aws)
+    api = TestInstances(aws, read_timeout=settings.read_timeout)
     nodes = nodes if nodes is not None else settings.nodes
     if settings.cluster and nodes is None:
         raise AmibuildError(f"boot test with --cluster {settings.cluster}: no Kubernetes API to watch the node on")
     checks = imagetests.check_set(variant, stage="boot").checks
     names = [c.name for c in checks]
-    script = imagetests.checks_script(checks)
     image_id = amis[region]
     started = clock()
     started_at = time.time()
@@ -158,7 +225,7 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
         def running() -> bool:
             state = api.state(region, instance_id)
             if state.state in ("shutting-down", "terminated", "stopped", "stopping"):
-                raise AmibuildError(f"the instance {instance_id} is {state.state} before its checks ran")
+                raise _Lost(f"the instance {instance_id} is {state.state} before its checks ran")
             return state.state == "running"
 
         wait("running", running)
@@ -171,7 +238,10 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
             return state.system_status == "ok" and state.instance_status == "ok"
 
         wait("status checks", status_ok)
-        wait("SSM agent", lambda: api.ssm_online(region, instance_id))
+        try:
+            wait("SSM agent", lambda: api.ssm_online(region, instance_id))
+        except _TimedOut as exc:
+            raise _Lost(f"{exc}: the instance's SSM agent never answered") from None
         if settings.cluster:
             launched = phases.get("running", 0.0)
             private_dns = api.state(region, instance_id).private_dns
@@ -200,42 +270,39 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
             node_ready[0] = phases["node ready"] - launched
             say(f"{variant.name}: node {node[0].name} joined {settings.cluster}, Ready with {taint} after "
                 f"{node_ready[0]:.1f}s")
-        command_id = api.send_shell_script(region, instance_id, script, timeout=int(max(60, deadline - clock())),
-                                           comment=f"amibuild boot test {variant.name} {run_id}")
-        invocation = [None]
-
-        def finished() -> bool:
-            invocation[0] = api.invocation(region, command_id, instance_id)
-            return invocation[0] is not None and invocation[0].done
-
-        wait("checks", finished)
-        done = invocation[0]
-        results = tuple(imagetests.parse_results(done.stdout + "\n" + done.stderr, names, stage="boot"))
+        results: list[imagetests.CheckResult] = []
+        stopped = ""  # an infrastructure failure that stopped the checks: the rest are not sent
+        for check in checks:
+            if stopped:
+                results.append(invocation.not_tested(check.name, f"not sent: {stopped}"))
+                continue
+            done, stopped = _run_check(api, region, instance_id, check, settings=settings, run_id=run_id,
+                                       variant=variant.name, clock=clock, sleep=sleep, cancelled=cancelled)
+            results.append(done)
+        phases["checks"] = clock() - started
         verdict = imagetests.overall(results)
-        error = "" if done.status in ("Success", "Failed") else f"SSM command {command_id}: {done.status}"
-        not_run = [r.name for r in results if r.verdict == imagetests.Verdict.NOT_RUN]
-        if not_run:
-            said = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-            error = (f"{len(not_run)} check(s) did not run ({', '.join(not_run[:3])}"
-                     f"{', ...' if len(not_run) > 3 else ''}); SSM command {done.status}, exit {done.response_code}: "
-                     f"{said[0][:300]}")
-        if error:
-            verdict = imagetests.Verdict.FAILED
-        result = BootTestResult(variant.name, region, image_id, run_id, verdict, results, instance_id,
+        error = f"not tested: {stopped}" if stopped else ""
+        result = BootTestResult(variant.name, region, image_id, run_id, verdict, tuple(results), instance_id,
                                 phases=dict(phases), error=error, notes=tuple(notes))
         gaps = imagetests.untestable(results)
-        if gaps and verdict == imagetests.Verdict.UNTESTABLE:
-            notes.append(f"untested: {len(gaps)} check(s) not testable here ({', '.join(g.name for g in gaps)}); "
-                         "the image is tagged untested, which a channel requiring tested does not take")
+        if gaps and verdict == imagetests.Verdict.NOT_TESTED and not stopped:
+            notes.append(f"not tested: {len(gaps)} check(s) gave no result ({', '.join(g.name for g in gaps)}); "
+                         "the image keeps an earlier verdict, else is tagged untested, which a channel requiring "
+                         "tested does not take")
     except Interrupted as exc:
         interrupted = exc
     except KeyboardInterrupt as exc:
         interrupted = exc
     except AmibuildError as exc:
-        result = BootTestResult(variant.name, region, image_id, run_id, imagetests.Verdict.FAILED,
-                                tuple(imagetests.CheckResult(n, "boot", imagetests.Verdict.NOT_RUN, None, 0.0)
-                                      for n in names), instance_id, phases=dict(phases), error=str(exc),
-                                notes=tuple(notes))
+        if _infrastructure(exc):  # nothing is known of the image: not tested, never failed
+            checked = tuple(invocation.not_tested(n, f"not sent: {exc}") for n in names)
+            result = BootTestResult(variant.name, region, image_id, run_id, imagetests.Verdict.NOT_TESTED, checked,
+                                    instance_id, phases=dict(phases), error=f"not tested: {exc}", notes=tuple(notes))
+        else:
+            result = BootTestResult(variant.name, region, image_id, run_id, imagetests.Verdict.FAILED,
+                                    tuple(imagetests.CheckResult(n, "boot", imagetests.Verdict.NOT_RUN, None, 0.0)
+                                          for n in names), instance_id, phases=dict(phases), error=str(exc),
+                                    notes=tuple(notes))
     finally:
         terminated = _terminate(api, region, instance_id, notes)
         removed = _remove_node(nodes, node[0], notes) if terminated and node[0] is not None else False
@@ -282,11 +349,17 @@ def _remove_node(nodes: Any, node: kube.NodeFacts, notes: list[str]) -> bool:
 
 
 def _tag(api: TestInstances, amis: Mapping[str, str], result: BootTestResult, notes: list[str]) -> list[str]:
+    """Tag every image with the verdict. One that is not conclusive (not tested) never replaces an
+    earlier verdict: each image's current tag is read first, and only an untagged image is tagged."""
     values = {tags.TEST: result.tag_value,
               tags.TESTED_AT: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), tags.TEST_RUN: result.run_id}
     done = []
     for region, ami in sorted(amis.items()):
         try:
+            earlier = "" if result.conclusive else api.image_tag(region, ami, tags.TEST)
+            if earlier:
+                notes.append(f"{ami} in {region} keeps {tags.TEST}={earlier}: this run gave no verdict")
+                continue
             api.tag_image(region, ami, values)
             done.append(f"{region}:{ami}")
         except AmibuildError as exc:
@@ -299,10 +372,14 @@ def report_lines(result: BootTestResult) -> list[str]:
            f"{result.seconds:.1f}s, instance {result.instance_id or '-'} "
            f"{'terminated' if result.terminated else 'NOT terminated'})"]
     if result.error:
-        out.append(f"  error: {result.error}")
+        out.append(f"  error: {printable(result.error)}")
     width = max((len(c.name) for c in result.checks), default=0)
     for check in result.checks:
-        out.append(f"  {check.name.ljust(width)}  {check.stage:<5}  {check.verdict:<17}  {check.seconds:6.2f}s")
+        size = (f"  output {check.output_size} bytes" if check.output_size is not None else
+                "  output: head only (the first 24,000 characters SSM keeps)" if check.head_only else "")
+        out.append(f"  {check.name.ljust(width)}  {check.stage:<5}  {check.verdict:<17}  {check.seconds:6.2f}s{size}")
+        if check.reason:
+            out.append(f"      {printable(check.reason)}")
         if check.verdict in (imagetests.Verdict.FAILED, imagetests.Verdict.UNTESTABLE) and check.tail:
             out += [f"      | {line}" for line in check.tail.splitlines()[-3 if check.verdict != "failed" else -10:]]
     if result.node_ready_seconds is not None:
@@ -311,7 +388,7 @@ def report_lines(result: BootTestResult) -> list[str]:
                    "after the terminate")
     elif result.node:
         out.append(f"  node {result.node} of {result.cluster}: {'deleted' if result.node_removed else 'NOT deleted'}")
-    out += [f"  note: {n}" for n in result.notes]
+    out += [f"  note: {printable(n)}" for n in result.notes]
     if result.tagged:
         out.append(f"  tagged {tags.TEST}={result.tag_value}: {', '.join(result.tagged)}")
     return out

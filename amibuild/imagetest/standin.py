@@ -4,10 +4,11 @@ The emulator has no instance to run anything on. What stands in for the image is
 chain as a real build runs it (the sandbox build's ``instance/`` files, `STANDIN_DIR`, written by
 `amibuild.sandbox.transform`),
 rehearsed in a throwaway copy of this machine with the rehearsal's overlay and stand-ins
-(`amibuild.rehearse.overlay`), followed by the script to test: in stage 1 the chain already ends
-with the checks step; for SSM Run Command the command's script is added as a last step, run as
-root. A command the copy cannot answer (127 or a stand-in gap) is "not testable here", never a
-pass (`amibuild.pipeline.imagetests.verdict`).
+(`amibuild.rehearse.overlay`), without its own checks step, followed by the scripts to test, each
+its own step run as root: in stage 1 each check (`amibuild.pipeline.imagetests.check_command`),
+for SSM Run Command the command's script. Each script's exit status is read from its step, never
+from what it prints. What the copy cannot answer (exit 127: not on this copy of this machine; a
+stand-in gap) is this sandbox's to say: "not testable here", never a pass.
 
 Run as ``python -m amibuild.imagetest.standin ROOT`` it is the sandbox build's checks step
 (a ``shell-local`` provisioner): it prints each check's result, writes ``checks.json`` into ROOT
@@ -23,82 +24,110 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from amibuild.errors import RehearsalUnavailable
+from amibuild.imagetest.store import CHECKS_LIST, STANDIN_GAP
 from amibuild.imagetest.store import STANDIN_DIR as STANDIN_DIR, STORE_ENV as STORE_ENV, store as store  # re-exported
 from amibuild.pipeline import imagetests
+from amibuild.printable import printable
 from amibuild.render import CHECKS_SCRIPT, RECORD_FILE
 from amibuild.rehearse.steps import Step, parse_steps
 from amibuild.rehearse import overlay
 
 STAGE1_RECORD = "checks.json"
 # the image's stand-in in a sandbox build's folder: the real build's HCL files, whose chain it rehearses
-COMMAND_PATH = "/tmp/amibuild-ssm-command.sh"
+COMMAND_PATH = "/tmp/amibuild-ssm-command-{}.sh"
+NOT_FOUND = 127  # "command not found": on the stand-in, not on this copy of this machine
+EVERY_STATUS = tuple(range(256))  # a script's step never stops the copy: each one after it runs too
+
+
+@dataclass
+class ScriptRun:
+    """One script's step on the stand-in: its exit status (None: it never ran) and its output."""
+
+    exit_status: int | None
+    output: str = ""  # stdout and stderr
+    stdout: str = ""
+    stderr: str = ""
+    seconds: float = 0.0
+    gap: bool = False  # a stand-in could not answer a call it made
+
+    @property
+    def cannot_answer(self) -> str:
+        """Why the stand-in cannot say whether this script passes ("" when it can)."""
+        if self.gap:
+            return "a stand-in could not answer one of its calls"
+        if self.exit_status == NOT_FOUND:
+            last = self.output.strip().splitlines()[-1:] or ["no output"]
+            return f"exit 127, what it looks for is not on this copy of this machine ({printable(last[0][:200])})"
+        return ""
 
 
 @dataclass
 class StandinRun:
-    """What running a script on an image's stand-in gave."""
+    """What running scripts on an image's stand-in gave."""
 
-    chain_ok: bool  # every step of the chain before the script succeeded (or was not rehearsable)
-    output: str  # the script's stdout and stderr
-    exit_status: int | None
+    chain_ok: bool  # every step of the chain before the scripts succeeded (or was not rehearsable)
+    output: str  # the last script's stdout and stderr
+    exit_status: int | None  # the last script's
     failed_step: str = ""
     notes: list[str] = field(default_factory=list)
     untestable: str = ""  # the chain stopped at a step the stand-ins cannot answer: no stand-in of the image
+    scripts: list[ScriptRun] = field(default_factory=list)  # one per script, in order
 
 
 def chain_steps(root: Path) -> list[Step]:
-    """The real chain of the variant rendered into ``root`` (its ``instance/`` files)."""
+    """The real chain of the variant rendered into ``root`` (its ``instance/`` files), without its own
+    checks step: the stand-in runs each check on its own, after the chain."""
     files = {p.name: p.read_text(encoding="utf-8") for p in sorted((root / STANDIN_DIR).glob("*.hcl"))}
     if not files:
         raise RehearsalUnavailable(f"{root / STANDIN_DIR}: no stand-in of the image here (render it for the sandbox)")
     # run by Packer's local step: the sensitive variables are in this process's PKR_VAR_* environment
-    return parse_steps(files, str(root), packer_env=os.environ)
+    steps = parse_steps(files, str(root), packer_env=os.environ)
+    return [s for s in steps if not s.script.endswith(CHECKS_SCRIPT)]
 
 
 def settings(root: Path) -> dict[str, Any]:
     return json.loads((root / RECORD_FILE).read_text(encoding="utf-8"))
 
 
-def run(root: Path, script: str | None = None, *, refuse: Iterable[str] = (), timeout: float = 600.0) -> StandinRun:
-    """Rehearse the chain in ``root``; then run ``script`` as root (None: the chain's own last step, the checks)."""
+def run(root: Path, scripts: Sequence[str] = (), *, refuse: Iterable[str] = (), timeout: float = 600.0) -> StandinRun:
+    """Rehearse the chain in ``root``; then run each of ``scripts`` as root, each its own step."""
     overlay.check_privileges()
     record = settings(root)
     inputs = record["inputs"]
     steps = chain_steps(root)
-    holder = None
-    if script is not None:
-        holder = Path(tempfile.mkdtemp(prefix="amibuild-ssm-"))
-        (holder / "command.sh").write_text(script, encoding="utf-8")
-        steps.append(Step(number=len(steps) + 1, provisioner=-1, kind="shell", name="SSM command (AWS-RunShellScript)",
-                          script=str(holder / "command.sh"), command=f"sudo -S bash '{COMMAND_PATH}'",
-                          remote_path=COMMAND_PATH))
+    chain = len(steps)
+    holder = Path(tempfile.mkdtemp(prefix="amibuild-ssm-"))
+    for index, script in enumerate(scripts, start=1):
+        path = holder / f"command-{index}.sh"
+        path.write_text(script, encoding="utf-8")
+        remote = COMMAND_PATH.format(index)
+        steps.append(Step(number=max((s.number for s in steps), default=0) + 1, provisioner=-1, kind="shell", name=f"script {index}",
+                          script=str(path), command=f"sudo -S bash '{remote}'", remote_path=remote,
+                          valid_exit_codes=EVERY_STATUS))
     try:
         raw = overlay.run_steps(steps, arch=inputs["arch"], os_name=inputs["os"], refuse=refuse, timeout=timeout)
     finally:
-        if holder is not None:
-            shutil.rmtree(holder, ignore_errors=True)
-    target = raw.results[-1] if script is not None else next(
-        (r for r in raw.results if r.step.script.endswith(CHECKS_SCRIPT)), None)
+        shutil.rmtree(holder, ignore_errors=True)
     notes = [f"stopped after {timeout:.0f}s"] if raw.timed_out else []
     gaps = {step for step, _ in raw.gaps}
-    for result in raw.results:
-        if result is target:
-            break
+    for result in raw.results[:chain]:
         if result.ran and result.exit_status not in result.step.valid_exit_codes:
-            if f"{result.step.number:03d}" in gaps or result.exit_status == imagetests.STANDIN_GAP:
+            if f"{result.step.number:03d}" in gaps or result.exit_status == STANDIN_GAP:
                 # the copy stops here as Packer would: what follows, the checks included, never ran
                 return StandinRun(False, "", None, notes=notes, untestable=(
                     f"step {result.step.number} ({result.step.name}) cannot be rehearsed, so the image has no "
                     "stand-in here"))
             tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
             return StandinRun(False, "", None, f"step {result.step.number} ({result.step.name}), exit "
-                              f"{result.exit_status}: {tail[0]}", notes)
-    if target is None or not target.ran:
-        return StandinRun(False, "", None, "the checks step did not run", notes)
-    return StandinRun(True, target.stdout + target.stderr, target.exit_status, notes=notes)
+                              f"{result.exit_status}: {printable(tail[0])}", notes)
+    runs = [ScriptRun(r.exit_status if r.ran else None, r.stdout + r.stderr, r.stdout, r.stderr, r.seconds,
+                      gap=f"{r.step.number:03d}" in gaps or r.exit_status == STANDIN_GAP)
+            for r in raw.results[chain:]]
+    last = runs[-1] if runs else ScriptRun(None)
+    return StandinRun(True, last.output, last.exit_status, notes=notes, scripts=runs)
 
 
 def keep(root: Path, fingerprint: str) -> Path:
@@ -124,13 +153,13 @@ def keep(root: Path, fingerprint: str) -> Path:
 def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], dict[str, Any]]:
     """The sandbox build's checks step: (exit status, lines to print, record)."""
     record = settings(root)
-    names = _check_names(root)
     if os.environ.get("AMIBUILD_RUN_CHECKS", "true") == "false":
         keep(root, record["fingerprint"])
         return 0, [f"amibuild: stage 1 checks turned off for variant {record['variant']} (test_on_build = false)"], {
             "stage": "build", "result": "off", "checks": []}
+    checks = _checks(root)
     try:
-        done = run(root, refuse=refuse)
+        done = run(root, [imagetests.check_command(c) for c in checks], refuse=refuse)
     except RehearsalUnavailable as exc:
         lines = [f"amibuild: stage 1 checks not testable here: {exc}"]
         return 0, lines, {"stage": "build", "result": str(imagetests.Verdict.UNTESTABLE), "reason": str(exc), "checks": []}
@@ -141,7 +170,9 @@ def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], d
     if not done.chain_ok:
         lines = [f"amibuild: stage 1: the provisioning chain failed before the checks: {done.failed_step}"]
         return 1, lines, {"stage": "build", "result": "failed", "reason": done.failed_step, "checks": []}
-    results = imagetests.parse_results(done.output, names, stage="build", standin=True)
+    results = [_result(check, ran) for check, ran in zip(checks, done.scripts, strict=False)]
+    results += [imagetests.CheckResult(c.name, "build", imagetests.Verdict.NOT_RUN, None, 0.0)
+                for c in checks[len(done.scripts):]]
     verdict = imagetests.overall(results)
     lines = [f"amibuild: check {r.name}: {r.verdict} ({r.seconds:.2f}s)"
              + (f"\n{_indent(r.tail)}" if r.verdict in (imagetests.Verdict.FAILED, imagetests.Verdict.NOT_RUN) else "")
@@ -156,11 +187,23 @@ def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], d
         "stage": "build", "result": str(verdict), "checks": [r.to_dict() for r in results], "notes": done.notes}
 
 
-def _check_names(root: Path) -> list[str]:
-    import re
+def _result(check: imagetests.Check, ran: ScriptRun) -> imagetests.CheckResult:
+    """A stage-1 check's result from its own step's exit status; what the copy cannot answer is not
+    testable here (this sandbox's reading: on an instance, 127 is a failure)."""
+    if ran.exit_status is None:
+        return imagetests.CheckResult(check.name, "build", imagetests.Verdict.NOT_RUN, None, 0.0, ran.output)
+    why = ran.cannot_answer
+    if why:
+        return imagetests.CheckResult(check.name, "build", imagetests.Verdict.UNTESTABLE, ran.exit_status, ran.seconds,
+                                      ran.output, reason=f"not testable on the stand-in: {why}")
+    return imagetests.CheckResult(check.name, "build", imagetests.verdict(ran.exit_status), ran.exit_status,
+                                  ran.seconds, ran.output)
 
-    text = (root / CHECKS_SCRIPT).read_text(encoding="utf-8")
-    return re.findall(r"^run_check ([a-z0-9_-]+) ", text, flags=re.M)
+
+def _checks(root: Path) -> list[imagetests.Check]:
+    """The variant's stage-1 checks, as the sandbox build listed them (`CHECKS_LIST`)."""
+    raw = json.loads((root / CHECKS_LIST).read_text(encoding="utf-8"))
+    return [imagetests.Check(c["name"], c["command"], float(c["timeout"])) for c in raw]
 
 
 def _indent(text: str) -> str:

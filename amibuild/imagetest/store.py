@@ -16,6 +16,10 @@ STANDIN_DIR = "instance"  # the sandbox build's copy of the real build's files
 # where sandbox builds keep their images' stand-ins (by fingerprint) for the boot test; the emulator
 # reads them there. Fixed by the process that starts Packer (each Packer gets its own TMPDIR).
 STORE_ENV = "AMIBUILD_SANDBOX_IMAGES"
+# the sandbox build's list of the variant's stage-1 checks (name, command, timeout): its stand-in runs each alone
+CHECKS_LIST = "scripts/amibuild-checks.json"
+# what a rehearsal stand-in exits with when it cannot answer (amibuild/rehearse/standins/standin.sh)
+STANDIN_GAP = 97
 
 
 def store(env: Mapping[str, str] | None = None) -> Path:

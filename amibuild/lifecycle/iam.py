@@ -476,6 +476,10 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
     # --cluster / test { cluster }: the cluster's endpoint, CA and service CIDR for the node's user data
     cluster = getattr(settings, "cluster", "") or "*"
     statements.append(_statement("BootTestCluster", ["eks:DescribeCluster"], [f"arn:{arn.p}:eks:*:{arn.a}:cluster/{cluster}"]))
+    bucket = getattr(settings, "output_bucket", "")
+    if bucket:  # test { output_bucket }: each check's whole output, its size and end read back
+        statements.append(_statement("BootTestOutputRead", ["s3:GetObject"],
+                                     [f"arn:{arn.p}:s3:::{bucket}/amibuild/boot-test/*"]))
     profile = getattr(settings, "instance_profile", "")
     if profile:
         role_name = getattr(settings, "role", "") or profile
@@ -488,11 +492,16 @@ def notes(task: str, pipeline: Any) -> list[str]:
     """What the policy for ``task`` assumes, for the user to check (printed on stderr, not in the document)."""
     settings = getattr(pipeline, "boot_test", None)
     profile = getattr(settings, "instance_profile", "")
+    out = []
+    bucket = getattr(settings, "output_bucket", "")
+    if task in ("test", "all") and bucket:
+        out.append(f"the test instance's role needs s3:PutObject on arn:aws:s3:::{bucket}/amibuild/boot-test/* "
+                   "(the SSM agent writes each check's output there)")
     if task in ("test", "all") and profile and not getattr(settings, "role", ""):
-        return [f"iam:PassRole is for the role named {profile}, assumed to be the one in instance profile {profile} "
-                f"(as the console makes them); if it holds another, name it: pipeline {{ test {{ role = \"...\" }} }} "
-                f"(aws iam get-instance-profile --instance-profile-name {profile} shows it)"]
-    return []
+        out.append(f"iam:PassRole is for the role named {profile}, assumed to be the one in instance profile {profile} "
+                   f"(as the console makes them); if it holds another, name it: pipeline {{ test {{ role = \"...\" }} }} "
+                   f"(aws iam get-instance-profile --instance-profile-name {profile} shows it)")
+    return out
 
 
 _STATEMENTS = {"build": _build, "publish": _publish, "rollout": _rollout, "prune": _prune, "fleet": _fleet,

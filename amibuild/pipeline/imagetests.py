@@ -5,22 +5,19 @@ flavor, and what the variant adds: its packages, repositories, proxy) and its ow
 ``test "NAME" { command = "...", timeout = "60s" }`` blocks. A block named like a built-in with
 ``enabled = false`` and a ``reason`` turns that built-in off; the reason is kept in the record.
 
-Every check is a shell command run as root on the image; exit 0 is a pass. Exit 127 means what the
-check looks for is not on the machine at all ("command not found", or a file of the parent image):
-on an instance that is a failure like any other, on the sandbox's stand-in of the image (a copy of
-this machine with the variant's chain rehearsed on it) it is "not testable here", never a pass.
-
-The same generated script (`checks_script`) runs both stages: as the last provisioner of the build
-(stage 1) and through SSM Run Command on a booted instance (stage 2); `parse_results` reads its
-output back. Channel gates (`channel "stable" { from, requires, soak }`) are parsed here too; the
-decision over them lives in `amibuild.channels.gates`.
+Every check is a shell command run as root on the image; its exit status is its verdict: 0 is a
+pass, anything else (127, "not there", included) a failure. Its output is data, never read for a
+verdict: stage 1 (the last provisioner of the build) runs `checks_script`, whose own exit status
+fails the build; stage 2 (the boot test) runs each check as its own SSM invocation
+(`check_command`), whose ResponseCode is the verdict. A check that gave no result (an
+infrastructure failure) is "not tested", with the reason. Channel gates
+(`channel "stable" { from, requires, soak }`) are parsed here too; the decision over them lives in
+`amibuild.channels.gates`.
 
 Nothing here touches AWS or the file system.
 
 One concept over ~500 lines: a check, from the block that declares it to the verdict on its
-result. The built-ins, the script and the parser of its output share the `Check` value and the
-marker protocol (`MARK`: what the script prints, what `parse_results` reads back), which must
-change together; the blocks' parsing beside them keeps each key's rules next to what it feeds.
+result; the blocks' parsing beside them keeps each key's rules next to what it feeds.
 """
 
 from __future__ import annotations
@@ -33,18 +30,20 @@ from typing import Any, Iterable, Mapping
 
 from amibuild.errors import SpecError
 from amibuild.pipeline import checks, naming
+from amibuild.printable import printable
 from amibuild.suggest import suggest
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 3600.0
 MAX_CHECKS = 100
-NOT_FOUND = 127  # bash's "command not found"; the checks' "not on this machine at all"
-STANDIN_GAP = 97  # a rehearsal stand-in that cannot answer (amibuild/rehearse/standins/standin.sh)
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 TEST_KEYS = ("command", "timeout", "enabled", "reason")
-BOOT_TEST_KEYS = ("subnet_id", "security_group_id", "instance_profile", "role", "instance_type", "timeout", "cluster")
+BOOT_TEST_KEYS = ("subnet_id", "security_group_id", "instance_profile", "role", "instance_type", "timeout", "cluster",
+                  "output_bucket")
+# an S3 bucket name (general purpose buckets): 3-63 lowercase letters, digits, '.' and '-'
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", re.ASCII)
 # An EKS cluster name (CreateCluster's rule): what a boot test's node joins (test { cluster }, --cluster)
 _CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}", re.ASCII)
 GATE_KEYS = ("from", "requires", "soak")
@@ -114,6 +113,7 @@ class BootTestSettings:
     timeout: float = 900.0
     role: str = ""  # the IAM role in instance_profile (iam-policy's PassRole); "" = a role named like the profile
     cluster: str = ""  # the EKS cluster the test node joins, tainted ("" = none: the user data is only checked)
+    output_bucket: str = ""  # SSM writes each check's whole output here (OutputS3BucketName): its tail and size
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,12 @@ def boot_test_settings(value: Any, where: str) -> BootTestSettings:
     if role and not profile:
         raise SpecError(f"{where}.role goes with instance_profile: it names the role that profile holds")
     cluster = check_cluster(str(body.get("cluster", "")), f"{where}.cluster")
-    return BootTestSettings(instance_profile=profile, timeout=timeout, role=role, cluster=cluster, **values)
+    bucket = body.get("output_bucket", "")
+    if not isinstance(bucket, str) or (bucket and (not _BUCKET.fullmatch(bucket) or ".." in bucket)):
+        raise SpecError(f"{where}.output_bucket {bucket!r}: the name of an S3 bucket (3-63 lowercase letters, digits, "
+                        "'.' and '-'), not an s3:// URL; SSM writes each check's whole output there")
+    return BootTestSettings(instance_profile=profile, timeout=timeout, role=role, cluster=cluster,
+                            output_bucket=bucket, **values)
 
 
 def check_cluster(name: str, label: str) -> str:
@@ -396,63 +401,80 @@ def _slug(text: str) -> str:
     return slug[:50] or "x"
 
 
-# ------------------------------------------------------------------------------- the script and its results
+# ------------------------------------------------------------------------------- the scripts and the verdicts
 
-MARK = "amibuild-check:"
+_PATH = "export LC_ALL=C PATH=\"${PATH:-/usr/bin:/bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\""
+
+
+def _heredoc(path: str, command: str, tag: str) -> list[str]:
+    delimiter = tag
+    while delimiter in command:
+        delimiter += "_"
+    return [f"cat >{path} <<'{delimiter}'", command, delimiter]
 
 
 def checks_script(checks: Iterable[Check]) -> str:
-    """One bash script that runs every check as root, each in its own bash with its timeout, and
-    prints, per check, a start line, its output and ``amibuild-check: NAME exit=N seconds=S``.
-    It always exits 0 when every check passed and 1 otherwise (the build fails on 1)."""
+    """Stage 1: one bash script that runs every check as root, each in its own bash with its
+    timeout. Its own exit status is the verdict: 1 when any check exited non-zero, else 0 (the
+    build fails on 1). What it prints around each check is for the build log only: nothing reads
+    it back, so nothing a check prints can change the outcome."""
     lines = [
         "#!/usr/bin/env bash",
-        "# Generated by amibuild: the image's checks (stage 1 on the build instance, stage 2 through SSM).",
-        "# Each check runs as root in its own bash; exit 0 is a pass, 127 means not on this machine at all.",
+        "# Generated by amibuild: the image's checks, stage 1 on the build instance (exit 0 is a pass).",
         "set -u +e  # a failing check must not end the script (the build runs it under bash -e)",
-        "export LC_ALL=C PATH=\"${PATH:-/usr/bin:/bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"",
+        _PATH,
         "failed=0",
-        "# the rehearsal's throwaway copy (the sandbox's stand-in of an image) has this folder; no instance does",
-        "standin=0",
-        "if [ -d /.amibuild-rehearse/state ]; then standin=1; printf '%s stand-in\\n' \"" + MARK + "\"; fi",
         'work=$(mktemp -d /tmp/amibuild-checks.XXXXXX) || exit 1',
         "trap 'rm -rf \"$work\"' EXIT",
         "run_check() {  # name timeout file",
-        "    local start end status",
-        "    printf '%s start %s\\n' \"" + MARK + "\" \"$1\"",
-        "    start=$(date +%s.%N)",
+        "    local status",
+        "    printf '==> amibuild check %s\\n' \"$1\"",
         "    if command -v timeout >/dev/null 2>&1; then",
         "        timeout --kill-after=5 \"$2\" bash \"$3\" </dev/null 2>&1; status=$?",
         "    else",
         "        bash \"$3\" </dev/null 2>&1; status=$?",
         "    fi",
-        "    end=$(date +%s.%N)",
-        "    printf '\\n%s %s exit=%s seconds=%s\\n' \"" + MARK + "\" \"$1\" \"$status\" "
-        "\"$(awk -v a=\"$start\" -v b=\"$end\" 'BEGIN { printf \"%.2f\", b - a }')\"",
-        "    if [ \"$status\" -eq 0 ]; then return 0; fi",
-        "    if [ \"$standin\" = 1 ] && { [ \"$status\" -eq 127 ] || [ \"$status\" -eq 97 ]; }; then return 0; fi",
-        "    failed=1",
+        "    printf '\\n==> amibuild check %s: exit %s\\n' \"$1\" \"$status\"",
+        "    if [ \"$status\" -ne 0 ]; then failed=1; fi",
         "}",
     ]
     for index, check in enumerate(checks, start=1):
-        delimiter = f"AMIBUILD_CHECK_{index}_END"
-        while delimiter in check.command:
-            delimiter += "_"
-        lines += [
-            f"cat >\"$work/{index}\" <<'{delimiter}'",
-            check.command,
-            delimiter,
-            f"run_check {shlex.quote(check.name)} {int(check.timeout)} \"$work/{index}\"",
-        ]
+        lines += _heredoc(f"\"$work/{index}\"", check.command, f"AMIBUILD_CHECK_{index}_END")
+        lines.append(f"run_check {shlex.quote(check.name)} {int(check.timeout)} \"$work/{index}\"")
     lines += ['exit "$failed"', ""]
     return "\n".join(lines)
+
+
+def check_command(check: Check) -> str:
+    """Stage 2: the one command an SSM invocation (AWS-RunShellScript) runs for ``check``: the check
+    in its own bash, with its timeout, stdin closed. The command's exit status is the check's, and
+    that (SSM's ResponseCode) is the verdict; its output is data. POSIX sh, as the agent runs it."""
+    return "\n".join([
+        f"# amibuild check {check.name}: exit 0 is a pass",
+        _PATH,
+        'work=$(mktemp -d /tmp/amibuild-check.XXXXXX) || exit 1',
+        "trap 'rm -rf \"$work\"' EXIT",
+        *_heredoc('"$work/check"', check.command, "AMIBUILD_CHECK_END"),
+        "if command -v timeout >/dev/null 2>&1; then",
+        f"    timeout --kill-after=5 {int(check.timeout)} bash \"$work/check\" </dev/null",
+        "else",
+        "    bash \"$work/check\" </dev/null",
+        "fi",
+        'status=$?',
+        'exit "$status"',
+        "",
+    ])
+
+
+TAIL_CHARACTERS = 4000  # what a report and the record keep of a check's output
 
 
 class Verdict(enum.StrEnum):
     PASSED = "passed"
     FAILED = "failed"
-    UNTESTABLE = "not testable here"
+    UNTESTABLE = "not testable here"  # stage 1 on the sandbox's stand-in: what the copy cannot answer
     NOT_RUN = "not run"
+    NOT_TESTED = "not tested"  # the check never gave a result: an infrastructure failure, with its reason
 
 
 @dataclass(frozen=True)
@@ -462,79 +484,59 @@ class CheckResult:
     verdict: Verdict
     exit_status: int | None
     seconds: float
-    output: str = ""
+    output: str = ""  # what was read of the output: data, never the verdict
+    reason: str = ""  # why it is not tested (an infrastructure failure), or how it failed besides its exit
+    output_size: int | None = None  # bytes of stdout and stderr, when known (from S3)
+    head_only: bool = False  # `output` is the head SSM kept (OUTPUT_LIMIT characters), not the whole
 
     @property
     def tail(self) -> str:
-        lines = self.output.rstrip("\n").splitlines()
-        return "\n".join(lines[-10:])
+        """The output's last 10 lines (at most TAIL_CHARACTERS of them), control characters shown."""
+        lines = self.output.rstrip("\n").split("\n")  # not splitlines: a CR or a \x1c is no line break here
+        return printable("\n".join(lines[-10:])[-TAIL_CHARACTERS:])
+
+    @property
+    def shown(self) -> str:
+        """The verdict as a report says it: "not tested: <reason>" for an infrastructure failure."""
+        return f"{self.verdict}: {printable(self.reason)}" if self.reason and self.verdict == Verdict.NOT_TESTED \
+            else str(self.verdict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "stage": self.stage, "result": str(self.verdict), "exit_status": self.exit_status,
                 "seconds": round(self.seconds, 2),
-                "output_tail": self.tail if self.verdict != Verdict.PASSED else ""}
+                "output_tail": self.tail if self.verdict != Verdict.PASSED else "",
+                "reason": printable(self.reason) or None, "output_size": self.output_size,
+                "output_head_only": self.head_only}
 
 
-_RESULT = re.compile(r"amibuild-check: (?P<name>[a-z0-9_-]+) exit=(?P<exit>[0-9]+) seconds=(?P<s>[0-9.]+)")
-_START = re.compile(r"amibuild-check: start (?P<name>[a-z0-9_-]+)")
-
-
-def verdict(exit_status: int, *, standin: bool) -> Verdict:
-    """What a check's exit status means: on the sandbox's stand-in of an image, "not on this machine"
-    (127) and a stand-in that cannot answer (97) are not testable there; anywhere else they fail."""
-    if exit_status == 0:
-        return Verdict.PASSED
-    if standin and exit_status in (NOT_FOUND, STANDIN_GAP):
-        return Verdict.UNTESTABLE
-    return Verdict.FAILED
-
-
-def parse_results(output: str, names: Iterable[str], *, stage: str, standin: bool = False) -> list[CheckResult]:
-    """The results of `checks_script`'s run, one per expected check (a check with no result line:
-    not run, e.g. the script was stopped)."""
-    found: dict[str, CheckResult] = {}
-    standin = standin or any(line.strip() == f"{MARK} stand-in" for line in output.splitlines())
-    current: str | None = None
-    buffer: list[str] = []
-    for line in output.splitlines():
-        start = _START.fullmatch(line.strip())
-        if start:
-            current, buffer = start.group("name"), []
-            continue
-        end = _RESULT.fullmatch(line.strip())
-        if end:
-            status = int(end.group("exit"))
-            name = end.group("name")
-            found[name] = CheckResult(name, stage, verdict(status, standin=standin), status, float(end.group("s")),
-                                      "\n".join(buffer).strip("\n"))
-            current, buffer = None, []
-            continue
-        if current is not None:
-            buffer.append(line)
-    return [found.get(name) or CheckResult(name, stage, Verdict.NOT_RUN, None, 0.0,
-                                           "\n".join(buffer) if name == current else "")
-            for name in names]
+def verdict(exit_status: int) -> Verdict:
+    """What a check's exit status means: 0 passes, anything else fails (127, "not there", included)."""
+    return Verdict.PASSED if exit_status == 0 else Verdict.FAILED
 
 
 def overall(results: Iterable[CheckResult]) -> Verdict:
-    """failed when a check failed or did not run; else "not testable here" when any check could not be
-    answered (or none ran at all); passed only when every check passed: nothing proven is never a pass."""
+    """failed when a check failed or did not run; else "not tested" when any check gave no result (an
+    infrastructure failure), "not testable here" when one could not be answered on the stand-in (or none
+    ran at all); passed only when every check passed: nothing proven is never a pass."""
     results = list(results)
     if any(r.verdict in (Verdict.FAILED, Verdict.NOT_RUN) for r in results):
         return Verdict.FAILED
+    if any(r.verdict == Verdict.NOT_TESTED for r in results):
+        return Verdict.NOT_TESTED
     if not results or any(r.verdict == Verdict.UNTESTABLE for r in results):
         return Verdict.UNTESTABLE
     return Verdict.PASSED
 
 
 # The image's `amibuild:test` tag for each overall verdict: `untested` does not meet ``requires = ["tested"]``.
+# "not tested" never replaces an earlier verdict on the image (`amibuild.imagetest.boot`): it tags only an untagged one.
 TAG_VALUES: Mapping[Verdict, str] = {Verdict.PASSED: "passed", Verdict.UNTESTABLE: "untested",
-                                     Verdict.FAILED: "failed", Verdict.NOT_RUN: "failed"}
+                                     Verdict.FAILED: "failed", Verdict.NOT_RUN: "failed", Verdict.NOT_TESTED: "untested"}
 
 
 def untestable(results: Iterable[CheckResult]) -> list[CheckResult]:
-    """The checks that made a verdict "not testable here" (the report names them and why)."""
-    return [r for r in results if r.verdict == Verdict.UNTESTABLE]
+    """The checks that gave no result, "not tested" or "not testable here" (the report names them and why)."""
+    return [r for r in results if r.verdict in (Verdict.UNTESTABLE, Verdict.NOT_TESTED)]
 
 
 def gate_map(gates_: Mapping[str, Gate]) -> Mapping[str, Gate]:

@@ -1,6 +1,7 @@
 """Rehearse: run a rendered variant's provisioning chain here, in seconds, before any instance exists.
 
     steps.py    rendered HCL -> the steps Packer would run on the instance (pure)
+    checks.py   the image's checks step as the rehearsal runs it (what the copy cannot answer said)
     expr.py     the HCL2 expressions those steps use, evaluated as Packer would (pure)
     overlay.py  runs the steps in a throwaway copy of this machine (overlay over /, no network)
     report.py   per-step verdicts, first failure, what the chain would install/enable/write (pure)
@@ -25,6 +26,7 @@ from typing import Iterable, Mapping
 
 from amibuild.errors import RehearsalError
 from amibuild.render import PROVISION_SCRIPTS, Rendered
+from amibuild.rehearse import checks
 from amibuild.rehearse.report import Finding, Report, build_report
 from amibuild.rehearse.steps import Step, StepError, parse_steps
 
@@ -82,9 +84,9 @@ def run(prepared: Prepared, *, keep: bool = False, refuse: Iterable[str] = (), t
     started = time.monotonic()
     try:
         steps, root, variant = prepared.steps, str(prepared.root), prepared.rendered.variant
-        findings = shellcheck(steps, root)
+        findings = shellcheck(steps, root)  # the shipped checks script among them
         overlay.check_privileges()
-        raw = overlay.run_steps(steps, arch=variant.arch, os_name=variant.os, refuse=refuse, keep=keep,
+        raw = overlay.run_steps(checks.swap(steps, variant, root), arch=variant.arch, os_name=variant.os, refuse=refuse, keep=keep,
                                 timeout=timeout)
     finally:
         prepared.close()

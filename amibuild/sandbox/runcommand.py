@@ -5,13 +5,22 @@ DescribeInstanceInformation. For the boot test the sandbox plays the instance's 
 
 - every running instance is registered (PingStatus Online, Linux), as an instance with the agent
   and a role that allows it is a few seconds after boot;
+- a command goes to the InstanceIds it names, no others (moto adds every instance of the region);
 - ``AWS-RunShellScript`` runs its commands, as root, on the stand-in of the instance's image
   (`amibuild.imagetest.standin`: the variant's real chain rehearsed in a throwaway copy of this
   machine, found by the image's ``amibuild:fingerprint`` tag), in a thread: the invocation is
-  ``InProgress`` until it ends, then ``Success`` or ``Failed`` with the exit code and the first
-  24,000 characters of the output, as SSM keeps them. Where nothing can run (an image without a
-  stand-in, one this sandbox did not build; no root for the copy) every check of the script is
-  answered "cannot answer" with the reason (`untestable`): not testable here, never a pass.
+  ``InProgress`` until it ends, then ``Success`` or ``Failed`` with the exit code as ResponseCode
+  and the first 24,000 characters of stdout and of stderr, as SSM keeps them;
+- with ``OutputS3BucketName`` the whole stdout and stderr are written to that bucket, as the agent
+  does: ``<prefix>/<command id>/<instance id>/awsrunShellScript/0.awsrunShellScript/stdout`` (and
+  ``stderr``), and the invocation's StandardOutputUrl / StandardErrorUrl name them. A bucket that
+  does not exist gets nothing, as the agent's upload then fails; the command's status is unchanged;
+- what the stand-in cannot answer is decided here, never in the script: an image without a
+  stand-in (one this sandbox did not build), no root for the copy, a command that exits 127 (what
+  it looks for is not on this copy of this machine) or makes a call a stand-in cannot answer. The
+  invocation is then answered as SSM answers a command it could not deliver: Status ``Failed``,
+  StatusDetails ``Undeliverable``, ResponseCode -1, the reason in StandardErrorContent. The boot
+  test reads that as "not tested: <reason>": never a pass, never a failure of the image.
 
 EC2's status checks need no patch: moto reports ``ok`` for a running instance.
 """
@@ -23,6 +32,7 @@ from typing import Any
 
 OUTPUT_LIMIT = 24000
 FINGERPRINT_TAG = "amibuild:fingerprint"
+PLUGIN_FOLDER = "awsrunShellScript/0.awsrunShellScript"  # the agent's folder of AWS-RunShellScript's one step
 
 
 def install() -> None:
@@ -35,7 +45,13 @@ def install() -> None:
     original = SimpleSystemManagerBackend.send_command
 
     def send_command(self: Any, **kwargs: Any) -> Any:
+        requested = list(kwargs.get("instance_ids") or [])
         command = original(self, **kwargs)
+        if not kwargs.get("targets"):
+            # moto adds every instance of the region when no Targets are given (an empty filter matches
+            # all, terminated ones too); SSM sends the command to the InstanceIds named, no others
+            command.instance_ids = [i for i in command.instance_ids if i in requested]
+            command.invocations = [i for i in command.invocations if i["InstanceId"] in requested]
         if command.document_name == "AWS-RunShellScript":
             script = "\n".join(command.parameters.get("commands", []))
             ec2 = ec2_backends[self.account_id][self.region_name]
@@ -69,55 +85,88 @@ def install() -> None:
 
 
 def _run(ec2: Any, command: Any, invocation: dict[str, Any], script: str) -> None:
-    status, code, out, err = "Failed", 1, "", ""
+    answer = Answer("Failed", "Failed", 1)
     try:
         instance = ec2.get_instance(invocation["InstanceId"])
         fingerprint = ec2.tags.get(instance.image_id, {}).get(FINGERPRINT_TAG, "")
-        status, code, out, err = run_on_standin(fingerprint, instance.image_id, script)
+        answer = run_on_standin(fingerprint, instance.image_id, script)
     except Exception as exc:  # the agent reports, it does not crash the emulator
-        err = f"amibuild sandbox: the command could not run: {exc.__class__.__name__}: {exc}"
-    invocation.update(Status=status, StatusDetails=status, ResponseCode=code,
-                      StandardOutputContent=out[:OUTPUT_LIMIT], StandardErrorContent=err[:OUTPUT_LIMIT])
+        answer = undeliverable(f"the command could not run: {exc.__class__.__name__}: {exc}")
+    urls = {}
+    if answer.ran and command.output_s3_bucket_name:
+        urls = write_output(ec2.account_id, command.output_s3_bucket_name, output_key_prefix(command, invocation),
+                            answer.stdout, answer.stderr)
+    invocation.update(Status=answer.status, StatusDetails=answer.details, ResponseCode=answer.code,
+                      StandardOutputContent=answer.stdout[:OUTPUT_LIMIT],
+                      StandardErrorContent=answer.stderr[:OUTPUT_LIMIT],
+                      StandardOutputUrl=urls.get("stdout", ""), StandardErrorUrl=urls.get("stderr", ""))
     if all(i["Status"] != "InProgress" for i in command.invocations):
         command.status = "Success" if all(i["Status"] == "Success" for i in command.invocations) else "Failed"
 
 
-def run_on_standin(fingerprint: str, image_id: str, script: str) -> tuple[str, int, str, str]:
-    """(status, response code, stdout, stderr) of ``script`` run on the image's stand-in."""
+class Answer:
+    """What the agent reports for one invocation."""
+
+    def __init__(self, status: str, details: str, code: int, stdout: str = "", stderr: str = "", *,
+                 ran: bool = False) -> None:
+        self.status, self.details, self.code = status, details, code
+        self.stdout, self.stderr, self.ran = stdout, stderr, ran
+
+
+def undeliverable(reason: str) -> Answer:
+    """The stand-in cannot answer: as SSM reports a command it could not deliver, with the reason."""
+    return Answer("Failed", "Undeliverable", -1, "", f"amibuild sandbox: not testable here: {reason}\n")
+
+
+def run_on_standin(fingerprint: str, image_id: str, script: str) -> Answer:
+    """The agent's answer for ``script`` run on the image's stand-in."""
     # deferred: the emulator loads this patch at start-up; the stand-in machinery only once a command runs
     from amibuild.errors import AmibuildError
     from amibuild.imagetest import standin
 
     root = standin.store() / fingerprint if fingerprint else None
     if root is None or not (root / standin.STANDIN_DIR).is_dir():
-        return untestable(script, f"{image_id} has no stand-in here (not built by amibuild in this sandbox, or its "
-                                  "stand-in was removed): nothing can run on it")
+        return undeliverable(f"{image_id} has no stand-in here (not built by amibuild in this sandbox, or its "
+                             "stand-in was removed): nothing can run on it")
     try:
-        done = standin.run(root, script)
+        done = standin.run(root, [script])
     except AmibuildError as exc:  # e.g. not root: no copy of this machine can be made
-        return untestable(script, str(exc))
+        return undeliverable(str(exc))
     if done.untestable:
-        return untestable(script, done.untestable)
+        return undeliverable(done.untestable)
     if not done.chain_ok:
-        return "Failed", 1, "", f"amibuild sandbox: the image's chain failed on the stand-in: {done.failed_step}"
-    code = done.exit_status if done.exit_status is not None else 1
-    return ("Success" if code == 0 else "Failed"), code, done.output, ""
+        return Answer("Failed", "Failed", 1, "", f"amibuild sandbox: the image's chain failed on the stand-in: "
+                                                 f"{done.failed_step}\n", ran=True)
+    (ran,) = done.scripts
+    if ran.exit_status is None:
+        return undeliverable("the command did not run on the stand-in" + (f" ({'; '.join(done.notes)})"
+                                                                            if done.notes else ""))
+    if ran.cannot_answer:
+        return undeliverable(f"the image's stand-in cannot answer this command: {ran.cannot_answer}")
+    code = ran.exit_status
+    return Answer("Success" if code == 0 else "Failed", "Success" if code == 0 else "Failed", code,
+                  ran.stdout, ran.stderr, ran=True)
 
 
-def untestable(script: str, reason: str) -> tuple[str, int, str, str]:
-    """What the agent answers when nothing of ``script`` can run here: each of its checks (amibuild's checks
-    script) reported with the stand-in's "cannot answer" status and the reason, so the boot test reads
-    them as not testable here, never as a pass nor as a failure of the image."""
-    import re
+def output_key_prefix(command: Any, invocation: dict[str, Any]) -> str:
+    """Where the agent puts an invocation's output in the bucket: the command's key prefix, then
+    ``<command id>/<instance id>/awsrunShellScript/0.awsrunShellScript``."""
+    prefix = (command.output_s3_key_prefix or "").strip("/")
+    return "/".join(p for p in (prefix, command.command_id, invocation["InstanceId"], PLUGIN_FOLDER) if p)
 
-    from amibuild.pipeline import imagetests  # deferred, as above
 
-    message = f"amibuild sandbox: not testable here: {reason}"
-    names = re.findall(r"^run_check '?([a-z0-9_-]+)'? ", script, flags=re.M)
-    if not names:
-        return "Failed", 1, "", message
-    lines = [f"{imagetests.MARK} stand-in"]
-    for name in names:
-        lines += [f"{imagetests.MARK} start {name}", message,
-                  f"{imagetests.MARK} {name} exit={imagetests.STANDIN_GAP} seconds=0.00"]
-    return "Failed", 1, "\n".join(lines) + "\n", message
+def write_output(account_id: str, bucket: str, prefix: str, stdout: str, stderr: str) -> dict[str, str]:
+    """Write the whole stdout (and stderr, when there is any) as the agent does: {stream: its URL}."""
+    from moto.s3.models import s3_backends
+
+    s3 = s3_backends[account_id]["aws"]
+    if bucket not in s3.buckets:
+        return {}  # the agent's upload fails; the invocation's own answer stands
+    region = s3.buckets[bucket].region_name
+    urls = {}
+    for name, text in (("stdout", stdout), ("stderr", stderr)):
+        if name == "stderr" and not text:
+            continue
+        s3.put_object(bucket, f"{prefix}/{name}", text.encode("utf-8"))
+        urls[name] = f"https://s3.{region}.amazonaws.com/{bucket}/{prefix}/{name}"
+    return urls

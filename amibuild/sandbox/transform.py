@@ -9,8 +9,8 @@ is no instance to connect to, so the sandbox owns the rewrite it needs, here:
   included; the checks step and the cache clean-up go, and the upstream template's provisioners
   that need a connection are left out;
 * one last `shell-local` step runs the image's stand-in (`amibuild.imagetest.standin`): the real
-  build's chain, written under instance/, rehearsed in a throwaway copy of this machine with the
-  checks last; the checks script is shipped even when stage 1 is off (the boot test uses it);
+  build's chain, written under instance/, rehearsed in a throwaway copy of this machine, then each
+  check on its own (their list shipped as `CHECKS_LIST`), its exit status its verdict;
 * Packer's environment for this build alone gets the Python that runs the stand-in and where
   stand-ins are kept (`packer_env`); real builds get neither.
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from urllib.parse import urlparse
 from amibuild import hcl
 from amibuild import render
 from amibuild.imagetest import store as standin  # the names only: not the stand-in runner
+from amibuild.pipeline import imagetests
 from amibuild.render import Build, Provisioner, ProvisionerKind, Target, Transform
 
 SANDBOX_POLLING = (1, 30)  # seconds between polls, attempts: the emulator answers at once
@@ -93,13 +95,20 @@ def sandboxed(build: Build, *, where: SandboxTarget) -> Build:
         target=Target(where.endpoint, communicator="none", polling=SANDBOX_POLLING),
         early=tuple(echo(p) for p in build.early),
         late=(*(echo(p) for p in build.late if p.kind in ours), standin_step(build)),
-        shipped=MappingProxyType({**build.shipped, render.CHECKS_SCRIPT: render.checks_script(build.variant)}),
+        shipped=MappingProxyType({**build.shipped, render.CHECKS_SCRIPT: render.checks_script(build.variant),
+                                  standin.CHECKS_LIST: checks_list(build.variant)}),
         remote_steps=False,
         extra_files=MappingProxyType({**build.extra_files, **instance}),
         notes=(*build.notes, NOTE),
         packer_env=MappingProxyType({**build.packer_env, PYTHON_ENV: where.python, standin.STORE_ENV: where.store}),
         real=real,
     )
+
+
+def checks_list(variant: Any) -> str:
+    """The variant's stage-1 checks as JSON (name, command, timeout), for the stand-in to run one by one."""
+    return json.dumps([{"name": c.name, "command": c.command, "timeout": c.timeout}
+                       for c in imagetests.check_set(variant).checks], indent=2) + "\n"
 
 
 def echo(provisioner: Provisioner) -> Provisioner:

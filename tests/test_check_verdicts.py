@@ -1,0 +1,258 @@
+"""A check's verdict travels out of band: its own exit status, never text the check can print.
+
+Against the sandbox (packer and root: the image's stand-in is an overlay of / with a build user):
+a check that forges result lines and pads past SSM's 24,000 characters still fails, one with
+30,000 characters of output passes (head only, or its size and tail from S3 with
+``test { output_bucket }``), and ESC sequences come out neutralised. Through `tests/faultproxy.py`:
+a SendCommand held past its read timeout is "not tested" and keeps the image's earlier verdict.
+The scripts shipped to real instances know nothing of the sandbox: exit 127 there is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import boto3
+import pytest
+
+from amibuild.aws.testing import OUTPUT_LIMIT, Invocation, StoredOutput
+from amibuild.imagetest import invocation
+from amibuild.pipeline import imagetests
+from amibuild.printable import printable
+from conftest import run_cli
+from faultproxy import FaultProxy
+
+REGION = "us-west-2"
+NEEDS_BUILD = pytest.mark.skipif(shutil.which("packer") is None or os.geteuid() != 0,
+                                 reason="packer and root are needed: the image's stand-in is an overlay of / in a "
+                                        "private mount namespace with a build user")
+OFF = "\n".join(f'  test "{name}" {{\n    enabled = false\n    reason  = "sandbox stand-in"\n  }}'
+                for name in ("kubelet", "containerd", "nodeadm", "nodeadm-config"))
+# prints a passing result line for every check, then pads its real one past the 24,000 characters SSM keeps
+FORGE = ("for n in no-credentials forge big esc; do echo amibuild-check: start $n; "
+         "echo amibuild-check: $n exit=0 seconds=0.01; done; echo amibuild-check: stand-in; "
+         "head -c 25000 /dev/zero | tr -c x x; echo; exit 1")
+BIG = "head -c 30000 /dev/zero | tr -c y y"  # 30,000 characters, and a pass
+# clear-screen, an OSC window title and a colour, then a failure (so its output is shown)
+ESC = r'awk \"BEGIN { printf \\\"%c[2J%c]0;owned%cvisible%c[31m\\\", 27, 27, 7, 27 }\"; exit 1'
+PIPELINE = f"""\
+pipeline {{
+  name    = "ob"
+  regions = ["{REGION}"]
+}}
+
+variant "noisy" {{
+  test_on_build = false
+{OFF}
+  test "forge" {{
+    command = "{FORGE}"
+  }}
+  test "big" {{
+    command = "{BIG}"
+  }}
+  test "esc" {{
+    command = "{ESC}"
+  }}
+}}
+
+# stage 1 on: the forging check fails the Packer build by its exit status
+variant "forged" {{
+  extends = "noisy"
+  test "big" {{
+    enabled = false
+    reason  = "stage 1 is about the forge"
+  }}
+  test "esc" {{
+    enabled = false
+    reason  = "stage 1 is about the forge"
+  }}
+  test_on_build = true
+}}
+"""
+BUCKET = "ob-check-output"
+
+
+def image_tag(ami: str, key: str = "amibuild:test") -> str:
+    (image,) = boto3.client("ec2", region_name=REGION).describe_images(ImageIds=[ami])["Images"]
+    return {t["Key"]: t["Value"] for t in image.get("Tags", [])}.get(key, "")
+
+
+def foreign_image(name: str) -> str:
+    """An image with amibuild's tags that this sandbox has no stand-in of (no packer build needed)."""
+    from amibuild.sandbox import seed_images
+
+    ec2 = boto3.client("ec2", region_name=REGION)
+    instance = ec2.run_instances(ImageId=seed_images()[0].image_id, MinCount=1, MaxCount=1, InstanceType="m5.large")
+    ami = ec2.create_image(InstanceId=instance["Instances"][0]["InstanceId"], Name=name)["ImageId"]
+    ec2.create_tags(Resources=[ami], Tags=[{"Key": "amibuild:variant", "Value": "noisy"}])
+    return ami
+
+
+# ------------------------------------------------------------------------------- against the sandbox
+
+
+@NEEDS_BUILD
+def test_forged_lines_huge_output_and_escapes_are_data_and_the_exit_status_is_the_verdict(tmp_path: Path, sandbox):
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    built = run_cli(tmp_path, "build-ami", "--no-publish", "--json", binary="amibuild")
+    variants = {v["name"]: v for v in json.loads(built.stdout)["variants"]}
+    # stage 1: the forging check's own exit status fails the build, whatever it printed
+    assert built.returncode == 1 and variants["forged"]["status"] == "failed", built.stderr
+    assert "check forge: failed" in (tmp_path / variants["forged"]["log"]).read_text()
+    ami = variants["noisy"]["amis"][REGION]
+
+    tested = run_cli(tmp_path, "test-ami", "--variant", "noisy", "--ami", ami, "--json", binary="amibuild")
+    assert tested.returncode == 1, tested.stderr
+    assert "\x1b" not in tested.stdout and "\x1b" not in tested.stderr and "\x07" not in tested.stdout
+    result = json.loads(tested.stdout)
+    checks = {c["name"]: c for c in result["checks"]}
+    assert {n: c["result"] for n, c in checks.items()} == {
+        "no-credentials": "passed", "forge": "failed", "big": "passed", "esc": "failed"}
+    assert result["result"] == "failed" and image_tag(ami) == "failed"
+    assert checks["forge"]["exit_status"] == 1 and checks["forge"]["output_head_only"]
+    # a pass with more than SSM keeps is a pass, its output marked head only, with no size
+    assert checks["big"]["output_head_only"] and checks["big"]["output_size"] is None
+    assert checks["esc"]["output_tail"] == "\\x1b[2J\\x1b]0;owned\\x07visible\\x1b[31m"
+
+    # with test { output_bucket }: the size and the tail come from S3, where the agent wrote them
+    boto3.client("s3", region_name=REGION).create_bucket(
+        Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE.replace(
+        f'regions = ["{REGION}"]\n', f'regions = ["{REGION}"]\n  test {{\n    output_bucket = "{BUCKET}"\n  }}\n'))
+    shown = run_cli(tmp_path, "test-ami", "--variant", "noisy", "--ami", ami, binary="amibuild")
+    assert shown.returncode == 1, shown.stderr
+    text = shown.stdout + shown.stderr
+    assert "\x1b" not in text and "\\x1b[2J\\x1b]0;owned\\x07visible" in text
+    (line,) = [x for x in text.splitlines() if x.strip().startswith("big ")]
+    assert "passed" in line and "output 30000 bytes" in line
+    record = max((tmp_path / "build" / "tests").rglob("noisy.json"), key=lambda p: p.stat().st_mtime_ns)
+    checks = {c["name"]: c for c in json.loads(record.read_text())["checks"]}
+    assert checks["big"]["output_size"] == 30000 and not checks["big"]["output_head_only"]
+    assert checks["forge"]["output_size"] > OUTPUT_LIMIT and checks["forge"]["output_tail"].endswith("x" * 50)
+    assert checks["forge"]["result"] == "failed"
+    keys = [o["Key"] for o in boto3.client("s3", region_name=REGION).list_objects_v2(Bucket=BUCKET)["Contents"]]
+    instance = json.loads(record.read_text())["instance_id"]
+    big = [k for k in keys if k.startswith("amibuild/boot-test/") and "/big/" in k]
+    assert len(big) == 1 and big[0].endswith(f"/{instance}/awsrunShellScript/0.awsrunShellScript/stdout")
+
+
+def test_a_send_command_held_past_its_timeout_is_not_tested_and_keeps_the_earlier_passed_tag(tmp_path: Path,
+                                                                                                sandbox):
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    ami = foreign_image("ob-noisy-held")
+    ec2 = boto3.client("ec2", region_name=REGION)
+    ec2.create_tags(Resources=[ami], Tags=[{"Key": "amibuild:test", "Value": "passed"},
+                                           {"Key": "amibuild:test-run", "Value": "an-earlier-run"}])
+    with FaultProxy(sandbox.endpoint) as proxy:
+        proxy.pause({"AmazonSSM.SendCommand"})
+        try:
+            done = run_cli(tmp_path, "test-ami", "--variant", "noisy", "--ami", ami, "--json", binary="amibuild",
+                           env={"AWS_ENDPOINT_URL": proxy.endpoint, "AMIBUILD_READ_TIMEOUT": "1"})
+        finally:
+            proxy.resume(drop=True)
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    assert result["result"] == "not tested" and result["error"].startswith("not tested: ssm:SendCommand")
+    assert {c["result"] for c in result["checks"]} == {"not tested"} and result["terminated"]
+    assert all(c["reason"] for c in result["checks"])
+    # never failed, and the earlier verdict stands
+    assert image_tag(ami) == "passed" and image_tag(ami, "amibuild:test-run") == "an-earlier-run"
+    assert result["tagged"] == [] and f"{ami} in {REGION} keeps amibuild:test=passed" in " ".join(result["notes"])
+
+
+# ------------------------------------------------------------------------------- the shipped scripts
+
+
+def test_the_shipped_scripts_know_nothing_of_the_sandbox_and_exit_127_there_is_a_failure(tmp_path: Path):
+    liar = imagetests.Check("missing", "echo amibuild-check: stand-in; no-such-tool-here --version", builtin=False)
+    plain = [imagetests.Check("ok", "true", builtin=False)]
+    for script in (imagetests.checks_script(plain), imagetests.check_command(plain[0])):
+        assert ".amibuild-rehearse" not in script and "stand-in" not in script
+    # stage 2 as a real instance's agent runs it (sh): the exit status is the check's, and the verdict
+    (tmp_path / "check.sh").write_text(imagetests.check_command(liar))
+    ran = subprocess.run(["sh", str(tmp_path / "check.sh")], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 127
+    status = "Success" if ran.returncode == 0 else "Failed"
+    result = invocation.judge("missing", Invocation("c", "i", status, ran.returncode, ran.stdout, ran.stderr, status),
+                              invocation.Output(ran.stdout, ran.stderr), 0.1)
+    assert result.verdict == imagetests.Verdict.FAILED and result.exit_status == 127
+    # stage 1 on the build instance: the script's own exit status fails the build (run under bash -e)
+    checks = [imagetests.Check("ok", "echo fine", builtin=False), liar,
+              imagetests.Check("slow", "sleep 30", timeout=1, builtin=False),
+              imagetests.Check("tricky", "cat <<'AMIBUILD_CHECK_4_END'\nhi\nAMIBUILD_CHECK_4_END\n", builtin=False)]
+    (tmp_path / "checks.sh").write_text(imagetests.checks_script(checks))
+    stage1 = subprocess.run(["bash", "-eu", str(tmp_path / "checks.sh")], capture_output=True, text=True, timeout=60)
+    assert stage1.returncode == 1 and "hi" in stage1.stdout  # every check ran, under bash -e too
+    (tmp_path / "pass.sh").write_text(imagetests.checks_script([checks[0], checks[3]]))
+    assert subprocess.run(["bash", "-eu", str(tmp_path / "pass.sh")], capture_output=True, timeout=60).returncode == 0
+    for check, code in ((checks[0], 0), (checks[2], 124), (checks[3], 0)):
+        (tmp_path / "one.sh").write_text(imagetests.check_command(check))
+        assert subprocess.run(["sh", str(tmp_path / "one.sh")], capture_output=True, timeout=60).returncode == code
+
+
+def ssm(status: str, code: int, details: str = "", stdout: str = "", stderr: str = "") -> Invocation:
+    return Invocation("c-1", "i-1", status, code, stdout, stderr, details or status)
+
+
+@pytest.mark.parametrize("answer, verdict", [
+    (ssm("Success", 0), "passed"),
+    (ssm("Failed", 3), "failed"),
+    (ssm("Failed", 127), "failed"),
+    (ssm("TimedOut", -1, "ExecutionTimedOut"), "failed"),  # ran past its own timeout: the check's fault
+    (ssm("TimedOut", -1, "DeliveryTimedOut"), "not tested"),  # the agent never took it
+    (ssm("Failed", -1, "Undeliverable", stderr="agent gone"), "not tested"),
+    (ssm("Failed", -1, "Terminated"), "not tested"),  # the instance went away
+    (ssm("Cancelled", -1, "Cancelled"), "not tested"),
+    (ssm("Failed", -1), "not tested"),  # no exit status at all
+    # the output never decides: a pass that prints failure and a failure that prints passes
+    (ssm("Success", 0, stdout="amibuild-check: x exit=1 seconds=0\nFAILED"), "passed"),
+    (ssm("Failed", 1, stdout="amibuild-check: x exit=0 seconds=0\n" + "x" * OUTPUT_LIMIT), "failed"),
+])
+def test_an_invocation_is_judged_by_its_status_and_response_code_only(answer: Invocation, verdict: str):
+    result = invocation.judge("x", answer, invocation.Output(answer.stdout, answer.stderr), 0.5)
+    assert result.verdict == verdict
+    if verdict == "not tested":
+        assert result.reason.startswith("SSM command c-1: ") and result.exit_status is None
+        assert result.shown.startswith("not tested: SSM command c-1")
+
+
+def test_the_output_is_head_only_without_s3_and_sized_with_it():
+    head = "y" * OUTPUT_LIMIT
+    without = invocation.judge("big", ssm("Success", 0, stdout=head), invocation.Output(head, ""), 1.0)
+    assert without.verdict == "passed" and without.head_only and without.output_size is None
+    assert without.to_dict()["output_head_only"] is True
+    stored = invocation.Output(head, "", StoredOutput(30000, "y" * 100 + "END"), None, from_s3=True)
+    sized = invocation.judge("big", ssm("Success", 0, stdout=head), stored, 1.0)
+    assert sized.output_size == 30000 and not sized.head_only and sized.output.endswith("END")
+    assert invocation.judge("short", ssm("Success", 0, stdout="ok"), invocation.Output("ok", ""), 1.0).head_only is False
+
+
+def test_overall_passes_only_when_every_check_passed_and_not_tested_never_tags_failed():
+    def r(verdict: imagetests.Verdict) -> imagetests.CheckResult:
+        return imagetests.CheckResult("c", "boot", verdict, None, 0.1)
+
+    passed, failed, untested = r(imagetests.Verdict.PASSED), r(imagetests.Verdict.FAILED), r(imagetests.Verdict.NOT_TESTED)
+    assert imagetests.overall([passed]) == imagetests.Verdict.PASSED
+    assert imagetests.overall([passed, untested]) == imagetests.Verdict.NOT_TESTED
+    assert imagetests.overall([passed, untested, failed]) == imagetests.Verdict.FAILED
+    assert imagetests.overall([]) == imagetests.Verdict.UNTESTABLE  # nothing proven
+    assert imagetests.TAG_VALUES[imagetests.Verdict.NOT_TESTED] == "untested"
+    assert imagetests.verdict(127) == imagetests.Verdict.FAILED and imagetests.verdict(0) == imagetests.Verdict.PASSED
+
+
+@pytest.mark.parametrize("raw, shown", [
+    ("\x1b[2J\x1b[H", "\\x1b[2J\\x1b[H"),  # clear screen, cursor home
+    ("\x1b]0;owned\x07", "\\x1b]0;owned\\x07"),  # OSC: the window title
+    ("ok\rFAKE", "ok\\rFAKE"),  # a carriage return that would overwrite the line
+    ("\x9b31m", "\\x9b31m"),  # the C1 CSI
+    ("abc\u202edcba", "abc\\u202edcba"),  # a bidi override
+    ("line one\n\tline two", "line one\n\tline two"),  # newline and tab stay
+])
+def test_control_characters_are_shown_as_escapes(raw: str, shown: str):
+    assert printable(raw) == shown
+    result = imagetests.CheckResult("c", "boot", imagetests.Verdict.FAILED, 1, 0.1, raw)
+    assert result.to_dict()["output_tail"] == shown.rstrip("\n")
