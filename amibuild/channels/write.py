@@ -467,8 +467,9 @@ def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: 
 
 
 def converged(aws: Aws, plan: PublishPlan) -> str:
-    """The verdict on a failed transaction, from reading every region of the channel now: whole only
-    when every region holds what it held before (or every region the new image)."""
+    """The verdict on a failed transaction, from reading every region of the channel now (never from
+    what this writer put back): whole when every region holds an image of one build, else SPLIT,
+    and in either case what each region holds."""
     def look(region: str) -> str | None | AmibuildError:
         try:
             got = aws.find_parameter(plan.parameter, region)
@@ -482,29 +483,37 @@ def converged(aws: Aws, plan: PublishPlan) -> str:
         return (f"what {', '.join(unread)} holds is UNKNOWN (it could not be read back: "
                 f"{now[unread[0]]}); check with `amibuild channels --check` once AWS answers, and "
                 "`amibuild channels --repair` if it is split")
-    if all(now[r.region] == r.previous_ami for r in plan.regions):
-        return "nothing is left half moved (every region holds what it held before)"
+    holds = ", ".join(f"{r.region} holds {now[r.region] or 'nothing'}" for r in plan.regions)
+    values = {r.region: now[r.region] for r in plan.regions}
+    before = all(now[r.region] == r.previous_ami for r in plan.regions)
+    if not any(values.values()):
+        return "nothing is left half moved (the channel is published in no region, as before)"
+    build = _one_build(aws, values)
+    if build is None:
+        return (f"{holds}; whether that is one build could not be told (its images could not be read); "
+                "check with `amibuild channels --check`, and `amibuild channels --repair` if it is split")
+    if not build and len(values) > 1:  # regions on different builds, or published in some and not in others
+        as_before = " as it was before this write" if before else ""
+        return (f"the channel is SPLIT across regions{as_before} ({holds}); `amibuild channels --repair` "
+                "brings it to one image, and so does the next write of it")
+    if before:
+        return f"nothing is left half moved (the channel is whole: every region holds what it held before; {holds})"
     if all(now[r.region] == r.ami for r in plan.regions):
         return f"yet every region holds the new image ({', '.join(f'{r.region} {r.ami}' for r in plan.regions)})"
-    build = _one_build(aws, {r.region: now[r.region] for r in plan.regions})
-    if build:
-        holds = ", ".join(f"{r.region} {now[r.region]}" for r in plan.regions)
-        return (f"the channel is whole on another writer's build {build} ({holds}): this writer's own "
-                "writes were taken back out")
-    holds = ", ".join(f"{r.region} holds {now[r.region] or 'nothing'}" for r in plan.regions)
-    return (f"the channel is SPLIT across regions ({holds}); `amibuild channels --repair` brings it to one "
-            "image, and so does the next write of it")
+    on = f"another writer's build {build}" if build else "another writer's image"
+    return (f"the channel is whole on {on} ({', '.join(f'{r.region} {now[r.region]}' for r in plan.regions)}): "
+            "this writer's own writes were taken back out")
 
 
-def _one_build(aws: Aws, values: Mapping[str, str | None]) -> str:
+def _one_build(aws: Aws, values: Mapping[str, str | None]) -> str | None:
     """The build (fingerprint and run id, from the images' tags) every region's value is an image
-    of; "" when they are not all of one build, or one cannot be told."""
+    of; "" when they are not all of one build; None when the images cannot be read."""
     if not values or not all(values.values()):
         return ""
     try:
         images = fan_out(sorted(values), lambda region: aws.find_image(region, values[region] or ""))
     except AmibuildError:
-        return ""
+        return None
     keys = {(i.tags.get(tags.FINGERPRINT), i.tags.get(tags.RUN_ID)) if i is not None else None
             for i in images.values()}
     if len(keys) != 1 or None in keys or not next(iter(keys))[0]:

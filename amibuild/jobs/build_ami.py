@@ -170,7 +170,7 @@ def verdict(run: BuildRun) -> AmibuildError | None:
             + _unrecorded(run))
         return Interrupted(text, run.exit_code or ExitCode.INTERRUPTED, summary=True)
     if run.record_error:
-        return RecordNotWritten(f"{run.record_error}{_made(outcomes)}")
+        return RecordNotWritten(f"{run.record_error}{_made(outcomes)}{_failed(outcomes)}{_left_behind(outcomes)}")
     failed = run.failed
     if failed and all(o.input_refused for o in failed) and not any(o.status == BuildStatus.BUILT for o in outcomes):
         # Packer refused values the user gave, before any instance started: bad input, exit 2
@@ -194,6 +194,11 @@ def _left_behind(outcomes) -> str:
     if not items:
         return ""
     return "; LEFT BEHIND (remove with): " + "; ".join(x["command"] for x in items)
+
+
+def _failed(outcomes) -> str:
+    failed = [f"{o.name} ({o.error})" for o in outcomes if o.status == BuildStatus.FAILED]
+    return f"; failed: {', '.join(failed)}" if failed else ""
 
 
 def _made(outcomes) -> str:
