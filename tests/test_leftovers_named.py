@@ -156,3 +156,22 @@ def test_an_error_of_amibuilds_own_mid_build_removes_or_names_what_the_build_mad
     report = "\n".join(build_lines(run))
     for instance in display.launched:
         assert instance in report, report
+
+
+def test_a_publish_step_that_fails_as_a_whole_still_reports_every_variant_in_json(workdir: Path, sandbox) -> None:
+    from conftest import run_cli
+    from faultproxy import FaultProxy
+
+    with FaultProxy(sandbox.endpoint) as proxy:  # both runs through it: the endpoint is part of the render
+        first = run_cli(workdir, "build-ami", "--variant", "ceph", env={"AWS_ENDPOINT_URL": proxy.endpoint})
+        assert first.returncode == 0, first.stderr
+        # the reused variant's channel is read before anything is published: that read is refused
+        proxy.fail("eu-west-1", ["AmazonSSM.GetParameters"])
+        again = run_cli(workdir, "build-ami", "--variant", "ceph", "--json", env={"AWS_ENDPOINT_URL": proxy.endpoint})
+    assert again.returncode == 1, again.stderr
+    assert again.stdout.strip(), again.stderr
+    (ceph,) = json.loads(again.stdout)["variants"]
+    assert ceph["name"] == "ceph" and ceph["status"] == "skipped" and ceph["amis"], ceph
+    assert ceph["publish_error"].startswith("the publish step failed: ssm:GetParameters"), ceph
+    assert "access denied" in ceph["publish_error"], ceph
+    assert "ceph (not published: the publish step failed" in again.stderr.strip().splitlines()[-1]

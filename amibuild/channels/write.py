@@ -1,6 +1,8 @@
 """Carrying out a channel plan: one transaction over every region of the channel.
 
-`transact` holds the channel's lease (`amibuild.lease`) while its work reads, decides and writes;
+`transact` holds the channel's lease (`amibuild.lease`) while its work reads, decides and writes,
+all within one deadline of waiting on AWS (`amibuild.aws.deadline`: about 30 s; past it the writer
+gives up, reads every region once more for its verdict, and gives its lease back when AWS answers);
 `execute_publish` writes every region that needs it at once, reads each written version back,
 then reads every region once more (the unchanged ones included). Any region that fails or does
 not hold the intended image fails the transaction, and `_unwind` puts back what this run wrote
@@ -43,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
 
 from amibuild import tags
-from amibuild.aws import Aws, Parameter, fan_out
+from amibuild.aws import Aws, Parameter, deadline, fan_out
 from amibuild.channels.home import first_write_places, homes_of, known_regions, previous_home, write_places
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
                                     RegionResult, description, parameter_tags, provenance_of)
@@ -126,8 +128,11 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
     held: list[ChannelLease] = []
     notes: list[str] = []
     prefix, name = pipeline.ssm_prefix, pipeline.name
-    homes = homes_of(aws, pipeline, variant, sorted(set(channels)), template)  # recorded on each channel
-    deadline = time.monotonic() + guard.wait
+    # the operation's time waiting on AWS, from its first call (`aws.deadline`)
+    limit = deadline.Deadline(guard.deadline or deadline.CHANNEL_DEADLINE)
+    with deadline.bound(limit):
+        homes = homes_of(aws, pipeline, variant, sorted(set(channels)), template)  # recorded on each channel
+    wait_until = time.monotonic() + guard.wait
 
     def take(channel: str, wait: float) -> ChannelLease:
         lease_name = channel_lease_name(prefix, name, variant.name, channel)
@@ -151,33 +156,43 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
             return []
         return got
 
-    turn: Turn | None = None
+    turns: list[Turn] = []
+    failure: AmibuildError | None = None
     try:
-        while True:
-            for channel in sorted(set(channels)):
-                lease = take(channel, max(0.0, deadline - time.monotonic()))
-                held.append(lease)
-                if lease.note:
-                    notes.append(lease.note)
-            pruning = _prune_holder(aws, pipeline)
-            if pruning is None:
-                break
-            _release(held, [])
-            held.clear()
-            if guard.cancelled():
-                raise Interrupted(f"{operation}: interrupted while prune ran ({pruning}); nothing was written")
-            if time.monotonic() >= deadline:
-                raise ChannelBusy(f"{operation}: prune is deregistering images of this pipeline ({pruning}); "
-                                  "nothing was written. Retry when it is done")
-            time.sleep(0.5)
-        margin = getattr(aws, "request_bound", lambda: 0.0)()
-        turn = Turn(guard.cancelled, tuple(held), margin, regain)
-        result = work(turn)
-        if any(lease.expired() for lease in held):
-            notes.append(f"the write outlasted its lease ({guard.ttl:.0f} s): another writer may have written "
-                         "at the same time; check every region with `amibuild channels --check`")
+        with deadline.bound(limit):  # every AWS call of the operation, in any thread it fans out to
+            while True:
+                for channel in sorted(set(channels)):
+                    lease = take(channel, max(0.0, wait_until - time.monotonic()))
+                    held.append(lease)
+                    if lease.note:
+                        notes.append(lease.note)
+                pruning = _prune_holder(aws, pipeline)
+                if pruning is None:
+                    break
+                _release(held, [])
+                held.clear()
+                if guard.cancelled():
+                    raise Interrupted(f"{operation}: interrupted while prune ran ({pruning}); nothing was written")
+                if time.monotonic() >= wait_until:
+                    raise ChannelBusy(f"{operation}: prune is deregistering images of this pipeline ({pruning}); "
+                                      "nothing was written. Retry when it is done")
+                time.sleep(0.5)
+            margin = getattr(aws, "request_bound", lambda: 0.0)()
+            turns.append(Turn(guard.cancelled, tuple(held), margin, regain))
+            result = work(turns[0])
+            if any(lease.expired() for lease in held):
+                notes.append(f"the write outlasted its lease ({guard.ttl:.0f} s): another writer may have written "
+                             "at the same time; check every region with `amibuild channels --check`")
+    except AmibuildError as exc:
+        failure = exc
+        raise
     finally:
-        _release([*held, *(turn.regained if turn is not None else ())], notes)
+        # given back when AWS answers within a few seconds more (the deadline may be spent); else it
+        # expires by itself, and the note says so
+        with deadline.bound(deadline.Deadline(deadline.AFTER_DEADLINE)):
+            _release([*held, *(lease for t in turns for lease in t.regained)], notes)
+        if failure is not None and notes:  # the error says what became of the leases too
+            failure.args = (f"{failure}; {'; '.join(notes)}", *failure.args[1:])
     return replace(result, notes=(*result.notes, *notes)) if notes else result
 
 
@@ -454,7 +469,7 @@ def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: 
     notes = fan_out(sorted(to_undo), undo)
     failed = "; ".join(f"{f.region}: {f.error}" for f in failures)
     put_back = "; ".join(notes[region] for region in sorted(notes))
-    verdict = converged(aws, plan)
+    verdict = after_deadline(lambda: converged(aws, plan))
     summary = f"{plan.operation} {plan.variant} to {plan.channel} ({plan.parameter}) failed, {verdict}: {failed}"
     if put_back:
         summary += f". Put back: {put_back}"
@@ -464,6 +479,16 @@ def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: 
     error = PublishConflict(summary) if conflict else PublishFailed(summary)
     error.stuck_regions = tuple(sorted(stuck))
     return error
+
+
+def after_deadline(read: Callable[[], str]) -> str:
+    """``read()``; when the operation's deadline is spent, under a few seconds more of its own (one
+    read of every region for the verdict: a region that answers is not called UNKNOWN)."""
+    spent = deadline.current()
+    if spent is None or not spent.expired():
+        return read()
+    with deadline.bound(deadline.Deadline(deadline.AFTER_DEADLINE)):
+        return read()
 
 
 def converged(aws: Aws, plan: PublishPlan) -> str:
@@ -480,7 +505,7 @@ def converged(aws: Aws, plan: PublishPlan) -> str:
     now = fan_out([r.region for r in plan.regions], look)
     unread = [r.region for r in plan.regions if isinstance(now[r.region], AmibuildError)]
     if unread:
-        return (f"what {', '.join(unread)} holds is UNKNOWN (it could not be read back: "
+        return (f"what {', '.join(unread)} {'hold' if len(unread) > 1 else 'holds'} is UNKNOWN (it could not be read back: "
                 f"{now[unread[0]]}); check with `amibuild channels --check` once AWS answers, and "
                 "`amibuild channels --repair` if it is split")
     holds = ", ".join(f"{r.region} holds {now[r.region] or 'nothing'}" for r in plan.regions)

@@ -64,6 +64,7 @@ class BuildSettings:
     boot_test: Any = None  # imagetest.boot.BootTestSettings: boot each built image before publishing (--boot-test)
     target: Target = Target()  # what the builds are rendered for (chosen by the caller, from the environment)
     transform: Transform | None = None  # applied to each real build before it is written: the sandbox's
+    channel_deadline: float | None = None  # seconds of waiting on AWS each channel write may spend (None: 30)
 
 
 def settings(options: Options, *, channel: str | None = None, publish: bool = True, **flags) -> BuildSettings:
@@ -388,9 +389,16 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
         # A signal here lets the channel writes in flight finish (or put back) and starts no other;
         # the run is then recorded as interrupted, with what each variant's channel did.
         with Signals() as signals:
-            published = publish_build(aws, plan, outcomes, settings.channel, say, cancelled=signals.requested)
+            try:
+                published = publish_build(aws, plan, outcomes, settings.channel, say, cancelled=signals.requested,
+                                          deadline=settings.channel_deadline)
+            except Exception as exc:  # the step as a whole (its first reads, a bug): the builds and the record stand
+                published = not_published(outcomes, settings.channel, exc)
             if not signals.requested():
-                sharing = check_shared(aws, plan, outcomes)
+                try:
+                    sharing = check_shared(aws, plan, outcomes)
+                except AmibuildError as exc:
+                    sharing = [f"the images' launch and snapshot permissions could not be checked: {exc}"]
         if signals.requested():
             interrupted, stopped_by, exit_code = True, signals.name, signals.exit_code
     result = BuildRun(plan, outcomes, path, published, interrupted, executor.state.aborted, tuple(sharing),
@@ -401,6 +409,13 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     except RecordNotWritten as exc:
         return replace(result, record_error=str(exc))
     return result
+
+
+def not_published(outcomes, channel: str, exc: Exception) -> dict[str, VariantPublished]:
+    """Every variant with an image, not published because the publish step failed as a whole."""
+    why = str(exc) if isinstance(exc, AmibuildError) else f"{type(exc).__name__}: {exc}"
+    return {o.name: VariantPublished(o.name, channel, error=f"the publish step failed: {why}")
+            for o in outcomes if o.status.has_image and not o.failed}
 
 
 def git_commit(directory: Path) -> str | None:
