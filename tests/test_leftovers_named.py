@@ -175,3 +175,15 @@ def test_a_publish_step_that_fails_as_a_whole_still_reports_every_variant_in_jso
     assert ceph["publish_error"].startswith("the publish step failed: ssm:GetParameters"), ceph
     assert "access denied" in ceph["publish_error"], ceph
     assert "ceph (not published: the publish step failed" in again.stderr.strip().splitlines()[-1]
+
+
+def test_what_packer_announced_and_aws_no_longer_holds_is_named_as_removed_by_packer() -> None:
+    from amibuild.bake.leftovers import Leftover, already_gone
+
+    made = [Leftover("instance", "us-west-2", "i-1"), Leftover("key-pair", "us-west-2", "amibuild-k"),
+            Leftover("image", "us-west-2", "ami-1"), Leftover("security-group", "us-west-2", "packer_x")]
+    # the instance is still there; the group is found by id (so the one announced by name is not gone)
+    found = [Leftover("instance", "us-west-2", "i-1"), Leftover("security-group", "us-west-2", "sg-1")]
+    assert already_gone(made, found) == [Leftover("key-pair", "us-west-2", "amibuild-k"),
+                                         Leftover("image", "us-west-2", "ami-1")]
+    assert already_gone(made, []) == made
