@@ -187,3 +187,22 @@ def test_what_packer_announced_and_aws_no_longer_holds_is_named_as_removed_by_pa
     assert already_gone(made, found) == [Leftover("key-pair", "us-west-2", "amibuild-k"),
                                          Leftover("image", "us-west-2", "ami-1")]
     assert already_gone(made, []) == made
+
+
+def test_a_run_record_that_cannot_be_written_still_names_the_failed_variant_and_what_it_left() -> None:
+    from test_jobs import PLAN, outcome
+
+    from amibuild.bake.outcome import BuildStatus
+    from amibuild.errors import RecordNotWritten
+    from amibuild.jobs.build_ami import BuildRun, verdict
+
+    left = {"kind": "instance", "region": "us-west-2", "id": "i-1", "why": "AccessDenied",
+            "command": "aws ec2 terminate-instances --instance-ids i-1 --region us-west-2"}
+    run = BuildRun(PLAN, (outcome("a", BuildStatus.FAILED, error="no space left on the device; packer stopped",
+                                  left_behind=(left,)),), None,
+                   record_error="build/runs/x.json: cannot write the run record (no space left on the device)")
+    got = verdict(run)
+    assert isinstance(got, RecordNotWritten)
+    assert str(got) == ("build/runs/x.json: cannot write the run record (no space left on the device); no AMI was made; "
+                        "failed: a (no space left on the device; packer stopped); LEFT BEHIND (remove with): "
+                        "aws ec2 terminate-instances --instance-ids i-1 --region us-west-2")

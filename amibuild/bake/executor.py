@@ -23,8 +23,10 @@ Around each Packer run (both optional, given by the caller):
   naming the run that holds it. After taking the lease the images are looked up again, so a run
   that started while another was finishing the same image reuses it instead of building twice.
 * leftovers: when Packer did not finish cleanly (failed, interrupted, timed out, killed, cut off
-  from its endpoint), this run's instances, key pairs, security groups, volumes, images and
-  snapshots of that variant are found in every region and removed (`amibuild.bake.leftovers`);
+  from its endpoint, or stopped by amibuild because its own side failed: a full disk refusing the
+  log, an error of its own: Packer is told to stop and its stream is still read to the end),
+  this run's instances, key pairs, security groups, volumes, images and snapshots of that variant
+  are found in every region and removed (`amibuild.bake.leftovers`);
   what cannot be removed is listed with the command that removes it.
 
 A watchdog probes the EC2 endpoint whenever Packer's stream has been quiet for ``stall_after``
