@@ -187,9 +187,9 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
         failure = exc
         raise
     finally:
-        # given back when AWS answers within a few seconds more (the deadline may be spent); else it
-        # expires by itself, and the note says so
-        with deadline.bound(deadline.Deadline(deadline.AFTER_DEADLINE)):
+        # given back within what is left of the deadline, and a few seconds more when it is spent;
+        # else it expires by itself, and the note says so
+        with deadline.bound(deadline.Deadline(max(deadline.AFTER_DEADLINE, limit.remaining()))):
             _release([*held, *(lease for t in turns for lease in t.regained)], notes)
         if failure is not None and notes:  # the error says what became of the leases too
             failure.args = (f"{failure}; {'; '.join(notes)}", *failure.args[1:])
