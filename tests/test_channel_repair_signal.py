@@ -65,3 +65,28 @@ def test_sigterm_during_repair_prints_a_line_for_every_channel_in_order(proxy, w
     assert any(line.startswith(moved) for line in lines), out
     assert lines[-1].startswith("channel stable of ceph: NOT repaired (not started: a signal came first): "
                                 "channel stable of ceph (1.35) is split across regions"), out
+
+
+def test_a_channel_repair_refuses_does_not_stop_the_next_and_each_gets_its_line(sandbox, workdir) -> None:
+    from conftest import run_cli
+
+    # recommended: each region on a build that exists only there, so no build can be chosen
+    first = build("fp1")
+    assert run_cli(workdir, "publish", "--variant", "ceph", "--ami", ami_flag(first)).returncode == 0
+    split_by_hand("us-west-2", build("fp3", regions=("us-west-2",))["us-west-2"])
+    split_by_hand("eu-west-1", build("fp5", regions=("eu-west-1",))["eu-west-1"])
+    # stable: repairable, to fp4
+    old, new = build("fp2"), build("fp4")
+    assert run_cli(workdir, "publish", "--variant", "ceph", "--channel", "stable", "--ami", ami_flag(old)).returncode == 0
+    split_by_hand("us-west-2", new["us-west-2"], "stable")
+
+    result = run_cli(workdir, "channels", "--repair")
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("channel recommended of ceph: NOT repaired: channel recommended of ceph (1.35) is split"), lines
+    assert "none was chosen" in lines[0]
+    assert lines[1].startswith("channel stable of ceph: repaired to build fp4 (run run-fp4)"), lines
+    assert {r: current("stable", r) for r in REGIONS} == new
+    assert result.stderr.strip().splitlines()[-1] == (
+        "amibuild: error: 1 of 2 split channel(s) NOT repaired (repaired: stable; NOT repaired: recommended of ceph); "
+        "each line above says why")
