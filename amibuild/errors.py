@@ -24,6 +24,7 @@ turns them into a one-line message and an exit code::
     │   ├── ExpiredToken          exit 2
     │   ├── AccessDenied
     │   ├── EndpointUnreachable
+    │   │   └── DeadlineExceeded          no answer within a channel operation's deadline (`aws.deadline`)
     │   └── NotFound
     ├── SandboxError                      the local AWS emulator failed to start or answer
     ├── PublishRefused                    publish/promote/rollback refused before any write
@@ -157,6 +158,10 @@ class AccessDenied(AwsError):
 
 class EndpointUnreachable(AwsError):
     """The AWS endpoint (or the endpoint override) cannot be reached."""
+
+
+class DeadlineExceeded(EndpointUnreachable):
+    """AWS gave no answer within a channel operation's deadline (`amibuild.aws.deadline`)."""
 
 
 class NotFound(AwsError):

@@ -38,6 +38,7 @@ below the stages (it imports only `amibuild.errors`): bake, channels and lifecyc
 
 from __future__ import annotations
 
+import contextvars
 import getpass
 import json
 import os
@@ -353,6 +354,7 @@ class Guard:
     ttl: float = LEASE_TTL
     cancelled: Callable[[], bool] = _never
     owner: str = field(default_factory=lambda: default_owner())
+    deadline: float | None = None  # seconds of waiting on AWS the operation may spend (None: `aws.deadline`'s 30)
 
 
 class ChannelLease:
@@ -464,7 +466,9 @@ def _each(items: Sequence[Any], work: Callable[[Any], Any]) -> list[Any]:
     if len(items) <= 1:
         return [one(item) for item in items]
     with ThreadPoolExecutor(max_workers=min(16, len(items)), thread_name_prefix="amibuild-lease") as pool:
-        return list(pool.map(one, items))
+        # each in a copy of the caller's context: a channel operation's deadline goes with it
+        futures = [pool.submit(contextvars.copy_context().run, one, item) for item in items]
+        return [future.result() for future in futures]
 
 
 def held_leases(store: Any, ssm_prefix: str, pipeline: str, region: str, *, now: float,

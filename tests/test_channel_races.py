@@ -47,8 +47,11 @@ def proxy(sandbox, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
 class Cli:
     """One `invoke TASK ...` process; its stderr is read as it comes, so a test can wait for a line."""
 
-    def __init__(self, workdir: Path, *args: str, lease_wait: float = 30, ignore_sigint: bool = False) -> None:
+    def __init__(self, workdir: Path, *args: str, lease_wait: float = 30, ignore_sigint: bool = False,
+                 deadline: float | None = 300) -> None:
         env = {**os.environ, "INVOKE_AMIBUILD_LEASE_WAIT": str(lease_wait)}
+        if deadline is not None:  # a write held at a gate while other processes start and run (None: the default)
+            env["INVOKE_AMIBUILD_CHANNEL_DEADLINE"] = str(deadline)
 
         def background() -> None:  # what a shell's `cmd &` does to a job: SIGINT ignored
             signal.signal(signal.SIGINT, signal.SIG_IGN)

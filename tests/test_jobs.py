@@ -48,6 +48,10 @@ from amibuild.sandbox import Sandbox, seed_images
     (PackerFacts(1), PackerEnd.FAILED),  # non-zero with nothing else to go by
     (PackerFacts(1, errors=("x",), timed_out=True), PackerEnd.TIMED_OUT),
     (PackerFacts(143, timed_out=True, stalled="connection refused"), PackerEnd.ENDPOINT_LOST),
+    # amibuild stopped it itself (its log refused by a full disk): a clean exit after that is not clean
+    (PackerFacts(0, artifacts=True, stopped="no space left on the device"), PackerEnd.STOPPED),
+    (PackerFacts(143, timed_out=True, stopped="no space"), PackerEnd.STOPPED),
+    (PackerFacts(143, stalled="gone", stopped="no space"), PackerEnd.ENDPOINT_LOST),
     (PackerFacts(0, interrupted=True, timed_out=True, stalled="gone"), PackerEnd.INTERRUPTED),
     (PackerFacts(0, interrupted=True), PackerEnd.INTERRUPTED),  # a clean end after the signal still stops the run
 ])

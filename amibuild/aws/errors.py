@@ -6,7 +6,9 @@ import contextlib
 import os
 from typing import Iterator
 
-from amibuild.errors import AccessDenied, AwsError, EndpointUnreachable, ExpiredToken, NoCredentials, NotFound, UsageError
+from amibuild.aws.deadline import Overdue
+from amibuild.errors import (AccessDenied, AwsError, DeadlineExceeded, EndpointUnreachable, ExpiredToken, NoCredentials,
+                             NotFound, UsageError)
 
 _EXPIRED = {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"}
 _DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedAccess",
@@ -26,6 +28,11 @@ def _mapped(action: str, region: str | None = None) -> Iterator[None]:
     where = f" in {region}" if region else ""
     try:
         yield
+    except Overdue as exc:
+        raise DeadlineExceeded(
+            f"{action}{where}: no answer from AWS within {exc.seconds:g} s, the deadline of this channel "
+            "operation; amibuild gave up waiting"
+        ) from exc
     except bx.NoCredentialsError as exc:
         raise NoCredentials(
             f"{action}{where}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"

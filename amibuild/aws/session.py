@@ -6,13 +6,14 @@ region fan-out. The per-service calls (ssm.py, s3.py, ec2.py, cfn.py, eks.py) bu
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from amibuild.errors import UsageError
-from amibuild.aws import models
+from amibuild.aws import deadline, models
 from amibuild.aws.errors import _mapped
 
 
@@ -83,7 +84,7 @@ class Session:
                 client = self._new_client(service, region_name=region, config=self._config)
                 self._prepare(client)
                 self._clients[key] = client
-            return self._clients[key]
+            return deadline.wrap(self._clients[key])  # bounded inside a channel operation (`aws.deadline`)
 
     def _prepare(self, client: Any) -> None:
         client.meta.events.register("before-call", self._count)
@@ -121,7 +122,8 @@ def fan_out(keys: Sequence[K], work: Callable[[K], V]) -> dict[K, V]:
     if len(keys) <= 1:
         return {k: work(k) for k in keys}
     with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(keys)), thread_name_prefix="amibuild-aws") as pool:
-        futures = {k: pool.submit(work, k) for k in keys}
+        # each worker runs in a copy of the caller's context: a channel operation's deadline goes with it
+        futures = {k: pool.submit(contextvars.copy_context().run, work, k) for k in keys}
         return {k: futures[k].result() for k in keys}
 
 

@@ -9,6 +9,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Mapping, Sequence
 
 from amibuild.errors import NotFound
+from amibuild.aws import deadline
 from amibuild.aws.session import CONNECT_TIMEOUT, fan_out
 from amibuild.aws.errors import _mapped
 
@@ -100,7 +101,7 @@ class SsmCalls:
                 client = self._new_client("ssm", region_name=region, config=config)
                 self._prepare(client)
                 self._clients[key] = client
-            return self._clients[key]
+            return deadline.wrap(self._clients[key])  # bounded inside a channel operation (`aws.deadline`)
 
     def find_parameter(self, name: str, region: str, *, version: int | None = None) -> Parameter | None:
         """The parameter (its latest version, or `version`), or None when it does not exist."""

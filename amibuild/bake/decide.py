@@ -24,6 +24,7 @@ class PackerEnd(enum.StrEnum):
     INTERRUPTED = "interrupted"  # amibuild was signalled and cancelled it
     ENDPOINT_LOST = "endpoint lost"  # the watchdog stopped it: the endpoint stopped answering
     TIMED_OUT = "timed out"  # --timeout ran out
+    STOPPED = "stopped"  # amibuild could not go on (its log refused, an error of its own) and stopped it
     REFUSED = "refused"  # errors before any step started: Packer refused the template or its values
     FAILED = "failed"  # a step failed (or a non-zero exit with nothing else to go by)
 
@@ -44,15 +45,19 @@ class PackerFacts:
     interrupted: bool = False  # amibuild was interrupted (and signalled Packer)
     timed_out: bool = False
     stalled: str = ""  # why the watchdog declared the endpoint lost, if it did
+    stopped: str = ""  # why amibuild itself stopped it (a full disk, an error of its own), if it did
 
 
 def packer_end(facts: PackerFacts) -> PackerEnd:
-    """The meaning of a process end. Interrupt wins (the user asked), then the watchdog, then the
-    timeout (both killed Packer, whose own exit then says little), then Packer's own verdict."""
+    """The meaning of a process end. Interrupt wins (the user asked), then the watchdog, then
+    amibuild's own stop, then the timeout (each killed Packer, whose own exit then says little),
+    then Packer's own verdict."""
     if facts.interrupted:
         return PackerEnd.INTERRUPTED
     if facts.stalled:
         return PackerEnd.ENDPOINT_LOST
+    if facts.stopped:
+        return PackerEnd.STOPPED
     if facts.timed_out:
         return PackerEnd.TIMED_OUT
     if facts.exit_code == 0 and not facts.errors:

@@ -23,8 +23,10 @@ Around each Packer run (both optional, given by the caller):
   naming the run that holds it. After taking the lease the images are looked up again, so a run
   that started while another was finishing the same image reuses it instead of building twice.
 * leftovers: when Packer did not finish cleanly (failed, interrupted, timed out, killed, cut off
-  from its endpoint), this run's instances, key pairs, security groups, volumes, images and
-  snapshots of that variant are found in every region and removed (`amibuild.bake.leftovers`);
+  from its endpoint, or stopped by amibuild because its own side failed: a full disk refusing the
+  log, an error of its own: Packer is told to stop and its stream is still read to the end),
+  this run's instances, key pairs, security groups, volumes, images and snapshots of that variant
+  are found in every region and removed (`amibuild.bake.leftovers`);
   what cannot be removed is listed with the command that removes it.
 
 A watchdog probes the EC2 endpoint whenever Packer's stream has been quiet for ``stall_after``
@@ -67,6 +69,7 @@ from amibuild.bake.packer import (Packer, cross_check, input_refusal, manifest_b
 from amibuild.bake.outcome import BuildOutcome, BuildStatus, WorkingOutcome
 from amibuild.bake.plan import FINGERPRINT_TAG, BuildPlan, BuildDecision, PlanItem
 from amibuild.bake.progress import Progress, State
+from amibuild.bake.record import why_not_written
 
 PROVENANCE_FILE = "provenance.pkrvars.hcl"
 LOG_FILE = "packer.log"
@@ -355,85 +358,123 @@ class Executor:
         done = leftovers_mod.clean_up(self.aws, scope, seen, look=look, unreachable=item.name in self._unreachable)
         if done.unreachable:
             self._unreachable.add(item.name)
-        if done.removed is not None:
-            outcome.removed = list(done.removed)
-        if done.left_behind is not None:
-            outcome.left_behind = list(done.left_behind)
+        outcome.removed += done.removed or ()  # beside what was said before (Packer's temp files)
+        outcome.left_behind += done.left_behind or ()
         return done.text
 
     def _run_packer(self, item: PlanItem, outcome: WorkingOutcome) -> "dict[str, str] | _Stop":
         directory = item.directory
         provenance_file = directory / PROVENANCE_FILE
-        provenance_file.write_text(hcl.dumps([
-            hcl.Attr("provenance_tags", dict(self.provenance(item))),
-            hcl.Attr("amibuild_run_id", self.plan.run_id),
-        ], header=f"Build-time values of run {self.plan.run_id}; not part of the fingerprint."))
-        self.packer.init(directory)
-        argv = self.packer.build_argv(directory, var_files=[provenance_file])
         log_path = directory / LOG_FILE
+        try:
+            provenance_file.write_text(hcl.dumps([
+                hcl.Attr("provenance_tags", dict(self.provenance(item))),
+                hcl.Attr("amibuild_run_id", self.plan.run_id),
+            ], header=f"Build-time values of run {self.plan.run_id}; not part of the fingerprint."))
+            log = _Log(log_path)
+        except OSError as exc:  # before Packer started: nothing was made
+            raise AmibuildError(f"{exc.filename or directory}: cannot write it ({why_not_written(exc)}); "
+                                "packer was not started") from exc
+        try:
+            return self._run_logged(item, outcome, log)
+        finally:
+            log.close()
+
+    def _run_logged(self, item: PlanItem, outcome: WorkingOutcome, log: "_Log") -> "dict[str, str] | _Stop":
+        """One Packer process, its stream into ``log``, and what its end means.
+
+        From the moment Packer starts, whatever goes wrong on amibuild's side (its log refused by a
+        full disk, an error of its own) stops Packer, which cancels and cleans up, and the clean-up
+        after it runs: every resource the build made is removed or named as left behind.
+        """
+        directory = item.directory
+        self.packer.init(directory)
+        argv = self.packer.build_argv(directory, var_files=[directory / PROVENANCE_FILE])
         lines: list[str] = []
         timed_out = threading.Event()
         stalled: list[str] = []  # why the endpoint was declared lost, once it was
+        stopped: list[str] = []  # why amibuild stopped Packer itself, once it did
         last_line = [time.monotonic()]
         known = secrets.Known()
         known.add(list(item.rendered.secret_env.values()))
-        with log_path.open("w", encoding="utf-8") as log:
-            log.write(f"# amibuild run {self.plan.run_id} variant {item.name} started {outcome.started}\n")
-            log.write(f"# {' '.join(argv)}\n")
-            log.flush()
-            with self.state.lock:
-                if self.state.interrupted:
-                    return _Stop("interrupted before packer started")
-                # Packer's own temporary files (its `packer-log*` log, its plugin sockets) go to a folder
-                # named after the run and variant, so a Packer killed outright leaves them where amibuild
-                # (and `clean-run`) finds and removes them; short, for the sockets' path limit
-                scratch = Path(tempfile.mkdtemp(prefix=f"{temp_prefix(self.plan.run_id)}{item.name[:16]}-"))
-                proc = subprocess.Popen(
-                    argv, cwd=directory, env={**self.packer.env, **item.rendered.packer_env, **item.rendered.secret_env,
-                             "TMPDIR": str(scratch)},
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                    start_new_session=True,
-                )
-                self.state.processes[item.name] = proc
-            timer = None
-            if self.timeout:
-                timer = threading.Timer(self.timeout, self._time_out, (proc, timed_out))
-                timer.daemon = True
-                timer.start()
-            watchdog = threading.Thread(target=self._watch_endpoint, args=(item.name, proc, last_line, stalled),
-                                        name=f"watchdog-{item.name}", daemon=True)
-            watchdog.start()
+        log.write(f"# amibuild run {self.plan.run_id} variant {item.name} started {outcome.started}\n"
+                  f"# {' '.join(argv)}\n")
+        with self.state.lock:
+            if self.state.interrupted:
+                return _Stop("interrupted before packer started")
+            # Packer's own temporary files (its `packer-log*` log, its plugin sockets) go to a folder
+            # named after the run and variant, so a Packer killed outright leaves them where amibuild
+            # (and `clean-run`) finds and removes them; short, for the sockets' path limit
+            scratch = Path(tempfile.mkdtemp(prefix=f"{temp_prefix(self.plan.run_id)}{item.name[:16]}-"))
+            proc = subprocess.Popen(
+                argv, cwd=directory, env={**self.packer.env, **item.rendered.packer_env, **item.rendered.secret_env,
+                         "TMPDIR": str(scratch)},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
+                start_new_session=True,
+            )
+            self.state.processes[item.name] = proc
+
+        def stop(why: str) -> None:
+            """amibuild cannot go on with this build: Packer cancels (and cleans up), its stream is
+            still read to the end (closing it would kill Packer before its clean-up)."""
+            if not stopped:
+                stopped.append(why)
+                self._time_out(proc, threading.Event())  # SIGTERM now, SIGKILL after cleanup_timeout
+
+        def follow(line: str) -> None:
+            last_line[0] = time.monotonic()
+            line = known.scrub(line)  # Packer 1.6 masks sensitive values in its log, not on its machine-readable stream
+            lines.append(line)
+            if stopped:
+                return  # kept for the clean-up only
+            if not log.write(line):
+                stop(log.error)
+                return
+            step = progress_step(line)
+            if step:
+                state = State.COPYING if "cop" in step.lower() else State.BUILDING
+                self.progress.update(item.name, state, step)
+
+        timer = watchdog = None
+        try:
             try:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    last_line[0] = time.monotonic()
-                    # Packer 1.6 masks sensitive values in its log, not on its machine-readable stream
-                    line = known.scrub(line)
-                    log.write(line)
-                    log.flush()
-                    lines.append(line)
-                    step = progress_step(line)
-                    if step:
-                        state = State.COPYING if "cop" in step.lower() else State.BUILDING
-                        self.progress.update(item.name, state, step)
-                code = proc.wait()
-            finally:
-                proc.stdout.close()  # the pipe is ours to close: a long-lived caller would leak one per build
-                if timer:
-                    timer.cancel()
-                with self.state.lock:
-                    self.state.processes.pop(item.name, None)
+                if self.timeout:
+                    timer = threading.Timer(self.timeout, self._time_out, (proc, timed_out))
+                    timer.daemon = True
+                    timer.start()
+                watchdog = threading.Thread(target=self._watch_endpoint, args=(item.name, proc, last_line, stalled),
+                                            name=f"watchdog-{item.name}", daemon=True)
+                watchdog.start()
+            except Exception as exc:  # e.g. no thread to be had: the build goes no further
+                stop(_why(exc))
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                try:
+                    follow(line)
+                except Exception as exc:  # an error of amibuild's own must not abandon a running Packer
+                    stop(_why(exc))
+            code = proc.wait()
+        except BaseException as exc:  # the stream itself broke: Packer is stopped and waited for
+            stop(_why(exc))
+            code = self._wait_out(proc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            proc.stdout.close()  # the pipe is ours to close: a long-lived caller would leak one per build
+            if timer:
+                timer.cancel()
+            with self.state.lock:
+                self.state.processes.pop(item.name, None)
+        if watchdog is not None:
             watchdog.join(timeout=10)
-            _remove_temp_files(scratch, outcome)
-            result = parse_machine_readable(lines)
-            facts = PackerFacts(code, tuple(result.errors), result.failed_step, bool(result.artifacts),
-                                interrupted=self.state.interrupted, timed_out=timed_out.is_set(),
-                                stalled=stalled[0] if stalled else "")
-            end = packer_end(facts)
-            cleanup = self._clean_up(item, outcome, lines, look=not self.state.aborted) if end.needs_cleanup else ""
-            if cleanup:
-                log.write(f"# amibuild: {cleanup}\n")
+        _remove_temp_files(scratch, outcome)
+        result = parse_machine_readable(lines)
+        facts = PackerFacts(code, tuple(result.errors), result.failed_step, bool(result.artifacts),
+                            interrupted=self.state.interrupted, timed_out=timed_out.is_set(),
+                            stalled=stalled[0] if stalled else "", stopped=stopped[0] if stopped else "")
+        end = packer_end(facts)
+        cleanup = self._clean_up_logged(item, outcome, lines, log) if end.needs_cleanup else ""
         # a signal during the cleanup makes the variant interrupted too
         end = packer_end(replace(facts, interrupted=self.state.interrupted))
         suffix = f"; {cleanup}" if cleanup else ""
@@ -443,6 +484,8 @@ class Executor:
                           else "interrupted; packer killed before its cleanup finished") + suffix)
         if end is PackerEnd.ENDPOINT_LOST:
             raise AmibuildError(f"endpoint lost: {stalled[0]}; packer stopped{suffix}")
+        if end is PackerEnd.STOPPED:
+            raise AmibuildError(f"{stopped[0]}; packer stopped{suffix}")
         if end is PackerEnd.TIMED_OUT:
             raise AmibuildError(f"timed out after {self.timeout:g}s in step {result.failed_step or 'unknown'}{suffix}")
         if end is PackerEnd.REFUSED:
@@ -454,7 +497,34 @@ class Executor:
             raise AmibuildError(f"packer refused {directory.name} before building anything: {error}{suffix}")
         if end is PackerEnd.FAILED:
             raise AmibuildError(f"packer failed: {error}{suffix}")
-        return self._artifacts(item, result.artifacts)
+        try:
+            return self._artifacts(item, result.artifacts)
+        except Exception as exc:
+            # the images are not this run's result (not published, not recorded as built): removed, or named
+            cleanup = self._clean_up_logged(item, outcome, lines, log)
+            raise AmibuildError(f"{_why(exc)}{'; ' + cleanup if cleanup else ''}") from exc
+
+    def _clean_up_logged(self, item: PlanItem, outcome: WorkingOutcome, lines: list[str], log: "_Log") -> str:
+        """`_clean_up`, said in the log; an error of its own still names what Packer announced."""
+        try:
+            cleanup = self._clean_up(item, outcome, lines, look=not self.state.aborted)
+        except Exception as exc:
+            if self.leftovers_scope is None:
+                raise
+            done = leftovers_mod.unchecked(self.leftovers_scope(item), leftovers_mod.stream_resources(lines), _why(exc))
+            outcome.left_behind += done.left_behind or ()
+            cleanup = done.text
+        if cleanup:
+            log.write(f"# amibuild: {cleanup}\n")
+        return cleanup
+
+    def _wait_out(self, proc: subprocess.Popen) -> int:
+        """Wait for a Packer that was told to stop (SIGKILL after ``cleanup_timeout``); its exit code."""
+        try:
+            return proc.wait(self.cleanup_timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            return proc.wait()
 
     STALL_PROBES = 2  # failed probes in a row that declare the endpoint lost
     STALL_GRACE = 3.0  # seconds Packer gets after SIGTERM once the endpoint is gone (it cannot clean up)
@@ -523,6 +593,36 @@ class Executor:
             if found[0].tags.get(FINGERPRINT_TAG) != item.fingerprint:
                 raise PackerOutputError(f"{ami} in {region} lacks the fingerprint tag {FINGERPRINT_TAG}")
         return amis
+
+
+class _Log:
+    """A variant's packer.log. A write the disk refuses (full, read-only) ends the writing and says
+    why in ``error``: the caller decides what that means for the build."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.error = ""
+        self._file = path.open("w", encoding="utf-8")
+
+    def write(self, text: str) -> bool:
+        if self.error:
+            return False
+        try:
+            self._file.write(text)
+            self._file.flush()
+        except OSError as exc:
+            self.error = f"{self.path}: cannot write the Packer log ({why_not_written(exc)})"
+            return False
+        return True
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):  # what a full disk refused is said in ``error`` already
+            self._file.close()
+
+
+def _why(exc: BaseException) -> str:
+    """An error in a sentence: amibuild's own as it says itself, any other with its type."""
+    return str(exc) if isinstance(exc, AmibuildError) else f"{type(exc).__name__}: {exc}"
 
 
 @dataclass(frozen=True)

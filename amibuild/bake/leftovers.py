@@ -240,25 +240,49 @@ def clean_up(aws: Aws, scope: Scope, seen: StreamResources, *, look: bool = True
             raise EndpointUnreachable("the endpoint stopped answering during the build")
         found = find(aws, scope, seen)
     except AwsError as exc:
-        # AWS cannot be asked: list what Packer announced, each with its command
-        announced = [Leftover("instance", scope.region_of(b), i) for b, ids in seen.instances.items() for i in ids]
-        announced += [Leftover("key-pair", scope.region_of(b), k) for b, ks in seen.key_pairs.items() for k in ks]
-        announced += [Leftover("image", scope.region_of(b), a) for b, ams in seen.amis.items() for a in ams]
-        announced += [Leftover("security-group", scope.region_of(b), g)
-                      for b, gs in seen.security_groups.items() for g in gs]
-        return CleanUp(
-            (f"could not look for leftovers ({exc}); find them by tag {scope_tag(scope)} and AMI name "
-             f"{scope.ami_name_prefix}-*-{scope.run_id} in {', '.join(scope.regions)}"
-             + (" and remove " + "; ".join(str(x) for x in announced) if announced else "")),
-            left_behind=tuple(_left(x, f"not checked: {exc}") for x in announced),
-            unreachable=isinstance(exc, EndpointUnreachable))
+        return unchecked(scope, seen, str(exc), unreachable=isinstance(exc, EndpointUnreachable))
+    gone = already_gone(announced(scope, seen), found)
+    said = f"packer removed itself: {', '.join(str(x) for x in gone)}" if gone else ""
     if not found:
-        return CleanUp("nothing left behind")
+        return CleanUp(f"nothing left behind{'; ' + said if said else ''}",
+                       removed=tuple(f"{x} (by packer)" for x in gone) if gone else None)
     removed, failed = remove(aws, found)
     text = f"removed {len(removed)} leftover(s): {', '.join(str(x) for x in removed)}" if removed else ""
+    text += ("; " if text and said else "") + said
     if failed:
         text += ("; " if text else "") + "LEFT BEHIND: " + "; ".join(f"{x} ({x.command()})" for x, _ in failed)
-    return CleanUp(text, removed=tuple(str(x) for x in removed), left_behind=tuple(_left(x, why) for x, why in failed))
+    return CleanUp(text, removed=tuple(f"{x} (by packer)" for x in gone) + tuple(str(x) for x in removed),
+                   left_behind=tuple(_left(x, why) for x, why in failed))
+
+
+def announced(scope: Scope, seen: StreamResources) -> list[Leftover]:
+    """What Packer said it made (its instance, key pair, images, and security group by name)."""
+    made = [Leftover("instance", scope.region_of(b), i) for b, ids in seen.instances.items() for i in ids]
+    made += [Leftover("key-pair", scope.region_of(b), k) for b, ks in seen.key_pairs.items() for k in ks]
+    made += [Leftover("image", scope.region_of(b), a) for b, ams in seen.amis.items() for a in ams]
+    made += [Leftover("security-group", scope.region_of(b), g) for b, gs in seen.security_groups.items() for g in gs]
+    return made
+
+
+def already_gone(made: Sequence[Leftover], found: Sequence[Leftover]) -> list[Leftover]:
+    """What Packer announced and the look in AWS no longer found: it removed them itself. Pure.
+
+    A security group is announced by name and found by id: it is gone when no temporary group
+    was found in its region at all."""
+    present = set(found)
+    groups_in = {x.region for x in found if x.kind == "security-group"}
+    return [x for x in made if x not in present and not (x.kind == "security-group" and x.region in groups_in)]
+
+
+def unchecked(scope: Scope, seen: StreamResources, why: str, *, unreachable: bool = False) -> CleanUp:
+    """AWS was not asked (``why``): what Packer announced is listed, each with its command."""
+    made = announced(scope, seen)
+    return CleanUp(
+        (f"could not look for leftovers ({why}); find them by tag {scope_tag(scope)} and AMI name "
+         f"{scope.ami_name_prefix}-*-{scope.run_id} in {', '.join(scope.regions)}"
+         + (" and remove " + "; ".join(str(x) for x in made) if made else "")),
+        left_behind=tuple(_left(x, f"not checked: {why}") for x in made),
+        unreachable=unreachable)
 
 
 def _left(item: Leftover, why: str) -> dict:

@@ -113,8 +113,8 @@ NOT_STARTED = "not published: interrupted before its turn"
 
 
 def publish_build(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome], channel: str,
-                  say: Callable[[str], None], *, cancelled: Callable[[], bool] = lambda: False
-                  ) -> dict[str, VariantPublished]:
+                  say: Callable[[str], None], *, cancelled: Callable[[], bool] = lambda: False,
+                  deadline: float | None = None) -> dict[str, VariantPublished]:
     """Publish each built or reused variant to `channel`: per variant one transaction under the
     channel's lease, all regions or none. Variant name -> what happened.
 
@@ -146,7 +146,7 @@ def publish_build(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome], c
         try:
             result = publish.publish_variant(aws, pipeline=plan.pipeline, variant=item.variant, amis=item.amis,
                                              channel=channel, fingerprint=item.fingerprint, run_id=item.run_id,
-                                             guard=Guard(run_id=plan.run_id, cancelled=cancelled))
+                                             guard=Guard(run_id=plan.run_id, cancelled=cancelled, deadline=deadline))
         except AmibuildError as exc:
             say(f"{item.name}: not published: {exc}")
             stuck = exc.stuck_regions if isinstance(exc, (PublishFailed, PublishConflict)) else ()

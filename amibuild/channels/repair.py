@@ -7,7 +7,10 @@ otherwise: regions on different builds, or published in some regions and missing
 `find_splits` decides that, pure, from the channel table (`amibuild.channels.read.channels`) and
 each image's fingerprint.
 
-`repair` takes the channel's lease and, under it, reads every region again, chooses the build to
+`repair_all` repairs the split channels one after the other and says of each, in that order,
+what became of it: repaired, whole again, not repaired (and why), or not started because a signal
+came first; `repair_verdict` (pure) turns that into the exit. `repair` takes the channel's lease
+and, under it, reads every region again, chooses the build to
 converge on (`choose`, pure): the build of the newest write among the regions whose image of that
 build is ``available`` in every region (the newest write is what the last writer meant; a build
 missing somewhere cannot be the answer), and writes every region that differs through the
@@ -31,7 +34,7 @@ from amibuild.channels.plan import PublishResult, provenance_from_images
 from amibuild.channels.publish import plan_publish
 from amibuild.channels.read import ChannelEntry, channels
 from amibuild.channels.write import execute_publish, transact
-from amibuild.errors import PublishRefused
+from amibuild.errors import AmibuildError, ChannelSplit, Interrupted, PublishRefused
 from amibuild.lease import Guard
 
 
@@ -224,3 +227,64 @@ def repair_lines(done: Repaired) -> list[str]:
             f"{r.ami} already"
         lines.append(f"  {r.region}: {moved}")
     return lines
+
+
+@dataclass(frozen=True)
+class RepairOutcome:
+    """What `repair_all` did with one split channel: ``done`` when it was handled to its end, else
+    ``error`` (refused, failed, or interrupted) and whether it was ``started`` at all."""
+
+    split: Split
+    done: Repaired | None = None
+    error: str = ""
+    started: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        done = self.done
+        return {"channel": self.split.channel, "variant": self.split.variant, "k8s": self.split.k8s,
+                "repaired": done is not None, "started": self.started, "error": self.error or None,
+                "build": done.choice.build if done else None, "why": done.choice.why if done else None,
+                "result": done.result.to_dict() if done else None}
+
+
+def repair_all(aws: Aws, *, pipeline: Any, splits: Sequence[Split], guard: Guard | None = None) -> list[RepairOutcome]:
+    """Repair each split channel in turn; an outcome for every one, in the order handled. A channel
+    that cannot be repaired does not stop the others; after a signal (``guard.cancelled``) the one
+    in flight finishes and no other is started."""
+    guard = guard or Guard()
+    done: list[RepairOutcome] = []
+    for split in splits:
+        if guard.cancelled():
+            done.append(RepairOutcome(split, error="not started: a signal came first", started=False))
+            continue
+        try:
+            done.append(RepairOutcome(split, repair(aws, pipeline=pipeline, split=split, guard=guard)))
+        except AmibuildError as exc:
+            done.append(RepairOutcome(split, error=str(exc)))
+    return done
+
+
+def outcome_lines(outcome: RepairOutcome) -> list[str]:
+    """The lines of one channel's repair: what moved, or why nothing did."""
+    if outcome.done is not None:
+        return repair_lines(outcome.done)
+    split = outcome.split
+    if not outcome.started:
+        return [f"channel {split.channel} of {split.variant}: NOT repaired ({outcome.error}): {split.describe()}"]
+    return [f"channel {split.channel} of {split.variant}: NOT repaired: {outcome.error}"]
+
+
+def repair_verdict(outcomes: Sequence[RepairOutcome], *, signal: str = "", exit_code: int = 0) -> AmibuildError | None:
+    """What a `--repair` run means (pure): None when every split channel was handled; `Interrupted`
+    (128 + the signal) after a signal, or `ChannelSplit` when a channel is still split, each naming
+    what was repaired and what was not."""
+    repaired = [o.split.channel for o in outcomes if o.done is not None]
+    left = [f"{o.split.channel} of {o.split.variant}" for o in outcomes if o.done is None]
+    said = (f"repaired: {', '.join(repaired)}" if repaired else "nothing repaired") + (
+        f"; NOT repaired: {', '.join(left)}" if left else "")
+    if signal:
+        return Interrupted(f"interrupted by {signal}: {said}", exit_code or Interrupted.exit_code, summary=True)
+    if left:
+        return ChannelSplit(f"{len(left)} of {len(outcomes)} split channel(s) NOT repaired ({said}); each line "
+                            "above says why")
+    return None

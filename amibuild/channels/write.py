@@ -1,6 +1,8 @@
 """Carrying out a channel plan: one transaction over every region of the channel.
 
-`transact` holds the channel's lease (`amibuild.lease`) while its work reads, decides and writes;
+`transact` holds the channel's lease (`amibuild.lease`) while its work reads, decides and writes,
+all within one deadline of waiting on AWS (`amibuild.aws.deadline`: about 30 s; past it the writer
+gives up, reads every region once more for its verdict, and gives its lease back when AWS answers);
 `execute_publish` writes every region that needs it at once, reads each written version back,
 then reads every region once more (the unchanged ones included). Any region that fails or does
 not hold the intended image fails the transaction, and `_unwind` puts back what this run wrote
@@ -43,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
 
 from amibuild import tags
-from amibuild.aws import Aws, Parameter, fan_out
+from amibuild.aws import Aws, Parameter, deadline, fan_out
 from amibuild.channels.home import first_write_places, homes_of, known_regions, previous_home, write_places
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
                                     RegionResult, description, parameter_tags, provenance_of)
@@ -126,8 +128,11 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
     held: list[ChannelLease] = []
     notes: list[str] = []
     prefix, name = pipeline.ssm_prefix, pipeline.name
-    homes = homes_of(aws, pipeline, variant, sorted(set(channels)), template)  # recorded on each channel
-    deadline = time.monotonic() + guard.wait
+    # the operation's time waiting on AWS, from its first call (`aws.deadline`)
+    limit = deadline.Deadline(guard.deadline or deadline.CHANNEL_DEADLINE)
+    with deadline.bound(limit):
+        homes = homes_of(aws, pipeline, variant, sorted(set(channels)), template)  # recorded on each channel
+    wait_until = time.monotonic() + guard.wait
 
     def take(channel: str, wait: float) -> ChannelLease:
         lease_name = channel_lease_name(prefix, name, variant.name, channel)
@@ -151,33 +156,43 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
             return []
         return got
 
-    turn: Turn | None = None
+    turns: list[Turn] = []
+    failure: AmibuildError | None = None
     try:
-        while True:
-            for channel in sorted(set(channels)):
-                lease = take(channel, max(0.0, deadline - time.monotonic()))
-                held.append(lease)
-                if lease.note:
-                    notes.append(lease.note)
-            pruning = _prune_holder(aws, pipeline)
-            if pruning is None:
-                break
-            _release(held, [])
-            held.clear()
-            if guard.cancelled():
-                raise Interrupted(f"{operation}: interrupted while prune ran ({pruning}); nothing was written")
-            if time.monotonic() >= deadline:
-                raise ChannelBusy(f"{operation}: prune is deregistering images of this pipeline ({pruning}); "
-                                  "nothing was written. Retry when it is done")
-            time.sleep(0.5)
-        margin = getattr(aws, "request_bound", lambda: 0.0)()
-        turn = Turn(guard.cancelled, tuple(held), margin, regain)
-        result = work(turn)
-        if any(lease.expired() for lease in held):
-            notes.append(f"the write outlasted its lease ({guard.ttl:.0f} s): another writer may have written "
-                         "at the same time; check every region with `amibuild channels --check`")
+        with deadline.bound(limit):  # every AWS call of the operation, in any thread it fans out to
+            while True:
+                for channel in sorted(set(channels)):
+                    lease = take(channel, max(0.0, wait_until - time.monotonic()))
+                    held.append(lease)
+                    if lease.note:
+                        notes.append(lease.note)
+                pruning = _prune_holder(aws, pipeline)
+                if pruning is None:
+                    break
+                _release(held, [])
+                held.clear()
+                if guard.cancelled():
+                    raise Interrupted(f"{operation}: interrupted while prune ran ({pruning}); nothing was written")
+                if time.monotonic() >= wait_until:
+                    raise ChannelBusy(f"{operation}: prune is deregistering images of this pipeline ({pruning}); "
+                                      "nothing was written. Retry when it is done")
+                time.sleep(0.5)
+            margin = getattr(aws, "request_bound", lambda: 0.0)()
+            turns.append(Turn(guard.cancelled, tuple(held), margin, regain))
+            result = work(turns[0])
+            if any(lease.expired() for lease in held):
+                notes.append(f"the write outlasted its lease ({guard.ttl:.0f} s): another writer may have written "
+                             "at the same time; check every region with `amibuild channels --check`")
+    except AmibuildError as exc:
+        failure = exc
+        raise
     finally:
-        _release([*held, *(turn.regained if turn is not None else ())], notes)
+        # given back within what is left of the deadline, and a few seconds more when it is spent;
+        # else it expires by itself, and the note says so
+        with deadline.bound(deadline.Deadline(max(deadline.AFTER_DEADLINE, limit.remaining()))):
+            _release([*held, *(lease for t in turns for lease in t.regained)], notes)
+        if failure is not None and notes:  # the error says what became of the leases too
+            failure.args = (f"{failure}; {'; '.join(notes)}", *failure.args[1:])
     return replace(result, notes=(*result.notes, *notes)) if notes else result
 
 
@@ -454,7 +469,7 @@ def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: 
     notes = fan_out(sorted(to_undo), undo)
     failed = "; ".join(f"{f.region}: {f.error}" for f in failures)
     put_back = "; ".join(notes[region] for region in sorted(notes))
-    verdict = converged(aws, plan)
+    verdict = after_deadline(lambda: converged(aws, plan))
     summary = f"{plan.operation} {plan.variant} to {plan.channel} ({plan.parameter}) failed, {verdict}: {failed}"
     if put_back:
         summary += f". Put back: {put_back}"
@@ -466,9 +481,20 @@ def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: 
     return error
 
 
+def after_deadline(read: Callable[[], str]) -> str:
+    """``read()``; when the operation's deadline is spent, under a few seconds more of its own (one
+    read of every region for the verdict: a region that answers is not called UNKNOWN)."""
+    spent = deadline.current()
+    if spent is None or not spent.expired():
+        return read()
+    with deadline.bound(deadline.Deadline(deadline.AFTER_DEADLINE)):
+        return read()
+
+
 def converged(aws: Aws, plan: PublishPlan) -> str:
-    """The verdict on a failed transaction, from reading every region of the channel now: whole only
-    when every region holds what it held before (or every region the new image)."""
+    """The verdict on a failed transaction, from reading every region of the channel now (never from
+    what this writer put back): whole when every region holds an image of one build, else SPLIT,
+    and in either case what each region holds."""
     def look(region: str) -> str | None | AmibuildError:
         try:
             got = aws.find_parameter(plan.parameter, region)
@@ -479,32 +505,40 @@ def converged(aws: Aws, plan: PublishPlan) -> str:
     now = fan_out([r.region for r in plan.regions], look)
     unread = [r.region for r in plan.regions if isinstance(now[r.region], AmibuildError)]
     if unread:
-        return (f"what {', '.join(unread)} holds is UNKNOWN (it could not be read back: "
+        return (f"what {', '.join(unread)} {'hold' if len(unread) > 1 else 'holds'} is UNKNOWN (it could not be read back: "
                 f"{now[unread[0]]}); check with `amibuild channels --check` once AWS answers, and "
                 "`amibuild channels --repair` if it is split")
-    if all(now[r.region] == r.previous_ami for r in plan.regions):
-        return "nothing is left half moved (every region holds what it held before)"
+    holds = ", ".join(f"{r.region} holds {now[r.region] or 'nothing'}" for r in plan.regions)
+    values = {r.region: now[r.region] for r in plan.regions}
+    before = all(now[r.region] == r.previous_ami for r in plan.regions)
+    if not any(values.values()):
+        return "nothing is left half moved (the channel is published in no region, as before)"
+    build = _one_build(aws, values)
+    if build is None:
+        return (f"{holds}; whether that is one build could not be told (its images could not be read); "
+                "check with `amibuild channels --check`, and `amibuild channels --repair` if it is split")
+    if not build and len(values) > 1:  # regions on different builds, or published in some and not in others
+        as_before = " as it was before this write" if before else ""
+        return (f"the channel is SPLIT across regions{as_before} ({holds}); `amibuild channels --repair` "
+                "brings it to one image, and so does the next write of it")
+    if before:
+        return f"nothing is left half moved (the channel is whole: every region holds what it held before; {holds})"
     if all(now[r.region] == r.ami for r in plan.regions):
         return f"yet every region holds the new image ({', '.join(f'{r.region} {r.ami}' for r in plan.regions)})"
-    build = _one_build(aws, {r.region: now[r.region] for r in plan.regions})
-    if build:
-        holds = ", ".join(f"{r.region} {now[r.region]}" for r in plan.regions)
-        return (f"the channel is whole on another writer's build {build} ({holds}): this writer's own "
-                "writes were taken back out")
-    holds = ", ".join(f"{r.region} holds {now[r.region] or 'nothing'}" for r in plan.regions)
-    return (f"the channel is SPLIT across regions ({holds}); `amibuild channels --repair` brings it to one "
-            "image, and so does the next write of it")
+    on = f"another writer's build {build}" if build else "another writer's image"
+    return (f"the channel is whole on {on} ({', '.join(f'{r.region} {now[r.region]}' for r in plan.regions)}): "
+            "this writer's own writes were taken back out")
 
 
-def _one_build(aws: Aws, values: Mapping[str, str | None]) -> str:
+def _one_build(aws: Aws, values: Mapping[str, str | None]) -> str | None:
     """The build (fingerprint and run id, from the images' tags) every region's value is an image
-    of; "" when they are not all of one build, or one cannot be told."""
+    of; "" when they are not all of one build; None when the images cannot be read."""
     if not values or not all(values.values()):
         return ""
     try:
         images = fan_out(sorted(values), lambda region: aws.find_image(region, values[region] or ""))
     except AmibuildError:
-        return ""
+        return None
     keys = {(i.tags.get(tags.FINGERPRINT), i.tags.get(tags.RUN_ID)) if i is not None else None
             for i in images.values()}
     if len(keys) != 1 or None in keys or not next(iter(keys))[0]:

@@ -39,6 +39,7 @@ ns.configure({
         "lease_wait": None,
         "lease_ttl": None,  # seconds a channel lease is good for (default 300)
         "read_timeout": None,  # seconds a channel write's request waits for its answer (default 10)
+        "channel_deadline": None,  # seconds of waiting on AWS a channel write may spend in all (default 30)
         "stall_after": 10,  # seconds of silence from Packer before build-ami checks the endpoint is alive
     }
 })

@@ -10,7 +10,7 @@ from invoke import task
 from amibuild.cli import report, summary, values
 from amibuild.errors import Interrupted, SpecError
 from amibuild.cli import run as cli
-from amibuild.cli.tasks_common import SELECT_HELP, REPEATABLE, _read_timeout, _target, select_flags
+from amibuild.cli.tasks_common import SELECT_HELP, REPEATABLE, _channel_deadline, _read_timeout, _target, select_flags
 
 
 @task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
@@ -99,6 +99,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         rehearse=rehearse, allow_incomplete=allow_incomplete, wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
         boot_test=_boot_test_settings(opts, boot_test, cluster), **_target(),
+        channel_deadline=_channel_deadline(c),
     ), cli.say))
     if json:
         cli.emit_json(run.to_dict())

@@ -229,22 +229,32 @@ def channels(c, pipeline=None, profile=None, json=False, markdown=False, check=F
         splits = repair_mod.check(aws, pipeline=pipe)
         if not repair:
             return splits, []
-        return splits, [repair_mod.repair(aws, pipeline=pipe, split=s, guard=_guard(c, signals)) for s in splits]
+        return splits, repair_mod.repair_all(aws, pipeline=pipe, splits=splits, guard=_guard(c, signals))
 
     if repair:
-        (splits, repaired), _signals = cli.run_channel(body)
+        (splits, repaired), signals = cli.run_channel(body)
     else:
         splits, repaired = cli.run(body)
     if json:
         cli.emit_json({"split": [s.to_dict() for s in splits],
-                       "repaired": [{"channel": d.split.channel, "variant": d.split.variant, "build": d.choice.build,
-                                     "why": d.choice.why, "result": d.result.to_dict()} for d in repaired]})
+                       "repaired": [{"channel": o.split.channel, "variant": o.split.variant, "build": o.done.choice.build,
+                                     "why": o.done.choice.why, "result": o.done.result.to_dict()}
+                                    for o in repaired if o.done is not None],
+                       **({"channels": [o.to_dict() for o in repaired]} if repair else {})})
     elif not (markdown and not repair):
-        lines = [s.describe() for s in splits] if not repair else [x for d in repaired for x in repair_mod.repair_lines(d)]
+        # --repair: a line (or more) for every split channel, in the order handled, moved or not
+        lines = [s.describe() for s in splits] if not repair else [x for o in repaired for x in repair_mod.outcome_lines(o)]
         cli.lines_out(lines or ["every channel is whole: each region holds an image of the same build"])
-    if not repair:
-        summary.publish(summary.channel_check_markdown(splits), to_stdout=markdown)
-    if splits and not repair:
+    if repair:
+        verdict = repair_mod.repair_verdict(repaired, signal=signals.name, exit_code=signals.exit_code)
+        if verdict is not None:
+            def stop() -> None:
+                raise verdict
+
+            cli.run(stop)
+        return
+    summary.publish(summary.channel_check_markdown(splits), to_stdout=markdown)
+    if splits:
         def split() -> None:
             raise ChannelSplit(f"{len(splits)} channel(s) split across regions; "
                                "`amibuild channels --repair` brings each to one build")

@@ -69,14 +69,23 @@ def _seconds(c, key, default, what, *, positive=False):
 
 def _guard(c, signals, run_id=None):
     """The channel lease settings: how long to wait for a busy channel (config `amibuild.lease_wait`),
-    how long a lease is good for (`amibuild.lease_ttl`), and the signals that stop a transaction
-    before its first write."""
+    how long a lease is good for (`amibuild.lease_ttl`), how long the write may wait on AWS in all
+    (`amibuild.channel_deadline`, default 30 s), and the signals that stop a transaction before its
+    first write."""
     from amibuild.lease import LEASE_TTL, LEASE_WAIT, Guard  # deferred: not on the `amibuild --list` path
 
     wait = _seconds(c, "lease_wait", LEASE_WAIT, "seconds to wait for a channel another writer holds, e.g. 30")
     ttl = _seconds(c, "lease_ttl", LEASE_TTL, "seconds a channel lease is good for, more than 0, e.g. 300",
                    positive=True)
-    return Guard(run_id=run_id or "", wait=wait, ttl=ttl, cancelled=signals.requested)
+    return Guard(run_id=run_id or "", wait=wait, ttl=ttl, cancelled=signals.requested, deadline=_channel_deadline(c))
+
+
+def _channel_deadline(c) -> float | None:
+    """Config `amibuild.channel_deadline`: seconds of waiting on AWS a channel write may spend; None: the default."""
+    if c.config.get("amibuild", {}).get("channel_deadline") in (None, ""):
+        return None
+    return _seconds(c, "channel_deadline", None, "seconds of waiting on AWS a channel write may spend, more than 0, "
+                    "e.g. 30", positive=True)
 
 
 class _NO_SIGNALS:  # noqa: N801 - a stand-in for `Signals` where a task holds none off

@@ -65,6 +65,7 @@ class BuildSettings:
     boot_test: Any = None  # imagetest.boot.BootTestSettings: boot each built image before publishing (--boot-test)
     target: Target = Target()  # what the builds are rendered for (chosen by the caller, from the environment)
     transform: Transform | None = None  # applied to each real build before it is written: the sandbox's
+    channel_deadline: float | None = None  # seconds of waiting on AWS each channel write may spend (None: 30)
 
 
 def settings(options: Options, *, channel: str | None = None, publish: bool = True, **flags) -> BuildSettings:
@@ -179,7 +180,7 @@ def verdict(run: BuildRun) -> AmibuildError | None:
             + _unrecorded(run))
         return Interrupted(text, run.exit_code or ExitCode.INTERRUPTED, summary=True)
     if run.record_error:
-        return RecordNotWritten(f"{run.record_error}{_made(outcomes)}")
+        return RecordNotWritten(f"{run.record_error}{_made(outcomes)}{_failed(outcomes)}{_left_behind(outcomes)}")
     failed = run.failed
     if failed and all(o.input_refused for o in failed) and not any(o.status == BuildStatus.BUILT for o in outcomes):
         # Packer refused values the user gave, before any instance started: bad input, exit 2
@@ -203,6 +204,11 @@ def _left_behind(outcomes) -> str:
     if not items:
         return ""
     return "; LEFT BEHIND (remove with): " + "; ".join(x["command"] for x in items)
+
+
+def _failed(outcomes) -> str:
+    failed = [f"{o.name} ({o.error})" for o in outcomes if o.status == BuildStatus.FAILED]
+    return f"; failed: {', '.join(failed)}" if failed else ""
 
 
 def _made(outcomes) -> str:
@@ -413,9 +419,16 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
         # A signal here lets the channel writes in flight finish (or put back) and starts no other;
         # the run is then recorded as interrupted, with what each variant's channel did.
         with Signals() as signals:
-            published = publish_build(aws, plan, outcomes, settings.channel, say, cancelled=signals.requested)
+            try:
+                published = publish_build(aws, plan, outcomes, settings.channel, say, cancelled=signals.requested,
+                                          deadline=settings.channel_deadline)
+            except Exception as exc:  # the step as a whole (its first reads, a bug): the builds and the record stand
+                published = not_published(outcomes, settings.channel, exc)
             if not signals.requested():
-                sharing = check_shared(aws, plan, outcomes)
+                try:
+                    sharing = check_shared(aws, plan, outcomes)
+                except AmibuildError as exc:
+                    sharing = [f"the images' launch and snapshot permissions could not be checked: {exc}"]
         if signals.requested():
             interrupted, stopped_by, exit_code = True, signals.name, signals.exit_code
     result = BuildRun(plan, outcomes, path, published, interrupted, executor.state.aborted, tuple(sharing),
@@ -427,6 +440,13 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     except RecordNotWritten as exc:
         return replace(result, record_error=str(exc))
     return result
+
+
+def not_published(outcomes, channel: str, exc: Exception) -> dict[str, VariantPublished]:
+    """Every variant with an image, not published because the publish step failed as a whole."""
+    why = str(exc) if isinstance(exc, AmibuildError) else f"{type(exc).__name__}: {exc}"
+    return {o.name: VariantPublished(o.name, channel, error=f"the publish step failed: {why}")
+            for o in outcomes if o.status.has_image and not o.failed}
 
 
 def git_commit(directory: Path) -> str | None:
