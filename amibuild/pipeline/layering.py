@@ -329,9 +329,9 @@ def _repos_from_blocks(value: Any, where: str) -> list[dict[str, str]]:
         (name, body), = entry.items()
         if not isinstance(body, dict):
             raise SpecError(f'{where}: repo "{name}" must be a block')
-        _check_keys(body, ("baseurl", "gpgkey", "gpgcheck"), f'{where}: repo "{name}"')
+        _check_keys(body, ("baseurl", "gpgkey", "gpgcheck", "insecure"), f'{where}: repo "{name}"')
         repos.append({"name": name, "baseurl": body.get("baseurl", ""), "gpgkey": body.get("gpgkey", ""),
-                      **({"gpgcheck": body["gpgcheck"]} if "gpgcheck" in body else {})})
+                      **{key: body[key] for key in ("gpgcheck", "insecure") if key in body}})
     return repos
 
 
@@ -371,13 +371,16 @@ def _flag_layer(o: Overrides) -> list[tuple[str, dict[str, Any]]]:
         repos = []
         for item in o.extra_repos:
             name, sep, rest = item.partition("=")
-            url, _, key = rest.partition("|")  # NAME=URL|GPGKEY_URL or NAME=URL|gpgcheck=false
+            # NAME=URL|GPGKEY (a URL or a local file), NAME=URL|gpgcheck=false; |insecure=true after either
+            url, _, key = rest.partition("|")
+            key, insecure = (key.removesuffix("|insecure=true"), True) if key.endswith("|insecure=true") \
+                else (key, False)
             if not sep or not name or not url:
                 raise SpecError(f"--extra-repo {secrets.mask(item)}: write NAME=URL|GPGKEY_URL, e.g. --extra-repo "
                                 "ceph=https://download.ceph.com/rpm-reef/el9/x86_64|https://download.ceph.com/keys/release.asc")
             unsigned = key == "gpgcheck=false"
             repos.append({"name": name, "baseurl": url, "gpgkey": "" if unsigned else key,
-                          **({"gpgcheck": False} if unsigned else {})})
+                          **({"gpgcheck": False} if unsigned else {}), **({"insecure": True} if insecure else {})})
         flags["extra_repos_flag"] = (repos, "--extra-repo")
     variables: dict[str, Any] = {}
     for item in o.variables:

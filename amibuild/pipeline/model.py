@@ -3,6 +3,7 @@ frozen value objects a load produces (`Pipeline`, `Variant`, `Repo`, `Proxy`) or
 
 from __future__ import annotations
 
+import base64
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,10 +85,21 @@ class Repo:
 
     name: str
     baseurl: str
-    gpgkey: str = ""
+    gpgkey: str = ""  # a URL the instance fetches the key from; or as given, when `gpgkey_text` holds it
+    # the armored public key itself (given inline, or read from a local file): shipped with the
+    # build, so nobody on the network path can swap it
+    gpgkey_text: str = ""
+    insecure: bool = False  # `insecure = true`: plain http said to be acceptable
 
     def __repr__(self) -> str:  # a baseurl may hold user:password@
-        return f"Repo({self.name!r}, {secrets.mask(self.baseurl)!r}, {secrets.mask(self.gpgkey)!r})"
+        key = "<inline key>" if "BEGIN PGP" in self.gpgkey else secrets.mask(self.gpgkey)
+        return (f"Repo({self.name!r}, {secrets.mask(self.baseurl)!r}, {key!r}"
+                + (", insecure=True)" if self.insecure else ")"))
+
+    def record(self) -> str:
+        """The `name|baseurl|gpgkey` line add-repos.sh reads; a shipped key travels as `key:BASE64`."""
+        key = "key:" + base64.b64encode(self.gpgkey_text.encode()).decode() if self.gpgkey_text else self.gpgkey
+        return f"{self.name}|{self.baseurl}|{key}"
 
 
 @dataclass(frozen=True)
