@@ -13,18 +13,19 @@ from amibuild.aws.cfn import CfnCalls
 from amibuild.aws.ec2 import Ec2Calls, Image, _image
 from amibuild.aws.eks import EksCalls
 from amibuild.aws.errors import _mapped
+from amibuild.aws.kms_mac import KmsMacCalls, Mac
 from amibuild.aws.s3 import S3Calls
 from amibuild.aws.session import (CONNECT_ATTEMPTS, CONNECT_TIMEOUT, MAX_WORKERS, Session, _give_up_on_dead_endpoint,
                                   beside, default_region, fan_out)
 from amibuild.aws.ssm import Parameter, SsmCalls, _parameter
 
 __all__ = [
-    "Aws", "CONNECT_ATTEMPTS", "CONNECT_TIMEOUT", "Image", "MAX_WORKERS", "Parameter", "Session",
+    "Aws", "CONNECT_ATTEMPTS", "CONNECT_TIMEOUT", "Image", "MAX_WORKERS", "Mac", "Parameter", "Session",
     "_give_up_on_dead_endpoint", "_image", "_mapped", "_parameter", "beside", "default_region", "fan_out",
 ]
 
 
-class Aws(SsmCalls, S3Calls, Ec2Calls, CfnCalls, EksCalls, Session):
+class Aws(SsmCalls, S3Calls, Ec2Calls, CfnCalls, EksCalls, KmsMacCalls, Session):
     """Session, clients and typed calls. Thread-safe: builds and publishes fan out over regions.
 
     One object; its calls are grouped per service in the modules beside this one."""

@@ -13,7 +13,8 @@ _DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Un
            "AuthFailure", "InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch"}
 _NOT_FOUND = {"ParameterNotFound", "InvalidAMIID.NotFound", "InvalidAMIID.Unavailable",
               "InvalidAMIID.Malformed", "ValidationError", "ResourceNotFoundException",
-              "ParameterVersionNotFound", "InvalidSnapshot.NotFound", "NoSuchBucket"}
+              "ParameterVersionNotFound", "InvalidSnapshot.NotFound", "NoSuchBucket",
+              "NotFoundException"}  # KMS: no such key or alias
 
 
 @contextlib.contextmanager

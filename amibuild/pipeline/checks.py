@@ -92,6 +92,14 @@ def url(value: str, where: str, label: str) -> str:
     return value
 
 
+def kms_key(value: str, where: str) -> str:
+    """A KMS key id, key ARN, alias name or alias ARN ("" allowed: none)."""
+    if value and (len(value) > 2048 or not _KMS_KEY.match(value)):
+        raise SpecError(f"{where} {value!r}: a KMS key id, key ARN, alias/NAME or alias ARN, e.g. "
+                        "alias/amibuild-fingerprint (\"\" for none)")
+    return value
+
+
 def no_proxy(value: str, where: str, label: str = "proxy.no_proxy") -> str:
     if value and (not _NO_PROXY.match(value) or len(value) > MAX_VALUE_CHARS):
         raise SpecError(f"{where}: {label} {value!r}: a comma-separated list of hosts, domains and CIDRs")

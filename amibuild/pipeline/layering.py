@@ -11,8 +11,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from amibuild import hcl, hclcache, secrets
 from amibuild.errors import SpecError, VarFileError
 from amibuild.pipeline import checks, files, imagetests, naming
-from amibuild.pipeline.model import (ADDITIVE, DEFAULTS, LAYERS, PIPELINE_FILE, Overrides, Pipeline, Variant, _VARIANT_NAME,
-                                     _VAR_NAME)
+from amibuild.pipeline.model import (ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS, LAYERS, PIPELINE_FILE, Overrides,
+                                     Pipeline, Variant, _VARIANT_NAME, _VAR_NAME)
 from amibuild.pipeline.validation import _as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant
 from amibuild.suggest import suggest
 
@@ -58,6 +58,8 @@ def load(
         parameter_template=_str(settings["parameter_template"], f"{where}: pipeline.parameter_template")
         if "parameter_template" in settings else None,
         default_channel=_str(settings.get("default_channel", "recommended"), f"{where}: pipeline.default_channel"),
+        fingerprint_key=checks.kms_key(_str(settings.get("fingerprint_key", DEFAULT_FINGERPRINT_KEY),
+                                            f"{where}: pipeline.fingerprint_key"), f"{where}: pipeline.fingerprint_key"),
         gates=imagetests.gate_map(imagetests.gates(doc.get("channel", []), where)),
         boot_test=imagetests.boot_test_settings(settings["test"], f"{where}: pipeline.test")
         if "test" in settings else imagetests.BootTestSettings(),
@@ -131,7 +133,7 @@ def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
 
 
 _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
-                  "default_channel", "public", "allow_shared_credentials", "test"}
+                  "default_channel", "public", "allow_shared_credentials", "test", "fingerprint_key"}
 _VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy", "tests"} | {"repo", "proxy", "vars", "extends", "enabled", "test"}
 
 

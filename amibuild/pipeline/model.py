@@ -16,6 +16,7 @@ from amibuild.pipeline import imagetests, support
 from amibuild import PIPELINE_FILE  # noqa: F401  (defined once, in the package root; re-exported)
 
 OSES = ("al2", "al2023")
+DEFAULT_FINGERPRINT_KEY = "alias/amibuild-fingerprint"
 ARCHES = ("x86_64", "arm64")
 BASES = ("eks-optimized", "upstream")
 VOLUME_TYPES = ("gp2", "gp3", "io1", "io2", "standard")
@@ -224,6 +225,8 @@ class Pipeline:
     boot_test: imagetests.BootTestSettings = imagetests.BootTestSettings()
     # the pipeline file's own `regions` when --region replaced them for this run (else empty)
     file_regions: tuple[str, ...] = ()
+    # the KMS HMAC key whose MAC stands for URL credentials in the fingerprint ("": none, they stay out)
+    fingerprint_key: str = DEFAULT_FINGERPRINT_KEY
 
     @property
     def build_region(self) -> str:

@@ -32,6 +32,7 @@ from urllib.parse import parse_qs
 # of them is reset with everything.
 PARTITION_SERVICES = frozenset({"iam", "s3", "sts", "route53", "cloudfront", "organizations", "sso", "ce"})
 READ_PREFIXES = ("Describe", "List", "Get")
+READ_ACTIONS = frozenset({"GenerateMac", "VerifyMac"})  # KMS computations: they change nothing
 EVERYTHING = "*"
 
 _CREDENTIAL = re.compile(r"Credential=[^/,\s]+/[0-9]{8}/([a-z0-9-]+)/([a-z0-9-]+)/aws4_request")
@@ -46,7 +47,7 @@ def scope(environ: dict[str, Any]) -> str | None:
     action = _action(environ)
     if action is None and method in ("GET", "HEAD"):
         return None
-    if action is not None and action.startswith(READ_PREFIXES):
+    if action is not None and (action.startswith(READ_PREFIXES) or action in READ_ACTIONS):
         return None
     signed = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", "")) or \
         _CREDENTIAL.search("Credential=" + _query(environ).get("X-Amz-Credential", [""])[0])
