@@ -22,6 +22,7 @@ import pytest
 from amibuild import render, secrets
 from amibuild.bake import credential_macs
 from amibuild.errors import AwsError, NotFound, SpecError
+from amibuild.lifecycle import iam
 from amibuild.pipeline import load
 from amibuild.sandbox.kms_mac import FINGERPRINT_ALIAS
 from amibuild.sandbox.transform import choose
@@ -179,3 +180,15 @@ def test_without_credentials_no_kms_call_and_the_fingerprint_is_unchanged(tmp_pa
 def test_a_fingerprint_key_of_another_shape_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="pipeline.fingerprint_key 'my key': a KMS key id"):
         builds(tmp_path, key_line='fingerprint_key = "my key"')
+
+
+def test_the_build_policy_allows_generate_mac_on_the_fingerprint_key_only_when_credentials_are_baked(
+        tmp_path: Path) -> None:
+    pipeline, _ = builds(tmp_path)
+    (statement,) = [s for s in iam.policy("build", pipeline, account="123456789012")["Statement"]
+                    if s["Sid"] == "FingerprintMac"]
+    assert statement["Action"] == ["kms:GenerateMac"]
+    assert statement["Condition"] == {"ForAnyValue:StringEquals": {"kms:ResourceAliases": ["alias/amibuild-fingerprint"]}}
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE.replace("user:PASSWORD@", ""))
+    plain = iam.policy("build", load(tmp_path / "amibuild.hcl"), account="123456789012")
+    assert "FingerprintMac" not in {s["Sid"] for s in plain["Statement"]}

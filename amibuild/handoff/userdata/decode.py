@@ -7,7 +7,9 @@ documents with a `UserData` field (describe-instance-attribute output, CloudForm
 with short-form tags, a whole get-template answer whose TemplateBody is YAML text) into `Part`s; `format_parts` prints them.
 Input that is none of these raises `NotUserData` (exit 2) with one line. Input beyond the caps of a
 `Budget` (bytes read, bytes decoded over every layer, MIME and encoding nesting) raises
-`UserDataTooBig` before it is parsed further. Pure: no I/O but `read_limited` of a stream it is given.
+`UserDataTooBig` before it is parsed further (the caps and their scans: `limits`). Pure: no I/O.
+One concept over ~500 lines: one recursive peeler whose layers (MIME, cloud-config, templates, their
+encodings) call each other, and the printing of what it found.
 
 A template's user data is shown as the node would get it: ``Fn::Sub`` text has its ``${!`` turned
 back into ``${`` (what CloudFormation does, so `${!token}` reads as the shell's `${token}`), and
@@ -36,69 +38,11 @@ import yaml
 
 from amibuild.errors import NotUserData, UserDataTooBig
 from amibuild.handoff.cfn import load_yaml
+from amibuild.handoff.userdata.limits import (MAX_BYTES, MAX_NESTING, Budget, mime_nesting, read_limited, shown_size,
+                                             structure_nesting)
 
-# EC2 user data is at most 16 KB and a CloudFormation template body at most 1 MB: 1 MiB holds
-# either with room, and bounds the work a hostile input can cause.
-MAX_BYTES = 1 << 20
-# MIME multiparts inside each other, and encodings peeled in one chain. The email parser and the
-# YAML/JSON readers recurse, so a deeper input must be refused before they see it.
-MAX_NESTING = 32
-
-
-class Budget:
-    """The caps of one decode and what it used of them.
-
-    `max_bytes` caps the input read and, separately, the bytes decoded from it over every layer
-    together (base64, gzip, quoted-printable, MIME parts, JSON strings, UserData fields), so a
-    gzip bomb stops at the cap. `max_nesting` caps MIME and structure nesting and the chain of
-    encodings. `decoded` and `deepest` say what was used (tests assert on them).
-    """
-
-    def __init__(self, max_bytes: int = MAX_BYTES, max_nesting: int = MAX_NESTING) -> None:
-        if max_bytes < 1 or max_nesting < 1:
-            raise ValueError("a budget's caps are positive")
-        self.max_bytes = max_bytes
-        self.max_nesting = max_nesting
-        self.decoded = 0
-        self.deepest = 0
-
-    @property
-    def left(self) -> int:
-        return self.max_bytes - self.decoded
-
-    def charge(self, size: int, at: _At, what: str) -> None:
-        self.decoded += size
-        if self.decoded > self.max_bytes:
-            raise at.too_big(f"{what} takes the bytes decoded over all layers beyond the limit of "
-                             f"{_size(self.max_bytes)}")
-
-    def reach(self, depth: int, at: _At, what: str) -> None:
-        self.deepest = max(self.deepest, depth)
-        if depth > self.max_nesting:
-            raise at.too_big(f"{what} nested more than {self.max_nesting} deep (the limit)", nesting=True)
-
-
-def _size(count: int) -> str:
-    return f"{count >> 20} MiB" if count >= 1 << 20 and not count % (1 << 20) else f"{count} bytes"
-
-
-def read_limited(stream: Any, source: str, max_bytes: int = MAX_BYTES) -> bytes:
-    """At most `max_bytes` of a binary stream; `UserDataTooBig` if it holds more (it reads one
-    byte beyond the cap to know, never more)."""
-    chunks: list[bytes] = []
-    wanted = max_bytes + 1
-    while wanted > 0:
-        chunk = stream.read(min(wanted, 1 << 16))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        wanted -= len(chunk)
-    data = b"".join(chunks)
-    if len(data) > max_bytes:
-        raise UserDataTooBig(f"{source}: not read: more than {_size(max_bytes)} (the limit; user data is at most "
-                             "16 KB on EC2, a template body at most 1 MB)")
-    return data
-
+__all__ = ["MAX_BYTES", "MAX_NESTING", "Budget", "NotUserData", "Part", "UserDataTooBig", "decode", "format_parts",
+           "read_limited", "stack_references"]
 
 def _yaml(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1 << 16)
@@ -137,8 +81,6 @@ _PREFIX_TYPES = (
     ("## template: jinja", "text/jinja2"),
     ("#!", "text/x-shellscript"),
 )
-# what the email parser takes for a header line (feedparser's headerRE), in bytes
-_HEADER_LINE = re.compile(rb"(From |[\x21-\x39\x3b-\x7e]*:|[\t ])")
 _MIME_HEAD = re.compile(r"^(mime-version|content-type)[ \t]*:", re.IGNORECASE)
 _NODECONFIG = re.compile(r"^apiVersion:\s*['\"]?node\.eks\.aws/", re.MULTILINE | re.ASCII)
 _BASE64 = re.compile(r"^[A-Za-z0-9+/]+={0,2}\Z")
@@ -192,7 +134,7 @@ def decode(data: bytes, source: str = "<input>", references: Mapping[str, str] |
     `budget` (default: 1 MiB, 32 deep) caps the work; `UserDataTooBig` beyond it."""
     at = _At(source, refs=tuple(sorted((references or {}).items())), budget=budget or Budget())
     if len(data) > at.budget.max_bytes:
-        raise at.too_big(f"{len(data)} bytes, more than the limit of {_size(at.budget.max_bytes)}")
+        raise at.too_big(f"{len(data)} bytes, more than the limit of {shown_size(at.budget.max_bytes)}")
     return _sniff(data, at)
 
 
@@ -233,7 +175,7 @@ def _sniff(data: bytes, at: _At, declared: str = "") -> list[Part]:
         raise at.refuse("empty")
     if not declared and _MIME_HEAD.match(start):
         document = data.removeprefix(b"\xef\xbb\xbf").lstrip()
-        _mime_nesting(document, at)  # before the email parser, which recurses per level
+        mime_nesting(document, at)  # before the email parser, which recurses per level
         # From bytes, so that 8-bit bodies come back unchanged from get_payload(decode=True).
         return _mime_parts(email.message_from_bytes(document), at)
     for prefix, content_type in _PREFIX_TYPES:
@@ -329,49 +271,6 @@ def _mime_parts(message: email.message.Message, at: _At) -> list[Part]:
     return parts
 
 
-def _mime_nesting(document: bytes, at: _At) -> None:
-    """Refuse a MIME document whose multiparts (and message/* parts) nest beyond the budget's
-    limit, by a line scan that opens and closes levels where the email parser does."""
-    levels: list[bytes | None] = []  # the boundary of each open multipart; None: a message/* part
-    header: list[bytes] | None = []  # the header block being read, or None in a body
-    for raw in document.split(b"\n"):
-        line = raw.rstrip(b"\r")
-        if header is not None:
-            if _HEADER_LINE.match(line):
-                header.append(line)
-                continue
-            # a blank line ends the header block; any other line does too and is the body's first
-            message = email.message_from_bytes(b"\n".join(header) + b"\n\n")
-            header = None
-            boundary = message.get_boundary() if message.get_content_maintype() == "multipart" else None
-            if boundary:
-                levels.append(boundary.encode("utf-8", "surrogateescape"))
-            elif message.get_content_maintype() == "message" and message.get_content_subtype() != "delivery-status":
-                levels.append(None)  # its body is a message of its own: headers again
-                header = []
-            at.budget.reach(at.depth + len(levels), at, "MIME parts")
-            if header is not None or not line:
-                continue
-        if line.startswith(b"--"):
-            header = _boundary(line, levels)
-
-
-def _boundary(line: bytes, levels: list[bytes | None]) -> list[bytes] | None:
-    """Close the levels a boundary line ends: a new part's header block to read, or None."""
-    for index in range(len(levels) - 1, -1, -1):
-        boundary = levels[index]
-        if boundary is None or not line.startswith(b"--" + boundary):
-            continue
-        rest = line[len(boundary) + 2:].rstrip(b" \t")
-        if rest == b"--":
-            del levels[index:]
-            return None
-        if not rest:
-            del levels[index + 1:]
-            return []
-    return None
-
-
 def _mime_leaf(message: email.message.Message, at: _At) -> list[Part]:
     content_type = message.get_content_type()
     name = message.get_filename() or ""
@@ -399,7 +298,7 @@ def _with(part: Part, **changes: Any) -> Part:
 
 def _cloud_config(text: str, at: _At) -> list[Part]:
     # cloud-init takes aliases: what this decoder makes of them is charged to the budget
-    _structure_nesting(text, at, aliases=True)
+    structure_nesting(text, at, aliases=True)
     try:
         config = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -497,7 +396,7 @@ def _template_body(text: str, at: _At) -> str | None:
     """TemplateBody of a get-template answer when it is text (a YAML template), else None."""
     if not text.startswith("{"):
         return None
-    _structure_nesting(text, at)
+    structure_nesting(text, at)
     try:
         document = json.loads(text)
     except ValueError:
@@ -507,33 +406,14 @@ def _template_body(text: str, at: _At) -> str | None:
 
 
 _INTRINSICS = ("Fn::Base64", "Fn::Sub", "Fn::Join")
-_EVENTS = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where there is one: 10x faster
 
-
-def _structure_nesting(text: str, at: _At, *, aliases: bool = False) -> bool:
-    """Refuse a YAML/JSON document nested beyond the budget's limit, or holding an alias unless
-    `aliases` (a template's expansion is unbounded, and CloudFormation takes none), from the
-    parser's events, before the recursive loaders see it. False: not YAML."""
-    depth = 0
-    try:
-        for event in yaml.parse(text, Loader=_EVENTS):
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                at.budget.reach(at.depth + depth, at, "YAML/JSON collections")
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
-            elif isinstance(event, yaml.AliasEvent) and not aliases:
-                raise at.refuse(f"a YAML alias (*{event.anchor}): user data documents take none")
-    except yaml.YAMLError:
-        return False
-    return True
 
 
 def _template_user_data(text: str, at: _At) -> list[tuple[str, str, tuple[str, ...]]] | None:
     """(where, text, references left unfilled) of each `UserData` field of a JSON/YAML document
     (EC2 or CloudFormation), or None if it is none. A document that is itself one intrinsic
     function (a UserData value as `--query` prints it) is read as one UserData value."""
-    if not _structure_nesting(text, at):
+    if not structure_nesting(text, at):
         return None
     refs = dict(at.refs)
     try:
