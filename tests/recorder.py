@@ -79,7 +79,8 @@ class Recorder(FaultProxy):
         region, service = (scope.group(1), scope.group(2)) if scope else ("", "")
         target = request.headers.get("X-Amz-Target") or ""
         operation = (target.rsplit(".", 1)[-1] if target else
-                     _query_action(request.path, body) or _rest_operation(service, request.command, request.path))
+                     _query_action(request.path, body) or _rest_operation(service, request.command, request.path,
+                                                                      request.headers.keys()))
         with self._calls_lock:
             self.calls.append(Call(service, operation or f"?{request.command} {request.path}", region,
                                    _names(body, bool(target))))
@@ -136,16 +137,30 @@ def _rest_routes(service: str) -> tuple[tuple[str, re.Pattern[str], str], ...]:
     routes = []
     for name in model.operation_names:
         http = model.operation_model(name).http
-        path = http.get("requestUri", "/").split("?", 1)[0]
-        regex = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path))
-        routes.append((http.get("method", "POST"), re.compile(f"^{regex}/?$"), name, path.count("{")))
-    routes.sort(key=lambda r: (r[3], -len(r[1].pattern)))
-    return tuple((m, p, n) for m, p, n, _ in routes)
+        path, _, query = http.get("requestUri", "/").partition("?")
+        # S3 tells operations on one path apart by a query key (?tagging, ?acl; x-id is only a hint) or
+        # a required query member or header (UploadPart's uploadId, CopyObject's x-amz-copy-source)
+        keys = {k for k in urllib.parse.parse_qs(query, keep_blank_values=True) if k != "x-id"}
+        shape = model.operation_model(name).input_shape
+        for member in (shape.required_members if shape is not None else ()):
+            where = shape.members[member].serialization
+            if where.get("location") == "querystring":
+                keys.add(where.get("name", member))
+            elif where.get("location") == "header":
+                keys.add("header:" + where.get("name", member).lower())
+        keys = frozenset(keys)
+        regex = re.sub(r"\\\{[^}]+\\\+\\\}", ".+", re.escape(path))  # a greedy label ({Key+}) spans "/"
+        regex = re.sub(r"\\\{[^}]+\\\}", "[^/]+", regex)
+        routes.append((http.get("method", "POST"), re.compile(f"^{regex}/?$"), name, keys, path.count("{")))
+    routes.sort(key=lambda r: (-len(r[3]), r[4], -len(r[1].pattern)))
+    return tuple((m, p, n, k) for m, p, n, k, _ in routes)
 
 
-def _rest_operation(service: str, method: str, path: str) -> str:
-    plain = urllib.parse.unquote(urllib.parse.urlsplit(path).path)
-    for route_method, pattern, name in _rest_routes(service):
-        if route_method == method and pattern.match(plain):
+def _rest_operation(service: str, method: str, path: str, headers=()) -> str:
+    parts = urllib.parse.urlsplit(path)
+    plain = urllib.parse.unquote(parts.path)
+    given = set(urllib.parse.parse_qs(parts.query, keep_blank_values=True)) | {f"header:{h.lower()}" for h in headers}
+    for route_method, pattern, name, keys in _rest_routes(service):
+        if route_method == method and pattern.match(plain) and keys <= given:
             return name
     return ""

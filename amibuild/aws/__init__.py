@@ -13,6 +13,8 @@ from amibuild.aws.cfn import CfnCalls
 from amibuild.aws.ec2 import Ec2Calls, Image, _image
 from amibuild.aws.eks import EksCalls
 from amibuild.aws.errors import _mapped
+from amibuild.aws.kms import KmsCalls
+from amibuild.aws.inspector import InspectorCalls
 from amibuild.aws.kms_mac import KmsMacCalls, Mac
 from amibuild.aws.s3 import S3Calls
 from amibuild.aws.session import (CONNECT_ATTEMPTS, CONNECT_TIMEOUT, MAX_WORKERS, Session, _give_up_on_dead_endpoint,
@@ -25,7 +27,7 @@ __all__ = [
 ]
 
 
-class Aws(SsmCalls, S3Calls, Ec2Calls, CfnCalls, EksCalls, KmsMacCalls, Session):
+class Aws(SsmCalls, S3Calls, KmsCalls, KmsMacCalls, Ec2Calls, CfnCalls, EksCalls, InspectorCalls, Session):
     """Session, clients and typed calls. Thread-safe: builds and publishes fan out over regions.
 
     One object; its calls are grouped per service in the modules beside this one."""

@@ -14,7 +14,7 @@ _DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Un
 _NOT_FOUND = {"ParameterNotFound", "InvalidAMIID.NotFound", "InvalidAMIID.Unavailable",
               "InvalidAMIID.Malformed", "ValidationError", "ResourceNotFoundException",
               "ParameterVersionNotFound", "InvalidSnapshot.NotFound", "NoSuchBucket",
-              "NotFoundException"}  # KMS: no such key or alias
+              "NoSuchKey", "NotFoundException"}  # KMS: no such key or alias
 
 
 @contextlib.contextmanager

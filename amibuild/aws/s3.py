@@ -1,4 +1,4 @@
-"""S3 calls of the gateway: listing the EKS binaries bucket."""
+"""S3 calls of the gateway: listing the EKS binaries bucket; putting, getting and listing the signed statements."""
 
 from __future__ import annotations
 
@@ -38,3 +38,18 @@ class S3Calls:
             )
             found = [p["Prefix"] for page in pages for p in page.get("CommonPrefixes", [])]
         return sorted({p[len(head):].rstrip("/") for p in found})
+
+    def put_object(self, bucket: str, key: str, body: bytes, region: str, *, content_type: str = "application/json") -> None:
+        with _mapped(f"s3:PutObject s3://{bucket}/{key}", region):
+            self._s3(region).put_object(Bucket=bucket, Key=key, Body=body, ContentType=content_type)
+
+    def get_object(self, bucket: str, key: str, region: str) -> bytes:
+        """The object's bytes; NotFound when the bucket or the key does not exist."""
+        with _mapped(f"s3:GetObject s3://{bucket}/{key}", region):
+            return self._s3(region).get_object(Bucket=bucket, Key=key)["Body"].read()
+
+    def list_keys(self, bucket: str, prefix: str, region: str) -> list[str]:
+        """Every key under ``prefix`` (ListObjectsV2, all pages), sorted."""
+        with _mapped(f"s3:ListObjectsV2 s3://{bucket}/{prefix}", region):
+            pages = self._s3(region).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+            return sorted(o["Key"] for page in pages for o in page.get("Contents", []))

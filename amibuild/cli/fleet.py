@@ -83,6 +83,8 @@ KARPENTER_HELP = {
     "vpc_cidr": "The VPC's CIDR, for NO_PROXY (repeatable; with --proxy on AL2023)",
     "service_cidr": "Cluster service CIDR, for NO_PROXY (default: both EKS defaults)",
     "kubelet_flag": "Extra kubelet flag --name=value (repeatable; AL2023: NodeConfig spec.kubelet.flags)",
+    "max_pods_expression": "Refused here: Karpenter's own NodeConfig sets maxPods, which wins over the expression "
+                           "(use the EC2NodeClass's spec.kubelet.maxPods or podsPerCore)",
     "json": "Print the manifest as JSON instead of YAML",
     "pipeline": FLEET_HELP["pipeline"],
     "profile": FLEET_HELP["profile"],
@@ -136,7 +138,8 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
 @task(help=KARPENTER_HELP, iterable=["no_proxy", "vpc_cidr", "kubelet_flag"], auto_shortflags=False)
 def karpenter(c, variant=None, channel=None, name=None, role=None, instance_profile=None, cluster=None,
               discovery=None, region=None, proxy="", no_proxy=None, vpc_cidr=None, service_cidr="",
-              kubelet_flag=None, json=False, pipeline=None, profile=None, proxy_credentials_parameter=""):
+              kubelet_flag=None, json=False, pipeline=None, profile=None, proxy_credentials_parameter="",
+              max_pods_expression=""):
     """Print an EC2NodeClass that follows a channel: a promote becomes drift, Karpenter replaces the nodes."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.handoff import karpenter as karpenter_mod
@@ -144,6 +147,8 @@ def karpenter(c, variant=None, channel=None, name=None, role=None, instance_prof
     opts = cli.options(c, pipeline=pipeline, profile=profile, variant=[variant] if variant else None)
 
     def body() -> dict:
+        if max_pods_expression:
+            raise karpenter_mod.max_pods_expression_refused()
         settings = karpenter_mod.NodeSettings(
             proxy=proxy or "", no_proxy=tuple(e for v in no_proxy or () for e in v.split(",") if e),
             kubelet_flags=tuple(kubelet_flag or ()), vpc_cidrs=tuple(vpc_cidr or ()),

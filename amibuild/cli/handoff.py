@@ -71,7 +71,7 @@ def deploy_settings(options: Any, *, stack: str | None, region: str | None, vari
                     api_server_endpoint: str = "", certificate_authority: str = "",
                     kubelet_flags: Iterable[str] = (), node_labels: Iterable[str] = (), taints: Iterable[str] = (),
                     max_pods: str | None = None, dry_run: bool = False,
-                    credentials_parameter: str = "") -> job.DeploySettings:
+                    credentials_parameter: str = "", max_pods_expression: str = "") -> job.DeploySettings:
     """`amibuild nodegroup-deploy`'s flags as settings, every flag checked before any AWS call: flags
     (parameter name -> value) and --parameter KEY=VALUE become the stack's parameters, the node
     setting flags `node_settings.Asked`, --variant its channel's parameter and its OS."""
@@ -93,7 +93,8 @@ def deploy_settings(options: Any, *, stack: str | None, region: str | None, vari
     given.update({key: value for key, value in named.items() if value})
     asked = node_settings.Asked.parse(proxy=proxy, no_proxy=no_proxy, kubelet_flags=kubelet_flags,
                                       labels=node_labels, taints=taints, max_pods=max_pods,
-                                      proxy_credentials_parameter=credentials_parameter)
+                                      proxy_credentials_parameter=credentials_parameter,
+                                      max_pods_expression=max_pods_expression)
     if asked.proxy:
         check_proxy_url(asked.proxy)
     if private_endpoint and not (asked.proxy or asked.proxy is None):
@@ -103,6 +104,8 @@ def deploy_settings(options: Any, *, stack: str | None, region: str | None, vari
     variant_os = load_pipeline(options).variants[0].os if variant else ""
     # the variant's proxy { credentials_parameter }: where its nodes read the proxy's user:password
     variant_parameter = load_pipeline(options).variants[0].proxy.credentials_parameter if variant else ""
+    if asked.max_pods_expression and (os_ or variant_os) == "al2":
+        raise SpecError("--max-pods-expression is nodeadm's (al2023); al2's bootstrap.sh takes a fixed --max-pods N")
     if given.get(node_settings.BOOTSTRAP) and (os_ or variant_os) == "al2023":
         raise job.bootstrap_on_al2023()
     if given.get(node_settings.BOOTSTRAP) and (os_ or variant_os) != "al2023":

@@ -12,7 +12,9 @@ from amibuild import tags
 from amibuild.aws import Aws
 from amibuild.bake.plan import new_run_id
 from amibuild.errors import SpecError
+from amibuild.attest import sign as attest_sign
 from amibuild.imagetest import boot, kube
+from amibuild.imagetest.statements import test_statement
 from amibuild.jobs.signals import Signals
 from amibuild.pipeline.options import load_pipeline
 from amibuild.sandbox.transform import in_sandbox
@@ -156,7 +158,14 @@ def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, 
     test_run = new_run_id()
     result = boot.boot_test(aws, variant=variant, amis=amis, region=pipeline.build_region, run_id=test_run,
                             settings=settings, cancelled=stop.requested, say=say, nodes=nodes)
+    tested = result.to_dict()
+    if not stop.requested():  # the test statement: signed and stored about the image in every region tested
+        attestor = attest_sign.attestor(aws, pipeline, say)
+        if attestor is not None:
+            stored = test_statement(attestor, tested, amis)
+            say(stored.line())
+            tested["statement"] = stored.to_dict()
     path = record_path(options.build_dir, test_run, variant.name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(tested, indent=2) + "\n", encoding="utf-8")
     return result, path

@@ -34,6 +34,8 @@ USERDATA_HELP = {
              "PreferNoSchedule or NoExecute (repeatable)",
     "max_pods": "Most pods the kubelet runs (al2023: kubelet config maxPods; al2: --max-pods with "
                 "--use-max-pods false)",
+    "max_pods_expression": "al2023: a CEL expression nodeadm turns into max pods, over default_enis, ips_per_eni "
+                           "and max_pods, e.g. \"max_pods < 30 ? max_pods : 30\" (checked here; not with --max-pods)",
     "api_server_endpoint": "Cluster API endpoint, https://... (required for al2023)",
     "certificate_authority": "Cluster CA as base64, as describe-cluster prints it (required for al2023)",
     "cfn_stack": "Stack to signal with the node's outcome: after bootstrap.sh (al2), once the kubelet runs "
@@ -52,7 +54,8 @@ USERDATA_HELP = {
 def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr="", cluster_ip="", region="",
              bypass=None, bootstrap_args="", kubelet_flag=None, api_server_endpoint="", certificate_authority="",
              cfn_stack="", cfn_resource="", k8s_manifests=False, vpc_cidr=None, base64_=False,
-             private_endpoint=False, node_label=None, taint=None, max_pods="", proxy_credentials_parameter=""):
+             private_endpoint=False, node_label=None, taint=None, max_pods="", proxy_credentials_parameter="",
+             max_pods_expression=""):
     """Print node user data (MIME multi-part), or with --k8s-manifests the cluster side of a proxy."""
     import base64
 
@@ -68,7 +71,7 @@ def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr=
             api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
             cfn_stack=cfn_stack, cfn_resource=cfn_resource, private_endpoint=private_endpoint,
             node_labels=node_label or (), taints=taint or (), max_pods=max_pods or None,
-            proxy_credentials_parameter=proxy_credentials_parameter,
+            max_pods_expression=max_pods_expression or None, proxy_credentials_parameter=proxy_credentials_parameter,
         )
         if k8s_manifests:
             return ud.k8s_manifests(cfg, vpc_cidr or ())
@@ -212,6 +215,8 @@ DEPLOY_HELP = {
     "node_label": "Node label KEY=VALUE (repeatable; kept by the stack; none removes them)",
     "taint": "Node taint KEY=VALUE:EFFECT or KEY:EFFECT (repeatable; kept by the stack; none removes them)",
     "max_pods": "Most pods per node (kept by the stack; none: the AMI's default)",
+    "max_pods_expression": "al2023: a CEL expression nodeadm turns into max pods (default_enis, ips_per_eni, "
+                           "max_pods; kept by the stack in place of --max-pods; none removes it)",
     "service_cidr": "Cluster service CIDR (default: read with DescribeCluster; for NO_PROXY and al2023's NodeConfig)",
     "os": "Node OS: al2 (bootstrap.sh) or al2023 (nodeadm); default: the variant's, else the stack's, else al2023",
     "private_endpoint": "With --proxy: the cluster endpoint bypasses the proxy, as for private endpoint access "
@@ -236,7 +241,7 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
                      service_cidr="", region=None, no_wait=False, timeout=None, pipeline=None, k8s=None,
                      profile=None, json=False, os_="", private_endpoint=False, api_server_endpoint="",
                      certificate_authority="", kubelet_flag=None, node_label=None, taint=None, max_pods="",
-                     dry_run=False, proxy_credentials_parameter=""):
+                     dry_run=False, proxy_credentials_parameter="", max_pods_expression=""):
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import handoff
@@ -251,6 +256,7 @@ def nodegroup_deploy(c, stack=None, cluster=None, variant=None, channel=None, vp
         wait=not no_wait, timeout=timeout, os_=os_, private_endpoint=private_endpoint,
         api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
         kubelet_flags=kubelet_flag or [], node_labels=node_label or [], taints=taint or [], max_pods=max_pods or None,
-        dry_run=dry_run, credentials_parameter=proxy_credentials_parameter), cli.say))
+        dry_run=dry_run, credentials_parameter=proxy_credentials_parameter,
+        max_pods_expression=max_pods_expression), cli.say))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
     cli.finish(result)

@@ -179,3 +179,13 @@ def check_name(name: str) -> str:
     return name
 
 
+
+
+def max_pods_expression_refused() -> SpecError:
+    """Why `karpenter --max-pods-expression` is refused: Karpenter writes its own NodeConfig with
+    `spec.kubelet.config.maxPods` (the pod capacity it schedules by, from the instance type or the
+    node class's `kubelet.maxPods` / `podsPerCore`), and nodeadm lets a fixed maxPods win over
+    `maxPodsExpression`: the expression would never take effect."""
+    return SpecError("--max-pods-expression: Karpenter's own NodeConfig sets kubelet maxPods (the capacity it "
+                     "schedules by), and nodeadm lets that fixed value win over the expression, so it would never "
+                     "apply; set the EC2NodeClass's spec.kubelet.maxPods or podsPerCore instead")

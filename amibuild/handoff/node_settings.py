@@ -37,6 +37,7 @@ PARAMETERS: Mapping[str, str] = {
     "NodeLabels": "--node-label",
     "NodeTaints": "--taint",
     "MaxPods": "--max-pods",
+    "MaxPodsExpression": "--max-pods-expression",
 }
 assert set(KUBELET_PARAMETERS) <= set(PARAMETERS)
 
@@ -71,11 +72,12 @@ class Asked:
     taints: tuple[str, ...] | None = None
     max_pods: str | None = None
     proxy_credentials_parameter: str | None = None
+    max_pods_expression: str | None = None
 
     @classmethod
     def parse(cls, *, proxy: str = "", no_proxy: Iterable[str] = (), kubelet_flags: Iterable[str] = (),
               labels: Iterable[str] = (), taints: Iterable[str] = (), max_pods: str | int | None = None,
-              proxy_credentials_parameter: str = "") -> Asked:
+              proxy_credentials_parameter: str = "", max_pods_expression: str = "") -> Asked:
         """Flags as given ("" or nothing: not given; ``none``: remove), each value checked."""
         def listed(values: Iterable[str], flag: str, comma: bool = False) -> tuple[str, ...] | None:
             items = [part for value in values for part in (value.split(",") if comma else [value]) if part]
@@ -96,12 +98,15 @@ class Asked:
             max_pods=None if max_pods in (None, "") else ("" if str(max_pods) == REMOVE else str(max_pods)),
             proxy_credentials_parameter=None if not proxy_credentials_parameter else (
                 "" if proxy_credentials_parameter == REMOVE else proxy_credentials_parameter),
+            max_pods_expression=None if not max_pods_expression else (
+                "" if max_pods_expression == REMOVE else max_pods_expression),
         )
         if asked.proxy_credentials_parameter:
             proxy_credentials.check_name(asked.proxy_credentials_parameter, "--proxy-credentials-parameter")
         # Each value checked before any AWS call; the merge checks the combination again.
         KubeletSettings.parse(flags=asked.kubelet_flags or (), labels=asked.labels or (),
-                              taints=asked.taints or (), max_pods=asked.max_pods or None)
+                              taints=asked.taints or (), max_pods=asked.max_pods or None,
+                              max_pods_expression=asked.max_pods_expression or None)
         return asked
 
     def merge(self, previous: Mapping[str, str]) -> NodeSettings:
@@ -112,7 +117,11 @@ class Asked:
             flags=old.flags if self.kubelet_flags is None else self.kubelet_flags,
             labels=[f"{k}={v}" for k, v in old.labels] if self.labels is None else self.labels,
             taints=[str(t) for t in old.taints] if self.taints is None else self.taints,
-            max_pods=old.max_pods if self.max_pods is None else (self.max_pods or None),
+            # one way to size pods: a new fixed value drops the stack's expression, and the other way round
+            max_pods=(old.max_pods if self.max_pods_expression is None else None) if self.max_pods is None
+            else (self.max_pods or None),
+            max_pods_expression=(old.max_pods_expression if self.max_pods is None else None)
+            if self.max_pods_expression is None else (self.max_pods_expression or None),
         )
         proxy = before.proxy if self.proxy is None else self.proxy
         no_proxy = before.no_proxy if self.no_proxy is None else self.no_proxy

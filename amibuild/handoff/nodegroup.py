@@ -67,6 +67,7 @@ PARAMETERS: frozenset[str] = frozenset({
     "NodeLabels",
     "NodeTaints",
     "MaxPods",
+    "MaxPodsExpression",
     "DisableIMDSv1",
     "RollingUpdateMaxBatchSize",
     "RollingUpdateMinInstancesInService",

@@ -13,18 +13,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
+from amibuild.attest.sign import Attestor
 from amibuild.bake.executor import BuildOutcome, BuildStatus
 from amibuild.errors import Interrupted
 from amibuild.imagetest import boot
+from amibuild.imagetest.statements import test_statement
 
 BOOT_PARALLEL = 8
 
 
 def boot_test_outcomes(aws: Any, plan: Any, outcomes: Sequence[BuildOutcome], settings: boot.BootTestSettings, *,
-                       cancelled: Callable[[], bool], say: Callable[[str], None]
-                       ) -> tuple[tuple[BuildOutcome, ...], bool]:
+                       cancelled: Callable[[], bool], say: Callable[[str], None],
+                       attestor: Attestor | None = None) -> tuple[tuple[BuildOutcome, ...], bool]:
     """Boot-test every built variant at once: the outcomes with each test's result on a new value,
-    and False when a signal stopped them (their instances terminated)."""
+    and False when a signal stopped them (their instances terminated). With an ``attestor``, each
+    test's result is also a test statement about the image in every region (its S3 key under
+    ``boot_test["statement"]``)."""
     variants = {i.name: i.rendered.variant for i in plan.items}
     region = plan.pipeline.build_region
     interrupted = [False]
@@ -42,11 +46,16 @@ def boot_test_outcomes(aws: Any, plan: Any, outcomes: Sequence[BuildOutcome], se
             return replace(outcome, boot_error=str(exc))
         for line in boot.report_lines(result):
             say(line)
+        tested = result.to_dict()
+        if attestor is not None:
+            stored = test_statement(attestor, tested, outcome.amis)
+            say(f"  {stored.line()}")
+            tested["statement"] = stored.to_dict()
         error = ""
         if result.failed:
             error = "boot test failed" + (f": {result.error}" if result.error else
                                           ": " + ", ".join(c.name for c in result.checks if c.verdict == "failed"))
-        return replace(outcome, boot_test=result.to_dict(), boot_error=error)
+        return replace(outcome, boot_test=tested, boot_error=error)
 
     built = sum(1 for o in outcomes if o.status is BuildStatus.BUILT)
     with ThreadPoolExecutor(max_workers=max(1, min(BOOT_PARALLEL, built))) as pool:

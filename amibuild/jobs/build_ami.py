@@ -114,6 +114,8 @@ class BuildRun:
     signal: str = ""  # the signal that stopped the publish step (SIGINT, SIGTERM, SIGHUP), if one did
     exit_code: int = ExitCode.INTERRUPTED  # when interrupted: 128 + that signal
     record_error: str = ""  # the run record could not be written: why
+    # {variant: its provenance statement (`amibuild.attest.sign.Stored`)}, for the variants built in this run
+    statements: Mapping[str, Any] = field(default_factory=dict)
 
     def publish_of(self, name: str) -> VariantPublished | None:
         return self.published.get(name)
@@ -126,8 +128,10 @@ class BuildRun:
 
     def variant_dict(self, outcome: BuildOutcome) -> dict:
         done = self.publish_of(outcome.name)
+        provenance = self.statements.get(outcome.name)
         return {**outcome.to_dict(), "published": done.published() if done else {},
-                "publish_error": done.error if done else outcome.boot_error}
+                "publish_error": done.error if done else outcome.boot_error,
+                **({"provenance": provenance.to_dict()} if provenance is not None else {})}
 
     def to_dict(self) -> dict:
         if self.outcomes is None:
@@ -313,9 +317,9 @@ def guards(plan: BuildPlan, aws: Aws, *, wait: bool, stall_after: float) -> Buil
 
 
 def _record(plan: BuildPlan, commit: str | None, *, state: str, outcomes=(), published=None,
-            interrupted: bool = False, signal: str = "", sharing=()) -> dict:
+            interrupted: bool = False, signal: str = "", sharing=(), statements=None) -> dict:
     items = {i.name: i for i in plan.items}
-    done = BuildRun(plan, tuple(outcomes), None, published or {})
+    done = BuildRun(plan, tuple(outcomes), None, published or {}, statements=statements or {})
     return {
         "run_id": plan.run_id,
         "started": plan.started,
@@ -371,12 +375,25 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     published: dict[str, VariantPublished] = {}
     interrupted = executor.state.interrupted
     stopped_by, exit_code = "", ExitCode.INTERRUPTED
+    attestor, statements = None, {}
+    if not interrupted and any(o.status is BuildStatus.BUILT for o in outcomes):
+        # deferred: the statements (in-toto's protobuf schema) only once something was built
+        from amibuild.attest.sign import attestor as attestor_for
+        from amibuild.bake.statements import provenance_statements
+
+        # each built variant's provenance, signed and stored before its boot test and its publish
+        attestor = attestor_for(aws, plan.pipeline, say)
+        if attestor is not None:
+            statements = dict(provenance_statements(attestor, plan, outcomes, version=__version__, git_commit=commit,
+                                                    packer_version=str(settings.packer.version())))
+            for name, stored in sorted(statements.items()):
+                say(f"{name}: {stored.line()}")
     if settings.boot_test is not None and not interrupted:  # --boot-test: before anything is published
         from amibuild.imagetest.after_build import boot_test_outcomes  # deferred: only for --boot-test
 
         with Signals() as stop:  # a signal stops the tests at their next poll; each terminates its instance
             outcomes, finished = boot_test_outcomes(aws, plan, outcomes, settings.boot_test,
-                                                    cancelled=stop.requested, say=say)
+                                                    cancelled=stop.requested, say=say, attestor=attestor)
         if not finished or stop.requested():
             interrupted, stopped_by, exit_code = True, stop.name, stop.exit_code
     if settings.channel and not interrupted:
@@ -389,10 +406,11 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
         if signals.requested():
             interrupted, stopped_by, exit_code = True, signals.name, signals.exit_code
     result = BuildRun(plan, outcomes, path, published, interrupted, executor.state.aborted, tuple(sharing),
-                      stopped_by, exit_code)
+                      stopped_by, exit_code, statements=statements)
     try:
         records.write_record(path, _record(plan, commit, state="finished", outcomes=outcomes, published=published,
-                                           interrupted=interrupted, signal=stopped_by, sharing=sharing))
+                                           interrupted=interrupted, signal=stopped_by, sharing=sharing,
+                                           statements=statements))
     except RecordNotWritten as exc:
         return replace(result, record_error=str(exc))
     return result

@@ -23,6 +23,11 @@
               (``test { role }``, else assumed to be named like ``test { instance_profile }``, as
               the console makes them; `notes` says so), read-only describes
 
+build and test also sign their statements (``AttestationSign``: kms:DescribeKey and kms:Sign on
+the pipeline's ``attestation`` key, an alias as a condition) and write them under the pipeline's
+own prefix of the statements bucket only (``AttestationStore``: s3:PutObject on
+``<bucket>/amibuild/<pipeline>/*``), so no other pipeline's role writes there.
+
 Scoping: SSM actions on the pipeline's channel path only (``{prefix}/{pipeline}`` and below;
 reads of AWS's public ``/aws/service/eks/optimized-ami/*`` for the source AMI), CloudFormation on
 the named stacks, prune's deletions on images and snapshots whose ``amibuild:pipeline`` tag names
@@ -52,6 +57,7 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import secrets, tags
+from amibuild.attest import store as attest_store
 from amibuild.errors import SpecError
 from amibuild.lease import LEGACY_CHANNEL_DIR, lease_root
 from amibuild.channels.publish import name_pattern
@@ -76,7 +82,6 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
         "kms:CreateGrant": "EC2 uses the caller's KMS permissions for an encrypted copy with a KMS key; "
                            "no request of amibuild's or Packer's to observe",
         "kms:Decrypt": "as kms:CreateGrant",
-        "kms:DescribeKey": "as kms:CreateGrant",
         "kms:GenerateDataKeyWithoutPlaintext": "as kms:CreateGrant",
         "kms:ReEncryptFrom": "as kms:CreateGrant",
         "kms:ReEncryptTo": "as kms:CreateGrant",
@@ -292,6 +297,25 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
         statements.append(_statement("KmsForEncryptedImagesByAlias", kms, arn.any_kms_key,
                                      {**via_ec2, "ForAnyValue:StringEquals": {"kms:ResourceAliases": aliases}}))
     statements += _fingerprint_mac(arn, pipeline)
+    return statements + _attest(arn, pipeline)  # each built variant's provenance statement
+
+
+def _attest(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
+    """Signed statements (`amibuild.attest`): the pipeline's key signs (DescribeKey, Sign), and only
+    this pipeline's prefix of the statements bucket is written."""
+    settings = pipeline.attestation
+    statements = []
+    if settings.kms_key:
+        if "alias/" in settings.kms_key:  # KMS authorizes on the key: an alias becomes a condition on any key
+            alias = settings.kms_key.split(":", 5)[-1] if _KMS_ARN.match(settings.kms_key) else settings.kms_key
+            statements.append(_statement("AttestationSign", ["kms:DescribeKey", "kms:Sign"], arn.any_kms_key,
+                                         {"ForAnyValue:StringEquals": {"kms:ResourceAliases": [alias]}}))
+        else:
+            statements.append(_statement("AttestationSign", ["kms:DescribeKey", "kms:Sign"],
+                                         arn.kms_keys([settings.kms_key])))
+    bucket = settings.bucket or attest_store.default_bucket(arn.a)
+    statements.append(_statement("AttestationStore", ["s3:PutObject"],
+                                 [f"arn:{arn.p}:s3:::{bucket}/{attest_store.pipeline_prefix(pipeline.name)}*"]))
     return statements
 
 
@@ -436,7 +460,7 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
         role_name = getattr(settings, "role", "") or profile
         statements.append(_statement("BootTestPassRole", ["iam:PassRole"], [f"arn:{arn.p}:iam::{arn.a}:role/{role_name}"],
                                      {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}))
-    return statements
+    return statements + _attest(arn, pipeline)  # the test statement
 
 
 def notes(task: str, pipeline: Any) -> list[str]:

@@ -10,10 +10,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import hcl, hclcache, secrets
 from amibuild.errors import SpecError, VarFileError
-from amibuild.pipeline import checks, files, imagetests, naming
+from amibuild.pipeline import attestation, checks, files, imagetests, naming
 from amibuild.pipeline.model import (ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS, LAYERS, PIPELINE_FILE, Overrides,
                                      Pipeline, Variant, _VARIANT_NAME, _VAR_NAME)
-from amibuild.pipeline.validation import _as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant
+from amibuild.pipeline.validation import (_as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant,
+                                          known_regions)
 from amibuild.suggest import suggest
 
 
@@ -63,6 +64,9 @@ def load(
         gates=imagetests.gate_map(imagetests.gates(doc.get("channel", []), where)),
         boot_test=imagetests.boot_test_settings(settings["test"], f"{where}: pipeline.test")
         if "test" in settings else imagetests.BootTestSettings(),
+        attestation=attestation.attestation_settings(settings["attestation"], f"{where}: pipeline.attestation",
+                                                     known_regions())
+        if "attestation" in settings else attestation.AttestationSettings(),
     )
     _validate_pipeline(pipeline_kwargs, where, from_flag=bool(overrides.regions))
     checks.pipeline_name(pipeline_kwargs["name"], where)
@@ -133,7 +137,7 @@ def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
 
 
 _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
-                  "default_channel", "public", "allow_shared_credentials", "test", "fingerprint_key"}
+                  "default_channel", "public", "allow_shared_credentials", "test", "attestation", "fingerprint_key"}
 _VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy", "tests"} | {"repo", "proxy", "vars", "extends", "enabled", "test"}
 
 

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from amibuild import secrets
 from amibuild.pipeline import imagetests, support
+from amibuild.pipeline.attestation import AttestationSettings
 
 from amibuild import PIPELINE_FILE  # noqa: F401  (defined once, in the package root; re-exported)
 
@@ -225,6 +226,8 @@ class Pipeline:
     boot_test: imagetests.BootTestSettings = imagetests.BootTestSettings()
     # the pipeline file's own `regions` when --region replaced them for this run (else empty)
     file_regions: tuple[str, ...] = ()
+    # attestation { kms_key, bucket, region }: where statements about its images are signed and kept
+    attestation: AttestationSettings = AttestationSettings()
     # the KMS HMAC key whose MAC stands for URL credentials in the fingerprint ("": none, they stay out)
     fingerprint_key: str = DEFAULT_FINGERPRINT_KEY
 

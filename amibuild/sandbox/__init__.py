@@ -14,7 +14,10 @@
   public and private endpoint access and authentication mode API_AND_CONFIG_MAP
   (`amibuild.sandbox.cluster`; what `amibuild sandbox` prints for `amibuild nodegroup-deploy`);
 * for the upstream base: Amazon Linux minimal source images and the ``amazon-eks`` binaries bucket
-  (`amibuild.sandbox.upstream`).
+  (`amibuild.sandbox.upstream`);
+* for signed statements: the KMS key ``alias/amibuild`` (ECC_NIST_P256, SIGN_VERIFY) in every region
+  and the bucket ``amibuild-attestations-123456789012``, with KMS Sign / Verify held to AWS's
+  limits (`amibuild.sandbox.kms`).
 
 Beyond the stack update model (`_model_stack_updates`) and the stack's tags on the Auto Scaling
 groups it makes (`_tag_stack_groups`), the child closes two more gaps, in

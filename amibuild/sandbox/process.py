@@ -71,7 +71,8 @@ class Sandbox:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self, timeout: float = 60.0) -> Sandbox:
-        """Spawn the emulator and return once it answers; raise `SandboxError` if it does not."""
+        """Spawn the emulator and return once it answers; raise `SandboxError` if it does not (it starts in
+        seconds; the minute is for a machine that is busy with other work)."""
         if self._proc is not None:
             raise SandboxError("this sandbox is already started; stop() it first")
         from amibuild.sandbox.moto_check import require_moto  # deferred: this module must load without moto

@@ -150,7 +150,7 @@ class _Seeder:
         regions a partial reset dropped otherwise)."""
         from moto.ec2.models import ec2_backends
         from moto.ssm.models import ssm_backends
-        from amibuild.sandbox import upstream  # deferred: only the emulator process seeds
+        from amibuild.sandbox import kms, upstream  # deferred: only the emulator process seeds
 
         regions = tuple(regions)
         everything = set(regions) == set(SEED_REGIONS)
@@ -170,6 +170,7 @@ class _Seeder:
             kms_mac.seed(ACCOUNT_ID, region)  # the fingerprint key, so sandbox builds MAC their credentials
         upstream.seed(regions, ACCOUNT_ID, {k for versions in KUBERNETES_VERSIONS.values() for k in versions},
                       bucket=everything)
+        kms.seed(regions, ACCOUNT_ID, bucket=everything)  # the statements' key and bucket
 
     def release(self, k8s: str, os_family: str, arch: str, release: str | None) -> EksImage:
         from moto.core.parse import default_timestamp_parser

@@ -17,7 +17,7 @@ from amibuild.errors import AmibuildError, SandboxError
 from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, _Seeder, seed_images
 from amibuild.sandbox.cluster import model_eks_clusters, read_short_form_yaml
 from amibuild.sandbox.patches import _model_stack_updates, _page_parameter_listings, _tag_stack_groups
-from amibuild.sandbox import kms_mac, runcommand, standins
+from amibuild.sandbox import inspector, kms, kms_mac, runcommand, standins
 from amibuild.sandbox.kubeapi import CONTROL as KUBE_CONTROL, PREFIX as KUBE_PREFIX, KubeApi
 from amibuild.sandbox.process import CHILD_PREFIX, EXIT_REFUSED, serve_foreground
 from amibuild.sandbox.touched import EVERYTHING, Touched, reset_regions
@@ -51,6 +51,8 @@ class _SandboxApp:
         if path.startswith(f"{API_PREFIX}/"):
             error = {"error": f"no route {method} {path}"}
             return self._json(start_response, "404 Not Found", error)
+        if inspector.is_scan(environ):  # Inspector Scan, which moto lacks: reads only, nothing to reset
+            return inspector.serve(environ, lambda status, body: self._json(start_response, status, body))
         self.touched.note(environ)
         return self.moto_app(environ, start_response)
 
@@ -135,6 +137,7 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
     _tag_stack_groups()  # after: it wraps the update _model_stack_updates installs
     _page_parameter_listings()
     runcommand.install()  # the SSM agent of boot-test instances
+    kms.install()  # KMS Sign / Verify with AWS's limits (RAW at most 4,096 bytes, DIGEST pre-hashed)
     kms_mac.install()  # GenerateMac / VerifyMac as AWS answers them
     standins.install()  # an image's stand-in goes when its last image is deregistered
     model_eks_clusters()

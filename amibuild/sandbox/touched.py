@@ -11,7 +11,8 @@ What counts as a change is decided from the request alone (`scope`), conservativ
   for a service moto keeps per partition rather than per region (IAM, S3, STS, ...), counts
   as a change to everything (`EVERYTHING`): a full reset follows;
 * a request reads when its action starts with Describe / List / Get (query and JSON
-  protocols: ``Action=`` or ``X-Amz-Target``), or is a GET / HEAD (REST protocols: EKS, S3);
+  protocols: ``Action=`` or ``X-Amz-Target``), is KMS's Sign or Verify, or is a GET / HEAD
+  (REST protocols: EKS, S3);
   anything else writes.
 
 Cross-region effects go through the region that is signed for: CopyImage is sent to the region
@@ -32,7 +33,7 @@ from urllib.parse import parse_qs
 # of them is reset with everything.
 PARTITION_SERVICES = frozenset({"iam", "s3", "sts", "route53", "cloudfront", "organizations", "sso", "ce"})
 READ_PREFIXES = ("Describe", "List", "Get")
-READ_ACTIONS = frozenset({"GenerateMac", "VerifyMac"})  # KMS computations: they change nothing
+READ_ACTIONS = frozenset({"Sign", "Verify", "GenerateMac", "VerifyMac"})  # KMS: they use a key and change nothing
 EVERYTHING = "*"
 
 _CREDENTIAL = re.compile(r"Credential=[^/,\s]+/[0-9]{8}/([a-z0-9-]+)/([a-z0-9-]+)/aws4_request")

@@ -133,7 +133,8 @@ class NodeConfig:
         if self.kubelet_flags and not self.kubelet.flags:
             merged = KubeletSettings.parse(flags=self.kubelet_flags)
             object.__setattr__(self, "kubelet", KubeletSettings(
-                merged.flags, self.kubelet.labels, self.kubelet.taints, self.kubelet.max_pods))
+                merged.flags, self.kubelet.labels, self.kubelet.taints, self.kubelet.max_pods,
+                self.kubelet.max_pods_expression))
         object.__setattr__(self, "kubelet_flags", self.kubelet.flags)
         _check_config(self)
 
@@ -187,6 +188,9 @@ def _check_config(cfg: NodeConfig) -> None:
             raise SpecError("--bootstrap-args is for al2's bootstrap.sh; on al2023 give --kubelet-flag, "
                             "--node-label, --taint or --max-pods")
     else:
+        if cfg.kubelet.max_pods_expression:
+            raise SpecError("--max-pods-expression is nodeadm's (al2023); al2's bootstrap.sh takes a fixed "
+                            "--max-pods N")
         if bool(cfg.api_server_endpoint) != bool(cfg.certificate_authority):
             raise SpecError("--api-server-endpoint and --certificate-authority go together (or leave both out)")
         options = check_bootstrap_words(words)
@@ -290,6 +294,7 @@ def config_from_flags(
     node_labels: Sequence[str] = (),
     taints: Sequence[str] = (),
     max_pods: str | int | None = None,
+    max_pods_expression: str | None = None,
     kubelet: KubeletSettings | None = None,
     proxy_credentials_parameter: str = "",
 ) -> NodeConfig:
@@ -315,7 +320,8 @@ def config_from_flags(
         bypass=services,
         bootstrap_args=bootstrap_args or "",
         kubelet=kubelet if kubelet is not None else KubeletSettings.parse(
-            flags=kubelet_flags, labels=node_labels, taints=taints, max_pods=max_pods),
+            flags=kubelet_flags, labels=node_labels, taints=taints, max_pods=max_pods,
+            max_pods_expression=max_pods_expression),
         api_server_endpoint=api_server_endpoint or "",
         certificate_authority=certificate_authority or "",
         cfn_signal=CfnSignal(cfn_stack, cfn_resource, region or "") if cfn_stack else None,

@@ -1,9 +1,10 @@
 """Kubelet settings a node gets, and the nodeadm NodeConfig that carries them on AL2023. Pure.
 
 `KubeletSettings` holds what `--kubelet-flag`, `--node-label KEY=VALUE`, `--taint
-KEY=VALUE:EFFECT` and `--max-pods N` ask for, each value checked when it is made. It gives:
+KEY=VALUE:EFFECT`, `--max-pods N` and `--max-pods-expression EXPR` ask for, each value checked when
+it is made. It gives:
 
-    nodeadm_kubelet()  AL2023: NodeConfig `spec.kubelet` (`flags`, and `config.maxPods`)
+    nodeadm_kubelet()  AL2023: NodeConfig `spec.kubelet` (`flags`, `config.maxPods`, `maxPodsExpression`)
     kubelet_args()     AL2: the words of bootstrap.sh's --kubelet-extra-args
     to_parameters()    the node group stack parameters that remember them (`from_parameters` back)
 
@@ -28,6 +29,7 @@ from typing import Any
 import yaml
 
 from amibuild.errors import SpecError
+from amibuild.handoff.userdata.maxpods import check_expression
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 MAX_PODS_LIMIT = 1000  # well above what any instance type's IP addresses allow
@@ -67,13 +69,14 @@ class KubeletSettings:
     labels: tuple[tuple[str, str], ...] = ()
     taints: tuple[Taint, ...] = ()
     max_pods: int | None = None
+    max_pods_expression: str = ""  # AL2023 only: nodeadm's CEL expression for maxPods (`maxpods`)
 
     def __bool__(self) -> bool:
-        return bool(self.flags or self.labels or self.taints or self.max_pods)
+        return bool(self.flags or self.labels or self.taints or self.max_pods or self.max_pods_expression)
 
     @classmethod
     def parse(cls, *, flags: Iterable[str] = (), labels: Iterable[str] = (), taints: Iterable[str] = (),
-              max_pods: str | int | None = None) -> KubeletSettings:
+              max_pods: str | int | None = None, max_pods_expression: str | None = None) -> KubeletSettings:
         checked = tuple(_check_flag(flag) for flag in flags)
         names = [flag.partition("=")[0] for flag in checked]
         twice = next((name for name in names if names.count(name) > 1), None)
@@ -86,12 +89,16 @@ class KubeletSettings:
             raise SpecError(f"--node-label {dup} is given twice")
         parsed_taints = tuple(_check_taint(taint) for taint in taints)
         pods = _check_max_pods(max_pods)
+        expression = check_expression(max_pods_expression) if max_pods_expression else ""
+        if expression and pods is not None:
+            raise SpecError("--max-pods and --max-pods-expression both set max pods, and nodeadm lets the fixed "
+                            "value win: give one")
         given = {"--node-labels": bool(pairs), "--register-with-taints": bool(parsed_taints),
                  "--max-pods": pods is not None}
         for name in names:
             if name in _OWNED and given[name]:
                 raise SpecError(f"--kubelet-flag {name} and {_OWNED[name]} both set it: give it one way")
-        return cls(checked, pairs, parsed_taints, pods)
+        return cls(checked, pairs, parsed_taints, pods, expression)
 
     # ------------------------------------------------------------------------------ AL2023
 
@@ -101,6 +108,8 @@ class KubeletSettings:
         flags = list(self.flags) + self._derived_flags(max_pods=False)
         if self.max_pods is not None:
             out["config"] = {"maxPods": self.max_pods}
+        if self.max_pods_expression:
+            out["maxPodsExpression"] = self.max_pods_expression
         if flags:
             out["flags"] = flags
         return out
@@ -130,6 +139,7 @@ class KubeletSettings:
             "NodeLabels": ",".join(f"{k}={v}" for k, v in self.labels),
             "NodeTaints": ",".join(str(t) for t in self.taints),
             "MaxPods": "" if self.max_pods is None else str(self.max_pods),
+            "MaxPodsExpression": self.max_pods_expression,
         }
 
     @classmethod
@@ -140,6 +150,7 @@ class KubeletSettings:
             labels=_words(values.get("NodeLabels", ""), ","),
             taints=_words(values.get("NodeTaints", ""), ","),
             max_pods=values.get("MaxPods") or None,
+            max_pods_expression=values.get("MaxPodsExpression") or None,
         )
 
 
@@ -149,6 +160,7 @@ PARAMETERS: Mapping[str, str] = {
     "NodeLabels": "node labels amibuild gave the nodes (--node-label), KEY=VALUE comma-separated",
     "NodeTaints": "taints amibuild gave the nodes (--taint), KEY=VALUE:EFFECT comma-separated",
     "MaxPods": "max pods amibuild gave the kubelet (--max-pods); empty: the AMI's default",
+    "MaxPodsExpression": "nodeadm's CEL expression for max pods (--max-pods-expression, al2023); empty: none",
 }
 
 

@@ -1,0 +1,57 @@
+"""KMS calls of the gateway: the asymmetric key that signs amibuild's statements (Sign,
+GetPublicKey, DescribeKey). The private key never leaves KMS."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from amibuild.aws.errors import _mapped
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """DescribeKey's answer, the parts a signer needs."""
+
+    arn: str
+    key_spec: str
+    key_usage: str
+    state: str  # Enabled, Disabled, PendingDeletion, ...
+    signing_algorithms: tuple[str, ...] = ()
+
+    @property
+    def enabled(self) -> bool:
+        return self.state == "Enabled"
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    arn: str
+    der: bytes  # SubjectPublicKeyInfo, DER
+    key_spec: str
+    signing_algorithms: tuple[str, ...] = ()
+
+
+class KmsCalls:
+    """KMS calls; mixed into `amibuild.aws.Aws` (needs `Session`'s clients)."""
+
+    def describe_key(self, key_id: str, region: str) -> KeyInfo:
+        """The key ``key_id`` names (an alias, id or ARN); NotFound when there is none."""
+        with _mapped(f"kms:DescribeKey {key_id}", region):
+            raw = self.client("kms", region).describe_key(KeyId=key_id)["KeyMetadata"]
+        return KeyInfo(arn=raw["Arn"], key_spec=raw.get("KeySpec") or raw.get("CustomerMasterKeySpec", ""),
+                       key_usage=raw.get("KeyUsage", ""), state=raw.get("KeyState", ""),
+                       signing_algorithms=tuple(raw.get("SigningAlgorithms", [])))
+
+    def sign(self, key_id: str, message: bytes, region: str, *, message_type: str = "DIGEST",
+             algorithm: str = "ECDSA_SHA_256") -> tuple[str, bytes]:
+        """(the key's ARN, the DER signature) of ``message``: with DIGEST, a digest KMS signs as it is."""
+        with _mapped(f"kms:Sign {key_id}", region):
+            raw = self.client("kms", region).sign(KeyId=key_id, Message=message, MessageType=message_type,
+                                                  SigningAlgorithm=algorithm)
+        return raw["KeyId"], raw["Signature"]
+
+    def public_key(self, key_id: str, region: str) -> PublicKey:
+        with _mapped(f"kms:GetPublicKey {key_id}", region):
+            raw = self.client("kms", region).get_public_key(KeyId=key_id)
+        return PublicKey(arn=raw["KeyId"], der=raw["PublicKey"], key_spec=raw.get("KeySpec", ""),
+                         signing_algorithms=tuple(raw.get("SigningAlgorithms", [])))

@@ -1,0 +1,64 @@
+"""build-ami's provenance statements: for each variant built in this run, once its images exist in
+every region and before anything is published, a signed SLSA v1 provenance (`amibuild.attest`)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from amibuild.attest import predicates
+from amibuild.attest.sign import Attestor, Stored
+from amibuild.attest.statement import PROVENANCE
+from amibuild.aws import fan_out
+from amibuild.bake.executor import BuildOutcome, BuildStatus
+from amibuild.bake.plan import BuildPlan, PlanItem
+
+
+def file_digest(path: Path | None) -> str | None:
+    """The hex SHA-256 of the pipeline file as read for this run (None: no file, or unreadable now)."""
+    if path is None:
+        return None
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def provenance_of(item: PlanItem, plan: BuildPlan, outcome: BuildOutcome, *, version: str, git_commit: str | None,
+                  packer_version: str, pipeline_digest: str | None, account: str, finished: str) -> dict[str, Any]:
+    """The SLSA predicate of one variant's build. Pure."""
+    rendered = item.rendered
+    return predicates.provenance(
+        amibuild_version=version, pipeline=plan.pipeline.name,
+        pipeline_file=str(plan.pipeline.source) if plan.pipeline.source else None, pipeline_digest=pipeline_digest,
+        git_commit=git_commit, variant=item.name, fingerprint=item.fingerprint, inputs=rendered.variant.settings(),
+        source_amis={r: s.image_id for r, s in rendered.sources.items()}, account=account,
+        packer_version=packer_version, run_id=plan.run_id, regions=plan.regions,
+        started=outcome.started or plan.started, finished=finished)
+
+
+def attestable(plan: BuildPlan, outcomes: Sequence[BuildOutcome]) -> list[BuildOutcome]:
+    """The variants built in this run whose images exist in every target region. Pure."""
+    return [o for o in outcomes if o.status is BuildStatus.BUILT and set(plan.regions) <= set(o.amis)]
+
+
+def provenance_statements(attestor: Attestor, plan: BuildPlan, outcomes: Sequence[BuildOutcome], *, version: str,
+                          git_commit: str | None, packer_version: str) -> Mapping[str, Stored]:
+    """{variant: its provenance statement, stored}, the variants in parallel."""
+    built = {o.name: o for o in attestable(plan, outcomes)}
+    if not built:
+        return {}
+    items = {i.name: i for i in plan.items}
+    digest = file_digest(plan.pipeline.source)
+
+    def one(name: str) -> Stored:
+        outcome = built[name]
+        finished = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        predicate = provenance_of(items[name], plan, outcome, version=version, git_commit=git_commit,
+                                  packer_version=packer_version, pipeline_digest=digest,
+                                  account=attestor.where.account, finished=finished)
+        return attestor.make({r: outcome.amis[r] for r in plan.regions}, PROVENANCE, predicate, plan.run_id)
+
+    return fan_out(sorted(built), one)
