@@ -9,6 +9,7 @@ turns them into a one-line message and an exit code::
     │   ├── VarFileError                  a .pkrvars.hcl file that does not parse
     │   ├── UpstreamError                 an upstream amazon-eks-ami checkout we cannot read
     │   ├── NotUserData                   `decode-userdata` input that is no user data
+    │   │   └── UserDataTooBig                input beyond a cap (bytes, bytes decoded, nesting)
     │   ├── PackerInputRefused            `packer validate` refused a value the user gave
     │   ├── RolloutRefused                a stack / node group / channel that cannot be rolled as asked
     │   ├── RehearsalUnavailable          `rehearse` needs root on Linux; not run
@@ -104,6 +105,14 @@ class UpstreamError(UsageError):
 
 class NotUserData(UsageError):
     """Input that is not user data: no base64, gzip, MIME, cloud-config, script or NodeConfig."""
+
+
+class UserDataTooBig(NotUserData):
+    """User data beyond a cap of the decoder: bytes read, bytes decoded over all layers, nesting."""
+
+    def __init__(self, message: str, *, nesting: bool = False) -> None:
+        super().__init__(message)
+        self.nesting = nesting  # the nesting cap, not the byte cap, refused it
 
 
 class RolloutRefused(UsageError):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Iterable
 from urllib.parse import unquote
 
@@ -93,13 +92,11 @@ class Known:
         return text
 
 
-@lru_cache(maxsize=256)
-def keyed_digest(name: str, value: str) -> str:
-    """What a fingerprint sees of a secret: a slow keyed hash (scrypt, keyed by amibuild and the
-    variable's name), never the secret. A new password changes it, so the build is new; guessing a
-    password back from a fingerprint (an AMI tag anyone in the account reads) costs scrypt per guess."""
-    return hashlib.scrypt(value.encode(), salt=f"amibuild fingerprint\0{name}".encode(), n=2**14, r=8, p=1,
-                          dklen=32).hex()
+def mac_message(name: str, value: str) -> bytes:
+    """What KMS GenerateMac is given for a credential-carrying variable: a sha256 of the variable's
+    name and value (KMS takes at most 4096 bytes; a shipped key makes extra_repos longer). Only the
+    MAC, made with a key nobody holds offline, reaches the fingerprint; this digest goes nowhere else."""
+    return hashlib.sha256(b"amibuild fingerprint\0" + name.encode() + b"\0" + value.encode()).digest()
 
 
 def _strings(value: Any) -> Iterable[str]:

@@ -110,15 +110,21 @@ def test_build_policy_allows_exactly_what_build_ami_and_packer_call(tmp_path: Pa
     ec2 = boto3.client("ec2", region_name="us-west-2")
     subnet = ec2.describe_subnets(Filters=[{"Name": "cidr-block", "Values": ["10.42.0.0/24"]}])["Subnets"][0]
     # every branch of the build policy: copies, sharing, encryption with a KMS key, a named subnet,
-    # and a variant that lets Packer make its own security group
+    # a variant that lets Packer make its own security group, and credentials in a proxy URL (the
+    # fingerprint's MAC of them by the fingerprint key)
     (tmp_path / "amibuild.hcl").write_text(f"""
 pipeline {{
   name      = "iam"
   regions   = ["us-west-2"]
   copy_to   = ["eu-west-1"]
   ami_users = ["111122223333"]
+  allow_shared_credentials = true
 }}
-variant "plain" {{}}
+variant "plain" {{
+  proxy {{
+    http = "http://user:S3cretPass@proxy.local:3128"
+  }}
+}}
 variant "tuned" {{
   encrypted  = true
   kms_key_id = "{KMS_KEY}"
@@ -134,6 +140,7 @@ variant "tuned" {{
     assert sum(1 for v in variants.values() if v.get("publish_error")) == 1, result.stderr
     assert result.returncode == 1
     assert "ec2:CreateKeyPair" in recorder.actions() and "ec2:CopyImage" in recorder.actions()
+    assert "kms:GenerateMac" in recorder.actions()
     document = iam.policy("build", load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)
     assert_policy_matches_calls("build", document, recorder)
 

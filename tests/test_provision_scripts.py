@@ -1,13 +1,14 @@
 """The provisioner scripts in amibuild/render/provision/, run with bash against a temporary root.
 
 Each run sees a PATH holding only the stand-ins the test chose (tests/fakebin/stand-in linked as
-yum, dnf, rpm, systemctl or sleep; each call is appended to a log) and the two coreutils the
+yum, dnf, rpm, systemctl or sleep; each call is appended to a log) and the few coreutils the
 scripts use, with no inherited environment. A real package manager can never run, and the
 assertions on calls are exact.
 """
 
 from __future__ import annotations
 
+import base64
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,7 +20,7 @@ PROVISION = TESTS.parent / "amibuild" / "render" / "provision"
 STAND_IN = TESTS / "fakebin" / "stand-in"
 BASH = shutil.which("bash") or "/bin/bash"
 # The only external commands the scripts run apart from the stand-ins.
-COREUTILS = ("mkdir", "sleep")
+COREUTILS = ("mkdir", "sleep", "base64")
 DEFAULT_COMMANDS = ("yum", "rpm", "systemctl")
 
 
@@ -153,6 +154,28 @@ def test_add_repos_without_gpgkey_disables_gpgcheck_and_imports_nothing(host: Ho
     assert host.calls() == []
 
 
+def test_add_repos_writes_a_shipped_key_and_imports_it_from_the_file(host: Host) -> None:
+    """A key shipped with the build (key:BASE64) is never fetched: the repo file points at it."""
+    key = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmQENBF\n-----END PGP PUBLIC KEY BLOCK-----\n"
+    record = "mirror|http://mirror.corp/el9|key:" + base64.b64encode(key.encode()).decode()
+
+    result = host.run("add-repos.sh", {"AMIBUILD_REPOS": record})
+
+    assert result.returncode == 0, result.stderr
+    assert host.files() == {
+        "etc/pki/rpm-gpg/RPM-GPG-KEY-amibuild-mirror": key,
+        f"{REPO_DIR}/amibuild-mirror.repo": (
+            "[mirror]\n"
+            "name=mirror (added by amibuild)\n"
+            "baseurl=http://mirror.corp/el9\n"
+            "enabled=1\n"
+            "gpgcheck=1\n"
+            "gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-amibuild-mirror\n"
+        ),
+    }
+    assert host.calls() == [f"rpm --import {host.root}/etc/pki/rpm-gpg/RPM-GPG-KEY-amibuild-mirror"]
+
+
 def test_add_repos_writes_one_file_per_record_and_skips_blank_lines(host: Host) -> None:
     records = "\n  \nfirst|https://a.example/repo|https://a.example/key\n\t\nsecond|https://b.example/repo|\n"
 
@@ -197,6 +220,8 @@ def test_add_repos_does_nothing_without_repos(host: Host) -> None:
         pytest.param("../../etc/passwd|https://m.example/|", "../../etc/passwd", id="path-in-name"),
         pytest.param("$(touch pwned)|https://m.example/|", "$(touch pwned)", id="substitution-in-name"),
         pytest.param("bad", "'bad' must be 'name|baseurl|gpgkey' but has 1 field(s)", id="no-baseurl"),
+        pytest.param("bad|https://m.example/|key:not base64!", "'bad': its shipped gpgkey is not base64",
+                     id="shipped-key-not-base64"),
         pytest.param("bad|https://m.example/|https://m.example/key|x", "'bad'", id="extra-field"),
         pytest.param("bad|ftp://ci:secret@m.example/|", "ftp://***@m.example/", id="credentials-masked"),
         pytest.param("good|https://other.example/|", "'good' is given more than once", id="duplicate-name"),

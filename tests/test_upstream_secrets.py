@@ -1,5 +1,6 @@
 """Secrets at rest: an upstream git URL's credentials are used, never kept in the clone cache; and a
-changed proxy password is a new build (the fingerprint sees a keyed hash of it, never the password).
+changed proxy password is a new build when the pipeline's KMS key is there (the fingerprint sees
+its MAC of it, never the password), and no part of the fingerprint without it.
 
 The upstream repository is served over real HTTP on 127.0.0.1 by `git http-backend` behind a
 small server that demands the password (HTTP Basic), so the test shows git got the credentials
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import os
 import shutil
 import subprocess
@@ -21,6 +23,7 @@ from typing import Iterator
 import pytest
 
 from amibuild import render
+from amibuild.bake import credential_macs
 from amibuild.errors import UpstreamError
 from amibuild.pipeline import Overrides, load
 from amibuild.render import Target, upstream
@@ -161,12 +164,22 @@ def test_a_wrong_upstream_password_is_refused_naming_the_url_masked(served, tmp_
 # ------------------------------------------------------------------------------- the fingerprint
 
 
-def rendered(tmp_path: Path, proxy: str) -> render.Rendered:
+class _Kms:
+    """GenerateMac with a key of its own (the pipeline's HMAC key, as the gateway would answer)."""
+
+    def generate_mac(self, key: str, message: bytes, region: str):
+        class Answer:
+            mac = hmac.new(b"the key nobody holds offline", message, hashlib.sha256).digest()
+        return Answer()
+
+
+def rendered(tmp_path: Path, proxy: str, *, key: bool = True) -> render.Rendered:
     path = tmp_path / "amibuild.hcl"
     path.write_text(BASE_PIPELINE)
     pipeline = load(path, Overrides(variables=(f"http_proxy={proxy}",)))
-    return render.render_variant(pipeline, pipeline.variants[0], uses_plugins=False, target=Target(None),
-                                 sources={r: SOURCE for r in pipeline.regions})
+    build = render.render_build(pipeline, pipeline.variants[0], uses_plugins=False, target=Target(None),
+                                sources={r: SOURCE for r in pipeline.regions})
+    return render.finish(build, credential_macs.gather(pipeline, [build], _Kms() if key else None).of(build))
 
 
 def test_a_changed_proxy_password_changes_the_fingerprint_and_no_rendered_file_holds_either(tmp_path: Path) -> None:
@@ -182,3 +195,7 @@ def test_a_changed_proxy_password_changes_the_fingerprint_and_no_rendered_file_h
         assert PASSWORD not in text and "N3wPass" not in text
         assert f"http://{USER}:***@proxy.local:3128" in repr(dict(one.values))
     assert first.secret_env["PKR_VAR_http_proxy"] == f"http://{USER}:{PASSWORD}@proxy.local:3128"
+    # without the key the password is no part of the fingerprint: the masked URL is
+    without = rendered(tmp_path, f"http://{USER}:{PASSWORD}@proxy.local:3128", key=False)
+    assert without.fingerprint == rendered(tmp_path, f"http://{USER}:N3wPass@proxy.local:3128", key=False).fingerprint
+    assert without.fingerprint not in (first.fingerprint, plain.fingerprint)

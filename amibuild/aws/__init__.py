@@ -16,18 +16,20 @@ from amibuild.aws.errors import _mapped
 from amibuild.aws.image_lifecycle import ImageLifecycleCalls
 from amibuild.aws.kms import KmsCalls
 from amibuild.aws.inspector import InspectorCalls
+from amibuild.aws.kms_mac import KmsMacCalls, Mac
 from amibuild.aws.s3 import S3Calls
 from amibuild.aws.session import (CONNECT_ATTEMPTS, CONNECT_TIMEOUT, MAX_WORKERS, Session, _give_up_on_dead_endpoint,
                                   beside, default_region, fan_out)
 from amibuild.aws.ssm import History, Parameter, SsmCalls, _parameter, answered_at
 
 __all__ = [
-    "Aws", "CONNECT_ATTEMPTS", "CONNECT_TIMEOUT", "History", "Image", "MAX_WORKERS", "Parameter", "Session",
+    "Aws", "CONNECT_ATTEMPTS", "CONNECT_TIMEOUT", "History", "Image", "MAX_WORKERS", "Mac", "Parameter", "Session",
     "_give_up_on_dead_endpoint", "_image", "_mapped", "_parameter", "answered_at", "beside", "default_region", "fan_out",
 ]
 
 
-class Aws(SsmCalls, S3Calls, KmsCalls, Ec2Calls, ImageLifecycleCalls, CfnCalls, EksCalls, InspectorCalls, Session):
+class Aws(SsmCalls, S3Calls, KmsCalls, KmsMacCalls, Ec2Calls, ImageLifecycleCalls, CfnCalls, EksCalls, InspectorCalls,
+          Session):
     """Session, clients and typed calls. Thread-safe: builds and publishes fan out over regions.
 
     One object; its calls are grouped per service in the modules beside this one."""

@@ -16,7 +16,7 @@ _DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Un
 _NOT_FOUND = {"ParameterNotFound", "InvalidAMIID.NotFound", "InvalidAMIID.Unavailable",
               "InvalidAMIID.Malformed", "ValidationError", "ResourceNotFoundException",
               "ParameterVersionNotFound", "InvalidSnapshot.NotFound", "NoSuchBucket",
-              "NoSuchKey", "NotFoundException"}
+              "NoSuchKey", "NotFoundException"}  # KMS: no such key or alias
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from typing import Callable, Mapping
 from amibuild import hcl
 from amibuild import render as render_mod
 from amibuild.aws import Aws, beside, fan_out
+from amibuild.bake import credential_macs
 from amibuild.bake.packer import Packer, input_refusal
 from amibuild.bake.record import why_not_written
 from amibuild.errors import AmibuildError, AwsError, OutputNotWritten, PackerNotFound, PackerValidateError, SpecError
@@ -149,8 +150,11 @@ def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = 
                                 upstream_binaries=binaries.get(variant.name))
         for variant in pipeline.variants
     ]
-    rendered = [render_mod.finish(transform(b) if transform is not None else b) for b in builds]
-    return Prepared(pipeline, rendered, version, [note] if note else [])
+    finals = [transform(b) if transform is not None else b for b in builds]
+    # the credentials' MACs are facts like the source AMIs: gathered here, so the render stays pure
+    macs = credential_macs.gather(pipeline, finals, aws if resolve else None, strict=strict)
+    rendered = [render_mod.finish(b, macs.of(b)) for b in finals]
+    return Prepared(pipeline, rendered, version, [n for n in (note, macs.note) if n])
 
 
 def support_warnings(pipeline: Pipeline, today=None) -> list[str]:

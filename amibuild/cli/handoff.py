@@ -120,7 +120,7 @@ def deploy_settings(options: Any, *, stack: str | None, region: str | None, vari
         dry_run=dry_run, variant_credentials_parameter=variant_parameter)
 
 
-def stack_user_data(options: Any, *, stack: str, region: str | None) -> list:
+def stack_user_data(options: Any, *, stack: str, region: str | None, budget: ud.Budget | None = None) -> list:
     """`amibuild decode-userdata --stack`: the user data of the stack's template, its references
     filled in with the stack's parameters and pseudo parameters."""
     aws, region = gateway(options, region)
@@ -129,7 +129,7 @@ def stack_user_data(options: Any, *, stack: str, region: str | None) -> list:
         raise RolloutRefused(f"stack {stack} does not exist in {region}")
     references = ud.stack_references({key: p.value for key, p in found.parameters.items()}, stack=stack,
                                      region=region)
-    return ud.decode(aws.stack_template(stack, region).encode(), f"stack {stack}", references)
+    return ud.decode(aws.stack_template(stack, region).encode(), f"stack {stack}", references, budget)
 
 
 def node_role(options: Any, *, role_arn: str, stack: str, region: str | None) -> str:

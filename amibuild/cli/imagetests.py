@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from amibuild.pipeline import Pipeline
-from amibuild.pipeline import imagetests
+from amibuild.pipeline import iam_names, imagetests
 from amibuild import tags
 from amibuild.aws import Aws
 from amibuild.bake.plan import new_run_id
@@ -147,6 +147,8 @@ def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, 
         raise SpecError("test-ami: name one variant with --variant")
     variant = pipeline.variants[0]
     imagetests.check_cluster(flags.get("cluster") or "", "--cluster")
+    if flags.get("instance_profile"):
+        iam_names.instance_profile(flags["instance_profile"], "--instance-profile")
     settings = boot.BootTestSettings.of(pipeline.boot_test, **flags,
                                         poll=0.1 if in_sandbox(os.environ) else 5.0)
     # the cluster's API through the caller's kubeconfig: a missing client or kubeconfig is said before any AWS work

@@ -24,7 +24,8 @@ SELECT_HELP = {
     "flavor": "EKS-optimized image flavor: standard (default), nvidia or neuron (al2023), gpu (al2)",
     "region": "Build region (repeatable; default: the pipeline's regions, else AWS_REGION)",
     "extra_pkg": "Extra RPM package to install (repeatable; added to the variant's own)",
-    "extra_repo": "Extra yum repository NAME=URL (repeatable; added to the variant's own)",
+    "extra_repo": "Extra yum repository NAME=URL|GPGKEY (repeatable; added to the variant's own): GPGKEY an https:// "
+                  "URL or a local armored key file, or NAME=URL|gpgcheck=false; |insecure=true to allow plain http",
     "var": "Packer variable KEY=VALUE (repeatable; wins over everything else)",
     "var_file": "Packer var-file FILE.pkrvars.hcl (repeatable; later files win)",
     "build_dir": "Output folder (default: build)",

@@ -9,7 +9,7 @@ import os
 from invoke import task
 
 from amibuild.cli import summary
-from amibuild.errors import NotUserData
+from amibuild.errors import NotUserData, UserDataTooBig
 from amibuild.cli import run as cli
 from amibuild.cli.tasks_common import SELECT_HELP, CHANNEL_HELP, _channel_options
 
@@ -90,8 +90,10 @@ def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr=
                      "filled in from the stack's parameters",
             "region": "Region of the stack with --stack (default: AWS_REGION / the profile's region)",
             "profile": SELECT_HELP["profile"],
-            "json": "Print the parts as JSON on stdout"}, auto_shortflags=False)
-def decode_userdata(c, source, json=False, stack=False, region=None, profile=None):
+            "json": "Print the parts as JSON on stdout",
+            "max_bytes": "Most bytes to read, and to decode over all layers (base64, gzip, MIME parts) "
+                         "(default 1048576: 1 MiB)"}, auto_shortflags=False)
+def decode_userdata(c, source, json=False, stack=False, region=None, profile=None, max_bytes=0):
     """Decode user data (base64, gzip, MIME, cloud-config, any nesting) and print each part."""
     import sys
     from pathlib import Path
@@ -102,23 +104,35 @@ def decode_userdata(c, source, json=False, stack=False, region=None, profile=Non
     def body():
         if source in ("--help", "-h"):  # invoke hands a required positional the flag itself
             raise NotUserData("for this task's help run `amibuild --help decode-userdata`")
+        if max_bytes < 0:
+            raise NotUserData(f"--max-bytes {max_bytes}: a number of bytes, 1 or more")
+        limit = max_bytes or ud.MAX_BYTES
         if stack:
             from amibuild.cli import handoff  # deferred: boto3 behind it, only for --stack
 
             return handoff.stack_user_data(cli.options(c, profile=profile, announce=False), stack=source,
-                                           region=region)
+                                           region=region, budget=ud.Budget(limit))
         if region or profile:
             raise NotUserData("--region and --profile go with --stack (SOURCE is then a stack name)")
         if source == "-":
-            data, name = sys.stdin.buffer.read(), "<stdin>"
+            data, name = ud.read_limited(sys.stdin.buffer, "<stdin>", limit), "<stdin>"
         else:
             try:
-                data, name = Path(source).read_bytes(), source
+                with Path(source).open("rb") as stream:
+                    data, name = ud.read_limited(stream, source, limit), source
             except OSError as exc:
                 raise NotUserData(f"{source}: cannot read: {exc.strerror}") from None
-        return ud.decode(data, name)
+        return ud.decode(data, name, budget=ud.Budget(limit))
 
-    parts = cli.run(body)
+    def capped():
+        try:
+            return body()
+        except UserDataTooBig as exc:
+            if exc.nesting:
+                raise
+            raise UserDataTooBig(f"{exc} (--max-bytes to raise it)") from None  # the flag is the CLI's to name
+
+    parts = cli.run(capped)
     if json:
         cli.emit_json([vars(part) for part in parts])
     else:

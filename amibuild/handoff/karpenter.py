@@ -35,7 +35,8 @@ from amibuild import tags
 from amibuild.errors import SpecError
 from amibuild.handoff.userdata import render
 from amibuild.handoff.userdata.kubelet import KubeletSettings, proxy_environment
-from amibuild.pipeline import proxy_credentials
+from amibuild.pipeline import iam_names, proxy_credentials
+from amibuild.pipeline.imagetests import check_cluster
 
 API_VERSION = "karpenter.k8s.aws/v1"
 DISCOVERY_TAG = "karpenter.sh/discovery"
@@ -116,9 +117,18 @@ def node_class(*, name: str, parameter: str, region: str, os_family: str, cluste
         raise SpecError(f"variant {variant!r}: Karpenter node classes are for al2023 and al2 variants, not {os_family!r}")
     if role and instance_profile:
         raise SpecError("--role and --instance-profile: give one of them (Karpenter takes one)")
-    if not role and not instance_profile:
-        role = f"KarpenterNodeRole-{cluster}"
-    selector = [{"tags": {DISCOVERY_TAG: discovery or cluster}}]
+    check_cluster(cluster, "--cluster")  # it reaches the role, the selectors and the user data
+    if role:
+        iam_names.role(role, "--role")
+    elif instance_profile:
+        iam_names.instance_profile(instance_profile, "--instance-profile")
+    else:
+        role = iam_names.role(f"KarpenterNodeRole-{cluster}", f"--cluster {cluster}: the default role")
+    if discovery:
+        iam_names.discovery(discovery, "--discovery")
+    else:
+        discovery = iam_names.discovery(cluster, f"--cluster {cluster}: the default --discovery value")
+    selector = [{"tags": {DISCOVERY_TAG: discovery}}]
     spec: dict[str, Any] = {
         "amiFamily": FAMILIES[os_family],
         "amiSelectorTerms": [{"ssmParameter": parameter}],

@@ -62,7 +62,7 @@ import json
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from amibuild import tags
+from amibuild import secrets, tags
 from amibuild.attest import store as attest_store
 from amibuild.errors import SpecError
 from amibuild.lease import LEGACY_CHANNEL_DIR, lease_root
@@ -303,6 +303,7 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
     if aliases:
         statements.append(_statement("KmsForEncryptedImagesByAlias", kms, arn.any_kms_key,
                                      {**via_ec2, "ForAnyValue:StringEquals": {"kms:ResourceAliases": aliases}}))
+    statements += _fingerprint_mac(arn, pipeline)
     return statements + _attest(arn, pipeline)  # each built variant's provenance statement
 
 
@@ -352,6 +353,22 @@ def _attest(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
     statements.append(_statement("AttestationStore", ["s3:PutObject"],
                                  [f"arn:{arn.p}:s3:::{bucket}/{attest_store.pipeline_prefix(pipeline.name)}*"]))
     return statements
+
+
+def _fingerprint_mac(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
+    """kms:GenerateMac on the fingerprint key, when a variant's URLs carry credentials (its MAC
+    stands for them in the fingerprint: amibuild.bake.credential_macs)."""
+    key = getattr(pipeline, "fingerprint_key", "")
+    carrying = any(secrets.has_credentials([v.proxy.http, v.proxy.https, [[r.baseurl, r.gpgkey] for r in v.repos],
+                                            [v.packer_vars.get(n) for n in ("http_proxy", "https_proxy", "extra_repos")]])
+                   for v in pipeline.variants)
+    if not key or not carrying:
+        return []
+    if "alias/" in key:
+        alias = key.split(":", 5)[-1] if _KMS_ARN.match(key) else key
+        return [_statement("FingerprintMac", ["kms:GenerateMac"], arn.any_kms_key,
+                           {"ForAnyValue:StringEquals": {"kms:ResourceAliases": [alias]}})]
+    return [_statement("FingerprintMac", ["kms:GenerateMac"], arn.kms_keys([key]))]
 
 
 def _publish(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:

@@ -92,6 +92,14 @@ def url(value: str, where: str, label: str) -> str:
     return value
 
 
+def kms_key(value: str, where: str) -> str:
+    """A KMS key id, key ARN, alias name or alias ARN ("" allowed: none)."""
+    if value and (len(value) > 2048 or not _KMS_KEY.match(value)):
+        raise SpecError(f"{where} {value!r}: a KMS key id, key ARN, alias/NAME or alias ARN, e.g. "
+                        "alias/amibuild-fingerprint (\"\" for none)")
+    return value
+
+
 def no_proxy(value: str, where: str, label: str = "proxy.no_proxy") -> str:
     if value and (not _NO_PROXY.match(value) or len(value) > MAX_VALUE_CHARS):
         raise SpecError(f"{where}: {label} {value!r}: a comma-separated list of hosts, domains and CIDRs")
@@ -252,19 +260,45 @@ def repo_line(line: str, where: str) -> None:
     repo(name, baseurl, gpgkey, where)
 
 
-_REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
+_REPO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # fullmatch
+ARMORED_KEY_BEGIN = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
+_ARMORED_KEY_END = "-----END PGP PUBLIC KEY BLOCK-----"
+MAX_KEY_BYTES = 64 << 10
+_ARMOR = re.compile(r"[\x20-\x7e\r\n\t]*")  # fullmatch: printable ASCII lines
 
 
-def repo(name: str, baseurl: str, gpgkey: str, where: str, *, gpgcheck: bool | None = None) -> None:
+def armored_key(text: str, where: str, label: str) -> str:
+    """An ASCII-armored OpenPGP public key, as `gpg --armor --export` writes it."""
+    body = text.strip()
+    if len(body) > MAX_KEY_BYTES or not _ARMOR.fullmatch(body) or not body.startswith(ARMORED_KEY_BEGIN) \
+            or not body.endswith(_ARMORED_KEY_END):
+        raise SpecError(f"{where}: {label} is not one ASCII-armored public key (at most {MAX_KEY_BYTES >> 10} KiB "
+                        f"from {ARMORED_KEY_BEGIN} to {_ARMORED_KEY_END}, as `gpg --armor --export` writes it)")
+    return body + "\n"
+
+
+def repo(name: str, baseurl: str, gpgkey: str, where: str, *, gpgcheck: bool | None = None,
+         insecure: bool = False, shipped_key: bool = False) -> None:
     """A repository: signed (gpgkey given), or unsigned only when `gpgcheck = false` says so, and
-    never unsigned over plain http, where anyone on the path could change the packages."""
-    if not _REPO_NAME.match(name):
+    never unsigned over plain http, where anyone on the path could change the packages. A plain
+    http baseurl or key URL needs the key shipped with the build (`shipped_key`: given inline or
+    as a local file), or `insecure = true`: whoever is on the path could swap packages and key."""
+    if not _REPO_NAME.fullmatch(name):
         raise SpecError(f"{where}: repo name {name!r}: use letters, digits, '.', '_' and '-'")
     url(baseurl, where, f"repo {name!r} baseurl")
-    if gpgkey:
-        url(gpgkey, where, f"repo {name!r} gpgkey")
+    if gpgkey or shipped_key:
+        if not shipped_key:
+            url(gpgkey, where, f"repo {name!r} gpgkey")
         if gpgcheck is False:
             raise SpecError(f"{where}: repo {name!r} has a gpgkey and gpgcheck = false; drop one of them")
+        plain = [label for label, value in (("baseurl", baseurl), ("gpgkey", "" if shipped_key else gpgkey))
+                 if value.lower().startswith("http://")]
+        if plain and not shipped_key and not insecure:
+            raise SpecError(f"{where}: repo {name!r}: {' and '.join(plain)} {'is' if len(plain) == 1 else 'are'} "
+                            "plain http://, so whoever is on the network path can swap the packages and the key "
+                            "that checks them; use https://, give the key inline or as a local file (gpgkey = "
+                            "\"keys/NAME.asc\"), or say insecure = true (--extra-repo NAME=URL|KEY|insecure=true) "
+                            "to mean it")
         return
     if baseurl.lower().startswith("http://"):
         raise SpecError(f"{where}: repo {name!r}: a plain http:// baseurl without a gpgkey installs unsigned "

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from amibuild.errors import SpecError
-from amibuild.pipeline import checks, naming
+from amibuild.pipeline import checks, iam_names, naming
 from amibuild.printable import printable
 from amibuild.suggest import suggest
 
@@ -203,12 +203,12 @@ def boot_test_settings(value: Any, where: str) -> BootTestSettings:
     for key, text in values.items():
         checks.pattern(text, f"{where}.{key}", key)
     profile = str(body.get("instance_profile", ""))
-    checks.pattern(profile, f"{where}.instance_profile", "iam_instance_profile")
+    if profile:
+        iam_names.instance_profile(profile, f"{where}.instance_profile")
     timeout = seconds(body.get("timeout", 900), f"{where}.timeout")
     role = str(body.get("role", ""))
-    if role and not re.fullmatch(r"[A-Za-z0-9_+=,.@-]{1,64}", role):
-        raise SpecError(f"{where}.role {role!r}: the name of the IAM role in the instance profile (letters, digits and "
-                        "_+=,.@-, at most 64), not its ARN")
+    if role:  # the name of the IAM role in the instance profile, not its ARN
+        iam_names.role(role, f"{where}.role")
     if role and not profile:
         raise SpecError(f"{where}.role goes with instance_profile: it names the role that profile holds")
     cluster = check_cluster(str(body.get("cluster", "")), f"{where}.cluster")

@@ -11,8 +11,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from amibuild import hcl, hclcache, secrets
 from amibuild.errors import SpecError, VarFileError
 from amibuild.pipeline import attestation, checks, files, imagetests, naming
-from amibuild.pipeline.model import (ADDITIVE, DEFAULTS, LAYERS, PIPELINE_FILE, Overrides, Pipeline, Variant, _VARIANT_NAME,
-                                     _VAR_NAME)
+from amibuild.pipeline.model import (ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS, LAYERS, PIPELINE_FILE, Overrides,
+                                     Pipeline, Variant, _VARIANT_NAME, _VAR_NAME)
 from amibuild.pipeline.validation import (_as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant,
                                           known_regions)
 from amibuild.suggest import suggest
@@ -59,6 +59,8 @@ def load(
         parameter_template=_str(settings["parameter_template"], f"{where}: pipeline.parameter_template")
         if "parameter_template" in settings else None,
         default_channel=_str(settings.get("default_channel", "recommended"), f"{where}: pipeline.default_channel"),
+        fingerprint_key=checks.kms_key(_str(settings.get("fingerprint_key", DEFAULT_FINGERPRINT_KEY),
+                                            f"{where}: pipeline.fingerprint_key"), f"{where}: pipeline.fingerprint_key"),
         gates=imagetests.gate_map(imagetests.gates(doc.get("channel", []), where)),
         boot_test=imagetests.boot_test_settings(settings["test"], f"{where}: pipeline.test")
         if "test" in settings else imagetests.BootTestSettings(),
@@ -135,7 +137,7 @@ def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
 
 
 _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
-                  "default_channel", "public", "allow_shared_credentials", "test", "attestation"}
+                  "default_channel", "public", "allow_shared_credentials", "test", "attestation", "fingerprint_key"}
 _VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy", "tests"} | {"repo", "proxy", "vars", "extends", "enabled", "test"}
 
 
@@ -333,9 +335,9 @@ def _repos_from_blocks(value: Any, where: str) -> list[dict[str, str]]:
         (name, body), = entry.items()
         if not isinstance(body, dict):
             raise SpecError(f'{where}: repo "{name}" must be a block')
-        _check_keys(body, ("baseurl", "gpgkey", "gpgcheck"), f'{where}: repo "{name}"')
+        _check_keys(body, ("baseurl", "gpgkey", "gpgcheck", "insecure"), f'{where}: repo "{name}"')
         repos.append({"name": name, "baseurl": body.get("baseurl", ""), "gpgkey": body.get("gpgkey", ""),
-                      **({"gpgcheck": body["gpgcheck"]} if "gpgcheck" in body else {})})
+                      **{key: body[key] for key in ("gpgcheck", "insecure") if key in body}})
     return repos
 
 
@@ -375,13 +377,16 @@ def _flag_layer(o: Overrides) -> list[tuple[str, dict[str, Any]]]:
         repos = []
         for item in o.extra_repos:
             name, sep, rest = item.partition("=")
-            url, _, key = rest.partition("|")  # NAME=URL|GPGKEY_URL or NAME=URL|gpgcheck=false
+            # NAME=URL|GPGKEY (a URL or a local file), NAME=URL|gpgcheck=false; |insecure=true after either
+            url, _, key = rest.partition("|")
+            key, insecure = (key.removesuffix("|insecure=true"), True) if key.endswith("|insecure=true") \
+                else (key, False)
             if not sep or not name or not url:
                 raise SpecError(f"--extra-repo {secrets.mask(item)}: write NAME=URL|GPGKEY_URL, e.g. --extra-repo "
                                 "ceph=https://download.ceph.com/rpm-reef/el9/x86_64|https://download.ceph.com/keys/release.asc")
             unsigned = key == "gpgcheck=false"
             repos.append({"name": name, "baseurl": url, "gpgkey": "" if unsigned else key,
-                          **({"gpgcheck": False} if unsigned else {})})
+                          **({"gpgcheck": False} if unsigned else {}), **({"insecure": True} if insecure else {})})
         flags["extra_repos_flag"] = (repos, "--extra-repo")
     variables: dict[str, Any] = {}
     for item in o.variables:

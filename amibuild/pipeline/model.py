@@ -3,6 +3,7 @@ frozen value objects a load produces (`Pipeline`, `Variant`, `Repo`, `Proxy`) or
 
 from __future__ import annotations
 
+import base64
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from amibuild.pipeline.attestation import AttestationSettings
 from amibuild import PIPELINE_FILE  # noqa: F401  (defined once, in the package root; re-exported)
 
 OSES = ("al2", "al2023")
+DEFAULT_FINGERPRINT_KEY = "alias/amibuild-fingerprint"
 ARCHES = ("x86_64", "arm64")
 BASES = ("eks-optimized", "upstream")
 VOLUME_TYPES = ("gp2", "gp3", "io1", "io2", "standard")
@@ -85,10 +87,21 @@ class Repo:
 
     name: str
     baseurl: str
-    gpgkey: str = ""
+    gpgkey: str = ""  # a URL the instance fetches the key from; or as given, when `gpgkey_text` holds it
+    # the armored public key itself (given inline, or read from a local file): shipped with the
+    # build, so nobody on the network path can swap it
+    gpgkey_text: str = ""
+    insecure: bool = False  # `insecure = true`: plain http said to be acceptable
 
     def __repr__(self) -> str:  # a baseurl may hold user:password@
-        return f"Repo({self.name!r}, {secrets.mask(self.baseurl)!r}, {secrets.mask(self.gpgkey)!r})"
+        key = "<inline key>" if "BEGIN PGP" in self.gpgkey else secrets.mask(self.gpgkey)
+        return (f"Repo({self.name!r}, {secrets.mask(self.baseurl)!r}, {key!r}"
+                + (", insecure=True)" if self.insecure else ")"))
+
+    def record(self) -> str:
+        """The `name|baseurl|gpgkey` line add-repos.sh reads; a shipped key travels as `key:BASE64`."""
+        key = "key:" + base64.b64encode(self.gpgkey_text.encode()).decode() if self.gpgkey_text else self.gpgkey
+        return f"{self.name}|{self.baseurl}|{key}"
 
 
 @dataclass(frozen=True)
@@ -215,6 +228,8 @@ class Pipeline:
     file_regions: tuple[str, ...] = ()
     # attestation { kms_key, bucket, region }: where statements about its images are signed and kept
     attestation: AttestationSettings = AttestationSettings()
+    # the KMS HMAC key whose MAC stands for URL credentials in the fingerprint ("": none, they stay out)
+    fingerprint_key: str = DEFAULT_FINGERPRINT_KEY
 
     @property
     def build_region(self) -> str:

@@ -87,9 +87,13 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
             )
     repos = []
     for raw in m.get("repos", ()):
-        repo = Repo(str(raw.get("name", "")), str(raw.get("baseurl", "")), str(raw.get("gpgkey", "") or ""))
+        repo_name, gpgkey = str(raw.get("name", "")), str(raw.get("gpgkey", "") or "")
+        insecure = _bool(raw["insecure"], at("repos")) if "insecure" in raw else False
+        repo = Repo(repo_name, str(raw.get("baseurl", "")), gpgkey,
+                    _shipped_key(repo_name, gpgkey, root, at("repos")), insecure)
         checks.repo(repo.name, repo.baseurl, repo.gpgkey, at("repos"),
-                    gpgcheck=_bool(raw["gpgcheck"], at("repos")) if "gpgcheck" in raw else None)
+                    gpgcheck=_bool(raw["gpgcheck"], at("repos")) if "gpgcheck" in raw else None,
+                    insecure=insecure, shipped_key=bool(repo.gpgkey_text))
         if any(r.name == repo.name for r in repos):
             repos = [r for r in repos if r.name != repo.name]  # a later layer redefines it
         repos.append(repo)
@@ -260,3 +264,36 @@ def _str_map(value: Any, where: str) -> dict[str, str]:
 
 def _kind(value: Any) -> str:
     return {bool: "a bool", list: "a list", dict: "a map"}.get(type(value), type(value).__name__)
+
+
+_HEREDOC = re.compile(r"<<-?([A-Za-z_][A-Za-z0-9_]*)\n(.*)\n[ \t]*\1", re.DOTALL)
+
+
+def _shipped_key(name: str, gpgkey: str, root: Path, where: str) -> str:
+    """The armored key of repo `name` when `gpgkey` gives it inline or names a local file (in the
+    pipeline file's folder, as scripts are); "" when it is a URL the instance fetches, or none."""
+    if not gpgkey or gpgkey.lower().startswith(("http://", "https://")) or "://" in gpgkey:
+        return ""
+    label = f"repo {name!r} gpgkey"
+    heredoc = _HEREDOC.fullmatch(gpgkey.strip())
+    if heredoc:  # python-hcl2 hands a heredoc over as written
+        gpgkey = heredoc.group(2)
+    if gpgkey.lstrip().startswith(checks.ARMORED_KEY_BEGIN):
+        return checks.armored_key(gpgkey, where, f"{label} (inline)")
+    top = root.resolve()
+    try:
+        path = files.resolve(top / gpgkey)
+    except OSError:
+        raise SpecError(f"{where}: {label} {gpgkey} is a symlink loop; point it at a file") from None
+    if not path.is_relative_to(top):
+        raise SpecError(f"{where}: {label} {gpgkey} is outside {top}; keep keys in the pipeline file's folder")
+    why = files.problem(path)
+    if why is not None:
+        raise SpecError(f"{where}: {label} {gpgkey}: {why}; give an https:// URL, an inline key or a local file")
+    with path.open("rb") as stream:
+        data = stream.read(checks.MAX_KEY_BYTES + 1)
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError:
+        text = ""  # a binary key: refused below with what to give instead
+    return checks.armored_key(text, where, f"{label} {gpgkey}")

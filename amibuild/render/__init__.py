@@ -18,7 +18,7 @@ finish, fingerprint) and `disk` (write).
 
 from __future__ import annotations
 
-from amibuild.render.assemble import fingerprint, finish, render_build, render_variant
+from amibuild.render.assemble import credential_env, fingerprint, finish, render_build, render_variant
 from amibuild.render.disk import write
 from amibuild.render.model import (AWS_POLLING, COMMUNICATORS, HCL_FILE, RECORD_FILE, VARS_FILE, Build, PackerVariable,
                                    Provisioner, ProvisionerKind, Rendered, SourceAmi, SourceHow, Target,
@@ -37,7 +37,7 @@ __all__ = [
     "UPSTREAM_VARS", "VARS_FILE",
     "Build", "PackerVariable", "Provisioner", "ProvisionerKind", "Rendered", "SourceAmi", "SourceHow", "Step", "Target",
     "Transform",
-    "apply_packer_vars", "checks_script", "checks_step", "effective_no_proxy", "eks_name_filter", "eks_parameter",
+    "apply_packer_vars", "checks_script", "checks_step", "credential_env", "effective_no_proxy", "eks_name_filter", "eks_parameter",
     "fingerprint", "finish", "hide_secrets", "manifest_block", "provisioner_blocks", "provisioner_groups",
     "provisioning_steps", "render_build", "render_template", "render_upstream", "render_variant", "secret_variables",
     "template_variables", "user_values", "write",

@@ -67,8 +67,15 @@ def render_build(
                  upstream=upstream if variant.base == "upstream" else None, source_overrides=MappingProxyType(overrides))
 
 
-def finish(build: Build) -> Rendered:
-    """A build written out: every file's text, the values (credentials masked) and the fingerprint. Pure."""
+def credential_env(build: Build) -> dict[str, str]:
+    """The variables that carry URL credentials, as Packer gets them (PKR_VAR_<name> -> value). Pure."""
+    return {f"PKR_VAR_{name}": env_value(build.values[name]) for name in secret_variables(build.variant, build.values)}
+
+
+def finish(build: Build, macs: Mapping[str, str] | None = None) -> Rendered:
+    """A build written out: every file's text, the values (credentials masked) and the fingerprint.
+    `macs` (PKR_VAR_<name> -> KMS MAC of `secrets.mac_message`, gathered before) stand for the
+    credentials in the fingerprint; without them the credentials stay out of it. Pure."""
     variant, target = build.variant, build.target
     if build.upstream is not None:
         templates = upstream_files(build)
@@ -97,7 +104,7 @@ def finish(build: Build) -> Rendered:
         templates = {HCL_FILE: text}
     notes = [*build.notes, *(s.note for s in build.sources.values() if s.note)]
     hidden = secret_variables(variant, build.values)
-    secret_env = {f"PKR_VAR_{name}": env_value(build.values[name]) for name in hidden}
+    secret_env = credential_env(build)
     values = secrets.mask(dict(build.values))  # from here on, what is written and fingerprinted
     header = f"Resolved values for variant \"{variant.name}\", written by amibuild {__version__}."
     if hidden:
@@ -112,7 +119,7 @@ def finish(build: Build) -> Rendered:
         files=MappingProxyType(files),
         values=MappingProxyType(values),
         sources=MappingProxyType(dict(build.sources)),
-        fingerprint=fingerprint(files, values, secret_env),
+        fingerprint=fingerprint(files, values, macs if secret_env else None, hidden=tuple(secret_env)),
         notes=tuple(secrets.mask(n) for n in notes),
         executable=executable,
         secret_env=MappingProxyType(secret_env),
@@ -122,13 +129,18 @@ def finish(build: Build) -> Rendered:
 
 
 
-def fingerprint(files: Mapping[str, str], values: Mapping[str, Any], hidden: Mapping[str, str] | None = None) -> str:
-    """sha256 over every file (name and text) and the resolved values, source AMI included; of the
-    credentials (`hidden`, PKR_VAR_<name> -> value) only a keyed hash (`secrets.keyed_digest`)."""
+def fingerprint(files: Mapping[str, str], values: Mapping[str, Any], macs: Mapping[str, str] | None = None,
+                *, hidden: tuple[str, ...] = ()) -> str:
+    """sha256 over every file (name and text) and the resolved values (credentials masked), source
+    AMI included. Of the credentials (the variables `hidden`) it sees only `macs`, made by a KMS key
+    nobody can use offline; without them, nothing: no function of a password anyone could compute
+    from the pipeline file and a guess reaches the fingerprint (an AMI tag)."""
     digest = hashlib.sha256()
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + files[name].encode() + b"\0")
     digest.update(json.dumps(dict(values), sort_keys=True, default=str).encode())
-    if hidden:  # absent without credentials: every fingerprint made before stays the same
-        digest.update(json.dumps({k: secrets.keyed_digest(k, v) for k, v in hidden.items()}, sort_keys=True).encode())
+    if macs:  # absent without credentials (or without the key): those fingerprints stay as they were
+        if set(macs) != set(hidden):
+            raise ValueError(f"fingerprint: MACs for {sorted(macs)}, credentials in {sorted(hidden)}")
+        digest.update(json.dumps({"kms-mac": dict(macs)}, sort_keys=True).encode())
     return digest.hexdigest()

@@ -49,7 +49,7 @@ def template_variables(variant: Variant, pipeline: Pipeline) -> list[PackerVaria
         PackerVariable("provenance_tags", "map(string)", {}),
         PackerVariable("amibuild_run_id", "string", ""),
         PackerVariable("extra_packages", "list(string)", list(v.extra_packages)),
-        PackerVariable("extra_repos", "list(string)", [f"{r.name}|{r.baseurl}|{r.gpgkey}" for r in v.repos]),
+        PackerVariable("extra_repos", "list(string)", [r.record() for r in v.repos]),
         PackerVariable("http_proxy", "string", v.proxy.http),
         PackerVariable("https_proxy", "string", v.proxy.https),
         PackerVariable("no_proxy", "string", effective_no_proxy(v.proxy.no_proxy) if v.proxy else v.proxy.no_proxy),

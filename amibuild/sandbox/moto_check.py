@@ -58,6 +58,10 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.cloudformation.responses", "CloudFormationResponse._validate_different_update"),
     ("moto.autoscaling.models", "FakeAutoScalingGroup._set_launch_configuration"),
     ("moto.autoscaling.models", "AutoScalingBackend.create_or_update_tags"),  # patches.py: _tag_stack_groups
+    ("moto.kms.models", "KmsBackend.generate_mac"),  # kms_mac.py
+    ("moto.kms.models", "KmsBackend.verify_mac"),
+    ("moto.kms.models", "KmsBackend.get_key_id_from_alias"),
+    ("moto.core.exceptions", "JsonRESTError"),
     ("moto.cloudformation.parsing", "ResourceMap.create"),
     ("moto.ssm.models", "ssm_backends"),
     ("moto.ssm.models", "Parameter"),

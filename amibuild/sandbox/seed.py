@@ -13,6 +13,7 @@ from typing import Any, Iterable
 from amibuild.errors import SandboxError
 from amibuild.sandbox.images import moto_ami
 from amibuild.sandbox.cluster import create_cluster
+from amibuild.sandbox import kms_mac
 
 SEED_REGIONS: tuple[str, ...] = (
     "us-west-2",
@@ -166,6 +167,7 @@ class _Seeder:
                 _point_parameters(ssm, image)
             _create_vpc(ec2_backends[ACCOUNT_ID][region], region)
             create_cluster(ec2_backends[ACCOUNT_ID][region], region, account=ACCOUNT_ID, vpc_cidr=SANDBOX_VPC_CIDR)
+            kms_mac.seed(ACCOUNT_ID, region)  # the fingerprint key, so sandbox builds MAC their credentials
         upstream.seed(regions, ACCOUNT_ID, {k for versions in KUBERNETES_VERSIONS.values() for k in versions},
                       bucket=everything)
         kms.seed(regions, ACCOUNT_ID, bucket=everything)  # the statements' key and bucket

@@ -33,7 +33,7 @@ from urllib.parse import parse_qs
 # of them is reset with everything.
 PARTITION_SERVICES = frozenset({"iam", "s3", "sts", "route53", "cloudfront", "organizations", "sso", "ce"})
 READ_PREFIXES = ("Describe", "List", "Get")
-READ_ACTIONS = frozenset({"Sign", "Verify"})  # KMS: they use a key and change nothing
+READ_ACTIONS = frozenset({"Sign", "Verify", "GenerateMac", "VerifyMac"})  # KMS: they use a key and change nothing
 EVERYTHING = "*"
 
 _CREDENTIAL = re.compile(r"Credential=[^/,\s]+/[0-9]{8}/([a-z0-9-]+)/([a-z0-9-]+)/aws4_request")

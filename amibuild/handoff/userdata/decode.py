@@ -5,7 +5,11 @@
 nodeadm NodeConfig, a JSON string (what the AWS CLI prints under ``--query``), and JSON/YAML
 documents with a `UserData` field (describe-instance-attribute output, CloudFormation templates
 with short-form tags, a whole get-template answer whose TemplateBody is YAML text) into `Part`s; `format_parts` prints them.
-Input that is none of these raises `NotUserData` (exit 2) with one line. Pure: no I/O.
+Input that is none of these raises `NotUserData` (exit 2) with one line. Input beyond the caps of a
+`Budget` (bytes read, bytes decoded over every layer, MIME and encoding nesting) raises
+`UserDataTooBig` before it is parsed further (the caps and their scans: `limits`). Pure: no I/O.
+One concept over ~500 lines: one recursive peeler whose layers (MIME, cloud-config, templates, their
+encodings) call each other, and the printing of what it found.
 
 A template's user data is shown as the node would get it: ``Fn::Sub`` text has its ``${!`` turned
 back into ``${`` (what CloudFormation does, so `${!token}` reads as the shell's `${token}`), and
@@ -27,16 +31,18 @@ import re
 import shlex
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from amibuild.errors import NotUserData
+from amibuild.errors import NotUserData, UserDataTooBig
 from amibuild.handoff.cfn import load_yaml
+from amibuild.handoff.userdata.limits import (MAX_BYTES, MAX_NESTING, Budget, mime_nesting, read_limited, shown_size,
+                                             structure_nesting)
 
-MAX_DECODED = 16 << 20  # refuse gzip that expands beyond this (a bomb, or not user data)
-
+__all__ = ["MAX_BYTES", "MAX_NESTING", "Budget", "NotUserData", "Part", "UserDataTooBig", "decode", "format_parts",
+           "read_limited", "stack_references"]
 
 def _yaml(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1 << 16)
@@ -98,22 +104,38 @@ class _At:
     via: tuple[str, ...] = ()
     depth: int = 0
     refs: tuple[tuple[str, str], ...] = ()  # CloudFormation references -> values (`decode`)
+    budget: Budget = field(default_factory=Budget, compare=False)
 
     def peel(self, layer: str) -> _At:
-        return _At(self.source, (*self.via, layer), self.depth, self.refs)
+        here = _At(self.source, (*self.via, layer), self.depth, self.refs, self.budget)
+        self.budget.reach(len(here.via), here, "encodings")
+        return here
 
     def deeper(self) -> _At:
-        return _At(self.source, self.via, self.depth + 1, self.refs)
+        return _At(self.source, self.via, self.depth + 1, self.refs, self.budget)
+
+    def charge(self, data: bytes | str, what: str) -> None:
+        self.budget.charge(len(data), self, what)
 
     def refuse(self, why: str) -> NotUserData:
-        after = f"after {', '.join(self.via)}: " if self.via else ""
-        return NotUserData(f"{self.source}: not user data: {after}{why}")
+        return NotUserData(f"{self.source}: not user data: {self._after()}{why}")
+
+    def too_big(self, why: str, *, nesting: bool = False) -> UserDataTooBig:
+        return UserDataTooBig(f"{self.source}: not decoded: {self._after()}{why}", nesting=nesting)
+
+    def _after(self) -> str:
+        return f"after {', '.join(self.via[:8])}{', ...' if len(self.via) > 8 else ''}: " if self.via else ""
 
 
-def decode(data: bytes, source: str = "<input>", references: Mapping[str, str] | None = None) -> list[Part]:
+def decode(data: bytes, source: str = "<input>", references: Mapping[str, str] | None = None,
+           budget: Budget | None = None) -> list[Part]:
     """Every part of the user data in `data`, however it is encoded and nested; `references`
-    fill in a template's CloudFormation references (parameter or pseudo parameter -> value)."""
-    return _sniff(data, _At(source, refs=tuple(sorted((references or {}).items()))))
+    fill in a template's CloudFormation references (parameter or pseudo parameter -> value).
+    `budget` (default: 1 MiB, 32 deep) caps the work; `UserDataTooBig` beyond it."""
+    at = _At(source, refs=tuple(sorted((references or {}).items())), budget=budget or Budget())
+    if len(data) > at.budget.max_bytes:
+        raise at.too_big(f"{len(data)} bytes, more than the limit of {shown_size(at.budget.max_bytes)}")
+    return _sniff(data, at)
 
 
 def stack_references(parameters: Mapping[str, str], *, stack: str = "", region: str = "",
@@ -138,7 +160,8 @@ def _sniff(data: bytes, at: _At, declared: str = "") -> list[Part]:
     """Parts of a payload recognised by its first bytes. `declared` is the MIME type of a part
     whose content cloud-init sniffs as well (text/plain, gzip): it stands when nothing matches."""
     if data.startswith(_GZIP_MAGIC):
-        return _sniff(_gunzip(data, at), at.peel("gzip"), declared)
+        here = at.peel("gzip")
+        return _sniff(_gunzip(data, here), here, declared)
     text = _text(data)
     if text is None:
         if declared:
@@ -151,8 +174,10 @@ def _sniff(data: bytes, at: _At, declared: str = "") -> list[Part]:
             return [Part(declared, "", via=at.via, depth=at.depth)]
         raise at.refuse("empty")
     if not declared and _MIME_HEAD.match(start):
+        document = data.removeprefix(b"\xef\xbb\xbf").lstrip()
+        mime_nesting(document, at)  # before the email parser, which recurses per level
         # From bytes, so that 8-bit bodies come back unchanged from get_payload(decode=True).
-        return _mime_parts(email.message_from_bytes(data.removeprefix(b"\xef\xbb\xbf").lstrip()), at)
+        return _mime_parts(email.message_from_bytes(document), at)
     for prefix, content_type in _PREFIX_TYPES:
         if start.startswith(prefix):
             if content_type == "text/cloud-config":
@@ -166,17 +191,25 @@ def _sniff(data: bytes, at: _At, declared: str = "") -> list[Part]:
         return [Part("text/plain", text, via=at.via, depth=at.depth)]
     raw = _unbase64(start)
     if raw is not None:
-        return _sniff(raw, at.peel("base64"))
-    quoted = _json_string(start)
+        here = at.peel("base64")
+        here.charge(raw, "base64")
+        return _sniff(raw, here)
+    quoted = _json_string(start, at)
     if quoted is not None:
         # What the AWS CLI prints for a string under --query (get-template's TemplateBody of a
         # YAML template, a launch template's UserData): one JSON string, quoted and escaped.
-        return _sniff(quoted.encode(), at.peel("JSON string"))
-    body = _template_body(start)
+        here = at.peel("JSON string")
+        encoded = quoted.encode()
+        here.charge(encoded, "a JSON string")
+        return _sniff(encoded, here)
+    body = _template_body(start, at)
     if body is not None:
         # A whole `aws cloudformation get-template` answer: a YAML template comes back as text.
-        return _sniff(body.encode(), at.peel("TemplateBody"))
-    found = _template_user_data(start, dict(at.refs))
+        here = at.peel("TemplateBody")
+        encoded = body.encode()
+        here.charge(encoded, "TemplateBody")
+        return _sniff(encoded, here)
+    found = _template_user_data(start, at)
     if found is None:
         raise at.refuse("no MIME header, #cloud-config, #! script, NodeConfig, base64, gzip or UserData field")
     if not found:
@@ -186,7 +219,9 @@ def _sniff(data: bytes, at: _At, declared: str = "") -> list[Part]:
         here = at.peel(where)
         if unresolved:
             here = here.peel("CloudFormation references: " + " ".join(unresolved))
-        parts += _sniff(value.encode(), here)
+        encoded = value.encode()
+        here.charge(encoded, where)
+        parts += _sniff(encoded, here)
     return parts
 
 
@@ -204,11 +239,11 @@ def _binary(data: bytes, content_type: str, at: _At, **where: str) -> Part:
 def _gunzip(data: bytes, at: _At, what: str = "") -> bytes:
     inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     try:
-        out = inflater.decompress(data, MAX_DECODED)
+        # never more than the budget left, and one byte to know it would have gone beyond
+        out = inflater.decompress(data, at.budget.left + 1)
     except zlib.error as exc:
         raise at.refuse(f"{what}corrupt gzip data ({exc})") from None
-    if inflater.unconsumed_tail:
-        raise at.refuse(f"{what}gzip data that expands beyond {MAX_DECODED >> 20} MiB")
+    at.charge(out, f"{what}gzip data")
     if not inflater.eof:
         raise at.refuse(f"{what}truncated gzip data")
     return out
@@ -243,6 +278,7 @@ def _mime_leaf(message: email.message.Message, at: _At) -> list[Part]:
     if encoding in ("base64", "quoted-printable"):
         at = at.peel(encoding)
     payload = message.get_payload(decode=True) or b""
+    at.charge(payload, f"MIME part {content_type}")
     if content_type in _SNIFFED_TYPES or payload.startswith(_GZIP_MAGIC):
         parts = _sniff(payload, at, declared=content_type)
     elif content_type == "text/cloud-config":
@@ -261,6 +297,8 @@ def _with(part: Part, **changes: Any) -> Part:
 
 
 def _cloud_config(text: str, at: _At) -> list[Part]:
+    # cloud-init takes aliases: what this decoder makes of them is charged to the budget
+    structure_nesting(text, at, aliases=True)
     try:
         config = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -295,7 +333,9 @@ def _commands(key: str, value: Any, at: _At) -> Part:
     lines = []
     for command in _as_list(value, key, at):
         lines.append(shlex.join(str(word) for word in command) if isinstance(command, list) else str(command))
-    return Part(f"cloud-config/{key}", "\n".join(lines) + ("\n" if lines else ""), via=at.via, depth=at.depth)
+    body = "\n".join(lines) + ("\n" if lines else "")
+    at.charge(body, f"#cloud-config {key}")
+    return Part(f"cloud-config/{key}", body, via=at.via, depth=at.depth)
 
 
 def _write_file(entry: Any, index: int, at: _At) -> Part:
@@ -307,6 +347,7 @@ def _write_file(entry: Any, index: int, at: _At) -> Part:
         raise at.refuse(f"write_files {path}: unknown encoding {encoding!r}")
     content = entry.get("content")
     raw = content if isinstance(content, bytes) else str(content if content is not None else "").encode()
+    at.charge(raw, f"write_files {path}")
     here = at
     for layer in _WRITE_FILES_ENCODINGS[encoding]:
         if layer == "base64":
@@ -314,6 +355,7 @@ def _write_file(entry: Any, index: int, at: _At) -> Part:
                 raw = base64.b64decode(b"".join(raw.split()), validate=True)
             except (binascii.Error, ValueError):
                 raise here.refuse(f"write_files {path}: content is not base64") from None
+            here.charge(raw, f"write_files {path}: base64")
         else:
             raw = _gunzip(raw, here, f"write_files {path}: ")
         here = here.peel(layer)
@@ -339,7 +381,7 @@ def _permissions(value: Any) -> str:
     return match.group(1).rjust(4, "0") if match else text
 
 
-def _json_string(text: str) -> str | None:
+def _json_string(text: str, at: _At) -> str | None:
     """The text of a document that is one JSON string, else None."""
     if not text.startswith('"'):
         return None
@@ -350,10 +392,11 @@ def _json_string(text: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _template_body(text: str) -> str | None:
+def _template_body(text: str, at: _At) -> str | None:
     """TemplateBody of a get-template answer when it is text (a YAML template), else None."""
     if not text.startswith("{"):
         return None
+    structure_nesting(text, at)
     try:
         document = json.loads(text)
     except ValueError:
@@ -365,10 +408,14 @@ def _template_body(text: str) -> str | None:
 _INTRINSICS = ("Fn::Base64", "Fn::Sub", "Fn::Join")
 
 
-def _template_user_data(text: str, refs: Mapping[str, str]) -> list[tuple[str, str, tuple[str, ...]]] | None:
+
+def _template_user_data(text: str, at: _At) -> list[tuple[str, str, tuple[str, ...]]] | None:
     """(where, text, references left unfilled) of each `UserData` field of a JSON/YAML document
     (EC2 or CloudFormation), or None if it is none. A document that is itself one intrinsic
     function (a UserData value as `--query` prints it) is read as one UserData value."""
+    if not structure_nesting(text, at):
+        return None
+    refs = dict(at.refs)
     try:
         # CloudFormation's short forms (!Sub, !Base64, !Ref, ...) read as their long forms
         document = load_yaml(text, lenient=True)
@@ -382,7 +429,7 @@ def _template_user_data(text: str, refs: Mapping[str, str]) -> list[tuple[str, s
     out = []
     for where, value in found:
         left: list[str] = []
-        out.append((where, _template_text(value, refs, left), tuple(dict.fromkeys(left))))
+        out.append((where, _template_text(value, refs, left, at), tuple(dict.fromkeys(left))))
     return out
 
 
@@ -403,11 +450,13 @@ def _find_key(node: Any, key: str, where: str) -> Iterator[tuple[str, Any]]:
 _SUB = re.compile(r"\$\{(?:!|([^!${}][^${}]*)\})")
 
 
-def _template_text(value: Any, refs: Mapping[str, str], left: list[str]) -> str:
+def _template_text(value: Any, refs: Mapping[str, str], left: list[str], at: _At) -> str:
     """The text of a UserData value as the node gets it: references filled in from `refs`; one
-    that is not there stays ${Name} and is added to `left`."""
+    that is not there stays ${Name} and is added to `left`. Every value filled in is charged to
+    the budget (one reference repeated can multiply a document)."""
     def ref(name: str) -> str:
         if name in refs:
+            at.charge(refs[name], f"reference {name}")
             return refs[name]
         left.append(name)
         return "${" + name + "}"
@@ -417,32 +466,33 @@ def _template_text(value: Any, refs: Mapping[str, str], left: list[str]) -> str:
     if isinstance(value, dict) and len(value) == 1:
         ((name, inner),) = value.items()
         if name in ("Fn::Base64", "Value"):  # Value: describe-instance-attribute's wrapper
-            return _template_text(inner, refs, left)
+            return _template_text(inner, refs, left, at)
         if name == "Fn::Sub":
             text, variables = (inner[0], inner[1] if len(inner) > 1 else {}) if isinstance(inner, list) and inner \
                 else (inner, {})
-            local = {**refs, **{str(k): _template_text(v, refs, left) for k, v in dict(variables or {}).items()}}
-            body = _template_text(text, refs, left)
+            local = {**refs, **{str(k): _template_text(v, refs, left, at) for k, v in dict(variables or {}).items()}}
+            body = _template_text(text, refs, left, at)
 
             def fill(match: re.Match[str]) -> str:
                 if match.group(1) is None:
                     return "${"
                 key = match.group(1)
                 if key in local:
+                    at.charge(local[key], f"reference {key}")
                     return local[key]
                 left.append(key)
                 return match.group(0)
 
             return _SUB.sub(fill, body)
         if name == "Fn::Join" and isinstance(inner, list) and len(inner) == 2 and isinstance(inner[1], list):
-            return str(inner[0]).join(_template_text(item, refs, left) for item in inner[1])
+            return str(inner[0]).join(_template_text(item, refs, left, at) for item in inner[1])
         if name == "Ref":
             return ref(str(inner))
         if name == "Fn::GetAtt":
             return ref(".".join(map(str, inner)) if isinstance(inner, list) else str(inner))
         return ref(str(name))
     if isinstance(value, dict) and "Value" in value:
-        return _template_text(value["Value"], refs, left)
+        return _template_text(value["Value"], refs, left, at)
     return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
 
 

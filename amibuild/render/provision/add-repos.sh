@@ -3,7 +3,8 @@
 #
 # Packer's shell provisioner passes configuration only through the environment:
 #   AMIBUILD_REPOS  newline-separated "name|baseurl|gpgkey" records (gpgkey may be empty;
-#                   blank lines are ignored)
+#                   blank lines are ignored). gpgkey is a URL, or "key:BASE64" for an armored
+#                   key shipped with the build (written to /etc/pki/rpm-gpg/ and imported from there)
 #   AMIBUILD_ROOT   prefix for every path touched (empty on a real build; tests use a temp dir)
 #
 # Each record becomes ${AMIBUILD_ROOT}/etc/yum.repos.d/amibuild-<name>.repo, and a given key is
@@ -82,7 +83,10 @@ while IFS= read -r line || [[ -n $line ]]; do
         || die "repo name $(show "$name") is given more than once"
     valid_url "$baseurl" \
         || die "repo '${name}': baseurl $(show "$(redact "$baseurl")") must be an http(s) URL without spaces, quotes, backslashes, '|' or backticks"
-    if [[ -n $gpgkey ]]; then
+    if [[ $gpgkey == key:* ]]; then
+        [[ ${gpgkey#key:} =~ ^[A-Za-z0-9+/]+={0,2}$ ]] \
+            || die "repo '${name}': its shipped gpgkey is not base64"
+    elif [[ -n $gpgkey ]]; then
         valid_url "$gpgkey" \
             || die "repo '${name}': gpgkey $(show "$(redact "$gpgkey")") must be an http(s) URL without spaces, quotes, backslashes, '|' or backticks"
     fi
@@ -99,6 +103,7 @@ if (( ${#names[@]} == 0 )); then
 fi
 
 repo_dir="${root}/etc/yum.repos.d"
+key_dir="/etc/pki/rpm-gpg"
 mkdir -p -- "$repo_dir"
 
 for i in "${!names[@]}"; do
@@ -106,6 +111,14 @@ for i in "${!names[@]}"; do
     baseurl=${baseurls[i]}
     gpgkey=${gpgkeys[i]}
     file="${repo_dir}/amibuild-${name}.repo"
+    if [[ $gpgkey == key:* ]]; then
+        # a key shipped with the build: nobody on the network path can swap it
+        key_file="${key_dir}/RPM-GPG-KEY-amibuild-${name}"
+        mkdir -p -- "${root}${key_dir}"
+        printf '%s' "${gpgkey#key:}" | base64 -d >"${root}${key_file}"
+        log "wrote ${root}${key_file}"
+        gpgkey="file://${key_file}"
+    fi
 
     lines=(
         "[${name}]"
@@ -123,7 +136,11 @@ for i in "${!names[@]}"; do
 
     if [[ -n $gpgkey ]]; then
         # Import now rather than at the first install, so an unreachable or bad key fails here.
-        rpm --import "$gpgkey"
+        if [[ $gpgkey == file://* ]]; then
+            rpm --import "${root}${gpgkey#file://}"
+        else
+            rpm --import "$gpgkey"
+        fi
         log "imported key for repo ${name}"
     fi
 done
