@@ -49,6 +49,12 @@ def install_hint(prefix: str | Path | None = None, requirement: str | None = Non
 
 # (module, dotted attribute): imported or replaced by amibuild/sandbox/ (server.py, patches.py, seed.py, cluster.py, touched.py).
 REQUIRED: tuple[tuple[str, str], ...] = (
+    ("moto.core", "DEFAULT_ACCOUNT_ID"),  # the Recycle Bin's rules belong to the default account
+    ("moto.ec2.models.amis", "AmiBackend.deregister_image"),  # image lifecycle: protection, the bin
+    ("moto.ec2.models.amis", "AmiBackend.describe_images"),
+    ("moto.ec2.models.amis", "AmiBackend.disable_image"),
+    ("moto.ec2.models.elastic_block_store", "EBSBackend.delete_snapshot"),
+    ("moto.ec2.responses.amis", "AmisResponse"),
     ("moto.cloudformation.models", "Stack.stack_parameters"),
     ("moto.cloudformation.models", "Stack.parameter_list"),
     ("moto.cloudformation.parsing", "ResourceMap.update"),
