@@ -1,5 +1,8 @@
 """Least-privilege IAM policies for amibuild's tasks: what each one (and Packer under it) calls.
 
+One concept over ~500 lines: the task table of rights, each task's statements beside the others so
+that what one task may do is read against the rest.
+
 `policy(task, pipeline, ...)` returns an IAM policy document for one task or ``all`` of them:
 
     build     `amibuild build-ami`: Packer's amazon-ebs builder (build instance, temporary key pair
