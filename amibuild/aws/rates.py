@@ -6,7 +6,8 @@ here first (`Limiter.acquire`, installed on each client by `install`), so the th
 process (fan-outs, parallel publishes) share one budget per service, account, region and bucket.
 A throttled answer that still comes (another tool using the account's budget) is retried with
 capped, jittered back-off for as long as the operation's deadline allows (`Meter`), else for
-`THROTTLE_PATIENCE` seconds per call; botocore's adaptive mode still adapts on top.
+`THROTTLE_PATIENCE` seconds per call; botocore's adaptive mode still adapts on top. The buckets
+refill at `HEADROOM` (90%) of the rates below and hold a token less (`own_share`).
 
 The defaults (`RATES`: burst, refill per second) — what a fresh account gets:
 
@@ -37,6 +38,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
+# The limiter refills at this share of the documented rate, and holds one token less than AWS's
+# burst: requests reach AWS with jitter (a burst held up, the next call on time), and at exactly
+# the rate the account's bucket would sit near empty, so any early arrival is throttled.
+HEADROOM = 0.9
 THROTTLE_PATIENCE = 60.0  # seconds one call keeps retrying throttled answers when no deadline is set
 BACKOFF_BASE, BACKOFF_CAP = 0.25, 20.0  # seconds: full-jitter exponential back-off between throttled attempts
 
@@ -94,6 +99,11 @@ def bucket(service: str, operation: str, *, narrowed: bool = True) -> tuple[str,
 def narrowed(params: Mapping[str, Any]) -> bool:
     """Whether request parameters (API or query-wire names) carry a filter, IDs or a page size."""
     return any(any(part in key for part in _NARROWING) for key, value in params.items() if value not in (None, [], ""))
+
+
+def own_share(rate: Rate) -> Rate:
+    """The bucket the limiter keeps for an AWS rate: `HEADROOM` of its refill, a token less of its burst."""
+    return Rate(max(1.0, rate.burst * HEADROOM - 1), rate.per_second * HEADROOM)
 
 
 class TokenBucket:
@@ -199,7 +209,7 @@ class Limiter:
         with self._lock:
             found = self._buckets.get(key)
             if found is None:
-                found = self._buckets[key] = TokenBucket(rate)
+                found = self._buckets[key] = TokenBucket(own_share(rate))
             return found
 
     def acquire(self, service: str, account: str, region: str, operation: str, *, narrowed: bool = True) -> float:
