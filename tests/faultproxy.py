@@ -60,6 +60,7 @@ class Seen:
     outcome: str  # "forwarded" | "throttled" | "failed"
     at: float = 0.0  # time.monotonic() when answered
     name: str = ""  # the SSM parameter named in the request, if any
+    service: str = ""  # the SigV4 signing name: "ec2", "ssm", ...
 
 
 class Gate:
@@ -167,7 +168,7 @@ class FaultProxy:
             self._buckets = {}
 
     def record(self) -> None:
-        """Keep every request from now on (`recorded`: method, path, headers, body), for `replay`."""
+        """Keep every request forwarded from now on (`recorded`: method, path, headers, body), for `replay`."""
         with self._lock:
             self.recorded = []
 
@@ -316,9 +317,6 @@ class FaultProxy:
         region = scope.group(1) if scope else ""
         service = scope.group(2) if scope else ""
         name = _parameter_name(body)
-        if self.recorded is not None:
-            with self._lock:
-                self.recorded.append((request.command, request.path, dict(request.headers.items()), body))
 
         if self._dead:
             request.close_connection = True
@@ -334,7 +332,7 @@ class FaultProxy:
         limited = self._over_rate(request, service, op, region, body)
         if limited is not None:
             status, headers, payload = limited
-            self._record(op, region, "throttled", name)
+            self._record(op, region, "throttled", name, service)
             self._reply(request, status, headers, payload)
             return
         fault = self._fault_for(op, region, name)
@@ -357,7 +355,10 @@ class FaultProxy:
             status = response.status
         finally:
             connection.close()
-        self._record(op, region, "forwarded", name)
+        self._record(op, region, "forwarded", name, service)
+        if self.recorded is not None:
+            with self._lock:
+                self.recorded.append((request.command, request.path, dict(request.headers.items()), body))
         if after_forward and not self._pass_pause():
             request.close_connection = True
             return
@@ -433,9 +434,9 @@ class FaultProxy:
                 return "throttled", 400, "ThrottlingException", "Rate exceeded"
         return None
 
-    def _record(self, op: str, region: str, outcome: str, name: str = "") -> None:
+    def _record(self, op: str, region: str, outcome: str, name: str = "", service: str = "") -> None:
         with self._lock:
-            self.log.append(Seen(op, region, outcome, time.monotonic(), name))
+            self.log.append(Seen(op, region, outcome, time.monotonic(), name, service))
 
     @staticmethod
     def _reply(request: BaseHTTPRequestHandler, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
