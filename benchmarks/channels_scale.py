@@ -75,6 +75,7 @@ def run() -> Report:
     from faultproxy import FaultProxy, replay
 
     count = variants_wanted()
+    parallel = int(os.environ.get("AMIBUILD_BENCH_PARALLEL", PUBLISH_PARALLEL))
     names = [f"v{i:03d}" for i in range(count)]
     saved = dict(os.environ)
     rows: list[Row] = []
@@ -111,7 +112,7 @@ def run() -> Report:
                     failures.append(f"{name}: not written everywhere: {result.to_dict()}")
 
             start = time.monotonic()
-            with ThreadPoolExecutor(max_workers=PUBLISH_PARALLEL) as pool:
+            with ThreadPoolExecutor(max_workers=parallel) as pool:
                 list(pool.map(publish_one, names))
             wall = time.monotonic() - start
             rows += _rows("publish", wall, proxy, mark, len(aws.throttled), failures, count, sandbox.endpoint, replay, start)
@@ -131,8 +132,8 @@ def run() -> Report:
             os.environ.clear()
             os.environ.update(saved)
     notes += [
-        f"{count} variants x {len(SEVENTEEN)} regions (AMIBUILD_BENCH_VARIANTS); publish {PUBLISH_PARALLEL} variants "
-        "at a time, each over all regions at once",
+        f"{count} variants x {len(SEVENTEEN)} regions (AMIBUILD_BENCH_VARIANTS); publish {parallel} variants "
+        f"at a time (AMIBUILD_BENCH_PARALLEL; build-ami: {PUBLISH_PARALLEL}), each over all regions at once",
         "rate bound = max over (region, bucket) of (calls - burst) / rate at AWS's documented defaults; the gateway "
         "keeps 90% of each rate and a token less than each burst (amibuild/aws/rates.py)",
         "emulator bound = the same forwarded requests replayed straight to the emulator, 32 at a time; the emulator is "

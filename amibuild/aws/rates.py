@@ -291,4 +291,5 @@ def install(client: Any, *, account: str, on_throttle: Callable[[str, str, str],
 
     client.meta.events.register("before-parameter-build", mark)
     client.meta.events.register_first("request-created", take)
-    client.meta.events.register_first("needs-retry", retry_throttled)
+    if (client.meta.config.retries or {}).get("total_max_attempts") != 1:  # a probe asks once, throttled or not
+        client.meta.events.register_first("needs-retry", retry_throttled)
