@@ -194,7 +194,7 @@ def _images(boto3, endpoint: str, names, source: str) -> dict[str, dict[str, str
         return made
 
     with ThreadPoolExecutor(max_workers=len(SEVENTEEN)) as pool:
-        by_region = dict(zip(SEVENTEEN, pool.map(region_images, SEVENTEEN)))
+        by_region = dict(zip(SEVENTEEN, pool.map(region_images, SEVENTEEN), strict=True))
     return {name: {region: by_region[region][name] for region in SEVENTEEN} for name in names}
 
 

@@ -13,14 +13,14 @@ The defaults (`RATES`: burst, refill per second) — what a fresh account gets:
 
 | service | bucket | APIs | burst | per second | source |
 |---|---|---|---|---|---|
-| ec2 | per API | non-mutating (Describe*, Get*, List*, Search*) with a filter, IDs or a page size | 100 | 20 | EC2 API throttling guide |
-| ec2 | per API | non-mutating with no filter, IDs nor page size | 50 | 10 | EC2 API throttling guide |
-| ec2 | per API | mutating (everything else; RunInstances, TerminateInstances ... are "resource-intensive": the same) | 50 | 5 | EC2 API throttling guide |
+| ec2 | per API | non-mutating (Describe*, Get*, List*, Search*), filtered, IDs or paged | 100 | 20 | EC2 throttling guide |
+| ec2 | per API | non-mutating with no filter, IDs nor page size | 50 | 10 | EC2 throttling guide |
+| ec2 | per API | mutating (the rest; "resource-intensive" RunInstances ... the same) | 50 | 5 | EC2 throttling guide |
 | ssm | `ssm-get`, shared | GetParameter, GetParameters, GetParametersByPath | 40 | 40 | SSM quotas, standard throughput |
-| ssm | per API | PutParameter | 3 | 3 | not in the quotas page; AWS Support's figure (standard throughput) |
-| ssm | per API | any other (GetParameterHistory, DescribeParameters, DeleteParameter, tags) | 10 | 10 | not published: our choice |
-| kms | `kms-crypto`, shared | GenerateMac, VerifyMac, Encrypt, Decrypt, Sign ... | 5500 | 5500 | KMS quotas, symmetric cryptographic operations (lowest regional figure) |
-| any other | per API | cloudformation, eks, sts, kms control calls ... | 20 | 10 | not published: our choice |
+| ssm | per API | PutParameter | 3 | 3 | not on the quotas page: AWS Support's figure |
+| ssm | per API | the rest (GetParameterHistory, DescribeParameters, ...) | 10 | 10 | not published: ours |
+| kms | `kms-crypto`, shared | GenerateMac, VerifyMac, Encrypt, Decrypt ... | 5500 | 5500 | KMS quotas (lowest region) |
+| any other | per API | cloudformation, eks, sts, autoscaling ... | 20 | 10 | not published: ours |
 | s3 | none | | | | S3 scales per prefix (3,500 writes / 5,500 reads a second): no client-side bucket |
 
 An operation's deadline counts from its first token, not from when it began queueing:
