@@ -31,14 +31,14 @@ import os
 import sys
 import tempfile
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 if __name__ == "__main__":  # run as a script: the repository root belongs on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import BenchmarkError, Report, Row, Target, ms  # noqa: E402
+from benchmarks._ratebound import bound_rows  # noqa: E402
+from benchmarks.common import Report, Row  # noqa: E402
 
 NAME = "channels_scale"
 DESCRIPTION = "publish N variants x 17 regions, then channels --check, through AWS's default rate limits"
@@ -72,7 +72,7 @@ def run() -> Report:
     from amibuild.sandbox import Sandbox, seed_images
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from faultproxy import FaultProxy, replay
+    from faultproxy import FaultProxy
 
     count = variants_wanted()
     parallel = int(os.environ.get("AMIBUILD_BENCH_PARALLEL", PUBLISH_PARALLEL))
@@ -115,7 +115,8 @@ def run() -> Report:
             with ThreadPoolExecutor(max_workers=parallel) as pool:
                 list(pool.map(publish_one, names))
             wall = time.monotonic() - start
-            rows += _rows("publish", wall, proxy, mark, len(aws.throttled), failures, count, sandbox.endpoint, replay, start)
+            rows += bound_rows("publish", wall, proxy, mark, len(aws.throttled), failures, count * len(SEVENTEEN),
+                               sandbox.endpoint, start, "variant x region")
             notes += [f"publish: {f}" for f in failures[:3]]
 
             # ---- channels --check
@@ -126,7 +127,8 @@ def run() -> Report:
             splits = repair.check(aws, pipeline=pipeline)
             wall = time.monotonic() - start
             problems = [s.describe() for s in splits]
-            rows += _rows("check", wall, proxy, mark, len(aws.throttled), problems, count, sandbox.endpoint, replay, start)
+            rows += bound_rows("check", wall, proxy, mark, len(aws.throttled), problems, count * len(SEVENTEEN),
+                               sandbox.endpoint, start, "variant x region")
             notes += [f"check found a split: {p}" for p in problems[:3]]
         finally:
             os.environ.clear()
@@ -140,43 +142,6 @@ def run() -> Report:
         "one process serving every region",
     ]
     return Report(rows, notes, setup="one timed run of each; the lower bound is measured in the same run")
-
-
-def _rows(label, wall, proxy, mark, retried, failures, count, upstream, replay, start) -> list[Row]:
-    from amibuild.aws import rates
-
-    seen = proxy.log[mark:]
-    forwarded = [s for s in seen if s.outcome == "forwarded"]
-    throttled = sum(1 for s in seen if s.outcome == "throttled")
-    per_bucket: Counter = Counter()
-    per_api: Counter = Counter()
-    for s in forwarded:
-        op = s.op.rsplit(".", 1)[-1]
-        per_api[op] += 1
-        chosen = rates.bucket(s.service, op)
-        if chosen is not None:
-            per_bucket[(s.region, s.service, chosen[0], chosen[1])] += 1
-    rate_bound, where = 0.0, ""
-    for (region, service, name, rate), n in per_bucket.items():
-        seconds = max(0.0, n - rate.burst) / rate.per_second
-        if seconds > rate_bound:
-            rate_bound, where = seconds, f"{service} {name} in {region}: {n} calls at {rate.per_second:g}/s"
-    recorded, proxy.recorded = proxy.recorded or [], None
-    emulator_bound = replay(upstream, recorded)
-    bound = max(rate_bound, emulator_bound)
-    per_cell = ", ".join(f"{op} {n / (count * len(SEVENTEEN)):.2f}" for op, n in per_api.most_common())
-    if not forwarded:
-        raise BenchmarkError(f"{label}: the proxy saw no request")
-    return [
-        Row(f"{label}: wall", ms(wall), detail=f"{len(forwarded)} requests answered; first answer after "
-            f"{min(s.at for s in seen) - start:.2f} s, last {wall - (max(s.at for s in seen) - start):.2f} s before the end"),
-        Row(f"{label}: rate bound", ms(rate_bound), detail=where),
-        Row(f"{label}: emulator bound", ms(emulator_bound), detail=f"{len(recorded)} requests replayed"),
-        Row(f"{label}: wall / lower bound", wall / bound, unit="x", target=Target(1.3)),
-        Row(f"{label}: failures", len(failures), unit="", target=Target(0)),
-        Row(f"{label}: throttled, retried", throttled, unit="",
-            detail=f"gateway retried {retried}; calls per variant x region: {per_cell}"),
-    ]
 
 
 def _images(boto3, endpoint: str, names, source: str) -> dict[str, dict[str, str]]:
