@@ -144,7 +144,7 @@ class FaultProxy:
     def rate_limit(self, *, scale: float = 1.0, rates: Mapping[tuple[str, str], tuple[float, float]] | None = None,
                    services: Iterable[str] = ("ec2", "ssm", "kms", "cloudformation", "sts", "autoscaling")) -> None:
         """Throttle as AWS does: a token bucket per access key, region and bucket, at the rates of
-        amibuild/aws/rates.py (``RATES``: EC2 100 burst / 20 a second per non-mutating API, 50 / 5
+        amibuild/aws/rates.py (``bucket``: EC2 100 burst / 20 a second per non-mutating API, 50 / 5
         per mutating one; SSM 40 / 40 for the GetParameter family together, 3 / 3 for PutParameter)
         times `scale` (0.5: another tool uses half the account's budget). `rates` overrides
         (service, bucket name) -> (burst, per second). A request finding its bucket empty gets the

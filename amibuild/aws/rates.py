@@ -9,7 +9,7 @@ capped, jittered back-off for as long as the operation's deadline allows (`Meter
 `THROTTLE_PATIENCE` seconds per call; botocore's adaptive mode still adapts on top. The buckets
 refill at `HEADROOM` (90%) of the rates below and hold a token less (`own_share`).
 
-The defaults (`RATES`: burst, refill per second) — what a fresh account gets:
+The defaults (burst, refill per second; the constants below, chosen by `bucket`) — what a fresh account gets:
 
 | service | bucket | APIs | burst | per second | source |
 |---|---|---|---|---|---|
@@ -20,6 +20,7 @@ The defaults (`RATES`: burst, refill per second) — what a fresh account gets:
 | ssm | per API | PutParameter | 3 | 3 | not on the quotas page: AWS Support's figure |
 | ssm | per API | the rest (GetParameterHistory, DescribeParameters, ...) | 10 | 10 | not published: ours |
 | kms | `kms-crypto`, shared | GenerateMac, VerifyMac, Encrypt, Decrypt ... | 5500 | 5500 | KMS quotas (lowest region) |
+| kms | `kms-asymmetric`, shared | Sign, Verify (ECC keys: 300; RSA: 500) | 300 | 300 | KMS quotas |
 | any other | per API | cloudformation, eks, sts, autoscaling ... | 20 | 10 | not published: ours |
 | s3 | none | | | | S3 scales per prefix (3,500 writes / 5,500 reads a second): no client-side bucket |
 
@@ -65,16 +66,13 @@ OTHER = Rate(20, 10)
 
 SSM_GET_FAMILY = frozenset({"GetParameter", "GetParameters", "GetParametersByPath"})
 KMS_CRYPTO_OPS = frozenset({"GenerateMac", "VerifyMac", "Encrypt", "Decrypt", "ReEncrypt", "GenerateDataKey",
-                            "GenerateDataKeyWithoutPlaintext", "GenerateDataKeyPair", "Sign", "Verify",
-                            "GenerateRandom"})
+                            "GenerateDataKeyWithoutPlaintext", "GenerateDataKeyPair", "GenerateRandom"})
+KMS_ASYMMETRIC = Rate(300, 300)
+KMS_ASYMMETRIC_OPS = frozenset({"Sign", "Verify"})
 UNLIMITED = frozenset({"s3"})
 _NON_MUTATING = ("Describe", "Get", "List", "Search")
 # request parameters that make an EC2 read "filtered or paginated" (query-protocol names and their API names)
 _NARROWING = ("Filter", "MaxResults", "Id", "Owner", "Name")
-
-# (service, bucket name) -> Rate, for the table above; `bucket` picks the name
-RATES: dict[tuple[str, str], Rate] = {("ssm", "ssm-get"): SSM_GET, ("ssm", "PutParameter"): SSM_PUT,
-                                      ("kms", "kms-crypto"): KMS_CRYPTO}
 
 
 def bucket(service: str, operation: str, *, narrowed: bool = True) -> tuple[str, Rate] | None:
@@ -93,6 +91,8 @@ def bucket(service: str, operation: str, *, narrowed: bool = True) -> tuple[str,
         return operation, SSM_PUT if operation == "PutParameter" else SSM_OTHER
     if service == "kms" and operation in KMS_CRYPTO_OPS:
         return "kms-crypto", KMS_CRYPTO
+    if service == "kms" and operation in KMS_ASYMMETRIC_OPS:
+        return "kms-asymmetric", KMS_ASYMMETRIC
     return operation, OTHER
 
 
