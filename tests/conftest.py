@@ -31,6 +31,7 @@ _REPO = Path(__file__).resolve().parent.parent
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
+from amibuild.aws import rates  # noqa: E402
 from amibuild.sandbox import Sandbox, safety_env  # noqa: E402
 
 def shared_dir(part: str) -> Path | None:
@@ -78,8 +79,10 @@ def sandbox_server() -> Iterator[Sandbox]:
 def sandbox(
     sandbox_server: Sandbox, isolated_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> Sandbox:
-    """The session's emulator, reset to its seed, with its env() applied to os.environ."""
+    """The session's emulator, reset to its seed, with its env() applied to os.environ; the
+    gateway's rate limiter starts full, as in a fresh process (its buckets are per process)."""
     sandbox_server.reset()
+    rates.LIMITER.reset()
     for name, value in sandbox_server.env().items():
         monkeypatch.setenv(name, value)
     return sandbox_server

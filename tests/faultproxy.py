@@ -4,6 +4,13 @@ Point ``AWS_ENDPOINT_URL`` at `FaultProxy.endpoint` and every AWS call goes thro
 
 * delay every request (`delay`, seconds) to stand in for network latency;
 * answer ``ThrottlingException`` to a fraction of chosen operations (`throttle`);
+* throttle as AWS does (`rate_limit`): a token bucket per access key, region and API (or API group),
+  at AWS's default rates (amibuild/aws/rates.py's table) or scaled or overridden, answered with each
+  service's own throttling error: EC2 ``RequestLimitExceeded`` (HTTP 503, query/XML ``Response``
+  body), SSM and KMS ``ThrottlingException`` (HTTP 400, JSON ``__type``), CloudFormation, STS and
+  Auto Scaling ``Throttling`` (HTTP 400, XML ``ErrorResponse``). EKS (REST, no operation on the wire
+  in a form read here) and S3 are forwarded unlimited;
+* record every request as sent (`record`), for `replay` against the emulator without the proxy;
 * fail chosen operations in one region with a non-retryable error (`fail`);
 * hold the first N matching requests until all N have arrived, then let them go together
   (`hold`): a deterministic way to make two writers race;
@@ -34,10 +41,11 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterable
+from typing import Callable, Iterable, Mapping
 
 SSM_WRITES = ("AmazonSSM.PutParameter",)
 _SCOPE = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/([^/]+)/aws4_request")
+_KEY = re.compile(r"Credential=([^/]+)/")
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
                "transfer-encoding", "upgrade", "content-length"}
 _OWN_HEADERS = {"server"}  # `_reply` writes its own; the upstream's Date is AWS's clock, so it is forwarded
@@ -52,6 +60,7 @@ class Seen:
     outcome: str  # "forwarded" | "throttled" | "failed"
     at: float = 0.0  # time.monotonic() when answered
     name: str = ""  # the SSM parameter named in the request, if any
+    service: str = ""  # the SigV4 signing name: "ec2", "ssm", ...
 
 
 class Gate:
@@ -118,6 +127,9 @@ class FaultProxy:
         self._pause_drop = False
         self._paused = 0
         self._dead = False
+        self._rates: Callable[[str, str, bool], tuple[str, float, float] | None] | None = None
+        self._buckets: dict[tuple[str, str, str, str], _Bucket] = {}
+        self.recorded: list[tuple[str, str, dict[str, str], bytes]] | None = None
         self._endpoint = ""
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -128,6 +140,37 @@ class FaultProxy:
         """Answer ThrottlingException (HTTP 400) to about `fraction` of the matching requests."""
         with self._lock:
             self._throttle = (fraction, frozenset(ops))
+
+    def rate_limit(self, *, scale: float = 1.0, rates: Mapping[tuple[str, str], tuple[float, float]] | None = None,
+                   services: Iterable[str] = ("ec2", "ssm", "kms", "cloudformation", "sts", "autoscaling")) -> None:
+        """Throttle as AWS does: a token bucket per access key, region and bucket, at the rates of
+        amibuild/aws/rates.py (``bucket``: EC2 100 burst / 20 a second per non-mutating API, 50 / 5
+        per mutating one; SSM 40 / 40 for the GetParameter family together, 3 / 3 for PutParameter)
+        times `scale` (0.5: another tool uses half the account's budget). `rates` overrides
+        (service, bucket name) -> (burst, per second). A request finding its bucket empty gets the
+        service's throttling error (see the module docstring) and is logged "throttled"."""
+        from amibuild.aws import rates as aws_rates
+
+        wanted, overrides = frozenset(services), dict(rates or {})
+
+        def choose(service: str, op: str, narrowed: bool) -> tuple[str, float, float] | None:
+            if service not in wanted:
+                return None
+            found = aws_rates.bucket(service, op, narrowed=narrowed)
+            if found is None:
+                return None
+            name, rate = found
+            burst, per_second = overrides.get((service, name), (rate.burst * scale, rate.per_second * scale))
+            return name, burst, per_second
+
+        with self._lock:
+            self._rates = choose
+            self._buckets = {}
+
+    def record(self) -> None:
+        """Keep every request forwarded from now on (`recorded`: method, path, headers, body), for `replay`."""
+        with self._lock:
+            self.recorded = []
 
     def fail(self, region: str, ops: Iterable[str] = SSM_WRITES, *, times: int | None = None,
              status: int = 400, code: str = "AccessDeniedException",
@@ -198,6 +241,7 @@ class FaultProxy:
         """Drop every fault (the delay stays)."""
         with self._lock:
             self._throttle = (0.0, frozenset())
+            self._rates, self._buckets = None, {}
             self._failures = []
             self._hold, self._hold_left = None, 0
             gates, self._gates = self._gates, []
@@ -271,6 +315,7 @@ class FaultProxy:
         op = request.headers.get("X-Amz-Target") or _query_action(request.path, body)
         scope = _SCOPE.search(request.headers.get("Authorization", ""))
         region = scope.group(1) if scope else ""
+        service = scope.group(2) if scope else ""
         name = _parameter_name(body)
 
         if self._dead:
@@ -283,6 +328,12 @@ class FaultProxy:
         after_forward = self._paused_here(op, region)
         if after_forward is False and not self._pass_pause():
             request.close_connection = True
+            return
+        limited = self._over_rate(request, service, op, region, body)
+        if limited is not None:
+            status, headers, payload = limited
+            self._record(op, region, "throttled", name, service)
+            self._reply(request, status, headers, payload)
             return
         fault = self._fault_for(op, region, name)
         if fault is not None:
@@ -304,7 +355,10 @@ class FaultProxy:
             status = response.status
         finally:
             connection.close()
-        self._record(op, region, "forwarded", name)
+        self._record(op, region, "forwarded", name, service)
+        if self.recorded is not None:
+            with self._lock:
+                self.recorded.append((request.command, request.path, dict(request.headers.items()), body))
         if after_forward and not self._pass_pause():
             request.close_connection = True
             return
@@ -312,6 +366,29 @@ class FaultProxy:
             request.close_connection = True
             return
         self._reply(request, status, reply_headers, data)
+
+    def _over_rate(self, request: BaseHTTPRequestHandler, service: str, op: str, region: str,
+                   body: bytes) -> tuple[int, list[tuple[str, str]], bytes] | None:
+        """The throttling answer when the request's bucket is empty (`rate_limit`), else None."""
+        choose = self._rates
+        if choose is None or not op:
+            return None
+        action = op.rsplit(".", 1)[-1]  # "AmazonSSM.PutParameter" -> "PutParameter"
+        from amibuild.aws.rates import narrowed
+
+        params = urllib.parse.parse_qs(body.decode("utf-8", "replace")) if not body.startswith(b"{") else {}
+        chosen = choose(service, action, narrowed({k: v for k, v in params.items() if k not in ("Action", "Version")})
+                        if service == "ec2" else True)
+        if chosen is None:
+            return None
+        bucket_name, burst, per_second = chosen
+        key = _KEY.search(request.headers.get("Authorization", ""))
+        with self._lock:
+            bucket = self._buckets.setdefault((key.group(1) if key else "", region, service, bucket_name),
+                                              _Bucket(burst, per_second))
+            if bucket.take():
+                return None
+        return _throttling_answer(service, request.headers.get("X-Amz-Target") is not None)
 
     def _paused_here(self, op: str, region: str) -> bool | None:
         """None: not paused; False: held before forwarding; True: held after forwarding."""
@@ -357,9 +434,9 @@ class FaultProxy:
                 return "throttled", 400, "ThrottlingException", "Rate exceeded"
         return None
 
-    def _record(self, op: str, region: str, outcome: str, name: str = "") -> None:
+    def _record(self, op: str, region: str, outcome: str, name: str = "", service: str = "") -> None:
         with self._lock:
-            self.log.append(Seen(op, region, outcome, time.monotonic(), name))
+            self.log.append(Seen(op, region, outcome, time.monotonic(), name, service))
 
     @staticmethod
     def _reply(request: BaseHTTPRequestHandler, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
@@ -373,6 +450,63 @@ class FaultProxy:
         request.end_headers()
         if request.command != "HEAD":
             request.wfile.write(body)
+
+
+class _Bucket:
+    """AWS's side of a token bucket: a request takes a token or is refused (no waiting)."""
+
+    def __init__(self, burst: float, per_second: float) -> None:
+        self.burst, self.per_second = burst, per_second
+        self.tokens, self.at = float(burst), time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.per_second)
+        self.at = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+
+def _throttling_answer(service: str, json_protocol: bool) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Each service's own answer to a request over its rate: status, headers, body."""
+    request_id = f"{random.getrandbits(64):016x}-faultproxy"
+    if service == "ec2":
+        body = ('<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>RequestLimitExceeded</Code>'
+                f'<Message>Request limit exceeded.</Message></Error></Errors><RequestID>{request_id}</RequestID></Response>')
+        return 503, [("Content-Type", "text/xml;charset=UTF-8")], body.encode()
+    if json_protocol:  # SSM, KMS
+        payload = json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}).encode()
+        return 400, [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", request_id)], payload
+    body = ('<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message>'
+            f'</Error><RequestId>{request_id}</RequestId></ErrorResponse>')  # CloudFormation, STS, Auto Scaling
+    return 400, [("Content-Type", "text/xml")], body.encode()
+
+
+def replay(upstream: str, requests: Iterable[tuple[str, str, dict[str, str], bytes]], *, workers: int = 32) -> float:
+    """Send recorded requests straight to `upstream` (loopback), `workers` at a time, in their
+    order; the wall seconds it took. The emulator checks no signature, so old ones do."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    parsed = urllib.parse.urlsplit(upstream)
+    if parsed.hostname not in ("127.0.0.1", "localhost"):
+        raise ValueError(f"replay sends to loopback only, not {upstream}")
+    local = threading.local()
+
+    def send(item: tuple[str, str, dict[str, str], bytes]) -> None:
+        method, path, headers, body = item
+        connection = getattr(local, "connection", None)
+        if connection is None:
+            connection = local.connection = http.client.HTTPConnection(parsed.hostname, parsed.port or 80, timeout=60)
+        connection.request(method, path, body=body,
+                           headers={k: v for k, v in headers.items() if k.lower() not in _HOP_BY_HOP})
+        connection.getresponse().read()
+
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(send, list(requests)))
+    return time.monotonic() - start
 
 
 def _parameter_name(body: bytes) -> str:

@@ -21,9 +21,7 @@ class S3Calls:
                 if os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
                     # a local endpoint (the emulator on 127.0.0.1) has no per-bucket host names
                     config = config.merge(Config(s3={"addressing_style": "path"}))
-                client = self._new_client("s3", region_name=region, config=config)
-                client.meta.events.register("before-call", self._count)
-                self._clients[key] = client
+                self._clients[key] = self._new_client("s3", region_name=region, config=config)  # counted there
             return self._clients[key]
 
     def list_eks_binaries(self, bucket: str, region: str, prefix: str) -> list[str]:

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from amibuild.errors import UsageError
-from amibuild.aws import deadline, models
+from amibuild.aws import deadline, models, rates
 from amibuild.aws.errors import _mapped
 
 
@@ -55,6 +55,8 @@ class Session:
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
         self.calls: list[tuple[str, str, str]] = []  # (service, operation, region), for reports and tests
+        self.throttled: list[tuple[str, str, str]] = []  # throttled answers retried, likewise
+        self.throttle_patience = rates.THROTTLE_PATIENCE  # seconds a call retries throttling with no deadline set
 
     @property
     def region(self) -> str | None:
@@ -75,23 +77,34 @@ class Session:
         wrong = regions.problem(region_name) if region_name else None
         if wrong:
             raise UsageError(f"{service}: {wrong}; check --region or AWS_REGION")
-        return self._session.client(service, region_name=region_name, config=config)
+        client = self._session.client(service, region_name=region_name, config=config)
+        self._prepare(client)  # every client amibuild makes, whatever its config
+        return client
 
     def client(self, service: str, region: str) -> Any:
         key = (service, region)
         with self._lock:
             if key not in self._clients:
-                client = self._new_client(service, region_name=region, config=self._config)
-                self._prepare(client)
-                self._clients[key] = client
+                self._clients[key] = self._new_client(service, region_name=region, config=self._config)
             return deadline.wrap(self._clients[key])  # bounded inside a channel operation (`aws.deadline`)
 
     def _prepare(self, client: Any) -> None:
+        """Hooks on every client: the call count, the dead-endpoint cut-off, and the rate limiter
+        (amibuild/aws/rates.py: a token per attempt from the bucket of this service, account and
+        region, shared by every thread; throttled answers retried while the deadline allows).
+        Once per client: a second call does nothing."""
+        if getattr(client.meta, "amibuild_prepared", False):
+            return
+        client.meta.amibuild_prepared = True
         client.meta.events.register("before-call", self._count)
         client.meta.events.register_first("needs-retry", _give_up_on_dead_endpoint)
         from amibuild import redact  # deferred: installed once the first client is made
 
         credentials = self._session.get_credentials()
+        # AWS's buckets are per account; the access key stands for it (one key, one account) with no STS call
+        rates.install(client, account=getattr(credentials, "access_key", None) or "",
+                      on_throttle=lambda *seen: self.throttled.append(seen),
+                      patience=lambda: self.throttle_patience)
         if credentials is not None:  # so --debug logs never show them, whatever their source
             redact.add_secret(credentials.secret_key)
             redact.add_secret(credentials.token)
@@ -116,7 +129,9 @@ MAX_WORKERS = 32
 def fan_out(keys: Sequence[K], work: Callable[[K], V]) -> dict[K, V]:
     """Run `work` for every key (a region, usually) in threads, up to MAX_WORKERS; the first error wins.
 
-    The gateway is thread-safe, and AWS calls spend their time waiting on the network.
+    The gateway is thread-safe, and AWS calls spend their time waiting on the network (or for a
+    token: the rate limiter, not the pool size, sets the pace). Each thread runs in a copy of the
+    caller's context, so an operation's `rates.Meter` (its deadline's clock) counts its calls too.
     """
     keys = list(keys)
     if len(keys) <= 1:
@@ -134,7 +149,7 @@ def beside(work: Callable[[], V]) -> Iterator[Callable[[], V]]:
     for ``work`` to end and drops what it returned or raised.
     """
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amibuild-beside") as pool:
-        started = pool.submit(work)
+        started = pool.submit(contextvars.copy_context().run, work)
         yield started.result
 
 

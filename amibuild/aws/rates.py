@@ -1,0 +1,307 @@
+"""AWS's request-rate defaults, and the client-side token buckets that keep amibuild within them.
+
+AWS throttles per account and region, with a token bucket per API (EC2) or per group of APIs (SSM's
+GetParameter family). Every attempt of every client call takes a token from the matching bucket
+here first (`Limiter.acquire`, installed on each client by `install`), so the threads of one
+process (fan-outs, parallel publishes) share one budget per service, account, region and bucket.
+A throttled answer that still comes (another tool using the account's budget) is retried with
+capped, jittered back-off for as long as the operation's deadline allows (`Meter`), else for
+`THROTTLE_PATIENCE` seconds per call; botocore's adaptive mode still adapts on top. The buckets
+refill at `HEADROOM` (90%) of the rates below and hold a token less (`own_share`).
+
+The defaults (burst, refill per second; the constants below, chosen by `bucket`) — what a fresh account gets:
+
+| service | bucket | APIs | burst | per second | source |
+|---|---|---|---|---|---|
+| ec2 | per API | non-mutating (Describe*, Get*, List*, Search*), filtered, IDs or paged | 100 | 20 | EC2 throttling guide |
+| ec2 | per API | non-mutating with no filter, IDs nor page size | 50 | 10 | EC2 throttling guide |
+| ec2 | per API | mutating (the rest; "resource-intensive" RunInstances ... the same) | 50 | 5 | EC2 throttling guide |
+| ssm | `ssm-get`, shared | GetParameter, GetParameters, GetParametersByPath | 40 | 40 | SSM quotas, standard throughput |
+| ssm | per API | PutParameter | 3 | 3 | not on the quotas page: AWS Support's figure |
+| ssm | per API | the rest (GetParameterHistory, DescribeParameters, ...) | 10 | 10 | not published: ours |
+| kms | `kms-crypto`, shared | GenerateMac, VerifyMac, Encrypt, Decrypt ... | 5500 | 5500 | KMS quotas (lowest region) |
+| kms | `kms-asymmetric`, shared | Sign, Verify (ECC keys: 300; RSA: 500) | 300 | 300 | KMS quotas |
+| any other | per API | cloudformation, eks, sts, autoscaling ... | 20 | 10 | not published: ours |
+| s3 | none | | | | S3 scales per prefix (3,500 writes / 5,500 reads a second): no client-side bucket |
+
+An operation's deadline counts from its first token, not from when it began queueing:
+``with rates.metered(deadline=30) as meter`` around it, then `Meter.remaining` / `Meter.expired`
+(fan_out carries the meter into its threads).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping
+
+from amibuild.aws import deadline
+
+# The limiter refills at this share of the documented rate, and holds one token less than AWS's
+# burst: requests reach AWS with jitter (a burst held up, the next call on time), and at exactly
+# the rate the account's bucket would sit near empty, so any early arrival is throttled.
+HEADROOM = 0.9
+THROTTLE_PATIENCE = 60.0  # seconds one call keeps retrying throttled answers when no deadline is set
+BACKOFF_BASE, BACKOFF_CAP = 0.25, 20.0  # seconds: full-jitter exponential back-off between throttled attempts
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A token bucket: `burst` tokens at most, refilled at `per_second`."""
+
+    burst: float
+    per_second: float
+
+
+EC2_NON_MUTATING = Rate(100, 20)
+EC2_UNFILTERED = Rate(50, 10)
+EC2_MUTATING = Rate(50, 5)
+SSM_GET = Rate(40, 40)
+SSM_PUT = Rate(3, 3)
+SSM_OTHER = Rate(10, 10)
+KMS_CRYPTO = Rate(5500, 5500)
+OTHER = Rate(20, 10)
+
+SSM_GET_FAMILY = frozenset({"GetParameter", "GetParameters", "GetParametersByPath"})
+KMS_CRYPTO_OPS = frozenset({"GenerateMac", "VerifyMac", "Encrypt", "Decrypt", "ReEncrypt", "GenerateDataKey",
+                            "GenerateDataKeyWithoutPlaintext", "GenerateDataKeyPair", "GenerateRandom"})
+KMS_ASYMMETRIC = Rate(300, 300)
+KMS_ASYMMETRIC_OPS = frozenset({"Sign", "Verify"})
+UNLIMITED = frozenset({"s3"})
+_NON_MUTATING = ("Describe", "Get", "List", "Search")
+# request parameters that make an EC2 read "filtered or paginated" (query-protocol names and their API names)
+_NARROWING = ("Filter", "MaxResults", "Id", "Owner", "Name")
+
+
+def bucket(service: str, operation: str, *, narrowed: bool = True) -> tuple[str, Rate] | None:
+    """The bucket a call draws from and its rate; None for no client-side limit (S3).
+
+    `narrowed`: an EC2 read names a filter, IDs or a page size (else EC2's smaller "unfiltered" bucket)."""
+    if service in UNLIMITED:
+        return None
+    if service == "ec2":
+        if operation.startswith(_NON_MUTATING):
+            return operation, EC2_NON_MUTATING if narrowed else EC2_UNFILTERED
+        return operation, EC2_MUTATING
+    if service == "ssm":
+        if operation in SSM_GET_FAMILY:
+            return "ssm-get", SSM_GET
+        return operation, SSM_PUT if operation == "PutParameter" else SSM_OTHER
+    if service == "kms" and operation in KMS_CRYPTO_OPS:
+        return "kms-crypto", KMS_CRYPTO
+    if service == "kms" and operation in KMS_ASYMMETRIC_OPS:
+        return "kms-asymmetric", KMS_ASYMMETRIC
+    return operation, OTHER
+
+
+def narrowed(params: Mapping[str, Any]) -> bool:
+    """Whether request parameters (API or query-wire names) carry a filter, IDs or a page size."""
+    return any(any(part in key for part in _NARROWING) for key, value in params.items() if value not in (None, [], ""))
+
+
+def own_share(rate: Rate) -> Rate:
+    """The bucket the limiter keeps for an AWS rate: `HEADROOM` of its refill, a token less of its burst."""
+    return Rate(max(1.0, rate.burst * HEADROOM - 1), rate.per_second * HEADROOM)
+
+
+class TokenBucket:
+    """A thread-safe token bucket that hands out tokens in order: a caller reserves the next token
+    under the lock (the count may go below zero) and sleeps, outside it, until that token exists."""
+
+    def __init__(self, rate: Rate, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.rate = rate
+        self._tokens = float(rate.burst)
+        self._clock, self._sleep = clock, sleep
+        self._at = clock()
+        self._lock = threading.Lock()
+
+    def reserve(self) -> float:
+        """Take the next token; seconds until it is there (0: now)."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.rate.burst, self._tokens + (now - self._at) * self.rate.per_second)
+            self._at = now
+            self._tokens -= 1
+            return 0.0 if self._tokens >= 0 else -self._tokens / self.rate.per_second
+
+    def acquire(self) -> float:
+        """Wait for a token; the seconds waited."""
+        wait = self.reserve()
+        if wait > 0:
+            self._sleep(wait)
+        return wait
+
+
+class Meter:
+    """What one operation's calls did at the limiter, shared by its threads: when it got its first
+    token (its deadline's clock starts there), seconds spent queued for tokens, throttled answers."""
+
+    def __init__(self, deadline: float | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.deadline = deadline
+        self.first_token_at: float | None = None
+        self.queued = 0.0
+        self.tokens = 0
+        self.throttled = 0
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    def got_token(self, waited: float) -> None:
+        with self._lock:
+            if self.first_token_at is None:
+                self.first_token_at = self._clock()
+            self.queued += waited
+            self.tokens += 1
+
+    def was_throttled(self) -> None:
+        with self._lock:
+            self.throttled += 1
+
+    def elapsed(self) -> float:
+        """Seconds since the first token (0 before it)."""
+        return 0.0 if self.first_token_at is None else self._clock() - self.first_token_at
+
+    def remaining(self) -> float | None:
+        """Seconds left of the deadline (None: no deadline); the whole deadline before the first token."""
+        return None if self.deadline is None else self.deadline - self.elapsed()
+
+    def expired(self) -> bool:
+        left = self.remaining()
+        return left is not None and left <= 0
+
+
+_METER: contextvars.ContextVar[Meter | None] = contextvars.ContextVar("amibuild_rate_meter", default=None)
+
+
+@contextlib.contextmanager
+def metered(deadline: float | None = None) -> Iterator[Meter]:
+    """Count the calls made inside (and in the threads `fan_out` starts from here) on one `Meter`."""
+    meter = Meter(deadline)
+    token = _METER.set(meter)
+    try:
+        yield meter
+    finally:
+        _METER.reset(token)
+
+
+def current_meter() -> Meter | None:
+    return _METER.get()
+
+
+class Limiter:
+    """The process's buckets, one per (service, account, region, bucket name), made on first use."""
+
+    def __init__(self, rates: Callable[..., tuple[str, Rate] | None] = bucket) -> None:
+        self._rates = rates
+        self._buckets: dict[tuple[str, str, str, str], TokenBucket] = {}
+        self._lock = threading.Lock()
+        self.waited = 0.0  # seconds, all callers together: for benchmarks and tests
+
+    def bucket_for(self, service: str, account: str, region: str, operation: str, *,
+                   narrowed: bool = True) -> TokenBucket | None:
+        chosen = self._rates(service, operation, narrowed=narrowed)
+        if chosen is None:
+            return None
+        name, rate = chosen
+        key = (service, account, region, name)
+        with self._lock:
+            found = self._buckets.get(key)
+            if found is None:
+                found = self._buckets[key] = TokenBucket(own_share(rate))
+            return found
+
+    def acquire(self, service: str, account: str, region: str, operation: str, *, narrowed: bool = True) -> float:
+        """Wait for a token for one attempt of `operation`; the seconds waited. Records it on the
+        current `Meter`, if any."""
+        found = self.bucket_for(service, account, region, operation, narrowed=narrowed)
+        bounded = deadline.current()
+        if found is None:
+            waited = 0.0
+        elif bounded is None:
+            waited = found.acquire()
+        else:
+            with bounded.queued():  # a channel operation's clock stands still while it queues for tokens
+                waited = found.acquire()
+        if waited:
+            with self._lock:
+                self.waited += waited
+        meter = _METER.get()
+        if meter is not None:
+            meter.got_token(waited)
+        return waited
+
+    def reset(self) -> None:
+        """Forget every bucket (tests that need a full budget)."""
+        with self._lock:
+            self._buckets.clear()
+            self.waited = 0.0
+
+
+LIMITER = Limiter()
+
+
+def throttle_delay(attempts: int, started: float, *, now: float | None = None,
+                   patience: float = THROTTLE_PATIENCE, rng: Callable[[], float] = random.random) -> float | None:
+    """Seconds to wait before retrying a throttled attempt (the `attempts`-th), or None when the
+    retry would end past the operation's deadline (the current `Meter`), else past `patience`
+    seconds after the call's first attempt (`started`)."""
+    now = time.monotonic() if now is None else now
+    delay = rng() * min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(attempts, 16))
+    meter = _METER.get()
+    left = meter.remaining() if meter is not None else None
+    bounded = deadline.current()
+    if bounded is not None:
+        left = bounded.remaining() if left is None else min(left, bounded.remaining())
+    if left is None:
+        left = patience - (now - started)
+    return delay if delay < left else None
+
+
+def install(client: Any, *, account: str, on_throttle: Callable[[str, str, str], None] | None = None,
+            limiter: Limiter | None = None, patience: Callable[[], float] = lambda: THROTTLE_PATIENCE) -> None:
+    """Hook a botocore client: every attempt waits for a token (``request-created``, before signing,
+    so a long wait never ages the signature), and a throttled answer is retried while the deadline
+    allows (``needs-retry``, ahead of botocore's own handler, which would give up after
+    `max_attempts`)."""
+    from botocore.retries.standard import ThrottledRetryableChecker
+
+    limiter = limiter or LIMITER
+    service = client.meta.service_model.service_name
+    region = client.meta.region_name or ""
+    codes = frozenset(ThrottledRetryableChecker._THROTTLED_ERROR_CODES)
+
+    def mark(params: Mapping[str, Any], context: dict, **_: Any) -> None:
+        context["amibuild:narrowed"] = narrowed(params)
+        context["amibuild:started"] = time.monotonic()
+
+    def take(request: Any, operation_name: str, **_: Any) -> None:
+        context = getattr(request, "context", None) or {}
+        limiter.acquire(service, account, region, operation_name,
+                        narrowed=context.get("amibuild:narrowed", True))
+
+    def retry_throttled(response: Any = None, attempts: int = 0, operation: Any = None,
+                        request_dict: Mapping[str, Any] | None = None, **_: Any) -> float | None:
+        if response is None:
+            return None
+        code = (response[1] or {}).get("Error", {}).get("Code")
+        if code not in codes:
+            return None
+        started = (request_dict or {}).get("context", {}).get("amibuild:started", time.monotonic())
+        delay = throttle_delay(attempts, started, patience=patience())
+        if delay is None:
+            return None  # botocore's handler decides (it gives up once max_attempts are spent)
+        meter = _METER.get()
+        if meter is not None:
+            meter.was_throttled()
+        if on_throttle is not None:
+            on_throttle(service, operation.name if operation is not None else "", region)
+        return delay
+
+    client.meta.events.register("before-parameter-build", mark)
+    client.meta.events.register_first("request-created", take)
+    if (client.meta.config.retries or {}).get("total_max_attempts") != 1:  # a probe asks once, throttled or not
+        client.meta.events.register_first("needs-retry", retry_throttled)
