@@ -114,14 +114,26 @@ def typo_cases(here: World, amis: dict) -> dict[str, list[str]]:
         "history": ["history", "--variant", "ceph", "--channel", "stabel"],
         "fleet": ["fleet", "--channel", "stabel"],
         "karpenter": ["karpenter", "--variant", "ceph", "--channel", "stabel"],
+        "verify": ["verify", "--variant", "ceph", "--channel", "stabel"],
     }
+
+
+# the parameters through which a task is given a channel's name
+CHANNEL_PARAMETERS = {"channel", "from_", "to"}
 
 
 @needs_packer
 def test_the_typo_stabel_is_refused_by_every_task_that_takes_a_channel(channels) -> None:
+    from amibuild.cli.tasks import ns
+
     here, proxy, amis = channels
+    cases = typo_cases(here, amis)
+    taking = {name for name in ns.task_names
+              if CHANNEL_PARAMETERS & set(inspect.signature(ns[name].body).parameters)}
+    assert taking <= {args[0] for args in cases.values()}, ("a task takes a channel that this walk leaves out",
+                                                            taking - {args[0] for args in cases.values()})
     before = state()
-    for case, args in typo_cases(here, amis).items():
+    for case, args in cases.items():
         proxy.log.clear()
         result = here.invoke(*args)
         assert result.returncode == 2, (case, result.returncode, result.stdout, result.stderr)

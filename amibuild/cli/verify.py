@@ -61,7 +61,7 @@ def verify_report(options: Any, *, ami: str | None, variant: str | None, channel
     """Flags → targets → statements read and verified → the report (pure check over the facts)."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.aws import Aws, beside
-    from amibuild.channels import verify
+    from amibuild.channels import known, verify
     from amibuild.channels.verify import Target
     from amibuild.errors import SpecError
     from amibuild.pipeline.naming import check_channel
@@ -89,6 +89,8 @@ def verify_report(options: Any, *, ami: str | None, variant: str | None, channel
         today, why_not = today_renders(options, pipeline, aws, variants)
         return verify.check(facts, today), why_not
     chosen = pipeline.variants[0]
+    # a typo'd channel is refused with did-you-mean (exit 2), as every task that names one does
+    known.require(aws, pipeline, [chosen], known.Asked(channel), regions=[region] if region else None)
     gate = pipeline.gates.get(channel)
     # today's render (imports, `packer version`, the source AMI lookups) runs beside the reads
     with beside(lambda: today_renders(options, pipeline, aws, [chosen.name])) as rendered:

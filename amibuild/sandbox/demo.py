@@ -37,6 +37,8 @@ def steps(network: dict) -> list[tuple[str, list[str]]]:
          build),
         ("Run it again: nothing changed, so nothing is built and no parameter version is written", build),
         ("Promote the `ceph` image to `stable`", ["promote", *follow, "--from", "recommended", "--to", "stable"]),
+        ("Verify what `stable` holds: each region's image, its provenance signed with the sandbox's KMS key "
+         "(`alias/amibuild`), from this pipeline and today's render", ["verify", *follow, "--channel", "stable"]),
         ("Deploy a self-managed AL2023 node group stack in the sandbox's EKS cluster, following `stable` "
          "(the NodeConfig comes from DescribeCluster)",
          ["nodegroup-deploy", "--stack", "ng-demo", "--cluster", network["cluster"], *follow, "--channel", "stable",
