@@ -91,6 +91,9 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
                                          extra_pkg, extra_repo, var, var_file, flavor),
                        all=all, build_dir=build_dir, profile=profile)
+    if allow_incomplete and not rehearse:
+        cli.run(lambda: _refuse("--allow-incomplete goes with --rehearse: it lets a variant whose rehearsal "
+                                "stopped at a step it cannot rehearse be built"))
     run = cli.run(lambda: job.run(job.settings(
         opts, channel=channel, publish=not no_publish, new_channel=new_channel, force=force, dry_run=dry_run,
         parallel=values.optional_count(parallel, "--parallel", example=4),
@@ -107,6 +110,10 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         cli.lines_out(report.build_lines(run))
     summary.publish(summary.build_markdown(run), to_stdout=markdown)
     cli.finish(run)
+
+
+def _refuse(message: str):
+    raise SpecError(message)
 
 
 def _boot_test_settings(opts, boot_test: bool, cluster: str | None, read_timeout: float | None):
