@@ -47,12 +47,32 @@ def no_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TERM", "xterm-256color")
 
 
-def plain(names, fake_time, stream=None) -> tuple[Progress, io.StringIO]:
+def plain(names, fake_time, stream=None, verbose=True) -> tuple[Progress, io.StringIO]:
     stream = stream if stream is not None else io.StringIO()
-    return Progress(names, stream=stream, live=False, clock=fake_time.clock, wall=fake_time.wall), stream
+    return Progress(names, stream=stream, live=False, clock=fake_time.clock, wall=fake_time.wall,
+                    verbose=verbose), stream
 
 
-def test_plain_mode_writes_one_timestamped_line_per_change(fake_time):
+def test_plain_mode_is_quiet_by_default_a_line_per_phase_not_per_packer_step(fake_time):
+    progress, out = plain(["ceph"], fake_time, verbose=False)
+    with progress:
+        progress.update("ceph", State.BUILDING, "starting packer")
+        for step in ("Launching a source AWS instance", "Provisioning with shell script", "Creating AMI"):
+            fake_time.advance(4)
+            progress.update("ceph", State.BUILDING, step)
+        progress.update("ceph", State.COPYING, "eu-west-1")
+        progress.update("ceph", State.COPYING, "Modifying attributes on AMI")
+        progress.update("ceph", State.FAILED, "copy to eu-west-1 failed")
+        progress.update("ceph", State.FAILED, "copy to eu-west-1 failed (see packer.log)")  # a final detail: said
+    assert out.getvalue().splitlines() == [
+        "2026-11-30T01:02:03Z ceph building    starting packer",
+        "2026-11-30T01:02:15Z ceph copying     eu-west-1 (12s)",
+        "2026-11-30T01:02:15Z ceph failed      copy to eu-west-1 failed (12s)",
+        "2026-11-30T01:02:15Z ceph failed      copy to eu-west-1 failed (see packer.log) (12s)",
+    ]
+
+
+def test_plain_mode_verbose_writes_one_timestamped_line_per_change(fake_time):
     progress, out = plain(["ceph", "gpu-al2023"], fake_time)
     with progress:
         progress.update("ceph", State.QUEUED)
@@ -202,7 +222,7 @@ def test_concurrent_updates_from_many_threads_all_land(no_ci, live):
     errors: list[BaseException] = []
     start = threading.Barrier(len(names))
 
-    with Progress(names, stream=out, live=live) as progress:
+    with Progress(names, stream=out, live=live, verbose=True) as progress:
         def work(name: str, final: State) -> None:
             try:
                 start.wait()

@@ -5,8 +5,9 @@ queued → building (current Packer step) → copying → done / skipped / faile
 
 * Live mode (a terminal, not CI, not TERM=dumb): a `rich.live.Live` redraws one row per variant
   about four times a second, so elapsed times tick; the last frame stays on screen after `close()`.
-* Plain mode (CI, piped, or a dumb terminal): one line per change, flushed at once, so a CI log
-  shows what happened and when::
+* Plain mode (CI, piped, or a dumb terminal): one line per change of phase, flushed at once, so
+  a CI log shows what happened and when; with ``verbose`` a line per Packer step too (the steps
+  are always in each variant's packer.log)::
 
       2026-11-30T01:02:03Z ceph        building    Launching a source AWS instance (12s)
 
@@ -109,6 +110,7 @@ class Progress:
         live: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], datetime] = _utc_now,
+        verbose: bool = False,
     ) -> None:
         # Resolved at call time rather than as a default argument, so a replaced sys.stderr
         # (pytest's capture, rich's own redirection) is honoured.
@@ -119,6 +121,7 @@ class Progress:
         self._rows = {name: _Row() for name in names}
         self._width = max((len(n) for n in self._rows), default=0)
         self._closed = False
+        self._verbose = verbose  # plain mode: a line per Packer step, not only per phase
         self._live: Live | None = None
         self._spinners: dict[str, Spinner] = {}
         self._plain = not (live if live is not None else wants_live(self._stream))
@@ -148,7 +151,8 @@ class Progress:
             else:
                 row.ended = None  # back in progress (a retry): the clock runs again
             row.state, row.detail = state, detail
-            if self._plain and row.printed != (state, detail):
+            if self._plain and row.printed != (state, detail) and (
+                    self._verbose or state.final or row.printed is None or row.printed[0] is not state):
                 row.printed = (state, detail)
                 self._write_line(name, row, now)
             live = self._live

@@ -63,6 +63,8 @@ BUILD_HELP = {
     "channel": "Channel to publish each built or reused image to (default: the pipeline's default_channel, "
                "else recommended)",
     "no_publish": "Build only; publish nothing",
+    "verbose": "Show each Packer step as it happens (default: a line per variant's phase; every step is always "
+               "in the variant's packer.log)",
     "new_channel": "--channel is a new name: neither declared (a `channel` block, default_channel, recommended, "
                    "candidate, stable) nor there yet for every variant; without it such a name is refused as a typo",
     "rehearse": "Rehearse each variant's provisioning chain first (as `amibuild rehearse`, needs root); a failing "
@@ -83,7 +85,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
               channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, allow_incomplete=False,
-              markdown=False, boot_test=False, cluster=None, new_channel=False):
+              markdown=False, boot_test=False, cluster=None, new_channel=False, verbose=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.jobs import build_ami as job
@@ -102,7 +104,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         rehearse=rehearse, allow_incomplete=allow_incomplete, wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
         boot_test=_boot_test_settings(opts, boot_test, cluster, _read_timeout(c)), **_target(),
-        channel_deadline=_channel_deadline(c),
+        channel_deadline=_channel_deadline(c), verbose=verbose,
     ), cli.say))
     if json:
         cli.emit_json(run.to_dict())

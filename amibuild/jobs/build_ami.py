@@ -66,6 +66,7 @@ class BuildSettings:
     target: Target = Target()  # what the builds are rendered for (chosen by the caller, from the environment)
     transform: Transform | None = None  # applied to each real build before it is written: the sandbox's
     channel_deadline: float | None = None  # seconds of waiting on AWS each channel write may spend (None: 30)
+    verbose: bool = False  # progress: a line per Packer step, not only per phase (packer.log has them always)
 
 
 def settings(options: Options, *, channel: str | None = None, publish: bool = True, **flags) -> BuildSettings:
@@ -397,7 +398,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
         # asked before the builds, so that "unsigned" is said before a build of many minutes, not after it
         attestor, digest = attestor_for(aws, plan.pipeline, say), file_digest(plan.pipeline.source)
     own_progress = progress is None
-    progress = progress or Progress([i.name for i in plan.items])
+    progress = progress or Progress([i.name for i in plan.items], verbose=settings.verbose)
     check = None  # `packer build` checks each template itself before its first step
     if settings.rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
         from amibuild.rehearse.job import rehearsal_check  # deferred: the rehearsal machinery only for --rehearse
