@@ -219,15 +219,19 @@ def test_amibuild_tests_lists_what_will_run_and_what_is_turned_off(tmp_path: Pat
         'variant "old" {\n os = "al2"\n kubernetes_version = "1.30"\n}\n')
     shown = amibuild(tmp_path, "tests", "--variant", "ceph")
     assert shown.returncode == 0, shown.stderr
-    assert "ceph (al2023 standard, Kubernetes 1.35): 6 check(s), on the build instance and in the boot test " \
-           "(1 in the boot test only)" in shown.stdout
-    assert "package-ceph-common  built-in" in shown.stdout and "rbd-package          pipeline file" in shown.stdout
-    assert "nodeadm-config       built-in       nodeadm accepts the instance's user data" in shown.stdout
-    assert "containerd           turned off     not used" in shown.stdout
+    assert "ceph (al2023 standard, Kubernetes 1.35): 9 check(s) on the build instance and in the boot test, " \
+           "3 in the boot test only, 11 of the clean-up (the build's last step)" in shown.stdout
+    rows = [line.split(None, 3) for line in shown.stdout.splitlines() if line.startswith("  ")]
+    assert ["package-ceph-common", "built-in", "build+boot"] in [r[:3] for r in rows]
+    assert ["rbd-package", "pipeline", "file"] in [r[:3] for r in rows]
+    assert ["nodeadm-config", "built-in", "boot", "nodeadm accepts the instance's user data (nodeadm config check; "
+            "boot test only)"] in rows
+    assert ["containerd", "turned", "off", "not used (amibuild.hcl: variant \"ceph\": test \"containerd\")"] in rows
     listed = {e["variant"]: e for e in json.loads(amibuild(tmp_path, "tests", "--json").stdout)}
     assert list(listed) == ["ceph", "old"]
     boot_only = {v: [c["name"] for c in e["checks"] if c["stages"] == ["boot"]] for v, e in listed.items()}
-    assert boot_only == {"ceph": ["nodeadm-config"], "old": ["bootstrap-options"]}
+    assert boot_only == {"ceph": ["nodeadm-config", "clean-machine-id", "clean-authorized-keys"],
+                         "old": ["bootstrap-options", "clean-machine-id", "clean-authorized-keys"]}
 
 
 # ------------------------------------------------------------------------------- against the emulator

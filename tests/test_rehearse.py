@@ -69,8 +69,8 @@ def test_the_ceph_repo_and_proxy_chain_installs_ceph_common_and_writes_the_proxy
     (rendered,) = render(tmp_path, CEPH)
     report = rehearse(rendered, keep=True)
     try:
-        # proxy, repos, packages, the image's checks (stage 1), the cache clean-up
-        assert [v.status for v in report.steps] == [OK] * 5, report.steps
+        # proxy, repos, packages, the image's checks (stage 1), the cache clean-up, the clean-up, its checks
+        assert [v.status for v in report.steps] == [OK] * 7, report.steps
         assert report.steps[3].step.name == "amibuild-checks.sh"
         assert ("ceph-common", "") in report.packages
         for path in ("/etc/environment", "/etc/yum.conf", "/etc/yum.repos.d/amibuild-ceph.repo",

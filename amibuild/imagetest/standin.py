@@ -28,13 +28,19 @@ from typing import Any, Iterable
 from amibuild.errors import RehearsalUnavailable
 from amibuild.imagetest.store import STANDIN_DIR as STANDIN_DIR, STORE_ENV as STORE_ENV, store as store  # re-exported
 from amibuild.pipeline import imagetests
-from amibuild.render import CHECKS_SCRIPT, RECORD_FILE
+from amibuild.render import CHECKS_SCRIPT, HYGIENE_SCRIPT, RECORD_FILE
 from amibuild.rehearse.steps import Step, parse_steps
 from amibuild.rehearse import overlay
 
 STAGE1_RECORD = "checks.json"
 # the image's stand-in in a sandbox build's folder: the real build's HCL files, whose chain it rehearses
 COMMAND_PATH = "/tmp/amibuild-ssm-command.sh"
+# Between the build's chain and an SSM command the stand-in boots: what a first boot does that the
+# checks look at (systemd writes a machine-id of the instance's own where the clean-up emptied it).
+FIRST_BOOT_PATH = "/tmp/amibuild-first-boot.sh"
+FIRST_BOOT = """#!/usr/bin/env bash
+if [ ! -s /etc/machine-id ]; then tr -d '-' </proc/sys/kernel/random/uuid >/etc/machine-id; fi
+"""
 
 
 @dataclass
@@ -47,6 +53,7 @@ class StandinRun:
     failed_step: str = ""
     notes: list[str] = field(default_factory=list)
     untestable: str = ""  # the chain stopped at a step the stand-ins cannot answer: no stand-in of the image
+    hygiene: str = ""  # stage 1: the output of the checks of the clean-up, the chain's last step
 
 
 def chain_steps(root: Path) -> list[Step]:
@@ -72,6 +79,10 @@ def run(root: Path, script: str | None = None, *, refuse: Iterable[str] = (), ti
     if script is not None:
         holder = Path(tempfile.mkdtemp(prefix="amibuild-ssm-"))
         (holder / "command.sh").write_text(script, encoding="utf-8")
+        (holder / "first-boot.sh").write_text(FIRST_BOOT, encoding="utf-8")
+        steps.append(Step(number=len(steps) + 1, provisioner=-1, kind="shell", name="first boot (stand-in)",
+                          script=str(holder / "first-boot.sh"), command=f"sudo -S bash '{FIRST_BOOT_PATH}'",
+                          remote_path=FIRST_BOOT_PATH))
         steps.append(Step(number=len(steps) + 1, provisioner=-1, kind="shell", name="SSM command (AWS-RunShellScript)",
                           script=str(holder / "command.sh"), command=f"sudo -S bash '{COMMAND_PATH}'",
                           remote_path=COMMAND_PATH))
@@ -98,7 +109,17 @@ def run(root: Path, script: str | None = None, *, refuse: Iterable[str] = (), ti
                               f"{result.exit_status}: {tail[0]}", notes)
     if target is None or not target.ran:
         return StandinRun(False, "", None, "the checks step did not run", notes)
-    return StandinRun(True, target.stdout + target.stderr, target.exit_status, notes=notes)
+    hygiene = ""
+    if script is None:  # stage 1: the clean-up after the checks, then its own checks, last
+        for result in raw.results[raw.results.index(target) + 1:]:
+            if result.step.script.endswith(HYGIENE_SCRIPT):
+                hygiene = result.stdout + result.stderr
+                break
+            if result.ran and result.exit_status not in result.step.valid_exit_codes:
+                tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
+                return StandinRun(False, "", None, f"step {result.step.number} ({result.step.name}), exit "
+                                  f"{result.exit_status}: {tail[0]}", notes)
+    return StandinRun(True, target.stdout + target.stderr, target.exit_status, notes=notes, hygiene=hygiene)
 
 
 def keep(root: Path, fingerprint: str) -> Path:
@@ -142,6 +163,9 @@ def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], d
         lines = [f"amibuild: stage 1: the provisioning chain failed before the checks: {done.failed_step}"]
         return 1, lines, {"stage": "build", "result": "failed", "reason": done.failed_step, "checks": []}
     results = imagetests.parse_results(done.output, names, stage="build", standin=True)
+    hygiene_names = _check_names(root, HYGIENE_SCRIPT)
+    if hygiene_names:  # the checks of the clean-up: the chain's last step, after the stage-1 checks
+        results += imagetests.parse_results(done.hygiene, hygiene_names, stage=imagetests.HYGIENE, standin=True)
     verdict = imagetests.overall(results)
     lines = [f"amibuild: check {r.name}: {r.verdict} ({r.seconds:.2f}s)"
              + (f"\n{_indent(r.tail)}" if r.verdict in (imagetests.Verdict.FAILED, imagetests.Verdict.NOT_RUN) else "")
@@ -156,10 +180,12 @@ def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], d
         "stage": "build", "result": str(verdict), "checks": [r.to_dict() for r in results], "notes": done.notes}
 
 
-def _check_names(root: Path) -> list[str]:
+def _check_names(root: Path, script: str = CHECKS_SCRIPT) -> list[str]:
     import re
 
-    text = (root / CHECKS_SCRIPT).read_text(encoding="utf-8")
+    if not (root / script).is_file():
+        return []
+    text = (root / script).read_text(encoding="utf-8")
     return re.findall(r"^run_check ([a-z0-9_-]+) ", text, flags=re.M)
 
 

@@ -55,7 +55,7 @@ rm -f "$root"/var/log/secure "$root"/var/log/secure-* "$root"/var/log/messages "
 # it writes to. Amazon Linux refuses `systemctl stop auditd` (RefuseManualStop): `service` it is.
 if [[ -e "$root"/var/log/audit/audit.log ]]; then
     audit_was_running=0
-    if systemctl is-active --quiet auditd 2>/dev/null; then
+    if systemctl is-active --quiet auditd >/dev/null 2>&1; then
         audit_was_running=1
         service auditd stop >/dev/null 2>&1 || systemctl stop auditd >/dev/null 2>&1 || true
     fi
@@ -68,7 +68,7 @@ fi
 # The persistent journal: the files journald writes now become archives, which the vacuum then
 # removes, so what stays was written after the time above. AL2's systemd (219) has no --rotate.
 if [[ -d "$root"/var/log/journal ]]; then
-    if systemctl is-active --quiet systemd-journald 2>/dev/null; then
+    if systemctl is-active --quiet systemd-journald >/dev/null 2>&1; then
         if ! journalctl --rotate >/dev/null 2>&1; then
             systemctl kill --kill-who=main --signal=SIGUSR2 systemd-journald.service >/dev/null 2>&1 || true
             sleep 1
