@@ -56,6 +56,10 @@ variant "ceph" {
     enabled = false
     reason  = "sandbox stand-in"
   }
+  test "unpigz" {
+    enabled = false
+    reason  = "sandbox stand-in"
+  }
   test "nodeadm-config" {
     enabled = false
     reason  = "sandbox stand-in"
@@ -126,10 +130,13 @@ def test_built_in_checks_follow_the_os_the_flavor_and_what_the_variant_adds(tmp_
     al2023 = variant(tmp_path, 'extra_packages = ["ceph-common"]\nrepo "ceph" {\n baseurl = "https://x.example/el9"\n gpgkey = "https://x.example/key.asc"\n}\n'
                                'proxy {\n http = "http://proxy.example:3128"\n}')
     names = [c.name for c in imagetests.check_set(al2023).checks]
-    assert names == ["kubelet", "containerd", "nodeadm", "package-ceph-common", "repo-ceph", "proxy", "no-credentials"]
+    upstream_level = ["unpigz", "disk-free", "no-nerdctl0", "dkms"]  # upstream's validate.sh, on every image
+    assert names == ["kubelet", "containerd", "nodeadm", "package-ceph-common", "repo-ceph", "proxy", "no-credentials",
+                     *upstream_level]
     al2 = variant(tmp_path, 'os = "al2"\nkubernetes_version = "1.30"\nflavor = "gpu"')
     checks = {c.name: c for c in imagetests.check_set(al2).checks}
-    assert set(checks) == {"kubelet", "containerd", "bootstrap", "no-credentials", "nvidia-driver"}
+    assert set(checks) == {"kubelet", "containerd", "bootstrap", "no-credentials", "nvidia-driver", *upstream_level,
+                           "nvidia-version", "kernel-pinned", "versionlock"}
     assert "v1.30." in checks["kubelet"].command
     neuron = variant(tmp_path, 'flavor = "neuron"')
     assert "neuron-driver" in [c.name for c in imagetests.check_set(neuron).checks]
@@ -249,7 +256,10 @@ def test_stage_1_and_the_boot_test_let_only_the_working_image_reach_its_channel(
     assert "stage 1 checks passed for variant ceph" in (workdir / ceph["log"]).read_text()
     assert ceph["boot_test"]["result"] == "passed" and ceph["boot_test"]["terminated"]
     results = {c["name"]: c["result"] for c in ceph["boot_test"]["checks"]}
-    assert results == {"package-ceph-common": "passed", "no-credentials": "passed", "rbd-package": "passed"}
+    assert results == {"package-ceph-common": "passed", "no-credentials": "passed", "rbd-package": "passed",
+                       "disk-free": "passed", "no-nerdctl0": "passed", "dkms": "passed",
+                       # of the clean-up: a machine-id of its own after the (stand-in's) first boot, no key
+                       "clean-machine-id": "passed", "clean-authorized-keys": "passed"}
     for region, ami in ceph["amis"].items():
         (image,) = [i for i in images_of("ceph", region) if i["ImageId"] == ami]
         assert tag(image, "amibuild:test") == "passed" and tag(image, "amibuild:test-run") == json.loads(run.stdout)["run_id"]
