@@ -225,10 +225,13 @@ def test_the_rehearsal_empties_the_machine_id_in_its_copy_and_keeps_this_machine
 
 
 @ROOT_ONLY
-def test_a_step_that_writes_etc_hostname_after_the_clean_up_fails_the_hygiene_checks(tmp_path: Path) -> None:
+def test_a_step_that_writes_etc_hostname_or_an_old_log_line_after_the_clean_up_fails_the_hygiene_checks(tmp_path: Path) -> None:
     build = build_of(tmp_path)
     late = hcl.Block("provisioner", ("shell",))
-    late.attr("inline", ["echo ip-10-0-0-1 | sudo tee /etc/hostname"])
+    late.attr("inline", ["echo ip-10-0-0-1 | sudo tee /etc/hostname",
+                         # a line from before the clean-up fails the log check; one written since does not
+                         "echo 'Jan  1 00:00:01 ip-10-0-0-1 sshd[1]: old' | sudo tee /var/log/secure",
+                         "sleep 1; date '+%b %e %H:%M:%S ip-10-0-0-1 sudo: new' | sudo tee /var/log/messages"])
     at = next(i for i, p in enumerate(build.late) if p.kind is ProvisionerKind.HYGIENE)
     build = dataclasses.replace(build, late=(*build.late[:at], Provisioner(ProvisionerKind.SCRIPT, "late", (), late),
                                              *build.late[at:]))
@@ -239,7 +242,8 @@ def test_a_step_that_writes_etc_hostname_after_the_clean_up_fails_the_hygiene_ch
         stdout = (Path(report.kept) / "io/steps" / f"{report.steps[-1].step.number:03d}" / "stdout").read_text()
         results = {r.name: r.verdict for r in imagetests.parse_results(
             stdout, [c.name for c in imagetests.check_set(build.variant, stage="hygiene").checks], stage="hygiene")}
-        assert [n for n, v in results.items() if v != imagetests.Verdict.PASSED] == ["clean-hostname"]
+        assert [n for n, v in results.items() if v != imagetests.Verdict.PASSED] == ["clean-hostname", "clean-logs"]
         assert "left on the image by the build instance: /etc/hostname" in stdout
+        assert "): /var/log/secure\n" in stdout  # written before the clean-up (...): the secure log alone
     finally:
         shutil.rmtree(report.kept, ignore_errors=True)

@@ -322,10 +322,10 @@ variant "up" {{
                 for _, p in provs]
         names = [script_name(p) or kind for kind, p in provs]
         template = load(root, os_family=os_family, k8s=minor)
-        upstream_names = [n for n, mine in zip(names, ours) if not mine]
+        upstream_names = [n for n, mine in zip(names, ours, strict=True) if not mine]
         # every upstream step is there, in upstream's order
         assert upstream_names == [(label.split(", ")[0] if label.endswith(".sh") else kind) for label, kind in
-                                  zip(template.labels, (b.labels[0] for b in template.provisioners))], snapshot
+                                  zip(template.labels, (b.labels[0] for b in template.provisioners), strict=True)], snapshot
         # ours (packages, the user's script, the stage-1 checks, the caches, the clean-up) sit together right before
         # upstream's first finishing step; the checks of the clean-up come after every upstream step
         assert names[-1] == "amibuild-hygiene.sh", (snapshot, names)
@@ -334,7 +334,7 @@ variant "up" {{
         assert [names[i] for i in block][-3:] == ["amibuild-checks.sh", "shell", "cleanup.sh"], (snapshot, names)
         first_finisher = names[block[-1] + 1]
         assert re.search(r"cleanup|validate", first_finisher) and not ours[block[-1] + 1], (snapshot, names)
-        tail = [n for n, mine in zip(names[block[-1] + 1:], ours[block[-1] + 1:]) if not mine]
+        tail = [n for n, mine in zip(names[block[-1] + 1:], ours[block[-1] + 1:], strict=True) if not mine]
         if "cleanup.sh" in upstream_names:  # 2024 on: upstream's own clean-up, then validate, version info, SELinux
             assert tail[0] == "cleanup.sh" and "validate.sh" in tail, (snapshot, tail)
         notes = json.loads((result.directories[0] / "render.json").read_text())["notes"]

@@ -45,23 +45,26 @@ _STAMP = (f"stamp=$(cat {CLEANUP_AT} 2>/dev/null) || {{ echo \"{CLEANUP_AT} is m
 
 # Every log the clean-up empties holds nothing older than it: what Packer's session and sudo wrote
 # after it is expected, a line from before is not. Syslog's lines start with their time (no year).
-_LOGS = _STAMP + f"""old=''
+_LOGS = _STAMP + r"""old=''
 for log in /var/log/secure /var/log/messages; do
     [ -s "$log" ] || continue
     first=$(head -n 1 "$log")
-    at=$(date -d "${{first%% *}}" +%s 2>/dev/null || date -d "${{first:0:15}}" +%s 2>/dev/null) || at=0
+    case $first in
+        [0-9]*) at=$(date -d "${first%% *}" +%s 2>/dev/null) || at=0 ;;  # RFC 3339 (rsyslog's high precision)
+        *) at=$(date -d "${first:0:15}" +%s 2>/dev/null) || at=0 ;;  # "Dec  3 08:09:01"
+    esac
     [ "$at" -ge "$stamp" ] || old="$old $log"
 done
 if [ -s /var/log/audit/audit.log ]; then
-    at=$(sed -n '1s/.*msg=audit(\\([0-9]*\\)[.:].*/\\1/p' /var/log/audit/audit.log)
-    [ "${{at:-0}}" -ge "$stamp" ] || old="$old /var/log/audit/audit.log"
+    at=$(sed -n '1s/.*msg=audit(\([0-9]*\)[.:].*/\1/p' /var/log/audit/audit.log)
+    [ "${at:-0}" -ge "$stamp" ] || old="$old /var/log/audit/audit.log"
 fi
 for log in /var/log/audit/audit.log.* /var/log/secure-* /var/log/messages-*; do
     [ -e "$log" ] && old="$old $log"
 done
 for log in /var/log/wtmp /var/log/btmp; do
     [ -s "$log" ] || continue
-    first=$(utmpdump "$log" 2>/dev/null | head -n 1 | sed -n 's/.*\\[\\([0-9][0-9-]*T[0-9:]*\\)[^]]*\\] *$/\\1/p')
+    first=$(utmpdump "$log" 2>/dev/null | head -n 1 | sed -n 's/.*\[\([0-9][0-9-]*T[0-9:]*\)[^]]*\] *$/\1/p')
     at=$(date -d "$first" +%s 2>/dev/null) || at=0
     [ "$at" -ge "$stamp" ] || old="$old $log"
 done
