@@ -23,8 +23,9 @@ from conftest import run_cli
 from amibuild import hcl
 from amibuild import render as render_mod
 from amibuild.pipeline import Overrides, hygiene, imagetests, load
-from amibuild.rehearse import rehearse
+from amibuild.rehearse import overlay, rehearse
 from amibuild.rehearse.report import FAILED, OK
+from amibuild.rehearse.steps import Step
 from amibuild.render import Provisioner, ProvisionerKind, SourceAmi, Target
 
 PROVISION = Path(__file__).resolve().parent.parent / "amibuild" / "render" / "provision"
@@ -247,3 +248,29 @@ def test_a_step_that_writes_etc_hostname_or_an_old_log_line_after_the_clean_up_f
         assert "): /var/log/secure\n" in stdout  # written before the clean-up (...): the secure log alone
     finally:
         shutil.rmtree(report.kept, ignore_errors=True)
+
+
+@ROOT_ONLY
+def test_the_boot_test_fails_an_image_that_kept_the_build_instances_machine_id_and_passes_a_fresh_one(
+        tmp_path: Path) -> None:
+    if not Path("/etc/machine-id").is_file() or not Path("/etc/machine-id").read_text().strip():
+        pytest.skip("this machine has no machine-id for the copy to keep")
+    variant = variants(tmp_path).variants[0]
+    (check,) = [c for c in imagetests.check_set(variant, stage="boot").checks if c.name == "clean-machine-id"]
+    build = tmp_path / "build.sh"  # the build instance's id recorded, as the clean-up does
+    build.write_text(f"mkdir -p {hygiene.STATE_DIR}\nsha256sum </etc/machine-id | cut -d' ' -f1 >"
+                     f"{hygiene.BUILD_MACHINE_ID}\n")
+    boot = tmp_path / "boot.sh"  # emptied by the clean-up, then a first boot's own
+    boot.write_text("truncate -s 0 /etc/machine-id\ntr -d '-' </proc/sys/kernel/random/uuid >/etc/machine-id\n")
+    (tmp_path / "check.sh").write_text(check.command + "\n")
+
+    def steps(*scripts: Path) -> list[Step]:
+        return [Step(number=i, provisioner=i, kind="shell", name=s.name, script=str(s),
+                     command=f"sudo -S bash '/tmp/{s.name}'", remote_path=f"/tmp/{s.name}")
+                for i, s in enumerate(scripts, start=1)]
+
+    kept = overlay.run_steps(steps(build, tmp_path / "check.sh"), arch="x86_64", os_name="al2023")
+    fresh = overlay.run_steps(steps(build, boot, tmp_path / "check.sh"), arch="x86_64", os_name="al2023")
+    assert kept.results[-1].exit_status == 1
+    assert "is the build instance's" in kept.results[-1].stdout
+    assert fresh.results[-1].exit_status == 0, fresh.results[-1].stdout + fresh.results[-1].stderr
