@@ -70,7 +70,7 @@ class Sandbox:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def start(self, timeout: float = 60.0) -> Sandbox:
+    def start(self, timeout: float = 20.0) -> Sandbox:
         """Spawn the emulator and return once it answers; raise `SandboxError` if it does not."""
         if self._proc is not None:
             raise SandboxError("this sandbox is already started; stop() it first")
