@@ -135,7 +135,10 @@ def test_the_sandbox_transform_turns_the_real_build_into_what_the_emulator_runs(
     # the real build: ssh to the instance, AWS's own endpoint and polling, every step a shell step
     assert _source(real)["communicator"] == "ssh" and "custom_endpoint_ec2" not in _source(real)
     assert _source(real)["aws_polling"] == [{"delay_seconds": 30, "max_attempts": 120}]
-    assert [k for k, _ in _provisioners(real)] == ["shell"] * 6
+    # ... the last two the clean-up and its checks, which the stand-in rehearses as part of the real chain
+    assert [k for k, _ in _provisioners(real)] == ["shell"] * 8
+    assert [b.get("script", "").rsplit("/", 1)[-1] for _, b in _provisioners(real)[-2:]] == [
+        "cleanup.sh", "amibuild-hygiene.sh"]
     assert real.packer_env == {} and real.real is None
     assert not any(name.startswith(standin.STANDIN_DIR + "/") for name in real.files)
 
