@@ -124,26 +124,26 @@ def run(root: Path, scripts: Sequence[str] = (), *, in_place: Mapping[str, Seque
     record = settings(root)
     inputs = record["inputs"]
     holder = Path(tempfile.mkdtemp(prefix="amibuild-ssm-"))
-    steps: list[Step] = []
-    ours: list[int] = []  # the positions of the scripts' steps, in the order their results are given
-    for step in chain_steps(root):
-        stage = checks_step(step)
-        if not stage:
-            steps.append(step)
-            continue
-        for index, script in enumerate(in_place.get(stage, ()), start=1):
-            ours.append(len(steps))
-            # uploaded where Packer uploads a step's script (/tmp/script_*.sh), as the step it replaces was
-            remote = f"/tmp/script_{stage}-check-{index}.sh"
-            steps.append(_script_step(holder, f"{stage} check {index}", script, remote))
-    if scripts:
-        steps.append(dataclasses.replace(_script_step(holder, "first boot (stand-in)", FIRST_BOOT, FIRST_BOOT_PATH),
-                                         valid_exit_codes=(0,)))
-    for index, script in enumerate(scripts, start=1):
-        ours.append(len(steps))
-        steps.append(_script_step(holder, f"script {index}", script, COMMAND_PATH.format(index)))
-    steps = [dataclasses.replace(step, number=number) for number, step in enumerate(steps, start=1)]
     try:
+        steps: list[Step] = []
+        ours: list[int] = []  # the positions of the scripts' steps, in the order their results are given
+        for step in chain_steps(root):
+            stage = checks_step(step)
+            if not stage:
+                steps.append(step)
+                continue
+            for index, script in enumerate(in_place.get(stage, ()), start=1):
+                ours.append(len(steps))
+                # uploaded where Packer uploads a step's script (/tmp/script_*.sh), as the step it replaces was
+                remote = f"/tmp/script_{stage}-check-{index}.sh"
+                steps.append(_script_step(holder, f"{stage} check {index}", script, remote))
+        if scripts:
+            steps.append(dataclasses.replace(_script_step(holder, "first boot (stand-in)", FIRST_BOOT, FIRST_BOOT_PATH),
+                                             valid_exit_codes=(0,)))
+        for index, script in enumerate(scripts, start=1):
+            ours.append(len(steps))
+            steps.append(_script_step(holder, f"script {index}", script, COMMAND_PATH.format(index)))
+        steps = [dataclasses.replace(step, number=number) for number, step in enumerate(steps, start=1)]
         raw = overlay.run_steps(steps, arch=inputs["arch"], os_name=inputs["os"], refuse=refuse, timeout=timeout)
     finally:
         shutil.rmtree(holder, ignore_errors=True)
