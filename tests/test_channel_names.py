@@ -288,3 +288,26 @@ def test_build_ami_dry_run_after_a_one_off_build_shows_the_publish_and_flags_the
     again = run_cli(tmp_path, "build-ami", "--json")  # now unchanged: nothing older said
     published = json.loads(again.stdout)["variants"][0]["published"]
     assert "older" not in published and set(published["regions"].values()) == {"unchanged"}
+
+
+def test_build_ami_dry_run_shows_every_step_its_flags_ask_for_and_refuses_a_flag_without_its_partner(
+        sandbox, tmp_path):
+    from conftest import run_cli
+
+    (tmp_path / "amibuild.hcl").write_text(E2E)
+    plain = json.loads(run_cli(tmp_path, "build-ami", "--dry-run", "--json").stdout)["steps"]
+    assert plain == ["packer build, up to 8 at a time"]
+    flagged = run_cli(tmp_path, "build-ami", "--dry-run", "--json", "--rehearse", "--allow-incomplete", "--no-wait",
+                      "--parallel", "2", "--timeout", "90m", "--boot-test")
+    assert flagged.returncode == 0, flagged.stderr
+    steps = json.loads(flagged.stdout)["steps"]
+    assert steps[0].startswith("rehearse each variant") and "--allow-incomplete" in steps[0]
+    assert steps[1] == ("packer build, up to 2 at a time, each within 5400 s; "
+                        "a variant another run is building fails at once (--no-wait)")
+    assert steps[2].startswith("boot test each built image before it is published")
+    text = run_cli(tmp_path, "build-ami", "--dry-run", "--boot-test")
+    assert "  step  boot test each built image" in text.stdout, text.stdout
+    # a flag that only means something beside another is refused alone, not dropped
+    alone = run_cli(tmp_path, "build-ami", "--dry-run", "--allow-incomplete")
+    assert alone.returncode == 2 and "--allow-incomplete goes with --rehearse" in alone.stderr, alone.stderr
+    assert alone.stdout == ""

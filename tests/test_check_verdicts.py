@@ -257,3 +257,30 @@ def test_control_characters_are_shown_as_escapes(raw: str, shown: str):
     assert printable(raw) == shown
     result = imagetests.CheckResult("c", "boot", imagetests.Verdict.FAILED, 1, 0.1, raw)
     assert result.to_dict()["output_tail"] == shown.rstrip("\n")
+
+
+@NEEDS_BUILD
+def test_build_ami_boot_test_takes_the_configured_read_timeout_and_a_held_send_command_is_not_tested(
+        tmp_path: Path, sandbox):
+    """build-ami --boot-test bounds SendCommand by config `amibuild.read_timeout` as test-ami does: a
+    held SendCommand ends as "not tested" (never `failed`, nothing published) within that timeout."""
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    with FaultProxy(sandbox.endpoint) as proxy:
+        proxy.pause({"AmazonSSM.SendCommand"})
+        try:
+            done = run_cli(tmp_path, "build-ami", "--variant", "noisy", "--boot-test", "--json", binary="amibuild",
+                           env={"AWS_ENDPOINT_URL": proxy.endpoint, "AMIBUILD_READ_TIMEOUT": "1"})
+        finally:
+            proxy.resume(drop=True)
+    assert done.returncode == 1, done.stderr
+    (variant,) = json.loads(done.stdout)["variants"]
+    tested = variant["boot_test"]
+    assert tested["result"] == "not tested" and "ReadTimeoutError" in tested["error"], tested
+    assert {c["result"] for c in tested["checks"]} == {"not tested"} and tested["terminated"]
+    # bounded by the configured 1 s: the gateway's own 30 s would have held the checks longer than this
+    assert tested["phases"]["checks"] < 30, tested["phases"]
+    assert variant["publish_error"].startswith("boot test: not tested: ssm:SendCommand"), variant["publish_error"]
+    assert "failed" not in variant["publish_error"].split(":")[0]
+    assert not variant.get("published"), variant
+    assert image_tag(variant["amis"][REGION]) == "untested"  # a fresh image: no earlier verdict to keep
+    assert tested["statement"]["signed"]  # the signed test statement says "not tested", too

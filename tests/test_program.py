@@ -369,3 +369,18 @@ def test_a_sandbox_on_a_moto_without_what_it_uses_refuses_to_start_naming_it(tmp
     for word in words:
         assert word in message, message
     assert not sandbox.running
+
+
+def test_help_shows_amibuilds_own_options_only(tmp_path: Path) -> None:
+    """`amibuild --help` lists amibuild's options and commands, not invoke's core flags; a command's
+    help has no `[--core-opts]`. The hidden core flags still parse (shell completion uses them)."""
+    top = run_cli(tmp_path, "--help", binary="amibuild")
+    assert top.returncode == 0 and top.stdout.startswith("Usage: amibuild [--debug] [--config FILE] <command>")
+    for invoke_only in ("--write-pyc", "--list-depth", "--list-format", "--complete", "--print-completion-script",
+                        "core-opts", "Core options"):
+        assert invoke_only not in top.stdout, invoke_only
+    assert "build-ami" in top.stdout and "--version" in top.stdout
+    one = run_cli(tmp_path, "verify", "--help", binary="amibuild")
+    assert one.returncode == 0 and one.stdout.startswith("Usage: amibuild verify [--options]\n"), one.stdout
+    assert "core-opts" not in one.stdout and "other tasks here" not in one.stdout and "--channel" in one.stdout
+    assert run_cli(tmp_path, "--list-depth", "1", "--list", binary="amibuild").returncode == 0

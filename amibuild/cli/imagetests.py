@@ -114,7 +114,8 @@ def user_data(aws: Any, pipeline: Pipeline, variants: Iterable[Any], cluster: st
     return testnode.user_data(aws, variants, region=pipeline.build_region, cluster=cluster)
 
 
-def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None) -> boot.BootTestSettings | None:
+def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None,
+                       read_timeout: float | None = None) -> boot.BootTestSettings | None:
     """build-ami's --boot-test [--cluster C], checked before any AWS work: the pipeline's test { ... }
     block with --cluster over it, the cluster's API (the Kubernetes client and a kubeconfig) opened
     when a cluster is named, and each variant's proxy held to the boot test's rule. Without a
@@ -126,7 +127,7 @@ def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None) ->
         return None
     imagetests.check_cluster(cluster or "", "--cluster")
     pipeline = load_pipeline(options)
-    settings = boot.BootTestSettings.of(pipeline.boot_test, cluster=cluster,
+    settings = boot.BootTestSettings.of(pipeline.boot_test, cluster=cluster, read_timeout=read_timeout,
                                         poll=0.1 if in_sandbox(os.environ) else 5.0)
     checked = user_data(None, pipeline, pipeline.variants, "")  # no AWS call: a proxy with a password is refused here
     if not settings.cluster:

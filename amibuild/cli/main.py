@@ -56,8 +56,38 @@ class AmibuildProgram(Program):
     CORE_FLAGS = frozenset({"complete", "print-completion-script", "debug", "config", "help", "list",
                             "list-depth", "list-format", "version", "write-pyc"})
 
+    # what `amibuild --help` shows; invoke's other core flags (completion, list formats) still work
+    SHOWN_HELP = (("-h, --help [COMMAND]", "Show this help, or a command's options"),
+                  ("-V, --version", "Show amibuild's version"),
+                  ("-l, --list", "List the commands"),
+                  ("-d, --debug", "Log each step and AWS call to stderr (credentials masked)"),
+                  ("-f FILE, --config=FILE", "A configuration file of amibuild.* settings, e.g. amibuild.read_timeout"))
+
     def core_args(self) -> list:
         return [arg for arg in super().core_args() if arg.name in self.CORE_FLAGS]
+
+    def print_help(self) -> None:
+        """amibuild's own options and its commands; invoke's other core flags are not shown."""
+        print(f"Usage: {self.binary} [--debug] [--config FILE] <command> [--options] ...")
+        print(f"       {self.binary} <command> --help   (a command's options)")
+        print("")
+        print("Options:")
+        print("")
+        self.print_columns(self.SHOWN_HELP)
+        if self.namespace is not None:
+            self.list_tasks()
+
+    def print_task_help(self, name: str) -> None:
+        """A command's help, its usage line without invoke's `[--core-opts]`."""
+        import contextlib
+        import io
+
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            super().print_task_help(name)
+        text = buffer.getvalue().replace(f"{self.binary} [--core-opts] ", f"{self.binary} ", 1)
+        text = text.replace(" [other tasks here ...]", "", 1)
+        print(text, end="")
 
     def update_config(self, merge: bool = True) -> None:
         # invoke's version reads the `c.run()` flags dropped above; what remains is --config

@@ -9,6 +9,8 @@ def build_lines(run: Any) -> Iterable[str]:
     plan = run.plan
     if run.outcomes is None:
         yield f"plan for run {plan.run_id} (dry run: nothing built), regions {', '.join(plan.regions)}:"
+        for step in getattr(run, "steps", ()):
+            yield f"  step  {step}"
         moves = {m.variant: m for m in getattr(run, "publish_plan", ())}
         for item in plan.items:
             amis = " ".join(f"{r}={a}" for r, a in sorted(item.existing.items()))

@@ -91,6 +91,9 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
                                          extra_pkg, extra_repo, var, var_file, flavor),
                        all=all, build_dir=build_dir, profile=profile)
+    if allow_incomplete and not rehearse:
+        cli.run(lambda: _refuse("--allow-incomplete goes with --rehearse: it lets a variant whose rehearsal "
+                                "stopped at a step it cannot rehearse be built"))
     run = cli.run(lambda: job.run(job.settings(
         opts, channel=channel, publish=not no_publish, new_channel=new_channel, force=force, dry_run=dry_run,
         parallel=values.optional_count(parallel, "--parallel", example=4),
@@ -98,7 +101,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         timeout=values.optional_duration(timeout, "--timeout", example="90m or 5400"),
         rehearse=rehearse, allow_incomplete=allow_incomplete, wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
-        boot_test=_boot_test_settings(opts, boot_test, cluster), **_target(),
+        boot_test=_boot_test_settings(opts, boot_test, cluster, _read_timeout(c)), **_target(),
         channel_deadline=_channel_deadline(c),
     ), cli.say))
     if json:
@@ -109,13 +112,18 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
     cli.finish(run)
 
 
-def _boot_test_settings(opts, boot_test: bool, cluster: str | None):
-    """build-ami --boot-test [--cluster C]: the pipeline's test { ... } block with --cluster over it."""
+def _refuse(message: str):
+    raise SpecError(message)
+
+
+def _boot_test_settings(opts, boot_test: bool, cluster: str | None, read_timeout: float | None):
+    """build-ami --boot-test [--cluster C]: the pipeline's test { ... } block with --cluster over it, and
+    config `amibuild.read_timeout` for SendCommand / GetCommandInvocation, as test-ami takes it."""
     if not boot_test and not cluster:  # no boot test: none of its machinery is imported
         return None
     from amibuild.cli.imagetests import boot_test_settings  # deferred: not on the `amibuild --list` path
 
-    return cli.run(lambda: boot_test_settings(opts, boot_test=boot_test, cluster=cluster))
+    return cli.run(lambda: boot_test_settings(opts, boot_test=boot_test, cluster=cluster, read_timeout=read_timeout))
 
 
 REHEARSE_HELP = {

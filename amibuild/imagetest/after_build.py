@@ -53,8 +53,9 @@ def boot_test_outcomes(aws: Any, plan: Any, outcomes: Sequence[BuildOutcome], se
             tested["statement"] = stored.to_dict()
         error = ""
         if result.failed:
-            error = "boot test failed" + (f": {result.error}" if result.error else
-                                          ": " + ", ".join(c.name for c in result.checks if c.verdict == "failed"))
+            # an infrastructure fault is "not tested: <reason>" (result.error), never called a failed test
+            error = (f"boot test: {result.error}" if result.error else
+                     "boot test failed: " + ", ".join(c.name for c in result.checks if c.verdict == "failed"))
         return replace(outcome, boot_test=tested, boot_error=error)
 
     built = sum(1 for o in outcomes if o.status is BuildStatus.BUILT)

@@ -122,6 +122,7 @@ class BuildRun:
     # {variant: its provenance statement (`amibuild.attest.sign.Stored`)}, for the variants built in this run
     statements: Mapping[str, Any] = field(default_factory=dict)
     publish_plan: tuple[PublishMove, ...] = ()  # --dry-run: what the publish step would write where
+    steps: tuple[str, ...] = ()  # --dry-run: what the real run does around each build, from its flags
 
     def publish_of(self, name: str) -> VariantPublished | None:
         return self.published.get(name)
@@ -141,7 +142,8 @@ class BuildRun:
 
     def to_dict(self) -> dict:
         if self.outcomes is None:
-            return {"dry_run": True, **self.plan.to_dict(), "publish": [m.to_dict() for m in self.publish_plan]}
+            return {"dry_run": True, **self.plan.to_dict(), "steps": list(self.steps),
+                    "publish": [m.to_dict() for m in self.publish_plan]}
         return {
             "run_id": self.plan.run_id,
             "regions": list(self.plan.regions),
@@ -270,13 +272,32 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
                       existing, force=settings.force, run_id=run_id)
     if settings.dry_run:  # the publish the real run would make is part of the plan
         moves = preview_publish(aws, plan, settings.channel) if settings.channel else ()
-        return BuildRun(plan, None, None, publish_plan=moves)
+        return BuildRun(plan, None, None, publish_plan=moves, steps=planned_steps(settings))
     # only what will be built is written; `packer build` checks each template before it starts
     building = {item.name for item in plan.to_build}
     write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
                        prepared.packer_version, prepared.notes), options, say, out_dir)
     parallel = settings.parallel or min(len(plan.items), settings.max_parallel)
     return execute_plan(plan, settings, aws, say, parallel=parallel, progress=progress)
+
+
+def planned_steps(settings: BuildSettings) -> tuple[str, ...]:
+    """What the real run does around each variant's build, as its flags say: each flag a dry run
+    takes is shown in the plan, none silently dropped."""
+    steps = []
+    if settings.rehearse:
+        steps.append("rehearse each variant's provisioning chain first (root); "
+                     + ("an incomplete rehearsal still builds (--allow-incomplete)" if settings.allow_incomplete
+                        else "a failing or incomplete rehearsal stops that variant"))
+    parallel = settings.parallel or settings.max_parallel
+    limit = f", each within {settings.timeout:g} s" if settings.timeout else ""
+    steps.append(f"packer build, up to {parallel} at a time{limit}"
+                 + ("" if settings.wait else "; a variant another run is building fails at once (--no-wait)"))
+    if settings.boot_test is not None:
+        where = f", joining cluster {settings.boot_test.cluster}" if settings.boot_test.cluster else ""
+        steps.append(f"boot test each built image before it is published{where}; "
+                     "an image whose boot test fails, or cannot run, is not published")
+    return tuple(steps)
 
 
 def find_grown(aws: Aws, pipeline: Pipeline, channel: str | None) -> dict[str, tuple[str, ...]]:

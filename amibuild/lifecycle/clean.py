@@ -35,7 +35,10 @@ class CleanSettings:
 
 def settings(options: Options, run_id: str | None, *, dry_run: bool = False) -> CleanSettings:
     """Bad input (a run id that is none, the pipeline file) refused before any AWS call."""
-    if not run_id or not leftovers.RUN_ID.match(run_id):
+    if not run_id:
+        raise SpecError("--run-id: name the run whose leftovers to remove, e.g. --run-id 20261130T170000Z-abc123; "
+                        "`amibuild runs` lists them")
+    if not leftovers.RUN_ID.match(run_id):
         raise SpecError(f"--run-id: {run_id!r} is not a run id like 20261130T170000Z-abc123; "
                         "`amibuild runs` lists them")
     return CleanSettings(options, load_pipeline(options), run_id, dry_run)
