@@ -293,3 +293,26 @@ def test_the_boot_test_fails_an_image_that_kept_the_build_instances_machine_id_a
     assert kept.results[-1].exit_status == 1
     assert "is the build instance's" in kept.results[-1].stdout
     assert fresh.results[-1].exit_status == 0, fresh.results[-1].stdout + fresh.results[-1].stderr
+
+
+@ROOT_ONLY
+def test_the_boot_test_fails_an_image_that_kept_a_key_in_authorized_keys_and_passes_one_without(
+        tmp_path: Path) -> None:
+    variant = variants(tmp_path).variants[0]
+    (check,) = [c for c in imagetests.check_set(variant, stage="boot").checks if c.name == "clean-authorized-keys"]
+    (tmp_path / "check.sh").write_text(check.command + "\n")
+    kept = tmp_path / "kept.sh"  # what Packer's temporary key looks like when nothing removed it
+    kept.write_text("mkdir -p /root/.ssh\nprintf '# managed\\nssh-ed25519 AAAA packer_1234\\n' >/root/.ssh/authorized_keys\n")
+    cleared = tmp_path / "cleared.sh"  # a comment is no key
+    cleared.write_text("mkdir -p /root/.ssh\nprintf '# no keys here\\n\\n' >/root/.ssh/authorized_keys\n")
+
+    def last(script: Path) -> tuple[int | None, str]:
+        steps = [Step(number=i, provisioner=i, kind="shell", name=s.name, script=str(s),
+                      command=f"sudo -S bash '/tmp/{s.name}'", remote_path=f"/tmp/{s.name}")
+                 for i, s in enumerate((script, tmp_path / "check.sh"), start=1)]
+        done = overlay.run_steps(steps, arch="x86_64", os_name="al2023").results[-1]
+        return done.exit_status, done.stdout + done.stderr
+
+    status, output = last(kept)
+    assert status == 1 and "/root/.ssh/authorized_keys" in output, output
+    assert last(cleared)[0] == 0
