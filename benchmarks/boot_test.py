@@ -38,7 +38,7 @@ def pipeline(count: int) -> str:
     # the EKS image's own checks are not testable on the sandbox's stand-in (this machine): with them on,
     # the image would be untested, never passed
     off = "".join(f'  test "{name}" {{\n    enabled = false\n    reason  = "sandbox stand-in"\n  }}\n'
-                  for name in ("kubelet", "containerd", "nodeadm", "nodeadm-config"))
+                  for name in ("kubelet", "containerd", "nodeadm", "nodeadm-config", "unpigz"))
     for i in range(count):
         blocks.append(f'variant "v{i}" {{\n  extra_packages = ["{packages[i % len(packages)]}"]\n{off}'
                       f'  test "mine" {{\n    command = "rpm -q {packages[i % len(packages)]}"\n  }}\n}}\n')

@@ -87,7 +87,7 @@ def test_a_build_without_a_usable_key_says_its_statements_are_unsigned(tmp_path:
 
 
 OFF = "\n".join(f'  test "{name}" {{\n    enabled = false\n    reason  = "sandbox stand-in"\n  }}'
-                for name in ("kubelet", "containerd", "nodeadm", "nodeadm-config"))
+                for name in ("kubelet", "containerd", "nodeadm", "nodeadm-config", "unpigz"))
 BOOTED = f"""\
 pipeline {{
   name    = "attb"

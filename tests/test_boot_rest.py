@@ -34,7 +34,7 @@ NEEDS_BUILD = pytest.mark.skipif(shutil.which("packer") is None or os.geteuid() 
                                         "private mount namespace with a build user")
 
 OFF = "\n".join(f'  test "{name}" {{\n    enabled = false\n    reason  = "sandbox stand-in"\n  }}'
-                for name in ("kubelet", "containerd", "nodeadm", "nodeadm-config"))
+                for name in ("kubelet", "containerd", "nodeadm", "nodeadm-config", "unpigz"))
 PIPELINE = f"""\
 pipeline {{
   name    = "br"

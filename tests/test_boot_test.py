@@ -56,6 +56,10 @@ variant "ceph" {
     enabled = false
     reason  = "sandbox stand-in"
   }
+  test "unpigz" {
+    enabled = false
+    reason  = "sandbox stand-in"
+  }
   test "nodeadm-config" {
     enabled = false
     reason  = "sandbox stand-in"
@@ -126,10 +130,13 @@ def test_built_in_checks_follow_the_os_the_flavor_and_what_the_variant_adds(tmp_
     al2023 = variant(tmp_path, 'extra_packages = ["ceph-common"]\nrepo "ceph" {\n baseurl = "https://x.example/el9"\n gpgkey = "https://x.example/key.asc"\n}\n'
                                'proxy {\n http = "http://proxy.example:3128"\n}')
     names = [c.name for c in imagetests.check_set(al2023).checks]
-    assert names == ["kubelet", "containerd", "nodeadm", "package-ceph-common", "repo-ceph", "proxy", "no-credentials"]
+    upstream_level = ["unpigz", "disk-free", "no-nerdctl0", "dkms"]  # upstream's validate.sh, on every image
+    assert names == ["kubelet", "containerd", "nodeadm", "package-ceph-common", "repo-ceph", "proxy", "no-credentials",
+                     *upstream_level]
     al2 = variant(tmp_path, 'os = "al2"\nkubernetes_version = "1.30"\nflavor = "gpu"')
     checks = {c.name: c for c in imagetests.check_set(al2).checks}
-    assert set(checks) == {"kubelet", "containerd", "bootstrap", "no-credentials", "nvidia-driver"}
+    assert set(checks) == {"kubelet", "containerd", "bootstrap", "no-credentials", "nvidia-driver", *upstream_level,
+                           "nvidia-version", "kernel-pinned", "versionlock"}
     assert "v1.30." in checks["kubelet"].command
     neuron = variant(tmp_path, 'flavor = "neuron"')
     assert "neuron-driver" in [c.name for c in imagetests.check_set(neuron).checks]
@@ -216,15 +223,19 @@ def test_amibuild_tests_lists_what_will_run_and_what_is_turned_off(tmp_path: Pat
         'variant "old" {\n os = "al2"\n kubernetes_version = "1.30"\n}\n')
     shown = amibuild(tmp_path, "tests", "--variant", "ceph")
     assert shown.returncode == 0, shown.stderr
-    assert "ceph (al2023 standard, Kubernetes 1.35): 6 check(s), on the build instance and in the boot test " \
-           "(1 in the boot test only)" in shown.stdout
-    assert "package-ceph-common  built-in" in shown.stdout and "rbd-package          pipeline file" in shown.stdout
-    assert "nodeadm-config       built-in       nodeadm accepts the instance's user data" in shown.stdout
-    assert "containerd           turned off     not used" in shown.stdout
+    assert "ceph (al2023 standard, Kubernetes 1.35): 9 check(s) on the build instance and in the boot test, " \
+           "3 in the boot test only, 11 of the clean-up (the build's last step)" in shown.stdout
+    rows = [line.split(None, 3) for line in shown.stdout.splitlines() if line.startswith("  ")]
+    assert ["package-ceph-common", "built-in", "build+boot"] in [r[:3] for r in rows]
+    assert ["rbd-package", "pipeline", "file"] in [r[:3] for r in rows]
+    assert ["nodeadm-config", "built-in", "boot", "nodeadm accepts the instance's user data (nodeadm config check; "
+            "boot test only)"] in rows
+    assert ["containerd", "turned", "off", "not used (amibuild.hcl: variant \"ceph\": test \"containerd\")"] in rows
     listed = {e["variant"]: e for e in json.loads(amibuild(tmp_path, "tests", "--json").stdout)}
     assert list(listed) == ["ceph", "old"]
     boot_only = {v: [c["name"] for c in e["checks"] if c["stages"] == ["boot"]] for v, e in listed.items()}
-    assert boot_only == {"ceph": ["nodeadm-config"], "old": ["bootstrap-options"]}
+    assert boot_only == {"ceph": ["nodeadm-config", "clean-machine-id", "clean-authorized-keys"],
+                         "old": ["bootstrap-options", "clean-machine-id", "clean-authorized-keys"]}
 
 
 # ------------------------------------------------------------------------------- against the emulator
@@ -242,7 +253,10 @@ def test_stage_1_and_the_boot_test_let_only_the_working_image_reach_its_channel(
     assert "stage 1 checks passed for variant ceph" in (workdir / ceph["log"]).read_text()
     assert ceph["boot_test"]["result"] == "passed" and ceph["boot_test"]["terminated"]
     results = {c["name"]: c["result"] for c in ceph["boot_test"]["checks"]}
-    assert results == {"package-ceph-common": "passed", "no-credentials": "passed", "rbd-package": "passed"}
+    assert results == {"package-ceph-common": "passed", "no-credentials": "passed", "rbd-package": "passed",
+                       "disk-free": "passed", "no-nerdctl0": "passed", "dkms": "passed",
+                       # of the clean-up: a machine-id of its own after the (stand-in's) first boot, no key
+                       "clean-machine-id": "passed", "clean-authorized-keys": "passed"}
     for region, ami in ceph["amis"].items():
         (image,) = [i for i in images_of("ceph", region) if i["ImageId"] == ami]
         assert tag(image, "amibuild:test") == "passed" and tag(image, "amibuild:test-run") == json.loads(run.stdout)["run_id"]

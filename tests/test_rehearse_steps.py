@@ -53,8 +53,9 @@ def test_our_chain_becomes_the_steps_packer_runs_with_filled_execute_commands(tm
     steps = parse_steps(rendered.files, "/r")
 
     assert [s.name for s in steps] == ["configure-proxy.sh", "add-repos.sh", "install-packages.sh",
-                                       "user-01-it's.sh", "amibuild-checks.sh", steps[-1].name]
-    assert steps[-1].inline[0].startswith("sudo yum clean all")
+                                       "user-01-it's.sh", "amibuild-checks.sh", steps[5].name, "cleanup.sh",
+                                       "amibuild-hygiene.sh"]
+    assert steps[5].inline[0].startswith("sudo yum clean all")
     assert [s.script for s in steps[:4]] == ["/r/scripts/configure-proxy.sh", "/r/scripts/add-repos.sh",
                                              "/r/scripts/install-packages.sh", "/r/scripts/user-01-it's.sh"]
     install = steps[2]
@@ -82,8 +83,8 @@ def test_a_sandbox_render_has_no_step_to_rehearse_so_the_rehearsal_takes_the_rea
     assert {s.kind for s in parse_steps(sandboxed.files, "/r")} == {"local"}
 
     again = real_render(sandboxed)
-    # our four steps, the image's checks (stage 1), the cache clean-up
-    assert [s.kind for s in parse_steps(again.files, "/r")] == ["shell"] * 6
+    # our four steps, the image's checks (stage 1), the cache clean-up, the clean-up and its checks
+    assert [s.kind for s in parse_steps(again.files, "/r")] == ["shell"] * 8
 
 
 def test_single_quotes_in_values_are_escaped_as_packer_does() -> None:

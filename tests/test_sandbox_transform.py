@@ -20,7 +20,7 @@ from amibuild import render
 from amibuild.bake import prepare
 from amibuild.bake.packer import Packer
 from amibuild.imagetest import standin
-from amibuild.pipeline import Overrides, load
+from amibuild.pipeline import Overrides, imagetests, load
 from amibuild.pipeline.options import Options
 from amibuild.render import ProvisionerKind, SourceAmi, Target
 from amibuild.render import upstream as upstream_mod
@@ -135,7 +135,10 @@ def test_the_sandbox_transform_turns_the_real_build_into_what_the_emulator_runs(
     # the real build: ssh to the instance, AWS's own endpoint and polling, every step a shell step
     assert _source(real)["communicator"] == "ssh" and "custom_endpoint_ec2" not in _source(real)
     assert _source(real)["aws_polling"] == [{"delay_seconds": 30, "max_attempts": 120}]
-    assert [k for k, _ in _provisioners(real)] == ["shell"] * 6
+    # ... the last two the clean-up and its checks, which the stand-in rehearses as part of the real chain
+    assert [k for k, _ in _provisioners(real)] == ["shell"] * 8
+    assert [b.get("script", "").rsplit("/", 1)[-1] for _, b in _provisioners(real)[-2:]] == [
+        "cleanup.sh", "amibuild-hygiene.sh"]
     assert real.packer_env == {} and real.real is None
     assert not any(name.startswith(standin.STANDIN_DIR + "/") for name in real.files)
 
@@ -156,6 +159,13 @@ def test_the_sandbox_transform_turns_the_real_build_into_what_the_emulator_runs(
     assert sandbox.files[f"{standin.STANDIN_DIR}/{render.VARS_FILE}"] == real.files[render.VARS_FILE]
     assert {n for n in real.files if n.startswith("scripts/")} <= set(sandbox.files)
     assert sandbox.real == real and sandbox.real.files == real.files
+    # the checks the stand-in runs one by one in its two checks steps' places: stage 1's, then the clean-up's
+    listed = json.loads(sandbox.files[standin.CHECKS_LIST])
+    stages = [c["stage"] for c in listed]
+    assert stages == sorted(stages) and set(stages) == {"build", "hygiene"}  # "build" first
+    assert [c["name"] for c in listed if c["stage"] == "hygiene"] == [
+        c.name for c in imagetests.check_set(build.variant, stage="hygiene").checks]
+    assert "clean-machine-id" not in [c["name"] for c in listed if c["stage"] == "build"]
     # Packer's environment for this build alone: the Python for the stand-in, where stand-ins are kept
     assert dict(sandbox.packer_env) == {"AMIBUILD_PYTHON": "/opt/python3", standin.STORE_ENV: "/var/tmp/stand-ins"}
     assert sandbox.fingerprint != real.fingerprint

@@ -292,6 +292,57 @@ variant "up" {{
             < order.index("[amibuild] install-packages.sh"), order
 
 
+def test_upstreams_cleanup_and_the_steps_after_it_keep_their_order_ours_go_before_and_the_hygiene_checks_last(
+        checkouts: dict[str, Path], tmp_path: Path) -> None:
+    script = tmp_path / "site.sh"
+    script.write_text("#!/usr/bin/env bash\necho site\n")
+    for snapshot, (os_family, minor) in SNAPSHOTS.items():
+        root = checkout_of(checkouts, snapshot)
+        version, date = seed.newest_binaries(minor)
+        pipeline = tmp_path / f"{snapshot}.hcl"
+        pipeline.write_text(f"""
+pipeline {{
+  name    = "order"
+  regions = ["us-west-2"]
+}}
+variant "up" {{
+  base    = "upstream"
+  upstream = {json.dumps(str(root))}
+  os      = "{os_family}"
+  kubernetes_version = "{version}"
+  extra_packages = ["htop"]
+  scripts = [{json.dumps(str(script))}]
+  vars = {{ kubernetes_build_date = "{date}" }}
+}}
+""")
+        opts = prepare.Options(pipeline_file=str(pipeline), build_dir=str(tmp_path / snapshot))
+        result = prepare.render(opts, resolve=False)  # no endpoint: the order an instance sees
+        provs = build_block((result.directories[0] / "amibuild.pkr.hcl").read_text())
+        ours = [str(p.get("script", "")).startswith("${path.root}/") or "yum clean all" in str(p.get("inline", ""))
+                for _, p in provs]
+        names = [script_name(p) or kind for kind, p in provs]
+        template = load(root, os_family=os_family, k8s=minor)
+        upstream_names = [n for n, mine in zip(names, ours, strict=True) if not mine]
+        # every upstream step is there, in upstream's order
+        assert upstream_names == [(label.split(", ")[0] if label.endswith(".sh") else kind) for label, kind in
+                                  zip(template.labels, (b.labels[0] for b in template.provisioners), strict=True)], snapshot
+        # ours (packages, the user's script, the stage-1 checks, the caches, the clean-up) sit together right before
+        # upstream's first finishing step; the checks of the clean-up come after every upstream step
+        assert names[-1] == "amibuild-hygiene.sh", (snapshot, names)
+        block = [i for i, mine in enumerate(ours[:-1]) if mine and names[i] != "configure-proxy.sh"]
+        assert block == list(range(block[0], block[-1] + 1)), (snapshot, names)
+        assert [names[i] for i in block][-3:] == ["amibuild-checks.sh", "shell", "cleanup.sh"], (snapshot, names)
+        first_finisher = names[block[-1] + 1]
+        assert re.search(r"cleanup|validate", first_finisher) and not ours[block[-1] + 1], (snapshot, names)
+        tail = [n for n, mine in zip(names[block[-1] + 1:], ours[block[-1] + 1:], strict=True) if not mine]
+        if "cleanup.sh" in upstream_names:  # 2024 on: upstream's own clean-up, then validate, version info, SELinux
+            assert tail[0] == "cleanup.sh" and "validate.sh" in tail, (snapshot, tail)
+        notes = json.loads((result.directories[0] / "render.json").read_text())["notes"]
+        order = next(n for n in notes if n.startswith("provisioner order on the instance: "))
+        assert order.endswith("[amibuild] cleanup.sh -> " + " -> ".join(
+            template.labels[template.insert_at:]) + " -> [amibuild] amibuild-hygiene.sh"), (snapshot, order)
+
+
 # ------------------------------------------------------------------------------ sandbox builds
 
 

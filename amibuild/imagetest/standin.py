@@ -4,11 +4,12 @@ The emulator has no instance to run anything on. What stands in for the image is
 chain as a real build runs it (the sandbox build's ``instance/`` files, `STANDIN_DIR`, written by
 `amibuild.sandbox.transform`),
 rehearsed in a throwaway copy of this machine with the rehearsal's overlay and stand-ins
-(`amibuild.rehearse.overlay`), without its own checks step, followed by the scripts to test, each
-its own step run as root: in stage 1 each check (`amibuild.pipeline.imagetests.check_command`),
-for SSM Run Command the command's script. Each script's exit status is read from its step, never
-from what it prints. What the copy cannot answer (exit 127: not on this copy of this machine; a
-stand-in gap) is this sandbox's to say: "not testable here", never a pass.
+(`amibuild.rehearse.overlay`). Its two checks steps (stage 1's, and the clean-up's as the last)
+become one step per check in their place (`amibuild.pipeline.imagetests.check_command`), each run
+as root; for SSM Run Command they go, and a first boot and the command's script follow the chain.
+Each script's exit status is read from its step, never from what it prints. What the copy cannot
+answer (exit 127: not on this copy of this machine; a stand-in gap) is this sandbox's to say:
+"not testable here", never a pass.
 
 Run as ``python -m amibuild.imagetest.standin ROOT`` it is the sandbox build's checks step
 (a ``shell-local`` provisioner): it prints each check's result, writes ``checks.json`` into ROOT
@@ -17,6 +18,7 @@ and exits 1 when a check or the chain failed, which fails the Packer build.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -24,14 +26,15 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild.errors import RehearsalUnavailable
 from amibuild.imagetest.store import CHECKS_LIST, STANDIN_GAP
 from amibuild.imagetest.store import STANDIN_DIR as STANDIN_DIR, STORE_ENV as STORE_ENV, store as store  # re-exported
 from amibuild.pipeline import imagetests
 from amibuild.printable import printable
-from amibuild.render import CHECKS_SCRIPT, RECORD_FILE
+from amibuild.render import CHECKS_SCRIPT, HYGIENE_SCRIPT, RECORD_FILE
 from amibuild.rehearse.steps import Step, parse_steps
 from amibuild.rehearse import overlay
 
@@ -40,6 +43,14 @@ STAGE1_RECORD = "checks.json"
 COMMAND_PATH = "/tmp/amibuild-ssm-command-{}.sh"
 NOT_FOUND = 127  # "command not found": on the stand-in, not on this copy of this machine
 EVERY_STATUS = tuple(range(256))  # a script's step never stops the copy: each one after it runs too
+# the chain's checks steps, by script, and the stage of the checks that run in each one's place
+CHECK_STEPS: Mapping[str, str] = MappingProxyType({CHECKS_SCRIPT: "build", HYGIENE_SCRIPT: imagetests.HYGIENE})
+# Between the build's chain and an SSM command the stand-in boots: what a first boot does that the
+# checks look at (systemd writes a machine-id of the instance's own where the clean-up emptied it).
+FIRST_BOOT_PATH = "/tmp/amibuild-first-boot.sh"
+FIRST_BOOT = """#!/usr/bin/env bash
+if [ ! -s /etc/machine-id ]; then tr -d '-' </proc/sys/kernel/random/uuid >/etc/machine-id; fi
+"""
 
 
 @dataclass
@@ -68,53 +79,79 @@ class ScriptRun:
 class StandinRun:
     """What running scripts on an image's stand-in gave."""
 
-    chain_ok: bool  # every step of the chain before the scripts succeeded (or was not rehearsable)
+    chain_ok: bool  # every step of the chain besides the scripts succeeded (or was not rehearsable)
     output: str  # the last script's stdout and stderr
     exit_status: int | None  # the last script's
     failed_step: str = ""
     notes: list[str] = field(default_factory=list)
     untestable: str = ""  # the chain stopped at a step the stand-ins cannot answer: no stand-in of the image
-    scripts: list[ScriptRun] = field(default_factory=list)  # one per script, in order
+    scripts: list[ScriptRun] = field(default_factory=list)  # one per script, in order (in the chain's, then after it)
 
 
 def chain_steps(root: Path) -> list[Step]:
-    """The real chain of the variant rendered into ``root`` (its ``instance/`` files), without its own
-    checks step: the stand-in runs each check on its own, after the chain."""
+    """The real chain of the variant rendered into ``root`` (its ``instance/`` files), its checks
+    steps included (`checks_step`)."""
     files = {p.name: p.read_text(encoding="utf-8") for p in sorted((root / STANDIN_DIR).glob("*.hcl"))}
     if not files:
         raise RehearsalUnavailable(f"{root / STANDIN_DIR}: no stand-in of the image here (render it for the sandbox)")
     # run by Packer's local step: the sensitive variables are in this process's PKR_VAR_* environment
-    steps = parse_steps(files, str(root), packer_env=os.environ)
-    return [s for s in steps if not s.script.endswith(CHECKS_SCRIPT)]
+    return parse_steps(files, str(root), packer_env=os.environ)
+
+
+def checks_step(step: Step) -> str:
+    """The stage of the checks ``step`` runs ("build", "hygiene"), "" for any other step."""
+    return next((stage for script, stage in CHECK_STEPS.items() if step.kind == "shell" and step.script.endswith(script)),
+                "")
+
+
+def _script_step(holder: Path, name: str, script: str, remote: str) -> Step:
+    path = holder / Path(remote).name
+    path.write_text(script, encoding="utf-8")
+    return Step(number=0, provisioner=-1, kind="shell", name=name, script=str(path), command=f"sudo -S bash '{remote}'",
+                remote_path=remote, valid_exit_codes=EVERY_STATUS)
 
 
 def settings(root: Path) -> dict[str, Any]:
     return json.loads((root / RECORD_FILE).read_text(encoding="utf-8"))
 
 
-def run(root: Path, scripts: Sequence[str] = (), *, refuse: Iterable[str] = (), timeout: float = 600.0) -> StandinRun:
-    """Rehearse the chain in ``root``; then run each of ``scripts`` as root, each its own step."""
+def run(root: Path, scripts: Sequence[str] = (), *, in_place: Mapping[str, Sequence[str]] = MappingProxyType({}),
+        refuse: Iterable[str] = (), timeout: float = 600.0) -> StandinRun:
+    """Rehearse the chain in ``root``, each checks step replaced by ``in_place[its stage]`` (scripts
+    run as root, each its own step; none: the step goes); then, when ``scripts`` are given, a first
+    boot and each of ``scripts`` as root, each its own step."""
     overlay.check_privileges()
     record = settings(root)
     inputs = record["inputs"]
-    steps = chain_steps(root)
-    chain = len(steps)
     holder = Path(tempfile.mkdtemp(prefix="amibuild-ssm-"))
-    for index, script in enumerate(scripts, start=1):
-        path = holder / f"command-{index}.sh"
-        path.write_text(script, encoding="utf-8")
-        remote = COMMAND_PATH.format(index)
-        steps.append(Step(number=max((s.number for s in steps), default=0) + 1, provisioner=-1, kind="shell", name=f"script {index}",
-                          script=str(path), command=f"sudo -S bash '{remote}'", remote_path=remote,
-                          valid_exit_codes=EVERY_STATUS))
     try:
+        steps: list[Step] = []
+        ours: list[int] = []  # the positions of the scripts' steps, in the order their results are given
+        for step in chain_steps(root):
+            stage = checks_step(step)
+            if not stage:
+                steps.append(step)
+                continue
+            for index, script in enumerate(in_place.get(stage, ()), start=1):
+                ours.append(len(steps))
+                # uploaded where Packer uploads a step's script (/tmp/script_*.sh), as the step it replaces was
+                remote = f"/tmp/script_{stage}-check-{index}.sh"
+                steps.append(_script_step(holder, f"{stage} check {index}", script, remote))
+        if scripts:
+            steps.append(dataclasses.replace(_script_step(holder, "first boot (stand-in)", FIRST_BOOT, FIRST_BOOT_PATH),
+                                             valid_exit_codes=(0,)))
+        for index, script in enumerate(scripts, start=1):
+            ours.append(len(steps))
+            steps.append(_script_step(holder, f"script {index}", script, COMMAND_PATH.format(index)))
+        steps = [dataclasses.replace(step, number=number) for number, step in enumerate(steps, start=1)]
         raw = overlay.run_steps(steps, arch=inputs["arch"], os_name=inputs["os"], refuse=refuse, timeout=timeout)
     finally:
         shutil.rmtree(holder, ignore_errors=True)
     notes = [f"stopped after {timeout:.0f}s"] if raw.timed_out else []
     gaps = {step for step, _ in raw.gaps}
-    for result in raw.results[:chain]:
-        if result.ran and result.exit_status not in result.step.valid_exit_codes:
+    mine = set(ours)
+    for at, result in enumerate(raw.results):
+        if at not in mine and result.ran and result.exit_status not in result.step.valid_exit_codes:
             if f"{result.step.number:03d}" in gaps or result.exit_status == STANDIN_GAP:
                 # the copy stops here as Packer would: what follows, the checks included, never ran
                 return StandinRun(False, "", None, notes=notes, untestable=(
@@ -125,7 +162,7 @@ def run(root: Path, scripts: Sequence[str] = (), *, refuse: Iterable[str] = (), 
                               f"{result.exit_status}: {printable(tail[0])}", notes)
     runs = [ScriptRun(r.exit_status if r.ran else None, r.stdout + r.stderr, r.stdout, r.stderr, r.seconds,
                       gap=f"{r.step.number:03d}" in gaps or r.exit_status == STANDIN_GAP)
-            for r in raw.results[chain:]]
+            for r in (raw.results[at] for at in ours)]
     last = runs[-1] if runs else ScriptRun(None)
     return StandinRun(True, last.output, last.exit_status, notes=notes, scripts=runs)
 
@@ -157,9 +194,11 @@ def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], d
         keep(root, record["fingerprint"])
         return 0, [f"amibuild: stage 1 checks turned off for variant {record['variant']} (test_on_build = false)"], {
             "stage": "build", "result": "off", "checks": []}
-    checks = _checks(root)
+    listed = _checks(root)
+    checks = [check for stage in CHECK_STEPS.values() for check in listed.get(stage, [])]
     try:
-        done = run(root, [imagetests.check_command(c) for c in checks], refuse=refuse)
+        done = run(root, in_place={stage: [imagetests.check_command(c) for c in stage_checks]
+                                   for stage, stage_checks in listed.items()}, refuse=refuse)
     except RehearsalUnavailable as exc:
         lines = [f"amibuild: stage 1 checks not testable here: {exc}"]
         return 0, lines, {"stage": "build", "result": str(imagetests.Verdict.UNTESTABLE), "reason": str(exc), "checks": []}
@@ -168,11 +207,12 @@ def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], d
         return 0, lines, {"stage": "build", "result": str(imagetests.Verdict.UNTESTABLE), "reason": done.untestable,
                           "checks": []}
     if not done.chain_ok:
-        lines = [f"amibuild: stage 1: the provisioning chain failed before the checks: {done.failed_step}"]
+        lines = [f"amibuild: stage 1: the provisioning chain failed: {done.failed_step}"]
         return 1, lines, {"stage": "build", "result": "failed", "reason": done.failed_step, "checks": []}
-    results = [_result(check, ran) for check, ran in zip(checks, done.scripts, strict=False)]
-    results += [imagetests.CheckResult(c.name, "build", imagetests.Verdict.NOT_RUN, None, 0.0)
-                for c in checks[len(done.scripts):]]
+    stages = [stage for stage in CHECK_STEPS.values() for _ in listed.get(stage, [])]
+    results = [_result(check, ran, stage) for check, ran, stage in zip(checks, done.scripts, stages, strict=False)]
+    results += [imagetests.CheckResult(c.name, stage, imagetests.Verdict.NOT_RUN, None, 0.0)
+                for c, stage in zip(checks[len(done.scripts):], stages[len(done.scripts):], strict=True)]
     verdict = imagetests.overall(results)
     lines = [f"amibuild: check {r.name}: {r.verdict} ({r.seconds:.2f}s)"
              + (f"\n{_indent(r.tail)}" if r.verdict in (imagetests.Verdict.FAILED, imagetests.Verdict.NOT_RUN) else "")
@@ -187,23 +227,26 @@ def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], d
         "stage": "build", "result": str(verdict), "checks": [r.to_dict() for r in results], "notes": done.notes}
 
 
-def _result(check: imagetests.Check, ran: ScriptRun) -> imagetests.CheckResult:
+def _result(check: imagetests.Check, ran: ScriptRun, stage: str) -> imagetests.CheckResult:
     """A stage-1 check's result from its own step's exit status; what the copy cannot answer is not
     testable here (this sandbox's reading: on an instance, 127 is a failure)."""
     if ran.exit_status is None:
-        return imagetests.CheckResult(check.name, "build", imagetests.Verdict.NOT_RUN, None, 0.0, ran.output)
+        return imagetests.CheckResult(check.name, stage, imagetests.Verdict.NOT_RUN, None, 0.0, ran.output)
     why = ran.cannot_answer
     if why:
-        return imagetests.CheckResult(check.name, "build", imagetests.Verdict.UNTESTABLE, ran.exit_status, ran.seconds,
+        return imagetests.CheckResult(check.name, stage, imagetests.Verdict.UNTESTABLE, ran.exit_status, ran.seconds,
                                       ran.output, reason=f"not testable on the stand-in: {why}")
-    return imagetests.CheckResult(check.name, "build", imagetests.verdict(ran.exit_status), ran.exit_status,
+    return imagetests.CheckResult(check.name, stage, imagetests.verdict(ran.exit_status), ran.exit_status,
                                   ran.seconds, ran.output)
 
 
-def _checks(root: Path) -> list[imagetests.Check]:
-    """The variant's stage-1 checks, as the sandbox build listed them (`CHECKS_LIST`)."""
-    raw = json.loads((root / CHECKS_LIST).read_text(encoding="utf-8"))
-    return [imagetests.Check(c["name"], c["command"], float(c["timeout"])) for c in raw]
+def _checks(root: Path) -> dict[str, list[imagetests.Check]]:
+    """The variant's checks of the build instance by stage ("build", "hygiene"), as the sandbox build
+    listed them (`CHECKS_LIST`)."""
+    out: dict[str, list[imagetests.Check]] = {}
+    for c in json.loads((root / CHECKS_LIST).read_text(encoding="utf-8")):
+        out.setdefault(c.get("stage", "build"), []).append(imagetests.Check(c["name"], c["command"], float(c["timeout"])))
+    return out
 
 
 def _indent(text: str) -> str:

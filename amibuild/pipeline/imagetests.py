@@ -7,8 +7,9 @@ flavor, and what the variant adds: its packages, repositories, proxy) and its ow
 
 Every check is a shell command run as root on the image; its exit status is its verdict: 0 is a
 pass, anything else (127, "not there", included) a failure. Its output is data, never read for a
-verdict: stage 1 (the last provisioner of the build) runs `checks_script`, whose own exit status
-fails the build; stage 2 (the boot test) runs each check as its own SSM invocation
+verdict: stage 1 (after the variant's scripts) runs `checks_script`, whose own exit status fails
+the build, and so does the build's very last step, the checks of the clean-up (`hygiene_checks`,
+stage "hygiene"); stage 2 (the boot test) runs each check as its own SSM invocation
 (`check_command`), whose ResponseCode is the verdict. A check that gave no result (an
 infrastructure failure) is "not tested", with the reason. Channel gates
 (`channel "stable" { from, requires, soak }`) are parsed here too; the decision over them lives in
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from amibuild.errors import SpecError
-from amibuild.pipeline import checks, iam_names, naming
+from amibuild.pipeline import checks, hygiene, iam_names, naming
 from amibuild.printable import printable
 from amibuild.suggest import suggest
 
@@ -48,6 +49,7 @@ _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", re.ASCII)
 _CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}", re.ASCII)
 GATE_KEYS = ("from", "requires", "soak")
 REQUIREMENTS = ("tested",)
+HYGIENE = "hygiene"  # the stage of the checks of the clean-up: the build instance's last step
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,17 @@ class Check:
     builtin: bool = True
     what: str = ""  # one line for `amibuild tests`
     boot_only: bool = False  # a check of the boot test's user data (`boot_checks`), not run on the build instance
+    # a check of the clean-up (`hygiene_checks`): only on the build instance, as its last step
+    after_cleanup: bool = False
+
+    @property
+    def stages(self) -> list[str]:
+        return ["boot"] if self.boot_only else [HYGIENE] if self.after_cleanup else ["build", "boot"]
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "command": self.command, "timeout": self.timeout,
                 "origin": "built-in" if self.builtin else "pipeline file", "what": self.what,
-                "stages": ["boot"] if self.boot_only else ["build", "boot"]}
+                "stages": self.stages}
 
 
 @dataclass(frozen=True)
@@ -329,7 +337,16 @@ def builtin_checks(variant: Any) -> list[Check]:
     elif variant.flavor == Flavor.NEURON:
         out.append(Check("neuron-driver", "command -v neuron-ls >/dev/null || exit 127",
                          what="the Neuron tools (neuron-ls) are present"))
+    out += [Check(name, command, what=what) for name, command, what in hygiene.upstream_level(variant.os, variant.flavor)]
     return out
+
+
+def hygiene_checks(variant: Any) -> list[Check]:
+    """The checks of amibuild's clean-up: on the build instance after it (its last step), and the two
+    only a booted instance shows (a fresh machine-id, no key from Packer) in the boot test. Named
+    once for both stages: ``test "clean-machine-id" { enabled = false, reason = "..." }`` turns off both."""
+    return ([Check(name, command, what=what, after_cleanup=True) for name, command, what in hygiene.after_cleanup()]
+            + [Check(name, command, what=what, boot_only=True) for name, command, what in hygiene.at_boot()])
 
 
 # The bootstrap.sh options amibuild's AL2 user data passes (amibuild.handoff.userdata.render.bootstrap_argv).
@@ -357,11 +374,18 @@ def boot_checks(variant: Any) -> list[Check]:
                   boot_only=True, what="bootstrap.sh takes every option amibuild's user data passes (its --help; boot test only)")]
 
 
+STAGES = ("build", "boot", HYGIENE, "all")
+
+
 def check_set(variant: Any, *, stage: str = "build") -> CheckSet:
     """The built-in checks, minus the ones turned off, plus the variant's own, in that order; for
-    ``stage="boot"`` (the boot test) with the checks of its user data (`boot_checks`) after the built-ins."""
+    ``stage="boot"`` (the boot test) with the checks of its user data (`boot_checks`) and of the
+    clean-up only a booted instance shows after the built-ins; for ``stage="hygiene"`` the checks of the
+    clean-up alone (the build's last step); ``stage="all"`` lists every stage's (`amibuild tests`)."""
+    if stage not in STAGES:
+        raise ValueError(f"stage {stage!r}: one of {', '.join(STAGES)}")
     blocks = {b.name: b for b in variant.tests}
-    builtins = builtin_checks(variant) + boot_checks(variant)
+    builtins = builtin_checks(variant) + boot_checks(variant) + hygiene_checks(variant)
     builtin_names = {c.name for c in builtins}
     checks: list[Check] = []
     disabled: list[Disabled] = []
@@ -373,7 +397,8 @@ def check_set(variant: Any, *, stage: str = "build") -> CheckSet:
             if not block.reason:
                 raise SpecError(f"{block.where}: turning off a built-in check needs a reason (reason = \"...\"), "
                                 "kept in the run record")
-            disabled.append(Disabled(check.name, block.reason, block.where))
+            if all(d.name != check.name for d in disabled):  # one name for two stages: said once
+                disabled.append(Disabled(check.name, block.reason, block.where))
         elif block.command:
             raise SpecError(f"{block.where}: {check.name} is a built-in check; give your own check another name")
         else:
@@ -389,9 +414,13 @@ def check_set(variant: Any, *, stage: str = "build") -> CheckSet:
             raise SpecError(f"{block.where}: command is missing (a shell command run as root; exit 0 is a pass); "
                             f"the built-in checks are {known}")
         checks.append(Check(block.name, block.command, block.timeout, builtin=False, what=f"your check: {block.command}"))
-    if stage != "boot":
-        checks = [c for c in checks if not c.boot_only]
-    if len(checks) > MAX_CHECKS:
+    if stage == HYGIENE:
+        checks = [c for c in checks if c.after_cleanup]
+    elif stage == "build":
+        checks = [c for c in checks if not c.boot_only and not c.after_cleanup]
+    elif stage == "boot":
+        checks = [c for c in checks if not c.after_cleanup]
+    if stage != "all" and len(checks) > MAX_CHECKS:
         raise SpecError(f"variant {variant.name}: {len(checks)} checks; at most {MAX_CHECKS}")
     return CheckSet(tuple(checks), tuple(disabled))
 

@@ -36,7 +36,7 @@ PACKAGE_TOOLS = {
     "al2023": ("dnf", "yum", "yum-config-manager"),
 }
 STANDIN_TOOLS = (
-    "rpm", "systemctl", "chkconfig", "modprobe",
+    "rpm", "systemctl", "service", "chkconfig", "modprobe",
     "aws", "curl", "wget", "cfn-signal", "sudo", "uname", "sysctl", "iptables-save", "ip6tables-save",
     "iptables", "ip6tables", "reboot", "shutdown", "poweroff", "grubby", "dracut", "package-cleanup", "ethtool",
     "ipvsadm", "mdadm", "udevadm", "hostnamectl", "setenforce", "sleep", "update-ca-trust", "restorecon", "mount",

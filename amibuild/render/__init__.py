@@ -11,7 +11,7 @@ a half-written variant). Nothing here calls AWS or runs Packer.
 The modules, one concept each (every name is importable from `amibuild.render`):
 `model` (the values: Target, SourceAmi, Build, Rendered, file names), `source` (the EKS-optimized
 source AMI), `variables` (Packer variables, their values and credentials), `provisioners` (our steps,
-the pipeline's scripts, the checks), `template` (the jinja2 template and the blocks we write),
+the pipeline's scripts, the checks, the clean-up and its hygiene checks), `template` (the jinja2 template and the blocks we write),
 `upstream_base` (a variant on a converted amazon-eks-ami template), `assemble` (render_build,
 finish, fingerprint) and `disk` (write).
 """
@@ -23,8 +23,9 @@ from amibuild.render.disk import write
 from amibuild.render.model import (AWS_POLLING, COMMUNICATORS, HCL_FILE, RECORD_FILE, VARS_FILE, Build, PackerVariable,
                                    Provisioner, ProvisionerKind, Rendered, SourceAmi, SourceHow, Target,
                                    Transform)
-from amibuild.render.provisioners import (CHECKS_SCRIPT, EARLY_STEPS, EXECUTE, PROVISION_SCRIPTS, Step, checks_script,
-                                          checks_step, provisioner_blocks, provisioner_groups, provisioning_steps)
+from amibuild.render.provisioners import (CHECKS_SCRIPT, CLEANUP_SCRIPT, EARLY_STEPS, EXECUTE, HYGIENE_SCRIPT,
+                                          PROVISION_SCRIPTS, Step, checks_script, checks_step, hygiene_step,
+                                          provisioner_blocks, provisioner_groups, provisioning_steps)
 from amibuild.render.source import EKS_OWNER, eks_name_filter, eks_parameter
 from amibuild.render.template import TEMPLATES, manifest_block, render_template
 from amibuild.render.upstream_base import OWN_VARS, OWN_VARS_FILE, UPSTREAM_VARS, render_upstream
@@ -32,13 +33,13 @@ from amibuild.render.variables import (NO_PROXY_ALWAYS, SECRET_VARS, apply_packe
                                        secret_variables, template_variables, user_values)
 
 __all__ = [
-    "AWS_POLLING", "CHECKS_SCRIPT", "COMMUNICATORS", "EARLY_STEPS", "EKS_OWNER", "EXECUTE", "HCL_FILE",
+    "AWS_POLLING", "CHECKS_SCRIPT", "CLEANUP_SCRIPT", "COMMUNICATORS", "EARLY_STEPS", "EKS_OWNER", "EXECUTE", "HCL_FILE", "HYGIENE_SCRIPT",
     "NO_PROXY_ALWAYS", "OWN_VARS", "OWN_VARS_FILE", "PROVISION_SCRIPTS", "RECORD_FILE", "SECRET_VARS", "TEMPLATES",
     "UPSTREAM_VARS", "VARS_FILE",
     "Build", "PackerVariable", "Provisioner", "ProvisionerKind", "Rendered", "SourceAmi", "SourceHow", "Step", "Target",
     "Transform",
     "apply_packer_vars", "checks_script", "checks_step", "credential_env", "effective_no_proxy", "eks_name_filter", "eks_parameter",
-    "fingerprint", "finish", "hide_secrets", "manifest_block", "provisioner_blocks", "provisioner_groups",
+    "fingerprint", "finish", "hide_secrets", "hygiene_step", "manifest_block", "provisioner_blocks", "provisioner_groups",
     "provisioning_steps", "render_build", "render_template", "render_upstream", "render_variant", "secret_variables",
     "template_variables", "user_values", "write",
 ]

@@ -114,7 +114,8 @@ class ProvisionerKind(enum.StrEnum):
     STEP = "step"  # one of amibuild's scripts (proxy, repositories, packages)
     SCRIPT = "script"  # a script the pipeline names
     CHECKS = "checks"  # stage 1: the variant's checks on the build instance
-    CLEANUP = "cleanup"  # the package caches, last
+    CLEANUP = "cleanup"  # the package caches, then the clean-up of the build instance's traces
+    HYGIENE = "hygiene"  # the checks of the clean-up: the build instance's last step
 
 
 @dataclass(frozen=True)

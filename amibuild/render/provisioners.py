@@ -1,5 +1,6 @@
 """amibuild's provisioners in a build: its own steps (proxy, repositories, packages), the scripts the
-pipeline names, the stage-1 checks and the cache clean-up, in order, with the files they ship."""
+pipeline names, the stage-1 checks, the clean-up and the checks of the clean-up (hygiene), in
+order, with the files they ship."""
 
 from __future__ import annotations
 
@@ -50,10 +51,12 @@ def provisioner_blocks(variant: Variant, values: Mapping[str, Any]) -> tuple[lis
 EARLY_STEPS = frozenset({"configure-proxy.sh"})  # must run before anything reaches the network
 
 
-def provisioner_groups(variant: Variant, values: Mapping[str, Any]) -> tuple[list[Provisioner], list[Provisioner], dict[str, str]]:
+def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
+                       keep_tmp: Any = None) -> tuple[list[Provisioner], list[Provisioner], dict[str, str]]:
     """Our provisioners split in two: the steps that go before anything reaches the network (the
-    proxy), and the rest (repositories, packages, user scripts, the checks, our cache cleanup);
-    and the files they ship."""
+    proxy), and the rest (repositories, packages, user scripts, the checks, the cache cleanup, the
+    clean-up, its hygiene checks last); and the files they ship. ``keep_tmp``: an HCL expression
+    (or text) naming what the clean-up leaves in /tmp for later steps (the upstream base's)."""
     early: list[Provisioner] = []
     late: list[Provisioner] = []
     shipped: dict[str, str] = {}
@@ -86,10 +89,45 @@ def provisioner_groups(variant: Variant, values: Mapping[str, Any]) -> tuple[lis
             "sudo rm -rf /var/cache/yum /var/cache/dnf /tmp/amibuild-*",
         ])
         late.append(Provisioner(ProvisionerKind.CLEANUP, "cache cleanup", (), cleanup))
+    late += cleanup_steps(variant, shipped, keep_tmp=keep_tmp)
     return early, late, shipped
 
 
+def cleanup_steps(variant: Variant, shipped: dict[str, str], *, keep_tmp: Any = None) -> list[Provisioner]:
+    """The clean-up of the build instance and its checks (the build's last step), their files added
+    to ``shipped``."""
+    shipped[CLEANUP_SCRIPT] = _read_packaged(PROVISION_SCRIPTS / Path(CLEANUP_SCRIPT).name)
+    block = hcl.Block("provisioner", ("shell",))
+    block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{CLEANUP_SCRIPT}"]))
+    block.attr("execute_command", EXECUTE)
+    env: tuple[tuple[str, str], ...] = ()
+    if keep_tmp is not None:
+        expr = keep_tmp.text if isinstance(keep_tmp, hcl.Expr) else hcl.quote(str(keep_tmp))
+        env = (("AMIBUILD_KEEP_TMP", expr),)
+        block.attr("environment_vars", [hcl.template([f"{name}=", hcl.Expr(e)]) for name, e in env])
+    out = [Provisioner(ProvisionerKind.CLEANUP, Path(CLEANUP_SCRIPT).name, env, block)]
+    hygiene = hygiene_step(variant)
+    if hygiene is not None:  # the very last: nothing that runs after it can undo the clean-up unseen
+        block, script = hygiene
+        shipped[HYGIENE_SCRIPT] = script
+        out.append(Provisioner(ProvisionerKind.HYGIENE, Path(HYGIENE_SCRIPT).name, (), block))
+    return out
+
+
 CHECKS_SCRIPT = "scripts/amibuild-checks.sh"
+CLEANUP_SCRIPT = "scripts/cleanup.sh"  # amibuild/render/provision/cleanup.sh
+HYGIENE_SCRIPT = "scripts/amibuild-hygiene.sh"
+
+
+def hygiene_step(variant: Variant) -> tuple[hcl.Block, str] | None:
+    """The provisioner that checks the clean-up on the build instance, and its script (None: all turned off)."""
+    checks = imagetests.check_set(variant, stage=imagetests.HYGIENE).checks
+    if not checks:
+        return None
+    block = hcl.Block("provisioner", ("shell",))
+    block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{HYGIENE_SCRIPT}"]))
+    block.attr("execute_command", EXECUTE)
+    return block, imagetests.checks_script(checks)
 
 
 def checks_step(variant: Variant) -> tuple[hcl.Block, str] | None:

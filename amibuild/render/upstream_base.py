@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from amibuild import hcl
 from amibuild.errors import SpecError
 from amibuild.pipeline import Pipeline, Variant
-from amibuild.render.model import HCL_FILE, SourceAmi
-from amibuild.render.provisioners import EARLY_STEPS, provisioner_groups
+from amibuild.render.model import HCL_FILE, ProvisionerKind, SourceAmi
+from amibuild.render.provisioners import provisioner_groups
 from amibuild.render.template import manifest_block, variable_block
 from amibuild.render.variables import hide_secrets, secret_variables, template_variables, user_values
 
@@ -75,12 +75,13 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
     if missing:
         raise SpecError(f"variant {variant.name}: the upstream template needs a value for "
                         f"{', '.join(missing)}; pass --var {missing[0]}=... (or set it in the variant's vars)")
-    early, provisioners, shipped = provisioner_groups(variant, values)
+    early, provisioners, shipped = provisioner_groups(variant, values, keep_tmp=_working_dir(template))
     overrides: dict[str, Any] = {}
     original = {getattr(item, "key", None): item.value for item in template.source if isinstance(item, hcl.Attr)}
     for key in ("tags", "snapshot_tags"):
         base = hcl.value(original[key], "  ") if key in original else "{}"
         overrides[key] = hcl.Expr(f"merge({base}, var.tags, var.provenance_tags)")
+    overrides["ssh_clear_authorized_keys"] = True  # Packer's temporary key out, after the provisioners
     notes: list[str] = []
     if not uses_plugins and any(isinstance(x, hcl.Block) and x.type == "metadata_options" for x in template.source):
         overrides["metadata_options"] = None
@@ -95,18 +96,26 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
     copies = [r for r in pipeline.target_regions if r != pipeline.build_region]
     if "ami_regions" not in declared and copies:  # templates before 2021 had no ami_regions setting
         overrides["ami_regions"] = copies
-    ours_early = [f"[amibuild] {n.split('/')[-1]}" for n in shipped if n.split("/")[-1] in EARLY_STEPS]
-    ours_late = [f"[amibuild] {n.split('/')[-1]}" for n in shipped if n.split("/")[-1] not in EARLY_STEPS]
-    if ours_early or ours_late:  # provisioner_groups ends the late group with it
-        ours_late.append("[amibuild] cache cleanup")
+    ours_early = [f"[amibuild] {p.name}" for p in early]
+    ours_late = [f"[amibuild] {p.name}" for p in provisioners if p.kind is not ProvisionerKind.HYGIENE]
+    ours_final = [f"[amibuild] {p.name}" for p in provisioners if p.kind is ProvisionerKind.HYGIENE]
     files = ", ".join(str(f.relative_to(template.root)) for f in template.var_files) or "none"
     notes[:0] = [
         f"upstream base: {template.root} ({template.layout} layout, {template.os}); variable files: {files}",
-        "provisioner order on the instance: " + " -> ".join(upstream.order(template, ours_early, ours_late)),
+        "provisioner order on the instance: " + " -> ".join(upstream.order(template, ours_early, ours_late, ours_final)),
         *([binaries.note] if binaries is not None else []),
     ]
     variables = hide_secrets(ours, secret_variables(variant, values))
     return values, variables, overrides, early, provisioners, shipped, notes
+
+
+def _working_dir(template: Any) -> hcl.Expr | None:
+    """Upstream's working folder under /tmp, which its steps after the clean-up still read (version
+    info, then its own removal): the clean-up leaves it. Templates before 2024 have none of their own."""
+    if "working_dir" not in template.variables:
+        return None
+    derived = "{{" in str(template.variables["working_dir"])
+    return hcl.Expr("local.working_dir" if derived else "var.working_dir")
 
 
 def upstream_files(build: Build) -> dict[str, str]:
@@ -119,7 +128,8 @@ def upstream_files(build: Build) -> dict[str, str]:
         overrides["custom_endpoint_ec2"] = target.endpoint
         overrides["skip_region_validation"] = True
     if target.communicator == "none":
-        overrides.update(communicator="none", ssh_username=None, ssh_pty=None, ssh_interface=None)
+        overrides.update(communicator="none", ssh_username=None, ssh_pty=None, ssh_interface=None,
+                         ssh_clear_authorized_keys=None)
     if target.polling:
         overrides["aws_polling"] = hcl.Block("aws_polling", (), [
             hcl.Attr("delay_seconds", target.polling[0]), hcl.Attr("max_attempts", target.polling[1])])
@@ -130,7 +140,10 @@ def upstream_files(build: Build) -> dict[str, str]:
         packer_block.block("required_plugins").attr("amazon", {"version": ">= 1.2.0", "source": "github.com/hashicorp/amazon"})
     text = upstream.hcl_document(
         build.upstream, source_name=pipeline.build_region, source_overrides=overrides,
-        extra_provisioners=[p.block for p in build.late], early_provisioners=[p.block for p in build.early],
+        extra_provisioners=[p.block for p in build.late if p.kind is not ProvisionerKind.HYGIENE],
+        early_provisioners=[p.block for p in build.early],
+        # after upstream's own clean-up, validation and SELinux steps: the last on the instance
+        final_provisioners=[p.block for p in build.late if p.kind is ProvisionerKind.HYGIENE],
         post_processors=[manifest_block(variant.name)], drop_remote_provisioners=not build.remote_steps,
         packer_block=packer_block,
     )

@@ -6,7 +6,7 @@ is no instance to connect to, so the sandbox owns the rewrite it needs, here:
 * the target: the emulator's endpoint (custom_endpoint_ec2: Packer ignores AWS_ENDPOINT_URL*),
   communicator "none", and short polling (the emulator answers at once);
 * every step and user script becomes a `shell-local` step that prints what would have run, values
-  included; the checks step and the cache clean-up go, and the upstream template's provisioners
+  included; the checks steps and the clean-ups go, and the upstream template's provisioners
   that need a connection are left out;
 * one last `shell-local` step runs the image's stand-in (`amibuild.imagetest.standin`): the real
   build's chain, written under instance/, rehearsed in a throwaway copy of this machine, then each
@@ -106,9 +106,11 @@ def sandboxed(build: Build, *, where: SandboxTarget) -> Build:
 
 
 def checks_list(variant: Any) -> str:
-    """The variant's stage-1 checks as JSON (name, command, timeout), for the stand-in to run one by one."""
-    return json.dumps([{"name": c.name, "command": c.command, "timeout": c.timeout}
-                       for c in imagetests.check_set(variant).checks], indent=2) + "\n"
+    """The variant's checks of the build instance as JSON (name, command, timeout, stage: stage 1's
+    "build", the clean-up's "hygiene"), for the stand-in to run one by one in their steps' places."""
+    return json.dumps([{"name": c.name, "command": c.command, "timeout": c.timeout, "stage": stage}
+                       for stage in ("build", imagetests.HYGIENE)
+                       for c in imagetests.check_set(variant, stage=stage).checks], indent=2) + "\n"
 
 
 def echo(provisioner: Provisioner) -> Provisioner:

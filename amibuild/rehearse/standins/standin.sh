@@ -727,6 +727,7 @@ case $tool in
     rpm) rpm_tool "$@" ;;
     amazon-linux-extras) extras "$@" ;;
     systemctl) systemctl_tool "$@" ;;
+    service) systemctl_tool "${2:-}" "${1:-}" ;;  # service NAME ACTION (how the clean-up stops auditd)
     chkconfig) chkconfig_tool "$@" ;;
     curl) curl_tool "$@" ;;
     wget) wget_tool "$@" ;;

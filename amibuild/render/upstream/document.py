@@ -17,6 +17,7 @@ def hcl_document(
     source_overrides: Mapping[str, Any] | None = None,
     extra_provisioners: Sequence[hcl.Block] = (),
     early_provisioners: Sequence[hcl.Block] = (),
+    final_provisioners: Sequence[hcl.Block] = (),
     post_processors: Sequence[hcl.Block] = (),
     drop_remote_provisioners: bool = False,
     packer_block: hcl.Block | None = None,
@@ -26,7 +27,8 @@ def hcl_document(
     ``source_overrides`` maps a setting name to a value (Python value or hcl.Expr), an hcl.Block
     or a list of them; it replaces the attribute or blocks of that name, else is appended; None
     removes the setting. ``early_provisioners`` go at ``t.proxy_at`` (first: before any upstream
-    step reaches the network), ``extra_provisioners`` at ``t.insert_at``. ``drop_remote_provisioners`` leaves out provisioners that need a
+    step reaches the network), ``extra_provisioners`` at ``t.insert_at``, ``final_provisioners`` after
+    every upstream step. ``drop_remote_provisioners`` leaves out provisioners that need a
     connection to the instance (for ``communicator = "none"`` builds against the emulator).
     """
     body: list[Any] = [packer_block] if packer_block is not None else []
@@ -49,6 +51,7 @@ def hcl_document(
         kept.append(hcl.Block(block.type, block.labels, items))
     kept[insert_at:insert_at] = list(extra_provisioners)
     kept[proxy_at:proxy_at] = list(early_provisioners)  # proxy_at <= insert_at
+    kept += list(final_provisioners)
     sources = hcl.Attr("sources", [f"source.{target}"])
     body.append(hcl.Block("build", (), [sources, *kept, *post_processors]))
     return hcl.dumps(body, header=_header(t))
@@ -68,12 +71,13 @@ def _override(body: list[Any], overrides: Mapping[str, Any]) -> list[Any]:
     return body
 
 
-def order(t: UpstreamTemplate, early: Sequence[str] = (), extra: Sequence[str] = ()) -> list[str]:
+def order(t: UpstreamTemplate, early: Sequence[str] = (), extra: Sequence[str] = (),
+          final: Sequence[str] = ()) -> list[str]:
     """The provisioner order on the instance, upstream's steps by label and ours as given."""
     steps = list(t.labels)
     steps[t.insert_at:t.insert_at] = list(extra)
     steps[t.proxy_at:t.proxy_at] = list(early)
-    return steps
+    return steps + list(final)
 
 
 def _header(t: UpstreamTemplate) -> str:

@@ -199,6 +199,9 @@ source "amazon-ebs" "us-west-2" {
   ssh_username                = var.ssh_username
   ssh_interface               = var.ssh_interface == "" ? null : var.ssh_interface
   ssh_pty                     = true
+  # Packer's temporary key out of authorized_keys once the provisioners ran (the clean-up removed
+  # the file already; this is Packer's own guard, checked again by the boot test)
+  ssh_clear_authorized_keys = true
 
   # no source AMI known when this was rendered: the newest EKS-optimized image, looked up at build
   source_ami_filter {
@@ -251,6 +254,16 @@ build {
 
   provisioner "shell" {
     inline = ["sudo yum clean all 2>/dev/null || sudo dnf clean all", "sudo rm -rf /var/cache/yum /var/cache/dnf /tmp/amibuild-*"]
+  }
+
+  provisioner "shell" {
+    script          = "${path.root}/scripts/cleanup.sh"
+    execute_command = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}'"
+  }
+
+  provisioner "shell" {
+    script          = "${path.root}/scripts/amibuild-hygiene.sh"
+    execute_command = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}'"
   }
 
   post-processor "manifest" {

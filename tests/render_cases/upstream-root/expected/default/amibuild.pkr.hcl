@@ -168,9 +168,10 @@ source "amazon-ebs" "us-west-2" {
     source_ami_name = "{{ .SourceAMIName }}"
     kubernetes      = "${var.kubernetes_version}/${var.kubernetes_build_date}/bin/linux/${var.arch}"
   }, var.tags, var.provenance_tags)
-  ami_name        = var.ami_name
-  ami_description = var.ami_description
-  snapshot_tags   = merge({}, var.tags, var.provenance_tags)
+  ami_name                  = var.ami_name
+  ami_description           = var.ami_description
+  snapshot_tags             = merge({}, var.tags, var.provenance_tags)
+  ssh_clear_authorized_keys = true
 }
 
 build {
@@ -213,6 +214,11 @@ build {
     inline = ["sudo yum clean all 2>/dev/null || sudo dnf clean all", "sudo rm -rf /var/cache/yum /var/cache/dnf /tmp/amibuild-*"]
   }
   provisioner "shell" {
+    script           = "${path.root}/scripts/cleanup.sh"
+    execute_command  = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}'"
+    environment_vars = ["AMIBUILD_KEEP_TMP=${local.working_dir}"]
+  }
+  provisioner "shell" {
     remote_folder = var.remote_folder
     script        = "<repo>/tests/data/upstream/root-layout/scripts/cleanup.sh"
   }
@@ -223,6 +229,10 @@ build {
   provisioner "shell" {
     remote_folder = var.remote_folder
     script        = "<repo>/tests/data/upstream/root-layout/scripts/validate.sh"
+  }
+  provisioner "shell" {
+    script          = "${path.root}/scripts/amibuild-hygiene.sh"
+    execute_command = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}'"
   }
   post-processor "manifest" {
     output     = "${path.root}/manifest.json"
