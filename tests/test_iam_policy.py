@@ -406,9 +406,13 @@ def test_iam_policy_task_prints_the_document(tmp_path: Path) -> None:
     rollout = run_cli(tmp_path, "iam-policy", "--stack", "nodes", "--node-role-arn", NODE_ROLE)
     assert rollout.returncode == 0, rollout.stderr
     assert "iam:PassRole" in iam.actions(json.loads(rollout.stdout))
-    refused = run_cli(tmp_path, "iam-policy")
+    # issue 30 reversed this test's premise (bare iam-policy was refused): it is now the whole policy
+    bare = run_cli(tmp_path, "iam-policy")
+    assert bare.returncode == 0, bare.stderr
+    assert json.loads(bare.stdout) == iam.policy("all", load(tmp_path / "amibuild.hcl"))
+    refused = run_cli(tmp_path, "iam-policy", "--task", "rollout")
     assert refused.returncode == 2
-    assert refused.stderr.strip().startswith("amibuild: error: iam-policy: the rollout policy names")
+    assert refused.stderr.strip().startswith("amibuild: error: iam-policy --task rollout needs --stack NAME")
 
 
 STANDIN_NEEDS = ("packer and root are needed: the image's stand-in is an overlay of / in a private mount "
