@@ -257,3 +257,50 @@ def test_userdata_cluster_without_aws_says_why_and_asks_for_the_flags(tmp_path: 
     assert result.returncode == 2
     assert "cluster prod: not read with DescribeCluster" in result.stderr and "no AWS credentials" in result.stderr
     assert "--api-server-endpoint, --certificate-authority, --service-cidr required" in last_line(result)
+
+
+# ------------------------------------------------------------------------------- EKS in the sandbox
+
+
+def test_aws_auth_access_entry_runs_end_to_end_in_the_sandbox(tmp_path: Path, sandbox) -> None:
+    role = "arn:aws:iam::123456789012:role/platform/eks-nodes"
+    args = ("aws-auth", "--role-arn", role, "--access-entry", "--cluster", "amibuild-sandbox")
+    first = run_cli(tmp_path, *args, binary="amibuild")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == (f"access entry for {role} in cluster amibuild-sandbox (us-west-2): created "
+                            "(type EC2_LINUX)\n")
+    again = run_cli(tmp_path, *args, binary="amibuild")
+    assert again.returncode == 0 and "already there" in again.stdout
+    entry = boto3.client("eks", region_name="us-west-2").describe_access_entry(
+        clusterName="amibuild-sandbox", principalArn=role)["accessEntry"]
+    assert (entry["type"], entry["username"]) == ("EC2_LINUX", "system:node:{{EC2PrivateDNSName}}")
+
+
+ROLLOUT_PIPELINE = 'pipeline {\n  name = "fh"\n  regions = ["us-west-2"]\n}\nvariant "ceph" {\n  kubernetes_version = "1.33"\n}\n'
+
+
+def test_rollout_nodegroup_runs_end_to_end_in_the_sandbox(tmp_path: Path, sandbox) -> None:
+    from test_fleet import make_image
+
+    (tmp_path / "amibuild.hcl").write_text(ROLLOUT_PIPELINE)
+    ami = make_image("ceph", 1)
+    published = run_cli(tmp_path, "publish", "--variant", "ceph", "--ami", f"us-west-2={ami}", binary="amibuild")
+    assert published.returncode == 0, published.stderr
+    eks, ec2 = boto3.client("eks", region_name="us-west-2"), boto3.client("ec2", region_name="us-west-2")
+    old = ec2.describe_images(Owners=["602401143452"])["Images"][0]["ImageId"]
+    template = ec2.create_launch_template(LaunchTemplateName="mng", LaunchTemplateData={
+        "ImageId": old, "InstanceType": "m6i.large"})["LaunchTemplate"]["LaunchTemplateId"]
+    subnets = eks.describe_cluster(name="amibuild-sandbox")["cluster"]["resourcesVpcConfig"]["subnetIds"]
+    eks.create_nodegroup(clusterName="amibuild-sandbox", nodegroupName="mng", subnets=subnets,
+                         nodeRole="arn:aws:iam::123456789012:role/n", launchTemplate={"id": template, "version": "1"})
+
+    rolled = run_cli(tmp_path, "rollout", "--nodegroup", "amibuild-sandbox/mng", "--variant", "ceph", binary="amibuild")
+    assert rolled.returncode == 0, rolled.stderr
+    assert (f"node group amibuild-sandbox/mng (us-west-2): rolled out to {ami} from "
+            f"/amibuild/fh/1.33/ceph/recommended/image_id: launch template {template} version 2") in rolled.stdout
+    assert "update" in rolled.stderr and "Successful" in rolled.stderr
+    group = eks.describe_nodegroup(clusterName="amibuild-sandbox", nodegroupName="mng")["nodegroup"]
+    assert (group["status"], group["launchTemplate"]["version"]) == ("ACTIVE", "2")
+
+    again = run_cli(tmp_path, "rollout", "--nodegroup", "amibuild-sandbox/mng", "--variant", "ceph", binary="amibuild")
+    assert again.returncode == 0 and "already current" in again.stdout
