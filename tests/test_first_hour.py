@@ -304,3 +304,27 @@ def test_rollout_nodegroup_runs_end_to_end_in_the_sandbox(tmp_path: Path, sandbo
 
     again = run_cli(tmp_path, "rollout", "--nodegroup", "amibuild-sandbox/mng", "--variant", "ceph", binary="amibuild")
     assert again.returncode == 0 and "already current" in again.stdout
+
+
+# ------------------------------------------------------------------------------- karpenter
+
+
+def test_karpenter_without_cluster_says_the_default_it_took(tmp_path: Path, sandbox) -> None:
+    from test_fleet import make_image
+
+    (tmp_path / "amibuild.hcl").write_text(ROLLOUT_PIPELINE)
+    ami = make_image("ceph", 1)
+    assert run_cli(tmp_path, "publish", "--variant", "ceph", "--ami", f"us-west-2={ami}",
+                   binary="amibuild").returncode == 0
+    took = run_cli(tmp_path, "karpenter", "--variant", "ceph", "--channel", "recommended", binary="amibuild")
+    assert took.returncode == 0, took.stderr
+    assert ("karpenter: no --cluster: took the pipeline's name, fh, as the cluster (the role KarpenterNodeRole-fh "
+            "and the karpenter.sh/discovery selectors fh); give --cluster NAME if yours is another") in took.stderr
+    assert yaml.safe_load(took.stdout)["spec"]["role"] == "KarpenterNodeRole-fh"
+
+    named = run_cli(tmp_path, "karpenter", "--variant", "ceph", "--channel", "recommended", "--cluster", "prod",
+                    binary="amibuild")
+    assert named.returncode == 0 and "no --cluster" not in named.stderr
+    own = run_cli(tmp_path, "karpenter", "--variant", "ceph", "--channel", "recommended", "--role", "nodes",
+                  "--discovery", "prod", binary="amibuild")
+    assert "took the pipeline's name, fh, as the cluster; give --cluster" in own.stderr
