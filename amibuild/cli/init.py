@@ -83,7 +83,8 @@ def run(request: InitRequest) -> InitResult:
                         "away and run init again)")
     found = find_pipeline(folder).path
     if not exists and found is not None and not request.here:
-        raise SpecError(f"{found}: this repository has a pipeline file already, which commands run in {folder} "
+        whose = "this repository" if repository_root(folder) else "a parent folder"
+        raise SpecError(f"{found}: {whose} has a pipeline file already, which commands run in {folder} "
                         f"would no longer find (the nearest {PIPELINE_FILE} wins); work with that one, or run "
                         "`amibuild init --here` to start a second pipeline in this folder")
     root = repository_root(folder) or folder

@@ -3,14 +3,15 @@
 One concept over ~500 lines: the task table of rights, each task's statements beside the others so
 that what one task may do is read against the rest.
 
-`policy(task, pipeline, ...)` returns an IAM policy document for one task or ``all`` of them:
+`policy(task, pipeline, ...)` returns an IAM policy document for one task or ``all`` of them (``all``
+without stacks and node role: rollout on every stack and no iam:PassRole, which `notes` says):
 
     build     `amibuild build-ami`: Packer's amazon-ebs builder (build instance, temporary key pair
               and security group, image, copies, tags, sharing), the public EKS parameters, the
               images amibuild already made, publishing to the channel, and for the upstream base
               s3:ListBucket on the Kubernetes binaries bucket
     publish   `amibuild publish`, `promote`, `rollback`, `history`, `channels`
-    rollout   `amibuild rollout` (and `nodegroup-deploy`, `aws-auth --access-entry`): the named node
+    rollout   `amibuild rollout` (and `nodegroup-deploy`, `aws-auth --access-entry`, `userdata --cluster`): the named node
               group stacks (change sets, events), the cluster's description and access entries, what
               CloudFormation then does with the caller's rights to their launch template and Auto
               Scaling group (only groups those stacks made), EKS managed node groups, iam:PassRole
