@@ -107,12 +107,8 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
     "rollout": {
         "iam:PassRole": "an authorization check on the node role when CloudFormation or Auto Scaling hands it "
                         "to instances; not an API request",
-        "eks:DescribeUpdate": "the emulator answers UpdateNodegroupVersion with 404, so amibuild never reaches "
-                              "DescribeUpdate (EKS's answers are recorded in tests/data/rollout/)",
         "eks:DescribeCluster": "called by `amibuild nodegroup-deploy`, not by the rollout this test drives; "
                                "tests/test_today_nodes.py runs nodegroup-deploy against the emulator's cluster",
-        "eks:CreateAccessEntry": "called by `amibuild aws-auth --access-entry`; the emulator answers 404 (not "
-                                 "implemented), so tests/test_access_entry.py checks the request with Stubber",
         **dict.fromkeys(("ssm:GetParameters", "ec2:DescribeLaunchTemplates", "autoscaling:DescribeScalingActivities",
                          "autoscaling:UpdateAutoScalingGroup", "autoscaling:SuspendProcesses",
                          "autoscaling:ResumeProcesses", "autoscaling:TerminateInstanceInAutoScalingGroup",
