@@ -330,3 +330,12 @@ def test_karpenter_without_cluster_says_the_default_it_took(tmp_path: Path, sand
     own = run_cli(tmp_path, "karpenter", "--variant", "ceph", "--channel", "recommended", "--role", "nodes",
                   "--discovery", "prod", binary="amibuild")
     assert "took the pipeline's name, fh, as the cluster; give --cluster" in own.stderr
+
+
+def test_userdata_cluster_with_every_flag_asks_aws_nothing(tmp_path: Path) -> None:
+    ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUMKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="
+    result = run_cli(tmp_path, "userdata", "--cluster", "prod", "--api-server-endpoint", "https://example.eks.amazonaws.com",
+                     "--certificate-authority", ca, "--service-cidr", "10.100.0.0/16", binary="amibuild",
+                     env={"AWS_REGION": "us-west-2"})
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "" and "cidr: 10.100.0.0/16" in result.stdout
