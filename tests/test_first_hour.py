@@ -157,6 +157,9 @@ def test_init_ci_github_workflow_steps_run_against_the_sandbox(tmp_path: Path, s
     workflow = written_workflow(repo)
     with (repo / "amibuild.hcl").open("a") as pipeline:
         pipeline.write("\n" + sandbox_variant())
+        # the README's own check, on top of what passes: never a pass on the stand-in (the docs say why)
+        pipeline.write('variant "rbd" {\n  extends = "ceph-al2023-sandbox"\n  test "rbd" {\n'
+                       '    command = "rbd --version"\n  }\n}\n')
     summary = tmp_path / "summary.md"
     # the job's env without expressions (AWS_REGION comes from the sandbox, as from configure-aws-credentials),
     # amibuild and python from this test's venv first on PATH
@@ -177,11 +180,15 @@ def test_init_ci_github_workflow_steps_run_against_the_sandbox(tmp_path: Path, s
     assert f"Requirement already satisfied: amibuild=={__version__}" in install.stdout
     images = boto3.client("ec2", region_name="us-west-2").describe_images(Owners=["self"])["Images"]
     tested = {t["Value"] for i in images for t in i.get("Tags", []) if t["Key"] == "amibuild:variant"}
-    assert tested == {"ceph-al2023", "ceph-al2023-sandbox"}
+    assert tested == {"ceph-al2023", "ceph-al2023-sandbox", "rbd"}
     results = {next(t["Value"] for t in i["Tags"] if t["Key"] == "amibuild:variant"):
                next((t["Value"] for t in i["Tags"] if t["Key"] == "amibuild:test"), "") for i in images}
     # the docs' sandbox example passes there; the starter's variant keeps the EKS image's checks: untested
-    assert results == {"ceph-al2023-sandbox": "passed", "ceph-al2023": "untested"}, results
+    assert results == {"ceph-al2023-sandbox": "passed", "ceph-al2023": "untested", "rbd": "untested"}, results
+    (record,) = [json.loads(p.read_text()) for p in (cwd / "build" / "runs").glob("*.json")]
+    (rbd,) = [c for v in record["variants"] if v["name"] == "rbd" for c in v["boot_test"]["checks"]
+              if c["name"] == "rbd"]
+    assert rbd["result"] == "not tested" and "exit 127" in rbd["reason"] and "rbd: command not found" in rbd["reason"]
     written = summary.read_text()
     assert "ceph-al2023-sandbox" in written and "channels" in written.lower()
 
