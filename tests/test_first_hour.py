@@ -190,6 +190,10 @@ def test_init_ci_github_workflow_steps_run_against_the_sandbox(tmp_path: Path, s
               if c["name"] == "rbd"]
     assert rbd["result"] == "not tested" and "exit 127" in rbd["reason"] and "rbd: command not found" in rbd["reason"]
     written = summary.read_text()
+    # the job summary's test column says each boot test's verdict (it said "-" for every one before)
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[6] for line in written.splitlines()
+            if line.startswith("| ceph") or line.startswith("| rbd")}
+    assert rows == {"ceph-al2023": "not tested", "ceph-al2023-sandbox": "passed", "rbd": "not tested"}, written
     assert "ceph-al2023-sandbox" in written and "channels" in written.lower()
 
 
