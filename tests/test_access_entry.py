@@ -1,7 +1,8 @@
 """Node access the current way: EKS access entries beside the aws-auth ConfigMap entry.
 
-The emulator does not implement CreateAccessEntry (HTTP 404), so the request amibuild sends and
-its handling of EKS's answers are checked with botocore's Stubber on the gateway's own client.
+The request amibuild sends and its handling of EKS's answers (refusals included) are checked here with
+botocore's Stubber on the gateway's own client; the sandbox serves access entries too
+(tests/test_sandbox_eks.py, and `aws-auth --access-entry` end to end in tests/test_first_hour.py).
 """
 
 from __future__ import annotations

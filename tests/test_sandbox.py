@@ -270,6 +270,11 @@ def test_module_run_prints_exports_and_stops_cleanly_on_sigterm():
     assert re.fullmatch(r"'?http://127\.0\.0\.1:\d+'?", exports["AWS_ENDPOINT_URL"])
     assert exports["HTTPS_PROXY"] == "http://127.0.0.1:9"
     assert exports["NO_PROXY"] == "127.0.0.1,localhost"
+    # the proxy lines are said to break pip and git in that shell, with the line that undoes them
+    text = "".join(lines)
+    assert "tripwire, http://127.0.0.1:9" in text and "breaks pip, git" in text
+    assert "#   unset HTTPS_PROXY HTTP_PROXY https_proxy http_proxy NO_PROXY no_proxy\n" in text
+    assert text.index("export NO_PROXY") < text.index("# note: HTTPS_PROXY")
 
 
 def test_a_stack_update_resolves_a_moved_ssm_parameter_again(sandbox):

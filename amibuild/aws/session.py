@@ -62,6 +62,13 @@ class Session:
     def region(self) -> str | None:
         return self._session.region_name
 
+    def configured_region(self) -> str | None:
+        """The region the profile's config file names, whatever AWS_REGION says (no AWS call)."""
+        try:
+            return self._session._session.get_scoped_config().get("region")
+        except Exception:  # a broken profile: the credentials check says why
+            return None
+
     def has_credentials(self) -> bool:
         """True when the credential chain finds something, without calling AWS."""
         try:

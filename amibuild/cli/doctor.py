@@ -4,7 +4,8 @@
 
     packer     found, runnable, new enough (MIN_VERSION 1.6 works; 1.7+ gets required_plugins and IMDSv2)
     pipeline   the pipeline file loads and validates (the SpecError's own message when not)
-    region     where builds go: pipeline.regions, else AWS_REGION / AWS_DEFAULT_REGION
+    region     where builds go: pipeline.regions, else AWS_REGION / AWS_DEFAULT_REGION; any of those
+               or the profile's region that is not an AWS region fails, with the nearest one named
     credentials  boto3's chain finds some (no AWS call)
     endpoint   every AWS_ENDPOINT_URL* override accepts a TCP connection within CONNECT_TIMEOUT
     identity   sts:GetCallerIdentity answers (only with credentials and no dead endpoint: a failure
@@ -76,7 +77,8 @@ def checks(options: Options) -> list[Check]:
         check_packer(options.packer),
         pipeline_check,
         *([check_support(pipeline)] if pipeline is not None else []),
-        check_region(pipeline, env_name, env_region, aws.region if aws else None),
+        check_region(pipeline, env_name, env_region, aws.region if aws else None,
+                     misspelled=misspelled_regions(_region_sources(options.profile, aws))),
         credentials,
         endpoint,
     ]
@@ -140,7 +142,11 @@ def check_support(pipeline: Pipeline, today=None) -> Check:
     return Check("kubernetes", True, f"{versions}: in EKS standard support")
 
 
-def check_region(pipeline: Pipeline | None, env_name: str, env_region: str, profile_region: str | None) -> Check:
+def check_region(pipeline: Pipeline | None, env_name: str, env_region: str, profile_region: str | None, *,
+                 misspelled: Iterable[str] = ()) -> Check:
+    misspelled = list(misspelled)
+    if misspelled:  # even where the pipeline's regions win: other commands and Packer's copies read them
+        return Check("region", False, "; ".join(misspelled))
     if pipeline is not None and _file_sets_regions(pipeline.source):
         copies = f", copies to {', '.join(pipeline.copy_to)}" if pipeline.copy_to else ""
         return Check("region", True, f"builds in {', '.join(pipeline.regions)} (pipeline.regions in "
@@ -212,6 +218,27 @@ def _env_region() -> tuple[str, str]:
         if os.environ.get(name):
             return name, os.environ[name]
     return "", ""
+
+
+def _region_sources(profile: str | None, aws: Aws | None) -> list[tuple[str, str]]:
+    """(where, region) for every place a region is set: AWS_REGION, AWS_DEFAULT_REGION, the profile's config."""
+    found = [(name, os.environ[name]) for name in ("AWS_REGION", "AWS_DEFAULT_REGION") if os.environ.get(name)]
+    configured = aws.configured_region() if aws is not None else None
+    if configured:
+        name = profile or os.environ.get("AWS_PROFILE") or "default"
+        found.append((f"the region of profile {name} (~/.aws/config, or AWS_CONFIG_FILE)", configured))
+    return found
+
+
+def misspelled_regions(sources: Iterable[tuple[str, str]]) -> list[str]:
+    """One problem per source naming a region that is not an AWS region, with the nearest one."""
+    problems = []
+    for where, region in sources:
+        if region not in known_regions():
+            variable = where.startswith("AWS_")
+            problems.append(f"{where}{'=' if variable else ': '}{region} is not an AWS region"
+                            f"{suggest(region, sorted(known_regions()))}; fix {where if variable else 'it'}")
+    return problems
 
 
 def _unknown_region(name: str, region: str) -> str:

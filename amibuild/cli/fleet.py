@@ -169,6 +169,9 @@ def karpenter(c, variant=None, channel=None, name=None, role=None, instance_prof
                                   region=region, settings=settings)
 
     manifest = cli.run(body)
+    if not cluster:  # the default is a guess: say it, so a wrong one is seen before the nodes fail to join
+        cli.say(karpenter_mod.cluster_default_note(manifest, role=bool(role or instance_profile),
+                                                   discovery=bool(discovery)))
     note = manifest["metadata"]["annotations"].get("amibuild/proxy-credentials")
     if note:
         cli.say(f"karpenter: {note}")

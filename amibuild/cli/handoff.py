@@ -6,20 +6,21 @@ Flags are known here only; `amibuild.handoff` takes stacks, regions and paramete
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from amibuild.aws import Aws
 from amibuild.channels import known, publish
 from amibuild.cli import values
-from amibuild.errors import SpecError
+from amibuild.errors import AmibuildError, SpecError
 from amibuild.handoff import job, node_settings
 from amibuild.handoff.rollout import RolloutRefused
 from amibuild.handoff.userdata import decode as ud
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
 from amibuild.handoff.userdata.render import (aws_auth_entry, check_proxy_url, check_role_arn)
 from amibuild.pipeline.options import load_pipeline
-from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE
+from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, NodeConfigFacts, node_config_facts
 from amibuild.handoff.nodegroup import (NODE_OSES, node_role_arn, parse_parameters)
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT
 
@@ -172,3 +173,21 @@ def access_entry_hint(role_arn: str) -> str:
         f"# entry: `amibuild aws-auth --role-arn {role_arn} --access-entry --cluster CLUSTER` creates one, as does\n"
         f"# aws eks create-access-entry --cluster-name CLUSTER --principal-arn {role_arn} --type {NODE_ACCESS_ENTRY_TYPE}\n"
     )
+
+
+def userdata_cluster(*, cluster: str, os_: str, region: str, api_server_endpoint: str, certificate_authority: str,
+                     service_cidr: str, private_endpoint: bool, k8s_manifests: bool = False) -> NodeConfigFacts:
+    """`amibuild userdata --cluster C`: al2023's endpoint, CA and service CIDR from the flags, the
+    missing ones read with DescribeCluster, as nodegroup-deploy reads them."""
+    given = NodeConfigFacts(api_server_endpoint, certificate_authority, service_cidr, private_endpoint)
+    if not cluster or os_ != "al2023" or k8s_manifests:
+        return given
+    if bool(api_server_endpoint) != bool(certificate_authority):
+        return given  # config_from_flags names the pair
+    try:
+        aws, where = job.gateway(None, region or None)
+    except AmibuildError as exc:
+        return replace(given, note=f"cluster {cluster}: not read with DescribeCluster ({exc})")
+    return node_config_facts(aws, cluster, where, endpoint=api_server_endpoint,
+                             certificate_authority=certificate_authority, service_cidr=service_cidr,
+                             private_endpoint=private_endpoint)

@@ -1,19 +1,33 @@
-"""`amibuild init`: a starter pipeline file and a `.gitignore` entry for `build/`, in one folder.
+"""`amibuild init`: a starter pipeline file, a `.gitignore` entry for `build/`, and with `--ci github`
+a GitHub Actions workflow that installs this amibuild's version as a package.
 
-The starter is package data (`amibuild/pipeline/starter.hcl`), so an installed amibuild writes the same
-file this repository tests.
+The starter and the workflow are package data (`amibuild/pipeline/starter.hcl`,
+`amibuild/cli/templates/github-workflow.yml`), so an installed amibuild writes what this repository tests.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
+from amibuild import __version__
+from amibuild.cli.locate import PIPELINE_FILE, find_pipeline
+from amibuild.errors import PackageDataMissing, SpecError
 from amibuild.pipeline.shipped import STARTER, pipeline_text
-from amibuild.errors import SpecError
-from amibuild.cli.locate import PIPELINE_FILE
 
 IGNORE_ENTRY = "/build/"
+CI_SYSTEMS = ("github",)
+WORKFLOW = Path(".github/workflows/amibuild.yml")
+
+
+@dataclass(frozen=True)
+class InitRequest:
+    """`amibuild init`'s flags."""
+
+    folder: Path
+    ci: str = ""  # "github": also the workflow
+    here: bool = False  # write here even when a parent folder of the repository has a pipeline file
 
 
 @dataclass(frozen=True)
@@ -21,21 +35,66 @@ class InitResult:
     pipeline: Path
     gitignore: Path
     gitignore_changed: bool
+    pipeline_written: bool = True
+    workflow: Path | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
 
     def lines(self) -> list[str]:
-        return [f"wrote {self.pipeline}",
-                f"{'added build/ to' if self.gitignore_changed else 'build/ already in'} {self.gitignore}",
-                "next: amibuild render (what Packer gets), then amibuild build-ami"]
+        out = [f"wrote {self.pipeline}" if self.pipeline_written else f"kept {self.pipeline} as it is",
+               f"{'added build/ to' if self.gitignore_changed else 'build/ already in'} {self.gitignore}"]
+        if self.workflow is not None:
+            out.append(f"wrote {self.workflow}: set the repository variables AMIBUILD_ROLE_ARN and AWS_REGION "
+                       "(docs/ci-github.md)")
+        return [*out, *self.notes, "next: amibuild render (what Packer gets), then amibuild build-ami"]
+
+    def to_dict(self) -> dict:
+        return {"pipeline": str(self.pipeline), "gitignore": str(self.gitignore),
+                "gitignore_changed": self.gitignore_changed, "pipeline_written": self.pipeline_written,
+                "workflow": str(self.workflow) if self.workflow else None}
+
+    def raise_for_status(self) -> None:
+        """Nothing to raise: init refuses (SpecError) before it writes anything."""
 
 
+def repository_root(folder: Path) -> Path | None:
+    """The nearest folder at or above `folder` holding `.git`, or None."""
+    return next((f for f in (folder, *folder.parents) if (f / ".git").exists()), None)
 
-def init(folder: Path) -> InitResult:
-    """Write `amibuild.hcl` and make `.gitignore` ignore `build/`; refuse to overwrite a pipeline file."""
+
+def workflow_text(pipeline_dir: str) -> str:
+    """The GitHub workflow for a pipeline file in `pipeline_dir` (relative to the repository root)."""
+    try:
+        text = (resources.files("amibuild.cli") / "templates" / "github-workflow.yml").read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PackageDataMissing(f"amibuild/cli/templates/github-workflow.yml is missing ({exc.strerror}); the "
+                                 "installation is incomplete: reinstall amibuild") from exc
+    return text.replace("@AMIBUILD_VERSION@", __version__).replace("@PIPELINE_DIR@", pipeline_dir)
+
+
+def run(request: InitRequest) -> InitResult:
+    """Write what `request` asks for; every refusal comes before anything is written."""
+    folder = request.folder.resolve()
+    if request.ci and request.ci not in CI_SYSTEMS:
+        raise SpecError(f"--ci {request.ci!r}: one of {', '.join(CI_SYSTEMS)}")
     pipeline = folder / PIPELINE_FILE
-    if pipeline.exists() or pipeline.is_symlink():
+    exists = pipeline.exists() or pipeline.is_symlink()
+    if exists and not request.ci:
         raise SpecError(f"{pipeline}: already exists; amibuild init does not overwrite it (edit it, or move it "
                         "away and run init again)")
-    text = pipeline_text(STARTER)  # before writing anything: a broken install writes nothing
+    found = find_pipeline(folder).path
+    if not exists and found is not None and not request.here:
+        whose = "this repository" if repository_root(folder) else "a parent folder"
+        raise SpecError(f"{found}: {whose} has a pipeline file already, which commands run in {folder} "
+                        f"would no longer find (the nearest {PIPELINE_FILE} wins); work with that one, or run "
+                        "`amibuild init --here` to start a second pipeline in this folder")
+    root = repository_root(folder) or folder
+    workflow = root / WORKFLOW if request.ci else None
+    if workflow is not None and (workflow.exists() or workflow.is_symlink()):
+        raise SpecError(f"{workflow}: already exists; amibuild init does not overwrite it (move it away, or compare "
+                        "it with docs/ci-github.md)")
+    # before writing anything: a broken install writes nothing
+    text = "" if exists else pipeline_text(STARTER)
+    ci_text = workflow_text(folder.relative_to(root).as_posix() or ".") if workflow is not None else ""
     gitignore = folder / ".gitignore"
     try:
         existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
@@ -44,14 +103,24 @@ def init(folder: Path) -> InitResult:
     ignored = {line.strip().lstrip("/").rstrip("/") for line in existing.splitlines()}
     changed = "build" not in ignored
     try:
-        with pipeline.open("x", encoding="utf-8") as out:  # "x": never clobber one made in between
-            out.write(text)
+        if not exists:
+            with pipeline.open("x", encoding="utf-8") as out:  # "x": never clobber one made in between
+                out.write(text)
         if changed:
             gitignore.write_text(existing + ("" if not existing or existing.endswith("\n") else "\n")
                                  + f"{IGNORE_ENTRY}\n", encoding="utf-8")
-    except FileExistsError:
-        raise SpecError(f"{pipeline}: already exists; amibuild init does not overwrite it") from None
+        if workflow is not None:
+            workflow.parent.mkdir(parents=True, exist_ok=True)
+            with workflow.open("x", encoding="utf-8") as out:
+                out.write(ci_text)
+    except FileExistsError as exc:
+        raise SpecError(f"{exc.filename}: already exists; amibuild init does not overwrite it") from None
     except OSError as exc:
         raise SpecError(f"{folder}: cannot write here ({exc.strerror}); run amibuild init in a folder you "
                         "can write to") from exc
-    return InitResult(pipeline, gitignore, changed)
+    return InitResult(pipeline, gitignore, changed, pipeline_written=not exists, workflow=workflow)
+
+
+def init(folder: Path) -> InitResult:
+    """`amibuild init` in `folder` with no flags."""
+    return run(InitRequest(folder))

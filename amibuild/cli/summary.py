@@ -137,10 +137,9 @@ def build_markdown(run: Any) -> str:
         where = ", ".join(f"{k} v{v}" if isinstance(v, int) else f"{k} {v}"
                           for k, v in (published.get("regions") or {}).items())
         channel = f"{published.get('channel', '')} {where}".strip() if published else ""
-        test = getattr(o, "test", None)
+        test = (o.boot_test or {}).get("result")  # build-ami --boot-test's verdict: passed, failed, not tested
         rows.append((o.name, str(o.status), _amis(o.amis), f"`{o.fingerprint}`" if o.fingerprint else "",
-                     f"{o.seconds:.0f}s", (done.error if done else "") or channel or "-",
-                     "-" if test is None else str(getattr(test, "status", test)),
+                     f"{o.seconds:.0f}s", (done.error if done else "") or channel or "-", test or "-",
                      o.error or o.reason))
     lines = [head, ""] + table(["variant", "status", "AMI per region", "fingerprint", "duration", "published",
                                 "test", "note"], rows)

@@ -46,8 +46,10 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
                      "rollout, prune, fleet (describes only), test (test-ami, build-ami --boot-test), verify (verify, "
                      "fleet --verify with fleet), or all (default)",
             "pipeline": SELECT_HELP["pipeline"],
-            "stack": "Nodegroup stack the rollout may change (repeatable; required for rollout and all)",
-            "node_role_arn": "ARN of the node role: the only role iam:PassRole is allowed for (rollout and all)",
+            "stack": "Nodegroup stack the rollout may change (repeatable; required for rollout; all without it: "
+                     "every stack)",
+            "node_role_arn": "ARN of the node role: the only role iam:PassRole is allowed for (required for "
+                             "rollout; all without it: no iam:PassRole)",
             "account": "Account id to put in the ARNs (default: *, any account)",
             "partition": "AWS partition: aws (default), aws-cn or aws-us-gov"},
       iterable=["stack"], auto_shortflags=False)
@@ -62,5 +64,5 @@ def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, ac
     print(cli.run(lambda: iam.to_json(iam.policy(task_, loaded, stacks=stack or (),
                                                  node_role_arn=node_role_arn, account=account,
                                                  partition=partition))), end="")
-    for note in iam.notes(task_, loaded):
+    for note in iam.notes(task_, loaded, stacks=stack or (), node_role_arn=node_role_arn):
         cli.say(f"note: {note}")

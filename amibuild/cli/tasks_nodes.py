@@ -21,7 +21,8 @@ USERDATA_HELP = {
     "no_proxy": "Extra NO_PROXY entry: host, .domain, address or CIDR (repeatable, or comma-separated)",
     "proxy_credentials_parameter": "SSM SecureString (user:password) the node reads at boot with its role and "
                                    "puts into the --proxy URL, which then has no credentials (e.g. /amibuild/proxy-creds)",
-    "service_cidr": "Cluster service CIDR (default: both EKS defaults in NO_PROXY; required for al2023)",
+    "service_cidr": "Cluster service CIDR (al2023 default: read with DescribeCluster; al2: both EKS defaults in "
+                    "NO_PROXY)",
     "cluster_ip": "ClusterIP of the `kubernetes` service, to pick 10.100.0.0/16 or 172.20.0.0/16",
     "region": "Region of the cluster, for the regional endpoints in NO_PROXY (default: AWS_REGION)",
     "bypass": "AWS service whose regional endpoint bypasses the proxy: eks, ec2, ecr, s3, sts, or none "
@@ -36,8 +37,9 @@ USERDATA_HELP = {
                 "--use-max-pods false)",
     "max_pods_expression": "al2023: a CEL expression nodeadm turns into max pods, over default_enis, ips_per_eni "
                            "and max_pods, e.g. \"max_pods < 30 ? max_pods : 30\" (checked here; not with --max-pods)",
-    "api_server_endpoint": "Cluster API endpoint, https://... (required for al2023)",
-    "certificate_authority": "Cluster CA as base64, as describe-cluster prints it (required for al2023)",
+    "api_server_endpoint": "Cluster API endpoint, https://... (al2023; default: read with DescribeCluster)",
+    "certificate_authority": "Cluster CA as base64, as describe-cluster prints it (al2023; default: read with "
+                             "DescribeCluster)",
     "cfn_stack": "Stack to signal with the node's outcome: after bootstrap.sh (al2), once the kubelet runs "
                  "(al2023); with --cfn-resource",
     "cfn_resource": "Logical ID of the resource in --cfn-stack that waits for the signal",
@@ -61,15 +63,21 @@ def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr=
 
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild import secrets
+    from amibuild.cli import handoff
     from amibuild.handoff.userdata import render as ud
 
     def body():
+        found = handoff.userdata_cluster(cluster=cluster, os_=os_, region=region, api_server_endpoint=api_server_endpoint,
+                                         certificate_authority=certificate_authority, service_cidr=service_cidr,
+                                         private_endpoint=private_endpoint, k8s_manifests=k8s_manifests)
+        if found.note:
+            cli.say(f"{found.note}; going by the flags")
         cfg = ud.config_from_flags(
-            cluster=cluster, os=os_, proxy=proxy, no_proxy=no_proxy or (), service_cidr=service_cidr,
+            cluster=cluster, os=os_, proxy=proxy, no_proxy=no_proxy or (), service_cidr=found.service_cidr,
             cluster_ip=cluster_ip, region=region or os.environ.get("AWS_REGION", ""), bypass=bypass or (),
             bootstrap_args=bootstrap_args, kubelet_flags=kubelet_flag or (),
-            api_server_endpoint=api_server_endpoint, certificate_authority=certificate_authority,
-            cfn_stack=cfn_stack, cfn_resource=cfn_resource, private_endpoint=private_endpoint,
+            api_server_endpoint=found.endpoint, certificate_authority=found.certificate_authority,
+            cfn_stack=cfn_stack, cfn_resource=cfn_resource, private_endpoint=found.private_endpoint,
             node_labels=node_label or (), taints=taint or (), max_pods=max_pods or None,
             max_pods_expression=max_pods_expression or None, proxy_credentials_parameter=proxy_credentials_parameter,
         )

@@ -22,18 +22,21 @@ def sandbox(c, port=None):
                                                                   example=4566)))
 
 
-@task(help={"json": "Print what was written as JSON on stdout"})
-def init(c, json=False):
+@task(help={"json": "Print what was written as JSON on stdout",
+            "ci": "Also write a CI workflow for this repository: github (.github/workflows/amibuild.yml at the "
+                  "repository root: nightly build-ami --boot-test, promote --due, channels --check)",
+            "here": "Write the pipeline file here even though a parent folder of this repository has one "
+                    "(commands run here then find this one)"}, auto_shortflags=False)
+def init(c, json=False, ci="", here=False):
     """Write a starter amibuild.hcl (one AL2023 variant with ceph-common) and ignore build/ in .gitignore."""
     from pathlib import Path
 
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import init as init_mod
 
-    result = cli.run(lambda: init_mod.init(Path.cwd()))
+    result = cli.run(lambda: init_mod.run(init_mod.InitRequest(Path.cwd(), ci=ci or "", here=here)))
     if json:
-        cli.emit_json({"pipeline": str(result.pipeline), "gitignore": str(result.gitignore),
-                       "gitignore_changed": result.gitignore_changed})
+        cli.emit_json(result.to_dict())
     else:
         cli.lines_out(result.lines())
 

@@ -8,8 +8,10 @@ and say how nodes get access: `node_access` reads the cluster's authentication m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
+
+from amibuild.errors import AmibuildError
 
 # EKS access entry type for the IAM role of self-managed Linux nodes (EKS adds the node groups).
 NODE_ACCESS_ENTRY_TYPE = "EC2_LINUX"
@@ -48,6 +50,34 @@ def read_cluster(aws: Any, name: str, region: str) -> ClusterFacts | None:
     """The cluster's facts, or None when it does not exist in `region`."""
     raw = aws.describe_cluster(name, region)
     return cluster_facts(raw) if raw is not None else None
+
+
+@dataclass(frozen=True)
+class NodeConfigFacts:
+    """The cluster details al2023 user data needs: the flags given, filled in from DescribeCluster."""
+
+    endpoint: str
+    certificate_authority: str
+    service_cidr: str
+    private_endpoint: bool
+    note: str = ""  # why DescribeCluster was not used ("" when it was, or was not needed)
+
+
+def node_config_facts(aws: Any, cluster: str, region: str, *, endpoint: str, certificate_authority: str,
+                      service_cidr: str, private_endpoint: bool) -> NodeConfigFacts:
+    """`endpoint`, CA and service CIDR as given, what is missing read with DescribeCluster; when the
+    cluster cannot be read (no credentials, no answer, no right), the flags alone and a note why."""
+    given = NodeConfigFacts(endpoint, certificate_authority, service_cidr, private_endpoint)
+    if endpoint and certificate_authority and service_cidr:
+        return given
+    try:
+        facts = read_cluster(aws, cluster, region)
+    except AmibuildError as exc:
+        return replace(given, note=f"cluster {cluster}: not read with DescribeCluster ({exc})")
+    if facts is None:
+        return replace(given, note=f"cluster {cluster}: DescribeCluster found no such cluster in {region}")
+    return NodeConfigFacts(endpoint or facts.endpoint, certificate_authority or facts.certificate_authority,
+                           service_cidr or facts.service_cidr, private_endpoint or facts.private_endpoint)
 
 
 def node_access(cluster: str, mode: str, *, stack: str = "", role_arn: str = "") -> str:

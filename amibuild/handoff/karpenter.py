@@ -154,6 +154,15 @@ def node_class(*, name: str, parameter: str, region: str, os_family: str, cluste
     }
 
 
+def cluster_default_note(manifest: dict[str, Any], *, role: bool, discovery: bool) -> str:
+    """The line that says which cluster a node class without --cluster took (the pipeline's name) and what it set."""
+    cluster = manifest["spec"]["tags"][tags.PIPELINE]
+    what = [*([] if role else [f"the role {manifest['spec']['role']}"]),
+            *([] if discovery else [f"the {DISCOVERY_TAG} selectors {cluster}"])]
+    return (f"karpenter: no --cluster: took the pipeline's name, {cluster}, as the cluster"
+            + (f" ({' and '.join(what)})" if what else "") + "; give --cluster NAME if yours is another")
+
+
 def to_yaml(manifest: dict[str, Any]) -> str:
     """The manifest as YAML for ``kubectl apply -f -``; multi-line user data as a literal block."""
 

@@ -3,14 +3,15 @@
 One concept over ~500 lines: the task table of rights, each task's statements beside the others so
 that what one task may do is read against the rest.
 
-`policy(task, pipeline, ...)` returns an IAM policy document for one task or ``all`` of them:
+`policy(task, pipeline, ...)` returns an IAM policy document for one task or ``all`` of them (``all``
+without stacks and node role: rollout on every stack and no iam:PassRole, which `notes` says):
 
     build     `amibuild build-ami`: Packer's amazon-ebs builder (build instance, temporary key pair
               and security group, image, copies, tags, sharing), the public EKS parameters, the
               images amibuild already made, publishing to the channel, and for the upstream base
               s3:ListBucket on the Kubernetes binaries bucket
     publish   `amibuild publish`, `promote`, `rollback`, `history`, `channels`
-    rollout   `amibuild rollout` (and `nodegroup-deploy`, `aws-auth --access-entry`): the named node
+    rollout   `amibuild rollout` (and `nodegroup-deploy`, `aws-auth --access-entry`, `userdata --cluster`): the named node
               group stacks (change sets, events), the cluster's description and access entries, what
               CloudFormation then does with the caller's rights to their launch template and Auto
               Scaling group (only groups those stacks made), EKS managed node groups, iam:PassRole
@@ -106,12 +107,8 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
     "rollout": {
         "iam:PassRole": "an authorization check on the node role when CloudFormation or Auto Scaling hands it "
                         "to instances; not an API request",
-        "eks:DescribeUpdate": "the emulator answers UpdateNodegroupVersion with 404, so amibuild never reaches "
-                              "DescribeUpdate (EKS's answers are recorded in tests/data/rollout/)",
         "eks:DescribeCluster": "called by `amibuild nodegroup-deploy`, not by the rollout this test drives; "
                                "tests/test_today_nodes.py runs nodegroup-deploy against the emulator's cluster",
-        "eks:CreateAccessEntry": "called by `amibuild aws-auth --access-entry`; the emulator answers 404 (not "
-                                 "implemented), so tests/test_access_entry.py checks the request with Stubber",
         **dict.fromkeys(("ssm:GetParameters", "ec2:DescribeLaunchTemplates", "autoscaling:DescribeScalingActivities",
                          "autoscaling:UpdateAutoScalingGroup", "autoscaling:SuspendProcesses",
                          "autoscaling:ResumeProcesses", "autoscaling:TerminateInstanceInAutoScalingGroup",
@@ -152,8 +149,8 @@ def policy(
     if not re.match(r"^aws[a-z-]*\Z", partition or ""):
         raise SpecError(f"--partition {partition!r}: aws, aws-cn or aws-us-gov")
     tasks = TASKS if task == "all" else (task,)
-    if "rollout" in tasks:
-        _check_rollout(stacks, node_role_arn)
+    if "rollout" in tasks and not (task == "all" and not stacks and not node_role_arn):
+        _check_rollout(task, stacks, node_role_arn)
     arn = _Arns(partition, account, pipeline)
     merged: dict[str, dict[str, Any]] = {}
     for name in tasks:
@@ -238,16 +235,21 @@ def _merge(merged: dict[str, dict[str, Any]], statement: dict[str, Any]) -> None
     same["Action"] = sorted(set(same["Action"]) | set(statement["Action"]))
 
 
-def _check_rollout(stacks: Sequence[str], node_role_arn: str | None) -> None:
-    if not stacks:
-        raise SpecError("iam-policy: the rollout policy names the nodegroup stacks it may change; "
-                        "pass --stack NAME (repeatable), or choose --task build, publish or prune")
-    for name in stacks:
-        if not _STACK.match(name):
-            raise SpecError(f"--stack {name!r}: a CloudFormation stack name (letters, digits, '-')")
-    if not node_role_arn or not _ROLE_ARN.match(node_role_arn):
-        raise SpecError(f"--node-role-arn {node_role_arn or ''!r}: the node role's ARN, "
-                        "e.g. arn:aws:iam::123456789012:role/eks-nodes (iam:PassRole is allowed for it only)")
+def _check_rollout(task: str, stacks: Sequence[str], node_role_arn: str | None) -> None:
+    """Every missing or bad rollout flag, named in one error."""
+    missing = ([] if stacks else ["--stack NAME (repeatable: the nodegroup stacks it may change)"]) + \
+        ([] if node_role_arn else ["--node-role-arn ARN (the node role, the only role iam:PassRole is allowed for, "
+                                   "e.g. arn:aws:iam::123456789012:role/eks-nodes)"])
+    bad = [f"--stack {name!r}: a CloudFormation stack name (letters, digits, '-')"
+           for name in stacks if not _STACK.match(name)]
+    if node_role_arn and not _ROLE_ARN.match(node_role_arn):
+        bad.append(f"--node-role-arn {node_role_arn!r}: the node role's ARN, "
+                   "e.g. arn:aws:iam::123456789012:role/eks-nodes (iam:PassRole is allowed for it only)")
+    if missing:
+        bad.insert(0, f"iam-policy --task {task} needs {' and '.join(missing)}"
+                   + ("; or choose another --task" if task == "rollout" else ""))
+    if bad:
+        raise SpecError("; ".join(bad))
 
 
 # ------------------------------------------------------------------------------- per task
@@ -428,7 +430,9 @@ def _prune(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
 
 
 def _rollout(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
-    stack_tag = {"StringEquals": {"aws:ResourceTag/aws:cloudformation:stack-name": list(stacks)}}
+    # no stacks named (bare `--task all`): every stack, groups any stack made, and no iam:PassRole (`notes`)
+    stack_tag = ({"StringEquals": {"aws:ResourceTag/aws:cloudformation:stack-name": list(stacks)}} if stacks
+                 else {"Null": {"aws:ResourceTag/aws:cloudformation:stack-name": "false"}})
     return [
         _statement("Ec2Describe", ["ec2:DescribeImages", "ec2:DescribeLaunchTemplateVersions",
                                    "ec2:DescribeLaunchTemplates"]),
@@ -440,7 +444,7 @@ def _rollout(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | Non
                                        "cloudformation:GetTemplate", "cloudformation:CreateChangeSet",
                                        "cloudformation:DescribeChangeSet", "cloudformation:DeleteChangeSet",
                                        "cloudformation:ExecuteChangeSet", "cloudformation:DescribeStackEvents"],
-                   arn.stacks(stacks)),
+                   arn.stacks(stacks or ["*"])),
         # a new launch template version: amibuild's own for a managed node group, CloudFormation's
         # (with the caller's rights) for a stack
         _statement("NodegroupLaunchTemplate", ["ec2:CreateLaunchTemplateVersion"],
@@ -459,9 +463,9 @@ def _rollout(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | Non
         # authentication mode); `aws-auth --access-entry` gives the node role access
         _statement("NodeClusterAccess", ["eks:DescribeCluster", "eks:CreateAccessEntry"],
                    [f"arn:{arn.p}:eks:*:{arn.a}:cluster/*"]),
-        _statement("PassNodeRole", ["iam:PassRole"], [role or ""],
-                   {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "eks.amazonaws.com"]}}),
-    ]
+    ] + ([_statement("PassNodeRole", ["iam:PassRole"], [role],
+                      {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "eks.amazonaws.com"]}})]
+         if role else [])
 
 
 def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
@@ -508,11 +512,14 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
     return statements + _attest(arn, pipeline)  # the test statement
 
 
-def notes(task: str, pipeline: Any) -> list[str]:
+def notes(task: str, pipeline: Any, *, stacks: Sequence[str] = (), node_role_arn: str | None = None) -> list[str]:
     """What the policy for ``task`` assumes, for the user to check (printed on stderr, not in the document)."""
     settings = getattr(pipeline, "boot_test", None)
     profile = getattr(settings, "instance_profile", "")
     out = []
+    if task == "all" and not stacks and not node_role_arn:
+        out.append("the rollout statements allow every stack (no --stack) and no iam:PassRole (no --node-role-arn), "
+                   "which a rollout needs for the node role: give --stack NAME and --node-role-arn ARN to name them")
     bucket = getattr(settings, "output_bucket", "")
     if task in ("test", "all") and bucket:
         out.append(f"the test instance's role needs s3:PutObject on arn:aws:s3:::{bucket}/amibuild/boot-test/* "

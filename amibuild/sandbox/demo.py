@@ -60,9 +60,13 @@ def steps(network: dict) -> list[tuple[str, list[str]]]:
         ("The fleet again: the stack is current; the managed node group and the Karpenter nodes are still "
          "behind (Karpenter replaces its nodes on drift once their EC2NodeClass follows the channel: "
          "`amibuild karpenter`)", ["fleet"]),
+        ("Roll the managed node group to `stable` too: a new launch template version, UpdateNodegroupVersion, "
+         "verified", ["rollout", "--nodegroup", f"{network['cluster']}/mng-demo", *follow, "--channel", "stable"]),
         ("The channels: every variant x channel x region", ["channels"]),
         ("The history of the stable channel", ["history", *follow, "--channel", "stable"]),
         ("The aws-auth entry that lets these nodes join", ["aws-auth", "--stack", "ng-demo"]),
+        ("Or, the current way, the cluster's EKS access entry for their role",
+         ["aws-auth", "--stack", "ng-demo", "--access-entry", "--cluster", network["cluster"]]),
         ("The run records", ["runs"]),
     ]
 

@@ -89,6 +89,7 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.moto_server.werkzeug_app", "DomainDispatcherApplication"),
     ("moto.moto_server.werkzeug_app", "MotoRequestHandler"),
     ("moto.moto_server.werkzeug_app", "create_backend_app"),
+    ("moto.eks.models", "eks_backends"),  # eks_api.py: access entries and node group updates on moto's clusters
 )
 
 # (module, class, instance attribute): set in __init__, so looked for as `self.NAME` in the class.
@@ -107,6 +108,12 @@ REQUIRED_INSTANCE: tuple[tuple[str, str, str], ...] = (
     ("moto.ssm.models", "SimpleSystemManagerBackend", "_parameters"),
     ("moto.ssm.models", "Command", "invocations"),  # runcommand.py
     ("moto.ssm.models", "Command", "parameters"),
+    ("moto.eks.models", "Cluster", "nodegroups"),  # eks_api.py
+    ("moto.eks.models", "Nodegroup", "launch_template"),
+    ("moto.eks.models", "Nodegroup", "release_version"),
+    ("moto.ec2.models.launch_templates", "LaunchTemplate", "versions"),
+    ("moto.ec2.models.launch_templates", "LaunchTemplate", "default_version_number"),
+    ("moto.ec2.models.launch_templates", "LaunchTemplateVersion", "data"),
 )
 
 

@@ -353,6 +353,14 @@ def _child_env() -> dict[str, str]:
     return env
 
 
+# What the proxy lines above it do to the rest of that shell, said where they are pasted.
+TRIPWIRE_NOTE = (
+    f"# note: HTTPS_PROXY / HTTP_PROXY (and lower case) are a tripwire, {TRIPWIRE_PROXY}, where nothing listens: "
+    "whatever would leave this machine fails at once instead. In this shell that breaks pip, git, curl and "
+    "anything else that goes to the internet: use another shell for those, or undo it with\n"
+    "#   unset HTTPS_PROXY HTTP_PROXY https_proxy http_proxy NO_PROXY no_proxy")
+
+
 def serve_foreground(port: int = 0, out: TextIO | None = None) -> None:
     """Run a sandbox until Ctrl-C or SIGTERM, printing shell ``export`` lines for a client."""
     out = out if out is not None else sys.stdout
@@ -368,6 +376,7 @@ def serve_foreground(port: int = 0, out: TextIO | None = None) -> None:
                             ("AMIBUILD_SANDBOX_SUBNETS", ",".join(cluster["subnets"])),
                             ("AMIBUILD_SANDBOX_CONTROL_PLANE_SG", cluster["control_plane_sg"])):
             print(f"export {name}={shlex.quote(value)}", file=out)
+        print(TRIPWIRE_NOTE, file=out)
         print(f"# seeded regions: {' '.join(SEED_REGIONS)}", file=out)
         print("# e.g. amibuild nodegroup-deploy --stack nodes --cluster ${AMIBUILD_SANDBOX_CLUSTER} "
               "--vpc-id ${AMIBUILD_SANDBOX_VPC_ID} --subnet ${AMIBUILD_SANDBOX_SUBNETS} "

@@ -17,7 +17,7 @@ from amibuild.errors import AmibuildError, SandboxError
 from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, _Seeder, seed_images
 from amibuild.sandbox.cluster import model_eks_clusters, read_short_form_yaml
 from amibuild.sandbox.patches import _model_stack_updates, _page_parameter_listings, _tag_stack_groups
-from amibuild.sandbox import clock as clock_mod, image_lifecycle, inspector, kms, kms_mac, recyclebin, runcommand, standins
+from amibuild.sandbox import clock as clock_mod, eks_api, image_lifecycle, inspector, kms, kms_mac, recyclebin, runcommand, standins
 from amibuild.sandbox.kubeapi import CONTROL as KUBE_CONTROL, PREFIX as KUBE_PREFIX, KubeApi
 from amibuild.sandbox.process import CHILD_PREFIX, EXIT_REFUSED, serve_foreground
 from amibuild.sandbox.touched import EVERYTHING, Touched, reset_regions
@@ -59,6 +59,17 @@ class _SandboxApp:
 
             return recyclebin.serve(environ, DEFAULT_ACCOUNT_ID,
                                     lambda status, body: self._json(start_response, status, body))
+        if eks_api.handles(environ):  # EKS access entries and node group version updates, which moto lacks
+            from moto.core import DEFAULT_ACCOUNT_ID
+
+            self.touched.note(environ)
+            return eks_api.serve(environ, DEFAULT_ACCOUNT_ID,
+                                 lambda status, body, headers: self._json(start_response, status, body, headers))
+        nodegroup_read = eks_api.is_nodegroup_read(environ)
+        if nodegroup_read:  # a node group read sees its update done, as eks_api's DescribeUpdate does
+            from moto.core import DEFAULT_ACCOUNT_ID
+
+            eks_api.settle_nodegroup(DEFAULT_ACCOUNT_ID, *nodegroup_read)
         if inspector.is_scan(environ):  # Inspector Scan, which moto lacks: reads only, nothing to reset
             return inspector.serve(environ, lambda status, body: self._json(start_response, status, body))
         self.touched.note(environ)
@@ -110,9 +121,10 @@ class _SandboxApp:
             return self._json(start_response, "400 Bad Request", {"error": str(exc)})
 
     @staticmethod
-    def _json(start_response: _StartResponse, status: str, body: dict[str, Any]) -> Iterable[bytes]:
+    def _json(start_response: _StartResponse, status: str, body: dict[str, Any],
+              extra: dict[str, str] | None = None) -> Iterable[bytes]:
         data = json.dumps(body).encode()
-        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data))), *(extra or {}).items()]
         start_response(status, headers)
         return [data]
 
