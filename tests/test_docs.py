@@ -1,0 +1,146 @@
+"""The docs site: `mkdocs build --strict` passes (a page the nav does not list included), the
+architecture page's layers are the import-linter contracts of pyproject.toml, and the "your own
+pipeline repository" walkthrough runs, its sh blocks exactly as written, against the sandbox."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+ARCHITECTURE = DOCS / "dev" / "architecture.md"
+WALKTHROUGH = DOCS / "own-repository.md"
+BIN = Path(sys.executable).parent  # the test venv: its mkdocs and its amibuild
+BEGIN = "<!-- layers: generated from pyproject.toml by tests/test_docs.py; do not edit by hand -->"
+END = "<!-- layers: end -->"
+
+
+# ------------------------------------------------------------------------------ the layers drawing
+
+
+def layers_markdown(pyproject: Path = ROOT / "pyproject.toml") -> str:
+    """The import-linter contracts as Markdown: each layers contract drawn top to bottom."""
+    contracts = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]["contracts"]
+    out: list[str] = []
+    for contract in contracts:
+        if contract["type"] == "layers":
+            containers = contract.get("containers", [])
+            where = f"inside `{', '.join(containers)}`" if containers else "the packages of `amibuild`"
+            out += [f"### {where}", "", "```"]
+            layers = [layer.strip() for layer in contract["layers"]]
+            for number, layer in enumerate(layers):
+                out.append(layer)
+                if number < len(layers) - 1:
+                    out.append("  ↓")
+            out += ["```", ""]
+        else:
+            ancestors = ", ".join(f"`{a}`" for a in contract.get("ancestors", []))
+            out += [f"### {contract['type']}", "", f"{contract['name']} ({ancestors}).", ""]
+    return "\n".join(out)
+
+
+def test_the_architecture_page_draws_the_import_linter_contracts() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    want = "\n\n" + layers_markdown() + "\n"
+    if os.environ.get("AMIBUILD_UPDATE_DOCS") == "1":
+        ARCHITECTURE.write_text(text[:start] + want + text[end:], encoding="utf-8")
+        text = ARCHITECTURE.read_text(encoding="utf-8")
+        start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    assert text[start:end] == want, (
+        "docs/dev/architecture.md's layers differ from pyproject.toml's import-linter contracts; "
+        "rerun with AMIBUILD_UPDATE_DOCS=1")
+
+
+# ------------------------------------------------------------------------------ mkdocs build --strict
+
+MKDOCS = shutil.which("mkdocs", path=str(BIN)) or shutil.which("mkdocs")
+needs_mkdocs = pytest.mark.skipif(MKDOCS is None, reason="mkdocs is not installed (pip install '.[docs]')")
+
+
+def mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run([MKDOCS, "build", "--strict", "--config-file", str(config), "--site-dir", str(site)],
+                          cwd=config.parent, env=env, capture_output=True, text=True, timeout=300)
+
+
+@needs_mkdocs
+def test_the_site_builds_strict(tmp_path: Path) -> None:
+    built = mkdocs_build(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert built.returncode == 0, built.stderr
+    assert "WARNING" not in built.stderr, built.stderr
+    for page in ("index.html", "own-repository/index.html", "sandbox/index.html", "dev/architecture/index.html"):
+        assert (tmp_path / "site" / page).is_file(), page
+
+
+@needs_mkdocs
+def test_a_page_the_nav_does_not_list_is_built_and_added_to_the_nav(tmp_path: Path) -> None:
+    # what another engineer's branch does: a new docs/<topic>.md and docs/sandbox-<topic>.md, no mkdocs.yml edit
+    copy = tmp_path / "repo"
+    shutil.copytree(DOCS, copy / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
+    (copy / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "mkdocs_nav.py", copy / "scripts" / "mkdocs_nav.py")
+    (copy / "docs" / "zz-new-topic.md").write_text("# A new topic\n\nSee [the sandbox](sandbox.md).\n")
+    (copy / "docs" / "sandbox-new-topic.md").write_text("# The sandbox's new topic\n\nIt answers.\n")
+    built = mkdocs_build(copy / "mkdocs.yml", tmp_path / "site")
+    assert built.returncode == 0, built.stderr
+    assert "WARNING" not in built.stderr, built.stderr
+    home = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert 'href="zz-new-topic/"' in home and "A new topic" in home
+    assert 'href="sandbox-new-topic/"' in home and "The sandbox&#39;s new topic" in home or "The sandbox's new topic" in home
+    # a link to a page that is not there still fails the strict build
+    (copy / "docs" / "zz-new-topic.md").write_text("# A new topic\n\nSee [nothing](no-such-page.md).\n")
+    broken = mkdocs_build(copy / "mkdocs.yml", tmp_path / "site2")
+    assert broken.returncode != 0 and "no-such-page.md" in broken.stderr, broken.stderr
+
+
+# ------------------------------------------------------------------------------ the walkthrough
+
+_SH_BLOCK = re.compile(r"^```sh\n(.*?)^```$", re.S | re.M)
+
+
+def sh_blocks(page: Path) -> list[str]:
+    """The page's ```sh blocks, as written (other fences, ```text and ```hcl, are not run)."""
+    return _SH_BLOCK.findall(page.read_text(encoding="utf-8"))
+
+
+def test_the_walkthrough_has_its_steps() -> None:
+    script = "\n".join(sh_blocks(WALKTHROUGH))
+    for command in ("amibuild init", "amibuild build-ami", "--boot-test", 'channel "stable"', "amibuild promote",
+                    "amibuild nodegroup-deploy", "amibuild rollout", "amibuild fleet"):
+        assert command in script, command
+    # the sandbox is started by hand in a terminal of its own, so that step is shown, not run
+    assert "```text\namibuild sandbox\n```" in WALKTHROUGH.read_text(encoding="utf-8")
+
+
+def test_the_walkthrough_runs_as_written_against_the_sandbox(sandbox, tmp_path: Path) -> None:
+    # what the `export` lines of `amibuild sandbox` set: its env() and the seeded network
+    network = sandbox.cluster()
+    env = {**os.environ, "AMIBUILD_SANDBOX_CLUSTER": network["cluster"], "AMIBUILD_SANDBOX_VPC_ID": network["vpc"],
+           "AMIBUILD_SANDBOX_SUBNETS": ",".join(network["subnets"]),
+           "AMIBUILD_SANDBOX_CONTROL_PLANE_SG": network["control_plane_sg"],
+           "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]), "HOME": str(tmp_path)}
+    env.pop("PYTHONPATH", None)
+    blocks = sh_blocks(WALKTHROUGH)
+    script = "set -euo pipefail\n" + "\n".join(
+        f"echo '### walkthrough block {number}' >&2\n{block}" for number, block in enumerate(blocks, start=1))
+    ran = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, f"exit {ran.returncode}\n--- stdout\n{ran.stdout[-4000:]}\n--- stderr\n{ran.stderr[-4000:]}"
+    out = ran.stdout
+    assert "wrote " in out and "amibuild.hcl" in out                   # init
+    assert "boot test    passed" in out                                 # the boot test passed, so the gate let it in
+    assert "recommended -> stable" in out                               # promote
+    assert "stack nodes (us-west-2): created" in out                    # deploy
+    assert "stack nodes (us-west-2): rolled out to" in out               # rollout
+    assert "summary:" in out and "0 orphaned" in out                    # fleet
+    assert "every channel is whole" in out                              # channels --check
+    assert (tmp_path / "eks-images" / "build" / "runs").is_dir()
