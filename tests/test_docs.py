@@ -4,6 +4,7 @@ pipeline repository" walkthrough runs, its sh blocks exactly as written, against
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -96,11 +97,32 @@ def test_a_page_the_nav_does_not_list_is_built_and_added_to_the_nav(tmp_path: Pa
     assert "WARNING" not in built.stderr, built.stderr
     home = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
     assert 'href="zz-new-topic/"' in home and "A new topic" in home
-    assert 'href="sandbox-new-topic/"' in home and "The sandbox&#39;s new topic" in home or "The sandbox's new topic" in home
+    assert 'href="sandbox-new-topic/"' in home and ("The sandbox&#39;s new topic" in home or "The sandbox's new topic" in home)
     # a link to a page that is not there still fails the strict build
     (copy / "docs" / "zz-new-topic.md").write_text("# A new topic\n\nSee [nothing](no-such-page.md).\n")
     broken = mkdocs_build(copy / "mkdocs.yml", tmp_path / "site2")
     assert broken.returncode != 0 and "no-such-page.md" in broken.stderr, broken.stderr
+
+
+def test_the_nav_hook_files_an_unlisted_page_by_its_name(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("mkdocs_nav", ROOT / "scripts" / "mkdocs_nav.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    docs = tmp_path / "docs"
+    (docs / "dev").mkdir(parents=True)
+    for page in ("index.md", "sandbox.md", "sandbox-events.md", "events.md", "dev/testing.md", "dev/history.md"):
+        (docs / page).write_text("# T\n")
+    nav = [{"Home": "index.md"}, {"The sandbox": ["sandbox.md"]}, {"More": []}, {"Development": ["dev/testing.md"]}]
+    config = hook.on_config({"nav": nav, "docs_dir": str(docs)})
+    assert config["nav"] == [{"Home": "index.md"}, {"The sandbox": ["sandbox.md", "sandbox-events.md"]},
+                             {"More": ["events.md"]}, {"Development": ["dev/testing.md", "dev/history.md"]}]
+    # nothing unlisted: the empty section is dropped
+    (docs / "events.md").unlink()
+    nav = [{"Home": "index.md"}, {"More": []}, {"The sandbox": ["sandbox.md", "sandbox-events.md"]},
+           {"Development": ["dev/testing.md", "dev/history.md"]}]
+    assert hook.on_config({"nav": nav, "docs_dir": str(docs)})["nav"] == [
+        {"Home": "index.md"}, {"The sandbox": ["sandbox.md", "sandbox-events.md"]},
+        {"Development": ["dev/testing.md", "dev/history.md"]}]
 
 
 # ------------------------------------------------------------------------------ the walkthrough
