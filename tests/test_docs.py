@@ -13,7 +13,10 @@ import sys
 import tomllib
 from pathlib import Path
 
+import boto3
 import pytest
+
+from amibuild import tags
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -157,12 +160,21 @@ def test_the_walkthrough_runs_as_written_against_the_sandbox(sandbox, tmp_path: 
         f"echo '### walkthrough block {number}' >&2\n{block}" for number, block in enumerate(blocks, start=1))
     ran = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, f"exit {ran.returncode}\n--- stdout\n{ran.stdout[-4000:]}\n--- stderr\n{ran.stderr[-4000:]}"
-    out = ran.stdout
-    assert "wrote " in out and "amibuild.hcl" in out                   # init
-    assert "boot test    passed" in out                                 # the boot test passed, so the gate let it in
-    assert "recommended -> stable" in out                               # promote
-    assert "stack nodes (us-west-2): created" in out                    # deploy
-    assert "stack nodes (us-west-2): rolled out to" in out               # rollout
-    assert "summary:" in out and "0 orphaned" in out                    # fleet
-    assert "every channel is whole" in out                              # channels --check
-    assert (tmp_path / "eks-images" / "build" / "runs").is_dir()
+    # what the walkthrough left in AWS, read back: not its wording
+    region = "us-west-2"
+    ssm, ec2 = boto3.client("ssm", region_name=region), boto3.client("ec2", region_name=region)
+    stable = ssm.get_parameter(Name="/amibuild/eks-workers/1.35/ceph-al2023/stable/image_id")["Parameter"]
+    assert stable["Version"] == 2                                        # promoted twice
+    (image,) = ec2.describe_images(ImageIds=[stable["Value"]])["Images"]
+    image_tags = {t["Key"]: t["Value"] for t in image["Tags"]}
+    assert image_tags[tags.TEST] == "passed"                             # its boot test passed, so the gate let it in
+    assert "htop" in image_tags[tags.EXTRA_PACKAGES]                     # the second image
+    (stack,) = boto3.client("cloudformation", region_name=region).describe_stacks(StackName="nodes")["Stacks"]
+    assert stack["StackStatus"] == "UPDATE_COMPLETE"                     # deployed, then rolled out
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+    (latest,) = ec2.describe_launch_template_versions(LaunchTemplateId=outputs["NodeLaunchTemplate"],
+                                                      Versions=["$Latest"])["LaunchTemplateVersions"]
+    assert latest["LaunchTemplateData"]["ImageId"] == stable["Value"]   # the rollout reached the launch template
+    assert (tmp_path / "eks-images" / "amibuild.hcl").is_file()         # init, in the folder the page made
+    assert len(list((tmp_path / "eks-images" / "build" / "runs").glob("*.json"))) == 3  # three build runs recorded
+    assert "fleet" in ran.stdout and "consumer" in ran.stdout            # the fleet printed its consumers
