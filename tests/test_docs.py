@@ -64,6 +64,14 @@ def test_the_architecture_page_draws_the_import_linter_contracts() -> None:
         "rerun with AMIBUILD_UPDATE_DOCS=1")
 
 
+def test_the_architecture_layout_names_every_part_of_the_package() -> None:
+    layout = ARCHITECTURE.read_text(encoding="utf-8").split("## Layout", 1)[1]
+    parts = sorted(f"{p.name}/" if p.is_dir() else p.name for p in (ROOT / "amibuild").iterdir()
+                   if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").is_file()))
+    missing = [part for part in parts if not re.search(rf"(?<![\w/.]){re.escape(part)}", layout)]
+    assert not missing, f"docs/dev/architecture.md's layout does not name {missing}: add a line for each"
+
+
 # ------------------------------------------------------------------------------ mkdocs build --strict
 
 MKDOCS = shutil.which("mkdocs", path=str(BIN)) or shutil.which("mkdocs")
