@@ -243,3 +243,16 @@ def test_iam_policy_allows_sending_to_the_pipelines_bus_or_topic(tmp_path: Path)
     topic = load(write_pipeline(tmp_path, f'sns_topic = "arn:aws:sns:{REGION}:{ACCOUNT}:t"'))
     [statement] = [s for s in iam.policy("test", topic)["Statement"] if s["Sid"] == "SendEvents"]
     assert statement["Action"] == ["sns:Publish"] and statement["Resource"] == [f"arn:aws:sns:{REGION}:{ACCOUNT}:t"]
+
+
+def test_test_ami_sends_its_result_as_one_event(sandbox: Sandbox, tmp_path: Path):
+    write_pipeline(tmp_path, 'bus = "default"')
+    url = bus_to_queue()
+    ami = image()
+    done = run_cli(tmp_path, "test-ami", "--variant", "ceph", "--ami", ami, "--json", binary="amibuild")
+    tested = json.loads(done.stdout)
+    [event] = received(url)
+    detail = check_schema(event, "amibuild Image Test Result", "test-result")
+    assert detail["amis"] == {REGION: ami} and detail["test"] == "boot"
+    assert detail["result"] == tested["result"] and detail["run_id"] == tested["run_id"]
+    assert [c["name"] for c in detail["checks"]] == [c["name"] for c in tested["checks"]]
