@@ -9,6 +9,7 @@ sends nothing; a bad block exits 2 naming the field before any AWS work.
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from pathlib import Path
 
@@ -256,3 +257,17 @@ def test_test_ami_sends_its_result_as_one_event(sandbox: Sandbox, tmp_path: Path
     assert detail["amis"] == {REGION: ami} and detail["test"] == "boot"
     assert detail["result"] == tested["result"] and detail["run_id"] == tested["run_id"]
     assert [c["name"] for c in detail["checks"]] == [c["name"] for c in tested["checks"]]
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
+def test_build_ami_sends_one_published_event_per_variant_it_writes(sandbox: Sandbox, tmp_path: Path):
+    write_pipeline(tmp_path, 'bus = "default"')
+    url = bus_to_queue()
+    done = run_cli(tmp_path, "build-ami", "--json", "--variant", "ceph")
+    assert done.returncode == 0, done.stderr
+    built = json.loads(done.stdout)
+    [variant] = built["variants"]
+    [event] = received(url)
+    detail = check_schema(event, "amibuild Channel Published", "published")
+    assert detail["amis"] == variant["amis"] and detail["channel"] == "recommended"
+    assert detail["run_id"] == built["run_id"]
