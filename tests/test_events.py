@@ -271,3 +271,18 @@ def test_build_ami_sends_one_published_event_per_variant_it_writes(sandbox: Sand
     detail = check_schema(event, "amibuild Channel Published", "published")
     assert detail["amis"] == variant["amis"] and detail["channel"] == "recommended"
     assert detail["run_id"] == built["run_id"]
+
+
+def test_promote_due_sends_a_promoted_event_and_its_dry_run_sends_none(sandbox: Sandbox, tmp_path: Path):
+    write_pipeline(tmp_path, 'bus = "default"')
+    url = bus_to_queue()
+    ami = image()
+    assert run_cli(tmp_path, "publish", "--variant", "ceph", "--ami", f"{REGION}={ami}").returncode == 0
+    received(url)  # the publish's own event
+    assert run_cli(tmp_path, "promote", "--due", "--dry-run").returncode == 0
+    assert received(url) == []
+    done = run_cli(tmp_path, "promote", "--due")
+    assert done.returncode == 0, done.stderr
+    [event] = received(url)
+    detail = check_schema(event, "amibuild Channel Promoted", "promoted")
+    assert detail["channel"] == "stable" and detail["from"] == "recommended" and detail["amis"] == {REGION: ami}
