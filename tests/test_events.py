@@ -260,14 +260,15 @@ def test_test_ami_sends_its_result_as_one_event(sandbox: Sandbox, tmp_path: Path
 
 
 @pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
-def test_build_ami_sends_one_published_event_per_variant_it_writes(sandbox: Sandbox, tmp_path: Path):
+def test_build_ami_sends_its_boot_test_result_and_one_published_event_per_variant_it_writes(sandbox: Sandbox, tmp_path: Path):
     write_pipeline(tmp_path, 'bus = "default"')
     url = bus_to_queue()
-    done = run_cli(tmp_path, "build-ami", "--json", "--variant", "ceph")
+    done = run_cli(tmp_path, "build-ami", "--json", "--variant", "ceph", "--boot-test")
     assert done.returncode == 0, done.stderr
     built = json.loads(done.stdout)
     [variant] = built["variants"]
-    [event] = received(url)
+    tested, event = received(url)  # the boot test's result, then the publish
+    assert check_schema(tested, "amibuild Image Test Result", "test-result")["amis"] == {REGION: variant["amis"][REGION]}
     detail = check_schema(event, "amibuild Channel Published", "published")
     assert detail["amis"] == variant["amis"] and detail["channel"] == "recommended"
     assert detail["run_id"] == built["run_id"]
