@@ -188,6 +188,11 @@ class PublishRefused(AmibuildError):
 class GateRefused(PublishRefused):
     """The image does not meet the gate of the channel it was to enter; nothing was written."""
 
+    def __init__(self, message: str, *, gate: str = "", missing: tuple[str, ...] = (),
+                 amis: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.gate, self.missing, self.amis = gate, missing, dict(amis or {})  # for the gate-refused event
+
 
 class PublishConflict(AmibuildError):
     """Another writer moved the channel between amibuild's read and its write."""

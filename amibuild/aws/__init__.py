@@ -12,6 +12,7 @@ from __future__ import annotations
 from amibuild.aws.cfn import CfnCalls
 from amibuild.aws.ec2 import Ec2Calls, Image, _image
 from amibuild.aws.eks import EksCalls
+from amibuild.aws.events import EventCalls
 from amibuild.aws.errors import _mapped
 from amibuild.aws.image_lifecycle import ImageLifecycleCalls
 from amibuild.aws.kms import KmsCalls
@@ -29,7 +30,7 @@ __all__ = [
 
 
 class Aws(SsmCalls, S3Calls, KmsCalls, KmsMacCalls, Ec2Calls, ImageLifecycleCalls, CfnCalls, EksCalls, InspectorCalls,
-          Session):
+          EventCalls, Session):
     """Session, clients and typed calls. Thread-safe: builds and publishes fan out over regions.
 
     One object; its calls are grouped per service in the modules beside this one."""

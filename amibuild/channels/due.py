@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
+from amibuild import notify
 from amibuild.aws import Aws, Image, Parameter, fan_out
 from amibuild.channels import gates
 from amibuild.channels import publish as publish_mod
+from amibuild.channels.plan import PublishResult
 from amibuild.lease import Guard
-from amibuild.errors import AmibuildError
+from amibuild.errors import AmibuildError, GateRefused
 
 
 class DueAction(enum.StrEnum):
@@ -118,12 +120,21 @@ def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run
             if item.action is DueAction.PROMOTE and not dry_run:
                 say(f"promoting {variant.name} {gate.source} -> {gate.channel} ({item.ami}) ...")
                 try:
-                    publish_mod.promote(aws, pipeline=pipeline, variant=variant, source=gate.source, target=gate.channel,
-                                        guard=guard(), force=force)
+                    result = publish_mod.promote(aws, pipeline=pipeline, variant=variant, source=gate.source,
+                                                 target=gate.channel, guard=guard(), force=force)
                 except AmibuildError as exc:
                     item = DueItem(item.variant, item.channel, item.source, DueAction.FAILED, item.ami, str(exc))
+                    if isinstance(exc, GateRefused) and pipeline.events:
+                        notify.send(aws, pipeline.events, [notify.schema.gate_refused(
+                            pipeline=pipeline.name, variant=variant.name, channel=gate.channel, source=gate.source,
+                            operation=f"promote {gate.source} -> {gate.channel}", reason=str(exc), gate=exc.gate,
+                            missing=exc.missing, amis=exc.amis)], region=pipeline.build_region, say=say)
                 else:
                     item = DueItem(item.variant, item.channel, item.source, DueAction.PROMOTED, item.ami, item.detail)
+                    if isinstance(result, PublishResult) and pipeline.events:
+                        notify.send(aws, pipeline.events, [notify.schema.channel_written(
+                            "promoted", result, pipeline=pipeline.name, source=gate.source)],
+                            region=pipeline.build_region, say=say)
             items.append(item)
     return items
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
-from amibuild import tags
+from amibuild import notify, tags
 from amibuild.aws import Aws, Image, Parameter
 from amibuild.aws.session import fan_out
 
@@ -27,7 +27,7 @@ from amibuild.bake.executor import BuildOutcome, BuildStatus
 from amibuild.bake.plan import BuildDecision, BuildPlan
 from amibuild.channels import publish, read
 from amibuild.lease import Guard
-from amibuild.errors import AmibuildError, PublishConflict, PublishFailed
+from amibuild.errors import AmibuildError, GateRefused, PublishConflict, PublishFailed
 from amibuild.pipeline import Variant
 from amibuild.pipeline.naming import parameter_name
 
@@ -138,6 +138,9 @@ def publish_build(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome], c
         return tuple(r for r, held in sorted(_held(current, item).items())
                      if is_older(times.get((r, item.amis.get(r, ""))), times.get((r, held))))
 
+    def _send(event: notify.Event) -> None:  # a warning when it fails, never the publish's failure
+        notify.send(aws, plan.pipeline.events, [event], region=plan.pipeline.build_region, say=say)
+
     def publish_one(item: VariantPublish) -> VariantPublished:
         if cancelled():
             return VariantPublished(item.name, channel, item.parameter, error=NOT_STARTED)
@@ -149,10 +152,16 @@ def publish_build(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome], c
                                              guard=Guard(run_id=plan.run_id, cancelled=cancelled, deadline=deadline))
         except AmibuildError as exc:
             say(f"{item.name}: not published: {exc}")
+            if isinstance(exc, GateRefused) and plan.pipeline.events:
+                _send(notify.schema.gate_refused(
+                    pipeline=plan.pipeline.name, variant=item.name, channel=channel, operation="publish",
+                    reason=str(exc), gate=exc.gate, missing=exc.missing, amis=exc.amis, run_id=item.run_id))
             stuck = exc.stuck_regions if isinstance(exc, (PublishFailed, PublishConflict)) else ()
             return VariantPublished(item.name, channel, item.parameter, error=str(exc), stuck_regions=tuple(stuck))
         say(f"{item.name}: published to {channel} ({result.parameter}): "
             + ", ".join(f"{r.region}={r.ami}" for r in result.regions))
+        if plan.pipeline.events:
+            _send(notify.schema.channel_written("published", result, pipeline=plan.pipeline.name, run_id=item.run_id))
         older = older_regions(item)
         if older:
             say(f"{item.name}: {channel} moved to an OLDER build than it held in {', '.join(older)} (a reused "

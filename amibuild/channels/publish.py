@@ -106,7 +106,8 @@ def gate_checker(pipeline: PipelineLike, channel: str, *, came_from: str | None 
         decision = gates.decide(gate, images=images, came_from=came_from, source_history=source_history,
                                 now=now, override=override, evidence=found)
         if not decision.passes:
-            raise GateRefused(decision.refusal())
+            raise GateRefused(decision.refusal(), gate=decision.gate, missing=decision.missing,
+                              amis={r: i.image_id for r, i in images.items() if i is not None})
         return decision.note()
 
     return check

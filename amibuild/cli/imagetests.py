@@ -9,7 +9,7 @@ from typing import Any, Iterable
 
 from amibuild.pipeline import Pipeline
 from amibuild.pipeline import iam_names, imagetests
-from amibuild import tags
+from amibuild import notify, tags
 from amibuild.aws import Aws
 from amibuild.bake.plan import new_run_id
 from amibuild.errors import SpecError
@@ -171,6 +171,9 @@ def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, 
             stored = test_statement(attestor, tested, amis)
             say(stored.line())
             tested["statement"] = stored.to_dict()
+    if pipeline.events and not stop.requested():
+        notify.send(aws, pipeline.events, [notify.schema.test_result(result.to_dict(), pipeline=pipeline.name)],
+                    region=pipeline.build_region, say=say)
     path = record_path(options.build_dir, test_run, variant.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(tested, indent=2) + "\n", encoding="utf-8")

@@ -79,7 +79,7 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
             profile=opts.profile, pipeline=pipe, variant=var, amis=parse_amis(ami or []), channel=channel,
             run_id=run_id, allow_foreign=allow_foreign, force=force, read_timeout=_read_timeout(c),
             guard=_guard(c, signals, run_id), dry_run=dry_run, override_gate=override, now=when,
-            new_channel=new_channel))
+            new_channel=new_channel, say=cli.say))
 
     _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 
@@ -116,7 +116,7 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
         return job.promote(job.PromoteSettings(profile=opts.profile, pipeline=pipe, variant=var, source=from_,
                                                target=to, force=force, read_timeout=_read_timeout(c),
                                                guard=_guard(c, signals), dry_run=dry_run, override_gate=override,
-                                               now=when, new_channel=new_channel))
+                                               now=when, new_channel=new_channel, say=cli.say))
 
     _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 
@@ -172,7 +172,7 @@ def rollback(c, variant=None, channel="recommended", to_version=None, force=Fals
         pipe, var = cli.channel_variant(opts, variant)
         return job.rollback(job.RollbackSettings(profile=opts.profile, pipeline=pipe, variant=var, channel=channel,
                                                  to_version=version, force=force, read_timeout=_read_timeout(c), guard=_guard(c, signals),
-                                                 dry_run=dry_run))
+                                                 dry_run=dry_run, say=cli.say))
 
     _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
 

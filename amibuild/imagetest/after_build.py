@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
+from amibuild import notify
 from amibuild.attest.sign import Attestor
 from amibuild.bake.executor import BuildOutcome, BuildStatus
 from amibuild.errors import Interrupted
@@ -51,6 +52,9 @@ def boot_test_outcomes(aws: Any, plan: Any, outcomes: Sequence[BuildOutcome], se
             stored = test_statement(attestor, tested, outcome.amis)
             say(f"  {stored.line()}")
             tested["statement"] = stored.to_dict()
+        if plan.pipeline.events:
+            notify.send(aws, plan.pipeline.events, [notify.schema.test_result(result.to_dict(), pipeline=plan.pipeline.name)],
+                        region=region, say=say)
         error = ""
         if result.failed:
             # an infrastructure fault is "not tested: <reason>" (result.error), never called a failed test

@@ -154,7 +154,7 @@ def policy(
     arn = _Arns(partition, account, pipeline)
     merged: dict[str, dict[str, Any]] = {}
     for name in tasks:
-        for statement in _STATEMENTS[name](arn, pipeline, tuple(stacks), node_role_arn):
+        for statement in [*_STATEMENTS[name](arn, pipeline, tuple(stacks), node_role_arn), *_events(arn, pipeline, name)]:
             _merge(merged, statement)
     return {"Version": "2012-10-17", "Statement": list(merged.values())}
 
@@ -510,6 +510,22 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
         statements.append(_statement("BootTestPassRole", ["iam:PassRole"], [f"arn:{arn.p}:iam::{arn.a}:role/{role_name}"],
                                      {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}))
     return statements + _attest(arn, pipeline)  # the test statement
+
+
+# the tasks that send amibuild's events (amibuild.notify): build-ami publishes and boot-tests, publish
+# promotes and rolls back (gate refusals too), test-ami, prune deregisters
+_SENDS_EVENTS = ("build", "publish", "test", "prune")
+
+
+def _events(arn: _Arns, pipeline: Any, task: str) -> list[dict[str, Any]]:
+    """PutEvents on the pipeline's bus, or Publish to its topic, for the tasks that send events."""
+    target = getattr(pipeline, "events", None)
+    if not target or task not in _SENDS_EVENTS:
+        return []
+    if target.sns_topic:
+        return [_statement("SendEvents", ["sns:Publish"], [target.sns_topic])]
+    bus = target.bus if target.bus.startswith("arn:") else f"arn:{arn.p}:events:*:{arn.a}:event-bus/{target.bus}"
+    return [_statement("SendEvents", ["events:PutEvents"], [bus])]
 
 
 def notes(task: str, pipeline: Any, *, stacks: Sequence[str] = (), node_role_arn: str | None = None) -> list[str]:

@@ -10,10 +10,11 @@ from datetime import datetime, timedelta, timezone
 
 from typing import Callable
 
+from amibuild import notify
 from amibuild.aws import Aws
 from amibuild.lease import Guard
 from amibuild.lifecycle import exclusive
-from amibuild.lifecycle.prune import DEFAULT_KEEP_VERSIONS, PruneResult, execute_prune, gather, plan_prune
+from amibuild.lifecycle.prune import DEFAULT_KEEP_VERSIONS, Done, PruneResult, execute_prune, gather, plan_prune
 from amibuild.pipeline import Pipeline
 
 
@@ -48,7 +49,19 @@ def run(settings: PruneSettings, *, now: datetime | None = None, aws: Aws | None
         return PruneResult(decide(), None)
     # decided and carried out under the prune lease, once no channel writer is half way; each
     # deregister re-reads the region's channels right before it (`exclusive.named_now`)
-    return exclusive.under_prune_lease(
+    result = exclusive.under_prune_lease(
         aws, pipeline, lambda: execute_prune(aws, decide(), now=now,
                                              named=lambda region: exclusive.named_now(aws, pipeline, region)),
         guard=guard or Guard(), say=say, regions=targets)
+    if pipeline.events:
+        notify.send(aws, pipeline.events, deregistered_events(result, pipeline.name), region=pipeline.build_region, say=say)
+    return result
+
+
+def deregistered_events(result: PruneResult, pipeline: str) -> list[notify.Event]:
+    """One event per image prune deregistered (a dry run's result has none)."""
+    names = {(i.region, i.image_id): i.name for i in result.plan.images}
+    return [notify.schema.deregistered({"image_id": o.image_id, "region": o.region, "variant": o.variant,
+                                        "snapshots_deleted": o.snapshots_deleted},
+                                       pipeline=pipeline, name=names.get((o.region, o.image_id), ""))
+            for o in result.outcomes or () if o.status is Done.DELETED]

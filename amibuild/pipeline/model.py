@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from amibuild import secrets
 from amibuild.pipeline import imagetests, support
+from amibuild.notify.target import EventTarget
 from amibuild.pipeline.attestation import AttestationSettings
 
 from amibuild import PIPELINE_FILE  # noqa: F401  (defined once, in the package root; re-exported)
@@ -228,6 +229,8 @@ class Pipeline:
     file_regions: tuple[str, ...] = ()
     # attestation { kms_key, bucket, region }: where statements about its images are signed and kept
     attestation: AttestationSettings = AttestationSettings()
+    # events { bus | sns_topic }: where amibuild's events go (amibuild.notify; empty: none are sent)
+    events: EventTarget = EventTarget()
     # the KMS HMAC key whose MAC stands for URL credentials in the fingerprint ("": none, they stay out)
     fingerprint_key: str = DEFAULT_FINGERPRINT_KEY
 
