@@ -6,9 +6,9 @@ front of it. Per region (us-west-2, us-east-1, eu-west-1) three tagged images, `
 holding all three in turn and `stable` the first two; then `amibuild.sandbox.fleet.seed_fleet`,
 a thread per region, through the emulator's own API as a user's tools would: a third of the
 stacks (following the two channels; groups of capacity 0, so every instance is one seeded here),
-of the spare launch templates, two managed node groups, and a third of the instances, in
-RunInstances calls of `AMIBUILD_BENCH_RUN_BATCH` (default 1,000; AWS itself launches at most what
-the account's capacity allows per call), a third of them tagged as Karpenter's.
+of the spare launch templates, two managed node groups; and a third of the instances, in a /16
+subnet of their own, in RunInstances calls of `AMIBUILD_BENCH_RUN_BATCH` (default 1,000), a third
+of them tagged as Karpenter's.
 
 Timed, once (minutes): `amibuild fleet --json` as a subprocess (interpreter start included)
 through the proxy in token-bucket mode at AWS's default rates (`rate_limit()`). Beside it its
@@ -68,7 +68,6 @@ def run() -> Report:
     import boto3
 
     from amibuild.sandbox import Sandbox, seed_images
-    from amibuild.sandbox import fleet as sandbox_fleet
     from amibuild.sandbox.fleet import FleetSeed, karpenter_tags, seed_fleet
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -77,7 +76,7 @@ def run() -> Report:
     instances = int(os.environ.get("AMIBUILD_BENCH_INSTANCES", "10000"))
     stacks = int(os.environ.get("AMIBUILD_BENCH_STACKS", "500"))
     templates = int(os.environ.get("AMIBUILD_BENCH_TEMPLATES", "200"))
-    sandbox_fleet.RUN_BATCH = int(os.environ.get("AMIBUILD_BENCH_RUN_BATCH", "1000"))
+    batch = int(os.environ.get("AMIBUILD_BENCH_RUN_BATCH", "1000"))
     saved = dict(os.environ)
     notes: list[str] = []
     with Sandbox() as sandbox, FaultProxy(sandbox.endpoint) as proxy, \
@@ -103,10 +102,9 @@ def run() -> Report:
                                  for i in range(_share(stacks, index))),
                     launch_templates=tuple((f"spare-{i}", (old, mid, new)[i % 3])
                                            for i in range(_share(templates, index))),
-                    nodegroups=(("mng-0", old), ("mng-1", mid)),
-                    instances=((old, count // 3, karpenter_tags("default", "ceph-stable")),
-                               (mid, count // 3, {}), (new, count - 2 * (count // 3), {})),
-                    stack_capacity=0))
+                    nodegroups=(("mng-0", old), ("mng-1", mid)), stack_capacity=0))
+                _instances(boto3, region, ((old, count // 3, karpenter_tags("default", "ceph-stable")),
+                                           (mid, count // 3, {}), (new, count - 2 * (count // 3), {})), batch)
                 return time.monotonic() - started
 
             setup = time.monotonic()
@@ -114,7 +112,7 @@ def run() -> Report:
                 took = list(pool.map(seed_region, range(len(REGIONS))))
             notes.append(f"setup: {instances} instances, {stacks} stacks, {templates} spare launch templates, "
                          f"{2 * len(REGIONS)} node groups in {time.monotonic() - setup:.0f} s (untimed; per region "
-                         + ", ".join(f"{t:.0f} s" for t in took) + f"; RunInstances of {sandbox_fleet.RUN_BATCH})")
+                         + ", ".join(f"{t:.0f} s" for t in took) + f"; RunInstances of {batch})")
 
             os.environ["AWS_ENDPOINT_URL"] = proxy.endpoint
             proxy.rate_limit()
@@ -165,6 +163,20 @@ def _instances_in(view: object) -> list[object]:
         for value in view:
             found += _instances_in(value)
     return found
+
+
+def _instances(boto3, region: str, groups, batch: int) -> None:
+    """The instances, in a /16 subnet of their own (the sandbox cluster's subnets hold a few hundred
+    addresses; a full subnet is an error, as on AWS), `batch` per RunInstances call."""
+    ec2 = boto3.client("ec2", region_name=region)
+    vpc = ec2.create_vpc(CidrBlock="10.128.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.128.0.0/16")["Subnet"]["SubnetId"]
+    for image, count, tags in groups:
+        spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}] if tags else []
+        for start in range(0, count, batch):
+            n = min(batch, count - start)
+            ec2.run_instances(ImageId=image, MinCount=n, MaxCount=n, InstanceType="m6i.large", SubnetId=subnet,
+                              **({"TagSpecifications": spec} if spec else {}))
 
 
 def _images(boto3, region: str, source: str) -> list[str]:
