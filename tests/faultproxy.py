@@ -160,7 +160,8 @@ class FaultProxy:
             if found is None:
                 return None
             name, rate = found
-            burst, per_second = overrides.get((service, name), (rate.burst * scale, rate.per_second * scale))
+            # a scaled bucket still holds one whole request (below 1 it would refuse every one); an override may not
+            burst, per_second = overrides.get((service, name), (max(1.0, rate.burst * scale), rate.per_second * scale))
             return name, burst, per_second
 
         with self._lock:

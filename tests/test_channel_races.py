@@ -48,9 +48,12 @@ class Cli:
     """One `invoke TASK ...` process; its stderr is read as it comes, so a test can wait for a line."""
 
     def __init__(self, workdir: Path, *args: str, lease_wait: float = 30, ignore_sigint: bool = False,
-                 deadline: float | None = 300) -> None:
+                 deadline: float | None = None) -> None:
         env = {**os.environ, "INVOKE_AMIBUILD_LEASE_WAIT": str(lease_wait)}
-        if deadline is not None:  # a write held at a gate while other processes start and run (None: the default)
+        # None: the real default (30 s of waiting on AWS, `aws.deadline`). A gate holds a write only
+        # while another process starts and runs, well within it; a hold is waiting on AWS, so a
+        # machine so loaded that a process takes 30 s to start would make the held writer give up.
+        if deadline is not None:
             env["INVOKE_AMIBUILD_CHANNEL_DEADLINE"] = str(deadline)
 
         def background() -> None:  # what a shell's `cmd &` does to a job: SIGINT ignored

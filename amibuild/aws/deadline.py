@@ -9,8 +9,8 @@ The clock counts only the time spent waiting on AWS: it runs while at least one 
 operation's calls is on the wire, and stands still between calls (the writer's own pacing, lease
 polls, read-back waits) and while every call in flight is queued in a client-side rate limiter.
 A limiter marks that wait with ``with current().queued():`` (when `current()` is not None), so an
-operation's clock starts once it holds its first token. This module is the one place the
-deadline is kept.
+operation's clock starts once it holds its first token. A read of every channel (``--check``)
+counts from the last answer instead (``between_answers``). The one place deadlines are kept.
 """
 
 from __future__ import annotations
@@ -38,10 +38,15 @@ class Overdue(Exception):
 
 
 class Deadline:
-    """``seconds`` of waiting on AWS, shared by every thread of one operation."""
+    """``seconds`` of waiting on AWS, shared by every thread of one operation.
 
-    def __init__(self, seconds: float = CHANNEL_DEADLINE, *, clock: Callable[[], float] = time.monotonic) -> None:
+    ``between_answers``: ``seconds`` of waiting with no answer; every answer starts the clock again
+    (a read of thousands of channels keeps going while AWS answers, and gives up once it stops)."""
+
+    def __init__(self, seconds: float = CHANNEL_DEADLINE, *, between_answers: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds = seconds
+        self.between_answers = between_answers
         self._clock = clock
         self._lock = threading.Lock()
         self._wire = 0  # calls on the wire now (not queued in a limiter)
@@ -58,8 +63,10 @@ class Deadline:
     def _used(self) -> float:
         return self._spent + (self._clock() - self._since if self._wire else 0.0)
 
-    def _busy(self, step: int) -> None:
+    def _busy(self, step: int, *, answered: bool = False) -> None:
         with self._lock:
+            if answered and self.between_answers:
+                self._spent, self._since = 0.0, self._clock()
             if self._wire and self._wire + step == 0:
                 self._spent += self._clock() - self._since
             elif not self._wire and step > 0:
@@ -90,7 +97,7 @@ class Deadline:
             except BaseException as exc:  # handed to the caller's thread
                 box["error"] = exc
             finally:
-                self._busy(-1)
+                self._busy(-1, answered=True)  # a value or an AWS error: AWS answered
                 done.set()
 
         context = contextvars.copy_context()  # the limiter inside the call finds this deadline

@@ -101,11 +101,15 @@ def channels(
     pipeline: PipelineLike,
     template: str | None = None,
     regions: Sequence[str] | None = None,
+    listed: Mapping[str, Sequence[Parameter]] | None = None,
 ) -> list[ChannelEntry]:
-    """Every variant x channel x region under the pipeline's prefix, with a row where one is missing."""
+    """Every variant x channel x region under the pipeline's prefix, with a row where one is missing.
+
+    `listed`: every region's parameters under the prefix, already read (else read here)."""
     regions = tuple(regions or pipeline.target_regions)
     path, pattern = name_pattern(pipeline, template)
-    listed = fan_out(regions, lambda r: aws.parameters_under(path, r))
+    if listed is None:
+        listed = fan_out(regions, lambda r: aws.parameters_under(path, r))
     found: dict[tuple[str, str, str], dict[str, Parameter]] = {}
     for region in regions:
         for p in listed[region]:

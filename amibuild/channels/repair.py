@@ -29,12 +29,12 @@ from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 from amibuild import tags
-from amibuild.aws import Aws, fan_out
+from amibuild.aws import Aws, deadline, fan_out
 from amibuild.channels.plan import PublishResult, provenance_from_images
-from amibuild.channels.publish import plan_publish
+from amibuild.channels.publish import name_pattern, plan_publish
 from amibuild.channels.read import ChannelEntry, channels
 from amibuild.channels.write import execute_publish, transact
-from amibuild.errors import AmibuildError, ChannelSplit, Interrupted, PublishRefused
+from amibuild.errors import AmibuildError, ChannelSplit, DeadlineExceeded, Interrupted, PublishRefused
 from amibuild.lease import Guard
 
 
@@ -103,13 +103,44 @@ def find_splits(entries: Sequence[ChannelEntry], builds: Mapping[tuple[str, str]
     return splits
 
 
-def check(aws: Aws, *, pipeline: Any) -> list[Split]:
-    """Read every channel of the pipeline in every region and each image's build: the split ones."""
-    entries = channels(aws, pipeline=pipeline)
-    wanted = sorted({(e.region, e.ami) for e in entries if e.ami})
-    images = fan_out(wanted, lambda job: aws.find_image(job[0], job[1])) if wanted else {}
+def check(aws: Aws, *, pipeline: Any, seconds: float | None = None) -> list[Split]:
+    """Read every channel of the pipeline in every region and each image's build: the split ones.
+
+    Under a deadline (`aws.deadline`, between answers): once AWS has left every call unanswered
+    for `seconds` (default 30) of waiting, it gives up with `DeadlineExceeded` naming the regions
+    left UNKNOWN."""
+    limit = deadline.Deadline(seconds or deadline.CHANNEL_DEADLINE, between_answers=True)
+    regions = tuple(pipeline.target_regions)
+    path, _ = name_pattern(pipeline, None)
+    unknown: dict[str, str] = {}  # region -> what went unanswered there
+
+    def asked(region: str, what: str, work: Callable[[], Any]) -> Any:
+        try:
+            return work()
+        except DeadlineExceeded:
+            unknown.setdefault(region, what)
+            return None
+
+    with deadline.bound(limit):
+        listed = fan_out(regions, lambda r: asked(r, "ssm:GetParametersByPath", lambda: aws.parameters_under(path, r)))
+        _give_up(regions, unknown, limit.seconds)
+        entries = channels(aws, pipeline=pipeline, regions=regions, listed=listed)
+        wanted = sorted({(e.region, e.ami) for e in entries if e.ami})
+        images = fan_out(wanted, lambda job: asked(job[0], "ec2:DescribeImages",
+                                                                lambda: aws.find_image(job[0], job[1]))) if wanted else {}
+        _give_up(regions, unknown, limit.seconds)
     builds = {job: build_of(image) for job, image in images.items()}
     return find_splits(entries, builds)
+
+
+def _give_up(regions: Sequence[str], unknown: Mapping[str, str], seconds: float) -> None:
+    if not unknown:
+        return
+    read = [r for r in regions if r not in unknown]
+    raise DeadlineExceeded(
+        f"channels: no answer from AWS within {seconds:g} s ({'; '.join(f'{w} in {r}' for r, w in unknown.items())}); "
+        f"gave up: UNKNOWN: {', '.join(r for r in regions if r in unknown)}; read: {', '.join(read) or 'none'}. "
+        "Nothing was written; run `amibuild channels --check` again once AWS answers")
 
 
 @dataclass(frozen=True)

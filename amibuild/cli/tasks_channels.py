@@ -9,7 +9,7 @@ from invoke import task
 from amibuild.cli import report, summary, values
 from amibuild.errors import ChannelSplit, PublishFailed, SpecError
 from amibuild.cli import run as cli
-from amibuild.cli.tasks_common import CHANNEL_HELP, _guard, _read_timeout, _channel_options
+from amibuild.cli.tasks_common import CHANNEL_HELP, _channel_deadline, _guard, _read_timeout, _channel_options
 
 
 GATE_HELP = {
@@ -226,7 +226,7 @@ def channels(c, pipeline=None, profile=None, json=False, markdown=False, check=F
 
     def body(signals=None):
         aws, pipe = gateway()
-        splits = repair_mod.check(aws, pipeline=pipe)
+        splits = repair_mod.check(aws, pipeline=pipe, seconds=_channel_deadline(c))
         if not repair:
             return splits, []
         return splits, repair_mod.repair_all(aws, pipeline=pipe, splits=splits, guard=_guard(c, signals))
