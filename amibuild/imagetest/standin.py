@@ -31,7 +31,7 @@ from amibuild.imagetest.store import CHECKS_LIST, STANDIN_GAP
 from amibuild.imagetest.store import STANDIN_DIR as STANDIN_DIR, STORE_ENV as STORE_ENV, store as store  # re-exported
 from amibuild.pipeline import imagetests
 from amibuild.printable import printable
-from amibuild.render import CHECKS_SCRIPT, RECORD_FILE
+from amibuild.render import CHECKS_SCRIPT, INVENTORY_FILE, INVENTORY_REMOTE, INVENTORY_SCRIPT, RECORD_FILE
 from amibuild.rehearse.steps import Step, parse_steps
 from amibuild.rehearse import overlay
 
@@ -85,7 +85,15 @@ def chain_steps(root: Path) -> list[Step]:
         raise RehearsalUnavailable(f"{root / STANDIN_DIR}: no stand-in of the image here (render it for the sandbox)")
     # run by Packer's local step: the sensitive variables are in this process's PKR_VAR_* environment
     steps = parse_steps(files, str(root), packer_env=os.environ)
-    return [s for s in steps if not s.script.endswith(CHECKS_SCRIPT)]
+    return [s for s in steps if not s.script.endswith((CHECKS_SCRIPT, INVENTORY_SCRIPT))
+            and not any(u.source == INVENTORY_REMOTE for u in s.uploads)]
+
+
+def inventory_script(root: Path) -> str | None:
+    """The inventory step's script shipped in ``root``: the stand-in runs it after the checks, its
+    stdout the package list (None when the build has none)."""
+    path = root / INVENTORY_SCRIPT
+    return path.read_text(encoding="utf-8") if path.exists() else None
 
 
 def settings(root: Path) -> dict[str, Any]:
@@ -158,8 +166,10 @@ def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], d
         return 0, [f"amibuild: stage 1 checks turned off for variant {record['variant']} (test_on_build = false)"], {
             "stage": "build", "result": "off", "checks": []}
     checks = _checks(root)
+    inventory = inventory_script(root)
     try:
-        done = run(root, [imagetests.check_command(c) for c in checks], refuse=refuse)
+        done = run(root, [imagetests.check_command(c) for c in checks] + ([inventory] if inventory else []),
+                   refuse=refuse)
     except RehearsalUnavailable as exc:
         lines = [f"amibuild: stage 1 checks not testable here: {exc}"]
         return 0, lines, {"stage": "build", "result": str(imagetests.Verdict.UNTESTABLE), "reason": str(exc), "checks": []}
@@ -170,6 +180,11 @@ def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], d
     if not done.chain_ok:
         lines = [f"amibuild: stage 1: the provisioning chain failed before the checks: {done.failed_step}"]
         return 1, lines, {"stage": "build", "result": "failed", "reason": done.failed_step, "checks": []}
+    if inventory and len(done.scripts) > len(checks):
+        listed = done.scripts[len(checks)]
+        if listed.exit_status == 0 and not listed.gap:  # brought back as the real build's download does
+            (root / INVENTORY_FILE).write_text(listed.stdout, encoding="utf-8")
+        done.scripts = done.scripts[:len(checks)]
     results = [_result(check, ran) for check, ran in zip(checks, done.scripts, strict=False)]
     results += [imagetests.CheckResult(c.name, "build", imagetests.Verdict.NOT_RUN, None, 0.0)
                 for c in checks[len(done.scripts):]]

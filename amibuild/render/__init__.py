@@ -23,7 +23,8 @@ from amibuild.render.disk import write
 from amibuild.render.model import (AWS_POLLING, COMMUNICATORS, HCL_FILE, RECORD_FILE, VARS_FILE, Build, PackerVariable,
                                    Provisioner, ProvisionerKind, Rendered, SourceAmi, SourceHow, Target,
                                    Transform)
-from amibuild.render.provisioners import (CHECKS_SCRIPT, EARLY_STEPS, EXECUTE, PROVISION_SCRIPTS, Step, checks_script,
+from amibuild.render.provisioners import (CHECKS_SCRIPT, EARLY_STEPS, EXECUTE, INVENTORY_FILE, INVENTORY_REMOTE,
+                                          INVENTORY_SCRIPT, PROVISION_SCRIPTS, Step, checks_script,
                                           checks_step, provisioner_blocks, provisioner_groups, provisioning_steps)
 from amibuild.render.source import EKS_OWNER, eks_name_filter, eks_parameter
 from amibuild.render.template import TEMPLATES, manifest_block, render_template
@@ -33,6 +34,7 @@ from amibuild.render.variables import (NO_PROXY_ALWAYS, SECRET_VARS, apply_packe
 
 __all__ = [
     "AWS_POLLING", "CHECKS_SCRIPT", "COMMUNICATORS", "EARLY_STEPS", "EKS_OWNER", "EXECUTE", "HCL_FILE",
+    "INVENTORY_FILE", "INVENTORY_REMOTE", "INVENTORY_SCRIPT",
     "NO_PROXY_ALWAYS", "OWN_VARS", "OWN_VARS_FILE", "PROVISION_SCRIPTS", "RECORD_FILE", "SECRET_VARS", "TEMPLATES",
     "UPSTREAM_VARS", "VARS_FILE",
     "Build", "PackerVariable", "Provisioner", "ProvisionerKind", "Rendered", "SourceAmi", "SourceHow", "Step", "Target",
