@@ -121,6 +121,7 @@ class BuildRun:
     record_error: str = ""  # the run record could not be written: why
     # {variant: its provenance statement (`amibuild.attest.sign.Stored`)}, for the variants built in this run
     statements: Mapping[str, Any] = field(default_factory=dict)
+    sboms: Mapping[str, Any] = field(default_factory=dict)  # {variant: `amibuild.bake.sboms.SbomStored`}
     publish_plan: tuple[PublishMove, ...] = ()  # --dry-run: what the publish step would write where
     steps: tuple[str, ...] = ()  # --dry-run: what the real run does around each build, from its flags
 
@@ -138,7 +139,8 @@ class BuildRun:
         provenance = self.statements.get(outcome.name)
         return {**outcome.to_dict(), "published": done.published() if done else {},
                 "publish_error": done.error if done else outcome.boot_error,
-                **({"provenance": provenance.to_dict()} if provenance is not None else {})}
+                **({"provenance": provenance.to_dict()} if provenance is not None else {}),
+                **({"sbom": self.sboms[outcome.name].to_dict()} if outcome.name in self.sboms else {})}
 
     def to_dict(self) -> dict:
         if self.outcomes is None:
@@ -419,13 +421,21 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     published: dict[str, VariantPublished] = {}
     interrupted = executor.state.interrupted
     stopped_by, exit_code = "", ExitCode.INTERRUPTED
-    statements = {}
+    statements: dict[str, Any] = {}
+    sboms: dict[str, Any] = {}
     if attestor is not None and not interrupted:
         from amibuild.bake.statements import provenance_statements  # deferred: as attestor_for above
 
+        from amibuild.bake.sboms import store_sboms  # deferred: cyclonedx-python-lib only when something was built
+
+        # each built variant's SBOM, stored beside its statements; its digest goes into the provenance
+        sboms = dict(store_sboms(aws, attestor.where, plan, outcomes))
+        for name, kept in sorted(sboms.items()):
+            say(f"{'warning: ' if kept.error else ''}{name}: {kept.line()}")
         # each built variant's provenance, signed and stored before its boot test and its publish
         statements = dict(provenance_statements(attestor, plan, outcomes, version=__version__, git_commit=commit,
-                                                packer_version=str(settings.packer.version()), pipeline_digest=digest))
+                                                packer_version=str(settings.packer.version()), pipeline_digest=digest,
+                                                package_lists={n: k.digest for n, k in sboms.items()}))
         for name, stored in sorted(statements.items()):
             say(f"{'warning: ' if stored.error else ''}{name}: {stored.line()}")
     if settings.boot_test is not None and not interrupted:  # --boot-test: before anything is published
@@ -453,7 +463,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
         if signals.requested():
             interrupted, stopped_by, exit_code = True, signals.name, signals.exit_code
     result = BuildRun(plan, outcomes, path, published, interrupted, executor.state.aborted, tuple(sharing),
-                      stopped_by, exit_code, statements=statements)
+                      stopped_by, exit_code, statements=statements, sboms=sboms)
     try:
         records.write_record(path, _record(plan, commit, state="finished", outcomes=outcomes, published=published,
                                            interrupted=interrupted, signal=stopped_by, sharing=sharing,

@@ -1,0 +1,240 @@
+"""The inventory commands' jobs: `sbom` (an image's package list), `diff` (two images side by side).
+
+An image is named by a channel (the AMI its parameter holds in the build region), an AMI id, or a
+build-ami run id (the AMI the run record names). Its SBOM is the one stored beside its statements
+whose SHA-256 the image's verified provenance (from this pipeline, for this variant) signs: an SBOM
+nobody signed, or one altered since, is not read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from amibuild.attest import store
+from amibuild.attest.predicates import PACKAGE_LIST
+from amibuild.aws import Aws, Image
+from amibuild.bake import record as records
+from amibuild.channels import evidence, known
+from amibuild.errors import AmibuildError, SpecError
+from amibuild.inventory import diff as diffs
+from amibuild.inventory import sbom
+from amibuild.inventory.packages import Package
+from amibuild.pipeline.naming import parameter_name
+from amibuild.pipeline.options import Options, load_pipeline
+
+FORMATS = ("cyclonedx", "spdx", "table")
+_AMI = re.compile(r"ami-[0-9a-f]{8}(?:[0-9a-f]{9})?", re.ASCII)
+_RUN = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}", re.ASCII)
+
+
+class NoSbom(AmibuildError):
+    """An image has no SBOM its signed provenance vouches for."""
+
+
+@dataclass(frozen=True)
+class Located:
+    """One image as a command names it, found."""
+
+    label: str
+    region: str
+    image: Image
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """An image's signed package list: the SBOM document and what the provenance says beside it."""
+
+    where: Located
+    document: str  # the stored CycloneDX 1.5 JSON
+    key: str
+    packages: tuple[Package, ...]
+    inputs: Mapping[str, Any]  # the fingerprint's inputs, as signed
+    os_name: str
+
+
+def _variant(pipeline: Any, name: str) -> Any:
+    found = [v for v in pipeline.variants if v.name == name]
+    if not found:
+        raise SpecError(f"--variant {name}: not in the pipeline file (variants: {', '.join(v.name for v in pipeline.variants)})")
+    return found[0]
+
+
+def locate(aws: Aws, options: Options, pipeline: Any, variant: Any, label: str, flag: str) -> Located:
+    """The image ``label`` names (a channel, an AMI id or a run id) in the pipeline's build region."""
+    region = pipeline.build_region
+    if _AMI.fullmatch(label):
+        ami = label
+    elif _RUN.fullmatch(label):
+        path = records.record_path(options.build_dir, label)
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise SpecError(f"{flag} {label}: no run record at {path}") from None
+        amis = next((v.get("amis") or {} for v in record.get("variants", []) if v.get("name") == variant.name), {})
+        if region not in amis:
+            raise SpecError(f"{flag} {label}: the run built no image of {variant.name} in {region}")
+        ami = amis[region]
+    else:
+        known.require(aws, pipeline, [variant], known.Asked(label, flag), every=False)
+        param = aws.find_parameter(parameter_name(pipeline, variant, label), region)
+        if param is None:
+            raise SpecError(f"{flag} {label}: channel {label} of {variant.name} holds no image in {region}")
+        ami = param.value
+    image = aws.find_image(region, ami)
+    if image is None:
+        raise SpecError(f"{flag} {label}: image {ami} does not exist in {region}")
+    return Located(label, region, image)
+
+
+def signed_digest(predicate: Mapping[str, Any]) -> str:
+    """The package list's digest a provenance predicate signs ("" when it has none). Pure."""
+    for item in (predicate.get("runDetails") or {}).get("byproducts") or []:
+        if item.get("name") == PACKAGE_LIST:
+            return str((item.get("digest") or {}).get("sha256") or "")
+    return ""
+
+
+def inventory(aws: Aws, reader: evidence.Reader, pipeline: Any, variant: Any, where: Located) -> Inventory:
+    """The image's SBOM that its verified provenance signs (the newest such), read and parsed."""
+    found = reader.about(where.image)
+    proof = evidence.provenance_of(found, pipeline.name, variant.name)
+    ami = where.image.image_id
+    if proof is None:
+        raise NoSbom(f"{where.label} ({ami}): {evidence.summarise(found, pipeline.name, variant.name).provenance}")
+    digest = signed_digest(proof.predicate)
+    if not digest:
+        raise NoSbom(f"{where.label} ({ami}): its provenance records no package list (built before inventories, "
+                     "or stage 1 brought none back): rebuild it to get one")
+    place = reader.where
+    keys = store.sbom_keys(aws, place.bucket, place.region, pipeline.name, ami)
+    for key in reversed(keys):
+        body = aws.get_object(place.bucket, key, place.region)
+        if hashlib.sha256(body).hexdigest() == digest:
+            internal = (proof.predicate.get("buildDefinition") or {}).get("internalParameters") or {}
+            inputs = dict(internal.get("fingerprintInputs") or {})
+            text = body.decode("utf-8")
+            return Inventory(where, text, key, sbom.packages_of(text), inputs, str(inputs.get("os") or variant.os))
+    raise NoSbom(f"{where.label} ({ami}): no SBOM in s3://{place.bucket}/{store.image_prefix(pipeline.name, ami)}sbom/ "
+                 f"has the digest its signed provenance records (sha256 {digest[:12]}): "
+                 f"{'altered or removed' if keys else 'none is stored'}")
+
+
+# ------------------------------------------------------------------------------- sbom
+
+
+@dataclass(frozen=True)
+class SbomRequest:
+    """`amibuild sbom`: the flags."""
+
+    options: Options
+    variant: str
+    channel: str | None = None
+    ami: str | None = None
+    format: str = "cyclonedx"
+
+
+@dataclass(frozen=True)
+class SbomResult:
+    inventory: Inventory
+    format: str
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        where = self.inventory.where
+        return {"label": where.label, "region": where.region, "image": where.image.image_id, "key": self.inventory.key,
+                "format": self.format, "packages": [p.to_dict() for p in self.inventory.packages]}
+
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
+
+    def raise_for_status(self) -> None:
+        return None
+
+
+def check_subject(channel: str | None, ami: str | None, command: str) -> str:
+    """The one image a command names (exit 2 for none, both or a malformed AMI id)."""
+    if bool(channel) == bool(ami):
+        raise SpecError(f"{command}: give --channel CHANNEL or --ami AMI (one of them)")
+    if ami and not _AMI.fullmatch(ami):
+        raise SpecError(f"--ami {ami!r} is not an AMI id (ami- and 8 or 17 hex digits)")
+    return ami or str(channel)
+
+
+def run_sbom(request: SbomRequest, aws: Aws | None = None) -> SbomResult:
+    if request.format not in FORMATS:
+        raise SpecError(f"--format {request.format!r}: one of {', '.join(FORMATS)}")
+    label = check_subject(request.channel, request.ami, "sbom")
+    pipeline = load_pipeline(request.options)
+    variant = _variant(pipeline, request.variant)
+    aws = aws or Aws(profile=request.options.profile, region=pipeline.build_region)
+    where = locate(aws, request.options, pipeline, variant, label, "--ami" if request.ami else "--channel")
+    found = inventory(aws, evidence.Reader(aws, pipeline), pipeline, variant, where)
+    if request.format == "cyclonedx":
+        text = json.dumps(json.loads(found.document), indent=2)
+    elif request.format == "spdx":
+        text = sbom.spdx(found.packages, os_name=found.os_name, image=where.image.image_id,
+                         created=datetime.now(timezone.utc))
+    else:
+        text = "\n".join(sbom.table(found.packages))
+    return SbomResult(found, request.format, text)
+
+
+# ------------------------------------------------------------------------------- diff
+
+
+@dataclass(frozen=True)
+class DiffRequest:
+    """`amibuild diff`: the flags."""
+
+    options: Options
+    variant: str
+    source: str  # --from: a channel, an AMI id or a run id
+    target: str  # --to
+    markdown: bool = False
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    result: diffs.ImageDiff
+    markdown: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.result.to_dict()
+
+    def lines(self) -> list[str]:
+        return diffs.markdown(self.result).splitlines() if self.markdown else diffs.lines(self.result)
+
+    def summary(self) -> str:
+        return self.result.summary()
+
+    def raise_for_status(self) -> None:
+        return None
+
+
+def side(found: Inventory, findings: tuple[str, ...] | None = None) -> diffs.Side:
+    return diffs.Side(found.where.label, found.where.image.image_id, found.packages, found.inputs, findings)
+
+
+def run_diff(request: DiffRequest, aws: Aws | None = None) -> DiffResult:
+    for flag, value in (("--from", request.source), ("--to", request.target)):
+        if not value:
+            raise SpecError(f"diff: {flag} names an image: a channel, an AMI id or a build-ami run id")
+    pipeline = load_pipeline(request.options)
+    variant = _variant(pipeline, request.variant)
+    aws = aws or Aws(profile=request.options.profile, region=pipeline.build_region)
+    reader = evidence.Reader(aws, pipeline)
+    old = inventory(aws, reader, pipeline, variant, locate(aws, request.options, pipeline, variant, request.source, "--from"))
+    new = inventory(aws, reader, pipeline, variant, locate(aws, request.options, pipeline, variant, request.target, "--to"))
+    return DiffResult(diffs.diff(side(old), side(new)), request.markdown)
+
+
+def diff_images(aws: Aws, pipeline: Any, variant: Any, old: Located, new: Located) -> diffs.ImageDiff:
+    """The diff of two located images (for `promote`'s one line)."""
+    reader = evidence.Reader(aws, pipeline)
+    return diffs.diff(side(inventory(aws, reader, pipeline, variant, old)),
+                      side(inventory(aws, reader, pipeline, variant, new)))
