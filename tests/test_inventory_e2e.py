@@ -106,3 +106,18 @@ def test_sbom_of_a_typo_channel_is_refused_with_did_you_mean(tmp_path: Path, san
     (tmp_path / "amibuild.hcl").write_text(PIPELINE)
     result = run_cli(tmp_path, "sbom", "--variant", "ceph", "--channel", "stabel")
     assert result.returncode == 2 and "--channel stabel: no such channel" in result.stderr and "stable" in result.stderr
+
+
+def test_promote_prints_one_line_summarising_the_diff_it_makes(tmp_path: Path, sandbox):
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    first = _build(tmp_path)
+    second = _build(tmp_path, "--extra-pkg", "htop")
+    for channel, built in (("candidate", first), ("recommended", second)):
+        published = run_cli(tmp_path, "publish", "--variant", "ceph", "--channel", channel, "--ami",
+                            f"us-west-2={built['amis']['us-west-2']}")
+        assert published.returncode == 0, published.stderr
+    result = run_cli(tmp_path, "promote", "--variant", "ceph", "--from", "recommended", "--to", "candidate")
+    assert result.returncode == 0, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("diff: ")]
+    assert line == (f"diff: {first['amis']['us-west-2']} -> {second['amis']['us-west-2']}: packages 1 added, "
+                    "0 removed, 0 changed; 1 setting(s) differ")

@@ -65,3 +65,30 @@ def _required(variant: str | None) -> str:
     if not variant:
         raise SpecError("--variant: name the variant whose image this is")
     return variant
+
+
+def promote_line(opts, result) -> str:
+    """The one line `promote` says about the change it makes (or plans) in the build region: the diff
+    of the image the target channel held and the one it gets. Never fails the promote."""
+    # deferred: imported when promote has written, not on the `amibuild --list` path
+    from amibuild.aws import Aws
+    from amibuild.errors import AmibuildError
+    from amibuild.jobs import image_inventory as job
+    from amibuild.pipeline.options import load_pipeline
+
+    rows = [r for r in getattr(result, "regions", ()) if getattr(r, "previous_ami", "") and r.ami
+            and r.previous_ami != r.ami]
+    if not rows:
+        return ""
+    try:
+        pipeline = load_pipeline(opts)
+        variant = next(v for v in pipeline.variants if v.name == result.variant)
+        row = next((r for r in rows if r.region == pipeline.build_region), rows[0])
+        aws = Aws(profile=opts.profile, region=pipeline.build_region)
+        old, new = (aws.find_image(row.region, ami) for ami in (row.previous_ami, row.ami))
+        if old is None or new is None:
+            return f"diff: not compared: {row.previous_ami if old is None else row.ami} is gone from {row.region}"
+        return "diff: " + job.diff_images(aws, pipeline, variant, job.Located(f"{result.channel} before", row.region, old),
+                                          job.Located(result.channel, row.region, new)).summary()
+    except (AmibuildError, StopIteration) as exc:
+        return f"diff: not compared: {exc}"
