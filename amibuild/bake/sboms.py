@@ -29,6 +29,7 @@ class SbomStored:
     bucket: str = ""
     keys: tuple[str, ...] = ()
     error: str = ""
+    document: str = ""  # the stored CycloneDX JSON (for build-ami --scan; not in `to_dict`)
 
     def line(self) -> str:
         if self.error:
@@ -72,6 +73,6 @@ def store_sboms(aws: Any, where: Where, plan: BuildPlan, outcomes: Sequence[Buil
                 aws.put_object(where.bucket, key, body, where.region)
         except AmibuildError as exc:
             return SbomStored(error=f"not stored in s3://{where.bucket}: {exc}")
-        return SbomStored(hashlib.sha256(body).hexdigest(), count, where.bucket, keys)
+        return SbomStored(hashlib.sha256(body).hexdigest(), count, where.bucket, keys, document=document)
 
     return fan_out(sorted(built), one) if built else {}

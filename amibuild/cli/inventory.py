@@ -1,4 +1,4 @@
-"""`amibuild sbom`, `amibuild diff`: an image's signed package list, and two images compared.
+"""`amibuild sbom`, `diff`, `scan`: an image's signed package list, two images compared, a vulnerability scan.
 
 The tasks live here (tasks.py adds them to the collection): each turns its flags into its frozen
 request (`amibuild.jobs.image_inventory`), runs the job and prints its result.
@@ -54,6 +54,27 @@ def diff(c, variant=None, from_=None, to=None, markdown=False, k8s=None, json=Fa
     opts = cli.options(c, pipeline=pipeline, profile=profile, k8s=k8s, variant=[variant] if variant else None)
     result = cli.run(lambda: job.run_diff(job.DiffRequest(opts, _required(variant), from_ or "", to or "",
                                                           markdown)))
+    if json:
+        cli.emit_json(result.to_dict())
+    else:
+        cli.lines_out(result.lines())
+    cli.finish(result)
+
+
+SCAN_HELP = {
+    **COMMON_HELP,
+    "channel": "Channel whose image to scan (its policy, if its block has `scan`, says pass or refuse)",
+    "ami": "An image id (in the build region), instead of a channel",
+}
+
+
+@task(help=SCAN_HELP, auto_shortflags=False)
+def scan(c, variant=None, channel=None, ami=None, k8s=None, json=False, pipeline=None, profile=None):
+    """Scan an image's SBOM with Amazon Inspector (ScanSbom); keep the findings as a signed scan statement."""
+    from amibuild.jobs import image_inventory as job  # deferred: not on the `amibuild --list` path
+
+    opts = cli.options(c, pipeline=pipeline, profile=profile, k8s=k8s, variant=[variant] if variant else None)
+    result = cli.run(lambda: job.run_scan(job.ScanRequest(opts, _required(variant), channel, ami)))
     if json:
         cli.emit_json(result.to_dict())
     else:

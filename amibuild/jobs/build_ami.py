@@ -63,6 +63,7 @@ class BuildSettings:
     wait: bool = True
     stall_after: float = 10.0
     boot_test: Any = None  # imagetest.boot.BootTestSettings: boot each built image before publishing (--boot-test)
+    scan: bool = False  # --scan: each built image's SBOM through Inspector's ScanSbom before publishing
     target: Target = Target()  # what the builds are rendered for (chosen by the caller, from the environment)
     transform: Transform | None = None  # applied to each real build before it is written: the sandbox's
     channel_deadline: float | None = None  # seconds of waiting on AWS each channel write may spend (None: 30)
@@ -122,6 +123,7 @@ class BuildRun:
     # {variant: its provenance statement (`amibuild.attest.sign.Stored`)}, for the variants built in this run
     statements: Mapping[str, Any] = field(default_factory=dict)
     sboms: Mapping[str, Any] = field(default_factory=dict)  # {variant: `amibuild.bake.sboms.SbomStored`}
+    scans: Mapping[str, Any] = field(default_factory=dict)  # --scan: {variant: `amibuild.jobs.image_inventory.Scanned`}
     publish_plan: tuple[PublishMove, ...] = ()  # --dry-run: what the publish step would write where
     steps: tuple[str, ...] = ()  # --dry-run: what the real run does around each build, from its flags
 
@@ -140,7 +142,8 @@ class BuildRun:
         return {**outcome.to_dict(), "published": done.published() if done else {},
                 "publish_error": done.error if done else outcome.boot_error,
                 **({"provenance": provenance.to_dict()} if provenance is not None else {}),
-                **({"sbom": self.sboms[outcome.name].to_dict()} if outcome.name in self.sboms else {})}
+                **({"sbom": self.sboms[outcome.name].to_dict()} if outcome.name in self.sboms else {}),
+                **({"scan": self.scans[outcome.name].to_dict()} if outcome.name in self.scans else {})}
 
     def to_dict(self) -> dict:
         if self.outcomes is None:
@@ -295,6 +298,9 @@ def planned_steps(settings: BuildSettings) -> tuple[str, ...]:
     limit = f", each within {settings.timeout:g} s" if settings.timeout else ""
     steps.append(f"packer build, up to {parallel} at a time{limit}"
                  + ("" if settings.wait else "; a variant another run is building fails at once (--no-wait)"))
+    if settings.scan:
+        steps.append("scan each built image's SBOM with Inspector (ScanSbom) and keep the findings as a signed "
+                     "scan statement, before it is published")
     if settings.boot_test is not None:
         where = f", joining cluster {settings.boot_test.cluster}" if settings.boot_test.cluster else ""
         steps.append(f"boot test each built image before it is published{where}; "
@@ -438,6 +444,9 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
                                                 package_lists={n: k.digest for n, k in sboms.items()}))
         for name, stored in sorted(statements.items()):
             say(f"{'warning: ' if stored.error else ''}{name}: {stored.line()}")
+    scans: dict[str, Any] = {}
+    if settings.scan and attestor is not None and not interrupted:  # --scan: before anything is published
+        scans = scan_built(aws, attestor, plan, sboms, say)
     if settings.boot_test is not None and not interrupted:  # --boot-test: before anything is published
         from amibuild.imagetest.after_build import boot_test_outcomes  # deferred: only for --boot-test
 
@@ -463,7 +472,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
         if signals.requested():
             interrupted, stopped_by, exit_code = True, signals.name, signals.exit_code
     result = BuildRun(plan, outcomes, path, published, interrupted, executor.state.aborted, tuple(sharing),
-                      stopped_by, exit_code, statements=statements, sboms=sboms)
+                      stopped_by, exit_code, statements=statements, sboms=sboms, scans=scans)
     try:
         records.write_record(path, _record(plan, commit, state="finished", outcomes=outcomes, published=published,
                                            interrupted=interrupted, signal=stopped_by, sharing=sharing,
@@ -471,6 +480,28 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     except RecordNotWritten as exc:
         return replace(result, record_error=str(exc))
     return result
+
+
+def scan_built(aws: Aws, attestor: Any, plan: BuildPlan, sboms: Mapping[str, Any], say: Say) -> dict[str, Any]:
+    """--scan: each built variant's stored SBOM through ScanSbom, its findings a signed scan statement."""
+    from amibuild.jobs.image_inventory import scan_document  # deferred: the scan only with --scan
+
+    out: dict[str, Any] = {}
+    for name, kept in sorted(sboms.items()):
+        if kept.error:
+            say(f"warning: {name}: not scanned: it has no SBOM ({kept.error})")
+            continue
+        amis = {r: k.split("/images/")[1].split("/")[0] for r, k in zip(plan.regions, kept.keys, strict=True)}
+        try:
+            out[name] = scan_document(aws, attestor, kept.document, amis, plan.run_id)
+        except AmibuildError as exc:
+            say(f"warning: {name}: not scanned: {exc}")
+            continue
+        found = out[name]
+        say(f"{name}: scan: {len(found.findings)} finding(s)"
+            + (f" ({', '.join(f'{f.id} {f.severity}' for f in found.findings)})" if found.findings else "")
+            + f"; {found.stored.line()}")
+    return out
 
 
 def not_published(outcomes, channel: str, exc: Exception) -> dict[str, VariantPublished]:

@@ -1,4 +1,5 @@
-"""The inventory commands' jobs: `sbom` (an image's package list), `diff` (two images side by side).
+"""The inventory commands' jobs: `sbom` (an image's package list), `diff` (two images side by side),
+`scan` (its SBOM through Inspector's ScanSbom, the findings kept as a signed scan statement).
 
 An image is named by a channel (the AMI its parameter holds in the build region), an AMI id, or a
 build-ami run id (the AMI the run record names). Its SBOM is the one stored beside its statements
@@ -13,16 +14,21 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from amibuild.attest import store
 from amibuild.attest.predicates import PACKAGE_LIST
+from amibuild.attest.sign import Attestor, Stored, attestor
+from amibuild.attest.statement import SCAN
 from amibuild.aws import Aws, Image
 from amibuild.bake import record as records
+from amibuild.bake.plan import new_run_id
 from amibuild.channels import evidence, known
+from amibuild.channels.verify import channel_targets
 from amibuild.errors import AmibuildError, SpecError
 from amibuild.inventory import diff as diffs
 from amibuild.inventory import sbom
+from amibuild.inventory import scan as scans
 from amibuild.inventory.packages import Package
 from amibuild.pipeline.naming import parameter_name
 from amibuild.pipeline.options import Options, load_pipeline
@@ -238,3 +244,125 @@ def diff_images(aws: Aws, pipeline: Any, variant: Any, old: Located, new: Locate
     reader = evidence.Reader(aws, pipeline)
     return diffs.diff(side(inventory(aws, reader, pipeline, variant, old)),
                       side(inventory(aws, reader, pipeline, variant, new)))
+
+
+# ------------------------------------------------------------------------------- scan
+
+
+class ScanRefused(AmibuildError):
+    """An image's scan has findings its channel's `scan` policy refuses."""
+
+
+@dataclass(frozen=True)
+class ScanRequest:
+    """`amibuild scan`: the flags."""
+
+    options: Options
+    variant: str
+    channel: str | None = None
+    ami: str | None = None
+
+
+@dataclass(frozen=True)
+class Scanned:
+    """One image's scan: its findings and the signed scan statement that keeps them."""
+
+    amis: Mapping[str, str]  # {region: ami} the statement is about
+    findings: tuple[scans.Finding, ...]
+    stored: Stored
+    batches: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"amis": dict(self.amis), "batches": self.batches, "findings": [f.to_dict() for f in self.findings],
+                "statement": self.stored.to_dict()}
+
+    def lines(self) -> list[str]:
+        out = [f"  {len(self.findings)} finding(s) in {self.batches} ScanSbom batch(es)"]
+        out += [f"    {f.id} {f.severity}{'' if f.score is None else f' {f.score:g}'} {f.package}"
+                + (f" (fixed in {f.fixed_in})" if f.fixed_in else "") for f in self.findings]
+        out.append(f"  {self.stored.line()}")
+        return out
+
+
+def scan_predicate(found: Sequence[scans.Finding], *, sbom_digest: str, started: str, finished: str) -> dict[str, Any]:
+    """The scan statement's predicate: in-toto's vulns fields, with amibuild's findings beside them. Pure."""
+    return {"scanner": {"uri": "https://inspector-scan.amazonaws.com/scan/sbom", "version": "ScanSbom",
+                        "result": [{"id": f.id, "severity": [{"method": "CVSS", "score": f.severity}]} for f in found]},
+            "metadata": {"scanStartedOn": started, "scanFinishedOn": finished},
+            "sbom": {"mediaType": "application/vnd.cyclonedx+json;version=1.5", "digest": {"sha256": sbom_digest}},
+            "findings": [f.to_dict() for f in found]}
+
+
+def scan_document(aws: Aws, attestor: Attestor, document: str, amis: Mapping[str, str], run_id: str) -> Scanned:
+    """ScanSbom of the SBOM in batches (in the attestation region), the findings kept as a signed statement."""
+    started = _now()
+    parts = scans.batches(document)
+    found: list[scans.Finding] = []
+    for part in parts:
+        found += scans.findings(aws.scan_sbom(part, attestor.where.region))
+    unique = tuple(sorted(set(found), key=lambda f: (-scans.SEVERITIES.index(f.severity) if f.severity in scans.SEVERITIES
+                                                     else 1, f.id, f.package)))
+    digest = hashlib.sha256(document.encode("utf-8")).hexdigest()
+    predicate = scan_predicate(unique, sbom_digest=digest, started=started, finished=_now())
+    return Scanned(dict(amis), unique, attestor.make(dict(amis), SCAN, predicate, run_id), len(parts))
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    label: str
+    variant: str
+    scanned: Scanned
+    policy: scans.ScanPolicy | None  # the channel's `scan` block, when it has one
+    verdict: scans.ScanVerdict | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "variant": self.variant, **self.scanned.to_dict(),
+                "policy": None if self.policy is None else {"max_severity": self.policy.max_severity},
+                "refused": None if self.verdict is None else self.verdict.reasons()}
+
+    def lines(self) -> list[str]:
+        out = [f"scan {self.variant} {self.label}: " + ", ".join(f"{r} {a}" for r, a in sorted(self.scanned.amis.items()))]
+        out += self.scanned.lines()
+        if self.verdict is not None and self.policy is not None:
+            out.append(f"  scan policy (refuses {self.policy.max_severity} and above): "
+                       + ("passes" if self.verdict.passes else "REFUSES: " + "; ".join(self.verdict.reasons())))
+            out += [f"  ignored: {f.id} until {i.until.isoformat()} ({i.reason})" for f, i in self.verdict.ignored]
+        return out
+
+    def raise_for_status(self) -> None:
+        if self.scanned.stored.error:
+            raise AmibuildError(f"scan {self.label}: the findings were not kept: {self.scanned.stored.error}")
+        if self.verdict is not None and not self.verdict.passes:
+            raise ScanRefused(f"scan {self.variant} {self.label}: refused by the channel's scan policy: "
+                              + "; ".join(self.verdict.reasons()))
+
+
+def run_scan(request: ScanRequest, aws: Aws | None = None) -> ScanResult:
+    label = check_subject(request.channel, request.ami, "scan")
+    pipeline = load_pipeline(request.options)
+    variant = _variant(pipeline, request.variant)
+    aws = aws or Aws(profile=request.options.profile, region=pipeline.build_region)
+    where = locate(aws, request.options, pipeline, variant, label, "--ami" if request.ami else "--channel")
+    reader = evidence.Reader(aws, pipeline)
+    found = inventory(aws, reader, pipeline, variant, where)
+    amis = {where.region: where.image.image_id}
+    if request.channel:  # the statement names the channel's image in every region that holds it
+        for target in channel_targets(aws, pipeline, variant, request.channel, pipeline.target_regions):
+            if target.image is not None and target.region not in amis:
+                amis[target.region] = target.ami
+    who = attestor(aws, pipeline, say=lambda _: None)
+    if who is None:
+        raise AmibuildError("scan: the findings cannot be kept as a statement: the attestation settings cannot be read")
+    done = scan_document(aws, who, found.document, amis, new_run_id())
+    gate = pipeline.gates.get(request.channel) if request.channel else None
+    policy = gate.scan if gate is not None and "scanned" in gate.requires else None
+    verdict = None
+    if policy is not None:
+        # an ignore's `until` is read on AWS's clock (the channel's history answer), never this machine's
+        now = aws.dated_history(parameter_name(pipeline, variant, str(request.channel)), pipeline.build_region).answered_at
+        verdict = scans.judge(done.findings, policy, now or datetime.max)
+    return ScanResult(label, variant.name, done, policy, verdict)
