@@ -430,9 +430,8 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     statements: dict[str, Any] = {}
     sboms: dict[str, Any] = {}
     if attestor is not None and not interrupted:
-        from amibuild.bake.statements import provenance_statements  # deferred: as attestor_for above
-
         from amibuild.bake.sboms import store_sboms  # deferred: cyclonedx-python-lib only when something was built
+        from amibuild.bake.statements import provenance_statements  # deferred: as attestor_for above
 
         # each built variant's SBOM, stored beside its statements; its digest goes into the provenance
         sboms = dict(store_sboms(aws, attestor.where, plan, outcomes))
@@ -446,6 +445,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
             say(f"{'warning: ' if stored.error else ''}{name}: {stored.line()}")
     scans: dict[str, Any] = {}
     if settings.scan and attestor is not None and not interrupted:  # --scan: before anything is published
+        from amibuild.jobs.image_inventory import scan_built  # deferred: the scan only with --scan
         scans = scan_built(aws, attestor, plan, sboms, say)
     if settings.boot_test is not None and not interrupted:  # --boot-test: before anything is published
         from amibuild.imagetest.after_build import boot_test_outcomes  # deferred: only for --boot-test
@@ -480,28 +480,6 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     except RecordNotWritten as exc:
         return replace(result, record_error=str(exc))
     return result
-
-
-def scan_built(aws: Aws, attestor: Any, plan: BuildPlan, sboms: Mapping[str, Any], say: Say) -> dict[str, Any]:
-    """--scan: each built variant's stored SBOM through ScanSbom, its findings a signed scan statement."""
-    from amibuild.jobs.image_inventory import scan_document  # deferred: the scan only with --scan
-
-    out: dict[str, Any] = {}
-    for name, kept in sorted(sboms.items()):
-        if kept.error:
-            say(f"warning: {name}: not scanned: it has no SBOM ({kept.error})")
-            continue
-        amis = {r: k.split("/images/")[1].split("/")[0] for r, k in zip(plan.regions, kept.keys, strict=True)}
-        try:
-            out[name] = scan_document(aws, attestor, kept.document, amis, plan.run_id)
-        except AmibuildError as exc:
-            say(f"warning: {name}: not scanned: {exc}")
-            continue
-        found = out[name]
-        say(f"{name}: scan: {len(found.findings)} finding(s)"
-            + (f" ({', '.join(f'{f.id} {f.severity}' for f in found.findings)})" if found.findings else "")
-            + f"; {found.stored.line()}")
-    return out
 
 
 def not_published(outcomes, channel: str, exc: Exception) -> dict[str, VariantPublished]:

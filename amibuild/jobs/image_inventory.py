@@ -366,3 +366,23 @@ def run_scan(request: ScanRequest, aws: Aws | None = None) -> ScanResult:
         now = aws.dated_history(parameter_name(pipeline, variant, str(request.channel)), pipeline.build_region).answered_at
         verdict = scans.judge(done.findings, policy, now or datetime.max)
     return ScanResult(label, variant.name, done, policy, verdict)
+
+
+def scan_built(aws: Aws, attestor: Attestor, plan: Any, sboms: Mapping[str, Any], say: Any) -> dict[str, Any]:
+    """--scan: each built variant's stored SBOM through ScanSbom, its findings a signed scan statement."""
+    out: dict[str, Any] = {}
+    for name, kept in sorted(sboms.items()):
+        if kept.error:
+            say(f"warning: {name}: not scanned: it has no SBOM ({kept.error})")
+            continue
+        amis = {r: k.split("/images/")[1].split("/")[0] for r, k in zip(plan.regions, kept.keys, strict=True)}
+        try:
+            out[name] = scan_document(aws, attestor, kept.document, amis, plan.run_id)
+        except AmibuildError as exc:
+            say(f"warning: {name}: not scanned: {exc}")
+            continue
+        found = out[name]
+        say(f"{name}: scan: {len(found.findings)} finding(s)"
+            + (f" ({', '.join(f'{f.id} {f.severity}' for f in found.findings)})" if found.findings else "")
+            + f"; {found.stored.line()}")
+    return out
