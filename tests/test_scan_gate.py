@@ -102,3 +102,18 @@ def test_a_bad_scan_block_exits_2_naming_the_field(tmp_path, block, says, sandbo
     (tmp_path / "amibuild.hcl").write_text(PIPELINE.replace('    max_severity = "high"\n', "") % block)
     result = run_cli(tmp_path, "scan", "--variant", "ceph", "--channel", "candidate")
     assert result.returncode == 2 and says in result.stderr, result.stderr
+
+
+def test_the_scan_policy_allows_scan_sbom_and_reading_and_writing_the_pipelines_statements(tmp_path):
+    from amibuild.lifecycle import iam
+    from amibuild.pipeline import load
+
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE % "")
+    pipeline = load(tmp_path / "amibuild.hcl")
+    scan = iam.policy("scan", pipeline, account="123456789012")
+    assert {"inspector-scan:ScanSbom", "s3:GetObject", "s3:ListBucket", "s3:PutObject", "kms:Sign",
+            "kms:GetPublicKey", "ssm:GetParameterHistory"} <= iam.actions(scan)
+    (store_,) = [s for s in scan["Statement"] if s["Sid"] == "AttestationStore"]
+    assert store_["Resource"] == ["arn:aws:s3:::amibuild-attestations-123456789012/amibuild/scn/*"]
+    # a gate that requires scanned reads the statements on publish and promote
+    assert "s3:GetObject" in iam.actions(iam.policy("publish", pipeline, account="123456789012"))
