@@ -234,8 +234,10 @@ def run_diff(request: DiffRequest, aws: Aws | None = None) -> DiffResult:
     variant = _variant(pipeline, request.variant)
     aws = aws or Aws(profile=request.options.profile, region=pipeline.build_region)
     reader = evidence.Reader(aws, pipeline)
-    old = inventory(aws, reader, pipeline, variant, locate(aws, request.options, pipeline, variant, request.source, "--from"))
-    new = inventory(aws, reader, pipeline, variant, locate(aws, request.options, pipeline, variant, request.target, "--to"))
+    # both names checked (a typo'd channel: exit 2) before either image's statements are read
+    before = locate(aws, request.options, pipeline, variant, request.source, "--from")
+    after = locate(aws, request.options, pipeline, variant, request.target, "--to")
+    old, new = (inventory(aws, reader, pipeline, variant, where) for where in (before, after))
     return DiffResult(diffs.diff(side(old), side(new)), request.markdown)
 
 
