@@ -87,6 +87,13 @@ def test_diff_between_a_ceph_build_and_a_ceph_and_htop_build_names_htop_added(tm
                                     "to": "1.0.0-1.amzn2"}]
     md = run_cli(tmp_path, "diff", "--variant", "ceph", "--from", first["run_id"], "--to", second["run_id"], "--markdown")
     assert "| htop.x86_64 | added | - | 1.0.0-1.amzn2 |" in md.stdout
+    assert "vulnerabilities: not compared (scan both images" in result.stdout
+
+    # once both are scanned, the diff names the vulnerability htop brings
+    for built in (first, second):
+        assert run_cli(tmp_path, "scan", "--variant", "ceph", "--ami", built["amis"]["us-west-2"]).returncode == 0
+    scanned = run_cli(tmp_path, "diff", "--variant", "ceph", "--from", first["run_id"], "--to", second["run_id"])
+    assert "vulnerabilities: 0 fixed, 1 introduced (AMIBUILD-SANDBOX-0001)" in scanned.stdout, scanned.stdout
 
 
 @pytest.mark.parametrize("args, says", [

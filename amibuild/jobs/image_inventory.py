@@ -61,6 +61,7 @@ class Inventory:
     packages: tuple[Package, ...]
     inputs: Mapping[str, Any]  # the fingerprint's inputs, as signed
     os_name: str
+    findings: tuple[str, ...] | None = None  # vulnerability ids of its newest valid scan (None: never scanned)
 
 
 def _variant(pipeline: Any, name: str) -> Any:
@@ -124,7 +125,9 @@ def inventory(aws: Aws, reader: evidence.Reader, pipeline: Any, variant: Any, wh
             internal = (proof.predicate.get("buildDefinition") or {}).get("internalParameters") or {}
             inputs = dict(internal.get("fingerprintInputs") or {})
             text = body.decode("utf-8")
-            return Inventory(where, text, key, sbom.packages_of(text), inputs, str(inputs.get("os") or variant.os))
+            scans_ = [v for v in found.scan if v.ok]
+            ids = tuple(sorted({f.id for f in evidence.findings_of(scans_[-1])})) if scans_ else None
+            return Inventory(where, text, key, sbom.packages_of(text), inputs, str(inputs.get("os") or variant.os), ids)
     raise NoSbom(f"{where.label} ({ami}): no SBOM in s3://{place.bucket}/{store.image_prefix(pipeline.name, ami)}sbom/ "
                  f"has the digest its signed provenance records (sha256 {digest[:12]}): "
                  f"{'altered or removed' if keys else 'none is stored'}")
@@ -222,8 +225,8 @@ class DiffResult:
         return None
 
 
-def side(found: Inventory, findings: tuple[str, ...] | None = None) -> diffs.Side:
-    return diffs.Side(found.where.label, found.where.image.image_id, found.packages, found.inputs, findings)
+def side(found: Inventory) -> diffs.Side:
+    return diffs.Side(found.where.label, found.where.image.image_id, found.packages, found.inputs, found.findings)
 
 
 def run_diff(request: DiffRequest, aws: Aws | None = None) -> DiffResult:
