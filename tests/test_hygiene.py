@@ -68,6 +68,8 @@ def provisioners(rendered: render_mod.Rendered) -> list[tuple[str, dict]]:
 
 
 def step_name(body: dict) -> str:
+    if body.get("direction") == "download":
+        return "download " + str(body.get("source", ""))
     return str(body.get("script", "")).rsplit("/", 1)[-1] or "inline"
 
 
@@ -78,8 +80,9 @@ def test_a_layered_build_runs_the_scripts_then_the_checks_then_the_clean_up_then
         tmp_path: Path) -> None:
     rendered = render_mod.finish(build_of(tmp_path))
     names = [step_name(body) for _, body in provisioners(rendered)]
-    assert names == ["install-packages.sh", "user-01-site.sh", "amibuild-checks.sh", "inline", "cleanup.sh",
-                     "amibuild-hygiene.sh"]
+    # stage 1's package list and its download go before the caches' clean-up, which removes /tmp/amibuild-*
+    assert names == ["install-packages.sh", "user-01-site.sh", "amibuild-checks.sh", "inventory.sh",
+                     "download /tmp/amibuild-inventory.tsv", "inline", "cleanup.sh", "amibuild-hygiene.sh"]
     source = next(iter(hcl.loads(rendered.files[render_mod.HCL_FILE])["source"][0]["amazon-ebs"].values()))
     assert source["ssh_clear_authorized_keys"] is True
     # the clean-up is amibuild's own script, shipped beside the template; the hygiene script holds its checks

@@ -69,8 +69,9 @@ def test_the_ceph_repo_and_proxy_chain_installs_ceph_common_and_writes_the_proxy
     (rendered,) = render(tmp_path, CEPH)
     report = rehearse(rendered, keep=True)
     try:
-        # proxy, repos, packages, the image's checks (stage 1), the cache clean-up, the clean-up, its checks
-        assert [v.status for v in report.steps] == [OK] * 7, report.steps
+        # proxy, repos, packages, the image's checks and inventory (stage 1) and its download, the cache clean-up,
+        # the clean-up, its checks
+        assert [v.status for v in report.steps] == [OK] * 9, report.steps
         assert report.steps[3].step.name == "amibuild-checks.sh"
         assert ("ceph-common", "") in report.packages
         for path in ("/etc/environment", "/etc/yum.conf", "/etc/yum.repos.d/amibuild-ceph.repo",
@@ -146,7 +147,7 @@ def test_an_unset_variable_under_set_u_fails_naming_the_script_and_line(tmp_path
     (rendered,) = render(tmp_path, CEPH.replace('extra_packages = ["ceph-common"]',
                                                 'extra_packages = ["ceph-common"]\n  scripts = ["agent.sh"]'))
     report = rehearse(rendered)
-    assert [v.status for v in report.steps] == [OK, OK, OK, FAILED] + ["not run"] * 4
+    assert [v.status for v in report.steps] == [OK, OK, OK, FAILED] + ["not run"] * 6
     failure = report.failure
     assert (failure.script, failure.line) == ("scripts/user-01-agent.sh", 3)
     assert any("CLUSTER_NAME: unbound variable" in line for line in failure.output_tail)
@@ -198,8 +199,8 @@ def test_invoke_rehearse_prints_a_line_per_step_and_json(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     (got,) = json.loads(result.stdout)
     assert got["ok"] and got["complete"] and got["variant"] == "ceph"
-    # proxy, repos, packages, checks, the cache clean-up, the clean-up and its checks
-    assert [s["status"] for s in got["steps"]] == ["ok"] * 7
+    # proxy, repos, packages, checks, inventory, its download, the cache clean-up, the clean-up and its checks
+    assert [s["status"] for s in got["steps"]] == ["ok"] * 9
     assert {"name": "ceph-common", "version": None} in got["packages"]
     text = run_cli(tmp_path, "rehearse")
     assert text.returncode == 0, text.stderr
@@ -390,8 +391,8 @@ def test_a_chain_that_stops_at_a_step_it_cannot_rehearse_exits_3_naming_it_unles
     last = stopped.stderr.strip().splitlines()[-1]
     assert last.startswith("amibuild: error: ceph: rehearsal incomplete: step "), last
     assert "(user-01-lookup.sh) cannot be rehearsed" in last and "aws ec2 describe-instances" in last
-    # the image's checks (stage 1), the cache clean-up, the clean-up and its checks
-    assert "4 later steps did not run" in last
+    # the image's checks and inventory (stage 1), its download, the cache clean-up, the clean-up and its checks
+    assert "6 later steps did not run" in last
     assert "rehearsal incomplete in" in stopped.stdout
     assert allowed.returncode == 0, allowed.stderr
     (got,) = json.loads(allowed.stdout)
@@ -480,8 +481,8 @@ def test_a_step_that_never_ends_fails_at_the_timeout_and_leaves_nothing_running(
     (tmp_path / "spin.sh").write_text(f"#!/bin/bash\nexec -a {marker} bash -c 'while :; do :; done'\n")
     (rendered,) = render(tmp_path, 'variant "spin" {\n  scripts = ["spin.sh"]\n}\n')
     report = rehearse(rendered, timeout=3)
-    # the checks, the cache clean-up, the clean-up and its checks
-    assert [v.status for v in report.steps] == [FAILED, "not run", "not run", "not run", "not run"]
+    # the checks, the inventory and its download, the cache clean-up, the clean-up and its checks
+    assert [v.status for v in report.steps] == [FAILED] + ["not run"] * 6
     assert report.steps[0].reason == "timed out" and not report.ok
     assert report.failure.exit_status is None and report.failure.script == "scripts/user-01-spin.sh"
     leftover = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)

@@ -53,9 +53,10 @@ def test_our_chain_becomes_the_steps_packer_runs_with_filled_execute_commands(tm
     steps = parse_steps(rendered.files, "/r")
 
     assert [s.name for s in steps] == ["configure-proxy.sh", "add-repos.sh", "install-packages.sh",
-                                       "user-01-it's.sh", "amibuild-checks.sh", steps[5].name, "cleanup.sh",
-                                       "amibuild-hygiene.sh"]
-    assert steps[5].inline[0].startswith("sudo yum clean all")
+                                       "user-01-it's.sh", "amibuild-checks.sh", "inventory.sh",
+                                       "file: /tmp/amibuild-inventory.tsv <- /r/inventory.tsv", steps[7].name,
+                                       "cleanup.sh", "amibuild-hygiene.sh"]
+    assert steps[7].inline[0].startswith("sudo yum clean all")
     assert [s.script for s in steps[:4]] == ["/r/scripts/configure-proxy.sh", "/r/scripts/add-repos.sh",
                                              "/r/scripts/install-packages.sh", "/r/scripts/user-01-it's.sh"]
     install = steps[2]
@@ -68,7 +69,10 @@ def test_our_chain_becomes_the_steps_packer_runs_with_filled_execute_commands(tm
     proxy = dict(steps[0].env)
     assert proxy["AMIBUILD_HTTP_PROXY"] == "http://proxy.example:3128"
     assert "169.254.169.254" in proxy["AMIBUILD_NO_PROXY"]
-    assert all(s.remote_path.startswith("/tmp/script_") for s in steps)
+    assert all(s.remote_path.startswith("/tmp/script_") for s in steps if s.kind == "shell")
+    # stage 1's package list: written by the inventory step on the instance, then downloaded beside the template
+    assert steps[5].command.endswith(">/tmp/amibuild-inventory.tsv")
+    assert [(u.source, u.how) for u in steps[6].uploads] == [("/tmp/amibuild-inventory.tsv", "download")]
 
 
 def test_a_sandbox_render_has_no_step_to_rehearse_so_the_rehearsal_takes_the_real_render(tmp_path: Path) -> None:
@@ -83,8 +87,9 @@ def test_a_sandbox_render_has_no_step_to_rehearse_so_the_rehearsal_takes_the_rea
     assert {s.kind for s in parse_steps(sandboxed.files, "/r")} == {"local"}
 
     again = real_render(sandboxed)
-    # our four steps, the image's checks (stage 1), the cache clean-up, the clean-up and its checks
-    assert [s.kind for s in parse_steps(again.files, "/r")] == ["shell"] * 8
+    # our four steps, the image's checks and inventory (stage 1), its download, the cache clean-up, the
+    # clean-up and its checks
+    assert [s.kind for s in parse_steps(again.files, "/r")] == ["shell"] * 6 + ["file"] + ["shell"] * 3
 
 
 def test_single_quotes_in_values_are_escaped_as_packer_does() -> None:

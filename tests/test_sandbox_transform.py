@@ -132,11 +132,13 @@ def test_the_sandbox_transform_turns_the_real_build_into_what_the_emulator_runs(
     real = render.finish(build)
     sandbox = render.finish(transform.sandboxed(build, where=WHERE))
 
-    # the real build: ssh to the instance, AWS's own endpoint and polling, every step a shell step
+    # the real build: ssh to the instance, AWS's own endpoint and polling, every step a shell step but
+    # the download of stage 1's package list (before the cache clean-up, which removes it)
     assert _source(real)["communicator"] == "ssh" and "custom_endpoint_ec2" not in _source(real)
     assert _source(real)["aws_polling"] == [{"delay_seconds": 30, "max_attempts": 120}]
     # ... the last two the clean-up and its checks, which the stand-in rehearses as part of the real chain
-    assert [k for k, _ in _provisioners(real)] == ["shell"] * 8
+    assert [k for k, _ in _provisioners(real)] == ["shell"] * 6 + ["file"] + ["shell"] * 3
+    assert _provisioners(real)[-4][1]["direction"] == "download"
     assert [b.get("script", "").rsplit("/", 1)[-1] for _, b in _provisioners(real)[-2:]] == [
         "cleanup.sh", "amibuild-hygiene.sh"]
     assert real.packer_env == {} and real.real is None

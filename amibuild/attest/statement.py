@@ -25,7 +25,9 @@ PROVENANCE = "https://slsa.dev/provenance/v1"
 # (result, passedTests, warnedTests, failedTests, configuration), which consumers of the
 # standard predicate ignore
 TEST = "https://in-toto.io/attestation/test-result/v0.1"
-KINDS = {PROVENANCE: "provenance", TEST: "test"}
+# the findings of an image's vulnerability scan (in-toto's vulns predicate, amibuild's fields beside it)
+SCAN = "https://in-toto.io/attestation/vulns/v0.1"
+KINDS = {PROVENANCE: "provenance", TEST: "test", SCAN: "scan"}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ first region), under a prefix only the pipeline's role writes::
 
 One object per image a statement names (the same envelope under each region's AMI id), so
 every statement about an image, from any region's id, is one ListObjectsV2 of
-``amibuild/<pipeline>/images/<ami-id>/``. ``kind`` is ``provenance`` or ``test``.
+``amibuild/<pipeline>/images/<ami-id>/``. ``kind`` is ``provenance``, ``test`` or ``scan``; the
+image's SBOM is ``.../<ami-id>/sbom/<run-id>.cdx.json`` (not a statement: the provenance signs its digest).
 """
 
 from __future__ import annotations
@@ -35,6 +36,20 @@ def image_prefix(pipeline: str, image_id: str) -> str:
 
 def statement_key(pipeline: str, image_id: str, kind: str, run_id: str) -> str:
     return f"{image_prefix(pipeline, image_id)}{kind}/{run_id}{SUFFIX}"
+
+
+SBOM_SUFFIX = ".cdx.json"
+
+
+def sbom_key(pipeline: str, image_id: str, run_id: str) -> str:
+    """The image's CycloneDX SBOM, beside its statements (its digest is in the signed provenance)."""
+    return f"{image_prefix(pipeline, image_id)}sbom/{run_id}{SBOM_SUFFIX}"
+
+
+def sbom_keys(aws: Any, bucket: str, region: str, pipeline: str, image_id: str) -> list[str]:
+    """The SBOM keys stored for ``image_id``, oldest run first."""
+    prefix = image_prefix(pipeline, image_id) + "sbom/"
+    return sorted(k for k in aws.list_keys(bucket, prefix, region) if k.endswith(SBOM_SUFFIX))
 
 
 def parse_key(key: str) -> tuple[str, str, str] | None:

@@ -27,7 +27,8 @@ def file_digest(path: Path | None) -> str | None:
 
 
 def provenance_of(item: PlanItem, plan: BuildPlan, outcome: BuildOutcome, *, version: str, git_commit: str | None,
-                  packer_version: str, pipeline_digest: str | None, account: str, finished: str) -> dict[str, Any]:
+                  packer_version: str, pipeline_digest: str | None, account: str, finished: str,
+                  package_list_digest: str | None = None) -> dict[str, Any]:
     """The SLSA predicate of one variant's build. Pure."""
     rendered = item.rendered
     return predicates.provenance(
@@ -36,7 +37,7 @@ def provenance_of(item: PlanItem, plan: BuildPlan, outcome: BuildOutcome, *, ver
         git_commit=git_commit, variant=item.name, fingerprint=item.fingerprint, inputs=rendered.variant.settings(),
         source_amis={r: s.image_id for r, s in rendered.sources.items()}, account=account,
         packer_version=packer_version, run_id=plan.run_id, regions=plan.regions,
-        started=outcome.started or plan.started, finished=finished)
+        started=outcome.started or plan.started, finished=finished, package_list_digest=package_list_digest)
 
 
 def attestable(plan: BuildPlan, outcomes: Sequence[BuildOutcome]) -> list[BuildOutcome]:
@@ -45,9 +46,11 @@ def attestable(plan: BuildPlan, outcomes: Sequence[BuildOutcome]) -> list[BuildO
 
 
 def provenance_statements(attestor: Attestor, plan: BuildPlan, outcomes: Sequence[BuildOutcome], *, version: str,
-                          git_commit: str | None, packer_version: str, pipeline_digest: str | None) -> Mapping[str, Stored]:
+                          git_commit: str | None, packer_version: str, pipeline_digest: str | None,
+                          package_lists: Mapping[str, str] | None = None) -> Mapping[str, Stored]:
     """{variant: its provenance statement, stored}, the variants in parallel. ``pipeline_digest``:
-    `file_digest` of the pipeline file, taken when the run started."""
+    `file_digest` of the pipeline file, taken when the run started; ``package_lists``: {variant: the
+    hex SHA-256 of its stored SBOM}."""
     built = {o.name: o for o in attestable(plan, outcomes)}
     if not built:
         return {}
@@ -59,7 +62,8 @@ def provenance_statements(attestor: Attestor, plan: BuildPlan, outcomes: Sequenc
         finished = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         predicate = provenance_of(items[name], plan, outcome, version=version, git_commit=git_commit,
                                   packer_version=packer_version, pipeline_digest=digest,
-                                  account=attestor.where.account, finished=finished)
+                                  account=attestor.where.account, finished=finished,
+                                  package_list_digest=(package_lists or {}).get(name) or None)
         return attestor.make({r: outcome.amis[r] for r in plan.regions}, PROVENANCE, predicate, plan.run_id)
 
     return fan_out(sorted(built), one)

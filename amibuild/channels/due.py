@@ -93,7 +93,7 @@ def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | Non
     images = fan_out(regions, lambda r: aws.find_image(r, source[r].value) if source[r] is not None else None)
     found = {r: images[r] for r in regions}
     proofs = None
-    if "tested" in gate.requires:
+    if {"tested", "scanned"} & set(gate.requires):
         # deferred: in-toto's protobuf and cryptography only when a gate reads signed statements
         from amibuild.channels import evidence
 

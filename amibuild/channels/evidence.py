@@ -16,14 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from amibuild.attest import sign, store
-from amibuild.attest.statement import KINDS, PROVENANCE, TEST, ImageFacts
+from amibuild.attest.statement import KINDS, PROVENANCE, SCAN, TEST, ImageFacts
 from amibuild.attest.verify import Verification, verify
 from amibuild.aws import Image, fan_out
 from amibuild.channels.gates import PASSED, Evidence
 from amibuild.errors import AmibuildError
+from amibuild.inventory.scan import Finding
 
 FOREIGN = "no provenance statement names it: this pipeline did not build it (a foreign image)"
 NO_TEST = "no signed test statement"
+NO_SCAN = "no signed scan statement (run `amibuild scan` or build with --scan)"
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class Statements:
     provenance: tuple[Verification, ...] = ()
     test: tuple[Verification, ...] = ()
     key_problem: str = ""  # why the pipeline's key could not be read ("" when it was)
+    scan: tuple[Verification, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"region": self.region, "image_id": self.image_id,
@@ -85,7 +88,7 @@ class Reader:
             found[KINDS[predicate_type]].append(verify(body, pipeline_key=arn, public_keys=public, images=facts,
                                                        account=where.account, predicate_type=predicate_type, key=key))
         return Statements(image.region, image.image_id, tuple(found[KINDS[PROVENANCE]]), tuple(found[KINDS[TEST]]),
-                          problem)
+                          problem, tuple(found[KINDS[SCAN]]))
 
 
 def _read_key(aws: Any, where: sign.Where) -> tuple[str, Mapping[str, bytes], str]:
@@ -125,6 +128,13 @@ def test_of(found: Statements) -> Verification | None:
     return (decided or valid or [None])[-1]
 
 
+def findings_of(verification: Verification) -> tuple[Finding, ...]:
+    """The findings a verified scan statement records."""
+    return tuple(Finding(str(f.get("id", "")), str(f.get("severity", "unknown")), f.get("score"),
+                         str(f.get("package", "")), str(f.get("fixed_in") or ""))
+                 for f in verification.predicate.get("findings") or [])
+
+
 def summarise(found: Statements | None, pipeline: str, variant: str) -> Evidence | None:
     """What the statements prove about one image, for `gates.decide`. Pure."""
     if found is None:
@@ -136,8 +146,11 @@ def summarise(found: Statements | None, pipeline: str, variant: str) -> Evidence
         if found.provenance and all(v.ok for v in found.provenance):
             problem = f"its provenance says another pipeline or variant built it, not {pipeline} {variant}"
     test = test_of(found)
+    scans = [v for v in found.scan if v.ok]
     return Evidence(provenance=problem, test=verdict(test) if test else "",
-                    test_problem="" if test else _why(found.test, NO_TEST, found.key_problem))
+                    test_problem="" if test else _why(found.test, NO_TEST, found.key_problem),
+                    scan=findings_of(scans[-1]) if scans else None,
+                    scan_problem="" if scans else _why(found.scan, NO_SCAN, found.key_problem))
 
 
 def _why(statements: tuple[Verification, ...], none: str, key_problem: str) -> str:

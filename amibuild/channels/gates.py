@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from amibuild import tags
 from amibuild.aws import Image, Parameter
 from amibuild.errors import SpecError
+from amibuild.inventory.scan import Finding, ScanPolicy, judge
 
 PASSED = "passed"
 MAX_REASON = 200
@@ -78,10 +79,14 @@ class Evidence:
     provenance: str = ""
     test: str = ""
     test_problem: str = ""
+    scan: tuple[Finding, ...] | None = None  # the newest valid scan statement's findings (None: none valid)
+    scan_problem: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"provenance": self.provenance or "valid", "test": self.test or None,
-                "test_problem": self.test_problem or None}
+                "test_problem": self.test_problem or None,
+                "scan": None if self.scan is None else [f.to_dict() for f in self.scan],
+                "scan_problem": self.scan_problem or None}
 
 
 def check_reason(override: bool, reason: str | None) -> str:
@@ -137,6 +142,12 @@ def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | No
         bad = [b for b in bad if b]
         if bad:
             missing.append(f"requires tested: {'; '.join(bad)}")
+    if "scanned" in gate.requires:
+        bad = [_unscanned(region, image, (evidence or {}).get(region), gate.scan, now)
+               for region, image in sorted(images.items())]
+        bad = [b for b in bad if b]
+        if bad:
+            missing.append(f"requires scanned (below {gate.scan.max_severity}): {'; '.join(bad)}")
     if gate.soak and gate.source and came_from == gate.source:
         histories = source_history or {}
         starts = {r: soaked_since(histories.get(r, ()), image.image_id) for r, image in images.items() if image}
@@ -156,6 +167,21 @@ def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | No
                            f"(since {since:%Y-%m-%d %H:%M} UTC); due at {due_at:%Y-%m-%d %H:%M} UTC, in {_human(left)}")
     return GateDecision(gate.channel, gate.describe(), tuple(missing), due_at if len(missing) == 1 else None,
                         override)
+
+
+def _unscanned(region: str, image: Image | None, proof: Evidence | None, policy: ScanPolicy,
+               now: datetime | None) -> str:
+    """Why one region's image does not pass its scan ("" when it does), naming each finding."""
+    ami = image.image_id if image else "the image"
+    if proof is None:
+        return f"{region}: {ami}: no signed statements were read"
+    if proof.scan is None:
+        return f"{region}: {ami}: {proof.scan_problem or 'no signed scan statement'}"
+    found = judge(proof.scan, policy, now or datetime.max)  # no time: every ignore counts as expired
+    if now is None and found.expired and not found.refused:
+        return (f"{region}: {ami}: AWS gave no time with its answers, so whether the `until` of "
+                f"{', '.join(i.id for _, i in found.expired)} has passed is not known")
+    return "" if found.passes else f"{region}: {ami}: {', '.join(found.reasons())}"
 
 
 def _untested(region: str, image: Image | None, proof: Evidence | None) -> str:

@@ -102,7 +102,7 @@ def gate_checker(pipeline: PipelineLike, channel: str, *, came_from: str | None 
         return None
 
     def check(images: Mapping[str, Image | None]) -> str:
-        found = proofs(images) if proofs is not None and "tested" in gate.requires else None
+        found = proofs(images) if proofs is not None and {"tested", "scanned"} & set(gate.requires) else None
         decision = gates.decide(gate, images=images, came_from=came_from, source_history=source_history,
                                 now=now, override=override, evidence=found)
         if not decision.passes:

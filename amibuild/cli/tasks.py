@@ -13,6 +13,7 @@ assembles them into the one collection, `ns`, in the order `amibuild --help TASK
 from invoke import Collection
 
 from amibuild.cli.fleet import fleet, karpenter
+from amibuild.cli.inventory import diff, sbom, scan
 from amibuild.cli.verify import verify
 from amibuild.cli.tasks_build import build_ami, clean_run, matrix, rehearse, render, runs, test_ami, tests, validate
 from amibuild.cli.tasks_channels import channels, history, promote, publish, rollback
@@ -27,6 +28,9 @@ ns = Collection(render, validate, rehearse, build_ami, runs, clean_run, publish,
 ns.add_task(fleet)
 ns.add_task(karpenter)
 ns.add_task(verify)  # amibuild/cli/verify.py
+ns.add_task(sbom)  # amibuild/cli/inventory.py
+ns.add_task(diff)
+ns.add_task(scan)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

@@ -75,6 +75,8 @@ BUILD_HELP = {
     "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
     "boot_test": "Boot each built image (`amibuild test-ami`, in parallel) before publishing; a variant whose "
                  "boot test fails is not published (exit 1), the others go on",
+    "scan": "Scan each built image's SBOM with Amazon Inspector (ScanSbom) before publishing; the findings are kept "
+            "as a signed scan statement, which a channel's `requires = [\"scanned\"]` gate reads",
     "cluster": "With --boot-test: EKS cluster each test node joins, tainted amibuild.io/test:NoSchedule, and must "
                "get Ready in (default: the pipeline's test { cluster }; needs amibuild[cluster] and a kubeconfig)",
 }
@@ -85,7 +87,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
               k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
               build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
               channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, allow_incomplete=False,
-              markdown=False, boot_test=False, cluster=None, new_channel=False, verbose=False):
+              markdown=False, boot_test=False, cluster=None, new_channel=False, verbose=False, scan=False):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.jobs import build_ami as job
@@ -104,7 +106,7 @@ def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=Non
         rehearse=rehearse, allow_incomplete=allow_incomplete, wait=not no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
         boot_test=_boot_test_settings(opts, boot_test, cluster, _read_timeout(c)), **_target(),
-        channel_deadline=_channel_deadline(c), verbose=verbose,
+        channel_deadline=_channel_deadline(c), verbose=verbose, scan=scan,
     ), cli.say))
     if json:
         cli.emit_json(run.to_dict())

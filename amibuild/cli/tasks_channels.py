@@ -9,6 +9,7 @@ from invoke import task
 from amibuild.cli import report, summary, values
 from amibuild.errors import ChannelSplit, PublishFailed, SpecError
 from amibuild.cli import run as cli
+from amibuild.cli.inventory import promote_line
 from amibuild.cli.tasks_common import CHANNEL_HELP, _channel_deadline, _guard, _read_timeout, _channel_options
 
 
@@ -118,7 +119,11 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
                                                guard=_guard(c, signals), dry_run=dry_run, override_gate=override,
                                                now=when, new_channel=new_channel, say=cli.say))
 
-    _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
+    result, signals = cli.run_channel(body)
+    line = promote_line(_channel_options(c, pipeline, variant, k8s, profile), result)  # amibuild/cli/inventory.py
+    if line:
+        cli.say(line)
+    _channel_result(result, signals, json=json, markdown=markdown)
 
 
 def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now, markdown=False, *,

@@ -44,7 +44,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
 
 @task(help={"task_": "Task the policy is for: build, publish (also promote, rollback, history, channels), "
                      "rollout, prune, fleet (describes only), test (test-ami, build-ami --boot-test), verify (verify, "
-                     "fleet --verify with fleet), or all (default)",
+                     "fleet --verify with fleet), scan (scan, sbom, diff, build-ami --scan with build), or all (default)",
             "pipeline": SELECT_HELP["pipeline"],
             "stack": "Nodegroup stack the rollout may change (repeatable; required for rollout; all without it: "
                      "every stack)",
@@ -54,7 +54,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
             "partition": "AWS partition: aws (default), aws-cn or aws-us-gov"},
       iterable=["stack"], auto_shortflags=False)
 def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws"):
-    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune, fleet, test, verify or all."""
+    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune, fleet, test, verify, scan or all."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
     from amibuild.lifecycle import iam

@@ -34,7 +34,7 @@ from amibuild.imagetest.store import CHECKS_LIST, STANDIN_GAP
 from amibuild.imagetest.store import STANDIN_DIR as STANDIN_DIR, STORE_ENV as STORE_ENV, store as store  # re-exported
 from amibuild.pipeline import imagetests
 from amibuild.printable import printable
-from amibuild.render import CHECKS_SCRIPT, HYGIENE_SCRIPT, RECORD_FILE
+from amibuild.render import CHECKS_SCRIPT, HYGIENE_SCRIPT, INVENTORY_FILE, INVENTORY_REMOTE, INVENTORY_SCRIPT, RECORD_FILE
 from amibuild.rehearse.steps import Step, parse_steps
 from amibuild.rehearse import overlay
 
@@ -44,7 +44,9 @@ COMMAND_PATH = "/tmp/amibuild-ssm-command-{}.sh"
 NOT_FOUND = 127  # "command not found": on the stand-in, not on this copy of this machine
 EVERY_STATUS = tuple(range(256))  # a script's step never stops the copy: each one after it runs too
 # the chain's checks steps, by script, and the stage of the checks that run in each one's place
-CHECK_STEPS: Mapping[str, str] = MappingProxyType({CHECKS_SCRIPT: "build", HYGIENE_SCRIPT: imagetests.HYGIENE})
+INVENTORY = "inventory"  # the package list's step: run in its place like a checks step, its stdout kept
+CHECK_STEPS: Mapping[str, str] = MappingProxyType({CHECKS_SCRIPT: "build", INVENTORY_SCRIPT: INVENTORY,
+                                                   HYGIENE_SCRIPT: imagetests.HYGIENE})
 # Between the build's chain and an SSM command the stand-in boots: what a first boot does that the
 # checks look at (systemd writes a machine-id of the instance's own where the clean-up emptied it).
 FIRST_BOOT_PATH = "/tmp/amibuild-first-boot.sh"
@@ -95,11 +97,14 @@ def chain_steps(root: Path) -> list[Step]:
     if not files:
         raise RehearsalUnavailable(f"{root / STANDIN_DIR}: no stand-in of the image here (render it for the sandbox)")
     # run by Packer's local step: the sensitive variables are in this process's PKR_VAR_* environment
-    return parse_steps(files, str(root), packer_env=os.environ)
+    steps = parse_steps(files, str(root), packer_env=os.environ)
+    # the inventory's download has no copy to fetch from: the stand-in writes the list itself (stage1)
+    return [s for s in steps if not any(u.source == INVENTORY_REMOTE for u in s.uploads)]
 
 
 def checks_step(step: Step) -> str:
-    """The stage of the checks ``step`` runs ("build", "hygiene"), "" for any other step."""
+    """The stage of the checks ``step`` runs ("build", "hygiene"; "inventory" for the package
+    list), "" for any other step."""
     return next((stage for script, stage in CHECK_STEPS.items() if step.kind == "shell" and step.script.endswith(script)),
                 "")
 
@@ -109,6 +114,13 @@ def _script_step(holder: Path, name: str, script: str, remote: str) -> Step:
     path.write_text(script, encoding="utf-8")
     return Step(number=0, provisioner=-1, kind="shell", name=name, script=str(path), command=f"sudo -S bash '{remote}'",
                 remote_path=remote, valid_exit_codes=EVERY_STATUS)
+
+
+def inventory_script(root: Path) -> str | None:
+    """The inventory step's script shipped in ``root``: the stand-in runs it in the step's place,
+    its stdout the package list (None when the build has none)."""
+    path = root / INVENTORY_SCRIPT
+    return path.read_text(encoding="utf-8") if path.exists() else None
 
 
 def settings(root: Path) -> dict[str, Any]:
@@ -196,9 +208,12 @@ def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], d
             "stage": "build", "result": "off", "checks": []}
     listed = _checks(root)
     checks = [check for stage in CHECK_STEPS.values() for check in listed.get(stage, [])]
+    inventory = inventory_script(root)
+    commands = {stage: [imagetests.check_command(c) for c in stage_checks] for stage, stage_checks in listed.items()}
+    if inventory:
+        commands[INVENTORY] = [inventory]
     try:
-        done = run(root, in_place={stage: [imagetests.check_command(c) for c in stage_checks]
-                                   for stage, stage_checks in listed.items()}, refuse=refuse)
+        done = run(root, in_place=commands, refuse=refuse)
     except RehearsalUnavailable as exc:
         lines = [f"amibuild: stage 1 checks not testable here: {exc}"]
         return 0, lines, {"stage": "build", "result": str(imagetests.Verdict.UNTESTABLE), "reason": str(exc), "checks": []}
@@ -209,6 +224,12 @@ def stage1(root: Path, *, refuse: Iterable[str] = ()) -> tuple[int, list[str], d
     if not done.chain_ok:
         lines = [f"amibuild: stage 1: the provisioning chain failed: {done.failed_step}"]
         return 1, lines, {"stage": "build", "result": "failed", "reason": done.failed_step, "checks": []}
+    if inventory:  # its run sits between the build's checks and the hygiene checks, as its step does
+        at = len(listed.get("build", []))
+        if len(done.scripts) > at:
+            package_list = done.scripts.pop(at)
+            if package_list.exit_status == 0 and not package_list.gap:  # brought back as the real download does
+                (root / INVENTORY_FILE).write_text(package_list.stdout, encoding="utf-8")
     stages = [stage for stage in CHECK_STEPS.values() for _ in listed.get(stage, [])]
     results = [_result(check, ran, stage) for check, ran, stage in zip(checks, done.scripts, stages, strict=False)]
     results += [imagetests.CheckResult(c.name, stage, imagetests.Verdict.NOT_RUN, None, 0.0)

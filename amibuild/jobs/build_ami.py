@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 from amibuild import __version__, tags
 from amibuild.aws import Aws, beside, fan_out
 from amibuild.aws.models import preload
+from amibuild.jobs.build_steps import planned_steps
 from amibuild.bake import lookahead
 from amibuild.bake import record as records
 from amibuild.bake.coalesce import Coalesced
@@ -63,6 +64,7 @@ class BuildSettings:
     wait: bool = True
     stall_after: float = 10.0
     boot_test: Any = None  # imagetest.boot.BootTestSettings: boot each built image before publishing (--boot-test)
+    scan: bool = False  # --scan: each built image's SBOM through Inspector's ScanSbom before publishing
     target: Target = Target()  # what the builds are rendered for (chosen by the caller, from the environment)
     transform: Transform | None = None  # applied to each real build before it is written: the sandbox's
     channel_deadline: float | None = None  # seconds of waiting on AWS each channel write may spend (None: 30)
@@ -122,6 +124,8 @@ class BuildRun:
     record_error: str = ""  # the run record could not be written: why
     # {variant: its provenance statement (`amibuild.attest.sign.Stored`)}, for the variants built in this run
     statements: Mapping[str, Any] = field(default_factory=dict)
+    sboms: Mapping[str, Any] = field(default_factory=dict)  # {variant: `amibuild.bake.sboms.SbomStored`}
+    scans: Mapping[str, Any] = field(default_factory=dict)  # --scan: {variant: `amibuild.jobs.image_inventory.Scanned`}
     publish_plan: tuple[PublishMove, ...] = ()  # --dry-run: what the publish step would write where
     steps: tuple[str, ...] = ()  # --dry-run: what the real run does around each build, from its flags
 
@@ -139,7 +143,9 @@ class BuildRun:
         provenance = self.statements.get(outcome.name)
         return {**outcome.to_dict(), "published": done.published() if done else {},
                 "publish_error": done.error if done else outcome.boot_error,
-                **({"provenance": provenance.to_dict()} if provenance is not None else {})}
+                **({"provenance": provenance.to_dict()} if provenance is not None else {}),
+                **({"sbom": self.sboms[outcome.name].to_dict()} if outcome.name in self.sboms else {}),
+                **({"scan": self.scans[outcome.name].to_dict()} if outcome.name in self.scans else {})}
 
     def to_dict(self) -> dict:
         if self.outcomes is None:
@@ -282,25 +288,6 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
     return execute_plan(plan, settings, aws, say, parallel=parallel, progress=progress)
 
 
-def planned_steps(settings: BuildSettings) -> tuple[str, ...]:
-    """What the real run does around each variant's build, as its flags say: each flag a dry run
-    takes is shown in the plan, none silently dropped."""
-    steps = []
-    if settings.rehearse:
-        steps.append("rehearse each variant's provisioning chain first (root); "
-                     + ("an incomplete rehearsal still builds (--allow-incomplete)" if settings.allow_incomplete
-                        else "a failing or incomplete rehearsal stops that variant"))
-    parallel = settings.parallel or settings.max_parallel
-    limit = f", each within {settings.timeout:g} s" if settings.timeout else ""
-    steps.append(f"packer build, up to {parallel} at a time{limit}"
-                 + ("" if settings.wait else "; a variant another run is building fails at once (--no-wait)"))
-    if settings.boot_test is not None:
-        where = f", joining cluster {settings.boot_test.cluster}" if settings.boot_test.cluster else ""
-        steps.append(f"boot test each built image before it is published{where}; "
-                     "an image whose boot test fails, or cannot run, is not published")
-    return tuple(steps)
-
-
 def find_grown(aws: Aws, pipeline: Pipeline, channel: str | None) -> dict[str, tuple[str, ...]]:
     """Whether the channel to publish to grew beyond this pipeline's regions
     (`amibuild.channels.outgrown`): {parameter: the regions it lives in}, empty when nothing grew
@@ -420,15 +407,26 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     published: dict[str, VariantPublished] = {}
     interrupted = executor.state.interrupted
     stopped_by, exit_code = "", ExitCode.INTERRUPTED
-    statements = {}
+    statements: dict[str, Any] = {}
+    sboms: dict[str, Any] = {}
     if attestor is not None and not interrupted:
+        from amibuild.bake.sboms import store_sboms  # deferred: cyclonedx-python-lib only when something was built
         from amibuild.bake.statements import provenance_statements  # deferred: as attestor_for above
 
+        # each built variant's SBOM, stored beside its statements; its digest goes into the provenance
+        sboms = dict(store_sboms(aws, attestor.where, plan, outcomes))
+        for name, kept in sorted(sboms.items()):
+            say(f"{'warning: ' if kept.error else ''}{name}: {kept.line()}")
         # each built variant's provenance, signed and stored before its boot test and its publish
         statements = dict(provenance_statements(attestor, plan, outcomes, version=__version__, git_commit=commit,
-                                                packer_version=str(settings.packer.version()), pipeline_digest=digest))
+                                                packer_version=str(settings.packer.version()), pipeline_digest=digest,
+                                                package_lists={n: k.digest for n, k in sboms.items()}))
         for name, stored in sorted(statements.items()):
             say(f"{'warning: ' if stored.error else ''}{name}: {stored.line()}")
+    scans: dict[str, Any] = {}
+    if settings.scan and attestor is not None and not interrupted:  # --scan: before anything is published
+        from amibuild.jobs.image_inventory import scan_built  # deferred: the scan only with --scan
+        scans = scan_built(aws, attestor, plan, sboms, say)
     if settings.boot_test is not None and not interrupted:  # --boot-test: before anything is published
         from amibuild.imagetest.after_build import boot_test_outcomes  # deferred: only for --boot-test
 
@@ -454,7 +452,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
         if signals.requested():
             interrupted, stopped_by, exit_code = True, signals.name, signals.exit_code
     result = BuildRun(plan, outcomes, path, published, interrupted, executor.state.aborted, tuple(sharing),
-                      stopped_by, exit_code, statements=statements)
+                      stopped_by, exit_code, statements=statements, sboms=sboms, scans=scans)
     try:
         records.write_record(path, _record(plan, commit, state="finished", outcomes=outcomes, published=published,
                                            interrupted=interrupted, signal=stopped_by, sharing=sharing,

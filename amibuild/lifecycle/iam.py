@@ -29,6 +29,8 @@ without stacks and node role: rollout on every stack and no iam:PassRole, which 
               tags on the pipeline's images, iam:PassRole for the test instance profile's role only
               (``test { role }``, else assumed to be named like ``test { instance_profile }``, as
               the console makes them; `notes` says so), read-only describes
+    scan      `amibuild scan`, `sbom`, `diff` (and `build-ami --scan` on top of build): verify's
+              reads, inspector-scan:ScanSbom, the scan statement signed and stored
 
 build and test also sign their statements (``AttestationSign``: kms:DescribeKey and kms:Sign on
 the pipeline's ``attestation`` key, an alias as a condition) and write them under the pipeline's
@@ -72,7 +74,7 @@ from amibuild.errors import SpecError
 from amibuild.lease import LEGACY_CHANNEL_DIR, lease_root
 from amibuild.channels.publish import name_pattern
 
-TASKS = ("build", "publish", "rollout", "prune", "fleet", "test", "verify")
+TASKS = ("build", "publish", "rollout", "prune", "fleet", "test", "verify", "scan")
 PUBLIC_EKS_PARAMETERS = "/aws/service/eks/optimized-ami/*"
 
 _ON_BEHALF = ("CloudFormation calls it with the caller's permissions while it applies the change set to the "
@@ -98,6 +100,7 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
     },
     "publish": {},
     "verify": {},
+    "scan": {},
     "test": {
         "iam:PassRole": "an authorization check on the instance profile's role when RunInstances hands it to the "
                         "instance; not an API request",
@@ -341,6 +344,17 @@ def _verify(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None
             *_attest_verify(arn, pipeline)]
 
 
+def _scan(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
+    """`amibuild scan` (and `sbom`, `diff`; `build-ami --scan` on top of build): the signed SBOM read
+    as verify reads, ScanSbom (Inspector Scan has no resources to scope it to), the scan statement
+    signed and stored under the pipeline's prefix, the channel's history for AWS's time."""
+    return [_statement("Ec2Describe", ["ec2:DescribeImages"]),
+            _statement("ChannelsRead", ["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParameterHistory"],
+                       arn.channels),
+            _statement("InspectorScan", ["inspector-scan:ScanSbom"]),
+            *_attest_verify(arn, pipeline), *_attest(arn, pipeline)]
+
+
 def _attest(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
     """Signed statements (`amibuild.attest`): the pipeline's key signs (DescribeKey, Sign), and only
     this pipeline's prefix of the statements bucket is written."""
@@ -377,7 +391,8 @@ def _fingerprint_mac(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
 
 
 def _publish(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
-    gated = any("tested" in g.requires for g in pipeline.gates.values())  # a gate checks the signed statements
+    # a gate checks the signed statements (test or scan)
+    gated = any({"tested", "scanned"} & set(g.requires) for g in pipeline.gates.values())
     return [
         *(_attest_verify(arn, pipeline) if gated else []),
         _statement("Ec2Describe", ["ec2:DescribeImages"]),
@@ -548,4 +563,4 @@ def notes(task: str, pipeline: Any, *, stacks: Sequence[str] = (), node_role_arn
 
 
 _STATEMENTS = {"build": _build, "publish": _publish, "rollout": _rollout, "prune": _prune, "fleet": _fleet,
-               "test": _test, "verify": _verify}
+               "test": _test, "verify": _verify, "scan": _scan}

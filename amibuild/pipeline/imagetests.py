@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from amibuild.errors import SpecError
+from amibuild.inventory.scan import ScanPolicy, scan_policy
 from amibuild.pipeline import checks, hygiene, iam_names, naming
 from amibuild.printable import printable
 from amibuild.suggest import suggest
@@ -47,8 +48,8 @@ BOOT_TEST_KEYS = ("subnet_id", "security_group_id", "instance_profile", "role", 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", re.ASCII)
 # An EKS cluster name (CreateCluster's rule): what a boot test's node joins (test { cluster }, --cluster)
 _CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}", re.ASCII)
-GATE_KEYS = ("from", "requires", "soak")
-REQUIREMENTS = ("tested",)
+GATE_KEYS = ("from", "requires", "soak", "scan")
+REQUIREMENTS = ("tested", "scanned")
 HYGIENE = "hygiene"  # the stage of the checks of the clean-up: the build instance's last step
 
 
@@ -133,6 +134,7 @@ class Gate:
     requires: tuple[str, ...] = ()
     soak: float = 0.0  # seconds the image must have been in `source` without a rollback
     where: str = ""
+    scan: ScanPolicy = ScanPolicy()  # `scan { max_severity, ignore }`: what `requires = ["scanned"]` refuses
 
     def describe(self) -> str:
         parts = [f"from {self.source}"] if self.source else []
@@ -274,7 +276,10 @@ def gates(value: Any, where: str) -> dict[str, Gate]:
         soak = seconds(body["soak"], f"{at}: soak", zero=True) if "soak" in body else 0.0
         if soak and not source:
             raise SpecError(f"{at}: soak counts the time an image spent in the `from` channel; set from too")
-        out[name] = Gate(name, source, tuple(dict.fromkeys(requires)), soak, at)
+        policy = scan_policy(body["scan"], f"{at}.scan") if "scan" in body else ScanPolicy()
+        if "scan" in body and "scanned" not in requires:
+            raise SpecError(f'{at}: a scan block sets what `requires = ["scanned"]` refuses; add "scanned" to requires')
+        out[name] = Gate(name, source, tuple(dict.fromkeys(requires)), soak, at, policy)
     return out
 
 

@@ -24,6 +24,7 @@ from amibuild.render.model import (AWS_POLLING, COMMUNICATORS, HCL_FILE, RECORD_
                                    Provisioner, ProvisionerKind, Rendered, SourceAmi, SourceHow, Target,
                                    Transform)
 from amibuild.render.provisioners import (CHECKS_SCRIPT, CLEANUP_SCRIPT, EARLY_STEPS, EXECUTE, HYGIENE_SCRIPT,
+                                          INVENTORY_FILE, INVENTORY_REMOTE, INVENTORY_SCRIPT,
                                           PROVISION_SCRIPTS, Step, checks_script, checks_step, hygiene_step,
                                           provisioner_blocks, provisioner_groups, provisioning_steps)
 from amibuild.render.source import EKS_OWNER, eks_name_filter, eks_parameter
@@ -34,6 +35,7 @@ from amibuild.render.variables import (NO_PROXY_ALWAYS, SECRET_VARS, apply_packe
 
 __all__ = [
     "AWS_POLLING", "CHECKS_SCRIPT", "CLEANUP_SCRIPT", "COMMUNICATORS", "EARLY_STEPS", "EKS_OWNER", "EXECUTE", "HCL_FILE", "HYGIENE_SCRIPT",
+    "INVENTORY_FILE", "INVENTORY_REMOTE", "INVENTORY_SCRIPT",
     "NO_PROXY_ALWAYS", "OWN_VARS", "OWN_VARS_FILE", "PROVISION_SCRIPTS", "RECORD_FILE", "SECRET_VARS", "TEMPLATES",
     "UPSTREAM_VARS", "VARS_FILE",
     "Build", "PackerVariable", "Provisioner", "ProvisionerKind", "Rendered", "SourceAmi", "SourceHow", "Step", "Target",

@@ -114,6 +114,7 @@ class ProvisionerKind(enum.StrEnum):
     STEP = "step"  # one of amibuild's scripts (proxy, repositories, packages)
     SCRIPT = "script"  # a script the pipeline names
     CHECKS = "checks"  # stage 1: the variant's checks on the build instance
+    INVENTORY = "inventory"  # stage 1: the installed packages, brought back beside the template
     CLEANUP = "cleanup"  # the package caches, then the clean-up of the build instance's traces
     HYGIENE = "hygiene"  # the checks of the clean-up: the build instance's last step
 

@@ -82,6 +82,9 @@ def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
         block, script = checks
         shipped[CHECKS_SCRIPT] = script
         late.append(Provisioner(ProvisionerKind.CHECKS, Path(CHECKS_SCRIPT).name, (), block))
+    for provisioner, (name, text) in inventory_steps():  # before the clean-up, which removes /tmp/amibuild-*
+        shipped[name] = text
+        late.append(provisioner)
     if early or late:
         cleanup = hcl.Block("provisioner", ("shell",))
         cleanup.attr("inline", [
@@ -128,6 +131,26 @@ def hygiene_step(variant: Variant) -> tuple[hcl.Block, str] | None:
     block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{HYGIENE_SCRIPT}"]))
     block.attr("execute_command", EXECUTE)
     return block, imagetests.checks_script(checks)
+
+
+INVENTORY_SCRIPT = "scripts/inventory.sh"
+INVENTORY_REMOTE = "/tmp/amibuild-inventory.tsv"  # on the build instance, until the download
+INVENTORY_FILE = "inventory.tsv"  # beside the template: what build-ami reads after the build
+
+
+def inventory_steps() -> list[tuple[Provisioner, tuple[str, str]]]:
+    """Stage 1's inventory: a step that lists every installed package into `INVENTORY_REMOTE` (its
+    stdout, so that 1,500 lines stay out of Packer's log), then a download of it beside the template."""
+    script = hcl.Block("provisioner", ("shell",))
+    script.attr("script", hcl.template([hcl.Expr("path.root"), f"/{INVENTORY_SCRIPT}"]))
+    script.attr("execute_command", f"sudo -S env {{{{ .Vars }}}} bash -eu '{{{{ .Path }}}}' >{INVENTORY_REMOTE}")
+    fetch = hcl.Block("provisioner", ("file",))
+    fetch.attr("direction", "download")
+    fetch.attr("source", INVENTORY_REMOTE)
+    fetch.attr("destination", hcl.template([hcl.Expr("path.root"), f"/{INVENTORY_FILE}"]))
+    text = (INVENTORY_SCRIPT, _read_packaged(PROVISION_SCRIPTS / Path(INVENTORY_SCRIPT).name))
+    return [(Provisioner(ProvisionerKind.INVENTORY, Path(INVENTORY_SCRIPT).name, (), script), text),
+            (Provisioner(ProvisionerKind.INVENTORY, INVENTORY_FILE, (), fetch), text)]
 
 
 def checks_step(variant: Variant) -> tuple[hcl.Block, str] | None:

@@ -224,6 +224,13 @@ rpm_line() {
     format=${format//%\{NAME\}/$name}
     format=${format//%\{VERSION\}/${version%%-*}}
     format=${format//%\{RELEASE\}/${version#*-}}
+    # what the stand-in does not know, rpm's way: no epoch, no license ("(none)"); the variant's arch
+    local arch
+    arch=$(cat "$state/arch" 2>/dev/null || printf 'x86_64')
+    [[ $arch == arm64 ]] && arch=aarch64
+    format=${format//%\{EPOCH\}/(none)}
+    format=${format//%\{ARCH\}/$arch}
+    format=${format//%\{LICENSE\}/(none)}
     format=${format//\\\{/\{}
     format=${format//\\\}/\}}
     if [[ $format == *%\{* ]]; then

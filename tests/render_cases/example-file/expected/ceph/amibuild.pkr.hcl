@@ -243,6 +243,17 @@ build {
   }
 
   provisioner "shell" {
+    script          = "${path.root}/scripts/inventory.sh"
+    execute_command = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}' >/tmp/amibuild-inventory.tsv"
+  }
+
+  provisioner "file" {
+    direction   = "download"
+    source      = "/tmp/amibuild-inventory.tsv"
+    destination = "${path.root}/inventory.tsv"
+  }
+
+  provisioner "shell" {
     inline = ["sudo yum clean all 2>/dev/null || sudo dnf clean all", "sudo rm -rf /var/cache/yum /var/cache/dnf /tmp/amibuild-*"]
   }
 
