@@ -144,7 +144,10 @@ def test_an_error_of_amibuilds_own_mid_build_removes_or_names_what_the_build_mad
     target, sandboxed = transform.choose(os.environ)
     options = Options(pipeline_file=str(workdir / "amibuild.hcl"), overrides=Overrides(variants=("ceph",)),
                       build_dir=str(workdir / "build"), packer=os.environ["INVOKE_AMIBUILD_PACKER"])
-    display = BrokenDisplay("Stopping the source instance")
+    # raised once the instance is launched and tagged: Packer then spends seconds in the stand-in's
+    # checks, so the instance is still there when the display breaks (at "Stopping the source
+    # instance" the emulator may already have terminated it by the time the line is read)
+    display = BrokenDisplay("Adding tags to source instance")
     run = job.run(job.settings(options, publish=False, target=target, transform=sandboxed), progress=display)
     assert display.raised and display.launched
     (ceph,) = run.outcomes
