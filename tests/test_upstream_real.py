@@ -319,6 +319,7 @@ variant "up" {{
         result = prepare.render(opts, resolve=False)  # no endpoint: the order an instance sees
         provs = build_block((result.directories[0] / "amibuild.pkr.hcl").read_text())
         ours = [str(p.get("script", "")).startswith("${path.root}/") or "yum clean all" in str(p.get("inline", ""))
+                or str(p.get("destination", "")).startswith("${path.root}/")  # stage 1's package list, brought back
                 for _, p in provs]
         names = [script_name(p) or kind for kind, p in provs]
         template = load(root, os_family=os_family, k8s=minor)
@@ -331,7 +332,8 @@ variant "up" {{
         assert names[-1] == "amibuild-hygiene.sh", (snapshot, names)
         block = [i for i, mine in enumerate(ours[:-1]) if mine and names[i] != "configure-proxy.sh"]
         assert block == list(range(block[0], block[-1] + 1)), (snapshot, names)
-        assert [names[i] for i in block][-3:] == ["amibuild-checks.sh", "shell", "cleanup.sh"], (snapshot, names)
+        assert [names[i] for i in block][-5:] == ["amibuild-checks.sh", "inventory.sh", "file", "shell", "cleanup.sh"], (
+            snapshot, names)  # the checks, the package list and its download, the caches, the clean-up
         first_finisher = names[block[-1] + 1]
         assert re.search(r"cleanup|validate", first_finisher) and not ours[block[-1] + 1], (snapshot, names)
         tail = [n for n, mine in zip(names[block[-1] + 1:], ours[block[-1] + 1:], strict=True) if not mine]
