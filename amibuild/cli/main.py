@@ -15,6 +15,8 @@ environment variables `AMIBUILD_AMIBUILD_<KEY>` (invoke's spelling) or the short
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
 from typing import Any, Iterable
@@ -79,9 +81,6 @@ class AmibuildProgram(Program):
 
     def print_task_help(self, name: str) -> None:
         """A command's help, its usage line without invoke's `[--core-opts]`."""
-        import contextlib
-        import io
-
         buffer = io.StringIO()
         with contextlib.redirect_stdout(buffer):
             super().print_task_help(name)
