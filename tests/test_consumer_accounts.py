@@ -133,3 +133,33 @@ def test_nodegroup_deploy_says_nothing_when_the_settings_are_disabled(shared) ->
                     "--vpc-id", "vpc-1", "--subnet", "subnet-1", "--control-plane-sg", "sg-1",
                     "--parameter", f"NodeImageId={shared['ami']}", "--region", REGION, "--dry-run")
     assert "Allowed AMIs" not in done.stderr and "warning:" not in done.stderr
+
+
+def _with_key(tmp_path: Path, allow_consumer: bool) -> str:
+    kms = boto3.client("kms", region_name=REGION)
+    key = kms.create_key()["KeyMetadata"]["Arn"]
+    statements = [{"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{BUILD}:root"}, "Action": "kms:*",
+                   "Resource": "*"}]
+    if allow_consumer:
+        statements.append({"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{CONSUMER}:root"},
+                           "Action": ["kms:DescribeKey", "kms:CreateGrant", "kms:Decrypt", "kms:ReEncrypt*",
+                                      "kms:GenerateDataKey*"], "Resource": "*"})
+    kms.put_key_policy(KeyId=key, PolicyName="default",
+                       Policy=json.dumps({"Version": "2012-10-17", "Statement": statements}))
+    text = PIPELINE.replace('kubernetes_version = "1.33"',
+                            f'kubernetes_version = "1.33"\n  encrypted = true\n  kms_key_id = "{key}"')
+    (tmp_path / "amibuild.hcl").write_text(text)
+    return key
+
+
+@pytest.mark.parametrize("allow_consumer", [True, False])
+def test_doctor_consumer_checks_the_images_key_from_the_consumer_account(shared, tmp_path: Path,
+                                                                         allow_consumer: bool) -> None:
+    key = _with_key(tmp_path, allow_consumer)
+    done = amibuild("doctor", "--consumer", "--profile", "consumer", "--build-profile", "build", "--json")
+    rows = {r["name"]: r for r in json.loads(done.stdout)["checks"]}
+    assert rows[f"key {REGION}"]["ok"] is allow_consumer, rows
+    assert key in rows[f"key {REGION}"]["message"]
+    if not allow_consumer:
+        assert "AccessDenied" in rows[f"key {REGION}"]["message"] or "access denied" in rows[f"key {REGION}"]["message"]
+        assert done.returncode == 1

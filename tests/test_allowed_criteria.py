@@ -1,0 +1,61 @@
+"""Allowed AMIs as amibuild decides it (amibuild.handoff.allowed): pure, over recorded facts."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from amibuild.handoff import allowed
+
+NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
+BUILD, CONSUMER = "123456789012", "210987654321"
+IMAGE = allowed.SeenImage("ami-1", BUILD, "acct-ceph-1.33-x86_64-1767225600", "2026-11-20T00:00:00.000Z")
+
+
+def settings(state: str, *criteria: dict) -> allowed.Settings:
+    return allowed.Settings(state, tuple(allowed.criterion_from_api(c) for c in criteria))
+
+
+@pytest.mark.parametrize("criteria, admitted, says", [
+    ([{"ImageProviders": [BUILD], "ImageNames": ["acct-ceph-*"]}], True, ""),
+    ([{"ImageProviders": ["111111111111"]}], False, f"do not name the provider account {BUILD}"),
+    ([{"ImageProviders": [BUILD], "ImageNames": ["other-*"]}], False, "ImageNames other-* do not match"),
+    ([{"ImageProviders": [BUILD], "CreationDateCondition": {"MaximumDaysSinceCreated": 5}}], False,
+     "created more than 5 d ago"),
+    ([{"ImageProviders": [BUILD], "CreationDateCondition": {"MaximumDaysSinceCreated": 30}}], True, ""),
+    ([{"ImageProviders": ["111111111111"]}, {"ImageNames": ["acct-*"]}], True, ""),  # any criterion admits
+    ([], False, "no image criteria are set"),
+])
+def test_an_image_is_admitted_when_any_criterion_holds_in_full(criteria, admitted, says) -> None:
+    verdict = allowed.admission(settings("enabled", *criteria), IMAGE, CONSUMER, NOW)
+    assert verdict.allowed is admitted and verdict.refused is (not admitted)
+    assert says in "; ".join(verdict.reasons)
+
+
+def test_audit_mode_and_disabled_refuse_nothing_and_own_images_are_always_allowed() -> None:
+    for state in ("audit-mode", "disabled"):
+        verdict = allowed.admission(settings(state, {"ImageProviders": ["111111111111"]}), IMAGE, CONSUMER, NOW)
+        assert not verdict.allowed and not verdict.refused
+    assert allowed.admission(settings("enabled"), IMAGE, BUILD, NOW).allowed
+
+
+def test_a_deprecated_image_passes_the_deprecation_condition_only_within_its_days() -> None:
+    old = allowed.SeenImage("ami-2", BUILD, "acct-x", "2026-01-01T00:00:00Z", deprecation_time="2026-10-01T00:00:00Z")
+    within = settings("enabled", {"ImageProviders": [BUILD], "DeprecationTimeCondition": {"MaximumDaysSinceDeprecated": 90}})
+    past = settings("enabled", {"ImageProviders": [BUILD], "DeprecationTimeCondition": {"MaximumDaysSinceDeprecated": 30}})
+    assert allowed.admission(within, old, CONSUMER, NOW).allowed
+    assert not allowed.admission(past, old, CONSUMER, NOW).allowed
+
+
+def test_the_cli_commands_carry_the_criteria_as_the_api_takes_them() -> None:
+    criterion = allowed.pipeline_criterion(BUILD, ["acct-ceph-1.33-x86_64", "acct-ceph-1.33-x86_64"],
+                                           max_days_since_created=180)
+    assert criterion.to_api() == {"ImageProviders": [BUILD], "ImageNames": ["acct-ceph-1.33-x86_64-*"],
+                                  "CreationDateCondition": {"MaximumDaysSinceCreated": 180}}
+    replace, enable = allowed.cli_commands([criterion], ["eu-west-1"])
+    assert json.loads(replace.split("--image-criteria ", 1)[1].strip("'")) == [criterion.to_api()]
+    assert "enable-allowed-images-settings --region eu-west-1" in enable
+    template = allowed.cloudformation([criterion])
+    assert template["Resources"]["AllowedImages"]["Properties"]["ImageCriteria"] == [criterion.to_api()]
