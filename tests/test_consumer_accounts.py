@@ -163,3 +163,39 @@ def test_doctor_consumer_checks_the_images_key_from_the_consumer_account(shared,
     if not allow_consumer:
         assert "AccessDenied" in rows[f"key {REGION}"]["message"] or "access denied" in rows[f"key {REGION}"]["message"]
         assert done.returncode == 1
+
+
+def test_karpenter_warns_when_the_clusters_account_would_refuse_the_channels_image(shared) -> None:
+    # the consumer keeps the channel's parameter in its own account, where Karpenter resolves it
+    parameter = "/amibuild/acct/1.33/ceph/recommended/image_id"
+    boto3.Session(profile_name="consumer", region_name=REGION).client("ssm").put_parameter(
+        Name=parameter, Value=shared["ami"], Type="String", DataType="aws:ec2:image")
+    consumer = shared["ec2"]
+    consumer.replace_image_criteria_in_allowed_images_settings(ImageCriteria=[{"ImageProviders": ["amazon"]}])
+    consumer.enable_allowed_images_settings(AllowedImagesSettingsState="enabled")
+    done = amibuild("karpenter", "--variant", "ceph", "--channel", "recommended", "--cluster", "prod",
+                    "--profile", "consumer")
+    assert done.returncode == 0, done.stderr
+    assert f"karpenter: warning: {shared['ami']} is not visible in account {CONSUMER}" in done.stderr
+
+
+def test_the_emulator_refuses_criteria_beyond_awss_limits_and_keys_the_policy_does_not_share(shared) -> None:
+    from botocore.exceptions import ClientError
+
+    consumer = shared["ec2"]
+    for criteria in ([{"ImageProviders": [BUILD]}] * 11, [{"ImageProviders": ["none", BUILD]}],
+                     [{"ImageProviders": ["someone"]}], [{"ImageNames": ["a?"]}]):
+        with pytest.raises(ClientError) as refused:
+            consumer.replace_image_criteria_in_allowed_images_settings(ImageCriteria=criteria)
+        assert refused.value.response["Error"]["Code"] == "InvalidParameterValue"
+    with pytest.raises(ClientError) as refused:
+        consumer.enable_allowed_images_settings(AllowedImagesSettingsState="on")
+    assert refused.value.response["Error"]["Code"] == "InvalidParameterValue"
+    key = boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"]
+    with pytest.raises(ClientError) as refused:
+        boto3.Session(profile_name="consumer", region_name=REGION).client("kms").describe_key(KeyId=key)
+    assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
+    other = boto3.client("ec2", region_name=REGION).register_image(Name="private", RootDeviceName="/dev/xvda")["ImageId"]
+    with pytest.raises(ClientError) as refused:
+        consumer.run_instances(ImageId=other, MinCount=1, MaxCount=1)
+    assert refused.value.response["Error"]["Code"] == "AuthFailure"
