@@ -59,3 +59,10 @@ def test_the_cli_commands_carry_the_criteria_as_the_api_takes_them() -> None:
     assert "enable-allowed-images-settings --region eu-west-1" in enable
     template = allowed.cloudformation([criterion])
     assert template["Resources"]["AllowedImages"]["Properties"]["ImageCriteria"] == [criterion.to_api()]
+
+
+def test_more_than_fifty_name_patterns_are_split_into_criteria_of_fifty() -> None:
+    criteria = allowed.pipeline_criteria(BUILD, [f"acct-v{n}-1.33-x86_64" for n in range(120)])
+    assert [len(c.names) for c in criteria] == [50, 50, 20]
+    assert all(c.providers == (BUILD,) for c in criteria)
+    assert criteria[0].names[0] == "acct-v0-1.33-x86_64-*"

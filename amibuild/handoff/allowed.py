@@ -139,6 +139,17 @@ def pipeline_criterion(provider: str, prefixes: Sequence[str], *, max_days_since
     return Criterion((provider,), name_patterns(prefixes), max_days_since_created, max_days_since_deprecated)
 
 
+MAX_NAMES = 50  # ImageNames per criterion, as AWS limits them
+
+
+def pipeline_criteria(provider: str, prefixes: Sequence[str], *, max_days_since_created: int | None = None,
+                      max_days_since_deprecated: int | None = None) -> tuple[Criterion, ...]:
+    """The criteria for every prefix: one per 50 name patterns (AWS's limit per criterion)."""
+    names = name_patterns(prefixes)
+    chunks = [names[i:i + MAX_NAMES] for i in range(0, len(names), MAX_NAMES)] or [()]
+    return tuple(Criterion((provider,), chunk, max_days_since_created, max_days_since_deprecated) for chunk in chunks)
+
+
 def cli_commands(criteria: Sequence[Criterion], regions: Sequence[str]) -> list[str]:
     """The AWS CLI commands that apply ``criteria`` and enable them, per region. Replace swaps every
     criterion the account has: a consumer with criteria of its own adds ours to them."""

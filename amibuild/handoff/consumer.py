@@ -86,10 +86,10 @@ def run_allowed_amis(request: AllowedAmisRequest, aws: Aws | None = None) -> All
     if not provider:
         aws = aws or Aws(profile=request.options.profile, region=pipeline.build_region)
         provider = aws.caller_identity(pipeline.build_region)["account"]
-    criterion = allowed.pipeline_criterion(provider, name_prefixes(pipeline),
-                                           max_days_since_created=request.max_days_since_created,
-                                           max_days_since_deprecated=request.max_days_since_deprecated)
-    return AllowedAmisResult(provider, pipeline.target_regions, (criterion,))
+    criteria = allowed.pipeline_criteria(provider, name_prefixes(pipeline),
+                                         max_days_since_created=request.max_days_since_created,
+                                         max_days_since_deprecated=request.max_days_since_deprecated)
+    return AllowedAmisResult(provider, pipeline.target_regions, criteria)
 
 
 # ------------------------------------------------------------------------------- doctor --consumer
