@@ -66,3 +66,27 @@ def test_more_than_fifty_name_patterns_are_split_into_criteria_of_fifty() -> Non
     assert [len(c.names) for c in criteria] == [50, 50, 20]
     assert all(c.providers == (BUILD,) for c in criteria)
     assert criteria[0].names[0] == "acct-v0-1.33-x86_64-*"
+
+
+def test_doctor_consumers_rows_from_recorded_facts() -> None:
+    from amibuild.aws.accounts import SharedImage
+    from amibuild.handoff.consumer import RegionFacts, decide
+
+    facts = RegionFacts(
+        "eu-west-1", settings("audit-mode", {"ImageProviders": ["111111111111"]}), block_public="block-new-sharing",
+        images={"ceph/stable": "ami-1", "gpu/stable": ""}, seen={"ami-1": None}, known={"ami-1": IMAGE},
+        launch_users={"ami-1": frozenset({"999999999999"})}, keys={"arn:aws:kms:eu-west-1:123456789012:key/k": "denied"})
+    rows = {(r.name, r.ok, r.warn): r.message for r in decide(CONSUMER, [facts])}
+    assert ("block-public-access eu-west-1", True, False) in rows
+    warned = rows[("allowed-amis eu-west-1", True, True)]  # audit mode: a warning, not a failure
+    assert warned.startswith("audit-mode (refuses nothing yet): ami-1") and "111111111111" in warned
+    assert "not shared with account 210987654321" in rows[("image ceph/stable eu-west-1", False, False)]
+    assert "the channel has no image here" in rows[("image gpu/stable eu-west-1", False, False)]
+    assert "denied" in rows[("key eu-west-1", False, False)]
+    seen = SharedImage("ami-1", BUILD, IMAGE.name, "available")
+    ok = RegionFacts("eu-west-1", settings("enabled", {"ImageProviders": [BUILD]}), block_public="unblocked",
+                     images={"ceph/stable": "ami-1"}, seen={"ami-1": seen})
+    rows = {(r.name, r.ok): r.message for r in decide(CONSUMER, [ok])}
+    assert rows[("allowed-amis eu-west-1", True)] == "enabled: admits ami-1"
+    assert "enable-image-block-public-access" in rows[("block-public-access eu-west-1", False)]
+    assert rows[("image ceph/stable eu-west-1", True)] == "ami-1 visible (available)"

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from amibuild.aws import Aws
 from amibuild.aws import accounts as reads
-from amibuild.errors import AccessDenied, AmibuildError, AwsError, SpecError
+from amibuild.errors import AmibuildError, AwsError, SpecError
 from amibuild.handoff import allowed
 from amibuild.pipeline.naming import parameter_name
 from amibuild.pipeline.options import Options, load_pipeline
@@ -159,8 +159,10 @@ def decide(account: str, facts: Sequence[RegionFacts]) -> list[Row]:
             if f.settings is not None and facts_of is not None:
                 verdict = allowed.admission(f.settings, facts_of, account)
                 if not verdict.allowed:
+                    state = {"enabled": "enabled", "audit-mode": "audit-mode (refuses nothing yet)",
+                             "disabled": "disabled (refuses nothing yet)"}.get(f.settings.state, f.settings.state)
                     rows.append(Row(f"allowed-amis {r}", f.settings.state != "enabled",
-                                    f"{f.settings.state}: {ami} ({facts_of.name}, provider {facts_of.owner}) is not "
+                                    f"{state}: {ami} ({facts_of.name}, provider {facts_of.owner}) is not "
                                     f"admitted: {'; '.join(verdict.reasons)}; run `amibuild allowed-amis` for "
                                     "criteria that admit it", warn=f.settings.state != "enabled"))
                 else:
@@ -241,7 +243,7 @@ def run_consumer(request: ConsumerRequest, consumer: Aws | None = None, builder:
                     known[ami] = allowed.SeenImage(ami, owner, image.name, image.creation_date, image.deprecation_time)
                 try:
                     users[ami] = builder.image_launch_users(region, ami)
-                except AccessDenied:
+                except AwsError:  # not readable (or gone): judged by what the consumer sees
                     users[ami] = None
             wanted = set(seen[ami].kms_key_ids if seen[ami] else ())
             if variant.kms_key_id and variant.kms_key_id.startswith(f"arn:aws:kms:{region}:"):
