@@ -12,6 +12,7 @@ assembles them into the one collection, `ns`, in the order `amibuild --help TASK
 
 from invoke import Collection
 
+from amibuild.cli.consumer import allowed_amis
 from amibuild.cli.fleet import fleet, karpenter
 from amibuild.cli.inventory import diff, sbom, scan
 from amibuild.cli.verify import verify
@@ -31,6 +32,7 @@ ns.add_task(verify)  # amibuild/cli/verify.py
 ns.add_task(sbom)  # amibuild/cli/inventory.py
 ns.add_task(diff)
 ns.add_task(scan)
+ns.add_task(allowed_amis)  # amibuild/cli/consumer.py
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present
