@@ -36,7 +36,7 @@ from amibuild.aws import Aws, Image, fan_out
 from amibuild.bake import leftovers
 from amibuild.bake.leftovers import Leftover
 from amibuild.errors import AmibuildError, CleanupIncomplete, SpecError
-from amibuild.lease import LEGACY_CHANNEL_DIR, Holder, holder_gone, lease_root, parse_holder
+from amibuild.lease import Holder, holder_gone, lease_root, parse_holder
 from amibuild.lifecycle.prune import Uses, gather as gather_uses, in_use
 
 COMPLETE_STATES = frozenset({"available"})
@@ -150,15 +150,12 @@ class UnknownRun(SpecError):
 
 
 def run_leases(aws: Aws, pipeline: Any, run_id: str, region: str) -> list[tuple[str, str, Holder]]:
-    """The leases (new and old folders) whose holder is this run: (region, name, holder)."""
+    """The leases whose holder is this run: (region, name, holder)."""
     found = []
-    roots = (lease_root(pipeline.ssm_prefix, pipeline.name),
-             f"{pipeline.ssm_prefix.rstrip('/')}/{pipeline.name}/{LEGACY_CHANNEL_DIR}")
-    for root in roots:
-        for parameter in aws.parameters_under(root, region):
-            holder = parse_holder(parameter.value)
-            if holder.run_id == run_id:
-                found.append((region, parameter.name, holder))
+    for parameter in aws.parameters_under(lease_root(pipeline.ssm_prefix, pipeline.name), region):
+        holder = parse_holder(parameter.value)
+        if holder.run_id == run_id:
+            found.append((region, parameter.name, holder))
     return found
 
 

@@ -29,10 +29,8 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from amibuild.aws import Aws, fan_out
 from amibuild.channels.home import known_regions
-from amibuild.channels.write import legacy_home_region
 from amibuild.errors import ChannelBusy
-from amibuild.lease import (LEGACY_CHANNEL_DIR, Guard, Lease, holder_gone, is_lease, lease_root, parse_holder,
-                            prune_lease_name, wait_for)
+from amibuild.lease import Guard, Lease, holder_gone, is_lease, lease_root, parse_holder, prune_lease_name, wait_for
 from amibuild.pipeline.naming import name_pattern
 from amibuild import tags
 
@@ -51,7 +49,6 @@ def live_channel_leases(aws: Aws, pipeline: Any, regions: Sequence[str] = ()) ->
     prefix = pipeline.ssm_prefix.rstrip("/")
     # a writer holds its channel lease in every region it writes (`amibuild.channels.home.write_places`)
     places = [(f"{lease_root(prefix, pipeline.name)}/channel", region) for region in prune_regions(pipeline, regions)]
-    places.append((f"{prefix}/{pipeline.name}/{LEGACY_CHANNEL_DIR}", legacy_home_region(pipeline)))
     found = []
     now = time.time()
     listed = fan_out(list(dict.fromkeys(places)), lambda place: aws.parameters_under(*place))

@@ -71,7 +71,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from amibuild import secrets, tags
 from amibuild.attest import store as attest_store
 from amibuild.errors import SpecError
-from amibuild.lease import LEGACY_CHANNEL_DIR, lease_root
+from amibuild.lease import lease_root
 from amibuild.channels.publish import name_pattern
 
 TASKS = ("build", "publish", "rollout", "prune", "fleet", "test", "verify", "scan")
@@ -182,8 +182,7 @@ class _Arns:
     def __init__(self, partition: str, account: str, pipeline: Any) -> None:
         self.p, self.a = partition, account
         self.channel_path = name_pattern(pipeline)[0].rstrip("/")
-        self.lease_roots = (lease_root(pipeline.ssm_prefix, pipeline.name),
-                            f"{pipeline.ssm_prefix.rstrip('/')}/{pipeline.name}/{LEGACY_CHANNEL_DIR}")
+        self.lease_roots = (lease_root(pipeline.ssm_prefix, pipeline.name),)
 
     @property
     def channels(self) -> list[str]:
@@ -194,7 +193,7 @@ class _Arns:
     @property
     def leases(self) -> list[str]:
         # every lease (amibuild.lease) lives under the pipeline's _leases folder, whatever the name
-        # template; the old channel-lease folder too, which a writer still holds for older amibuild
+        # template
         return [f"arn:{self.p}:ssm:*:{self.a}:parameter{root}/*" for root in self.lease_roots]
 
     @property
