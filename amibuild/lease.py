@@ -10,24 +10,7 @@ The IAM policy that lets build-ami write the pipeline's channels covers the fold
 channel name can take that shape (variant and channel names start with a letter). `is_lease`
 tells every reader that lists parameters (prune, channels, clean-run) what to skip.
 
-SSM has no compare-and-swap, but PutParameter with ``Overwrite=False`` fails with
-``ParameterAlreadyExists`` when the name exists: of two runs that try at once, exactly one
-creates it. The value says who holds it (owner: user, host, pid; run id; operation; a token of
-this `Lease`) and until when, written with the holder's clock. The holder renews it while it
-works and deletes it when done, only if it still holds its own value.
-
-A lease past its expiry belongs to a holder that died without releasing it, and so does a lease
-whose holder ran on this machine in a process that no longer exists (`holder_gone`); a value that
-is not a lease amibuild wrote counts as expired. The next taker overwrites it: of several taking
-over at once, only the one whose put follows the stale version directly holds it (the returned
-version proves it), the others put back what they replaced. The stale holder is named
-(`Lease.took_over`), and whether it had expired or its process was gone (`took_over_why`).
-
-One wait loop with a deadline (`wait_for`) serves builds and channel writers alike.
-
-The store is anything with the `Aws` methods `put_parameter_if_absent`, `find_parameter`,
-`parameter_history`, `overwrite_parameter` and `delete_parameter_if_value`. This module sits
-below the stages (it imports only `amibuild.errors`): bake, channels and lifecycle all use it.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -10,29 +10,7 @@ and says region by region what it did.
 
 A channel write converges or says plainly that it did not:
 
-* the lease's home is a property of the channel, recorded on it (`amibuild.channels.home`: chosen
-  when the channel is first written, read back by every writer), not of the writer's flags, of the
-  order a pipeline file lists its regions in, or of a region added since;
-* before every write (each put, each tag, each put-back) the writer checks that its lease is still
-  its own for longer than one request can last (`Aws.request_bound`), renewing it when it runs
-  short: a writer stopped (SIGSTOP) past its lease, or one whose lease was taken over, writes no
-  more (`LeaseLost`);
-* each transaction's versions carry a token in their description, so the writer recognises its own
-  writes, a put that botocore retried and that landed twice included, and never calls them
-  "another writer";
-* unwinding puts back only the regions that still hold this writer's value, each to the value it
-  held before the transaction;
-* the final verdict comes from reading every region (`converged`): a failed write says "nothing is
-  left half moved" only when every region is back where it was, else it names what each region
-  holds and how to repair it (`amibuild channels --repair`);
-* an image is checked `available` in its region right before its put, and the read-back checks it
-  still exists (prune deregisters only under its own lease, which writers respect: `amibuild.lease`).
-
-One concept over ~500 lines: the transaction. Its lease, its puts, their read-back, the verdict and
-the put-back share one `Turn` (the lease check before each write) and one token (the writer's mark
-on its versions); split apart, each part would take both back as arguments and a reader would
-have to follow a write across modules to see that it is guarded. The plan it carries out is pure
-and lives apart (`amibuild.channels.plan`), as does the lease's home (`amibuild.channels.home`).
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations
