@@ -22,6 +22,7 @@ from amibuild.handoff.userdata import render
 from amibuild.handoff.userdata.kubelet import KubeletSettings, proxy_environment
 from amibuild.pipeline import iam_names, proxy_credentials
 from amibuild.pipeline.imagetests import check_cluster
+import re
 
 API_VERSION = "karpenter.k8s.aws/v1"
 DISCOVERY_TAG = "karpenter.sh/discovery"
@@ -165,7 +166,6 @@ def to_yaml(manifest: dict[str, Any]) -> str:
 
 def check_name(name: str) -> str:
     """A Kubernetes object name (RFC 1123 subdomain), as the manifest's metadata.name."""
-    import re
 
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", name or ""):
         raise SpecError(f"--name {name!r}: lower-case letters, digits, '-' and '.', starting and ending with a "

@@ -21,6 +21,7 @@ from amibuild.inventory.scan import ScanPolicy, scan_policy
 from amibuild.pipeline import checks, hygiene, iam_names, naming
 from amibuild.printable import printable
 from amibuild.suggest import suggest
+from types import MappingProxyType
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 3600.0
@@ -561,6 +562,5 @@ def untestable(results: Iterable[CheckResult]) -> list[CheckResult]:
 
 
 def gate_map(gates_: Mapping[str, Gate]) -> Mapping[str, Gate]:
-    from types import MappingProxyType
 
     return MappingProxyType(dict(gates_))
