@@ -342,8 +342,6 @@ def test_ssm_is_scoped_to_the_pipelines_channels_and_the_public_eks_parameters(p
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/*",
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/_leases",
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/_leases/*",
-        "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/amibuild-lease",
-        "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/amibuild-lease/*",
         "arn:aws:ssm:*::parameter/aws/service/eks/optimized-ami/*",
     }
     public = next(s for s in ssm if s["Sid"] == "EksPublicParameters")

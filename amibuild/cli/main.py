@@ -29,6 +29,8 @@ from amibuild.cli.contexts import make_parser
 from amibuild.cli.locate import find_pipeline
 from amibuild.cli.run import ERROR
 from amibuild.errors import ExitCode
+import difflib
+import re
 
 
 class AmibuildConfig(Config):
@@ -199,7 +201,6 @@ def _flags(context: Any) -> list[str]:
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-    import difflib  # only on an error: `amibuild --list` stays fast
 
     choices = list(choices)
     # `--extra_pkg`: invoke spells every flag with dashes
@@ -213,7 +214,6 @@ def _did_you_mean(word: str, choices: Iterable[str]) -> str:
 
 def _flag_in(text: str) -> str | None:
     """`--name` out of invoke's "Flag <Argument: name (n) [int]> needed value ..."."""
-    import re
 
     match = re.search(r"<Argument: ([A-Za-z0-9_-]+)", text)
     return "--" + match.group(1).replace("_", "-").rstrip("-") if match else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any, Iterable
+from datetime import datetime, timezone
 
 
 def build_lines(run: Any) -> Iterable[str]:
@@ -136,13 +137,11 @@ def table(header: tuple, rows: list) -> list[str]:
 
 
 def when(moment: Any) -> str:
-    from datetime import timezone
 
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
 
 
 def age(moment: Any) -> str:
-    from datetime import datetime, timezone
 
     if moment is None:
         return "-"

@@ -9,6 +9,7 @@ from invoke import task
 from amibuild.cli import values
 from amibuild.cli import run as cli
 from amibuild.cli.tasks_common import SELECT_HELP
+from pathlib import Path
 
 
 @task(help={"port": "Port on 127.0.0.1 (default: a free one)"})
@@ -29,7 +30,6 @@ def sandbox(c, port=None):
                     "(commands run here then find this one)"}, auto_shortflags=False)
 def init(c, json=False, ci="", here=False):
     """Write a starter amibuild.hcl (one AL2023 variant with ceph-common) and ignore build/ in .gitignore."""
-    from pathlib import Path
 
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import init as init_mod

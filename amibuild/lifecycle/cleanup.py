@@ -9,19 +9,7 @@ every channel's history, launch templates, Auto Scaling groups, launch configura
 
 `decide` (pure) says, per resource, remove or keep and why:
 
-* an image a channel, launch template, Auto Scaling group, launch configuration or instance uses:
-  kept (each use named);
-* any image of a run that published (one of its images is in a channel's history, or the run's
-  record says it published): kept: the run finished, its images are prune's to judge;
-* a complete image (``available`` and tagged with its ``amibuild:fingerprint``): kept, a finished
-  build's image (a ``--no-publish`` build, or one whose publish failed); prune judges it;
-* a partial image (untagged: Packer tags at the very end; or pending, failed, invalid): removed;
-* a snapshot backing a kept image: kept; others removed;
-* instances, key pairs, Packer's security groups, volumes, the run's expired or orphaned leases:
-  removed (they are only ever a build's scaffolding).
-
-A run that nothing knows (no record under build/runs/, nothing in AWS, no lease) is an unknown run
-id: `UnknownRun`, exit 2. A run that still holds a live build lease is refused (it may be building).
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations
@@ -36,7 +24,7 @@ from amibuild.aws import Aws, Image, fan_out
 from amibuild.bake import leftovers
 from amibuild.bake.leftovers import Leftover
 from amibuild.errors import AmibuildError, CleanupIncomplete, SpecError
-from amibuild.lease import LEGACY_CHANNEL_DIR, Holder, holder_gone, lease_root, parse_holder
+from amibuild.lease import Holder, holder_gone, lease_root, parse_holder
 from amibuild.lifecycle.prune import Uses, gather as gather_uses, in_use
 
 COMPLETE_STATES = frozenset({"available"})
@@ -150,15 +138,12 @@ class UnknownRun(SpecError):
 
 
 def run_leases(aws: Aws, pipeline: Any, run_id: str, region: str) -> list[tuple[str, str, Holder]]:
-    """The leases (new and old folders) whose holder is this run: (region, name, holder)."""
+    """The leases whose holder is this run: (region, name, holder)."""
     found = []
-    roots = (lease_root(pipeline.ssm_prefix, pipeline.name),
-             f"{pipeline.ssm_prefix.rstrip('/')}/{pipeline.name}/{LEGACY_CHANNEL_DIR}")
-    for root in roots:
-        for parameter in aws.parameters_under(root, region):
-            holder = parse_holder(parameter.value)
-            if holder.run_id == run_id:
-                found.append((region, parameter.name, holder))
+    for parameter in aws.parameters_under(lease_root(pipeline.ssm_prefix, pipeline.name), region):
+        holder = parse_holder(parameter.value)
+        if holder.run_id == run_id:
+            found.append((region, parameter.name, holder))
     return found
 
 

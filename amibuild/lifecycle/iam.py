@@ -6,60 +6,7 @@ that what one task may do is read against the rest.
 `policy(task, pipeline, ...)` returns an IAM policy document for one task or ``all`` of them (``all``
 without stacks and node role: rollout on every stack and no iam:PassRole, which `notes` says):
 
-    build     `amibuild build-ami`: Packer's amazon-ebs builder (build instance, temporary key pair
-              and security group, image, copies, tags, sharing), the public EKS parameters, the
-              images amibuild already made, publishing to the channel, and for the upstream base
-              s3:ListBucket on the Kubernetes binaries bucket
-    publish   `amibuild publish`, `promote`, `rollback`, `history`, `channels`
-    rollout   `amibuild rollout` (and `nodegroup-deploy`, `aws-auth --access-entry`, `userdata --cluster`): the named node
-              group stacks (change sets, events), the cluster's description and access entries, what
-              CloudFormation then does with the caller's rights to their launch template and Auto
-              Scaling group (only groups those stacks made), EKS managed node groups, iam:PassRole
-              for the node role only
-    prune     `amibuild prune`: the reads that prove an image unused, then deregister / delete
-              snapshot / deprecate, only on resources tagged with the pipeline's name
-    fleet     `amibuild fleet`: the same reads of channels and consumers (stacks, managed node
-              groups, launch templates, Auto Scaling groups, instances), and nothing else: describes only
-    verify    `amibuild verify` (and `fleet --verify` on top of fleet): the channel's parameters, the
-              images, and the pipeline's signed statements: kms:DescribeKey and kms:GetPublicKey on the
-              pipeline's key, s3:GetObject under the pipeline's prefix, s3:ListBucket of that prefix only
-    test      `amibuild test-ami` (and `build-ami --boot-test` on top of build): RunInstances only with
-              the ``amibuild:run-id`` tag on the instance and its volumes, TerminateInstances and
-              ssm:SendCommand (``AWS-RunShellScript`` only) on instances carrying that tag, the result
-              tags on the pipeline's images, iam:PassRole for the test instance profile's role only
-              (``test { role }``, else assumed to be named like ``test { instance_profile }``, as
-              the console makes them; `notes` says so), read-only describes
-    scan      `amibuild scan`, `sbom`, `diff` (and `build-ami --scan` on top of build): verify's
-              reads, inspector-scan:ScanSbom, the scan statement signed and stored
-
-build and test also sign their statements (``AttestationSign``: kms:DescribeKey and kms:Sign on
-the pipeline's ``attestation`` key, an alias as a condition) and write them under the pipeline's
-own prefix of the statements bucket only (``AttestationStore``: s3:PutObject on
-``<bucket>/amibuild/<pipeline>/*``), so no other pipeline's role writes there. Verifying them
-(``verify``, and ``publish`` when a channel's gate requires ``tested``) reads the key's public key
-(``AttestationVerify``: kms:DescribeKey, kms:GetPublicKey) and that prefix only (``AttestationRead``:
-s3:GetObject; ``AttestationList``: s3:ListBucket with an ``s3:prefix`` condition).
-
-Scoping: SSM actions on the pipeline's channel path only (``{prefix}/{pipeline}`` and below;
-reads of AWS's public ``/aws/service/eks/optimized-ami/*`` for the source AMI), CloudFormation on
-the named stacks, prune's deletions on images and snapshots whose ``amibuild:pipeline`` tag names
-the pipeline. EC2's Describe* calls do not support resource-level permissions; Packer's own
-temporary resources get random names, so its build actions are not scoped by resource here (an
-SCP or permission boundary can add a region or tag condition on your side).
-
-The build policy follows the pipeline: CopyImage only with ``copy_to`` or encryption, the sharing
-calls only with ``ami_users``, DescribeSubnets only when a variant names a subnet, the temporary
-security group's calls unless every variant names its own, the encrypted-copy clean-up and KMS only
-when a variant asks for encryption / a KMS key.
-
-The action lists come from what the tasks were seen to call: tests/test_iam_policy.py runs each
-task against the local emulator through a recording proxy (Packer 1.6.6 included) and checks that
-every call is allowed and every allowed action was called, except the ones in `NOT_OBSERVED`,
-which are needed on real AWS but cannot show up there (each with its reason).
-
-Not included, add it yourself when you use it: ``iam:PassRole`` for a build instance profile
-(``--var iam_instance_profile=...``: amibuild cannot know the role behind the profile), and
-``ssm:StartSession`` for ``ssh_interface = "session_manager"``.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations
@@ -71,7 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from amibuild import secrets, tags
 from amibuild.attest import store as attest_store
 from amibuild.errors import SpecError
-from amibuild.lease import LEGACY_CHANNEL_DIR, lease_root
+from amibuild.lease import lease_root
 from amibuild.channels.publish import name_pattern
 
 TASKS = ("build", "publish", "rollout", "prune", "fleet", "test", "verify", "scan")
@@ -182,8 +129,7 @@ class _Arns:
     def __init__(self, partition: str, account: str, pipeline: Any) -> None:
         self.p, self.a = partition, account
         self.channel_path = name_pattern(pipeline)[0].rstrip("/")
-        self.lease_roots = (lease_root(pipeline.ssm_prefix, pipeline.name),
-                            f"{pipeline.ssm_prefix.rstrip('/')}/{pipeline.name}/{LEGACY_CHANNEL_DIR}")
+        self.lease_roots = (lease_root(pipeline.ssm_prefix, pipeline.name),)
 
     @property
     def channels(self) -> list[str]:
@@ -194,7 +140,7 @@ class _Arns:
     @property
     def leases(self) -> list[str]:
         # every lease (amibuild.lease) lives under the pipeline's _leases folder, whatever the name
-        # template; the old channel-lease folder too, which a writer still holds for older amibuild
+        # template
         return [f"arn:{self.p}:ssm:*:{self.a}:parameter{root}/*" for root in self.lease_roots]
 
     @property

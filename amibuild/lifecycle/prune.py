@@ -2,37 +2,7 @@
 
 Three steps, as everywhere in amibuild: gather the facts, plan as data, execute thinly.
 
-`gather` (read-only, regions in parallel) finds, per region,
-    * the images of this pipeline: ``Owners=["self"]`` with an ``amibuild:fingerprint`` tag and
-      ``amibuild:pipeline`` naming the pipeline (another pipeline's images are not ours to judge:
-      its channels live under another name), with their deprecation times;
-    * the tags of their snapshots (found from each image's block device mappings);
-    * what uses an image: the current value of every parameter under the pipeline's channel path and
-      the images of its recent history (`keep_versions` earlier versions holding another AMI, so
-      `amibuild rollback` keeps working); the default and latest version of every launch template and
-      every version an Auto Scaling group names (its own launch template, its mixed instances policy
-      and the policy's overrides, or a managed node group names); every launch configuration; every
-      node group stack's image; every pending, running, stopping or stopped instance of those images
-      (the one gatherer `fleet` reads too: `amibuild.lifecycle.consumers`). Channels are found by
-      their ``amibuild:pipeline`` tag in every region, whatever parameter name template wrote them,
-      as well as under the current template's path. Which of these makes an image "in use" is
-      `in_use`, a pure function of the gathered `Uses` (tested on recorded facts).
-
-`plan_prune` (pure) groups the images by variant and region, newest first (``amibuild:created``,
-else the image's CreationDate) and decides for each:
-
-    KEEP       one of the newest `keep` available images, younger than `older_than`, in use (each
-               reason listed), pending, or of a state prune does not understand
-    DELETE     everything else: deregister, then delete the snapshots that carry the image's
-               ``amibuild:fingerprint`` and ``amibuild:pipeline`` tags and back no kept image
-    DEPRECATE  instead of DELETE with ``deprecate_only``: set a deprecation time, delete nothing
-               (an image deprecated already is left as it is: a new time would undo that for a while)
-
-`execute_prune` works region by region (regions in parallel, images in order), carries on past a
-failure, then lists the images again to check that the deregistered ones are gone. `PruneResult`
-says what was and was not deleted; `PruneResult.raise_for_status` raises `PruneFailed` when anything failed.
-
-Nothing here prints: `report_lines` turns a result into lines for the task to print.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ from amibuild.suggest import suggest
 from amibuild.pipeline import checks, files, naming, proxy_credentials
 from amibuild.pipeline.model import (AL2_LAST_K8S, ARCHES, BASES, DEFAULT_FLAVOR, DEFAULTS, FLAVORS, OSES, VOLUME_TYPES, Proxy,
                                      Repo, Variant, _K8S, _K8S_PATCH, _RPM_NAME, _VAR_NAME)
+import gzip
+import json
 
 
 def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> None:
@@ -192,8 +194,6 @@ def known_regions() -> frozenset[str]:
     (a tenth of the time a botocore session takes to answer the same question)."""
     global _REGIONS
     if _REGIONS is None:
-        import gzip
-        import json
 
         import botocore
 
