@@ -11,7 +11,6 @@ AssumeRole of ``arn:aws:iam::ACCOUNT:role/...`` gives keys of that account). Her
   images of other accounts that no criterion admits; with ``enabled`` or ``audit-mode`` it shows
   ``ImageAllowed``. Own images are always allowed, as on AWS.
 - Get/Enable/DisableImageBlockPublicAccess (``unblocked`` until enabled), per account and region.
-
 The state lives on moto's EC2 backend of the account and region, so every reset drops it.
 """
 
