@@ -178,13 +178,17 @@ def install() -> None:
         held = settings_of(response.ec2_backend)
         return ActionResult({"State": held["state"], "ImageCriteria": held["criteria"], "ManagedBy": "account"})
 
-    def enable_allowed(response: Any) -> ActionResult:
-        state = response._get_param("AllowedImagesSettingsState")
-        if state not in ("enabled", "audit-mode"):
+    def state_param(response: Any, name: str, valid: tuple[str, ...]) -> str:
+        state = response._get_param(name)
+        if state not in valid:
             raise EC2ClientError("InvalidParameterValue",
-                                 f"Value ({state}) for parameter AllowedImagesSettingsState is invalid. "
-                                 "Valid values: enabled, audit-mode.")
+                                 f"Value ({state}) for parameter {name} is invalid. "
+                                 f"Valid values: {', '.join(valid)}.")
         response.error_on_dryrun()
+        return state
+
+    def enable_allowed(response: Any) -> ActionResult:
+        state = state_param(response, "AllowedImagesSettingsState", ("enabled", "audit-mode"))
         settings_of(response.ec2_backend)["state"] = state
         return ActionResult({"AllowedImagesSettingsState": state})
 
@@ -210,12 +214,7 @@ def install() -> None:
                              "ManagedBy": "account"})
 
     def enable_block(response: Any) -> ActionResult:
-        state = response._get_param("ImageBlockPublicAccessState")
-        if state != "block-new-sharing":
-            raise EC2ClientError("InvalidParameterValue",
-                                 f"Value ({state}) for parameter ImageBlockPublicAccessState is invalid. "
-                                 "Valid values: block-new-sharing.")
-        response.error_on_dryrun()
+        state = state_param(response, "ImageBlockPublicAccessState", ("block-new-sharing",))
         public_access(response.ec2_backend)["state"] = state
         return ActionResult({"ImageBlockPublicAccessState": state})
 
