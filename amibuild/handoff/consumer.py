@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from amibuild.aws import Aws
 from amibuild.aws import accounts as reads
+from amibuild.channels import known as known_channels
 from amibuild.errors import AmibuildError, AwsError, SpecError
 from amibuild.handoff import allowed
 from amibuild.pipeline.naming import parameter_name
@@ -216,6 +217,8 @@ def run_consumer(request: ConsumerRequest, consumer: Aws | None = None, builder:
     consumer = consumer or Aws(profile=request.options.profile, region=pipeline.build_region)
     builder = builder or (Aws(profile=request.build_profile, region=pipeline.build_region) if request.build_profile
                           else consumer)
+    # the channel is read from the build account: a typo is refused there before any other call
+    known_channels.require(builder, pipeline, pipeline.variants, known_channels.Asked(channel), every=False)
     account = consumer.caller_identity(pipeline.build_region)["account"]
     owner = builder.caller_identity(pipeline.build_region)["account"] if builder is not consumer else ""
     facts = []
