@@ -200,6 +200,9 @@ def _flags(context: Any) -> list[str]:
     return [*context.flags.keys(), *context.inverse_flags.keys()]
 
 
+NEAR_TIE = 0.9  # a runner-up within 10 % of the best match is named beside it
+
+
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:
 
     choices = list(choices)
@@ -208,7 +211,11 @@ def _did_you_mean(word: str, choices: Iterable[str]) -> str:
     for candidate in candidates:
         if candidate != word and candidate in choices:
             return f"; did you mean {candidate}?"
-    close = difflib.get_close_matches(word.replace("_", "-"), choices, n=2, cutoff=0.6)
+    asked = word.replace("_", "-")
+    ratios = {name: difflib.SequenceMatcher(None, asked, name).ratio()
+              for name in difflib.get_close_matches(asked, choices, n=2, cutoff=0.6)}
+    # a second name only when it is nearly as close as the first: a tie, not a far runner-up
+    close = [name for name, ratio in ratios.items() if ratio >= NEAR_TIE * max(ratios.values())]
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
