@@ -15,12 +15,13 @@ Why it is built this way: docs/dev/decisions.md.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Callable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.aws import Aws, Image, Parameter, fan_out
-from amibuild.channels import gates
+from amibuild.channels import gates, safeguard
 from amibuild.channels.home import lease_home
 # the plan and write names are part of this module's interface (callers import them from here)
 from amibuild.channels.plan import (IMAGE_DATA_TYPE,  # noqa: F401
@@ -31,6 +32,7 @@ from amibuild.channels.plan import (IMAGE_DATA_TYPE,  # noqa: F401
 from amibuild.channels.write import READBACK_TIMEOUT, WRITE_INTERVAL, execute_publish, home_region, transact  # noqa: F401
 from amibuild.errors import GateRefused, PublishRefused, SpecError
 from amibuild.lease import Guard
+from amibuild.pipeline.protection import ProtectionSettings
 from amibuild.pipeline.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, TEMPLATE_FIELDS, PipelineLike,  # noqa: F401
                                   VariantLike, check_channel, check_template, name_pattern, parameter_name,
                                   template_of)
@@ -123,7 +125,7 @@ def plan_publish(
         provenance = provenance_from_images(images, fingerprint=fingerprint, run_id=run_id)
     if gate_check is not None:
         note = ", ".join(n for n in (note, gate_check(images)) if n)
-    return decide(
+    plan = decide(
         operation=operation, parameter=name, variant=variant.name, channel=channel,
         required_regions=pipeline.target_regions, amis=amis,
         current=current, images=images, provenance=provenance,
@@ -131,6 +133,20 @@ def plan_publish(
         # a brand-new channel (nothing recorded yet) lives in every region of the pipeline file
         channel_regions=recorded_regions(tagged) | set(getattr(pipeline, "channel_regions", ())), home=home,
     )
+    return plan if plan.refusals else with_guards(aws, plan, pipeline=pipeline, variant=variant, regions=regions,
+                                                  images=images, template=template)
+
+
+def with_guards(aws: Aws, plan: PublishPlan, *, pipeline: PipelineLike, variant: VariantLike, regions: Sequence[str],
+                images: Mapping[str, Image | None], template: str | None = None) -> PublishPlan:
+    """The plan with its safeguard steps: protection (and the deprecation time) of every image the
+    variant's channels hold once this write is done (`amibuild.channels.safeguard`)."""
+    amis = {r.region: r.ami for r in plan.regions}
+    found, holders = safeguard.held(aws, pipeline, variant, channel=plan.channel, amis=amis, regions=regions,
+                                    template=template, known=images)
+    steps = safeguard.decide(found, holders, protection=getattr(pipeline, "protection", ProtectionSettings()),
+                             deprecate_after=getattr(variant, "deprecate_after", None), now=safeguard.now_utc())
+    return replace(plan, guards=steps)
 
 
 def publish_variant(

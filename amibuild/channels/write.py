@@ -24,6 +24,7 @@ from typing import Callable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.aws import Aws, Parameter, deadline, fan_out
+from amibuild.channels import safeguard
 from amibuild.channels.home import first_write_places, homes_of, known_regions, write_places
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
                                     RegionResult, description, parameter_tags, provenance_of)
@@ -237,6 +238,9 @@ def execute_publish(aws: Aws, plan: PublishPlan, *, force: bool = False,
     if turn.cancelled():
         raise Interrupted(f"{plan.operation} {plan.variant} to {plan.channel} ({plan.parameter}): interrupted "
                           "before the first write; nothing was written")
+    # every image the variant's channels hold is protected (and its deprecation moved) before any
+    # region points at it; a failure here stops the write with nothing written to SSM
+    safeguard.apply(aws, plan.guards, turn.check)
     plan = with_token(plan, uuid.uuid4().hex[:12])
     versions: dict[str, int] = {}
     failures: list[_RegionFailed] = []
@@ -258,6 +262,7 @@ def execute_publish(aws: Aws, plan: PublishPlan, *, force: bool = False,
                          versions.get(r.region, r.previous_version))
             for r in plan.regions
         ),
+        guarded=plan.guards,
     )
 
 

@@ -28,6 +28,9 @@ _ON_BEHALF = ("CloudFormation calls it with the caller's permissions while it ap
               "stack's launch template and Auto Scaling group (no service role); the emulator's CloudFormation "
               "checks no permission and sends nothing through the proxy")
 
+_CLEARED = ("called only for a channel's image that has a deprecation time while its variant sets no deprecate_after; "
+            "tests/test_protection.py drives that path")
+
 # Needed on real AWS, never requested in the sandbox tests; the IAM test allows exactly these as
 # "not observed here".
 NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
@@ -44,8 +47,9 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
         "kms:GenerateDataKeyWithoutPlaintext": "as kms:CreateGrant",
         "kms:ReEncryptFrom": "as kms:CreateGrant",
         "kms:ReEncryptTo": "as kms:CreateGrant",
+        "ec2:DisableImageDeprecation": _CLEARED,
     },
-    "publish": {},
+    "publish": {"ec2:DisableImageDeprecation": _CLEARED},
     "verify": {},
     "scan": {},
     "test": {
@@ -231,7 +235,8 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
         _statement("PackerBuild", packer),
         _statement("EksPublicParameters", ["ssm:GetParameters"], arn.public_eks),
         _statement("ChannelsRead", ["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParameterHistory",
-                                    "ssm:ListTagsForResource"], arn.channels),
+                                    "ssm:GetParametersByPath", "ssm:ListTagsForResource"], arn.channels),
+        _channel_safeguards(arn, pipeline),
         _statement("ChannelsWrite", ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameter"],
                    arn.channels),
         _statement("ChannelLeases", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
@@ -348,7 +353,19 @@ def _publish(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | Non
                    arn.channels),
         _statement("ChannelLeases", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
                                       "ssm:GetParameterHistory"], arn.leases),
+        _channel_safeguards(arn, pipeline),
     ]
+
+
+def _channel_safeguards(arn: _Arns, pipeline: Any) -> dict[str, Any]:
+    """What every channel write does to the images the channels hold (`amibuild.channels.safeguard`):
+    deregistration protection on, and their deprecation time moved (with ``deprecate_after``) or cleared;
+    only on images whose ``amibuild:pipeline`` tag names the pipeline."""
+    actions = ["ec2:EnableImageDeregistrationProtection", "ec2:DisableImageDeprecation"]
+    if any(getattr(v, "deprecate_after", None) for v in pipeline.variants):
+        actions.append("ec2:EnableImageDeprecation")
+    return _statement("ChannelImageSafeguards", actions, [f"arn:{arn.p}:ec2:*::image/*"],
+                      {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}})
 
 
 def _consumers(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
