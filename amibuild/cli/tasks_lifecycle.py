@@ -1,4 +1,4 @@
-"""The lifecycle tasks: prune and iam-policy.
+"""The lifecycle tasks: prune, restore and iam-policy.
 
 Part of the task table `amibuild.cli.tasks` assembles (its docstring says how flags and
 imports are kept fast).
@@ -69,3 +69,17 @@ def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, ac
                                                  partition=partition))), end="")
     for note in iam.notes(task_, loaded, stacks=stack or (), node_role_arn=node_role_arn):
         cli.say(f"note: {note}")
+
+
+@task(help={"ami": "The deregistered image to bring back (required), e.g. ami-0123456789abcdef0",
+            "region": "The region it was deregistered in (required)",
+            "profile": SELECT_HELP["profile"],
+            "json": "Print what was restored as JSON on stdout"}, auto_shortflags=False)
+def restore(c, ami=None, region=None, profile=None, json=False):
+    """Bring a deregistered image back from the Recycle Bin, with its snapshots and tags."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.lifecycle import restore as job
+
+    result = cli.run(lambda: job.run(job.RestoreRequest(ami or "", region or "", profile)))
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+    cli.finish(result)
