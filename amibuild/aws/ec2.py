@@ -94,14 +94,17 @@ class Ec2Calls:
     # which launch templates, Auto Scaling groups and instances still use an image), and the three
     # changes it makes. Plain tuples keep the gateway's surface small; prune.py names the fields.
 
-    def own_images(self, region: str, filters: Mapping[str, Sequence[str]]) -> list[tuple[Image, str]]:
+    def own_images(self, region: str, filters: Mapping[str, Sequence[str]], *,
+                   include_disabled: bool = False) -> list[tuple[Image, str]]:
         """(image, its DeprecationTime or "") of this account's images matching `filters`.
 
-        An owner's DescribeImages lists its deprecated images too, whatever IncludeDeprecated says.
+        An owner's DescribeImages lists its deprecated images too, whatever IncludeDeprecated says;
+        disabled ones only with `include_disabled` (IncludeDisabled).
         """
+        extra: dict[str, Any] = {"IncludeDisabled": True} if include_disabled else {}
         with _mapped("ec2:DescribeImages", region):
             pages = self.client("ec2", region).get_paginator("describe_images").paginate(
-                Owners=["self"], Filters=[{"Name": k, "Values": list(v)} for k, v in filters.items()]
+                Owners=["self"], Filters=[{"Name": k, "Values": list(v)} for k, v in filters.items()], **extra
             )
             return [(_image(raw, region), raw.get("DeprecationTime", "") or "")
                     for page in pages for raw in page.get("Images", [])]

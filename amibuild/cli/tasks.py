@@ -18,7 +18,7 @@ from amibuild.cli.inventory import diff, sbom, scan
 from amibuild.cli.verify import verify
 from amibuild.cli.tasks_build import build_ami, clean_run, matrix, rehearse, render, runs, test_ami, tests, validate
 from amibuild.cli.tasks_channels import channels, history, promote, publish, rollback
-from amibuild.cli.tasks_lifecycle import iam_policy, prune
+from amibuild.cli.tasks_lifecycle import iam_policy, prune, restore
 from amibuild.cli.tasks_nodes import aws_auth, decode_userdata, nodegroup_deploy, rollout, userdata
 from amibuild.cli.tasks_setup import demo, doctor, init, sandbox
 
@@ -33,6 +33,7 @@ ns.add_task(sbom)  # amibuild/cli/inventory.py
 ns.add_task(diff)
 ns.add_task(scan)
 ns.add_task(allowed_amis)  # amibuild/cli/consumer.py
+ns.add_task(restore)  # amibuild/cli/tasks_lifecycle.py
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

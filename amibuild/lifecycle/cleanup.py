@@ -51,6 +51,7 @@ class Verdict:
     item: Leftover
     remove: bool
     why: str = ""
+    unprotect: bool = False  # turn its deregistration protection off first (or, kept, to start the cooldown)
 
 
 @dataclass(frozen=True)
@@ -114,9 +115,18 @@ def decide(facts: RunFacts) -> list[Verdict]:
         elif image is not None and image.state in COMPLETE_STATES and image.tags.get(tags.FINGERPRINT):
             why = ("a complete image (available, tagged with its fingerprint) of a finished build: "
                    "prune judges it (`amibuild prune`)")
+        protection = image.protection if image is not None else "disabled"
+        if not why and protection == "enabled-with-cooldown":
+            kept_images.add(item.id)
+            verdicts.append(Verdict(item, False, "deregistration protection has a cooldown: turned off now, the image "
+                                                 "can go in 24 h; run clean-run again then", unprotect=True))
+            continue
+        if not why and protection.startswith("disabled-until"):
+            why = (f"deregistration protection cooldown until {protection.split(' ', 1)[-1]}: "
+                   "run clean-run again then")
         if why:
             kept_images.add(item.id)
-        verdicts.append(Verdict(item, not why, why))
+        verdicts.append(Verdict(item, not why, why, unprotect=not why and protection == "enabled"))
     backing = {s: i for i, image in facts.images.items() if i in kept_images and image is not None
                for s in image.snapshot_ids}
     for item in facts.found:
@@ -211,7 +221,15 @@ def execute(aws: Aws, facts: RunFacts, verdicts: Sequence[Verdict], *, dry_run: 
                            temp_dirs=[TempLeftover(p) for p in facts.temp_dirs])
     if dry_run:
         return result
-    result.removed, result.failed = leftovers.remove(aws, [v.item for v in verdicts if v.remove])
+    refused: set[str] = set()
+    for verdict in (v for v in verdicts if v.unprotect):
+        try:
+            aws.unprotect_image(verdict.item.region, verdict.item.id)
+        except AmibuildError as exc:
+            refused.add(verdict.item.id)
+            result.failed.append((verdict.item, f"deregistration protection not turned off: {exc}"))
+    result.removed, failed = leftovers.remove(aws, [v.item for v in verdicts if v.remove and v.item.id not in refused])
+    result.failed += failed
     for lease in result.leases:
         try:
             if aws.delete_parameter_if_value(lease.name, lease.holder.raw, lease.region):

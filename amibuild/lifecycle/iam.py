@@ -73,6 +73,8 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
                                       "tests/test_prune.py replays EC2's answer on the gateway's client",
         "eks:DescribeNodegroup": "read for each managed node group; the prune policy test's account has none "
                                  "(the fleet policy test seeds one and sees it called)",
+        **dict.fromkeys(("ec2:DisableImage", "ec2:DescribeImageAttribute"),
+                        "only with --disable-after (tests/test_prune_ladder.py runs it against the emulator)"),
     },
     "fleet": {},
 }
@@ -404,6 +406,12 @@ def _prune(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
         _statement("PruneOwnImages", ["ec2:DeregisterImage", "ec2:DeleteSnapshot", "ec2:EnableImageDeprecation"],
                    [f"arn:{arn.p}:ec2:*::image/*", f"arn:{arn.p}:ec2:*::snapshot/*"],
                    {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}}),
+        # the lifecycle ladder: protection off before a deregister, --disable-after, and whether the
+        # Recycle Bin will keep what prune deletes (its rules) and whom an image is shared with
+        _statement("PruneLadder", ["ec2:DisableImageDeregistrationProtection", "ec2:DisableImage"],
+                   [f"arn:{arn.p}:ec2:*::image/*"],
+                   {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}}),
+        _statement("PruneLadderReads", ["ec2:DescribeImageAttribute", "rbin:ListRules", "rbin:GetRule"]),
     ]
 
 
