@@ -67,7 +67,7 @@ def _prune(path: str) -> tuple[float, float, list[str], int, list[str]]:
 
     pipeline = load(Path(path))
     aws = Aws(region=REGIONS[0])
-    failures, notes = [], []
+    failures, notes = [], [_scalekit.warm(aws, ("ec2", "ssm", "cloudformation", "autoscaling", "eks"), REGIONS)]
     start = time.monotonic()
     try:
         facts = prune.gather(aws, pipeline, REGIONS)
