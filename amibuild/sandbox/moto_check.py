@@ -90,6 +90,9 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.moto_server.werkzeug_app", "MotoRequestHandler"),
     ("moto.moto_server.werkzeug_app", "create_backend_app"),
     ("moto.eks.models", "eks_backends"),  # eks_api.py: access entries and node group updates on moto's clusters
+    ("moto.ec2.responses.instances", "InstanceResponse.describe_instances"),  # paging.py: pages of instances
+    ("moto.ec2.models.instances", "InstanceBackend.get_reservations_by_instance_ids"),
+    ("moto.ec2.exceptions", "InvalidParameterCombination"),
 )
 
 # (module, class, instance attribute): set in __init__, so looked for as `self.NAME` in the class.
