@@ -118,8 +118,9 @@ def emit_json(data: Any) -> None:
     print(secrets.mask(json.dumps(data, indent=2, sort_keys=True, default=str)))
 
 
-def options(c: Any, *, announce: bool = True, **flags: Any) -> "Options":  # noqa: F821
-    """Flags of render/validate/build (+ invoke config) → `pipeline.options.Options`.
+def options(c: Any, request: Any = None, *, announce: bool = True, **flags: Any) -> "Options":  # noqa: F821
+    """A task's request (`amibuild.cli.command`; the tasks not declared as one yet pass their flags
+    by name) + invoke config → `pipeline.options.Options`.
 
     Without --pipeline (or the config's `pipeline`), the pipeline file is the nearest
     `amibuild.hcl` from the current folder upwards (`spec.locate`); none found means flags alone,
@@ -130,8 +131,11 @@ def options(c: Any, *, announce: bool = True, **flags: Any) -> "Options":  # noq
     from amibuild.pipeline import Overrides
     from amibuild.pipeline.options import Options
 
+    def get(name: str) -> Any:
+        return getattr(request, name, None) if request is not None else flags.get(name)
+
     config = c.config.get("amibuild", {}) if hasattr(c, "config") else {}
-    pipeline = flags.get("pipeline") or config.get("pipeline") or None
+    pipeline = get("pipeline") or config.get("pipeline") or None
     if not pipeline:
         found = getattr(c.config, "_amibuild_found", None) if hasattr(c, "config") else None
         if found is None or found.searched[0] != Path(os.getcwd()).resolve():  # not the Program's, or moved
@@ -140,38 +144,29 @@ def options(c: Any, *, announce: bool = True, **flags: Any) -> "Options":  # noq
             pipeline = os.path.relpath(found.path)
         elif announce:
             _PENDING[:] = [found.not_found_note()]
-    build_dir = flags.get("build_dir")
+    build_dir = get("build_dir")
     if not build_dir:
         build_dir = str(config.get("build_dir") or "build")
         if pipeline and not os.path.isabs(build_dir):
             build_dir = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(pipeline)), build_dir))
 
     def tup(name: str) -> tuple[str, ...]:
-        value = flags.get(name) or ()
+        value = get(name) or ()
         return tuple(value) if isinstance(value, (list, tuple)) else (value,)
 
     overrides = Overrides(
-        variants=tup("variant"),
-        all_variants=bool(flags.get("all")),
-        base=flags.get("base") or "",
-        upstream=flags.get("upstream") or "",
-        upstream_ref=flags.get("upstream_ref") or "",
-        os=flags.get("os") or "",
-        kubernetes_version=flags.get("k8s") or "",
-        arch=flags.get("arch") or "",
-        flavor=flags.get("flavor") or "",
-        regions=tup("region"),
-        extra_packages=tup("extra_pkg"),
-        extra_repos=tup("extra_repo"),
-        variables=tup("var"),
-        var_files=tup("var_file"),
+        variants=tup("variant"), all_variants=bool(get("all")), base=get("base") or "",
+        upstream=get("upstream") or "", upstream_ref=get("upstream_ref") or "", os=get("os") or "",
+        kubernetes_version=get("k8s") or "", arch=get("arch") or "", flavor=get("flavor") or "",
+        regions=tup("region"), extra_packages=tup("extra_pkg"), extra_repos=tup("extra_repo"),
+        variables=tup("var"), var_files=tup("var_file"),
     )
     return Options(
         pipeline_file=pipeline,
         overrides=overrides,
         build_dir=build_dir,
         packer=config.get("packer", "packer"),
-        profile=flags.get("profile") or os.environ.get("AWS_PROFILE") or None,
+        profile=get("profile") or os.environ.get("AWS_PROFILE") or None,
         cache_dir=config.get("cache_dir") or None,
     )
 

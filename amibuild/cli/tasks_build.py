@@ -1,50 +1,54 @@
 """The build tasks: render, validate, build-ami, rehearse, the runs and their clean-up, the CI
 matrix, and the image tests (tests, test-ami).
 
-Part of the task table `amibuild.cli.tasks` assembles (its docstring says how flags and
-imports are kept fast).
+Each task but clean-run is declared by its request (`amibuild.cli.command`): the request's fields
+are the task's flags. Part of the task table `amibuild.cli.tasks` assembles.
 """
+
+from dataclasses import dataclass
+from functools import partial
 
 from invoke import task
 
 from amibuild.cli import report, summary, values
+from amibuild.cli.command import command, flag, like
 from amibuild.errors import Interrupted, SpecError
 from amibuild.cli import run as cli
-from amibuild.cli.tasks_common import SELECT_HELP, REPEATABLE, _channel_deadline, _read_timeout, _target, select_flags
+from amibuild.cli.tasks_common import SELECT_HELP, Output, Selection, _channel_deadline, _read_timeout, _target
+
+JSON_HELP = "Print the result as JSON on stdout"
+MARKDOWN_HELP = "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)"
 
 
-@task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
-def render(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
-           arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
-           profile=None, json=False, flavor=None):
+@dataclass(frozen=True)
+class RenderRequest(Selection, Output):
+    """`amibuild render` and `amibuild validate`."""
+
+    json: bool = flag("Print what was rendered (folders, fingerprints, source AMIs, notes) as JSON on stdout", False)
+
+
+@command(RenderRequest)
+def render(c, request: RenderRequest):
     """Render Packer HCL2 for each variant into build/<variant>/."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.bake import prepare
 
-    opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
-                                         extra_pkg, extra_repo, var, var_file, flavor),
-                       build_dir=build_dir, profile=profile)
-    result = cli.run(lambda: prepare.render(opts, cli.say, **_target()))
+    result = cli.run(lambda: prepare.render(cli.options(c, request), cli.say, **_target()))
     cli.lines(f"note: {n}" for n in result.notes)
-    if json:
+    if request.json:
         cli.emit_json(result.to_dict())
     else:
         cli.lines_out(report.render_lines(result))
 
 
-@task(help=SELECT_HELP, iterable=REPEATABLE, auto_shortflags=False)
-def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
-             arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, build_dir=None,
-             profile=None, json=False, flavor=None):
+@command(RenderRequest)
+def validate(c, request: RenderRequest):
     """Render, then check every file: python-hcl2 parse, packer validate, packer fmt -check."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.bake import prepare
 
-    opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
-                                         extra_pkg, extra_repo, var, var_file, flavor),
-                       build_dir=build_dir, profile=profile)
-    result = cli.run(lambda: prepare.validate(opts, cli.say, **_target()))
-    if json:
+    result = cli.run(lambda: prepare.validate(cli.options(c, request), cli.say, **_target()))
+    if request.json:
         cli.emit_json({"packer_version": result.packer_version, "valid": result.checked,
                        "directories": [str(d) for d in result.directories]})
     else:
@@ -52,67 +56,68 @@ def validate(c, pipeline=None, variant=None, base=None, upstream=None, upstream_
               f"{', '.join(result.checked)}")
 
 
-BUILD_HELP = {
-    **SELECT_HELP,
-    "all": "Build every variant of the pipeline file (the default when no --variant is given)",
-    "force": "Rebuild even when an image with the same fingerprint exists",
-    "dry_run": "Print the plan (what would be built, what skipped and why) and exit",
-    "json": "Print one JSON summary on stdout (progress goes to stderr)",
-    "parallel": "Packer builds at once (default: every variant, capped by amibuild.max_parallel)",
-    "timeout": "Give up on a variant's build after this long: seconds, or 90s, 45m, 2h",
-    "channel": "Channel to publish each built or reused image to (default: the pipeline's default_channel, "
-               "else recommended)",
-    "no_publish": "Build only; publish nothing",
-    "verbose": "Show each Packer step as it happens (default: a line per variant's phase; every step is always "
-               "in the variant's packer.log)",
-    "new_channel": "--channel is a new name: neither declared (a `channel` block, default_channel, recommended, "
-                   "candidate, stable) nor there yet for every variant; without it such a name is refused as a typo",
-    "rehearse": "Rehearse each variant's provisioning chain first (as `amibuild rehearse`, needs root); a failing "
-                "or incomplete rehearsal fails that variant before its Packer build starts",
-    "allow_incomplete": "With --rehearse: build a variant whose rehearsal stopped at a step it cannot rehearse",
-    "no_wait": "When another run is building a variant with the same inputs, fail (exit 1, naming that run) "
-               "instead of waiting for it and reusing its image",
-    "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
-    "boot_test": "Boot each built image (`amibuild test-ami`, in parallel) before publishing; a variant whose "
-                 "boot test fails is not published (exit 1), the others go on",
-    "scan": "Scan each built image's SBOM with Amazon Inspector (ScanSbom) before publishing; the findings are kept "
-            "as a signed scan statement, which a channel's `requires = [\"scanned\"]` gate reads",
-    "cluster": "With --boot-test: EKS cluster each test node joins, tainted amibuild.io/test:NoSchedule, and must "
-               "get Ready in (default: the pipeline's test { cluster }; needs amibuild[cluster] and a kubeconfig)",
-}
+@dataclass(frozen=True)
+class BuildRequest(Selection, Output):
+    """`amibuild build-ami`."""
+
+    all: bool = flag("Build every variant of the pipeline file (the default when no --variant is given)", False)
+    force: bool = flag("Rebuild even when an image with the same fingerprint exists", False)
+    dry_run: bool = flag("Print the plan (what would be built, what skipped and why) and exit", False)
+    json: bool = flag("Print one JSON summary on stdout (progress goes to stderr)", False)
+    parallel: int | None = flag("Packer builds at once (default: every variant, capped by amibuild.max_parallel)",
+                                cast=partial(values.optional_count, example=4))
+    timeout: float | None = flag("Give up on a variant's build after this long: seconds, or 90s, 45m, 2h",
+                                 cast=partial(values.optional_duration, example="90m or 5400"))
+    channel: str | None = flag("Channel to publish each built or reused image to (default: the pipeline's "
+                               "default_channel, else recommended)")
+    no_publish: bool = flag("Build only; publish nothing", False)
+    verbose: bool = flag("Show each Packer step as it happens (default: a line per variant's phase; every step is "
+                         "always in the variant's packer.log)", False)
+    new_channel: bool = flag("--channel is a new name: neither declared (a `channel` block, default_channel, "
+                             "recommended, candidate, stable) nor there yet for every variant; without it such a "
+                             "name is refused as a typo", False)
+    rehearse: bool = flag("Rehearse each variant's provisioning chain first (as `amibuild rehearse`, needs root); a "
+                          "failing or incomplete rehearsal fails that variant before its Packer build starts", False)
+    allow_incomplete: bool = flag("With --rehearse: build a variant whose rehearsal stopped at a step it cannot "
+                                  "rehearse", False)
+    no_wait: bool = flag("When another run is building a variant with the same inputs, fail (exit 1, naming that "
+                         "run) instead of waiting for it and reusing its image", False)
+    markdown: bool = flag(MARKDOWN_HELP, False)
+    boot_test: bool = flag("Boot each built image (`amibuild test-ami`, in parallel) before publishing; a variant "
+                           "whose boot test fails is not published (exit 1), the others go on", False)
+    scan: bool = flag("Scan each built image's SBOM with Amazon Inspector (ScanSbom) before publishing; the findings "
+                      "are kept as a signed scan statement, which a channel's `requires = [\"scanned\"]` gate reads",
+                      False)
+    cluster: str | None = flag("With --boot-test: EKS cluster each test node joins, tainted "
+                               "amibuild.io/test:NoSchedule, and must get Ready in (default: the pipeline's test "
+                               "{ cluster }; needs amibuild[cluster] and a kubeconfig)")
 
 
-@task(help=BUILD_HELP, iterable=REPEATABLE, auto_shortflags=False)
-def build_ami(c, pipeline=None, variant=None, all=False, base=None, upstream=None, upstream_ref=None, os_=None,
-              k8s=None, arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None,
-              build_dir=None, profile=None, force=False, dry_run=False, json=False, parallel=None, timeout=None,
-              channel=None, no_publish=False, rehearse=False, flavor=None, no_wait=False, allow_incomplete=False,
-              markdown=False, boot_test=False, cluster=None, new_channel=False, verbose=False, scan=False):
+@command(BuildRequest)
+def build_ami(c, request: BuildRequest):
     """Render, validate and build the AMIs with Packer in parallel; skip what is unchanged."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.jobs import build_ami as job
 
-    opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
-                                         extra_pkg, extra_repo, var, var_file, flavor),
-                       all=all, build_dir=build_dir, profile=profile)
-    if allow_incomplete and not rehearse:
+    opts = cli.options(c, request)
+    if request.allow_incomplete and not request.rehearse:
         cli.run(lambda: _refuse("--allow-incomplete goes with --rehearse: it lets a variant whose rehearsal "
                                 "stopped at a step it cannot rehearse be built"))
     run = cli.run(lambda: job.run(job.settings(
-        opts, channel=channel, publish=not no_publish, new_channel=new_channel, force=force, dry_run=dry_run,
-        parallel=values.optional_count(parallel, "--parallel", example=4),
+        opts, channel=request.channel, publish=not request.no_publish, new_channel=request.new_channel,
+        force=request.force, dry_run=request.dry_run, parallel=request.parallel,
         max_parallel=values.count(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)", maximum=256),
-        timeout=values.optional_duration(timeout, "--timeout", example="90m or 5400"),
-        rehearse=rehearse, allow_incomplete=allow_incomplete, wait=not no_wait,
+        timeout=request.timeout, rehearse=request.rehearse, allow_incomplete=request.allow_incomplete,
+        wait=not request.no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
-        boot_test=_boot_test_settings(opts, boot_test, cluster, _read_timeout(c)), **_target(),
-        channel_deadline=_channel_deadline(c), verbose=verbose, scan=scan,
+        boot_test=_boot_test_settings(opts, request.boot_test, request.cluster, _read_timeout(c)), **_target(),
+        channel_deadline=_channel_deadline(c), verbose=request.verbose, scan=request.scan,
     ), cli.say))
-    if json:
+    if request.json:
         cli.emit_json(run.to_dict())
-    elif not markdown:
+    elif not request.markdown:
         cli.lines_out(report.build_lines(run))
-    summary.publish(summary.build_markdown(run), to_stdout=markdown)
+    summary.publish(summary.build_markdown(run), to_stdout=request.markdown)
     cli.finish(run)
 
 
@@ -130,52 +135,60 @@ def _boot_test_settings(opts, boot_test: bool, cluster: str | None, read_timeout
     return cli.run(lambda: boot_test_settings(opts, boot_test=boot_test, cluster=cluster, read_timeout=read_timeout))
 
 
-REHEARSE_HELP = {
-    **{k: v for k, v in SELECT_HELP.items() if k not in ("build_dir", "profile")},  # writes nothing, no AWS
-    "json": "Print the reports as JSON on stdout (progress goes to stderr)",
-    "keep": "Keep the overlay's upper layer (every file the chain wrote) and print where it is",
-    "timeout": "Stop a variant's rehearsal after this many seconds (default 600)",
-    "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
-    "allow_incomplete": "Exit 0 when a rehearsal stopped at a step it cannot rehearse (default: exit 3)",
-}
+@dataclass(frozen=True)
+class RehearseRequest(Selection):
+    """`amibuild rehearse`: writes nothing, calls no AWS (no --build-dir, no --profile)."""
+
+    json: bool = flag("Print the reports as JSON on stdout (progress goes to stderr)", False)
+    keep: bool = flag("Keep the overlay's upper layer (every file the chain wrote) and print where it is", False)
+    timeout: float | None = flag("Stop a variant's rehearsal after this many seconds (default 600)",
+                                 cast=partial(values.optional_duration, example="600 or 10m"))
+    markdown: bool = flag(MARKDOWN_HELP, False)
+    allow_incomplete: bool = flag("Exit 0 when a rehearsal stopped at a step it cannot rehearse (default: exit 3)",
+                                  False)
 
 
-@task(help=REHEARSE_HELP, iterable=REPEATABLE, auto_shortflags=False)
-def rehearse(c, pipeline=None, variant=None, base=None, upstream=None, upstream_ref=None, os_=None, k8s=None,
-             arch=None, region=None, extra_pkg=None, extra_repo=None, var=None, var_file=None, json=False,
-             keep=False, timeout=None, flavor=None, allow_incomplete=False, markdown=False):
+@command(RehearseRequest)
+def rehearse(c, request: RehearseRequest):
     """Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
     from amibuild.rehearse import job
     from amibuild.rehearse import report as rehearse_report
 
-    opts = cli.options(c, **select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region,
-                                         extra_pkg, extra_repo, var, var_file, flavor))
+    opts = cli.options(c, request)
 
     def settings() -> job.RehearseSettings:
-        seconds = values.optional_duration(timeout, "--timeout", example="600 or 10m") or job.DEFAULT_TIMEOUT
-        return job.RehearseSettings(opts, load_pipeline(opts), keep=keep, timeout=seconds,
-                                    refuse=job.refused_packages(), allow_incomplete=allow_incomplete)
+        return job.RehearseSettings(opts, load_pipeline(opts), keep=request.keep,
+                                    timeout=request.timeout or job.DEFAULT_TIMEOUT, refuse=job.refused_packages(),
+                                    allow_incomplete=request.allow_incomplete)
 
     result = cli.run(lambda: job.run(settings(), cli.say))
-    if json:
+    if request.json:
         cli.emit_json([r.to_dict() for r in result.reports])
-    elif not markdown:
+    elif not request.markdown:
         cli.lines_out(line for r in result.reports for line in rehearse_report.lines(r))
-    summary.publish(summary.rehearse_markdown(result.reports), to_stdout=markdown)
+    summary.publish(summary.rehearse_markdown(result.reports), to_stdout=request.markdown)
     cli.finish(result)
 
 
-@task(help={"limit": "How many runs to show (default 10)", "json": "Print JSON", "build_dir": SELECT_HELP["build_dir"]})
-def runs(c, limit=10, json=False, build_dir=None):
+@dataclass(frozen=True)
+class RunsRequest:
+    """`amibuild runs`."""
+
+    limit: int = flag("How many runs to show (default 10)", 10, cast=partial(values.count, example=10))
+    json: bool = flag("Print JSON", False)
+    build_dir: str | None = like(Output, "build_dir")
+
+
+@command(RunsRequest, shortflags=True)
+def runs(c, request: RunsRequest):
     """List recent build runs and what each did."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.bake import record
 
-    records = cli.run(lambda: record.list_runs(cli.options(c, build_dir=build_dir, announce=False).build_dir,
-                                               values.count(limit, "--limit", example=10)))
-    if json:
+    records = cli.run(lambda: record.list_runs(cli.options(c, request, announce=False).build_dir, request.limit))
+    if request.json:
         cli.emit_json([r.to_dict() for r in records])
     else:
         print("\n".join(report.runs_lines(records)))
@@ -215,73 +228,90 @@ def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=
     cli.finish(result)
 
 
-@task(help={"pipeline": SELECT_HELP["pipeline"], "variant": SELECT_HELP["variant"],
-            "json": "Print the matrix as JSON on stdout",
-            "github": "Append matrix=<json> to $GITHUB_OUTPUT (GitHub Actions) and print that line"},
-      iterable=["variant"], auto_shortflags=False)
-def matrix(c, pipeline=None, variant=None, json=False, github=False):
+@dataclass(frozen=True)
+class MatrixRequest:
+    """`amibuild matrix`."""
+
+    pipeline: str | None = like(Selection, "pipeline")
+    variant: tuple[str, ...] = like(Selection, "variant")
+    json: bool = flag("Print the matrix as JSON on stdout", False)
+    github: bool = flag("Append matrix=<json> to $GITHUB_OUTPUT (GitHub Actions) and print that line", False)
+
+
+@command(MatrixRequest)
+def matrix(c, request: MatrixRequest):
     """Print the variants as a CI matrix, so each runner builds one variant."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
     from amibuild.pipeline import matrix as matrix_mod
 
-    opts = cli.options(c, pipeline=pipeline, variant=variant)
-    value = cli.run(lambda: matrix_mod.matrix(load_pipeline(opts)))
-    written = cli.run(lambda: matrix_mod.github_output(value)) if github else None
-    if json:
+    value = cli.run(lambda: matrix_mod.matrix(load_pipeline(cli.options(c, request))))
+    written = cli.run(lambda: matrix_mod.github_output(value)) if request.github else None
+    if request.json:
         cli.emit_json(value)
     else:
         print(written or "\n".join(matrix_mod.table(value)))
 
 
-@task(help={"pipeline": SELECT_HELP["pipeline"], "variant": SELECT_HELP["variant"], "json": "Print JSON"},
-      iterable=["variant"], auto_shortflags=False)
-def tests(c, pipeline=None, variant=None, json=False):
+@dataclass(frozen=True)
+class TestsRequest:
+    """`amibuild tests`."""
+
+    __test__ = False  # pytest: not a test class
+    pipeline: str | None = like(Selection, "pipeline")
+    variant: tuple[str, ...] = like(Selection, "variant")
+    json: bool = flag("Print JSON", False)
+
+
+@command(TestsRequest)
+def tests(c, request: TestsRequest):
     """List the checks each variant's image must pass: built-in (per OS and flavor) and the pipeline file's."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import imagetests
     from amibuild.pipeline.options import load_pipeline
 
-    opts = cli.options(c, pipeline=pipeline, variant=variant)
-    entries = cli.run(lambda: imagetests.listing(load_pipeline(opts)))
-    cli.emit_json(entries) if json else cli.lines_out(imagetests.listing_lines(entries))
+    entries = cli.run(lambda: imagetests.listing(load_pipeline(cli.options(c, request))))
+    cli.emit_json(entries) if request.json else cli.lines_out(imagetests.listing_lines(entries))
 
 
-@task(help={"variant": "Variant whose image to test", "ami": "The image to boot, in the build region (its copies "
-             "are tagged with the result too)", "run_id": "Test the image a build run made of the variant",
-             "cluster": "EKS cluster the test node joins (tainted amibuild.io/test:NoSchedule)",
-             "subnet": "Subnet of the test instance (default: the pipeline's test { subnet_id })",
-             "security_group": "Security group of the test instance (default: test { security_group_id })",
-             "instance_profile": "Instance profile of the test instance, with SSM access (default: test { instance_profile })",
-             "instance_type": "Instance type (default: test { instance_type }, else the variant's)",
-             "timeout": "Give up after this long: seconds, or 15m (default: test { timeout }, else 15m)",
-             "pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"], "build_dir": SELECT_HELP["build_dir"],
-             "json": "Print the result as JSON on stdout"}, auto_shortflags=False)
-def test_ami(c, variant=None, ami=None, run_id=None, cluster=None, subnet=None, security_group=None,
-             instance_profile=None, instance_type=None, timeout=None, pipeline=None, profile=None, build_dir=None,
-             json=False):
+@dataclass(frozen=True)
+class TestAmiRequest(Output):
+    """`amibuild test-ami`."""
+
+    __test__ = False  # pytest: not a test class
+    variant: str | None = flag("Variant whose image to test", required="test-ami: --variant: name the variant whose "
+                               "image to test, e.g. --variant ceph")
+    ami: str | None = flag("The image to boot, in the build region (its copies are tagged with the result too)")
+    run_id: str | None = flag("Test the image a build run made of the variant")
+    cluster: str | None = flag("EKS cluster the test node joins (tainted amibuild.io/test:NoSchedule)")
+    subnet: str | None = flag("Subnet of the test instance (default: the pipeline's test { subnet_id })")
+    security_group: str | None = flag("Security group of the test instance (default: test { security_group_id })")
+    instance_profile: str | None = flag("Instance profile of the test instance, with SSM access (default: test "
+                                        "{ instance_profile })")
+    instance_type: str | None = flag("Instance type (default: test { instance_type }, else the variant's)")
+    timeout: float | None = flag("Give up after this long: seconds, or 15m (default: test { timeout }, else 15m)",
+                                 cast=partial(values.optional_duration, example="15m or 900"))
+    pipeline: str | None = like(Selection, "pipeline")
+    json: bool = flag("Print the result as JSON on stdout", False)
+
+
+@command(TestAmiRequest)
+def test_ami(c, request: TestAmiRequest):
     """Boot the image, run every check through SSM Run Command, terminate it; tag the image passed or failed."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import imagetests
     from amibuild.imagetest import boot
     from amibuild.jobs.signals import Signals
 
-    opts = cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, profile=profile,
-                       build_dir=build_dir)
-    flags = {"cluster": cluster, "subnet_id": subnet, "security_group_id": security_group,
-             "instance_profile": instance_profile, "instance_type": instance_type,
-             "read_timeout": _read_timeout(c)}  # config amibuild.read_timeout: SendCommand's too
+    opts = cli.options(c, request)
+    flags = {"cluster": request.cluster, "subnet_id": request.subnet, "security_group_id": request.security_group,
+             "instance_profile": request.instance_profile, "instance_type": request.instance_type,
+             "read_timeout": _read_timeout(c), "timeout": request.timeout}  # config amibuild.read_timeout: SendCommand's too
     with Signals(imagetests.BOOT_TEST_SIGNALS) as stop:
-        def body():
-            if not variant:
-                raise SpecError("test-ami: --variant: name the variant whose image to test, e.g. --variant ceph")
-            seconds = values.optional_duration(timeout, "--timeout", example="15m or 900")
-            return imagetests.test_ami(opts, ami=ami, run_id=run_id, flags={**flags, "timeout": seconds},
-                                       say=cli.say, stop=stop)
-
         def guarded():
             try:
-                return body()
+                return imagetests.test_ami(opts, ami=request.ami, run_id=request.run_id, flags=flags, say=cli.say,
+                                           stop=stop)
             except BaseException:
                 if stop.requested():
                     raise Interrupted("interrupted: the boot test stopped and its instance was terminated",
@@ -289,5 +319,5 @@ def test_ami(c, variant=None, ami=None, run_id=None, cluster=None, subnet=None, 
                 raise
 
         result, record = cli.run(guarded)
-    cli.emit_json(result.to_dict()) if json else cli.lines_out([*boot.report_lines(result), f"record: {record}"])
+    cli.emit_json(result.to_dict()) if request.json else cli.lines_out([*boot.report_lines(result), f"record: {record}"])
     cli.finish(result)

@@ -1,4 +1,4 @@
-"""What the task groups share: the selection flags and their help, the target the builds are rendered
+"""What the task groups share: the selection flags (`Selection`, `Output`), the target the builds are rendered
 for, the channel flags' help and the channel lease settings from invoke's config.
 
 Part of the task table `amibuild.cli.tasks` assembles (its docstring says how flags and
@@ -6,35 +6,51 @@ imports are kept fast).
 """
 
 import os
+from dataclasses import dataclass
 
 from amibuild.errors import SpecError
 from amibuild.cli import run as cli
+from amibuild.cli.command import flag, flags
 
 
-# Flags shared by render / validate / build-ami.
-SELECT_HELP = {
-    "pipeline": "Pipeline file (default: the nearest amibuild.hcl in this folder or above it, up to the repository root)",
-    "variant": "Variant to use (repeatable; default: every variant in the pipeline file)",
-    "base": "Base: eks-optimized (default) or upstream",
-    "upstream": "Upstream amazon-eks-ami checkout: a path or git URL (with --base upstream)",
-    "upstream_ref": "Git ref (tag, branch, commit) of the upstream checkout",
-    "os": "Operating system: al2 or al2023",
-    "k8s": "Kubernetes version, e.g. 1.30 (the upstream base also takes 1.30.4 with --var kubernetes_build_date=...)",
-    "arch": "Architecture: x86_64 or arm64",
-    "flavor": "EKS-optimized image flavor: standard (default), nvidia or neuron (al2023), gpu (al2)",
-    "region": "Build region (repeatable; default: the pipeline's regions, else AWS_REGION)",
-    "extra_pkg": "Extra RPM package to install (repeatable; added to the variant's own)",
-    "extra_repo": "Extra yum repository NAME=URL|GPGKEY (repeatable; added to the variant's own): GPGKEY an https:// "
-                  "URL or a local armored key file, or NAME=URL|gpgcheck=false; |insecure=true to allow plain http",
-    "var": "Packer variable KEY=VALUE (repeatable; wins over everything else)",
-    "var_file": "Packer var-file FILE.pkrvars.hcl (repeatable; later files win)",
-    "build_dir": "Output folder (default: build)",
-    "profile": "AWS profile (default: AWS_PROFILE / the standard chain)",
-    "json": "Print what was rendered (folders, fingerprints, source AMIs, notes) as JSON on stdout",
-}
+@dataclass(frozen=True)
+class Selection:
+    """The 14 selection and input flags render, validate, rehearse and build-ami share."""
+
+    pipeline: str | None = flag("Pipeline file (default: the nearest amibuild.hcl in this folder or above it, up to "
+                                "the repository root)")
+    variant: tuple[str, ...] = flag("Variant to use (repeatable; default: every variant in the pipeline file)",
+                                    repeat=True)
+    base: str | None = flag("Base: eks-optimized (default) or upstream")
+    upstream: str | None = flag("Upstream amazon-eks-ami checkout: a path or git URL (with --base upstream)")
+    upstream_ref: str | None = flag("Git ref (tag, branch, commit) of the upstream checkout")
+    os: str | None = flag("Operating system: al2 or al2023")
+    k8s: str | None = flag("Kubernetes version, e.g. 1.30 (the upstream base also takes 1.30.4 with "
+                           "--var kubernetes_build_date=...)")
+    arch: str | None = flag("Architecture: x86_64 or arm64")
+    flavor: str | None = flag("EKS-optimized image flavor: standard (default), nvidia or neuron (al2023), gpu (al2)")
+    region: tuple[str, ...] = flag("Build region (repeatable; default: the pipeline's regions, else AWS_REGION)",
+                                   repeat=True)
+    extra_pkg: tuple[str, ...] = flag("Extra RPM package to install (repeatable; added to the variant's own)",
+                                      repeat=True)
+    extra_repo: tuple[str, ...] = flag(
+        "Extra yum repository NAME=URL|GPGKEY (repeatable; added to the variant's own): GPGKEY an https:// URL or "
+        "a local armored key file, or NAME=URL|gpgcheck=false; |insecure=true to allow plain http", repeat=True)
+    var: tuple[str, ...] = flag("Packer variable KEY=VALUE (repeatable; wins over everything else)", repeat=True)
+    var_file: tuple[str, ...] = flag("Packer var-file FILE.pkrvars.hcl (repeatable; later files win)", repeat=True)
 
 
-REPEATABLE = ["variant", "region", "extra_pkg", "extra_repo", "var", "var_file"]
+@dataclass(frozen=True)
+class Output:
+    """Where a job writes and whose AWS credentials it uses."""
+
+    build_dir: str | None = flag("Output folder (default: build)")
+    profile: str | None = flag("AWS profile (default: AWS_PROFILE / the standard chain)")
+
+
+# the help of the tasks not declared as a request yet
+SELECT_HELP = {f.name: f.metadata["help"] for f in (*flags(Selection), *flags(Output))}
+
 
 
 def _target() -> dict:
@@ -106,11 +122,3 @@ def _read_timeout(c):
 
 def _channel_options(c, pipeline, variant, k8s, profile):
     return cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, k8s=k8s, profile=profile)
-
-
-def select_flags(pipeline, variant, base, upstream, upstream_ref, os_, k8s, arch, region, extra_pkg, extra_repo,
-                 var, var_file, flavor) -> dict:
-    """The selection and input flags render, validate, rehearse and build-ami share, by name."""
-    return {"pipeline": pipeline, "variant": variant, "base": base, "upstream": upstream,
-            "upstream_ref": upstream_ref, "os": os_, "k8s": k8s, "arch": arch, "region": region,
-            "extra_pkg": extra_pkg, "extra_repo": extra_repo, "var": var, "var_file": var_file, "flavor": flavor}
