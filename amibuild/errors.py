@@ -13,7 +13,7 @@ turns them into a one-line message and an exit code::
     │   ├── PackerInputRefused            `packer validate` refused a value the user gave
     │   ├── RolloutRefused                a stack / node group / channel that cannot be rolled as asked
     │   ├── RehearsalUnavailable          `rehearse` needs root on Linux; not run
-    │   └── MissingExtra                  a task needs an optional extra that is not installed (`amibuild[sandbox]`)
+    │   └── MissingExtra                  a task needs an optional extra that is not installed (`amibuild[cluster]`)
     ├── TemplateError                     a packer/ template failed to render (a bug or a bad template)
     ├── PackageDataMissing                a file amibuild ships (template, script) is missing: a broken install
     ├── PackerError                       the packer binary failed or is missing
@@ -27,7 +27,6 @@ turns them into a one-line message and an exit code::
     │   ├── EndpointUnreachable
     │   │   └── DeadlineExceeded          no answer within a channel operation's deadline (`aws.deadline`)
     │   └── NotFound
-    ├── SandboxError                      the local AWS emulator failed to start or answer
     ├── PublishRefused                    publish/promote/rollback refused before any write
     │   └── GateRefused                   the image does not meet the channel's gate (pipeline `channel` block)
     ├── PublishConflict                   another writer moved the channel in between
@@ -177,10 +176,6 @@ class NotFound(AwsError):
     """An AWS resource that should exist does not."""
 
 
-class SandboxError(AmibuildError):
-    """The local AWS emulator failed to start, answer or do what it was asked."""
-
-
 class PublishRefused(AmibuildError):
     """A publish, promote or rollback was refused before anything was written."""
 
@@ -301,7 +296,7 @@ class RehearsalIncomplete(AmibuildError):
 
 
 class MissingExtra(UsageError):
-    """A task needs an optional part of amibuild that is not installed (e.g. `amibuild[sandbox]`)."""
+    """A task needs an optional part of amibuild that is not installed (e.g. `amibuild[cluster]`)."""
 
 
 class PackageDataMissing(AmibuildError):

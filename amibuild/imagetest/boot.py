@@ -15,9 +15,7 @@ the image in every region with the verdict (`tags.TEST`, `TESTED_AT`, `TEST_RUN`
 gates read. An infrastructure failure (an AWS call that failed, the instance or its agent gone) is
 "not tested: <reason>": it never tags the image failed nor replaces an earlier verdict on it.
 
-In the sandbox the emulator plays the instance: status checks and SSM registration are simulated,
-and Run Command runs each command on the image's stand-in (`amibuild.imagetest.standin`); the
-sandbox cluster's Kubernetes API (`amibuild.sandbox.kubeapi`) plays the node registration.
+How often Run Command is polled is the platform's (``settings.poll``, `amibuild.jobs.platform`).
 """
 
 from __future__ import annotations

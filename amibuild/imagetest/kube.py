@@ -102,7 +102,7 @@ def pick_context(contexts: Sequence[Mapping[str, Any]], current: str, cluster: s
 
 
 def missing_client_hint(prefix: str | None = None) -> str:
-    """How to add the Kubernetes client to this amibuild (pipx or pip, as for the sandbox)."""
+    """How to add the Kubernetes client to this amibuild (pipx or pip)."""
     import sys
     from pathlib import Path
 

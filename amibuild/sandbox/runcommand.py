@@ -7,7 +7,7 @@ DescribeInstanceInformation. For the boot test the sandbox plays the instance's 
   and a role that allows it is a few seconds after boot;
 - a command goes to the InstanceIds it names, no others (moto adds every instance of the region);
 - ``AWS-RunShellScript`` runs its commands, as root, on the stand-in of the instance's image
-  (`amibuild.imagetest.standin`: the variant's real chain rehearsed in a throwaway copy of this
+  (`amibuild.sandbox.image_standin`: the variant's real chain rehearsed in a throwaway copy of this
   machine, found by the image's ``amibuild:fingerprint`` tag), in a thread: the invocation is
   ``InProgress`` until it ends, then ``Success`` or ``Failed`` with the exit code as ResponseCode
   and the first 24,000 characters of stdout and of stderr, as SSM keeps them;
@@ -122,7 +122,7 @@ def run_on_standin(fingerprint: str, image_id: str, script: str) -> Answer:
     """The agent's answer for ``script`` run on the image's stand-in."""
     # deferred: the emulator loads this patch at start-up; the stand-in machinery only once a command runs
     from amibuild.errors import AmibuildError
-    from amibuild.imagetest import standin
+    from amibuild.sandbox import image_standin as standin
 
     root = standin.store() / fingerprint if fingerprint else None
     if root is None or not (root / standin.STANDIN_DIR).is_dir():

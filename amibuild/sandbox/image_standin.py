@@ -11,7 +11,7 @@ Each script's exit status is read from its step, never from what it prints. What
 answer (exit 127: not on this copy of this machine; a stand-in gap) is this sandbox's to say:
 "not testable here", never a pass.
 
-Run as ``python -m amibuild.imagetest.standin ROOT`` it is the sandbox build's checks step
+Run as ``python -m amibuild.sandbox.image_standin ROOT`` it is the sandbox build's checks step
 (a ``shell-local`` provisioner): it prints each check's result, writes ``checks.json`` into ROOT
 and exits 1 when a check or the chain failed, which fails the Packer build.
 """
@@ -30,8 +30,8 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild.errors import RehearsalUnavailable
-from amibuild.imagetest.store import CHECKS_LIST, STANDIN_GAP
-from amibuild.imagetest.store import STANDIN_DIR as STANDIN_DIR, STORE_ENV as STORE_ENV, store as store  # re-exported
+from amibuild.sandbox.standin_store import CHECKS_LIST, STANDIN_GAP
+from amibuild.sandbox.standin_store import STANDIN_DIR as STANDIN_DIR, STORE_ENV as STORE_ENV, store as store  # re-exported
 from amibuild.pipeline import imagetests
 from amibuild.printable import printable
 from amibuild.render import CHECKS_SCRIPT, HYGIENE_SCRIPT, INVENTORY_FILE, INVENTORY_REMOTE, INVENTORY_SCRIPT, RECORD_FILE
