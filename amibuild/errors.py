@@ -129,10 +129,6 @@ class NotFound(AwsError):
     """An AWS resource that should exist does not."""
 
 
-class SandboxError(AmibuildError):
-    """The local AWS emulator failed to start, answer or do what it was asked."""
-
-
 class PublishRefused(AmibuildError):
     """A publish, promote or rollback was refused before anything was written."""
 
@@ -253,7 +249,7 @@ class RehearsalIncomplete(AmibuildError):
 
 
 class MissingExtra(UsageError):
-    """A task needs an optional part of amibuild that is not installed (e.g. `amibuild[sandbox]`)."""
+    """A task needs an optional part of amibuild that is not installed (e.g. `amibuild[cluster]`)."""
 
 
 class PackageDataMissing(AmibuildError):

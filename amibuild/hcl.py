@@ -226,8 +226,8 @@ def dumps(body: Iterable[Any], header: str = "") -> str:
 HclSyntaxError = _errors.HclSyntaxError
 
 
-# python-hcl2 is not thread-safe: two parses at once in one process (the sandbox emulator runs each
-# boot test's stand-in in a thread of its own) can give a list as its source text, e.g. the string
+# python-hcl2 is not thread-safe: two parses at once in one process (an emulator serving
+# requests in threads renders in each) can give a list as its source text, e.g. the string
 # '["ceph-common"]'. One parse at a time costs nothing: parsing holds the GIL anyway.
 _PARSE_LOCK = threading.Lock()
 

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from amibuild import render
-from amibuild.imagetest import standin
+from amibuild.sandbox import image_standin as standin
 from amibuild.pipeline import Overrides, imagetests, load
 from amibuild.rehearse import rehearse
 from amibuild.render import SourceAmi, Target as RenderTarget

@@ -25,7 +25,7 @@ from amibuild.errors import AwsError, NotFound, SpecError
 from amibuild.lifecycle import iam
 from amibuild.pipeline import load
 from amibuild.sandbox.kms_mac import FINGERPRINT_ALIAS
-from amibuild.sandbox.transform import choose
+from amibuild.cli.target import platform
 from conftest import run_cli
 
 REGION = "us-west-2"
@@ -85,7 +85,8 @@ def test_a_guessed_password_does_not_reproduce_the_fingerprint_tag_without_the_k
     # nor does any function of the password amibuild has, over the very files and values rendered
     pipeline = load(tmp_path / "amibuild.hcl")
     sources = json.loads(run_cli(tmp_path, "render", "--json").stdout)["variants"][0]["source_amis"]
-    target, transform = choose(dict(os.environ))
+    chosen = platform(dict(os.environ))  # the sandbox's, as the CLI chose it
+    target, transform = chosen.target, chosen.transform
     build = transform(render.render_build(pipeline, pipeline.variants[0], uses_plugins=False, target=target,
                                           sources={r: render.SourceAmi("resolved", a) for r, a in sources.items()}))
     done = render.finish(build)

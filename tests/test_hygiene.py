@@ -28,7 +28,7 @@ from amibuild.rehearse import overlay, rehearse
 from amibuild.rehearse.report import FAILED, OK
 from amibuild.rehearse.steps import Step
 from amibuild.render import Provisioner, ProvisionerKind, SourceAmi, Target
-from amibuild.imagetest import standin
+from amibuild.sandbox import image_standin as standin
 from amibuild.sandbox.transform import SandboxTarget, sandboxed
 
 PROVISION = Path(__file__).resolve().parent.parent / "amibuild" / "render" / "provision"

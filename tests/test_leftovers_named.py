@@ -139,9 +139,10 @@ def test_an_error_of_amibuilds_own_mid_build_removes_or_names_what_the_build_mad
     from amibuild.jobs import build_ami as job
     from amibuild.pipeline import Overrides
     from amibuild.pipeline.options import Options
-    from amibuild.sandbox import transform
+    from amibuild.cli.target import platform
 
-    target, sandboxed = transform.choose(os.environ)
+    chosen = platform()
+    target, sandboxed = chosen.target, chosen.transform
     options = Options(pipeline_file=str(workdir / "amibuild.hcl"), overrides=Overrides(variants=("ceph",)),
                       build_dir=str(workdir / "build"), packer=os.environ["INVOKE_AMIBUILD_PACKER"])
     # raised once the instance is launched and tagged: Packer then spends seconds in the stand-in's

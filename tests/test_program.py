@@ -14,7 +14,8 @@ import pytest
 
 from amibuild.pipeline import Overrides, load
 from amibuild.pipeline import support
-from amibuild.errors import SandboxError, SpecError
+from amibuild.errors import SpecError
+from amibuild.sandbox import SandboxError
 from amibuild.sandbox import moto_check
 from conftest import run_cli
 

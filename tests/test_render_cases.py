@@ -27,6 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPARED = (render.HCL_FILE, render.VARS_FILE)
 
 
+def _real_render(pipeline, variant, *, env, **kwargs) -> render.Rendered:
+    return render.finish(render.render_build(pipeline, variant, target=render.Target(), **kwargs))
+
+
 def render_case(case_dir: Path) -> dict[str, render.Rendered]:
     """Render a case as `invoke render` would from inside the case folder."""
     case = json.loads((case_dir / "case.json").read_text())
@@ -44,7 +48,9 @@ def render_case(case_dir: Path) -> dict[str, render.Rendered]:
             from amibuild.render import upstream
 
             upstream_template = upstream.load(Path(variant.upstream))
-        out[variant.name] = render_for_env(
+        # a case with an endpoint is the sandbox's build (AMIBUILD_TARGET=sandbox), else a real one
+        how = render_for_env if case.get("endpoint") else _real_render
+        out[variant.name] = how(
             pipeline,
             variant,
             uses_plugins=case.get("uses_plugins", False),

@@ -19,7 +19,7 @@ from amibuild import hcl
 from amibuild import render
 from amibuild.bake import prepare
 from amibuild.bake.packer import Packer
-from amibuild.imagetest import standin
+from amibuild.sandbox import image_standin as standin
 from amibuild.pipeline import Overrides, imagetests, load
 from amibuild.pipeline.options import Options
 from amibuild.render import ProvisionerKind, SourceAmi, Target
@@ -154,7 +154,7 @@ def test_the_sandbox_transform_turns_the_real_build_into_what_the_emulator_runs(
     assert [next(e for e in body["environment_vars"] if e.startswith("AMIBUILD_STEP=")) for _, body in steps[:4]] == [
         "AMIBUILD_STEP=configure-proxy.sh", "AMIBUILD_STEP=add-repos.sh", "AMIBUILD_STEP=install-packages.sh",
         "AMIBUILD_STEP=user-01-harden.sh"]
-    assert "amibuild.imagetest.standin" in steps[-1][1]["inline"][0]
+    assert "amibuild.sandbox.image_standin" in steps[-1][1]["inline"][0]
     assert "AMIBUILD_RUN_CHECKS=true" in steps[-1][1]["environment_vars"]
     # the image's stand-in is the real build, byte for byte, with the scripts its chain ships
     assert sandbox.files[f"{standin.STANDIN_DIR}/{render.HCL_FILE}"] == real.files[render.HCL_FILE]
@@ -205,15 +205,13 @@ def test_the_upstream_base_is_transformed_the_same_way(tmp_path: Path) -> None:
         assert sandbox.files[f"{standin.STANDIN_DIR}/{name}"] == real.files[name]
 
 
-def test_choose_gives_the_transform_only_on_a_loopback_endpoint() -> None:
-    assert transform.choose({}) == (Target(), None)
-    target, none = transform.choose({"AWS_ENDPOINT_URL_EC2": "https://ec2.example.invalid"})
-    assert target == Target("https://ec2.example.invalid") and none is None
-    target, sandboxed = transform.choose({"AWS_ENDPOINT_URL": ENDPOINT, standin.STORE_ENV: "/s"}, python="/py")
-    assert target == Target(ENDPOINT) and sandboxed is not None
-    assert sandboxed.keywords["where"] == transform.SandboxTarget(ENDPOINT, "/py", "/s")
+def test_the_sandbox_platform_hands_in_its_target_transform_and_polls() -> None:
+    chosen = transform.platform({"AWS_ENDPOINT_URL": ENDPOINT, standin.STORE_ENV: "/s"}, python="/py")
+    assert chosen.name == "sandbox" and chosen.target == Target(ENDPOINT) and chosen.poll_seconds == 0.1
+    assert chosen.transform.keywords["where"] == transform.SandboxTarget(ENDPOINT, "/py", "/s")
     # AWS_ENDPOINT_URL_EC2 wins, as boto3 reads it
-    assert transform.choose({"AWS_ENDPOINT_URL": ENDPOINT, "AWS_ENDPOINT_URL_EC2": "https://ec2.example.invalid"})[1] is None
+    both = transform.platform({"AWS_ENDPOINT_URL": "http://localhost:1", "AWS_ENDPOINT_URL_EC2": ENDPOINT})
+    assert both.target == Target(ENDPOINT)
     with pytest.raises(ValueError, match="communicator 'winrm'"):
         Target(communicator="winrm")
 
@@ -265,7 +263,7 @@ def test_the_transform_comes_without_the_emulator_and_the_stand_in_runner() -> N
              "print(sorted(m for m in sys.modules if m.startswith(('amibuild.sandbox.', 'amibuild.imagetest.', "
              "'amibuild.rehearse'))))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
-    assert out.stdout.strip() == "['amibuild.imagetest.store', 'amibuild.sandbox.transform']"
+    assert out.stdout.strip() == "['amibuild.sandbox.standin_store', 'amibuild.sandbox.transform']"
 
 
 def test_every_public_name_of_the_sandbox_package_is_there() -> None:

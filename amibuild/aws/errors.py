@@ -36,14 +36,14 @@ def _mapped(action: str, region: str | None = None) -> Iterator[None]:
     except bx.NoCredentialsError as exc:
         raise NoCredentials(
             f"{action}{where}: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
-            "AWS_SECRET_ACCESS_KEY, or run `amibuild sandbox` for the local emulator"
+            "AWS_SECRET_ACCESS_KEY"
         ) from exc
     except (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ProxyConnectionError,
             bx.ReadTimeoutError, bx.ConnectionClosedError) as exc:
         endpoint = getattr(exc, "kwargs", {}).get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL") or "AWS"
         raise EndpointUnreachable(
-            f"{action}{where}: cannot reach {endpoint} ({exc.__class__.__name__}); check the network, "
-            "AWS_ENDPOINT_URL, or that the sandbox is running"
+            f"{action}{where}: cannot reach {endpoint} ({exc.__class__.__name__}); check the network and "
+            "AWS_ENDPOINT_URL"
         ) from exc
     except bx.ClientError as exc:
         error = exc.response.get("Error", {})

@@ -1,7 +1,7 @@
 """The AWS regions botocore knows, read straight from its endpoints data.
 
 A region that is not among them is bad input (exit 2), refused before the first call: with an
-endpoint override (the sandbox, a proxy) a typo such as `us-wset-2` would otherwise reach the
+endpoint override (an emulator, a proxy) a typo such as `us-wset-2` would otherwise reach the
 endpoint, which answers with an HTML error page botocore cannot parse.
 """
 

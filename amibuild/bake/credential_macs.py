@@ -1,4 +1,4 @@
-"""The fingerprint's stand-in for URL credentials: KMS MACs gathered before the render is finished.
+"""What the fingerprint holds in place of URL credentials: KMS MACs gathered before the render is finished.
 
 A fingerprint is an AMI tag anyone in the account reads; a function of a password that can be
 computed offline (even a slow, keyed hash whose key ships in amibuild) lets them test guesses

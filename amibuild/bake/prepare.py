@@ -137,7 +137,7 @@ class Prepared:
 def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = False,
             packer=None, pipeline: Pipeline | None = None, target: Target = Target(),
             transform: Transform | None = None) -> Prepared:
-    """Every selected variant's real build for ``target``, then ``transform`` (the sandbox's, which
+    """Every selected variant's real build for ``target``, then ``transform`` (the platform's, which
     the caller chose) applied to each: both decided by the caller, nothing read from the environment."""
     pipeline = pipeline or load_pipeline(options)
     version, uses_plugins, note = packer_version(options, packer)

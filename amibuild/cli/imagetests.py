@@ -18,7 +18,7 @@ from amibuild.imagetest import boot, kube
 from amibuild.imagetest.statements import says_something, test_statement
 from amibuild.jobs.signals import Signals
 from amibuild.pipeline.options import load_pipeline
-from amibuild.sandbox.transform import in_sandbox
+from amibuild.cli.target import platform
 import re
 from pathlib import Path
 import json
@@ -130,7 +130,7 @@ def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None,
     imagetests.check_cluster(cluster or "", "--cluster")
     pipeline = load_pipeline(options)
     settings = boot.BootTestSettings.of(pipeline.boot_test, cluster=cluster, read_timeout=read_timeout,
-                                        poll=0.1 if in_sandbox(os.environ) else 5.0)
+                                        poll=platform().poll_seconds)
     checked = user_data(None, pipeline, pipeline.variants, "")  # no AWS call: a proxy with a password is refused here
     if not settings.cluster:
         return replace(settings, user_data=checked)
@@ -154,7 +154,7 @@ def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, 
     if flags.get("instance_profile"):
         iam_names.instance_profile(flags["instance_profile"], "--instance-profile")
     settings = boot.BootTestSettings.of(pipeline.boot_test, **flags,
-                                        poll=0.1 if in_sandbox(os.environ) else 5.0)
+                                        poll=platform().poll_seconds)
     # the cluster's API through the caller's kubeconfig: a missing client or kubeconfig is said before any AWS work
     nodes = kube.Nodes(settings.cluster) if settings.cluster else None
     user_data(None, pipeline, [variant], "")  # the variant's proxy refused (a password in it) before any AWS work

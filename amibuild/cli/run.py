@@ -19,12 +19,15 @@ from typing import Any, Callable, Iterable, TypeVar
 
 from amibuild import secrets
 from amibuild.cli.locate import find_pipeline
-from amibuild.errors import AmibuildError, ExitCode, Interrupted, SpecError
+from amibuild.errors import AmibuildError, EndpointUnreachable, ExitCode, Interrupted, NoCredentials, SpecError
 from amibuild.jobs.signals import Signals
 
 T = TypeVar("T")
 
 ERROR = "amibuild: error: "  # how every error line starts (the Program's own parse errors too)
+# What else to try, said here: the stages' errors name AWS's own settings only; the CLI has the emulator.
+HINTS = {NoCredentials: ", or run `amibuild sandbox` for the local emulator",
+         EndpointUnreachable: ", or that `amibuild sandbox` is running"}
 
 
 def debugging() -> bool:
@@ -33,7 +36,7 @@ def debugging() -> bool:
 
 def message(exc: AmibuildError) -> str:
     """The one line an error is shown as (a URL's user:password@ shown as user:***@)."""
-    text = secrets.mask(str(exc))
+    text = secrets.mask(str(exc)) + next((hint for kind, hint in HINTS.items() if isinstance(exc, kind)), "")
     if isinstance(exc, Interrupted) and exc.summary:
         return f"amibuild: {text}"
     return f"{ERROR}{text}"

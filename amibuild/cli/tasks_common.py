@@ -5,7 +5,6 @@ Part of the task table `amibuild.cli.tasks` assembles (its docstring says how fl
 imports are kept fast).
 """
 
-import os
 from dataclasses import dataclass
 
 from amibuild.errors import SpecError
@@ -54,12 +53,12 @@ SELECT_HELP = {f.name: f.metadata["help"] for f in (*flags(Selection), *flags(Ou
 
 
 def _target() -> dict:
-    """What the builds are rendered for, decided once here from the environment: the target (its
-    endpoint) and, on a loopback endpoint, the sandbox's transform."""
-    from amibuild.sandbox import transform  # deferred: not on the `amibuild --list` path
+    """What the builds are rendered for: the target and the transform of the platform AMIBUILD_TARGET
+    names (`amibuild.cli.target`), as keyword arguments of the render, validate and build jobs."""
+    from amibuild.cli.target import platform  # deferred: the renderer, not on the `amibuild --list` path
 
-    target, sandboxed = transform.choose(os.environ)
-    return {"target": target, "transform": sandboxed}
+    chosen = platform()
+    return {"target": chosen.target, "transform": chosen.transform}
 
 
 CHANNEL_HELP = {
@@ -105,7 +104,7 @@ def _channel_deadline(c) -> float | None:
                     "e.g. 30", positive=True)
 
 
-class _NO_SIGNALS:  # noqa: N801 - a stand-in for `Signals` where a task holds none off
+class _NO_SIGNALS:  # noqa: N801 - in place of `Signals` where a task holds none off
     @staticmethod
     def requested() -> bool:
         return False

@@ -9,7 +9,6 @@ fingerprint with.
 from __future__ import annotations
 
 import json as json_mod
-import os
 import re
 from typing import Any
 
@@ -34,21 +33,22 @@ _AMI = re.compile(r"ami-[0-9a-f]{8}(?:[0-9a-f]{9})?")
 
 def today_renders(options: Any, pipeline: Any, aws: Any, variants: list[str]) -> tuple[dict[str, Any], str]:
     """({variant: `Today`}, why not) from a render of today's pipeline file, for the variants asked,
-    rendered as build-ami renders them here (the sandbox's transform on a loopback endpoint)."""
+    rendered as build-ami renders them here (for the platform AMIBUILD_TARGET names)."""
     # deferred: the renderer only when a verify runs
 
     from amibuild.bake import prepare
     from amibuild.channels.verify import Today
     from amibuild.errors import AmibuildError
-    from amibuild.sandbox import transform
+    from amibuild.cli.target import platform
 
     known = [v for v in variants if any(x.name == v for x in pipeline.variants)]
     if not known:
         return {}, ""
-    target, sandboxed = transform.choose(os.environ)
+    chosen_platform = platform()
     try:
         chosen = replace(pipeline, variants=tuple(v for v in pipeline.variants if v.name in known))
-        prepared = prepare.prepare(options, aws=aws, pipeline=chosen, target=target, transform=sandboxed)
+        prepared = prepare.prepare(options, aws=aws, pipeline=chosen, target=chosen_platform.target,
+                                   transform=chosen_platform.transform)
     except AmibuildError as exc:
         return {}, f"today's file was not rendered: {exc}"
     return {r.variant.name: Today(r.fingerprint, json_mod.loads(json_mod.dumps(r.variant.settings(), default=str)),

@@ -1,6 +1,7 @@
 """Stage 2, the boot test: one instance from the new image, every check through SSM Run Command.
 
 Why it is built this way: docs/dev/decisions.md.
+How often Run Command is polled is the platform's (``settings.poll``, `amibuild.jobs.platform`).
 """
 
 from __future__ import annotations

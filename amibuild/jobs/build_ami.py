@@ -66,8 +66,8 @@ class BuildSettings:
     stall_after: float = 10.0
     boot_test: Any = None  # imagetest.boot.BootTestSettings: boot each built image before publishing (--boot-test)
     scan: bool = False  # --scan: each built image's SBOM through Inspector's ScanSbom before publishing
-    target: Target = Target()  # what the builds are rendered for (chosen by the caller, from the environment)
-    transform: Transform | None = None  # applied to each real build before it is written: the sandbox's
+    target: Target = Target()  # what the builds are rendered for (the platform's, `amibuild.jobs.platform`)
+    transform: Transform | None = None  # applied to each real build before it is written (the platform's)
     channel_deadline: float | None = None  # seconds of waiting on AWS each channel write may spend (None: 30)
     verbose: bool = False  # progress: a line per Packer step, not only per phase (packer.log has them always)
 
@@ -244,7 +244,7 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
     aws = Aws(profile=options.profile)
     if not aws.has_credentials():
         raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
-                            "AWS_SECRET_ACCESS_KEY, or run `amibuild sandbox` for the local emulator")
+                            "AWS_SECRET_ACCESS_KEY")
     if settings.channel:  # a typo would publish beside the channel meant (its gate walked around)
         known.require(aws, pipeline, pipeline.variants,
                       known.Asked(settings.channel, new_channel=settings.new_channel, can_create=True))

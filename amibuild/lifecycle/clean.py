@@ -61,7 +61,7 @@ def run(settings: CleanSettings) -> cleanup.CleanupResult:
     aws = Aws(profile=settings.options.profile)
     if not aws.has_credentials():
         raise NoCredentials("clean-run: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
-                            "AWS_SECRET_ACCESS_KEY, or run `amibuild sandbox` for the local emulator")
+                            "AWS_SECRET_ACCESS_KEY")
     build_dir = settings.options.build_dir
     folder = records.run_directory(build_dir, run_id)
     record = records.record_path(build_dir, run_id)

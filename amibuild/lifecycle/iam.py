@@ -31,7 +31,7 @@ _ON_BEHALF = ("CloudFormation calls it with the caller's permissions while it ap
 _CLEARED = ("called only for a channel's image that has a deprecation time while its variant sets no deprecate_after; "
             "tests/test_protection.py drives that path")
 
-# Needed on real AWS, never requested in the sandbox tests; the IAM test allows exactly these as
+# Needed on real AWS, never requested in the emulated tests; the IAM test allows exactly these as
 # "not observed here".
 NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
     "build": {
@@ -56,7 +56,7 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
         "iam:PassRole": "an authorization check on the instance profile's role when RunInstances hands it to the "
                         "instance; not an API request",
         "eks:DescribeCluster": "called only with --cluster or test { cluster } (the joining node's user data), "
-                               "which tests/test_boot_rest.py runs against the sandbox cluster",
+                               "which tests/test_boot_rest.py runs against the emulated cluster",
     },
     "rollout": {
         "iam:PassRole": "an authorization check on the node role when CloudFormation or Auto Scaling hands it "

@@ -494,7 +494,7 @@ TAIL_CHARACTERS = 4000  # what a report and the record keep of a check's output
 class Verdict(enum.StrEnum):
     PASSED = "passed"
     FAILED = "failed"
-    UNTESTABLE = "not testable here"  # stage 1 on the sandbox's stand-in: what the copy cannot answer
+    UNTESTABLE = "not testable here"  # what the place the checks ran on could not answer (said by it, never by a check)
     NOT_RUN = "not run"
     NOT_TESTED = "not tested"  # the check never gave a result: an infrastructure failure, with its reason
 
@@ -538,7 +538,7 @@ def verdict(exit_status: int) -> Verdict:
 
 def overall(results: Iterable[CheckResult]) -> Verdict:
     """failed when a check failed or did not run; else "not tested" when any check gave no result (an
-    infrastructure failure), "not testable here" when one could not be answered on the stand-in (or none
+    infrastructure failure), "not testable here" when one could not be answered where it ran (or none
     ran at all); passed only when every check passed: nothing proven is never a pass."""
     results = list(results)
     if any(r.verdict in (Verdict.FAILED, Verdict.NOT_RUN) for r in results):

@@ -7,8 +7,8 @@
     report.py   per-step verdicts, first failure, what the chain would install/enable/write (pure)
     standins/   enter.sh, runner.sh and the stand-ins for yum, rpm, systemctl, curl, aws, sudo, ...
 
-`rehearse` takes a variant rendered for a REAL build (the sandbox's renders replace provisioners
-with echo steps) and returns a `Report`. Bad input (a provisioner that cannot be evaluated, a
+`rehearse` takes a variant rendered for a REAL build (a transformed render gives its `real` one)
+and returns a `Report`. Bad input (a provisioner that cannot be evaluated, a
 script that does not exist) is refused before anything runs; so is a machine where the copy
 cannot be made (not root).
 """

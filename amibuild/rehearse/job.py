@@ -3,7 +3,7 @@
 The rehearsal runs a real build's provisioners: what Packer would run on the instance. `amibuild
 rehearse` renders each variant's real build (no endpoint); source AMIs are not looked up (no AWS
 call) and packer is not asked its version: neither changes the provisioners. `build-ami --rehearse`
-takes the run's own render, and for a sandbox build the real render it was transformed from.
+takes the run's own render, and for a transformed build the real render it was made from.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def real_build_renders(pipeline: Pipeline, options: Options) -> list[Rendered]:
 
 
 def real_render(rendered: Rendered) -> Rendered:
-    """The real build a render stands for: itself, or what a transform (the sandbox's) started from."""
+    """The real build a render stands for: itself, or what a transform started from."""
     return rendered.real if rendered.real is not None else rendered
 
 

@@ -3,8 +3,8 @@
 `render_variant` is pure: it takes a validated `Variant`, what is known about Packer, the `Target`
 its caller chose (render never reads the environment) and the source AMI decision, and returns a
 `Rendered` value holding every file's text: always the real build. It is `render_build` (a `Build`:
-target, provisioners, shipped files) then `finish` (files and fingerprint); a transform such as the
-sandbox's (`amibuild.sandbox.transform`) rewrites the `Build` in between.
+target, provisioners, shipped files) then `finish` (files and fingerprint); a transform (the platform's,
+`amibuild.jobs.platform`) may rewrite the `Build` in between.
 `write` puts a `Rendered` on disk (into a fresh folder, swapped in whole, so a failure never leaves
 a half-written variant). Nothing here calls AWS or runs Packer.
 

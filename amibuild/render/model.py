@@ -81,9 +81,9 @@ class Rendered:
     # PKR_VAR_<name> -> value for the variables that hold credentials: the only place their real
     # value is kept. `values` and every file hold them masked (`secrets.mask`).
     secret_env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
-    # what Packer's environment needs for this build besides (a transform's: the sandbox's stand-in)
+    # what Packer's environment needs for this build besides (a transform's)
     packer_env: Mapping[str, str] = field(default_factory=dict, compare=False)
-    # the real build's render, when this one is a transform of it (the sandbox's): what a rehearsal runs
+    # the real build's render, when this one is a transform of it: what a rehearsal runs
     real: "Rendered | None" = field(default=None, repr=False, compare=False)
 
     def record(self, pipeline: Pipeline, packer_version: str) -> dict[str, Any]:
@@ -122,8 +122,8 @@ class ProvisionerKind(enum.StrEnum):
 @dataclass(frozen=True)
 class Provisioner:
     """One of amibuild's provisioners in a build: what it is, its name (the script's file name) and
-    environment (NAME -> HCL expression), and the block a real build runs. A transform (the
-    sandbox's) reads the first three to put something else in its place."""
+    environment (NAME -> HCL expression), and the block a real build runs. A transform reads
+    the first three to put something else in its place."""
 
     kind: ProvisionerKind
     name: str
@@ -136,7 +136,7 @@ class Provisioner:
 class Build:
     """One variant's build before it becomes files: its target, our provisioners in order and what
     they ship. `render_build` makes it for a real build; `finish` writes it out (files, values,
-    fingerprint). A transform (the sandbox's, `amibuild.sandbox.transform`) is a pure function
+    fingerprint). A transform (a platform's, `amibuild.jobs.platform`) is a pure function
     from a Build to another, applied between the two."""
 
     pipeline: Pipeline
@@ -159,4 +159,4 @@ class Build:
     real: "Rendered | None" = None  # what a transform started from: the real build's render
 
 
-Transform = Callable[[Build], Build]  # a pure rewrite of a real build (the sandbox's), applied before `finish`
+Transform = Callable[[Build], Build]  # a pure rewrite of a real build (a platform's), applied before `finish`

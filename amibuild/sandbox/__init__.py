@@ -11,7 +11,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from amibuild.errors import SandboxError as SandboxError  # public here too
+from amibuild.errors import AmibuildError
+
+
+class SandboxError(AmibuildError):
+    """The local AWS emulator failed to start, answer or do what it was asked."""
+
 
 # Each public name and the module that defines it, imported on first use (PEP 562): a caller of one
 # part, the build's transform (`amibuild.sandbox.transform`), say, does not import the emulator's

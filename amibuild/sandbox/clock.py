@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from typing import Any, Callable
 
-from amibuild.errors import SandboxError
+from amibuild.sandbox import SandboxError
 from amibuild.sandbox.seed import API_PREFIX
 
 CONTROL = f"{API_PREFIX}/clock"

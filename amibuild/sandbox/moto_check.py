@@ -14,7 +14,8 @@ import inspect
 import sys
 from pathlib import Path
 
-from amibuild.errors import MissingExtra, SandboxError
+from amibuild.errors import MissingExtra
+from amibuild.sandbox import SandboxError
 
 MOTO_FALLBACK = "moto[server]>=5.2.5,<5.3"  # as pyproject.toml's `sandbox` extra says, when metadata is missing
 

@@ -22,8 +22,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from amibuild.errors import SandboxError
-from amibuild.imagetest.store import STORE_ENV
+from amibuild.sandbox import SandboxError
+from amibuild.sandbox.standin_store import STORE_ENV
 from amibuild.sandbox.seed import API_PREFIX, DEFAULT_REGION, LOOPBACK, SEED_REGIONS, TRIPWIRE_PROXY, _PORT_LINE, _PROXY_VARS, _check_kind
 from amibuild.sandbox.cluster import sandbox_cluster
 
@@ -175,6 +175,7 @@ class Sandbox:
     def env(self) -> dict[str, str]:
         """Environment for boto3, packer and the CLI to use this sandbox; safety env included."""
         return {
+            "AMIBUILD_TARGET": "sandbox",  # the CLI's choice of platform (amibuild/cli/target.py): said, not guessed
             "AWS_ENDPOINT_URL": self.endpoint,
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",

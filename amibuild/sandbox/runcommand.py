@@ -103,7 +103,7 @@ def run_on_standin(fingerprint: str, image_id: str, script: str) -> Answer:
     """The agent's answer for ``script`` run on the image's stand-in."""
     # deferred: the emulator loads this patch at start-up; the stand-in machinery only once a command runs
     from amibuild.errors import AmibuildError
-    from amibuild.imagetest import standin
+    from amibuild.sandbox import image_standin as standin
 
     root = standin.store() / fingerprint if fingerprint else None
     if root is None or not (root / standin.STANDIN_DIR).is_dir():

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any, Iterable
 
-from amibuild.errors import SandboxError
+from amibuild.sandbox import SandboxError
 from amibuild.sandbox.images import moto_ami
 from amibuild.sandbox.cluster import create_cluster
 from amibuild.sandbox import kms_mac

@@ -13,7 +13,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from amibuild.errors import AmibuildError, SandboxError
+from amibuild.errors import AmibuildError
+from amibuild.sandbox import SandboxError
 from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, _Seeder, seed_images
 from amibuild.sandbox.cluster import model_eks_clusters, read_short_form_yaml
 from amibuild.sandbox.patches import _model_stack_updates, _page_parameter_listings, _tag_stack_groups

@@ -1,6 +1,6 @@
 """The stand-ins of the sandbox's images go with their images (runs in the emulator's process).
 
-A sandbox build keeps its image's stand-in (`amibuild.imagetest.standin.keep`) in the sandbox's
+A sandbox build keeps its image's stand-in (`amibuild.sandbox.image_standin.keep`) in the sandbox's
 store, by fingerprint: what SSM Run Command runs a boot test's checks on. Without this they would
 pile up. `install` makes DeregisterImage (prune, clean-run, by hand) remove the stand-in once no
 image with that fingerprint is left in any seeded region (copies share their source's fingerprint);
@@ -19,7 +19,7 @@ FINGERPRINT_TAG = "amibuild:fingerprint"
 
 
 def _store():
-    from amibuild.imagetest import standin  # deferred: the stand-in machinery only once an image goes
+    from amibuild.sandbox import image_standin as standin  # deferred: the stand-in machinery only once an image goes
 
     return standin.store()
 

@@ -4,6 +4,8 @@ Render always produces the real build for the target its caller gives. Against t
 is no instance to connect to, so the sandbox owns the rewrite it needs, here:
 
 Why it is built this way: docs/dev/decisions.md.
+`platform` is what the CLI selects with AMIBUILD_TARGET=sandbox (`amibuild.cli.target`), handed in
+through `amibuild.jobs.platform`.
 """
 
 from __future__ import annotations
@@ -16,38 +18,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
-from urllib.parse import urlparse
 
 from amibuild import hcl
 from amibuild import render
-from amibuild.imagetest import store as standin  # the names only: not the stand-in runner
+from amibuild.sandbox import standin_store as standin  # the names only: not the stand-in runner
 from amibuild.pipeline import imagetests
-from amibuild.render import Build, Provisioner, ProvisionerKind, Target, Transform
+from amibuild.jobs.platform import Platform, endpoint_of
+from amibuild.render import Build, Provisioner, ProvisionerKind, Target
 
 SANDBOX_POLLING = (1, 30)  # seconds between polls, attempts: the emulator answers at once
-NOTE = ("sandbox build (loopback endpoint): communicator \"none\"; provisioners that need a "
+SANDBOX_POLL_SECONDS = 0.1  # between Run Command polls of a boot test
+NOTE = ("sandbox build (AMIBUILD_TARGET=sandbox): communicator \"none\"; provisioners that need a "
         "connection to the instance are shown, not run")
-PYTHON_ENV = "AMIBUILD_PYTHON"  # the Python the stand-in step runs amibuild.imagetest.standin with
+PYTHON_ENV = "AMIBUILD_PYTHON"  # the Python the stand-in step runs amibuild.sandbox.image_standin with
 _STANDIN_INLINE = (f'if [ -z "${PYTHON_ENV}" ]; then echo "amibuild sandbox: stage 1 checks not run: this build '
                    f'was not started by amibuild ({PYTHON_ENV} is not set)"; exit 0; fi; '
-                   f'exec "${PYTHON_ENV}" -m amibuild.imagetest.standin "$AMIBUILD_ROOT"')
-
-
-def is_loopback(endpoint: str | None) -> bool:
-    """An endpoint on this machine: the local sandbox."""
-    if not endpoint:
-        return False
-    host = urlparse(endpoint).hostname or ""
-    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
-
-
-def endpoint_of(env: Mapping[str, str]) -> str | None:
-    """The EC2 endpoint the environment points boto3 at (AWS_ENDPOINT_URL_EC2, else AWS_ENDPOINT_URL)."""
-    return env.get("AWS_ENDPOINT_URL_EC2") or env.get("AWS_ENDPOINT_URL") or None
-
-
-def in_sandbox(env: Mapping[str, str]) -> bool:
-    return is_loopback(endpoint_of(env))
+                   f'exec "${PYTHON_ENV}" -m amibuild.sandbox.image_standin "$AMIBUILD_ROOT"')
 
 
 @dataclass(frozen=True)
@@ -60,15 +46,13 @@ class SandboxTarget:
     store: str
 
 
-def choose(env: Mapping[str, str], *, python: str = sys.executable) -> tuple[Target, Transform | None]:
-    """The target a render is for, and the transform to apply to it: the sandbox's on a loopback
-    endpoint, else none (a real build, against the endpoint given if any)."""
-    endpoint = endpoint_of(env)
-    target = Target(endpoint)
-    if not is_loopback(endpoint):
-        return target, None
-    where = SandboxTarget(endpoint or "", python, str(standin.store(env)))
-    return target, functools.partial(sandboxed, where=where)
+def platform(env: Mapping[str, str], *, python: str = sys.executable) -> Platform:
+    """The sandbox's platform (what `AMIBUILD_TARGET=sandbox` selects): the emulator's endpoint,
+    this transform, and short Run Command polls (the emulator answers at once)."""
+    endpoint = endpoint_of(env) or ""
+    where = SandboxTarget(endpoint, python, str(standin.store(env)))
+    return Platform(name="sandbox", target=Target(endpoint or None), poll_seconds=SANDBOX_POLL_SECONDS,
+                    transform=functools.partial(sandboxed, where=where))
 
 
 def sandboxed(build: Build, *, where: SandboxTarget) -> Build:
@@ -136,8 +120,7 @@ def standin_step(build: Build) -> Provisioner:
 
 
 def render_for_env(pipeline: Any, variant: Any, *, env: Mapping[str, str], **kwargs: Any) -> render.Rendered:
-    """One variant rendered as the CLI renders it in ``env``: `choose`, then the real build, then the
-    transform if any. ``kwargs`` are `render.render_build`'s other arguments."""
-    target, transform = choose(env)
-    build = render.render_build(pipeline, variant, target=target, **kwargs)
-    return render.finish(transform(build) if transform is not None else build)
+    """One variant's sandbox build, as the CLI renders it with AMIBUILD_TARGET=sandbox in ``env``: the
+    real build for the emulator's target, then this transform. ``kwargs`` are `render.render_build`'s others."""
+    chosen = platform(env)
+    return render.finish(chosen.transform(render.render_build(pipeline, variant, target=chosen.target, **kwargs)))

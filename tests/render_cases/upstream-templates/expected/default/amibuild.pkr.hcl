@@ -194,7 +194,7 @@ build {
   }
   provisioner "shell-local" {
     environment_vars = ["AMIBUILD_ROOT=${path.root}", "AMIBUILD_RUN_CHECKS=true"]
-    inline           = ["if [ -z \"$AMIBUILD_PYTHON\" ]; then echo \"amibuild sandbox: stage 1 checks not run: this build was not started by amibuild (AMIBUILD_PYTHON is not set)\"; exit 0; fi; exec \"$AMIBUILD_PYTHON\" -m amibuild.imagetest.standin \"$AMIBUILD_ROOT\""]
+    inline           = ["if [ -z \"$AMIBUILD_PYTHON\" ]; then echo \"amibuild sandbox: stage 1 checks not run: this build was not started by amibuild (AMIBUILD_PYTHON is not set)\"; exit 0; fi; exec \"$AMIBUILD_PYTHON\" -m amibuild.sandbox.image_standin \"$AMIBUILD_ROOT\""]
   }
   post-processor "manifest" {
     output     = "${path.root}/manifest.json"

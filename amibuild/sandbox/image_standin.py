@@ -1,7 +1,7 @@
 """The sandbox's stand-in of an image: a variant's real provisioning chain, rehearsed, then a script.
 
 The chain is rehearsed in a throwaway copy of this machine; each check becomes a step of its own,
-its exit status read from the step. Run as ``python -m amibuild.imagetest.standin ROOT`` it is the
+its exit status read from the step. Run as ``python -m amibuild.sandbox.image_standin ROOT`` it is the
 sandbox build's checks step: it prints each check's result, writes ``checks.json`` and exits 1 when
 a check or the chain failed.
 
@@ -22,8 +22,8 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild.errors import RehearsalUnavailable
-from amibuild.imagetest.store import CHECKS_LIST, STANDIN_GAP
-from amibuild.imagetest.store import STANDIN_DIR as STANDIN_DIR, STORE_ENV as STORE_ENV, store as store  # re-exported
+from amibuild.sandbox.standin_store import CHECKS_LIST, STANDIN_GAP
+from amibuild.sandbox.standin_store import STANDIN_DIR as STANDIN_DIR, STORE_ENV as STORE_ENV, store as store  # re-exported
 from amibuild.pipeline import imagetests
 from amibuild.printable import printable
 from amibuild.render import CHECKS_SCRIPT, HYGIENE_SCRIPT, INVENTORY_FILE, INVENTORY_REMOTE, INVENTORY_SCRIPT, RECORD_FILE

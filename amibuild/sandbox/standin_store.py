@@ -1,7 +1,7 @@
 """Where the sandbox keeps its images' stand-ins, and where in a sandbox build the real chain is.
 
 Light on purpose: the build's transform (`amibuild.sandbox.transform`) and the emulator's process
-need these names without the stand-in runner (`amibuild.imagetest.standin`) and the rehearsal
+need these names without the stand-in runner (`amibuild.sandbox.image_standin`) and the rehearsal
 machinery it brings.
 """
 
