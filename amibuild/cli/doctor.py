@@ -10,6 +10,8 @@
     endpoint   every AWS_ENDPOINT_URL* override accepts a TCP connection within CONNECT_TIMEOUT
     identity   sts:GetCallerIdentity answers (only with credentials and no dead endpoint: a failure
                there would repeat the line above, after retries)
+    key-share  with ami_users and KMS keys: each consumer account may use each region's key, by the
+               key policy or grants (`amibuild.lifecycle.keyshare_check`)
 
 Nothing here prints or exits: tasks.py prints `lines(...)` or the JSON, then `verdict(...)` raises
 when a check failed (exit 1).
@@ -33,6 +35,7 @@ from amibuild.pipeline.options import Options
 from amibuild.errors import AmibuildError, AwsError, PackerError, PackerNotFound, UsageError
 from amibuild.bake.packer import INSTALL_HINT, Packer
 from amibuild.bake.prepare import support_warnings
+from amibuild.lifecycle import keyshare_check
 from amibuild.suggest import suggest
 
 if TYPE_CHECKING:
@@ -84,6 +87,8 @@ def checks(options: Options) -> list[Check]:
     ]
     if aws is not None and credentials.ok and endpoint.ok:
         results.append(check_identity(aws, pipeline.build_region if pipeline else default_region))
+        if pipeline is not None and results[-1].ok:
+            results += [Check("key-share", f.ok, f.line()) for f in keyshare_check.check(aws, pipeline)]
     return results
 
 
