@@ -3,55 +3,7 @@
 Library code raises these and never prints or exits; ``amibuild.cli.run.run`` is the one place that
 turns them into a one-line message and an exit code::
 
-    AmibuildError                 exit 1  anything amibuild expects to go wrong
-    ├── UsageError                exit 2  bad input: flag, pipeline file, var-file; nothing was done
-    │   ├── SpecError                     pipeline file / flag value refused
-    │   ├── VarFileError                  a .pkrvars.hcl file that does not parse
-    │   ├── UpstreamError                 an upstream amazon-eks-ami checkout we cannot read
-    │   ├── NotUserData                   `decode-userdata` input that is no user data
-    │   │   └── UserDataTooBig                input beyond a cap (bytes, bytes decoded, nesting)
-    │   ├── PackerInputRefused            `packer validate` refused a value the user gave
-    │   ├── RolloutRefused                a stack / node group / channel that cannot be rolled as asked
-    │   ├── RehearsalUnavailable          `rehearse` needs root on Linux; not run
-    │   └── MissingExtra                  a task needs an optional extra that is not installed (`amibuild[sandbox]`)
-    ├── TemplateError                     a packer/ template failed to render (a bug or a bad template)
-    ├── PackageDataMissing                a file amibuild ships (template, script) is missing: a broken install
-    ├── PackerError                       the packer binary failed or is missing
-    │   ├── PackerNotFound        exit 2  no packer on PATH (or too old)
-    │   ├── PackerValidateError           `packer validate` / `packer fmt -check` refused a file
-    │   └── PackerOutputError             machine-readable output and manifest disagree / unreadable
-    ├── AwsError                          an AWS call failed (already mapped from botocore)
-    │   ├── NoCredentials         exit 2
-    │   ├── ExpiredToken          exit 2
-    │   ├── AccessDenied
-    │   ├── EndpointUnreachable
-    │   │   └── DeadlineExceeded          no answer within a channel operation's deadline (`aws.deadline`)
-    │   └── NotFound
-    ├── SandboxError                      the local AWS emulator failed to start or answer
-    ├── PublishRefused                    publish/promote/rollback refused before any write
-    │   └── GateRefused                   the image does not meet the channel's gate (pipeline `channel` block)
-    ├── PublishConflict                   another writer moved the channel in between
-    │   ├── ChannelBusy                   another writer holds the channel's lease; nothing written
-    │   └── LeaseLost                     the writer's lease ran out or was taken over: it stopped writing
-    ├── PublishFailed                     a write failed part-way; written regions were put back
-    ├── ChannelSplit                      `channels --check`: a channel's regions hold images of different builds
-    ├── RolloutBlocked                    the stack or node group is busy or broken: not updated now
-    ├── RolloutFailed                     the update failed, rolled back, timed out or did not converge
-    ├── PruneFailed                       images or snapshots prune meant to remove are still there
-    ├── FleetBehind                       `fleet --check-behind`: a consumer is further behind than allowed
-    ├── Unverified                        `verify`: a signed statement about an image is missing, invalid or says it failed
-    ├── BuildFailed                       one or more variants failed to build (or were not published)
-    ├── BootTestFailed                    `test-ami`: a check failed on the booted image (or none could run)
-    ├── OutputNotWritten                  build/ could not be written (disk full, read-only)
-    │   └── RecordNotWritten              the run record could not be written: the AMIs made are named
-    ├── CleanupIncomplete                 clean-run could not remove everything a run left behind
-    ├── HclSyntaxError                    python-hcl2 refused a text (`amibuild.hcl.loads`)
-    ├── RehearsalError                    the rehearsal's throwaway copy could not be made or entered
-    ├── RehearsalFailed                   a rehearsed provisioning step failed
-    ├── RehearsalIncomplete       exit 3  the rehearsal stopped at a step it cannot rehearse
-    └── Interrupted               exit 130 Ctrl-C (143 SIGTERM, 129 SIGHUP: 128 + the signal)
-
-`ExitCode` is the one list of exit codes; an error's class says which one it means.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -10,11 +10,7 @@ JSON, which gives back exactly the values python-hcl2 gave (strings, numbers, bo
 lists, string-keyed maps; a parse that would not round-trip is not cached) as a fresh object on
 every read, so a caller changing what it got cannot change the next caller's.
 
-Entries live in memory for the process and, when the caller names a folder, as one file each
-under it (``<key>.json``, written whole then renamed into place; unreadable, mismatched or
-half-written entries are ignored and replaced). A folder entry is written only when the caller
-says the text was good (`remember`), so a file refused as bad input leaves nothing behind, and
-never for a text holding credentials in a URL (`amibuild.secrets`): those are written nowhere.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

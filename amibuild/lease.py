@@ -10,30 +10,7 @@ The IAM policy that lets build-ami write the pipeline's channels covers the fold
 channel name can take that shape (variant and channel names start with a letter). `is_lease`
 tells every reader that lists parameters (prune, channels, clean-run) what to skip.
 
-Older amibuild wrote channel leases as ``{ssm_prefix}/{pipeline}/amibuild-lease/{variant}/{channel}``
-in the pipeline's first build region (`legacy_channel_lease_name`). So that a runner still on
-the old version and one on this version never write one channel at once, a channel writer
-holds both: the lease under the new name and the old one, where the old version looks
-(`acquire_channel`). `is_lease` recognises both names.
-
-SSM has no compare-and-swap, but PutParameter with ``Overwrite=False`` fails with
-``ParameterAlreadyExists`` when the name exists: of two runs that try at once, exactly one
-creates it. The value says who holds it (owner: user, host, pid; run id; operation; a token of
-this `Lease`) and until when, written with the holder's clock. The holder renews it while it
-works and deletes it when done, only if it still holds its own value.
-
-A lease past its expiry belongs to a holder that died without releasing it, and so does a lease
-whose holder ran on this machine in a process that no longer exists (`holder_gone`); a value that
-is not a lease amibuild wrote counts as expired. The next taker overwrites it: of several taking
-over at once, only the one whose put follows the stale version directly holds it (the returned
-version proves it), the others put back what they replaced. The stale holder is named
-(`Lease.took_over`), and whether it had expired or its process was gone (`took_over_why`).
-
-One wait loop with a deadline (`wait_for`) serves builds and channel writers alike.
-
-The store is anything with the `Aws` methods `put_parameter_if_absent`, `find_parameter`,
-`parameter_history`, `overwrite_parameter` and `delete_parameter_if_value`. This module sits
-below the stages (it imports only `amibuild.errors`): bake, channels and lifecycle all use it.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations
@@ -273,7 +250,6 @@ class Lease:
 # ------------------------------------------------------------------------------- names
 
 LEASE_DIR = "_leases"  # every lease of a pipeline lives under {ssm_prefix}/{pipeline}/_leases/
-LEGACY_CHANNEL_DIR = "amibuild-lease"  # where amibuild before this layout kept channel leases
 
 
 def lease_root(ssm_prefix: str, pipeline: str) -> str:
@@ -282,7 +258,7 @@ def lease_root(ssm_prefix: str, pipeline: str) -> str:
 
 
 def build_lease_name(ssm_prefix: str, pipeline: str, variant: str, fingerprint: str) -> str:
-    """The build lease of one (pipeline, variant, fingerprint). Older amibuild used the same name."""
+    """The build lease of one (pipeline, variant, fingerprint)."""
     return f"{lease_root(ssm_prefix, pipeline)}/build/{variant}/{fingerprint[:32]}"
 
 
@@ -292,20 +268,15 @@ def channel_lease_name(ssm_prefix: str, pipeline: str, variant: str, channel: st
     return f"{lease_root(ssm_prefix, pipeline)}/channel/{variant}/{channel}"
 
 
-def legacy_channel_lease_name(ssm_prefix: str, pipeline: str, variant: str, channel: str) -> str:
-    """Where amibuild before the one-folder layout took a channel's lease (still honoured, still held)."""
-    return f"{ssm_prefix.rstrip('/')}/{pipeline}/{LEGACY_CHANNEL_DIR}/{variant}/{channel}"
-
-
 def prune_lease_name(ssm_prefix: str, pipeline: str) -> str:
     """The lease prune holds while it deregisters; channel writers do not write while it is held."""
     return f"{lease_root(ssm_prefix, pipeline)}/prune"
 
 
 def is_lease(name: str) -> bool:
-    """True for any lease amibuild writes or wrote (build, channel, prune; new and old names):
-    what every reader that lists parameters skips."""
-    return f"/{LEASE_DIR}/" in name or name.endswith(f"/{LEASE_DIR}") or f"/{LEGACY_CHANNEL_DIR}/" in name
+    """True for any lease amibuild writes (build, channel, prune): what every reader that lists
+    parameters skips."""
+    return f"/{LEASE_DIR}/" in name or name.endswith(f"/{LEASE_DIR}")
 
 
 # ------------------------------------------------------------------------------- waiting
@@ -358,14 +329,13 @@ class Guard:
 
 
 class ChannelLease:
-    """A held channel lease (and the leases beside it where older amibuild looks); `release` gives them
+    """A held channel lease (and the leases beside it in the other regions); `release` gives them
     all back (only if still ours) and says when one was not; `check` refuses a write once the lease
     may be someone else's."""
 
     def __init__(self, lease: Lease, *others: Lease | None) -> None:
         self.lease = lease
         self.others = tuple(o for o in others if o is not None)
-        self.legacy = self.others[-1] if self.others else None
         self.name = lease.name
         taker = next((x for x in (lease, *self.others) if x.took_over is not None), None)
         self.took_over = taker.took_over if taker is not None else None
@@ -414,17 +384,15 @@ class ChannelLease:
 
 
 def acquire_channel(store: LeaseStore, name: str, region: str, *, operation: str, guard: Guard,
-                    legacy: tuple[str, str] | None = None, also: Sequence[tuple[str, str]] = (),
+                    also: Sequence[tuple[str, str]] = (),
                     clock: Callable[[], float] = time.time) -> ChannelLease:
-    """Take the channel lease `name` in `region` (and the leases where older amibuild looks: ``also``
-    and the old-layout lease ``legacy``, each (name, region), so that an older amibuild writing the
-    same channel waits for us and we for it), waiting up to ``guard.wait`` seconds in all for their
-    holders."""
+    """Take the channel lease `name` in `region` (and the leases beside it: ``also``, each (name,
+    region)), waiting up to ``guard.wait`` seconds in all for their holders."""
     def make(lease_name: str, lease_region: str) -> Lease:
         return Lease(store, lease_name, lease_region, run_id=guard.run_id, owner=guard.owner, operation=operation,
                      ttl=guard.ttl, clock=clock, description=f"amibuild channel lease: {operation}")
 
-    beside = [place for place in (*also, *([legacy] if legacy else [])) if place != (name, region)]
+    beside = [place for place in also if place != (name, region)]
     deadline = time.monotonic() + guard.wait
     while True:
         lease = make(name, region)
@@ -473,10 +441,10 @@ def _each(items: Sequence[Any], work: Callable[[Any], Any]) -> list[Any]:
 
 def held_leases(store: Any, ssm_prefix: str, pipeline: str, region: str, *, now: float,
                 roots: Sequence[str] = ()) -> list[tuple[str, Holder]]:
-    """Every live lease of the pipeline in `region` (new and old names): (name, holder). `store` needs
+    """Every live lease of the pipeline in `region`: (name, holder). `store` needs
     `parameters_under`."""
     found = []
-    for root in roots or (lease_root(ssm_prefix, pipeline), f"{ssm_prefix.rstrip('/')}/{pipeline}/{LEGACY_CHANNEL_DIR}"):
+    for root in roots or (lease_root(ssm_prefix, pipeline),):
         for parameter in store.parameters_under(root, region):
             holder = parse_holder(parameter.value)
             if not holder.expired(now) and not holder_gone(holder):

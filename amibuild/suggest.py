@@ -8,13 +8,13 @@ suggestion is asked for, which is only on the way to an error.
 from __future__ import annotations
 
 from typing import Iterable
+import difflib
 
 CUTOFF = 0.6  # difflib's own default: close enough that the suggestion is usually the one meant
 
 
 def suggest(word: str, choices: Iterable[str], *, cutoff: float = CUTOFF) -> str:
     """" (did you mean 'x'?)" for the closest of ``choices``, or "" when none is close enough."""
-    import difflib  # deferred: only on the way to an error
 
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
     return f" (did you mean {close[0]!r}?)" if close else ""

@@ -5,7 +5,7 @@ Point ``AWS_ENDPOINT_URL`` at `FaultProxy.endpoint` and every AWS call goes thro
 * delay every request (`delay`, seconds) to stand in for network latency;
 * answer ``ThrottlingException`` to a fraction of chosen operations (`throttle`);
 * throttle as AWS does (`rate_limit`): a token bucket per access key, region and API (or API group),
-  at AWS's default rates (amibuild/aws/rates.py's table) or scaled or overridden, answered with each
+  at AWS's default rates (amibuild/aws/rates.py; the table: docs/dev/decisions.md) or scaled or overridden, answered with each
   service's own throttling error: EC2 ``RequestLimitExceeded`` (HTTP 503, query/XML ``Response``
   body), SSM and KMS ``ThrottlingException`` (HTTP 400, JSON ``__type``), CloudFormation, STS and
   Auto Scaling ``Throttling`` (HTTP 400, XML ``ErrorResponse``). EKS (REST, no operation on the wire

@@ -15,7 +15,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from amibuild.lease import LEGACY_CHANNEL_DIR, is_lease
+from amibuild.lease import is_lease
 from faultproxy import FaultProxy
 import test_channel_races
 from conftest import run_cli
@@ -145,45 +145,13 @@ def test_a_write_of_only_some_of_the_channels_regions_is_refused_and_writes_noth
     assert {r: current("recommended", r) for r in REGIONS} == channels["recommended"]
 
 
-# ------------------------------------------------------------------------------- leases of older amibuild
-
-
-def test_a_live_lease_under_the_old_name_is_honoured_and_a_writer_holds_the_old_name_too(
-        proxy: FaultProxy, workdir: Path, channels) -> None:
-    """An older amibuild on another runner takes `amibuild-lease/...` in the build region only."""
-    ssm = boto3.client("ssm", region_name="us-west-2")
-    old_name = f"/amibuild/eks-workers/{LEGACY_CHANNEL_DIR}/ceph/recommended"
-    live = json.dumps({"owner": "ci@old-runner pid 77", "run_id": "run-old", "operation": "publish to recommended",
-                       "token": "t1", "expires": "2099-01-01T00:00:00+00:00"})
-    ssm.put_parameter(Name=old_name, Value=live, Type="String")
-    new = build("fp9")
-    code, _, err = Cli(workdir, "publish", "--variant", "ceph", "--ami", ami_flag(new), lease_wait=0.5).finish()
-    assert code == 1
-    assert "being written by ci@old-runner pid 77" in err and "nothing was written" in err
-    assert {r: current("recommended", r) for r in REGIONS} == channels["recommended"]
-    ssm.delete_parameter(Name=old_name)  # the old runner is done
-
-    # while this version writes, the old name is held as well: the older amibuild waits for it
-    mid = held_write(proxy, "recommended")
-    cli = Cli(workdir, "publish", "--variant", "ceph", "--ami", ami_flag(new))
-    assert mid.wait_held(1)
-    held = json.loads(ssm.get_parameter(Name=old_name)["Parameter"]["Value"])
-    assert held["operation"].startswith("publish to recommended") and held["expires"] > "2026"
-    mid.release()
-    code, _, err = cli.finish()
-    assert code == 0, err
-    assert {r: current("recommended", r) for r in REGIONS} == new
-    assert leases_left() == []
-
-
 def test_no_lease_is_read_as_a_channel_whatever_the_name_template(sandbox, tmp_path: Path) -> None:
     """A template with four open fields after the pipeline fits `_leases/build/<variant>/<fingerprint>`."""
     (tmp_path / "amibuild.hcl").write_text(
         'pipeline {\n  name = "e2e"\n  regions = ["us-west-2"]\n'
         '  parameter_template = "{prefix}/{pipeline}/{variant}/{channel}/{arch}/{k8s}"\n}\nvariant "ceph" {}\n')
     ssm = boto3.client("ssm", region_name="us-west-2")
-    for name in ("/amibuild/e2e/_leases/build/ceph/" + "ab" * 16, "/amibuild/e2e/_leases/channel/ceph/stable",
-                 "/amibuild/e2e/amibuild-lease/ceph/stable/x86_64"):
+    for name in ("/amibuild/e2e/_leases/build/ceph/" + "ab" * 16, "/amibuild/e2e/_leases/channel/ceph/stable"):
         assert is_lease(name)
         ssm.put_parameter(Name=name, Value='{"owner": "x", "expires": "2099-01-01T00:00:00+00:00"}', Type="String")
     result = run_cli(tmp_path, "channels", "--json")

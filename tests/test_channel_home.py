@@ -70,8 +70,8 @@ def leases_anywhere() -> list[str]:
 def test_the_home_is_the_recorded_one_then_the_first_recorded_region_then_the_pipelines_first() -> None:
     recorded = {"us-west-2": {tags.LEASE_HOME: "eu-west-1", tags.CHANNEL_REGIONS: "eu-west-1 us-west-2"}}
     assert lease_home(recorded, ["ap-northeast-1", "us-west-2"]) == "eu-west-1"
-    # written by the amibuild before the home was recorded: where it took the lease
-    assert lease_home({"us-west-2": {tags.CHANNEL_REGIONS: "us-west-2 eu-west-1"}}, ["ap-northeast-1"]) == "eu-west-1"
+    # no home recorded: the regions it is written in do not choose one, the pipeline's regions do
+    assert lease_home({"us-west-2": {tags.CHANNEL_REGIONS: "us-west-2 eu-west-1"}}, ["ap-northeast-1"]) == "ap-northeast-1"
     # nobody wrote it yet: the first of the pipeline's regions in name order, whatever order they are listed in
     assert lease_home({}, ["us-west-2", "eu-west-1"]) == lease_home({}, ["eu-west-1", "us-west-2"]) == "eu-west-1"
     # two first writes that raced with different region sets: every later writer still picks one
@@ -142,9 +142,9 @@ def test_two_first_writes_of_a_channel_from_folders_with_other_regions_exclude_e
     assert leases_anywhere() == []
 
 
-def test_a_lease_held_where_the_previous_amibuild_looks_is_honoured(proxy, workdir: Path) -> None:
-    """The amibuild before the recorded home took the lease in the first of its own regions in name
-    order: with the grown folder's file, the added region. Its live lease there keeps this writer out."""
+def test_a_lease_held_in_a_region_the_write_touches_is_honoured(proxy, workdir: Path) -> None:
+    """A writer holds the channel's lease in every region it writes: a live lease in the grown folder's
+    added region keeps this writer out."""
     first = build("fp1")
     assert Cli(workdir, "publish", "--variant", "ceph", "--channel", "stable", "--ami", ami_flag(first)).finish()[0] == 0
     grown = folder(workdir, "grown", '["us-west-2"]', f'["eu-west-1", "{ADDED}"]')

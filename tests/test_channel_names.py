@@ -114,6 +114,7 @@ def typo_cases(here: World, amis: dict) -> dict[str, list[str]]:
         "history": ["history", "--variant", "ceph", "--channel", "stabel"],
         "fleet": ["fleet", "--channel", "stabel"],
         "karpenter": ["karpenter", "--variant", "ceph", "--channel", "stabel"],
+        "doctor": ["doctor", "--consumer", "--channel", "stabel"],
         "verify": ["verify", "--variant", "ceph", "--channel", "stabel"],
         "sbom": ["sbom", "--variant", "ceph", "--channel", "stabel"],
         "scan": ["scan", "--variant", "ceph", "--channel", "stabel"],

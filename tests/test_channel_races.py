@@ -165,7 +165,7 @@ def test_a_lease_left_by_a_dead_writer_is_taken_over_once_expired_naming_it(prox
     stale = json.dumps({"owner": "ci@runner-7 pid 4242", "run_id": "run-dead", "operation": "publish",
                         "token": "t0", "expires": "2020-01-01T00:00:00+00:00"})
     boto3.client("ssm", region_name="us-west-2").put_parameter(
-        Name="/amibuild/eks-workers/amibuild-lease/ceph/stable", Value=stale, Type="String")
+        Name="/amibuild/eks-workers/_leases/channel/ceph/stable", Value=stale, Type="String")
     code, out, err = Cli(workdir, "promote", "--variant", "ceph", "--from", "recommended", "--to", "stable").finish()
     assert code == 0, err
     assert "took over the expired lease of ci@runner-7 pid 4242 (publish, run run-dead" in out

@@ -174,6 +174,11 @@ def test_publish_policy_allows_exactly_what_publish_promote_rollback_history_and
 def test_prune_policy_allows_exactly_what_prune_calls(tmp_path: Path, recorder: Recorder) -> None:
     (tmp_path / "amibuild.hcl").write_text(CHANNELS_PIPELINE)
     amis = [build_image("us-west-2", pipeline="iam", variant="ceph", n=n) for n in (1, 2, 3, 4, 5)]
+    rbin = boto3.client("rbin", region_name="us-west-2")  # so prune deletes the snapshots, as the policy allows
+    for kind in ("EC2_IMAGE", "EBS_SNAPSHOT"):
+        rbin.create_rule(ResourceType=kind, RetentionPeriod={"RetentionPeriodValue": 1, "RetentionPeriodUnit": "DAYS"})
+    # the doomed image left its channel protected: prune turns the protection off first
+    boto3.client("ec2", region_name="us-west-2").enable_image_deregistration_protection(ImageId=amis[3])
     ssm = boto3.client("ssm", region_name="us-west-2")
     for ami in (amis[0], amis[1]):
         ssm.put_parameter(Name="/amibuild/iam/1.35/ceph/stable/image_id", Value=ami, Type="String",
@@ -342,8 +347,6 @@ def test_ssm_is_scoped_to_the_pipelines_channels_and_the_public_eks_parameters(p
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/*",
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/_leases",
         "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/_leases/*",
-        "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/amibuild-lease",
-        "arn:aws:ssm:*:123456789012:parameter/amibuild/iam/amibuild-lease/*",
         "arn:aws:ssm:*::parameter/aws/service/eks/optimized-ami/*",
     }
     public = next(s for s in ssm if s["Sid"] == "EksPublicParameters")

@@ -281,6 +281,15 @@ def own_images_and_snapshots() -> tuple[set[str], set[str]]:
     return images, snapshots
 
 
+def bin_rules(region: str, *, days: int = 7, kinds: tuple[str, ...] = ("EC2_IMAGE", "EBS_SNAPSHOT"),
+              pipeline: str = "prune-e2e") -> None:
+    """Recycle Bin rules keeping the pipeline's images and snapshots (tag-level, by amibuild:pipeline)."""
+    rbin = boto3.client("rbin", region_name=region)
+    for kind in kinds:
+        rbin.create_rule(ResourceType=kind, RetentionPeriod={"RetentionPeriodValue": days, "RetentionPeriodUnit": "DAYS"},
+                         ResourceTags=[{"ResourceTagKey": "amibuild:pipeline", "ResourceTagValue": pipeline}])
+
+
 @pytest.fixture
 def workdir(tmp_path: Path, sandbox) -> Path:
     (tmp_path / "amibuild.hcl").write_text(PIPELINE)
@@ -290,7 +299,9 @@ def workdir(tmp_path: Path, sandbox) -> Path:
 @pytest.fixture
 def eight_builds(workdir: Path) -> dict[str, object]:
     """8 builds of ceph; stable points at the oldest, an ASG's launch template at the third; plus an
-    image and snapshot amibuild did not make and an image of another pipeline."""
+    image and snapshot amibuild did not make and an image of another pipeline. The Recycle Bin keeps
+    the pipeline's images and snapshots (else prune would keep the snapshots: tests/test_prune_ladder.py)."""
+    bin_rules(REGION)
     built = [build_image(n) for n in range(1, 9)]
     foreign = build_image(20, tagged=False)
     other = build_image(21, pipeline="someone-else")

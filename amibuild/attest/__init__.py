@@ -1,25 +1,4 @@
 """Signed statements about images: in-toto Statements in DSSE envelopes, signed in KMS, kept in S3.
 
-    record.py     the canonical record of an image (id, region, sorted snapshot ids) as canonical
-                  JSON (sorted keys, no whitespace, UTF-8): `record_digest` (hex SHA-256), `image_arn`
-    statement.py  `statement(images, account, predicate_type, predicate)`: the Statement v1 payload
-                  (subject = the image ARN in each region, digest {"sha256": record digest});
-                  `ImageFacts` (id, region, snapshots; `.digest`); `PROVENANCE` (SLSA v1), `TEST`
-    dsse.py       `pae`, `pae_digest`, `Envelope` (payloadType application/vnd.in-toto+json), `parse_envelope`
-    sign.py       `where(aws, pipeline)` -> `Where` (key, bucket, region, account), `signer(aws, where)`
-                  -> `Signer` (key ARN or why unsigned), `attest(...)` -> `Stored` (keys, signed or why
-                  not, error); `attestor(aws, pipeline, say)` -> `Attestor` whose `.make(amis,
-                  predicate_type, predicate, run_id)` does it all; `image_facts(aws, {region: ami})`
-    store.py      the S3 layout: ``amibuild/<pipeline>/images/<ami-id>/<kind>/<run-id>.dsse.json``, the
-                  same envelope under every region's AMI id (one listing per image); `fetch`
-    verify.py     `verify(envelope, pipeline_key=, public_keys=, images=, account=, predicate_type=)`:
-                  pure, -> `Verification` (`.ok`, `.failures` of `Problem` + reason, `.predicate`)
-    check.py      `verify_image(aws, where, images, predicate_type)`: fetch, keys, verify (the I/O),
-                  oldest run first; `newest_valid(results)`; `missing(images, kind)`
-    predicates.py the provenance (SLSA v1) and test predicates amibuild writes, and reading them back:
-                  `fingerprint_of`, `pipeline_of` (provenance), `verdict_of` (test: "passed", ...)
-
-Made by `amibuild.bake.statements` (build-ami's provenance) and `amibuild.imagetest.statements`
-(the boot test's). Signing: ECDSA_SHA_256 with an ECC_NIST_P256 KMS key over the SHA-256 of the PAE
-(``MessageType=DIGEST``); the envelope's keyid is the key's ARN, so it names the region that signed.
+Why it is built this way: docs/dev/decisions.md.
 """

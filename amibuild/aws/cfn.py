@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 from amibuild.errors import NotFound
 from amibuild.aws import handoff_results as results
 from amibuild.aws.errors import _mapped
+import json
 
 
 class CfnCalls:
@@ -34,7 +35,6 @@ class CfnCalls:
 
     def stack_template(self, name: str, region: str) -> str:
         """The stack's template as submitted, as text (botocore hands JSON bodies back parsed)."""
-        import json
 
         with _mapped(f"cloudformation:GetTemplate {name}", region):
             body = self.client("cloudformation", region).get_template(StackName=name, TemplateStage="Original")

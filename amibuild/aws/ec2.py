@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 from amibuild.errors import AwsError, EndpointUnreachable, NotFound
 from amibuild.aws import handoff_results as results
 from amibuild.aws.errors import _mapped
+from amibuild.aws.session import fan_out
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,12 @@ def _image(raw: Mapping[str, Any], region: str) -> Image:
         protection=raw.get("DeregistrationProtection") or "disabled",
         deprecation_time=raw.get("DeprecationTime") or "",
     )
+
+
+# Pages of the largest size AWS serves (MaxResults 1,000 for both): a region's thousands of images or
+# instances in one answer would outlast the read timeout; smaller pages would cost more calls.
+IMAGE_PAGE = 1000
+INSTANCE_PAGE = 1000
 
 
 class Ec2Calls:
@@ -94,14 +101,18 @@ class Ec2Calls:
     # which launch templates, Auto Scaling groups and instances still use an image), and the three
     # changes it makes. Plain tuples keep the gateway's surface small; prune.py names the fields.
 
-    def own_images(self, region: str, filters: Mapping[str, Sequence[str]]) -> list[tuple[Image, str]]:
+    def own_images(self, region: str, filters: Mapping[str, Sequence[str]], *,
+                   include_disabled: bool = False) -> list[tuple[Image, str]]:
         """(image, its DeprecationTime or "") of this account's images matching `filters`.
 
-        An owner's DescribeImages lists its deprecated images too, whatever IncludeDeprecated says.
+        An owner's DescribeImages lists its deprecated images too, whatever IncludeDeprecated says;
+        disabled ones only with `include_disabled` (IncludeDisabled).
         """
+        extra: dict[str, Any] = {"IncludeDisabled": True} if include_disabled else {}
         with _mapped("ec2:DescribeImages", region):
             pages = self.client("ec2", region).get_paginator("describe_images").paginate(
-                Owners=["self"], Filters=[{"Name": k, "Values": list(v)} for k, v in filters.items()]
+                Owners=["self"], Filters=[{"Name": k, "Values": list(v)} for k, v in filters.items()],
+                PaginationConfig={"PageSize": IMAGE_PAGE}, **extra,
             )
             return [(_image(raw, region), raw.get("DeprecationTime", "") or "")
                     for page in pages for raw in page.get("Images", [])]
@@ -112,15 +123,19 @@ class Ec2Calls:
         A ``snapshot-id`` filter instead of ``SnapshotIds``: one missing id must not fail the whole call.
         """
         ids = sorted(set(snapshot_ids))
-        found: dict[str, dict[str, str]] = {}
-        for start in range(0, len(ids), 200):
+
+        def chunk(start: int) -> dict[str, dict[str, str]]:
             with _mapped("ec2:DescribeSnapshots", region):
                 pages = self.client("ec2", region).get_paginator("describe_snapshots").paginate(
                     OwnerIds=["self"], Filters=[{"Name": "snapshot-id", "Values": ids[start:start + 200]}]
                 )
-                for page in pages:
-                    for raw in page.get("Snapshots", []):
-                        found[raw["SnapshotId"]] = {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
+                return {raw["SnapshotId"]: {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
+                        for page in pages for raw in page.get("Snapshots", [])}
+
+        # the chunks go out at once: the bucket (20 a second, 100 at once), not a chain of round trips, sets the pace
+        found: dict[str, dict[str, str]] = {}
+        for part in fan_out(range(0, len(ids), 200), chunk).values():
+            found.update(part)
         return found
 
     def launch_templates(self, region: str) -> list[tuple[str, str, int, int]]:
@@ -158,7 +173,8 @@ class Ec2Calls:
         """(instance id, state, image id) of every instance in one of `states`."""
         with _mapped("ec2:DescribeInstances", region):
             pages = self.client("ec2", region).get_paginator("describe_instances").paginate(
-                Filters=[{"Name": "instance-state-name", "Values": list(states)}]
+                Filters=[{"Name": "instance-state-name", "Values": list(states)}],
+                PaginationConfig={"PageSize": INSTANCE_PAGE},
             )
             return [(raw["InstanceId"], raw.get("State", {}).get("Name", ""), raw.get("ImageId", ""))
                     for page in pages for reservation in page.get("Reservations", [])

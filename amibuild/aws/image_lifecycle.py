@@ -45,6 +45,13 @@ class ImageLifecycleCalls:
         with _mapped(f"ec2:DisableImageDeprecation {image_id}", region):
             self.client("ec2", region).disable_image_deprecation(ImageId=image_id)
 
+    def launch_permissions(self, region: str, image_id: str) -> tuple[str, ...]:
+        """Whom the image's launch permission names: account ids, ``all`` (public), organization and OU ARNs."""
+        with _mapped(f"ec2:DescribeImageAttribute {image_id}", region):
+            raw = self.client("ec2", region).describe_image_attribute(ImageId=image_id, Attribute="launchPermission")
+        return tuple(p.get("UserId") or p.get("Group") or p.get("OrganizationArn") or p.get("OrganizationalUnitArn")
+                     for p in raw.get("LaunchPermissions", []) if any(p.values()))
+
     def disable_image(self, region: str, image_id: str) -> None:
         with _mapped(f"ec2:DisableImage {image_id}", region):
             self.client("ec2", region).disable_image(ImageId=image_id)

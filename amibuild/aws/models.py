@@ -8,16 +8,7 @@ paths (botocore's data, boto3's, any `data_path` in the AWS config), so every se
 would search the same paths shares one (`share_loader`): a second `Aws` in the process, or a test's
 hundredth, parses nothing again. Sharing is what one session making many clients does anyway.
 
-The shared loader reads JSON into plain dicts (`PlainJsonFileLoader`, given to botocore's
-`Loader` as its file loader): botocore's own parses into OrderedDicts, which is slower (EC2's
-model: ~90 ms against ~60 ms, measured on this project's 2-CPU machine). A dict keeps its keys'
-order as an OrderedDict does, and nothing in botocore needs more of one.
-
-`preload` parses the models a job is about to need in a background thread, while the job waits on
-something else (`build-ami` waits for `packer version`). It makes throwaway clients with dummy
-credentials, so it never runs the credential chain and never sends a request; what fails there is
-left for the real client to report. `wait_for_preload` (the gateway calls it before it imports
-boto3 itself) keeps the two threads from importing botocore at the same time.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -1,32 +1,9 @@
 """AWS's request-rate defaults, and the client-side token buckets that keep amibuild within them.
 
-AWS throttles per account and region, with a token bucket per API (EC2) or per group of APIs (SSM's
-GetParameter family). Every attempt of every client call takes a token from the matching bucket
-here first (`Limiter.acquire`, installed on each client by `install`), so the threads of one
-process (fan-outs, parallel publishes) share one budget per service, account, region and bucket.
-A throttled answer that still comes (another tool using the account's budget) is retried with
-capped, jittered back-off for as long as the operation's deadline allows (`Meter`), else for
-`THROTTLE_PATIENCE` seconds per call; botocore's adaptive mode still adapts on top. The buckets
-refill at `HEADROOM` (90%) of the rates below and hold a token less (`own_share`).
-
-The defaults (burst, refill per second; the constants below, chosen by `bucket`) — what a fresh account gets:
-
-| service | bucket | APIs | burst | per second | source |
-|---|---|---|---|---|---|
-| ec2 | per API | non-mutating (Describe*, Get*, List*, Search*), filtered, IDs or paged | 100 | 20 | EC2 throttling guide |
-| ec2 | per API | non-mutating with no filter, IDs nor page size | 50 | 10 | EC2 throttling guide |
-| ec2 | per API | mutating (the rest; "resource-intensive" RunInstances ... the same) | 50 | 5 | EC2 throttling guide |
-| ssm | `ssm-get`, shared | GetParameter, GetParameters, GetParametersByPath | 40 | 40 | SSM quotas, standard throughput |
-| ssm | per API | PutParameter | 3 | 3 | not on the quotas page: AWS Support's figure |
-| ssm | per API | the rest (GetParameterHistory, DescribeParameters, ...) | 10 | 10 | not published: ours |
-| kms | `kms-crypto`, shared | GenerateMac, VerifyMac, Encrypt, Decrypt ... | 5500 | 5500 | KMS quotas (lowest region) |
-| kms | `kms-asymmetric`, shared | Sign, Verify (ECC keys: 300; RSA: 500) | 300 | 300 | KMS quotas |
-| any other | per API | cloudformation, eks, sts, autoscaling ... | 20 | 10 | not published: ours |
-| s3 | none | | | | S3 scales per prefix (3,500 writes / 5,500 reads a second): no client-side bucket |
-
-An operation's deadline counts from its first token, not from when it began queueing:
-``with rates.metered(deadline=30) as meter`` around it, then `Meter.remaining` / `Meter.expired`
-(fan_out carries the meter into its threads).
+Every attempt of every client call takes a token from the matching bucket first (`Limiter.acquire`,
+installed on each client by `install`); a throttled answer is retried with capped, jittered back-off
+within the operation's deadline (`Meter`). The defaults table and its sources:
+docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -7,38 +7,7 @@ stream goes to build/<variant>/packer.log and its current step to the progress d
 process ends, the pure parsers in `amibuild.bake.packer` read the stream and the manifest, which must
 agree; then the images are looked up in every target region to check they are there and tagged.
 
-No separate `packer validate` / `packer fmt -check` runs first: `packer build` checks the template
-and its values itself before it starts any step, so a variant Packer refuses fails alone, before any
-instance, and its error names the refusal. Those extra calls cost 0.4 CPU-seconds a variant, all
-spent before the first build could start (`amibuild validate` still makes them; ``check``, optional,
-runs a caller's check just before a variant's build: build-ami --rehearse).
-
-A failed variant never stops the others. Ctrl-C / SIGTERM: every running Packer gets SIGTERM and
-is waited for (bounded by ``cleanup_timeout``); a second Ctrl-C stops waiting and kills them.
-
-Around each Packer run (both optional, given by the caller):
-
-* a build lease per (pipeline, variant, fingerprint), `amibuild.lease`: a second run of the
-  same inputs waits for the first and then reuses its image, or (``wait=False``) fails at once
-  naming the run that holds it. After taking the lease the images are looked up again, so a run
-  that started while another was finishing the same image reuses it instead of building twice.
-* leftovers: when Packer did not finish cleanly (failed, interrupted, timed out, killed, cut off
-  from its endpoint, or stopped by amibuild because its own side failed: a full disk refusing the
-  log, an error of its own: Packer is told to stop and its stream is still read to the end),
-  this run's instances, key pairs, security groups, volumes, images and snapshots of that variant
-  are found in every region and removed (`amibuild.bake.leftovers`);
-  what cannot be removed is listed with the command that removes it.
-
-A watchdog probes the EC2 endpoint whenever Packer's stream has been quiet for ``stall_after``
-seconds: Packer itself retries a dead endpoint for minutes without a word. Two failed probes in a
-row stop the build with a message naming the endpoint.
-
-One concept over ~500 lines: the pool, the lease around a variant, its Packer process (stream,
-timer, watchdog) and the clean-up after it share one `RunState` (the signal handler's flags, the
-running processes, the held leases) and one interrupt: split apart, each would take that state
-back as arguments. The decisions are elsewhere and pure (`amibuild.bake.decide`), as are the
-outcome values (`amibuild.bake.outcome`, importable from here too) and the parsers
-(`amibuild.bake.packer_output`); what stays here is the doing.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -5,18 +5,7 @@ copies the image to other regions leaves the copies (untagged: Packer tags at th
 their snapshots; a Packer killed outright, or cut off from its endpoint, leaves its instance, key
 pair and security group. amibuild therefore makes a run's resources findable on its own:
 
-* the instance and its volumes carry ``amibuild:run-id`` and ``amibuild:variant`` from launch
-  (``run_tags`` / ``run_volume_tags``);
-* the temporary key pair is named ``amibuild-<run id>-<variant>-<region>``;
-* the AMI name ends in ``-<run id>`` and copies keep the name, so every copy of this run in every
-  region is found by name even untagged;
-* the security group (Packer 1.6 names it itself, ``packer_<uuid>``) is read from Packer's stream,
-  as are the instance id, key pair and AMI ids Packer announces, or found on the run's instance.
-
-`stream_resources` is the pure parser of the stream; `find` looks in AWS; `remove` deletes in
-dependency order (instances, then images, snapshots, volumes, key pairs, groups) and returns what
-could not be removed, each with the AWS CLI command that removes it; `clean_up` is the three in a
-row for one variant (or, when AWS cannot be asked, the list of what Packer announced).
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

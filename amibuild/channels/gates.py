@@ -10,13 +10,7 @@ A pipeline file's ``channel "stable" { from = "recommended", requires = ["tested
               `channels.evidence`); the ``amibuild:test`` tag is a display copy that decides nothing
     soak      it has been the value of ``from`` for this long, without a rollback in between
 
-`decide` is the one place that answers; `publish`, `promote` and `build-ami`'s publish call it
-before they write (`channels.publish`), and `promote --due` asks it for every gated channel. The
-time is given to it (`now`), never read here: for a write it is the time AWS answered the history
-read with (`aws_time`, the ``Date`` headers), so the soak is measured on AWS's clock, between the
-channel's own parameter timestamps and AWS's answer, whatever the local or CI clock says; a
-what-if time is for dry runs only. ``override`` (`--override-gate --reason`) passes a gate that is
-not met; the reason goes into the channel's history with the write.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -7,11 +7,6 @@ order), and recorded on the channel's parameter in every region (the tag `tags.L
 writer reads the channel's tags in the regions it knows before it takes the lease and goes where
 they say (`lease_home`, pure); only a channel nobody has written yet gets its home from the
 pipeline's regions.
-
-Channels written before the home was recorded carry `tags.CHANNEL_REGIONS`: the first of those
-regions in name order is where the amibuild that wrote them took the lease, so the home read from
-there is the same one. A writer also holds the lease where that amibuild would look with this
-writer's own pipeline file (`previous_home`, when it differs), so a runner still on it is excluded.
 """
 
 from __future__ import annotations
@@ -29,16 +24,7 @@ def lease_home(tags_by_region: Mapping[str, Mapping[str, str]], regions: Iterabl
     recorded = sorted({found[tags.LEASE_HOME] for found in tags_by_region.values() if found.get(tags.LEASE_HOME)})
     if recorded:
         return recorded[0]  # one value, unless two first writes raced: either way every writer picks the same
-    written_in = sorted({r for found in tags_by_region.values() for r in found.get(tags.CHANNEL_REGIONS, "").split()})
-    if written_in:
-        return written_in[0]
     return sorted(regions)[0]
-
-
-def previous_home(pipeline: PipelineLike) -> str:
-    """Where amibuild before the recorded home took a channel's lease: the first of the writer's own
-    target regions in name order."""
-    return sorted(pipeline.target_regions)[0]
 
 
 def known_regions(pipeline: PipelineLike) -> list[str]:

@@ -6,15 +6,7 @@ regions may have grown the channel; a run of a file listing fewer can then never
 `decide` refuses the write, but in build-ami only after the builds. `find_outgrown` asks first,
 in a few batched calls per region whatever the number of variants (no call per channel):
 
-* the pipeline's parameters of this channel that record their regions (DescribeParameters with
-  ``tag:`` filters: pipeline, channel, and a regions tag beginning with a letter, as every region
-  name does);
-* the same, whose regions are one of the sets that fit this run (`fitting`: every set of this
-  run's regions that holds the region read, as a parameter there records);
-
-a parameter of this run's variants in the first answer and not in the second has grown beyond this
-run's regions. Only those (none, normally) have their tags read, to name where they live. The
-decision is `outgrown`, pure.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

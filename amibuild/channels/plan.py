@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import __version__, tags
 from amibuild.aws import Image, Parameter
+from amibuild.channels.safeguard import GuardStep
 from amibuild.errors import PublishRefused, SpecError
 from amibuild.pipeline import known_regions
 from amibuild.pipeline.checks import AMI_ID as _AMI_ID
@@ -145,6 +146,8 @@ class PublishPlan:
     channel: str
     regions: tuple[RegionPlan, ...]
     pipeline: str = ""
+    # safeguards on the images the variant's channels hold, done before any put (amibuild.channels.safeguard)
+    guards: tuple[GuardStep, ...] = ()
 
     @property
     def refusals(self) -> tuple[str, ...]:
@@ -290,6 +293,7 @@ class PublishResult:
     channel: str
     regions: tuple[RegionResult, ...]
     notes: tuple[str, ...] = ()  # about the lease: a stale one taken over, one that could not be released
+    guarded: tuple[GuardStep, ...] = ()  # the safeguard steps done before the write (amibuild.channels.safeguard)
 
     @property
     def changed(self) -> bool:

@@ -10,66 +10,18 @@ Layout
         {prefix}/{pipeline}/{k8s}/{variant}/{channel}/image_id
         /amibuild/eks-workers/1.30/ceph/recommended/image_id
 
-    which has the shape of AWS's own ``/aws/service/eks/optimized-ami/1.30/amazon-linux-2/
-    recommended/image_id``: a root, the Kubernetes version, the kind of image (for us the
-    variant; for AWS the OS and architecture), the channel, ``image_id``. Templates may also use
-    ``{os}`` and ``{arch}``; they must contain ``{variant}`` and ``{channel}`` (`check_template`).
-    The default channel is ``recommended``, as AWS's.
-
-    Each version's description says what wrote it and from which build::
-
-        ceph recommended AMI, written by amibuild 0.1.0 (run 20240101T1200Z-1a2b, fingerprint 3c4d5e6f)
-
-    `history` reads the run id and fingerprint back from there (SSM keeps descriptions per version;
-    tags are per parameter, so the tags ``amibuild:fingerprint``, ``amibuild:run-id``,
-    ``amibuild:variant``, ``amibuild:channel`` describe the current value only).
-
-Safety rules, in the order they apply
-    0. One writer at a time. A channel write is one transaction over all its regions, under a
-       lease kept in AWS itself (`amibuild.lease`): an SSM parameter created with
-       ``Overwrite=False`` in the pipeline's home region, so it holds across machines and CI
-       runners. Reading, deciding, writing and checking all happen while it is held; a second
-       writer waits for it, then gives up naming the holder (`ChannelBusy`), with nothing written.
-    1. Check before writing (`plan_publish`, no side effects): in every region the image exists,
-       is ``available`` and carries amibuild's tags (``amibuild:fingerprint``, and
-       ``amibuild:variant`` naming this variant) unless ``allow_foreign``. Every target region of
-       the pipeline must have an image, or nothing is written. A region whose parameter already
-       holds the AMI (with the image data type) is ``unchanged``: no new version for nothing.
-    2. No lost update. SSM has no compare-and-swap, so each write records the version V it read
-       and checks that PutParameter returned V+1. Anything else means another writer moved the
-       channel in between: the history between V and ours names their AMI, our version is taken
-       back out (their value put back, only if nobody wrote after us), and `PublishConflict`
-       names both AMIs (retry, or ``force=True`` to skip the check). This still catches writers
-       that take no lease (the console, another tool).
-    3. Read back after writing: AWS validates ``aws:ec2:image`` asynchronously, so the written
-       version is read back (polled briefly) and compared; then every region, the unchanged ones
-       included, is read once more: any region not holding the intended AMI fails the transaction,
-       which puts the written regions back (rule 4).
-    4. All regions or none: when a write fails in one region, every region already written for
-       this variant is put back to its previous value (deleted again if it did not exist), only
-       where our version is still the current one, and the error says what was put back.
-
-Throttling and speed
-    PutParameter allows a few calls per second per account and region. The channel calls go
-    through one SSM client per region with botocore's adaptive retry mode (client-side rate
-    limiting) and more attempts (`Aws.ssm_write_attempts`); writes are paced per region
-    (`WRITE_INTERVAL`); reads and writes fan out across regions in threads, so ten regions take
-    about as long as one.
-
-Modules: `plan` (the decision as data, pure), `write` (the transaction: execute_publish, check, put
-back), `lease` (one writer at a time), this one (the operations: publish, promote, rollback).
-Nothing here prints: functions return data (`PublishResult`, with ``to_dict()``) and raise amibuild
-errors. The read side (history, the channel table, the sharing check) is `amibuild.channels.read`.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Callable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.aws import Aws, Image, Parameter, fan_out
-from amibuild.channels import gates
+from amibuild.channels import gates, safeguard
 from amibuild.channels.home import lease_home
 # the plan and write names are part of this module's interface (callers import them from here)
 from amibuild.channels.plan import (IMAGE_DATA_TYPE,  # noqa: F401
@@ -80,6 +32,7 @@ from amibuild.channels.plan import (IMAGE_DATA_TYPE,  # noqa: F401
 from amibuild.channels.write import READBACK_TIMEOUT, WRITE_INTERVAL, execute_publish, home_region, transact  # noqa: F401
 from amibuild.errors import GateRefused, PublishRefused, SpecError
 from amibuild.lease import Guard
+from amibuild.pipeline.protection import ProtectionSettings
 from amibuild.pipeline.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, TEMPLATE_FIELDS, PipelineLike,  # noqa: F401
                                   VariantLike, check_channel, check_template, name_pattern, parameter_name,
                                   template_of)
@@ -172,7 +125,7 @@ def plan_publish(
         provenance = provenance_from_images(images, fingerprint=fingerprint, run_id=run_id)
     if gate_check is not None:
         note = ", ".join(n for n in (note, gate_check(images)) if n)
-    return decide(
+    plan = decide(
         operation=operation, parameter=name, variant=variant.name, channel=channel,
         required_regions=pipeline.target_regions, amis=amis,
         current=current, images=images, provenance=provenance,
@@ -180,6 +133,20 @@ def plan_publish(
         # a brand-new channel (nothing recorded yet) lives in every region of the pipeline file
         channel_regions=recorded_regions(tagged) | set(getattr(pipeline, "channel_regions", ())), home=home,
     )
+    return plan if plan.refusals else with_guards(aws, plan, pipeline=pipeline, variant=variant, regions=regions,
+                                                  images=images, template=template)
+
+
+def with_guards(aws: Aws, plan: PublishPlan, *, pipeline: PipelineLike, variant: VariantLike, regions: Sequence[str],
+                images: Mapping[str, Image | None], template: str | None = None) -> PublishPlan:
+    """The plan with its safeguard steps: protection (and the deprecation time) of every image the
+    variant's channels hold once this write is done (`amibuild.channels.safeguard`)."""
+    amis = {r.region: r.ami for r in plan.regions}
+    found, holders = safeguard.held(aws, pipeline, variant, channel=plan.channel, amis=amis, regions=regions,
+                                    template=template, known=images)
+    steps = safeguard.decide(found, holders, protection=getattr(pipeline, "protection", ProtectionSettings()),
+                             deprecate_after=getattr(variant, "deprecate_after", None), now=safeguard.now_utc())
+    return replace(plan, guards=steps)
 
 
 def publish_variant(

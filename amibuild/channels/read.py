@@ -6,7 +6,7 @@ Pure reads through the gateway, fanned out over regions; nothing here writes (pu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
@@ -57,6 +57,8 @@ class ChannelEntry:
     ami: str | None
     version: int
     modified: datetime | None
+    protection: str = ""  # the image's DeregistrationProtection ("": not read, or no image)
+    deprecation_time: str = ""  # the image's DeprecationTime ("": none)
 
     def to_dict(self) -> dict[str, Any]:
         return plain(self)
@@ -130,6 +132,20 @@ def channels(
             rows.append(ChannelEntry(variant_name, k8s, chan, region, name, p.value if p else None,
                                      p.version if p else 0, p.last_modified if p else None))
     return rows
+
+
+def with_safeguards(aws: Aws, entries: Sequence[ChannelEntry]) -> list[ChannelEntry]:
+    """The entries with each image's deregistration protection and deprecation time (one read per image)."""
+    wanted = sorted({(e.region, e.ami) for e in entries if e.ami})
+    images = fan_out(wanted, lambda job: aws.find_image(job[0], job[1])) if wanted else {}
+
+    def filled(e: ChannelEntry) -> ChannelEntry:
+        image = images.get((e.region, e.ami or ""))
+        if image is None:
+            return replace(e, protection="(no image)" if e.ami else "")
+        return replace(e, protection=image.protection, deprecation_time=image.deprecation_time)
+
+    return [filled(e) for e in entries]
 
 
 # ------------------------------------------------------------------------------- sharing

@@ -7,19 +7,7 @@ otherwise: regions on different builds, or published in some regions and missing
 `find_splits` decides that, pure, from the channel table (`amibuild.channels.read.channels`) and
 each image's fingerprint.
 
-`repair_all` repairs the split channels one after the other and says of each, in that order,
-what became of it: repaired, whole again, not repaired (and why), or not started because a signal
-came first; `repair_verdict` (pure) turns that into the exit. `repair` takes the channel's lease
-and, under it, reads every region again, chooses the build to
-converge on (`choose`, pure): the build of the newest write among the regions whose image of that
-build is ``available`` in every region (the newest write is what the last writer meant; a build
-missing somewhere cannot be the answer), and writes every region that differs through the
-ordinary transaction (`amibuild.channels.write`): all regions or none, checked by reading back.
-It says which build it chose and why. A split with no build available in every region is not
-repaired: it names what each region holds and what to publish.
-
-The next ordinary write of a split channel repairs it too: publish and rollback write every
-region to one build; promote refuses a split source channel (it would copy the split).
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

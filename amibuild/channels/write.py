@@ -10,29 +10,7 @@ and says region by region what it did.
 
 A channel write converges or says plainly that it did not:
 
-* the lease's home is a property of the channel, recorded on it (`amibuild.channels.home`: chosen
-  when the channel is first written, read back by every writer), not of the writer's flags, of the
-  order a pipeline file lists its regions in, or of a region added since;
-* before every write (each put, each tag, each put-back) the writer checks that its lease is still
-  its own for longer than one request can last (`Aws.request_bound`), renewing it when it runs
-  short: a writer stopped (SIGSTOP) past its lease, or one whose lease was taken over, writes no
-  more (`LeaseLost`);
-* each transaction's versions carry a token in their description, so the writer recognises its own
-  writes, a put that botocore retried and that landed twice included, and never calls them
-  "another writer";
-* unwinding puts back only the regions that still hold this writer's value, each to the value it
-  held before the transaction;
-* the final verdict comes from reading every region (`converged`): a failed write says "nothing is
-  left half moved" only when every region is back where it was, else it names what each region
-  holds and how to repair it (`amibuild channels --repair`);
-* an image is checked `available` in its region right before its put, and the read-back checks it
-  still exists (prune deregisters only under its own lease, which writers respect: `amibuild.lease`).
-
-One concept over ~500 lines: the transaction. Its lease, its puts, their read-back, the verdict and
-the put-back share one `Turn` (the lease check before each write) and one token (the writer's mark
-on its versions); split apart, each part would take both back as arguments and a reader would
-have to follow a write across modules to see that it is guarded. The plan it carries out is pure
-and lives apart (`amibuild.channels.plan`), as does the lease's home (`amibuild.channels.home`).
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations
@@ -46,13 +24,14 @@ from typing import Callable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.aws import Aws, Parameter, deadline, fan_out
-from amibuild.channels.home import first_write_places, homes_of, known_regions, previous_home, write_places
+from amibuild.channels import safeguard
+from amibuild.channels.home import first_write_places, homes_of, known_regions, write_places
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
                                     RegionResult, description, parameter_tags, provenance_of)
 from amibuild.errors import AmibuildError, ChannelBusy, Interrupted, LeaseLost, PublishConflict, PublishFailed, \
     PublishRefused
-from amibuild.lease import (ChannelLease, Guard, acquire_channel, channel_lease_name, holder_gone,
-                            legacy_channel_lease_name, parse_holder, prune_lease_name)
+from amibuild.lease import (ChannelLease, Guard, acquire_channel, channel_lease_name, holder_gone, parse_holder,
+                            prune_lease_name)
 from amibuild.pipeline.naming import PipelineLike, VariantLike
 
 WRITE_INTERVAL = 0.34  # seconds between two PutParameter calls in one region (about 3 per second)
@@ -66,11 +45,6 @@ def home_region(pipeline: PipelineLike) -> str:
     """Where the pipeline's prune lease lives: the first of the pipeline's channel regions in name
     order (a channel's own lease lives where the channel records it: `amibuild.channels.home`)."""
     return sorted(known_regions(pipeline))[0]
-
-
-def legacy_home_region(pipeline: PipelineLike) -> str:
-    """Where amibuild before the one-folder lease layout took channel leases: the build region."""
-    return getattr(pipeline, "build_region", None) or pipeline.target_regions[0]
 
 
 @dataclass(frozen=True)
@@ -137,14 +111,13 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
     def take(channel: str, wait: float) -> ChannelLease:
         lease_name = channel_lease_name(prefix, name, variant.name, channel)
         home, written = homes[channel]
-        places = [previous_home(pipeline)]  # where the previous amibuild looks
+        places = []
         if not written:  # no home recorded yet: meet any other first writer in a region both know
             places += first_write_places(pipeline)
         places += write_places(pipeline)  # and meet a prune of other regions in every region both touch
         return acquire_channel(
             aws, lease_name, home, operation=f"{operation} ({variant.name})", guard=replace(guard, wait=wait),
-            also=[(lease_name, region) for region in dict.fromkeys(places)],
-            legacy=(legacy_channel_lease_name(prefix, name, variant.name, channel), legacy_home_region(pipeline)))
+            also=[(lease_name, region) for region in dict.fromkeys(places)])
 
     def regain() -> list[ChannelLease]:
         got: list[ChannelLease] = []
@@ -209,10 +182,10 @@ def _release(held: Sequence[ChannelLease], notes: list[str]) -> None:
 def _prune_holder(aws: Aws, pipeline: PipelineLike) -> str | None:
     """Who holds the pipeline's prune lease (described), or None: prune may be deregistering the very
     image this write would name."""
-    # in every region this writer writes: prune holds its lease in every region it prunes (older
-    # amibuild: in the first of its own), so they meet wherever both touch
+    # in every region this writer writes: prune holds its lease in every region it prunes, so they
+    # meet wherever both touch
     name = prune_lease_name(pipeline.ssm_prefix, pipeline.name)
-    regions = sorted({home_region(pipeline), previous_home(pipeline), *known_regions(pipeline)})
+    regions = sorted({home_region(pipeline), *known_regions(pipeline)})
     for current in fan_out(regions, lambda r: aws.find_parameter(name, r)).values():
         holder = parse_holder(current.value) if current is not None else None
         if holder is not None and not holder.expired(time.time()) and not holder_gone(holder):
@@ -265,6 +238,9 @@ def execute_publish(aws: Aws, plan: PublishPlan, *, force: bool = False,
     if turn.cancelled():
         raise Interrupted(f"{plan.operation} {plan.variant} to {plan.channel} ({plan.parameter}): interrupted "
                           "before the first write; nothing was written")
+    # every image the variant's channels hold is protected (and its deprecation moved) before any
+    # region points at it; a failure here stops the write with nothing written to SSM
+    safeguard.apply(aws, plan.guards, turn.check)
     plan = with_token(plan, uuid.uuid4().hex[:12])
     versions: dict[str, int] = {}
     failures: list[_RegionFailed] = []
@@ -286,6 +262,7 @@ def execute_publish(aws: Aws, plan: PublishPlan, *, force: bool = False,
                          versions.get(r.region, r.previous_version))
             for r in plan.regions
         ),
+        guarded=plan.guards,
     )
 
 

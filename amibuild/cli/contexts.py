@@ -5,14 +5,7 @@ task's signature inspected, an Argument per flag), and invoke's parser then deep
 them, twice per parse. With ~30 tasks of up to ~30 flags each that was the largest cost of
 `invoke --list` and `amibuild --list` after the imports, for contexts nobody looks at.
 
-The parser only ever enters a context whose name (or alias) is a token of the command line:
-`token in contexts` is its one test (a new task, or the ambiguity check after a flag with an
-optional value, for which it also sees the part after `--flag=`). The one other lookup is
-`--help TASK`, whose TASK the core parse has already taken as that flag's value. So a parser over
-the contexts of the tasks named on the command line parses every command line the same as one
-over all of them — the same tasks, the same flags, the same errors (an unknown task is unknown
-either way) — and `--list` builds none. Shell completion (`--complete`) lists the flags of what
-is being typed, so it gets every context, as invoke gives it.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

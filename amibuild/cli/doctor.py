@@ -1,20 +1,10 @@
 """`amibuild doctor`: what a new user gets wrong, one check per line, each saying what to do.
 
-`checks(options)` looks at the machine and returns `Check` values in display order:
+`checks(options)` looks at the machine (packer, pipeline, region, credentials, endpoint, identity)
+and returns `Check` values in display order. Nothing here prints or exits: tasks.py prints
+`lines(...)` or the JSON, then `verdict(...)` raises when a check failed (exit 1).
 
-    packer     found, runnable, new enough (MIN_VERSION 1.6 works; 1.7+ gets required_plugins and IMDSv2)
-    pipeline   the pipeline file loads and validates (the SpecError's own message when not)
-    region     where builds go: pipeline.regions, else AWS_REGION / AWS_DEFAULT_REGION; any of those
-               or the profile's region that is not an AWS region fails, with the nearest one named
-    credentials  boto3's chain finds some (no AWS call)
-    endpoint   every AWS_ENDPOINT_URL* override accepts a TCP connection within CONNECT_TIMEOUT
-    identity   sts:GetCallerIdentity answers (only with credentials and no dead endpoint: a failure
-               there would repeat the line above, after retries)
-    key-share  with ami_users and KMS keys: each consumer account may use each region's key, by the
-               key policy or grants (`amibuild.lifecycle.keyshare_check`)
-
-Nothing here prints or exits: tasks.py prints `lines(...)` or the JSON, then `verdict(...)` raises
-when a check failed (exit 1).
+Each check in detail: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
     from amibuild.channels import read as channel_read
     from amibuild.pipeline.options import load_pipeline
     from amibuild.errors import SpecError
-    from amibuild.handoff import karpenter
+    from amibuild.handoff import consumer, karpenter
     from amibuild.pipeline.naming import check_channel, parameter_name
 
     if not variant or not channel:
@@ -135,13 +135,17 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
     if aws is None:
         aws = Aws(profile=options.profile, region=pipeline.build_region)
     known.require(aws, pipeline, [chosen], known.Asked(channel), regions=(where,))
-    if aws.find_parameter(parameter, where) is None:
+    found = aws.find_parameter(parameter, where)
+    if found is None:
         held = sorted({e.channel for e in channel_read.channels(aws, pipeline=pipeline, regions=(where,))
                        if e.variant == chosen.name and e.ami})
         raise SpecError(f"--channel {channel}: variant {chosen.name} has no channel {channel} in {where} "
                         f"(no parameter {parameter}){suggest(channel, held, cutoff=0.5)}; "
                         + (f"its channels there: {', '.join(held)}" if held else
                            "it has none there yet: build-ami publishes to recommended, promote copies it on"))
+    note = consumer.admission_note(aws, where, found.value)
+    if note:  # a warning only: Karpenter resolves the parameter in the cluster's account when it launches
+        cli.say(f"karpenter: {note}")
     return manifest
 
 

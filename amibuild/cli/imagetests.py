@@ -19,6 +19,9 @@ from amibuild.imagetest.statements import says_something, test_statement
 from amibuild.jobs.signals import Signals
 from amibuild.pipeline.options import load_pipeline
 from amibuild.sandbox.transform import in_sandbox
+import re
+from pathlib import Path
+import json
 
 
 def listing(pipeline: Pipeline) -> list[dict[str, Any]]:
@@ -75,7 +78,6 @@ BOOT_TEST_SIGNALS = ("stopping the boot test; terminating its instance",
 def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, run_id: str | None) -> dict[str, str]:
     """{region: ami} of the image to test: --ami in the build region (its copies found by fingerprint), or
     the images a build run made of the variant (--run-id)."""
-    import re
 
 
     region = pipeline.build_region
@@ -136,14 +138,12 @@ def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None,
 
 
 def record_path(build_dir: str, run_id: str, variant: str):
-    from pathlib import Path
 
     return Path(build_dir) / "tests" / run_id / f"{variant}.json"
 
 
 def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, say: Any, stop: Signals):
     """`amibuild test-ami`: the boot test of one variant's image; its result, with the record written."""
-    import json
 
 
     pipeline = load_pipeline(options)

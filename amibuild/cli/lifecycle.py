@@ -21,6 +21,7 @@ def settings(
     deprecate_only: bool = False,
     variants: Sequence[str] = (),
     regions: Sequence[str] = (),
+    disable_after: str | None = None,
 ) -> PruneSettings:
     """`amibuild prune`'s flags, each checked before the pipeline file is read or AWS asked."""
     if keep in (None, ""):
@@ -28,5 +29,9 @@ def settings(
     count = values.count(keep, "--keep", minimum=1)
     versions = values.count(keep_versions, "--keep-versions", minimum=0, example=3)
     age = values.age(older_than, "--older-than")
+    disable = values.age(disable_after, "--disable-after")
+    if disable is not None and deprecate_only:
+        raise SpecError("prune: --disable-after and --deprecate-only do not go together: deprecate first, "
+                        "then disable in a later run")
     return PruneSettings(options.profile, load_pipeline(options), count, age, versions, dry_run, deprecate_only,
-                         tuple(variants), tuple(regions))
+                         tuple(variants), tuple(regions), disable)

@@ -29,6 +29,8 @@ from amibuild.cli.contexts import make_parser
 from amibuild.cli.locate import find_pipeline
 from amibuild.cli.run import ERROR
 from amibuild.errors import ExitCode
+import difflib
+import re
 
 
 class AmibuildConfig(Config):
@@ -198,8 +200,10 @@ def _flags(context: Any) -> list[str]:
     return [*context.flags.keys(), *context.inverse_flags.keys()]
 
 
+NEAR_TIE = 0.9  # a runner-up within 10 % of the best match is named beside it
+
+
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-    import difflib  # only on an error: `amibuild --list` stays fast
 
     choices = list(choices)
     # `--extra_pkg`: invoke spells every flag with dashes
@@ -207,13 +211,16 @@ def _did_you_mean(word: str, choices: Iterable[str]) -> str:
     for candidate in candidates:
         if candidate != word and candidate in choices:
             return f"; did you mean {candidate}?"
-    close = difflib.get_close_matches(word.replace("_", "-"), choices, n=2, cutoff=0.6)
+    asked = word.replace("_", "-")
+    ratios = {name: difflib.SequenceMatcher(None, asked, name).ratio()
+              for name in difflib.get_close_matches(asked, choices, n=2, cutoff=0.6)}
+    # a second name only when it is nearly as close as the first: a tie, not a far runner-up
+    close = [name for name, ratio in ratios.items() if ratio >= NEAR_TIE * max(ratios.values())]
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
 def _flag_in(text: str) -> str | None:
     """`--name` out of invoke's "Flag <Argument: name (n) [int]> needed value ..."."""
-    import re
 
     match = re.search(r"<Argument: ([A-Za-z0-9_-]+)", text)
     return "--" + match.group(1).replace("_", "-").rstrip("-") if match else None

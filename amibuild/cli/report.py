@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any, Iterable
+from datetime import datetime, timezone
 
 
 def build_lines(run: Any) -> Iterable[str]:
@@ -102,6 +103,8 @@ def publish_lines(result: Any) -> Iterable[str]:
             yield f"  {r.region}: {r.previous_ami or '(new)'} -> {r.ami}  version {r.version}"
         else:
             yield f"  {r.region}: {r.ami}  unchanged, version {r.version}"
+    for step in getattr(result, "guarded", ()):
+        yield f"  safeguard {step.describe()}"
     for note in getattr(result, "notes", ()):
         yield f"  note: {note}"
 
@@ -116,6 +119,8 @@ def plan_lines(plan: Any) -> Iterable[str]:
             yield f"  {r.region}: {r.ami}  unchanged, version {r.previous_version}"
         else:
             yield f"  {r.region}: {r.ami or '(no AMI)'}  REFUSED: {r.reason}"
+    for step in getattr(plan, "guards", ()):
+        yield f"  would safeguard {step.describe()}"
 
 
 def history_lines(entries: list) -> Iterable[str]:
@@ -125,9 +130,10 @@ def history_lines(entries: list) -> Iterable[str]:
 
 
 def channel_lines(entries: list) -> Iterable[str]:
-    rows = [(e.variant, e.k8s, e.channel, e.region, e.ami or "(not published)", str(e.version or "-"), age(e.modified))
+    rows = [(e.variant, e.k8s, e.channel, e.region, e.ami or "(not published)", str(e.version or "-"), age(e.modified),
+             getattr(e, "protection", "") or "-", (getattr(e, "deprecation_time", "") or "-")[:16])
             for e in entries]
-    return table(("VARIANT", "K8S", "CHANNEL", "REGION", "AMI", "VERSION", "AGE"), rows)
+    return table(("VARIANT", "K8S", "CHANNEL", "REGION", "AMI", "VERSION", "AGE", "PROTECTION", "DEPRECATES"), rows)
 
 
 def table(header: tuple, rows: list) -> list[str]:
@@ -136,13 +142,11 @@ def table(header: tuple, rows: list) -> list[str]:
 
 
 def when(moment: Any) -> str:
-    from datetime import timezone
 
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
 
 
 def age(moment: Any) -> str:
-    from datetime import datetime, timezone
 
     if moment is None:
         return "-"

@@ -12,12 +12,13 @@ assembles them into the one collection, `ns`, in the order `amibuild --help TASK
 
 from invoke import Collection
 
+from amibuild.cli.consumer import allowed_amis
 from amibuild.cli.fleet import fleet, karpenter
 from amibuild.cli.inventory import diff, sbom, scan
 from amibuild.cli.verify import verify
 from amibuild.cli.tasks_build import build_ami, clean_run, matrix, rehearse, render, runs, test_ami, tests, validate
 from amibuild.cli.tasks_channels import channels, history, promote, publish, rollback
-from amibuild.cli.tasks_lifecycle import iam_policy, prune
+from amibuild.cli.tasks_lifecycle import iam_policy, prune, restore
 from amibuild.cli.tasks_nodes import aws_auth, decode_userdata, nodegroup_deploy, rollout, userdata
 from amibuild.cli.tasks_setup import demo, doctor, init, sandbox
 
@@ -31,6 +32,8 @@ ns.add_task(verify)  # amibuild/cli/verify.py
 ns.add_task(sbom)  # amibuild/cli/inventory.py
 ns.add_task(diff)
 ns.add_task(scan)
+ns.add_task(allowed_amis)  # amibuild/cli/consumer.py
+ns.add_task(restore)  # amibuild/cli/tasks_lifecycle.py
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

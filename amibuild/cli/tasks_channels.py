@@ -269,4 +269,4 @@ def channels(c, pipeline=None, profile=None, json=False, markdown=False, check=F
 
 def _listing(channel_status, gateway):
     aws, pipe = gateway()
-    return channel_status.channels(aws, pipeline=pipe)
+    return channel_status.with_safeguards(aws, channel_status.channels(aws, pipeline=pipe))

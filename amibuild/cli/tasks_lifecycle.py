@@ -1,4 +1,4 @@
-"""The lifecycle tasks: prune and iam-policy.
+"""The lifecycle tasks: prune, restore and iam-policy.
 
 Part of the task table `amibuild.cli.tasks` assembles (its docstring says how flags and
 imports are kept fast).
@@ -21,12 +21,14 @@ PRUNE_HELP = {
     "pipeline": SELECT_HELP["pipeline"],
     "profile": SELECT_HELP["profile"],
     "json": "Print the plan and what was done as JSON on stdout",
+    "disable_after": "Also disable (DisableImage) the images nothing uses that are older than this, e.g. 30d; "
+                     "shared images are skipped (default: disable none)",
 }
 
 
 @task(help=PRUNE_HELP, iterable=["variant", "region"], auto_shortflags=False)
 def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, deprecate_only=False, variant=None,
-          region=None, pipeline=None, profile=None, json=False):
+          region=None, pipeline=None, profile=None, json=False, disable_after=None):
     """Delete old images amibuild made: keep the newest N per variant and region and every image in use."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import lifecycle
@@ -36,7 +38,8 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
     opts = cli.options(c, pipeline=pipeline, profile=profile)
     result = cli.run(lambda: job.run(lifecycle.settings(
         opts, keep=keep, older_than=older_than, keep_versions=3 if keep_versions is None else keep_versions,
-        dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or ()),
+        dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or (),
+        disable_after=disable_after),
         guard=_guard(c, _NO_SIGNALS), say=cli.say))
     cli.emit_json(result.to_dict()) if json else cli.lines_out(prune_mod.report_lines(result))
     cli.finish(result)
@@ -44,7 +47,8 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
 
 @task(help={"task_": "Task the policy is for: build, publish (also promote, rollback, history, channels), "
                      "rollout, prune, fleet (describes only), test (test-ami, build-ami --boot-test), verify (verify, "
-                     "fleet --verify with fleet), scan (scan, sbom, diff, build-ami --scan with build), or all (default)",
+                     "fleet --verify with fleet), scan (scan, sbom, diff, build-ami --scan with build), or all (default); "
+                     "or share: what the ami_users accounts need on each region's KMS key (not an IAM policy)",
             "pipeline": SELECT_HELP["pipeline"],
             "stack": "Nodegroup stack the rollout may change (repeatable; required for rollout; all without it: "
                      "every stack)",
@@ -55,16 +59,19 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
             "form": "With --task share: policy (key policy statements, default) or grants (CreateGrant calls)"},
       iterable=["stack"], auto_shortflags=False)
 def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws",
-               form="policy"):
+               form=None):
     """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune, fleet, test, verify, scan, all; or share (the consumer accounts' rights on the image keys)."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
     from amibuild.lifecycle import iam, keyshare
 
+    if form is not None and task_ != "share":  # a usage error: refused before the pipeline is read
+        cli.run(lambda: keyshare.refuse_form(task_, form))
     opts = cli.options(c, pipeline=pipeline)
     loaded = cli.run(lambda: load_pipeline(opts))
     if task_ == "share":  # not an IAM policy: what each key's policy (or grants) must give the consumer accounts
-        result = cli.run(lambda: keyshare.run(keyshare.ShareRequest(form=form, partition=partition), loaded))
+        result = cli.run(lambda: keyshare.run(keyshare.ShareRequest(form=form or "policy", partition=partition),
+                                              loaded))
         cli.lines_out(result.lines())
         for note in result.notes:
             cli.say(f"note: {note}")
@@ -74,3 +81,17 @@ def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, ac
                                                  partition=partition))), end="")
     for note in iam.notes(task_, loaded, stacks=stack or (), node_role_arn=node_role_arn):
         cli.say(f"note: {note}")
+
+
+@task(help={"ami": "The deregistered image to bring back (required), e.g. ami-0123456789abcdef0",
+            "region": "The region it was deregistered in (required)",
+            "profile": SELECT_HELP["profile"],
+            "json": "Print what was restored as JSON on stdout"}, auto_shortflags=False)
+def restore(c, ami=None, region=None, profile=None, json=False):
+    """Bring a deregistered image back from the Recycle Bin, with its snapshots and tags."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.lifecycle import restore as job
+
+    result = cli.run(lambda: job.run(job.RestoreRequest(ami or "", region or "", profile)))
+    cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+    cli.finish(result)

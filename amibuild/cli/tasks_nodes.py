@@ -12,6 +12,9 @@ from amibuild.cli import summary
 from amibuild.errors import NotUserData, UserDataTooBig
 from amibuild.cli import run as cli
 from amibuild.cli.tasks_common import SELECT_HELP, CHANNEL_HELP, _channel_options
+import base64
+import sys
+from pathlib import Path
 
 
 USERDATA_HELP = {
@@ -59,7 +62,6 @@ def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr=
              private_endpoint=False, node_label=None, taint=None, max_pods="", proxy_credentials_parameter="",
              max_pods_expression=""):
     """Print node user data (MIME multi-part), or with --k8s-manifests the cluster side of a proxy."""
-    import base64
 
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild import secrets
@@ -103,8 +105,6 @@ def userdata(c, cluster="", os_="al2023", proxy="", no_proxy=None, service_cidr=
                          "(default 1048576: 1 MiB)"}, auto_shortflags=False)
 def decode_userdata(c, source, json=False, stack=False, region=None, profile=None, max_bytes=0):
     """Decode user data (base64, gzip, MIME, cloud-config, any nesting) and print each part."""
-    import sys
-    from pathlib import Path
 
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.handoff.userdata import decode as ud

@@ -9,6 +9,7 @@ from invoke import task
 from amibuild.cli import values
 from amibuild.cli import run as cli
 from amibuild.cli.tasks_common import SELECT_HELP
+from pathlib import Path
 
 
 @task(help={"port": "Port on 127.0.0.1 (default: a free one)"})
@@ -29,7 +30,6 @@ def sandbox(c, port=None):
                     "(commands run here then find this one)"}, auto_shortflags=False)
 def init(c, json=False, ci="", here=False):
     """Write a starter amibuild.hcl (one AL2023 variant with ceph-common) and ignore build/ in .gitignore."""
-    from pathlib import Path
 
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import init as init_mod
@@ -51,9 +51,19 @@ def demo(c):
 
 
 @task(help={"pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"],
-            "json": "Print the checks as JSON on stdout"}, auto_shortflags=False)
-def doctor(c, pipeline=None, profile=None, json=False):
+            "json": "Print the checks as JSON on stdout",
+            "consumer": "Check a consumer account instead (run with its credentials): its Allowed AMIs settings admit "
+                        "the channel's images, block public access is on, the images and their keys are usable",
+            "channel": "With --consumer: the channel whose images to check (default: the pipeline's default channel)",
+            "build_profile": "With --consumer: the build account's AWS profile, to read the channel and the images' "
+                             "launch permissions (default: the consumer's credentials)"}, auto_shortflags=False)
+def doctor(c, pipeline=None, profile=None, json=False, consumer=False, channel="", build_profile=""):
     """Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix."""
+    if consumer:
+        from amibuild.cli.consumer import doctor_consumer  # deferred: not on the `amibuild --list` path
+
+        return doctor_consumer(cli.options(c, pipeline=pipeline, profile=profile, announce=False), channel or "",
+                               build_profile or "", json)
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import doctor as doctor_mod
 

@@ -16,6 +16,7 @@ from typing import Any
 from invoke import task
 
 from amibuild.cli import run as cli
+from dataclasses import replace
 
 VERIFY_HELP = {
     "ami": "An image to verify (in --region, default: the pipeline's build region), instead of a channel",
@@ -35,7 +36,6 @@ def today_renders(options: Any, pipeline: Any, aws: Any, variants: list[str]) ->
     """({variant: `Today`}, why not) from a render of today's pipeline file, for the variants asked,
     rendered as build-ami renders them here (the sandbox's transform on a loopback endpoint)."""
     # deferred: the renderer only when a verify runs
-    from dataclasses import replace
 
     from amibuild.bake import prepare
     from amibuild.channels.verify import Today

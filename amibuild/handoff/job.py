@@ -18,6 +18,7 @@ from amibuild import secrets
 from amibuild.aws import Aws, default_region
 from amibuild.errors import AccessDenied, SpecError
 from amibuild.handoff import node_settings
+from amibuild.handoff.consumer import deploy_note
 from amibuild.handoff.cluster import ClusterFacts, node_access, read_cluster
 from amibuild.handoff.nodegroup import (NODE_GROUP, PROXY_CREDENTIALS, DeployResult, check_ours, stack_parameters,
                                         template_json)
@@ -159,6 +160,9 @@ def deploy(settings: DeploySettings, say: Say = lambda _: None) -> DeployResult:
     elif settings.service_cidr or settings.api_server_endpoint or settings.certificate_authority:
         raise SpecError("--service-cidr, --api-server-endpoint and --certificate-authority go with al2023 nodes, "
                         "--proxy or kubelet settings")
+    note = deploy_note(aws, region, given.get("NodeImageId", ""), settings.channel_parameter or "")
+    if note:  # a warning, never a refusal: the account's settings may change before the nodes launch
+        say(note)
     result = deploy_stack(aws, stack, region, given={**given, **hidden},
                           template_body=template_json(user_data, node_os=node_os, hidden=hidden,
                                                       proxy_credentials_parameter=nodes.proxy_credentials_parameter),

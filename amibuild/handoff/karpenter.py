@@ -6,22 +6,7 @@ the node class's AMI changes, Karpenter sees its nodes as drifted and replaces t
 node pools' disruption budgets allow. So the hand-off is a manifest, not an API call: it goes to
 ``kubectl apply -f -`` or a GitOps repository, once; promotes do the rest.
 
-`node_class` (pure) builds it: the channel's parameter, ``amiFamily`` from the variant's OS (AL2023
-or AL2), ``role`` or ``instanceProfile``, subnet and security group selector terms (by default
-``karpenter.sh/discovery: CLUSTER``), ``metadataOptions`` with IMDSv2 required and a hop limit of
-1, amibuild's tags on the instances (so `amibuild fleet` can say which channel they follow), and
-``userData`` carrying what amibuild manages for nodes, in the form Karpenter merges for the family
-(`node_userdata`):
-
-    AL2023  MIME multi-part with one ``application/node.eks.aws`` NodeConfig holding only the
-            kubelet flags and the proxy environment (``spec.instance.environment``); Karpenter
-            adds its own NodeConfig with the cluster's name, endpoint, CA and CIDR, and nodeadm
-            merges them
-    AL2     MIME multi-part with the proxy boothook amibuild writes for every AL2 node; Karpenter
-            appends its own bootstrap.sh part (kubelet settings go in the node class's
-            ``spec.kubelet`` there, so ``--kubelet-flag`` is refused for AL2)
-
-Nothing is written when there is nothing to carry (no proxy, no kubelet flags): no ``userData``.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations
@@ -37,6 +22,7 @@ from amibuild.handoff.userdata import render
 from amibuild.handoff.userdata.kubelet import KubeletSettings, proxy_environment
 from amibuild.pipeline import iam_names, proxy_credentials
 from amibuild.pipeline.imagetests import check_cluster
+import re
 
 API_VERSION = "karpenter.k8s.aws/v1"
 DISCOVERY_TAG = "karpenter.sh/discovery"
@@ -180,7 +166,6 @@ def to_yaml(manifest: dict[str, Any]) -> str:
 
 def check_name(name: str) -> str:
     """A Kubernetes object name (RFC 1123 subdomain), as the manifest's metadata.name."""
-    import re
 
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", name or ""):
         raise SpecError(f"--name {name!r}: lower-case letters, digits, '-' and '.', starting and ending with a "

@@ -5,24 +5,7 @@ as ``!Sub``). This module reads it into the long form (``{"Fn::Sub": ...}``), th
 template would give, and writes that dict as JSON: JSON is what amibuild sends (the local emulator's
 YAML reader also trips over ``!Base64`` followed by a mapping).
 
-`template_json(user_data)` swaps the launch template's bash user data for text from amibuild's user
-data code (a proxy boothook, kubelet flags, ...). That text reaches ``Fn::Sub``, so only references
-CloudFormation should fill in stay as they are: ``${Name}`` where Name is one of the template's
-`PARAMETERS` or a pseudo parameter such as ``${AWS::StackName}``. Every other ``${`` is the
-shell's (``${proxy}``, ``${!name}``) and is written ``${!`` so that CloudFormation gives it back
-unchanged.
-
-`stack_parameters` says what a deploy sends: every value on create, the values given and
-``UsePreviousValue`` for the rest on update; `parameter_changes` says which of them change.
-
-The template's ``Metadata.amibuild`` marks a stack amibuild made (``template: nodegroup``) and
-names its nodes' operating system (``os``). `deploy` refuses to swap the template of any other
-stack — one made from AWS's own amazon-eks-nodegroup.yaml, say, whose resources ours would
-collide with half way — and points to `amibuild rollout`, which keeps a stack's own template.
-
-Pure functions of the file and their arguments, except `deploy` (`amibuild nodegroup-deploy`), which
-creates or updates a stack from this template through the AWS gateway and amibuild/rollout.py's
-change set and stack event machinery, and `node_role_arn`, which reads a stack's role output.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -2,34 +2,7 @@
 
 Converge, then check::
 
-    read        the stack (status, parameters, its Auto Scaling group, the launch template version
-                the group launches from and that version's image) and the channel's AMI:
-                `gather_stack` reads the answers (`StackFacts`), `stack_view` (pure) makes a
-                `StackView` of them
-    assess      pure: ALREADY_CURRENT, UPDATE_PARAMETER, UPDATE_IMAGE_ID, REFUSED (bad input, exit 2)
-                or BLOCKED (the stack cannot change now, exit 1), and the change set's parameters
-    change set  UPDATE on the stack's own template: the image parameter set, every other parameter
-                kept with UsePreviousValue; what will change is printed; --dry-run deletes it here
-    execute     then follow the stack's events to a final state (--no-wait returns after starting)
-    verify      the launch template version the group uses has the channel's AMI
-
-Images are compared, not parameter names: CloudFormation resolves an SSM parameter only when the
-stack is created or updated, so the name a stack holds says nothing about what its nodes run.
-
-The usual case is a parameter name that stays while its value moved (`amibuild promote`). The
-change set then sets NodeImageIdSSMParam to the same name with UsePreviousValue false; AWS's
-CloudFormation resolves SSM parameters again on every update, so the launch template gets a new
-version and the group rolls. When CloudFormation answers that nothing changes (the local emulator
-does: it never resolves again), rollout says so, names the image the group still launches, and
-exits 1: it never reports a roll it did not see.
-
-An EKS managed node group with a launch template (`rollout_nodegroup`) gets a new launch template
-version copied from its current one with the channel's ImageId, then UpdateNodegroupVersion,
-DescribeUpdate until it ends, and the same check. The change set and event machinery
-(`make_change_set`, `execute_change_set`, `follow`) and the stack states live in `amibuild.handoff.cfn`,
-which `nodegroup.deploy` uses as well to create or update amibuild's own stack.
-
-Nothing here prints: progress goes to `say`, results are returned, failures raised.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """The user data of a boot test's instance: the same render a node group's nodes get. Pure.
 
-With a cluster (`test-ami --cluster C`, from DescribeCluster's facts) it is the node group's user
-data (`amibuild.handoff.userdata.render`), plus the taint `TEST_TAINT`, so the test node joins C
-but no workload is scheduled on it. Without a cluster its only job is to be checked:
+With a cluster it is the node group's user data plus the taint `TEST_TAINT`; without one, a
+check-only NodeConfig (al2023) or a script that runs nothing (al2). Either way it carries the
+variant's node proxy; a proxy URL with a password of its own is refused (`SpecError`).
 
-    al2023   the NodeConfig part the node group gets, naming a cluster that does not exist
-             (`CHECK_ONLY_*`): `nodeadm config check` on the instance reads and validates it as a
-             node does at boot (the boot test's `nodeadm-config` check); nothing is joined
-    al2      a script that runs nothing: bootstrap.sh is never started without a cluster; the
-             boot test's `bootstrap-options` check asks the image's bootstrap.sh (its --help) for
-             every option amibuild's user data passes it (`BOOTSTRAP_OPTIONS`)
-
-Either way it carries the proxy the variant's nodes get (`node_proxy`): the variant's proxy URL
-(https, else http), its ``no_proxy`` entries and its ``credentials_parameter`` (the boothook reads
-the proxy's user:password from that SecureString at boot); on AL2 without a cluster, the proxy
-boothook and the script that runs nothing. A proxy URL with ``user:password@`` of its own is
-refused (`SpecError`): the instance's user data is readable by anyone allowed
-ec2:DescribeInstanceAttribute, and a boot test puts no password there.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """Stage 2, the boot test: one instance from the new image, every check through SSM Run Command.
 
-`boot_test` launches an instance from the image in the region it was built (subnet, security
-group and instance profile from the pipeline's ``test { ... }`` block or flags), tagged with the
-run id from launch so `clean-run` finds it if amibuild is killed outright, with the user data the
-caller rendered for it (``settings.user_data``: the node group's, `amibuild.handoff.testnode`);
-waits for ``running``, the EC2 status checks and the SSM agent (DescribeInstanceInformation); with
-``settings.cluster``, for its Node to be Ready with the test taint (`amibuild.imagetest.kube`, the
-seconds it took reported, the Node cordoned and deleted after the terminate); runs each of the
-variant's checks as its own ``AWS-RunShellScript`` invocation (`imagetests.check_command`), whose
-ResponseCode is its verdict (`amibuild.imagetest.invocation`: the output is only data, its whole
-size and end read from S3 with ``test { output_bucket }``); and terminates the instance, always: on
-a failure, a timeout, Ctrl-C or SIGTERM too (``cancelled`` is polled between calls). Then it tags
-the image in every region with the verdict (`tags.TEST`, `TESTED_AT`, `TEST_RUN`), which channel
-gates read. An infrastructure failure (an AWS call that failed, the instance or its agent gone) is
-"not tested: <reason>": it never tags the image failed nor replaces an earlier verdict on it.
-
-In the sandbox the emulator plays the instance: status checks and SSM registration are simulated,
-and Run Command runs each command on the image's stand-in (`amibuild.imagetest.standin`); the
-sandbox cluster's Kubernetes API (`amibuild.sandbox.kubeapi`) plays the node registration.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

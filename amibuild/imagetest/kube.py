@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild.errors import AmibuildError, MissingExtra, SpecError
+import sys
+from pathlib import Path
+import os
 
 EXTRA = "cluster"  # pip install 'amibuild[cluster]'
 REQUIREMENT = "kubernetes>=31,<37"
@@ -103,8 +106,6 @@ def pick_context(contexts: Sequence[Mapping[str, Any]], current: str, cluster: s
 
 def missing_client_hint(prefix: str | None = None) -> str:
     """How to add the Kubernetes client to this amibuild (pipx or pip, as for the sandbox)."""
-    import sys
-    from pathlib import Path
 
     root = Path(prefix if prefix is not None else sys.prefix)
     if (root / "pipx_metadata.json").is_file() or ("pipx" in root.parts and "venvs" in root.parts):
@@ -130,7 +131,6 @@ class Nodes:
 
     def __init__(self, cluster: str, kubeconfig: str | None = None) -> None:
         require_client()
-        import os
 
         from kubernetes import client, config
 

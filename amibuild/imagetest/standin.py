@@ -1,19 +1,11 @@
 """The sandbox's stand-in of an image: a variant's real provisioning chain, rehearsed, then a script.
 
-The emulator has no instance to run anything on. What stands in for the image is the variant's
-chain as a real build runs it (the sandbox build's ``instance/`` files, `STANDIN_DIR`, written by
-`amibuild.sandbox.transform`),
-rehearsed in a throwaway copy of this machine with the rehearsal's overlay and stand-ins
-(`amibuild.rehearse.overlay`). Its two checks steps (stage 1's, and the clean-up's as the last)
-become one step per check in their place (`amibuild.pipeline.imagetests.check_command`), each run
-as root; for SSM Run Command they go, and a first boot and the command's script follow the chain.
-Each script's exit status is read from its step, never from what it prints. What the copy cannot
-answer (exit 127: not on this copy of this machine; a stand-in gap) is this sandbox's to say:
-"not testable here", never a pass.
+The chain is rehearsed in a throwaway copy of this machine; each check becomes a step of its own,
+its exit status read from the step. Run as ``python -m amibuild.imagetest.standin ROOT`` it is the
+sandbox build's checks step: it prints each check's result, writes ``checks.json`` and exits 1 when
+a check or the chain failed.
 
-Run as ``python -m amibuild.imagetest.standin ROOT`` it is the sandbox build's checks step
-(a ``shell-local`` provisioner): it prints each check's result, writes ``checks.json`` into ROOT
-and exits 1 when a check or the chain failed, which fails the Packer build.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from amibuild.jobs.signals import Signals
 from amibuild.pipeline.naming import parameter_name
 from amibuild.pipeline.options import Options, load_pipeline
 from amibuild.render import Target
+import subprocess
 
 Say = Callable[[str], None]
 
@@ -471,7 +472,6 @@ def not_published(outcomes, channel: str, exc: Exception) -> dict[str, VariantPu
 
 def git_commit(directory: Path) -> str | None:
     """The pipeline repository's HEAD commit, or None outside a git work tree."""
-    import subprocess
 
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=10)

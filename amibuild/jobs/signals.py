@@ -4,19 +4,7 @@ A channel write is one transaction over all its regions (`amibuild.channels.publ
 Dying in the middle of one would leave regions on different images, so while channels are
 written SIGINT, SIGTERM and SIGHUP (each, and again) only set a flag here:
 
-* a transaction that has not sent its first write yet stops there, nothing written
-  (`Guard.cancelled`);
-* one that has runs to its end: written everywhere and checked, or put back. Every request in it
-  is bounded (the gateway's connect and read timeouts and retries, the read-back deadline), so
-  this wait is bounded too;
-* no further channel is started; the command then exits 128 + the signal number (130 for SIGINT,
-  143 for SIGTERM, 129 for SIGHUP) with a line saying which channels moved and which did not.
-
-Handlers are installed explicitly: a process started in the background by a shell has SIGINT
-ignored, and Python's KeyboardInterrupt would strike at any line anyway.
-
-`test-ami` holds the same signals the same way while its boot test runs (the test stops at its next
-poll and terminates its instance, a second signal does not skip that): only its words differ.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -9,19 +9,7 @@ every channel's history, launch templates, Auto Scaling groups, launch configura
 
 `decide` (pure) says, per resource, remove or keep and why:
 
-* an image a channel, launch template, Auto Scaling group, launch configuration or instance uses:
-  kept (each use named);
-* any image of a run that published (one of its images is in a channel's history, or the run's
-  record says it published): kept: the run finished, its images are prune's to judge;
-* a complete image (``available`` and tagged with its ``amibuild:fingerprint``): kept, a finished
-  build's image (a ``--no-publish`` build, or one whose publish failed); prune judges it;
-* a partial image (untagged: Packer tags at the very end; or pending, failed, invalid): removed;
-* a snapshot backing a kept image: kept; others removed;
-* instances, key pairs, Packer's security groups, volumes, the run's expired or orphaned leases:
-  removed (they are only ever a build's scaffolding).
-
-A run that nothing knows (no record under build/runs/, nothing in AWS, no lease) is an unknown run
-id: `UnknownRun`, exit 2. A run that still holds a live build lease is refused (it may be building).
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations
@@ -36,7 +24,7 @@ from amibuild.aws import Aws, Image, fan_out
 from amibuild.bake import leftovers
 from amibuild.bake.leftovers import Leftover
 from amibuild.errors import AmibuildError, CleanupIncomplete, SpecError
-from amibuild.lease import LEGACY_CHANNEL_DIR, Holder, holder_gone, lease_root, parse_holder
+from amibuild.lease import Holder, holder_gone, lease_root, parse_holder
 from amibuild.lifecycle.prune import Uses, gather as gather_uses, in_use
 
 COMPLETE_STATES = frozenset({"available"})
@@ -63,6 +51,7 @@ class Verdict:
     item: Leftover
     remove: bool
     why: str = ""
+    unprotect: bool = False  # turn its deregistration protection off first (or, kept, to start the cooldown)
 
 
 @dataclass(frozen=True)
@@ -126,9 +115,18 @@ def decide(facts: RunFacts) -> list[Verdict]:
         elif image is not None and image.state in COMPLETE_STATES and image.tags.get(tags.FINGERPRINT):
             why = ("a complete image (available, tagged with its fingerprint) of a finished build: "
                    "prune judges it (`amibuild prune`)")
+        protection = image.protection if image is not None else "disabled"
+        if not why and protection == "enabled-with-cooldown":
+            kept_images.add(item.id)
+            verdicts.append(Verdict(item, False, "deregistration protection has a cooldown: turned off now, the image "
+                                                 "can go in 24 h; run clean-run again then", unprotect=True))
+            continue
+        if not why and protection.startswith("disabled-until"):
+            why = (f"deregistration protection cooldown until {protection.split(' ', 1)[-1]}: "
+                   "run clean-run again then")
         if why:
             kept_images.add(item.id)
-        verdicts.append(Verdict(item, not why, why))
+        verdicts.append(Verdict(item, not why, why, unprotect=not why and protection == "enabled"))
     backing = {s: i for i, image in facts.images.items() if i in kept_images and image is not None
                for s in image.snapshot_ids}
     for item in facts.found:
@@ -150,15 +148,12 @@ class UnknownRun(SpecError):
 
 
 def run_leases(aws: Aws, pipeline: Any, run_id: str, region: str) -> list[tuple[str, str, Holder]]:
-    """The leases (new and old folders) whose holder is this run: (region, name, holder)."""
+    """The leases whose holder is this run: (region, name, holder)."""
     found = []
-    roots = (lease_root(pipeline.ssm_prefix, pipeline.name),
-             f"{pipeline.ssm_prefix.rstrip('/')}/{pipeline.name}/{LEGACY_CHANNEL_DIR}")
-    for root in roots:
-        for parameter in aws.parameters_under(root, region):
-            holder = parse_holder(parameter.value)
-            if holder.run_id == run_id:
-                found.append((region, parameter.name, holder))
+    for parameter in aws.parameters_under(lease_root(pipeline.ssm_prefix, pipeline.name), region):
+        holder = parse_holder(parameter.value)
+        if holder.run_id == run_id:
+            found.append((region, parameter.name, holder))
     return found
 
 
@@ -226,7 +221,15 @@ def execute(aws: Aws, facts: RunFacts, verdicts: Sequence[Verdict], *, dry_run: 
                            temp_dirs=[TempLeftover(p) for p in facts.temp_dirs])
     if dry_run:
         return result
-    result.removed, result.failed = leftovers.remove(aws, [v.item for v in verdicts if v.remove])
+    refused: set[str] = set()
+    for verdict in (v for v in verdicts if v.unprotect):
+        try:
+            aws.unprotect_image(verdict.item.region, verdict.item.id)
+        except AmibuildError as exc:
+            refused.add(verdict.item.id)
+            result.failed.append((verdict.item, f"deregistration protection not turned off: {exc}"))
+    result.removed, failed = leftovers.remove(aws, [v.item for v in verdicts if v.remove and v.item.id not in refused])
+    result.failed += failed
     for lease in result.leases:
         try:
             if aws.delete_parameter_if_value(lease.name, lease.holder.raw, lease.region):

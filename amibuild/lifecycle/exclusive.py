@@ -6,20 +6,7 @@ deregister in region R is at risk only from a writer that writes R, so the two m
 region both touch, the way two processes exclude each other with a flag each (each raises its own,
 then looks at the other's: at least one of the two sees the other):
 
-* prune takes the pipeline's prune lease (`amibuild.lease.prune_lease_name`) in every region it
-  prunes (and every region its pipeline file knows), in name order, then waits until no channel
-  lease of the pipeline is held in any of them (the new and the old folder): a writer half way
-  finishes first. Only then does it read what is in use and decide;
-* a channel writer holds its channel lease in every region of the channel it writes
-  (`amibuild.channels.home.write_places`), then looks for a prune lease in each: finding one, it
-  gives its channel leases back and waits (`amibuild.channels.write.transact`), so the two never
-  wait for each other at once;
-* each side re-checks right before its irreversible step: prune reads the channels of an image's
-  region again right before it deregisters it (`named_now`); a writer checks the image is
-  ``available`` right before its put, and that it still exists on reading back.
-
-Two prunes take their leases in the same (name) order, so neither holds one the other waits for
-while it waits for one the other holds.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations
@@ -29,10 +16,8 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from amibuild.aws import Aws, fan_out
 from amibuild.channels.home import known_regions
-from amibuild.channels.write import legacy_home_region
 from amibuild.errors import ChannelBusy
-from amibuild.lease import (LEGACY_CHANNEL_DIR, Guard, Lease, holder_gone, is_lease, lease_root, parse_holder,
-                            prune_lease_name, wait_for)
+from amibuild.lease import Guard, Lease, holder_gone, is_lease, lease_root, parse_holder, prune_lease_name, wait_for
 from amibuild.pipeline.naming import name_pattern
 from amibuild import tags
 
@@ -51,7 +36,6 @@ def live_channel_leases(aws: Aws, pipeline: Any, regions: Sequence[str] = ()) ->
     prefix = pipeline.ssm_prefix.rstrip("/")
     # a writer holds its channel lease in every region it writes (`amibuild.channels.home.write_places`)
     places = [(f"{lease_root(prefix, pipeline.name)}/channel", region) for region in prune_regions(pipeline, regions)]
-    places.append((f"{prefix}/{pipeline.name}/{LEGACY_CHANNEL_DIR}", legacy_home_region(pipeline)))
     found = []
     now = time.time()
     listed = fan_out(list(dict.fromkeys(places)), lambda place: aws.parameters_under(*place))

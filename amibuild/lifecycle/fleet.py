@@ -8,16 +8,7 @@ consumer, which channel it follows, at which version, and how far behind that ch
 `mark` (pure) marks each consumer whose image has no valid provenance from this pipeline: an
 image nobody built through the pipeline, or one whose statement does not verify.
 
-Which channel a consumer follows: a stack that names a channel's parameter (NodeImageIdSSMParam)
-follows that one; any other consumer follows the channel of its region whose history holds its
-image, the one it is least behind when several do.
-
-How far behind: the number of times the channel moved to another AMI after the last version that
-held the consumer's image (a promote is one), and the days since the first of those moves. A
-consumer whose image amibuild no longer has (deregistered) or that no channel ever held is
-"orphaned". Instances are grouped by what launched them: Karpenter's node pool and EC2NodeClass
-(``karpenter.sh/nodepool``, ``karpenter.k8s.aws/ec2nodeclass``), an Auto Scaling group, or a
-managed node group.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -6,60 +6,7 @@ that what one task may do is read against the rest.
 `policy(task, pipeline, ...)` returns an IAM policy document for one task or ``all`` of them (``all``
 without stacks and node role: rollout on every stack and no iam:PassRole, which `notes` says):
 
-    build     `amibuild build-ami`: Packer's amazon-ebs builder (build instance, temporary key pair
-              and security group, image, copies, tags, sharing), the public EKS parameters, the
-              images amibuild already made, publishing to the channel, and for the upstream base
-              s3:ListBucket on the Kubernetes binaries bucket
-    publish   `amibuild publish`, `promote`, `rollback`, `history`, `channels`
-    rollout   `amibuild rollout` (and `nodegroup-deploy`, `aws-auth --access-entry`, `userdata --cluster`): the named node
-              group stacks (change sets, events), the cluster's description and access entries, what
-              CloudFormation then does with the caller's rights to their launch template and Auto
-              Scaling group (only groups those stacks made), EKS managed node groups, iam:PassRole
-              for the node role only
-    prune     `amibuild prune`: the reads that prove an image unused, then deregister / delete
-              snapshot / deprecate, only on resources tagged with the pipeline's name
-    fleet     `amibuild fleet`: the same reads of channels and consumers (stacks, managed node
-              groups, launch templates, Auto Scaling groups, instances), and nothing else: describes only
-    verify    `amibuild verify` (and `fleet --verify` on top of fleet): the channel's parameters, the
-              images, and the pipeline's signed statements: kms:DescribeKey and kms:GetPublicKey on the
-              pipeline's key, s3:GetObject under the pipeline's prefix, s3:ListBucket of that prefix only
-    test      `amibuild test-ami` (and `build-ami --boot-test` on top of build): RunInstances only with
-              the ``amibuild:run-id`` tag on the instance and its volumes, TerminateInstances and
-              ssm:SendCommand (``AWS-RunShellScript`` only) on instances carrying that tag, the result
-              tags on the pipeline's images, iam:PassRole for the test instance profile's role only
-              (``test { role }``, else assumed to be named like ``test { instance_profile }``, as
-              the console makes them; `notes` says so), read-only describes
-    scan      `amibuild scan`, `sbom`, `diff` (and `build-ami --scan` on top of build): verify's
-              reads, inspector-scan:ScanSbom, the scan statement signed and stored
-
-build and test also sign their statements (``AttestationSign``: kms:DescribeKey and kms:Sign on
-the pipeline's ``attestation`` key, an alias as a condition) and write them under the pipeline's
-own prefix of the statements bucket only (``AttestationStore``: s3:PutObject on
-``<bucket>/amibuild/<pipeline>/*``), so no other pipeline's role writes there. Verifying them
-(``verify``, and ``publish`` when a channel's gate requires ``tested``) reads the key's public key
-(``AttestationVerify``: kms:DescribeKey, kms:GetPublicKey) and that prefix only (``AttestationRead``:
-s3:GetObject; ``AttestationList``: s3:ListBucket with an ``s3:prefix`` condition).
-
-Scoping: SSM actions on the pipeline's channel path only (``{prefix}/{pipeline}`` and below;
-reads of AWS's public ``/aws/service/eks/optimized-ami/*`` for the source AMI), CloudFormation on
-the named stacks, prune's deletions on images and snapshots whose ``amibuild:pipeline`` tag names
-the pipeline. EC2's Describe* calls do not support resource-level permissions; Packer's own
-temporary resources get random names, so its build actions are not scoped by resource here (an
-SCP or permission boundary can add a region or tag condition on your side).
-
-The build policy follows the pipeline: CopyImage only with ``copy_to`` or encryption, the sharing
-calls only with ``ami_users``, DescribeSubnets only when a variant names a subnet, the temporary
-security group's calls unless every variant names its own, the encrypted-copy clean-up and KMS only
-when a variant asks for encryption / a KMS key.
-
-The action lists come from what the tasks were seen to call: tests/test_iam_policy.py runs each
-task against the local emulator through a recording proxy (Packer 1.6.6 included) and checks that
-every call is allowed and every allowed action was called, except the ones in `NOT_OBSERVED`,
-which are needed on real AWS but cannot show up there (each with its reason).
-
-Not included, add it yourself when you use it: ``iam:PassRole`` for a build instance profile
-(``--var iam_instance_profile=...``: amibuild cannot know the role behind the profile), and
-``ssm:StartSession`` for ``ssh_interface = "session_manager"``.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations
@@ -71,7 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from amibuild import secrets, tags
 from amibuild.attest import store as attest_store
 from amibuild.errors import SpecError
-from amibuild.lease import LEGACY_CHANNEL_DIR, lease_root
+from amibuild.lease import lease_root
 from amibuild.channels.publish import name_pattern
 
 TASKS = ("build", "publish", "rollout", "prune", "fleet", "test", "verify", "scan")
@@ -80,6 +27,9 @@ PUBLIC_EKS_PARAMETERS = "/aws/service/eks/optimized-ami/*"
 _ON_BEHALF = ("CloudFormation calls it with the caller's permissions while it applies the change set to the "
               "stack's launch template and Auto Scaling group (no service role); the emulator's CloudFormation "
               "checks no permission and sends nothing through the proxy")
+
+_CLEARED = ("called only for a channel's image that has a deprecation time while its variant sets no deprecate_after; "
+            "tests/test_protection.py drives that path")
 
 # Needed on real AWS, never requested in the sandbox tests; the IAM test allows exactly these as
 # "not observed here".
@@ -97,8 +47,9 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
         "kms:GenerateDataKeyWithoutPlaintext": "as kms:CreateGrant",
         "kms:ReEncryptFrom": "as kms:CreateGrant",
         "kms:ReEncryptTo": "as kms:CreateGrant",
+        "ec2:DisableImageDeprecation": _CLEARED,
     },
-    "publish": {},
+    "publish": {"ec2:DisableImageDeprecation": _CLEARED},
     "verify": {},
     "scan": {},
     "test": {
@@ -122,6 +73,8 @@ NOT_OBSERVED: Mapping[str, Mapping[str, str]] = {
                                       "tests/test_prune.py replays EC2's answer on the gateway's client",
         "eks:DescribeNodegroup": "read for each managed node group; the prune policy test's account has none "
                                  "(the fleet policy test seeds one and sees it called)",
+        **dict.fromkeys(("ec2:DisableImage", "ec2:DescribeImageAttribute"),
+                        "only with --disable-after (tests/test_prune_ladder.py runs it against the emulator)"),
     },
     "fleet": {},
 }
@@ -146,7 +99,7 @@ def policy(
 ) -> dict[str, Any]:
     """The policy document for `task` (one of `TASKS`, or ``all``) of `pipeline`."""
     if task not in (*TASKS, "all"):
-        raise SpecError(f"--task {task!r}: one of {', '.join(TASKS)} or all")
+        raise SpecError(f"--task {task!r}: one of {', '.join(TASKS)} or all (or share, for the KMS keys of shared images)")
     if not _ACCOUNT.match(account or ""):
         raise SpecError(f"--account {account!r}: a 12-digit account id (default: * for any account)")
     if not re.match(r"^aws[a-z-]*\Z", partition or ""):
@@ -182,8 +135,7 @@ class _Arns:
     def __init__(self, partition: str, account: str, pipeline: Any) -> None:
         self.p, self.a = partition, account
         self.channel_path = name_pattern(pipeline)[0].rstrip("/")
-        self.lease_roots = (lease_root(pipeline.ssm_prefix, pipeline.name),
-                            f"{pipeline.ssm_prefix.rstrip('/')}/{pipeline.name}/{LEGACY_CHANNEL_DIR}")
+        self.lease_roots = (lease_root(pipeline.ssm_prefix, pipeline.name),)
 
     @property
     def channels(self) -> list[str]:
@@ -194,7 +146,7 @@ class _Arns:
     @property
     def leases(self) -> list[str]:
         # every lease (amibuild.lease) lives under the pipeline's _leases folder, whatever the name
-        # template; the old channel-lease folder too, which a writer still holds for older amibuild
+        # template
         return [f"arn:{self.p}:ssm:*:{self.a}:parameter{root}/*" for root in self.lease_roots]
 
     @property
@@ -285,7 +237,8 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
         _statement("PackerBuild", packer),
         _statement("EksPublicParameters", ["ssm:GetParameters"], arn.public_eks),
         _statement("ChannelsRead", ["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParameterHistory",
-                                    "ssm:ListTagsForResource"], arn.channels),
+                                    "ssm:GetParametersByPath", "ssm:ListTagsForResource"], arn.channels),
+        _channel_safeguards(arn, pipeline),
         _statement("ChannelsWrite", ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameter"],
                    arn.channels),
         _statement("ChannelLeases", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
@@ -402,7 +355,19 @@ def _publish(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | Non
                    arn.channels),
         _statement("ChannelLeases", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
                                       "ssm:GetParameterHistory"], arn.leases),
+        _channel_safeguards(arn, pipeline),
     ]
+
+
+def _channel_safeguards(arn: _Arns, pipeline: Any) -> dict[str, Any]:
+    """What every channel write does to the images the channels hold (`amibuild.channels.safeguard`):
+    deregistration protection on, and their deprecation time moved (with ``deprecate_after``) or cleared;
+    only on images whose ``amibuild:pipeline`` tag names the pipeline."""
+    actions = ["ec2:EnableImageDeregistrationProtection", "ec2:DisableImageDeprecation"]
+    if any(getattr(v, "deprecate_after", None) for v in pipeline.variants):
+        actions.append("ec2:EnableImageDeprecation")
+    return _statement("ChannelImageSafeguards", actions, [f"arn:{arn.p}:ec2:*::image/*"],
+                      {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}})
 
 
 def _consumers(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
@@ -441,6 +406,12 @@ def _prune(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
         _statement("PruneOwnImages", ["ec2:DeregisterImage", "ec2:DeleteSnapshot", "ec2:EnableImageDeprecation"],
                    [f"arn:{arn.p}:ec2:*::image/*", f"arn:{arn.p}:ec2:*::snapshot/*"],
                    {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}}),
+        # the lifecycle ladder: protection off before a deregister, --disable-after, and whether the
+        # Recycle Bin will keep what prune deletes (its rules) and whom an image is shared with
+        _statement("PruneLadder", ["ec2:DisableImageDeregistrationProtection", "ec2:DisableImage"],
+                   [f"arn:{arn.p}:ec2:*::image/*"],
+                   {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}}),
+        _statement("PruneLadderReads", ["ec2:DescribeImageAttribute", "rbin:ListRules", "rbin:GetRule"]),
     ]
 
 

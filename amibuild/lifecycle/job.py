@@ -29,6 +29,7 @@ class PruneSettings:
     deprecate_only: bool = False
     variants: tuple[str, ...] = ()
     regions: tuple[str, ...] = ()  # () : every target region of the pipeline
+    disable_after: timedelta | None = None  # also disable the unused images older than this
 
 
 def run(settings: PruneSettings, *, now: datetime | None = None, aws: Aws | None = None,
@@ -39,11 +40,14 @@ def run(settings: PruneSettings, *, now: datetime | None = None, aws: Aws | None
     targets = tuple(dict.fromkeys(settings.regions)) or pipeline.target_regions
 
     def decide():
-        facts = gather(aws, pipeline, targets, keep_versions=settings.keep_versions, variants=settings.variants)
+        moment = now or datetime.now(timezone.utc)
+        facts = gather(aws, pipeline, targets, keep_versions=settings.keep_versions, variants=settings.variants,
+                       disable_after=settings.disable_after, now=moment)
         return plan_prune(facts.images, facts.in_use, settings.keep, settings.older_than,
-                          now or datetime.now(timezone.utc), snapshot_tags=facts.snapshot_tags,
+                          moment, snapshot_tags=facts.snapshot_tags,
                           deprecate_only=settings.deprecate_only, keep_versions=settings.keep_versions,
-                          pipeline=pipeline.name, deprecated=facts.deprecated)
+                          pipeline=pipeline.name, deprecated=facts.deprecated,
+                          disable_after=settings.disable_after, shared=facts.shared, rules=facts.rules)
 
     if settings.dry_run:
         return PruneResult(decide(), None)

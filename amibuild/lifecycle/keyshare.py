@@ -99,6 +99,12 @@ class ShareResult:
         """Nothing to raise: bad input is refused before a result exists."""
 
 
+def refuse_form(task: str, form: str) -> None:
+    """--form belongs to --task share: refused (exit 2) with any other task."""
+    raise SpecError(f"--form {form!r}: only with --task share (the key policy statements or CreateGrant calls of "
+                    f"shared images' keys); --task {task} prints an IAM policy document")
+
+
 def run(request: ShareRequest, pipeline: Any) -> ShareResult:
     """What each consumer account needs on each region's key (pure: no AWS call)."""
     if request.form not in FORMS:

@@ -2,44 +2,20 @@
 
 Three steps, as everywhere in amibuild: gather the facts, plan as data, execute thinly.
 
-`gather` (read-only, regions in parallel) finds, per region,
-    * the images of this pipeline: ``Owners=["self"]`` with an ``amibuild:fingerprint`` tag and
-      ``amibuild:pipeline`` naming the pipeline (another pipeline's images are not ours to judge:
-      its channels live under another name), with their deprecation times;
-    * the tags of their snapshots (found from each image's block device mappings);
-    * what uses an image: the current value of every parameter under the pipeline's channel path and
-      the images of its recent history (`keep_versions` earlier versions holding another AMI, so
-      `amibuild rollback` keeps working); the default and latest version of every launch template and
-      every version an Auto Scaling group names (its own launch template, its mixed instances policy
-      and the policy's overrides, or a managed node group names); every launch configuration; every
-      node group stack's image; every pending, running, stopping or stopped instance of those images
-      (the one gatherer `fleet` reads too: `amibuild.lifecycle.consumers`). Channels are found by
-      their ``amibuild:pipeline`` tag in every region, whatever parameter name template wrote them,
-      as well as under the current template's path. Which of these makes an image "in use" is
-      `in_use`, a pure function of the gathered `Uses` (tested on recorded facts).
+Each image gets one fate, with its steps and their reasons:
+KEEP (newest `keep`, younger than `older_than`, in use, pending), DISABLE (`disable_after`; never an
+image in use or shared), DELETE (protection off, deregister; its snapshots deleted only when Recycle
+Bin rules keep both image and snapshots), UNPROTECT (a protection cooldown: a later prune
+deregisters), DEPRECATE (`deprecate_only`). The plan says per region what the Recycle Bin keeps.
 
-`plan_prune` (pure) groups the images by variant and region, newest first (``amibuild:created``,
-else the image's CreationDate) and decides for each:
-
-    KEEP       one of the newest `keep` available images, younger than `older_than`, in use (each
-               reason listed), pending, or of a state prune does not understand
-    DELETE     everything else: deregister, then delete the snapshots that carry the image's
-               ``amibuild:fingerprint`` and ``amibuild:pipeline`` tags and back no kept image
-    DEPRECATE  instead of DELETE with ``deprecate_only``: set a deprecation time, delete nothing
-               (an image deprecated already is left as it is: a new time would undo that for a while)
-
-`execute_prune` works region by region (regions in parallel, images in order), carries on past a
-failure, then lists the images again to check that the deregistered ones are gone. `PruneResult`
-says what was and was not deleted; `PruneResult.raise_for_status` raises `PruneFailed` when anything failed.
-
-Nothing here prints: `report_lines` turns a result into lines for the task to print.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations
 
 import enum
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -52,9 +28,14 @@ from amibuild.channels.publish import name_pattern, plain
 # stay importable from here
 from amibuild.lifecycle.consumers import (DEFAULT_KEEP_VERSIONS, IN_USE_STATES, ChannelFact,  # noqa: F401
                                           LaunchFacts, Uses, gather_uses, in_use)
+from amibuild.lifecycle.recoverable import BinRule, Recovery, recovery, rule_from_gateway
 
-DELETABLE_STATES = frozenset({"available", "failed", "error", "invalid"})
-_LEAVE_ALONE = frozenset({"pending", "transient", "disabled"})
+DELETABLE_STATES = frozenset({"available", "failed", "error", "invalid", "disabled"})
+_COMPLETE = frozenset({"available", "disabled"})  # what counts towards the newest `keep`
+_LEAVE_ALONE = frozenset({"pending", "transient"})
+PROTECTED = "enabled"
+COOLDOWN = "enabled-with-cooldown"
+WAITING = "disabled-until"  # DescribeImages: "disabled-until <time>" while a cooldown runs
 
 
 # ------------------------------------------------------------------------------- plan (data)
@@ -64,6 +45,8 @@ class Fate(enum.StrEnum):
     KEEP = "keep"
     DELETE = "delete"
     DEPRECATE = "deprecate"
+    DISABLE = "disable"
+    UNPROTECT = "unprotect"
 
 
 @dataclass(frozen=True)
@@ -80,6 +63,41 @@ class ImagePlan:
     reasons: tuple[str, ...]  # why it is kept (empty for DELETE / DEPRECATE)
     snapshots: tuple[str, ...] = ()  # deleted with the image
     kept_snapshots: Mapping[str, str] = field(default_factory=dict)  # snapshot -> why it stays
+    protection: str = "disabled"  # DescribeImages' DeregistrationProtection
+    steps: tuple[str, ...] = ()  # what is done to it, in order, each with its reason
+    recovery: str = ""  # what deregistering it means for getting it back (the Recycle Bin)
+
+
+@dataclass(frozen=True)
+class RegionBin:
+    """Per region: whether an image prune deregisters there can come back from the Recycle Bin."""
+
+    region: str
+    images: int  # the pipeline's images there
+    recoverable: int  # of them, those both an EC2_IMAGE and an EBS_SNAPSHOT rule cover
+    retention: timedelta | None  # the shortest time a recoverable one stays in the bin
+    reason: str  # why not, when none is
+    rules: tuple[str, ...] = ()  # the covering rules' ids
+
+    def line(self) -> str:
+        head = f"  recycle bin {self.region}: "
+        if self.images and self.recoverable == self.images:
+            return head + (f"a deregistered image is recoverable for {_age_text(self.retention)} "
+                           f"(rules {', '.join(self.rules)}); `amibuild restore --ami AMI --region {self.region}`")
+        if self.recoverable:
+            return head + (f"{self.recoverable} of {self.images} images recoverable (for {_age_text(self.retention)}); "
+                           "the others' snapshots are kept")
+        return head + f"a deregistered image is NOT recoverable: {self.reason}; its snapshots are kept"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"region": self.region, "images": self.images, "recoverable": self.recoverable,
+                "retention": _age_text(self.retention), "reason": self.reason, "rules": list(self.rules)}
+
+    def warning(self) -> str | None:
+        if self.recoverable or not self.images:
+            return None
+        return (f"warning: no Recycle Bin rule covers this pipeline's images in {self.region} (an EC2_IMAGE and an "
+                "EBS_SNAPSHOT rule are both needed): a deregistered image cannot be restored; prune keeps its snapshots")
 
 
 @dataclass(frozen=True)
@@ -91,6 +109,8 @@ class PrunePlan:
     deprecate_only: bool
     now: datetime
     images: tuple[ImagePlan, ...]
+    disable_after: timedelta | None = None
+    bins: tuple[RegionBin, ...] = ()
 
     @property
     def to_change(self) -> tuple[ImagePlan, ...]:
@@ -108,7 +128,9 @@ class PrunePlan:
             "keep_versions": self.keep_versions,
             "deprecate_only": self.deprecate_only,
             "now": self.now.isoformat(),
+            "disable_after": _age_text(self.disable_after),
             "images": [plain(i) for i in self.images],
+            "recycle_bin": [b.to_dict() for b in self.bins],
         }
 
 
@@ -142,15 +164,22 @@ def plan_prune(
     keep_versions: int = DEFAULT_KEEP_VERSIONS,
     pipeline: str = "",
     deprecated: Mapping[str, datetime] | None = None,
+    disable_after: timedelta | None = None,
+    shared: Mapping[str, Sequence[str]] | None = None,
+    rules: Mapping[str, Sequence[BinRule]] | None = None,
 ) -> PrunePlan:
-    """Decide, per variant and region, what to keep (and why) and what to delete. Pure.
+    """Decide, per variant and region, what to keep (and why) and what to change. Pure.
 
     ``in_use`` maps image ids to the reasons they are in use; ``snapshot_tags`` maps snapshot ids
     to their tags (a snapshot missing there is not deleted: it is not known to be ours);
     ``deprecated`` maps image ids to their deprecation time (``deprecate_only`` leaves an image
-    already deprecated alone: setting the time again would undo the deprecation for a while).
+    already deprecated alone: setting the time again would undo the deprecation for a while);
+    ``shared`` maps image ids to whom their launch permission names (a shared image is not
+    disabled); ``rules`` maps regions to their Recycle Bin rules (``None``: not read, so every
+    snapshot is deleted as before the bin was known).
     """
     deprecated = deprecated or {}
+    shared = shared or {}
     if keep < 1:
         raise SpecError(f"--keep {keep}: keep at least 1 image per variant and region")
     snapshot_tags = snapshot_tags or {}
@@ -165,7 +194,7 @@ def plan_prune(
         for image in group:
             reasons: list[str] = []
             created = created_at(image)
-            if image.state == "available" and ranked < keep:
+            if image.state in _COMPLETE and ranked < keep:
                 ranked += 1
                 reasons.append(f"newest {keep}")
             if older_than is not None and created is not None and now - created < older_than:
@@ -180,31 +209,102 @@ def plan_prune(
             since = deprecated.get(image.image_id)
             if deprecate_only and not reasons and since is not None and since <= now:
                 reasons.append(f"deprecated already (since {since:%Y-%m-%d %H:%M} UTC)")
+            if not reasons and image.protection.startswith(WAITING) and not deprecate_only:
+                until = image.protection[len(WAITING):].strip()
+                reasons.append(f"deregistration protection cooldown until {until}: a later prune deregisters it")
             decided.append((image, reasons))
 
+    recoveries = {image.image_id: _recovery(image, rules, snapshot_tags) for image, _ in decided
+                  if rules is not None}
     # a snapshot backing a kept image stays, even when a deleted image names it too
     kept_snapshots = {s for image, reasons in decided if reasons for s in image.snapshot_ids}
+    why_delete = f"not among the newest {keep}" + (f", older than {_age_text(older_than)}" if older_than else "") + \
+        ", and nothing uses it"
     plans = []
     for image, reasons in decided:
         variant = image.tags.get(tags.VARIANT, "")
+        found = recoveries.get(image.image_id)
         common = dict(image_id=image.image_id, region=image.region, variant=variant, name=image.name,
-                      created=created_at(image), state=image.state)
+                      created=created_at(image), state=image.state, protection=image.protection,
+                      recovery=found.reason if found else "")
         if reasons:
-            plans.append(ImagePlan(**common, fate=Fate.KEEP, reasons=tuple(dict.fromkeys(reasons))))
+            plans.append(_kept(image, reasons, common, in_use, shared, disable_after, now, deprecate_only))
+            continue
+        if deprecate_only:
+            plans.append(ImagePlan(**common, fate=Fate.DEPRECATE, reasons=(),
+                                   steps=(f"set a deprecation time: {why_delete}",)))
             continue
         ours, stays = [], {}
         for snapshot in image.snapshot_ids:
             why = _snapshot_stays(snapshot, image, snapshot_tags, kept_snapshots)
+            if not why and found is not None and found.keep_snapshots():
+                why = f"{found.reason}: kept, so the image can be registered again from it"
             if why:
                 stays[snapshot] = why
             else:
                 ours.append(snapshot)
-        if deprecate_only:
-            plans.append(ImagePlan(**common, fate=Fate.DEPRECATE, reasons=()))
-        else:
-            plans.append(ImagePlan(**common, fate=Fate.DELETE, reasons=(), snapshots=tuple(ours),
-                                   kept_snapshots=stays))
-    return PrunePlan(pipeline, keep, older_than, keep_versions, deprecate_only, now, tuple(plans))
+        steps = []
+        if image.protection == COOLDOWN:
+            steps.append("turn deregistration protection off: no channel holds it any more; its cooldown "
+                         "(WithCooldown) keeps it 24 h, then a later prune deregisters it")
+            plans.append(ImagePlan(**common, fate=Fate.UNPROTECT, reasons=(), steps=tuple(steps)))
+            continue
+        if image.protection == PROTECTED:
+            steps.append("turn deregistration protection off: no channel holds it any more")
+        steps.append(f"deregister: {why_delete}" + (f" ({found.reason})" if found else ""))
+        if ours:
+            steps.append(f"delete snapshots {', '.join(ours)}: made by amibuild for it"
+                         + (f", and the Recycle Bin keeps them for {_age_text(found.retention)}" if found else ""))
+        plans.append(ImagePlan(**common, fate=Fate.DELETE, reasons=(), snapshots=tuple(ours),
+                               kept_snapshots=stays, steps=tuple(steps)))
+    bins = _bins(decided, recoveries, rules) if rules is not None else ()
+    return PrunePlan(pipeline, keep, older_than, keep_versions, deprecate_only, now, tuple(plans),
+                     disable_after, bins)
+
+
+def _kept(image: Image, reasons: list[str], common: dict[str, Any], in_use: Mapping[str, Sequence[str]],
+          shared: Mapping[str, Sequence[str]], disable_after: timedelta | None, now: datetime,
+          deprecate_only: bool) -> ImagePlan:
+    """A kept image: disabled as well when `disable_after` says so and nothing forbids it."""
+    created = created_at(image)
+    if (disable_after is None or deprecate_only or created is None or now - created < disable_after
+            or image.protection.startswith(WAITING)):
+        return ImagePlan(**common, fate=Fate.KEEP, reasons=tuple(dict.fromkeys(reasons)))
+    age = _age_text(disable_after)
+    if image.state == "disabled":
+        reasons.append("disabled already")
+    elif in_use.get(image.image_id):
+        reasons.append("not disabled: in use")
+    elif image.state != "available":
+        reasons.append(f"not disabled: state {image.state}")
+    elif shared.get(image.image_id):
+        reasons.append(f"not disabled: shared with {', '.join(shared[image.image_id])} "
+                       "(DisableImage would remove its launch permissions)")
+    else:
+        return ImagePlan(**common, fate=Fate.DISABLE, reasons=tuple(dict.fromkeys(reasons)),
+                         steps=(f"disable: nothing uses it, it is older than {age} and shared with no one "
+                                f"(`aws ec2 enable-image --image-id {image.image_id}` undoes it)",))
+    return ImagePlan(**common, fate=Fate.KEEP, reasons=tuple(dict.fromkeys(reasons)))
+
+
+def _recovery(image: Image, rules: Mapping[str, Sequence[BinRule]] | None,
+              snapshot_tags: Mapping[str, Mapping[str, str]]) -> Recovery:
+    return recovery((rules or {}).get(image.region, ()), image.tags,
+                    [snapshot_tags.get(s, {}) for s in image.snapshot_ids])
+
+
+def _bins(decided: Sequence[tuple[Image, list[str]]], recoveries: Mapping[str, Recovery],
+          rules: Mapping[str, Sequence[BinRule]]) -> tuple[RegionBin, ...]:
+    out = []
+    for region in sorted({*rules, *(i.region for i, _ in decided)}):
+        here = [recoveries[i.image_id] for i, _ in decided if i.region == region]
+        good = [r for r in here if r.recoverable]
+        reasons = sorted({r.reason for r in here if not r.recoverable})
+        covering = tuple(r.identifier for r in rules.get(region, ()) if r.identifier)
+        out.append(RegionBin(region, len(here), len(good), min((r.retention for r in good if r.retention),
+                                                                 default=None),
+                             "; ".join(reasons) or "no images here", covering))
+    return tuple(out)
 
 
 def _newest_first(image: Image) -> tuple[float, str]:
@@ -238,21 +338,30 @@ class Facts:
     snapshot_tags: Mapping[str, Mapping[str, str]]
     deprecated: Mapping[str, datetime] = field(default_factory=dict)  # image id -> its deprecation time
     uses: Uses = field(default_factory=Uses)  # the facts `in_use` was decided from
+    rules: Mapping[str, tuple[BinRule, ...]] | None = None  # region -> its Recycle Bin rules
+    shared: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # image id -> its launch permission
 
 
 def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: int = DEFAULT_KEEP_VERSIONS,
-           variants: Sequence[str] = (), template: str | None = None) -> Facts:
-    """Read everything `plan_prune` needs, the regions in parallel. Read-only."""
+           variants: Sequence[str] = (), template: str | None = None, disable_after: timedelta | None = None,
+           now: datetime | None = None) -> Facts:
+    """Read everything `plan_prune` needs, the regions in parallel. Read-only.
+
+    Per region one DescribeImages page walk (disabled images included: AWS hides them otherwise),
+    the snapshots' tags, the Recycle Bin's rules; with `disable_after`, the launch permission of
+    each image old enough to be disabled that nothing uses."""
     path, pattern = name_pattern(pipeline, template)
 
-    def read(region: str) -> tuple[list[tuple[Image, str]], dict[str, dict[str, str]]]:
+    def read(region: str) -> tuple[list[tuple[Image, str]], dict[str, dict[str, str]], tuple[BinRule, ...]]:
         filters = {"tag-key": [tags.FINGERPRINT], f"tag:{tags.PIPELINE}": [pipeline.name]}
         if variants:
             filters[f"tag:{tags.VARIANT}"] = list(variants)
-        found = aws.own_images(region, filters)
+        found = aws.own_images(region, filters, include_disabled=True)
         images = [image for image, _ in found]
         snapshots = aws.snapshot_tags(region, [s for i in images for s in i.snapshot_ids]) if images else {}
-        return found, snapshots
+        rules = tuple(rule_from_gateway(r) for kind in ("EC2_IMAGE", "EBS_SNAPSHOT")
+                      for r in aws.retention_rules(region, kind))
+        return found, snapshots, rules
 
     found = fan_out(list(dict.fromkeys(regions)), read)
     images = tuple(i for region in found for i, _ in found[region][0])
@@ -264,7 +373,16 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: in
     snapshot_tags: dict[str, dict[str, str]] = {}
     for region in found:
         snapshot_tags.update(found[region][1])
-    return Facts(images, in_use(uses, keep_versions), snapshot_tags, deprecated, uses)
+    using = in_use(uses, keep_versions)
+    shared: dict[str, tuple[str, ...]] = {}
+    if disable_after is not None:
+        moment = now or datetime.now(timezone.utc)
+        candidates = [i for i in images if i.state == "available" and i.image_id not in using
+                      and (created := created_at(i)) is not None and moment - created >= disable_after]
+        jobs = [(i.region, i.image_id) for i in candidates]
+        seen = fan_out(jobs, lambda job: aws.launch_permissions(*job)) if jobs else {}
+        shared = {image_id: tuple(who) for (_, image_id), who in seen.items() if who}
+    return Facts(images, using, snapshot_tags, deprecated, uses, {r: found[r][2] for r in found}, shared)
 
 
 # ------------------------------------------------------------------------------- execute
@@ -275,6 +393,8 @@ class Done(enum.StrEnum):
     DEPRECATED = "deprecated"
     FAILED = "failed"
     KEPT = "kept"  # a channel named it when prune came to deregister it
+    DISABLED = "disabled"
+    WAITING = "waiting"  # protection off, its cooldown running: a later prune deregisters it
 
 
 @dataclass(frozen=True)
@@ -287,6 +407,8 @@ class PruneOutcome:
     status: Done
     snapshots_deleted: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()  # the image's own failure and any snapshot's
+    unprotected: bool = False  # deregistration protection was turned off first
+    notes: tuple[str, ...] = ()  # e.g. when a cooldown lets it go
 
 
 @dataclass(frozen=True)
@@ -344,14 +466,30 @@ def execute_prune(aws: Aws, plan: PrunePlan, *, now: datetime | None = None,
 def _change(aws: Aws, item: ImagePlan, at: datetime | None,
             named: Callable[[str], set[str]] | None = None) -> PruneOutcome:
     base = dict(image_id=item.image_id, region=item.region, variant=item.variant)
-    if named is not None and item.fate is Fate.DELETE:
+    if named is not None and item.fate in (Fate.DELETE, Fate.UNPROTECT, Fate.DISABLE):
         try:
             now_named = item.image_id in named(item.region)
         except AmibuildError as exc:
             return PruneOutcome(**base, status=Done.FAILED, errors=(f"not deregistered: channels unreadable: {exc}",))
         if now_named:
             return PruneOutcome(**base, status=Done.KEPT,
-                                errors=("a channel names it now (read again right before the deregister): kept",))
+                                errors=("a channel names it now (read again right before the change): kept",))
+    if item.fate is Fate.DISABLE:
+        try:
+            aws.disable_image(item.region, item.image_id)
+        except AmibuildError as exc:
+            return PruneOutcome(**base, status=Done.FAILED, errors=(f"not disabled: {exc}",))
+        return PruneOutcome(**base, status=Done.DISABLED)
+    unprotected = False
+    if item.fate is Fate.UNPROTECT or (item.fate is Fate.DELETE and item.protection == PROTECTED):
+        try:
+            aws.unprotect_image(item.region, item.image_id)
+        except AmibuildError as exc:
+            return PruneOutcome(**base, status=Done.FAILED,
+                                errors=(f"deregistration protection not turned off, not deregistered: {exc}",))
+        unprotected = True
+    if item.fate is Fate.UNPROTECT:
+        return PruneOutcome(**base, status=Done.WAITING, unprotected=True, notes=(_cooldown_note(aws, item),))
     if item.fate is Fate.DEPRECATE:
         assert at is not None
         try:
@@ -365,7 +503,7 @@ def _change(aws: Aws, item: ImagePlan, at: datetime | None,
         pass  # gone already (deregistered by someone else): its snapshots are still ours to delete
     except AmibuildError as exc:
         # its snapshots back a registered image: deleting them would fail, and they are needed
-        return PruneOutcome(**base, status=Done.FAILED, errors=(f"not deregistered: {exc}",))
+        return PruneOutcome(**base, status=Done.FAILED, errors=(f"not deregistered: {exc}",), unprotected=unprotected)
     deleted, errors = [], []
     for snapshot in item.snapshots:
         try:
@@ -377,7 +515,19 @@ def _change(aws: Aws, item: ImagePlan, at: datetime | None,
         else:
             deleted.append(snapshot)
     status = Done.FAILED if errors else Done.DELETED
-    return PruneOutcome(**base, status=status, snapshots_deleted=tuple(deleted), errors=tuple(errors))
+    return PruneOutcome(**base, status=status, snapshots_deleted=tuple(deleted), errors=tuple(errors),
+                        unprotected=unprotected)
+
+
+def _cooldown_note(aws: Aws, item: ImagePlan) -> str:
+    """When the image can go, as DescribeImages says once its protection is off ("disabled-until T")."""
+    try:
+        image = aws.find_image(item.region, item.image_id)
+    except AmibuildError as exc:
+        return f"protection off; its cooldown's end could not be read ({exc}): run prune again in 24 h"
+    shown = image.protection if image is not None else ""
+    until = shown[len(WAITING):].strip() if shown.startswith(WAITING) else "24 h from now"
+    return f"protection off with a cooldown: it can be deregistered after {until}; a later prune finishes it"
 
 
 def _verify(aws: Aws, region: str, outcomes: list[PruneOutcome]) -> list[PruneOutcome]:
@@ -386,15 +536,16 @@ def _verify(aws: Aws, region: str, outcomes: list[PruneOutcome]) -> list[PruneOu
     if not claimed:
         return outcomes
     try:
-        still = {i.image_id for i in aws.describe_images(region, owners=["self"], filters={"image-id": claimed})
+        still = {i.image_id for i in aws.describe_images(region, owners=["self"], filters={"image-id": claimed},
+                                                         include_disabled=True)
                  if i.state != "deregistered"}
     except AmibuildError as exc:
         return [o if o.status is not Done.DELETED else
-                PruneOutcome(o.image_id, o.region, o.variant, Done.FAILED, o.snapshots_deleted,
-                             (*o.errors, f"could not check that it is gone: {exc}")) for o in outcomes]
+                replace(o, status=Done.FAILED, errors=(*o.errors, f"could not check that it is gone: {exc}"))
+                for o in outcomes]
     return [o if o.image_id not in still else
-            PruneOutcome(o.image_id, o.region, o.variant, Done.FAILED, o.snapshots_deleted,
-                         (*o.errors, "still registered after DeregisterImage")) for o in outcomes]
+            replace(o, status=Done.FAILED, errors=(*o.errors, "still registered after DeregisterImage"))
+            for o in outcomes]
 
 
 # ------------------------------------------------------------------------------- the command
@@ -408,6 +559,8 @@ def report_lines(result: PruneResult) -> Iterable[str]:
     age = f", and any younger than {_age_text(plan.older_than)}" if plan.older_than else ""
     head = (f"prune {plan.pipeline or 'images'}: keep the newest {plan.keep} per variant and region{age}, "
             f"and every image in use (rollback window: {plan.keep_versions} earlier versions per channel)")
+    if plan.disable_after:
+        head += f"; disable those nothing uses older than {_age_text(plan.disable_after)}"
     yield head + (" — dry run, nothing changed:" if result.outcomes is None else ":")
     if not plan.images:
         yield "  no images made by amibuild for this pipeline"
@@ -418,25 +571,37 @@ def report_lines(result: PruneResult) -> Iterable[str]:
             last = (item.region, item.variant)
             yield f"  {item.region} {item.variant or '(no variant tag)'}"
         when = item.created.strftime("%Y-%m-%d %H:%M") if item.created else "unknown time"
+        guard = "" if item.protection == "disabled" else f"  [deregistration protection {item.protection}]"
         if item.fate is Fate.KEEP:
-            yield f"    keep    {item.image_id}  {when}  {'; '.join(item.reasons)}"
+            yield f"    keep    {item.image_id}  {when}  {'; '.join(item.reasons)}{guard}"
         else:
+            word = verb if item.fate in (Fate.DELETE, Fate.DEPRECATE) else item.fate.value
             extra = f"  + {', '.join(item.snapshots)}" if item.snapshots else ""
             stays = "".join(f"; leaves {s} ({why})" for s, why in item.kept_snapshots.items())
-            yield f"    {verb:7} {item.image_id}  {when}{extra}{stays}"
+            kept = f"  (kept: {'; '.join(item.reasons)})" if item.reasons else ""
+            yield f"    {word:7} {item.image_id}  {when}{extra}{stays}{kept}{guard}"
+            yield from (f"      - {step}" for step in item.steps)
+    yield from (b.line() for b in plan.bins)
+    yield from (w for b in plan.bins if (w := b.warning()))
     if result.outcomes is None:
         return
     for outcome in result.outcomes:
+        first = "protection off, " if outcome.unprotected and outcome.status is not Done.WAITING else ""
         if outcome.status is Done.FAILED:
-            yield f"  NOT {verb}d {outcome.region} {outcome.image_id}: {' / '.join(outcome.errors)}"
+            yield f"  NOT {verb}d {outcome.region} {outcome.image_id}: {first}{' / '.join(outcome.errors)}"
         elif outcome.status is Done.KEPT:
             yield f"  kept {outcome.region} {outcome.image_id}: {' / '.join(outcome.errors)}"
+        elif outcome.status is Done.WAITING:
+            yield f"  waiting {outcome.region} {outcome.image_id}: {' / '.join(outcome.notes)}"
         else:
             snaps = f" and {', '.join(outcome.snapshots_deleted)}" if outcome.snapshots_deleted else ""
-            yield f"  {outcome.status.value} {outcome.region} {outcome.image_id}{snaps}"
-    changed = sum(1 for o in result.outcomes if o.status not in (Done.FAILED, Done.KEPT))
+            yield f"  {first}{outcome.status.value} {outcome.region} {outcome.image_id}{snaps}"
+    changed = sum(1 for o in result.outcomes if o.status in (Done.DELETED, Done.DEPRECATED))
     when = f" (deprecation at {result.deprecate_at:%Y-%m-%d %H:%M} UTC)" if result.deprecate_at else ""
-    yield (f"summary: {changed} {verb}d{when}, {len(result.failed)} failed, {len(plan.kept)} kept")
+    more = "".join(f", {n} {word}" for word, n in (
+        ("disabled", sum(1 for o in result.outcomes if o.status is Done.DISABLED)),
+        ("waiting for a protection cooldown", sum(1 for o in result.outcomes if o.status is Done.WAITING))) if n)
+    yield (f"summary: {changed} {verb}d{when}{more}, {len(result.failed)} failed, {len(plan.kept)} kept")
 
 
 def _age_text(age: timedelta | None) -> str | None:

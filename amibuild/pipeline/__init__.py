@@ -8,16 +8,7 @@ Precedence, lowest first — this table is the one place it is decided (`LAYERS`
     3. var-files                   `--var-file FILE.pkrvars.hcl`, in the order given
     4. flags                       `--k8s`, `--os`, `--arch`, `--base`, ..., then `--var KEY=VALUE`
 
-Lists named in `ADDITIVE` (extra packages, extra repos) are unions across layers, so
-`--extra-pkg htop` adds to a variant's packages instead of replacing them; everything else is
-replaced by the higher layer. Settings and Packer variables share one namespace: a variant field such
-as `instance_type` *is* the Packer variable of that name, so `--var instance_type=m6i.large`,
-`instance_type = "..."` in a var-file and the pipeline file all mean the same thing.
-
-The model (names, defaults, value objects) is in model.py, the reading and merging in layering.py,
-the checks of merged values in validation.py.
-
-Nothing here touches AWS or the file system beyond reading the files it is given.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

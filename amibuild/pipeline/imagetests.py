@@ -5,20 +5,7 @@ flavor, and what the variant adds: its packages, repositories, proxy) and its ow
 ``test "NAME" { command = "...", timeout = "60s" }`` blocks. A block named like a built-in with
 ``enabled = false`` and a ``reason`` turns that built-in off; the reason is kept in the record.
 
-Every check is a shell command run as root on the image; its exit status is its verdict: 0 is a
-pass, anything else (127, "not there", included) a failure. Its output is data, never read for a
-verdict: stage 1 (after the variant's scripts) runs `checks_script`, whose own exit status fails
-the build, and so does the build's very last step, the checks of the clean-up (`hygiene_checks`,
-stage "hygiene"); stage 2 (the boot test) runs each check as its own SSM invocation
-(`check_command`), whose ResponseCode is the verdict. A check that gave no result (an
-infrastructure failure) is "not tested", with the reason. Channel gates
-(`channel "stable" { from, requires, soak }`) are parsed here too; the decision over them lives in
-`amibuild.channels.gates`.
-
-Nothing here touches AWS or the file system.
-
-One concept over ~500 lines: a check, from the block that declares it to the verdict on its
-result; the blocks' parsing beside them keeps each key's rules next to what it feeds.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations
@@ -34,6 +21,7 @@ from amibuild.inventory.scan import ScanPolicy, scan_policy
 from amibuild.pipeline import checks, hygiene, iam_names, naming
 from amibuild.printable import printable
 from amibuild.suggest import suggest
+from types import MappingProxyType
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 3600.0
@@ -574,6 +562,5 @@ def untestable(results: Iterable[CheckResult]) -> list[CheckResult]:
 
 
 def gate_map(gates_: Mapping[str, Gate]) -> Mapping[str, Gate]:
-    from types import MappingProxyType
 
     return MappingProxyType(dict(gates_))

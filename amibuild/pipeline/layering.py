@@ -11,7 +11,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from amibuild import hcl, hclcache, secrets
 from amibuild.errors import SpecError, VarFileError
 from amibuild.notify.target import EventTarget, event_target
-from amibuild.pipeline import attestation, checks, files, imagetests, keys, naming
+from amibuild.pipeline import attestation, checks, files, imagetests, keys, naming, protection
 from amibuild.pipeline.model import (ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS, LAYERS, PIPELINE_FILE, Overrides,
                                      Pipeline, Variant, _VARIANT_NAME, _VAR_NAME)
 from amibuild.pipeline.validation import (_as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant,
@@ -70,6 +70,8 @@ def load(
         if "attestation" in settings else attestation.AttestationSettings(),
         events=event_target(settings["events"], f"{where}: pipeline.events", known_regions())
         if "events" in settings else EventTarget(),
+        protection=protection.protection_settings(settings["protection"], f"{where}: pipeline.protection")
+        if "protection" in settings else protection.ProtectionSettings(),
     )
     _validate_pipeline(pipeline_kwargs, where, from_flag=bool(overrides.regions))
     checks.pipeline_name(pipeline_kwargs["name"], where)
@@ -144,7 +146,7 @@ def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
 
 _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
                   "default_channel", "public", "allow_shared_credentials", "test", "attestation", "fingerprint_key",
-                  "events"}
+                  "events", "protection"}
 _VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy", "tests"} | {"repo", "proxy", "vars", "extends", "enabled", "test"}
 
 

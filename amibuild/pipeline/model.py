@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import re
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -14,6 +15,7 @@ from amibuild import secrets
 from amibuild.pipeline import imagetests, support
 from amibuild.notify.target import EventTarget
 from amibuild.pipeline.attestation import AttestationSettings
+from amibuild.pipeline.protection import ProtectionSettings
 
 from amibuild import PIPELINE_FILE  # noqa: F401  (defined once, in the package root; re-exported)
 
@@ -61,13 +63,14 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
         "description": "",
         "tests": (),  # test "NAME" { ... } blocks (amibuild.pipeline.imagetests)
         "test_on_build": True,  # run the checks as the build's last provisioner (stage 1)
+        "deprecate_after": "",  # "180d": the deprecation time set at publish (amibuild.pipeline.protection)
     }
 )
 
 # Fields that are amibuild settings and not Packer variables of the same name.
 NON_PACKER_FIELDS = frozenset(
     {"base", "upstream", "upstream_ref", "os", "flavor", "extra_packages", "repos", "proxy", "scripts", "tests",
-     "test_on_build"}
+     "test_on_build", "deprecate_after"}
 )
 ADDITIVE = frozenset({"extra_packages", "repos"})
 LAYERS = ("defaults", "pipeline file", "var-files", "flags")
@@ -166,6 +169,8 @@ class Variant:
     test_on_build: bool = True
     # region -> the KMS key of that region's image (amibuild.pipeline.keys); empty: kms_key_id alone
     region_kms_key_ids: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # deprecate_after: how long after publish (or after a channel last took it) the image deprecates
+    deprecate_after: timedelta | None = None
 
     @property
     def effective_instance_type(self) -> str:
@@ -236,6 +241,8 @@ class Pipeline:
     attestation: AttestationSettings = AttestationSettings()
     # events { bus | sns_topic }: where amibuild's events go (amibuild.notify; empty: none are sent)
     events: EventTarget = EventTarget()
+    # protection { cooldown }: deregistration protection of the images its channels hold
+    protection: ProtectionSettings = ProtectionSettings()
     # the KMS HMAC key whose MAC stands for URL credentials in the fingerprint ("": none, they stay out)
     fingerprint_key: str = DEFAULT_FINGERPRINT_KEY
 

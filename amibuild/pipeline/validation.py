@@ -10,9 +10,11 @@ from typing import Any, Mapping, Sequence
 
 from amibuild.errors import SpecError
 from amibuild.suggest import suggest
-from amibuild.pipeline import checks, files, keys, naming, proxy_credentials
+from amibuild.pipeline import checks, files, keys, naming, protection, proxy_credentials
 from amibuild.pipeline.model import (AL2_LAST_K8S, ARCHES, BASES, DEFAULT_FLAVOR, DEFAULTS, FLAVORS, OSES, VOLUME_TYPES, Proxy,
                                      Repo, Variant, _K8S, _K8S_PATCH, _RPM_NAME, _VAR_NAME)
+import gzip
+import json
 
 
 def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> None:
@@ -182,6 +184,7 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
         tests=tuple(m.get("tests", ())),
         test_on_build=_bool(m["test_on_build"], at("test_on_build")),
         region_kms_key_ids=keys.parse_map(m.get("region_kms_key_ids"), at("region_kms_key_ids")),
+        deprecate_after=protection.deprecate_after(m["deprecate_after"], at("deprecate_after")),
     )
 
 
@@ -193,8 +196,6 @@ def known_regions() -> frozenset[str]:
     (a tenth of the time a botocore session takes to answer the same question)."""
     global _REGIONS
     if _REGIONS is None:
-        import gzip
-        import json
 
         import botocore
 

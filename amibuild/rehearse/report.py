@@ -3,19 +3,7 @@
 `build_report` turns the raw run (exit statuses, stand-in state, the overlay's /etc changes) into
 per-step verdicts:
 
-    ok                the step's exit status is one of its valid codes
-    stood in          ok, with part of it played by a stand-in that did what the real thing leaves
-                      behind (the AL2023 nodeadm build in a container: a stand-in nodeadm binary)
-    FAILED            it is not: an error of the chain (script, line and output tail are named)
-    not rehearsable   it failed on a call a stand-in cannot answer, or on a command this machine
-                      lacks and no stand-in plays: a gap of the rehearsal, not an error of the chain
-    skipped           shell-local steps (they run where Packer runs, not on the instance)
-    not run           after the first failure, as Packer would stop there
-
-A rehearsal is complete when every step ran (ok, stood in, or a reboot step passed over) or was
-a shell-local step; one that stopped at a step it cannot rehearse is incomplete (`incomplete`),
-which `amibuild rehearse` reports with exit 3 and `build-ami --rehearse` refuses, unless told
---allow-incomplete: the steps after it, extra packages among them, were never rehearsed.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

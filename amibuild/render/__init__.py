@@ -8,12 +8,7 @@ sandbox's (`amibuild.sandbox.transform`) rewrites the `Build` in between.
 `write` puts a `Rendered` on disk (into a fresh folder, swapped in whole, so a failure never leaves
 a half-written variant). Nothing here calls AWS or runs Packer.
 
-The modules, one concept each (every name is importable from `amibuild.render`):
-`model` (the values: Target, SourceAmi, Build, Rendered, file names), `source` (the EKS-optimized
-source AMI), `variables` (Packer variables, their values and credentials), `provisioners` (our steps,
-the pipeline's scripts, the checks, the clean-up and its hygiene checks), `template` (the jinja2 template and the blocks we write),
-`upstream_base` (a variant on a converted amazon-eks-ami template), `assemble` (render_build,
-finish, fingerprint) and `disk` (write).
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from amibuild import __version__
 from amibuild import hcl, secrets, tags
 from amibuild.pipeline import Pipeline, Variant
+from amibuild.pipeline.protection import packer_duration
 from amibuild.render.model import AWS_POLLING, HCL_FILE, VARS_FILE, Build, Rendered, SourceAmi, Target
 from amibuild.render.provisioners import provisioner_groups
 from amibuild.render.template import indent, manifest_block, render_template, variable_block
@@ -89,6 +90,8 @@ def finish(build: Build, macs: Mapping[str, str] | None = None) -> Rendered:
             variant_tag=tags.VARIANT,
             os_label="Amazon Linux 2023" if variant.os == "al2023" else "Amazon Linux 2",
             uses_plugins=build.uses_plugins,
+            # Packer >= 1.7's amazon plugin takes deprecate_at (1.6.6 refuses it); publish sets it anyway
+            deprecate_after=packer_duration(variant.deprecate_after) if variant.deprecate_after else "",
             variables=[hcl.dumps([variable_block(v)]).rstrip("\n") for v in build.variables],
             build_regions=list(build.pipeline.regions),
             region_keys=bool(variant.region_kms_key_ids),

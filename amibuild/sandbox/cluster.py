@@ -1,18 +1,6 @@
 """The sandbox's EKS cluster, and the two emulator gaps a node group hand-off runs into.
 
-* `create_cluster` seeds, in every seeded region, an EKS cluster named `SANDBOX_CLUSTER` in the
-  sandbox VPC with a control plane security group, public and private endpoint access and
-  authentication mode API_AND_CONFIG_MAP; `sandbox_cluster` reads it back (for `amibuild sandbox`'s
-  export lines and the tests).
-* `model_eks_clusters`: moto 5.2.5 gives clusters a CA of random letters and no ``accessConfig``;
-  here the CA is base64 of a PEM block (what nodeadm and amibuild check for) and CreateCluster's
-  ``accessConfig.authenticationMode`` is kept and described.
-* `read_short_form_yaml`: moto reads YAML templates with a loader that keeps ``!Base64`` over a
-  mapping as raw YAML nodes (HTTP 500 on AWS's own amazon-eks-nodegroup.yaml); here YAML goes
-  through amibuild's CloudFormation loader, which reads every short form as its long form, as
-  AWS does. JSON, and what that loader cannot read, still go to moto's.
-
-The seeding and patching functions run in the emulator's child process only (they import moto).
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -2,20 +2,7 @@
 deprecation, disabled images hidden from DescribeImages, and the Recycle Bin's side of
 DeregisterImage and DeleteSnapshot.
 
-- ``EnableImageDeregistrationProtection`` (``WithCooldown``) and ``DisableImageDeregistrationProtection``:
-  DescribeImages shows ``DeregistrationProtection`` (``enabled``, ``enabled-with-cooldown``,
-  ``disabled-until <time>`` for the 24 hours a cooldown lasts after the disable, ``disabled``), and
-  DeregisterImage of a protected image is refused with ``OperationNotPermitted`` (HTTP 400).
-- ``EnableImageDeprecation`` / ``DisableImageDeprecation``: ``DeprecationTime`` rounded to the minute;
-  a time in the past, or more than 10 years ahead, is ``InvalidParameterValue``.
-- ``DisableImage`` removes the image's launch permissions (it becomes private), and DescribeImages
-  leaves disabled images out unless ``IncludeDisabled`` is true, by id too.
-- DeregisterImage and DeleteSnapshot move a resource a Recycle Bin retention rule covers into the bin
-  (`amibuild.sandbox.recyclebin`), where ``ListImagesInRecycleBin`` / ``ListSnapshotsInRecycleBin``
-  show it and ``RestoreImageFromRecycleBin`` / ``RestoreSnapshotFromRecycleBin`` bring it back with its
-  tags, until its retention period ends.
-
-Times come from `recyclebin.now`, the emulator's clock.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

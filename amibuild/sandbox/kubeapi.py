@@ -7,18 +7,7 @@ Node named by its private DNS name, with ``spec.providerID`` ``aws:///AZ/INSTANC
 its kubelet's ``--register-with-taints`` and a Ready condition. A terminated instance's Node stays
 (NotReady, as a real one does until someone deletes it) until it is deleted::
 
-    GET    {PREFIX}/api/v1/nodes            NodeList
-    GET    {PREFIX}/api/v1/nodes/NAME       Node, or a 404 Status
-    PATCH  {PREFIX}/api/v1/nodes/NAME       {"spec": {"unschedulable": true|false}} (cordon, uncordon:
-                                            a merge patch of that one field), the Node, or a 404 Status
-    DELETE {PREFIX}/api/v1/nodes/NAME       the Node as it was, or a 404 Status
-    POST   {CONTROL}                        {"ready": false, "reason": "..."}: nodes never get Ready
-                                            (what a node with a broken CNI shows); reset puts it back.
-                                            It answers with the Nodes deleted since the reset, as each
-                                            was when deleted (``deleted``), so a test sees it cordoned
-
-`amibuild sandbox` and `Sandbox.env()` point ``KUBECONFIG`` at a kubeconfig for ``{endpoint}{PREFIX}``
-(`kubeconfig`). No authentication: anything on loopback may read it.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -67,6 +67,14 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.kms.models", "KmsBackend.generate_mac"),  # kms_mac.py
     ("moto.kms.models", "KmsBackend.verify_mac"),
     ("moto.kms.models", "KmsBackend.get_key_id_from_alias"),
+    ("moto.kms.models", "KmsBackend.any_id_to_key_id"),  # kms_accounts.py: keys across accounts, policies, grants
+    ("moto.kms.models", "KmsBackend.create_grant"),
+    ("moto.kms.models", "kms_backends"),
+    ("moto.kms.exceptions", "AccessDeniedException"),
+    ("moto.kms.exceptions", "NotFoundException"),
+    ("moto.kms.responses", "KmsResponse.describe_key"),
+    ("moto.kms.responses", "KmsResponse.create_grant"),
+    ("moto.kms.responses", "KmsResponse.list_grants"),
     ("moto.core.exceptions", "JsonRESTError"),
     ("moto.cloudformation.parsing", "ResourceMap.create"),
     ("moto.ssm.models", "ssm_backends"),
@@ -90,6 +98,9 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.moto_server.werkzeug_app", "MotoRequestHandler"),
     ("moto.moto_server.werkzeug_app", "create_backend_app"),
     ("moto.eks.models", "eks_backends"),  # eks_api.py: access entries and node group updates on moto's clusters
+    ("moto.ec2.responses.instances", "InstanceResponse.describe_instances"),  # paging.py: pages of instances
+    ("moto.ec2.models.instances", "InstanceBackend.get_reservations_by_instance_ids"),
+    ("moto.ec2.exceptions", "InvalidParameterCombination"),
 )
 
 # (module, class, instance attribute): set in __init__, so looked for as `self.NAME` in the class.
@@ -114,6 +125,8 @@ REQUIRED_INSTANCE: tuple[tuple[str, str, str], ...] = (
     ("moto.ec2.models.launch_templates", "LaunchTemplate", "versions"),
     ("moto.ec2.models.launch_templates", "LaunchTemplate", "default_version_number"),
     ("moto.ec2.models.launch_templates", "LaunchTemplateVersion", "data"),
+    ("moto.kms.models", "Key", "grants"),  # kms_accounts.py
+    ("moto.kms.models", "Key", "policy"),
 )
 
 

@@ -9,11 +9,7 @@ Retention rules (REST JSON, as Recycle Bin's API): ``CreateRule`` (``POST /rules
 ``ExcludeResourceTags``. An unknown rule is ``ResourceNotFoundException`` (404), a bad request
 ``ValidationException`` (400).
 
-EC2's side (`install_ec2`, with `amibuild.sandbox.image_lifecycle`'s DeregisterImage and
-DeleteSnapshot): a covered image or snapshot goes into the bin instead of away, ``ListImagesInRecycleBin``
-/ ``ListSnapshotsInRecycleBin`` list it with its enter and exit times, and
-``RestoreImageFromRecycleBin`` / ``RestoreSnapshotFromRecycleBin`` bring it back with its id and
-tags until it exits (then ``InvalidAMIID.NotFound`` / ``InvalidSnapshot.NotFound``).
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -3,26 +3,7 @@
 moto answers SendCommand with "Success" and no output for any command, and has no
 DescribeInstanceInformation. For the boot test the sandbox plays the instance's SSM agent:
 
-- every running instance is registered (PingStatus Online, Linux), as an instance with the agent
-  and a role that allows it is a few seconds after boot;
-- a command goes to the InstanceIds it names, no others (moto adds every instance of the region);
-- ``AWS-RunShellScript`` runs its commands, as root, on the stand-in of the instance's image
-  (`amibuild.imagetest.standin`: the variant's real chain rehearsed in a throwaway copy of this
-  machine, found by the image's ``amibuild:fingerprint`` tag), in a thread: the invocation is
-  ``InProgress`` until it ends, then ``Success`` or ``Failed`` with the exit code as ResponseCode
-  and the first 24,000 characters of stdout and of stderr, as SSM keeps them;
-- with ``OutputS3BucketName`` the whole stdout and stderr are written to that bucket, as the agent
-  does: ``<prefix>/<command id>/<instance id>/awsrunShellScript/0.awsrunShellScript/stdout`` (and
-  ``stderr``), and the invocation's StandardOutputUrl / StandardErrorUrl name them. A bucket that
-  does not exist gets nothing, as the agent's upload then fails; the command's status is unchanged;
-- what the stand-in cannot answer is decided here, never in the script: an image without a
-  stand-in (one this sandbox did not build), no root for the copy, a command that exits 127 (what
-  it looks for is not on this copy of this machine) or makes a call a stand-in cannot answer. The
-  invocation is then answered as SSM answers a command it could not deliver: Status ``Failed``,
-  StatusDetails ``Undeliverable``, ResponseCode -1, the reason in StandardErrorContent. The boot
-  test reads that as "not tested: <reason>": never a pass, never a failure of the image.
-
-EC2's status checks need no patch: moto reports ``ok`` for a running instance.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

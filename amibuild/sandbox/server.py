@@ -17,7 +17,8 @@ from amibuild.errors import AmibuildError, SandboxError
 from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, _Seeder, seed_images
 from amibuild.sandbox.cluster import model_eks_clusters, read_short_form_yaml
 from amibuild.sandbox.patches import _model_stack_updates, _page_parameter_listings, _tag_stack_groups
-from amibuild.sandbox import clock as clock_mod, eks_api, image_lifecycle, inspector, kms, kms_mac, kms_share, recyclebin, runcommand, standins
+from amibuild.sandbox import (accounts, clock as clock_mod, eks_api, image_lifecycle, inspector, kms, kms_accounts, kms_mac,
+                              paging, recyclebin, runcommand, standins)
 from amibuild.sandbox.kubeapi import CONTROL as KUBE_CONTROL, PREFIX as KUBE_PREFIX, KubeApi
 from amibuild.sandbox.process import CHILD_PREFIX, EXIT_REFUSED, serve_foreground
 from amibuild.sandbox.touched import EVERYTHING, Touched, reset_regions
@@ -163,9 +164,11 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
     recyclebin.use_clock(clock.now)  # protection cooldowns and the bin's retention follow it too
     runcommand.install()  # the SSM agent of boot-test instances
     image_lifecycle.install()  # deregistration protection, deprecation, disabled images, the Recycle Bin's EC2 side
+    accounts.install()  # after: images shared across accounts, Allowed AMIs, block public access
+    paging.install()  # after accounts: DescribeInstances / DescribeImages paged by item, as AWS does
     kms.install()  # KMS Sign / Verify with AWS's limits (RAW at most 4,096 bytes, DIGEST pre-hashed)
     kms_mac.install()  # GenerateMac / VerifyMac as AWS answers them
-    kms_share.install()  # key policies, grants and key regions as AWS answers them (after kms, kms_mac: wraps theirs)
+    kms_accounts.install()  # after kms: keys across accounts and regions, key policies and grants, as AWS answers
     standins.install()  # an image's stand-in goes when its last image is deregistered
     model_eks_clusters()
     read_short_form_yaml()

@@ -6,19 +6,7 @@ request here; `reset` then resets and reseeds just the regions written to.
 
 What counts as a change is decided from the request alone (`scope`), conservatively:
 
-* the region is the one the request is signed for (SigV4's credential scope, in the
-  ``Authorization`` header or a presigned URL's ``X-Amz-Credential``); a request with none, or
-  for a service moto keeps per partition rather than per region (IAM, S3, STS, ...), counts
-  as a change to everything (`EVERYTHING`): a full reset follows;
-* a request reads when its action starts with Describe / List / Get (query and JSON
-  protocols: ``Action=`` or ``X-Amz-Target``), is KMS's Sign or Verify, or is a GET / HEAD
-  (REST protocols: EKS, S3);
-  anything else writes.
-
-Cross-region effects go through the region that is signed for: CopyImage is sent to the region
-it copies into, and a CloudFormation stack's resources live in the stack's region.
-
-Pure functions over a WSGI environ, and a small thread-safe set; nothing here imports moto.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

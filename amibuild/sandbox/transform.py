@@ -3,19 +3,7 @@
 Render always produces the real build for the target its caller gives. Against the emulator there
 is no instance to connect to, so the sandbox owns the rewrite it needs, here:
 
-* the target: the emulator's endpoint (custom_endpoint_ec2: Packer ignores AWS_ENDPOINT_URL*),
-  communicator "none", and short polling (the emulator answers at once);
-* every step and user script becomes a `shell-local` step that prints what would have run, values
-  included; the checks steps and the clean-ups go, and the upstream template's provisioners
-  that need a connection are left out;
-* one last `shell-local` step runs the image's stand-in (`amibuild.imagetest.standin`): the real
-  build's chain, written under instance/, rehearsed in a throwaway copy of this machine, then each
-  check on its own (their list shipped as `CHECKS_LIST`), its exit status its verdict;
-* Packer's environment for this build alone gets the Python that runs the stand-in and where
-  stand-ins are kept (`packer_env`); real builds get neither.
-
-`choose` is the one place that turns the environment into a target and, on a loopback endpoint,
-this transform: the CLI calls it once, at the edge, and passes both in.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

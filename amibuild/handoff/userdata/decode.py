@@ -1,23 +1,11 @@
-"""Decode node user data as EC2 or a CloudFormation template holds it, whatever the nesting.
+"""Decode node user data as EC2 or a CloudFormation template holds it, whatever the nesting. Pure.
 
-`decode` peels base64, gzip, MIME multi-part (nested too), quoted-printable, `#cloud-config`
-(bootcmd, write_files in every cloud-init encoding, runcmd), cloud-init `#` prefixes, a bare
-nodeadm NodeConfig, a JSON string (what the AWS CLI prints under ``--query``), and JSON/YAML
-documents with a `UserData` field (describe-instance-attribute output, CloudFormation templates
-with short-form tags, a whole get-template answer whose TemplateBody is YAML text) into `Part`s; `format_parts` prints them.
-Input that is none of these raises `NotUserData` (exit 2) with one line. Input beyond the caps of a
-`Budget` (bytes read, bytes decoded over every layer, MIME and encoding nesting) raises
-`UserDataTooBig` before it is parsed further (the caps and their scans: `limits`). Pure: no I/O.
-One concept over ~500 lines: one recursive peeler whose layers (MIME, cloud-config, templates, their
-encodings) call each other, and the printing of what it found.
+`decode` peels base64, gzip, MIME multi-part, quoted-printable, `#cloud-config`, nodeadm
+NodeConfig, JSON strings and JSON/YAML documents with a `UserData` field into `Part`s;
+`format_parts` prints them. Input that is none of these raises `NotUserData`; input beyond a
+`Budget`'s caps raises `UserDataTooBig` (`limits`).
 
-A template's user data is shown as the node would get it: ``Fn::Sub`` text has its ``${!`` turned
-back into ``${`` (what CloudFormation does, so `${!token}` reads as the shell's `${token}`), and
-its references (``${ClusterName}``, ``{"Ref": ...}``) are filled in from `references` (a stack's
-parameters and pseudo parameters, see `stack_references`). A reference left unfilled stays
-``${Name}`` and the part's `via` names it ("CloudFormation references: ..."). A bare UserData
-value (``aws cloudformation get-template --query ...UserData`` prints ``{"Fn::Base64": ...}``)
-is read as one.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

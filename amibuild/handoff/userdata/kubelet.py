@@ -8,15 +8,7 @@ it is made. It gives:
     kubelet_args()     AL2: the words of bootstrap.sh's --kubelet-extra-args
     to_parameters()    the node group stack parameters that remember them (`from_parameters` back)
 
-`nodeconfig_part(...)` writes the whole `application/node.eks.aws` document (cluster details,
-kubelet settings, the instance environment for a proxy): callers outside `render` (Karpenter user
-data, say) use it with their own cluster values.
-
-Why values are refused: nodeadm joins `spec.kubelet.flags` with spaces into
-`NODEADM_KUBELET_ARGS` and `kubelet.service` runs `kubelet $NODEADM_KUBELET_ARGS`, which systemd
-splits at whitespace, so one flag holding a space becomes two; on AL2 bootstrap.sh writes
-`Environment='KUBELET_EXTRA_ARGS=...'`, which a quote ends and where `%` is a systemd specifier.
-A value holding any of those (or a newline, `$`, a backslash) never reaches the kubelet as given.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

@@ -6,48 +6,7 @@ Everything here is a pure function of its arguments: no AWS calls, no files, no 
 Writing (`render_userdata`) gives a MIME multi-part document with a fixed boundary, so the same
 `NodeConfig` always gives the same text and a launch template only changes when the config does::
 
-    al2     text/cloud-boothook       proxy set-up, only with a proxy (`_boothook`)
-            text/x-shellscript        /etc/eks/bootstrap.sh CLUSTER ARGS, then cfn-signal in a stack
-    al2023  text/cloud-boothook       proxy set-up, only with a proxy
-            application/node.eks.aws  the nodeadm NodeConfig (cluster name, endpoint, CA, service CIDR)
-            text/x-shellscript        in a stack: a systemd unit that waits for the kubelet, then
-                                      signals the stack (`_al2023_signal_script`)
-
-cloud-init runs the boothook early at every boot, before the container runtime and the kubelet
-start. It sets `proxy=` for yum/dnf, the six proxy variables in /etc/environment and systemd
-drop-ins for containerd, docker (al2), the kubelet and nodeadm's own units (al2023). On al2 the
-bootstrap script reads /etc/environment before it runs bootstrap.sh, whose `aws eks
-describe-cluster` and `aws ec2` calls would otherwise go direct. NO_PROXY (`no_proxy_entries`), in
-order:
-
-    the VPC's IPv4 CIDRs      read at boot from instance metadata (IMDSv2: token, mac, CIDR blocks)
-    the service CIDR          `service_cidr`, else both EKS defaults: 10.100.0.0/16, 172.20.0.0/16
-    169.254.169.254 localhost 127.0.0.1 .internal
-    the cluster's endpoint    REGION.eks.amazonaws.com and every subdomain (the API servers),
-                              only when the cluster has private endpoint access (`private_endpoint`)
-    regional AWS endpoints    per service in `bypass` (`ENDPOINTS`; default: all of them)
-    `no_proxy`                extra entries
-
-The cluster endpoint bypasses the proxy only with private endpoint access: only then does it
-resolve, inside the VPC, to addresses the node reaches directly. A public-only endpoint (what
-CreateCluster gives by default, hence `private_endpoint=False`) resolves to public addresses that
-a node behind a proxy reaches only through it.
-
-EKS gives a cluster created without a service CIDR 172.20.0.0/16 when its VPC lies in 10.0.0.0/8
-and 10.100.0.0/16 otherwise. The node cannot see which, so without `service_cidr` both go into
-NO_PROXY: service addresses are only ever reached on the node itself (kube-proxy rules), never
-through a proxy, so naming an unused range costs nothing unless that range is a real network
-the node must reach through the proxy — then pass the cluster's service CIDR.
-
-The user data carries the proxy URL, and anyone allowed to describe the instance or its launch
-template can read it: use a proxy that does not need credentials, or name an SSM SecureString
-(`proxy_credentials_parameter`) the boothook reads at boot with the instance role, composing the
-URL with its `user:password` into files of mode 0600 (and writing nothing if the read fails).
-
-Reading user data back (`amibuild decode-userdata`) lives in `amibuild.handoff.userdata.decode`.
-
-`k8s_manifests` and `aws_auth_entry` print the cluster side: the proxy ConfigMap with patches that
-make aws-node and kube-proxy read it, and the aws-auth mapRoles entry for the node role.
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

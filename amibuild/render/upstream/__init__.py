@@ -9,35 +9,7 @@ where they belong among upstream's (see `UpstreamTemplate.proxy_at` / `insert_at
     templates layout  templates/<os>/template.json, variables-default.json, variables-<1.N>.json,
                       provisioners/, runtime/ (al2 from 2024-06 until its removal in 2026-03; al2023)
 
-Variables are read the way upstream's Makefile hands them to Packer: the template's own defaults,
-then ``variables-default.json``, then ``variables-<1.N>.json`` for the Kubernetes minor being
-built (the user's var files and flags come on top, in amibuild's spec). A variable that is ``null``
-in the template and set by no file is required; one a file sets to ``null`` is set (Packer accepts
-it) and is written with ``default = ""``, the value Packer's JSON templates give it.
-
-What changes on the way (each rule is where it is applied):
-
-- ``{{user `x`}}`` becomes ``var.x``, or ``local.x`` when x's default refers to other variables
-  (HCL2 defaults cannot): ``variable "x" { default = null }`` plus a local that falls back to the
-  derived value, so ``-var x=...`` still wins. ``{{template_dir}}`` becomes the template folder's
-  absolute path; relative script and file paths are made absolute against the checkout root
-  (upstream's Makefile runs packer there). ``{{env `X`}}`` in a variable default becomes
-  ``env("X")``; Packer refuses it anywhere else, so do we. Every other Go template
-  (``{{timestamp}}``, ``{{ .SourceAMIName }}``, ``{{.Vars}}``, ...) stays text: Packer still
-  evaluates those at build time in HCL2 files.
-- Credentials never reach the file: credential-looking variables are dropped, with every list
-  element, map entry or attribute that refers to them, and the builder's access_key / secret_key /
-  token. Packer takes credentials from its environment or profile. One exception keeps the
-  scripts working: an ``environment_vars`` entry ``NAME={{user `aws_access_key_id`}}`` stays as
-  ``NAME=`` (empty, never a value), because upstream's scripts run with ``set -o nounset`` and
-  read those names (an empty key makes the aws CLI use the instance's own role).
-- Packer's JSON decoder read comma-separated strings as lists and "" as false/0; HCL2 does not, so
-  list fields become ``compact(split(",", ...))`` and bool/number fields bound to a variable whose
-  default is "" become ``var.x == "" ? null : var.x`` (null = unset).
-- Upstream's post-processors are dropped: amibuild adds its own manifest.
-
-The parts: fetch.py (getting a checkout), layout.py (its layouts, variable files, the template read),
-convert.py (JSON to HCL2) and document.py (the one-file document).
+Why it is built this way: docs/dev/decisions.md.
 """
 
 from __future__ import annotations

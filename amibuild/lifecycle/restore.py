@@ -1,0 +1,99 @@
+"""`amibuild restore`: bring a deregistered image back from the Recycle Bin, its snapshots too.
+
+The image first (RestoreImageFromRecycleBin: back with its id and tags), then each snapshot its
+block device mappings name that is in the bin (RestoreSnapshotFromRecycleBin). A restored image
+keeps its ``amibuild:*`` tags, so `channels --repair` finds it as a build's image again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from amibuild import tags
+from amibuild.aws import Aws, regions
+from amibuild.errors import AmibuildError, NotFound, SpecError
+
+_AMI = re.compile(r"ami-[0-9a-f]{8}(?:[0-9a-f]{9})?", re.ASCII)
+
+
+class RestoreFailed(AmibuildError):
+    """The image, or one of its snapshots, could not be brought back."""
+
+
+@dataclass(frozen=True)
+class RestoreRequest:
+    """`amibuild restore`'s flags."""
+
+    ami: str
+    region: str
+    profile: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.ami or not _AMI.fullmatch(self.ami):
+            raise SpecError(f"--ami: {self.ami!r} is not an AMI id like ami-0123456789abcdef0; "
+                            "`aws ec2 list-images-in-recycle-bin` lists the images in the bin")
+        if not self.region:
+            raise SpecError("--region: name the region the image was deregistered in, e.g. --region us-west-2")
+        problem = regions.problem(self.region)
+        if problem:
+            raise SpecError(f"--region: {problem}")
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    ami: str
+    region: str
+    image_restored: bool  # False: it was registered already
+    snapshots_restored: tuple[str, ...] = ()
+    snapshots_present: tuple[str, ...] = ()  # not in the bin: never deleted
+    missing: tuple[str, ...] = ()  # neither registered nor in the bin: the image cannot launch
+    image_tags: dict[str, str] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        head = (f"restored {self.ami} in {self.region} from the Recycle Bin" if self.image_restored
+                else f"{self.ami} in {self.region} is registered already")
+        out = [head]
+        out += [f"  snapshot {s}: restored" for s in self.snapshots_restored]
+        out += [f"  snapshot {s}: present (not in the bin)" for s in self.snapshots_present]
+        out += [f"  snapshot {s}: GONE (neither in the account nor in the bin): the image cannot launch"
+                for s in self.missing]
+        build = self.image_tags.get(tags.FINGERPRINT)
+        out.append(f"  tags kept: build {build[:12]} of {self.image_tags.get(tags.VARIANT, '?')}; "
+                   "`amibuild channels --repair` can use it" if build else
+                   "  no amibuild:fingerprint tag: channels --repair will not take it for a build")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ami": self.ami, "region": self.region, "image_restored": self.image_restored,
+                "snapshots_restored": list(self.snapshots_restored),
+                "snapshots_present": list(self.snapshots_present), "missing": list(self.missing),
+                "tags": dict(self.image_tags)}
+
+    def raise_for_status(self) -> None:
+        if self.missing:
+            raise RestoreFailed(f"restore: {self.ami} is back, but its snapshot(s) {', '.join(self.missing)} are gone "
+                                "for good: the image cannot launch")
+
+
+def run(request: RestoreRequest, *, aws: Aws | None = None) -> RestoreResult:
+    aws = aws or Aws(profile=request.profile, region=request.region)
+    region, ami = request.region, request.ami
+    binned = {b.resource_id for b in aws.images_in_recycle_bin(region, [ami])}
+    restored = ami in binned
+    if restored:
+        aws.restore_image(region, ami)
+    image = aws.find_image(region, ami)
+    if image is None:
+        raise NotFound(f"restore: {ami} is neither registered in {region} nor in its Recycle Bin (no rule kept it, "
+                       "or its retention is over)")
+    snapshots = image.snapshot_ids
+    in_bin = {b.resource_id for b in aws.snapshots_in_recycle_bin(region, snapshots)} if snapshots else set()
+    for snapshot in snapshots:
+        if snapshot in in_bin:
+            aws.restore_snapshot(region, snapshot)
+    present = set(aws.snapshot_tags(region, [s for s in snapshots if s not in in_bin])) if snapshots else set()
+    return RestoreResult(ami, region, restored, tuple(s for s in snapshots if s in in_bin),
+                         tuple(s for s in snapshots if s in present),
+                         tuple(s for s in snapshots if s not in in_bin and s not in present), dict(image.tags))

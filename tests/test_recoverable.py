@@ -1,0 +1,36 @@
+from datetime import timedelta
+
+import pytest
+
+from amibuild.errors import AwsError
+
+from amibuild.lifecycle.recoverable import BinRule, recovery, rule_from_api
+
+DAY = timedelta(days=1)
+TAGS = {"amibuild:pipeline": "p1"}
+
+
+def test_recoverable_only_when_image_and_snapshot_rules_both_cover():
+    rules = [BinRule("EC2_IMAGE", 10 * DAY), BinRule("EBS_SNAPSHOT", 7 * DAY)]
+    got = recovery(rules, TAGS, TAGS)
+    assert got.recoverable and got.retention == 7 * DAY and not got.keep_snapshots()
+
+
+@pytest.mark.parametrize("rules, why", [
+    ([], "no Recycle Bin rule"),
+    ([BinRule("EC2_IMAGE", DAY)], "EBS_SNAPSHOT"),
+    ([BinRule("EBS_SNAPSHOT", DAY)], "EC2_IMAGE"),
+    ([BinRule("EC2_IMAGE", DAY), BinRule("EBS_SNAPSHOT", DAY, resource_tags=(("team", "x"),))], "EBS_SNAPSHOT"),
+])
+def test_not_recoverable_keeps_snapshots(rules, why):
+    got = recovery(rules, TAGS, TAGS)
+    assert not got.recoverable and got.keep_snapshots() and why in got.reason
+
+
+def test_exclude_tags_and_api_items():
+    item = {"ResourceType": "EC2_IMAGE", "RetentionPeriod": {"RetentionPeriodValue": 3, "RetentionPeriodUnit": "DAYS"},
+            "ExcludeResourceTags": [{"ResourceTagKey": "amibuild:pipeline", "ResourceTagValue": "p1"}]}
+    rule = rule_from_api(item)
+    assert rule.retention == 3 * DAY and not rule.covers(TAGS) and rule.covers({})
+    with pytest.raises(AwsError, match="HOURS"):
+        rule_from_api({**item, "RetentionPeriod": {"RetentionPeriodValue": 3, "RetentionPeriodUnit": "HOURS"}})
