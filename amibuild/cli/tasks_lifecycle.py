@@ -60,7 +60,7 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
       iterable=["stack"], auto_shortflags=False)
 def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws",
                form=None):
-    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune, fleet, test, verify, scan, all; or share (the consumer accounts' rights on the image keys)."""
+    """Print a least-privilege IAM policy (JSON) for a task: build, publish, rollout, prune, fleet, test, verify, scan, all, or share."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
     from amibuild.lifecycle import iam, keyshare

@@ -111,8 +111,9 @@ def check(variant: Any, regions: Iterable[str], copy_to: Iterable[str], ami_user
             kind = "copy_to" if region not in regions else "build"
             fix = (f"add \"{region}\" = \"arn:aws:kms:{region}:ACCOUNT:key/...\" to {FIELD}" if kind == "copy_to"
                    else f"set kms_key_id, or add \"{region}\" to {FIELD}")
+            verb = "has" if len(named) == 1 else "have"
             raise SpecError(f"{field_at if variant.region_kms_key_ids else kms_at}: encrypted {kind} region {region} "
-                            f"has no KMS key, while {', '.join(named)} use(s) one: Packer would encrypt the image in "
+                            f"has no KMS key, while {', '.join(named)} {verb} one: Packer would encrypt the image in "
                             f"{region} with that region's default aws/ebs key; {fix} (or \"{DEFAULT_EBS_ALIAS}\" to "
                             "mean the default key)")
     if shared:
