@@ -20,11 +20,6 @@ from typing import Any, Callable
 
 _KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:([a-z0-9-]+):([0-9]{12}):key/(.+)")
 _ANY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:([a-z0-9-]+):[0-9]{12}:(key|alias)/")
-# CreateGrant's Operations enum, as the KMS API reference lists it
-OPERATIONS = frozenset({"Decrypt", "Encrypt", "GenerateDataKey", "GenerateDataKeyWithoutPlaintext", "ReEncryptFrom",
-                        "ReEncryptTo", "Sign", "Verify", "GetPublicKey", "CreateGrant", "RetireGrant", "DescribeKey",
-                        "GenerateDataKeyPair", "GenerateDataKeyPairWithoutPlaintext", "GenerateMac", "VerifyMac",
-                        "DeriveSharedSecret"})
 # the KmsResponse actions whose KeyId (or DestinationKeyId) must be of the region asked
 KEYED_ACTIONS = ("describe_key", "get_key_policy", "put_key_policy", "create_grant", "list_grants", "encrypt",
                  "decrypt", "generate_data_key", "generate_data_key_without_plaintext", "sign", "verify",
@@ -87,6 +82,14 @@ def _error(code: str, message: str) -> Exception:
     return JsonRESTError(code, message)
 
 
+def grant_operations() -> frozenset[str]:
+    """CreateGrant's Operations enum, as KMS's API model (botocore's copy of it) lists it."""
+    import botocore.session  # deferred: the emulator's process only
+
+    shape = botocore.session.get_session().get_service_model("kms").operation_model("CreateGrant").input_shape
+    return frozenset(shape.members["Operations"].member.enum)
+
+
 def _grants_page(grants: list[Any], key: Any, response: Any) -> dict[str, Any]:
     """One ListGrants page of ``grants`` on ``key``, as AWS shapes it."""
     limit = int(response._get_param("Limit") or DEFAULT_LIMIT)
@@ -147,6 +150,7 @@ def install() -> None:
         if (response._get_param("PolicyName") or "default") != "default":
             raise NotFoundException("No such policy exists")
 
+    operations_enum = grant_operations()
     previous_describe = KmsResponse.describe_key
 
     def describe_key(response: Any) -> str:
@@ -157,15 +161,14 @@ def install() -> None:
 
     def create_grant(response: Any) -> str:
         operations = response._get_param("Operations") or []
-        bad = [op for op in operations if op not in OPERATIONS]
+        bad = [op for op in operations if op not in operations_enum]
         if not operations or bad:
             raise _error("ValidationException", f"1 validation error detected: Value '{bad or operations}' at "
                                                 "'operations' failed to satisfy constraint: Member must satisfy "
-                                                f"enum value set: [{', '.join(sorted(OPERATIONS))}]")
-        grantee = response._get_param("GranteePrincipal")
+                                                f"enum value set: [{', '.join(sorted(operations_enum))}]")
+        grantee = response._get_param("GranteePrincipal") or response._get_param("GranteeServicePrincipal")
         if not grantee:
-            raise _error("ValidationException", "1 validation error detected: Value null at 'granteePrincipal' "
-                                                "failed to satisfy constraint: Member must not be null")
+            raise _error("ValidationException", "You must specify either GranteePrincipal or GranteeServicePrincipal")
         backend, key = owner_key(response, "kms:CreateGrant")
         if response._get_param("DryRun"):
             raise _error("DryRunOperationException", "The request would have succeeded, but the DryRun option is set.")
