@@ -141,8 +141,9 @@ def test_share_task_prints_each_regions_key_policy_statements_for_every_consumer
         assert use["Principal"] == {"AWS": principals} and grants["Principal"] == {"AWS": principals}
         assert {"kms:Decrypt", "kms:DescribeKey", "kms:ReEncrypt*"} <= set(use["Action"])
         assert grants["Action"] == "kms:CreateGrant"
-        assert grants["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+        assert "Condition" not in grants  # the consumer grants its Auto Scaling role itself
     assert "note: each consumer account's own principals" in done.stderr
+    assert "AWSServiceRoleForAutoScaling --operations Decrypt" in done.stderr
 
 
 def test_share_task_grants_form_prints_one_create_grant_per_key_and_account(tmp_path: Path) -> None:

@@ -180,7 +180,8 @@ def decide(account: str, facts: Sequence[RegionFacts]) -> list[Row]:
         for key, why in f.keys.items():
             rows.append(Row(f"key {r}", not why, f"{key} usable (DescribeKey, CreateGrant)" if not why else
                             f"{key}: {why}; the key policy must allow account {account} kms:DescribeKey, "
-                            "kms:CreateGrant, kms:Decrypt, kms:ReEncrypt*, kms:GenerateDataKey*"))
+                            "kms:CreateGrant, kms:Decrypt, kms:ReEncrypt*, kms:GenerateDataKey* (the build account's "
+                            "`amibuild iam-policy --task share` prints the statements, or the grants)"))
     return rows
 
 

@@ -50,15 +50,16 @@ def principal(account: str, partition: str = "aws") -> str:
 
 
 def key_policy_statements(shared: SharedKey, partition: str = "aws") -> list[dict[str, Any]]:
-    """The statements to add to the key's policy: use the key, and create grants for AWS resources
-    only (the instances and Auto Scaling groups of the consumer account)."""
+    """The statements to add to the key's policy: use the key, and create grants. CreateGrant has no
+    kms:GrantIsForAWSResource condition: the consumer account itself grants its Auto Scaling
+    service-linked role (node groups launch through it), and AWS requires that grant be made there."""
     principals = [principal(a, partition) for a in shared.accounts]
     return [
         {"Sid": "AmibuildSharedImageUse", "Effect": "Allow", "Principal": {"AWS": principals},
          "Action": ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey", "kms:GenerateDataKeyWithoutPlaintext",
                     "kms:ReEncrypt*"], "Resource": "*"},
         {"Sid": "AmibuildSharedImageGrants", "Effect": "Allow", "Principal": {"AWS": principals},
-         "Action": "kms:CreateGrant", "Resource": "*", "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}}},
+         "Action": "kms:CreateGrant", "Resource": "*"},
     ]
 
 
@@ -71,6 +72,14 @@ def grant_calls(shared: SharedKey, partition: str = "aws") -> list[dict[str, Any
 def grant_command(region: str, call: Mapping[str, Any]) -> str:
     return (f"aws kms create-grant --region {region} --key-id {call['KeyId']} --grantee-principal "
             f"{call['GranteePrincipal']} --operations {' '.join(call['Operations'])} --name {call['Name']}")
+
+
+def slr_grant_command(partition: str = "aws") -> str:
+    """The grant a consumer account makes itself so its Auto Scaling groups can launch the image
+    (OPERATIONS: a grant made by a grantee may not pass the operations of its own grant)."""
+    return (f"aws kms create-grant --region REGION --key-id KEY_ARN --grantee-principal arn:{partition}:iam::"
+            "CONSUMER_ACCOUNT:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling "
+            f"--operations {' '.join(OPERATIONS)}")
 
 
 @dataclass(frozen=True)
@@ -122,8 +131,9 @@ def run(request: ShareRequest, pipeline: Any) -> ShareResult:
             entry["key_policy_statements"] = key_policy_statements(shared, request.partition)
         keys.append(entry)
     notes = ("no variant is encrypted with a KMS key: the shared images need no key rights",) if not keys else (
-        "each consumer account's own principals (and its Auto Scaling service-linked role, by a grant the "
-        "account creates) also need an IAM policy allowing these actions on the key",)
+        "each consumer account's own principals also need an IAM policy allowing these actions on the key",
+        "Auto Scaling (EKS node groups) launches through the consumer's service-linked role: run in the consumer "
+        f"account, per key: {slr_grant_command()}")
     return ShareResult(request.form, tuple(keys), notes)
 
 
