@@ -196,3 +196,29 @@ def test_list_grants_pages_by_limit_and_marker_and_filters_by_grantee(sandbox) -
         kms.list_grants(KeyId=key, Limit=101)
     assert code(refused) == "ValidationException"
 
+
+
+def test_a_create_grant_statement_for_aws_resources_only_does_not_let_a_consumer_call_it_directly(sandbox) -> None:
+    kms = boto3.client("kms", region_name="us-west-2")
+    key = kms.create_key()["KeyMetadata"]["Arn"]
+    policy = json.loads(kms.get_key_policy(KeyId=key)["Policy"])
+    statement = {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{CONSUMERS[0]}:root"},
+                 "Action": ["kms:CreateGrant", "kms:DescribeKey"], "Resource": "*"}
+    policy["Statement"].append({**statement, "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}}})
+    kms.put_key_policy(KeyId=key, Policy=json.dumps(policy))
+    assumed = boto3.client("sts", region_name="us-west-2").assume_role(
+        RoleArn=f"arn:aws:iam::{CONSUMERS[0]}:role/platform", RoleSessionName="consumer")["Credentials"]
+    consumer = boto3.client("kms", region_name="us-west-2", aws_access_key_id=assumed["AccessKeyId"],
+                            aws_secret_access_key=assumed["SecretAccessKey"], aws_session_token=assumed["SessionToken"])
+    for call in (lambda: consumer.describe_key(KeyId=key),
+                 lambda: consumer.create_grant(KeyId=key, GranteePrincipal=f"arn:aws:iam::{CONSUMERS[0]}:root",
+                                               Operations=["Decrypt"], DryRun=True)):
+        with pytest.raises(ClientError) as refused:
+            call()
+        assert code(refused) == "AccessDeniedException"
+    policy["Statement"][-1] = statement  # the share task's form: no condition
+    kms.put_key_policy(KeyId=key, Policy=json.dumps(policy))
+    with pytest.raises(ClientError) as refused:
+        consumer.create_grant(KeyId=key, GranteePrincipal=f"arn:aws:iam::{CONSUMERS[0]}:root", Operations=["Decrypt"],
+                              DryRun=True)
+    assert code(refused) == "DryRunOperationException"

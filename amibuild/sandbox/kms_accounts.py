@@ -47,6 +47,13 @@ def _matches(patterns: Any, action: str) -> bool:
     return any(fnmatchcase(action.lower(), str(p).lower()) for p in patterns)
 
 
+def _for_aws_resource_only(statement: dict[str, Any]) -> bool:
+    """A statement conditioned on kms:GrantIsForAWSResource: no direct call to the emulator is one."""
+    condition = statement.get("Condition") or {}
+    flags = {k.lower(): v for k, v in (condition.get("Bool") or {}).items()} if isinstance(condition, dict) else {}
+    return str(flags.get("kms:grantisforawsresource", "")).lower() == "true"
+
+
 def allows(key: Any, grants: list[Any], account: str, action: str) -> bool:
     """Whether ``account`` may do ``action`` (``kms:CreateGrant``) on ``key`` (pure over the key's policy)."""
     try:
@@ -58,7 +65,7 @@ def allows(key: Any, grants: list[Any], account: str, action: str) -> bool:
     for statement in [statements] if isinstance(statements, dict) else statements:
         if not _matches(statement.get("Action", []), action):
             continue
-        if not any(_names(p, account) for p in _principals(statement)):
+        if not any(_names(p, account) for p in _principals(statement)) or _for_aws_resource_only(statement):
             continue
         if statement.get("Effect") == "Deny":
             return False
