@@ -183,3 +183,10 @@ def test_share_task_flags_that_do_not_fit_exit_2(tmp_path: Path, args, message) 
     done = amibuild(keyed(tmp_path), "iam-policy", *args)
     assert done.returncode == 2 and done.stdout == ""
     assert message in last_line(done), last_line(done)
+
+
+def test_the_build_policy_allows_every_regions_key(tmp_path: Path) -> None:
+    done = amibuild(keyed(tmp_path), "iam-policy", "--task", "build")
+    assert done.returncode == 0, done.stderr
+    (kms,) = [s for s in json.loads(done.stdout)["Statement"] if s["Sid"] == "KmsForEncryptedImages"]
+    assert sorted(kms["Resource"]) == sorted([WEST2, EU])  # Packer's copy to eu-west-1 uses that region's key

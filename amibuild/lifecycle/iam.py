@@ -214,7 +214,8 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
     variants = tuple(pipeline.variants)
     shared = bool(pipeline.ami_users)
     encrypted = any(v.encrypted or v.kms_key_id for v in variants)
-    keys = sorted({v.kms_key_id for v in variants if v.kms_key_id})
+    # every region's key: a copy is encrypted with its region's (region_kms_key_ids)
+    keys = sorted({k for v in variants for k in (v.kms_key_id, *v.region_kms_key_ids.values()) if k})
     describe = {"ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeVolumes", "ec2:DescribeSecurityGroups",
                 "ec2:DescribeRegions"}
     if any(v.subnet_id for v in variants):
