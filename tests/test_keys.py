@@ -190,3 +190,19 @@ def test_the_build_policy_allows_every_regions_key(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     (kms,) = [s for s in json.loads(done.stdout)["Statement"] if s["Sid"] == "KmsForEncryptedImages"]
     assert sorted(kms["Resource"]) == sorted([WEST2, EU])  # Packer's copy to eu-west-1 uses that region's key
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
+def test_the_upstream_base_gets_each_copys_key_and_passes_packer_validate(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parent / "data" / "upstream" / "root-layout"
+    work = pipeline(tmp_path, f'  base = "upstream"\n  upstream = "{root}"\n  kms_key_id = "{WEST2}"\n'
+                              f'  region_kms_key_ids = {{ "eu-west-1" = "{EU}" }}\n'
+                              '  vars = { kubernetes_build_date = "2024-01-04", containerd_version = "1.7.11" }',
+                    users=CONSUMERS)
+    text = (work / "amibuild.hcl").read_text().replace('os                 = "al2023"', 'os = "al2"')
+    (work / "amibuild.hcl").write_text(text.replace('"1.33"', '"1.30.4"'))
+    done = amibuild(work, "validate")
+    assert done.returncode == 0, done.stderr
+    rendered = (work / "build" / "ceph" / "amibuild.pkr.hcl").read_text()
+    assert f'kms_key_id                  = "{WEST2}"' in rendered  # upstream's one key: the build region's
+    assert re.search(r'region_kms_key_ids = \{\s+eu-west-1 = "' + re.escape(EU) + r'"\s+\}', rendered)
