@@ -178,6 +178,7 @@ def test_share_task_of_unencrypted_images_says_no_key_needs_rights(tmp_path: Pat
     (("--task", "share", "--form", "xml"), "--form 'xml': one of policy, grants"),
     (("--task", "build", "--form", "grants"), "--form 'grants': only with --task share"),
     (("--task", "shares"), "--task 'shares': one of build, publish"),
+    (("--task", "share", "--partition", "azure"), "--partition 'azure': aws, aws-cn or aws-us-gov"),
 ])
 def test_share_task_flags_that_do_not_fit_exit_2(tmp_path: Path, args, message) -> None:
     done = amibuild(keyed(tmp_path), "iam-policy", *args)

@@ -68,14 +68,13 @@ def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, ac
     if form is not None and task_ != "share":  # a usage error: refused before the pipeline is read
         cli.run(lambda: keyshare.refuse_form(task_, form))
     opts = cli.options(c, pipeline=pipeline)
-    loaded = cli.run(lambda: load_pipeline(opts))
     if task_ == "share":  # not an IAM policy: what each key's policy (or grants) must give the consumer accounts
-        result = cli.run(lambda: keyshare.run(keyshare.ShareRequest(form=form or "policy", partition=partition),
-                                              loaded))
+        result = cli.run(lambda: keyshare.run(keyshare.ShareRequest(opts, form or "policy", partition)))
         cli.lines_out(result.lines())
         for note in result.notes:
             cli.say(f"note: {note}")
         return
+    loaded = cli.run(lambda: load_pipeline(opts))
     print(cli.run(lambda: iam.to_json(iam.policy(task_, loaded, stacks=stack or (),
                                                  node_role_arn=node_role_arn, account=account,
                                                  partition=partition))), end="")

@@ -1,20 +1,22 @@
 """What the accounts an encrypted image is shared with (`ami_users`) need on each region's KMS key,
-and whether they have it: the key policy statements or CreateGrant calls (`plan`, printed by
+and whether they have it: the key policy statements or CreateGrant calls (`run`, for
 `iam-policy --task share`), and a pure verdict over a key's policy and grants (`decide`, for doctor).
 
-EBS names what a user of a shared encrypted snapshot needs on its key: DescribeKey, CreateGrant
-(for AWS resources only), Decrypt, GenerateDataKey, GenerateDataKeyWithoutPlaintext, ReEncrypt*.
+A user of a shared encrypted snapshot needs on its key: DescribeKey, CreateGrant (the consumer
+grants its Auto Scaling role itself), Decrypt, GenerateDataKey(WithoutPlaintext), ReEncrypt*.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping
 
 from amibuild.errors import SpecError
 from amibuild.pipeline.keys import region_keys
+from amibuild.pipeline.options import Options, load_pipeline
 
 USE_OPERATIONS = ("Decrypt", "DescribeKey", "GenerateDataKey", "GenerateDataKeyWithoutPlaintext",
                   "ReEncryptFrom", "ReEncryptTo")
@@ -84,8 +86,9 @@ def slr_grant_command(partition: str = "aws") -> str:
 
 @dataclass(frozen=True)
 class ShareRequest:
-    """`iam-policy --task share`'s flags (the pipeline is loaded by the caller)."""
+    """`iam-policy --task share`'s flags."""
 
+    options: Options
     form: str = "policy"  # --form: policy (key policy statements) or grants (CreateGrant calls)
     partition: str = "aws"
 
@@ -114,10 +117,13 @@ def refuse_form(task: str, form: str) -> None:
                     f"shared images' keys); --task {task} prints an IAM policy document")
 
 
-def run(request: ShareRequest, pipeline: Any) -> ShareResult:
-    """What each consumer account needs on each region's key (pure: no AWS call)."""
+def run(request: ShareRequest) -> ShareResult:
+    """What each consumer account needs on each region's key (no AWS call)."""
     if request.form not in FORMS:
         raise SpecError(f"--form {request.form!r}: one of {', '.join(FORMS)}")
+    if not re.match(r"^aws[a-z-]*\Z", request.partition or ""):
+        raise SpecError(f"--partition {request.partition!r}: aws, aws-cn or aws-us-gov")
+    pipeline = load_pipeline(request.options)
     if not pipeline.ami_users:
         raise SpecError("iam-policy --task share: the pipeline shares no image (pipeline.ami_users is empty); "
                         "list the consumer accounts in pipeline.ami_users")
@@ -226,6 +232,3 @@ def _policy_allows(policy: Mapping[str, Any], account: str) -> set[str]:
         (denied if statement.get("Effect") == "Deny" else allowed).update(ops)
     return allowed - denied
 
-
-def accounts_of(findings: Iterable[Finding]) -> Sequence[str]:
-    return tuple(dict.fromkeys(f.account for f in findings))
