@@ -167,6 +167,8 @@ def test_fleet_lists_every_seeded_consumer_with_image_channel_version_and_behind
     publish(capsys, "ceph", new)  # recommended v3
     promote(capsys)  # stable v2
     sandbox.seed_fleet(FleetSeed(stacks=(("ng-recommended", PARAM.format(variant="ceph", channel="recommended")),)))
+    # a person deleting the channel history's image must turn its protection off first, as on AWS
+    ec2.disable_image_deregistration_protection(ImageId=gone)
     ec2.deregister_image(ImageId=gone)
 
     view = fleet_json(capsys)

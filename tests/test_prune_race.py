@@ -112,7 +112,7 @@ def test_a_channel_written_outside_the_leases_after_prune_decided_keeps_its_imag
     reading.release()
     code, out, err = pruning.finish()
     assert registered("us-west-2", old["us-west-2"]), f"deregistered while channel candidate names it:\n{out}{err}"
-    assert "a channel names it now (read again right before the deregister): kept" in out + err
+    assert "a channel names it now (read again right before the change): kept" in out + err
     assert not registered("eu-west-1", old["eu-west-1"])  # no channel names it there: pruned as planned
     for region in REGIONS:
         assert registered(region, new[region])

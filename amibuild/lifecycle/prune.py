@@ -28,7 +28,7 @@ from amibuild.channels.publish import name_pattern, plain
 # stay importable from here
 from amibuild.lifecycle.consumers import (DEFAULT_KEEP_VERSIONS, IN_USE_STATES, ChannelFact,  # noqa: F401
                                           LaunchFacts, Uses, gather_uses, in_use)
-from amibuild.lifecycle.recoverable import BinRule, Recovery, recovery, rule_from_gateway
+from amibuild.lifecycle.recoverable import NO_RULE, BinRule, Recovery, recovery, rule_from_gateway
 
 DELETABLE_STATES = frozenset({"available", "failed", "error", "invalid", "disabled"})
 _COMPLETE = frozenset({"available", "disabled"})  # what counts towards the newest `keep`
@@ -96,6 +96,9 @@ class RegionBin:
     def warning(self) -> str | None:
         if self.recoverable or not self.images:
             return None
+        if self.reason != NO_RULE:  # a rule of one kind only covers them: the image or its snapshots, not both
+            return (f"warning: the Recycle Bin rules in {self.region} do not keep both this pipeline's images and their "
+                    f"snapshots ({self.reason}): a deregistered image cannot be restored; prune keeps its snapshots")
         return (f"warning: no Recycle Bin rule covers this pipeline's images in {self.region} (an EC2_IMAGE and an "
                 "EBS_SNAPSHOT rule are both needed): a deregistered image cannot be restored; prune keeps its snapshots")
 

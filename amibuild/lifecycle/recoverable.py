@@ -16,6 +16,8 @@ from amibuild.errors import AwsError
 
 _UNIT = {"DAYS": 86400}
 
+NO_RULE = "no Recycle Bin rule covers this image or its snapshots"
+
 
 @dataclass(frozen=True)
 class BinRule:
@@ -87,7 +89,7 @@ def recovery(rules: Sequence[BinRule], image_tags: Mapping[str, str],
                     for tags in snapshots]
     covered = [max(found) for found in per_snapshot if found]
     if not image and not covered:
-        return Recovery(False, None, "no Recycle Bin rule covers this image or its snapshots")
+        return Recovery(False, None, NO_RULE)
     if not image:
         return Recovery(False, None, "no EC2_IMAGE Recycle Bin rule covers this image")
     if len(covered) < len(per_snapshot):

@@ -105,7 +105,7 @@ def install() -> None:
         if size is None and offset == 0:
             return answer
         end = len(images) if size is None else offset + size
-        answer.result = {"Images": images[offset:end], "NextToken": _token(end) if end < len(images) else None}
+        answer._result = {"Images": images[offset:end], "NextToken": _token(end) if end < len(images) else None}
         return answer
 
     InstanceResponse.describe_instances = describe_instances
