@@ -36,6 +36,7 @@ from conftest import run_cli
 ROOT = Path(__file__).resolve().parent.parent
 REGIONS = ("us-west-2", "eu-west-1")
 KMS_KEY = "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+KMS_KEY_EU = "arn:aws:kms:eu-west-1:123456789012:key/5678abcd-12ab-34cd-56ef-1234567890ab"
 NODE_ROLE = "arn:aws:iam::123456789012:role/eks-nodes"
 CHANNELS_PIPELINE = """
 pipeline {
@@ -128,6 +129,7 @@ variant "plain" {{
 variant "tuned" {{
   encrypted  = true
   kms_key_id = "{KMS_KEY}"
+  region_kms_key_ids = {{ "eu-west-1" = "{KMS_KEY_EU}" }}
   subnet_id  = "{subnet['SubnetId']}"
 }}
 """)

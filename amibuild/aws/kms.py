@@ -1,8 +1,10 @@
 """KMS calls of the gateway: the asymmetric key that signs amibuild's statements (Sign,
-GetPublicKey, DescribeKey). The private key never leaves KMS."""
+GetPublicKey, DescribeKey; the private key never leaves KMS), and the reads of an image key's
+policy and grants (GetKeyPolicy, ListGrants) that doctor checks sharing with."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from amibuild.aws.errors import _mapped
@@ -17,6 +19,7 @@ class KeyInfo:
     key_usage: str
     state: str  # Enabled, Disabled, PendingDeletion, ...
     signing_algorithms: tuple[str, ...] = ()
+    manager: str = ""  # KeyManager: CUSTOMER, or AWS for an AWS-managed key such as aws/ebs
 
     @property
     def enabled(self) -> bool:
@@ -40,7 +43,7 @@ class KmsCalls:
             raw = self.client("kms", region).describe_key(KeyId=key_id)["KeyMetadata"]
         return KeyInfo(arn=raw["Arn"], key_spec=raw.get("KeySpec") or raw.get("CustomerMasterKeySpec", ""),
                        key_usage=raw.get("KeyUsage", ""), state=raw.get("KeyState", ""),
-                       signing_algorithms=tuple(raw.get("SigningAlgorithms", [])))
+                       signing_algorithms=tuple(raw.get("SigningAlgorithms", [])), manager=raw.get("KeyManager", ""))
 
     def sign(self, key_id: str, message: bytes, region: str, *, message_type: str = "DIGEST",
              algorithm: str = "ECDSA_SHA_256") -> tuple[str, bytes]:
@@ -55,3 +58,18 @@ class KmsCalls:
             raw = self.client("kms", region).get_public_key(KeyId=key_id)
         return PublicKey(arn=raw["KeyId"], der=raw["PublicKey"], key_spec=raw.get("KeySpec", ""),
                          signing_algorithms=tuple(raw.get("SigningAlgorithms", [])))
+
+    def key_policy(self, key_arn: str, region: str) -> dict:
+        """The key's (default) key policy document; ``key_arn`` is a key id or ARN, not an alias."""
+        with _mapped(f"kms:GetKeyPolicy {key_arn}", region):
+            raw = self.client("kms", region).get_key_policy(KeyId=key_arn, PolicyName="default")
+        return json.loads(raw.get("Policy") or "{}")
+
+    def grants(self, key_arn: str, region: str) -> tuple[dict, ...]:
+        """Every grant on the key (ListGrants, all pages)."""
+        found: list[dict] = []
+        with _mapped(f"kms:ListGrants {key_arn}", region):
+            pages = self.client("kms", region).get_paginator("list_grants").paginate(KeyId=key_arn)
+            for page in pages:
+                found.extend(page.get("Grants", []))
+        return tuple(found)

@@ -25,6 +25,7 @@ from amibuild.pipeline.options import Options
 from amibuild.errors import AmibuildError, AwsError, PackerError, PackerNotFound, UsageError
 from amibuild.bake.packer import INSTALL_HINT, Packer
 from amibuild.bake.prepare import support_warnings
+from amibuild.lifecycle import keyshare_check
 from amibuild.suggest import suggest
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ def checks(options: Options) -> list[Check]:
     ]
     if aws is not None and credentials.ok and endpoint.ok:
         results.append(check_identity(aws, pipeline.build_region if pipeline else default_region))
+        if pipeline is not None and results[-1].ok:
+            results += [Check("key-share", f.ok, f.line()) for f in keyshare_check.check(aws, pipeline)]
     return results
 
 

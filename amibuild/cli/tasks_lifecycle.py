@@ -47,22 +47,33 @@ def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, depr
 
 @task(help={"task_": "Task the policy is for: build, publish (also promote, rollback, history, channels), "
                      "rollout, prune, fleet (describes only), test (test-ami, build-ami --boot-test), verify (verify, "
-                     "fleet --verify with fleet), scan (scan, sbom, diff, build-ami --scan with build), or all (default)",
+                     "fleet --verify with fleet), scan (scan, sbom, diff, build-ami --scan with build), or all (default); "
+                     "or share: what the ami_users accounts need on each region's KMS key (not an IAM policy)",
             "pipeline": SELECT_HELP["pipeline"],
             "stack": "Nodegroup stack the rollout may change (repeatable; required for rollout; all without it: "
                      "every stack)",
             "node_role_arn": "ARN of the node role: the only role iam:PassRole is allowed for (required for "
                              "rollout; all without it: no iam:PassRole)",
             "account": "Account id to put in the ARNs (default: *, any account)",
-            "partition": "AWS partition: aws (default), aws-cn or aws-us-gov"},
+            "partition": "AWS partition: aws (default), aws-cn or aws-us-gov",
+            "form": "With --task share: policy (key policy statements, default) or grants (CreateGrant calls)"},
       iterable=["stack"], auto_shortflags=False)
-def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws"):
-    """Print a least-privilege IAM policy document (JSON) for a task: build, publish, rollout, prune, fleet, test, verify, scan or all."""
+def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws",
+               form=None):
+    """Print a least-privilege IAM policy (JSON) for a task: build, publish, rollout, prune, fleet, test, verify, scan, all, or share."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
-    from amibuild.lifecycle import iam
+    from amibuild.lifecycle import iam, keyshare
 
+    if form is not None and task_ != "share":  # a usage error: refused before the pipeline is read
+        cli.run(lambda: keyshare.refuse_form(task_, form))
     opts = cli.options(c, pipeline=pipeline)
+    if task_ == "share":  # not an IAM policy: what each key's policy (or grants) must give the consumer accounts
+        result = cli.run(lambda: keyshare.run(keyshare.ShareRequest(opts, form or "policy", partition)))
+        cli.lines_out(result.lines())
+        for note in result.notes:
+            cli.say(f"note: {note}")
+        return
     loaded = cli.run(lambda: load_pipeline(opts))
     print(cli.run(lambda: iam.to_json(iam.policy(task_, loaded, stacks=stack or (),
                                                  node_role_arn=node_role_arn, account=account,

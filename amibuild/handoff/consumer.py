@@ -17,6 +17,7 @@ from amibuild.aws import accounts as reads
 from amibuild.channels import known as known_channels
 from amibuild.errors import AmibuildError, AwsError, SpecError
 from amibuild.handoff import allowed
+from amibuild.pipeline.keys import key_region, region_keys
 from amibuild.pipeline.naming import parameter_name
 from amibuild.pipeline.options import Options, load_pipeline
 
@@ -180,7 +181,8 @@ def decide(account: str, facts: Sequence[RegionFacts]) -> list[Row]:
         for key, why in f.keys.items():
             rows.append(Row(f"key {r}", not why, f"{key} usable (DescribeKey, CreateGrant)" if not why else
                             f"{key}: {why}; the key policy must allow account {account} kms:DescribeKey, "
-                            "kms:CreateGrant, kms:Decrypt, kms:ReEncrypt*, kms:GenerateDataKey*"))
+                            "kms:CreateGrant, kms:Decrypt, kms:ReEncrypt*, kms:GenerateDataKey* (the build account's "
+                            "`amibuild iam-policy --task share` prints the statements, or the grants)"))
     return rows
 
 
@@ -249,8 +251,9 @@ def run_consumer(request: ConsumerRequest, consumer: Aws | None = None, builder:
                 except AwsError:  # not readable (or gone): judged by what the consumer sees
                     users[ami] = None
             wanted = set(seen[ami].kms_key_ids if seen[ami] else ())
-            if variant.kms_key_id and variant.kms_key_id.startswith(f"arn:aws:kms:{region}:"):
-                wanted.add(variant.kms_key_id)
+            key = region_keys(variant, pipeline.regions, pipeline.copy_to).get(region, "")
+            if key_region(key) == region and ":key/" in key:  # an alias or bare id names the consumer's own keys
+                wanted.add(key)
             for key in sorted(wanted):
                 keys[key] = reads.key_usable(consumer, key, region, f"arn:aws:iam::{account}:root")
         facts.append(RegionFacts(region, settings, settings_error, block, block_error, images, seen, known, users, keys))

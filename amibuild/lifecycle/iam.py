@@ -99,7 +99,7 @@ def policy(
 ) -> dict[str, Any]:
     """The policy document for `task` (one of `TASKS`, or ``all``) of `pipeline`."""
     if task not in (*TASKS, "all"):
-        raise SpecError(f"--task {task!r}: one of {', '.join(TASKS)} or all")
+        raise SpecError(f"--task {task!r}: one of {', '.join(TASKS)} or all (or share, for the KMS keys of shared images)")
     if not _ACCOUNT.match(account or ""):
         raise SpecError(f"--account {account!r}: a 12-digit account id (default: * for any account)")
     if not re.match(r"^aws[a-z-]*\Z", partition or ""):
@@ -214,7 +214,8 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
     variants = tuple(pipeline.variants)
     shared = bool(pipeline.ami_users)
     encrypted = any(v.encrypted or v.kms_key_id for v in variants)
-    keys = sorted({v.kms_key_id for v in variants if v.kms_key_id})
+    # every region's key: a copy is encrypted with its region's (region_kms_key_ids)
+    keys = sorted({k for v in variants for k in (v.kms_key_id, *v.region_kms_key_ids.values()) if k})
     describe = {"ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeVolumes", "ec2:DescribeSecurityGroups",
                 "ec2:DescribeRegions"}
     if any(v.subnet_id for v in variants):

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from amibuild import hcl, hclcache, secrets
 from amibuild.errors import SpecError, VarFileError
 from amibuild.notify.target import EventTarget, event_target
-from amibuild.pipeline import attestation, checks, files, imagetests, naming, protection
+from amibuild.pipeline import attestation, checks, files, imagetests, keys, naming, protection
 from amibuild.pipeline.model import (ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS, LAYERS, PIPELINE_FILE, Overrides,
                                      Pipeline, Variant, _VARIANT_NAME, _VAR_NAME)
 from amibuild.pipeline.validation import (_as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant,
@@ -108,6 +108,9 @@ def load(
                     f"{variant.origins.get('source_ami', where)}: source_ami {variant.source_ami} exists in one region "
                     f"only, but the pipeline builds in {', '.join(regions)}; build in one region and use copy_to"
                 )
+    for variant in variants:  # each region's key, and whether the accounts shared with can use it
+        keys.check(variant, regions, pipeline_kwargs["copy_to"], pipeline_kwargs["ami_users"],
+                   known_regions=known_regions(), where=where, file_regions=pipeline_kwargs["file_regions"])
     for variant in variants:  # who may launch each image, and whether it carries credentials
         checks.sharing(variant, pipeline_kwargs["ami_users"], where=where,
                        public=_bool(settings.get("public", False), f"{where}: pipeline.public"),

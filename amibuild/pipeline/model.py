@@ -51,6 +51,7 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
         "volume_type": "gp3",
         "encrypted": False,
         "kms_key_id": "",
+        "region_kms_key_ids": MappingProxyType({}),  # region -> key for that region's image (amibuild.pipeline.keys)
         "subnet_id": "",
         "security_group_id": "",
         "associate_public_ip_address": False,
@@ -166,6 +167,8 @@ class Variant:
     # its `test "NAME" { ... }` blocks, merged across `extends` (imagetests.check_set turns them into checks)
     tests: tuple[imagetests.TestBlock, ...] = ()
     test_on_build: bool = True
+    # region -> the KMS key of that region's image (amibuild.pipeline.keys); empty: kms_key_id alone
+    region_kms_key_ids: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # deprecate_after: how long after publish (or after a channel last took it) the image deprecates
     deprecate_after: timedelta | None = None
 
@@ -198,6 +201,8 @@ class Variant:
             "volume_type": self.volume_type,
             "encrypted": self.encrypted,
             "kms_key_id": self.kms_key_id,
+            # only when set: a variant without it keeps the fingerprint it had before
+            **({"region_kms_key_ids": dict(self.region_kms_key_ids)} if self.region_kms_key_ids else {}),
             "subnet_id": self.subnet_id,
             "security_group_id": self.security_group_id,
             "associate_public_ip_address": self.associate_public_ip_address,

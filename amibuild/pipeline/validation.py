@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 
 from amibuild.errors import SpecError
 from amibuild.suggest import suggest
-from amibuild.pipeline import checks, files, naming, protection, proxy_credentials
+from amibuild.pipeline import checks, files, keys, naming, protection, proxy_credentials
 from amibuild.pipeline.model import (AL2_LAST_K8S, ARCHES, BASES, DEFAULT_FLAVOR, DEFAULTS, FLAVORS, OSES, VOLUME_TYPES, Proxy,
                                      Repo, Variant, _K8S, _K8S_PATCH, _RPM_NAME, _VAR_NAME)
 import gzip
@@ -183,6 +183,7 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
         flavor=flavor,
         tests=tuple(m.get("tests", ())),
         test_on_build=_bool(m["test_on_build"], at("test_on_build")),
+        region_kms_key_ids=keys.parse_map(m.get("region_kms_key_ids"), at("region_kms_key_ids")),
         deprecate_after=protection.deprecate_after(m["deprecate_after"], at("deprecate_after")),
     )
 

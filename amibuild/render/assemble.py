@@ -94,6 +94,7 @@ def finish(build: Build, macs: Mapping[str, str] | None = None) -> Rendered:
             deprecate_after=packer_duration(variant.deprecate_after) if variant.deprecate_after else "",
             variables=[hcl.dumps([variable_block(v)]).rstrip("\n") for v in build.variables],
             build_regions=list(build.pipeline.regions),
+            region_keys=bool(variant.region_kms_key_ids),
             sources=[f"source.amazon-ebs.{r}" for r in build.pipeline.regions],
             endpoint=target.endpoint,
             communicator=target.communicator,

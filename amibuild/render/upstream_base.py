@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from amibuild import hcl
 from amibuild.errors import SpecError
 from amibuild.pipeline import Pipeline, Variant
+from amibuild.pipeline.keys import region_keys
 from amibuild.render.model import HCL_FILE, ProvisionerKind, SourceAmi
 from amibuild.render.provisioners import provisioner_groups
 from amibuild.render.template import manifest_block, variable_block
@@ -96,6 +97,10 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
     copies = [r for r in pipeline.target_regions if r != pipeline.build_region]
     if "ami_regions" not in declared and copies:  # templates before 2021 had no ami_regions setting
         overrides["ami_regions"] = copies
+    if variant.region_kms_key_ids:  # upstream's templates have one kms_key_id: each copy gets its region's key
+        by_region = region_keys(variant, pipeline.regions, pipeline.copy_to)
+        overrides["region_kms_key_ids"] = {region: by_region[region] for region in copies}
+        overrides["kms_key_id"] = by_region[pipeline.build_region] or None
     ours_early = [f"[amibuild] {p.name}" for p in early]
     ours_late = [f"[amibuild] {p.name}" for p in provisioners if p.kind is not ProvisionerKind.HYGIENE]
     ours_final = [f"[amibuild] {p.name}" for p in provisioners if p.kind is ProvisionerKind.HYGIENE]

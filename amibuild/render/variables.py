@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 from amibuild import secrets, tags
 from amibuild.errors import SpecError
 from amibuild.pipeline import Pipeline, Variant, suggest
+from amibuild.pipeline.keys import region_keys
 from amibuild.render.model import HCL_FILE, PackerVariable, SourceAmi
 from amibuild.render.source import EKS_OWNER, eks_name_filter
 
@@ -53,6 +54,9 @@ def template_variables(variant: Variant, pipeline: Pipeline) -> list[PackerVaria
         PackerVariable("http_proxy", "string", v.proxy.http),
         PackerVariable("https_proxy", "string", v.proxy.https),
         PackerVariable("no_proxy", "string", effective_no_proxy(v.proxy.no_proxy) if v.proxy else v.proxy.no_proxy),
+        # each target region's key, only for a variant that names them (the others render as before)
+        *([PackerVariable("region_kms_key_ids", "map(string)", region_keys(v, pipeline.regions, pipeline.copy_to))]
+          if v.region_kms_key_ids else []),
     ]
 
 

@@ -68,6 +68,14 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.kms.models", "KmsBackend.generate_mac"),  # kms_mac.py
     ("moto.kms.models", "KmsBackend.verify_mac"),
     ("moto.kms.models", "KmsBackend.get_key_id_from_alias"),
+    ("moto.kms.models", "KmsBackend.any_id_to_key_id"),  # kms_accounts.py: keys across accounts, policies, grants
+    ("moto.kms.models", "KmsBackend.create_grant"),
+    ("moto.kms.models", "kms_backends"),
+    ("moto.kms.exceptions", "AccessDeniedException"),
+    ("moto.kms.exceptions", "NotFoundException"),
+    ("moto.kms.responses", "KmsResponse.describe_key"),
+    ("moto.kms.responses", "KmsResponse.create_grant"),
+    ("moto.kms.responses", "KmsResponse.list_grants"),
     ("moto.core.exceptions", "JsonRESTError"),
     ("moto.cloudformation.parsing", "ResourceMap.create"),
     ("moto.ssm.models", "ssm_backends"),
@@ -118,6 +126,8 @@ REQUIRED_INSTANCE: tuple[tuple[str, str, str], ...] = (
     ("moto.ec2.models.launch_templates", "LaunchTemplate", "versions"),
     ("moto.ec2.models.launch_templates", "LaunchTemplate", "default_version_number"),
     ("moto.ec2.models.launch_templates", "LaunchTemplateVersion", "data"),
+    ("moto.kms.models", "Key", "grants"),  # kms_accounts.py
+    ("moto.kms.models", "Key", "policy"),
 )
 
 

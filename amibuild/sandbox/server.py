@@ -166,10 +166,10 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
     runcommand.install()  # the SSM agent of boot-test instances
     image_lifecycle.install()  # deregistration protection, deprecation, disabled images, the Recycle Bin's EC2 side
     accounts.install()  # after: images shared across accounts, Allowed AMIs, block public access
-    kms_accounts.install()  # KMS keys another account's key policy or grants let this one use
     paging.install()  # after accounts: DescribeInstances / DescribeImages paged by item, as AWS does
     kms.install()  # KMS Sign / Verify with AWS's limits (RAW at most 4,096 bytes, DIGEST pre-hashed)
     kms_mac.install()  # GenerateMac / VerifyMac as AWS answers them
+    kms_accounts.install()  # after kms: keys across accounts and regions, key policies and grants, as AWS answers
     standins.install()  # an image's stand-in goes when its last image is deregistered
     model_eks_clusters()
     read_short_form_yaml()

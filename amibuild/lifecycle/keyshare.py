@@ -1,0 +1,234 @@
+"""What the accounts an encrypted image is shared with (`ami_users`) need on each region's KMS key,
+and whether they have it: the key policy statements or CreateGrant calls (`run`, for
+`iam-policy --task share`), and a pure verdict over a key's policy and grants (`decide`, for doctor).
+
+A user of a shared encrypted snapshot needs on its key: DescribeKey, CreateGrant (the consumer
+grants its Auto Scaling role itself), Decrypt, GenerateDataKey(WithoutPlaintext), ReEncrypt*.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from amibuild.errors import SpecError
+from amibuild.pipeline.keys import region_keys
+from amibuild.pipeline.options import Options, load_pipeline
+
+USE_OPERATIONS = ("Decrypt", "DescribeKey", "GenerateDataKey", "GenerateDataKeyWithoutPlaintext",
+                  "ReEncryptFrom", "ReEncryptTo")
+OPERATIONS = (*USE_OPERATIONS, "CreateGrant")
+FORMS = ("policy", "grants")
+
+
+@dataclass(frozen=True)
+class SharedKey:
+    """One region's key of the pipeline's images, and the accounts that must be able to use it."""
+
+    region: str
+    key: str
+    accounts: tuple[str, ...]
+    variants: tuple[str, ...]
+
+
+def shared_keys(pipeline: Any) -> tuple[SharedKey, ...]:
+    """Every (region, key) an image shared by `ami_users` is encrypted with; none when not shared."""
+    if not pipeline.ami_users:
+        return ()
+    found: dict[tuple[str, str], list[str]] = {}
+    for variant in pipeline.variants:
+        for region, key in region_keys(variant, pipeline.regions, pipeline.copy_to).items():
+            if key:  # load refuses a shared image on aws/ebs
+                found.setdefault((region, key), []).append(variant.name)
+    return tuple(SharedKey(region, key, tuple(pipeline.ami_users), tuple(names))
+                 for (region, key), names in found.items())
+
+
+def principal(account: str, partition: str = "aws") -> str:
+    return f"arn:{partition}:iam::{account}:root"
+
+
+def key_policy_statements(shared: SharedKey, partition: str = "aws") -> list[dict[str, Any]]:
+    """The statements to add to the key's policy: use the key, and create grants. CreateGrant has no
+    kms:GrantIsForAWSResource condition: the consumer account itself grants its Auto Scaling
+    service-linked role (node groups launch through it), and AWS requires that grant be made there."""
+    principals = [principal(a, partition) for a in shared.accounts]
+    return [
+        {"Sid": "AmibuildSharedImageUse", "Effect": "Allow", "Principal": {"AWS": principals},
+         "Action": ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey", "kms:GenerateDataKeyWithoutPlaintext",
+                    "kms:ReEncrypt*"], "Resource": "*"},
+        {"Sid": "AmibuildSharedImageGrants", "Effect": "Allow", "Principal": {"AWS": principals},
+         "Action": "kms:CreateGrant", "Resource": "*"},
+    ]
+
+
+def grant_calls(shared: SharedKey, partition: str = "aws") -> list[dict[str, Any]]:
+    """The CreateGrant requests (one per account) that give the same rights without a policy change."""
+    return [{"KeyId": shared.key, "GranteePrincipal": principal(a, partition), "Operations": list(OPERATIONS),
+             "Name": f"amibuild-shared-image-{a}"} for a in shared.accounts]
+
+
+def grant_command(region: str, call: Mapping[str, Any]) -> str:
+    return (f"aws kms create-grant --region {region} --key-id {call['KeyId']} --grantee-principal "
+            f"{call['GranteePrincipal']} --operations {' '.join(call['Operations'])} --name {call['Name']}")
+
+
+def slr_grant_command(partition: str = "aws") -> str:
+    """The grant a consumer account makes itself so its Auto Scaling groups can launch the image
+    (OPERATIONS: a grant made by a grantee may not pass the operations of its own grant)."""
+    return (f"aws kms create-grant --region REGION --key-id KEY_ARN --grantee-principal arn:{partition}:iam::"
+            "CONSUMER_ACCOUNT:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling "
+            f"--operations {' '.join(OPERATIONS)}")
+
+
+@dataclass(frozen=True)
+class ShareRequest:
+    """`iam-policy --task share`'s flags."""
+
+    options: Options
+    form: str = "policy"  # --form: policy (key policy statements) or grants (CreateGrant calls)
+    partition: str = "aws"
+
+
+@dataclass(frozen=True)
+class ShareResult:
+    form: str
+    keys: tuple[dict[str, Any], ...]
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"form": self.form, "keys": list(self.keys)}
+
+    def lines(self) -> list[str]:
+        if self.form == "grants":
+            return [grant_command(k["region"], call) for k in self.keys for call in k["create_grant"]]
+        return json.dumps(self.to_dict(), indent=2).splitlines()
+
+    def raise_for_status(self) -> None:
+        """Nothing to raise: bad input is refused before a result exists."""
+
+
+def refuse_form(task: str, form: str) -> None:
+    """--form belongs to --task share: refused (exit 2) with any other task."""
+    raise SpecError(f"--form {form!r}: only with --task share (the key policy statements or CreateGrant calls of "
+                    f"shared images' keys); --task {task} prints an IAM policy document")
+
+
+def run(request: ShareRequest) -> ShareResult:
+    """What each consumer account needs on each region's key (no AWS call)."""
+    if request.form not in FORMS:
+        raise SpecError(f"--form {request.form!r}: one of {', '.join(FORMS)}")
+    if not re.match(r"^aws[a-z-]*\Z", request.partition or ""):
+        raise SpecError(f"--partition {request.partition!r}: aws, aws-cn or aws-us-gov")
+    pipeline = load_pipeline(request.options)
+    if not pipeline.ami_users:
+        raise SpecError("iam-policy --task share: the pipeline shares no image (pipeline.ami_users is empty); "
+                        "list the consumer accounts in pipeline.ami_users")
+    keys = []
+    for shared in shared_keys(pipeline):
+        entry: dict[str, Any] = {"region": shared.region, "key": shared.key, "accounts": list(shared.accounts),
+                                 "variants": list(shared.variants)}
+        if request.form == "grants":
+            entry["create_grant"] = grant_calls(shared, request.partition)
+        else:
+            entry["key_policy_statements"] = key_policy_statements(shared, request.partition)
+        keys.append(entry)
+    notes = ("no variant is encrypted with a KMS key: the shared images need no key rights",) if not keys else (
+        "each consumer account's own principals also need an IAM policy allowing these actions on the key",
+        "Auto Scaling (EKS node groups) launches through the consumer's service-linked role: run in the consumer "
+        f"account, per key: {slr_grant_command()}")
+    return ShareResult(request.form, tuple(keys), notes)
+
+
+# ------------------------------------------------------------------------------- the verdict
+
+
+@dataclass(frozen=True)
+class KeyFacts:
+    """What was read about one key: DescribeKey, GetKeyPolicy and ListGrants; `problem` when unreadable."""
+
+    region: str
+    key: str
+    arn: str = ""
+    manager: str = ""  # CUSTOMER or AWS
+    state: str = ""
+    policy: Mapping[str, Any] | None = None
+    grants: tuple[Mapping[str, Any], ...] = ()
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    region: str
+    key: str
+    account: str
+    ok: bool
+    missing: tuple[str, ...] = ()
+    via: tuple[str, ...] = field(default_factory=tuple)  # "key policy", "grant NAME"
+    problem: str = ""
+
+    def line(self) -> str:
+        where = f"{self.region} key {self.key}"
+        if self.problem:
+            return f"{where}: {self.problem}"
+        if self.ok:
+            return f"{where}: account {self.account} may use it ({', '.join(self.via)})"
+        return (f"{where}: account {self.account} lacks {', '.join('kms:' + m for m in self.missing)}; "
+                "add the statements of `amibuild iam-policy --task share` to the key policy, or create the grants "
+                "(--form grants)")
+
+
+def decide(shared: SharedKey, facts: KeyFacts) -> list[Finding]:
+    """One finding per consumer account: whether the key's policy and grants allow every operation."""
+    if facts.problem:
+        return [Finding(shared.region, shared.key, a, False, problem=facts.problem) for a in shared.accounts]
+    if facts.manager == "AWS":
+        why = ("an AWS-managed key: its policy cannot be changed, so no other account can use it; "
+               "use a customer managed key")
+        return [Finding(shared.region, shared.key, a, False, problem=why) for a in shared.accounts]
+    if facts.state and facts.state != "Enabled":
+        return [Finding(shared.region, shared.key, a, False, problem=f"the key is {facts.state}")
+                for a in shared.accounts]
+    out = []
+    for account in shared.accounts:
+        by_policy = _policy_allows(facts.policy or {}, account)
+        by_grants: dict[str, str] = {}
+        for grant in facts.grants:
+            if _is_account(grant.get("GranteePrincipal", ""), account):
+                for op in grant.get("Operations", ()):
+                    by_grants.setdefault(op, f"grant {grant.get('Name') or grant.get('GrantId', '')}".strip())
+        missing = tuple(op for op in OPERATIONS if op not in by_policy and op not in by_grants)
+        via = tuple(dict.fromkeys([*(["key policy"] if by_policy & set(OPERATIONS) else []),
+                                   *(by_grants[op] for op in OPERATIONS if op in by_grants and op not in by_policy)]))
+        out.append(Finding(shared.region, shared.key, account, not missing, missing, via))
+    return out
+
+
+def _is_account(value: str, account: str) -> bool:
+    return value in (account, f"arn:aws:iam::{account}:root") or (
+        value.startswith("arn:aws") and value.endswith(f":iam::{account}:root"))
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _policy_allows(policy: Mapping[str, Any], account: str) -> set[str]:
+    """The OPERATIONS the policy's unconditional-principal statements allow the account (Deny wins)."""
+    allowed: set[str] = set()
+    denied: set[str] = set()
+    for statement in _listed(policy.get("Statement", [])):
+        if not isinstance(statement, Mapping):
+            continue
+        who = statement.get("Principal", {})
+        names = _listed(who.get("AWS", [])) if isinstance(who, Mapping) else _listed(who)
+        if not any(n == "*" or _is_account(str(n), account) for n in names):
+            continue
+        ops = {op for op in OPERATIONS for action in _listed(statement.get("Action", []))
+               if fnmatch.fnmatchcase(f"kms:{op}".lower(), str(action).lower())}
+        (denied if statement.get("Effect") == "Deny" else allowed).update(ops)
+    return allowed - denied
+
