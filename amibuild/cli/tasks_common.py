@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from amibuild.errors import SpecError
 from amibuild.cli import run as cli
-from amibuild.cli.command import flag, flags
+from amibuild.cli.command import flag, flags, like
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,23 @@ class Output:
     profile: str | None = flag("AWS profile (default: AWS_PROFILE / the standard chain)")
 
 
-# the help of the tasks not declared as a request yet
+# the help of iam-policy and doctor, not declared as a request yet
 SELECT_HELP = {f.name: f.metadata["help"] for f in (*flags(Selection), *flags(Output))}
+
+K8S_HELP = "Kubernetes version of the variant, if not the pipeline file's (it is part of the parameter name)"
+JSON_HELP = "Print the result as JSON on stdout"
+MARKDOWN_HELP = "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)"
+
+
+@dataclass(frozen=True)
+class ChannelRequest:
+    """The flags that name one variant's channels: publish, promote, rollback, history."""
+
+    pipeline: str | None = like(Selection, "pipeline")
+    variant: str | None = flag("Variant whose channel this is (required)")
+    k8s: str | None = flag(K8S_HELP)
+    profile: str | None = like(Output, "profile")
+    json: bool = flag(JSON_HELP, False)
 
 
 
@@ -60,15 +75,6 @@ def _target() -> dict:
 
     target, sandboxed = transform.choose(os.environ)
     return {"target": target, "transform": sandboxed}
-
-
-CHANNEL_HELP = {
-    "pipeline": SELECT_HELP["pipeline"],
-    "variant": "Variant whose channel this is (required)",
-    "k8s": "Kubernetes version of the variant, if not the pipeline file's (it is part of the parameter name)",
-    "profile": SELECT_HELP["profile"],
-    "json": "Print the result as JSON on stdout",
-}
 
 
 def _seconds(c, key, default, what, *, positive=False):
@@ -120,5 +126,19 @@ def _read_timeout(c):
                     positive=True)
 
 
-def _channel_options(c, pipeline, variant, k8s, profile):
-    return cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, k8s=k8s, profile=profile)
+def scope_options(c, request, *, announce: bool = True):
+    """`Options` from the request's pipeline, variant, k8s and profile only: a task's --region or --os
+    is its own (a stack's region, a node's OS), not a selection of the pipeline's."""
+    return cli.options(c, Scope(getattr(request, "pipeline", None), getattr(request, "variant", None),
+                                getattr(request, "k8s", None), getattr(request, "profile", None)),
+                       announce=announce)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What of a request selects the pipeline and the variant (`scope_options`)."""
+
+    pipeline: str | None = None
+    variant: str | None = None
+    k8s: str | None = None
+    profile: str | None = None
