@@ -22,6 +22,9 @@ from invoke.parser import Argument
 from amibuild.cli import run as cli
 from amibuild.errors import SpecError
 
+K8S_HELP = "Kubernetes version of the variant, if not the pipeline file's (it is part of the parameter name)"
+JSON_HELP = "Print the result as JSON on stdout"
+
 Cast = Callable[[Any, str], Any]  # (the flag's text, "--flag") -> its typed value; SpecError naming the flag
 
 
@@ -116,3 +119,21 @@ def command(request_type: type, **task_kwargs: Any) -> Callable[[Callable], Requ
                for f in flags(request_type)])
         return RequestTask(task_body, request_type, **task_kwargs)
     return wrap
+
+
+def scope_options(c, request, *, announce: bool = True):
+    """`Options` from the request's pipeline, variant, k8s and profile only: a task's --region or --os
+    is its own (a stack's region, a node's OS), not a selection of the pipeline's."""
+    return cli.options(c, Scope(getattr(request, "pipeline", None), getattr(request, "variant", None),
+                                getattr(request, "k8s", None), getattr(request, "profile", None)),
+                       announce=announce)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """What of a request selects the pipeline and the variant (`scope_options`)."""
+
+    pipeline: str | None = None
+    variant: str | None = None
+    k8s: str | None = None
+    profile: str | None = None

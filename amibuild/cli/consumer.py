@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 from amibuild.cli import run as cli
 from amibuild.cli import values
-from amibuild.cli.command import command, flag
-from amibuild.cli.tasks_common import Scope
+from amibuild.cli.command import Scope, command, flag
 
 PIPELINE_HELP = "Pipeline file (default: amibuild.hcl in the current folder or above)"
 

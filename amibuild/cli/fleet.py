@@ -13,8 +13,7 @@ from typing import Any
 from dataclasses import dataclass
 
 from amibuild.cli import run as cli
-from amibuild.cli.command import command, flag, like
-from amibuild.cli.tasks_common import Scope
+from amibuild.cli.command import Scope, command, flag, like
 from amibuild.suggest import suggest
 
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from amibuild.cli import run as cli
-from amibuild.cli.command import command, flag
-from amibuild.cli.tasks_common import JSON_HELP, K8S_HELP, scope_options
+from amibuild.cli.command import JSON_HELP, K8S_HELP, command, flag, scope_options
 from amibuild.errors import SpecError
 
 

@@ -9,8 +9,7 @@ import os
 from dataclasses import dataclass
 
 from amibuild.errors import SpecError
-from amibuild.cli import run as cli
-from amibuild.cli.command import flag, flags, like
+from amibuild.cli.command import JSON_HELP, K8S_HELP, Scope, flag, flags, like, scope_options  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -51,8 +50,6 @@ class Output:
 # the help of iam-policy and doctor, not declared as a request yet
 SELECT_HELP = {f.name: f.metadata["help"] for f in (*flags(Selection), *flags(Output))}
 
-K8S_HELP = "Kubernetes version of the variant, if not the pipeline file's (it is part of the parameter name)"
-JSON_HELP = "Print the result as JSON on stdout"
 MARKDOWN_HELP = "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)"
 
 
@@ -125,20 +122,3 @@ def _read_timeout(c):
     return _seconds(c, "read_timeout", None, "seconds one AWS request may wait for its answer, more than 0, e.g. 10",
                     positive=True)
 
-
-def scope_options(c, request, *, announce: bool = True):
-    """`Options` from the request's pipeline, variant, k8s and profile only: a task's --region or --os
-    is its own (a stack's region, a node's OS), not a selection of the pipeline's."""
-    return cli.options(c, Scope(getattr(request, "pipeline", None), getattr(request, "variant", None),
-                                getattr(request, "k8s", None), getattr(request, "profile", None)),
-                       announce=announce)
-
-
-@dataclass(frozen=True)
-class Scope:
-    """What of a request selects the pipeline and the variant (`scope_options`)."""
-
-    pipeline: str | None = None
-    variant: str | None = None
-    k8s: str | None = None
-    profile: str | None = None

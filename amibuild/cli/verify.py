@@ -16,8 +16,7 @@ from typing import Any
 from dataclasses import dataclass, replace
 
 from amibuild.cli import run as cli
-from amibuild.cli.command import command, flag
-from amibuild.cli.tasks_common import K8S_HELP, scope_options
+from amibuild.cli.command import K8S_HELP, command, flag, scope_options
 
 PIPELINE_HELP = "Pipeline file (default: amibuild.hcl in the current folder or above)"
 PROFILE_HELP = "AWS profile (default: AWS_PROFILE / the standard chain)"
