@@ -22,22 +22,28 @@ from invoke.parser import Argument
 from amibuild.cli import run as cli
 from amibuild.errors import SpecError
 
+K8S_HELP = "Kubernetes version of the variant, if not the pipeline file's (it is part of the parameter name)"
+JSON_HELP = "Print the result as JSON on stdout"
+
 Cast = Callable[[Any, str], Any]  # (the flag's text, "--flag") -> its typed value; SpecError naming the flag
 
 
 def flag(help: str, default: Any = None, *, cast: Cast | None = None, repeat: bool = False,  # noqa: A002
-         name: str = "", required: str = "") -> Any:
+         name: str = "", required: str = "", positional: bool = False) -> Any:
     """A request field that is a flag: its help, its default, the cast of its text, whether it
-    repeats (a tuple of every value given), its spelling when not the field's (`--from`), and
-    the message when it must be given."""
-    metadata = {"help": help, "cast": cast, "repeat": repeat, "name": name, "required": required}
+    repeats (a tuple of every value given), its spelling when not the field's (`--from`), the
+    message when it must be given, and whether it may also be given bare (`decode-userdata FILE`)."""
+    metadata = {"help": help, "cast": cast, "repeat": repeat, "name": name, "required": required,
+                "positional": positional}
     return dataclasses.field(default=() if repeat else default, metadata=metadata)
 
 
-def like(request_type: type, name: str) -> Any:
-    """The same flag as ``request_type``'s field ``name``, for another request."""
+def like(request_type: type, name: str, **changes: Any) -> Any:
+    """The same flag as ``request_type``'s field ``name``, for another request (``changes``: its
+    help, default or cast there)."""
     field = request_type.__dataclass_fields__[name]
-    return dataclasses.field(default=field.default, metadata=field.metadata)
+    default = changes.pop("default", field.default)
+    return dataclasses.field(default=default, metadata={**field.metadata, **changes})
 
 
 def flags(request_type: type) -> list[dataclasses.Field]:
@@ -61,7 +67,7 @@ def argument(field: dataclasses.Field) -> Argument:
         kind, default = str, None
     name = flag_name(field)[2:]
     return Argument(names=[name], attr_name=field.name if name != field.name else None, kind=kind,
-                    default=default, help=field.metadata["help"])
+                    default=default, help=field.metadata["help"], positional=field.metadata.get("positional", False))
 
 
 def parse(request_type: type, given: Mapping[str, Any], **fields: Any) -> Any:
@@ -69,7 +75,8 @@ def parse(request_type: type, given: Mapping[str, Any], **fields: Any) -> Any:
     SpecError naming the flag); ``fields`` are the request's fields that are not flags."""
     values: dict[str, Any] = {}
     for field in flags(request_type):
-        raw = given.get(field.name, field.default)
+        raw = given.get(field.name)
+        raw = field.default if raw is None else raw
         if field.metadata["repeat"]:
             values[field.name] = tuple(raw or ())
             continue
@@ -112,3 +119,21 @@ def command(request_type: type, **task_kwargs: Any) -> Callable[[Callable], Requ
                for f in flags(request_type)])
         return RequestTask(task_body, request_type, **task_kwargs)
     return wrap
+
+
+def scope_options(c, request, *, announce: bool = True):
+    """`Options` from the request's pipeline, variant, k8s and profile only: a task's --region or --os
+    is its own (a stack's region, a node's OS), not a selection of the pipeline's."""
+    return cli.options(c, Scope(getattr(request, "pipeline", None), getattr(request, "variant", None),
+                                getattr(request, "k8s", None), getattr(request, "profile", None)),
+                       announce=announce)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """What of a request selects the pipeline and the variant (`scope_options`)."""
+
+    pipeline: str | None = None
+    variant: str | None = None
+    k8s: str | None = None
+    profile: str | None = None

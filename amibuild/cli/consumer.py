@@ -5,36 +5,43 @@ doctor task (tasks_setup). The task turns its flags into the job's frozen reques
 
 from __future__ import annotations
 
-from invoke import task
+from dataclasses import dataclass
 
 from amibuild.cli import run as cli
 from amibuild.cli import values
+from amibuild.cli.command import Scope, command, flag
 
-ALLOWED_HELP = {
-    "provider": "The build account's id, the image provider the criteria name (default: the caller's account)",
-    "max_days_since_created": "Also require images younger than this many days (CreationDateCondition)",
-    "max_days_since_deprecated": "Also refuse images deprecated more than this many days ago (DeprecationTimeCondition)",
-    "json": "Print the criteria, the CLI commands and the CloudFormation template as JSON",
-    "pipeline": "Pipeline file (default: amibuild.hcl in the current folder or above)",
-    "profile": "AWS profile of the build account (default: AWS_PROFILE / the standard chain)",
-}
+PIPELINE_HELP = "Pipeline file (default: amibuild.hcl in the current folder or above)"
 
 
 def _days(value, flag):
     return None if value in (None, "") else values.count(value, flag, minimum=0, maximum=36500, example=180)
 
 
-@task(help=ALLOWED_HELP, auto_shortflags=False)
-def allowed_amis(c, provider="", max_days_since_created=None, max_days_since_deprecated=None, json=False,
-                 pipeline=None, profile=None):
+@dataclass(frozen=True)
+class AllowedAmisFlags:
+    """`amibuild allowed-amis` (the job's own request is `amibuild.handoff.consumer.AllowedAmisRequest`)."""
+
+    provider: str = flag("The build account's id, the image provider the criteria name (default: the caller's "
+                         "account)", "")
+    max_days_since_created: int | None = flag("Also require images younger than this many days "
+                                              "(CreationDateCondition)", cast=_days)
+    max_days_since_deprecated: int | None = flag("Also refuse images deprecated more than this many days ago "
+                                                 "(DeprecationTimeCondition)", cast=_days)
+    json: bool = flag("Print the criteria, the CLI commands and the CloudFormation template as JSON", False)
+    pipeline: str | None = flag(PIPELINE_HELP)
+    profile: str | None = flag("AWS profile of the build account (default: AWS_PROFILE / the standard chain)")
+
+
+@command(AllowedAmisFlags)
+def allowed_amis(c, r: AllowedAmisFlags):
     """Print the Allowed AMIs criteria that admit this pipeline's images, with the CLI and CloudFormation to apply them."""
     from amibuild.handoff import consumer  # deferred: boto3 behind it, not on the `amibuild --list` path
 
-    opts = cli.options(c, pipeline=pipeline, profile=profile, announce=False)
+    opts = cli.options(c, Scope(r.pipeline, profile=r.profile), announce=False)
     result = cli.run(lambda: consumer.run_allowed_amis(consumer.AllowedAmisRequest(
-        opts, provider or "", _days(max_days_since_created, "--max-days-since-created"),
-        _days(max_days_since_deprecated, "--max-days-since-deprecated"))))  # bad days: exit 2, before any AWS call
-    if json:
+        opts, r.provider, r.max_days_since_created, r.max_days_since_deprecated)))  # bad days: exit 2 at parse
+    if r.json:
         cli.emit_json(result.to_dict())
     else:
         cli.lines_out(result.lines())

@@ -10,24 +10,29 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from invoke import task
+from dataclasses import dataclass
 
 from amibuild.cli import run as cli
+from amibuild.cli.command import Scope, command, flag, like
 from amibuild.suggest import suggest
 
-FLEET_HELP = {
-    "variant": "Only consumers and channels of this variant (default: every one)",
-    "channel": "Only this channel (default: every one)",
-    "region": "Only this region (default: every target region of the pipeline)",
-    "json": "Print the view as JSON on stdout",
-    "markdown": "Print the view as a Markdown summary on stdout (as written to $GITHUB_STEP_SUMMARY)",
-    "check_behind": "Exit 1, naming them, when any consumer is more than N versions (or Nd days) behind its "
-                    "channel, or orphaned: for a scheduled CI job",
-    "verify": "Check the signed provenance of every running image; mark each without valid provenance from "
-              "this pipeline (an image nobody built through it) and exit 1 naming them",
-    "pipeline": "Pipeline file (default: amibuild.hcl in the current folder or above)",
-    "profile": "AWS profile (default: AWS_PROFILE / the standard chain)",
-}
+
+@dataclass(frozen=True)
+class FleetRequest:
+    """`amibuild fleet`."""
+
+    variant: str | None = flag("Only consumers and channels of this variant (default: every one)")
+    channel: str | None = flag("Only this channel (default: every one)")
+    region: str | None = flag("Only this region (default: every target region of the pipeline)")
+    json: bool = flag("Print the view as JSON on stdout", False)
+    markdown: bool = flag("Print the view as a Markdown summary on stdout (as written to $GITHUB_STEP_SUMMARY)",
+                          False)
+    check_behind: str | None = flag("Exit 1, naming them, when any consumer is more than N versions (or Nd days) "
+                                    "behind its channel, or orphaned: for a scheduled CI job")
+    verify: bool = flag("Check the signed provenance of every running image; mark each without valid provenance "
+                        "from this pipeline (an image nobody built through it) and exit 1 naming them", False)
+    pipeline: str | None = flag("Pipeline file (default: amibuild.hcl in the current folder or above)")
+    profile: str | None = flag("AWS profile (default: AWS_PROFILE / the standard chain)")
 
 
 def fleet_view(options: Any, *, variant: str | None = None, channel: str | None = None, region: str | None = None,
@@ -53,50 +58,56 @@ def fleet_view(options: Any, *, variant: str | None = None, channel: str | None 
     return fleet.mark(view, fleet.provenance(aws, pipeline, facts, view)) if verify else view
 
 
-@task(help=FLEET_HELP, auto_shortflags=False)
-def fleet(c, variant=None, channel=None, region=None, json=False, markdown=False, check_behind=None, pipeline=None,
-          profile=None, verify=False):
+@command(FleetRequest)
+def fleet(c, r: FleetRequest):
     """Show every channel and every consumer of its images (stacks, node groups, instances) and how far behind."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import summary
     from amibuild.lifecycle import fleet as fleet_mod
 
-    limit = cli.run(lambda: fleet_mod.Limit.parse(check_behind)) if check_behind not in (None, "") else None
-    opts = cli.options(c, pipeline=pipeline, profile=profile, variant=[variant] if variant else None)
-    view = cli.run(lambda: fleet_view(opts, variant=variant, channel=channel, region=region, verify=verify))
-    if json:
+    limit = cli.run(lambda: fleet_mod.Limit.parse(r.check_behind)) if r.check_behind not in (None, "") else None
+    opts = cli.options(c, Scope(r.pipeline, r.variant, profile=r.profile))
+    view = cli.run(lambda: fleet_view(opts, variant=r.variant, channel=r.channel, region=r.region, verify=r.verify))
+    if r.json:
         cli.emit_json(view.to_dict())
-    elif not markdown:
+    elif not r.markdown:
         cli.lines_out(fleet_mod.report_lines(view))
-    summary.publish(summary.fleet_markdown(view), to_stdout=markdown)
+    summary.publish(summary.fleet_markdown(view), to_stdout=r.markdown)
     cli.run(lambda: view.check(limit))
-    if verify:
+    if r.verify:
         cli.run(view.check_provenance)
 
 
-KARPENTER_HELP = {
-    "variant": "Variant whose channel the node class follows (required)",
-    "channel": "Channel to follow, e.g. stable (required)",
-    "name": "The EC2NodeClass's name (default: VARIANT-CHANNEL)",
-    "role": "IAM role of the nodes (default: KarpenterNodeRole-CLUSTER, unless --instance-profile)",
-    "instance_profile": "Instance profile of the nodes, instead of --role",
-    "cluster": "Cluster name, for the discovery tag (default: the pipeline's name)",
-    "discovery": "Value of the karpenter.sh/discovery tag selecting subnets and security groups (default: the cluster)",
-    "region": "Region whose channel parameter to check (default: the pipeline's build region)",
-    "proxy": "HTTP(S) proxy for the nodes (in the user data: AL2023 NodeConfig environment, AL2 boothook)",
-    "no_proxy": "Extra NO_PROXY entry (repeatable or comma-separated; with --proxy)",
-    "proxy_credentials_parameter": "SSM SecureString (user:password) the nodes read at boot for --proxy, whose URL "
-                                   "then has no credentials; the node role must be allowed to read it (default: "
-                                   "the variant's proxy { credentials_parameter })",
-    "vpc_cidr": "The VPC's CIDR, for NO_PROXY (repeatable; with --proxy on AL2023)",
-    "service_cidr": "Cluster service CIDR, for NO_PROXY (default: both EKS defaults)",
-    "kubelet_flag": "Extra kubelet flag --name=value (repeatable; AL2023: NodeConfig spec.kubelet.flags)",
-    "max_pods_expression": "Refused here: Karpenter's own NodeConfig sets maxPods, which wins over the expression "
-                           "(use the EC2NodeClass's spec.kubelet.maxPods or podsPerCore)",
-    "json": "Print the manifest as JSON instead of YAML",
-    "pipeline": FLEET_HELP["pipeline"],
-    "profile": FLEET_HELP["profile"],
-}
+@dataclass(frozen=True)
+class KarpenterRequest:
+    """`amibuild karpenter`."""
+
+    variant: str | None = flag("Variant whose channel the node class follows (required)")
+    channel: str | None = flag("Channel to follow, e.g. stable (required)")
+    name: str | None = flag("The EC2NodeClass's name (default: VARIANT-CHANNEL)")
+    role: str | None = flag("IAM role of the nodes (default: KarpenterNodeRole-CLUSTER, unless --instance-profile)")
+    instance_profile: str | None = flag("Instance profile of the nodes, instead of --role")
+    cluster: str | None = flag("Cluster name, for the discovery tag (default: the pipeline's name)")
+    discovery: str | None = flag("Value of the karpenter.sh/discovery tag selecting subnets and security groups "
+                                 "(default: the cluster)")
+    region: str | None = flag("Region whose channel parameter to check (default: the pipeline's build region)")
+    proxy: str = flag("HTTP(S) proxy for the nodes (in the user data: AL2023 NodeConfig environment, AL2 boothook)",
+                      "")
+    no_proxy: tuple[str, ...] = flag("Extra NO_PROXY entry (repeatable or comma-separated; with --proxy)",
+                                     repeat=True)
+    proxy_credentials_parameter: str = flag(
+        "SSM SecureString (user:password) the nodes read at boot for --proxy, whose URL then has no credentials; "
+        "the node role must be allowed to read it (default: the variant's proxy { credentials_parameter })", "")
+    vpc_cidr: tuple[str, ...] = flag("The VPC's CIDR, for NO_PROXY (repeatable; with --proxy on AL2023)",
+                                     repeat=True)
+    service_cidr: str = flag("Cluster service CIDR, for NO_PROXY (default: both EKS defaults)", "")
+    kubelet_flag: tuple[str, ...] = flag("Extra kubelet flag --name=value (repeatable; AL2023: NodeConfig "
+                                         "spec.kubelet.flags)", repeat=True)
+    max_pods_expression: str = flag("Refused here: Karpenter's own NodeConfig sets maxPods, which wins over the "
+                                    "expression (use the EC2NodeClass's spec.kubelet.maxPods or podsPerCore)", "")
+    json: bool = flag("Print the manifest as JSON instead of YAML", False)
+    pipeline: str | None = like(FleetRequest, "pipeline")
+    profile: str | None = like(FleetRequest, "profile")
 
 
 def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None, name: str | None = None,
@@ -149,34 +160,30 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
     return manifest
 
 
-@task(help=KARPENTER_HELP, iterable=["no_proxy", "vpc_cidr", "kubelet_flag"], auto_shortflags=False)
-def karpenter(c, variant=None, channel=None, name=None, role=None, instance_profile=None, cluster=None,
-              discovery=None, region=None, proxy="", no_proxy=None, vpc_cidr=None, service_cidr="",
-              kubelet_flag=None, json=False, pipeline=None, profile=None, proxy_credentials_parameter="",
-              max_pods_expression=""):
+@command(KarpenterRequest)
+def karpenter(c, r: KarpenterRequest):
     """Print an EC2NodeClass that follows a channel: a promote becomes drift, Karpenter replaces the nodes."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.handoff import karpenter as karpenter_mod
 
-    opts = cli.options(c, pipeline=pipeline, profile=profile, variant=[variant] if variant else None)
+    opts = cli.options(c, Scope(r.pipeline, r.variant, profile=r.profile))
 
     def body() -> dict:
-        if max_pods_expression:
+        if r.max_pods_expression:
             raise karpenter_mod.max_pods_expression_refused()
         settings = karpenter_mod.NodeSettings(
-            proxy=proxy or "", no_proxy=tuple(e for v in no_proxy or () for e in v.split(",") if e),
-            kubelet_flags=tuple(kubelet_flag or ()), vpc_cidrs=tuple(vpc_cidr or ()),
-            service_cidr=service_cidr or None, region=region or "",
-            proxy_credentials_parameter=proxy_credentials_parameter or "")
-        return karpenter_manifest(opts, variant=variant, channel=channel, name=name, role=role,
-                                  instance_profile=instance_profile, cluster=cluster, discovery=discovery,
-                                  region=region, settings=settings)
+            proxy=r.proxy, no_proxy=tuple(e for v in r.no_proxy for e in v.split(",") if e),
+            kubelet_flags=r.kubelet_flag, vpc_cidrs=r.vpc_cidr, service_cidr=r.service_cidr or None,
+            region=r.region or "", proxy_credentials_parameter=r.proxy_credentials_parameter)
+        return karpenter_manifest(opts, variant=r.variant, channel=r.channel, name=r.name, role=r.role,
+                                  instance_profile=r.instance_profile, cluster=r.cluster, discovery=r.discovery,
+                                  region=r.region, settings=settings)
 
     manifest = cli.run(body)
-    if not cluster:  # the default is a guess: say it, so a wrong one is seen before the nodes fail to join
-        cli.say(karpenter_mod.cluster_default_note(manifest, role=bool(role or instance_profile),
-                                                   discovery=bool(discovery)))
+    if not r.cluster:  # the default is a guess: say it, so a wrong one is seen before the nodes fail to join
+        cli.say(karpenter_mod.cluster_default_note(manifest, role=bool(r.role or r.instance_profile),
+                                                   discovery=bool(r.discovery)))
     note = manifest["metadata"]["annotations"].get("amibuild/proxy-credentials")
     if note:
         cli.say(f"karpenter: {note}")
-    cli.emit_json(manifest) if json else print(karpenter_mod.to_yaml(manifest), end="")
+    cli.emit_json(manifest) if r.json else print(karpenter_mod.to_yaml(manifest), end="")

@@ -6,75 +6,84 @@ request (`amibuild.jobs.image_inventory`), runs the job and prints its result.
 
 from __future__ import annotations
 
-from invoke import task
+from dataclasses import dataclass
 
 from amibuild.cli import run as cli
+from amibuild.cli.command import JSON_HELP, K8S_HELP, command, flag, scope_options
 from amibuild.errors import SpecError
 
-COMMON_HELP = {
-    "variant": "Variant whose image this is (required)",
-    "k8s": "Kubernetes version of the variant, if not the pipeline file's (it is part of the parameter name)",
-    "pipeline": "Pipeline file (default: amibuild.hcl in the current folder or above)",
-    "profile": "AWS profile (default: AWS_PROFILE / the standard chain)",
-    "json": "Print the result as JSON on stdout",
-}
-SBOM_HELP = {
-    **COMMON_HELP,
-    "channel": "Channel whose image (in the build region) to show, e.g. stable",
-    "ami": "An image id (in the build region), instead of a channel",
-    "format": "cyclonedx (default: the stored CycloneDX 1.5 JSON), spdx (SPDX 2.3 JSON) or table",
-}
-DIFF_HELP = {
-    **COMMON_HELP,
-    "from_": "The older image: a channel, an AMI id or a build-ami run id (--from)",
-    "to": "The newer image: a channel, an AMI id or a build-ami run id (--to)",
-    "markdown": "Print the same as Markdown (release notes, $GITHUB_STEP_SUMMARY)",
-}
+
+@dataclass(frozen=True)
+class ImageRequest:
+    """The flags sbom, diff and scan share."""
+
+    variant: str | None = flag("Variant whose image this is (required)")
+    k8s: str | None = flag(K8S_HELP)
+    pipeline: str | None = flag("Pipeline file (default: amibuild.hcl in the current folder or above)")
+    profile: str | None = flag("AWS profile (default: AWS_PROFILE / the standard chain)")
+    json: bool = flag(JSON_HELP, False)
 
 
-@task(help=SBOM_HELP, auto_shortflags=False)
-def sbom(c, variant=None, channel=None, ami=None, format="cyclonedx", k8s=None, json=False, pipeline=None, profile=None):
+@dataclass(frozen=True)
+class SbomFlags(ImageRequest):
+    """`amibuild sbom`."""
+
+    channel: str | None = flag("Channel whose image (in the build region) to show, e.g. stable")
+    ami: str | None = flag("An image id (in the build region), instead of a channel")
+    format: str = flag("cyclonedx (default: the stored CycloneDX 1.5 JSON), spdx (SPDX 2.3 JSON) or table",
+                       "cyclonedx")
+
+
+@command(SbomFlags)
+def sbom(c, r: SbomFlags):
     """Print an image's package list (its signed SBOM): CycloneDX, SPDX or a table."""
     from amibuild.jobs import image_inventory as job  # deferred: not on the `amibuild --list` path
 
-    opts = cli.options(c, pipeline=pipeline, profile=profile, k8s=k8s, variant=[variant] if variant else None)
-    result = cli.run(lambda: job.run_sbom(job.SbomRequest(opts, _required(variant), channel, ami, format)))
-    if json:
-        cli.emit_json(result.to_dict())
-    else:
-        cli.lines_out(result.lines())
-    cli.finish(result)
+    opts = scope_options(c, r)
+    result = cli.run(lambda: job.run_sbom(job.SbomRequest(opts, _required(r.variant), r.channel, r.ami, r.format)))
+    _print(result, r.json)
 
 
-@task(help=DIFF_HELP, auto_shortflags=False)
-def diff(c, variant=None, from_=None, to=None, markdown=False, k8s=None, json=False, pipeline=None, profile=None):
+@dataclass(frozen=True)
+class DiffFlags(ImageRequest):
+    """`amibuild diff`."""
+
+    from_: str | None = flag("The older image: a channel, an AMI id or a build-ami run id (--from)", name="from")
+    to: str | None = flag("The newer image: a channel, an AMI id or a build-ami run id (--to)")
+    markdown: bool = flag("Print the same as Markdown (release notes, $GITHUB_STEP_SUMMARY)", False)
+
+
+@command(DiffFlags)
+def diff(c, r: DiffFlags):
     """Compare two images of a variant: packages, kernel/kubelet/containerd/nodeadm, settings, vulnerabilities."""
     from amibuild.jobs import image_inventory as job  # deferred: not on the `amibuild --list` path
 
-    opts = cli.options(c, pipeline=pipeline, profile=profile, k8s=k8s, variant=[variant] if variant else None)
-    result = cli.run(lambda: job.run_diff(job.DiffRequest(opts, _required(variant), from_ or "", to or "",
-                                                          markdown)))
-    if json:
-        cli.emit_json(result.to_dict())
-    else:
-        cli.lines_out(result.lines())
-    cli.finish(result)
+    opts = scope_options(c, r)
+    result = cli.run(lambda: job.run_diff(job.DiffRequest(opts, _required(r.variant), r.from_ or "", r.to or "",
+                                                          r.markdown)))
+    _print(result, r.json)
 
 
-SCAN_HELP = {
-    **COMMON_HELP,
-    "channel": "Channel whose image to scan (its policy, if its block has `scan`, says pass or refuse)",
-    "ami": "An image id (in the build region), instead of a channel",
-}
+@dataclass(frozen=True)
+class ScanFlags(ImageRequest):
+    """`amibuild scan`."""
+
+    channel: str | None = flag("Channel whose image to scan (its policy, if its block has `scan`, says pass or "
+                               "refuse)")
+    ami: str | None = flag("An image id (in the build region), instead of a channel")
 
 
-@task(help=SCAN_HELP, auto_shortflags=False)
-def scan(c, variant=None, channel=None, ami=None, k8s=None, json=False, pipeline=None, profile=None):
+@command(ScanFlags)
+def scan(c, r: ScanFlags):
     """Scan an image's SBOM with Amazon Inspector (ScanSbom); keep the findings as a signed scan statement."""
     from amibuild.jobs import image_inventory as job  # deferred: not on the `amibuild --list` path
 
-    opts = cli.options(c, pipeline=pipeline, profile=profile, k8s=k8s, variant=[variant] if variant else None)
-    result = cli.run(lambda: job.run_scan(job.ScanRequest(opts, _required(variant), channel, ami)))
+    opts = scope_options(c, r)
+    result = cli.run(lambda: job.run_scan(job.ScanRequest(opts, _required(r.variant), r.channel, r.ami)))
+    _print(result, r.json)
+
+
+def _print(result, json: bool) -> None:
     if json:
         cli.emit_json(result.to_dict())
     else:

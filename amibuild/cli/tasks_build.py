@@ -1,23 +1,20 @@
 """The build tasks: render, validate, build-ami, rehearse, the runs and their clean-up, the CI
 matrix, and the image tests (tests, test-ami).
 
-Each task but clean-run is declared by its request (`amibuild.cli.command`): the request's fields
+Each task is declared by its request (`amibuild.cli.command`): the request's fields
 are the task's flags. Part of the task table `amibuild.cli.tasks` assembles.
 """
 
 from dataclasses import dataclass
 from functools import partial
 
-from invoke import task
 
 from amibuild.cli import report, summary, values
 from amibuild.cli.command import command, flag, like
 from amibuild.errors import Interrupted, SpecError
 from amibuild.cli import run as cli
-from amibuild.cli.tasks_common import SELECT_HELP, Output, Selection, _channel_deadline, _read_timeout, _target
+from amibuild.cli.tasks_common import MARKDOWN_HELP, Output, Selection, _channel_deadline, _read_timeout, _target
 
-JSON_HELP = "Print the result as JSON on stdout"
-MARKDOWN_HELP = "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)"
 
 
 @dataclass(frozen=True)
@@ -194,18 +191,27 @@ def runs(c, request: RunsRequest):
         print("\n".join(report.runs_lines(records)))
 
 
-@task(help={"run_id": "The build run whose leftovers to remove (`amibuild runs` lists them)",
-            "dry_run": "List what the run left behind and remove nothing",
-            "json": "Print JSON", "pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"],
-            "build_dir": SELECT_HELP["build_dir"]})
-def clean_run(c, run_id=None, dry_run=False, json=False, pipeline=None, profile=None, build_dir=None):
+@dataclass(frozen=True)
+class CleanRunRequest:
+    """`amibuild clean-run` (its short flags follow this order: -r, -d, -j, -p, -o, -b)."""
+
+    run_id: str | None = flag("The build run whose leftovers to remove (`amibuild runs` lists them)")
+    dry_run: bool = flag("List what the run left behind and remove nothing", False)
+    json: bool = flag("Print JSON", False)
+    pipeline: str | None = like(Selection, "pipeline")
+    profile: str | None = like(Output, "profile")
+    build_dir: str | None = like(Output, "build_dir")
+
+
+@command(CleanRunRequest, shortflags=True)
+def clean_run(c, request: CleanRunRequest):
     """Remove what an unfinished build run left in AWS (never an image in use); say what it kept and why."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.lifecycle import clean
 
-    opts = cli.options(c, pipeline=pipeline, profile=profile, build_dir=build_dir)
-    result = cli.run(lambda: clean.run(clean.settings(opts, run_id, dry_run=dry_run)))
-    if json:
+    opts = cli.options(c, request)
+    result = cli.run(lambda: clean.run(clean.settings(opts, request.run_id, dry_run=request.dry_run)))
+    if request.json:
         cli.emit_json(result.to_dict())
     else:
         if not result.found and not result.leases and not result.temp_dirs:

@@ -4,26 +4,41 @@ Part of the task table `amibuild.cli.tasks` assembles (its docstring says how fl
 imports are kept fast).
 """
 
-from invoke import task
+from dataclasses import dataclass
+from functools import partial
 
 from amibuild.cli import report, summary, values
+from amibuild.cli.command import command, flag, like
 from amibuild.errors import ChannelSplit, PublishFailed, SpecError
 from amibuild.cli import run as cli
 from amibuild.cli.inventory import promote_line
-from amibuild.cli.tasks_common import CHANNEL_HELP, _channel_deadline, _guard, _read_timeout, _channel_options
-
-
-GATE_HELP = {
-    "override_gate": "Write even though the image does not meet the channel's gate (with --reason)",
-    "reason": "Why the gate is overridden; kept in the channel's history",
-    "now": "With --dry-run only: the what-if time the gate's soak is judged at, ISO 8601 (default: "
-           "$AMIBUILD_NOW, else the time AWS answers with); a write with it exits 2",
-}
+from amibuild.cli.tasks_common import (MARKDOWN_HELP, ChannelRequest, _channel_deadline, _guard, _read_timeout,
+                                       scope_options)
 
 
 DRY_RUN_CHANNEL = "Print what would be written, region by region (the plan the write carries out), and write nothing"
 NEW_CHANNEL = ("The channel is a new name: neither declared (a `channel` block, default_channel, recommended, "
                "candidate, stable) nor there yet for the variant; without it such a name is refused as a typo")
+FORCE = "Write even if another writer moved the channel since amibuild read it"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The flags of a write that may override a channel's gate."""
+
+    override_gate: bool = flag("Write even though the image does not meet the channel's gate (with --reason)", False)
+    reason: str | None = flag("Why the gate is overridden; kept in the channel's history")
+    now: str | None = flag("With --dry-run only: the what-if time the gate's soak is judged at, ISO 8601 (default: "
+                           "$AMIBUILD_NOW, else the time AWS answers with); a write with it exits 2")
+
+
+@dataclass(frozen=True)
+class Write:
+    """The flags every channel write shares."""
+
+    force: bool = flag(FORCE, False)
+    dry_run: bool = flag(DRY_RUN_CHANNEL, False)
+    markdown: bool = flag(MARKDOWN_HELP, False)
 
 
 def _plan_only(dry_run: bool, markdown: bool) -> None:
@@ -49,19 +64,20 @@ def _channel_result(result, signals, *, json: bool, markdown: bool = False) -> N
     cli.finish_channel(result, signals)
 
 
-@task(help={**CHANNEL_HELP,
-            "ami": "REGION=AMI_ID, comma-separated or repeated; every target region of the pipeline needs one",
-            "channel": "Channel to publish to (default: recommended)",
-            "run_id": "Run id to record (default: the images' amibuild:run-id tag)",
-            "allow_foreign": "Publish images amibuild did not build (no amibuild:fingerprint tag)",
-            "force": "Write even if another writer moved the channel since amibuild read it",
-            "dry_run": DRY_RUN_CHANNEL,
-            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
-            "new_channel": NEW_CHANNEL, **GATE_HELP},
-      iterable=["ami"], auto_shortflags=False)
-def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow_foreign=False, force=False,
-            pipeline=None, k8s=None, profile=None, json=False, dry_run=False, override_gate=False, reason=None,
-            now=None, markdown=False, new_channel=False):
+@dataclass(frozen=True)
+class PublishRequest(ChannelRequest, Write, Gate):
+    """`amibuild publish`."""
+
+    ami: tuple[str, ...] = flag("REGION=AMI_ID, comma-separated or repeated; every target region of the pipeline "
+                                "needs one", repeat=True)
+    channel: str = flag("Channel to publish to (default: recommended)", "recommended")
+    run_id: str | None = flag("Run id to record (default: the images' amibuild:run-id tag)")
+    allow_foreign: bool = flag("Publish images amibuild did not build (no amibuild:fingerprint tag)", False)
+    new_channel: bool = flag(NEW_CHANNEL, False)
+
+
+@command(PublishRequest)
+def publish(c, r: PublishRequest):
     """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import job
@@ -72,30 +88,33 @@ def publish(c, variant=None, ami=None, channel="recommended", run_id=None, allow
         from amibuild.channels.gates import check_reason
         from amibuild.cli import imagetests
 
-        _plan_only(dry_run, markdown)
-        override, when = check_reason(override_gate, reason), imagetests.what_if_now(now, dry_run=dry_run)
-        opts = _channel_options(c, pipeline, variant, k8s, profile)
-        pipe, var = cli.channel_variant(opts, variant)
+        _plan_only(r.dry_run, r.markdown)
+        override, when = check_reason(r.override_gate, r.reason), imagetests.what_if_now(r.now, dry_run=r.dry_run)
+        opts = scope_options(c, r)
+        pipe, var = cli.channel_variant(opts, r.variant)
         return job.publish(job.PublishSettings(
-            profile=opts.profile, pipeline=pipe, variant=var, amis=parse_amis(ami or []), channel=channel,
-            run_id=run_id, allow_foreign=allow_foreign, force=force, read_timeout=_read_timeout(c),
-            guard=_guard(c, signals, run_id), dry_run=dry_run, override_gate=override, now=when,
-            new_channel=new_channel, say=cli.say))
+            profile=opts.profile, pipeline=pipe, variant=var, amis=parse_amis(list(r.ami)), channel=r.channel,
+            run_id=r.run_id, allow_foreign=r.allow_foreign, force=r.force, read_timeout=_read_timeout(c),
+            guard=_guard(c, signals, r.run_id), dry_run=r.dry_run, override_gate=override, now=when,
+            new_channel=r.new_channel, say=cli.say))
 
-    _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
+    _channel_result(*cli.run_channel(body), json=r.json, markdown=r.markdown)
 
 
-@task(help={**CHANNEL_HELP, "from_": "Channel to copy from, e.g. recommended",
-            "to": "Channel to copy into, e.g. stable",
-            "force": "Write even if another writer moved the target channel since amibuild read it",
-            "dry_run": DRY_RUN_CHANNEL,
-            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)",
-            "due": "Promote every gated channel (pipeline `channel` blocks with `from`) whose gate is met now, "
-                   "for every variant; print what was promoted and what waits until when",
-            "new_channel": NEW_CHANNEL.replace("The channel", "--to"), **GATE_HELP},
-      auto_shortflags=False)
-def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8s=None, profile=None, json=False,
-            dry_run=False, markdown=False, due=False, override_gate=False, reason=None, now=None, new_channel=False):
+@dataclass(frozen=True)
+class PromoteRequest(ChannelRequest, Write, Gate):
+    """`amibuild promote`."""
+
+    from_: str | None = flag("Channel to copy from, e.g. recommended", name="from")
+    to: str | None = flag("Channel to copy into, e.g. stable")
+    force: bool = flag("Write even if another writer moved the target channel since amibuild read it", False)
+    due: bool = flag("Promote every gated channel (pipeline `channel` blocks with `from`) whose gate is met now, "
+                     "for every variant; print what was promoted and what waits until when", False)
+    new_channel: bool = flag(NEW_CHANNEL.replace("The channel", "--to"), False)
+
+
+@command(PromoteRequest)
+def promote(c, r: PromoteRequest):
     """Copy a channel's exact AMI, region by region, into another channel."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import job
@@ -103,31 +122,29 @@ def promote(c, variant=None, from_=None, to=None, force=False, pipeline=None, k8
     from amibuild.channels.gates import check_reason
     from amibuild.cli import imagetests
 
-    if due:
-        return _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now, markdown,
-                            dry_run=dry_run, force=force, reason=reason, new_channel=new_channel)
+    if r.due:
+        return _promote_due(c, r)
 
     def body(signals):
-        if not from_ or not to:
+        if not r.from_ or not r.to:
             raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
-        _plan_only(dry_run, markdown)
-        override, when = check_reason(override_gate, reason), imagetests.what_if_now(now, dry_run=dry_run)
-        opts = _channel_options(c, pipeline, variant, k8s, profile)
-        pipe, var = cli.channel_variant(opts, variant)
-        return job.promote(job.PromoteSettings(profile=opts.profile, pipeline=pipe, variant=var, source=from_,
-                                               target=to, force=force, read_timeout=_read_timeout(c),
-                                               guard=_guard(c, signals), dry_run=dry_run, override_gate=override,
-                                               now=when, new_channel=new_channel, say=cli.say))
+        _plan_only(r.dry_run, r.markdown)
+        override, when = check_reason(r.override_gate, r.reason), imagetests.what_if_now(r.now, dry_run=r.dry_run)
+        opts = scope_options(c, r)
+        pipe, var = cli.channel_variant(opts, r.variant)
+        return job.promote(job.PromoteSettings(profile=opts.profile, pipeline=pipe, variant=var, source=r.from_,
+                                               target=r.to, force=r.force, read_timeout=_read_timeout(c),
+                                               guard=_guard(c, signals), dry_run=r.dry_run, override_gate=override,
+                                               now=when, new_channel=r.new_channel, say=cli.say))
 
     result, signals = cli.run_channel(body)
-    line = promote_line(_channel_options(c, pipeline, variant, k8s, profile), result)  # amibuild/cli/inventory.py
+    line = promote_line(scope_options(c, r), result)  # amibuild/cli/inventory.py
     if line:
         cli.say(line)
-    _channel_result(result, signals, json=json, markdown=markdown)
+    _channel_result(result, signals, json=r.json, markdown=r.markdown)
 
 
-def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, json, now, markdown=False, *,
-                 dry_run=False, force=False, reason=None, new_channel=False):
+def _promote_due(c, r: PromoteRequest):
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.aws import Aws
     from amibuild.channels import due
@@ -135,21 +152,21 @@ def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, j
     from amibuild.pipeline.options import load_pipeline
 
     def body(signals):
-        if from_ or to or override_gate or reason or new_channel:  # every flag honoured or refused
+        if r.from_ or r.to or r.override_gate or r.reason or r.new_channel:  # every flag honoured or refused
             raise SpecError("promote --due follows the pipeline's gates: leave out --from, --to, --override-gate, "
                             "--reason and --new-channel")
-        when = imagetests.what_if_now(now, dry_run=dry_run)
-        opts = cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, k8s=k8s, profile=profile)
+        when = imagetests.what_if_now(r.now, dry_run=r.dry_run)
+        opts = scope_options(c, r)
         pipe = load_pipeline(opts)
         return due.promote_due(Aws(profile=opts.profile, region=pipe.build_region), pipe, now=when,
-                               guard=lambda: _guard(c, signals), say=cli.say, dry_run=dry_run, force=force)
+                               guard=lambda: _guard(c, signals), say=cli.say, dry_run=r.dry_run, force=r.force)
 
     items, _ = cli.run_channel(body)
-    if json:
+    if r.json:
         cli.emit_json([i.to_dict() for i in items])
-    elif not markdown:
-        cli.lines_out((["promote --due (dry run: nothing written)"] if dry_run else []) + due.lines(items))
-    summary.publish(summary.due_markdown(items), to_stdout=markdown)
+    elif not r.markdown:
+        cli.lines_out((["promote --due (dry run: nothing written)"] if r.dry_run else []) + due.lines(items))
+    summary.publish(summary.due_markdown(items), to_stdout=r.markdown)
     if any(i.action is due.DueAction.FAILED for i in items):
         def failed() -> None:
             raise PublishFailed("a due promotion failed (see above)")
@@ -157,56 +174,72 @@ def _promote_due(c, variant, from_, to, override_gate, pipeline, k8s, profile, j
         cli.run(failed)
 
 
-@task(help={**CHANNEL_HELP, "channel": "Channel to roll back (default: recommended)",
-            "to_version": "Parameter version to go back to, as `amibuild history` shows it for the build region "
-                          "(default: the newest version holding another AMI than now)",
-            "force": "Write even if another writer moved the channel since amibuild read it",
-            "dry_run": DRY_RUN_CHANNEL,
-            "markdown": "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)"},
-      auto_shortflags=False)
-def rollback(c, variant=None, channel="recommended", to_version=None, force=False, pipeline=None, k8s=None,
-             profile=None, json=False, dry_run=False, markdown=False):
+@dataclass(frozen=True)
+class RollbackRequest(ChannelRequest, Write):
+    """`amibuild rollback`."""
+
+    channel: str = flag("Channel to roll back (default: recommended)", "recommended")
+    to_version: int | None = flag("Parameter version to go back to, as `amibuild history` shows it for the build "
+                                  "region (default: the newest version holding another AMI than now)",
+                                  cast=partial(values.optional_count, example=3))
+
+
+@command(RollbackRequest)
+def rollback(c, r: RollbackRequest):
     """Put a channel back to an earlier AMI from its parameter history."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import job
 
     def body(signals):
-        _plan_only(dry_run, markdown)
-        version = values.optional_count(to_version, "--to-version", example=3)
-        opts = _channel_options(c, pipeline, variant, k8s, profile)
-        pipe, var = cli.channel_variant(opts, variant)
-        return job.rollback(job.RollbackSettings(profile=opts.profile, pipeline=pipe, variant=var, channel=channel,
-                                                 to_version=version, force=force, read_timeout=_read_timeout(c), guard=_guard(c, signals),
-                                                 dry_run=dry_run, say=cli.say))
+        _plan_only(r.dry_run, r.markdown)
+        opts = scope_options(c, r)
+        pipe, var = cli.channel_variant(opts, r.variant)
+        return job.rollback(job.RollbackSettings(profile=opts.profile, pipeline=pipe, variant=var, channel=r.channel,
+                                                 to_version=r.to_version, force=r.force, read_timeout=_read_timeout(c),
+                                                 guard=_guard(c, signals), dry_run=r.dry_run, say=cli.say))
 
-    _channel_result(*cli.run_channel(body), json=json, markdown=markdown)
+    _channel_result(*cli.run_channel(body), json=r.json, markdown=r.markdown)
 
 
-@task(help={**CHANNEL_HELP, "channel": "Only this channel (default: every channel of the variant)",
-            "region": "Only this region (default: every target region of the pipeline)"},
-      auto_shortflags=False)
-def history(c, variant=None, channel=None, region=None, pipeline=None, k8s=None, profile=None, json=False):
+@dataclass(frozen=True)
+class HistoryRequest(ChannelRequest):
+    """`amibuild history`."""
+
+    channel: str | None = flag("Only this channel (default: every channel of the variant)")
+    region: str | None = flag("Only this region (default: every target region of the pipeline)")
+
+
+@command(HistoryRequest)
+def history(c, r: HistoryRequest):
     """Show a variant's channel history: version, time, AMI, fingerprint, run id, who wrote it."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import known
     from amibuild.channels import read as channel_status
 
     def body():
-        aws, pipe, var = cli.channel_target(_channel_options(c, pipeline, variant, k8s, profile), variant)
-        if channel:  # a typo would show an empty table and exit 0
-            known.require(aws, pipe, [var], known.Asked(channel), regions=(region,) if region else None)
-        return channel_status.history(aws, pipeline=pipe, variant=var, channel=channel, region=region)
+        aws, pipe, var = cli.channel_target(scope_options(c, r), r.variant)
+        if r.channel:  # a typo would show an empty table and exit 0
+            known.require(aws, pipe, [var], known.Asked(r.channel), regions=(r.region,) if r.region else None)
+        return channel_status.history(aws, pipeline=pipe, variant=var, channel=r.channel, region=r.region)
 
     entries = cli.run(body)
-    cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.history_lines(entries))
+    cli.emit_json([e.to_dict() for e in entries]) if r.json else cli.lines_out(report.history_lines(entries))
 
 
-@task(help={"pipeline": CHANNEL_HELP["pipeline"], "profile": CHANNEL_HELP["profile"], "json": CHANNEL_HELP["json"],
-            "check": "Exit 1 naming every channel whose regions hold images of different builds (or none)",
-            "repair": "Bring every split channel to one build under its lease, saying which and why",
-            "markdown": "Print the table as Markdown on stdout"},
-      auto_shortflags=False)
-def channels(c, pipeline=None, profile=None, json=False, markdown=False, check=False, repair=False):
+@dataclass(frozen=True)
+class ChannelsRequest:
+    """`amibuild channels`."""
+
+    pipeline: str | None = like(ChannelRequest, "pipeline")
+    profile: str | None = like(ChannelRequest, "profile")
+    json: bool = like(ChannelRequest, "json")
+    markdown: bool = flag("Print the table as Markdown on stdout", False)
+    check: bool = flag("Exit 1 naming every channel whose regions hold images of different builds (or none)", False)
+    repair: bool = flag("Bring every split channel to one build under its lease, saying which and why", False)
+
+
+@command(ChannelsRequest)
+def channels(c, r: ChannelsRequest):
     """List every variant x channel x region: AMI, version, age; --check / --repair split channels."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
@@ -215,42 +248,42 @@ def channels(c, pipeline=None, profile=None, json=False, markdown=False, check=F
     from amibuild.aws import Aws
 
     def gateway():
-        opts = cli.options(c, pipeline=pipeline, profile=profile)
+        opts = scope_options(c, r)
         pipe = load_pipeline(opts)
         aws = Aws(profile=opts.profile, region=pipe.build_region)
         aws.ssm_read_timeout = _read_timeout(c) or aws.ssm_read_timeout
         return aws, pipe
 
-    if not check and not repair:
+    if not r.check and not r.repair:
         entries = cli.run(lambda: _listing(channel_status, gateway))
-        if markdown:
+        if r.markdown:
             print(summary.channels_markdown(entries))
             return
-        cli.emit_json([e.to_dict() for e in entries]) if json else cli.lines_out(report.channel_lines(entries))
+        cli.emit_json([e.to_dict() for e in entries]) if r.json else cli.lines_out(report.channel_lines(entries))
         return
 
     def body(signals=None):
         aws, pipe = gateway()
         splits = repair_mod.check(aws, pipeline=pipe, seconds=_channel_deadline(c))
-        if not repair:
+        if not r.repair:
             return splits, []
         return splits, repair_mod.repair_all(aws, pipeline=pipe, splits=splits, guard=_guard(c, signals))
 
-    if repair:
+    if r.repair:
         (splits, repaired), signals = cli.run_channel(body)
     else:
         splits, repaired = cli.run(body)
-    if json:
+    if r.json:
         cli.emit_json({"split": [s.to_dict() for s in splits],
                        "repaired": [{"channel": o.split.channel, "variant": o.split.variant, "build": o.done.choice.build,
                                      "why": o.done.choice.why, "result": o.done.result.to_dict()}
                                     for o in repaired if o.done is not None],
-                       **({"channels": [o.to_dict() for o in repaired]} if repair else {})})
-    elif not (markdown and not repair):
+                       **({"channels": [o.to_dict() for o in repaired]} if r.repair else {})})
+    elif not (r.markdown and not r.repair):
         # --repair: a line (or more) for every split channel, in the order handled, moved or not
-        lines = [s.describe() for s in splits] if not repair else [x for o in repaired for x in repair_mod.outcome_lines(o)]
+        lines = [s.describe() for s in splits] if not r.repair else [x for o in repaired for x in repair_mod.outcome_lines(o)]
         cli.lines_out(lines or ["every channel is whole: each region holds an image of the same build"])
-    if repair:
+    if r.repair:
         verdict = repair_mod.repair_verdict(repaired, signal=signals.name, exit_code=signals.exit_code)
         if verdict is not None:
             def stop() -> None:
@@ -258,7 +291,7 @@ def channels(c, pipeline=None, profile=None, json=False, markdown=False, check=F
 
             cli.run(stop)
         return
-    summary.publish(summary.channel_check_markdown(splits), to_stdout=markdown)
+    summary.publish(summary.channel_check_markdown(splits), to_stdout=r.markdown)
     if splits:
         def split() -> None:
             raise ChannelSplit(f"{len(splits)} channel(s) split across regions; "

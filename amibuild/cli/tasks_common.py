@@ -8,8 +8,7 @@ imports are kept fast).
 from dataclasses import dataclass
 
 from amibuild.errors import SpecError
-from amibuild.cli import run as cli
-from amibuild.cli.command import flag, flags
+from amibuild.cli.command import JSON_HELP, K8S_HELP, Scope, flag, flags, like, scope_options  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -47,8 +46,21 @@ class Output:
     profile: str | None = flag("AWS profile (default: AWS_PROFILE / the standard chain)")
 
 
-# the help of the tasks not declared as a request yet
+# the help of iam-policy and doctor, not declared as a request yet
 SELECT_HELP = {f.name: f.metadata["help"] for f in (*flags(Selection), *flags(Output))}
+
+MARKDOWN_HELP = "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)"
+
+
+@dataclass(frozen=True)
+class ChannelRequest:
+    """The flags that name one variant's channels: publish, promote, rollback, history."""
+
+    pipeline: str | None = like(Selection, "pipeline")
+    variant: str | None = flag("Variant whose channel this is (required)")
+    k8s: str | None = flag(K8S_HELP)
+    profile: str | None = like(Output, "profile")
+    json: bool = flag(JSON_HELP, False)
 
 
 
@@ -59,15 +71,6 @@ def _target() -> dict:
 
     chosen = platform()
     return {"target": chosen.target, "transform": chosen.transform}
-
-
-CHANNEL_HELP = {
-    "pipeline": SELECT_HELP["pipeline"],
-    "variant": "Variant whose channel this is (required)",
-    "k8s": "Kubernetes version of the variant, if not the pipeline file's (it is part of the parameter name)",
-    "profile": SELECT_HELP["profile"],
-    "json": "Print the result as JSON on stdout",
-}
 
 
 def _seconds(c, key, default, what, *, positive=False):
@@ -118,6 +121,3 @@ def _read_timeout(c):
     return _seconds(c, "read_timeout", None, "seconds one AWS request may wait for its answer, more than 0, e.g. 10",
                     positive=True)
 
-
-def _channel_options(c, pipeline, variant, k8s, profile):
-    return cli.options(c, pipeline=pipeline, variant=[variant] if variant else None, k8s=k8s, profile=profile)

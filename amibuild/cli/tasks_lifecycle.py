@@ -4,44 +4,53 @@ Part of the task table `amibuild.cli.tasks` assembles (its docstring says how fl
 imports are kept fast).
 """
 
+from dataclasses import dataclass
+
 from invoke import task
 
 from amibuild.cli import run as cli
-from amibuild.cli.tasks_common import SELECT_HELP, _guard, _NO_SIGNALS
+from amibuild.cli.command import command, flag, like
+from amibuild.cli.tasks_common import SELECT_HELP, Output, Scope, Selection, _guard, _NO_SIGNALS
 
 
-PRUNE_HELP = {
-    "keep": "Images to keep per variant and region, newest first (required, at least 1)",
-    "older_than": "Also keep every image younger than this: 90m, 12h, 30d, 2w (default: no age limit)",
-    "keep_versions": "Also keep the images of this many earlier versions of every channel, for rollback (default 3)",
-    "dry_run": "Print the plan, with the reason for every image kept, and change nothing",
-    "deprecate_only": "Set a deprecation time on the images instead of deleting them and their snapshots",
-    "variant": "Only images of this variant (repeatable; default: every variant amibuild tagged)",
-    "region": "Only this region (repeatable; default: every target region of the pipeline)",
-    "pipeline": SELECT_HELP["pipeline"],
-    "profile": SELECT_HELP["profile"],
-    "json": "Print the plan and what was done as JSON on stdout",
-    "disable_after": "Also disable (DisableImage) the images nothing uses that are older than this, e.g. 30d; "
-                     "shared images are skipped (default: disable none)",
-}
+@dataclass(frozen=True)
+class PruneRequest:
+    """`amibuild prune` (its numbers and ages are checked in `amibuild.cli.lifecycle.settings`)."""
+
+    keep: str | None = flag("Images to keep per variant and region, newest first (required, at least 1)")
+    older_than: str | None = flag("Also keep every image younger than this: 90m, 12h, 30d, 2w (default: no age "
+                                  "limit)")
+    keep_versions: str | None = flag("Also keep the images of this many earlier versions of every channel, for "
+                                     "rollback (default 3)")
+    dry_run: bool = flag("Print the plan, with the reason for every image kept, and change nothing", False)
+    deprecate_only: bool = flag("Set a deprecation time on the images instead of deleting them and their snapshots",
+                                False)
+    variant: tuple[str, ...] = flag("Only images of this variant (repeatable; default: every variant amibuild "
+                                    "tagged)", repeat=True)
+    region: tuple[str, ...] = flag("Only this region (repeatable; default: every target region of the pipeline)",
+                                   repeat=True)
+    pipeline: str | None = like(Selection, "pipeline")
+    profile: str | None = like(Output, "profile")
+    json: bool = flag("Print the plan and what was done as JSON on stdout", False)
+    disable_after: str | None = flag("Also disable (DisableImage) the images nothing uses that are older than this, "
+                                     "e.g. 30d; shared images are skipped (default: disable none)")
 
 
-@task(help=PRUNE_HELP, iterable=["variant", "region"], auto_shortflags=False)
-def prune(c, keep=None, older_than=None, keep_versions=None, dry_run=False, deprecate_only=False, variant=None,
-          region=None, pipeline=None, profile=None, json=False, disable_after=None):
+@command(PruneRequest)
+def prune(c, r: PruneRequest):
     """Delete old images amibuild made: keep the newest N per variant and region and every image in use."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import lifecycle
     from amibuild.lifecycle import job
     from amibuild.lifecycle import prune as prune_mod
 
-    opts = cli.options(c, pipeline=pipeline, profile=profile)
+    opts = cli.options(c, Scope(r.pipeline, profile=r.profile))
     result = cli.run(lambda: job.run(lifecycle.settings(
-        opts, keep=keep, older_than=older_than, keep_versions=3 if keep_versions is None else keep_versions,
-        dry_run=dry_run, deprecate_only=deprecate_only, variants=variant or (), regions=region or (),
-        disable_after=disable_after),
+        opts, keep=r.keep, older_than=r.older_than, keep_versions=3 if r.keep_versions is None else r.keep_versions,
+        dry_run=r.dry_run, deprecate_only=r.deprecate_only, variants=r.variant, regions=r.region,
+        disable_after=r.disable_after),
         guard=_guard(c, _NO_SIGNALS), say=cli.say))
-    cli.emit_json(result.to_dict()) if json else cli.lines_out(prune_mod.report_lines(result))
+    cli.emit_json(result.to_dict()) if r.json else cli.lines_out(prune_mod.report_lines(result))
     cli.finish(result)
 
 
@@ -82,15 +91,22 @@ def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, ac
         cli.say(f"note: {note}")
 
 
-@task(help={"ami": "The deregistered image to bring back (required), e.g. ami-0123456789abcdef0",
-            "region": "The region it was deregistered in (required)",
-            "profile": SELECT_HELP["profile"],
-            "json": "Print what was restored as JSON on stdout"}, auto_shortflags=False)
-def restore(c, ami=None, region=None, profile=None, json=False):
+@dataclass(frozen=True)
+class RestoreFlags:
+    """`amibuild restore` (the job's own request is `amibuild.lifecycle.restore.RestoreRequest`)."""
+
+    ami: str = flag("The deregistered image to bring back (required), e.g. ami-0123456789abcdef0", "")
+    region: str = flag("The region it was deregistered in (required)", "")
+    profile: str | None = like(Output, "profile")
+    json: bool = flag("Print what was restored as JSON on stdout", False)
+
+
+@command(RestoreFlags)
+def restore(c, r: RestoreFlags):
     """Bring a deregistered image back from the Recycle Bin, with its snapshots and tags."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.lifecycle import restore as job
 
-    result = cli.run(lambda: job.run(job.RestoreRequest(ami or "", region or "", profile)))
-    cli.emit_json(result.to_dict()) if json else cli.lines_out(result.lines())
+    result = cli.run(lambda: job.run(job.RestoreRequest(r.ami, r.region, r.profile)))
+    cli.emit_json(result.to_dict()) if r.json else cli.lines_out(result.lines())
     cli.finish(result)

@@ -4,45 +4,68 @@ Part of the task table `amibuild.cli.tasks` assembles (its docstring says how fl
 imports are kept fast).
 """
 
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
 from invoke import task
 
 from amibuild.cli import values
 from amibuild.cli import run as cli
+from amibuild.cli.command import command, flag
 from amibuild.cli.tasks_common import SELECT_HELP
-from pathlib import Path
 
 
-@task(help={"port": "Port on 127.0.0.1 (default: a free one)"})
-def sandbox(c, port=None):
+@dataclass(frozen=True)
+class SandboxRequest:
+    """`amibuild sandbox`."""
+
+    port: int = flag("Port on 127.0.0.1 (default: a free one)", cast=partial(values.count, minimum=0, maximum=65535,
+                                                                            example=4566))
+
+
+@command(SandboxRequest, shortflags=True)
+def sandbox(c, r: SandboxRequest):
     """Run the local AWS emulator in the foreground (prints `export` lines first)."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild import sandbox as sandbox_mod
 
 
-    cli.run(lambda: sandbox_mod.serve_foreground(port=values.count(port or 0, "--port", minimum=0, maximum=65535,
-                                                                  example=4566)))
+    cli.run(lambda: sandbox_mod.serve_foreground(port=r.port or 0))
 
 
-@task(help={"json": "Print what was written as JSON on stdout",
-            "ci": "Also write a CI workflow for this repository: github (.github/workflows/amibuild.yml at the "
-                  "repository root: nightly build-ami --boot-test, promote --due, channels --check)",
-            "here": "Write the pipeline file here even though a parent folder of this repository has one "
-                    "(commands run here then find this one)"}, auto_shortflags=False)
-def init(c, json=False, ci="", here=False):
+@dataclass(frozen=True)
+class InitFlags:
+    """`amibuild init` (the job's own request is `amibuild.cli.init.InitRequest`)."""
+
+    json: bool = flag("Print what was written as JSON on stdout", False)
+    ci: str = flag("Also write a CI workflow for this repository: github (.github/workflows/amibuild.yml at the "
+                   "repository root: nightly build-ami --boot-test, promote --due, channels --check)", "")
+    here: bool = flag("Write the pipeline file here even though a parent folder of this repository has one "
+                      "(commands run here then find this one)", False)
+
+
+@command(InitFlags)
+def init(c, r: InitFlags):
     """Write a starter amibuild.hcl (one AL2023 variant with ceph-common) and ignore build/ in .gitignore."""
 
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import init as init_mod
 
-    result = cli.run(lambda: init_mod.run(init_mod.InitRequest(Path.cwd(), ci=ci or "", here=here)))
-    if json:
+    result = cli.run(lambda: init_mod.run(init_mod.InitRequest(Path.cwd(), ci=r.ci, here=r.here)))
+    if r.json:
         cli.emit_json(result.to_dict())
     else:
         cli.lines_out(result.lines())
 
 
-@task
-def demo(c):
+@dataclass(frozen=True)
+class DemoRequest:
+    """`amibuild demo`: no flags."""
+
+
+@command(DemoRequest)
+def demo(c, r: DemoRequest):
     """Run the whole pipeline against the local emulator, printing each step (the README demo)."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.sandbox.demo import run_demo

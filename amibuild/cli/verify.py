@@ -12,21 +12,28 @@ import json as json_mod
 import re
 from typing import Any
 
-from invoke import task
+from dataclasses import dataclass, replace
 
 from amibuild.cli import run as cli
-from dataclasses import replace
+from amibuild.cli.command import K8S_HELP, command, flag, scope_options
 
-VERIFY_HELP = {
-    "ami": "An image to verify (in --region, default: the pipeline's build region), instead of a channel",
-    "variant": "Variant whose channel to verify (with --channel)",
-    "channel": "Channel to verify, e.g. stable (every target region, or --region)",
-    "region": "Only this region (default: every target region of the pipeline)",
-    "k8s": "Kubernetes version of the variant, if not the pipeline file's (it is part of the parameter name)",
-    "json": "Print the same as JSON on stdout",
-    "pipeline": "Pipeline file (default: amibuild.hcl in the current folder or above)",
-    "profile": "AWS profile (default: AWS_PROFILE / the standard chain)",
-}
+PIPELINE_HELP = "Pipeline file (default: amibuild.hcl in the current folder or above)"
+PROFILE_HELP = "AWS profile (default: AWS_PROFILE / the standard chain)"
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    """`amibuild verify`."""
+
+    ami: str | None = flag("An image to verify (in --region, default: the pipeline's build region), instead of a "
+                           "channel")
+    variant: str | None = flag("Variant whose channel to verify (with --channel)")
+    channel: str | None = flag("Channel to verify, e.g. stable (every target region, or --region)")
+    region: str | None = flag("Only this region (default: every target region of the pipeline)")
+    k8s: str | None = flag(K8S_HELP)
+    json: bool = flag("Print the same as JSON on stdout", False)
+    pipeline: str | None = flag(PIPELINE_HELP)
+    profile: str | None = flag(PROFILE_HELP)
 
 _AMI = re.compile(r"ami-[0-9a-f]{8}(?:[0-9a-f]{9})?")
 
@@ -101,15 +108,16 @@ def verify_report(options: Any, *, ami: str | None, variant: str | None, channel
     return verify.check(facts, today), why_not
 
 
-@task(help=VERIFY_HELP, auto_shortflags=False)
-def verify(c, ami=None, variant=None, channel=None, region=None, k8s=None, json=False, pipeline=None, profile=None):
+@command(VerifyRequest)
+def verify(c, r: VerifyRequest):
     """Check an image's signed statements (provenance, tests) in every region a channel holds; exit 1 naming what fails."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.channels import verify as verify_mod
 
-    opts = cli.options(c, pipeline=pipeline, profile=profile, k8s=k8s, variant=[variant] if variant else None)
-    report, why_not = cli.run(lambda: verify_report(opts, ami=ami, variant=variant, channel=channel, region=region))
-    if json:
+    opts = scope_options(c, r)
+    report, why_not = cli.run(lambda: verify_report(opts, ami=r.ami, variant=r.variant, channel=r.channel,
+                                                    region=r.region))
+    if r.json:
         cli.emit_json({**report.to_dict(), "today_not_rendered": why_not or None})
     else:
         cli.lines_out(verify_mod.lines(report) + ([f"  ({why_not})"] if why_not else []))
