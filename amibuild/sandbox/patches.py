@@ -175,3 +175,28 @@ def _page_parameter_listings() -> None:
         return ActionResult(response)
 
     SimpleSystemManagerResponse.describe_parameters = describe_parameters
+
+
+def _read_one_resources_tags() -> None:
+    """An EC2 resource's own tags read from its entry, not from a scan of every tag in the region.
+
+    moto's `TaggedEC2Resource.get_tags` asks `describe_tags(resource-id=ID)`, which walks every
+    tag of every resource: a DescribeImages of N tagged images costs N² (667 images: 6 s of the
+    9 s answer). A plain id (no `*` or `?`, which AWS's tag filters treat as wildcards) gets the
+    same rows, in the same order, from `tags[ID]`; anything else goes to moto as before.
+    """
+    from moto.ec2.models.tags import TagBackend
+    from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
+
+    scan = TagBackend.describe_tags
+
+    def describe_tags(self: Any, filters: dict[str, list[str]] | None = None) -> list[dict[str, str]]:
+        ids = (filters or {}).get("resource-id")
+        if filters is None or set(filters) != {"resource-id"} or len(ids) != 1 or any(c in ids[0] for c in "*?[\\"):
+            return scan(self, filters)
+        resource_id = ids[0]
+        kind = EC2_PREFIX_TO_RESOURCE.get(get_prefix(resource_id), "")
+        return [{"resource_id": resource_id, "key": key, "value": value, "resource_type": kind}
+                for key, value in dict(self.tags.get(resource_id, {})).items()]
+
+    TagBackend.describe_tags = describe_tags

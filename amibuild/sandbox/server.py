@@ -17,7 +17,7 @@ from amibuild.errors import AmibuildError
 from amibuild.sandbox import SandboxError
 from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, _Seeder, seed_images
 from amibuild.sandbox.cluster import model_eks_clusters, read_short_form_yaml
-from amibuild.sandbox.patches import _model_stack_updates, _page_parameter_listings, _tag_stack_groups
+from amibuild.sandbox.patches import _model_stack_updates, _page_parameter_listings, _read_one_resources_tags, _tag_stack_groups
 from amibuild.sandbox import (accounts, clock as clock_mod, eks_api, image_lifecycle, inspector, kms, kms_accounts, kms_mac,
                               paging, recyclebin, runcommand, standins)
 from amibuild.sandbox.kubeapi import CONTROL as KUBE_CONTROL, PREFIX as KUBE_PREFIX, KubeApi
@@ -160,6 +160,7 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
     _model_stack_updates()
     _tag_stack_groups()  # after: it wraps the update _model_stack_updates installs
     _page_parameter_listings()
+    _read_one_resources_tags()  # an image's tags without a scan of the region's every tag
     clock = clock_mod.Clock()
     clock_mod.install(clock)  # SSM stamps its times from the emulator's clock, which a test can move
     recyclebin.use_clock(clock.now)  # protection cooldowns and the bin's retention follow it too
