@@ -3,7 +3,7 @@ templates in 3 regions, through AWS's rate limits.
 
 Setup (untimed): a local emulator (its own `Sandbox`) and tests/faultproxy.py's `FaultProxy` in
 front of it. Per region (us-west-2, us-east-1, eu-west-1) three tagged images, `recommended`
-holding all three in turn and `stable` the first two; then `amibuild.sandbox.fleet.seed_fleet`,
+holding all three in turn and `stable` the first two; then `amibuild.sandbox.fleet_seed.seed_fleet`,
 a thread per region, through the emulator's own API as a user's tools would: a third of the
 stacks (following the two channels; groups of capacity 0, so every instance is one seeded here),
 of the spare launch templates, two managed node groups; and a third of the instances, in a /16
@@ -68,7 +68,7 @@ def run() -> Report:
     import boto3
 
     from amibuild.sandbox import Sandbox, seed_images
-    from amibuild.sandbox.fleet import FleetSeed, karpenter_tags, seed_fleet
+    from amibuild.sandbox.fleet_seed import FleetSeed, karpenter_tags, seed_fleet
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from faultproxy import FaultProxy

@@ -3,7 +3,7 @@ managed node groups in 2 regions: wall time, and AWS calls that grow with pages,
 
 Setup (untimed): a local emulator (its own `Sandbox`); a pipeline building in us-west-2 and copying
 to us-east-1; in each region three tagged images, `recommended` holding all three in turn and
-`stable` the first two (so consumers are current, one and two behind); then `amibuild.sandbox.fleet`
+`stable` the first two (so consumers are current, one and two behind); then `amibuild.sandbox.fleet_seed`
 seeds per region 10 stacks following the two channels, 5 launch templates nothing launches from,
 managed node groups (3 in one region, 2 in the other) and 100 instances of the three images, half
 of them tagged as Karpenter's.
@@ -57,10 +57,10 @@ def run() -> Report:
 
     from amibuild.aws import Aws
     from amibuild.pipeline.options import Options
-    from amibuild.cli.fleet import fleet_view
+    from amibuild.cli.fleet_view import fleet_view
     from amibuild.pipeline import Overrides
     from amibuild.sandbox import Sandbox, seed_images
-    from amibuild.sandbox.fleet import FleetSeed, karpenter_tags, seed_fleet
+    from amibuild.sandbox.fleet_seed import FleetSeed, karpenter_tags, seed_fleet
 
     saved = dict(os.environ)
     with Sandbox() as sandbox, tempfile.TemporaryDirectory(prefix="amibuild-bench-") as scratch:

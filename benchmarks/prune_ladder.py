@@ -6,7 +6,7 @@ bucket at AWS's default rates; `AMIBUILD_BENCH_IMAGES` images (default 2,000) of
 cooldown), an EC2_IMAGE and an EBS_SNAPSHOT Recycle Bin rule on the pipeline's tag in two regions,
 none in the third.
 
-Timed, once, in a spawned child: the prune job's dry run (`amibuild.lifecycle.job.run`, the same
+Timed, once, in a spawned child: the prune job's dry run (`amibuild.lifecycle.prune_job.run`, the same
 call `amibuild prune --keep 3 --disable-after 30d --dry-run` makes): every read, the plan with its
 protection, disable and Recycle Bin steps. Counted through the proxy: DescribeImages calls per region.
 
@@ -107,7 +107,7 @@ def _prune(path: str) -> tuple[float, float, list[str], int, list[str]]:
     """In the child: the prune job's dry run, as `amibuild prune --dry-run` calls it."""
     from amibuild.aws import Aws
     from amibuild.errors import AmibuildError
-    from amibuild.lifecycle import job
+    from amibuild.lifecycle import prune_job as job
     from amibuild.pipeline import load
 
     pipeline = load(Path(path))

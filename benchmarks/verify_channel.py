@@ -102,8 +102,8 @@ def _per_region(calls) -> list[str]:
 
 def run() -> Report:
     from amibuild.aws import Aws
-    from amibuild.channels import evidence, verify
-    from amibuild.cli import verify as cli_verify
+    from amibuild.channels import evidence, channel_verify as verify
+    from amibuild.cli import verify_view as cli_verify
     from amibuild.pipeline import Overrides, load
     from amibuild.pipeline.options import Options
     from amibuild.sandbox import Sandbox

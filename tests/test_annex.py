@@ -81,7 +81,6 @@ def test_the_sandbox_exports_its_target(sandbox) -> None:
     assert sandbox.env()["AMIBUILD_TARGET"] == "sandbox"
 
 
-@pytest.mark.xfail(strict=True, reason="the renames of the twins (job.py, fleet.py, cluster.py, ...) are not done yet")
 def test_no_two_modules_share_a_file_name() -> None:
     """A walk of a name lands in one module: no job.py in four packages. __init__.py and __main__.py
     are Python's own names for a package and its `python -m` entry."""

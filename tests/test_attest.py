@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_der_public_key
 
-from amibuild.attest import check, dsse, predicates, record, sign, statement, store
+from amibuild.attest import check, dsse, predicates, image_record as record, sign, statement, store
 from amibuild.attest.statement import PROVENANCE, TEST, ImageFacts
 from amibuild.attest.verify import Problem, verify
 from amibuild.aws import Aws

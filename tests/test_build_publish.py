@@ -9,7 +9,7 @@ import pytest
 from amibuild import render
 from amibuild.pipeline import Overrides, load
 from amibuild.bake.executor import BuildOutcome, BuildStatus
-from amibuild.bake.plan import BuildDecision, BuildPlan, PlanItem
+from amibuild.bake.build_plan import BuildDecision, BuildPlan, PlanItem
 from amibuild.channels.from_build import channel_reads, plan_build_publish
 from amibuild.render import SourceAmi, Target
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from amibuild.cli import summary
-from amibuild.sandbox.fleet import FleetSeed
+from amibuild.sandbox.fleet_seed import FleetSeed
 from conftest import run_cli
 import test_fleet
 from test_fleet import PARAM, REGION, amibuild, make_image, promote, publish
@@ -182,7 +182,7 @@ def test_publish_and_rollback_summaries_have_a_row_per_region_with_the_ami_befor
 
 def test_rehearse_summary_rows_say_each_verdict_and_why() -> None:
     """The table as rehearse's own verdict line says it (the CLI runs are in tests/test_rehearse.py)."""
-    from amibuild.rehearse.report import Failure, Finding, Report
+    from amibuild.rehearse.rehearsal_report import Failure, Finding, Report
 
     def report(variant: str, **fields) -> Report:
         return Report(**{"variant": variant, "steps": [], "failure": None, "packages": [], "units": [],

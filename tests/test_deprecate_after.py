@@ -8,7 +8,7 @@ from pathlib import Path
 from amibuild.pipeline import load
 from amibuild.render import SourceAmi, Target
 from amibuild.render import assemble
-from amibuild.render.model import HCL_FILE
+from amibuild.render.render_model import HCL_FILE
 
 PIPELINE = """
 pipeline {

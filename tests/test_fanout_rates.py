@@ -18,7 +18,7 @@ import boto3
 import pytest
 
 from amibuild.aws import rates
-from amibuild.sandbox.fleet import FleetSeed, seed_fleet
+from amibuild.sandbox.fleet_seed import FleetSeed, seed_fleet
 from conftest import run_cli
 from faultproxy import FaultProxy
 from test_cleanup import OTHER, PIPELINE, REGIONS, RUN, ami_flag, bake

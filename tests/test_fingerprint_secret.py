@@ -24,7 +24,7 @@ from amibuild.bake import credential_macs
 from amibuild.errors import AwsError, NotFound, SpecError
 from amibuild.lifecycle import iam
 from amibuild.pipeline import load
-from amibuild.sandbox.kms_mac import FINGERPRINT_ALIAS
+from amibuild.sandbox.kms_hmac import FINGERPRINT_ALIAS
 from amibuild.cli.target import platform
 from conftest import run_cli
 

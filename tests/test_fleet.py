@@ -3,7 +3,7 @@
 The pure classification runs on facts built by hand; the command runs in process against the
 emulator, on images made the quick way a build leaves them (an instance of a seeded EKS image,
 `create_image`, amibuild's tags), published and promoted with amibuild's own commands, and a
-fleet seeded in the sandbox (`amibuild.sandbox.fleet`): stacks following a channel, a managed
+fleet seeded in the sandbox (`amibuild.sandbox.fleet_seed`): stacks following a channel, a managed
 node group, instances, two of them tagged as Karpenter's.
 """
 
@@ -21,10 +21,10 @@ import pytest
 from amibuild.lifecycle import fleet
 from amibuild.lifecycle.consumers import ChannelFact, LaunchFacts, Uses
 from amibuild.aws import Image
-from amibuild.aws.consumers import StackImage
+from amibuild.aws.consumer_reads import StackImage
 from amibuild.errors import FleetBehind, SpecError
 from amibuild.sandbox import seed_images
-from amibuild.sandbox.fleet import FleetSeed, karpenter_tags
+from amibuild.sandbox.fleet_seed import FleetSeed, karpenter_tags
 from conftest import run_cli
 
 REGION = "us-west-2"
@@ -308,7 +308,7 @@ def test_bad_fleet_flags_are_refused_with_exit_2_before_any_aws_call(tmp_path: P
 
 def test_the_demo_seed_gives_two_stacks_a_managed_node_group_and_instances_of_three_images(
         workdir, sandbox, capsys) -> None:
-    from amibuild.sandbox.fleet import demo_seed
+    from amibuild.sandbox.fleet_seed import demo_seed
 
     old, new, arm = make_image("ceph", 1), make_image("ceph", 2), make_image("ceph-arm", 3)
     publish(capsys, "ceph", old)

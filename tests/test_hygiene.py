@@ -25,7 +25,7 @@ from amibuild import hcl
 from amibuild import render as render_mod
 from amibuild.pipeline import Overrides, hygiene, imagetests, load
 from amibuild.rehearse import overlay, rehearse
-from amibuild.rehearse.report import FAILED, OK
+from amibuild.rehearse.rehearsal_report import FAILED, OK
 from amibuild.rehearse.steps import Step
 from amibuild.render import Provisioner, ProvisionerKind, SourceAmi, Target
 from amibuild.sandbox import image_standin as standin

@@ -202,7 +202,7 @@ def test_prune_policy_allows_exactly_what_prune_calls(tmp_path: Path, recorder: 
 
 def test_fleet_policy_allows_exactly_what_fleet_calls_and_describes_only(tmp_path: Path, recorder: Recorder,
                                                                         sandbox) -> None:
-    from amibuild.sandbox.fleet import FleetSeed, karpenter_tags
+    from amibuild.sandbox.fleet_seed import FleetSeed, karpenter_tags
 
     (tmp_path / "amibuild.hcl").write_text(CHANNELS_PIPELINE)
     amis = [build_image("us-west-2", pipeline="iam", variant="ceph", n=n) for n in (1, 2)]

@@ -24,7 +24,7 @@ from amibuild.bake import record
 from amibuild.bake.decide import (ImageFact, LeaseStep, PackerEnd, PackerFacts, lease_step, packer_end, ready_images,
                                   reuse_after_lease, should_look_for_reuse)
 from amibuild.bake.executor import BuildOutcome, BuildStatus
-from amibuild.bake.plan import BuildDecision, BuildPlan
+from amibuild.bake.build_plan import BuildDecision, BuildPlan
 from amibuild.channels.from_build import VariantPublished
 from amibuild.channels.plan import Provenance, description
 from amibuild.channels.publish import rollback_versions
@@ -530,7 +530,7 @@ def test_nodegroup_deploy_is_one_frozen_settings_value_made_from_the_flags_befor
     from amibuild.cli import handoff
     from amibuild.cli import run as cli_run
     from amibuild.errors import SpecError
-    from amibuild.handoff import job
+    from amibuild.handoff import handoff_jobs as job
 
     (tmp_path / "amibuild.hcl").write_text(NODES_PIPELINE)
     monkeypatch.chdir(tmp_path)

@@ -117,7 +117,7 @@ def test_the_node_class_follows_the_channel_and_is_valid_against_karpenters_crd(
 
 def test_al2023_user_data_is_a_nodeconfig_that_nodeadm_accepts_with_a_cluster_part(channels, capsys, tmp_path,
                                                                                    node_class_schema) -> None:
-    from amibuild.sandbox.cluster import fake_certificate_authority
+    from amibuild.sandbox.eks_cluster import fake_certificate_authority
 
     shared = shared_dir("karpenter")
     nodeadm = shared / "nodeadm" / "nodeadm" if shared else None

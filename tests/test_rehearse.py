@@ -23,7 +23,7 @@ from conftest import run_cli
 from amibuild import render as render_mod
 from amibuild.pipeline import Overrides, load
 from amibuild.rehearse import rehearse
-from amibuild.rehearse.report import FAILED, OK, STOOD_IN
+from amibuild.rehearse.rehearsal_report import FAILED, OK, STOOD_IN
 from amibuild.render import SourceAmi, Target
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ import pytest
 
 from amibuild import render as render_mod
 from amibuild.pipeline import Overrides, load
-from amibuild.rehearse import expr, report
+from amibuild.rehearse import expr, rehearsal_report as report
 from amibuild.rehearse.overlay import RawResult, RawRun
 from amibuild.rehearse.steps import StepError, parse_steps
 from amibuild.render import SourceAmi, Target
@@ -76,7 +76,7 @@ def test_our_chain_becomes_the_steps_packer_runs_with_filled_execute_commands(tm
 
 
 def test_a_sandbox_render_has_no_step_to_rehearse_so_the_rehearsal_takes_the_real_render(tmp_path: Path) -> None:
-    from amibuild.rehearse.job import real_render
+    from amibuild.rehearse.rehearse_job import real_render
     from amibuild.sandbox.transform import render_for_env
 
     (tmp_path / "it's.sh").write_text("echo\n")

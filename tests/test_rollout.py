@@ -34,7 +34,7 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import ANY, Stubber
 
-from amibuild.handoff import cfn
+from amibuild.handoff import cfn_parts as cfn
 from amibuild.handoff import nodegroup
 from amibuild.channels import publish
 from amibuild.handoff import rollout
@@ -42,7 +42,7 @@ from amibuild.pipeline import Pipeline, load
 from amibuild.aws import Aws
 from amibuild.aws import handoff_results as results
 from amibuild.errors import AmibuildError, RolloutFailed, SpecError
-from amibuild.handoff.cfn import StackState
+from amibuild.handoff.cfn_parts import StackState
 from amibuild.handoff.rollout import (RolloutAction, Channel, RolloutDecision, LaunchTemplateUse, NodegroupView,
                                       StackParameter, StackView)
 from amibuild.sandbox import SANDBOX_VPC_NAME, seed_images

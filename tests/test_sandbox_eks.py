@@ -7,7 +7,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from amibuild.sandbox.cluster import SANDBOX_CLUSTER
+from amibuild.sandbox.eks_cluster import SANDBOX_CLUSTER
 
 REGION = "us-west-2"
 ROLE = "arn:aws:iam::123456789012:role/platform/eks-nodes"

@@ -1,4 +1,4 @@
-"""The emulator's KMS GenerateMac / VerifyMac answer as AWS does (amibuild/sandbox/kms_mac.py)."""
+"""The emulator's KMS GenerateMac / VerifyMac answer as AWS does (amibuild/sandbox/kms_hmac.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from botocore.exceptions import ClientError
 
 from amibuild.aws import Aws
 from amibuild.errors import NotFound
-from amibuild.sandbox.kms_mac import FINGERPRINT_ALIAS
+from amibuild.sandbox.kms_hmac import FINGERPRINT_ALIAS
 
 REGION = "us-west-2"
 

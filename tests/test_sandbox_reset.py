@@ -14,7 +14,7 @@ import boto3
 import pytest
 
 from amibuild.sandbox import EKS_AMI_OWNER, SANDBOX_VPC_NAME, SEED_REGIONS
-from amibuild.sandbox.cluster import SANDBOX_CLUSTER
+from amibuild.sandbox.eks_cluster import SANDBOX_CLUSTER
 from amibuild.sandbox.touched import EVERYTHING, Touched, scope
 from amibuild.sandbox.upstream import AMAZON_LINUX_OWNER
 

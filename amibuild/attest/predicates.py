@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Mapping, Sequence
 
-from amibuild.attest.record import canonical_json, image_arn
+from amibuild.attest.image_record import canonical_json, image_arn
 
 BUILD_TYPE = "urn:amibuild:build-ami:v1"
 BUILDER_ID = "urn:amibuild:build-ami"

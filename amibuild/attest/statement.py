@@ -1,5 +1,5 @@
 """in-toto Statements (v1) about images: subjects are the image ARN in each region with the SHA-256
-of its canonical record (`amibuild.attest.record`).
+of its canonical record (`amibuild.attest.image_record`).
 
 `in_toto_attestation` builds and validates the Statement (type, subjects with digests, predicate
 type and body). The payload amibuild signs is then the Statement's JSON written from the same
@@ -18,7 +18,7 @@ from in_toto_attestation.v1 import statement_pb2
 from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
 from in_toto_attestation.v1.statement import STATEMENT_TYPE_URI, Statement
 
-from amibuild.attest.record import canonical_json, image_arn, record_digest
+from amibuild.attest.image_record import canonical_json, image_arn, record_digest
 
 PROVENANCE = "https://slsa.dev/provenance/v1"
 # in-toto's Test Result predicate; amibuild adds its own fields beside the standard ones

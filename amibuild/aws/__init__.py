@@ -13,7 +13,7 @@ from amibuild.aws.cfn import CfnCalls
 from amibuild.aws.ec2 import Ec2Calls, Image, _image
 from amibuild.aws.eks import EksCalls
 from amibuild.aws.events import EventCalls
-from amibuild.aws.errors import _mapped
+from amibuild.aws.error_map import _mapped
 from amibuild.aws.image_lifecycle import ImageLifecycleCalls
 from amibuild.aws.kms import KmsCalls
 from amibuild.aws.inspector import InspectorCalls

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from amibuild.errors import AwsError, EndpointUnreachable, NotFound
 from amibuild.aws import handoff_results as results
-from amibuild.aws.errors import _mapped
+from amibuild.aws.error_map import _mapped
 from amibuild.aws.session import fan_out
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from amibuild.errors import NotFound
 from amibuild.aws import handoff_results as results
-from amibuild.aws.errors import _mapped
+from amibuild.aws.error_map import _mapped
 
 
 class EksCalls:

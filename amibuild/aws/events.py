@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amibuild.aws.errors import _mapped
+from amibuild.aws.error_map import _mapped
 from amibuild.errors import AwsError
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
-from amibuild.aws.errors import _mapped
+from amibuild.aws.error_map import _mapped
 
 
 @dataclass(frozen=True)

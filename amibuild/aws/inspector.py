@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from amibuild.aws.errors import _mapped
+from amibuild.aws.error_map import _mapped
 
 
 class InspectorCalls:

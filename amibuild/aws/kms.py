@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from amibuild.aws.errors import _mapped
+from amibuild.aws.error_map import _mapped
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amibuild.aws.errors import _mapped
+from amibuild.aws.error_map import _mapped
 
 MAC_ALGORITHM = "HMAC_SHA_256"  # what an HMAC_256 key takes
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from amibuild.aws.errors import _mapped
+from amibuild.aws.error_map import _mapped
 
 
 class S3Calls:

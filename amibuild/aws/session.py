@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from amibuild.errors import UsageError
 from amibuild.aws import deadline, models, rates
-from amibuild.aws.errors import _mapped
+from amibuild.aws.error_map import _mapped
 
 
 CONNECT_TIMEOUT = 2

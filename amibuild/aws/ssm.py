@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 from amibuild.errors import NotFound
 from amibuild.aws import deadline
 from amibuild.aws.session import CONNECT_TIMEOUT, fan_out
-from amibuild.aws.errors import _mapped
+from amibuild.aws.error_map import _mapped
 
 
 _FILTER_VALUES = 50  # values one DescribeParameters filter takes, and the most results a page holds

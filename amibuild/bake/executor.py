@@ -36,7 +36,7 @@ from amibuild.lease import Lease
 from amibuild.bake.packer import (Packer, cross_check, input_refusal, manifest_builds, parse_machine_readable,
                                    progress_step)
 from amibuild.bake.outcome import BuildOutcome, BuildStatus, WorkingOutcome
-from amibuild.bake.plan import FINGERPRINT_TAG, BuildPlan, BuildDecision, PlanItem
+from amibuild.bake.build_plan import FINGERPRINT_TAG, BuildPlan, BuildDecision, PlanItem
 from amibuild.bake.progress import Progress, State
 from amibuild.bake.record import why_not_written
 

@@ -89,7 +89,7 @@ def key_pair_name(run_id: str, variant: str, region: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "-", f"amibuild-{run_id}-{variant}-{region}")
 
 
-RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}\Z")  # as amibuild.bake.plan.new_run_id makes them
+RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}\Z")  # as amibuild.bake.build_plan.new_run_id makes them
 
 
 @dataclass(frozen=True)

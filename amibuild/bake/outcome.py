@@ -8,7 +8,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from amibuild.bake.plan import BuildDecision
+from amibuild.bake.build_plan import BuildDecision
 
 
 class BuildStatus(enum.StrEnum):

@@ -12,8 +12,8 @@ from amibuild.attest import store
 from amibuild.attest.sign import Where
 from amibuild.aws import fan_out
 from amibuild.bake.executor import BuildOutcome
-from amibuild.bake.plan import BuildPlan
-from amibuild.bake.statements import attestable
+from amibuild.bake.build_plan import BuildPlan
+from amibuild.bake.provenance import attestable
 from amibuild.errors import AmibuildError
 from amibuild.inventory import sbom
 from amibuild.inventory.packages import parse_inventory

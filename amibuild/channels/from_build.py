@@ -24,7 +24,7 @@ from amibuild.aws import Aws, Image, Parameter
 from amibuild.aws.session import fan_out
 
 from amibuild.bake.executor import BuildOutcome, BuildStatus
-from amibuild.bake.plan import BuildDecision, BuildPlan
+from amibuild.bake.build_plan import BuildDecision, BuildPlan
 from amibuild.channels import publish, read
 from amibuild.lease import Guard
 from amibuild.errors import AmibuildError, GateRefused, PublishConflict, PublishFailed

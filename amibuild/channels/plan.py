@@ -20,7 +20,7 @@ from amibuild.aws import Image, Parameter
 from amibuild.channels.safeguard import GuardStep
 from amibuild.errors import PublishRefused, SpecError
 from amibuild.pipeline import known_regions
-from amibuild.pipeline.checks import AMI_ID as _AMI_ID
+from amibuild.pipeline.value_checks import AMI_ID as _AMI_ID
 
 IMAGE_DATA_TYPE = "aws:ec2:image"
 

@@ -14,7 +14,7 @@ from amibuild.aws import Aws
 from amibuild.channels import known, publish
 from amibuild.cli import values
 from amibuild.errors import AmibuildError, SpecError
-from amibuild.handoff import job, node_settings
+from amibuild.handoff import handoff_jobs as job, node_settings
 from amibuild.handoff.rollout import RolloutRefused
 from amibuild.handoff.userdata import decode as ud
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words

@@ -1,4 +1,4 @@
-"""Pruning from the command line: task flags → `amibuild.lifecycle.job.PruneSettings`."""
+"""Pruning from the command line: task flags → `amibuild.lifecycle.prune_job.PruneSettings`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from amibuild.cli import values
 from amibuild.errors import SpecError
-from amibuild.lifecycle.job import PruneSettings
+from amibuild.lifecycle.prune_job import PruneSettings
 from amibuild.lifecycle.prune import DEFAULT_KEEP_VERSIONS
 from amibuild.pipeline.options import load_pipeline
 

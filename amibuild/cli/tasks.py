@@ -12,10 +12,10 @@ assembles them into the one collection, `ns`, in the order `amibuild --help TASK
 
 from invoke import Collection
 
-from amibuild.cli.consumer import allowed_amis
-from amibuild.cli.fleet import fleet, karpenter
+from amibuild.cli.guardrails import allowed_amis
+from amibuild.cli.fleet_view import fleet, karpenter
 from amibuild.cli.inventory import diff, sbom, scan
-from amibuild.cli.verify import verify
+from amibuild.cli.verify_view import verify
 from amibuild.cli.tasks_build import build_ami, clean_run, matrix, rehearse, render, runs, test_ami, tests, validate
 from amibuild.cli.tasks_channels import channels, history, promote, publish, rollback
 from amibuild.cli.tasks_lifecycle import iam_policy, prune, restore
@@ -25,14 +25,14 @@ from amibuild.cli.tasks_setup import demo, doctor, init, sandbox
 ns = Collection(render, validate, rehearse, build_ami, runs, clean_run, publish, promote, rollback, history, channels,
                 nodegroup_deploy, rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor,
                 sandbox, demo, init, tests, test_ami)
-# fleet view and Karpenter hand-off: their tasks live in amibuild/cli/fleet.py
+# fleet view and Karpenter hand-off: their tasks live in amibuild/cli/fleet_view.py
 ns.add_task(fleet)
 ns.add_task(karpenter)
-ns.add_task(verify)  # amibuild/cli/verify.py
+ns.add_task(verify)  # amibuild/cli/verify_view.py
 ns.add_task(sbom)  # amibuild/cli/inventory.py
 ns.add_task(diff)
 ns.add_task(scan)
-ns.add_task(allowed_amis)  # amibuild/cli/consumer.py
+ns.add_task(allowed_amis)  # amibuild/cli/guardrails.py
 ns.add_task(restore)  # amibuild/cli/tasks_lifecycle.py
 ns.configure({
     "amibuild": {

@@ -127,7 +127,7 @@ def _boot_test_settings(opts, boot_test: bool, cluster: str | None, read_timeout
     config `amibuild.read_timeout` for SendCommand / GetCommandInvocation, as test-ami takes it."""
     if not boot_test and not cluster:  # no boot test: none of its machinery is imported
         return None
-    from amibuild.cli.imagetests import boot_test_settings  # deferred: not on the `amibuild --list` path
+    from amibuild.cli.image_tests import boot_test_settings  # deferred: not on the `amibuild --list` path
 
     return cli.run(lambda: boot_test_settings(opts, boot_test=boot_test, cluster=cluster, read_timeout=read_timeout))
 
@@ -150,8 +150,8 @@ def rehearse(c, request: RehearseRequest):
     """Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
-    from amibuild.rehearse import job
-    from amibuild.rehearse import report as rehearse_report
+    from amibuild.rehearse import rehearse_job as job
+    from amibuild.rehearse import rehearsal_report as rehearse_report
 
     opts = cli.options(c, request)
 
@@ -273,7 +273,7 @@ class TestsRequest:
 def tests(c, request: TestsRequest):
     """List the checks each variant's image must pass: built-in (per OS and flavor) and the pipeline file's."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.cli import imagetests
+    from amibuild.cli import image_tests as imagetests
     from amibuild.pipeline.options import load_pipeline
 
     entries = cli.run(lambda: imagetests.listing(load_pipeline(cli.options(c, request))))
@@ -305,7 +305,7 @@ class TestAmiRequest(Output):
 def test_ami(c, request: TestAmiRequest):
     """Boot the image, run every check through SSM Run Command, terminate it; tag the image passed or failed."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.cli import imagetests
+    from amibuild.cli import image_tests as imagetests
     from amibuild.imagetest import boot
     from amibuild.jobs.signals import Signals
 

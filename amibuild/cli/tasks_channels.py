@@ -80,13 +80,13 @@ class PublishRequest(ChannelRequest, Write, Gate):
 def publish(c, r: PublishRequest):
     """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.channels import job
+    from amibuild.channels import channel_jobs as job
     from amibuild.channels.plan import parse_amis
 
     def body(signals):
         # deferred: imported when the task runs, not on the `amibuild --list` path
         from amibuild.channels.gates import check_reason
-        from amibuild.cli import imagetests
+        from amibuild.cli import image_tests as imagetests
 
         _plan_only(r.dry_run, r.markdown)
         override, when = check_reason(r.override_gate, r.reason), imagetests.what_if_now(r.now, dry_run=r.dry_run)
@@ -117,10 +117,10 @@ class PromoteRequest(ChannelRequest, Write, Gate):
 def promote(c, r: PromoteRequest):
     """Copy a channel's exact AMI, region by region, into another channel."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.channels import job
+    from amibuild.channels import channel_jobs as job
 
     from amibuild.channels.gates import check_reason
-    from amibuild.cli import imagetests
+    from amibuild.cli import image_tests as imagetests
 
     if r.due:
         return _promote_due(c, r)
@@ -148,7 +148,7 @@ def _promote_due(c, r: PromoteRequest):
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.aws import Aws
     from amibuild.channels import due
-    from amibuild.cli import imagetests
+    from amibuild.cli import image_tests as imagetests
     from amibuild.pipeline.options import load_pipeline
 
     def body(signals):
@@ -188,7 +188,7 @@ class RollbackRequest(ChannelRequest, Write):
 def rollback(c, r: RollbackRequest):
     """Put a channel back to an earlier AMI from its parameter history."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.channels import job
+    from amibuild.channels import channel_jobs as job
 
     def body(signals):
         _plan_only(r.dry_run, r.markdown)

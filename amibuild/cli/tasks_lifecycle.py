@@ -41,7 +41,7 @@ def prune(c, r: PruneRequest):
     """Delete old images amibuild made: keep the newest N per variant and region and every image in use."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import lifecycle
-    from amibuild.lifecycle import job
+    from amibuild.lifecycle import prune_job as job
     from amibuild.lifecycle import prune as prune_mod
 
     opts = cli.options(c, Scope(r.pipeline, profile=r.profile))

@@ -223,7 +223,7 @@ def rollout(c, r: RolloutRequest):
     """Roll a node group stack or EKS managed node group to a channel's AMI: change set, update, verify."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import handoff
-    from amibuild.handoff import job
+    from amibuild.handoff import handoff_jobs as job
 
     opts = scope_options(c, r)
     result = cli.run(lambda: job.rollout(handoff.rollout_settings(
@@ -289,7 +289,7 @@ def nodegroup_deploy(c, r: DeployRequest):
     """Create or update a node group stack from amibuild's template, pointed at a channel's parameter."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import handoff
-    from amibuild.handoff import job
+    from amibuild.handoff import handoff_jobs as job
 
     opts = scope_options(c, r)
     flags = {"ClusterName": r.cluster, "VpcId": r.vpc_id, "ClusterControlPlaneSecurityGroup": r.control_plane_sg,

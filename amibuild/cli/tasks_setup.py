@@ -83,7 +83,7 @@ def demo(c, r: DemoRequest):
 def doctor(c, pipeline=None, profile=None, json=False, consumer=False, channel="", build_profile=""):
     """Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix."""
     if consumer:
-        from amibuild.cli.consumer import doctor_consumer  # deferred: not on the `amibuild --list` path
+        from amibuild.cli.guardrails import doctor_consumer  # deferred: not on the `amibuild --list` path
 
         return doctor_consumer(cli.options(c, pipeline=pipeline, profile=profile, announce=False), channel or "",
                                build_profile or "", json)

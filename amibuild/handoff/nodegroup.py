@@ -20,9 +20,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 
 from amibuild.errors import RolloutFailed, SpecError, TemplateError
-from amibuild.handoff import cfn
+from amibuild.handoff import cfn_parts as cfn
 from amibuild.handoff import rollout as ro
-from amibuild.handoff.cfn import parse_template
+from amibuild.handoff.cfn_parts import parse_template
 from amibuild.pipeline import proxy_credentials
 
 TEMPLATE_PATH = Path(str(resources.files("amibuild.handoff") / "templates" / "nodegroup.yaml"))

@@ -17,7 +17,7 @@ from amibuild.aws import Aws
 from amibuild.aws.handoff_results import (AutoScalingGroup, LaunchTemplateRef, LaunchTemplateVersion, Stack,
                                           StackParameter, StackResource)
 from amibuild.errors import AmibuildError, NotFound, RolloutBlocked, RolloutFailed, RolloutRefused
-from amibuild.handoff.cfn import (Say, StackState, execute_change_set, make_change_set, nodegroup_state,
+from amibuild.handoff.cfn_parts import (Say, StackState, execute_change_set, make_change_set, nodegroup_state,
                                   parse_template, stack_state, update_policy_line)
 
 SSM_PARAMETER = "NodeImageIdSSMParam"

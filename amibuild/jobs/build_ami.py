@@ -29,7 +29,7 @@ from amibuild.bake.executor import BuildGuards, BuildOutcome, BuildStatus, Execu
 from amibuild.lease import Lease, build_lease_name
 from amibuild.bake.leftovers import Scope
 from amibuild.bake.packer import Packer
-from amibuild.bake.plan import BuildPlan, PlanItem, new_run_id, plan_build, provenance_tags
+from amibuild.bake.build_plan import BuildPlan, PlanItem, new_run_id, plan_build, provenance_tags
 from amibuild.bake.prepare import Prepared, Transform, asking_version, prepare, support_warnings, write_all
 from amibuild.channels import known, outgrown
 from amibuild.channels.from_build import PublishMove, VariantPublished, check_shared, preview_publish, publish_build
@@ -381,7 +381,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     if plan.to_build:
         # deferred: the statements (in-toto's protobuf schema) only when something is to be built
         from amibuild.attest.sign import attestor as attestor_for
-        from amibuild.bake.statements import file_digest
+        from amibuild.bake.provenance import file_digest
 
         # asked before the builds, so that "unsigned" is said before a build of many minutes, not after it
         attestor, digest = attestor_for(aws, plan.pipeline, say), file_digest(plan.pipeline.source)
@@ -389,7 +389,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     progress = progress or Progress([i.name for i in plan.items], verbose=settings.verbose)
     check = None  # `packer build` checks each template itself before its first step
     if settings.rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
-        from amibuild.rehearse.job import rehearsal_check  # deferred: the rehearsal machinery only for --rehearse
+        from amibuild.rehearse.rehearse_job import rehearsal_check  # deferred: the rehearsal machinery only for --rehearse
 
         check = rehearsal_check(plan, check, say, allow_incomplete=settings.allow_incomplete)
     try:
@@ -412,7 +412,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     sboms: dict[str, Any] = {}
     if attestor is not None and not interrupted:
         from amibuild.bake.sboms import store_sboms  # deferred: cyclonedx-python-lib only when something was built
-        from amibuild.bake.statements import provenance_statements  # deferred: as attestor_for above
+        from amibuild.bake.provenance import provenance_statements  # deferred: as attestor_for above
 
         # each built variant's SBOM, stored beside its statements; its digest goes into the provenance
         sboms = dict(store_sboms(aws, attestor.where, plan, outcomes))

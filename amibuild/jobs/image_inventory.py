@@ -22,9 +22,9 @@ from amibuild.attest.sign import Attestor, Stored, attestor
 from amibuild.attest.statement import SCAN
 from amibuild.aws import Aws, Image
 from amibuild.bake import record as records
-from amibuild.bake.plan import new_run_id
+from amibuild.bake.build_plan import new_run_id
 from amibuild.channels import evidence, known
-from amibuild.channels.verify import channel_targets
+from amibuild.channels.channel_verify import channel_targets
 from amibuild.errors import AmibuildError, SpecError
 from amibuild.inventory import diff as diffs
 from amibuild.inventory import sbom

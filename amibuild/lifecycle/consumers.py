@@ -24,8 +24,8 @@ from typing import Any, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.aws import Aws, fan_out
-from amibuild.aws.consumers import InstanceImage, NodegroupTemplate, StackImage, instances_of, nodegroup_templates
-from amibuild.aws.consumers import auto_scaling_groups, stack_images
+from amibuild.aws.consumer_reads import InstanceImage, NodegroupTemplate, StackImage, instances_of, nodegroup_templates
+from amibuild.aws.consumer_reads import auto_scaling_groups, stack_images
 from amibuild.lease import is_lease
 from amibuild.channels.publish import plain
 

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import tags
 from amibuild.aws import Aws, Image, fan_out
-from amibuild.aws.consumers import ASG_NAME, EKS_CLUSTER, EKS_NODEGROUP, KARPENTER_NODECLASS, KARPENTER_NODEPOOL
+from amibuild.aws.consumer_reads import ASG_NAME, EKS_CLUSTER, EKS_NODEGROUP, KARPENTER_NODECLASS, KARPENTER_NODEPOOL
 from amibuild.channels import evidence
 from amibuild.channels.publish import name_pattern, plain
 from amibuild.errors import FleetBehind, SpecError, Unverified

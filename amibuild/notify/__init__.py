@@ -5,6 +5,6 @@ The schema is documented in docs/events.md."""
 
 from amibuild.notify.schema import DETAIL_TYPES, SOURCE, Event
 from amibuild.notify.send import send
-from amibuild.notify.target import EventTarget, event_target
+from amibuild.notify.destination import EventTarget, event_target
 
 __all__ = ["DETAIL_TYPES", "SOURCE", "Event", "EventTarget", "event_target", "send"]

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable
 
 from amibuild.errors import AmibuildError
 from amibuild.notify.schema import SOURCE, Event
-from amibuild.notify.target import EventTarget
+from amibuild.notify.destination import EventTarget
 
 
 def send(aws: Any, target: EventTarget, events: Iterable[Event], *, region: str,

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 
 from amibuild.errors import SpecError
 from amibuild.inventory.scan import ScanPolicy, scan_policy
-from amibuild.pipeline import checks, hygiene, iam_names, naming
+from amibuild.pipeline import value_checks as checks, hygiene, iam_names, naming
 from amibuild.printable import printable
 from amibuild.suggest import suggest
 from types import MappingProxyType

@@ -10,8 +10,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import hcl, hclcache, secrets
 from amibuild.errors import SpecError, VarFileError
-from amibuild.notify.target import EventTarget, event_target
-from amibuild.pipeline import attestation, checks, files, imagetests, keys, naming, protection
+from amibuild.notify.destination import EventTarget, event_target
+from amibuild.pipeline import attestation, value_checks as checks, files, imagetests, keys, naming, protection
 from amibuild.pipeline.model import (ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS, LAYERS, PIPELINE_FILE, Overrides,
                                      Pipeline, Variant, _VARIANT_NAME, _VAR_NAME)
 from amibuild.pipeline.validation import (_as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant,

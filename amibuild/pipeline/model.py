@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from amibuild import secrets
 from amibuild.pipeline import imagetests, support
-from amibuild.notify.target import EventTarget
+from amibuild.notify.destination import EventTarget
 from amibuild.pipeline.attestation import AttestationSettings
 from amibuild.pipeline.protection import ProtectionSettings
 

@@ -11,7 +11,7 @@ import string
 from typing import Protocol
 
 from amibuild.errors import SpecError
-from amibuild.pipeline.checks import ssm_parameter_name  # one rule for names, at load and at write
+from amibuild.pipeline.value_checks import ssm_parameter_name  # one rule for names, at load and at write
 
 DEFAULT_CHANNEL = "recommended"
 

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 
 from amibuild.errors import SpecError
 from amibuild.suggest import suggest
-from amibuild.pipeline import checks, files, keys, naming, protection, proxy_credentials
+from amibuild.pipeline import value_checks as checks, files, keys, naming, protection, proxy_credentials
 from amibuild.pipeline.model import (AL2_LAST_K8S, ARCHES, BASES, DEFAULT_FLAVOR, DEFAULTS, FLAVORS, OSES, VOLUME_TYPES, Proxy,
                                      Repo, Variant, _K8S, _K8S_PATCH, _RPM_NAME, _VAR_NAME)
 import gzip

@@ -26,8 +26,8 @@ from typing import Iterable, Mapping
 
 from amibuild.errors import RehearsalError
 from amibuild.render import PROVISION_SCRIPTS, Rendered
-from amibuild.rehearse import checks
-from amibuild.rehearse.report import Finding, Report, build_report
+from amibuild.rehearse import check_steps as checks
+from amibuild.rehearse.rehearsal_report import Finding, Report, build_report
 from amibuild.rehearse.steps import Step, StepError, parse_steps
 
 __all__ = ["rehearse", "prepare", "run", "check", "plan", "shellcheck", "Report", "Step", "StepError"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from amibuild.render.assemble import credential_env, fingerprint, finish, render_build, render_variant
 from amibuild.render.disk import write
-from amibuild.render.model import (AWS_POLLING, COMMUNICATORS, HCL_FILE, RECORD_FILE, VARS_FILE, Build, PackerVariable,
+from amibuild.render.render_model import (AWS_POLLING, COMMUNICATORS, HCL_FILE, RECORD_FILE, VARS_FILE, Build, PackerVariable,
                                    Provisioner, ProvisionerKind, Rendered, SourceAmi, SourceHow, Target,
                                    Transform)
 from amibuild.render.provisioners import (CHECKS_SCRIPT, CLEANUP_SCRIPT, EARLY_STEPS, EXECUTE, HYGIENE_SCRIPT,

@@ -13,7 +13,7 @@ from amibuild import __version__
 from amibuild import hcl, secrets, tags
 from amibuild.pipeline import Pipeline, Variant
 from amibuild.pipeline.protection import packer_duration
-from amibuild.render.model import AWS_POLLING, HCL_FILE, VARS_FILE, Build, Rendered, SourceAmi, Target
+from amibuild.render.render_model import AWS_POLLING, HCL_FILE, VARS_FILE, Build, Rendered, SourceAmi, Target
 from amibuild.render.provisioners import provisioner_groups
 from amibuild.render.template import indent, manifest_block, render_template, variable_block
 from amibuild.render.upstream_base import render_upstream, upstream_files

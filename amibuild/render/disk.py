@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from amibuild.render.model import RECORD_FILE, Rendered
+from amibuild.render.render_model import RECORD_FILE, Rendered
 
 
 def write(rendered: Rendered, out_dir: Path, record: Mapping[str, Any]) -> Path:

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from amibuild import hcl
 from amibuild.errors import PackageDataMissing, SpecError
 from amibuild.pipeline import Variant, imagetests
-from amibuild.render.model import Provisioner, ProvisionerKind
+from amibuild.render.render_model import Provisioner, ProvisionerKind
 
 # Package data: found through importlib.resources, so an installed wheel carries and finds them.
 PROVISION_SCRIPTS = Path(str(resources.files("amibuild.render") / "provision"))

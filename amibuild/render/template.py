@@ -10,7 +10,7 @@ from typing import Any
 
 from amibuild import hcl
 from amibuild.errors import PackageDataMissing, TemplateError
-from amibuild.render.model import PackerVariable
+from amibuild.render.render_model import PackerVariable
 
 # Package data: found through importlib.resources, so an installed wheel carries and finds them.
 TEMPLATES = Path(str(resources.files("amibuild.render") / "templates"))

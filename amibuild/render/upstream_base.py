@@ -10,13 +10,13 @@ from amibuild import hcl
 from amibuild.errors import SpecError
 from amibuild.pipeline import Pipeline, Variant
 from amibuild.pipeline.keys import region_keys
-from amibuild.render.model import HCL_FILE, ProvisionerKind, SourceAmi
+from amibuild.render.render_model import HCL_FILE, ProvisionerKind, SourceAmi
 from amibuild.render.provisioners import provisioner_groups
 from amibuild.render.template import manifest_block, variable_block
 from amibuild.render.variables import hide_secrets, secret_variables, template_variables, user_values
 
 if TYPE_CHECKING:
-    from amibuild.render.model import Build
+    from amibuild.render.render_model import Build
 
 
 # The upstream template's variables that take our settings: name -> (our field, value). Fields

@@ -11,7 +11,7 @@ from amibuild import secrets, tags
 from amibuild.errors import SpecError
 from amibuild.pipeline import Pipeline, Variant, suggest
 from amibuild.pipeline.keys import region_keys
-from amibuild.render.model import HCL_FILE, PackerVariable, SourceAmi
+from amibuild.render.render_model import HCL_FILE, PackerVariable, SourceAmi
 from amibuild.render.source import EKS_OWNER, eks_name_filter
 
 

@@ -21,7 +21,7 @@ from amibuild.pipeline.shipped import EXAMPLE, pipeline_text
 from amibuild.errors import AmibuildError
 
 VARIANT = "ceph"  # the example's variant the channel steps follow
-SEED_FLEET: list[str] = []  # the step that seeds a fleet in the sandbox (`amibuild.sandbox.fleet.demo_seed`)
+SEED_FLEET: list[str] = []  # the step that seeds a fleet in the sandbox (`amibuild.sandbox.fleet_seed.demo_seed`)
 
 
 
@@ -106,7 +106,7 @@ def _seed_fleet(sandbox, workdir: Path, out: TextIO) -> None:
     # deferred: the pipeline model and the fleet seeder only when the demo reaches this step
     from amibuild.pipeline import load
     from amibuild.pipeline.naming import parameter_name
-    from amibuild.sandbox.fleet import demo_seed
+    from amibuild.sandbox.fleet_seed import demo_seed
 
     pipeline = load(workdir / "amibuild.hcl")
     variants = {v.name: v for v in pipeline.variants}

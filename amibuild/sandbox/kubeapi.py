@@ -17,7 +17,7 @@ import re
 import threading
 from typing import Any, Callable, Iterable
 
-from amibuild.sandbox.cluster import SANDBOX_CLUSTER, SANDBOX_CLUSTER_VERSION
+from amibuild.sandbox.eks_cluster import SANDBOX_CLUSTER, SANDBOX_CLUSTER_VERSION
 from amibuild.sandbox.seed import ACCOUNT_ID, API_PREFIX, SEED_REGIONS
 
 PREFIX = f"{API_PREFIX}/k8s"

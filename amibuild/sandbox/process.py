@@ -25,7 +25,7 @@ from typing import Any, Callable, TextIO
 from amibuild.sandbox import SandboxError
 from amibuild.sandbox.standin_store import STORE_ENV
 from amibuild.sandbox.seed import API_PREFIX, DEFAULT_REGION, LOOPBACK, SEED_REGIONS, TRIPWIRE_PROXY, _PORT_LINE, _PROXY_VARS, _check_kind
-from amibuild.sandbox.cluster import sandbox_cluster
+from amibuild.sandbox.eks_cluster import sandbox_cluster
 
 
 def safety_env() -> dict[str, str]:
@@ -218,7 +218,7 @@ class Sandbox:
 
     def seed_fleet(self, seed: Any, region: str | None = None) -> Any:
         """Make the stacks, node groups, launch templates and instances of a `sandbox.fleet.FleetSeed`."""
-        from amibuild.sandbox.fleet import seed_fleet  # deferred: the fleet seeder only when one is asked for
+        from amibuild.sandbox.fleet_seed import seed_fleet  # deferred: the fleet seeder only when one is asked for
 
         return seed_fleet(self.endpoint, region or self.region, seed)
 

@@ -12,8 +12,8 @@ from typing import Any, Iterable
 
 from amibuild.sandbox import SandboxError
 from amibuild.sandbox.images import moto_ami
-from amibuild.sandbox.cluster import create_cluster
-from amibuild.sandbox import kms_mac
+from amibuild.sandbox.eks_cluster import create_cluster
+from amibuild.sandbox import kms_hmac as kms_mac
 
 SEED_REGIONS: tuple[str, ...] = (
     "us-west-2",
@@ -150,7 +150,7 @@ class _Seeder:
         regions a partial reset dropped otherwise)."""
         from moto.ec2.models import ec2_backends
         from moto.ssm.models import ssm_backends
-        from amibuild.sandbox import kms, upstream  # deferred: only the emulator process seeds
+        from amibuild.sandbox import kms_signing as kms, upstream  # deferred: only the emulator process seeds
 
         regions = tuple(regions)
         everything = set(regions) == set(SEED_REGIONS)

@@ -16,10 +16,10 @@ from typing import Any, Callable, Iterable
 from amibuild.errors import AmibuildError
 from amibuild.sandbox import SandboxError
 from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, _Seeder, seed_images
-from amibuild.sandbox.cluster import model_eks_clusters, read_short_form_yaml
+from amibuild.sandbox.eks_cluster import model_eks_clusters, read_short_form_yaml
 from amibuild.sandbox.patches import _model_stack_updates, _page_parameter_listings, _read_one_resources_tags, _tag_stack_groups
-from amibuild.sandbox import (accounts, clock as clock_mod, eks_api, image_lifecycle, inspector, kms, kms_accounts, kms_mac,
-                              paging, recyclebin, runcommand, standins)
+from amibuild.sandbox import (cross_account, clock as clock_mod, eks_api, image_states, inspector_api, kms_signing, kms_accounts,
+                              kms_hmac, paging, recyclebin, runcommand, standins)
 from amibuild.sandbox.kubeapi import CONTROL as KUBE_CONTROL, PREFIX as KUBE_PREFIX, KubeApi
 from amibuild.sandbox.process import CHILD_PREFIX, EXIT_REFUSED, serve_foreground
 from amibuild.sandbox.touched import EVERYTHING, Touched, reset_regions
@@ -72,8 +72,8 @@ class _SandboxApp:
             from moto.core import DEFAULT_ACCOUNT_ID
 
             eks_api.settle_nodegroup(DEFAULT_ACCOUNT_ID, *nodegroup_read)
-        if inspector.is_scan(environ):  # Inspector Scan, which moto lacks: reads only, nothing to reset
-            return inspector.serve(environ, lambda status, body: self._json(start_response, status, body))
+        if inspector_api.is_scan(environ):  # Inspector Scan, which moto lacks: reads only, nothing to reset
+            return inspector_api.serve(environ, lambda status, body: self._json(start_response, status, body))
         self.touched.note(environ)
         return self.moto_app(environ, start_response)
 
@@ -165,11 +165,11 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
     clock_mod.install(clock)  # SSM stamps its times from the emulator's clock, which a test can move
     recyclebin.use_clock(clock.now)  # protection cooldowns and the bin's retention follow it too
     runcommand.install()  # the SSM agent of boot-test instances
-    image_lifecycle.install()  # deregistration protection, deprecation, disabled images, the Recycle Bin's EC2 side
-    accounts.install()  # after: images shared across accounts, Allowed AMIs, block public access
+    image_states.install()  # deregistration protection, deprecation, disabled images, the Recycle Bin's EC2 side
+    cross_account.install()  # after: images shared across accounts, Allowed AMIs, block public access
     paging.install()  # after accounts: DescribeInstances / DescribeImages paged by item, as AWS does
-    kms.install()  # KMS Sign / Verify with AWS's limits (RAW at most 4,096 bytes, DIGEST pre-hashed)
-    kms_mac.install()  # GenerateMac / VerifyMac as AWS answers them
+    kms_signing.install()  # KMS Sign / Verify with AWS's limits (RAW at most 4,096 bytes, DIGEST pre-hashed)
+    kms_hmac.install()  # GenerateMac / VerifyMac as AWS answers them
     kms_accounts.install()  # after kms: keys across accounts and regions, key policies and grants, as AWS answers
     standins.install()  # an image's stand-in goes when its last image is deregistered
     model_eks_clusters()

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from amibuild.errors import NotUserData, UserDataTooBig
-from amibuild.handoff.cfn import load_yaml
+from amibuild.handoff.cfn_parts import load_yaml
 from amibuild.handoff.userdata.limits import (MAX_BYTES, MAX_NESTING, Budget, mime_nesting, read_limited, shown_size,
                                              structure_nesting)
 

@@ -13,7 +13,7 @@ from amibuild.attest.sign import Attestor, Stored
 from amibuild.attest.statement import PROVENANCE
 from amibuild.aws import fan_out
 from amibuild.bake.executor import BuildOutcome, BuildStatus
-from amibuild.bake.plan import BuildPlan, PlanItem
+from amibuild.bake.build_plan import BuildPlan, PlanItem
 
 
 def file_digest(path: Path | None) -> str | None:

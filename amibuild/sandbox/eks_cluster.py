@@ -72,7 +72,7 @@ def read_short_form_yaml() -> None:
 
     # deferred with moto's own: this runs inside the emulator process only
     from amibuild.errors import TemplateError
-    from amibuild.handoff.cfn import parse_template
+    from amibuild.handoff.cfn_parts import parse_template
 
     original_parse = Stack.parse_template
 

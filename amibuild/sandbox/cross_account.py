@@ -125,7 +125,7 @@ def owner_of(image_id: str, region: str) -> Any:
 
 
 def install() -> None:
-    """Patch moto's EC2 responses (once, in the emulator's process; after `image_lifecycle.install`)."""
+    """Patch moto's EC2 responses (once, in the emulator's process; after `image_states.install`)."""
     from moto.core.responses import ActionResult
     from moto.ec2.exceptions import EC2ClientError, InvalidAMIIdError
     from moto.ec2.models.amis import Ami

@@ -2,7 +2,7 @@
 
 The task lives here (tasks.py adds it to the collection), beside the few lines that turn its flags
 into calls: the targets (the channel's parameter per region, or --ami), the statements read and
-verified (`amibuild.channels.verify`), and a render of today's pipeline file to compare the signed
+verified (`amibuild.channels.channel_verify`), and a render of today's pipeline file to compare the signed
 fingerprint with.
 """
 
@@ -44,7 +44,7 @@ def today_renders(options: Any, pipeline: Any, aws: Any, variants: list[str]) ->
     # deferred: the renderer only when a verify runs
 
     from amibuild.bake import prepare
-    from amibuild.channels.verify import Today
+    from amibuild.channels.channel_verify import Today
     from amibuild.errors import AmibuildError
     from amibuild.cli.target import platform
 
@@ -68,8 +68,8 @@ def verify_report(options: Any, *, ami: str | None, variant: str | None, channel
     """Flags → targets → statements read and verified → the report (pure check over the facts)."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.aws import Aws, beside
-    from amibuild.channels import known, verify
-    from amibuild.channels.verify import Target
+    from amibuild.channels import known, channel_verify as verify
+    from amibuild.channels.channel_verify import Target
     from amibuild.errors import SpecError
     from amibuild.pipeline.naming import check_channel
     from amibuild.pipeline.options import load_pipeline
@@ -112,7 +112,7 @@ def verify_report(options: Any, *, ami: str | None, variant: str | None, channel
 def verify(c, r: VerifyRequest):
     """Check an image's signed statements (provenance, tests) in every region a channel holds; exit 1 naming what fails."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.channels import verify as verify_mod
+    from amibuild.channels import channel_verify as verify_mod
 
     opts = scope_options(c, r)
     report, why_not = cli.run(lambda: verify_report(opts, ami=r.ami, variant=r.variant, channel=r.channel,

@@ -11,7 +11,7 @@ from amibuild.pipeline import Pipeline
 from amibuild.pipeline import iam_names, imagetests
 from amibuild import notify, tags
 from amibuild.aws import Aws
-from amibuild.bake.plan import new_run_id
+from amibuild.bake.build_plan import new_run_id
 from amibuild.errors import SpecError
 from amibuild.attest import sign as attest_sign
 from amibuild.imagetest import boot, kube

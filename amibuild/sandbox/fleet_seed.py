@@ -8,7 +8,7 @@ nobody uses, and instances, some tagged as Karpenter tags the nodes it launches
 (``karpenter.sh/nodepool``, ``karpenter.k8s.aws/ec2nodeclass``). `demo_seed` is the demo's:
 two stacks, a managed node group and instances of three images, two of them Karpenter's.
 
-Parent side: plain boto3 against the sandbox endpoint, like `amibuild.sandbox.cluster.sandbox_cluster`.
+Parent side: plain boto3 against the sandbox endpoint, like `amibuild.sandbox.eks_cluster.sandbox_cluster`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from amibuild.sandbox.cluster import SANDBOX_CLUSTER
+from amibuild.sandbox.eks_cluster import SANDBOX_CLUSTER
 
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
 KARPENTER_NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
