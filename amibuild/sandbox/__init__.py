@@ -23,7 +23,7 @@ class SandboxError(AmibuildError):
 # process, server and seed modules with it.
 _WHERE = {
     **dict.fromkeys(("SANDBOX_CLUSTER", "create_cluster", "model_eks_clusters", "read_short_form_yaml",
-                     "sandbox_cluster"), "cluster"),
+                     "sandbox_cluster"), "eks_cluster"),
     "moto_ami": "images",
     **dict.fromkeys((
         "ACCOUNT_ID", "API_PREFIX", "ARCHITECTURES", "DEFAULT_REGION", "EKS_AMI_OWNER", "FLAVOR_SEEDS",
