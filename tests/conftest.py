@@ -208,3 +208,23 @@ def run_cli(cwd: Path | str, *args: str, env: Mapping[str, str | None] | None = 
 def cli() -> Callable[..., CliResult]:
     """`run_cli` for a test: ``cli(workdir, "render", "--json")``."""
     return run_cli
+
+
+# The slowest test files of a run, summed over their tests' set-up, call and tear-down (on xdist the
+# controller receives every report): the suite's time target is kept by knowing where it goes.
+_FILE_SECONDS: dict[str, float] = {}
+SLOWEST_FILES = 10
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest's TerminalReporter
+    if not _FILE_SECONDS:
+        return
+    slowest = sorted(_FILE_SECONDS.items(), key=lambda item: item[1], reverse=True)[:SLOWEST_FILES]
+    terminalreporter.write_sep("=", f"slowest {len(slowest)} test files (seconds, summed over their tests)")
+    for path, seconds in slowest:
+        terminalreporter.write_line(f"{seconds:8.1f}  {path}")
