@@ -53,6 +53,9 @@ IMAGE_PAGE = 1000
 INSTANCE_PAGE = 1000
 
 
+IDS_PER_FILTER = 200  # EC2 takes up to 200 values in one filter
+
+
 class Ec2Calls:
     """EC2 and Auto Scaling calls; mixed into `amibuild.aws.Aws` (needs `Session`'s clients)."""
 
@@ -80,6 +83,21 @@ class Ec2Calls:
             return None
         found = [_image(raw, region) for raw in raws if raw.get("ImageId") == image_id]
         return found[0] if found else None
+
+    def find_images(self, region: str, image_ids: Sequence[str]) -> dict[str, Image]:
+        """Images by id in one region, disabled ones included; an id that no longer exists is left out.
+
+        An `image-id` filter, not ImageIds: one deregistered id would fail an ImageIds call as a whole
+        (InvalidAMIID.NotFound). At most IDS_PER_FILTER ids a call, the values EC2 takes in one filter."""
+        found: dict[str, Image] = {}
+        ids = sorted(set(image_ids))
+        for start in range(0, len(ids), IDS_PER_FILTER):
+            chunk = ids[start:start + IDS_PER_FILTER]
+            asked = set(chunk)
+            for image in self.describe_images(region, filters={"image-id": chunk}, include_disabled=True):
+                if image.image_id in asked:
+                    found[image.image_id] = image
+        return found
 
     def image_launch_users(self, region: str, image_id: str) -> frozenset[str]:
         """Account ids allowed to launch the image (its launch permission)."""

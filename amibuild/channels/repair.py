@@ -20,7 +20,7 @@ from amibuild import tags
 from amibuild.aws import Aws, deadline, fan_out
 from amibuild.channels.plan import PublishResult, provenance_from_images
 from amibuild.channels.publish import name_pattern, plan_publish
-from amibuild.channels.read import ChannelEntry, channels
+from amibuild.channels.read import ChannelEntry, channels, images_at
 from amibuild.channels.write import execute_publish, transact
 from amibuild.errors import AmibuildError, ChannelSplit, DeadlineExceeded, Interrupted, PublishRefused
 from amibuild.lease import Guard
@@ -113,9 +113,8 @@ def check(aws: Aws, *, pipeline: Any, seconds: float | None = None) -> list[Spli
         listed = fan_out(regions, lambda r: asked(r, "ssm:GetParametersByPath", lambda: aws.parameters_under(path, r)))
         _give_up(regions, unknown, limit.seconds)
         entries = channels(aws, pipeline=pipeline, regions=regions, listed=listed)
-        wanted = sorted({(e.region, e.ami) for e in entries if e.ami})
-        images = fan_out(wanted, lambda job: asked(job[0], "ec2:DescribeImages",
-                                                                lambda: aws.find_image(job[0], job[1]))) if wanted else {}
+        images = images_at(aws, {(e.region, e.ami) for e in entries if e.ami},
+                           each=lambda region, read: asked(region, "ec2:DescribeImages", read))
         _give_up(regions, unknown, limit.seconds)
     builds = {job: build_of(image) for job, image in images.items()}
     return find_splits(entries, builds)

@@ -123,7 +123,11 @@ def held(aws: Aws, pipeline: PipelineLike, variant: VariantLike, *, channel: str
             images[(region, ami)] = image
         else:
             to_read.append((region, ami))
-    images.update(fan_out(to_read, lambda job: aws.find_image(job[0], job[1])) if to_read else {})
+    by_region: dict[str, list[str]] = {}
+    for region, ami in to_read:
+        by_region.setdefault(region, []).append(ami)
+    found = fan_out(sorted(by_region), lambda r: aws.find_images(r, by_region[r]))  # one read per region
+    images.update({(r, a): found[r].get(a) for r, a in to_read})
     return images, holders
 
 
