@@ -25,7 +25,6 @@ from invoke import Config, Program
 from invoke.exceptions import Exit, ParseError, UnexpectedExit
 
 from amibuild import __version__
-from amibuild.cli.contexts import make_parser
 from amibuild.cli.locate import find_pipeline
 from amibuild.cli.run import ERROR
 from amibuild.errors import ExitCode
@@ -97,9 +96,6 @@ class AmibuildProgram(Program):
         self.config.load_runtime(merge=False)
         if merge:
             self.config.merge()
-
-    def _make_parser(self):  # invoke's hook: only the tasks the command line names (cli.contexts)
-        return make_parser(self)
 
     def parse_collection(self) -> None:
         super().parse_collection()
@@ -341,7 +337,6 @@ def adopt_invoke_program(program: Program | None = None) -> None:
         return wrapped
 
     _redact_logs()  # before invoke parses (and, under --debug, logs) the tasks' arguments
-    program._make_parser = lambda: make_parser(program)  # only the tasks named (cli.contexts)
     program.parse_tasks = wrap(program.parse_tasks, parses_tasks=True)
     program.parse_cleanup = wrap(program.parse_cleanup)  # --help TASK, --list (| head)
     program.execute = wrap(program.execute)  # a task printing into a closed pipe
