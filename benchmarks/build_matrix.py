@@ -8,7 +8,7 @@ after another, `--force --parallel 1`, as the upstream Makefile runs them. Both 
 `python -m invoke ... build-ami` subprocesses, timed from start to exit.
 
 Targets (issue): wall <= 1.10 x the longest single build; and before the first `packer build`
-starts, at most 1 s of amibuild's own time for the 16 variants. The wrapper's log splits each run
+starts, at most 1.5 s of amibuild's own time for the 16 variants (a regression guard, issue 30). The wrapper's log splits each run
 into the part before the first `packer build` starts (start-up, pipeline file, source AMIs, render,
 the fingerprint lookup, writing the folders) and the build phase, which tells where a miss comes
 from. amibuild's own time is that first part minus the start-up of the same command doing nothing
@@ -34,7 +34,7 @@ DESCRIPTION = "16 variants with a fixed build delay: wall vs the longest build, 
 VARIANTS = 16
 DELAY = 2.0  # seconds every `packer build` sleeps first: the stand-in for EC2 wait time
 TARGET = Target(1.10)
-OWN_TIME_TARGET = Target(1.0)  # seconds of amibuild's own time before the first `packer build`
+OWN_TIME_TARGET = Target(1.5)  # seconds (issue 30's regression guard) of amibuild's own time before the first `packer build`
 
 
 def run() -> Report:

@@ -16,7 +16,7 @@ is part of the fingerprint and must not change between the build and the no-chan
 loopback hop per call (the proxy with TCP_NODELAY, see `_buildkit.fault_proxy_class`) is measured
 in-process, boto3 GetParameter direct vs through the proxy, and its share of the wall estimated.
 
-Target (issue 17): wall <= 1.5 s, and one DescribeImages per region.
+Target (a regression guard, issue 30): wall <= 2.5 s, and one DescribeImages per region.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ COPY_TO = ("eu-west-1",)
 SETUP_PARALLEL = 8
 RUNS = 5  # timed no-change runs, after one warm-up
 CALIBRATION_CALLS = 30
-WALL_TARGET = Target(1500.0)  # ms (issue 17: 1.5 s)
+WALL_TARGET = Target(2500.0)  # ms (issue 30's regression guard: 2.5 s)
 ONE_PER_REGION = Target(1)
 DESCRIBE = "DescribeImages"
 GET_PARAMETER = "AmazonSSM.GetParameter"
