@@ -6,11 +6,10 @@ imports are kept fast).
 
 from dataclasses import dataclass
 
-from invoke import task
 
 from amibuild.cli import run as cli
 from amibuild.cli.command import command, flag, like
-from amibuild.cli.tasks_common import SELECT_HELP, Output, Scope, Selection, _guard, _NO_SIGNALS
+from amibuild.cli.tasks_common import Output, Scope, Selection, _guard, _NO_SIGNALS
 
 
 @dataclass(frozen=True)
@@ -54,40 +53,45 @@ def prune(c, r: PruneRequest):
     cli.finish(result)
 
 
-@task(help={"task_": "Task the policy is for: build, publish (also promote, rollback, history, channels), "
-                     "rollout, prune, fleet (describes only), test (test-ami, build-ami --boot-test), verify (verify, "
-                     "fleet --verify with fleet), scan (scan, sbom, diff, build-ami --scan with build), or all (default); "
-                     "or share: what the ami_users accounts need on each region's KMS key (not an IAM policy)",
-            "pipeline": SELECT_HELP["pipeline"],
-            "stack": "Nodegroup stack the rollout may change (repeatable; required for rollout; all without it: "
-                     "every stack)",
-            "node_role_arn": "ARN of the node role: the only role iam:PassRole is allowed for (required for "
-                             "rollout; all without it: no iam:PassRole)",
-            "account": "Account id to put in the ARNs (default: *, any account)",
-            "partition": "AWS partition: aws (default), aws-cn or aws-us-gov",
-            "form": "With --task share: policy (key policy statements, default) or grants (CreateGrant calls)"},
-      iterable=["stack"], auto_shortflags=False)
-def iam_policy(c, task_="all", pipeline=None, stack=None, node_role_arn=None, account="*", partition="aws",
-               form=None):
+@dataclass(frozen=True)
+class IamPolicyRequest:
+    """`amibuild iam-policy` (the policy itself is `amibuild.lifecycle.iam.policy`)."""
+
+    task_: str = flag("Task the policy is for: build, publish (also promote, rollback, history, channels), "
+                      "rollout, prune, fleet (describes only), test (test-ami, build-ami --boot-test), verify (verify, "
+                      "fleet --verify with fleet), scan (scan, sbom, diff, build-ami --scan with build), or all "
+                      "(default); or share: what the ami_users accounts need on each region's KMS key (not an IAM "
+                      "policy)", "all", name="task")
+    pipeline: str | None = like(Selection, "pipeline")
+    stack: tuple[str, ...] = flag("Nodegroup stack the rollout may change (repeatable; required for rollout; all "
+                                  "without it: every stack)", repeat=True)
+    node_role_arn: str | None = flag("ARN of the node role: the only role iam:PassRole is allowed for (required for "
+                                     "rollout; all without it: no iam:PassRole)")
+    account: str = flag("Account id to put in the ARNs (default: *, any account)", "*")
+    partition: str = flag("AWS partition: aws (default), aws-cn or aws-us-gov", "aws")
+    form: str | None = flag("With --task share: policy (key policy statements, default) or grants (CreateGrant calls)")
+
+
+@command(IamPolicyRequest)
+def iam_policy(c, r: IamPolicyRequest):
     """Print a least-privilege IAM policy (JSON) for a task: build, publish, rollout, prune, fleet, test, verify, scan, all, or share."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.pipeline.options import load_pipeline
     from amibuild.lifecycle import iam, keyshare
 
-    if form is not None and task_ != "share":  # a usage error: refused before the pipeline is read
-        cli.run(lambda: keyshare.refuse_form(task_, form))
-    opts = cli.options(c, pipeline=pipeline)
-    if task_ == "share":  # not an IAM policy: what each key's policy (or grants) must give the consumer accounts
-        result = cli.run(lambda: keyshare.run(keyshare.ShareRequest(opts, form or "policy", partition)))
+    if r.form is not None and r.task_ != "share":  # a usage error: refused before the pipeline is read
+        cli.run(lambda: keyshare.refuse_form(r.task_, r.form))
+    opts = cli.options(c, Scope(r.pipeline))
+    if r.task_ == "share":  # not an IAM policy: what each key's policy (or grants) must give the consumer accounts
+        result = cli.run(lambda: keyshare.run(keyshare.ShareRequest(opts, r.form or "policy", r.partition)))
         cli.lines_out(result.lines())
         for note in result.notes:
             cli.say(f"note: {note}")
         return
     loaded = cli.run(lambda: load_pipeline(opts))
-    print(cli.run(lambda: iam.to_json(iam.policy(task_, loaded, stacks=stack or (),
-                                                 node_role_arn=node_role_arn, account=account,
-                                                 partition=partition))), end="")
-    for note in iam.notes(task_, loaded, stacks=stack or (), node_role_arn=node_role_arn):
+    print(cli.run(lambda: iam.to_json(iam.policy(r.task_, loaded, stacks=r.stack, node_role_arn=r.node_role_arn,
+                                                 account=r.account, partition=r.partition))), end="")
+    for note in iam.notes(r.task_, loaded, stacks=r.stack, node_role_arn=r.node_role_arn):
         cli.say(f"note: {note}")
 
 

@@ -8,12 +8,11 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from invoke import task
 
 from amibuild.cli import values
 from amibuild.cli import run as cli
-from amibuild.cli.command import command, flag
-from amibuild.cli.tasks_common import SELECT_HELP
+from amibuild.cli.command import command, flag, like
+from amibuild.cli.tasks_common import Output, Scope, Selection
 
 
 @dataclass(frozen=True)
@@ -73,26 +72,36 @@ def demo(c, r: DemoRequest):
     cli.run(run_demo)
 
 
-@task(help={"pipeline": SELECT_HELP["pipeline"], "profile": SELECT_HELP["profile"],
-            "json": "Print the checks as JSON on stdout",
-            "consumer": "Check a consumer account instead (run with its credentials): its Allowed AMIs settings admit "
-                        "the channel's images, block public access is on, the images and their keys are usable",
-            "channel": "With --consumer: the channel whose images to check (default: the pipeline's default channel)",
-            "build_profile": "With --consumer: the build account's AWS profile, to read the channel and the images' "
-                             "launch permissions (default: the consumer's credentials)"}, auto_shortflags=False)
-def doctor(c, pipeline=None, profile=None, json=False, consumer=False, channel="", build_profile=""):
-    """Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix."""
-    if consumer:
-        from amibuild.cli.guardrails import doctor_consumer  # deferred: not on the `amibuild --list` path
+@dataclass(frozen=True)
+class DoctorRequest:
+    """`amibuild doctor` (its checks are `amibuild.cli.doctor.checks`; with --consumer,
+    `amibuild.handoff.consumer.ConsumerRequest`)."""
 
-        return doctor_consumer(cli.options(c, pipeline=pipeline, profile=profile, announce=False), channel or "",
-                               build_profile or "", json)
+    pipeline: str | None = like(Selection, "pipeline")
+    profile: str | None = like(Output, "profile")
+    json: bool = flag("Print the checks as JSON on stdout", False)
+    consumer: bool = flag("Check a consumer account instead (run with its credentials): its Allowed AMIs settings "
+                          "admit the channel's images, block public access is on, the images and their keys are "
+                          "usable", False)
+    channel: str = flag("With --consumer: the channel whose images to check (default: the pipeline's default "
+                        "channel)", "")
+    build_profile: str = flag("With --consumer: the build account's AWS profile, to read the channel and the "
+                              "images' launch permissions (default: the consumer's credentials)", "")
+
+
+@command(DoctorRequest)
+def doctor(c, r: DoctorRequest):
+    """Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import doctor as doctor_mod
+    from amibuild.cli.guardrails import doctor_consumer
 
-    results = cli.run(lambda: doctor_mod.checks(cli.options(c, pipeline=pipeline, profile=profile, announce=False)))
-    if json:
-        cli.emit_json([r.to_dict() for r in results])
+    opts = cli.options(c, Scope(r.pipeline, profile=r.profile), announce=False)
+    if r.consumer:
+        return doctor_consumer(opts, r.channel, r.build_profile, r.json)
+    results = cli.run(lambda: doctor_mod.checks(opts))
+    if r.json:
+        cli.emit_json([check.to_dict() for check in results])
     else:
         print("\n".join(doctor_mod.lines(results)))
     cli.run(lambda: doctor_mod.verdict(results))

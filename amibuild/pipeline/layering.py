@@ -396,7 +396,7 @@ def _flag_layer(o: Overrides) -> list[tuple[str, dict[str, Any]]]:
             unsigned = key == "gpgcheck=false"
             repos.append({"name": name, "baseurl": url, "gpgkey": "" if unsigned else key,
                           **({"gpgcheck": False} if unsigned else {}), **({"insecure": True} if insecure else {})})
-        flags["extra_repos_flag"] = (repos, "--extra-repo")
+        flags["repos"] = (repos, "--extra-repo")  # the key a pipeline file's repo blocks have
     variables: dict[str, Any] = {}
     for item in o.variables:
         key, sep, value = item.partition("=")
@@ -419,8 +419,6 @@ def _merge(start: _State, layers: list[tuple[str, dict[str, Any]]]) -> _State:
     for layer_name, layer in layers:
         for key, entry in layer.items():
             value, where = entry if layer_name != "defaults" else (entry, "defaults")
-            if key == "extra_repos_flag":
-                key = "repos"
             if key in ADDITIVE:
                 merged[key] = [*merged.get(key, ()), *_as_list(value, where)]
             elif key == "tests":  # a later block of the same name replaces the earlier one
