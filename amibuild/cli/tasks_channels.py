@@ -7,15 +7,6 @@ imports are kept fast).
 from dataclasses import dataclass
 from functools import partial
 
-from amibuild.aws import Aws
-from amibuild.channels import channel_jobs as job
-from amibuild.channels import due, known
-from amibuild.channels import read as channel_status
-from amibuild.channels import repair as repair_mod
-from amibuild.channels.gates import check_reason
-from amibuild.channels.plan import PublishPlan, parse_amis
-from amibuild.cli import image_tests as imagetests
-from amibuild.pipeline.options import load_pipeline
 from amibuild.cli import report, summary, values
 from amibuild.cli.command import command, flag, like
 from amibuild.errors import ChannelSplit, PublishFailed, SpecError
@@ -60,6 +51,8 @@ def _plan_only(dry_run: bool, markdown: bool) -> None:
 def _channel_result(result, signals, *, json: bool, markdown: bool = False) -> None:
     """Print a channel write's result (or a dry run's plan), then exit as it says; a write's summary
     (a row per region: AMI before and after) goes to $GITHUB_STEP_SUMMARY, and with --markdown to stdout."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.channels.plan import PublishPlan
 
     if isinstance(result, PublishPlan):  # --dry-run: nothing was written
         cli.emit_json({"dry_run": True, **result.to_dict()}) if json else cli.lines_out(report.plan_lines(result))
@@ -86,8 +79,14 @@ class PublishRequest(ChannelRequest, Write, Gate):
 @command(PublishRequest)
 def publish(c, r: PublishRequest):
     """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.channels import channel_jobs as job
+    from amibuild.channels.plan import parse_amis
 
     def body(signals):
+        # deferred: imported when the task runs, not on the `amibuild --list` path
+        from amibuild.channels.gates import check_reason
+        from amibuild.cli import image_tests as imagetests
 
         _plan_only(r.dry_run, r.markdown)
         override, when = check_reason(r.override_gate, r.reason), imagetests.what_if_now(r.now, dry_run=r.dry_run)
@@ -117,7 +116,11 @@ class PromoteRequest(ChannelRequest, Write, Gate):
 @command(PromoteRequest)
 def promote(c, r: PromoteRequest):
     """Copy a channel's exact AMI, region by region, into another channel."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.channels import channel_jobs as job
 
+    from amibuild.channels.gates import check_reason
+    from amibuild.cli import image_tests as imagetests
 
     if r.due:
         return _promote_due(c, r)
@@ -142,6 +145,11 @@ def promote(c, r: PromoteRequest):
 
 
 def _promote_due(c, r: PromoteRequest):
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.aws import Aws
+    from amibuild.channels import due
+    from amibuild.cli import image_tests as imagetests
+    from amibuild.pipeline.options import load_pipeline
 
     def body(signals):
         if r.from_ or r.to or r.override_gate or r.reason or r.new_channel:  # every flag honoured or refused
@@ -179,6 +187,8 @@ class RollbackRequest(ChannelRequest, Write):
 @command(RollbackRequest)
 def rollback(c, r: RollbackRequest):
     """Put a channel back to an earlier AMI from its parameter history."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.channels import channel_jobs as job
 
     def body(signals):
         _plan_only(r.dry_run, r.markdown)
@@ -202,6 +212,9 @@ class HistoryRequest(ChannelRequest):
 @command(HistoryRequest)
 def history(c, r: HistoryRequest):
     """Show a variant's channel history: version, time, AMI, fingerprint, run id, who wrote it."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.channels import known
+    from amibuild.channels import read as channel_status
 
     def body():
         aws, pipe, var = cli.channel_target(scope_options(c, r), r.variant)
@@ -228,6 +241,11 @@ class ChannelsRequest:
 @command(ChannelsRequest)
 def channels(c, r: ChannelsRequest):
     """List every variant x channel x region: AMI, version, age; --check / --repair split channels."""
+    # deferred: imported when the task runs, not on the `amibuild --list` path
+    from amibuild.pipeline.options import load_pipeline
+    from amibuild.channels import read as channel_status
+    from amibuild.channels import repair as repair_mod
+    from amibuild.aws import Aws
 
     def gateway():
         opts = scope_options(c, r)
