@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-
 from amibuild.cli import values
 from amibuild.cli import run as cli
 from amibuild.cli.command import command, flag, like
+from amibuild.cli.guardrails import doctor_consumer
 from amibuild.cli.tasks_common import Output, Scope, Selection
 
 
@@ -94,7 +94,6 @@ def doctor(c, r: DoctorRequest):
     """Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix."""
     # deferred: imported when the task runs, not on the `amibuild --list` path
     from amibuild.cli import doctor as doctor_mod
-    from amibuild.cli.guardrails import doctor_consumer
 
     opts = cli.options(c, Scope(r.pipeline, profile=r.profile), announce=False)
     if r.consumer:
