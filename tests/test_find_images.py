@@ -9,7 +9,6 @@ import boto3
 
 from amibuild.aws import Aws
 from amibuild.aws import ec2 as ec2_calls
-from amibuild.channels.read import images_at
 
 REGION = "us-east-1"
 
@@ -45,7 +44,7 @@ def test_more_ids_than_a_filter_takes_are_split_and_every_pair_gets_its_image_or
     aws = Aws(region=REGION)
     calls = counted(aws, REGION)
 
-    images = images_at(aws, [(REGION, a) for a in amis])
+    images = aws.images_at([(REGION, a) for a in amis])
 
     assert len(calls) == 2
     assert sorted(len(c["Filters"][0]["Values"]) for c in calls) == [1, 2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from amibuild.errors import AwsError, EndpointUnreachable, NotFound
 from amibuild.aws import handoff_results as results
@@ -98,6 +98,17 @@ class Ec2Calls:
                 if image.image_id in asked:
                     found[image.image_id] = image
         return found
+
+    def images_at(self, pairs: Iterable[tuple[str, str]], *,
+                  each: Callable[[str, Callable[[], dict[str, Image]]], dict[str, Image] | None] = lambda _r, read: read(),
+                  ) -> dict[tuple[str, str], Image | None]:
+        """The image of each (region, AMI), None where it is gone: `find_images` per region, the regions at
+        once. `each(region, read)` runs a region's read (a deadline's bookkeeping, say)."""
+        by_region: dict[str, list[str]] = {}
+        for region, ami in sorted(set(pairs)):
+            by_region.setdefault(region, []).append(ami)
+        found = fan_out(sorted(by_region), lambda r: each(r, lambda: self.find_images(r, by_region[r])))
+        return {(r, a): (found.get(r) or {}).get(a) for r, amis in by_region.items() for a in amis}
 
     def image_launch_users(self, region: str, image_id: str) -> frozenset[str]:
         """Account ids allowed to launch the image (its launch permission)."""

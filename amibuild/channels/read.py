@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from amibuild.aws import Aws, Image, Parameter, fan_out
+from amibuild.aws import Aws, Parameter, fan_out
 from amibuild.lease import is_lease
 from amibuild.channels.publish import (
     DEFAULT_CHANNEL,
@@ -134,21 +134,9 @@ def channels(
     return rows
 
 
-def images_at(aws: Aws, pairs: Iterable[tuple[str, str]], *,
-              each: Callable[[str, Callable[[], dict[str, Image]]], dict[str, Image] | None] = lambda _r, read: read(),
-              ) -> dict[tuple[str, str], Image | None]:
-    """The image of each (region, AMI), None where it is gone: one DescribeImages per region (and 200 ids),
-    the regions at once. `each(region, read)` runs a region's read (a deadline's bookkeeping, say)."""
-    by_region: dict[str, list[str]] = {}
-    for region, ami in sorted(set(pairs)):
-        by_region.setdefault(region, []).append(ami)
-    found = fan_out(sorted(by_region), lambda r: each(r, lambda: aws.find_images(r, by_region[r])))
-    return {(r, a): (found.get(r) or {}).get(a) for r, amis in by_region.items() for a in amis}
-
-
 def with_safeguards(aws: Aws, entries: Sequence[ChannelEntry]) -> list[ChannelEntry]:
     """The entries with each image's deregistration protection and deprecation time (one read per image)."""
-    images = images_at(aws, {(e.region, e.ami) for e in entries if e.ami})
+    images = aws.images_at({(e.region, e.ami) for e in entries if e.ami})
 
     def filled(e: ChannelEntry) -> ChannelEntry:
         image = images.get((e.region, e.ami or ""))

@@ -20,7 +20,7 @@ from amibuild import tags
 from amibuild.aws import Aws, deadline, fan_out
 from amibuild.channels.plan import PublishResult, provenance_from_images
 from amibuild.channels.publish import name_pattern, plan_publish
-from amibuild.channels.read import ChannelEntry, channels, images_at
+from amibuild.channels.read import ChannelEntry, channels
 from amibuild.channels.write import execute_publish, transact
 from amibuild.errors import AmibuildError, ChannelSplit, DeadlineExceeded, Interrupted, PublishRefused
 from amibuild.lease import Guard
@@ -113,8 +113,8 @@ def check(aws: Aws, *, pipeline: Any, seconds: float | None = None) -> list[Spli
         listed = fan_out(regions, lambda r: asked(r, "ssm:GetParametersByPath", lambda: aws.parameters_under(path, r)))
         _give_up(regions, unknown, limit.seconds)
         entries = channels(aws, pipeline=pipeline, regions=regions, listed=listed)
-        images = images_at(aws, {(e.region, e.ami) for e in entries if e.ami},
-                           each=lambda region, read: asked(region, "ec2:DescribeImages", read))
+        images = aws.images_at({(e.region, e.ami) for e in entries if e.ami},
+                               each=lambda region, read: asked(region, "ec2:DescribeImages", read))
         _give_up(regions, unknown, limit.seconds)
     builds = {job: build_of(image) for job, image in images.items()}
     return find_splits(entries, builds)

@@ -123,11 +123,7 @@ def held(aws: Aws, pipeline: PipelineLike, variant: VariantLike, *, channel: str
             images[(region, ami)] = image
         else:
             to_read.append((region, ami))
-    by_region: dict[str, list[str]] = {}
-    for region, ami in to_read:
-        by_region.setdefault(region, []).append(ami)
-    found = fan_out(sorted(by_region), lambda r: aws.find_images(r, by_region[r]))  # one read per region
-    images.update({(r, a): found[r].get(a) for r, a in to_read})
+    images.update(aws.images_at(to_read))
     return images, holders
 
 
