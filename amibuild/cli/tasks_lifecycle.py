@@ -6,7 +6,6 @@ imports are kept fast).
 
 from dataclasses import dataclass
 
-
 from amibuild.cli import run as cli
 from amibuild.cli.command import command, flag, like
 from amibuild.cli.tasks_common import Output, Scope, Selection, _guard, _NO_SIGNALS
