@@ -528,14 +528,14 @@ def test_nodegroup_deploy_is_one_frozen_settings_value_made_from_the_flags_befor
     import dataclasses
 
     from amibuild.cli import handoff
-    from amibuild.cli import run as cli_run
+    from amibuild.cli import tasks_common
     from amibuild.errors import SpecError
     from amibuild.handoff import handoff_jobs as job
 
     (tmp_path / "amibuild.hcl").write_text(NODES_PIPELINE)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
-    opts = cli_run.options(object(), pipeline="amibuild.hcl", variant=["ceph"])
+    opts = tasks_common.options(object(), tasks_common.Scope("amibuild.hcl", ("ceph",)))
 
     def settings(**flags):
         given = dict(stack="ng", region=None, variant="ceph", channel="stable",

@@ -11,8 +11,8 @@ from invoke.parser import ParserContext
 
 from amibuild.cli.command import RequestTask, flag_name, flags, parse
 from amibuild.cli.tasks import ns
-from amibuild.cli.tasks_channels import RollbackRequest
-from amibuild.cli.tasks_nodes import DeployRequest
+from amibuild.cli.requests_channels import RollbackRequest
+from amibuild.cli.requests_nodes import DeployRequest
 from amibuild.errors import SpecError
 
 # the flags each task had when stored: a flag lost from a Request (or a task dropped) fails here,
@@ -64,3 +64,42 @@ def test_a_repeatable_flag_becomes_a_tuple_and_a_cast_runs_at_parse() -> None:
         assert "--to-version 'x'" in str(exc)
     else:
         raise AssertionError("--to-version x was taken")
+
+
+def test_every_task_body_is_found_where_the_table_says_and_takes_its_request() -> None:
+    import importlib
+    import inspect
+
+    from amibuild.cli.tasks import TASKS
+
+    for entry in TASKS:
+        module = importlib.import_module(entry.body.__module__)
+        body = getattr(module, entry.body.__name__)
+        assert list(inspect.signature(body).parameters)[:2] in (["c", "request"], ["c", "r"]), entry.name
+        assert body.__doc__ is None and entry.body.__doc__, entry.name  # the help lives in the table alone
+
+
+def test_the_task_list_and_a_tasks_help_load_no_task_body() -> None:
+    """`amibuild --list` and `amibuild build-ami --help` read the table and the requests only: no
+    task body module, and nothing of boto3, jinja2 or python-hcl2."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, contextlib, io\n"
+             "from amibuild.cli.main import main\n"
+             "for argv in (['amibuild', '--list'], ['amibuild', 'build-ami', '--help']):\n"
+             "    sys.argv = argv\n"
+             "    with contextlib.redirect_stdout(io.StringIO()):\n"
+             "        try:\n"
+             "            main()\n"
+             "        except SystemExit:\n"
+             "            pass\n"
+             "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('amibuild', 'boto3', 'botocore', "
+             "'jinja2', 'hcl2'))))\n")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    bodies = {"amibuild.cli." + m for m in ("tasks_build", "tasks_channels", "tasks_nodes", "tasks_lifecycle",
+                                           "tasks_setup", "tasks_common", "fleet_view", "verify_view", "inventory",
+                                           "guardrails")}
+    assert "amibuild.cli.requests_build" in loaded and "amibuild.cli.tasks" in loaded, loaded
+    assert not bodies & set(loaded), sorted(bodies & set(loaded))
+    assert not [m for m in loaded if not m.startswith("amibuild")], loaded

@@ -1,18 +1,19 @@
 """A command declared once: a frozen request dataclass whose fields are its flags (`flag(...)`),
-and the invoke task generated from it — its flags, their `--help` and their casts.
+and the invoke task generated from it — its flags, their `--help` and their casts — whose body
+is looked up by name when the task runs.
 
     @dataclass(frozen=True)
     class RunsRequest:
         limit: int = flag("How many runs to show", 10, cast=values.count)
 
-    @command(RunsRequest)
-    def runs(c, request: RunsRequest): ...
+    task("tasks_build", "runs", RunsRequest, "List recent build runs.")   # in amibuild.cli.tasks
+    def runs(c, request: RunsRequest): ...                                # in amibuild.cli.tasks_build
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
+import importlib
 import inspect
 from typing import Any, Callable, Mapping
 
@@ -105,35 +106,19 @@ class RequestTask(Task):
         return arguments
 
 
-def command(request_type: type, **task_kwargs: Any) -> Callable[[Callable], RequestTask]:
-    """The task of ``body(c, request)``: invoke's flag values become the frozen request first."""
-    def wrap(body: Callable) -> RequestTask:
-        @functools.wraps(body)
-        def task_body(c, **given):
-            return body(c, cli.run(lambda: parse(request_type, given)))
+def task(module: str, name: str, request_type: type, help: str, **task_kwargs: Any) -> RequestTask:  # noqa: A002
+    """The task ``name``: invoke's flag values become the frozen request, then
+    ``amibuild.cli.<module>.<name>(c, request)`` runs, its module imported only then."""
+    def task_body(c, **given):
+        request = cli.run(lambda: parse(request_type, given))
+        return getattr(importlib.import_module(f"amibuild.cli.{module}"), name)(c, request)
 
-        # what introspection of the task sees: the context and one keyword per flag
-        task_body.__signature__ = inspect.Signature(
-            [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-            + [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
-               for f in flags(request_type)])
-        return RequestTask(task_body, request_type, **task_kwargs)
-    return wrap
-
-
-def scope_options(c, request, *, announce: bool = True):
-    """`Options` from the request's pipeline, variant, k8s and profile only: a task's --region or --os
-    is its own (a stack's region, a node's OS), not a selection of the pipeline's."""
-    return cli.options(c, Scope(getattr(request, "pipeline", None), getattr(request, "variant", None),
-                                getattr(request, "k8s", None), getattr(request, "profile", None)),
-                       announce=announce)
-
-
-@dataclasses.dataclass(frozen=True)
-class Scope:
-    """What of a request selects the pipeline and the variant (`scope_options`)."""
-
-    pipeline: str | None = None
-    variant: str | None = None
-    k8s: str | None = None
-    profile: str | None = None
+    task_body.__name__ = task_body.__qualname__ = name
+    task_body.__doc__ = help
+    task_body.__module__ = f"amibuild.cli.{module}"
+    # what introspection of the task sees: the context and one keyword per flag
+    task_body.__signature__ = inspect.Signature(
+        [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
+           for f in flags(request_type)])
+    return RequestTask(task_body, request_type, **task_kwargs)

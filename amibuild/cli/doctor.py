@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from amibuild import hcl
-from amibuild.pipeline import PIPELINE_FILE, Pipeline, known_regions, load
-from amibuild.pipeline.options import Options
-from amibuild.errors import AmibuildError, AwsError, PackerError, PackerNotFound, UsageError
 from amibuild.bake.packer import INSTALL_HINT, Packer
 from amibuild.bake.prepare import support_warnings
+from amibuild.errors import AmibuildError, AwsError, PackerError, PackerNotFound, UsageError
 from amibuild.lifecycle import keyshare_check
+from amibuild.pipeline import PIPELINE_FILE, Pipeline, known_regions, load
+from amibuild.pipeline.options import Options
 from amibuild.suggest import suggest
 
 if TYPE_CHECKING:

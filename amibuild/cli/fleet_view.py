@@ -10,40 +10,26 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from dataclasses import dataclass
-
+from amibuild import secrets
+from amibuild.aws import Aws
+from amibuild.channels import known
+from amibuild.channels import read as channel_read
 from amibuild.cli import run as cli
-from amibuild.cli.command import Scope, command, flag, like
+from amibuild.cli import summary
+from amibuild.cli.requests_views import FleetRequest, KarpenterRequest
+from amibuild.cli.tasks_common import Scope, options
+from amibuild.errors import SpecError
+from amibuild.handoff import consumer
+from amibuild.handoff import karpenter as karpenter_mod
+from amibuild.lifecycle import fleet as fleet_mod
+from amibuild.pipeline.naming import check_channel, parameter_name
+from amibuild.pipeline.options import load_pipeline
 from amibuild.suggest import suggest
-
-
-@dataclass(frozen=True)
-class FleetRequest:
-    """`amibuild fleet`."""
-
-    variant: str | None = flag("Only consumers and channels of this variant (default: every one)")
-    channel: str | None = flag("Only this channel (default: every one)")
-    region: str | None = flag("Only this region (default: every target region of the pipeline)")
-    json: bool = flag("Print the view as JSON on stdout", False)
-    markdown: bool = flag("Print the view as a Markdown summary on stdout (as written to $GITHUB_STEP_SUMMARY)",
-                          False)
-    check_behind: str | None = flag("Exit 1, naming them, when any consumer is more than N versions (or Nd days) "
-                                    "behind its channel, or orphaned: for a scheduled CI job")
-    verify: bool = flag("Check the signed provenance of every running image; mark each without valid provenance "
-                        "from this pipeline (an image nobody built through it) and exit 1 naming them", False)
-    pipeline: str | None = flag("Pipeline file (default: amibuild.hcl in the current folder or above)")
-    profile: str | None = flag("AWS profile (default: AWS_PROFILE / the standard chain)")
 
 
 def fleet_view(options: Any, *, variant: str | None = None, channel: str | None = None, region: str | None = None,
                now: datetime | None = None, aws: Any = None, verify: bool = False) -> Any:
     """`amibuild fleet`: flags → gather (read-only) → classify (→ with ``verify``, each image's provenance marked)."""
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.aws import Aws
-    from amibuild.pipeline.options import load_pipeline
-    from amibuild.channels import known
-    from amibuild.lifecycle import fleet
-    from amibuild.pipeline.naming import check_channel
 
     if channel:
         check_channel(channel)
@@ -53,20 +39,14 @@ def fleet_view(options: Any, *, variant: str | None = None, channel: str | None 
         aws = Aws(profile=options.profile, region=pipeline.build_region)
     if channel:  # a typo would show an empty view and exit 0; any variant of the selection may hold it
         known.require(aws, pipeline, pipeline.variants, known.Asked(channel), every=False, regions=regions)
-    facts = fleet.gather(aws, pipeline, regions)
-    view = fleet.classify(facts, now or datetime.now(timezone.utc), variant=variant, channel=channel, region=region)
-    return fleet.mark(view, fleet.provenance(aws, pipeline, facts, view)) if verify else view
+    facts = fleet_mod.gather(aws, pipeline, regions)
+    view = fleet_mod.classify(facts, now or datetime.now(timezone.utc), variant=variant, channel=channel, region=region)
+    return fleet_mod.mark(view, fleet_mod.provenance(aws, pipeline, facts, view)) if verify else view
 
 
-@command(FleetRequest)
 def fleet(c, r: FleetRequest):
-    """Show every channel and every consumer of its images (stacks, node groups, instances) and how far behind."""
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.cli import summary
-    from amibuild.lifecycle import fleet as fleet_mod
-
     limit = cli.run(lambda: fleet_mod.Limit.parse(r.check_behind)) if r.check_behind not in (None, "") else None
-    opts = cli.options(c, Scope(r.pipeline, r.variant, profile=r.profile))
+    opts = options(c, Scope(r.pipeline, r.variant, profile=r.profile))
     view = cli.run(lambda: fleet_view(opts, variant=r.variant, channel=r.channel, region=r.region, verify=r.verify))
     if r.json:
         cli.emit_json(view.to_dict())
@@ -78,51 +58,11 @@ def fleet(c, r: FleetRequest):
         cli.run(view.check_provenance)
 
 
-@dataclass(frozen=True)
-class KarpenterRequest:
-    """`amibuild karpenter`."""
-
-    variant: str | None = flag("Variant whose channel the node class follows (required)")
-    channel: str | None = flag("Channel to follow, e.g. stable (required)")
-    name: str | None = flag("The EC2NodeClass's name (default: VARIANT-CHANNEL)")
-    role: str | None = flag("IAM role of the nodes (default: KarpenterNodeRole-CLUSTER, unless --instance-profile)")
-    instance_profile: str | None = flag("Instance profile of the nodes, instead of --role")
-    cluster: str | None = flag("Cluster name, for the discovery tag (default: the pipeline's name)")
-    discovery: str | None = flag("Value of the karpenter.sh/discovery tag selecting subnets and security groups "
-                                 "(default: the cluster)")
-    region: str | None = flag("Region whose channel parameter to check (default: the pipeline's build region)")
-    proxy: str = flag("HTTP(S) proxy for the nodes (in the user data: AL2023 NodeConfig environment, AL2 boothook)",
-                      "")
-    no_proxy: tuple[str, ...] = flag("Extra NO_PROXY entry (repeatable or comma-separated; with --proxy)",
-                                     repeat=True)
-    proxy_credentials_parameter: str = flag(
-        "SSM SecureString (user:password) the nodes read at boot for --proxy, whose URL then has no credentials; "
-        "the node role must be allowed to read it (default: the variant's proxy { credentials_parameter })", "")
-    vpc_cidr: tuple[str, ...] = flag("The VPC's CIDR, for NO_PROXY (repeatable; with --proxy on AL2023)",
-                                     repeat=True)
-    service_cidr: str = flag("Cluster service CIDR, for NO_PROXY (default: both EKS defaults)", "")
-    kubelet_flag: tuple[str, ...] = flag("Extra kubelet flag --name=value (repeatable; AL2023: NodeConfig "
-                                         "spec.kubelet.flags)", repeat=True)
-    max_pods_expression: str = flag("Refused here: Karpenter's own NodeConfig sets maxPods, which wins over the "
-                                    "expression (use the EC2NodeClass's spec.kubelet.maxPods or podsPerCore)", "")
-    json: bool = flag("Print the manifest as JSON instead of YAML", False)
-    pipeline: str | None = like(FleetRequest, "pipeline")
-    profile: str | None = like(FleetRequest, "profile")
-
-
 def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None, name: str | None = None,
                        role: str | None = None, instance_profile: str | None = None, cluster: str | None = None,
                        discovery: str | None = None, region: str | None = None, settings: Any = None,
                        aws: Any = None) -> dict:
     """`amibuild karpenter`: flags → the node class (checked before any AWS call) → the channel exists there."""
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.aws import Aws
-    from amibuild.channels import known
-    from amibuild.channels import read as channel_read
-    from amibuild.pipeline.options import load_pipeline
-    from amibuild.errors import SpecError
-    from amibuild.handoff import consumer, karpenter
-    from amibuild.pipeline.naming import check_channel, parameter_name
 
     if not variant or not channel:
         raise SpecError("karpenter: give --variant VARIANT and --channel CHANNEL, e.g. --variant ceph --channel stable")
@@ -131,18 +71,16 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
     chosen = pipeline.variants[0]
     where = region or pipeline.build_region
     if settings and settings.proxy and not settings.proxy_credentials_parameter and chosen.proxy.credentials_parameter:
-        # deferred: imported when the task runs, not on the `amibuild --list` path
-        from amibuild import secrets
 
         # the variant's proxy { credentials_parameter }, for a proxy URL without credentials of its own
         if not secrets.credentials(settings.proxy):
             settings = replace(settings, proxy_credentials_parameter=chosen.proxy.credentials_parameter)
     parameter = parameter_name(pipeline, chosen, channel)
-    manifest = karpenter.node_class(
-        name=karpenter.check_name(name or f"{chosen.name}-{channel}"), parameter=parameter, region=where,
+    manifest = karpenter_mod.node_class(
+        name=karpenter_mod.check_name(name or f"{chosen.name}-{channel}"), parameter=parameter, region=where,
         os_family=chosen.os, cluster=cluster or pipeline.name, pipeline=pipeline.name, variant=chosen.name,
         channel=channel, role=role or "", instance_profile=instance_profile or "", discovery=discovery or "",
-        settings=replace(settings, region=settings.region or where) if settings else karpenter.NodeSettings(region=where))
+        settings=replace(settings, region=settings.region or where) if settings else karpenter_mod.NodeSettings(region=where))
     if aws is None:
         aws = Aws(profile=options.profile, region=pipeline.build_region)
     known.require(aws, pipeline, [chosen], known.Asked(channel), regions=(where,))
@@ -160,13 +98,8 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
     return manifest
 
 
-@command(KarpenterRequest)
 def karpenter(c, r: KarpenterRequest):
-    """Print an EC2NodeClass that follows a channel: a promote becomes drift, Karpenter replaces the nodes."""
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.handoff import karpenter as karpenter_mod
-
-    opts = cli.options(c, Scope(r.pipeline, r.variant, profile=r.profile))
+    opts = options(c, Scope(r.pipeline, r.variant, profile=r.profile))
 
     def body() -> dict:
         if r.max_pods_expression:

@@ -14,15 +14,15 @@ from amibuild.aws import Aws
 from amibuild.channels import known, publish
 from amibuild.cli import values
 from amibuild.errors import AmibuildError, SpecError
-from amibuild.handoff import handoff_jobs as job, node_settings
-from amibuild.handoff.rollout import RolloutRefused
+from amibuild.handoff import handoff_jobs as job
+from amibuild.handoff import node_settings
+from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, NodeConfigFacts, node_config_facts
+from amibuild.handoff.nodegroup import NODE_OSES, node_role_arn, parse_parameters
+from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutRefused
 from amibuild.handoff.userdata import decode as ud
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
-from amibuild.handoff.userdata.render import (aws_auth_entry, check_proxy_url, check_role_arn)
+from amibuild.handoff.userdata.render import aws_auth_entry, check_proxy_url, check_role_arn
 from amibuild.pipeline.options import load_pipeline
-from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, NodeConfigFacts, node_config_facts
-from amibuild.handoff.nodegroup import (NODE_OSES, node_role_arn, parse_parameters)
-from amibuild.handoff.rollout import DEFAULT_TIMEOUT
 
 
 def gateway(options: Any, region: str | None) -> tuple[Aws, str]:

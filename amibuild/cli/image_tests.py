@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from dataclasses import replace
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Iterable
 
-from amibuild.pipeline import Pipeline
-from amibuild.pipeline import iam_names, imagetests
 from amibuild import notify, tags
+from amibuild.attest import sign as attest_sign
 from amibuild.aws import Aws
 from amibuild.bake.build_plan import new_run_id
+from amibuild.cli.target import platform
 from amibuild.errors import SpecError
-from amibuild.attest import sign as attest_sign
+from amibuild.handoff import testnode
 from amibuild.imagetest import boot, kube
 from amibuild.imagetest.statements import says_something, test_statement
 from amibuild.jobs.signals import Signals
+from amibuild.pipeline import Pipeline, iam_names, imagetests
 from amibuild.pipeline.options import load_pipeline
-from amibuild.cli.target import platform
-import re
-from pathlib import Path
-import json
 
 
 def listing(pipeline: Pipeline) -> list[dict[str, Any]]:
@@ -111,7 +111,6 @@ def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, ru
 def user_data(aws: Any, pipeline: Pipeline, variants: Iterable[Any], cluster: str) -> dict[str, str]:
     """{variant: its test instance's user data}: the node group's for ``cluster`` (DescribeCluster in the
     build region), tainted; without a cluster, user data that is only checked (`amibuild.handoff.testnode`)."""
-    from amibuild.handoff import testnode  # deferred: the user data renderer only when a boot test runs
 
     return testnode.user_data(aws, variants, region=pipeline.build_region, cluster=cluster)
 
@@ -138,7 +137,6 @@ def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None,
 
 
 def record_path(build_dir: str, run_id: str, variant: str):
-
     return Path(build_dir) / "tests" / run_id / f"{variant}.json"
 
 

@@ -6,78 +6,29 @@ request (`amibuild.jobs.image_inventory`), runs the job and prints its result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from amibuild.aws import Aws
 from amibuild.cli import run as cli
-from amibuild.cli.command import JSON_HELP, K8S_HELP, command, flag, scope_options
-from amibuild.errors import SpecError
+from amibuild.cli.requests_views import DiffFlags, SbomFlags, ScanFlags
+from amibuild.cli.tasks_common import scope_options
+from amibuild.errors import AmibuildError, SpecError
+from amibuild.jobs import image_inventory as job
+from amibuild.pipeline.options import load_pipeline
 
 
-@dataclass(frozen=True)
-class ImageRequest:
-    """The flags sbom, diff and scan share."""
-
-    variant: str | None = flag("Variant whose image this is (required)")
-    k8s: str | None = flag(K8S_HELP)
-    pipeline: str | None = flag("Pipeline file (default: amibuild.hcl in the current folder or above)")
-    profile: str | None = flag("AWS profile (default: AWS_PROFILE / the standard chain)")
-    json: bool = flag(JSON_HELP, False)
-
-
-@dataclass(frozen=True)
-class SbomFlags(ImageRequest):
-    """`amibuild sbom`."""
-
-    channel: str | None = flag("Channel whose image (in the build region) to show, e.g. stable")
-    ami: str | None = flag("An image id (in the build region), instead of a channel")
-    format: str = flag("cyclonedx (default: the stored CycloneDX 1.5 JSON), spdx (SPDX 2.3 JSON) or table",
-                       "cyclonedx")
-
-
-@command(SbomFlags)
 def sbom(c, r: SbomFlags):
-    """Print an image's package list (its signed SBOM): CycloneDX, SPDX or a table."""
-    from amibuild.jobs import image_inventory as job  # deferred: not on the `amibuild --list` path
-
     opts = scope_options(c, r)
     result = cli.run(lambda: job.run_sbom(job.SbomRequest(opts, _required(r.variant), r.channel, r.ami, r.format)))
     _print(result, r.json)
 
 
-@dataclass(frozen=True)
-class DiffFlags(ImageRequest):
-    """`amibuild diff`."""
-
-    from_: str | None = flag("The older image: a channel, an AMI id or a build-ami run id (--from)", name="from")
-    to: str | None = flag("The newer image: a channel, an AMI id or a build-ami run id (--to)")
-    markdown: bool = flag("Print the same as Markdown (release notes, $GITHUB_STEP_SUMMARY)", False)
-
-
-@command(DiffFlags)
 def diff(c, r: DiffFlags):
-    """Compare two images of a variant: packages, kernel/kubelet/containerd/nodeadm, settings, vulnerabilities."""
-    from amibuild.jobs import image_inventory as job  # deferred: not on the `amibuild --list` path
-
     opts = scope_options(c, r)
     result = cli.run(lambda: job.run_diff(job.DiffRequest(opts, _required(r.variant), r.from_ or "", r.to or "",
                                                           r.markdown)))
     _print(result, r.json)
 
 
-@dataclass(frozen=True)
-class ScanFlags(ImageRequest):
-    """`amibuild scan`."""
-
-    channel: str | None = flag("Channel whose image to scan (its policy, if its block has `scan`, says pass or "
-                               "refuse)")
-    ami: str | None = flag("An image id (in the build region), instead of a channel")
-
-
-@command(ScanFlags)
 def scan(c, r: ScanFlags):
-    """Scan an image's SBOM with Amazon Inspector (ScanSbom); keep the findings as a signed scan statement."""
-    from amibuild.jobs import image_inventory as job  # deferred: not on the `amibuild --list` path
-
     opts = scope_options(c, r)
     result = cli.run(lambda: job.run_scan(job.ScanRequest(opts, _required(r.variant), r.channel, r.ami)))
     _print(result, r.json)
@@ -100,11 +51,6 @@ def _required(variant: str | None) -> str:
 def promote_line(opts, result) -> str:
     """The one line `promote` says about the change it makes (or plans) in the build region: the diff
     of the image the target channel held and the one it gets. Never fails the promote."""
-    # deferred: imported when promote has written, not on the `amibuild --list` path
-    from amibuild.aws import Aws
-    from amibuild.errors import AmibuildError
-    from amibuild.jobs import image_inventory as job
-    from amibuild.pipeline.options import load_pipeline
 
     rows = [r for r in getattr(result, "regions", ()) if getattr(r, "previous_ami", "") and r.ami
             and r.previous_ami != r.ami]

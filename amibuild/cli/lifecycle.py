@@ -6,8 +6,8 @@ from typing import Any, Sequence
 
 from amibuild.cli import values
 from amibuild.errors import SpecError
-from amibuild.lifecycle.prune_job import PruneSettings
 from amibuild.lifecycle.prune import DEFAULT_KEEP_VERSIONS
+from amibuild.lifecycle.prune_job import PruneSettings
 from amibuild.pipeline.options import load_pipeline
 
 

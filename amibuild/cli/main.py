@@ -16,20 +16,20 @@ environment variables `AMIBUILD_AMIBUILD_<KEY>` (invoke's spelling) or the short
 from __future__ import annotations
 
 import contextlib
+import difflib
 import io
 import os
+import re
 import sys
 from typing import Any, Iterable
 
-from invoke import Config, Program
+from invoke import Collection, Config, Program
 from invoke.exceptions import Exit, ParseError, UnexpectedExit
 
-from amibuild import __version__
+from amibuild import __version__, redact
 from amibuild.cli.locate import find_pipeline
 from amibuild.cli.run import ERROR
 from amibuild.errors import ExitCode
-import difflib
-import re
 
 
 class AmibuildConfig(Config):
@@ -294,8 +294,6 @@ def _flag_values(program: Program) -> Iterable[tuple[str, str, str | None, Any]]
 
 
 def _redact_logs() -> None:
-    from amibuild import redact  # deferred: logging filters, installed when the program starts
-
     redact.install()
 
 
@@ -354,8 +352,6 @@ def _quiet_stdout() -> None:
 
 
 def program() -> AmibuildProgram:
-    from invoke import Collection
-
     from amibuild.cli import tasks  # deferred: tasks.py (this repository's) imports this module first
 
     # A copy of the collection, as invoke's own loader makes of a tasks.py: building the parser

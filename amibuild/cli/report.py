@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
 from datetime import datetime, timezone
+from typing import Any, Iterable
 
 
 def build_lines(run: Any) -> Iterable[str]:

@@ -14,12 +14,13 @@ import logging
 import os
 import sys
 import traceback
-from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
-from amibuild import secrets
-from amibuild.cli.locate import find_pipeline
-from amibuild.errors import AmibuildError, EndpointUnreachable, ExitCode, Interrupted, NoCredentials, SpecError
+from invoke.exceptions import Exit
+
+from amibuild import redact, secrets
+from amibuild.cli.summary import annotate
+from amibuild.errors import AmibuildError, EndpointUnreachable, ExitCode, Interrupted, NoCredentials
 from amibuild.jobs.signals import Signals
 
 T = TypeVar("T")
@@ -49,9 +50,7 @@ _PENDING: list[str] = []
 
 def run(body: Callable[[], T]) -> T:
     """Run a task body; turn expected errors into a one-line message and an exit code."""
-    from invoke.exceptions import Exit
 
-    from amibuild import redact  # deferred: logging filters, installed when the program starts
 
     redact.install()  # before any AWS call: `--debug` logs botocore's requests, headers included
     try:
@@ -62,7 +61,6 @@ def run(body: Callable[[], T]) -> T:
         _PENDING.clear()
         if debugging():
             traceback.print_exc()
-        from amibuild.cli.summary import annotate  # deferred: the summaries only when an error is shown
 
         annotate(secrets.mask(str(exc)))  # in GitHub Actions, an error naming a line of the pipeline file annotates it
         raise Exit(message(exc), code=int(exc.exit_code)) from None
@@ -121,57 +119,9 @@ def emit_json(data: Any) -> None:
     print(secrets.mask(json.dumps(data, indent=2, sort_keys=True, default=str)))
 
 
-def options(c: Any, request: Any = None, *, announce: bool = True, **flags: Any) -> "Options":  # noqa: F821
-    """A task's request (`amibuild.cli.command`; the tasks not declared as one yet pass their flags
-    by name) + invoke config → `pipeline.options.Options`.
-
-    Without --pipeline (or the config's `pipeline`), the pipeline file is the nearest
-    `amibuild.hcl` from the current folder upwards (`spec.locate`); none found means flags alone,
-    said once on stderr when ``announce``. A relative build folder from the config (default
-    `build`) lies beside the pipeline file; --build-dir is taken as given.
-    """
-    # deferred: the pipeline model only once a task runs, not on the `amibuild --list` path
-    from amibuild.pipeline import Overrides
-    from amibuild.pipeline.options import Options
-
-    def get(name: str) -> Any:
-        return getattr(request, name, None) if request is not None else flags.get(name)
-
-    config = c.config.get("amibuild", {}) if hasattr(c, "config") else {}
-    pipeline = get("pipeline") or config.get("pipeline") or None
-    if not pipeline:
-        found = getattr(c.config, "_amibuild_found", None) if hasattr(c, "config") else None
-        if found is None or found.searched[0] != Path(os.getcwd()).resolve():  # not the Program's, or moved
-            found = find_pipeline(os.getcwd())
-        if found.path is not None:
-            pipeline = os.path.relpath(found.path)
-        elif announce:
-            _PENDING[:] = [found.not_found_note()]
-    build_dir = get("build_dir")
-    if not build_dir:
-        build_dir = str(config.get("build_dir") or "build")
-        if pipeline and not os.path.isabs(build_dir):
-            build_dir = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(pipeline)), build_dir))
-
-    def tup(name: str) -> tuple[str, ...]:
-        value = get(name) or ()
-        return tuple(value) if isinstance(value, (list, tuple)) else (value,)
-
-    overrides = Overrides(
-        variants=tup("variant"), all_variants=bool(get("all")), base=get("base") or "",
-        upstream=get("upstream") or "", upstream_ref=get("upstream_ref") or "", os=get("os") or "",
-        kubernetes_version=get("k8s") or "", arch=get("arch") or "", flavor=get("flavor") or "",
-        regions=tup("region"), extra_packages=tup("extra_pkg"), extra_repos=tup("extra_repo"),
-        variables=tup("var"), var_files=tup("var_file"),
-    )
-    return Options(
-        pipeline_file=pipeline,
-        overrides=overrides,
-        build_dir=build_dir,
-        packer=config.get("packer", "packer"),
-        profile=get("profile") or os.environ.get("AWS_PROFILE") or None,
-        cache_dir=config.get("cache_dir") or None,
-    )
+def pending(note: str) -> None:
+    """A note about the whole run, said only once the task says something or ends well."""
+    _PENDING[:] = [note]
 
 
 def lines(items: Iterable[str]) -> None:
@@ -184,21 +134,3 @@ def lines_out(items: Iterable[str]) -> None:
     """Result lines on stdout (the answer to the command)."""
     for item in items:
         print(secrets.mask(item), flush=True)  # a URL's user:password@ as user:***@, as say() and emit_json
-
-
-def channel_variant(options: "Options", variant: str | None):  # noqa: F821
-    """(Pipeline, Variant) for publish / promote / rollback / history of one variant."""
-    from amibuild.pipeline.options import load_pipeline  # deferred: the pipeline model, not on the --list path
-
-    if not variant:
-        raise SpecError("--variant: name the variant whose channel to change, e.g. --variant ceph")
-    pipeline = load_pipeline(options)
-    return pipeline, pipeline.variants[0]
-
-
-def channel_target(options: "Options", variant: str | None):  # noqa: F821
-    """(Aws, Pipeline, Variant) for the reads of one variant's channels (history)."""
-    from amibuild.aws import Aws  # deferred: boto3, not on the `amibuild --list` path
-
-    pipeline, chosen = channel_variant(options, variant)
-    return Aws(profile=options.profile, region=pipeline.build_region), pipeline, chosen

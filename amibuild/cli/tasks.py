@@ -1,39 +1,85 @@
-"""amibuild tasks: `amibuild --list` shows them, `amibuild TASK --help` lists every flag.
+"""The task table: every amibuild command, its request (the flags) and where its body lives.
 
-Each task parses its flags, calls into `amibuild` and prints; the work lives in the package.
-Heavy modules (boto3, jinja2, python-hcl2) are imported inside the task bodies so that
-`amibuild --list` stays fast: each such import says so (`# deferred`). Settings can also come from invoke's config (`invoke.yaml`,
-`INVOKE_AMIBUILD_*` environment variables): see `ns.configure` at the bottom.
-
-The tasks live by group (`tasks_build`, `tasks_channels`, `tasks_nodes`, `tasks_lifecycle`,
-`tasks_setup`, what they share in `tasks_common`; fleet and karpenter in `fleet`); this module
-assembles them into the one collection, `ns`, in the order `amibuild --help TASK` and invoke see.
+`amibuild --list` and `amibuild TASK --help` read only this table and the requests; a task's body
+module (`tasks_build`, `tasks_channels`, ...) and what it imports load when the task runs.
+Settings can also come from invoke's config (`amibuild.yaml`, `AMIBUILD_*`): see `ns.configure`.
 """
 
 from invoke import Collection
 
-from amibuild.cli.guardrails import allowed_amis
-from amibuild.cli.fleet_view import fleet, karpenter
-from amibuild.cli.inventory import diff, sbom, scan
-from amibuild.cli.verify_view import verify
-from amibuild.cli.tasks_build import build_ami, clean_run, matrix, rehearse, render, runs, test_ami, tests, validate
-from amibuild.cli.tasks_channels import channels, history, promote, publish, rollback
-from amibuild.cli.tasks_lifecycle import iam_policy, prune, restore
-from amibuild.cli.tasks_nodes import aws_auth, decode_userdata, nodegroup_deploy, rollout, userdata
-from amibuild.cli.tasks_setup import demo, doctor, init, sandbox
+from amibuild.cli import requests_build, requests_channels, requests_nodes, requests_setup, requests_views
+from amibuild.cli.command import task
 
-ns = Collection(render, validate, rehearse, build_ami, runs, clean_run, publish, promote, rollback, history, channels,
-                nodegroup_deploy, rollout, userdata, decode_userdata, aws_auth, prune, iam_policy, matrix, doctor,
-                sandbox, demo, init, tests, test_ami)
-# fleet view and Karpenter hand-off: their tasks live in amibuild/cli/fleet_view.py
-ns.add_task(fleet)
-ns.add_task(karpenter)
-ns.add_task(verify)  # amibuild/cli/verify_view.py
-ns.add_task(sbom)  # amibuild/cli/inventory.py
-ns.add_task(diff)
-ns.add_task(scan)
-ns.add_task(allowed_amis)  # amibuild/cli/guardrails.py
-ns.add_task(restore)  # amibuild/cli/tasks_lifecycle.py
+TASKS = (
+    task('tasks_build', 'render', requests_build.RenderRequest,
+         'Render Packer HCL2 for each variant into build/<variant>/.'),
+    task('tasks_build', 'validate', requests_build.RenderRequest,
+         'Render, then check every file: python-hcl2 parse, packer validate, packer fmt -check.'),
+    task('tasks_build', 'rehearse', requests_build.RehearseRequest,
+         "Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."),
+    task('tasks_build', 'build_ami', requests_build.BuildRequest,
+         'Render, validate and build the AMIs with Packer in parallel; skip what is unchanged.'),
+    task('tasks_build', 'runs', requests_build.RunsRequest,
+         'List recent build runs and what each did.', shortflags=True),
+    task('tasks_build', 'clean_run', requests_build.CleanRunRequest,
+         'Remove what an unfinished build run left in AWS (never an image in use); say what it kept and why.', shortflags=True),
+    task('tasks_channels', 'publish', requests_channels.PublishRequest,
+         "Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."),
+    task('tasks_channels', 'promote', requests_channels.PromoteRequest,
+         "Copy a channel's exact AMI, region by region, into another channel."),
+    task('tasks_channels', 'rollback', requests_channels.RollbackRequest,
+         'Put a channel back to an earlier AMI from its parameter history.'),
+    task('tasks_channels', 'history', requests_channels.HistoryRequest,
+         "Show a variant's channel history: version, time, AMI, fingerprint, run id, who wrote it."),
+    task('tasks_channels', 'channels', requests_channels.ChannelsRequest,
+         'List every variant x channel x region: AMI, version, age; --check / --repair split channels.'),
+    task('tasks_nodes', 'nodegroup_deploy', requests_nodes.DeployRequest,
+         "Create or update a node group stack from amibuild's template, pointed at a channel's parameter."),
+    task('tasks_nodes', 'rollout', requests_nodes.RolloutRequest,
+         "Roll a node group stack or EKS managed node group to a channel's AMI: change set, update, verify."),
+    task('tasks_nodes', 'userdata', requests_nodes.UserdataRequest,
+         'Print node user data (MIME multi-part), or with --k8s-manifests the cluster side of a proxy.'),
+    task('tasks_nodes', 'decode_userdata', requests_nodes.DecodeUserdataRequest,
+         'Decode user data (base64, gzip, MIME, cloud-config, any nesting) and print each part.'),
+    task('tasks_nodes', 'aws_auth', requests_nodes.AwsAuthRequest,
+         "Print the aws-auth mapRoles entry for the nodes' role, or create its EKS access entry."),
+    task('tasks_lifecycle', 'prune', requests_setup.PruneRequest,
+         'Delete old images amibuild made: keep the newest N per variant and region and every image in use.'),
+    task('tasks_lifecycle', 'iam_policy', requests_setup.IamPolicyRequest,
+         'Print a least-privilege IAM policy (JSON) for a task: build, publish, rollout, prune, fleet, test, verify, scan, all, or share.'),
+    task('tasks_build', 'matrix', requests_build.MatrixRequest,
+         'Print the variants as a CI matrix, so each runner builds one variant.'),
+    task('tasks_setup', 'doctor', requests_setup.DoctorRequest,
+         'Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix.'),
+    task('tasks_setup', 'sandbox', requests_setup.SandboxRequest,
+         'Run the local AWS emulator in the foreground (prints `export` lines first).', shortflags=True),
+    task('tasks_setup', 'demo', requests_setup.DemoRequest,
+         'Run the whole pipeline against the local emulator, printing each step (the README demo).'),
+    task('tasks_setup', 'init', requests_setup.InitFlags,
+         'Write a starter amibuild.hcl (one AL2023 variant with ceph-common) and ignore build/ in .gitignore.'),
+    task('tasks_build', 'tests', requests_build.TestsRequest,
+         "List the checks each variant's image must pass: built-in (per OS and flavor) and the pipeline file's."),
+    task('tasks_build', 'test_ami', requests_build.TestAmiRequest,
+         'Boot the image, run every check through SSM Run Command, terminate it; tag the image passed or failed.'),
+    task('fleet_view', 'fleet', requests_views.FleetRequest,
+         'Show every channel and every consumer of its images (stacks, node groups, instances) and how far behind.'),
+    task('fleet_view', 'karpenter', requests_views.KarpenterRequest,
+         'Print an EC2NodeClass that follows a channel: a promote becomes drift, Karpenter replaces the nodes.'),
+    task('verify_view', 'verify', requests_views.VerifyRequest,
+         "Check an image's signed statements (provenance, tests) in every region a channel holds; exit 1 naming what fails."),
+    task('inventory', 'sbom', requests_views.SbomFlags,
+         "Print an image's package list (its signed SBOM): CycloneDX, SPDX or a table."),
+    task('inventory', 'diff', requests_views.DiffFlags,
+         'Compare two images of a variant: packages, kernel/kubelet/containerd/nodeadm, settings, vulnerabilities.'),
+    task('inventory', 'scan', requests_views.ScanFlags,
+         "Scan an image's SBOM with Amazon Inspector (ScanSbom); keep the findings as a signed scan statement."),
+    task('guardrails', 'allowed_amis', requests_views.AllowedAmisFlags,
+         "Print the Allowed AMIs criteria that admit this pipeline's images, with the CLI and CloudFormation to apply them."),
+    task('tasks_lifecycle', 'restore', requests_setup.RestoreFlags,
+         'Bring a deregistered image back from the Recycle Bin, with its snapshots and tags.'),
+)
+
+ns = Collection(*TASKS)
 ns.configure({
     "amibuild": {
         "pipeline": None,  # default: amibuild.hcl when present

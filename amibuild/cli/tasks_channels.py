@@ -1,44 +1,25 @@
 """The channel tasks: publish, promote, rollback, history and channels (list, --check, --repair).
 
-Part of the task table `amibuild.cli.tasks` assembles (its docstring says how flags and
-imports are kept fast).
+The bodies of the tasks `amibuild.cli.tasks` lists; their requests: `amibuild.cli.requests_channels`.
 """
 
-from dataclasses import dataclass
-from functools import partial
+from __future__ import annotations
 
-from amibuild.cli import report, summary, values
-from amibuild.cli.command import command, flag, like
-from amibuild.errors import ChannelSplit, PublishFailed, SpecError
+from amibuild.aws import Aws
+from amibuild.channels import channel_jobs as job
+from amibuild.channels import due, known
+from amibuild.channels import read as channel_status
+from amibuild.channels import repair as repair_mod
+from amibuild.channels.gates import check_reason
+from amibuild.channels.plan import PublishPlan, parse_amis
+from amibuild.cli import image_tests as imagetests
+from amibuild.cli import report, summary
 from amibuild.cli import run as cli
 from amibuild.cli.inventory import promote_line
-from amibuild.cli.tasks_common import (MARKDOWN_HELP, ChannelRequest, _channel_deadline, _guard, _read_timeout,
-                                       scope_options)
-
-
-DRY_RUN_CHANNEL = "Print what would be written, region by region (the plan the write carries out), and write nothing"
-NEW_CHANNEL = ("The channel is a new name: neither declared (a `channel` block, default_channel, recommended, "
-               "candidate, stable) nor there yet for the variant; without it such a name is refused as a typo")
-FORCE = "Write even if another writer moved the channel since amibuild read it"
-
-
-@dataclass(frozen=True)
-class Gate:
-    """The flags of a write that may override a channel's gate."""
-
-    override_gate: bool = flag("Write even though the image does not meet the channel's gate (with --reason)", False)
-    reason: str | None = flag("Why the gate is overridden; kept in the channel's history")
-    now: str | None = flag("With --dry-run only: the what-if time the gate's soak is judged at, ISO 8601 (default: "
-                           "$AMIBUILD_NOW, else the time AWS answers with); a write with it exits 2")
-
-
-@dataclass(frozen=True)
-class Write:
-    """The flags every channel write shares."""
-
-    force: bool = flag(FORCE, False)
-    dry_run: bool = flag(DRY_RUN_CHANNEL, False)
-    markdown: bool = flag(MARKDOWN_HELP, False)
+from amibuild.cli.requests_channels import ChannelsRequest, HistoryRequest, PromoteRequest, PublishRequest, RollbackRequest
+from amibuild.cli.tasks_common import _channel_deadline, _guard, _read_timeout, channel_target, channel_variant, scope_options
+from amibuild.errors import ChannelSplit, PublishFailed, SpecError
+from amibuild.pipeline.options import load_pipeline
 
 
 def _plan_only(dry_run: bool, markdown: bool) -> None:
@@ -51,8 +32,6 @@ def _plan_only(dry_run: bool, markdown: bool) -> None:
 def _channel_result(result, signals, *, json: bool, markdown: bool = False) -> None:
     """Print a channel write's result (or a dry run's plan), then exit as it says; a write's summary
     (a row per region: AMI before and after) goes to $GITHUB_STEP_SUMMARY, and with --markdown to stdout."""
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.channels.plan import PublishPlan
 
     if isinstance(result, PublishPlan):  # --dry-run: nothing was written
         cli.emit_json({"dry_run": True, **result.to_dict()}) if json else cli.lines_out(report.plan_lines(result))
@@ -64,34 +43,13 @@ def _channel_result(result, signals, *, json: bool, markdown: bool = False) -> N
     cli.finish_channel(result, signals)
 
 
-@dataclass(frozen=True)
-class PublishRequest(ChannelRequest, Write, Gate):
-    """`amibuild publish`."""
-
-    ami: tuple[str, ...] = flag("REGION=AMI_ID, comma-separated or repeated; every target region of the pipeline "
-                                "needs one", repeat=True)
-    channel: str = flag("Channel to publish to (default: recommended)", "recommended")
-    run_id: str | None = flag("Run id to record (default: the images' amibuild:run-id tag)")
-    allow_foreign: bool = flag("Publish images amibuild did not build (no amibuild:fingerprint tag)", False)
-    new_channel: bool = flag(NEW_CHANNEL, False)
-
-
-@command(PublishRequest)
 def publish(c, r: PublishRequest):
-    """Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."""
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.channels import channel_jobs as job
-    from amibuild.channels.plan import parse_amis
-
     def body(signals):
-        # deferred: imported when the task runs, not on the `amibuild --list` path
-        from amibuild.channels.gates import check_reason
-        from amibuild.cli import image_tests as imagetests
 
         _plan_only(r.dry_run, r.markdown)
         override, when = check_reason(r.override_gate, r.reason), imagetests.what_if_now(r.now, dry_run=r.dry_run)
         opts = scope_options(c, r)
-        pipe, var = cli.channel_variant(opts, r.variant)
+        pipe, var = channel_variant(opts, r.variant)
         return job.publish(job.PublishSettings(
             profile=opts.profile, pipeline=pipe, variant=var, amis=parse_amis(list(r.ami)), channel=r.channel,
             run_id=r.run_id, allow_foreign=r.allow_foreign, force=r.force, read_timeout=_read_timeout(c),
@@ -101,27 +59,7 @@ def publish(c, r: PublishRequest):
     _channel_result(*cli.run_channel(body), json=r.json, markdown=r.markdown)
 
 
-@dataclass(frozen=True)
-class PromoteRequest(ChannelRequest, Write, Gate):
-    """`amibuild promote`."""
-
-    from_: str | None = flag("Channel to copy from, e.g. recommended", name="from")
-    to: str | None = flag("Channel to copy into, e.g. stable")
-    force: bool = flag("Write even if another writer moved the target channel since amibuild read it", False)
-    due: bool = flag("Promote every gated channel (pipeline `channel` blocks with `from`) whose gate is met now, "
-                     "for every variant; print what was promoted and what waits until when", False)
-    new_channel: bool = flag(NEW_CHANNEL.replace("The channel", "--to"), False)
-
-
-@command(PromoteRequest)
 def promote(c, r: PromoteRequest):
-    """Copy a channel's exact AMI, region by region, into another channel."""
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.channels import channel_jobs as job
-
-    from amibuild.channels.gates import check_reason
-    from amibuild.cli import image_tests as imagetests
-
     if r.due:
         return _promote_due(c, r)
 
@@ -131,7 +69,7 @@ def promote(c, r: PromoteRequest):
         _plan_only(r.dry_run, r.markdown)
         override, when = check_reason(r.override_gate, r.reason), imagetests.what_if_now(r.now, dry_run=r.dry_run)
         opts = scope_options(c, r)
-        pipe, var = cli.channel_variant(opts, r.variant)
+        pipe, var = channel_variant(opts, r.variant)
         return job.promote(job.PromoteSettings(profile=opts.profile, pipeline=pipe, variant=var, source=r.from_,
                                                target=r.to, force=r.force, read_timeout=_read_timeout(c),
                                                guard=_guard(c, signals), dry_run=r.dry_run, override_gate=override,
@@ -145,12 +83,6 @@ def promote(c, r: PromoteRequest):
 
 
 def _promote_due(c, r: PromoteRequest):
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.aws import Aws
-    from amibuild.channels import due
-    from amibuild.cli import image_tests as imagetests
-    from amibuild.pipeline.options import load_pipeline
-
     def body(signals):
         if r.from_ or r.to or r.override_gate or r.reason or r.new_channel:  # every flag honoured or refused
             raise SpecError("promote --due follows the pipeline's gates: leave out --from, --to, --override-gate, "
@@ -174,26 +106,11 @@ def _promote_due(c, r: PromoteRequest):
         cli.run(failed)
 
 
-@dataclass(frozen=True)
-class RollbackRequest(ChannelRequest, Write):
-    """`amibuild rollback`."""
-
-    channel: str = flag("Channel to roll back (default: recommended)", "recommended")
-    to_version: int | None = flag("Parameter version to go back to, as `amibuild history` shows it for the build "
-                                  "region (default: the newest version holding another AMI than now)",
-                                  cast=partial(values.optional_count, example=3))
-
-
-@command(RollbackRequest)
 def rollback(c, r: RollbackRequest):
-    """Put a channel back to an earlier AMI from its parameter history."""
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.channels import channel_jobs as job
-
     def body(signals):
         _plan_only(r.dry_run, r.markdown)
         opts = scope_options(c, r)
-        pipe, var = cli.channel_variant(opts, r.variant)
+        pipe, var = channel_variant(opts, r.variant)
         return job.rollback(job.RollbackSettings(profile=opts.profile, pipeline=pipe, variant=var, channel=r.channel,
                                                  to_version=r.to_version, force=r.force, read_timeout=_read_timeout(c),
                                                  guard=_guard(c, signals), dry_run=r.dry_run, say=cli.say))
@@ -201,23 +118,9 @@ def rollback(c, r: RollbackRequest):
     _channel_result(*cli.run_channel(body), json=r.json, markdown=r.markdown)
 
 
-@dataclass(frozen=True)
-class HistoryRequest(ChannelRequest):
-    """`amibuild history`."""
-
-    channel: str | None = flag("Only this channel (default: every channel of the variant)")
-    region: str | None = flag("Only this region (default: every target region of the pipeline)")
-
-
-@command(HistoryRequest)
 def history(c, r: HistoryRequest):
-    """Show a variant's channel history: version, time, AMI, fingerprint, run id, who wrote it."""
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.channels import known
-    from amibuild.channels import read as channel_status
-
     def body():
-        aws, pipe, var = cli.channel_target(scope_options(c, r), r.variant)
+        aws, pipe, var = channel_target(scope_options(c, r), r.variant)
         if r.channel:  # a typo would show an empty table and exit 0
             known.require(aws, pipe, [var], known.Asked(r.channel), regions=(r.region,) if r.region else None)
         return channel_status.history(aws, pipeline=pipe, variant=var, channel=r.channel, region=r.region)
@@ -226,27 +129,7 @@ def history(c, r: HistoryRequest):
     cli.emit_json([e.to_dict() for e in entries]) if r.json else cli.lines_out(report.history_lines(entries))
 
 
-@dataclass(frozen=True)
-class ChannelsRequest:
-    """`amibuild channels`."""
-
-    pipeline: str | None = like(ChannelRequest, "pipeline")
-    profile: str | None = like(ChannelRequest, "profile")
-    json: bool = like(ChannelRequest, "json")
-    markdown: bool = flag("Print the table as Markdown on stdout", False)
-    check: bool = flag("Exit 1 naming every channel whose regions hold images of different builds (or none)", False)
-    repair: bool = flag("Bring every split channel to one build under its lease, saying which and why", False)
-
-
-@command(ChannelsRequest)
 def channels(c, r: ChannelsRequest):
-    """List every variant x channel x region: AMI, version, age; --check / --repair split channels."""
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.pipeline.options import load_pipeline
-    from amibuild.channels import read as channel_status
-    from amibuild.channels import repair as repair_mod
-    from amibuild.aws import Aws
-
     def gateway():
         opts = scope_options(c, r)
         pipe = load_pipeline(opts)

@@ -1,74 +1,104 @@
-"""What the task groups share: the selection flags (`Selection`, `Output`), the target the builds are rendered
-for, the channel flags' help and the channel lease settings from invoke's config.
+"""What the task bodies share: a request's pipeline options (`options`), the target the builds are
+rendered for, and the channel lease and timeout settings from invoke's config."""
 
-Part of the task table `amibuild.cli.tasks` assembles (its docstring says how flags and
-imports are kept fast).
-"""
+from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
 
+from amibuild.aws import Aws
+from amibuild.cli import run as cli
+from amibuild.cli.locate import find_pipeline
+from amibuild.cli.requests_build import BuildRequest, Output, Selection
+from amibuild.cli.target import platform
 from amibuild.errors import SpecError
-from amibuild.cli.command import JSON_HELP, K8S_HELP, Scope, flag, flags, like, scope_options  # noqa: F401
+from amibuild.lease import LEASE_TTL, LEASE_WAIT, Guard
+from amibuild.pipeline import Overrides
+from amibuild.pipeline.options import Options, load_pipeline
 
 
-@dataclass(frozen=True)
-class Selection:
-    """The 14 selection and input flags render, validate, rehearse and build-ami share."""
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """What selects the pipeline file and its variants, for a request that is not a `Selection`."""
 
-    pipeline: str | None = flag("Pipeline file (default: the nearest amibuild.hcl in this folder or above it, up to "
-                                "the repository root)")
-    variant: tuple[str, ...] = flag("Variant to use (repeatable; default: every variant in the pipeline file)",
-                                    repeat=True)
-    base: str | None = flag("Base: eks-optimized (default) or upstream")
-    upstream: str | None = flag("Upstream amazon-eks-ami checkout: a path or git URL (with --base upstream)")
-    upstream_ref: str | None = flag("Git ref (tag, branch, commit) of the upstream checkout")
-    os: str | None = flag("Operating system: al2 or al2023")
-    k8s: str | None = flag("Kubernetes version, e.g. 1.30 (the upstream base also takes 1.30.4 with "
-                           "--var kubernetes_build_date=...)")
-    arch: str | None = flag("Architecture: x86_64 or arm64")
-    flavor: str | None = flag("EKS-optimized image flavor: standard (default), nvidia or neuron (al2023), gpu (al2)")
-    region: tuple[str, ...] = flag("Build region (repeatable; default: the pipeline's regions, else AWS_REGION)",
-                                   repeat=True)
-    extra_pkg: tuple[str, ...] = flag("Extra RPM package to install (repeatable; added to the variant's own)",
-                                      repeat=True)
-    extra_repo: tuple[str, ...] = flag(
-        "Extra yum repository NAME=URL|GPGKEY (repeatable; added to the variant's own): GPGKEY an https:// URL or "
-        "a local armored key file, or NAME=URL|gpgcheck=false; |insecure=true to allow plain http", repeat=True)
-    var: tuple[str, ...] = flag("Packer variable KEY=VALUE (repeatable; wins over everything else)", repeat=True)
-    var_file: tuple[str, ...] = flag("Packer var-file FILE.pkrvars.hcl (repeatable; later files win)", repeat=True)
+    pipeline: str | None = None
+    variant: str | tuple[str, ...] | None = None
+    k8s: str | None = None
+    profile: str | None = None
+    build_dir: str | None = None
 
 
-@dataclass(frozen=True)
-class Output:
-    """Where a job writes and whose AWS credentials it uses."""
+def overrides(request: Selection | Scope) -> Overrides:
+    """The flags that select and change the pipeline's variants: a `Selection`'s every one, a
+    `Scope`'s variant and Kubernetes version."""
+    if isinstance(request, Selection):
+        return Overrides(
+            variants=request.variant, all_variants=isinstance(request, BuildRequest) and request.all,
+            base=request.base or "", upstream=request.upstream or "", upstream_ref=request.upstream_ref or "",
+            os=request.os or "", kubernetes_version=request.k8s or "", arch=request.arch or "",
+            flavor=request.flavor or "", regions=request.region, extra_packages=request.extra_pkg,
+            extra_repos=request.extra_repo, variables=request.var, var_files=request.var_file)
+    variants = request.variant if isinstance(request.variant, tuple) else (request.variant,) if request.variant else ()
+    return Overrides(variants=variants, kubernetes_version=request.k8s or "")
 
-    build_dir: str | None = flag("Output folder (default: build)")
-    profile: str | None = flag("AWS profile (default: AWS_PROFILE / the standard chain)")
+
+def options(c: Any, request: Selection | Scope, *, announce: bool = True) -> Options:
+    """A task's request + invoke config -> `pipeline.options.Options`.
+
+    Without --pipeline (or the config's `pipeline`), the pipeline file is the nearest
+    `amibuild.hcl` from the current folder upwards; none found means flags alone, said once on
+    stderr when ``announce``. A relative build folder from the config (default `build`) lies
+    beside the pipeline file; --build-dir is taken as given.
+    """
+    scope = request if isinstance(request, Scope) else None
+    output = request if isinstance(request, Output) else scope
+    config = c.config.get("amibuild", {}) if hasattr(c, "config") else {}
+    pipeline = request.pipeline or config.get("pipeline") or None
+    if not pipeline:
+        found = getattr(c.config, "_amibuild_found", None) if hasattr(c, "config") else None
+        if found is None or found.searched[0] != Path(os.getcwd()).resolve():  # not the Program's, or moved
+            found = find_pipeline(os.getcwd())
+        if found.path is not None:
+            pipeline = os.path.relpath(found.path)
+        elif announce:
+            cli.pending(found.not_found_note())
+    build_dir = output.build_dir if output is not None else None
+    if not build_dir:
+        build_dir = str(config.get("build_dir") or "build")
+        if pipeline and not os.path.isabs(build_dir):
+            build_dir = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(pipeline)), build_dir))
+    profile = output.profile if output is not None else None
+    return Options(pipeline_file=pipeline, overrides=overrides(request), build_dir=build_dir,
+                   packer=config.get("packer", "packer"), profile=profile or os.environ.get("AWS_PROFILE") or None,
+                   cache_dir=config.get("cache_dir") or None)
 
 
-# the help of iam-policy and doctor, not declared as a request yet
-SELECT_HELP = {f.name: f.metadata["help"] for f in (*flags(Selection), *flags(Output))}
+def scope_options(c, request, *, announce: bool = True) -> Options:
+    """`Options` from the request's pipeline, variant, k8s and profile only: a task's --region or --os
+    is its own (a stack's region, a node's OS), not a selection of the pipeline's."""
+    return options(c, Scope(getattr(request, "pipeline", None), getattr(request, "variant", None),
+                            getattr(request, "k8s", None), getattr(request, "profile", None)), announce=announce)
 
-MARKDOWN_HELP = "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)"
+
+def channel_variant(options: Options, variant: str | None):
+    """(Pipeline, Variant) for publish / promote / rollback / history of one variant."""
+    if not variant:
+        raise SpecError("--variant: name the variant whose channel to change, e.g. --variant ceph")
+    pipeline = load_pipeline(options)
+    return pipeline, pipeline.variants[0]
 
 
-@dataclass(frozen=True)
-class ChannelRequest:
-    """The flags that name one variant's channels: publish, promote, rollback, history."""
-
-    pipeline: str | None = like(Selection, "pipeline")
-    variant: str | None = flag("Variant whose channel this is (required)")
-    k8s: str | None = flag(K8S_HELP)
-    profile: str | None = like(Output, "profile")
-    json: bool = flag(JSON_HELP, False)
-
+def channel_target(options: Options, variant: str | None):
+    """(Aws, Pipeline, Variant) for the reads of one variant's channels (history)."""
+    pipeline, chosen = channel_variant(options, variant)
+    return Aws(profile=options.profile, region=pipeline.build_region), pipeline, chosen
 
 
 def _target() -> dict:
     """What the builds are rendered for: the target and the transform of the platform AMIBUILD_TARGET
     names (`amibuild.cli.target`), as keyword arguments of the render, validate and build jobs."""
-    from amibuild.cli.target import platform  # deferred: the renderer, not on the `amibuild --list` path
-
     chosen = platform()
     return {"target": chosen.target, "transform": chosen.transform}
 
@@ -91,8 +121,6 @@ def _guard(c, signals, run_id=None):
     how long a lease is good for (`amibuild.lease_ttl`), how long the write may wait on AWS in all
     (`amibuild.channel_deadline`, default 30 s), and the signals that stop a transaction before its
     first write."""
-    from amibuild.lease import LEASE_TTL, LEASE_WAIT, Guard  # deferred: not on the `amibuild --list` path
-
     wait = _seconds(c, "lease_wait", LEASE_WAIT, "seconds to wait for a channel another writer holds, e.g. 30")
     ttl = _seconds(c, "lease_ttl", LEASE_TTL, "seconds a channel lease is good for, more than 0, e.g. 300",
                    positive=True)

@@ -10,30 +10,21 @@ from __future__ import annotations
 
 import json as json_mod
 import re
+from dataclasses import replace
 from typing import Any
 
-from dataclasses import dataclass, replace
-
+from amibuild.aws import Aws, beside
+from amibuild.bake import prepare
+from amibuild.channels import channel_verify as verify_mod
+from amibuild.channels import known
+from amibuild.channels.channel_verify import Target, Today
 from amibuild.cli import run as cli
-from amibuild.cli.command import K8S_HELP, command, flag, scope_options
-
-PIPELINE_HELP = "Pipeline file (default: amibuild.hcl in the current folder or above)"
-PROFILE_HELP = "AWS profile (default: AWS_PROFILE / the standard chain)"
-
-
-@dataclass(frozen=True)
-class VerifyRequest:
-    """`amibuild verify`."""
-
-    ami: str | None = flag("An image to verify (in --region, default: the pipeline's build region), instead of a "
-                           "channel")
-    variant: str | None = flag("Variant whose channel to verify (with --channel)")
-    channel: str | None = flag("Channel to verify, e.g. stable (every target region, or --region)")
-    region: str | None = flag("Only this region (default: every target region of the pipeline)")
-    k8s: str | None = flag(K8S_HELP)
-    json: bool = flag("Print the same as JSON on stdout", False)
-    pipeline: str | None = flag(PIPELINE_HELP)
-    profile: str | None = flag(PROFILE_HELP)
+from amibuild.cli.requests_views import VerifyRequest
+from amibuild.cli.target import platform
+from amibuild.cli.tasks_common import scope_options
+from amibuild.errors import AmibuildError, SpecError
+from amibuild.pipeline.naming import check_channel
+from amibuild.pipeline.options import load_pipeline
 
 _AMI = re.compile(r"ami-[0-9a-f]{8}(?:[0-9a-f]{9})?")
 
@@ -43,10 +34,6 @@ def today_renders(options: Any, pipeline: Any, aws: Any, variants: list[str]) ->
     rendered as build-ami renders them here (for the platform AMIBUILD_TARGET names)."""
     # deferred: the renderer only when a verify runs
 
-    from amibuild.bake import prepare
-    from amibuild.channels.channel_verify import Today
-    from amibuild.errors import AmibuildError
-    from amibuild.cli.target import platform
 
     known = [v for v in variants if any(x.name == v for x in pipeline.variants)]
     if not known:
@@ -66,13 +53,6 @@ def today_renders(options: Any, pipeline: Any, aws: Any, variants: list[str]) ->
 def verify_report(options: Any, *, ami: str | None, variant: str | None, channel: str | None,
                   region: str | None, aws: Any = None) -> Any:
     """Flags → targets → statements read and verified → the report (pure check over the facts)."""
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.aws import Aws, beside
-    from amibuild.channels import known, channel_verify as verify
-    from amibuild.channels.channel_verify import Target
-    from amibuild.errors import SpecError
-    from amibuild.pipeline.naming import check_channel
-    from amibuild.pipeline.options import load_pipeline
 
     if bool(ami) == bool(channel):
         raise SpecError("verify: give --ami AMI, or --variant VARIANT --channel CHANNEL [--region REGION]")
@@ -90,30 +70,25 @@ def verify_report(options: Any, *, ami: str | None, variant: str | None, channel
     if ami:
         where = region or pipeline.build_region
         targets = [Target(where, ami, aws.find_image(where, ami))]
-        facts = verify.gather(aws, pipeline, targets, subject=ami)
+        facts = verify_mod.gather(aws, pipeline, targets, subject=ami)
         # the variant is known once its provenance is read: today's render comes after
-        variants = sorted({verify.variant_of(f) for f in facts.found.values() if f is not None} - {""})
+        variants = sorted({verify_mod.variant_of(f) for f in facts.found.values() if f is not None} - {""})
         today, why_not = today_renders(options, pipeline, aws, variants)
-        return verify.check(facts, today), why_not
+        return verify_mod.check(facts, today), why_not
     chosen = pipeline.variants[0]
     # a typo'd channel is refused with did-you-mean (exit 2), as every task that names one does
     known.require(aws, pipeline, [chosen], known.Asked(channel), regions=[region] if region else None)
     gate = pipeline.gates.get(channel)
     # today's render (imports, `packer version`, the source AMI lookups) runs beside the reads
     with beside(lambda: today_renders(options, pipeline, aws, [chosen.name])) as rendered:
-        targets = verify.channel_targets(aws, pipeline, chosen, channel, [region] if region else regions)
-        facts = verify.gather(aws, pipeline, targets, subject=f"{chosen.name} {channel}", variant=chosen.name,
+        targets = verify_mod.channel_targets(aws, pipeline, chosen, channel, [region] if region else regions)
+        facts = verify_mod.gather(aws, pipeline, targets, subject=f"{chosen.name} {channel}", variant=chosen.name,
                               requires_test=bool(gate and "tested" in gate.requires))
         today, why_not = rendered()
-    return verify.check(facts, today), why_not
+    return verify_mod.check(facts, today), why_not
 
 
-@command(VerifyRequest)
 def verify(c, r: VerifyRequest):
-    """Check an image's signed statements (provenance, tests) in every region a channel holds; exit 1 naming what fails."""
-    # deferred: imported when the task runs, not on the `amibuild --list` path
-    from amibuild.channels import channel_verify as verify_mod
-
     opts = scope_options(c, r)
     report, why_not = cli.run(lambda: verify_report(opts, ami=r.ami, variant=r.variant, channel=r.channel,
                                                     region=r.region))
