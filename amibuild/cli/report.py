@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
+from amibuild.pipeline import Pipeline, imagetests
+
 
 def build_lines(run: Any) -> Iterable[str]:
     plan = run.plan
@@ -155,3 +157,28 @@ def age(moment: Any) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
+
+
+def tests_listing(pipeline: Pipeline) -> list[dict[str, Any]]:
+    """Every selected variant's checks (what will run, at every stage) and the built-ins turned off."""
+    return [{"variant": v.name, "os": v.os, "flavor": v.flavor, "kubernetes_version": v.kubernetes_version,
+             **imagetests.check_set(v, stage="all").to_dict()} for v in pipeline.variants]
+
+
+def tests_listing_lines(entries: Iterable[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for entry in entries:
+        checks = entry["checks"]
+        boot_only = sum(1 for c in checks if c["stages"] == ["boot"])
+        hygiene = sum(1 for c in checks if c["stages"] == [imagetests.HYGIENE])
+        out.append(f"{entry['variant']} ({entry['os']} {entry['flavor']}, Kubernetes {entry['kubernetes_version']}): "
+                   f"{len(checks) - boot_only - hygiene} check(s) on the build instance and in the boot test"
+                   + (f", {boot_only} in the boot test only" if boot_only else "")
+                   + (f", {hygiene} of the clean-up (the build's last step)" if hygiene else ""))
+        width = max((len(c["name"]) for c in checks), default=0)
+        for check in checks:
+            stages = "+".join(check["stages"])
+            out.append(f"  {check['name'].ljust(width)}  {check['origin']:<13}  {stages:<10}  {check['what']}")
+        for off in entry["disabled"]:
+            out.append(f"  {off['name'].ljust(width)}  turned off     {off['reason']} ({off['where']})")
+    return out

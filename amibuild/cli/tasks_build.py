@@ -8,10 +8,8 @@ The bodies of the tasks `amibuild.cli.tasks` lists: each takes its frozen reques
 from __future__ import annotations
 
 from amibuild.bake import prepare, record
-from amibuild.cli import image_tests as imagetests
 from amibuild.cli import report, summary, values
 from amibuild.cli import run as cli
-from amibuild.cli.image_tests import boot_test_settings
 from amibuild.cli.requests_build import (
     BuildRequest,
     CleanRunRequest,
@@ -22,9 +20,11 @@ from amibuild.cli.requests_build import (
     TestAmiRequest,
     TestsRequest,
 )
+from amibuild.cli.target import platform
 from amibuild.cli.tasks_common import Scope, _channel_deadline, _read_timeout, _target, options
 from amibuild.errors import Interrupted, SpecError
 from amibuild.imagetest import boot
+from amibuild.jobs import ami_test
 from amibuild.jobs import build_ami as build_job
 from amibuild.jobs.signals import Signals
 from amibuild.lifecycle import clean
@@ -86,7 +86,8 @@ def _boot_test_settings(opts, boot_test: bool, cluster: str | None, read_timeout
     if not boot_test and not cluster:  # no boot test: none of its machinery is imported
         return None
 
-    return cli.run(lambda: boot_test_settings(opts, boot_test=boot_test, cluster=cluster, read_timeout=read_timeout))
+    return cli.run(lambda: ami_test.boot_test_settings(opts, boot_test=boot_test, cluster=cluster,
+                                                     read_timeout=read_timeout, poll=platform().poll_seconds))
 
 
 def rehearse(c, request: RehearseRequest):
@@ -150,8 +151,8 @@ def matrix(c, request: MatrixRequest):
 
 
 def tests(c, request: TestsRequest):
-    entries = cli.run(lambda: imagetests.listing(load_pipeline(options(c, Scope(request.pipeline, request.variant)))))
-    cli.emit_json(entries) if request.json else cli.lines_out(imagetests.listing_lines(entries))
+    entries = cli.run(lambda: report.tests_listing(load_pipeline(options(c, Scope(request.pipeline, request.variant)))))
+    cli.emit_json(entries) if request.json else cli.lines_out(report.tests_listing_lines(entries))
 
 
 def test_ami(c, request: TestAmiRequest):
@@ -159,11 +160,11 @@ def test_ami(c, request: TestAmiRequest):
     flags = {"cluster": request.cluster, "subnet_id": request.subnet, "security_group_id": request.security_group,
              "instance_profile": request.instance_profile, "instance_type": request.instance_type,
              "read_timeout": _read_timeout(c), "timeout": request.timeout}  # config amibuild.read_timeout: SendCommand's too
-    with Signals(imagetests.BOOT_TEST_SIGNALS) as stop:
+    with Signals(ami_test.BOOT_TEST_SIGNALS) as stop:
         def guarded():
             try:
-                return imagetests.test_ami(opts, ami=request.ami, run_id=request.run_id, flags=flags, say=cli.say,
-                                           stop=stop)
+                return ami_test.run(opts, ami=request.ami, run_id=request.run_id, flags=flags, say=cli.say,
+                                    stop=stop, poll=platform().poll_seconds)
             except BaseException:
                 if stop.requested():
                     raise Interrupted("interrupted: the boot test stopped and its instance was terminated",

@@ -12,8 +12,7 @@ from amibuild.channels import read as channel_status
 from amibuild.channels import repair as repair_mod
 from amibuild.channels.gates import check_reason
 from amibuild.channels.plan import PublishPlan, parse_amis
-from amibuild.cli import image_tests as imagetests
-from amibuild.cli import report, summary
+from amibuild.cli import report, summary, values
 from amibuild.cli import run as cli
 from amibuild.cli.inventory import promote_line
 from amibuild.cli.requests_channels import ChannelsRequest, HistoryRequest, PromoteRequest, PublishRequest, RollbackRequest
@@ -47,7 +46,7 @@ def publish(c, r: PublishRequest):
     def body(signals):
 
         _plan_only(r.dry_run, r.markdown)
-        override, when = check_reason(r.override_gate, r.reason), imagetests.what_if_now(r.now, dry_run=r.dry_run)
+        override, when = check_reason(r.override_gate, r.reason), values.what_if_now(r.now, dry_run=r.dry_run)
         opts = scope_options(c, r)
         pipe, var = channel_variant(opts, r.variant)
         return job.publish(job.PublishSettings(
@@ -67,7 +66,7 @@ def promote(c, r: PromoteRequest):
         if not r.from_ or not r.to:
             raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
         _plan_only(r.dry_run, r.markdown)
-        override, when = check_reason(r.override_gate, r.reason), imagetests.what_if_now(r.now, dry_run=r.dry_run)
+        override, when = check_reason(r.override_gate, r.reason), values.what_if_now(r.now, dry_run=r.dry_run)
         opts = scope_options(c, r)
         pipe, var = channel_variant(opts, r.variant)
         return job.promote(job.PromoteSettings(profile=opts.profile, pipeline=pipe, variant=var, source=r.from_,
@@ -87,7 +86,7 @@ def _promote_due(c, r: PromoteRequest):
         if r.from_ or r.to or r.override_gate or r.reason or r.new_channel:  # every flag honoured or refused
             raise SpecError("promote --due follows the pipeline's gates: leave out --from, --to, --override-gate, "
                             "--reason and --new-channel")
-        when = imagetests.what_if_now(r.now, dry_run=r.dry_run)
+        when = values.what_if_now(r.now, dry_run=r.dry_run)
         opts = scope_options(c, r)
         pipe = load_pipeline(opts)
         return due.promote_due(Aws(profile=opts.profile, region=pipe.build_region), pipe, now=when,

@@ -9,8 +9,9 @@ before anything is done. Domain functions take the typed values these return.
 from __future__ import annotations
 
 import math
+import os
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from amibuild.errors import SpecError
@@ -71,3 +72,23 @@ def optional_count(value: Any, flag: str, **kwargs: Any) -> int | None:
 
 def optional_duration(value: Any, flag: str, **kwargs: Any) -> float | None:
     return duration(value, flag, **kwargs) if given(value) else None
+
+
+NOW_ENV = "AMIBUILD_NOW"  # a what-if time for a dry run's gates (replays, "what is due on Friday")
+
+
+def what_if_now(flag: str | None, *, dry_run: bool, env: dict | None = None) -> datetime | None:
+    """--now, else $AMIBUILD_NOW: the what-if time a dry run's gates are judged at; None (AWS's clock)
+    when neither is given. A write with one is refused (exit 2) before any AWS call: a clock that runs
+    ahead, or a typed date, must not skip a soak."""
+    source, value = ("--now", flag) if flag else (NOW_ENV, (env if env is not None else os.environ).get(NOW_ENV, ""))
+    if not value:
+        return None
+    if not dry_run:
+        raise SpecError(f"{source} is for what-if plans only: drop it, or add --dry-run "
+                        "(a write judges the soak on AWS's clock)")
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise SpecError(f"{source} {value!r}: an ISO 8601 time, e.g. 2026-12-04T12:00:00Z") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)

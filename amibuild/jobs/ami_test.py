@@ -1,12 +1,10 @@
-"""`amibuild tests`, `amibuild test-ami` and the gate flags: flags turned into the stages' values, results into lines."""
-
+"""The test-ami job: boot one variant's image, run its checks through SSM, terminate it, tag the
+image, sign the test statement and keep the record; and build-ami's --boot-test settings."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -14,7 +12,6 @@ from amibuild import notify, tags
 from amibuild.attest import sign as attest_sign
 from amibuild.aws import Aws
 from amibuild.bake.build_plan import new_run_id
-from amibuild.cli.target import platform
 from amibuild.errors import SpecError
 from amibuild.handoff import testnode
 from amibuild.imagetest import boot, kube
@@ -22,52 +19,6 @@ from amibuild.imagetest.statements import says_something, test_statement
 from amibuild.jobs.signals import Signals
 from amibuild.pipeline import Pipeline, iam_names, imagetests
 from amibuild.pipeline.options import load_pipeline
-
-
-def listing(pipeline: Pipeline) -> list[dict[str, Any]]:
-    """Every selected variant's checks (what will run, at every stage) and the built-ins turned off."""
-    return [{"variant": v.name, "os": v.os, "flavor": v.flavor, "kubernetes_version": v.kubernetes_version,
-             **imagetests.check_set(v, stage="all").to_dict()} for v in pipeline.variants]
-
-
-def listing_lines(entries: Iterable[dict[str, Any]]) -> list[str]:
-    out: list[str] = []
-    for entry in entries:
-        checks = entry["checks"]
-        boot_only = sum(1 for c in checks if c["stages"] == ["boot"])
-        hygiene = sum(1 for c in checks if c["stages"] == [imagetests.HYGIENE])
-        out.append(f"{entry['variant']} ({entry['os']} {entry['flavor']}, Kubernetes {entry['kubernetes_version']}): "
-                   f"{len(checks) - boot_only - hygiene} check(s) on the build instance and in the boot test"
-                   + (f", {boot_only} in the boot test only" if boot_only else "")
-                   + (f", {hygiene} of the clean-up (the build's last step)" if hygiene else ""))
-        width = max((len(c["name"]) for c in checks), default=0)
-        for check in checks:
-            stages = "+".join(check["stages"])
-            out.append(f"  {check['name'].ljust(width)}  {check['origin']:<13}  {stages:<10}  {check['what']}")
-        for off in entry["disabled"]:
-            out.append(f"  {off['name'].ljust(width)}  turned off     {off['reason']} ({off['where']})")
-    return out
-
-
-NOW_ENV = "AMIBUILD_NOW"  # a what-if time for a dry run's gates (replays, "what is due on Friday")
-
-
-def what_if_now(flag: str | None, *, dry_run: bool, env: dict | None = None) -> datetime | None:
-    """--now, else $AMIBUILD_NOW: the what-if time a dry run's gates are judged at; None (AWS's clock)
-    when neither is given. A write with one is refused (exit 2) before any AWS call: a clock that runs
-    ahead, or a typed date, must not skip a soak."""
-    source, value = ("--now", flag) if flag else (NOW_ENV, (env if env is not None else os.environ).get(NOW_ENV, ""))
-    if not value:
-        return None
-    if not dry_run:
-        raise SpecError(f"{source} is for what-if plans only: drop it, or add --dry-run "
-                        "(a write judges the soak on AWS's clock)")
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise SpecError(f"{source} {value!r}: an ISO 8601 time, e.g. 2026-12-04T12:00:00Z") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
 
 # what test-ami says on SIGINT / SIGTERM / SIGHUP (`jobs.signals.Signals` holds them): the test stops
 # at its next poll and terminates its instance, and a second signal does not skip that
@@ -78,8 +29,6 @@ BOOT_TEST_SIGNALS = ("stopping the boot test; terminating its instance",
 def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, run_id: str | None) -> dict[str, str]:
     """{region: ami} of the image to test: --ami in the build region (its copies found by fingerprint), or
     the images a build run made of the variant (--run-id)."""
-
-
     region = pipeline.build_region
     if bool(ami) == bool(run_id):
         raise SpecError("test-ami: give --ami ami-... (in the build region) or --run-id RUN (`amibuild runs` lists them)")
@@ -111,12 +60,11 @@ def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, ru
 def user_data(aws: Any, pipeline: Pipeline, variants: Iterable[Any], cluster: str) -> dict[str, str]:
     """{variant: its test instance's user data}: the node group's for ``cluster`` (DescribeCluster in the
     build region), tainted; without a cluster, user data that is only checked (`amibuild.handoff.testnode`)."""
-
     return testnode.user_data(aws, variants, region=pipeline.build_region, cluster=cluster)
 
 
 def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None,
-                       read_timeout: float | None = None) -> boot.BootTestSettings | None:
+                       read_timeout: float | None = None, poll: float | None = None) -> boot.BootTestSettings | None:
     """build-ami's --boot-test [--cluster C], checked before any AWS work: the pipeline's test { ... }
     block with --cluster over it, the cluster's API (the Kubernetes client and a kubeconfig) opened
     when a cluster is named, and each variant's proxy held to the boot test's rule. Without a
@@ -129,7 +77,7 @@ def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None,
     imagetests.check_cluster(cluster or "", "--cluster")
     pipeline = load_pipeline(options)
     settings = boot.BootTestSettings.of(pipeline.boot_test, cluster=cluster, read_timeout=read_timeout,
-                                        poll=platform().poll_seconds)
+                                        poll=poll)
     checked = user_data(None, pipeline, pipeline.variants, "")  # no AWS call: a proxy with a password is refused here
     if not settings.cluster:
         return replace(settings, user_data=checked)
@@ -140,10 +88,9 @@ def record_path(build_dir: str, run_id: str, variant: str):
     return Path(build_dir) / "tests" / run_id / f"{variant}.json"
 
 
-def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, say: Any, stop: Signals):
+def run(options: Any, *, ami: str | None, run_id: str | None, flags: dict, say: Any, stop: Signals,
+        poll: float | None = None):
     """`amibuild test-ami`: the boot test of one variant's image; its result, with the record written."""
-
-
     pipeline = load_pipeline(options)
     if len(pipeline.variants) != 1:
         raise SpecError("test-ami: name one variant with --variant")
@@ -152,7 +99,7 @@ def test_ami(options: Any, *, ami: str | None, run_id: str | None, flags: dict, 
     if flags.get("instance_profile"):
         iam_names.instance_profile(flags["instance_profile"], "--instance-profile")
     settings = boot.BootTestSettings.of(pipeline.boot_test, **flags,
-                                        poll=platform().poll_seconds)
+                                        poll=poll)
     # the cluster's API through the caller's kubeconfig: a missing client or kubeconfig is said before any AWS work
     nodes = kube.Nodes(settings.cluster) if settings.cluster else None
     user_data(None, pipeline, [variant], "")  # the variant's proxy refused (a password in it) before any AWS work
