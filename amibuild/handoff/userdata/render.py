@@ -139,7 +139,7 @@ def _boothook(cfg: NodeConfig, node_os: str = "") -> str:
 
 def _credentials_lines(script: str, cfg: NodeConfig) -> str:
     """The boothook with its credentials parameter lines (between ``#@CREDENTIALS{`` and ``#@CREDENTIALS}``,
-    and each line ending ``#@CREDENTIALS``) when `cfg` names one, else without them: same text as before."""
+    and each line ending ``#@CREDENTIALS``) when `cfg` names one, else without them."""
     keep = bool(cfg.proxy_credentials_parameter)
     out, inside = [], False
     for line in script.splitlines(keepends=True):
