@@ -1,5 +1,9 @@
 """Loading: the pipeline file, var-files and flags read into layers and merged in `LAYERS` order
-(see the package docstring), each variant then validated (validation.py)."""
+(see the package docstring), each variant then validated (validation.py).
+
+Each source is a `Layer` of `Setting`s (a value and where it was set); `Merged.apply` stacks them and
+keeps each key's origin, the place an error names ("--extra-pkg", "--var volume_size").
+"""
 
 from __future__ import annotations
 
