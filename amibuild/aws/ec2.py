@@ -72,7 +72,7 @@ class Ec2Calls:
             pages = self.client("ec2", region).get_paginator("describe_images").paginate(**kwargs)
             return [_image(raw, region) for page in pages for raw in page.get("Images", [])]
 
-    # -- EC2 reads for publishing (amibuild/publish.py) -----------------------------------
+    # -- EC2 reads for publishing (amibuild/channels/publish.py) --------------------------
 
     def find_image(self, region: str, image_id: str) -> Image | None:
         """One image by id, disabled ones included; None when it does not exist (or was deregistered)."""

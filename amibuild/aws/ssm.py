@@ -70,14 +70,10 @@ class SsmCalls:
         with _mapped(f"ssm:GetParameter {name}", region):
             return self.client("ssm", region).get_parameter(Name=name)["Parameter"]["Value"]
 
-    # PutParameter is limited to a few calls per second per account and region; a throttled call
-    # is retried by botocore's adaptive mode (client-side rate limiting) with more attempts than
-    # other calls get, so a burst of ThrottlingException does not fail a publish. The channel
-    # methods below (reads included: one client per region) use this client.
-    #
-    # Its timeouts and attempts are bounded so that one call, retries included, cannot outlive a
-    # channel lease: `request_bound` is how long it can last at most, and a writer checks before
-    # each write that its lease is good for longer than that (`amibuild.lease.ChannelLease.check`).
+    # The channel methods below (reads included) use one client per region (`_ssm_channels`): PutParameter
+    # allows a few calls a second per account and region, so botocore's adaptive mode retries throttling
+    # with more attempts than other calls get. Its timeouts and attempts are bounded so one call cannot
+    # outlive a channel lease (`request_bound`, checked before each write: `amibuild.lease.ChannelLease.check`).
     ssm_write_attempts = 5
     ssm_read_timeout = 10.0  # seconds; a PutParameter answers in well under a second
     _BACKOFF_CAP = 20.0  # botocore's longest wait between two attempts

@@ -225,8 +225,7 @@ def validate(options: Options, say: Say = lambda _: None, *, aws=None, target: T
     return ValidateResult(result.directories, result.packer_version, [d.name for d in result.directories])
 
 
-# Each check is two short packer processes (validate starts the builder and provisioner plugins as
-# processes of their own: ~0.3 CPU-seconds) and a python-hcl2 parse. A few at once keep the cores
+# Each check is two short packer processes and a python-hcl2 parse: a few at once keep the cores
 # busy while one waits on a process start; more only queue for the same cores.
 CHECK_PARALLEL = max(2, min(8, 2 * (os.cpu_count() or 1)))
 

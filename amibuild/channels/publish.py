@@ -277,10 +277,8 @@ def rollback(
 ) -> PublishResult | PublishPlan:
     """Put `channel` back to an earlier value from the parameter's own history.
 
-    Versions are counted in the pipeline's first target region (as `history` shows them there);
-    default: the newest version holding another AMI than now. Every other region gets its version
-    from the same build (same run id and fingerprint), or the same version number when the chosen
-    version was not written by amibuild. The history is read under the channel's lease.
+    Versions are counted in the pipeline's first target region (as `history` shows them there) and
+    chosen per region as `rollback_versions` says. The history is read under the channel's lease.
     """
     name = parameter_name(pipeline, variant, channel, template)
     regions = pipeline.target_regions

@@ -52,11 +52,9 @@ class Turn:
     """A writer's turn at a channel, as its work sees it: whether to stop before the first write, and
     the check before every write that the leases are still its own.
 
-    SSM has no conditional put, so one put sent just before the writer was stopped (SIGSTOP, a frozen
-    VM) can still land after its lease ran out and another writer moved the channel. The writer finds
-    it on reading back and takes only that write of its own back out; for that one put-back it takes
-    the lease again (`check_to_undo`, without waiting: when another writer holds it now, it leaves
-    the region as is and says so)."""
+    A put sent just before the writer was stopped can land after its lease ran out (SSM has no
+    conditional put): found on reading back, that one write is taken back out under the lease taken
+    again (`check_to_undo`, without waiting: if another writer holds it, the region is left as is)."""
 
     cancelled: Callable[[], bool]
     leases: tuple[ChannelLease, ...] = ()
@@ -65,7 +63,7 @@ class Turn:
     regained: list[ChannelLease] = field(default_factory=list)  # given back by `transact`
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def __call__(self) -> bool:  # a Turn stands where a `cancelled` callable used to
+    def __call__(self) -> bool:  # a Turn is also the `cancelled` callable
         return self.cancelled()
 
     def check(self, what: str) -> None:
@@ -93,11 +91,9 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
     """Run `work` (read, decide, write, check) while holding the lease of every channel it touches.
 
     Leases are taken in name order and given back in ``finally``, whatever happened; each is held at
-    the channel's home and in every region the write touches (`write_places`). While prune holds
-    the pipeline's prune lease in any of those regions the writer gives its leases back and waits
-    (as for a busy channel): prune, for its part, holds its lease in every region it prunes and
-    waits for every channel lease there, so the two meet in any region both touch and neither
-    waits for the other.
+    the channel's home and in every region the write touches (`write_places`, which says why). While
+    prune holds the pipeline's prune lease in any of those regions the writer gives its leases back
+    and waits, as for a busy channel.
     """
     held: list[ChannelLease] = []
     notes: list[str] = []

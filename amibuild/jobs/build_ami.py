@@ -83,7 +83,7 @@ def settings(options: Options, *, channel: str | None = None, publish: bool = Tr
         if not publish and (channel or flags.get("new_channel")):
             raise SpecError(f"{'--channel' if channel else '--new-channel'} names the channel to publish to, and "
                             "--no-publish publishes nothing: give one or the other")
-        # botocore parses the EC2 and SSM models (~0.2 s) while packer answers; no request is sent
+        # botocore parses the EC2 and SSM models while packer answers; no request is sent
         preload(options.profile, [("ec2", pipeline.build_region), ("ssm", pipeline.build_region)])
         if publish and channel:
             from amibuild.channels.publish import check_channel  # deferred: the channel writer only with --channel

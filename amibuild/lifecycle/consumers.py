@@ -239,10 +239,9 @@ def channel_facts(aws: Aws, region: str, pipeline: str, path: str, pattern: re.P
 def launch_facts(aws: Aws, region: str, image_ids: Sequence[str], channel_images: Any = None) -> LaunchFacts:
     """What can launch an image in `region`; instances only of `image_ids` (filtered by AWS).
 
-    The independent reads run at once (the gateway is thread-safe and AWS calls wait on the network),
-    then the template versions they name (one call per template, in parallel), then the instances.
-    `channel_images`, when given, is a callable run beside the first reads whose image ids join
-    `image_ids` (the channels' histories, read meanwhile).
+    The independent reads run at once, then the template versions they name (one call per template,
+    in parallel), then the instances. `channel_images`, when given, is a callable run beside the
+    first reads whose image ids join `image_ids` (the channels' histories, read meanwhile).
     """
     reads: dict[str, Any] = {
         "templates": lambda: tuple(aws.launch_templates(region)),

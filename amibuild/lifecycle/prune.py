@@ -178,8 +178,8 @@ def plan_prune(
     ``deprecated`` maps image ids to their deprecation time (``deprecate_only`` leaves an image
     already deprecated alone: setting the time again would undo the deprecation for a while);
     ``shared`` maps image ids to whom their launch permission names (a shared image is not
-    disabled); ``rules`` maps regions to their Recycle Bin rules (``None``: not read, so every
-    snapshot is deleted as before the bin was known).
+    disabled); ``rules`` maps regions to their Recycle Bin rules (``None``: not read; every snapshot
+    is deleted).
     """
     deprecated = deprecated or {}
     shared = shared or {}

@@ -1,12 +1,17 @@
 """Loading: the pipeline file, var-files and flags read into layers and merged in `LAYERS` order
-(see the package docstring), each variant then validated (validation.py)."""
+(see the package docstring), each variant then validated (validation.py).
+
+Each source is a `Layer` of `Setting`s (a value and where it was set); `Merged.apply` stacks them and
+keeps each key's origin, the place an error names ("--extra-pkg", "--var volume_size").
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from amibuild import hcl, hclcache, secrets
 from amibuild.errors import SpecError, VarFileError
@@ -17,6 +22,49 @@ from amibuild.pipeline.model import (ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS
 from amibuild.pipeline.validation import (_as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant,
                                           known_regions)
 from amibuild.suggest import suggest
+
+
+class Setting(NamedTuple):
+    """One key's value in one layer, and where it was set: "defaults", "--extra-pkg", "--var volume_size",
+    'amibuild.hcl: variant "ceph": extra_packages' (errors name it)."""
+
+    value: Any
+    where: str
+
+
+@dataclass(frozen=True)
+class Layer:
+    """The settings one source gives: the defaults, a block of the pipeline file, a var-file, the flags."""
+
+    name: str
+    settings: Mapping[str, Setting]
+
+
+@dataclass(frozen=True)
+class Merged:
+    """Layers merged so far: each key's value, and where that value was set."""
+
+    values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    origins: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def apply(self, layers: Iterable[Layer]) -> Merged:
+        """These values with `layers` on top, in order: later values win, ADDITIVE lists add up."""
+        values, origins = dict(self.values), dict(self.origins)
+        for layer in layers:
+            for key, (value, where) in layer.settings.items():
+                if key in ADDITIVE:
+                    values[key] = [*values.get(key, ()), *_as_list(value, where)]
+                elif key == "tests":  # a later block of the same name replaces the earlier one
+                    values[key] = imagetests.merge_blocks([values.get(key, ()), value])
+                else:
+                    values[key] = value
+                origins[key] = where
+        return Merged(MappingProxyType(values), MappingProxyType(origins))
+
+
+def _defaults_layer() -> Layer:
+    """The built-in `DEFAULTS` as a layer like any other, each setting's origin "defaults"."""
+    return Layer("defaults", MappingProxyType({key: Setting(value, "defaults") for key, value in DEFAULTS.items()}))
 
 
 def load(
@@ -82,20 +130,19 @@ def load(
         raise SpecError(f"{where}: defaults: `enabled` belongs in a variant block (enabled = false leaves that "
                         "variant out unless --variant names it)")
     variant_blocks = _variant_blocks(doc, where)
-    var_file_layer = _read_var_files(overrides.var_files)
-    flag_layer = _flag_layer(overrides)
+    var_file_layers = _read_var_files(overrides.var_files)
+    flag_layers = overrides_layers(overrides)
 
     names = _select(variant_blocks, overrides, where)
     # LAYERS orders the kinds of layer (lowest first). The first two, the defaults and the pipeline
     # file, are merged once per variant block and shared along `extends` chains (`_Chains`); the
     # var-files and flags go on top of each variant's.
     assert LAYERS[:2] == ("defaults", "pipeline file"), "_Chains merges these two first"
-    base = _merge(({}, {}), [("defaults", dict(DEFAULTS)),
-                             (f"{where}: defaults", _file_layer(defaults_block, f"{where}: defaults", source))])
+    base = Merged().apply([_defaults_layer(), _file_layer(defaults_block, f"{where}: defaults", source)])
     chains = _Chains(variant_blocks, base, where, source)
     variants = []
     for name in names:
-        by_kind = {"var-files": var_file_layer, "flags": flag_layer}  # the rest of LAYERS
+        by_kind = {"var-files": var_file_layers, "flags": flag_layers}  # the rest of LAYERS
         assert {*LAYERS[:2], *by_kind} == set(LAYERS), "a layer kind missing from LAYERS would be dropped"
         layers = [layer for kind in LAYERS[2:] for layer in by_kind[kind]]
         variants.append(_build_variant(name, layers, root=source.parent if source else Path.cwd(),
@@ -221,23 +268,19 @@ def _variant_blocks(doc: dict[str, Any], where: str) -> dict[str, dict[str, Any]
     return out
 
 
-_State = tuple[dict[str, Any], dict[str, str]]  # merged settings, and where each came from
-
-
 class _Chains:
     """The settings of each variant block after its `extends` chain, oldest ancestor first.
 
-    Each block's merged state is computed once and reused by every variant that extends it, so
-    a chain of N links costs N merges, not N² (a 1,600-link chain took 20 s when each variant
-    walked and merged its whole chain again); the walk is a loop, not recursion, so no depth
+    Each block's merged state is computed once and reused by every variant that extends it (a
+    chain of N links costs N merges, not N²); the walk is a loop, not recursion, so no depth
     limit applies, and a set finds loops.
     """
 
-    def __init__(self, blocks: Mapping[str, Mapping[str, Any]], base: _State, where: str, source: Path | None):
+    def __init__(self, blocks: Mapping[str, Mapping[str, Any]], base: Merged, where: str, source: Path | None):
         self.blocks, self.base, self.where, self.source = blocks, base, where, source
-        self.memo: dict[str, _State] = {}
+        self.memo: dict[str, Merged] = {}
 
-    def state(self, name: str) -> _State:
+    def state(self, name: str) -> Merged:
         if name in self.memo:
             return self.memo[name]
         if name not in self.blocks:  # a variant named by flags alone, with no block in the file
@@ -261,7 +304,7 @@ class _Chains:
         state = self.memo[current] if current is not None else self.base
         for link in reversed(chain):
             label = f'{self.where}: variant "{link}"'
-            state = _merge(state, [(label, _file_layer(self.blocks[link], label, self.source))])
+            state = state.apply([_file_layer(self.blocks[link], label, self.source)])
             self.memo[link] = state
         return state
 
@@ -304,11 +347,9 @@ def _check_keys(block: Mapping[str, Any], allowed: Iterable[str], where: str) ->
             raise SpecError(f"{where}: unknown field `{key}`{suggest(key, allowed)}")
 
 
-def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> dict[str, Any]:
+def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> Layer:
     """One block of the pipeline file as a layer of settings (paths made absolute)."""
-    if not block:
-        return {}
-    layer: dict[str, Any] = {}
+    layer: dict[str, Setting] = {}
     for key, value in block.items():
         if key in ("extends", "enabled"):
             continue  # followed by _Chains; `enabled` only selects (see _select)
@@ -316,24 +357,24 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> di
             if not isinstance(value, dict):
                 raise SpecError(f"{where}: `vars` must be a map: vars = {{ name = value }}")
             for var, var_value in value.items():
-                layer[str(var)] = (var_value, f"{where}: vars.{var}")
+                layer[str(var)] = Setting(var_value, f"{where}: vars.{var}")
         elif key == "test":
-            layer["tests"] = (imagetests.test_blocks(value, where), f"{where}: test")
+            layer["tests"] = Setting(imagetests.test_blocks(value, where), f"{where}: test")
         elif key == "repo":
-            layer["repos"] = (_repos_from_blocks(value, where), f"{where}: repo")
+            layer["repos"] = Setting(_repos_from_blocks(value, where), f"{where}: repo")
         elif key == "proxy":
             proxies = value if isinstance(value, list) else [value]
             if len(proxies) != 1 or not isinstance(proxies[0], dict):
                 raise SpecError(f"{where}: write one block: proxy {{ http = ..., https = ..., no_proxy = ... }}")
             _check_keys(proxies[0], ("http", "https", "no_proxy", "credentials_parameter"), f"{where}: proxy")
-            layer["proxy"] = (proxies[0], f"{where}: proxy")
+            layer["proxy"] = Setting(proxies[0], f"{where}: proxy")
         elif key in DEFAULTS and key not in ("repos", "tests"):
             if key == "scripts" and source is not None and isinstance(value, list):
                 value = [str((source.parent / str(s))) for s in value]
-            layer[key] = (value, f"{where}: {key}")
+            layer[key] = Setting(value, f"{where}: {key}")
         else:
             raise SpecError(f"{where}: unknown field `{key}`{suggest(key, _VARIANT_KEYS)}")
-    return layer
+    return Layer(where, MappingProxyType(layer))
 
 
 def _repos_from_blocks(value: Any, where: str) -> list[dict[str, str]]:
@@ -350,81 +391,58 @@ def _repos_from_blocks(value: Any, where: str) -> list[dict[str, str]]:
     return repos
 
 
-def _read_var_files(paths: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+def _read_var_files(paths: Sequence[str]) -> list[Layer]:
     layers = []
     for name in paths:
         if files.problem(Path(name)) == "no such file":
             raise VarFileError(f"--var-file {name}: no such file; check the path")
         files.regular(Path(name), f"--var-file {name}", "var-file", VarFileError)
         doc = _read_hcl(Path(name), "var-file", VarFileError)
-        layer: dict[str, Any] = {}
+        layer: dict[str, Setting] = {}
         for key, value in doc.items():
             if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and key not in DEFAULTS:
                 raise VarFileError(f"{name}: `{key}` is a block; a var-file holds only `name = value` lines")
-            layer[key] = (value, f"{name}: {key}")
-        layers.append((name, layer))
+            layer[key] = Setting(value, f"{name}: {key}")
+        layers.append(Layer(name, MappingProxyType(layer)))
     return layers
 
 
-def _flag_layer(o: Overrides) -> list[tuple[str, dict[str, Any]]]:
-    flags: dict[str, Any] = {}
-    for key, flag in (
-        ("base", "--base"),
-        ("upstream", "--upstream"),
-        ("upstream_ref", "--upstream-ref"),
-        ("os", "--os"),
-        ("kubernetes_version", "--k8s"),
-        ("arch", "--arch"),
-        ("flavor", "--flavor"),
-    ):
-        value = getattr(o, key)
-        if value:
-            flags[key] = (value, f"{flag} {value}")
+# The flags that set one variant field, each with its spelling (errors name it: "--k8s 1.30").
+_FIELD_FLAGS = (("base", "--base"), ("upstream", "--upstream"), ("upstream_ref", "--upstream-ref"), ("os", "--os"),
+                ("kubernetes_version", "--k8s"), ("arch", "--arch"), ("flavor", "--flavor"))
+
+
+def overrides_layers(o: Overrides) -> list[Layer]:
+    """The command line's two layers, the flags and then the --var KEY=VALUE pairs (each a string)."""
+    flags = {key: Setting(getattr(o, key), f"{flag} {getattr(o, key)}") for key, flag in _FIELD_FLAGS
+             if getattr(o, key)}
     if o.extra_packages:
-        flags["extra_packages"] = (list(o.extra_packages), "--extra-pkg")
-    if o.extra_repos:
-        repos = []
-        for item in o.extra_repos:
-            name, sep, rest = item.partition("=")
-            # NAME=URL|GPGKEY (a URL or a local file), NAME=URL|gpgcheck=false; |insecure=true after either
-            url, _, key = rest.partition("|")
-            key, insecure = (key.removesuffix("|insecure=true"), True) if key.endswith("|insecure=true") \
-                else (key, False)
-            if not sep or not name or not url:
-                raise SpecError(f"--extra-repo {secrets.mask(item)}: write NAME=URL|GPGKEY_URL, e.g. --extra-repo "
-                                "ceph=https://download.ceph.com/rpm-reef/el9/x86_64|https://download.ceph.com/keys/release.asc")
-            unsigned = key == "gpgcheck=false"
-            repos.append({"name": name, "baseurl": url, "gpgkey": "" if unsigned else key,
-                          **({"gpgcheck": False} if unsigned else {}), **({"insecure": True} if insecure else {})})
-        flags["repos"] = (repos, "--extra-repo")  # the key a pipeline file's repo blocks have
-    variables: dict[str, Any] = {}
+        flags["extra_packages"] = Setting(list(o.extra_packages), "--extra-pkg")
+    if o.extra_repos:  # under the key a pipeline file's repo blocks have
+        flags["repos"] = Setting([_repo_from_flag(item) for item in o.extra_repos], "--extra-repo")
+    variables: dict[str, Setting] = {}
     for item in o.variables:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not _VAR_NAME.match(key):
             raise SpecError(f"--var {item}: write KEY=VALUE, e.g. --var volume_size=40")
-        variables[key] = (value, f"--var {key}")
-    return [("flags", flags), ("--var", variables)]
+        variables[key] = Setting(value, f"--var {key}")
+    return [Layer("flags", MappingProxyType(flags)), Layer("--var", MappingProxyType(variables))]
 
 
-def _build_variant(name: str, layers: list[tuple[str, dict[str, Any]]], root: Path | None = None,
-                   start: _State = ({}, {})) -> Variant:
-    merged, origin = _merge(start, layers)
-    return _validate_variant(name, merged, origin, root=root or Path.cwd())
+def _repo_from_flag(item: str) -> dict[str, Any]:
+    """One --extra-repo: NAME=URL|GPGKEY (a URL or a local file), NAME=URL|gpgcheck=false; |insecure=true after either."""
+    name, sep, rest = item.partition("=")
+    url, _, key = rest.partition("|")
+    key, insecure = (key.removesuffix("|insecure=true"), True) if key.endswith("|insecure=true") else (key, False)
+    if not sep or not name or not url:
+        raise SpecError(f"--extra-repo {secrets.mask(item)}: write NAME=URL|GPGKEY_URL, e.g. --extra-repo "
+                        "ceph=https://download.ceph.com/rpm-reef/el9/x86_64|https://download.ceph.com/keys/release.asc")
+    unsigned = key == "gpgcheck=false"
+    return {"name": name, "baseurl": url, "gpgkey": "" if unsigned else key,
+            **({"gpgcheck": False} if unsigned else {}), **({"insecure": True} if insecure else {})}
 
 
-def _merge(start: _State, layers: list[tuple[str, dict[str, Any]]]) -> _State:
-    """`start` (left as it is) with `layers` applied in order: later values win, ADDITIVE lists add up."""
-    merged, origin = dict(start[0]), dict(start[1])
-    for layer_name, layer in layers:
-        for key, entry in layer.items():
-            value, where = entry if layer_name != "defaults" else (entry, "defaults")
-            if key in ADDITIVE:
-                merged[key] = [*merged.get(key, ()), *_as_list(value, where)]
-            elif key == "tests":  # a later block of the same name replaces the earlier one
-                merged[key] = imagetests.merge_blocks([merged.get(key, ()), value])
-            else:
-                merged[key] = value
-            origin[key] = where
-    return merged, origin
-
+def _build_variant(name: str, layers: Iterable[Layer], root: Path | None = None, start: Merged = Merged()) -> Variant:
+    merged = start.apply(layers)
+    return _validate_variant(name, dict(merged.values), dict(merged.origins), root=root or Path.cwd())

@@ -22,8 +22,7 @@ from amibuild.suggest import suggest
 # ------------------------------------------------------------------------------- documented caps
 
 # Our own caps, far above any real pipeline, so a mistaken or hostile input is refused in about a
-# second instead of rendering for a minute (a 4 MB file of package names took 67 s). python-hcl2
-# reads roughly 30 KB a second here, so a file is capped at 64 KiB; the example is under 3 KB.
+# second instead of rendering for a minute (docs/dev/decisions.md).
 MAX_FILE_BYTES = 64 * 1024  # a pipeline file or var-file
 MAX_PACKAGES = 200  # extra packages per variant
 MAX_REPOS = 50  # extra repositories per variant
@@ -191,9 +190,8 @@ def no_template(value: str, where: str, label: str) -> str:
     """Refuse Packer's `{{ ... }}` in a value amazon-ebs interpolates (tags, the description).
 
     Refused rather than measured: what a function expands to has no worst case amibuild could
-    count (`{{ .SourceAMITags.x }}`, `{{ env }}`, `{{ isotime }}` with any layout), so a tag checked
-    at 100 characters became 265 at build time (EC2 allows 256), and an unknown function
-    (`{{team-platform}}`) fails the build after `--dry-run` passed. Provenance tags are amibuild's.
+    count (`{{ env }}`, `{{ isotime }}`), and an unknown function fails the build after `--dry-run`
+    passed. Provenance tags are amibuild's.
     """
     if "{{" in value or "}}" in value:
         raise SpecError(f"{where}: {label} {_short(value)} holds `{{{{ }}}}`, which Packer would expand at build "

@@ -80,7 +80,7 @@ def read_limited(stream: Any, source: str, max_bytes: int = MAX_BYTES) -> bytes:
 
 # what the email parser takes for a header line (feedparser's headerRE), in bytes
 _HEADER_LINE = re.compile(rb"(From |[\x21-\x39\x3b-\x7e]*:|[\t ])")
-_EVENTS = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where there is one: 10x faster
+_EVENTS = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where there is one: faster
 
 
 def mime_nesting(document: bytes, at: Any) -> None:

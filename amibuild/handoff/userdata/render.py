@@ -139,7 +139,7 @@ def _boothook(cfg: NodeConfig, node_os: str = "") -> str:
 
 def _credentials_lines(script: str, cfg: NodeConfig) -> str:
     """The boothook with its credentials parameter lines (between ``#@CREDENTIALS{`` and ``#@CREDENTIALS}``,
-    and each line ending ``#@CREDENTIALS``) when `cfg` names one, else without them: same text as before."""
+    and each line ending ``#@CREDENTIALS``) when `cfg` names one, else without them."""
     keep = bool(cfg.proxy_credentials_parameter)
     out, inside = [], False
     for line in script.splitlines(keepends=True):
@@ -272,7 +272,7 @@ def _nodeadm_config(cfg: NodeConfig) -> str:
                            kubelet=cfg.kubelet, environment=environment)
 
 
-# The cluster-side pieces live in cluster.py; importable from here as before.
+# The cluster-side pieces (proxy_manifests.py), importable from here too.
 from amibuild.handoff.userdata.proxy_manifests import aws_auth_entry as aws_auth_entry  # noqa: E402
 from amibuild.handoff.userdata.proxy_manifests import check_role_arn as check_role_arn  # noqa: E402
 from amibuild.handoff.userdata.proxy_manifests import k8s_manifests as k8s_manifests  # noqa: E402
