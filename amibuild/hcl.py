@@ -238,10 +238,11 @@ def loads(text: str, *, keep_quotes: bool = False) -> dict[str, Any]:
     ``keep_quotes`` leaves string literals in their quotes, so a caller can tell ``"m6i.large"``
     (a string) from ``m6i.large`` (a reference, which python-hcl2 gives as ``${m6i.large}``).
     """
-    import hcl2  # python-hcl2 pulls in lark; keep it off the `invoke --list` path
-    from hcl2 import SerializationOptions
+    # deferred: python-hcl2 and lark (~0.1 s) only when a text is parsed; amibuild.hclcache answers a
+    # pipeline file it has seen without a parse
+    import hcl2
 
-    options = SerializationOptions(
+    options = hcl2.SerializationOptions(
         strip_string_quotes=not keep_quotes, explicit_blocks=False, with_comments=False
     )
     try:

@@ -78,6 +78,36 @@ def test_no_import_cycle_anywhere_in_the_package() -> None:
     assert not cycles, cycles
 
 
+# Function-level imports in amibuild/ outside amibuild/cli/ (and the sandbox, an annex): each defers an optional
+# extra or a heavy library on a path few runs take, and says so. amibuild/cli/ joins the count once its task
+# table loads each task's module when the task runs.
+FUNCTION_IMPORTS_OUTSIDE_CLI = 14
+
+
+def _function_level_imports(root: Path, *, skip: tuple[str, ...]) -> list[str]:
+    import ast
+
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if any(part in skip for part in path.relative_to(root).parts[:1]):
+            continue
+        seen = set()
+        for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(function):  # a nested function's imports are seen once
+                    if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno not in seen:
+                        seen.add(node.lineno)
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_function_level_imports_outside_the_cli_stay_few() -> None:
+    found = _function_level_imports(ROOT / "amibuild", skip=("cli", "sandbox"))
+    assert len(found) <= FUNCTION_IMPORTS_OUTSIDE_CLI, (
+        f"{len(found)} function-level imports outside amibuild/cli/, at most {FUNCTION_IMPORTS_OUTSIDE_CLI}: import "
+        "at the module's top, or defer only an optional extra or a heavy library on a rare path:\n" + "\n".join(found))
+
+
 MODULE_LINES = 500  # a module over this many lines is listed, with why it is one concept, in LONG_MODULES
 LONG_MODULES = ROOT / "tests" / "data" / "long_modules.txt"
 DOCSTRING_LINES = 15  # a module's docstring says what it is; the rationale lives in docs/dev/decisions.md

@@ -20,12 +20,12 @@ from amibuild.aws.inspector import InspectorCalls
 from amibuild.aws.kms_mac import KmsMacCalls, Mac
 from amibuild.aws.s3 import S3Calls
 from amibuild.aws.session import (CONNECT_ATTEMPTS, CONNECT_TIMEOUT, MAX_WORKERS, Session, _give_up_on_dead_endpoint,
-                                  beside, default_region, fan_out)
+                                  beside, fan_out)
 from amibuild.aws.ssm import History, Parameter, SsmCalls, _parameter, answered_at
 
 __all__ = [
     "Aws", "CONNECT_ATTEMPTS", "CONNECT_TIMEOUT", "History", "Image", "MAX_WORKERS", "Mac", "Parameter", "Session",
-    "_give_up_on_dead_endpoint", "_image", "_mapped", "_parameter", "answered_at", "beside", "default_region", "fan_out",
+    "_give_up_on_dead_endpoint", "_image", "_mapped", "_parameter", "answered_at", "beside", "fan_out",
 ]
 
 

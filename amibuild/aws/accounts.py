@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from amibuild.aws import Aws, _mapped
 from amibuild.errors import AccessDenied, AwsError, NotFound
+from botocore.exceptions import ClientError
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,6 @@ def key_usable(aws: Aws, key_id: str, region: str, grantee: str) -> str:
         return str(exc)
     if meta.get("KeyState") != "Enabled":
         return f"key {key_id} is {meta.get('KeyState')}"
-    from botocore.exceptions import ClientError  # deferred with the gateway's other botocore uses
 
     try:
         aws.client("kms", region).create_grant(KeyId=key_id, GranteePrincipal=grantee,

@@ -8,6 +8,7 @@ from amibuild.errors import NotFound
 from amibuild.aws import handoff_results as results
 from amibuild.aws.error_map import _mapped
 import json
+from botocore.exceptions import ClientError
 
 
 class CfnCalls:
@@ -57,7 +58,6 @@ class CfnCalls:
         None when CloudFormation refuses it at once for changing nothing; AWS itself usually
         accepts it and marks the change set FAILED instead (see `describe_change_set`).
         """
-        from botocore.exceptions import ClientError
 
         template: dict[str, Any] = {"TemplateBody": template_body} if template_body else {"UsePreviousTemplate": True}
         with _mapped(f"cloudformation:CreateChangeSet {stack}", region):

@@ -11,6 +11,7 @@ from amibuild.errors import AwsError, EndpointUnreachable, NotFound
 from amibuild.aws import handoff_results as results
 from amibuild.aws.error_map import _mapped
 from amibuild.aws.session import fan_out
+from botocore.config import Config
 
 
 @dataclass(frozen=True)
@@ -229,8 +230,6 @@ class Ec2Calls:
         key = ("ec2:probe", region)
         with self._lock:
             if key not in self._clients:
-                from botocore.config import Config
-
                 config = self._config.merge(Config(connect_timeout=3, read_timeout=5,
                                                    retries={"mode": "standard", "total_max_attempts": 1}))
                 self._clients[key] = self._new_client("ec2", region_name=region, config=config)

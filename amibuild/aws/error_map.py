@@ -9,6 +9,8 @@ from typing import Iterator
 from amibuild.aws.deadline import Overdue
 from amibuild.errors import (AccessDenied, AwsError, DeadlineExceeded, EndpointUnreachable, ExpiredToken, NoCredentials,
                              NotFound, UsageError)
+from botocore import exceptions as bx
+from botocore.parsers import ResponseParserError
 
 _EXPIRED = {"ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired"}
 _DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedAccess",
@@ -22,9 +24,6 @@ _NOT_FOUND = {"ParameterNotFound", "InvalidAMIID.NotFound", "InvalidAMIID.Unavai
 @contextlib.contextmanager
 def _mapped(action: str, region: str | None = None) -> Iterator[None]:
     """Translate botocore exceptions raised inside into amibuild's, naming the action."""
-    from botocore import exceptions as bx
-    from botocore.parsers import ResponseParserError
-
     where = f" in {region}" if region else ""
     try:
         yield

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 from amibuild.aws import deadline
+from botocore.retries.standard import ThrottledRetryableChecker
 
 # The limiter refills at this share of the documented rate, and holds one token less than AWS's
 # burst: requests reach AWS with jitter (a burst held up, the next call on time), and at exactly
@@ -244,7 +245,6 @@ def install(client: Any, *, account: str, on_throttle: Callable[[str, str, str],
     so a long wait never ages the signature), and a throttled answer is retried while the deadline
     allows (``needs-retry``, ahead of botocore's own handler, which would give up after
     `max_attempts`)."""
-    from botocore.retries.standard import ThrottledRetryableChecker
 
     limiter = limiter or LIMITER
     service = client.meta.service_model.service_name

@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from amibuild.aws.error_map import _mapped
+from botocore.config import Config
 
 
 class S3Calls:
@@ -15,8 +16,6 @@ class S3Calls:
         key = ("s3:listing", region)
         with self._lock:
             if key not in self._clients:
-                from botocore.config import Config
-
                 config = self._config
                 if os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
                     # a local endpoint (the emulator on 127.0.0.1) has no per-bucket host names

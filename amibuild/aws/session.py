@@ -12,8 +12,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
+import boto3
+from botocore import exceptions as bx
+from botocore.config import Config
+
+from amibuild import redact
 from amibuild.errors import UsageError
-from amibuild.aws import deadline, models, rates
+from amibuild.aws import deadline, models, rates, regions
 from amibuild.aws.error_map import _mapped
 
 
@@ -24,8 +29,6 @@ CONNECT_ATTEMPTS = 2
 def _give_up_on_dead_endpoint(attempts: int = 0, caught_exception: BaseException | None = None, **_: Any) -> None:
     """botocore `needs-retry` hook, run before the retry handler: stop retrying a connection error
     after CONNECT_ATTEMPTS by raising it (returning None would let the next handler retry)."""
-    from botocore import exceptions as bx
-
     if isinstance(caught_exception, (bx.EndpointConnectionError, bx.ConnectTimeoutError,
                                      bx.ProxyConnectionError)) and attempts >= CONNECT_ATTEMPTS:
         raise caught_exception
@@ -35,16 +38,11 @@ class Session:
     """Session, clients and typed calls. Thread-safe: builds and publishes fan out over regions."""
 
     def __init__(self, *, profile: str | None = None, region: str | None = None, max_attempts: int = 3) -> None:
-        models.wait_for_preload()  # one thread at a time imports botocore
-        import boto3  # heavy: imported only when AWS is actually used
-        from botocore.config import Config
-
-        from botocore.exceptions import ProfileNotFound
-
+        models.wait_for_preload()  # the models a preload parses are shared, not parsed again here
         try:
             self._session = boto3.session.Session(profile_name=profile, region_name=region)
             models.share_loader(self._session)  # service models parsed once per process
-        except ProfileNotFound as exc:
+        except bx.ProfileNotFound as exc:
             raise UsageError(f"AWS profile {profile or os.environ.get('AWS_PROFILE')!r} not found in "
                              "~/.aws/config; check --profile / AWS_PROFILE") from exc
         self._config = Config(
@@ -79,8 +77,6 @@ class Session:
     def _new_client(self, service: str, region_name: str, config: Any) -> Any:
         """A botocore client; a region AWS does not have is bad input, refused before any call
         (with an endpoint override the typo would reach it and come back as an HTML 500)."""
-        from amibuild.aws import regions  # deferred: the region list only when a client is made
-
         wrong = regions.problem(region_name) if region_name else None
         if wrong:
             raise UsageError(f"{service}: {wrong}; check --region or AWS_REGION")
@@ -105,8 +101,6 @@ class Session:
         client.meta.amibuild_prepared = True
         client.meta.events.register("before-call", self._count)
         client.meta.events.register_first("needs-retry", _give_up_on_dead_endpoint)
-        from amibuild import redact  # deferred: installed once the first client is made
-
         credentials = self._session.get_credentials()
         # AWS's buckets are per account; the access key stands for it (one key, one account) with no STS call
         rates.install(client, account=getattr(credentials, "access_key", None) or "",
@@ -159,16 +153,3 @@ def beside(work: Callable[[], V]) -> Iterator[Callable[[], V]]:
         started = pool.submit(contextvars.copy_context().run, work)
         yield started.result
 
-
-def default_region(profile: str | None = None) -> str:
-    """The build region when neither the pipeline file nor --region names one: AWS_REGION,
-    AWS_DEFAULT_REGION, the profile's region in ~/.aws/config, else us-west-2."""
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if region:
-        return region
-    import botocore.session  # only when the environment names no region
-
-    try:
-        return botocore.session.Session(profile=profile).get_config_variable("region") or "us-west-2"
-    except Exception:  # a broken or missing profile: the AWS calls later say what is wrong
-        return "us-west-2"

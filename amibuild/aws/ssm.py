@@ -12,6 +12,8 @@ from amibuild.errors import NotFound
 from amibuild.aws import deadline
 from amibuild.aws.session import CONNECT_TIMEOUT, fan_out
 from amibuild.aws.error_map import _mapped
+from botocore.exceptions import ClientError
+from botocore.config import Config
 
 
 _FILTER_VALUES = 50  # values one DescribeParameters filter takes, and the most results a page holds
@@ -88,8 +90,6 @@ class SsmCalls:
         key = ("ssm:channels", region)
         with self._lock:
             if key not in self._clients:
-                from botocore.config import Config
-
                 config = self._config.merge(
                     Config(read_timeout=self.ssm_read_timeout,
                            retries={"mode": "adaptive", "max_attempts": self.ssm_write_attempts})
@@ -213,7 +213,6 @@ class SsmCalls:
         SSM refuses the second of two concurrent creates with ParameterAlreadyExists, which makes this
         the "take it if free" a lease (amibuild/lease.py) needs.
         """
-        from botocore.exceptions import ClientError
 
         with _mapped(f"ssm:PutParameter {name}", region):
             try:

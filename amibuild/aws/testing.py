@@ -12,6 +12,8 @@ from typing import Any, Mapping, Sequence
 
 from amibuild.aws import Aws, _mapped
 from amibuild.errors import AwsError
+from botocore.exceptions import ClientError
+from botocore.config import Config
 
 # SSM keeps the first 24,000 characters of a command's output (GetCommandInvocation), and no size.
 OUTPUT_LIMIT = 24000
@@ -70,8 +72,6 @@ class TestInstances:
         if not self.read_timeout:
             return self.aws.client("ssm", region)
         if region not in self._ssm:
-            from botocore.config import Config
-
             client = self.aws._new_client("ssm", region_name=region, config=self.aws._config.merge(
                 Config(read_timeout=self.read_timeout)))
             self.aws._prepare(client)
@@ -157,7 +157,6 @@ class TestInstances:
 
     def stored_output(self, region: str, bucket: str, key: str) -> StoredOutput | None:
         """The size and the end of one output object (None: the agent wrote none, e.g. no stderr)."""
-        from botocore.exceptions import ClientError  # botocore is loaded by now: the client is made
 
         client = self.aws._s3(region)
         with _mapped(f"s3:HeadObject s3://{bucket}/{key}", region):

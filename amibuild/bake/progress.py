@@ -198,13 +198,13 @@ class Progress:
     # live mode
 
     def _start_live(self) -> None:
-        from rich.console import Console
-        from rich.live import Live
+        # deferred: rich (~0.06 s) only for a live display on a terminal; CI's plain lines never load it
+        from rich import console as rich_console, live as rich_live
 
         # force_terminal: we have already decided this stream is worth a live display (or the
         # caller said so); rich's own detection would turn a forced live=True into a no-op.
-        console = Console(file=self._stream, force_terminal=True, highlight=False)
-        self._live = Live(
+        console = rich_console.Console(file=self._stream, force_terminal=True, highlight=False)
+        self._live = rich_live.Live(
             console=console,
             transient=False,
             refresh_per_second=4,
@@ -217,10 +217,10 @@ class Progress:
         self._live.start(refresh=True)
 
     def _render(self) -> RenderableType:
-        from rich.spinner import Spinner
-        from rich.table import Table
-        from rich.text import Text
+        # deferred: as in `_start_live`, which runs first
+        from rich import spinner as rich_spinner, table as rich_table, text as rich_text
 
+        Spinner, Table, Text = rich_spinner.Spinner, rich_table.Table, rich_text.Text
         # Fixed-width columns first and the detail last, so nothing jumps sideways as elapsed
         # times grow and the detail alone is cut (with an ellipsis) to the terminal width.
         table = Table.grid(padding=(0, 1), expand=True)

@@ -14,8 +14,8 @@ import shlex
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
-from amibuild import secrets
-from amibuild.aws import Aws, default_region
+from amibuild import redact, secrets
+from amibuild.aws import Aws
 from amibuild.errors import AccessDenied, SpecError
 from amibuild.handoff import node_settings
 from amibuild.handoff.consumer import deploy_note
@@ -26,6 +26,7 @@ from amibuild.handoff.nodegroup import deploy as deploy_stack
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutResult, rollout_nodegroup, rollout_stack
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
 from amibuild.handoff.userdata.render import config_from_flags, render_userdata
+from amibuild.pipeline.options import default_region
 from amibuild.pipeline.proxy_credentials import POLICY_NAME as PROXY_CREDENTIALS_POLICY
 
 Say = Callable[[str], None]
@@ -189,8 +190,6 @@ def proxy_credentials_parameter(proxy: str, say: Say) -> tuple[str, str, dict[st
     `PROXY_CREDENTIALS` parameter, never into the template body or another parameter. HttpProxy
     keeps the URL masked (user:***@), which tells the next deploy that the stack holds them: it
     then keeps the parameter's value (None: UsePreviousValue), which it cannot read back."""
-    from amibuild import redact  # deferred: logging filters for --debug, installed when needed
-
     credentials = secrets.credentials(proxy)
     if not credentials:
         return proxy, proxy, {}

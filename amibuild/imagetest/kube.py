@@ -113,13 +113,15 @@ def missing_client_hint(prefix: str | None = None) -> str:
     return f"pip install 'amibuild[{EXTRA}]'"
 
 
-def require_client() -> None:
-    """MissingExtra (exit 2, before any AWS work) naming the install when the client is missing."""
+def require_client() -> Any:
+    """The `kubernetes` package; MissingExtra (exit 2, before any AWS work) naming the install when
+    the client is missing."""
     try:
-        import kubernetes  # noqa: F401
+        import kubernetes  # deferred: the optional `cluster` extra, only for --cluster
     except ImportError:
         raise MissingExtra(f"--cluster needs the Kubernetes client (the node is watched through the cluster's API): "
                         f"{missing_client_hint()}") from None
+    return kubernetes
 
 
 class ClusterUnreachable(AmibuildError):
@@ -130,10 +132,9 @@ class Nodes:
     """The cluster's nodes through the caller's kubeconfig (``$KUBECONFIG`` or ~/.kube/config)."""
 
     def __init__(self, cluster: str, kubeconfig: str | None = None) -> None:
-        require_client()
-
-        from kubernetes import client, config
-
+        kubernetes = require_client()
+        client, config = kubernetes.client, kubernetes.config
+        self._api_exception = kubernetes.client.ApiException
         # read now: the client takes $KUBECONFIG's default once, when it is first imported
         kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         try:
@@ -171,11 +172,9 @@ class Nodes:
     def _on_node(self, doing: str, name: str, call) -> bool:
         """One call on a Node: True once made, False when the Node is already gone (404); any other
         failure is `ClusterUnreachable`, naming what was being done to which node where."""
-        from kubernetes.client.exceptions import ApiException
-
         try:
             call()
-        except ApiException as exc:
+        except self._api_exception as exc:
             if exc.status == 404:
                 return False
             raise ClusterUnreachable(f"{doing} node {name} at {self.server}: {_short(exc)}") from exc

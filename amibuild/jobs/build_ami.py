@@ -21,6 +21,7 @@ from amibuild import __version__, tags
 from amibuild.aws import Aws, beside, fan_out
 from amibuild.aws.models import preload
 from amibuild.jobs.build_steps import planned_steps
+from amibuild.attest.sign import attestor as attestor_for
 from amibuild.bake import lookahead
 from amibuild.bake import record as records
 from amibuild.bake.coalesce import Coalesced
@@ -29,16 +30,22 @@ from amibuild.bake.executor import BuildGuards, BuildOutcome, BuildStatus, Execu
 from amibuild.lease import Lease, build_lease_name
 from amibuild.bake.leftovers import Scope
 from amibuild.bake.packer import Packer
+from amibuild.bake.progress import Progress
+from amibuild.bake.provenance import file_digest, provenance_statements
 from amibuild.bake.build_plan import BuildPlan, PlanItem, new_run_id, plan_build, provenance_tags
 from amibuild.bake.prepare import Prepared, Transform, asking_version, prepare, support_warnings, write_all
 from amibuild.channels import known, outgrown
 from amibuild.channels.from_build import PublishMove, VariantPublished, check_shared, preview_publish, publish_build
+from amibuild.channels.publish import check_channel
+from amibuild.imagetest.after_build import boot_test_outcomes
 from amibuild.errors import (AmibuildError, BuildFailed, ExitCode, Interrupted, NoCredentials, PackerInputRefused,
                              RecordNotWritten, SpecError)
 from amibuild.pipeline import Pipeline, check_names
 from amibuild.jobs.signals import Signals
 from amibuild.pipeline.naming import parameter_name
 from amibuild.pipeline.options import Options, load_pipeline
+from amibuild.rehearse.overlay import check_privileges
+from amibuild.rehearse.rehearse_job import rehearsal_check
 from amibuild.render import Target
 import subprocess
 
@@ -86,8 +93,6 @@ def settings(options: Options, *, channel: str | None = None, publish: bool = Tr
         # botocore parses the EC2 and SSM models while packer answers; no request is sent
         preload(options.profile, [("ec2", pipeline.build_region), ("ssm", pipeline.build_region)])
         if publish and channel:
-            from amibuild.channels.publish import check_channel  # deferred: the channel writer only with --channel
-
             try:
                 check_channel(channel)
             except SpecError as exc:
@@ -103,8 +108,6 @@ def settings(options: Options, *, channel: str | None = None, publish: bool = Tr
                 "build; drop --region to build and publish every region, or pass --no-publish to build only")
         version()  # PackerNotFound before any AWS call
     if flags.get("rehearse"):
-        from amibuild.rehearse.overlay import check_privileges  # deferred: the overlay tools only for --rehearse
-
         check_privileges()  # --rehearse where it cannot run: refused before any AWS call
     return BuildSettings(options, pipeline, packer, chosen, **flags)
 
@@ -250,7 +253,7 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
                       known.Asked(settings.channel, new_channel=settings.new_channel, can_create=True))
     if settings.boot_test is not None and settings.boot_test.cluster:
         # --boot-test --cluster C: the node group's user data for C (DescribeCluster), before anything is built
-        from amibuild.handoff import testnode  # deferred: only for --boot-test --cluster
+        from amibuild.handoff import testnode  # deferred: celpy and lark (the user data's CEL) only with --cluster
 
         settings = replace(settings, boot_test=replace(settings.boot_test, user_data=testnode.user_data(
             aws, pipeline.variants, region=pipeline.build_region, cluster=settings.boot_test.cluster)))
@@ -370,8 +373,6 @@ def _record(plan: BuildPlan, commit: str | None, *, state: str, outcomes=(), pub
 
 def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *, parallel: int,
                  progress=None) -> BuildRun:
-    from amibuild.bake.progress import Progress  # deferred: the terminal display once a build runs
-
     options = settings.options
     commit = git_commit(plan.pipeline.source.parent if plan.pipeline.source else Path.cwd())
     path = records.record_path(options.build_dir, plan.run_id)
@@ -379,18 +380,12 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     records.write_record(path, _record(plan, commit, state="running"))
     attestor, digest = None, None
     if plan.to_build:
-        # deferred: the statements (in-toto's protobuf schema) only when something is to be built
-        from amibuild.attest.sign import attestor as attestor_for
-        from amibuild.bake.provenance import file_digest
-
         # asked before the builds, so that "unsigned" is said before a build of many minutes, not after it
         attestor, digest = attestor_for(aws, plan.pipeline, say), file_digest(plan.pipeline.source)
     own_progress = progress is None
     progress = progress or Progress([i.name for i in plan.items], verbose=settings.verbose)
     check = None  # `packer build` checks each template itself before its first step
     if settings.rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
-        from amibuild.rehearse.rehearse_job import rehearsal_check  # deferred: the rehearsal machinery only for --rehearse
-
         check = rehearsal_check(plan, check, say, allow_incomplete=settings.allow_incomplete)
     try:
         executor = Executor(
@@ -412,7 +407,6 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     sboms: dict[str, Any] = {}
     if attestor is not None and not interrupted:
         from amibuild.bake.sboms import store_sboms  # deferred: cyclonedx-python-lib only when something was built
-        from amibuild.bake.provenance import provenance_statements  # deferred: as attestor_for above
 
         # each built variant's SBOM, stored beside its statements; its digest goes into the provenance
         sboms = dict(store_sboms(aws, attestor.where, plan, outcomes))
@@ -426,11 +420,9 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
             say(f"{'warning: ' if stored.error else ''}{name}: {stored.line()}")
     scans: dict[str, Any] = {}
     if settings.scan and attestor is not None and not interrupted:  # --scan: before anything is published
-        from amibuild.jobs.image_inventory import scan_built  # deferred: the scan only with --scan
+        from amibuild.jobs.image_inventory import scan_built  # deferred: cyclonedx-python-lib and cryptography only with --scan
         scans = scan_built(aws, attestor, plan, sboms, say)
     if settings.boot_test is not None and not interrupted:  # --boot-test: before anything is published
-        from amibuild.imagetest.after_build import boot_test_outcomes  # deferred: only for --boot-test
-
         with Signals() as stop:  # a signal stops the tests at their next poll; each terminates its instance
             outcomes, finished = boot_test_outcomes(aws, plan, outcomes, settings.boot_test,
                                                     cancelled=stop.requested, say=say, attestor=attestor)

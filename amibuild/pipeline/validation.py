@@ -3,6 +3,7 @@ typed readers (`_str`, `_int`, ...) the loader shares and `known_regions`."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 from types import MappingProxyType
@@ -196,10 +197,8 @@ def known_regions() -> frozenset[str]:
     (a tenth of the time a botocore session takes to answer the same question)."""
     global _REGIONS
     if _REGIONS is None:
-
-        import botocore
-
-        data = Path(botocore.__file__).parent / "data" / "endpoints.json"
+        # botocore's package found, not imported: its data file is all this needs
+        data = Path(importlib.util.find_spec("botocore").origin).parent / "data" / "endpoints.json"
         raw = data.read_bytes() if data.exists() else gzip.decompress(data.with_suffix(".json.gz").read_bytes())
         _REGIONS = frozenset(region for partition in json.loads(raw)["partitions"] for region in partition["regions"])
     return _REGIONS

@@ -29,6 +29,7 @@ from amibuild.render import PROVISION_SCRIPTS, Rendered
 from amibuild.rehearse import check_steps as checks
 from amibuild.rehearse.rehearsal_report import Finding, Report, build_report
 from amibuild.rehearse.steps import Step, StepError, parse_steps
+from amibuild.rehearse import overlay
 
 __all__ = ["rehearse", "prepare", "run", "check", "plan", "shellcheck", "Report", "Step", "StepError"]
 
@@ -79,7 +80,6 @@ def check(rendered: Rendered, env: Mapping[str, str] | None = None) -> list[Step
 
 def run(prepared: Prepared, *, keep: bool = False, refuse: Iterable[str] = (), timeout: float = 600.0) -> Report:
     """Rehearse a prepared variant in a throwaway copy of this machine; its temp folder is removed."""
-    from amibuild.rehearse import overlay  # deferred: the overlay machinery only when a rehearsal runs
 
     started = time.monotonic()
     try:

@@ -8,6 +8,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import jinja2
+
 from amibuild import hcl
 from amibuild.errors import PackageDataMissing, TemplateError
 from amibuild.render.render_model import PackerVariable
@@ -28,8 +30,6 @@ def manifest_block(variant_name: str) -> hcl.Block:
 
 @lru_cache(maxsize=1)
 def _environment():
-    import jinja2  # keep `invoke --list` fast
-
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("amibuild.render", "templates"),
         undefined=jinja2.StrictUndefined,
@@ -44,8 +44,6 @@ def _environment():
 
 
 def render_template(name: str, **context: Any) -> str:
-    import jinja2
-
     try:
         return _environment().get_template(name).render(**context)
     except jinja2.TemplateNotFound as exc:

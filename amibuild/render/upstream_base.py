@@ -14,6 +14,7 @@ from amibuild.render.render_model import HCL_FILE, ProvisionerKind, SourceAmi
 from amibuild.render.provisioners import provisioner_groups
 from amibuild.render.template import manifest_block, variable_block
 from amibuild.render.variables import hide_secrets, secret_variables, template_variables, user_values
+from amibuild.render import upstream
 
 if TYPE_CHECKING:
     from amibuild.render.render_model import Build
@@ -52,7 +53,6 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
     variables, the source settings it overrides whatever the target, early and late provisioners,
     shipped, notes); `upstream_files` writes it out. ``binaries`` (render.upstream.binaries.Binaries)
     gives kubernetes_version (1.N.P) and kubernetes_build_date; without it the variant's own values stand."""
-    from amibuild.render import upstream  # deferred: the large converter only for upstream variants
 
     if len(pipeline.regions) > 1:
         raise SpecError(f"variant {variant.name}: the upstream base builds in one region; "
@@ -125,7 +125,6 @@ def _working_dir(template: Any) -> hcl.Expr | None:
 
 def upstream_files(build: Build) -> dict[str, str]:
     """An upstream build's two HCL files: the converted template with our provisioners, and our variables."""
-    from amibuild.render import upstream  # deferred: the large converter only for upstream variants
 
     pipeline, variant, target = build.pipeline, build.variant, build.target
     overrides = dict(build.source_overrides)

@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 from amibuild.pipeline import Pipeline
+from amibuild.render import upstream
+from amibuild.render.upstream import binaries
 
 
 def cache_root(cache_dir: str | None) -> Path:
@@ -19,7 +21,6 @@ def load_upstreams(pipeline: Pipeline, cache_dir: str | None) -> dict[str, objec
     needed = [v for v in pipeline.variants if v.base == "upstream"]
     if not needed:
         return {}
-    from amibuild.render import upstream  # deferred: the large converter only when a variant needs it
 
     cache = cache_root(cache_dir)
     roots: dict[tuple[str, str], Path] = {}
@@ -42,7 +43,6 @@ def upstream_binaries(pipeline: Pipeline, upstreams: dict[str, object], aws) -> 
     """Variant -> the Kubernetes binaries its upstream build installs (pinned, or listed in S3)."""
     if not upstreams:
         return {}
-    from amibuild.render.upstream import binaries  # deferred: only for upstream variants (see above)
 
     return {
         v.name: binaries.resolve(v, upstreams[v.name].variables, aws)  # type: ignore[attr-defined]
