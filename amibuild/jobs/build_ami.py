@@ -19,12 +19,9 @@ from typing import Any, Callable, Mapping
 
 from amibuild import __version__, tags
 from amibuild.aws import Aws, beside, fan_out
-from amibuild.aws.models import preload
 from amibuild.jobs.build_steps import planned_steps
 from amibuild.attest.sign import attestor as attestor_for
-from amibuild.bake import lookahead
 from amibuild.bake import record as records
-from amibuild.bake.coalesce import Coalesced
 from amibuild.bake.decide import ready_images
 from amibuild.bake.executor import BuildGuards, BuildOutcome, BuildStatus, Executor
 from amibuild.lease import Lease, build_lease_name
@@ -90,8 +87,6 @@ def settings(options: Options, *, channel: str | None = None, publish: bool = Tr
         if not publish and (channel or flags.get("new_channel")):
             raise SpecError(f"{'--channel' if channel else '--new-channel'} names the channel to publish to, and "
                             "--no-publish publishes nothing: give one or the other")
-        # botocore parses the EC2 and SSM models while packer answers; no request is sent
-        preload(options.profile, [("ec2", pipeline.build_region), ("ssm", pipeline.build_region)])
         if publish and channel:
             try:
                 check_channel(channel)
@@ -257,23 +252,14 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
 
         settings = replace(settings, boot_test=replace(settings.boot_test, user_data=testnode.user_data(
             aws, pipeline.variants, region=pipeline.build_region, cluster=settings.boot_test.cluster)))
-    # Beside the render: the channel's look for growth (it needs only the parameter names) and the
-    # images of the fingerprints the last runs had (`bake.lookahead`); after it, the images of any
-    # fingerprint not asked for yet. A failed early lookup is asked again, and reported, after.
+    # beside the render: the channel's look for growth (it needs only the parameter names)
     regions = pipeline.target_regions
-    guess = lookahead.recent_fingerprints(options.build_dir, [v.name for v in pipeline.variants])
-    with beside(lambda: find_grown(aws, pipeline, settings.channel)) as grown, \
-            beside(lambda: find_built_images(aws, regions, guess)) as early:
+    with beside(lambda: find_grown(aws, pipeline, settings.channel)) as grown:
         prepared = prepare(options, aws=aws, strict=True, packer=settings.packer, pipeline=pipeline,
                            target=settings.target, transform=settings.transform)
         for line in support_warnings(pipeline):  # after every input check: bad input stays one line
             say(f"warning: {line}")
-        try:
-            first = early()
-        except AmibuildError:
-            first, guess = {}, ()
-        needed = [r.fingerprint for r in prepared.rendered]
-        existing = lookahead.joined(first, find_built_images(aws, regions, lookahead.unasked(needed, guess)))
+        existing = find_built_images(aws, regions, [r.fingerprint for r in prepared.rendered])
         refused = outgrown.refusal(settings.channel or "", grown(), regions)
     if refused is not None:  # refused here, before anything is built or written, not after the builds
         raise refused
@@ -322,19 +308,11 @@ def guards(plan: BuildPlan, aws: Aws, *, wait: bool, stall_after: float) -> Buil
         name = build_lease_name(pipeline.ssm_prefix, pipeline.name, item.name, item.fingerprint)
         return Lease(aws, name, pipeline.build_region, run_id=plan.run_id)
 
-    def ready(fingerprints) -> dict:
-        found = find_built_images(aws, plan.regions, fingerprints)
-        return {fp: ready_images(plan.regions, {r: [i for i in images if i.tags.get(tags.FINGERPRINT) == fp]
-                                                for r, images in found.items()})
-                for fp in fingerprints}
-
-    # the builds' lookups after their leases, folded into a few (bake.coalesce): each answer still
-    # comes from a DescribeImages started after that build took its lease
-    lookup = Coalesced(ready)
-
     def reuse(item: PlanItem) -> dict | None:
         """The image another run finished meanwhile, when it is available in every region."""
-        return lookup(item.fingerprint)
+        found = find_built_images(aws, plan.regions, [item.fingerprint])
+        return ready_images(plan.regions, {r: [i for i in images if i.tags.get(tags.FINGERPRINT) == item.fingerprint]
+                                           for r, images in found.items()})
 
     def scope(item: PlanItem) -> Scope:
         prefix = str(item.rendered.values.get("ami_name_prefix") or
