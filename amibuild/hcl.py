@@ -238,7 +238,8 @@ def loads(text: str, *, keep_quotes: bool = False) -> dict[str, Any]:
     ``keep_quotes`` leaves string literals in their quotes, so a caller can tell ``"m6i.large"``
     (a string) from ``m6i.large`` (a reference, which python-hcl2 gives as ``${m6i.large}``).
     """
-    # deferred: python-hcl2 and lark (~0.1 s) only when a text is parsed, not for --list or --help
+    # deferred: python-hcl2 and lark (~0.1 s) only when a text is parsed; amibuild.hclcache answers a
+    # pipeline file it has seen without a parse
     import hcl2
 
     options = hcl2.SerializationOptions(

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
-from amibuild import hcl, secrets
+from amibuild import hcl, hclcache, secrets
 from amibuild.errors import SpecError, VarFileError
 from amibuild.notify.destination import EventTarget, event_target
 from amibuild.pipeline import attestation, value_checks as checks, files, imagetests, keys, naming, protection
@@ -73,18 +73,22 @@ def load(
     *,
     default_region: str = "us-west-2",
     required: bool = False,
+    parse_cache: Path | None = None,
 ) -> Pipeline:
     """Read the pipeline file (if any), apply var-files and flags, and validate everything.
 
     ``pipeline_file=None`` means the default name in the current directory, used when present.
-    ``required`` makes a missing file an error (an explicit ``--pipeline``).
+    ``required`` makes a missing file an error (an explicit ``--pipeline``). ``parse_cache``: a
+    folder of python-hcl2 parses keyed by the file's text (`amibuild.hclcache`), read when given;
+    this file's parse is added to it only once the whole pipeline has loaded and only when the
+    folder's parent (the build folder) exists already, so bad input writes nothing.
     """
     path = Path(pipeline_file) if pipeline_file else Path(PIPELINE_FILE)
     doc: dict[str, Any] = {}
     source: Path | None = None
     if path.is_file() or os.path.lexists(path) and files.problem(path) != "no such file":
         source = files.regular(path, str(path), "pipeline file")
-        doc = _parse_file(path)
+        doc = _parse_file(path, parse_cache)
     elif required or pipeline_file:
         raise SpecError(f"{path}: pipeline file not found; pass --pipeline with an existing file")
 
@@ -161,7 +165,17 @@ def load(
                                                       f"{where}: pipeline.allow_shared_credentials"))
     pipeline = Pipeline(variants=tuple(variants), source=source, **pipeline_kwargs)
     check_names(pipeline, pipeline.default_channel, where)
+    if source is not None and parse_cache is not None and parse_cache.parent.is_dir():
+        # what was parsed is kept only for the text parsed: a file changed since is simply not found
+        hclcache.remember(_text_of(source), keep_quotes=True, folder=parse_cache)
     return pipeline
+
+
+def _text_of(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
@@ -183,7 +197,7 @@ _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags
 _VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy", "tests"} | {"repo", "proxy", "vars", "extends", "enabled", "test"}
 
 
-def _read_hcl(path: Path, what: str, error: type[SpecError]) -> dict[str, Any]:
+def _read_hcl(path: Path, what: str, error: type[SpecError], cache: Path | None = None) -> dict[str, Any]:
     """Read and parse one HCL file; errors name it (and the line, when the parser knows it)."""
     try:
         size = path.stat().st_size
@@ -195,7 +209,7 @@ def _read_hcl(path: Path, what: str, error: type[SpecError]) -> dict[str, Any]:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc.__class__.__name__
         raise error(f"{path}: cannot read the {what} ({reason}); check the path") from exc
     try:
-        raw = hcl.loads(text, keep_quotes=True)
+        raw = hclcache.loads(text, keep_quotes=True, folder=cache)
     except hcl.HclSyntaxError as exc:
         at = f"{path}:{exc.line}" if exc.line else str(path)
         raise error(f"{at}: HCL syntax error in the {what} ({exc}); fix the file and retry") from exc
@@ -211,8 +225,8 @@ def _read_hcl(path: Path, what: str, error: type[SpecError]) -> dict[str, Any]:
     return hcl.unquote(raw)
 
 
-def _parse_file(path: Path) -> dict[str, Any]:
-    doc = _read_hcl(path, "pipeline file", SpecError)
+def _parse_file(path: Path, cache: Path | None = None) -> dict[str, Any]:
+    doc = _read_hcl(path, "pipeline file", SpecError, cache)
     if not doc:
         # an empty file (or only comments) would otherwise fall back to the flags alone and
         # quietly build a variant named `default`

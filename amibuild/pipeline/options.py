@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from amibuild.pipeline import Overrides, Pipeline, load
 
 DEFAULT_BUILD_DIR = "build"
+PARSE_CACHE = ".hcl-cache"  # in the build folder: python-hcl2 parses of the pipeline file (amibuild.hclcache)
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,8 @@ class Options:
 
 def load_pipeline(options: Options) -> Pipeline:
     """The pipeline file (or the flags alone) read, overridden and validated."""
-    return load(options.pipeline_file, options.overrides, default_region=default_region(options.profile))
+    return load(options.pipeline_file, options.overrides, default_region=default_region(options.profile),
+                parse_cache=Path(options.build_dir) / PARSE_CACHE)
 
 
 def default_region(profile: str | None = None) -> str:
