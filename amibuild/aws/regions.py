@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from botocore.loaders import create_loader
-
+from amibuild.aws import models
 from amibuild.suggest import suggest
 
 
 @lru_cache(maxsize=1)
 def known() -> frozenset[str]:
-    """Every region of every partition, from botocore's endpoints data."""
-    endpoints = create_loader().load_data("endpoints")
+    """Every region of every partition, from botocore's endpoints data as the process's loader
+    holds it (parsed once: a client made before has parsed it already)."""
+    endpoints = models.loader_data("endpoints")
     return frozenset(region for partition in endpoints["partitions"] for region in partition["regions"])
 
 

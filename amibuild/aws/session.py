@@ -18,7 +18,7 @@ from botocore.config import Config
 
 from amibuild import redact
 from amibuild.errors import UsageError
-from amibuild.aws import deadline, rates, regions
+from amibuild.aws import deadline, models, rates, regions
 from amibuild.aws.error_map import _mapped
 
 
@@ -38,8 +38,10 @@ class Session:
     """Session, clients and typed calls. Thread-safe: builds and publishes fan out over regions."""
 
     def __init__(self, *, profile: str | None = None, region: str | None = None, max_attempts: int = 3) -> None:
+        models.wait_for_preload()  # the models a preload parses are shared, not parsed again here
         try:
             self._session = boto3.session.Session(profile_name=profile, region_name=region)
+            models.share_loader(self._session)  # service models parsed once per process
         except bx.ProfileNotFound as exc:
             raise UsageError(f"AWS profile {profile or os.environ.get('AWS_PROFILE')!r} not found in "
                              "~/.aws/config; check --profile / AWS_PROFILE") from exc

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 from amibuild import __version__, tags
 from amibuild.aws import Aws, beside, fan_out
+from amibuild.aws.models import preload
 from amibuild.jobs.build_steps import planned_steps
 from amibuild.attest.sign import attestor as attestor_for
 from amibuild.bake import record as records
@@ -87,6 +88,8 @@ def settings(options: Options, *, channel: str | None = None, publish: bool = Tr
         if not publish and (channel or flags.get("new_channel")):
             raise SpecError(f"{'--channel' if channel else '--new-channel'} names the channel to publish to, and "
                             "--no-publish publishes nothing: give one or the other")
+        # botocore parses the EC2 and SSM models while packer answers; no request is sent
+        preload(options.profile, [("ec2", pipeline.build_region), ("ssm", pipeline.build_region)])
         if publish and channel:
             try:
                 check_channel(channel)
