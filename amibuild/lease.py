@@ -437,16 +437,3 @@ def _each(items: Sequence[Any], work: Callable[[Any], Any]) -> list[Any]:
         # each in a copy of the caller's context: a channel operation's deadline goes with it
         futures = [pool.submit(contextvars.copy_context().run, one, item) for item in items]
         return [future.result() for future in futures]
-
-
-def held_leases(store: Any, ssm_prefix: str, pipeline: str, region: str, *, now: float,
-                roots: Sequence[str] = ()) -> list[tuple[str, Holder]]:
-    """Every live lease of the pipeline in `region`: (name, holder). `store` needs
-    `parameters_under`."""
-    found = []
-    for root in roots or (lease_root(ssm_prefix, pipeline),):
-        for parameter in store.parameters_under(root, region):
-            holder = parse_holder(parameter.value)
-            if not holder.expired(now) and not holder_gone(holder):
-                found.append((parameter.name, holder))
-    return found

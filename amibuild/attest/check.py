@@ -42,9 +42,3 @@ def verify_image(aws: Any, where: Where, images: Sequence[ImageFacts], predicate
 def missing(images: Sequence[ImageFacts], kind: str) -> Verification:
     """The result when no statement of ``kind`` names the image."""
     return Verification((Failure(Problem.MISSING, f"no {kind} statement about {images[0].image_id}"),))
-
-
-def newest_valid(results: Sequence[Verification]) -> Verification | None:
-    """The newest statement that verified (`verify_image` lists them oldest run first), None when none did."""
-    valid = [r for r in results if r.ok]
-    return valid[-1] if valid else None

@@ -166,10 +166,6 @@ def metered(deadline: float | None = None) -> Iterator[Meter]:
         _METER.reset(token)
 
 
-def current_meter() -> Meter | None:
-    return _METER.get()
-
-
 class Limiter:
     """The process's buckets, one per (service, account, region, bucket name), made on first use."""
 
