@@ -157,14 +157,14 @@ def tests(c, request: TestsRequest):
 
 def test_ami(c, request: TestAmiRequest):
     opts = options(c, Scope(request.pipeline, request.variant, profile=request.profile, build_dir=request.build_dir))
-    flags = {"cluster": request.cluster, "subnet_id": request.subnet, "security_group_id": request.security_group,
-             "instance_profile": request.instance_profile, "instance_type": request.instance_type,
-             "read_timeout": _read_timeout(c), "timeout": request.timeout}  # config amibuild.read_timeout: SendCommand's too
+    job = ami_test.TestAmi(opts, ami=request.ami, run_id=request.run_id, cluster=request.cluster,
+                           subnet_id=request.subnet, security_group_id=request.security_group,
+                           instance_profile=request.instance_profile, instance_type=request.instance_type,
+                           read_timeout=_read_timeout(c), timeout=request.timeout)  # config amibuild.read_timeout: SendCommand's too
     with Signals(ami_test.BOOT_TEST_SIGNALS) as stop:
         def guarded():
             try:
-                return ami_test.run(opts, ami=request.ami, run_id=request.run_id, flags=flags, say=cli.say,
-                                    stop=stop, poll=platform().poll_seconds)
+                return ami_test.run(job, say=cli.say, stop=stop, poll=platform().poll_seconds)
             except BaseException:
                 if stop.requested():
                     raise Interrupted("interrupted: the boot test stopped and its instance was terminated",

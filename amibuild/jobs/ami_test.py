@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -18,7 +18,7 @@ from amibuild.imagetest import boot, kube
 from amibuild.imagetest.statements import says_something, test_statement
 from amibuild.jobs.signals import Signals
 from amibuild.pipeline import Pipeline, iam_names, imagetests
-from amibuild.pipeline.options import load_pipeline
+from amibuild.pipeline.options import Options, load_pipeline
 
 # what test-ami says on SIGINT / SIGTERM / SIGHUP (`jobs.signals.Signals` holds them): the test stops
 # at its next poll and terminates its instance, and a second signal does not skip that
@@ -84,27 +84,50 @@ def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None,
     return replace(settings, nodes=kube.Nodes(settings.cluster))
 
 
+@dataclass(frozen=True)
+class TestAmi:
+    """What test-ami is asked: the variant (in `options`), the image (`ami` or a build's `run_id`) and
+    the boot test's settings over the pipeline's test { ... } block (None: the block's)."""
+
+    __test__ = False  # pytest: not a test class
+    options: Options
+    ami: str | None = None
+    run_id: str | None = None
+    cluster: str | None = None
+    subnet_id: str | None = None
+    security_group_id: str | None = None
+    instance_profile: str | None = None
+    instance_type: str | None = None
+    read_timeout: float | None = None
+    timeout: float | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """The boot-test settings this request gives (BootTestSettings.of keeps the block's for None)."""
+        return {"cluster": self.cluster, "subnet_id": self.subnet_id, "security_group_id": self.security_group_id,
+                "instance_profile": self.instance_profile, "instance_type": self.instance_type,
+                "read_timeout": self.read_timeout, "timeout": self.timeout}
+
+
 def record_path(build_dir: str, run_id: str, variant: str):
     return Path(build_dir) / "tests" / run_id / f"{variant}.json"
 
 
-def run(options: Any, *, ami: str | None, run_id: str | None, flags: dict, say: Any, stop: Signals,
-        poll: float | None = None):
+def run(request: TestAmi, *, say: Any, stop: Signals, poll: float | None = None):
     """`amibuild test-ami`: the boot test of one variant's image; its result, with the record written."""
+    options = request.options
     pipeline = load_pipeline(options)
     if len(pipeline.variants) != 1:
         raise SpecError("test-ami: name one variant with --variant")
     variant = pipeline.variants[0]
-    imagetests.check_cluster(flags.get("cluster") or "", "--cluster")
-    if flags.get("instance_profile"):
-        iam_names.instance_profile(flags["instance_profile"], "--instance-profile")
-    settings = boot.BootTestSettings.of(pipeline.boot_test, **flags,
-                                        poll=poll)
+    imagetests.check_cluster(request.cluster or "", "--cluster")
+    if request.instance_profile:
+        iam_names.instance_profile(request.instance_profile, "--instance-profile")
+    settings = boot.BootTestSettings.of(pipeline.boot_test, **request.settings(), poll=poll)
     # the cluster's API through the caller's kubeconfig: a missing client or kubeconfig is said before any AWS work
     nodes = kube.Nodes(settings.cluster) if settings.cluster else None
     user_data(None, pipeline, [variant], "")  # the variant's proxy refused (a password in it) before any AWS work
     aws = Aws(profile=options.profile, region=pipeline.build_region)
-    amis = find_amis(aws, pipeline, variant, ami=ami, run_id=run_id)
+    amis = find_amis(aws, pipeline, variant, ami=request.ami, run_id=request.run_id)
     settings = replace(settings, user_data=user_data(aws, pipeline, [variant], settings.cluster))
     test_run = new_run_id()
     result = boot.boot_test(aws, variant=variant, amis=amis, region=pipeline.build_region, run_id=test_run,
