@@ -33,8 +33,10 @@ from typing import Any
 
 import boto3
 import pytest
+import yaml
 
 from amibuild.handoff import nodegroup
+from amibuild.handoff.cfn_parts import load_yaml
 from amibuild.handoff.userdata import render as userdata
 from amibuild.handoff.userdata.kubelet import KubeletSettings
 from amibuild.errors import SpecError, TemplateError
@@ -302,6 +304,22 @@ def test_short_form_tags_read_as_their_long_forms(tmp_path: Path) -> None:
         "l": {"Fn::Select": [1, {"Fn::Cidr": ["10.0.0.0/16", 4, 8]}]},
         "m": "2012-10-17",  # text, as CloudFormation reads it, not a YAML 1.1 date
     }
+
+
+def test_what_the_loader_keeps_beside_cfn_flip() -> None:
+    # cfn-flip alone: ["Db", "A"] (the Ref lost), an AttributeError for a map, ODicts, a date, no merge key
+    assert load_yaml("a: !GetAtt [Db, !Ref A]") == {"a": {"Fn::GetAtt": ["Db", {"Ref": "A"}]}}
+    with pytest.raises(yaml.YAMLError, match="!GetAtt takes Resource.Attribute"):
+        load_yaml("a: !GetAtt {Db: Arn}")
+    with pytest.raises(yaml.YAMLError, match="found unhashable key"):
+        load_yaml("? [a, b]\n: c\n")
+    loaded = load_yaml("b: &b {x: !Ref X}\nd: {<<: *b, y: 2012-10-17}\n")
+    assert loaded == {"b": {"x": {"Ref": "X"}}, "d": {"x": {"Ref": "X"}, "y": "2012-10-17"}}
+    assert repr(loaded) == repr({"b": {"x": {"Ref": "X"}}, "d": {"x": {"Ref": "X"}, "y": "2012-10-17"}})  # plain dicts
+    # strict refuses a tag that is no CloudFormation short form; lenient reads it as cfn-flip does
+    with pytest.raises(yaml.YAMLError, match="could not determine a constructor for the tag '!Foo'"):
+        load_yaml("a: !Foo [x, !Ref Y]\n")
+    assert load_yaml("a: !Foo [x, !Ref Y]\n", lenient=True) == {"a": {"Fn::Foo": ["x", {"Ref": "Y"}]}}
 
 
 @pytest.mark.parametrize("text", ["Resources: [\n", "just: text\n", "Resources: !Unknown x\n"])

@@ -246,6 +246,20 @@ def test_userdata_larger_than_ec2_accepts_is_refused():
         userdata.render_userdata(al2_config(bootstrap_args="--docker-config-json " + "y" * 17000))
 
 
+def test_multipart_writes_bodies_as_given_with_the_fixed_boundary():
+    long_line = "echo 'grüße ✓ " + "x" * 200 + "'"  # the email package's set_content would base64 this
+    parts = [("text/x-shellscript", f"#!/bin/bash\n{long_line}\n\n"), ("application/node.eks.aws", "---\nkind: NodeConfig")]
+    text = userdata.multipart(parts)
+
+    assert text == userdata.multipart(parts)
+    assert text.startswith(f'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="{userdata.BOUNDARY}"\n\n')
+    assert text.endswith(f"\n--{userdata.BOUNDARY}--\n") and "Content-Transfer-Encoding" not in text
+    assert [(p.content_type, p.body) for p in userdata_decode.decode(text.encode())] == [
+        ("text/x-shellscript", f"#!/bin/bash\n{long_line}\n"), ("application/node.eks.aws", "---\nkind: NodeConfig\n")]
+    with pytest.raises(SpecError, match="the MIME boundary amibuild uses"):
+        userdata.multipart([("text/x-shellscript", f"echo --{userdata.BOUNDARY}\n")])
+
+
 # --------------------------------------------------------------------- the boothook, run
 
 

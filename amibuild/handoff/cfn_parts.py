@@ -1,7 +1,7 @@
 """CloudFormation pieces every hand-off path shares: templates in short-form YAML, update policies,
 stack states, change sets and stack events.
 
-A template's YAML may use CloudFormation's short-form tags (`!Sub`, `!Ref`, `!GetAtt` ...); the
+A template's YAML may use CloudFormation's short-form tags (`!Sub`, `!Ref`, `!GetAtt` ...); cfn-flip's
 loader reads each as its long form, so a YAML template gives the dict its JSON twin would.
 
 Stack and node group statuses collapse to a few `StackState`s and an unknown one fails loudly. A
@@ -18,6 +18,7 @@ import uuid
 from typing import Any, Callable, Mapping, Sequence
 
 import yaml
+from cfn_tools.yaml_loader import CfnYamlLoader, multi_constructor
 
 from amibuild.aws import Aws
 from amibuild.aws.handoff_results import ChangeSet, StackEvent
@@ -29,67 +30,48 @@ CHANGE_SET_TIMEOUT = 600.0
 _NO_CHANGES = ("didn't contain changes", "No updates are to be performed")
 
 
-class _CfnLoader(yaml.SafeLoader):
-    """SafeLoader plus CloudFormation's short-form tags, each read as its long form."""
+class _CfnLoader(CfnYamlLoader):
+    """cfn-flip's loader (`!Name x` read as its long form, `!GetAtt a.b` as ["a", "b"]), with its maps as
+    plain dicts, dates as text and only CloudFormation's short forms."""
+
+    lenient = False
 
 
 # CloudFormation reads an unquoted 2012-10-17 as text; YAML 1.1 would make it a date (and JSON
 # could not write it).
 _CfnLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    for first, resolvers in CfnYamlLoader.yaml_implicit_resolvers.items()
 }
+# PyYAML's own maps, not cfn-flip's ODict builder, which has no merge keys (<<) and lets an unhashable key
+# escape as a TypeError instead of a YAMLError
+_CfnLoader.add_constructor("tag:yaml.org,2002:map", yaml.SafeLoader.construct_yaml_map)
+
+_SHORT_FORMS = frozenset((
+    "Ref", "Condition", "GetAtt", "And", "Base64", "Cidr", "Equals", "FindInMap", "GetAZs", "If", "ImportValue",
+    "Join", "Length", "Not", "Or", "Select", "Split", "Sub", "ToJsonString", "Transform",
+))
 
 
-# Tags whose argument is kept as written (scalar, list or mapping), under "Fn::<name>" unless noted.
-_SHORT_FORMS = {
-    "Ref": "Ref",
-    "Condition": "Condition",
-    **{name: f"Fn::{name}" for name in (
-        "And", "Base64", "Cidr", "Equals", "FindInMap", "GetAZs", "If", "ImportValue", "Join",
-        "Length", "Not", "Or", "Select", "Split", "Sub", "ToJsonString", "Transform",
-    )},
-}
-
-
-def _short_form(long_name: str) -> Any:
-    def construct(loader: _CfnLoader, node: yaml.Node) -> dict[str, Any]:
-        if isinstance(node, yaml.ScalarNode):
-            return {long_name: loader.construct_scalar(node)}
+def _tag(loader: _CfnLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    if suffix not in _SHORT_FORMS and not loader.lenient:
+        return loader.construct_undefined(node)  # PyYAML's own refusal of an unknown tag
+    if suffix == "GetAtt" and not isinstance(node, yaml.ScalarNode):
+        # cfn-flip reads a list's raw node values (`!GetAtt [Db, !Ref A]` would lose the Ref) and fails on a map
         if isinstance(node, yaml.SequenceNode):
-            return {long_name: loader.construct_sequence(node, deep=True)}
-        return {long_name: loader.construct_mapping(node, deep=True)}
-
-    return construct
-
-
-def _get_att(loader: _CfnLoader, node: yaml.Node) -> dict[str, Any]:
-    # `!GetAtt Res.Attr` is the short form of ["Res", "Attr"]; the attribute may itself hold dots
-    # (Endpoint.Address), the logical id never does.
-    if isinstance(node, yaml.ScalarNode):
-        resource, _, attribute = loader.construct_scalar(node).partition(".")
-        return {"Fn::GetAtt": [resource, attribute]}
-    if isinstance(node, yaml.SequenceNode):
-        return {"Fn::GetAtt": loader.construct_sequence(node, deep=True)}
-    raise yaml.constructor.ConstructorError(
-        None, None, "!GetAtt takes Resource.Attribute or [Resource, Attribute]", node.start_mark
-    )
+            return {"Fn::GetAtt": loader.construct_sequence(node, deep=True)}
+        raise yaml.constructor.ConstructorError(
+            None, None, "!GetAtt takes Resource.Attribute or [Resource, Attribute]", node.start_mark)
+    return dict(multi_constructor(loader, suffix, node))  # its one-key ODict as a plain dict
 
 
-for _tag, _long in _SHORT_FORMS.items():
-    _CfnLoader.add_constructor(f"!{_tag}", _short_form(_long))
-_CfnLoader.add_constructor("!GetAtt", _get_att)
+_CfnLoader.add_multi_constructor("!", _tag)
 
 
 class _LenientLoader(_CfnLoader):
-    """_CfnLoader that also reads a tag it does not know, ``!Foo x``, as ``{"Fn::Foo": x}``."""
+    """_CfnLoader that also reads a tag it does not know, ``!Foo x``, as ``{"Fn::Foo": x}`` (as cfn-flip does)."""
 
-
-def _other_tag(loader: _CfnLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
-    return _short_form(f"Fn::{suffix}")(loader, node)
-
-
-_LenientLoader.add_multi_constructor("!", _other_tag)
+    lenient = True
 
 
 def load_yaml(text: str, *, lenient: bool = False) -> Any:

@@ -11,10 +11,12 @@ Why it is built this way: docs/dev/decisions.md.
 
 from __future__ import annotations
 
+import email.policy
 import ipaddress
 import re
 import shlex
 from collections.abc import Sequence
+from email.message import EmailMessage
 from importlib import resources
 
 
@@ -94,13 +96,19 @@ def multipart(parts: Sequence[tuple[str, str]]) -> str:
 
 
 def _mime(parts: Sequence[tuple[str, str]]) -> str:
-    lines = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{BOUNDARY}"', ""]
+    # the standard library's writer; each part's body goes as written, ending in one newline, with "\n" line
+    # ends and no Content-Transfer-Encoding (set_content would pick base64 or quoted-printable for long lines)
+    document = EmailMessage(policy=email.policy.default)
+    document["MIME-Version"] = "1.0"
+    document.make_mixed(boundary=BOUNDARY)
     for content_type, body in parts:
-        if BOUNDARY in body:
+        if BOUNDARY in body:  # the generator writes a given boundary without looking for it in the parts
             raise SpecError(f"a value contains {BOUNDARY!r}, the MIME boundary amibuild uses")
-        lines += [f"--{BOUNDARY}", f"Content-Type: {content_type}", "", body.rstrip("\n"), ""]
-    lines.append(f"--{BOUNDARY}--")
-    return "\n".join(lines) + "\n"
+        part = EmailMessage(policy=email.policy.default)
+        part["Content-Type"] = content_type
+        part.set_payload(body.rstrip("\n") + "\n")
+        document.attach(part)
+    return document.as_string()
 
 
 def _units(cfg: NodeConfig, node_os: str = "") -> tuple[str, ...]:
