@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Protocol, Sequence
 
 from amibuild.errors import AmibuildError, ChannelBusy, Interrupted, LeaseLost
+from amibuild.poll import until
 
 DEFAULT_TTL = 900.0  # seconds; a build renews it every third of it while it works
 
@@ -286,15 +287,8 @@ def wait_for(lease: Lease, *, wait: float, poll: float = 0.5, cancelled: Callabl
              sleep: Callable[[float], Any] = time.sleep) -> Holder | None:
     """Try to take `lease` until it is ours or `wait` seconds have passed: None when it is ours, else
     the holder that kept it. Stops early (returning the holder) when ``cancelled()`` says so."""
-    deadline = time.monotonic() + wait
-    while True:
-        theirs = lease.try_acquire()
-        if theirs is None:
-            return None
-        left = deadline - time.monotonic()
-        if left <= 0 or cancelled():
-            return theirs
-        sleep(min(poll, left))
+    return until(lease.try_acquire, done=lambda theirs: theirs is None, timeout=wait, interval=poll,
+                 cancelled=cancelled, sleep=sleep).value
 
 
 # ------------------------------------------------------------------------------- channel writers
@@ -394,32 +388,37 @@ def acquire_channel(store: LeaseStore, name: str, region: str, *, operation: str
 
     beside = [place for place in also if place != (name, region)]
     deadline = time.monotonic() + guard.wait
-    while True:
+
+    def take() -> ChannelLease | Holder:
+        """The leases, held; else the holder that keeps one of them."""
         lease = make(name, region)
         theirs = wait_for(lease, wait=max(0.0, deadline - time.monotonic()), poll=POLL, cancelled=guard.cancelled)
-        others: list[Lease] = []
-        if theirs is None:  # the leases beside the home, one per region: taken at once
-            others = [make(*place) for place in dict.fromkeys(beside)]
-            answers = _each(others, lambda other: other.try_acquire())
-            failed = next((a for a in answers if isinstance(a, BaseException)), None)
-            theirs = next((a for a in answers if isinstance(a, Holder)), None)
-            if failed is not None or theirs is not None:  # another writer there (or AWS failed): let go, wait
-                _each([o for o, a in zip(others, answers, strict=True) if a is None] + [lease], lambda m: m.release())
-                others = []
-                if failed is not None:
-                    raise failed
-        if theirs is None:
+        if theirs is not None:
+            return theirs
+        others = [make(*place) for place in dict.fromkeys(beside)]  # one per region: taken at once
+        answers = _each(others, lambda other: other.try_acquire())
+        failed = next((a for a in answers if isinstance(a, BaseException)), None)
+        theirs = next((a for a in answers if isinstance(a, Holder)), None)
+        if failed is None and theirs is None:
             return ChannelLease(lease, *others)
-        if guard.cancelled():
-            raise Interrupted(f"{operation}: interrupted while waiting for {theirs.describe()}; nothing was written")
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise ChannelBusy(
-                f"{operation}: the channel is being written by {theirs.describe()}; nothing was written. "
-                f"Retry when it is done (it waited {guard.wait:.0f} s; a lease left by a writer that died "
-                f"is taken over once it expires)"
-            )
-        time.sleep(min(POLL, left))
+        # another writer there (or AWS failed): let go, wait
+        _each([o for o, a in zip(others, answers, strict=True) if a is None] + [lease], lambda m: m.release())
+        if failed is not None:
+            raise failed
+        return theirs
+
+    waited = until(take, done=lambda got: isinstance(got, ChannelLease), deadline=deadline, interval=POLL,
+                   cancelled=guard.cancelled)
+    if isinstance(waited.value, ChannelLease):
+        return waited.value
+    theirs = waited.value
+    if waited.cancelled:
+        raise Interrupted(f"{operation}: interrupted while waiting for {theirs.describe()}; nothing was written")
+    raise ChannelBusy(
+        f"{operation}: the channel is being written by {theirs.describe()}; nothing was written. "
+        f"Retry when it is done (it waited {guard.wait:.0f} s; a lease left by a writer that died "
+        f"is taken over once it expires)"
+    )
 
 
 def _each(items: Sequence[Any], work: Callable[[Any], Any]) -> list[Any]:

@@ -19,6 +19,7 @@ from amibuild import tags
 from amibuild.aws import Aws
 from amibuild.errors import AwsError, EndpointUnreachable
 from amibuild.bake.packer import parse_line
+from amibuild.poll import until
 
 PACKER_GROUP_PREFIX = "packer_"  # Packer 1.6 names its temporary security groups packer_<uuid>
 KINDS = ("instance", "image", "snapshot", "volume", "key-pair", "security-group")
@@ -193,17 +194,22 @@ def remove(aws: Aws, leftovers: Sequence[Leftover], *, settle: float = 60.0) -> 
         attempt(item, lambda item=item: aws.delete_volume(item.region, item.id))
     for item in by_kind["key-pair"]:
         attempt(item, lambda item=item: aws.delete_key_pair(item.region, item.id))
+
+    def held(item: Leftover) -> tuple[Leftover, str] | None:
+        """Delete the group: its failure, taken back, while a terminating instance still holds it
+        (tried again); None once it is gone or failed for good."""
+        before = len(failed)
+        attempt(item, lambda: aws.delete_security_group(item.region, item.id))
+        if len(failed) == before or down or "DependencyViolation" not in failed[-1][1]:
+            return None
+        return failed.pop()
+
     deadline = time.monotonic() + settle
     for item in by_kind["security-group"]:
-        while True:
-            before = len(failed)
-            attempt(item, lambda item=item: aws.delete_security_group(item.region, item.id))
-            if len(failed) == before or down or time.monotonic() > deadline:
-                break
-            if "DependencyViolation" not in failed[-1][1]:
-                break
-            failed.pop()
-            time.sleep(2.0)  # the instance is still shutting down and holds the group
+        # the instance is still shutting down and holds the group: again every 2 s until `settle` runs out
+        waited = until(lambda item=item: held(item), done=lambda why: why is None, deadline=deadline, interval=2.0)
+        if not waited.done:
+            failed.append(waited.value)  # still held when `settle` ran out
     return removed, failed
 
 

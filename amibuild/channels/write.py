@@ -33,6 +33,7 @@ from amibuild.errors import AmibuildError, ChannelBusy, Interrupted, LeaseLost, 
 from amibuild.lease import (ChannelLease, Guard, acquire_channel, channel_lease_name, holder_gone, parse_holder,
                             prune_lease_name)
 from amibuild.pipeline.naming import PipelineLike, VariantLike
+from amibuild.poll import until
 
 WRITE_INTERVAL = 0.34  # seconds between two PutParameter calls in one region (about 3 per second)
 READBACK_TIMEOUT = 10.0  # how long a written version may take to become readable
@@ -125,27 +126,30 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
             return []
         return got
 
+    def take_all() -> str | None:
+        """Every lease taken, unless prune holds its lease (described): then none is kept."""
+        for channel in sorted(set(channels)):
+            lease = take(channel, max(0.0, wait_until - time.monotonic()))
+            held.append(lease)
+            if lease.note:
+                notes.append(lease.note)
+        pruning = _prune_holder(aws, pipeline)
+        if pruning is not None:
+            _release(held, [])
+            held.clear()
+        return pruning
+
     turns: list[Turn] = []
     failure: AmibuildError | None = None
     try:
         with deadline.bound(limit):  # every AWS call of the operation, in any thread it fans out to
-            while True:
-                for channel in sorted(set(channels)):
-                    lease = take(channel, max(0.0, wait_until - time.monotonic()))
-                    held.append(lease)
-                    if lease.note:
-                        notes.append(lease.note)
-                pruning = _prune_holder(aws, pipeline)
-                if pruning is None:
-                    break
-                _release(held, [])
-                held.clear()
-                if guard.cancelled():
-                    raise Interrupted(f"{operation}: interrupted while prune ran ({pruning}); nothing was written")
-                if time.monotonic() >= wait_until:
-                    raise ChannelBusy(f"{operation}: prune is deregistering images of this pipeline ({pruning}); "
-                                      "nothing was written. Retry when it is done")
-                time.sleep(0.5)
+            waited = until(take_all, done=lambda pruning: pruning is None, deadline=wait_until, interval=0.5,
+                           cancelled=guard.cancelled)
+            if waited.cancelled:
+                raise Interrupted(f"{operation}: interrupted while prune ran ({waited.value}); nothing was written")
+            if waited.timed_out:
+                raise ChannelBusy(f"{operation}: prune is deregistering images of this pipeline ({waited.value}); "
+                                  "nothing was written. Retry when it is done")
             margin = getattr(aws, "request_bound", lambda: 0.0)()
             turns.append(Turn(guard.cancelled, tuple(held), margin, regain))
             result = work(turns[0])
@@ -398,17 +402,13 @@ def _conflict(aws: Aws, plan: PublishPlan, r: RegionPlan, ours: int, turn: Turn)
 
 
 def _read_back(aws: Aws, name: str, region: str, version: int, ami: str) -> None:
-    deadline = time.monotonic() + READBACK_TIMEOUT
-    while True:
-        got = aws.find_parameter(name, region, version=version)
-        if got is not None:
-            break
-        if time.monotonic() > deadline:
-            raise PublishFailed(
-                f"{name} in {region}: version {version} cannot be read back after {READBACK_TIMEOUT:.0f} s; "
-                f"AWS may have refused {ami} as {IMAGE_DATA_TYPE}"
-            )
-        time.sleep(0.5)
+    got = until(lambda: aws.find_parameter(name, region, version=version), done=lambda got: got is not None,
+                timeout=READBACK_TIMEOUT, interval=0.5).value
+    if got is None:
+        raise PublishFailed(
+            f"{name} in {region}: version {version} cannot be read back after {READBACK_TIMEOUT:.0f} s; "
+            f"AWS may have refused {ami} as {IMAGE_DATA_TYPE}"
+        )
     if got.value != ami or got.data_type != IMAGE_DATA_TYPE:
         raise PublishFailed(
             f"{name} in {region}: read back version {version} holds {got.value} ({got.data_type}), "

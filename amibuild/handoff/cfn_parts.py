@@ -23,6 +23,7 @@ from cfn_tools.yaml_loader import CfnYamlLoader, multi_constructor
 from amibuild.aws import Aws
 from amibuild.aws.handoff_results import ChangeSet, StackEvent
 from amibuild.errors import AmibuildError, RolloutFailed, TemplateError
+from amibuild.poll import until
 
 Say = Callable[[str], None]
 
@@ -210,13 +211,12 @@ def make_change_set(aws: Aws, stack: str, region: str, parameters: Sequence[Mapp
     if created is None:
         say(f"stack {stack}: CloudFormation reports no updates to perform")
         return None
-    deadline = time.monotonic() + CHANGE_SET_TIMEOUT
-    while (described := aws.describe_change_set(stack, region, name)).status in ("CREATE_PENDING",
-                                                                                "CREATE_IN_PROGRESS"):
-        if time.monotonic() >= deadline:
-            raise RolloutFailed(f"stack {stack}: change set {name} still {described.status} after "
-                                f"{CHANGE_SET_TIMEOUT:.0f} s")
-        time.sleep(poll)
+    waited = until(lambda: aws.describe_change_set(stack, region, name), timeout=CHANGE_SET_TIMEOUT, interval=poll,
+                   done=lambda described: described.status not in ("CREATE_PENDING", "CREATE_IN_PROGRESS"))
+    described = waited.value
+    if waited.timed_out:
+        raise RolloutFailed(f"stack {stack}: change set {name} still {described.status} after "
+                            f"{CHANGE_SET_TIMEOUT:.0f} s")
     if described.status != "CREATE_COMPLETE":
         reason = described.reason or described.status
         aws.delete_change_set(stack, region, name)
@@ -240,9 +240,11 @@ def event_line(event: StackEvent) -> str:
 def follow(aws: Aws, stack: str, region: str, *, since: str | None, say: Say, poll: float,
            timeout: float) -> tuple[str, list[StackEvent]]:
     """Print each new stack event until the stack reaches a final state: (status, events, oldest first)."""
-    deadline = time.monotonic() + timeout
     seen: list[StackEvent] = []
-    while True:
+
+    def status() -> str:
+        """The stack's status, once its new events are said."""
+        nonlocal since, seen
         found = aws.describe_stack(stack, region)
         if found is None:
             raise RolloutFailed(f"stack {stack} disappeared while amibuild was following it")
@@ -250,12 +252,14 @@ def follow(aws: Aws, stack: str, region: str, *, since: str | None, say: Say, po
         for event in new:
             say(event_line(event))
         since, seen = (new[-1].event_id if new else since), seen + new
-        if stack_state(found.status) is not StackState.BUSY:
-            return found.status, seen
-        if time.monotonic() >= deadline:
-            raise RolloutFailed(f"stack {stack} is still {found.status} after {timeout:.0f} s; CloudFormation "
-                                "goes on without amibuild: run the same command again later to check the result")
-        time.sleep(poll)
+        return found.status
+
+    waited = until(status, done=lambda status: stack_state(status) is not StackState.BUSY, timeout=timeout,
+                   interval=poll)
+    if waited.timed_out:
+        raise RolloutFailed(f"stack {stack} is still {waited.value} after {timeout:.0f} s; CloudFormation "
+                            "goes on without amibuild: run the same command again later to check the result")
+    return waited.value, seen
 
 
 def root_cause(events: Sequence[StackEvent]) -> str:

@@ -8,7 +8,6 @@ Why it is built this way: docs/dev/decisions.md.
 from __future__ import annotations
 
 import enum
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping, Sequence
@@ -19,6 +18,7 @@ from amibuild.aws.handoff_results import (AutoScalingGroup, LaunchTemplateRef, L
 from amibuild.errors import AmibuildError, NotFound, RolloutBlocked, RolloutFailed, RolloutRefused
 from amibuild.handoff.cfn_parts import (Say, StackState, execute_change_set, make_change_set, nodegroup_state,
                                   parse_template, stack_state, update_policy_line)
+from amibuild.poll import until
 
 SSM_PARAMETER = "NodeImageIdSSMParam"
 IMAGE_ID = "NodeImageId"
@@ -428,22 +428,25 @@ def rollout_nodegroup(aws: Aws, cluster: str, name: str, region: str, *, channel
 
 def _follow_update(aws: Aws, cluster: str, name: str, region: str, update_id: str, say: Say, *, poll: float,
                    timeout: float) -> str:
-    deadline, last = time.monotonic() + timeout, ""
-    while True:
+    said = [""]
+
+    def current() -> str:
+        """The update's status, said when it changes; a failed or cancelled update raises."""
         update = aws.describe_nodegroup_update(cluster, name, update_id, region)
-        status = update.status
-        if status != last:
-            say(f"node group {cluster}/{name}: update {update_id} {status}")
-            last = status
-        if status == "Successful":
-            return status
-        if status in ("Failed", "Cancelled"):
+        if update.status != said[0]:
+            say(f"node group {cluster}/{name}: update {update_id} {update.status}")
+            said[0] = update.status
+        if update.status in ("Failed", "Cancelled"):
             errors = "; ".join(update.errors)
-            raise RolloutFailed(f"node group {cluster}/{name}: update {update_id} {status}: {errors or 'no error given'}")
-        if time.monotonic() >= deadline:
-            raise RolloutFailed(f"node group {cluster}/{name}: update {update_id} still {status} after {timeout:.0f} s; "
-                                "EKS goes on without amibuild: run the same command again later to check")
-        time.sleep(poll)
+            raise RolloutFailed(f"node group {cluster}/{name}: update {update_id} {update.status}: "
+                                f"{errors or 'no error given'}")
+        return update.status
+
+    waited = until(current, done=lambda status: status == "Successful", timeout=timeout, interval=poll)
+    if waited.timed_out:
+        raise RolloutFailed(f"node group {cluster}/{name}: update {update_id} still {waited.value} after {timeout:.0f} s; "
+                            "EKS goes on without amibuild: run the same command again later to check")
+    return waited.value
 
 
 # --------------------------------------------------------------------------- from task flags

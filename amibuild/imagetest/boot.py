@@ -18,6 +18,7 @@ from amibuild.errors import AmibuildError, AwsError, BootTestFailed, Interrupted
 from amibuild.imagetest import invocation, kube
 from amibuild.printable import printable
 from amibuild.pipeline import imagetests
+from amibuild.poll import until
 
 PURPOSE_TAG = f"{tags.PREFIX}purpose"
 
@@ -126,20 +127,22 @@ def _run_check(api: TestInstances, region: str, instance_id: str, check: imagete
         return invocation.not_tested(check.name, str(exc), clock() - began), str(exc)
     # the agent's own timeout (executionTimeout) ends the command first; past this, nothing answers
     limit = began + check.timeout + 30 + max(60.0, 3 * settings.poll)
-    while True:
-        if cancelled():
+
+    def answer() -> Any:
+        if cancelled():  # asked before each look: a signal stops the wait before the next call
             raise Interrupted(f"boot test of {variant} interrupted while waiting for check {check.name}")
-        try:
-            done = api.invocation(region, command_id, instance_id)
-        except AwsError as exc:
-            return invocation.not_tested(check.name, str(exc), clock() - began), str(exc)
-        if done is not None and done.done:
-            break
-        if clock() > limit:
-            why = (f"SSM command {command_id} ({check.name}) gave no result within {limit - began:.0f}s: the instance "
-                   "or its SSM agent does not answer")
-            return invocation.not_tested(check.name, why, clock() - began), why
-        sleep(settings.poll)
+        return api.invocation(region, command_id, instance_id)
+
+    try:
+        waited = until(answer, done=lambda got: got is not None and got.done, deadline=limit,
+                       interval=settings.poll, clock=clock, sleep=sleep)
+    except AwsError as exc:
+        return invocation.not_tested(check.name, str(exc), clock() - began), str(exc)
+    if not waited.done:
+        why = (f"SSM command {command_id} ({check.name}) gave no result within {limit - began:.0f}s: the instance "
+               "or its SSM agent does not answer")
+        return invocation.not_tested(check.name, why, clock() - began), why
+    done = waited.value
     seconds = clock() - began
     stored = invocation.Output(done.stdout, done.stderr)
     if settings.output_bucket and done.response_code >= 0:
@@ -185,14 +188,13 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
     untagged = [""]  # why the image says nothing (the cluster's API could not be read)
 
     def wait(what: str, ready: Callable[[], bool]) -> None:
-        while True:
-            if cancelled():
+        def looked() -> bool:
+            if cancelled():  # asked before each look: a signal stops the wait before the next call
                 raise Interrupted(f"boot test of {variant.name} interrupted while waiting for {what}")
-            if ready():
-                break
-            if clock() > deadline:
-                raise _TimedOut(f"timed out after {settings.timeout:.0f}s waiting for {what}")
-            sleep(settings.poll)
+            return ready()
+
+        if not until(looked, deadline=deadline, interval=settings.poll, clock=clock, sleep=sleep).done:
+            raise _TimedOut(f"timed out after {settings.timeout:.0f}s waiting for {what}")
         if cancelled():  # a signal that came during the last call: nothing more is done
             raise Interrupted(f"boot test of {variant.name} interrupted after {what}")
         phases[what] = clock() - started

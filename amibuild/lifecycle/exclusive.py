@@ -19,6 +19,7 @@ from amibuild.channels.home import known_regions
 from amibuild.errors import ChannelBusy
 from amibuild.lease import Guard, Lease, holder_gone, is_lease, lease_root, parse_holder, prune_lease_name, wait_for
 from amibuild.pipeline.naming import name_pattern
+from amibuild.poll import until
 from amibuild import tags
 
 T = TypeVar("T")
@@ -64,16 +65,21 @@ def under_prune_lease(aws: Aws, pipeline: Any, work: Callable[[], T], *, guard: 
                 raise ChannelBusy(f"prune: another prune holds the lease in {region} ({theirs.describe()}); "
                                   "nothing was deleted")
             taken.append(lease)
-        deadline = time.monotonic() + guard.wait
-        said = False
-        while busy := live_channel_leases(aws, pipeline, places):
-            if not said:
+        said = [False]
+
+        def writers() -> list[str]:
+            """The channel writers at work, said the first time there are any."""
+            busy = live_channel_leases(aws, pipeline, places)
+            if busy and not said[0]:
                 say(f"prune: waiting for channel writers to finish: {'; '.join(busy)}")
-                said = True
-            if time.monotonic() >= deadline or guard.cancelled():
-                raise ChannelBusy(f"prune: channel writers are still at work after {guard.wait:.0f} s "
-                                  f"({'; '.join(busy)}); nothing was deleted. Retry when they are done")
-            time.sleep(POLL)
+                said[0] = True
+            return busy
+
+        waited = until(writers, done=lambda busy: not busy, timeout=guard.wait, interval=POLL,
+                       cancelled=guard.cancelled)
+        if not waited.done:
+            raise ChannelBusy(f"prune: channel writers are still at work after {guard.wait:.0f} s "
+                              f"({'; '.join(waited.value)}); nothing was deleted. Retry when they are done")
         return work()
     finally:
         for lease in reversed(taken):

@@ -1,0 +1,58 @@
+"""The one polling loop: ask until the answer is done, the deadline passes or a signal says stop.
+
+`until` calls ``check`` and hands its answer to ``done``; while not done it asks ``cancelled``, then
+looks at the deadline, then sleeps ``interval`` seconds (no further than the deadline) and asks
+again. It never raises on its own: the `Waited` it returns carries the last answer and why the
+waiting ended, and the caller words its own error from them. The clock and the sleep are
+injectable (tests move a fake clock instead of sleeping).
+
+Why it is built this way: docs/dev/decisions.md.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Waited(Generic[T]):
+    """How a wait ended: the check's last answer, and whether it was done or a cancel stopped it
+    (neither: the deadline passed)."""
+
+    value: T
+    done: bool = False
+    cancelled: bool = False
+
+    @property
+    def timed_out(self) -> bool:
+        return not self.done and not self.cancelled
+
+
+def until(check: Callable[[], T], *, interval: float, timeout: float | None = None, deadline: float | None = None,
+          done: Callable[[T], object] = bool, cancelled: Callable[[], bool] | None = None,
+          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], object] = time.sleep) -> Waited[T]:
+    """Call ``check`` until ``done(answer)`` (by default: the answer is truthy), every ``interval``
+    seconds, for ``timeout`` seconds from now or until ``deadline`` (a time on ``clock``: one
+    deadline shared by several waits); exactly one of the two is given.
+
+    ``check`` is always called at least once, also with no time left. After an answer that is not
+    done, ``cancelled()`` True ends the wait (cancelled) and so does no time left on the deadline
+    (timed out); else it sleeps ``interval``, or what is left when that is less, and asks again.
+    """
+    if (timeout is None) == (deadline is None):
+        raise TypeError("until: give a timeout or a deadline, not both nor neither")
+    end = clock() + timeout if deadline is None else deadline
+    while True:
+        value = check()
+        if done(value):
+            return Waited(value, done=True)
+        if cancelled is not None and cancelled():
+            return Waited(value, cancelled=True)
+        left = end - clock()
+        if left <= 0:
+            return Waited(value)
+        sleep(min(interval, left))
