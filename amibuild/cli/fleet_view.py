@@ -15,7 +15,6 @@ from amibuild.aws import Aws
 from amibuild.channels import known
 from amibuild.channels import read as channel_read
 from amibuild.cli import run as cli
-from amibuild.cli import summary
 from amibuild.cli.requests_views import FleetRequest, KarpenterRequest
 from amibuild.cli.tasks_common import Scope, options
 from amibuild.errors import SpecError
@@ -25,6 +24,7 @@ from amibuild.lifecycle import fleet as fleet_mod
 from amibuild.pipeline.naming import check_channel, parameter_name
 from amibuild.pipeline.options import load_pipeline
 from amibuild.suggest import suggest
+from amibuild.views import summary
 
 
 def fleet_view(options: Any, *, variant: str | None = None, channel: str | None = None, region: str | None = None,

@@ -8,7 +8,7 @@ The bodies of the tasks `amibuild.cli.tasks` lists: each takes its frozen reques
 from __future__ import annotations
 
 from amibuild.bake import prepare, record
-from amibuild.cli import report, summary, values
+from amibuild.cli import values
 from amibuild.cli import run as cli
 from amibuild.cli.requests_build import (
     BuildRequest,
@@ -32,6 +32,7 @@ from amibuild.pipeline import matrix as matrix_mod
 from amibuild.pipeline.options import load_pipeline
 from amibuild.rehearse import rehearsal_report as rehearse_report
 from amibuild.rehearse import rehearse_job as rehearse_job
+from amibuild.views import report, summary
 
 
 def render(c, request: RenderRequest):

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from amibuild import secrets
-from amibuild.cli import handoff, summary
+from amibuild.cli import handoff
 from amibuild.cli import run as cli
 from amibuild.cli.requests_nodes import AwsAuthRequest, DecodeUserdataRequest, DeployRequest, RolloutRequest, UserdataRequest
 from amibuild.cli.tasks_common import scope_options
@@ -19,6 +19,7 @@ from amibuild.errors import NotUserData, UserDataTooBig
 from amibuild.handoff import handoff_jobs as job
 from amibuild.handoff.userdata import decode as userdata_decode
 from amibuild.handoff.userdata import render as userdata_render
+from amibuild.views import summary
 
 
 def userdata(c, r: UserdataRequest):

@@ -1,4 +1,4 @@
-"""Plain-text reports of results for people (JSON goes out as data, see cli.emit_json)."""
+"""Plain-text reports of results for people (JSON goes out as data, see `amibuild.cli.run.emit_json`)."""
 
 from __future__ import annotations
 
