@@ -9,7 +9,7 @@ Timed: `amibuild verify --variant ceph --channel recommended --json` as a subpro
 start, imports, the reads, a render of today's file to compare the fingerprint, the checks), 5 runs
 after a warm-up, median, against the target, beside `amibuild channels --json` (another read-only
 command, as a reference for the machine's speed at the moment: the load of a shared machine moves both);
-and in process (`jobs.verify.verify_report` on a warm
+and in process (`jobs.verify_job.verify_report` on a warm
 gateway), with its parts: the channel's reads (`channels.verify.channel_targets`), the statements
 read and verified (`channels.evidence.Reader.read`), and today's render.
 
@@ -104,7 +104,7 @@ def run() -> Report:
     from amibuild.aws import Aws
     from amibuild.channels import evidence, channel_verify as verify
     from amibuild.cli.target import platform
-    from amibuild.jobs import verify as verify_job
+    from amibuild.jobs import verify_job
     from amibuild.pipeline import Overrides, load
     from amibuild.pipeline.options import Options
     from amibuild.sandbox import Sandbox

@@ -1,7 +1,7 @@
 """`amibuild fleet` and `amibuild karpenter`: who runs which image, and the Karpenter hand-off.
 
 The tasks live here (tasks.py adds them to the collection): each turns its flags into the call of
-its job (`amibuild.jobs.fleet`: `fleet_view`, `karpenter_manifest`), prints the result and exits as
+its job (`amibuild.jobs.fleet_jobs`: `fleet_view`, `karpenter_manifest`), prints the result and exits as
 it says.
 """
 
@@ -11,7 +11,7 @@ from amibuild.cli import run as cli
 from amibuild.cli.requests_views import FleetRequest, KarpenterRequest
 from amibuild.cli.tasks_common import Scope, options
 from amibuild.handoff import karpenter as karpenter_mod
-from amibuild.jobs.fleet import fleet_view, karpenter_manifest
+from amibuild.jobs.fleet_jobs import fleet_view, karpenter_manifest
 from amibuild.lifecycle import fleet as fleet_mod
 from amibuild.views import summary
 

@@ -1,7 +1,7 @@
 """`amibuild verify`: check the signed statements about a channel's images, or one image.
 
 The task lives here (tasks.py adds it to the collection): it turns its flags into the call of its
-job (`amibuild.jobs.verify.verify_report`, rendering today's file for the platform AMIBUILD_TARGET
+job (`amibuild.jobs.verify_job.verify_report`, rendering today's file for the platform AMIBUILD_TARGET
 names), prints the report and exits as it says.
 """
 
@@ -12,7 +12,7 @@ from amibuild.cli import run as cli
 from amibuild.cli.requests_views import VerifyRequest
 from amibuild.cli.target import platform
 from amibuild.cli.tasks_common import scope_options
-from amibuild.jobs.verify import verify_report
+from amibuild.jobs.verify_job import verify_report
 
 
 def verify(c, r: VerifyRequest):

@@ -1,5 +1,5 @@
 """Jobs that span stages: `build_ami` bakes (amibuild.bake) and then publishes (amibuild.channels);
-`fleet` reads channels and their consumers (and the Karpenter hand-off); `verify` checks a channel's
+`fleet_jobs` read channels and their consumers (and the Karpenter hand-off); `verify_job` checks a channel's
 signed statements beside a render of today's file.
 
 Each job is one function taking one frozen settings value, made once by `amibuild.cli` from the
