@@ -9,7 +9,7 @@ managed node groups (3 in one region, 2 in the other) and 100 instances of the t
 of them tagged as Karpenter's.
 
 Timed: `amibuild fleet --json` as a subprocess (what a user waits for, interpreter start included)
-and the same in process (`cli.fleet.fleet_view` with a fresh gateway), interleaved, after one
+and the same in process (`jobs.fleet_jobs.fleet_view` with a fresh gateway), interleaved, after one
 warm-up round; medians. Counted: the AWS requests of one in-process run, by operation, from the
 gateway's own counter (`Aws.calls`); then 200 more instances are added and the count is taken
 again: it must not move (DescribeInstances is filtered by the images' ids, in pages of 1,000).
@@ -57,7 +57,7 @@ def run() -> Report:
 
     from amibuild.aws import Aws
     from amibuild.pipeline.options import Options
-    from amibuild.cli.fleet_view import fleet_view
+    from amibuild.jobs.fleet_jobs import fleet_view
     from amibuild.pipeline import Overrides
     from amibuild.sandbox import Sandbox, seed_images
     from amibuild.sandbox.fleet_seed import FleetSeed, karpenter_tags, seed_fleet

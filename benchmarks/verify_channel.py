@@ -9,7 +9,7 @@ Timed: `amibuild verify --variant ceph --channel recommended --json` as a subpro
 start, imports, the reads, a render of today's file to compare the fingerprint, the checks), 5 runs
 after a warm-up, median, against the target, beside `amibuild channels --json` (another read-only
 command, as a reference for the machine's speed at the moment: the load of a shared machine moves both);
-and in process (`cli.verify.verify_report` on a warm
+and in process (`jobs.verify_job.verify_report` on a warm
 gateway), with its parts: the channel's reads (`channels.verify.channel_targets`), the statements
 read and verified (`channels.evidence.Reader.read`), and today's render.
 
@@ -103,7 +103,8 @@ def _per_region(calls) -> list[str]:
 def run() -> Report:
     from amibuild.aws import Aws
     from amibuild.channels import evidence, channel_verify as verify
-    from amibuild.cli import verify_view as cli_verify
+    from amibuild.cli.target import platform
+    from amibuild.jobs import verify_job
     from amibuild.pipeline import Overrides, load
     from amibuild.pipeline.options import Options
     from amibuild.sandbox import Sandbox
@@ -133,8 +134,8 @@ def run() -> Report:
             pipeline = load(workdir / "amibuild.hcl")
 
             def in_process() -> None:
-                report, _ = cli_verify.verify_report(options, ami=None, variant="ceph", channel="recommended",
-                                                     region=None, aws=aws)
+                report, _ = verify_job.verify_report(options, ami=None, variant="ceph", channel="recommended",
+                                                     region=None, platform=platform, aws=aws)
                 if not report.ok:
                     raise RuntimeError(f"not ok: {report.to_dict()}")
 
@@ -147,7 +148,7 @@ def run() -> Report:
                 evidence.Reader(aws, pipeline).read({t.region: t.image for t in targets})
 
             def render() -> None:
-                cli_verify.today_renders(options, pipeline, aws, ["ceph"])
+                verify_job.today_renders(options, pipeline, aws, ["ceph"], platform=platform)
 
             mark = len(aws.calls)
             in_process()

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from amibuild.cli import summary
 from amibuild.sandbox.fleet_seed import FleetSeed
+from amibuild.views import summary
 from conftest import run_cli
 import test_fleet
 from test_fleet import PARAM, REGION, amibuild, make_image, promote, publish

@@ -19,7 +19,7 @@ import boto3
 import pytest
 
 import test_build_e2e
-from amibuild.cli.report import build_lines
+from amibuild.views.report import build_lines
 from test_build_guard import start, until
 
 workdir = test_build_e2e.workdir  # a pipeline folder and a packer wrapper that logs its calls

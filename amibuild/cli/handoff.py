@@ -1,25 +1,24 @@
 """Node group hand-off from the command line: task flags → typed calls of `amibuild.handoff`
-(rollout: flags → `handoff.job.RolloutSettings`; nodegroup-deploy: flags → `handoff.job.DeploySettings`).
+(rollout: flags → `handoff.job.RolloutSettings`; nodegroup-deploy: flags → `handoff.job.DeploySettings`;
+aws-auth: --role-arn or --stack, and --access-entry --cluster).
 
 Flags are known here only; `amibuild.handoff` takes stacks, regions and parameter names.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from amibuild.aws import Aws
 from amibuild.channels import known, publish
 from amibuild.cli import values
-from amibuild.errors import AmibuildError, SpecError
+from amibuild.errors import SpecError
 from amibuild.handoff import handoff_jobs as job
 from amibuild.handoff import node_settings
-from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, NodeConfigFacts, node_config_facts
+from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE
 from amibuild.handoff.nodegroup import NODE_OSES, node_role_arn, parse_parameters
-from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutRefused
-from amibuild.handoff.userdata import decode as ud
+from amibuild.handoff.rollout import DEFAULT_TIMEOUT
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
 from amibuild.handoff.userdata.render import aws_auth_entry, check_proxy_url, check_role_arn
 from amibuild.pipeline.options import load_pipeline
@@ -121,18 +120,6 @@ def deploy_settings(options: Any, *, stack: str | None, region: str | None, vari
         dry_run=dry_run, variant_credentials_parameter=variant_parameter)
 
 
-def stack_user_data(options: Any, *, stack: str, region: str | None, budget: ud.Budget | None = None) -> list:
-    """`amibuild decode-userdata --stack`: the user data of the stack's template, its references
-    filled in with the stack's parameters and pseudo parameters."""
-    aws, region = gateway(options, region)
-    found = aws.describe_stack(stack, region)
-    if found is None:
-        raise RolloutRefused(f"stack {stack} does not exist in {region}")
-    references = ud.stack_references({key: p.value for key, p in found.parameters.items()}, stack=stack,
-                                     region=region)
-    return ud.decode(aws.stack_template(stack, region).encode(), f"stack {stack}", references, budget)
-
-
 def node_role(options: Any, *, role_arn: str, stack: str, region: str | None) -> str:
     """`amibuild aws-auth`: the role ARN given, or the NodeInstanceRole output of `stack`."""
     if bool(role_arn) == bool(stack):
@@ -173,21 +160,3 @@ def access_entry_hint(role_arn: str) -> str:
         f"# entry: `amibuild aws-auth --role-arn {role_arn} --access-entry --cluster CLUSTER` creates one, as does\n"
         f"# aws eks create-access-entry --cluster-name CLUSTER --principal-arn {role_arn} --type {NODE_ACCESS_ENTRY_TYPE}\n"
     )
-
-
-def userdata_cluster(*, cluster: str, os_: str, region: str, api_server_endpoint: str, certificate_authority: str,
-                     service_cidr: str, private_endpoint: bool, k8s_manifests: bool = False) -> NodeConfigFacts:
-    """`amibuild userdata --cluster C`: al2023's endpoint, CA and service CIDR from the flags, the
-    missing ones read with DescribeCluster, as nodegroup-deploy reads them."""
-    given = NodeConfigFacts(api_server_endpoint, certificate_authority, service_cidr, private_endpoint)
-    if not cluster or os_ != "al2023" or k8s_manifests:
-        return given
-    if bool(api_server_endpoint) != bool(certificate_authority):
-        return given  # config_from_flags names the pair
-    try:
-        aws, where = job.gateway(None, region or None)
-    except AmibuildError as exc:
-        return replace(given, note=f"cluster {cluster}: not read with DescribeCluster ({exc})")
-    return node_config_facts(aws, cluster, where, endpoint=api_server_endpoint,
-                             certificate_authority=certificate_authority, service_cidr=service_cidr,
-                             private_endpoint=private_endpoint)

@@ -6,13 +6,11 @@ request (`amibuild.jobs.image_inventory`), runs the job and prints its result.
 
 from __future__ import annotations
 
-from amibuild.aws import Aws
 from amibuild.cli import run as cli
 from amibuild.cli.requests_views import DiffFlags, SbomFlags, ScanFlags
 from amibuild.cli.tasks_common import scope_options
-from amibuild.errors import AmibuildError, SpecError
+from amibuild.errors import SpecError
 from amibuild.jobs import image_inventory as job
-from amibuild.pipeline.options import load_pipeline
 
 
 def sbom(c, r: SbomFlags):
@@ -46,25 +44,3 @@ def _required(variant: str | None) -> str:
     if not variant:
         raise SpecError("--variant: name the variant whose image this is")
     return variant
-
-
-def promote_line(opts, result) -> str:
-    """The one line `promote` says about the change it makes (or plans) in the build region: the diff
-    of the image the target channel held and the one it gets. Never fails the promote."""
-
-    rows = [r for r in getattr(result, "regions", ()) if getattr(r, "previous_ami", "") and r.ami
-            and r.previous_ami != r.ami]
-    if not rows:
-        return ""
-    try:
-        pipeline = load_pipeline(opts)
-        variant = next(v for v in pipeline.variants if v.name == result.variant)
-        row = next((r for r in rows if r.region == pipeline.build_region), rows[0])
-        aws = Aws(profile=opts.profile, region=pipeline.build_region)
-        old, new = (aws.find_image(row.region, ami) for ami in (row.previous_ami, row.ami))
-        if old is None or new is None:
-            return f"diff: not compared: {row.previous_ami if old is None else row.ami} is gone from {row.region}"
-        return "diff: " + job.diff_images(aws, pipeline, variant, job.Located(f"{result.channel} before", row.region, old),
-                                          job.Located(result.channel, row.region, new)).summary()
-    except (AmibuildError, StopIteration) as exc:
-        return f"diff: not compared: {exc}"

@@ -19,9 +19,9 @@ from typing import Any, Callable, Iterable, TypeVar
 from invoke.exceptions import Exit
 
 from amibuild import redact, secrets
-from amibuild.cli.summary import annotate
 from amibuild.errors import AmibuildError, EndpointUnreachable, ExitCode, Interrupted, NoCredentials
 from amibuild.jobs.signals import Signals
+from amibuild.views.summary import annotate
 
 T = TypeVar("T")
 

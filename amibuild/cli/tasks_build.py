@@ -8,7 +8,7 @@ The bodies of the tasks `amibuild.cli.tasks` lists: each takes its frozen reques
 from __future__ import annotations
 
 from amibuild.bake import prepare, record
-from amibuild.cli import report, summary, values
+from amibuild.cli import values
 from amibuild.cli import run as cli
 from amibuild.cli.requests_build import (
     BuildRequest,
@@ -32,6 +32,7 @@ from amibuild.pipeline import matrix as matrix_mod
 from amibuild.pipeline.options import load_pipeline
 from amibuild.rehearse import rehearsal_report as rehearse_report
 from amibuild.rehearse import rehearse_job as rehearse_job
+from amibuild.views import report, summary
 
 
 def render(c, request: RenderRequest):
@@ -121,23 +122,8 @@ def clean_run(c, request: CleanRunRequest):
     if request.json:
         cli.emit_json(result.to_dict())
     else:
-        if not result.found and not result.leases and not result.temp_dirs:
-            print(f"run {result.run_id}: nothing left behind")
-        if result.dry_run:
-            kept = {item for item, _ in result.kept}
-            for item in result.found:
-                if item not in kept:
-                    print(f"found  {item}  ({item.command()})")
-            for lease in result.leases:
-                print(f"found  {lease}  (held by {lease.holder})")
-            for folder in result.temp_dirs:
-                print(f"found  {folder}  ({folder.command()})")
-        for item, why in result.kept:
-            print(f"kept  {item}: {why}")
-        for item in result.removed:
-            print(f"removed  {item}")
-        for item, why in result.failed:
-            print(f"LEFT BEHIND  {item}: {why}; remove with: {item.command()}")
+        for line in report.clean_lines(result):
+            print(line)
     cli.finish(result)
 
 

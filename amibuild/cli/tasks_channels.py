@@ -12,13 +12,14 @@ from amibuild.channels import read as channel_status
 from amibuild.channels import repair as repair_mod
 from amibuild.channels.gates import check_reason
 from amibuild.channels.plan import PublishPlan, parse_amis
-from amibuild.cli import report, summary, values
+from amibuild.cli import values
 from amibuild.cli import run as cli
-from amibuild.cli.inventory import promote_line
 from amibuild.cli.requests_channels import ChannelsRequest, HistoryRequest, PromoteRequest, PublishRequest, RollbackRequest
 from amibuild.cli.tasks_common import _channel_deadline, _guard, _read_timeout, channel_target, channel_variant, scope_options
 from amibuild.errors import ChannelSplit, PublishFailed, SpecError
+from amibuild.jobs.image_inventory import promote_line
 from amibuild.pipeline.options import load_pipeline
+from amibuild.views import report, summary
 
 
 def _plan_only(dry_run: bool, markdown: bool) -> None:
@@ -75,7 +76,7 @@ def promote(c, r: PromoteRequest):
                                                now=when, new_channel=r.new_channel, say=cli.say))
 
     result, signals = cli.run_channel(body)
-    line = promote_line(scope_options(c, r), result)  # amibuild/cli/inventory.py
+    line = promote_line(scope_options(c, r), result)  # amibuild/jobs/image_inventory.py
     if line:
         cli.say(line)
     _channel_result(result, signals, json=r.json, markdown=r.markdown)

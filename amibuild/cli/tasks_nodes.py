@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from amibuild import secrets
-from amibuild.cli import handoff, summary
+from amibuild.cli import handoff
 from amibuild.cli import run as cli
 from amibuild.cli.requests_nodes import AwsAuthRequest, DecodeUserdataRequest, DeployRequest, RolloutRequest, UserdataRequest
 from amibuild.cli.tasks_common import scope_options
@@ -19,14 +19,15 @@ from amibuild.errors import NotUserData, UserDataTooBig
 from amibuild.handoff import handoff_jobs as job
 from amibuild.handoff.userdata import decode as userdata_decode
 from amibuild.handoff.userdata import render as userdata_render
+from amibuild.views import summary
 
 
 def userdata(c, r: UserdataRequest):
     def body():
-        found = handoff.userdata_cluster(cluster=r.cluster, os_=r.os, region=r.region,
-                                         api_server_endpoint=r.api_server_endpoint,
-                                         certificate_authority=r.certificate_authority, service_cidr=r.service_cidr,
-                                         private_endpoint=r.private_endpoint, k8s_manifests=r.k8s_manifests)
+        found = job.userdata_cluster(cluster=r.cluster, os_=r.os, region=r.region,
+                                     api_server_endpoint=r.api_server_endpoint,
+                                     certificate_authority=r.certificate_authority, service_cidr=r.service_cidr,
+                                     private_endpoint=r.private_endpoint, k8s_manifests=r.k8s_manifests)
         if found.note:
             cli.say(f"{found.note}; going by the flags")
         cfg = userdata_render.config_from_flags(
@@ -60,8 +61,8 @@ def decode_userdata(c, r: DecodeUserdataRequest):
         limit = r.max_bytes or userdata_decode.MAX_BYTES
         if r.stack:
 
-            return handoff.stack_user_data(scope_options(c, r, announce=False), stack=source,
-                                           region=r.region, budget=userdata_decode.Budget(limit))
+            return job.stack_user_data(scope_options(c, r, announce=False).profile, stack=source,
+                                       region=r.region, budget=userdata_decode.Budget(limit))
         if r.region or r.profile:
             raise NotUserData("--region and --profile go with --stack (SOURCE is then a stack name)")
         if source == "-":

@@ -5,7 +5,9 @@ from the flags (every flag checked there, before any AWS call):
 * `deploy(DeploySettings)`: `nodegroup-deploy`, a node group stack created or updated from
   amibuild's template: reads the stack and the cluster, decides the nodes' OS and settings, writes
   the user data, sends the create or change set (or, dry run, shows it), and returns a frozen
-  `DeployResult` whose `raise_for_status()` says whether the stack ended well.
+  `DeployResult` whose `raise_for_status()` says whether the stack ended well;
+* `stack_user_data` (`decode-userdata --stack`) and `userdata_cluster` (`userdata --cluster`): the
+  user data a stack's template gives its nodes, and the cluster facts the flags left out.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ from typing import Callable, Mapping
 
 from amibuild import redact, secrets
 from amibuild.aws import Aws
-from amibuild.errors import AccessDenied, SpecError
+from amibuild.errors import AccessDenied, AmibuildError, SpecError
 from amibuild.handoff import node_settings
 from amibuild.handoff.consumer import deploy_note
-from amibuild.handoff.cluster import ClusterFacts, node_access, read_cluster
+from amibuild.handoff.cluster import ClusterFacts, NodeConfigFacts, node_access, node_config_facts, read_cluster
 from amibuild.handoff.nodegroup import (NODE_GROUP, PROXY_CREDENTIALS, DeployResult, check_ours, stack_parameters,
                                         template_json)
 from amibuild.handoff.nodegroup import deploy as deploy_stack
-from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutResult, rollout_nodegroup, rollout_stack
+from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutRefused, RolloutResult, rollout_nodegroup, rollout_stack
+from amibuild.handoff.userdata import decode as ud
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
 from amibuild.handoff.userdata.render import config_from_flags, render_userdata
 from amibuild.pipeline.options import default_region
@@ -229,3 +232,36 @@ def _cluster_facts(aws: Aws, cluster: str, region: str) -> tuple[ClusterFacts | 
     except AccessDenied as exc:
         return None, f"cluster {cluster}: cannot read it ({exc})"
     return facts, "" if facts is not None else f"cluster {cluster}: not found in {region}"
+
+
+# ------------------------------------------------------------------------------- user data
+
+
+def stack_user_data(profile: str | None, *, stack: str, region: str | None, budget: ud.Budget | None = None) -> list:
+    """`amibuild decode-userdata --stack`: the user data of the stack's template, its references
+    filled in with the stack's parameters and pseudo parameters."""
+    aws, region = gateway(profile, region)
+    found = aws.describe_stack(stack, region)
+    if found is None:
+        raise RolloutRefused(f"stack {stack} does not exist in {region}")
+    references = ud.stack_references({key: p.value for key, p in found.parameters.items()}, stack=stack,
+                                     region=region)
+    return ud.decode(aws.stack_template(stack, region).encode(), f"stack {stack}", references, budget)
+
+
+def userdata_cluster(*, cluster: str, os_: str, region: str, api_server_endpoint: str, certificate_authority: str,
+                     service_cidr: str, private_endpoint: bool, k8s_manifests: bool = False) -> NodeConfigFacts:
+    """`amibuild userdata --cluster C`: al2023's endpoint, CA and service CIDR as given, the
+    missing ones read with DescribeCluster, as nodegroup-deploy reads them."""
+    given = NodeConfigFacts(api_server_endpoint, certificate_authority, service_cidr, private_endpoint)
+    if not cluster or os_ != "al2023" or k8s_manifests:
+        return given
+    if bool(api_server_endpoint) != bool(certificate_authority):
+        return given  # config_from_flags names the pair
+    try:
+        aws, where = gateway(None, region or None)
+    except AmibuildError as exc:
+        return replace(given, note=f"cluster {cluster}: not read with DescribeCluster ({exc})")
+    return node_config_facts(aws, cluster, where, endpoint=api_server_endpoint,
+                             certificate_authority=certificate_authority, service_cidr=service_cidr,
+                             private_endpoint=private_endpoint)

@@ -1,4 +1,6 @@
-"""Jobs that span stages: `build_ami` bakes (amibuild.bake) and then publishes (amibuild.channels).
+"""Jobs that span stages: `build_ami` bakes (amibuild.bake) and then publishes (amibuild.channels);
+`fleet_jobs` read channels and their consumers (and the Karpenter hand-off); `verify_job` checks a channel's
+signed statements beside a render of today's file.
 
 Each job is one function taking one frozen settings value, made once by `amibuild.cli` from the
 flags, the config and the pipeline file; it returns a frozen result that knows whether it failed

@@ -1,5 +1,6 @@
 """The inventory commands' jobs: `sbom` (an image's package list), `diff` (two images side by side),
-`scan` (its SBOM through Inspector's ScanSbom, the findings kept as a signed scan statement).
+`scan` (its SBOM through Inspector's ScanSbom, the findings kept as a signed scan statement), and
+`promote`'s one line: the diff of the image a channel held and the one it gets (`promote_line`).
 
 An image is named by a channel (the AMI its parameter holds in the build region), an AMI id, or a
 build-ami run id (the AMI the run record names). Its SBOM is the one stored beside its statements
@@ -249,6 +250,28 @@ def diff_images(aws: Aws, pipeline: Any, variant: Any, old: Located, new: Locate
     reader = evidence.Reader(aws, pipeline)
     return diffs.diff(side(inventory(aws, reader, pipeline, variant, old)),
                       side(inventory(aws, reader, pipeline, variant, new)))
+
+
+def promote_line(opts, result) -> str:
+    """The one line `promote` says about the change it makes (or plans) in the build region: the diff
+    of the image the target channel held and the one it gets. Never fails the promote."""
+
+    rows = [r for r in getattr(result, "regions", ()) if getattr(r, "previous_ami", "") and r.ami
+            and r.previous_ami != r.ami]
+    if not rows:
+        return ""
+    try:
+        pipeline = load_pipeline(opts)
+        variant = next(v for v in pipeline.variants if v.name == result.variant)
+        row = next((r for r in rows if r.region == pipeline.build_region), rows[0])
+        aws = Aws(profile=opts.profile, region=pipeline.build_region)
+        old, new = (aws.find_image(row.region, ami) for ami in (row.previous_ami, row.ami))
+        if old is None or new is None:
+            return f"diff: not compared: {row.previous_ami if old is None else row.ami} is gone from {row.region}"
+        return "diff: " + diff_images(aws, pipeline, variant, Located(f"{result.channel} before", row.region, old),
+                                      Located(result.channel, row.region, new)).summary()
+    except (AmibuildError, StopIteration) as exc:
+        return f"diff: not compared: {exc}"
 
 
 # ------------------------------------------------------------------------------- scan

@@ -1,4 +1,4 @@
-"""Plain-text reports of results for people (JSON goes out as data, see cli.emit_json)."""
+"""Plain-text reports of results for people (JSON goes out as data, see `amibuild.cli.run.emit_json`)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,27 @@ def _boot_line(test: Any) -> str:
     elif test.get("node"):
         line += f"; node {test['node']} of {test['cluster']} {'removed' if test['node_removed'] else 'NOT removed'}"
     return line
+
+
+def clean_lines(result: Any) -> Iterable[str]:
+    """What `clean-run` found (a dry run), kept and why, removed, and could not remove (with the command that does)."""
+    if not result.found and not result.leases and not result.temp_dirs:
+        yield f"run {result.run_id}: nothing left behind"
+    if result.dry_run:
+        kept = {item for item, _ in result.kept}
+        for item in result.found:
+            if item not in kept:
+                yield f"found  {item}  ({item.command()})"
+        for lease in result.leases:
+            yield f"found  {lease}  (held by {lease.holder})"
+        for folder in result.temp_dirs:
+            yield f"found  {folder}  ({folder.command()})"
+    for item, why in result.kept:
+        yield f"kept  {item}: {why}"
+    for item in result.removed:
+        yield f"removed  {item}"
+    for item, why in result.failed:
+        yield f"LEFT BEHIND  {item}: {why}; remove with: {item.command()}"
 
 
 def render_lines(result: Any) -> Iterable[str]:
