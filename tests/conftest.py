@@ -210,6 +210,13 @@ def cli() -> Callable[..., CliResult]:
     return run_cli
 
 
+# `-n auto` (pyproject's addopts): one worker more than the CPUs. Each worker waits on its emulator and on
+# the subprocesses it starts for part of its time, so 2 CPUs run 3 workers best: measured on a quiet 2-CPU
+# machine, the whole suite took 492 s with 3 workers against 596-604 s with 2 (1987 tests, all green).
+def pytest_xdist_auto_num_workers(config) -> int:  # noqa: ANN001 - pytest's Config
+    return (os.cpu_count() or 1) + 1
+
+
 # The slowest test files of a run, summed over their tests' set-up, call and tear-down (on xdist the
 # controller receives every report): the suite's time target is kept by knowing where it goes.
 _FILE_SECONDS: dict[str, float] = {}
