@@ -104,11 +104,14 @@ def _target() -> dict:
 
 
 def _seconds(c, key, default, what, *, positive=False):
-    """A number of seconds from config `amibuild.KEY` (invoke.yaml / INVOKE_AMIBUILD_KEY), else `default`."""
+    """A number of seconds from config `amibuild.KEY` (invoke.yaml / INVOKE_AMIBUILD_KEY), else `default`
+    (returned as it is: None where the job has a default of its own)."""
 
     raw = c.config.get("amibuild", {}).get(key)
+    if raw in (None, ""):
+        return default
     try:
-        value = default if raw in (None, "") else float(raw)
+        value = float(raw)
     except (TypeError, ValueError):
         value = -1.0
     if not 0 <= value < float("inf") or (positive and value == 0):  # NaN fails both comparisons
@@ -129,8 +132,6 @@ def _guard(c, signals, run_id=None):
 
 def _channel_deadline(c) -> float | None:
     """Config `amibuild.channel_deadline`: seconds of waiting on AWS a channel write may spend; None: the default."""
-    if c.config.get("amibuild", {}).get("channel_deadline") in (None, ""):
-        return None
     return _seconds(c, "channel_deadline", None, "seconds of waiting on AWS a channel write may spend, more than 0, "
                     "e.g. 30", positive=True)
 
@@ -143,9 +144,6 @@ class _NO_SIGNALS:  # noqa: N801 - in place of `Signals` where a task holds none
 
 def _read_timeout(c):
     """The channel client's read timeout from config `amibuild.read_timeout` (seconds), or None: the default."""
-    raw = c.config.get("amibuild", {}).get("read_timeout")
-    if raw in (None, ""):
-        return None
     return _seconds(c, "read_timeout", None, "seconds one AWS request may wait for its answer, more than 0, e.g. 10",
                     positive=True)
 
