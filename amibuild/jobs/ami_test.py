@@ -3,7 +3,6 @@ image, sign the test statement and keep the record; and build-ami's --boot-test 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
@@ -19,6 +18,7 @@ from amibuild.imagetest.statements import says_something, test_statement
 from amibuild.jobs.signals import Signals
 from amibuild.pipeline import Pipeline, iam_names, imagetests
 from amibuild.pipeline.options import Options, load_pipeline
+from amibuild.pipeline.value_checks import AMI_ID
 
 # what test-ami says on SIGINT / SIGTERM / SIGHUP (`jobs.signals.Signals` holds them): the test stops
 # at its next poll and terminates its instance, and a second signal does not skip that
@@ -33,7 +33,7 @@ def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, ru
     if bool(ami) == bool(run_id):
         raise SpecError("test-ami: give --ami ami-... (in the build region) or --run-id RUN (`amibuild runs` lists them)")
     if ami:
-        if not re.fullmatch(r"ami-[0-9a-f]{8,17}", ami):
+        if not AMI_ID.fullmatch(ami):
             raise SpecError(f"--ami {ami!r} is not an AMI id (ami-0123456789abcdef0)")
         image = aws.find_image(region, ami)
         if image is None:

@@ -33,9 +33,9 @@ from amibuild.inventory import scan as scans
 from amibuild.inventory.packages import Package
 from amibuild.pipeline.naming import parameter_name
 from amibuild.pipeline.options import Options, load_pipeline
+from amibuild.pipeline.value_checks import AMI_ID_FLAG
 
 FORMATS = ("cyclonedx", "spdx", "table")
-_AMI = re.compile(r"ami-[0-9a-f]{8}(?:[0-9a-f]{9})?", re.ASCII)
 _RUN = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}", re.ASCII)
 
 
@@ -75,7 +75,7 @@ def _variant(pipeline: Any, name: str) -> Any:
 def locate(aws: Aws, options: Options, pipeline: Any, variant: Any, label: str, flag: str) -> Located:
     """The image ``label`` names (a channel, an AMI id or a run id) in the pipeline's build region."""
     region = pipeline.build_region
-    if _AMI.fullmatch(label):
+    if AMI_ID_FLAG.fullmatch(label):
         ami = label
     elif _RUN.fullmatch(label):
         path = records.record_path(options.build_dir, label)
@@ -170,7 +170,7 @@ def check_subject(channel: str | None, ami: str | None, command: str) -> str:
     """The one image a command names (exit 2 for none, both or a malformed AMI id)."""
     if bool(channel) == bool(ami):
         raise SpecError(f"{command}: give --channel CHANNEL or --ami AMI (one of them)")
-    if ami and not _AMI.fullmatch(ami):
+    if ami and not AMI_ID_FLAG.fullmatch(ami):
         raise SpecError(f"--ami {ami!r} is not an AMI id (ami- and 8 or 17 hex digits)")
     return ami or str(channel)
 

@@ -8,7 +8,6 @@ and verified (`amibuild.channels.channel_verify`), and a render of today's pipel
 from __future__ import annotations
 
 import json as json_mod
-import re
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -21,8 +20,7 @@ from amibuild.errors import AmibuildError, SpecError
 from amibuild.jobs.platform import Platform
 from amibuild.pipeline.naming import check_channel
 from amibuild.pipeline.options import load_pipeline
-
-_AMI = re.compile(r"ami-[0-9a-f]{8}(?:[0-9a-f]{9})?")
+from amibuild.pipeline.value_checks import AMI_ID_FLAG
 
 
 def today_renders(options: Any, pipeline: Any, aws: Any, variants: list[str], *,
@@ -51,7 +49,7 @@ def verify_report(options: Any, *, ami: str | None, variant: str | None, channel
 
     if bool(ami) == bool(channel):
         raise SpecError("verify: give --ami AMI, or --variant VARIANT --channel CHANNEL [--region REGION]")
-    if ami and not _AMI.fullmatch(ami):
+    if ami and not AMI_ID_FLAG.fullmatch(ami):
         raise SpecError(f"--ami {ami!r} is not an AMI id (ami- and 8 or 17 hex digits)")
     if channel:
         check_channel(channel)

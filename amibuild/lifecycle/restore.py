@@ -7,15 +7,13 @@ keeps its ``amibuild:*`` tags, so `channels --repair` finds it as a build's imag
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from amibuild import tags
 from amibuild.aws import Aws, regions
 from amibuild.errors import AmibuildError, NotFound, SpecError
-
-_AMI = re.compile(r"ami-[0-9a-f]{8}(?:[0-9a-f]{9})?", re.ASCII)
+from amibuild.pipeline.value_checks import AMI_ID_FLAG
 
 
 class RestoreFailed(AmibuildError):
@@ -31,7 +29,7 @@ class RestoreRequest:
     profile: str | None = None
 
     def __post_init__(self) -> None:
-        if not self.ami or not _AMI.fullmatch(self.ami):
+        if not self.ami or not AMI_ID_FLAG.fullmatch(self.ami):
             raise SpecError(f"--ami: {self.ami!r} is not an AMI id like ami-0123456789abcdef0; "
                             "`aws ec2 list-images-in-recycle-bin` lists the images in the bin")
         if not self.region:

@@ -42,7 +42,8 @@ _SSM_NAME = re.compile(r"^/[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*\Z")
 # brackets ([]), spaces ( ), periods (.), slashes (/), dashes (-), single quotes ('), at-signs (@),
 # or underscores(_)". Description: up to 255 characters.
 AMI_NAME_MIN, AMI_NAME_MAX = 3, 128
-AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}\Z")  # an AMI id: the one definition (source_ami, channel values)
+AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}\Z")  # an AMI id in the pipeline file and channel values, and test-ami's --ami
+AMI_ID_FLAG = re.compile(r"ami-[0-9a-f]{8}(?:[0-9a-f]{9})?", re.ASCII)  # verify's, sbom/diff/scan's and restore's --ami: as EC2 makes them
 _AMI_NAME = re.compile(r"^[A-Za-z0-9()\[\] ./\-'@_]+\Z")
 AMI_DESCRIPTION_MAX = 255
 TIMESTAMP_CHARS = 10  # Packer's {{timestamp}}: Unix seconds, ten digits until 2286
