@@ -32,12 +32,8 @@ class Setting(NamedTuple):
     where: str
 
 
-@dataclass(frozen=True)
-class Layer:
-    """The settings one source gives: the defaults, a block of the pipeline file, a var-file, the flags."""
-
-    name: str
-    settings: Mapping[str, Setting]
+# The settings one source gives: the defaults, a block of the pipeline file, a var-file, the flags.
+Layer = Mapping[str, Setting]
 
 
 @dataclass(frozen=True)
@@ -51,7 +47,7 @@ class Merged:
         """These values with `layers` on top, in order: later values win, ADDITIVE lists add up."""
         values, origins = dict(self.values), dict(self.origins)
         for layer in layers:
-            for key, (value, where) in layer.settings.items():
+            for key, (value, where) in layer.items():
                 if key in ADDITIVE:
                     values[key] = [*values.get(key, ()), *_as_list(value, where)]
                 elif key == "tests":  # a later block of the same name replaces the earlier one
@@ -64,7 +60,7 @@ class Merged:
 
 def _defaults_layer() -> Layer:
     """The built-in `DEFAULTS` as a layer like any other, each setting's origin "defaults"."""
-    return Layer("defaults", MappingProxyType({key: Setting(value, "defaults") for key, value in DEFAULTS.items()}))
+    return MappingProxyType({key: Setting(value, "defaults") for key, value in DEFAULTS.items()})
 
 
 def load(
@@ -374,7 +370,7 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> La
             layer[key] = Setting(value, f"{where}: {key}")
         else:
             raise SpecError(f"{where}: unknown field `{key}`{suggest(key, _VARIANT_KEYS)}")
-    return Layer(where, MappingProxyType(layer))
+    return MappingProxyType(layer)
 
 
 def _repos_from_blocks(value: Any, where: str) -> list[dict[str, str]]:
@@ -403,7 +399,7 @@ def _read_var_files(paths: Sequence[str]) -> list[Layer]:
             if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and key not in DEFAULTS:
                 raise VarFileError(f"{name}: `{key}` is a block; a var-file holds only `name = value` lines")
             layer[key] = Setting(value, f"{name}: {key}")
-        layers.append(Layer(name, MappingProxyType(layer)))
+        layers.append(MappingProxyType(layer))
     return layers
 
 
@@ -427,7 +423,7 @@ def overrides_layers(o: Overrides) -> list[Layer]:
         if not sep or not _VAR_NAME.match(key):
             raise SpecError(f"--var {item}: write KEY=VALUE, e.g. --var volume_size=40")
         variables[key] = Setting(value, f"--var {key}")
-    return [Layer("flags", MappingProxyType(flags)), Layer("--var", MappingProxyType(variables))]
+    return [MappingProxyType(flags), MappingProxyType(variables)]
 
 
 def _repo_from_flag(item: str) -> dict[str, Any]:
