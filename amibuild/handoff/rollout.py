@@ -428,14 +428,15 @@ def rollout_nodegroup(aws: Aws, cluster: str, name: str, region: str, *, channel
 
 def _follow_update(aws: Aws, cluster: str, name: str, region: str, update_id: str, say: Say, *, poll: float,
                    timeout: float) -> str:
-    said = [""]
+    said = ""
 
     def current() -> str:
         """The update's status, said when it changes; a failed or cancelled update raises."""
+        nonlocal said
         update = aws.describe_nodegroup_update(cluster, name, update_id, region)
-        if update.status != said[0]:
+        if update.status != said:
             say(f"node group {cluster}/{name}: update {update_id} {update.status}")
-            said[0] = update.status
+            said = update.status
         if update.status in ("Failed", "Cancelled"):
             errors = "; ".join(update.errors)
             raise RolloutFailed(f"node group {cluster}/{name}: update {update_id} {update.status}: "

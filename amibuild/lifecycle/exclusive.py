@@ -65,14 +65,15 @@ def under_prune_lease(aws: Aws, pipeline: Any, work: Callable[[], T], *, guard: 
                 raise ChannelBusy(f"prune: another prune holds the lease in {region} ({theirs.describe()}); "
                                   "nothing was deleted")
             taken.append(lease)
-        said = [False]
+        said = False
 
         def writers() -> list[str]:
             """The channel writers at work, said the first time there are any."""
+            nonlocal said
             busy = live_channel_leases(aws, pipeline, places)
-            if busy and not said[0]:
+            if busy and not said:
                 say(f"prune: waiting for channel writers to finish: {'; '.join(busy)}")
-                said[0] = True
+                said = True
             return busy
 
         waited = until(writers, done=lambda busy: not busy, timeout=guard.wait, interval=POLL,
