@@ -134,7 +134,10 @@ class BrokenDisplay:
         pass
 
 
-def test_an_error_of_amibuilds_own_mid_build_removes_or_names_what_the_build_made(workdir: Path, sandbox) -> None:
+def test_an_error_of_amibuilds_own_mid_build_removes_or_names_what_the_build_made(workdir: Path, sandbox,
+                                                                                  monkeypatch) -> None:
+    from faultproxy import FaultProxy
+
     from amibuild.bake.outcome import BuildStatus
     from amibuild.jobs import build_ami as job
     from amibuild.pipeline import Overrides
@@ -145,11 +148,18 @@ def test_an_error_of_amibuilds_own_mid_build_removes_or_names_what_the_build_mad
     target, sandboxed = chosen.target, chosen.transform
     options = Options(pipeline_file=str(workdir / "amibuild.hcl"), overrides=Overrides(variants=("ceph",)),
                       build_dir=str(workdir / "build"), packer=os.environ["INVOKE_AMIBUILD_PACKER"])
-    # raised once the instance is launched and tagged: Packer then spends seconds in the stand-in's
-    # checks, so the instance is still there when the display breaks (at "Stopping the source
-    # instance" the emulator may already have terminated it by the time the line is read)
+    # raised once the instance is launched and tagged; Packer's StopInstances is held at the proxy, so
+    # the instance is still there when the display breaks, however late its line is read (amibuild
+    # stops Packer then; the held request is dropped after the run)
     display = BrokenDisplay("Adding tags to source instance")
-    run = job.run(job.settings(options, publish=False, target=target, transform=sandboxed), progress=display)
+    with FaultProxy(sandbox.endpoint) as proxy, monkeypatch.context() as env:
+        env.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        proxy.pause(["StopInstances"])
+        try:
+            run = job.run(job.settings(options, publish=False, target=target, transform=sandboxed),
+                          progress=display)
+        finally:
+            proxy.resume(drop=True)
     assert display.raised and display.launched
     (ceph,) = run.outcomes
     assert ceph.status is BuildStatus.FAILED
