@@ -156,8 +156,7 @@ def test_an_error_of_amibuilds_own_mid_build_removes_or_names_what_the_build_mad
         env.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         proxy.pause(["StopInstances"])
         try:
-            run = job.run(job.settings(options, publish=False, target=target, transform=sandboxed),
-                          progress=display)
+            run = job.run(job.BuildAmi(options, publish=False, target=target, transform=sandboxed), progress=display)
         finally:
             proxy.resume(drop=True)
     assert display.raised and display.launched

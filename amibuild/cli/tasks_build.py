@@ -59,7 +59,7 @@ def build_ami(c, request: BuildRequest):
     if request.allow_incomplete and not request.rehearse:
         cli.run(lambda: _refuse("--allow-incomplete goes with --rehearse: it lets a variant whose rehearsal "
                                 "stopped at a step it cannot rehearse be built"))
-    run = cli.run(lambda: build_job.run(build_job.settings(
+    job = cli.run(lambda: build_job.BuildAmi(  # the config's values are checked here: bad ones exit 2
         opts, channel=request.channel, publish=not request.no_publish, new_channel=request.new_channel,
         force=request.force, dry_run=request.dry_run, parallel=request.parallel,
         max_parallel=values.count(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)", maximum=256),
@@ -67,8 +67,8 @@ def build_ami(c, request: BuildRequest):
         wait=not request.no_wait,
         stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
         boot_test=_boot_test_settings(opts, request.boot_test, request.cluster, _read_timeout(c)), **_target(),
-        channel_deadline=_channel_deadline(c), verbose=request.verbose, scan=request.scan,
-    ), cli.say))
+        channel_deadline=_channel_deadline(c), verbose=request.verbose, scan=request.scan))
+    run = cli.run(lambda: build_job.run(job, cli.say))
     if request.json:
         cli.emit_json(run.to_dict())
     elif not request.markdown:

@@ -1,7 +1,7 @@
 """The build-ami job: prepare → plan (skip unchanged) → write → record → bake → publish → record.
 
-`run(settings)` is the whole job. The settings are made once, by `settings(...)`, which reads the
-pipeline file (while `packer version` runs beside it) and refuses bad input before any AWS call.
+`run(request)` is the whole job, from its request (`BuildAmi`). `settings(request)` reads the
+pipeline file once (while `packer version` runs beside it) and refuses bad input before any AWS call.
 The result, `BuildRun`, is composed of frozen parts that flowed forward — the plan, each
 variant's `BuildOutcome` from the executor, each variant's `VariantPublished` from the publish
 step — and `verdict` (pure) says what it means: nothing wrong, or the error to exit with.
@@ -51,13 +51,12 @@ Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
-class BuildSettings:
-    """Everything one build-ami run needs, decided before it starts."""
+class BuildAmi:
+    """What build-ami is asked: the pipeline and its overrides (`options`), where to publish, how to build."""
 
     options: Options
-    pipeline: Pipeline
-    packer: Packer
-    channel: str | None  # None: build only (--no-publish)
+    channel: str | None = None  # None: the pipeline's default channel
+    publish: bool = True  # False: build only (--no-publish)
     new_channel: bool = False  # --new-channel: the channel may be a name neither declared nor there yet
     force: bool = False
     dry_run: bool = False
@@ -77,15 +76,30 @@ class BuildSettings:
     verbose: bool = False  # progress: a line per Packer step, not only per phase (packer.log has them always)
 
 
-def settings(options: Options, *, channel: str | None = None, publish: bool = True, **flags) -> BuildSettings:
+@dataclass(frozen=True)
+class BuildSettings:
+    """One run's request with what was settled before it starts: the pipeline file, packer, the channel."""
+
+    request: BuildAmi
+    pipeline: Pipeline
+    packer: Packer
+    channel: str | None  # None: build only (--no-publish)
+
+    @property
+    def options(self) -> Options:
+        return self.request.options
+
+
+def settings(request: BuildAmi) -> BuildSettings:
     """The settings of one run: the pipeline file read once, the channel checked, packer found.
 
-    Bad input is refused here, before any AWS call; ``flags`` are `BuildSettings`' other fields.
+    Bad input is refused here, before any AWS call.
     """
+    options, channel, publish = request.options, request.channel, request.publish
     packer = Packer(options.packer)
     with asking_version(packer) as version:
         pipeline = load_pipeline(options)  # bad input is refused before anything else
-        if not publish and (channel or flags.get("new_channel")):
+        if not publish and (channel or request.new_channel):
             raise SpecError(f"{'--channel' if channel else '--new-channel'} names the channel to publish to, and "
                             "--no-publish publishes nothing: give one or the other")
         # botocore parses the EC2 and SSM models while packer answers; no request is sent
@@ -105,9 +119,9 @@ def settings(options: Options, *, channel: str | None = None, publish: bool = Tr
                 f"{', '.join(pipeline.target_regions)}, leaving {', '.join(pipeline.narrowed_out)} on another "
                 "build; drop --region to build and publish every region, or pass --no-publish to build only")
         version()  # PackerNotFound before any AWS call
-    if flags.get("rehearse"):
+    if request.rehearse:
         check_privileges()  # --rehearse where it cannot run: refused before any AWS call
-    return BuildSettings(options, pipeline, packer, chosen, **flags)
+    return BuildSettings(request, pipeline, packer, chosen)
 
 
 @dataclass(frozen=True)
@@ -234,13 +248,17 @@ def _unrecorded(run: BuildRun) -> str:
 # ------------------------------------------------------------------------------- the job
 
 
-def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) -> BuildRun:
+def run(request: BuildAmi, say: Say = lambda _: None, *, progress=None) -> BuildRun:
     """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → publish → record.
 
-    An interrupted build publishes nothing. Each run works in its own folder,
-    build/runs/<run id>/<variant>/, so concurrent runs never share files; ``settings.wait`` False
-    (--no-wait): a variant whose build lease another run holds fails at once instead of waiting.
+    Bad input is refused first (`settings`). An interrupted build publishes nothing. Each run works in
+    its own folder, build/runs/<run id>/<variant>/, so concurrent runs never share files; ``wait``
+    False (--no-wait): a variant whose build lease another run holds fails at once instead of waiting.
     """
+    return _run(settings(request), say, progress=progress)
+
+
+def _run(settings: BuildSettings, say: Say, *, progress) -> BuildRun:
     options, pipeline = settings.options, settings.pipeline
     aws = Aws(profile=options.profile)
     if not aws.has_credentials():
@@ -248,18 +266,20 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
                             "AWS_SECRET_ACCESS_KEY")
     if settings.channel:  # a typo would publish beside the channel meant (its gate walked around)
         known.require(aws, pipeline, pipeline.variants,
-                      known.Asked(settings.channel, new_channel=settings.new_channel, can_create=True))
-    if settings.boot_test is not None and settings.boot_test.cluster:
+                      known.Asked(settings.channel, new_channel=settings.request.new_channel, can_create=True))
+    if settings.request.boot_test is not None and settings.request.boot_test.cluster:
         # --boot-test --cluster C: the node group's user data for C (DescribeCluster), before anything is built
         from amibuild.handoff import testnode  # deferred: celpy and lark (the user data's CEL) only with --cluster
 
-        settings = replace(settings, boot_test=replace(settings.boot_test, user_data=testnode.user_data(
-            aws, pipeline.variants, region=pipeline.build_region, cluster=settings.boot_test.cluster)))
+        boot_test = settings.request.boot_test
+        boot_test = replace(boot_test, user_data=testnode.user_data(aws, pipeline.variants, region=pipeline.build_region,
+                                                                    cluster=boot_test.cluster))
+        settings = replace(settings, request=replace(settings.request, boot_test=boot_test))
     # beside the render: the channel's look for growth (it needs only the parameter names)
     regions = pipeline.target_regions
     with beside(lambda: find_grown(aws, pipeline, settings.channel)) as grown:
         prepared = prepare(options, aws=aws, strict=True, packer=settings.packer, pipeline=pipeline,
-                           target=settings.target, transform=settings.transform)
+                           target=settings.request.target, transform=settings.request.transform)
         for line in support_warnings(pipeline):  # after every input check: bad input stays one line
             say(f"warning: {line}")
         existing = find_built_images(aws, regions, [r.fingerprint for r in prepared.rendered])
@@ -269,15 +289,15 @@ def run(settings: BuildSettings, say: Say = lambda _: None, *, progress=None) ->
     run_id = new_run_id()
     out_dir = records.run_directory(options.build_dir, run_id)
     plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],
-                      existing, force=settings.force, run_id=run_id)
-    if settings.dry_run:  # the publish the real run would make is part of the plan
+                      existing, force=settings.request.force, run_id=run_id)
+    if settings.request.dry_run:  # the publish the real run would make is part of the plan
         moves = preview_publish(aws, plan, settings.channel) if settings.channel else ()
-        return BuildRun(plan, None, None, publish_plan=moves, steps=planned_steps(settings))
+        return BuildRun(plan, None, None, publish_plan=moves, steps=planned_steps(settings.request))
     # only what will be built is written; `packer build` checks each template before it starts
     building = {item.name for item in plan.to_build}
     write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
                        prepared.packer_version, prepared.notes), options, say, out_dir)
-    parallel = settings.parallel or min(len(plan.items), settings.max_parallel)
+    parallel = settings.request.parallel or min(len(plan.items), settings.request.max_parallel)
     return execute_plan(plan, settings, aws, say, parallel=parallel, progress=progress)
 
 
@@ -364,17 +384,17 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
         # asked before the builds, so that "unsigned" is said before a build of many minutes, not after it
         attestor, digest = attestor_for(aws, plan.pipeline, say), file_digest(plan.pipeline.source)
     own_progress = progress is None
-    progress = progress or Progress([i.name for i in plan.items], verbose=settings.verbose)
+    progress = progress or Progress([i.name for i in plan.items], verbose=settings.request.verbose)
     check = None  # `packer build` checks each template itself before its first step
-    if settings.rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
-        check = rehearsal_check(plan, check, say, allow_incomplete=settings.allow_incomplete)
+    if settings.request.rehearse:  # each variant's chain rehearsed just before its Packer build; a failure stops that variant
+        check = rehearsal_check(plan, check, say, allow_incomplete=settings.request.allow_incomplete)
     try:
         executor = Executor(
             plan, settings.packer, aws,
             provenance=lambda item: provenance_tags(item, plan, version=__version__, git_commit=commit),
-            check=check, progress=progress, parallel=parallel, timeout=settings.timeout,
-            cleanup_timeout=settings.cleanup_timeout,
-            guards=guards(plan, aws, wait=settings.wait, stall_after=settings.stall_after),
+            check=check, progress=progress, parallel=parallel, timeout=settings.request.timeout,
+            cleanup_timeout=settings.request.cleanup_timeout,
+            guards=guards(plan, aws, wait=settings.request.wait, stall_after=settings.request.stall_after),
         )
         outcomes = executor.build()
     finally:
@@ -400,12 +420,12 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
         for name, stored in sorted(statements.items()):
             say(f"{'warning: ' if stored.error else ''}{name}: {stored.line()}")
     scans: dict[str, Any] = {}
-    if settings.scan and attestor is not None and not interrupted:  # --scan: before anything is published
+    if settings.request.scan and attestor is not None and not interrupted:  # --scan: before anything is published
         from amibuild.jobs.image_inventory import scan_built  # deferred: cyclonedx-python-lib and cryptography only with --scan
         scans = scan_built(aws, attestor, plan, sboms, say)
-    if settings.boot_test is not None and not interrupted:  # --boot-test: before anything is published
+    if settings.request.boot_test is not None and not interrupted:  # --boot-test: before anything is published
         with Signals() as stop:  # a signal stops the tests at their next poll; each terminates its instance
-            outcomes, finished = boot_test_outcomes(aws, plan, outcomes, settings.boot_test,
+            outcomes, finished = boot_test_outcomes(aws, plan, outcomes, settings.request.boot_test,
                                                     cancelled=stop.requested, say=say, attestor=attestor)
         if not finished or stop.requested():
             interrupted, stopped_by, exit_code = True, stop.name, stop.exit_code
@@ -415,7 +435,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
         with Signals() as signals:
             try:
                 published = publish_build(aws, plan, outcomes, settings.channel, say, cancelled=signals.requested,
-                                          deadline=settings.channel_deadline)
+                                          deadline=settings.request.channel_deadline)
             except Exception as exc:  # the step as a whole (its first reads, a bug): the builds and the record stand
                 published = not_published(outcomes, settings.channel, exc)
             if not signals.requested():
