@@ -92,14 +92,9 @@ def _boot_test_settings(opts, boot_test: bool, cluster: str | None, read_timeout
 
 
 def rehearse(c, request: RehearseRequest):
-    opts = options(c, request)
-
-    def settings() -> rehearse_job.RehearseSettings:
-        return rehearse_job.RehearseSettings(opts, load_pipeline(opts), keep=request.keep,
-                                    timeout=request.timeout or rehearse_job.DEFAULT_TIMEOUT, refuse=rehearse_job.refused_packages(),
-                                    allow_incomplete=request.allow_incomplete)
-
-    result = cli.run(lambda: rehearse_job.run(settings(), cli.say))
+    job = rehearse_job.Rehearse(options(c, request), keep=request.keep, timeout=request.timeout,
+                                allow_incomplete=request.allow_incomplete)
+    result = cli.run(lambda: rehearse_job.run(job, cli.say))
     if request.json:
         cli.emit_json([r.to_dict() for r in result.reports])
     elif not request.markdown:

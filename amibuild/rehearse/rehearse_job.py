@@ -17,7 +17,7 @@ from typing import Callable
 from amibuild import render as render_mod
 from amibuild.errors import RehearsalFailed, RehearsalIncomplete
 from amibuild.pipeline import Pipeline
-from amibuild.pipeline.options import Options
+from amibuild.pipeline.options import Options, load_pipeline
 from amibuild.render import Rendered, SourceAmi, Target
 from amibuild.render.upstreams import load_upstreams
 from amibuild.rehearse import overlay, prepare
@@ -32,14 +32,12 @@ DEFAULT_TIMEOUT = 600.0
 
 
 @dataclass(frozen=True)
-class RehearseSettings:
-    """`amibuild rehearse`: what to rehearse and how, made once by the CLI."""
+class Rehearse:
+    """What `amibuild rehearse` is asked: the variants (in `options`) and how to rehearse them."""
 
     options: Options
-    pipeline: Pipeline
     keep: bool = False
-    timeout: float = DEFAULT_TIMEOUT
-    refuse: tuple[str, ...] = ()
+    timeout: float | None = None  # None: DEFAULT_TIMEOUT
     allow_incomplete: bool = False  # exit 0 when a rehearsal stopped at a step it cannot rehearse
 
 
@@ -83,9 +81,10 @@ def real_render(rendered: Rendered) -> Rendered:
     return rendered.real if rendered.real is not None else rendered
 
 
-def run(settings: RehearseSettings, say: Say = lambda _: None) -> RehearseResult:
+def run(request: Rehearse, say: Say = lambda _: None) -> RehearseResult:
     """Rehearse every selected variant; one `Report` each. Bad input is refused before any runs."""
-    rendered = real_build_renders(settings.pipeline, settings.options)
+    rendered = real_build_renders(load_pipeline(request.options), request.options)
+    refuse, timeout = refused_packages(), request.timeout or DEFAULT_TIMEOUT
     prepared = []
     try:
         for item in rendered:  # every variant's steps evaluated (and scripts found) before any runs
@@ -99,12 +98,12 @@ def run(settings: RehearseSettings, say: Say = lambda _: None) -> RehearseResult
     for index, item in enumerate(prepared):
         say(f"rehearsing {item.rendered.variant.name} ...")
         try:
-            reports.append(run_one(item, keep=settings.keep, refuse=settings.refuse, timeout=settings.timeout))
+            reports.append(run_one(item, keep=request.keep, refuse=refuse, timeout=timeout))
         except BaseException:
             for rest in prepared[index + 1:]:
                 rest.close()
             raise
-    return RehearseResult(tuple(reports), settings.allow_incomplete)
+    return RehearseResult(tuple(reports), request.allow_incomplete)
 
 
 def rehearsal_check(plan, check: Callable | None, say: Say = lambda _: None, *,
