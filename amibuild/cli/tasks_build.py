@@ -22,11 +22,10 @@ from amibuild.cli.requests_build import (
 )
 from amibuild.cli.target import platform
 from amibuild.cli.tasks_common import Scope, _channel_deadline, _read_timeout, _target, options
-from amibuild.errors import Interrupted, SpecError
+from amibuild.errors import SpecError
 from amibuild.imagetest import boot
 from amibuild.jobs import ami_test
 from amibuild.jobs import build_ami as build_job
-from amibuild.jobs.signals import Signals
 from amibuild.lifecycle import clean
 from amibuild.pipeline import matrix as matrix_mod
 from amibuild.pipeline.options import load_pipeline
@@ -142,16 +141,6 @@ def test_ami(c, request: TestAmiRequest):
                            subnet_id=request.subnet, security_group_id=request.security_group,
                            instance_profile=request.instance_profile, instance_type=request.instance_type,
                            read_timeout=_read_timeout(c), timeout=request.timeout)  # config amibuild.read_timeout: SendCommand's too
-    with Signals(ami_test.BOOT_TEST_SIGNALS) as stop:
-        def guarded():
-            try:
-                return ami_test.run(job, say=cli.say, stop=stop, poll=platform().poll_seconds)
-            except BaseException:
-                if stop.requested():
-                    raise Interrupted("interrupted: the boot test stopped and its instance was terminated",
-                                      stop.exit_code) from None
-                raise
-
-        result, record = cli.run(guarded)
+    result, record = cli.run(lambda: ami_test.run(job, say=cli.say, poll=platform().poll_seconds))
     cli.emit_json(result.to_dict()) if request.json else cli.lines_out([*boot.report_lines(result), f"record: {record}"])
     cli.finish(result)

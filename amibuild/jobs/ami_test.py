@@ -11,7 +11,7 @@ from amibuild import notify, tags
 from amibuild.attest import sign as attest_sign
 from amibuild.aws import Aws
 from amibuild.bake.build_plan import new_run_id
-from amibuild.errors import SpecError
+from amibuild.errors import Interrupted, SpecError
 from amibuild.handoff import testnode
 from amibuild.imagetest import boot, kube
 from amibuild.imagetest.statements import says_something, test_statement
@@ -112,8 +112,21 @@ def record_path(build_dir: str, run_id: str, variant: str):
     return Path(build_dir) / "tests" / run_id / f"{variant}.json"
 
 
-def run(request: TestAmi, *, say: Any, stop: Signals, poll: float | None = None):
-    """`amibuild test-ami`: the boot test of one variant's image; its result, with the record written."""
+def run(request: TestAmi, *, say: Any, poll: float | None = None):
+    """`amibuild test-ami`: the boot test of one variant's image; its result, with the record written.
+
+    SIGINT / SIGTERM / SIGHUP stop the test at its next poll, its instance terminated: `Interrupted`."""
+    with Signals(BOOT_TEST_SIGNALS) as stop:
+        try:
+            return _run(request, say=say, stop=stop, poll=poll)
+        except BaseException:
+            if stop.requested():
+                raise Interrupted("interrupted: the boot test stopped and its instance was terminated",
+                                  stop.exit_code) from None
+            raise
+
+
+def _run(request: TestAmi, *, say: Any, stop: Signals, poll: float | None):
     options = request.options
     pipeline = load_pipeline(options)
     if len(pipeline.variants) != 1:
