@@ -109,9 +109,9 @@ class RequestTask(Task):
 def task(module: str, name: str, request_type: type, help: str, **task_kwargs: Any) -> RequestTask:  # noqa: A002
     """The task ``name``: invoke's flag values become the frozen request, then
     ``amibuild.cli.<module>.<name>(c, request)`` runs, its module imported only then."""
-    def task_body(c, **given):
-        request = cli.run(lambda: parse(request_type, given))
-        return getattr(importlib.import_module(f"amibuild.cli.{module}"), name)(c, request)
+    def task_body(c, **given):  # an error anywhere in the body: one line and its exit code (`cli.run`)
+        body = getattr(importlib.import_module(f"amibuild.cli.{module}"), name)
+        return cli.run(lambda: body(c, parse(request_type, given)))
 
     task_body.__name__ = task_body.__qualname__ = name
     task_body.__doc__ = help
