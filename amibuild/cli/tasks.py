@@ -86,13 +86,15 @@ ns.configure({
         "build_dir": "build",
         "packer": "packer",
         "cache_dir": None,
-        "max_parallel": 8,
+        # None (defaults in the task: 8, 10 s) so that invoke passes the environment's text through and
+        # the task words the error; a number here makes invoke cast AMIBUILD_AMIBUILD_MAX_PARALLEL itself
+        "max_parallel": None,
         # seconds a channel write waits for another writer's lease on the channel (default 30); None
         # so that invoke passes INVOKE_AMIBUILD_LEASE_WAIT through as text and `_guard` words the error
         "lease_wait": None,
         "lease_ttl": None,  # seconds a channel lease is good for (default 300)
         "read_timeout": None,  # seconds a channel write's request waits for its answer (default 10)
         "channel_deadline": None,  # seconds of waiting on AWS a channel write may spend in all (default 30)
-        "stall_after": 10,  # seconds of silence from Packer before build-ami checks the endpoint is alive
+        "stall_after": None,  # seconds of silence from Packer before build-ami checks the endpoint is alive
     }
 })

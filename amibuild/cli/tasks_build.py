@@ -7,6 +7,8 @@ The bodies of the tasks `amibuild.cli.tasks` lists: each takes its frozen reques
 
 from __future__ import annotations
 
+from functools import partial
+
 from amibuild.bake import prepare, record
 from amibuild.cli import values
 from amibuild.cli import run as cli
@@ -21,7 +23,7 @@ from amibuild.cli.requests_build import (
     TestsRequest,
 )
 from amibuild.cli.target import platform
-from amibuild.cli.tasks_common import Scope, _channel_deadline, _read_timeout, _target, options
+from amibuild.cli.tasks_common import Scope, _channel_deadline, _read_timeout, _target, config_number, options
 from amibuild.errors import SpecError
 from amibuild.imagetest import boot
 from amibuild.jobs import ami_test
@@ -61,10 +63,10 @@ def build_ami(c, request: BuildRequest):
     job = cli.run(lambda: build_job.BuildAmi(  # the config's values are checked here: bad ones exit 2
         opts, channel=request.channel, publish=not request.no_publish, new_channel=request.new_channel,
         force=request.force, dry_run=request.dry_run, parallel=request.parallel,
-        max_parallel=values.count(c.config.amibuild.max_parallel, "amibuild.max_parallel (config)", maximum=256),
+        max_parallel=config_number(c, "max_parallel", 8, partial(values.count, maximum=256)),
         timeout=request.timeout, rehearse=request.rehearse, allow_incomplete=request.allow_incomplete,
         wait=not request.no_wait,
-        stall_after=values.duration(c.config.amibuild.get("stall_after", 10), "amibuild.stall_after (config)"),
+        stall_after=config_number(c, "stall_after", 10.0, values.duration),
         boot_test=_boot_test_settings(opts, request.boot_test, request.cluster, _read_timeout(c)), **_target(),
         channel_deadline=_channel_deadline(c), verbose=request.verbose, scan=request.scan))
     run = cli.run(lambda: build_job.run(job, cli.say))

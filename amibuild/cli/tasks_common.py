@@ -6,10 +6,11 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from amibuild.aws import Aws
 from amibuild.cli import run as cli
+from amibuild.cli import values
 from amibuild.cli.locate import find_pipeline
 from amibuild.cli.requests_build import BuildRequest, Output, Selection
 from amibuild.cli.target import platform
@@ -103,8 +104,28 @@ def _target() -> dict:
     return {"target": chosen.target, "transform": chosen.transform}
 
 
+def config_source(c, key: str) -> str:
+    """Where config `amibuild.KEY` is set, as the running program reads it: `amibuild` reads
+    amibuild.yaml and AMIBUILD_KEY, `invoke` in this repository invoke.yaml and INVOKE_AMIBUILD_KEY."""
+    prefix = getattr(getattr(c, "config", None), "prefix", "invoke")
+    env = f"AMIBUILD_{key.upper()}" if prefix == "amibuild" else f"{prefix.upper()}_AMIBUILD_{key.upper()}"
+    return f"{prefix}.yaml / {env}"
+
+
+def config_number(c, key: str, default: Any, read: Callable[[Any, str], Any]) -> Any:
+    """Config `amibuild.KEY` read with `values.count` / `values.duration` (``read``), else ``default``;
+    a bad value is refused naming the key and where it is set."""
+    raw = c.config.get("amibuild", {}).get(key)
+    if not values.given(raw):
+        return default
+    try:
+        return read(raw, f"amibuild.{key}")
+    except SpecError as exc:
+        raise SpecError(f"{exc} (from {config_source(c, key)})") from None
+
+
 def _seconds(c, key, default, what, *, positive=False):
-    """A number of seconds from config `amibuild.KEY` (invoke.yaml / INVOKE_AMIBUILD_KEY), else `default`
+    """A number of seconds from config `amibuild.KEY` (amibuild.yaml / AMIBUILD_KEY), else `default`
     (returned as it is: None where the job has a default of its own)."""
 
     raw = c.config.get("amibuild", {}).get(key)
@@ -115,7 +136,7 @@ def _seconds(c, key, default, what, *, positive=False):
     except (TypeError, ValueError):
         value = -1.0
     if not 0 <= value < float("inf") or (positive and value == 0):  # NaN fails both comparisons
-        raise SpecError(f"amibuild.{key} {raw!r} (invoke.yaml / INVOKE_AMIBUILD_{key.upper()}): {what}")
+        raise SpecError(f"amibuild.{key} {raw!r} ({config_source(c, key)}): {what}")
     return value
 
 

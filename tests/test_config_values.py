@@ -1,0 +1,73 @@
+"""Bad numbers in amibuild's own configuration (amibuild.yaml, AMIBUILD_KEY; invoke.yaml and
+INVOKE_AMIBUILD_KEY under `invoke`): one line naming the key and where it is read from, exit 2,
+nothing written, before any AWS work. No sandbox: a value that got through would fail on AWS
+credentials instead, which the assertions tell apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+PIPELINE = """\
+pipeline {
+  name    = "t"
+  regions = ["us-west-2"]
+}
+variant "ceph" {
+  kubernetes_version = "1.31"
+  extra_packages     = ["ceph-common"]
+}
+"""
+
+# (key, a bad value, the task that reads the key and the flags it needs)
+CASES = [
+    ("max_parallel", "abc", ("build-ami", "--dry-run")),
+    ("max_parallel", "0", ("build-ami", "--dry-run")),
+    ("stall_after", "abc", ("build-ami", "--dry-run")),
+    ("read_timeout", "abc", ("test-ami", "--variant", "ceph", "--ami", "ami-12345678")),
+    ("read_timeout", "abc", ("build-ami", "--dry-run", "--boot-test")),
+    ("channel_deadline", "-1", ("build-ami", "--dry-run")),
+]
+
+
+def _workdir(tmp_path: Path) -> Path:
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    return tmp_path
+
+
+def _assert_refused(result, key: str, source: str, tmp_path: Path) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"amibuild: error: amibuild.{key} "), lines[0]
+    assert source in lines[0], lines[0]
+    assert "credentials" not in result.stderr and "Traceback" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["amibuild.hcl"]  # no build folder, no record
+
+
+@pytest.mark.parametrize("key,value,args", CASES)
+@pytest.mark.parametrize("spelling", ["short", "long"])
+def test_the_amibuild_command_names_the_key_and_its_source(tmp_path: Path, key, value, args, spelling) -> None:
+    env_name = f"AMIBUILD_{key.upper()}" if spelling == "short" else f"AMIBUILD_AMIBUILD_{key.upper()}"
+    result = run_cli(_workdir(tmp_path), *args, binary="amibuild", env={env_name: value})
+    _assert_refused(result, key, f"amibuild.yaml / AMIBUILD_{key.upper()}", tmp_path)
+
+
+@pytest.mark.parametrize("key,value,args", CASES[:3])
+def test_invoke_in_this_repository_names_its_own_file_and_variable(tmp_path: Path, key, value, args) -> None:
+    result = run_cli(_workdir(tmp_path), *args, "--pipeline", str(tmp_path / "amibuild.hcl"),
+                     env={f"INVOKE_AMIBUILD_{key.upper()}": value})
+    _assert_refused(result, key, f"invoke.yaml / INVOKE_AMIBUILD_{key.upper()}", tmp_path)
+
+
+def test_a_config_file_value_is_refused_the_same_way(tmp_path: Path) -> None:
+    workdir = _workdir(tmp_path)
+    (workdir / "amibuild.yaml").write_text("amibuild:\n  max_parallel: many\n")
+    result = run_cli(workdir, "build-ami", "--dry-run", binary="amibuild")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == ("amibuild: error: amibuild.max_parallel 'many': a whole number of at least 1, "
+                                     "e.g. amibuild.max_parallel 5 (from amibuild.yaml / AMIBUILD_MAX_PARALLEL)")
+    assert sorted(p.name for p in workdir.iterdir()) == ["amibuild.hcl", "amibuild.yaml"]
