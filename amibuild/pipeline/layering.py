@@ -136,6 +136,8 @@ def load(
     assert LAYERS[:2] == ("defaults", "pipeline file"), "_Chains merges these two first"
     base = Merged().apply([_defaults_layer(), _file_layer(defaults_block, f"{where}: defaults", source)])
     chains = _Chains(variant_blocks, base, where, source)
+    for name in variant_blocks:  # every block's fields and `extends`, selected or not: a typo is refused today
+        chains.state(name)
     variants = []
     for name in names:
         by_kind = {"var-files": var_file_layers, "flags": flag_layers}  # the rest of LAYERS
