@@ -99,16 +99,15 @@ def held(aws: Aws, pipeline: PipelineLike, variant: VariantLike, *, channel: str
                                                                     dict[tuple[str, str], list[str]]]:
     """Which image every channel of ``variant`` holds in each region once ``channel`` holds ``amis``, and
     those images (``known``: region -> the image of ``amis`` already read)."""
-    path, pattern = name_pattern(pipeline, template)
+    # this variant's channels only: the path lists them, not every variant's (a page walk per variant
+    # over the whole pipeline would grow with the number of variants)
+    path, pattern = name_pattern(pipeline, template, known={"variant": variant.name, "k8s": variant.kubernetes_version})
     listed = fan_out(list(regions), lambda r: aws.parameters_under(path, r))
     holders: dict[tuple[str, str], list[str]] = {}
     for region in regions:
         for p in listed[region]:
             match = pattern.match(p.name)
-            if not match or is_lease(p.name) or match.group("variant") != variant.name:
-                continue
-            k8s = match.groupdict().get("k8s")
-            if (k8s and k8s != variant.kubernetes_version) or match.group("channel") == channel or not p.value:
+            if not match or is_lease(p.name) or match.group("channel") == channel or not p.value:
                 continue
             holders.setdefault((region, p.value), []).append(match.group("channel"))
     for region, ami in amis.items():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Protocol
+from typing import Mapping, Protocol
 
 from amibuild.errors import SpecError
 from amibuild.pipeline.value_checks import ssm_parameter_name  # one rule for names, at load and at write
@@ -95,11 +95,13 @@ def _fields(pipeline: PipelineLike, variant: VariantLike, channel: str) -> dict[
     }
 
 
-def name_pattern(pipeline: PipelineLike, template: str | None = None) -> tuple[str, re.Pattern[str]]:
-    """(the path to list, a regex with one group per template field) for reading channels back."""
+def name_pattern(pipeline: PipelineLike, template: str | None = None, *,
+                 known: Mapping[str, str] | None = None) -> tuple[str, re.Pattern[str]]:
+    """(the path to list, a regex with one group per template field) for reading channels back;
+    ``known`` fields ({"variant": ..., "k8s": ...}) are matched as given, which narrows the path."""
     template = template_of(pipeline, template)
     check_template(template)
-    fixed = {"prefix": pipeline.ssm_prefix.rstrip("/"), "pipeline": pipeline.name}
+    fixed = {"prefix": pipeline.ssm_prefix.rstrip("/"), "pipeline": pipeline.name, **(known or {})}
     regex, root, open_field = "", "", False
     for literal, name, _, _ in string.Formatter().parse(template):
         regex += re.escape(literal)
