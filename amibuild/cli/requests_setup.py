@@ -35,7 +35,7 @@ class DemoRequest:
 
 @dataclass(frozen=True)
 class DoctorRequest:
-    """`amibuild doctor` (its checks are `amibuild.cli.doctor.checks`; with --consumer,
+    """`amibuild doctor` (its checks are `amibuild.jobs.doctor_job.checks`; with --consumer,
     `amibuild.handoff.consumer.ConsumerRequest`)."""
 
     pipeline: str | None = like(Selection, "pipeline")

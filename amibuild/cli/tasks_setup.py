@@ -39,9 +39,6 @@ def doctor(c, r: DoctorRequest):
     opts = options(c, Scope(r.pipeline, profile=r.profile), announce=False)
     if r.consumer:
         return doctor_consumer(opts, r.channel, r.build_profile, r.json)
-    results = cli.run(lambda: doctor_mod.checks(opts))
-    if r.json:
-        cli.emit_json([check.to_dict() for check in results])
-    else:
-        print("\n".join(doctor_mod.lines(results)))
-    cli.run(lambda: doctor_mod.verdict(results))
+    report = cli.run(lambda: doctor_mod.checks(opts))
+    cli.emit_json(report.to_list()) if r.json else print("\n".join(report.lines()))
+    cli.finish(report)
