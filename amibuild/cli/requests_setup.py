@@ -19,7 +19,7 @@ class SandboxRequest:
 
 @dataclass(frozen=True)
 class InitFlags:
-    """`amibuild init` (the job's own request is `amibuild.cli.init.InitRequest`)."""
+    """`amibuild init` (the job's own request is `amibuild.jobs.init_job.InitRequest`)."""
 
     json: bool = flag("Print what was written as JSON on stdout", False)
     ci: str = flag("Also write a CI workflow for this repository: github (.github/workflows/amibuild.yml at the "

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from amibuild.cli import doctor as doctor_mod
-from amibuild.cli import init as init_mod
 from amibuild.cli import run as cli
 from amibuild.cli.guardrails import doctor_consumer
 from amibuild.cli.requests_setup import DemoRequest, DoctorRequest, InitFlags, SandboxRequest
 from amibuild.cli.tasks_common import Scope, options
+from amibuild.jobs import init_job
 
 
 def sandbox(c, r: SandboxRequest):
@@ -22,7 +22,7 @@ def sandbox(c, r: SandboxRequest):
 
 
 def init(c, r: InitFlags):
-    result = cli.run(lambda: init_mod.run(init_mod.InitRequest(Path.cwd(), ci=r.ci, here=r.here)))
+    result = cli.run(lambda: init_job.run(init_job.InitRequest(Path.cwd(), ci=r.ci, here=r.here)))
     if r.json:
         cli.emit_json(result.to_dict())
     else:
