@@ -103,10 +103,11 @@ def deploy_settings(options: Any, *, stack: str | None, region: str | None, vari
     if private_endpoint and not (asked.proxy or asked.proxy is None):
         raise SpecError("--private-endpoint goes with --proxy")
     parameter = channel_parameter(options, variant, channel)
+    chosen = load_pipeline(options).variants[0] if variant else None
     # --os wins over the variant's, as a flag does over the pipeline file everywhere else.
-    variant_os = load_pipeline(options).variants[0].os if variant else ""
+    variant_os = chosen.os if chosen else ""
     # the variant's proxy { credentials_parameter }: where its nodes read the proxy's user:password
-    variant_parameter = load_pipeline(options).variants[0].proxy.credentials_parameter if variant else ""
+    variant_parameter = chosen.proxy.credentials_parameter if chosen else ""
     if asked.max_pods_expression and (os_ or variant_os) == "al2":
         raise SpecError("--max-pods-expression is nodeadm's (al2023); al2's bootstrap.sh takes a fixed --max-pods N")
     if given.get(node_settings.BOOTSTRAP) and (os_ or variant_os) == "al2023":
@@ -118,16 +119,6 @@ def deploy_settings(options: Any, *, stack: str | None, region: str | None, vari
         os=os_, variant_os=variant_os, private_endpoint=private_endpoint, api_server_endpoint=api_server_endpoint,
         certificate_authority=certificate_authority, service_cidr=service_cidr, wait=wait, timeout=wait_for,
         dry_run=dry_run, variant_credentials_parameter=variant_parameter)
-
-
-def node_role(options: Any, *, role_arn: str, stack: str, region: str | None) -> str:
-    """`amibuild aws-auth`: the role ARN given, or the NodeInstanceRole output of `stack`."""
-    if bool(role_arn) == bool(stack):
-        raise SpecError("aws-auth: give --role-arn ARN or --stack NAME (one of them)")
-    if role_arn:
-        return role_arn
-    aws, region = gateway(options, region)
-    return node_role_arn(aws, stack, region)
 
 
 def node_access_from_flags(options: Any, *, role_arn: str, stack: str, region: str | None, access_entry: bool,
@@ -142,11 +133,12 @@ def node_access_from_flags(options: Any, *, role_arn: str, stack: str, region: s
         raise SpecError("--access-entry needs --cluster NAME: the cluster to create the entry in")
     if role_arn:
         check_role_arn(role_arn)  # refuse a bad ARN before any AWS call
-    if not access_entry:
-        role = node_role(options, role_arn=role_arn, stack=stack, region=region)
-        return aws_auth_entry(role) + access_entry_hint(check_role_arn(role))
+    if not access_entry and role_arn:
+        return aws_auth_entry(role_arn) + access_entry_hint(check_role_arn(role_arn))
     aws, region = gateway(options, region)
-    role = role_arn or node_role_arn(aws, stack, region)
+    role = role_arn or node_role_arn(aws, stack, region)  # the stack's NodeInstanceRole output
+    if not access_entry:
+        return aws_auth_entry(role) + access_entry_hint(check_role_arn(role))
     arn = check_role_arn(role)
     created = aws.create_access_entry(cluster, arn, region, entry_type=NODE_ACCESS_ENTRY_TYPE)
     what = "created" if created else "already there"
