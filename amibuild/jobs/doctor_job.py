@@ -13,7 +13,7 @@ import re
 import socket
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -22,6 +22,7 @@ from amibuild import hcl
 from amibuild.bake.packer import INSTALL_HINT, Packer
 from amibuild.bake.prepare import support_warnings
 from amibuild.errors import AmibuildError, AwsError, PackerError, PackerNotFound, UsageError
+from amibuild.handoff.consumer import Check
 from amibuild.lifecycle import keyshare_check
 from amibuild.pipeline import PIPELINE_FILE, Pipeline, known_regions, load
 from amibuild.pipeline.options import Options
@@ -47,23 +48,6 @@ class Hints:
 
 
 @dataclass(frozen=True)
-class Check:
-    """One line of the report: what was checked, whether it is fine, and what it found or what to do."""
-
-    name: str
-    ok: bool
-    message: str
-    warn: bool = False  # fine to go on, but worth acting on (shown as WARN; doctor still passes)
-
-    def line(self) -> str:
-        state = "FAIL" if not self.ok else "WARN" if self.warn else "ok"
-        return f"{state:<4} {self.name}: {self.message}"
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
 class Doctor:
     """Every check, in display order; failed when one of them is."""
 
@@ -77,7 +61,7 @@ class Doctor:
 
     def to_list(self) -> list[dict[str, object]]:
         """The JSON: a list of the checks."""
-        return [c.to_dict() for c in self.checks]
+        return [vars(c) for c in self.checks]
 
     def raise_for_status(self) -> None:
         """Raise (exit 1) naming the failed checks; return when all passed."""
