@@ -17,16 +17,11 @@ from amibuild.errors import SpecError
 from amibuild.handoff import handoff_jobs as job
 from amibuild.handoff import node_settings
 from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE
-from amibuild.handoff.nodegroup import NODE_OSES, node_role_arn, parse_parameters
+from amibuild.handoff.nodegroup import NODE_OSES, parse_parameters
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
 from amibuild.handoff.userdata.render import aws_auth_entry, check_proxy_url, check_role_arn
 from amibuild.pipeline.options import load_pipeline
-
-
-def gateway(options: Any, region: str | None) -> tuple[Aws, str]:
-    """(Aws, region): `region`, else AWS_REGION / the profile's region, as the AWS CLI picks it."""
-    return job.gateway(options.profile, region)
 
 
 def channel_parameter(options: Any, variant: str | None, channel: str | None) -> str | None:
@@ -133,16 +128,11 @@ def node_access_from_flags(options: Any, *, role_arn: str, stack: str, region: s
         raise SpecError("--access-entry needs --cluster NAME: the cluster to create the entry in")
     if role_arn:
         check_role_arn(role_arn)  # refuse a bad ARN before any AWS call
-    if not access_entry and role_arn:
-        return aws_auth_entry(role_arn) + access_entry_hint(check_role_arn(role_arn))
-    aws, region = gateway(options, region)
-    role = role_arn or node_role_arn(aws, stack, region)  # the stack's NodeInstanceRole output
-    if not access_entry:
-        return aws_auth_entry(role) + access_entry_hint(check_role_arn(role))
-    arn = check_role_arn(role)
-    created = aws.create_access_entry(cluster, arn, region, entry_type=NODE_ACCESS_ENTRY_TYPE)
-    what = "created" if created else "already there"
-    return f"access entry for {arn} in cluster {cluster} ({region}): {what} (type {NODE_ACCESS_ENTRY_TYPE})\n"
+    if access_entry:
+        return job.create_node_access_entry(options.profile, role_arn=role_arn, stack=stack, region=region,
+                                            cluster=cluster)
+    role = role_arn or job.node_role(options.profile, stack, region)
+    return aws_auth_entry(role) + access_entry_hint(check_role_arn(role))
 
 
 def access_entry_hint(role_arn: str) -> str:
