@@ -2,5 +2,5 @@
 
 __version__ = "0.1.0"
 
-# The pipeline file's default name (cli/locate.py looks for it, pipeline.load reads it).
+# The pipeline file's default name (amibuild/locate.py looks for it, pipeline.load reads it).
 PIPELINE_FILE = "amibuild.hcl"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from amibuild.cli import doctor
+from amibuild.jobs import doctor_job
 from amibuild.pipeline.options import Options
 from conftest import run_cli
 
@@ -50,7 +51,7 @@ def fake_packer(tmp_path: Path, version: str) -> str:
 
 
 def test_packer_missing_names_the_install_command() -> None:
-    check = doctor.check_packer("/nonexistent/bin/packer")
+    check = doctor_job.check_packer("/nonexistent/bin/packer")
     assert not check.ok
     assert "not found" in check.message and "apt-get install -y packer" in check.message
 
@@ -61,7 +62,7 @@ def test_packer_missing_names_the_install_command() -> None:
     ("1.11.2", True, ["1.11.2", "IMDSv2 settings on the build instance"]),
 ])
 def test_packer_version_decides_ok_and_says_what_it_lacks(tmp_path: Path, version: str, ok: bool, words) -> None:
-    check = doctor.check_packer(fake_packer(tmp_path, version))
+    check = doctor_job.check_packer(fake_packer(tmp_path, version))
     assert check.ok is ok, check
     for word in words:
         assert word in check.message, check.message
@@ -91,7 +92,7 @@ def test_endpoint_check_reports_a_closed_port_in_seconds(monkeypatch: pytest.Mon
     monkeypatch.setenv("AWS_ENDPOINT_URL", url)
     started = time.monotonic()
     check = doctor.check_endpoints()
-    assert time.monotonic() - started < doctor.CONNECT_TIMEOUT + 1
+    assert time.monotonic() - started < doctor_job.CONNECT_TIMEOUT + 1
     assert not check.ok
     assert f"AWS_ENDPOINT_URL={url}" in check.message and "unreachable" in check.message
     assert "amibuild sandbox" in check.message
@@ -135,7 +136,7 @@ def test_a_missing_profile_is_a_failed_check_not_a_crash() -> None:
 
 
 def test_no_region_anywhere_says_where_builds_would_go() -> None:
-    check = doctor.check_region(None, "", "", None)
+    check = doctor_job.check_region(None, "", "", None)
     assert not check.ok and "us-west-2" in check.message and "AWS_REGION" in check.message
 
 

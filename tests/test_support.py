@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from amibuild.pipeline import Overrides, SpecError, load
-from amibuild.cli.doctor import check_support
+from amibuild.jobs.doctor_job import check_support
 from amibuild.sandbox import KUBERNETES_VERSIONS
 from amibuild.pipeline.support import AS_OF, CALENDAR, newest_in_standard_support, support_warning
 from conftest import run_cli

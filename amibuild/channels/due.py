@@ -22,7 +22,7 @@ from amibuild.channels import gates
 from amibuild.channels import publish as publish_mod
 from amibuild.channels.plan import PublishResult
 from amibuild.lease import Guard
-from amibuild.errors import AmibuildError, GateRefused
+from amibuild.errors import AmibuildError, GateRefused, PublishFailed
 
 
 class DueAction(enum.StrEnum):
@@ -102,9 +102,33 @@ def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | Non
                     gates.aws_time(h.answered_at for h in dated.values()), proofs)
 
 
+@dataclass(frozen=True)
+class DueRun:
+    """What `promote_due` decided and did, a `DueItem` per variant x gated channel; failed when a promote did."""
+
+    items: tuple[DueItem, ...]
+    dry_run: bool = False
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __getitem__(self, index: int) -> DueItem:
+        return self.items[index]
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [i.to_dict() for i in self.items]
+
+    def lines(self) -> list[str]:
+        return (["promote --due (dry run: nothing written)"] if self.dry_run else []) + lines(self.items)
+
+    def raise_for_status(self) -> None:
+        if any(i.action is DueAction.FAILED for i in self.items):
+            raise PublishFailed("a due promotion failed (see above)")
+
+
 def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run: bool = False,
                 force: bool = False, guard: Callable[[], Guard] = Guard,
-                say: Callable[[str], None] = lambda _: None) -> list[DueItem]:
+                say: Callable[[str], None] = lambda _: None) -> DueRun:
     """Every variant x gated channel: promote what is due now, in the order the file lists the channels.
 
     ``dry_run``: what is due (`DueAction.PROMOTE`) and what waits, nothing written; ``now``: a what-if
@@ -136,7 +160,7 @@ def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run
                             "promoted", result, pipeline=pipeline.name, source=gate.source)],
                             region=pipeline.build_region, say=say)
             items.append(item)
-    return items
+    return DueRun(tuple(items), dry_run)
 
 
 def _reader(aws: Aws, pipeline: Any) -> Any:

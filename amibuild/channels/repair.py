@@ -306,3 +306,35 @@ def repair_verdict(outcomes: Sequence[RepairOutcome], *, signal: str = "", exit_
         return ChannelSplit(f"{len(left)} of {len(outcomes)} split channel(s) NOT repaired ({said}); each line "
                             "above says why")
     return None
+
+
+@dataclass(frozen=True)
+class ChannelCheck:
+    """`channels --check`: the split channels; with `--repair` (``repaired`` not None) what became of each."""
+
+    splits: tuple[Split, ...]
+    repaired: tuple[RepairOutcome, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        outcomes = self.repaired or ()
+        return {"split": [s.to_dict() for s in self.splits],
+                "repaired": [{"channel": o.split.channel, "variant": o.split.variant, "build": o.done.choice.build,
+                              "why": o.done.choice.why, "result": o.done.result.to_dict()}
+                             for o in outcomes if o.done is not None],
+                **({"channels": [o.to_dict() for o in outcomes]} if self.repaired is not None else {})}
+
+    def lines(self) -> list[str]:
+        """A line per split channel; with --repair a line (or more) per channel, in the order handled, moved or not."""
+        lines = ([s.describe() for s in self.splits] if self.repaired is None
+                 else [x for o in self.repaired for x in outcome_lines(o)])
+        return lines or ["every channel is whole: each region holds an image of the same build"]
+
+    def raise_for_status(self, signal: str = "", exit_code: int = 0) -> None:
+        """`ChannelSplit` while a channel is split (with --repair: `repair_verdict`, after ``signal`` if one came)."""
+        if self.repaired is not None:
+            verdict = repair_verdict(self.repaired, signal=signal, exit_code=exit_code)
+            if verdict is not None:
+                raise verdict
+        elif self.splits:
+            raise ChannelSplit(f"{len(self.splits)} channel(s) split across regions; "
+                               "`amibuild channels --repair` brings each to one build")

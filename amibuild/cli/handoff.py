@@ -17,16 +17,11 @@ from amibuild.errors import SpecError
 from amibuild.handoff import handoff_jobs as job
 from amibuild.handoff import node_settings
 from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE
-from amibuild.handoff.nodegroup import NODE_OSES, node_role_arn, parse_parameters
+from amibuild.handoff.nodegroup import NODE_OSES, parse_parameters
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
 from amibuild.handoff.userdata.render import aws_auth_entry, check_proxy_url, check_role_arn
 from amibuild.pipeline.options import load_pipeline
-
-
-def gateway(options: Any, region: str | None) -> tuple[Aws, str]:
-    """(Aws, region): `region`, else AWS_REGION / the profile's region, as the AWS CLI picks it."""
-    return job.gateway(options.profile, region)
 
 
 def channel_parameter(options: Any, variant: str | None, channel: str | None) -> str | None:
@@ -103,10 +98,11 @@ def deploy_settings(options: Any, *, stack: str | None, region: str | None, vari
     if private_endpoint and not (asked.proxy or asked.proxy is None):
         raise SpecError("--private-endpoint goes with --proxy")
     parameter = channel_parameter(options, variant, channel)
+    chosen = load_pipeline(options).variants[0] if variant else None
     # --os wins over the variant's, as a flag does over the pipeline file everywhere else.
-    variant_os = load_pipeline(options).variants[0].os if variant else ""
+    variant_os = chosen.os if chosen else ""
     # the variant's proxy { credentials_parameter }: where its nodes read the proxy's user:password
-    variant_parameter = load_pipeline(options).variants[0].proxy.credentials_parameter if variant else ""
+    variant_parameter = chosen.proxy.credentials_parameter if chosen else ""
     if asked.max_pods_expression and (os_ or variant_os) == "al2":
         raise SpecError("--max-pods-expression is nodeadm's (al2023); al2's bootstrap.sh takes a fixed --max-pods N")
     if given.get(node_settings.BOOTSTRAP) and (os_ or variant_os) == "al2023":
@@ -118,16 +114,6 @@ def deploy_settings(options: Any, *, stack: str | None, region: str | None, vari
         os=os_, variant_os=variant_os, private_endpoint=private_endpoint, api_server_endpoint=api_server_endpoint,
         certificate_authority=certificate_authority, service_cidr=service_cidr, wait=wait, timeout=wait_for,
         dry_run=dry_run, variant_credentials_parameter=variant_parameter)
-
-
-def node_role(options: Any, *, role_arn: str, stack: str, region: str | None) -> str:
-    """`amibuild aws-auth`: the role ARN given, or the NodeInstanceRole output of `stack`."""
-    if bool(role_arn) == bool(stack):
-        raise SpecError("aws-auth: give --role-arn ARN or --stack NAME (one of them)")
-    if role_arn:
-        return role_arn
-    aws, region = gateway(options, region)
-    return node_role_arn(aws, stack, region)
 
 
 def node_access_from_flags(options: Any, *, role_arn: str, stack: str, region: str | None, access_entry: bool,
@@ -142,15 +128,11 @@ def node_access_from_flags(options: Any, *, role_arn: str, stack: str, region: s
         raise SpecError("--access-entry needs --cluster NAME: the cluster to create the entry in")
     if role_arn:
         check_role_arn(role_arn)  # refuse a bad ARN before any AWS call
-    if not access_entry:
-        role = node_role(options, role_arn=role_arn, stack=stack, region=region)
-        return aws_auth_entry(role) + access_entry_hint(check_role_arn(role))
-    aws, region = gateway(options, region)
-    role = role_arn or node_role_arn(aws, stack, region)
-    arn = check_role_arn(role)
-    created = aws.create_access_entry(cluster, arn, region, entry_type=NODE_ACCESS_ENTRY_TYPE)
-    what = "created" if created else "already there"
-    return f"access entry for {arn} in cluster {cluster} ({region}): {what} (type {NODE_ACCESS_ENTRY_TYPE})\n"
+    if access_entry:
+        return job.create_node_access_entry(options.profile, role_arn=role_arn, stack=stack, region=region,
+                                            cluster=cluster)
+    role = role_arn or job.node_role(options.profile, stack, region)
+    return aws_auth_entry(role) + access_entry_hint(check_role_arn(role))
 
 
 def access_entry_hint(role_arn: str) -> str:

@@ -16,28 +16,20 @@ from amibuild.jobs import image_inventory as job
 def sbom(c, r: SbomFlags):
     opts = scope_options(c, r)
     result = cli.run(lambda: job.run_sbom(job.SbomRequest(opts, _required(r.variant), r.channel, r.ami, r.format)))
-    _print(result, r.json)
+    cli.show(result, r.json)
 
 
 def diff(c, r: DiffFlags):
     opts = scope_options(c, r)
     result = cli.run(lambda: job.run_diff(job.DiffRequest(opts, _required(r.variant), r.from_ or "", r.to or "",
                                                           r.markdown)))
-    _print(result, r.json)
+    cli.show(result, r.json)
 
 
 def scan(c, r: ScanFlags):
     opts = scope_options(c, r)
     result = cli.run(lambda: job.run_scan(job.ScanRequest(opts, _required(r.variant), r.channel, r.ami)))
-    _print(result, r.json)
-
-
-def _print(result, json: bool) -> None:
-    if json:
-        cli.emit_json(result.to_dict())
-    else:
-        cli.lines_out(result.lines())
-    cli.finish(result)
+    cli.show(result, r.json)
 
 
 def _required(variant: str | None) -> str:

@@ -27,7 +27,7 @@ from invoke import Collection, Config, Program
 from invoke.exceptions import Exit, ParseError, UnexpectedExit
 
 from amibuild import __version__, redact
-from amibuild.cli.locate import find_pipeline
+from amibuild.locate import find_pipeline
 from amibuild.cli.run import ERROR
 from amibuild.errors import ExitCode
 

@@ -19,7 +19,7 @@ class SandboxRequest:
 
 @dataclass(frozen=True)
 class InitFlags:
-    """`amibuild init` (the job's own request is `amibuild.cli.init.InitRequest`)."""
+    """`amibuild init` (the job's own request is `amibuild.jobs.init_job.InitRequest`)."""
 
     json: bool = flag("Print what was written as JSON on stdout", False)
     ci: str = flag("Also write a CI workflow for this repository: github (.github/workflows/amibuild.yml at the "
@@ -35,7 +35,7 @@ class DemoRequest:
 
 @dataclass(frozen=True)
 class DoctorRequest:
-    """`amibuild doctor` (its checks are `amibuild.cli.doctor.checks`; with --consumer,
+    """`amibuild doctor` (its checks are `amibuild.jobs.doctor_job.checks`; with --consumer,
     `amibuild.handoff.consumer.ConsumerRequest`)."""
 
     pipeline: str | None = like(Selection, "pipeline")

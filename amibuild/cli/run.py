@@ -104,6 +104,12 @@ def finish(result: Any) -> None:
     run(result.raise_for_status)
 
 
+def show(result: Any, json: bool) -> None:
+    """Print a result (its `to_dict()` as JSON with --json, else its `lines()`), then exit as it says."""
+    emit_json(result.to_dict()) if json else lines_out(result.lines())
+    finish(result)
+
+
 def say(line: str) -> None:
     """Progress and notes go to stderr, so stdout stays clean for --json and piping."""
     _flush_pending()

@@ -16,7 +16,7 @@ from amibuild.cli import values
 from amibuild.cli import run as cli
 from amibuild.cli.requests_channels import ChannelsRequest, HistoryRequest, PromoteRequest, PublishRequest, RollbackRequest
 from amibuild.cli.tasks_common import _channel_deadline, _guard, _read_timeout, channel_target, channel_variant, scope_options
-from amibuild.errors import ChannelSplit, PublishFailed, SpecError
+from amibuild.errors import SpecError
 from amibuild.jobs.image_inventory import promote_line
 from amibuild.pipeline.options import load_pipeline
 from amibuild.views import report, summary
@@ -93,17 +93,11 @@ def _promote_due(c, r: PromoteRequest):
         return due.promote_due(Aws(profile=opts.profile, region=pipe.build_region), pipe, now=when,
                                guard=lambda: _guard(c, signals), say=cli.say, dry_run=r.dry_run, force=r.force)
 
-    items, _ = cli.run_channel(body)
-    if r.json:
-        cli.emit_json([i.to_dict() for i in items])
-    elif not r.markdown:
-        cli.lines_out((["promote --due (dry run: nothing written)"] if r.dry_run else []) + due.lines(items))
-    summary.publish(summary.due_markdown(items), to_stdout=r.markdown)
-    if any(i.action is due.DueAction.FAILED for i in items):
-        def failed() -> None:
-            raise PublishFailed("a due promotion failed (see above)")
-
-        cli.run(failed)
+    done, _ = cli.run_channel(body)
+    if r.json or not r.markdown:
+        cli.emit_json(done.to_list()) if r.json else cli.lines_out(done.lines())
+    summary.publish(summary.due_markdown(done.items), to_stdout=r.markdown)
+    cli.finish(done)
 
 
 def rollback(c, r: RollbackRequest):
@@ -148,39 +142,17 @@ def channels(c, r: ChannelsRequest):
     def body(signals=None):
         aws, pipe = gateway()
         splits = repair_mod.check(aws, pipeline=pipe, seconds=_channel_deadline(c))
-        if not r.repair:
-            return splits, []
-        return splits, repair_mod.repair_all(aws, pipeline=pipe, splits=splits, guard=_guard(c, signals))
+        repaired = repair_mod.repair_all(aws, pipeline=pipe, splits=splits, guard=_guard(c, signals)) if r.repair else None
+        return repair_mod.ChannelCheck(tuple(splits), None if repaired is None else tuple(repaired))
 
-    if r.repair:
-        (splits, repaired), signals = cli.run_channel(body)
-    else:
-        splits, repaired = cli.run(body)
+    checked, signals = cli.run_channel(body) if r.repair else (cli.run(body), None)
     if r.json:
-        cli.emit_json({"split": [s.to_dict() for s in splits],
-                       "repaired": [{"channel": o.split.channel, "variant": o.split.variant, "build": o.done.choice.build,
-                                     "why": o.done.choice.why, "result": o.done.result.to_dict()}
-                                    for o in repaired if o.done is not None],
-                       **({"channels": [o.to_dict() for o in repaired]} if r.repair else {})})
+        cli.emit_json(checked.to_dict())
     elif not (r.markdown and not r.repair):
-        # --repair: a line (or more) for every split channel, in the order handled, moved or not
-        lines = [s.describe() for s in splits] if not r.repair else [x for o in repaired for x in repair_mod.outcome_lines(o)]
-        cli.lines_out(lines or ["every channel is whole: each region holds an image of the same build"])
-    if r.repair:
-        verdict = repair_mod.repair_verdict(repaired, signal=signals.name, exit_code=signals.exit_code)
-        if verdict is not None:
-            def stop() -> None:
-                raise verdict
-
-            cli.run(stop)
-        return
-    summary.publish(summary.channel_check_markdown(splits), to_stdout=r.markdown)
-    if splits:
-        def split() -> None:
-            raise ChannelSplit(f"{len(splits)} channel(s) split across regions; "
-                               "`amibuild channels --repair` brings each to one build")
-
-        cli.run(split)
+        cli.lines_out(checked.lines())
+    if not r.repair:
+        summary.publish(summary.channel_check_markdown(checked.splits), to_stdout=r.markdown)
+    cli.run(lambda: checked.raise_for_status(signals.name, signals.exit_code) if signals else checked.raise_for_status())
 
 
 def _listing(channel_status, gateway):

@@ -11,11 +11,11 @@ from typing import Any, Callable
 from amibuild.aws import Aws
 from amibuild.cli import run as cli
 from amibuild.cli import values
-from amibuild.cli.locate import find_pipeline
 from amibuild.cli.requests_build import BuildRequest, Output, Selection
 from amibuild.cli.target import platform
 from amibuild.errors import SpecError
 from amibuild.lease import LEASE_TTL, LEASE_WAIT, Guard
+from amibuild.locate import find_pipeline
 from amibuild.pipeline import Overrides
 from amibuild.pipeline.options import Options, load_pipeline
 

@@ -45,6 +45,4 @@ def iam_policy(c, r: IamPolicyRequest):
 
 
 def restore(c, r: RestoreFlags):
-    result = cli.run(lambda: restore_job.run(restore_job.RestoreRequest(r.ami, r.region, r.profile)))
-    cli.emit_json(result.to_dict()) if r.json else cli.lines_out(result.lines())
-    cli.finish(result)
+    cli.show(cli.run(lambda: restore_job.run(restore_job.RestoreRequest(r.ami, r.region, r.profile))), r.json)

@@ -118,5 +118,4 @@ def nodegroup_deploy(c, r: DeployRequest):
         certificate_authority=r.certificate_authority, kubelet_flags=list(r.kubelet_flag),
         node_labels=list(r.node_label), taints=list(r.taint), max_pods=r.max_pods or None, dry_run=r.dry_run,
         credentials_parameter=r.proxy_credentials_parameter, max_pods_expression=r.max_pods_expression), cli.say))
-    cli.emit_json(result.to_dict()) if r.json else cli.lines_out(result.lines())
-    cli.finish(result)
+    cli.show(result, r.json)

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from amibuild.cli import doctor as doctor_mod
-from amibuild.cli import init as init_mod
 from amibuild.cli import run as cli
-from amibuild.cli.guardrails import doctor_consumer
 from amibuild.cli.requests_setup import DemoRequest, DoctorRequest, InitFlags, SandboxRequest
 from amibuild.cli.tasks_common import Scope, options
+from amibuild.handoff import consumer
+from amibuild.jobs import init_job
 
 
 def sandbox(c, r: SandboxRequest):
@@ -22,11 +22,7 @@ def sandbox(c, r: SandboxRequest):
 
 
 def init(c, r: InitFlags):
-    result = cli.run(lambda: init_mod.run(init_mod.InitRequest(Path.cwd(), ci=r.ci, here=r.here)))
-    if r.json:
-        cli.emit_json(result.to_dict())
-    else:
-        cli.lines_out(result.lines())
+    cli.show(cli.run(lambda: init_job.run(init_job.InitRequest(Path.cwd(), ci=r.ci, here=r.here))), r.json)
 
 
 def demo(c, r: DemoRequest):
@@ -37,11 +33,9 @@ def demo(c, r: DemoRequest):
 
 def doctor(c, r: DoctorRequest):
     opts = options(c, Scope(r.pipeline, profile=r.profile), announce=False)
-    if r.consumer:
-        return doctor_consumer(opts, r.channel, r.build_profile, r.json)
-    results = cli.run(lambda: doctor_mod.checks(opts))
-    if r.json:
-        cli.emit_json([check.to_dict() for check in results])
-    else:
-        print("\n".join(doctor_mod.lines(results)))
-    cli.run(lambda: doctor_mod.verdict(results))
+    if r.consumer:  # the consumer account's checks (run with its credentials)
+        request = consumer.ConsumerRequest(opts, r.channel or "", r.build_profile or "")
+        return cli.show(cli.run(lambda: consumer.run_consumer(request)), r.json)
+    report = cli.run(lambda: doctor_mod.checks(opts))
+    cli.emit_json(report.to_list()) if r.json else print("\n".join(report.lines()))
+    cli.finish(report)

@@ -107,11 +107,14 @@ class ConsumerRequest:
 
 
 @dataclass(frozen=True)
-class Row:
+class Check:
+    """One line of a doctor report (here and `amibuild.jobs.doctor_job`): what was checked, whether it
+    is fine, and what it found or what to do."""
+
     name: str
     ok: bool
     message: str
-    warn: bool = False
+    warn: bool = False  # fine to go on, but worth acting on (shown as WARN; doctor still passes)
 
     def line(self) -> str:
         state = "FAIL" if not self.ok else "WARN" if self.warn else "ok"
@@ -134,25 +137,25 @@ class RegionFacts:
     keys: Mapping[str, str] = field(default_factory=dict)  # key id -> "" usable, else why not
 
 
-def decide(account: str, facts: Sequence[RegionFacts]) -> list[Row]:
+def decide(account: str, facts: Sequence[RegionFacts]) -> list[Check]:
     """The consumer's checks, one row per region and image (pure)."""
     rows = []
     for f in facts:
         r = f.region
         if f.settings is None:
-            rows.append(Row(f"allowed-amis {r}", False, f"cannot read the settings: {f.settings_error}"))
+            rows.append(Check(f"allowed-amis {r}", False, f"cannot read the settings: {f.settings_error}"))
         if f.block_error:
-            rows.append(Row(f"block-public-access {r}", False, f"cannot read it: {f.block_error}"))
+            rows.append(Check(f"block-public-access {r}", False, f"cannot read it: {f.block_error}"))
         elif f.block_public == "block-new-sharing":
-            rows.append(Row(f"block-public-access {r}", True, "block-new-sharing"))
+            rows.append(Check(f"block-public-access {r}", True, "block-new-sharing"))
         else:
-            rows.append(Row(f"block-public-access {r}", False,
+            rows.append(Check(f"block-public-access {r}", False,
                             f"{f.block_public or 'unknown'}: turn it on with `aws ec2 enable-image-block-public-access "
                             f"--region {r} --image-block-public-access-state block-new-sharing`"))
         for label, ami in f.images.items():
             name = f"image {label} {r}"
             if not ami:
-                rows.append(Row(name, False, "the channel has no image here (or the build account's parameter "
+                rows.append(Check(name, False, "the channel has no image here (or the build account's parameter "
                                              "cannot be read: give --build-profile)"))
                 continue
             seen, known = f.seen.get(ami), f.known.get(ami)
@@ -163,23 +166,23 @@ def decide(account: str, facts: Sequence[RegionFacts]) -> list[Row]:
                 if not verdict.allowed:
                     state = {"enabled": "enabled", "audit-mode": "audit-mode (refuses nothing yet)",
                              "disabled": "disabled (refuses nothing yet)"}.get(f.settings.state, f.settings.state)
-                    rows.append(Row(f"allowed-amis {r}", f.settings.state != "enabled",
+                    rows.append(Check(f"allowed-amis {r}", f.settings.state != "enabled",
                                     f"{state}: {ami} ({facts_of.name}, provider {facts_of.owner}) is not "
                                     f"admitted: {'; '.join(verdict.reasons)}; run `amibuild allowed-amis` for "
                                     "criteria that admit it", warn=f.settings.state != "enabled"))
                 else:
-                    rows.append(Row(f"allowed-amis {r}", True, f"{f.settings.state}: admits {ami}"))
+                    rows.append(Check(f"allowed-amis {r}", True, f"{f.settings.state}: admits {ami}"))
             users = f.launch_users.get(ami)
             if users is not None and account not in users and "all" not in users:
-                rows.append(Row(name, False, f"{ami} is not shared with account {account}: add it to the pipeline's "
+                rows.append(Check(name, False, f"{ami} is not shared with account {account}: add it to the pipeline's "
                                              "ami_users and publish again"))
             elif seen is None:
-                rows.append(Row(name, False, f"{ami} is not visible from account {account} (not shared with it, or "
+                rows.append(Check(name, False, f"{ami} is not visible from account {account} (not shared with it, or "
                                              "hidden by its Allowed AMIs settings)"))
             else:
-                rows.append(Row(name, True, f"{ami} visible ({seen.state})"))
+                rows.append(Check(name, True, f"{ami} visible ({seen.state})"))
         for key, why in f.keys.items():
-            rows.append(Row(f"key {r}", not why, f"{key} usable (DescribeKey, CreateGrant)" if not why else
+            rows.append(Check(f"key {r}", not why, f"{key} usable (DescribeKey, CreateGrant)" if not why else
                             f"{key}: {why}; the key policy must allow account {account} kms:DescribeKey, "
                             "kms:CreateGrant, kms:Decrypt, kms:ReEncrypt*, kms:GenerateDataKey* (the build account's "
                             "`amibuild iam-policy --task share` prints the statements, or the grants)"))
@@ -189,7 +192,7 @@ def decide(account: str, facts: Sequence[RegionFacts]) -> list[Row]:
 @dataclass(frozen=True)
 class ConsumerResult:
     account: str
-    rows: tuple[Row, ...]
+    rows: tuple[Check, ...]
 
     def to_dict(self) -> dict[str, Any]:
         return {"account": self.account, "checks": [vars(r) for r in self.rows]}

@@ -7,7 +7,8 @@ from the flags (every flag checked there, before any AWS call):
   the user data, sends the create or change set (or, dry run, shows it), and returns a frozen
   `DeployResult` whose `raise_for_status()` says whether the stack ended well;
 * `stack_user_data` (`decode-userdata --stack`) and `userdata_cluster` (`userdata --cluster`): the
-  user data a stack's template gives its nodes, and the cluster facts the flags left out.
+  user data a stack's template gives its nodes, and the cluster facts the flags left out;
+* `node_role` and `create_node_access_entry` (`aws-auth`): a stack's node role, and its access entry.
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ from amibuild.aws import Aws
 from amibuild.errors import AccessDenied, AmibuildError, SpecError
 from amibuild.handoff import node_settings
 from amibuild.handoff.consumer import deploy_note
-from amibuild.handoff.cluster import ClusterFacts, NodeConfigFacts, node_access, node_config_facts, read_cluster
-from amibuild.handoff.nodegroup import (NODE_GROUP, PROXY_CREDENTIALS, DeployResult, check_ours, stack_parameters,
-                                        template_json)
+from amibuild.handoff.cluster import (NODE_ACCESS_ENTRY_TYPE, ClusterFacts, NodeConfigFacts, node_access,
+                                     node_config_facts, read_cluster)
+from amibuild.handoff.nodegroup import (NODE_GROUP, PROXY_CREDENTIALS, DeployResult, check_ours, node_role_arn,
+                                        stack_parameters, template_json)
 from amibuild.handoff.nodegroup import deploy as deploy_stack
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutRefused, RolloutResult, rollout_nodegroup, rollout_stack
 from amibuild.handoff.userdata import decode as ud
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
-from amibuild.handoff.userdata.render import config_from_flags, render_userdata
+from amibuild.handoff.userdata.render import check_role_arn, config_from_flags, render_userdata
 from amibuild.pipeline.options import default_region
 from amibuild.pipeline.proxy_credentials import POLICY_NAME as PROXY_CREDENTIALS_POLICY
 
@@ -265,3 +267,20 @@ def userdata_cluster(*, cluster: str, os_: str, region: str, api_server_endpoint
     return node_config_facts(aws, cluster, where, endpoint=api_server_endpoint,
                              certificate_authority=certificate_authority, service_cidr=service_cidr,
                              private_endpoint=private_endpoint)
+
+
+def node_role(profile: str | None, stack: str, region: str | None) -> str:
+    """The nodes' role: the NodeInstanceRole output of `stack`."""
+    aws, region = gateway(profile, region)
+    return node_role_arn(aws, stack, region)
+
+
+def create_node_access_entry(profile: str | None, *, role_arn: str, stack: str, region: str | None,
+                             cluster: str) -> str:
+    """The nodes' EKS access entry in `cluster` (for `role_arn`, else `stack`'s node role) created if it
+    is not there: the line that says which."""
+    aws, region = gateway(profile, region)
+    arn = check_role_arn(role_arn or node_role_arn(aws, stack, region))
+    created = aws.create_access_entry(cluster, arn, region, entry_type=NODE_ACCESS_ENTRY_TYPE)
+    what = "created" if created else "already there"
+    return f"access entry for {arn} in cluster {cluster} ({region}): {what} (type {NODE_ACCESS_ENTRY_TYPE})\n"

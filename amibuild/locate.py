@@ -2,8 +2,9 @@
 
 From the current folder upwards, the first `amibuild.hcl`; the search stops at the root of a
 repository (a folder holding `.git`, after looking in it) or at `/`. Nothing is read here:
-`spec.load` reads what this finds. It lives in cli, not spec: the program looks for it (to read
-`amibuild.yaml` beside it) before any task runs, and `amibuild --list` should not import spec.
+`pipeline.load` reads what this finds. A leaf below the stages, not in `amibuild.pipeline`: the
+program looks for it (to read `amibuild.yaml` beside it) before any task runs, and `amibuild --list`
+should not import the pipeline stage.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ class Found:
         span = str(first) if first == last else f"{first} and its parents up to {last}"
         return (f"note: no {PIPELINE_FILE} in {span}; using the flags alone (one variant named `default`); "
                 f"`amibuild init` writes a starter file")
+
+
+def repository_root(folder: Path) -> Path | None:
+    """The nearest folder at or above `folder` holding `.git`, or None."""
+    return next((f for f in (folder, *folder.parents) if (f / ".git").exists()), None)
 
 
 def find_pipeline(start: str | Path) -> Found:

@@ -1,8 +1,8 @@
-"""`amibuild init`: a starter pipeline file, a `.gitignore` entry for `build/`, and with `--ci github`
+"""The `init` job: a starter pipeline file, a `.gitignore` entry for `build/`, and with `--ci github`
 a GitHub Actions workflow that installs this amibuild's version as a package.
 
 The starter and the workflow are package data (`amibuild/pipeline/starter.hcl`,
-`amibuild/cli/templates/github-workflow.yml`), so an installed amibuild writes what this repository tests.
+`amibuild/jobs/templates/github-workflow.yml`), so an installed amibuild writes what this repository tests.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from importlib import resources
 from pathlib import Path
 
 from amibuild import __version__
-from amibuild.cli.locate import PIPELINE_FILE, find_pipeline
 from amibuild.errors import PackageDataMissing, SpecError
+from amibuild.locate import PIPELINE_FILE, find_pipeline, repository_root
 from amibuild.pipeline.shipped import STARTER, pipeline_text
 
 IGNORE_ENTRY = "/build/"
@@ -23,7 +23,7 @@ WORKFLOW = Path(".github/workflows/amibuild.yml")
 
 @dataclass(frozen=True)
 class InitRequest:
-    """`amibuild init`'s flags."""
+    """What `amibuild init` is asked to write, and where."""
 
     folder: Path
     ci: str = ""  # "github": also the workflow
@@ -56,17 +56,12 @@ class InitResult:
         """Nothing to raise: init refuses (SpecError) before it writes anything."""
 
 
-def repository_root(folder: Path) -> Path | None:
-    """The nearest folder at or above `folder` holding `.git`, or None."""
-    return next((f for f in (folder, *folder.parents) if (f / ".git").exists()), None)
-
-
 def workflow_text(pipeline_dir: str) -> str:
     """The GitHub workflow for a pipeline file in `pipeline_dir` (relative to the repository root)."""
     try:
-        text = (resources.files("amibuild.cli") / "templates" / "github-workflow.yml").read_text(encoding="utf-8")
+        text = (resources.files("amibuild.jobs") / "templates" / "github-workflow.yml").read_text(encoding="utf-8")
     except OSError as exc:
-        raise PackageDataMissing(f"amibuild/cli/templates/github-workflow.yml is missing ({exc.strerror}); the "
+        raise PackageDataMissing(f"amibuild/jobs/templates/github-workflow.yml is missing ({exc.strerror}); the "
                                  "installation is incomplete: reinstall amibuild") from exc
     return text.replace("@AMIBUILD_VERSION@", __version__).replace("@PIPELINE_DIR@", pipeline_dir)
 
@@ -120,7 +115,3 @@ def run(request: InitRequest) -> InitResult:
                         "can write to") from exc
     return InitResult(pipeline, gitignore, changed, pipeline_written=not exists, workflow=workflow)
 
-
-def init(folder: Path) -> InitResult:
-    """`amibuild init` in `folder` with no flags."""
-    return run(InitRequest(folder))
