@@ -123,6 +123,16 @@ def test_doctor_with_the_emulator_down_exits_1_within_seconds(tmp_path: Path) ->
     assert elapsed < 10, f"took {elapsed:.1f}s"
 
 
+@pytest.mark.parametrize("json_output", [False, True], ids=["text", "json"])
+def test_doctor_masks_a_password_in_an_endpoint_url(tmp_path: Path, json_output: bool) -> None:
+    env = {"AWS_ENDPOINT_URL": f"http://user:s3cretpw@127.0.0.1:{closed_port()}", "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-west-2"}
+    result = run_cli(tmp_path, "doctor", "--pipeline", str(EXAMPLE), *(["--json"] if json_output else []), env=env)
+    assert result.returncode == 1, result.stderr
+    assert "s3cretpw" not in result.stdout + result.stderr
+    assert "http://user:***@127.0.0.1:" in result.stdout
+
+
 def test_no_credentials_says_what_to_set() -> None:
     aws, check = doctor.check_credentials(None)
     assert aws is not None and not check.ok
