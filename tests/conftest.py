@@ -231,7 +231,54 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest's TerminalReporter
     if not _FILE_SECONDS:
         return
+    cache = getattr(terminalreporter.config, "cache", None)  # None with -p no:cacheprovider
+    if cache is not None and not hasattr(terminalreporter.config, "workerinput"):  # the controller, or no xdist
+        cache.set(_SECONDS_CACHE, {**cache.get(_SECONDS_CACHE, {}), **{k: round(v, 1) for k, v in _FILE_SECONDS.items()}})
     slowest = sorted(_FILE_SECONDS.items(), key=lambda item: item[1], reverse=True)[:SLOWEST_FILES]
     terminalreporter.write_sep("=", f"slowest {len(slowest)} test files (seconds, summed over their tests)")
     for path, seconds in slowest:
         terminalreporter.write_line(f"{seconds:8.1f}  {path}")
+
+
+# Which file a worker takes next. Each worker takes whole files (`--dist loadfile`), and xdist hands them
+# out longest first by their number of tests; but the slowest files hold few, slow tests (test_install's 3
+# take ~50 s), so they came last, and two workers sat idle while a third ran them. Handed out by their
+# seconds instead, longest first, the run ends on short files. The seconds are the last run's (pytest's
+# cache, written above), else `FILE_SECONDS`; a file in neither counts `UNKNOWN_TEST_SECONDS` a test.
+# The tests of a file keep their order.
+_SECONDS_CACHE = "amibuild/file-seconds"
+UNKNOWN_TEST_SECONDS = 0.25
+FILE_SECONDS = {  # the brief's top ten (a whole-suite run) and single-worker runs of the rest, 2026-12
+    "tests/test_build_e2e.py": 85.2, "tests/test_rehearse.py": 77.0, "tests/test_channel_races.py": 69.2,
+    "tests/test_boot_test.py": 51.9, "tests/test_install.py": 46.7, "tests/test_walkthrough.py": 44.0,
+    "tests/test_channel_deadline.py": 39.3, "tests/test_first_hour.py": 37.0, "tests/test_publish.py": 36.7,
+    "tests/test_upstream_real.py": 36.0, "tests/test_boot_cluster.py": 34.6, "tests/test_boot_rest.py": 34.6,
+    "tests/test_build_guard.py": 33.0, "tests/test_channel_converge.py": 32.6,
+    "tests/test_channel_stopped.py": 32.4, "tests/test_frozen_emulator.py": 30.4, "tests/test_prune_home.py": 27.6,
+    "tests/test_fleet.py": 26.9, "tests/test_rates.py": 23.3, "tests/test_inventory_e2e.py": 21.0,
+    "tests/test_channel_home.py": 20.1, "tests/test_karpenter.py": 19.4, "tests/test_fanout_rates.py": 18.9,
+    "tests/test_check_deadline.py": 17.8, "tests/test_channel_repair_signal.py": 17.2,
+    "tests/test_ci_summary.py": 15.4, "tests/test_consumer_accounts.py": 13.6, "tests/test_prune_race.py": 13.5,
+    "tests/test_verify.py": 12.9, "tests/test_today_nodes.py": 11.7, "tests/test_scan_gate.py": 11.0,
+    "tests/test_channel_repair.py": 10.2, "tests/test_attest_build.py": 10.0,
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # xdist's reorder by number of tests: the order below instead
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    cache = getattr(config, "cache", None)
+    seconds = {**FILE_SECONDS, **(cache.get(_SECONDS_CACHE, {}) if cache is not None else {})}
+    tests: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        tests[path] = tests.get(path, 0) + 1
+
+    def order(item: pytest.Item) -> float:
+        path = item.nodeid.split("::", 1)[0]
+        return -seconds.get(path, UNKNOWN_TEST_SECONDS * tests[path])
+
+    items.sort(key=order)  # stable: a file's tests stay in their order
