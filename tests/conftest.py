@@ -259,19 +259,29 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest'
 # The tests of a file keep their order.
 _SECONDS_CACHE = "amibuild/file-seconds"
 UNKNOWN_TEST_SECONDS = 0.25
-FILE_SECONDS = {  # the brief's top ten (a whole-suite run) and single-worker runs of the rest, 2026-12
-    "tests/test_build_e2e.py": 85.2, "tests/test_rehearse.py": 77.0, "tests/test_channel_races.py": 69.2,
-    "tests/test_boot_test.py": 51.9, "tests/test_install.py": 46.7, "tests/test_walkthrough.py": 44.0,
-    "tests/test_channel_deadline.py": 39.3, "tests/test_first_hour.py": 37.0, "tests/test_publish.py": 36.7,
-    "tests/test_upstream_real.py": 36.0, "tests/test_boot_cluster.py": 34.6, "tests/test_boot_rest.py": 34.6,
-    "tests/test_build_guard.py": 33.0, "tests/test_channel_converge.py": 32.6,
-    "tests/test_channel_stopped.py": 32.4, "tests/test_frozen_emulator.py": 30.4, "tests/test_prune_home.py": 27.6,
-    "tests/test_fleet.py": 26.9, "tests/test_rates.py": 23.3, "tests/test_inventory_e2e.py": 21.0,
-    "tests/test_channel_home.py": 20.1, "tests/test_karpenter.py": 19.4, "tests/test_fanout_rates.py": 18.9,
-    "tests/test_check_deadline.py": 17.8, "tests/test_channel_repair_signal.py": 17.2,
-    "tests/test_ci_summary.py": 15.4, "tests/test_consumer_accounts.py": 13.6, "tests/test_prune_race.py": 13.5,
-    "tests/test_verify.py": 12.9, "tests/test_today_nodes.py": 11.7, "tests/test_scan_gate.py": 11.0,
-    "tests/test_channel_repair.py": 10.2, "tests/test_attest_build.py": 10.0,
+FILE_SECONDS = {  # a whole-suite run with 3 workers on a 2-CPU machine, 2026-12-04 (files of 5 s or more)
+    "tests/test_build_e2e.py": 104.4, "tests/test_rehearse.py": 84.1, "tests/test_install.py": 75.6,
+    "tests/test_channel_races.py": 64.8, "tests/test_walkthrough.py": 58.3, "tests/test_boot_test.py": 49.6,
+    "tests/test_channel_deadline.py": 39.3, "tests/test_publish.py": 39.0, "tests/test_first_hour.py": 38.6,
+    "tests/test_check_verdicts.py": 37.5, "tests/test_frozen_emulator.py": 35.1, "tests/test_gates.py": 34.2,
+    "tests/test_build_guard.py": 30.1, "tests/test_channel_converge.py": 29.5,
+    "tests/test_channel_stopped.py": 28.6, "tests/test_upstream_real.py": 28.5, "tests/test_boot_rest.py": 27.4,
+    "tests/test_prune_home.py": 27.2, "tests/test_channel_names.py": 26.5, "tests/test_boot_cluster.py": 25.0,
+    "tests/test_sandbox.py": 24.3, "tests/test_rates.py": 23.6, "tests/test_iam_policy.py": 23.3,
+    "tests/test_channel_home.py": 21.3, "tests/test_events.py": 20.8, "tests/test_program.py": 19.1,
+    "tests/test_inventory_e2e.py": 19.0, "tests/test_fanout_rates.py": 19.0, "tests/test_rollout.py": 18.0,
+    "tests/test_debug_redaction.py": 17.6, "tests/test_verify.py": 16.4, "tests/test_check_deadline.py": 16.3,
+    "tests/test_prune_race.py": 16.0, "tests/test_today_nodes.py": 15.5, "tests/test_attest_build.py": 13.3,
+    "tests/test_render_cases.py": 11.9, "tests/test_scan_gate.py": 11.7, "tests/test_protection.py": 11.5,
+    "tests/test_fleet.py": 11.4, "tests/test_consumer_accounts.py": 11.4, "tests/test_ci_summary.py": 11.0,
+    "tests/test_jobs.py": 10.9, "tests/test_bad_input.py": 10.8, "tests/test_channel_repair_signal.py": 10.4,
+    "tests/test_karpenter.py": 10.1, "tests/test_url_credentials.py": 9.0, "tests/test_hygiene.py": 8.8,
+    "tests/test_prune_ladder.py": 8.6, "tests/test_prune.py": 8.5, "tests/test_sandbox_transform.py": 8.5,
+    "tests/test_nodegroup_template.py": 8.4, "tests/test_leftovers_named.py": 7.8, "tests/test_inventory.py": 7.5,
+    "tests/test_fingerprint_secret.py": 7.1, "tests/test_cli_in_process.py": 6.8,
+    "tests/test_channel_repair.py": 6.2, "tests/test_proxy_credentials.py": 6.1, "tests/test_sandbox_reset.py": 5.8,
+    "tests/test_cleanup.py": 5.5, "tests/test_node_settings.py": 5.2, "tests/test_attest.py": 5.1,
+    "tests/test_channel_outgrown.py": 5.1,
 }
 
 
