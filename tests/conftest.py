@@ -13,6 +13,7 @@ shows (signals, closed pipes, the installed wheel, racing processes, process-wid
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -86,6 +87,16 @@ def sandbox(
     for name, value in sandbox_server.env().items():
         monkeypatch.setenv(name, value)
     return sandbox_server
+
+
+@contextlib.contextmanager
+def unlimited() -> Iterator[None]:
+    """Writes that set a test up, made without the gateway's rate limiter: they take none of its tokens
+    (SSM's 3 puts a second per region kept a set-up of a few publishes waiting ~2 s for them), so what
+    the test itself runs meets the buckets as the set-up found them."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rates.LIMITER, "_rates", lambda *_, **__: None)
+        yield
 
 
 # ------------------------------------------------------------------------------- the CLI in process
@@ -231,7 +242,64 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest's TerminalReporter
     if not _FILE_SECONDS:
         return
+    cache = getattr(terminalreporter.config, "cache", None)  # None with -p no:cacheprovider
+    if cache is not None and not hasattr(terminalreporter.config, "workerinput"):  # the controller, or no xdist
+        cache.set(_SECONDS_CACHE, {**cache.get(_SECONDS_CACHE, {}), **{k: round(v, 1) for k, v in _FILE_SECONDS.items()}})
     slowest = sorted(_FILE_SECONDS.items(), key=lambda item: item[1], reverse=True)[:SLOWEST_FILES]
     terminalreporter.write_sep("=", f"slowest {len(slowest)} test files (seconds, summed over their tests)")
     for path, seconds in slowest:
         terminalreporter.write_line(f"{seconds:8.1f}  {path}")
+
+
+# Which file a worker takes next. Each worker takes whole files (`--dist loadfile`), and xdist hands them
+# out longest first by their number of tests; but the slowest files hold few, slow tests (test_install's 3
+# take ~50 s), so they came last, and two workers sat idle while a third ran them. Handed out by their
+# seconds instead, longest first, the run ends on short files. The seconds are the last run's (pytest's
+# cache, written above), else `FILE_SECONDS`; a file in neither counts `UNKNOWN_TEST_SECONDS` a test.
+# The tests of a file keep their order.
+_SECONDS_CACHE = "amibuild/file-seconds"
+UNKNOWN_TEST_SECONDS = 0.25
+FILE_SECONDS = {  # a whole-suite run with 3 workers on a 2-CPU machine, 2026-12-04 (files of 5 s or more)
+    "tests/test_build_e2e.py": 104.4, "tests/test_rehearse.py": 84.1, "tests/test_install.py": 75.6,
+    "tests/test_channel_races.py": 64.8, "tests/test_walkthrough.py": 58.3, "tests/test_boot_test.py": 49.6,
+    "tests/test_channel_deadline.py": 39.3, "tests/test_publish.py": 39.0, "tests/test_first_hour.py": 38.6,
+    "tests/test_check_verdicts.py": 37.5, "tests/test_frozen_emulator.py": 35.1, "tests/test_gates.py": 34.2,
+    "tests/test_build_guard.py": 30.1, "tests/test_channel_converge.py": 29.5,
+    "tests/test_channel_stopped.py": 28.6, "tests/test_upstream_real.py": 28.5, "tests/test_boot_rest.py": 27.4,
+    "tests/test_prune_home.py": 27.2, "tests/test_channel_names.py": 26.5, "tests/test_boot_cluster.py": 25.0,
+    "tests/test_sandbox.py": 24.3, "tests/test_rates.py": 23.6, "tests/test_iam_policy.py": 23.3,
+    "tests/test_channel_home.py": 21.3, "tests/test_events.py": 20.8, "tests/test_program.py": 19.1,
+    "tests/test_inventory_e2e.py": 19.0, "tests/test_fanout_rates.py": 19.0, "tests/test_rollout.py": 18.0,
+    "tests/test_debug_redaction.py": 17.6, "tests/test_verify.py": 16.4, "tests/test_check_deadline.py": 16.3,
+    "tests/test_prune_race.py": 16.0, "tests/test_today_nodes.py": 15.5, "tests/test_attest_build.py": 13.3,
+    "tests/test_render_cases.py": 11.9, "tests/test_scan_gate.py": 11.7, "tests/test_protection.py": 11.5,
+    "tests/test_fleet.py": 11.4, "tests/test_consumer_accounts.py": 11.4, "tests/test_ci_summary.py": 11.0,
+    "tests/test_jobs.py": 10.9, "tests/test_bad_input.py": 10.8, "tests/test_channel_repair_signal.py": 10.4,
+    "tests/test_karpenter.py": 10.1, "tests/test_url_credentials.py": 9.0, "tests/test_hygiene.py": 8.8,
+    "tests/test_prune_ladder.py": 8.6, "tests/test_prune.py": 8.5, "tests/test_sandbox_transform.py": 8.5,
+    "tests/test_nodegroup_template.py": 8.4, "tests/test_leftovers_named.py": 7.8, "tests/test_inventory.py": 7.5,
+    "tests/test_fingerprint_secret.py": 7.1, "tests/test_cli_in_process.py": 6.8,
+    "tests/test_channel_repair.py": 6.2, "tests/test_proxy_credentials.py": 6.1, "tests/test_sandbox_reset.py": 5.8,
+    "tests/test_cleanup.py": 5.5, "tests/test_node_settings.py": 5.2, "tests/test_attest.py": 5.1,
+    "tests/test_channel_outgrown.py": 5.1,
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # xdist's reorder by number of tests: the order below instead
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    cache = getattr(config, "cache", None)
+    seconds = {**FILE_SECONDS, **(cache.get(_SECONDS_CACHE, {}) if cache is not None else {})}
+    tests: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        tests[path] = tests.get(path, 0) + 1
+
+    def order(item: pytest.Item) -> float:
+        path = item.nodeid.split("::", 1)[0]
+        return -seconds.get(path, UNKNOWN_TEST_SECONDS * tests[path])
+
+    items.sort(key=order)  # stable: a file's tests stay in their order

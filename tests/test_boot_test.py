@@ -21,6 +21,7 @@ import boto3
 import pytest
 
 from amibuild.pipeline import imagetests, load
+from conftest import CliResult, run_cli
 from faultproxy import FaultProxy
 
 STANDIN_NEEDS = ("packer and root are needed: the image's stand-in is an overlay of / in a private mount "
@@ -89,9 +90,10 @@ variant "late" {
 REMOVE = "#!/bin/bash\nset -e\nsudo yum remove -y ceph-common\n"
 
 
-def amibuild(cwd: Path, *args: str, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "amibuild", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+def amibuild(cwd: Path, *args: str, env: dict | None = None) -> CliResult:
+    """The `amibuild` command, in process (`conftest.run_cli`): a real process only where the test
+    signals or kills one."""
+    return run_cli(cwd, *args, env=env, binary="amibuild")
 
 
 def images_of(variant: str, region: str = "us-west-2") -> list[dict]:

@@ -23,6 +23,7 @@ import pytest
 
 from amibuild.pipeline import load
 from amibuild.lease import is_lease
+from conftest import unlimited
 from faultproxy import FaultProxy, Gate
 from test_publish import NAME, PIPELINE, REGIONS, build, current, do_publish, values, written
 
@@ -111,9 +112,10 @@ def channels(proxy, workdir: Path) -> dict[str, dict[str, str]]:
     pipeline = load(workdir / "amibuild.hcl")
     ceph = next(v for v in pipeline.variants if v.name == "ceph")
     made = {}
-    for channel, fingerprint in (("stable", "fp0"), ("recommended", "fp1"), ("candidate", "fp2")):
-        made[channel] = build(fingerprint)
-        do_publish(pipeline, ceph, made[channel], channel=channel)
+    with unlimited():  # set-up: the tests' own writers still wait for tokens
+        for channel, fingerprint in (("stable", "fp0"), ("recommended", "fp1"), ("candidate", "fp2")):
+            made[channel] = build(fingerprint)
+            do_publish(pipeline, ceph, made[channel], channel=channel)
     return made
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from amibuild.channels.read import ChannelEntry
 from amibuild.channels.repair import Holding, Split, choose, find_splits
-from conftest import run_cli
+from conftest import run_cli, unlimited
 from test_publish import NAME, PIPELINE, REGIONS, build, current
 
 
@@ -36,7 +36,8 @@ def split_by_hand(region: str, ami: str, channel: str = "recommended") -> None:
 def split(sandbox, workdir: Path) -> tuple[dict[str, str], dict[str, str]]:
     """recommended: eu-west-1 on build fp1, us-west-2 moved to build fp2 (the newest write)."""
     old, new = build("fp1"), build("fp2")
-    done = run_cli(workdir, "publish", "--variant", "ceph", "--ami", ami_flag(old))
+    with unlimited():  # set-up: the channel the test finds split
+        done = run_cli(workdir, "publish", "--variant", "ceph", "--ami", ami_flag(old))
     assert done.returncode == 0, done.stderr
     split_by_hand("us-west-2", new["us-west-2"])
     return old, new

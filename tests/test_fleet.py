@@ -25,7 +25,7 @@ from amibuild.aws.consumer_reads import StackImage
 from amibuild.errors import FleetBehind, SpecError
 from amibuild.sandbox import seed_images
 from amibuild.sandbox.fleet_seed import FleetSeed, karpenter_tags
-from conftest import run_cli
+from conftest import run_cli, unlimited
 
 REGION = "us-west-2"
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -143,12 +143,14 @@ def fleet_json(capsys, *args: str) -> dict:
 
 
 def publish(capsys, variant: str, ami: str, channel: str = "recommended") -> None:
-    code, _, err = amibuild(capsys, "publish", "--variant", variant, "--ami", f"{REGION}={ami}", "--channel", channel)
+    with unlimited():  # set-up: the channels the fleet is read against
+        code, _, err = amibuild(capsys, "publish", "--variant", variant, "--ami", f"{REGION}={ami}", "--channel", channel)
     assert code == 0, err
 
 
 def promote(capsys, variant: str = "ceph") -> None:
-    code, _, err = amibuild(capsys, "promote", "--variant", variant, "--from", "recommended", "--to", "stable")
+    with unlimited():
+        code, _, err = amibuild(capsys, "promote", "--variant", variant, "--from", "recommended", "--to", "stable")
     assert code == 0, err
 
 

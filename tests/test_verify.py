@@ -17,6 +17,7 @@ from amibuild.channels import publish
 from amibuild.lifecycle import iam
 from amibuild.pipeline import load
 from amibuild.sandbox import Sandbox
+from conftest import unlimited
 from tests import statements
 
 REGIONS = ("us-west-2", "eu-west-1", "eu-central-1")
@@ -46,8 +47,9 @@ def published(workdir: Path, test: str | None = "passed", channel: str = "recomm
               **how) -> dict[str, str]:
     pipeline = load(workdir / "amibuild.hcl")
     amis = statements.build("vfy", "ceph", REGIONS, test, **how)
-    publish.publish_variant(Aws(region="us-west-2"), pipeline=pipeline, variant=pipeline.variants[0], amis=amis,
-                            channel=channel, allow_foreign=True, override_gate=override)
+    with unlimited():  # set-up: the channel the test verifies
+        publish.publish_variant(Aws(region="us-west-2"), pipeline=pipeline, variant=pipeline.variants[0], amis=amis,
+                                channel=channel, allow_foreign=True, override_gate=override)
     return amis
 
 
