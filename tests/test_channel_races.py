@@ -49,13 +49,17 @@ class Cli:
     """One `invoke TASK ...` process; its stderr is read as it comes, so a test can wait for a line."""
 
     def __init__(self, workdir: Path, *args: str, lease_wait: float = 30, ignore_sigint: bool = False,
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None, held: bool = False) -> None:
         env = {**os.environ, "INVOKE_AMIBUILD_LEASE_WAIT": str(lease_wait)}
-        # None: the real default (30 s of waiting on AWS, `aws.deadline`). A gate holds a write only
-        # while another process starts and runs, well within it; a hold is waiting on AWS, so a
-        # machine so loaded that a process takes 30 s to start would make the held writer give up.
+        # None: the real default (30 s of waiting on AWS, `aws.deadline`).
         if deadline is not None:
             env["INVOKE_AMIBUILD_CHANNEL_DEADLINE"] = str(deadline)
+        # held: a writer whose write a gate holds while another process starts and runs. A hold is
+        # waiting on AWS, so on a loaded machine (a process taking 10 s to start) its request's read
+        # timeout (10 s) or its deadline (30 s) would end it, not the test's release: both generous.
+        if held:
+            env["INVOKE_AMIBUILD_CHANNEL_DEADLINE"] = str(deadline or 600)
+            env["INVOKE_AMIBUILD_READ_TIMEOUT"] = "300"
 
         def background() -> None:  # what a shell's `cmd &` does to a job: SIGINT ignored
             signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -129,7 +133,7 @@ def channels(proxy, workdir: Path) -> dict[str, dict[str, str]]:
 def test_a_second_writer_while_one_region_is_in_flight_writes_nothing_and_says_who_holds_it(
         proxy, workdir, channels, second):
     gate = held_write(proxy, "stable")
-    first = Cli(workdir, "promote", "--variant", "ceph", "--from", "recommended", "--to", "stable")
+    first = Cli(workdir, "promote", "--variant", "ceph", "--from", "recommended", "--to", "stable", held=True)
     assert gate.wait_held(1), "the first promote never reached its eu-west-1 write"
     # us-west-2 may already hold the new image; eu-west-1's write is in flight
     other = Cli(workdir, *second, lease_wait=0.5)
@@ -149,7 +153,7 @@ def test_a_second_writer_while_one_region_is_in_flight_writes_nothing_and_says_w
 
 def test_writers_that_wait_for_the_lease_take_turns_and_both_versions_are_in_history(proxy, workdir, channels):
     gate = held_write(proxy, "stable")
-    first = Cli(workdir, "promote", "--variant", "ceph", "--from", "recommended", "--to", "stable")
+    first = Cli(workdir, "promote", "--variant", "ceph", "--from", "recommended", "--to", "stable", held=True)
     assert gate.wait_held(1)
     asked = proxy.gate([PUT], name="_leases/channel/ceph/stable")  # the second's try at the lease
     second = Cli(workdir, "promote", "--variant", "ceph", "--from", "candidate", "--to", "stable", lease_wait=60)
@@ -237,7 +241,7 @@ def test_build_ami_publishing_while_a_promote_comes_keeps_the_channel_whole(prox
     candidate = build("fp-c")
     do_publish(pipeline, ceph, candidate, channel="candidate")
     gate = held_write(proxy, "stable")
-    building = _build_ami(workdir, "--channel", "stable")
+    building = _build_ami(workdir, "--channel", "stable", held=True)
     assert gate.wait_held(1, timeout=120), "build-ami never reached its eu-west-1 write"
     code, _, err = Cli(workdir, "promote", "--variant", "ceph", "--from", "candidate", "--to", "stable",
                        lease_wait=0.5).finish()
@@ -250,6 +254,23 @@ def test_build_ami_publishing_while_a_promote_comes_keeps_the_channel_whole(prox
     assert {r: current("stable", r) for r in REGIONS} == amis
     assert history_everywhere("stable") == {r: [amis[r]] for r in REGIONS}
     assert leases_left() == []
+
+
+@needs_packer
+def test_build_ami_publishing_waits_for_a_held_lease_as_long_as_the_config_says(proxy, workdir):
+    """config amibuild.lease_wait holds for build-ami's publish step as for publish and promote (it waited
+    the default 30 s whatever the config said)."""
+    live = json.dumps({"owner": "ci@runner-7 pid 4242", "run_id": "run-live", "operation": "promote",
+                       "token": "t0", "expires": "2999-01-01T00:00:00+00:00"})
+    boto3.client("ssm", region_name="us-west-2").put_parameter(
+        Name="/amibuild/eks-workers/_leases/channel/ceph/stable", Value=live, Type="String")
+    code, out, err = _build_ami(workdir, "--channel", "stable", lease_wait=1).finish()
+    assert code == 1, err
+    (ceph,) = json.loads(out)["variants"]
+    assert ceph["status"] == "built" and ceph["published"] == {}, ceph
+    assert "is being written by ci@runner-7 pid 4242" in ceph["publish_error"], ceph["publish_error"]
+    assert "(it waited 1 s;" in ceph["publish_error"], ceph["publish_error"]
+    assert not any(NAME.format(channel="stable") in written(r) for r in REGIONS)  # nothing was written
 
 
 @needs_packer

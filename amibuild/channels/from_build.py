@@ -15,7 +15,7 @@ there, and said by the real run (`VariantPublished.older`).
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
@@ -114,14 +114,15 @@ NOT_STARTED = "not published: interrupted before its turn"
 
 def publish_build(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome], channel: str,
                   say: Callable[[str], None], *, cancelled: Callable[[], bool] = lambda: False,
-                  deadline: float | None = None) -> dict[str, VariantPublished]:
+                  guard: Guard | None = None) -> dict[str, VariantPublished]:
     """Publish each built or reused variant to `channel`: per variant one transaction under the
     channel's lease, all regions or none. Variant name -> what happened.
 
     Which variants and with what is decided by `plan_build_publish` (pure); channels that already
     hold a reused image are found with GetParameters first (ten names a call per region), so an
     unchanged scheduled run makes no parameter version and few calls. Once `cancelled()` (a
-    signal came) no further variant starts; those in flight finish or put back.
+    signal came) no further variant starts; those in flight finish or put back. ``guard``: the lease's
+    wait and ttl and the deadline of each variant's write (its run id and `cancelled` are this run's).
     """
     reads = channel_reads(plan, outcomes, channel)
     current = fan_out(sorted(reads), lambda region: aws.get_parameters(reads[region], region))
@@ -149,7 +150,7 @@ def publish_build(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome], c
         try:
             result = publish.publish_variant(aws, pipeline=plan.pipeline, variant=item.variant, amis=item.amis,
                                              channel=channel, fingerprint=item.fingerprint, run_id=item.run_id,
-                                             guard=Guard(run_id=plan.run_id, cancelled=cancelled, deadline=deadline))
+                                             guard=replace(guard or Guard(), run_id=plan.run_id, cancelled=cancelled))
         except AmibuildError as exc:
             say(f"{item.name}: not published: {exc}")
             if isinstance(exc, GateRefused) and plan.pipeline.events:

@@ -23,7 +23,7 @@ from amibuild.cli.requests_build import (
     TestsRequest,
 )
 from amibuild.cli.target import platform
-from amibuild.cli.tasks_common import Scope, _channel_deadline, _read_timeout, _target, config_number, options
+from amibuild.cli.tasks_common import _NO_SIGNALS, Scope, _guard, _read_timeout, _target, config_number, options
 from amibuild.errors import SpecError
 from amibuild.imagetest import boot
 from amibuild.jobs import ami_test
@@ -68,7 +68,8 @@ def build_ami(c, request: BuildRequest):
         wait=not request.no_wait,
         stall_after=config_number(c, "stall_after", 10.0, values.duration),
         boot_test=_boot_test_settings(opts, request.boot_test, request.cluster, _read_timeout(c)), **_target(),
-        channel_deadline=_channel_deadline(c), verbose=request.verbose, scan=request.scan))
+        channel_guard=_guard(c, _NO_SIGNALS), read_timeout=_read_timeout(c), verbose=request.verbose,
+        scan=request.scan))
     run = cli.run(lambda: build_job.run(job, cli.say))
     if request.json:
         cli.emit_json(run.to_dict())

@@ -25,7 +25,7 @@ from amibuild.attest.sign import attestor as attestor_for
 from amibuild.bake import record as records
 from amibuild.bake.decide import ready_images
 from amibuild.bake.executor import BuildGuards, BuildOutcome, BuildStatus, Executor
-from amibuild.lease import Lease, build_lease_name
+from amibuild.lease import Guard, Lease, build_lease_name
 from amibuild.bake.leftovers import Scope
 from amibuild.bake.packer import Packer
 from amibuild.bake.progress import Progress
@@ -72,7 +72,9 @@ class BuildAmi:
     scan: bool = False  # --scan: each built image's SBOM through Inspector's ScanSbom before publishing
     target: Target = Target()  # what the builds are rendered for (the platform's, `amibuild.jobs.platform`)
     transform: Transform | None = None  # applied to each real build before it is written (the platform's)
-    channel_deadline: float | None = None  # seconds of waiting on AWS each channel write may spend (None: 30)
+    # each channel write's lease wait and ttl and its deadline (config); the run fills in its id and signals
+    channel_guard: Guard = field(default_factory=Guard)
+    read_timeout: float | None = None  # seconds one channel request may wait for its answer (None: the gateway's)
     verbose: bool = False  # progress: a line per Packer step, not only per phase (packer.log has them always)
 
 
@@ -261,6 +263,8 @@ def run(request: BuildAmi, say: Say = lambda _: None, *, progress=None) -> Build
 def _run(settings: BuildSettings, say: Say, *, progress) -> BuildRun:
     options, pipeline = settings.options, settings.pipeline
     aws = Aws(profile=options.profile)
+    if settings.request.read_timeout is not None:  # the publish step's channel requests, as publish's
+        aws.ssm_read_timeout = settings.request.read_timeout
     if not aws.has_credentials():
         raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
                             "AWS_SECRET_ACCESS_KEY")
@@ -435,7 +439,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
         with Signals() as signals:
             try:
                 published = publish_build(aws, plan, outcomes, settings.channel, say, cancelled=signals.requested,
-                                          deadline=settings.request.channel_deadline)
+                                          guard=settings.request.channel_guard)
             except Exception as exc:  # the step as a whole (its first reads, a bug): the builds and the record stand
                 published = not_published(outcomes, settings.channel, exc)
             if not signals.requested():
