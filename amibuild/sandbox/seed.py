@@ -145,15 +145,16 @@ class _Seeder:
         self.lock = threading.Lock()
         self.released: list[EksImage] = []
 
-    def seed(self, regions: Iterable[str] = SEED_REGIONS) -> None:
-        """Seed `regions` (all of them, with the binaries bucket, after a full reset; only the
-        regions a partial reset dropped otherwise)."""
+    def seed(self, regions: Iterable[str] = SEED_REGIONS, *, full: bool = True) -> None:
+        """Seed `regions`: after a full reset (``full``) every region, the releases forgotten and the
+        buckets made again; after a partial reset only the regions it dropped (all five of them, it
+        may be: S3 is not a region's, so its buckets are still there)."""
         from moto.ec2.models import ec2_backends
         from moto.ssm.models import ssm_backends
         from amibuild.sandbox import kms_signing as kms, upstream  # deferred: only the emulator process seeds
 
         regions = tuple(regions)
-        everything = set(regions) == set(SEED_REGIONS)
+        everything = full
         if everything:
             self.released = []
         newest: dict[tuple[str, str, str, str], EksImage] = {}

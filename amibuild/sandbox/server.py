@@ -94,7 +94,7 @@ class _SandboxApp:
                 regions = set(SEED_REGIONS)
             elif regions:
                 reset_regions(regions)
-                self.seeder.seed(sorted(regions))
+                self.seeder.seed(sorted(regions), full=False)
         return {"status": "ok", "reset": sorted(regions)}
 
     def _release(self, environ: dict[str, Any]) -> dict[str, Any]:
