@@ -15,10 +15,12 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from botocore.exceptions import BotoCoreError
+
 from amibuild import hcl
+from amibuild.aws import Aws
 from amibuild.bake.packer import INSTALL_HINT, Packer
 from amibuild.bake.prepare import support_warnings
 from amibuild.errors import AmibuildError, AwsError, PackerError, PackerNotFound, UsageError
@@ -27,9 +29,6 @@ from amibuild.lifecycle import keyshare_check
 from amibuild.pipeline import PIPELINE_FILE, Pipeline, known_regions, load
 from amibuild.pipeline.options import Options
 from amibuild.suggest import suggest
-
-if TYPE_CHECKING:
-    from amibuild.aws import Aws
 
 CONNECT_TIMEOUT = 2.0  # seconds; a local emulator answers in milliseconds, a dead port at once
 FALLBACK_REGION = "us-west-2"  # what options.default_region() falls back to when nothing is set
@@ -160,10 +159,6 @@ def check_region(pipeline: Pipeline | None, env_name: str, env_region: str, prof
 
 
 def check_credentials(profile: str | None, *, hints: Hints = Hints()) -> tuple[Aws | None, Check]:
-    from botocore.exceptions import BotoCoreError
-
-    from amibuild.aws import Aws  # deferred with botocore: doctor's other checks run without boto3
-
     try:
         aws = Aws(profile=profile, max_attempts=2)
     except (UsageError, BotoCoreError) as exc:  # the gateway refuses a profile that does not exist
