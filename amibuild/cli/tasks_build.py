@@ -60,16 +60,17 @@ def build_ami(c, request: BuildRequest):
     if request.allow_incomplete and not request.rehearse:
         cli.run(lambda: _refuse("--allow-incomplete goes with --rehearse: it lets a variant whose rehearsal "
                                 "stopped at a step it cannot rehearse be built"))
-    job = cli.run(lambda: build_job.BuildAmi(  # the config's values are checked here: bad ones exit 2
+    read_timeout = _read_timeout(c)  # config amibuild.read_timeout: the channel requests' and SendCommand's
+    job = build_job.BuildAmi(  # a bad config value: one line, exit 2 (the task runs inside cli.run)
         opts, channel=request.channel, publish=not request.no_publish, new_channel=request.new_channel,
         force=request.force, dry_run=request.dry_run, parallel=request.parallel,
         max_parallel=config_number(c, "max_parallel", 8, partial(values.count, maximum=256)),
         timeout=request.timeout, rehearse=request.rehearse, allow_incomplete=request.allow_incomplete,
         wait=not request.no_wait,
         stall_after=config_number(c, "stall_after", 10.0, values.duration),
-        boot_test=_boot_test_settings(opts, request.boot_test, request.cluster, _read_timeout(c)), **_target(),
-        channel_guard=_guard(c, _NO_SIGNALS), read_timeout=_read_timeout(c), verbose=request.verbose,
-        scan=request.scan))
+        boot_test=_boot_test_settings(opts, request.boot_test, request.cluster, read_timeout), **_target(),
+        channel_guard=_guard(c, _NO_SIGNALS), read_timeout=read_timeout, verbose=request.verbose,
+        scan=request.scan)
     run = cli.run(lambda: build_job.run(job, cli.say))
     if request.json:
         cli.emit_json(run.to_dict())

@@ -154,8 +154,7 @@ class _Seeder:
         from amibuild.sandbox import kms_signing as kms, upstream  # deferred: only the emulator process seeds
 
         regions = tuple(regions)
-        everything = full
-        if everything:
+        if full:
             self.released = []
         newest: dict[tuple[str, str, str, str], EksImage] = {}
         for image in seed_images():
@@ -170,8 +169,8 @@ class _Seeder:
             create_cluster(ec2_backends[ACCOUNT_ID][region], region, account=ACCOUNT_ID, vpc_cidr=SANDBOX_VPC_CIDR)
             kms_mac.seed(ACCOUNT_ID, region)  # the fingerprint key, so sandbox builds MAC their credentials
         upstream.seed(regions, ACCOUNT_ID, {k for versions in KUBERNETES_VERSIONS.values() for k in versions},
-                      bucket=everything)
-        kms.seed(regions, ACCOUNT_ID, bucket=everything)  # the statements' key and bucket
+                      bucket=full)
+        kms.seed(regions, ACCOUNT_ID, bucket=full)  # the statements' key and bucket
 
     def release(self, k8s: str, os_family: str, arch: str, release: str | None) -> EksImage:
         from moto.core.parse import default_timestamp_parser
