@@ -86,6 +86,28 @@ def test_behind_counts_moves_to_another_ami_and_days_since_the_first_move() -> N
     assert {r.image_id for r in view.consumers} == {_image(1).image_id, _image(2).image_id, _image(9).image_id}
 
 
+def test_instances_of_a_stacks_group_stand_in_the_stacks_channel_not_another_holding_their_image() -> None:
+    """recommended holds the image at its head; the stack follows stable, one move behind. Its group's
+    instances are behind stable, as their stack is, and `fleet --channel stable` lists them."""
+    stable_param = PARAM.format(variant="ceph", channel="stable")
+    recommended = ChannelFact(REGION, PARAM.format(variant="ceph", channel="recommended"),
+                              "channel recommended of ceph", ((1, _image(2).image_id),),
+                              ("2026-02-25T00:00:00+00:00",), "ceph", "recommended", "1.33")
+    stack = StackImage("nodes", REGION, "UPDATE_COMPLETE", stable_param, _image(2).image_id)
+    launches = LaunchFacts(REGION, stacks=(stack,), instances=(("i-1", "running", _image(2).image_id),),
+                           instance_tags={"i-1": {"aws:autoscaling:groupName": "nodes-NodeGroup-1"}},
+                           group_stacks={"nodes-NodeGroup-1": "nodes"})
+    facts = _facts(launches, [_image(n) for n in (1, 2, 3)])
+    facts = fleet.FleetFacts("p", facts.images, Uses((*facts.uses.channels, recommended), (launches,)))
+    rows = {(r.kind, r.name): r for r in fleet.classify(facts, NOW).consumers}
+    group = rows[("instances", "Auto Scaling group nodes-NodeGroup-1")]
+    assert (group.channel, group.standing, group.version, group.behind_versions) == (
+        "stable", fleet.Standing.BEHIND, 3, 1)
+    assert (rows[("stack", "nodes")].channel, rows[("stack", "nodes")].behind_versions) == ("stable", 1)
+    listed = fleet.classify(facts, NOW, channel="stable").consumers
+    assert ("instances", "Auto Scaling group nodes-NodeGroup-1") in {(r.kind, r.name) for r in listed}
+
+
 def test_check_behind_names_every_consumer_over_the_limit_in_versions_or_days() -> None:
     stack = StackImage("ng", REGION, "CREATE_COMPLETE", PARAM.format(variant="ceph", channel="stable"),
                        _image(2).image_id)

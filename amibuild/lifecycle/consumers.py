@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 from amibuild import tags
 from amibuild.aws import Aws, fan_out
 from amibuild.aws.consumer_reads import InstanceImage, NodegroupTemplate, StackImage, instances_of, nodegroup_templates
-from amibuild.aws.consumer_reads import auto_scaling_groups, stack_images
+from amibuild.aws.consumer_reads import ASG_NAME, auto_scaling_groups, stack_images
 from amibuild.lease import is_lease
 from amibuild.channels.publish import plain
 
@@ -164,8 +164,9 @@ def consumers(uses: Uses) -> tuple[Consumer, ...]:
             found.append(Consumer(Kind.LAUNCH_CONFIGURATION, name, region, image_id,
                                   f"launch configuration {name} in {region}"))
         for instance_id, state, image_id in facts.instances:
+            tags = facts.instance_tags.get(instance_id, {})
             found.append(Consumer(Kind.INSTANCE, instance_id, region, image_id, f"instance {instance_id} {state}",
-                                  detail=state, tags=facts.instance_tags.get(instance_id, {})))
+                                  detail=state, tags=tags, stack=facts.group_stacks.get(tags.get(ASG_NAME, ""), "")))
         for stack in facts.stacks:
             image = stack.image_id or stack.resolved
             if image:

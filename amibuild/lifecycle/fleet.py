@@ -226,6 +226,7 @@ def classify(facts: FleetFacts, now: datetime, *, variant: str | None = None, ch
     found: list[ConsumerRow] = []
     instances: dict[tuple[str, str, str], list[Consumer]] = defaultdict(list)
     hints: dict[tuple[str, str, str], str] = {}
+    follows: dict[tuple[str, str, str], ChannelFact | None] = {}
     everything = consumers(facts.uses)
     # a template a group launches from is shown through that group (the version it launches);
     # a template nothing launches from is shown at its default version (what a new launch gets)
@@ -248,13 +249,14 @@ def classify(facts: FleetFacts, now: datetime, *, variant: str | None = None, ch
             key = (consumer.region, consumer.image_id, label)
             instances[key].append(consumer)
             hints[key] = mover
+            follows[key] = followed  # a group its stack made: the stack's channel
             continue
         found.append(_row(consumer.kind.value, consumer.name, consumer.region, consumer.image_id, facts, channels,
                           followed, now, detail=consumer.detail, mover=consumer.kind.value, stack=consumer.stack))
     for (where, image_id, label), members in instances.items():
         ids = tuple(sorted(m.name for m in members))
         states = sorted({m.detail for m in members})
-        found.append(_row("instances", label, where, image_id, facts, channels, None, now,
+        found.append(_row("instances", label, where, image_id, facts, channels, follows[(where, image_id, label)], now,
                           detail=f"{len(ids)} {'/'.join(states)}", instances=ids, mover=hints[(where, image_id, label)]))
 
     def wanted(row: Any) -> bool:
