@@ -67,7 +67,8 @@ def test_restore_of_an_image_the_bin_does_not_hold_exits_1_naming_it(workdir) ->
     (["--ami", "ami-12345", "--region", "us-west-2"], "--ami: 'ami-12345' is not an AMI id"),
     (["--ami", "ami-0123456789ABCDEF0", "--region", "us-west-2"], "--ami:"),
     (["--ami", "ami-0123456789abcdef0", "--region", "us-wset-2"], "--region: 'us-wset-2' is not an AWS region"),
-    (["--region", "us-west-2"], "--ami:"),
+    (["--region", "us-west-2"], "--ami: name the deregistered image to bring back"),
+    ([], "restore: give --ami AMI and --region REGION"),
     (["--ami", "ami-0123456789abcdef0"], "--region: name the region"),
 ])
 def test_bad_restore_input_exits_2_before_any_aws_call(tmp_path: Path, args, words) -> None:

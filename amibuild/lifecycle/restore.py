@@ -29,7 +29,13 @@ class RestoreRequest:
     profile: str | None = None
 
     def __post_init__(self) -> None:
-        if not self.ami or not AMI_ID_FLAG.fullmatch(self.ami):
+        if not self.ami and not self.region:
+            raise SpecError("restore: give --ami AMI and --region REGION (where it was deregistered), e.g. "
+                            "--ami ami-0123456789abcdef0 --region us-west-2")
+        if not self.ami:
+            raise SpecError("--ami: name the deregistered image to bring back, e.g. --ami ami-0123456789abcdef0; "
+                            "`aws ec2 list-images-in-recycle-bin` lists the images in the bin")
+        if not AMI_ID_FLAG.fullmatch(self.ami):
             raise SpecError(f"--ami: {self.ami!r} is not an AMI id like ami-0123456789abcdef0; "
                             "`aws ec2 list-images-in-recycle-bin` lists the images in the bin")
         if not self.region:
