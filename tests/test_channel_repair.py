@@ -121,6 +121,20 @@ def test_choose_takes_the_newest_write_available_everywhere_else_none() -> None:
     assert choose(s, {"fp2": {"b": "ami-2"}}) is None
 
 
+def test_a_region_set_by_hand_to_another_variants_image_is_named_so_and_not_as_unavailable() -> None:
+    """A parameter pointed at variant old's image by hand: the check and the repair's reason say whose image
+    it is; it is not "not available everywhere" (it may be: it is just not this variant's)."""
+    entries = [_entry("a", "ami-1"), _entry("b", "ami-2", minutes=5)]
+    (s,) = find_splits(entries, {("a", "ami-1"): "fp1 r1", ("b", "ami-2"): "fp9 r1"},
+                       {("a", "ami-1"): "ceph", ("b", "ami-2"): "old"})
+    assert s.describe().endswith("a holds ami-1 (build fp1, run r1); b holds ami-2 (build fp9, run r1, "
+                                 "an image of variant old)")
+    choice = choose(s, {"fp1 r1": {"a": "ami-1", "b": "ami-3"}})
+    assert (choice.build, dict(choice.amis)) == ("fp1 r1", {"a": "ami-1", "b": "ami-3"})
+    assert choice.why == ("it is the newest build with an available image in every region "
+                          "(fp9 (run r1) is an image of variant old)")
+
+
 def test_channels_check_appends_the_split_channel_to_the_step_summary(workdir, split, tmp_path: Path) -> None:
     old, new = split
     summary_file = tmp_path / "step-summary.md"

@@ -34,14 +34,20 @@ class Holding:
     ami: str | None  # None: the channel is not published there
     build: str | None  # the image's "fingerprint run-id"; None: untagged, deregistered or not published
     modified: datetime | None = None
+    variant: str | None = None  # the image's amibuild:variant tag
 
-    def describe(self) -> str:
+    def foreign(self, variant: str) -> bool:
+        """An image of another variant (a parameter set by hand): never what the channel converges on."""
+        return bool(self.variant) and self.variant != variant
+
+    def describe(self, variant: str = "") -> str:
         if self.ami is None:
             return f"{self.region} holds nothing (not published there)"
         if not self.build:
             return f"{self.region} holds {self.ami} (no amibuild build)"
         fingerprint, _, run = self.build.partition(" ")
-        return f"{self.region} holds {self.ami} (build {fingerprint[:12]}{', run ' + run if run else ''})"
+        other = f", an image of variant {self.variant}" if variant and self.foreign(variant) else ""
+        return f"{self.region} holds {self.ami} (build {fingerprint[:12]}{', run ' + run if run else ''}{other})"
 
 
 def build_of(image: Any) -> str | None:
@@ -64,7 +70,7 @@ class Split:
 
     def describe(self) -> str:
         return (f"channel {self.channel} of {self.variant} ({self.k8s or 'any version'}) is split across regions: "
-                + "; ".join(h.describe() for h in self.holdings))
+                + "; ".join(h.describe(self.variant) for h in self.holdings))
 
     def to_dict(self) -> dict[str, Any]:
         return {"variant": self.variant, "k8s": self.k8s, "channel": self.channel, "parameter": self.parameter,
@@ -75,8 +81,11 @@ def _key(h: Holding) -> str:
     return h.build or f"image {h.ami}"
 
 
-def find_splits(entries: Sequence[ChannelEntry], builds: Mapping[tuple[str, str], str | None]) -> list[Split]:
-    """Every channel whose regions disagree. Pure: the channel table and {(region, ami): fingerprint} in."""
+def find_splits(entries: Sequence[ChannelEntry], builds: Mapping[tuple[str, str], str | None],
+                variants: Mapping[tuple[str, str], str | None] | None = None) -> list[Split]:
+    """Every channel whose regions disagree. Pure: the channel table, {(region, ami): fingerprint} and
+    {(region, ami): the image's variant} in."""
+    variants = variants or {}
     grouped: dict[tuple[str, str, str], list[ChannelEntry]] = {}
     for entry in entries:
         grouped.setdefault((entry.variant, entry.k8s, entry.channel), []).append(entry)
@@ -84,8 +93,8 @@ def find_splits(entries: Sequence[ChannelEntry], builds: Mapping[tuple[str, str]
     for (variant, k8s, channel), rows in sorted(grouped.items()):
         if all(r.ami is None for r in rows):
             continue  # not published anywhere: nothing to disagree about
-        holdings = tuple(Holding(r.region, r.ami, builds.get((r.region, r.ami)) if r.ami else None, r.modified)
-                         for r in rows)
+        holdings = tuple(Holding(r.region, r.ami, builds.get((r.region, r.ami)) if r.ami else None, r.modified,
+                                 variants.get((r.region, r.ami)) if r.ami else None) for r in rows)
         if any(h.ami is None for h in holdings) or len({_key(h) for h in holdings}) > 1:
             splits.append(Split(variant, k8s, channel, next(r.parameter for r in rows if r.parameter), holdings))
     return splits
@@ -117,7 +126,7 @@ def check(aws: Aws, *, pipeline: Any, seconds: float | None = None) -> list[Spli
                                each=lambda region, read: asked(region, "ec2:DescribeImages", read))
         _give_up(regions, unknown, limit.seconds)
     builds = {job: build_of(image) for job, image in images.items()}
-    return find_splits(entries, builds)
+    return find_splits(entries, builds, {job: image.tags.get(tags.VARIANT) for job, image in images.items() if image})
 
 
 def _give_up(regions: Sequence[str], unknown: Mapping[str, str], seconds: float) -> None:
@@ -149,9 +158,13 @@ def choose(split: Split, candidates: Mapping[str, Mapping[str, str]]) -> Choice 
         amis = candidates.get(holding.build or "", {})
         if all(r in amis for r in regions):
             newer = [h for h in held[:n] if h.build != holding.build]
+            partial = sorted({_short(h.build) for h in newer if not h.foreign(split.variant)})
+            others = sorted({f"{_short(h.build)} is an image of variant {h.variant}" for h in newer
+                             if h.foreign(split.variant)})
+            reasons = [f"{', '.join(partial)} is not available everywhere"] if partial else []
             why = (f"{holding.region} holds it from the newest write" if not newer else
                    f"it is the newest build with an available image in every region "
-                   f"({', '.join(sorted({_short(h.build) for h in newer}))} is not available everywhere)")
+                   f"({'; '.join(reasons + others)})")
             return Choice(holding.build or "", {r: amis[r] for r in regions}, why)
     return None
 
