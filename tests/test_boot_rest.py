@@ -287,3 +287,28 @@ def test_hcl_parses_in_threads_at_once_give_what_one_parse_gives():
     for t in threads:
         t.join()
     assert wrong == [] and want[0]["variable"][0]["extra_packages"]["default"] == ["ceph-common"]
+
+
+# ------------------------------------------------------------------------------- test-ami --channel
+
+
+def test_test_ami_channel_boots_what_the_channel_holds_and_refuses_a_typo_or_two_images(tmp_path: Path, sandbox):
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    ami = foreign_image("br-channel", "ceph")
+    boto3.client("ssm", region_name=REGION).put_parameter(
+        Name="/amibuild/br/1.35/ceph/recommended/image_id", Value=ami, Type="String", DataType="aws:ec2:image")
+    done = run_cli(tmp_path, "test-ami", "--variant", "ceph", "--channel", "recommended", "--json", binary="amibuild")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["image_id"] == ami
+    (instance,) = boot_instances()
+    assert instance["ImageId"] == ami
+    for args, words in ((["--channel", "recomended"], "--channel recomended: no such channel (did you mean "
+                                                      "'recommended'?)"),
+                        (["--channel", "stable"], "--channel stable: channel stable of ceph holds no image in "
+                                                  "us-west-2"),
+                        (["--channel", "recommended", "--ami", ami], "test-ami: give --ami ami-... (in the build "
+                                                                     "region), --run-id RUN")):
+        refused = run_cli(tmp_path, "test-ami", "--variant", "ceph", *args, binary="amibuild")
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.strip().splitlines()[-1].startswith(f"amibuild: error: {words}"), refused.stderr
+    assert len(boot_instances()) == 1  # nothing launched for a refusal

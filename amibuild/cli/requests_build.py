@@ -165,6 +165,8 @@ class TestAmiRequest(Output):
                                "image to test, e.g. --variant ceph")
     ami: str | None = flag("The image to boot, in the build region (its copies are tagged with the result too)")
     run_id: str | None = flag("Test the image a build run made of the variant")
+    channel: str | None = flag("Test the image the variant's channel holds, e.g. recommended (in every region it "
+                               "is published in)")
     cluster: str | None = flag("EKS cluster the test node joins (tainted amibuild.io/test:NoSchedule)")
     subnet: str | None = flag("Subnet of the test instance (default: the pipeline's test { subnet_id })")
     security_group: str | None = flag("Security group of the test instance (default: test { security_group_id })")

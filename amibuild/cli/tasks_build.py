@@ -141,7 +141,7 @@ def tests(c, request: TestsRequest):
 
 def test_ami(c, request: TestAmiRequest):
     opts = options(c, Scope(request.pipeline, request.variant, profile=request.profile, build_dir=request.build_dir))
-    job = ami_test.TestAmi(opts, ami=request.ami, run_id=request.run_id, cluster=request.cluster,
+    job = ami_test.TestAmi(opts, ami=request.ami, run_id=request.run_id, channel=request.channel, cluster=request.cluster,
                            subnet_id=request.subnet, security_group_id=request.security_group,
                            instance_profile=request.instance_profile, instance_type=request.instance_type,
                            read_timeout=_read_timeout(c), timeout=request.timeout)  # config amibuild.read_timeout: SendCommand's too

@@ -11,12 +11,14 @@ from amibuild import notify, tags
 from amibuild.attest import sign as attest_sign
 from amibuild.aws import Aws
 from amibuild.bake.build_plan import new_run_id
+from amibuild.channels import known
 from amibuild.errors import Interrupted, SpecError
 from amibuild.handoff import testnode
 from amibuild.imagetest import boot, kube
 from amibuild.imagetest.statements import says_something, test_statement
 from amibuild.jobs.signals import Signals
 from amibuild.pipeline import Pipeline, iam_names, imagetests
+from amibuild.pipeline.naming import parameter_name
 from amibuild.pipeline.options import Options, load_pipeline
 from amibuild.pipeline.value_checks import AMI_ID
 
@@ -26,12 +28,22 @@ BOOT_TEST_SIGNALS = ("stopping the boot test; terminating its instance",
                      "still stopping the boot test; terminating its instance first")
 
 
-def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, run_id: str | None) -> dict[str, str]:
-    """{region: ami} of the image to test: --ami in the build region (its copies found by fingerprint), or
-    the images a build run made of the variant (--run-id)."""
+def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, run_id: str | None,
+              channel: str | None = None) -> dict[str, str]:
+    """{region: ami} of the image to test: --ami in the build region (its copies found by fingerprint),
+    the images a build run made of the variant (--run-id), or what the variant's channel holds (--channel)."""
     region = pipeline.build_region
-    if bool(ami) == bool(run_id):
-        raise SpecError("test-ami: give --ami ami-... (in the build region) or --run-id RUN (`amibuild runs` lists them)")
+    if sum(bool(v) for v in (ami, run_id, channel)) != 1:
+        raise SpecError("test-ami: give --ami ami-... (in the build region), --run-id RUN (`amibuild runs` lists "
+                        "them) or --channel CHANNEL (one of them)")
+    if channel:
+        known.require(aws, pipeline, [variant], known.Asked(channel, "--channel"), every=False)
+        name = parameter_name(pipeline, variant, channel)
+        held = {r: p.value for r in pipeline.target_regions if (p := aws.find_parameter(name, r)) is not None}
+        if region not in held:
+            raise SpecError(f"--channel {channel}: channel {channel} of {variant.name} holds no image in {region} "
+                            "(the pipeline's build region)")
+        return held
     if ami:
         if not AMI_ID.fullmatch(ami):
             raise SpecError(f"--ami {ami!r} is not an AMI id (ami-0123456789abcdef0)")
@@ -86,13 +98,14 @@ def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None,
 
 @dataclass(frozen=True)
 class TestAmi:
-    """What test-ami is asked: the variant (in `options`), the image (`ami` or a build's `run_id`) and
+    """What test-ami is asked: the variant (in `options`), the image (`ami`, a build's `run_id` or a `channel`) and
     the boot test's settings over the pipeline's test { ... } block (None: the block's)."""
 
     __test__ = False  # pytest: not a test class
     options: Options
     ami: str | None = None
     run_id: str | None = None
+    channel: str | None = None
     cluster: str | None = None
     subnet_id: str | None = None
     security_group_id: str | None = None
@@ -140,7 +153,7 @@ def _run(request: TestAmi, *, say: Any, stop: Signals, poll: float | None):
     nodes = kube.Nodes(settings.cluster) if settings.cluster else None
     user_data(None, pipeline, [variant], "")  # the variant's proxy refused (a password in it) before any AWS work
     aws = Aws(profile=options.profile, region=pipeline.build_region)
-    amis = find_amis(aws, pipeline, variant, ami=request.ami, run_id=request.run_id)
+    amis = find_amis(aws, pipeline, variant, ami=request.ami, run_id=request.run_id, channel=request.channel)
     settings = replace(settings, user_data=user_data(aws, pipeline, [variant], settings.cluster))
     test_run = new_run_id()
     result = boot.boot_test(aws, variant=variant, amis=amis, region=pipeline.build_region, run_id=test_run,
