@@ -218,7 +218,8 @@ def _str(value: Any, where: str) -> str:
     if isinstance(value, bool) or isinstance(value, (list, dict)):
         raise SpecError(f"{where}: expected a string, got {_kind(value)}")
     if isinstance(value, float):  # `1.30` unquoted would silently become "1.3"
-        raise SpecError(f"{where}: write {value!r} in quotes, as a string")
+        raise SpecError(f"{where}: {value!r} is a number here (unquoted, 1.30 reads as 1.3): write the value "
+                        "in quotes, as a string, e.g. \"1.30\"")
     return "" if value is None else str(value)
 
 
