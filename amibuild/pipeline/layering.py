@@ -189,6 +189,7 @@ def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
                             "-{{timestamp}}", f"{where}: pipeline.name + variant {variant.name!r}")
 
 
+_TOP_BLOCKS = ("pipeline", "defaults", "variant", "channel")
 _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
                   "default_channel", "public", "allow_shared_credentials", "test", "attestation", "fingerprint_key",
                   "events", "protection"}
@@ -230,11 +231,11 @@ def _parse_file(path: Path, cache: Path | None = None) -> dict[str, Any]:
         # quietly build a variant named `default`
         raise SpecError(f"{path}: the pipeline file is empty; add a `variant \"NAME\" {{ ... }}` block "
                         "(`amibuild init` writes a starter file) or delete it")
-    unknown = set(doc) - {"pipeline", "defaults", "variant", "channel"}
+    unknown = set(doc) - set(_TOP_BLOCKS)
     if unknown:
         key = sorted(unknown)[0]
         raise SpecError(
-            f"{path}: unknown top-level `{key}`{suggest(key, ['pipeline', 'defaults', 'variant', 'channel'])}; "
+            f"{path}: unknown top-level `{key}`{suggest(key, _TOP_BLOCKS)}; "
             "the file holds `pipeline`, `defaults`, `variant \"NAME\"` and `channel \"NAME\"` blocks"
         )
     return doc
@@ -339,10 +340,17 @@ def _check_name(name: str, where: str) -> None:
         )
 
 
+def _unknown(key: str, allowed: Iterable[str], where: str) -> SpecError:
+    if key in _TOP_BLOCKS:  # `channel "stable" { ... }` written inside a variant
+        return SpecError(f"{where}: a `{key}` block goes at the top level of the file, beside the variant blocks, "
+                         "not inside this one")
+    return SpecError(f"{where}: unknown field `{key}`{suggest(key, allowed)}")
+
+
 def _check_keys(block: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
     for key in block:
         if key not in allowed:
-            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, allowed)}")
+            raise _unknown(key, allowed, where)
 
 
 def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> Layer:
@@ -371,7 +379,7 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> La
                 value = [str((source.parent / str(s))) for s in value]
             layer[key] = Setting(value, f"{where}: {key}")
         else:
-            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, _VARIANT_KEYS)}")
+            raise _unknown(key, _VARIANT_KEYS, where)
     return MappingProxyType(layer)
 
 
