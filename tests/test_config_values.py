@@ -71,3 +71,36 @@ def test_a_config_file_value_is_refused_the_same_way(tmp_path: Path) -> None:
     assert result.stderr.strip() == ("amibuild: error: amibuild.max_parallel 'many': a whole number of at least 1, "
                                      "e.g. amibuild.max_parallel 5 (from amibuild.yaml / AMIBUILD_MAX_PARALLEL)")
     assert sorted(p.name for p in workdir.iterdir()) == ["amibuild.hcl", "amibuild.yaml"]
+
+
+@pytest.mark.parametrize("name,text,words", [
+    ("amibuild.yaml", "amibuild:\n  max_paralel: 4\n", "amibuild.max_paralel: unknown setting (did you mean 'max_parallel'?)"),
+    ("amibuild.yaml", "amibuld:\n  max_parallel: 4\n", "unknown section `amibuld` (did you mean 'amibuild'?)"),
+    ("amibuild.yaml", "amibuild: [1, 2\n", "not valid YAML: expected ',' or ']', but got '<stream end>' at line 2, column 1"),
+    ("amibuild.yaml", "amibuild: 5\n", "amibuild: expected a mapping of settings"),
+    ("amibuild.yaml", "- build_dir\n", "expected a mapping with an `amibuild:` section"),
+    ("amibuild.json", '{"amibuild": ', "not valid JSON"),
+])
+def test_a_config_file_that_is_not_amibuild_settings_is_one_line_naming_it(tmp_path: Path, name, text, words) -> None:
+    """A typo'd setting would be ignored, and a broken file was a traceback: both are bad input."""
+    workdir = _workdir(tmp_path)
+    (workdir / name).write_text(text)
+    result = run_cli(workdir, "build-ami", "--dry-run", binary="amibuild")
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"amibuild: error: {workdir / name}: {words}"), line
+    assert sorted(p.name for p in workdir.iterdir()) == sorted(["amibuild.hcl", name])
+
+
+def test_a_config_file_given_with_config_is_checked_too_and_an_empty_one_is_fine(tmp_path: Path) -> None:
+    workdir = _workdir(tmp_path)
+    (workdir / "settings.yaml").write_text("amibuild:\n  lease_wiat: 3\n")
+    result = run_cli(workdir, "--config", "settings.yaml", "build-ami", "--dry-run", binary="amibuild")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().startswith("amibuild: error: settings.yaml: amibuild.lease_wiat: unknown setting "
+                                            "(did you mean 'lease_wait'?)"), result.stderr
+    (workdir / "amibuild.yaml").write_text("# nothing set yet\n")
+    (workdir / "settings.yaml").write_text("amibuild:\n  build_dir: out\n")
+    fine = run_cli(workdir, "--config", "settings.yaml", "runs", "--json", binary="amibuild")
+    assert fine.returncode == 0, fine.stderr
+    assert fine.stdout.strip() == "[]" and fine.stderr == ""

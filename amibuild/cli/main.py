@@ -25,17 +25,69 @@ from typing import Any, Iterable
 
 from invoke import Collection, Config, Program
 from invoke.exceptions import Exit, ParseError, UnexpectedExit
+from invoke.vendor import yaml
 
 from amibuild import __version__, redact
 from amibuild.locate import find_pipeline
 from amibuild.cli.run import ERROR
+from amibuild.cli import tasks
+from amibuild.cli.tasks import SETTINGS
 from amibuild.errors import ExitCode
+from amibuild.suggest import suggest
+
+
+def checked_file(path: str, data: Any) -> dict[str, Any]:
+    """A configuration file's data, or exit 2 naming the file and what is wrong: it must be a mapping
+    whose one section, `amibuild:`, holds only known settings (a typo would be ignored)."""
+    if data is None:  # an empty file
+        return {}
+
+    def refuse(what: str) -> Exit:
+        return Exit(f"{ERROR}{path}: {what}", code=ExitCode.USAGE)
+
+    if not isinstance(data, dict):
+        raise refuse(f"expected a mapping with an `amibuild:` section, e.g. `amibuild: {{build_dir: out}}`, "
+                     f"got {type(data).__name__}")
+    for key in data:
+        if key != "amibuild":
+            raise refuse(f"unknown section `{key}`{suggest(str(key), ['amibuild'])}; the file holds one section, "
+                         f"`amibuild:`, with the settings {', '.join(SETTINGS)}")
+    section = data.get("amibuild")
+    if section is None:
+        return data
+    if not isinstance(section, dict):
+        raise refuse(f"amibuild: expected a mapping of settings ({', '.join(SETTINGS)}), got {section!r}")
+    for key in section:
+        if key not in SETTINGS:
+            raise refuse(f"amibuild.{key}: unknown setting{suggest(str(key), SETTINGS)}; the settings are "
+                         f"{', '.join(SETTINGS)}")
+    return data
 
 
 class AmibuildConfig(Config):
-    """invoke's configuration with amibuild's own file names and environment prefix."""
+    """invoke's configuration with amibuild's own file names and environment prefix, its files checked."""
 
     prefix = "amibuild"
+
+    def _load_yaml(self, path: Any) -> Any:
+        try:
+            data = super()._load_yaml(path)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise Exit(f"{ERROR}{path}: not valid YAML: {problem}{where}; fix or remove the file",
+                       code=ExitCode.USAGE) from None
+        return checked_file(str(path), data)
+
+    _load_yml = _load_yaml
+
+    def _load_json(self, path: Any) -> Any:
+        try:
+            data = super()._load_json(path)
+        except ValueError as exc:
+            raise Exit(f"{ERROR}{path}: not valid JSON: {exc}; fix or remove the file", code=ExitCode.USAGE) from None
+        return checked_file(str(path), data)
 
     def load_shell_env(self) -> None:
         super().load_shell_env()
@@ -352,8 +404,6 @@ def _quiet_stdout() -> None:
 
 
 def program() -> AmibuildProgram:
-    from amibuild.cli import tasks  # deferred: tasks.py (this repository's) imports this module first
-
     # A copy of the collection, as invoke's own loader makes of a tasks.py: building the parser
     # consumes each Task's help (invoke pops it), so a second Program in this process (a test, a
     # caller of main()) would otherwise list every flag without its help. ~1 ms.

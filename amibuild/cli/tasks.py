@@ -5,6 +5,8 @@ module (`tasks_build`, `tasks_channels`, ...) and what it imports load when the 
 Settings can also come from invoke's config (`amibuild.yaml`, `AMIBUILD_*`): see `ns.configure`.
 """
 
+from typing import Any
+
 from invoke import Collection
 
 from amibuild.cli import requests_build, requests_channels, requests_nodes, requests_setup, requests_views
@@ -79,22 +81,24 @@ TASKS = (
          'Bring a deregistered image back from the Recycle Bin, with its snapshots and tags.'),
 )
 
+# the `amibuild:` section of a configuration file (amibuild.yaml, --config), with its defaults; cli.main checks
+# the files against it
+SETTINGS: dict[str, Any] = {
+    "pipeline": None,  # default: amibuild.hcl when present
+    "build_dir": "build",
+    "packer": "packer",
+    "cache_dir": None,
+    # None (defaults in the task: 8, 10 s) so that invoke passes the environment's text through and
+    # the task words the error; a number here makes invoke cast AMIBUILD_AMIBUILD_MAX_PARALLEL itself
+    "max_parallel": None,
+    # seconds a channel write waits for another writer's lease on the channel (default 30); None
+    # so that invoke passes INVOKE_AMIBUILD_LEASE_WAIT through as text and `_guard` words the error
+    "lease_wait": None,
+    "lease_ttl": None,  # seconds a channel lease is good for (default 300)
+    "read_timeout": None,  # seconds a channel write's request waits for its answer (default 10)
+    "channel_deadline": None,  # seconds of waiting on AWS a channel write may spend in all (default 30)
+    "stall_after": None,  # seconds of silence from Packer before build-ami checks the endpoint is alive
+}
+
 ns = Collection(*TASKS)
-ns.configure({
-    "amibuild": {
-        "pipeline": None,  # default: amibuild.hcl when present
-        "build_dir": "build",
-        "packer": "packer",
-        "cache_dir": None,
-        # None (defaults in the task: 8, 10 s) so that invoke passes the environment's text through and
-        # the task words the error; a number here makes invoke cast AMIBUILD_AMIBUILD_MAX_PARALLEL itself
-        "max_parallel": None,
-        # seconds a channel write waits for another writer's lease on the channel (default 30); None
-        # so that invoke passes INVOKE_AMIBUILD_LEASE_WAIT through as text and `_guard` words the error
-        "lease_wait": None,
-        "lease_ttl": None,  # seconds a channel lease is good for (default 300)
-        "read_timeout": None,  # seconds a channel write's request waits for its answer (default 10)
-        "channel_deadline": None,  # seconds of waiting on AWS a channel write may spend in all (default 30)
-        "stall_after": None,  # seconds of silence from Packer before build-ami checks the endpoint is alive
-    }
-})
+ns.configure({"amibuild": dict(SETTINGS)})
