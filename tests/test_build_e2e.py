@@ -164,20 +164,17 @@ def test_a_failing_variant_does_not_stop_the_other_and_rerun_rebuilds_only_it(wo
 def test_interrupt_cancels_packer_cleans_up_and_exits_130(workdir: Path, sandbox) -> None:
     from faultproxy import FaultProxy
 
-    with FaultProxy(sandbox.endpoint, delay=0.15) as proxy:  # every EC2 call slowed: builds take seconds
+    with FaultProxy(sandbox.endpoint) as proxy:
+        # each Packer's first wait for its launched instance is held: both builds are at their launch
+        launched = proxy.gate(["DescribeInstances"], count=2)
         env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
         proc = subprocess.Popen([sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--json"],
                                 cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            logs = list((workdir / "build" / "runs").glob("*/ceph/packer.log"))  # this run's own folder
-            if logs and "Waiting for instance" in logs[0].read_text():
-                break
-            time.sleep(0.05)
-        else:
+        if not launched.wait_held(2, timeout=90):
             proc.kill()
             pytest.fail("packer never reached the instance launch")
         proc.send_signal(signal.SIGINT)
+        launched.release()
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "nothing was published" in err
@@ -228,9 +225,13 @@ def test_a_new_eks_optimized_release_rebuilds_only_the_variants_it_affects(workd
 def test_a_build_past_its_timeout_fails_and_cleans_up(workdir: Path, sandbox) -> None:
     from faultproxy import FaultProxy
 
-    with FaultProxy(sandbox.endpoint, delay=0.3) as proxy:
+    with FaultProxy(sandbox.endpoint) as proxy:
+        # Packer's first wait for its instance is held past the timeout; what it does after is not
+        launched = proxy.gate(["DescribeInstances"], count=1)
         env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
         result = run_cli(workdir, "build-ami", "--json", "--variant", "ceph", "--timeout", "2", env=env)
+        assert launched.held == 1
+        launched.release()
     assert result.returncode == 1, result.stderr
     ceph = summary(result)["ceph"]
     assert ceph["status"] == "failed"
