@@ -46,7 +46,7 @@ def test_a_build_stores_a_signed_cyclonedx_sbom_listing_its_packages_with_versio
     built = _build(tmp_path)
     ami = built["amis"]["us-west-2"]
     key = store.sbom_key("inv", ami, built["run_id"])
-    assert built["sbom"]["keys"] == [key] and "SBOM of 1 packages" in built["stderr"]
+    assert built["sbom"]["keys"] == [key] and "SBOM of 1 package (sha256" in built["stderr"]
     body = boto3.client("s3", region_name="us-west-2").get_object(Bucket=BUCKET, Key=key)["Body"].read()
     assert built["sbom"]["digest"] == hashlib.sha256(body).hexdigest()
     assert JsonStrictValidator(SchemaVersion.V1_5).validate_str(body.decode()) is None  # None: valid

@@ -71,7 +71,8 @@ class Stored:
         if self.error:
             return f"{self.kind} statement NOT stored: {self.error}"
         how = f"signed by {self.keyid}" if self.signed else f"UNSIGNED ({self.unsigned_reason})"
-        more = f" (and under {len(self.keys) - 1} more AMI ids)" if len(self.keys) > 1 else ""
+        more = (f" (and under {len(self.keys) - 1} more AMI id{'s' if len(self.keys) > 2 else ''})"
+                if len(self.keys) > 1 else "")
         return f"{self.kind} statement {how}: s3://{self.bucket}/{self.keys[0] if self.keys else ''}{more}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -34,8 +34,9 @@ class SbomStored:
     def line(self) -> str:
         if self.error:
             return f"SBOM NOT stored: {self.error}"
-        more = f" (and under {len(self.keys) - 1} more AMI ids)" if len(self.keys) > 1 else ""
-        return f"SBOM of {self.packages} packages (sha256 {self.digest[:12]}): s3://{self.bucket}/{self.keys[0]}{more}"
+        more = (f" (and under {len(self.keys) - 1} more AMI id{'s' if len(self.keys) > 2 else ''})"
+                if len(self.keys) > 1 else "")
+        return f"SBOM of {self.packages} package{'' if self.packages == 1 else 's'} (sha256 {self.digest[:12]}): s3://{self.bucket}/{self.keys[0]}{more}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"digest": self.digest or None, "packages": self.packages, "bucket": self.bucket or None,
