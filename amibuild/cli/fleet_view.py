@@ -20,11 +20,7 @@ def fleet(c, r: FleetRequest):
     limit = cli.run(lambda: fleet_mod.Limit.parse(r.check_behind)) if r.check_behind not in (None, "") else None
     opts = options(c, Scope(r.pipeline, r.variant, profile=r.profile))
     view = cli.run(lambda: fleet_view(opts, variant=r.variant, channel=r.channel, region=r.region, verify=r.verify))
-    if r.json:
-        cli.emit_json(view.to_dict())
-    elif not r.markdown:
-        cli.lines_out(fleet_mod.report_lines(view))
-    summary.publish(summary.fleet_markdown(view), to_stdout=r.markdown)
+    cli.show(view, r.json, markdown=r.markdown, lines=fleet_mod.report_lines, summary=summary.fleet_markdown, finish=False)
     cli.run(lambda: view.check(limit))
     if r.verify:
         cli.run(view.check_provenance)

@@ -21,7 +21,7 @@ from invoke.exceptions import Exit
 from amibuild import redact, secrets
 from amibuild.errors import AmibuildError, EndpointUnreachable, ExitCode, Interrupted, NoCredentials
 from amibuild.jobs.signals import Signals
-from amibuild.views.summary import annotate
+from amibuild.views.summary import annotate, publish
 
 T = TypeVar("T")
 
@@ -50,8 +50,6 @@ _PENDING: list[str] = []
 
 def run(body: Callable[[], T]) -> T:
     """Run a task body; turn expected errors into a one-line message and an exit code."""
-
-
     redact.install()  # before any AWS call: `--debug` logs botocore's requests, headers included
     try:
         result = body()
@@ -99,15 +97,19 @@ def finish_channel(result: Any, signals: Any) -> None:
     run(stop)
 
 
-def finish(result: Any) -> None:
-    """Exit as a task's result says: its `raise_for_status()` run through `run`."""
-    run(result.raise_for_status)
-
-
-def show(result: Any, json: bool) -> None:
-    """Print a result (its `to_dict()` as JSON with --json, else its `lines()`), then exit as it says."""
-    emit_json(result.to_dict()) if json else lines_out(result.lines())
-    finish(result)
+def show(result: Any, json: bool, *, markdown: bool = False, data: Callable | None = None,
+         lines: Callable | None = None, summary: Callable | None = None, finish: bool = True) -> None:
+    """Print a result: with --json its `to_dict()` (or ``data(result)``) as JSON, else, unless --markdown,
+    its `lines()` (or ``lines(result)``); then its Markdown ``summary(result)`` to $GITHUB_STEP_SUMMARY
+    (and with --markdown to stdout); then, with ``finish``, exit as its `raise_for_status()` says."""
+    if json:
+        emit_json(data(result) if data else result.to_dict())
+    elif not markdown:
+        lines_out(lines(result) if lines else result.lines())
+    if summary:
+        publish(summary(result), to_stdout=markdown)
+    if finish:
+        run(result.raise_for_status)
 
 
 def say(line: str) -> None:

@@ -39,10 +39,7 @@ from amibuild.views import report, summary
 def render(c, request: RenderRequest):
     result = cli.run(lambda: prepare.render(options(c, request), cli.say, **_target()))
     cli.lines(f"note: {n}" for n in result.notes)
-    if request.json:
-        cli.emit_json(result.to_dict())
-    else:
-        cli.lines_out(report.render_lines(result))
+    cli.show(result, request.json, lines=report.render_lines, finish=False)
 
 
 def validate(c, request: RenderRequest):
@@ -58,8 +55,8 @@ def validate(c, request: RenderRequest):
 def build_ami(c, request: BuildRequest):
     opts = options(c, request)
     if request.allow_incomplete and not request.rehearse:
-        cli.run(lambda: _refuse("--allow-incomplete goes with --rehearse: it lets a variant whose rehearsal "
-                                "stopped at a step it cannot rehearse be built"))
+        raise SpecError("--allow-incomplete goes with --rehearse: it lets a variant whose rehearsal stopped at a "
+                        "step it cannot rehearse be built")
     read_timeout = _read_timeout(c)  # config amibuild.read_timeout: the channel requests' and SendCommand's
     job = build_job.BuildAmi(  # a bad config value: one line, exit 2 (the task runs inside cli.run)
         opts, channel=request.channel, publish=not request.no_publish, new_channel=request.new_channel,
@@ -72,16 +69,7 @@ def build_ami(c, request: BuildRequest):
         channel_guard=_guard(c, _NO_SIGNALS), read_timeout=read_timeout, verbose=request.verbose,
         scan=request.scan)
     run = cli.run(lambda: build_job.run(job, cli.say))
-    if request.json:
-        cli.emit_json(run.to_dict())
-    elif not request.markdown:
-        cli.lines_out(report.build_lines(run))
-    summary.publish(summary.build_markdown(run), to_stdout=request.markdown)
-    cli.finish(run)
-
-
-def _refuse(message: str):
-    raise SpecError(message)
+    cli.show(run, request.json, markdown=request.markdown, lines=report.build_lines, summary=summary.build_markdown)
 
 
 def _boot_test_settings(opts, boot_test: bool, cluster: str | None, read_timeout: float | None):
@@ -98,12 +86,9 @@ def rehearse(c, request: RehearseRequest):
     job = rehearse_job.Rehearse(options(c, request), keep=request.keep, timeout=request.timeout,
                                 allow_incomplete=request.allow_incomplete)
     result = cli.run(lambda: rehearse_job.run(job, cli.say))
-    if request.json:
-        cli.emit_json([r.to_dict() for r in result.reports])
-    elif not request.markdown:
-        cli.lines_out(line for r in result.reports for line in rehearse_report.lines(r))
-    summary.publish(summary.rehearse_markdown(result.reports), to_stdout=request.markdown)
-    cli.finish(result)
+    cli.show(result, request.json, markdown=request.markdown, data=lambda x: [r.to_dict() for r in x.reports],
+             lines=lambda x: [line for r in x.reports for line in rehearse_report.lines(r)],
+             summary=lambda x: summary.rehearse_markdown(x.reports))
 
 
 def runs(c, request: RunsRequest):
@@ -117,12 +102,7 @@ def runs(c, request: RunsRequest):
 def clean_run(c, request: CleanRunRequest):
     opts = options(c, Scope(request.pipeline, profile=request.profile, build_dir=request.build_dir))
     result = cli.run(lambda: clean.run(clean.settings(opts, request.run_id, dry_run=request.dry_run)))
-    if request.json:
-        cli.emit_json(result.to_dict())
-    else:
-        for line in report.clean_lines(result):
-            print(line)
-    cli.finish(result)
+    cli.show(result, request.json, lines=report.clean_lines)
 
 
 def matrix(c, request: MatrixRequest):
@@ -146,5 +126,4 @@ def test_ami(c, request: TestAmiRequest):
                            instance_profile=request.instance_profile, instance_type=request.instance_type,
                            read_timeout=_read_timeout(c), timeout=request.timeout)  # config amibuild.read_timeout: SendCommand's too
     result, record = cli.run(lambda: ami_test.run(job, say=cli.say, poll=platform().poll_seconds))
-    cli.emit_json(result.to_dict()) if request.json else cli.lines_out([*boot.report_lines(result), f"record: {record}"])
-    cli.finish(result)
+    cli.show(result, request.json, lines=lambda r: [*boot.report_lines(r), f"record: {record}"])

@@ -32,14 +32,9 @@ def _plan_only(dry_run: bool, markdown: bool) -> None:
 def _channel_result(result, signals, *, json: bool, markdown: bool = False) -> None:
     """Print a channel write's result (or a dry run's plan), then exit as it says; a write's summary
     (a row per region: AMI before and after) goes to $GITHUB_STEP_SUMMARY, and with --markdown to stdout."""
-
     if isinstance(result, PublishPlan):  # --dry-run: nothing was written
-        cli.emit_json({"dry_run": True, **result.to_dict()}) if json else cli.lines_out(report.plan_lines(result))
-        cli.finish(result)
-        return
-    if json or not markdown:
-        cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
-    summary.publish(summary.publish_markdown(result), to_stdout=markdown)
+        return cli.show(result, json, data=lambda plan: {"dry_run": True, **plan.to_dict()}, lines=report.plan_lines)
+    cli.show(result, json, markdown=markdown, lines=report.publish_lines, summary=summary.publish_markdown, finish=False)
     cli.finish_channel(result, signals)
 
 
@@ -94,10 +89,7 @@ def _promote_due(c, r: PromoteRequest):
                                guard=lambda: _guard(c, signals), say=cli.say, dry_run=r.dry_run, force=r.force)
 
     done, _ = cli.run_channel(body)
-    if r.json or not r.markdown:
-        cli.emit_json(done.to_list()) if r.json else cli.lines_out(done.lines())
-    summary.publish(summary.due_markdown(done.items), to_stdout=r.markdown)
-    cli.finish(done)
+    cli.show(done, r.json, markdown=r.markdown, data=lambda d: d.to_list(), summary=lambda d: summary.due_markdown(d.items))
 
 
 def rollback(c, r: RollbackRequest):
@@ -146,12 +138,8 @@ def channels(c, r: ChannelsRequest):
         return repair_mod.ChannelCheck(tuple(splits), None if repaired is None else tuple(repaired))
 
     checked, signals = cli.run_channel(body) if r.repair else (cli.run(body), None)
-    if r.json:
-        cli.emit_json(checked.to_dict())
-    elif not (r.markdown and not r.repair):
-        cli.lines_out(checked.lines())
-    if not r.repair:
-        summary.publish(summary.channel_check_markdown(checked.splits), to_stdout=r.markdown)
+    cli.show(checked, r.json, markdown=r.markdown and not r.repair, finish=False,
+             summary=None if r.repair else lambda x: summary.channel_check_markdown(x.splits))
     cli.run(lambda: checked.raise_for_status(signals.name, signals.exit_code) if signals else checked.raise_for_status())
 
 

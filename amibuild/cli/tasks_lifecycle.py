@@ -23,8 +23,7 @@ def prune(c, r: PruneRequest):
         dry_run=r.dry_run, deprecate_only=r.deprecate_only, variants=r.variant, regions=r.region,
         disable_after=r.disable_after),
         guard=_guard(c, _NO_SIGNALS), say=cli.say))
-    cli.emit_json(result.to_dict()) if r.json else cli.lines_out(prune_mod.report_lines(result))
-    cli.finish(result)
+    cli.show(result, r.json, lines=prune_mod.report_lines)
 
 
 def iam_policy(c, r: IamPolicyRequest):

@@ -101,9 +101,7 @@ def rollout(c, r: RolloutRequest):
     result = cli.run(lambda: job.rollout(handoff.rollout_settings(
         opts, stack=r.stack, nodegroup=r.nodegroup, variant=r.variant, channel=r.channel, region=r.region,
         dry_run=r.dry_run, wait=not r.no_wait, timeout=r.timeout), cli.say))
-    if r.json or not r.markdown:
-        cli.emit_json(result.to_dict()) if r.json else cli.lines_out(result.lines())
-    summary.publish(summary.rollout_markdown(result), to_stdout=r.markdown)
+    cli.show(result, r.json, markdown=r.markdown, summary=summary.rollout_markdown, finish=False)
 
 
 def nodegroup_deploy(c, r: DeployRequest):

@@ -37,5 +37,4 @@ def doctor(c, r: DoctorRequest):
         request = consumer.ConsumerRequest(opts, r.channel or "", r.build_profile or "")
         return cli.show(cli.run(lambda: consumer.run_consumer(request)), r.json)
     report = cli.run(lambda: doctor_mod.checks(opts))
-    cli.emit_json(report.to_list()) if r.json else cli.lines_out(report.lines())
-    cli.finish(report)
+    cli.show(report, r.json, data=lambda x: x.to_list())

@@ -19,8 +19,5 @@ def verify(c, r: VerifyRequest):
     opts = scope_options(c, r)
     report, why_not = cli.run(lambda: verify_report(opts, ami=r.ami, variant=r.variant, channel=r.channel,
                                                     region=r.region, platform=platform))
-    if r.json:
-        cli.emit_json({**report.to_dict(), "today_not_rendered": why_not or None})
-    else:
-        cli.lines_out(verify_mod.lines(report) + ([f"  ({why_not})"] if why_not else []))
-    cli.finish(report)
+    cli.show(report, r.json, data=lambda x: {**x.to_dict(), "today_not_rendered": why_not or None},
+             lines=lambda x: verify_mod.lines(x) + ([f"  ({why_not})"] if why_not else []))
