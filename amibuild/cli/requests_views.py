@@ -1,5 +1,5 @@
 """The requests (flags) of the fleet, karpenter, verify, sbom, diff, scan and allowed-amis tasks.
-Their bodies: `fleet_view`, `verify_view`, `inventory`, `guardrails`."""
+Their bodies: `tasks_views`."""
 
 from dataclasses import dataclass
 
