@@ -124,6 +124,7 @@ def _flush_pending() -> None:
 
 
 def emit_json(data: Any) -> None:
+    _flush_pending()  # the notes about the run come before its result, as they do before a line on stderr
     print(secrets.mask(json.dumps(data, indent=2, sort_keys=True, default=str)))
 
 
@@ -140,5 +141,6 @@ def lines(items: Iterable[str]) -> None:
 
 def lines_out(items: Iterable[str]) -> None:
     """Result lines on stdout (the answer to the command)."""
+    _flush_pending()
     for item in items:
         print(secrets.mask(item), flush=True)  # a URL's user:password@ as user:***@, as say() and emit_json

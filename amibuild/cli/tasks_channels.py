@@ -105,13 +105,10 @@ def rollback(c, r: RollbackRequest):
 
 
 def history(c, r: HistoryRequest):
-    def body():
-        aws, pipe, var = channel_target(scope_options(c, r), r.variant)
-        if r.channel:  # a typo would show an empty table and exit 0
-            known.require(aws, pipe, [var], known.Asked(r.channel), regions=(r.region,) if r.region else None)
-        return channel_status.history(aws, pipeline=pipe, variant=var, channel=r.channel, region=r.region)
-
-    entries = cli.run(body)
+    aws, pipe, var = channel_target(scope_options(c, r), r.variant)
+    if r.channel:  # a typo would show an empty table and exit 0
+        known.require(aws, pipe, [var], known.Asked(r.channel), regions=(r.region,) if r.region else None)
+    entries = channel_status.history(aws, pipeline=pipe, variant=var, channel=r.channel, region=r.region)
     cli.emit_json([e.to_dict() for e in entries]) if r.json else cli.lines_out(report.history_lines(entries))
 
 
@@ -124,10 +121,10 @@ def channels(c, r: ChannelsRequest):
         return aws, pipe
 
     if not r.check and not r.repair:
-        entries = cli.run(lambda: _listing(channel_status, gateway))
+        aws, pipe = gateway()
+        entries = channel_status.with_safeguards(aws, channel_status.channels(aws, pipeline=pipe))
         if r.markdown:
-            print(summary.channels_markdown(entries))
-            return
+            return cli.lines_out([summary.channels_markdown(entries)])
         cli.emit_json([e.to_dict() for e in entries]) if r.json else cli.lines_out(report.channel_lines(entries))
         return
 
@@ -141,8 +138,3 @@ def channels(c, r: ChannelsRequest):
     cli.show(checked, r.json, markdown=r.markdown and not r.repair, finish=False,
              summary=None if r.repair else lambda x: summary.channel_check_markdown(x.splits))
     cli.run(lambda: checked.raise_for_status(signals.name, signals.exit_code) if signals else checked.raise_for_status())
-
-
-def _listing(channel_status, gateway):
-    aws, pipe = gateway()
-    return channel_status.with_safeguards(aws, channel_status.channels(aws, pipeline=pipe))

@@ -23,71 +23,62 @@ from amibuild.views import summary
 
 
 def userdata(c, r: UserdataRequest):
-    def body():
-        found = job.userdata_cluster(cluster=r.cluster, os_=r.os, region=r.region,
-                                     api_server_endpoint=r.api_server_endpoint,
-                                     certificate_authority=r.certificate_authority, service_cidr=r.service_cidr,
-                                     private_endpoint=r.private_endpoint, k8s_manifests=r.k8s_manifests)
-        if found.note:
-            cli.say(f"{found.note}; going by the flags")
-        cfg = userdata_render.config_from_flags(
-            cluster=r.cluster, os=r.os, proxy=r.proxy, no_proxy=r.no_proxy, service_cidr=found.service_cidr,
-            cluster_ip=r.cluster_ip, region=r.region or os.environ.get("AWS_REGION", ""), bypass=r.bypass,
-            bootstrap_args=r.bootstrap_args, kubelet_flags=r.kubelet_flag,
-            api_server_endpoint=found.endpoint, certificate_authority=found.certificate_authority,
-            cfn_stack=r.cfn_stack, cfn_resource=r.cfn_resource, private_endpoint=found.private_endpoint,
-            node_labels=r.node_label, taints=r.taint, max_pods=r.max_pods or None,
-            max_pods_expression=r.max_pods_expression or None,
-            proxy_credentials_parameter=r.proxy_credentials_parameter,
-        )
-        if r.k8s_manifests:
-            return userdata_render.k8s_manifests(cfg, r.vpc_cidr)
-        text = userdata_render.render_userdata(cfg)
-        if secrets.credentials(r.proxy):  # printed on purpose (the nodes need them), said once
-            cli.say(f"--proxy {secrets.mask(r.proxy)}: the user data below carries its credentials; whoever can "
-                    "describe the instance or its launch template can read them")
-        return base64.b64encode(text.encode()).decode() + "\n" if r.base64 else text
-
-    print(cli.run(body), end="")
+    found = job.userdata_cluster(cluster=r.cluster, os_=r.os, region=r.region,
+                                 api_server_endpoint=r.api_server_endpoint,
+                                 certificate_authority=r.certificate_authority, service_cidr=r.service_cidr,
+                                 private_endpoint=r.private_endpoint, k8s_manifests=r.k8s_manifests)
+    if found.note:
+        cli.say(f"{found.note}; going by the flags")
+    cfg = userdata_render.config_from_flags(
+        cluster=r.cluster, os=r.os, proxy=r.proxy, no_proxy=r.no_proxy, service_cidr=found.service_cidr,
+        cluster_ip=r.cluster_ip, region=r.region or os.environ.get("AWS_REGION", ""), bypass=r.bypass,
+        bootstrap_args=r.bootstrap_args, kubelet_flags=r.kubelet_flag,
+        api_server_endpoint=found.endpoint, certificate_authority=found.certificate_authority,
+        cfn_stack=r.cfn_stack, cfn_resource=r.cfn_resource, private_endpoint=found.private_endpoint,
+        node_labels=r.node_label, taints=r.taint, max_pods=r.max_pods or None,
+        max_pods_expression=r.max_pods_expression or None,
+        proxy_credentials_parameter=r.proxy_credentials_parameter,
+    )
+    if r.k8s_manifests:
+        return print(userdata_render.k8s_manifests(cfg, r.vpc_cidr), end="")
+    text = userdata_render.render_userdata(cfg)
+    if secrets.credentials(r.proxy):  # printed on purpose (the nodes need them), said once
+        cli.say(f"--proxy {secrets.mask(r.proxy)}: the user data below carries its credentials; whoever can "
+                "describe the instance or its launch template can read them")
+    print(base64.b64encode(text.encode()).decode() + "\n" if r.base64 else text, end="")
 
 
 def decode_userdata(c, r: DecodeUserdataRequest):
-    def body():
-        source = r.source
-        if source in ("--help", "-h"):  # invoke hands a required positional the flag itself
-            raise NotUserData("for this task's help run `amibuild --help decode-userdata`")
-        if r.max_bytes < 0:
-            raise NotUserData(f"--max-bytes {r.max_bytes}: a number of bytes, 1 or more")
-        limit = r.max_bytes or userdata_decode.MAX_BYTES
-        if r.stack:
+    try:
+        parts = _decoded(c, r)
+    except UserDataTooBig as exc:
+        if exc.nesting:
+            raise
+        raise UserDataTooBig(f"{exc} (--max-bytes to raise it)") from None  # the flag is the CLI's to name
+    cli.emit_json([vars(part) for part in parts]) if r.json else print(userdata_decode.format_parts(parts), end="")
 
-            return job.stack_user_data(scope_options(c, r, announce=False).profile, stack=source,
-                                       region=r.region, budget=userdata_decode.Budget(limit))
-        if r.region or r.profile:
-            raise NotUserData("--region and --profile go with --stack (SOURCE is then a stack name)")
-        if source == "-":
-            data, name = userdata_decode.read_limited(sys.stdin.buffer, "<stdin>", limit), "<stdin>"
-        else:
-            try:
-                with Path(source).open("rb") as stream:
-                    data, name = userdata_decode.read_limited(stream, source, limit), source
-            except OSError as exc:
-                raise NotUserData(f"{source}: cannot read: {exc.strerror}") from None
-        return userdata_decode.decode(data, name, budget=userdata_decode.Budget(limit))
 
-    def capped():
-        try:
-            return body()
-        except UserDataTooBig as exc:
-            if exc.nesting:
-                raise
-            raise UserDataTooBig(f"{exc} (--max-bytes to raise it)") from None  # the flag is the CLI's to name
-
-    parts = cli.run(capped)
-    if r.json:
-        cli.emit_json([vars(part) for part in parts])
+def _decoded(c, r: DecodeUserdataRequest):
+    source = r.source
+    if source in ("--help", "-h"):  # invoke hands a required positional the flag itself
+        raise NotUserData("for this task's help run `amibuild --help decode-userdata`")
+    if r.max_bytes < 0:
+        raise NotUserData(f"--max-bytes {r.max_bytes}: a number of bytes, 1 or more")
+    limit = r.max_bytes or userdata_decode.MAX_BYTES
+    if r.stack:
+        return job.stack_user_data(scope_options(c, r, announce=False).profile, stack=source,
+                                   region=r.region, budget=userdata_decode.Budget(limit))
+    if r.region or r.profile:
+        raise NotUserData("--region and --profile go with --stack (SOURCE is then a stack name)")
+    if source == "-":
+        data, name = userdata_decode.read_limited(sys.stdin.buffer, "<stdin>", limit), "<stdin>"
     else:
-        print(userdata_decode.format_parts(parts), end="")
+        try:
+            with Path(source).open("rb") as stream:
+                data, name = userdata_decode.read_limited(stream, source, limit), source
+        except OSError as exc:
+            raise NotUserData(f"{source}: cannot read: {exc.strerror}") from None
+    return userdata_decode.decode(data, name, budget=userdata_decode.Budget(limit))
 
 
 def aws_auth(c, r: AwsAuthRequest):
