@@ -23,7 +23,7 @@ from amibuild.cli.requests_build import (
     TestsRequest,
 )
 from amibuild.cli.target import platform
-from amibuild.cli.tasks_common import _NO_SIGNALS, Scope, _guard, _read_timeout, _target, config_number, options
+from amibuild.cli.tasks_common import Scope, _guard, _read_timeout, _target, config_number, options
 from amibuild.errors import SpecError
 from amibuild.imagetest import boot
 from amibuild.jobs import ami_test
@@ -66,7 +66,7 @@ def build_ami(c, request: BuildRequest):
         wait=not request.no_wait,
         stall_after=config_number(c, "stall_after", 10.0, values.duration),
         boot_test=_boot_test_settings(opts, request.boot_test, request.cluster, read_timeout), **_target(),
-        channel_guard=_guard(c, _NO_SIGNALS), read_timeout=read_timeout, verbose=request.verbose,
+        channel_guard=_guard(c), read_timeout=read_timeout, verbose=request.verbose,
         scan=request.scan)
     run = cli.run(lambda: build_job.run(job, cli.say))
     cli.show(run, request.json, markdown=request.markdown, lines=report.build_lines, summary=summary.build_markdown)

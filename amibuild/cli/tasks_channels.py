@@ -15,7 +15,7 @@ from amibuild.channels.plan import PublishPlan, parse_amis
 from amibuild.cli import values
 from amibuild.cli import run as cli
 from amibuild.cli.requests_channels import ChannelsRequest, HistoryRequest, PromoteRequest, PublishRequest, RollbackRequest
-from amibuild.cli.tasks_common import _channel_deadline, _guard, _read_timeout, channel_target, channel_variant, scope_options
+from amibuild.cli.tasks_common import _channel_deadline, _guard, _read_timeout, channel_variant, scope_options
 from amibuild.errors import SpecError
 from amibuild.jobs.image_inventory import promote_line
 from amibuild.pipeline.options import load_pipeline
@@ -105,7 +105,9 @@ def rollback(c, r: RollbackRequest):
 
 
 def history(c, r: HistoryRequest):
-    aws, pipe, var = channel_target(scope_options(c, r), r.variant)
+    opts = scope_options(c, r)
+    pipe, var = channel_variant(opts, r.variant)
+    aws = Aws(profile=opts.profile, region=pipe.build_region)
     if r.channel:  # a typo would show an empty table and exit 0
         known.require(aws, pipe, [var], known.Asked(r.channel), regions=(r.region,) if r.region else None)
     entries = channel_status.history(aws, pipeline=pipe, variant=var, channel=r.channel, region=r.region)

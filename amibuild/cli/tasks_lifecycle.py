@@ -8,7 +8,7 @@ from __future__ import annotations
 from amibuild.cli import lifecycle
 from amibuild.cli import run as cli
 from amibuild.cli.requests_setup import IamPolicyRequest, PruneRequest, RestoreFlags
-from amibuild.cli.tasks_common import _NO_SIGNALS, Scope, _guard, options
+from amibuild.cli.tasks_common import Scope, _guard, options
 from amibuild.lifecycle import iam, keyshare
 from amibuild.lifecycle import prune as prune_mod
 from amibuild.lifecycle import prune_job as prune_job
@@ -22,7 +22,7 @@ def prune(c, r: PruneRequest):
         opts, keep=r.keep, older_than=r.older_than, keep_versions=3 if r.keep_versions is None else r.keep_versions,
         dry_run=r.dry_run, deprecate_only=r.deprecate_only, variants=r.variant, regions=r.region,
         disable_after=r.disable_after),
-        guard=_guard(c, _NO_SIGNALS), say=cli.say))
+        guard=_guard(c), say=cli.say))
     cli.show(result, r.json, lines=prune_mod.report_lines)
 
 
