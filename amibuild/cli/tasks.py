@@ -43,9 +43,9 @@ TASKS = (
          'Decode user data (base64, gzip, MIME, cloud-config, any nesting) and print each part.'),
     task('tasks_nodes', 'aws_auth', requests_nodes.AwsAuthRequest,
          "Print the aws-auth mapRoles entry for the nodes' role, or create its EKS access entry."),
-    task('tasks_lifecycle', 'prune', requests_setup.PruneRequest,
+    task('tasks_setup', 'prune', requests_setup.PruneRequest,
          'Delete old images amibuild made: keep the newest N per variant and region and every image in use.'),
-    task('tasks_lifecycle', 'iam_policy', requests_setup.IamPolicyRequest,
+    task('tasks_setup', 'iam_policy', requests_setup.IamPolicyRequest,
          'Print a least-privilege IAM policy (JSON) for a task: build, publish, rollout, prune, fleet, test, verify, scan, all, or share.'),
     task('tasks_build', 'matrix', requests_build.MatrixRequest,
          'Print the variants as a CI matrix, so each runner builds one variant.'),
@@ -75,7 +75,7 @@ TASKS = (
          "Scan an image's SBOM with Amazon Inspector (ScanSbom); keep the findings as a signed scan statement."),
     task('tasks_views', 'allowed_amis', requests_views.AllowedAmisFlags,
          "Print the Allowed AMIs criteria that admit this pipeline's images, with the CLI and CloudFormation to apply them."),
-    task('tasks_lifecycle', 'restore', requests_setup.RestoreFlags,
+    task('tasks_setup', 'restore', requests_setup.RestoreFlags,
          'Bring a deregistered image back from the Recycle Bin, with its snapshots and tags.'),
 )
 
