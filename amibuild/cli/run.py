@@ -133,12 +133,6 @@ def pending(note: str) -> None:
     _PENDING[:] = [note]
 
 
-def lines(items: Iterable[str]) -> None:
-    """Report lines on stderr (progress, notes)."""
-    for item in items:
-        say(item)
-
-
 def lines_out(items: Iterable[str]) -> None:
     """Result lines on stdout (the answer to the command)."""
     _flush_pending()

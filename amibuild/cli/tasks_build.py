@@ -38,18 +38,16 @@ from amibuild.views import report, summary
 
 def render(c, request: RenderRequest):
     result = cli.run(lambda: prepare.render(options(c, request), cli.say, **_target()))
-    cli.lines(f"note: {n}" for n in result.notes)
+    for note in result.notes:
+        cli.say(f"note: {note}")
     cli.show(result, request.json, lines=report.render_lines, finish=False)
 
 
 def validate(c, request: RenderRequest):
     result = cli.run(lambda: prepare.validate(options(c, request), cli.say, **_target()))
-    if request.json:
-        cli.emit_json({"packer_version": result.packer_version, "valid": result.checked,
-                       "directories": [str(d) for d in result.directories]})
-    else:
-        print(f"{len(result.checked)} variant(s) valid with packer {result.packer_version}: "
-              f"{', '.join(result.checked)}")
+    cli.show(result, request.json, finish=False, data=lambda r: {
+        "packer_version": r.packer_version, "valid": r.checked, "directories": [str(d) for d in r.directories]},
+        lines=lambda r: [f"{len(r.checked)} variant(s) valid with packer {r.packer_version}: {', '.join(r.checked)}"])
 
 
 def build_ami(c, request: BuildRequest):
