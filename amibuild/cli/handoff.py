@@ -53,13 +53,11 @@ def rollout_settings(options: Any, *, stack: str | None, nodegroup: str | None, 
     if nodegroup and (not cluster or not name or "/" in name):
         raise SpecError(f"--nodegroup {nodegroup!r}: write CLUSTER/NAME, e.g. prod/ng-managed")
     parameter = channel_parameter(options, variant, channel)  # after the pure checks: it may ask AWS
-    if stack:
-        return job.RolloutSettings(options.profile, region, stack=stack, channel_parameter=parameter,
-                                   dry_run=dry_run, wait=wait, timeout=wait_for)
-    if not parameter:
+    if not stack and not parameter:
         raise SpecError("--nodegroup needs --variant (and --channel): a managed node group follows no parameter")
-    return job.RolloutSettings(options.profile, region, nodegroup=(cluster, name), channel_parameter=parameter,
-                               dry_run=dry_run, wait=wait, timeout=wait_for)
+    rolled = {"stack": stack} if stack else {"nodegroup": (cluster, name)}
+    return job.RolloutSettings(options.profile, region, **rolled, channel_parameter=parameter, dry_run=dry_run,
+                               wait=wait, timeout=wait_for)
 
 
 def deploy_settings(options: Any, *, stack: str | None, region: str | None, variant: str | None,
