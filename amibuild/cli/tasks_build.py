@@ -75,7 +75,6 @@ def _boot_test_settings(opts, boot_test: bool, cluster: str | None, read_timeout
     config `amibuild.read_timeout` for SendCommand / GetCommandInvocation, as test-ami takes it."""
     if not boot_test and not cluster:  # no boot test: none of its machinery is imported
         return None
-
     return cli.run(lambda: ami_test.boot_test_settings(opts, boot_test=boot_test, cluster=cluster,
                                                      read_timeout=read_timeout, poll=platform().poll_seconds))
 
@@ -91,10 +90,7 @@ def rehearse(c, request: RehearseRequest):
 
 def runs(c, request: RunsRequest):
     records = cli.run(lambda: record.list_runs(options(c, Scope(build_dir=request.build_dir), announce=False).build_dir, request.limit))
-    if request.json:
-        cli.emit_json([r.to_dict() for r in records])
-    else:
-        print("\n".join(report.runs_lines(records)))
+    cli.emit_json([r.to_dict() for r in records]) if request.json else print("\n".join(report.runs_lines(records)))
 
 
 def clean_run(c, request: CleanRunRequest):
@@ -106,10 +102,7 @@ def clean_run(c, request: CleanRunRequest):
 def matrix(c, request: MatrixRequest):
     value = cli.run(lambda: matrix_mod.matrix(load_pipeline(options(c, Scope(request.pipeline, request.variant)))))
     written = cli.run(lambda: matrix_mod.github_output(value)) if request.github else None
-    if request.json:
-        cli.emit_json(value)
-    else:
-        print(written or "\n".join(matrix_mod.table(value)))
+    cli.emit_json(value) if request.json else print(written or "\n".join(matrix_mod.table(value)))
 
 
 def tests(c, request: TestsRequest):

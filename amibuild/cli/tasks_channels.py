@@ -38,39 +38,36 @@ def _channel_result(result, signals, *, json: bool, markdown: bool = False) -> N
     cli.finish_channel(result, signals)
 
 
-def publish(c, r: PublishRequest):
+def _write(c, r, write, *, gated: bool = True):
+    """A channel write (publish, promote, rollback) under held signals: (its result, the signals seen).
+    Its flags are checked first (--dry-run with --markdown; a gate's override and what-if time), then
+    the pipeline read; ``write(common)`` makes and runs the job's settings, ``common(run_id)`` giving
+    the fields every write's settings share."""
     def body(signals):
-
         _plan_only(r.dry_run, r.markdown)
-        override, when = check_reason(r.override_gate, r.reason), values.what_if_now(r.now, dry_run=r.dry_run)
+        gate = {"override_gate": check_reason(r.override_gate, r.reason), "new_channel": r.new_channel,
+                "now": values.what_if_now(r.now, dry_run=r.dry_run)} if gated else {}
         opts = scope_options(c, r)
         pipe, var = channel_variant(opts, r.variant)
-        return job.publish(job.PublishSettings(
-            profile=opts.profile, pipeline=pipe, variant=var, amis=parse_amis(list(r.ami)), channel=r.channel,
-            run_id=r.run_id, allow_foreign=r.allow_foreign, force=r.force, read_timeout=_read_timeout(c),
-            guard=_guard(c, signals, r.run_id), dry_run=r.dry_run, override_gate=override, now=when,
-            new_channel=r.new_channel, say=cli.say))
+        return write(lambda run_id=None: dict(
+            profile=opts.profile, pipeline=pipe, variant=var, force=r.force, read_timeout=_read_timeout(c),
+            guard=_guard(c, signals, run_id), dry_run=r.dry_run, say=cli.say, **gate))
+    return cli.run_channel(body)
 
-    _channel_result(*cli.run_channel(body), json=r.json, markdown=r.markdown)
+
+def publish(c, r: PublishRequest):
+    _channel_result(*_write(c, r, lambda common: job.publish(job.PublishSettings(
+        amis=parse_amis(list(r.ami)), channel=r.channel, run_id=r.run_id, allow_foreign=r.allow_foreign,
+        **common(r.run_id)))), json=r.json, markdown=r.markdown)
 
 
 def promote(c, r: PromoteRequest):
     if r.due:
         return _promote_due(c, r)
-
-    def body(signals):
-        if not r.from_ or not r.to:
-            raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
-        _plan_only(r.dry_run, r.markdown)
-        override, when = check_reason(r.override_gate, r.reason), values.what_if_now(r.now, dry_run=r.dry_run)
-        opts = scope_options(c, r)
-        pipe, var = channel_variant(opts, r.variant)
-        return job.promote(job.PromoteSettings(profile=opts.profile, pipeline=pipe, variant=var, source=r.from_,
-                                               target=r.to, force=r.force, read_timeout=_read_timeout(c),
-                                               guard=_guard(c, signals), dry_run=r.dry_run, override_gate=override,
-                                               now=when, new_channel=r.new_channel, say=cli.say))
-
-    result, signals = cli.run_channel(body)
+    if not r.from_ or not r.to:
+        raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
+    result, signals = _write(c, r, lambda common: job.promote(job.PromoteSettings(source=r.from_, target=r.to,
+                                                                                   **common())))
     line = promote_line(scope_options(c, r), result)  # amibuild/jobs/image_inventory.py
     if line:
         cli.say(line)
@@ -93,15 +90,8 @@ def _promote_due(c, r: PromoteRequest):
 
 
 def rollback(c, r: RollbackRequest):
-    def body(signals):
-        _plan_only(r.dry_run, r.markdown)
-        opts = scope_options(c, r)
-        pipe, var = channel_variant(opts, r.variant)
-        return job.rollback(job.RollbackSettings(profile=opts.profile, pipeline=pipe, variant=var, channel=r.channel,
-                                                 to_version=r.to_version, force=r.force, read_timeout=_read_timeout(c),
-                                                 guard=_guard(c, signals), dry_run=r.dry_run, say=cli.say))
-
-    _channel_result(*cli.run_channel(body), json=r.json, markdown=r.markdown)
+    _channel_result(*_write(c, r, lambda common: job.rollback(job.RollbackSettings(
+        channel=r.channel, to_version=r.to_version, **common())), gated=False), json=r.json, markdown=r.markdown)
 
 
 def history(c, r: HistoryRequest):
