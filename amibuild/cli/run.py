@@ -3,8 +3,8 @@
 tasks.py wraps every task body in `run(...)`: an `AmibuildError` becomes one line on stderr
 (`amibuild: error: ...`) and its exit code (`amibuild.errors.ExitCode`: 2 for bad input, 1 for
 failures, 128 + the signal for interrupts); the traceback is shown only under `amibuild --debug`
-or `AMIBUILD_DEBUG=1`. A task's result says itself whether it failed: the task passes its
-`raise_for_status` through `run` once its output is printed, so the same words and codes apply.
+or `AMIBUILD_DEBUG=1`. A task's result says itself whether it failed: its `raise_for_status` runs
+in the task's `run` once its output is printed (`show`), so the same words and codes apply.
 """
 
 from __future__ import annotations
@@ -89,12 +89,8 @@ def finish_channel(result: Any, signals: Any) -> None:
         what = f"channel {result.channel} of {result.variant} moved in every region ({moved})"
     else:
         what = f"channel {result.channel} of {result.variant} already held these images: nothing moved"
-
-    def stop() -> None:
-        raise Interrupted(f"interrupted by {signals.name} after the channel write finished: {what}",
-                          signals.exit_code, summary=True)
-
-    run(stop)
+    raise Interrupted(f"interrupted by {signals.name} after the channel write finished: {what}", signals.exit_code,
+                      summary=True)  # as every error of a task body: through the task's `run`
 
 
 def show(result: Any, json: bool, *, markdown: bool = False, data: Callable | None = None,
@@ -109,7 +105,7 @@ def show(result: Any, json: bool, *, markdown: bool = False, data: Callable | No
     if summary:
         publish(summary(result), to_stdout=markdown)
     if finish:
-        run(result.raise_for_status)
+        result.raise_for_status()  # an error: through the task's `run`, as any other
 
 
 def say(line: str) -> None:

@@ -129,4 +129,4 @@ def channels(c, r: ChannelsRequest):
     checked, signals = cli.run_channel(body) if r.repair else (cli.run(body), None)
     cli.show(checked, r.json, markdown=r.markdown and not r.repair, finish=False,
              summary=None if r.repair else lambda x: summary.channel_check_markdown(x.splits))
-    cli.run(lambda: checked.raise_for_status(signals.name, signals.exit_code) if signals else checked.raise_for_status())
+    checked.raise_for_status(signals.name, signals.exit_code) if signals else checked.raise_for_status()

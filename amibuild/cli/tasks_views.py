@@ -27,9 +27,9 @@ def fleet(c, r: FleetRequest):
     opts = options(c, Scope(r.pipeline, r.variant, profile=r.profile))
     view = cli.run(lambda: fleet_view(opts, variant=r.variant, channel=r.channel, region=r.region, verify=r.verify))
     cli.show(view, r.json, markdown=r.markdown, lines=fleet_mod.report_lines, summary=summary.fleet_markdown, finish=False)
-    cli.run(lambda: view.check(limit))
+    view.check(limit)
     if r.verify:
-        cli.run(view.check_provenance)
+        view.check_provenance()
 
 
 def karpenter(c, r: KarpenterRequest):
