@@ -37,14 +37,14 @@ from amibuild.views import report, summary
 
 
 def render(c, request: RenderRequest):
-    result = cli.run(lambda: prepare.render(options(c, request), cli.say, **_target()))
+    result = prepare.render(options(c, request), cli.say, **_target())
     for note in result.notes:
         cli.say(f"note: {note}")
     cli.show(result, request.json, lines=report.render_lines, finish=False)
 
 
 def validate(c, request: RenderRequest):
-    result = cli.run(lambda: prepare.validate(options(c, request), cli.say, **_target()))
+    result = prepare.validate(options(c, request), cli.say, **_target())
     cli.show(result, request.json, finish=False, data=lambda r: {
         "packer_version": r.packer_version, "valid": r.checked, "directories": [str(d) for d in r.directories]},
         lines=lambda r: [f"{len(r.checked)} variant(s) valid with packer {r.packer_version}: {', '.join(r.checked)}"])
@@ -66,7 +66,7 @@ def build_ami(c, request: BuildRequest):
         boot_test=_boot_test_settings(opts, request.boot_test, request.cluster, read_timeout), **_target(),
         channel_guard=_guard(c), read_timeout=read_timeout, verbose=request.verbose,
         scan=request.scan)
-    run = cli.run(lambda: build_job.run(job, cli.say))
+    run = build_job.run(job, cli.say)
     cli.show(run, request.json, markdown=request.markdown, lines=report.build_lines, summary=summary.build_markdown)
 
 
@@ -82,20 +82,20 @@ def _boot_test_settings(opts, boot_test: bool, cluster: str | None, read_timeout
 def rehearse(c, request: RehearseRequest):
     job = rehearse_job.Rehearse(options(c, request), keep=request.keep, timeout=request.timeout,
                                 allow_incomplete=request.allow_incomplete)
-    result = cli.run(lambda: rehearse_job.run(job, cli.say))
+    result = rehearse_job.run(job, cli.say)
     cli.show(result, request.json, markdown=request.markdown, data=lambda x: [r.to_dict() for r in x.reports],
              lines=lambda x: [line for r in x.reports for line in rehearse_report.lines(r)],
              summary=lambda x: summary.rehearse_markdown(x.reports))
 
 
 def runs(c, request: RunsRequest):
-    records = cli.run(lambda: record.list_runs(options(c, Scope(build_dir=request.build_dir), announce=False).build_dir, request.limit))
+    records = record.list_runs(options(c, Scope(build_dir=request.build_dir), announce=False).build_dir, request.limit)
     cli.emit_json([r.to_dict() for r in records]) if request.json else print("\n".join(report.runs_lines(records)))
 
 
 def clean_run(c, request: CleanRunRequest):
     opts = options(c, Scope(request.pipeline, profile=request.profile, build_dir=request.build_dir))
-    result = cli.run(lambda: clean.run(clean.settings(opts, request.run_id, dry_run=request.dry_run)))
+    result = clean.run(clean.settings(opts, request.run_id, dry_run=request.dry_run))
     cli.show(result, request.json, lines=report.clean_lines)
 
 
@@ -106,7 +106,7 @@ def matrix(c, request: MatrixRequest):
 
 
 def tests(c, request: TestsRequest):
-    entries = cli.run(lambda: report.tests_listing(load_pipeline(options(c, Scope(request.pipeline, request.variant)))))
+    entries = report.tests_listing(load_pipeline(options(c, Scope(request.pipeline, request.variant))))
     cli.emit_json(entries) if request.json else cli.lines_out(report.tests_listing_lines(entries))
 
 
@@ -116,5 +116,5 @@ def test_ami(c, request: TestAmiRequest):
                            subnet_id=request.subnet, security_group_id=request.security_group,
                            instance_profile=request.instance_profile, instance_type=request.instance_type,
                            read_timeout=_read_timeout(c), timeout=request.timeout)  # config amibuild.read_timeout: SendCommand's too
-    result, record = cli.run(lambda: ami_test.run(job, say=cli.say, poll=platform().poll_seconds))
+    result, record = ami_test.run(job, say=cli.say, poll=platform().poll_seconds)
     cli.show(result, request.json, lines=lambda r: [*boot.report_lines(r), f"record: {record}"])

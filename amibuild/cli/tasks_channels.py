@@ -126,7 +126,7 @@ def channels(c, r: ChannelsRequest):
         repaired = repair_mod.repair_all(aws, pipeline=pipe, splits=splits, guard=_guard(c, signals)) if r.repair else None
         return repair_mod.ChannelCheck(tuple(splits), None if repaired is None else tuple(repaired))
 
-    checked, signals = cli.run_channel(body) if r.repair else (cli.run(body), None)
+    checked, signals = cli.run_channel(body) if r.repair else (body(), None)
     cli.show(checked, r.json, markdown=r.markdown and not r.repair, finish=False,
              summary=None if r.repair else lambda x: summary.channel_check_markdown(x.splits))
     checked.raise_for_status(signals.name, signals.exit_code) if signals else checked.raise_for_status()

@@ -82,16 +82,16 @@ def _decoded(c, r: DecodeUserdataRequest):
 
 
 def aws_auth(c, r: AwsAuthRequest):
-    print(cli.run(lambda: handoff.node_access_from_flags(
+    print(handoff.node_access_from_flags(
         scope_options(c, r, announce=False), role_arn=r.role_arn, stack=r.stack, region=r.region,
-        access_entry=r.access_entry, cluster=r.cluster)), end="")
+        access_entry=r.access_entry, cluster=r.cluster), end="")
 
 
 def rollout(c, r: RolloutRequest):
     opts = scope_options(c, r)
-    result = cli.run(lambda: job.rollout(handoff.rollout_settings(
+    result = job.rollout(handoff.rollout_settings(
         opts, stack=r.stack, nodegroup=r.nodegroup, variant=r.variant, channel=r.channel, region=r.region,
-        dry_run=r.dry_run, wait=not r.no_wait, timeout=r.timeout), cli.say))
+        dry_run=r.dry_run, wait=not r.no_wait, timeout=r.timeout), cli.say)
     cli.show(result, r.json, markdown=r.markdown, summary=summary.rollout_markdown, finish=False)
 
 
@@ -99,12 +99,12 @@ def nodegroup_deploy(c, r: DeployRequest):
     opts = scope_options(c, r)
     flags = {"ClusterName": r.cluster, "VpcId": r.vpc_id, "ClusterControlPlaneSecurityGroup": r.control_plane_sg,
              "NodeGroupName": r.nodegroup_name}
-    result = cli.run(lambda: job.deploy(handoff.deploy_settings(
+    result = job.deploy(handoff.deploy_settings(
         opts, stack=r.stack, region=r.region, variant=r.variant, channel=r.channel, flags=flags,
         subnets=list(r.subnet), parameters=list(r.parameter), proxy=r.proxy, no_proxy=list(r.no_proxy),
         service_cidr=r.service_cidr, wait=not r.no_wait, timeout=r.timeout, os_=r.os,
         private_endpoint=r.private_endpoint, api_server_endpoint=r.api_server_endpoint,
         certificate_authority=r.certificate_authority, kubelet_flags=list(r.kubelet_flag),
         node_labels=list(r.node_label), taints=list(r.taint), max_pods=r.max_pods or None, dry_run=r.dry_run,
-        credentials_parameter=r.proxy_credentials_parameter, max_pods_expression=r.max_pods_expression), cli.say))
+        credentials_parameter=r.proxy_credentials_parameter, max_pods_expression=r.max_pods_expression), cli.say)
     cli.show(result, r.json)

@@ -23,9 +23,9 @@ from amibuild.views import summary
 
 
 def fleet(c, r: FleetRequest):
-    limit = cli.run(lambda: fleet_mod.Limit.parse(r.check_behind)) if r.check_behind not in (None, "") else None
+    limit = fleet_mod.Limit.parse(r.check_behind) if r.check_behind not in (None, "") else None
     opts = options(c, Scope(r.pipeline, r.variant, profile=r.profile))
-    view = cli.run(lambda: fleet_view(opts, variant=r.variant, channel=r.channel, region=r.region, verify=r.verify))
+    view = fleet_view(opts, variant=r.variant, channel=r.channel, region=r.region, verify=r.verify)
     cli.show(view, r.json, markdown=r.markdown, lines=fleet_mod.report_lines, summary=summary.fleet_markdown, finish=False)
     view.check(limit)
     if r.verify:
@@ -58,39 +58,33 @@ def karpenter(c, r: KarpenterRequest):
 
 def verify(c, r: VerifyRequest):  # today's file is rendered for the platform AMIBUILD_TARGET names
     opts = scope_options(c, r)
-    report, why_not = cli.run(lambda: verify_report(opts, ami=r.ami, variant=r.variant, channel=r.channel,
-                                                    region=r.region, platform=platform))
+    report, why_not = verify_report(opts, ami=r.ami, variant=r.variant, channel=r.channel, region=r.region,
+                                    platform=platform)
     cli.show(report, r.json, data=lambda x: {**x.to_dict(), "today_not_rendered": why_not or None},
              lines=lambda x: verify_mod.lines(x) + ([f"  ({why_not})"] if why_not else []))
 
 
 def sbom(c, r: SbomFlags):
-    opts = scope_options(c, r)
-    result = cli.run(lambda: job.run_sbom(job.SbomRequest(opts, _required(r.variant), r.channel, r.ami, r.format)))
-    cli.show(result, r.json)
+    cli.show(job.run_sbom(job.SbomRequest(*_image(c, r), r.channel, r.ami, r.format)), r.json)
 
 
 def diff(c, r: DiffFlags):
-    opts = scope_options(c, r)
-    result = cli.run(lambda: job.run_diff(job.DiffRequest(opts, _required(r.variant), r.from_ or "", r.to or "",
-                                                          r.markdown)))
-    cli.show(result, r.json)
+    cli.show(job.run_diff(job.DiffRequest(*_image(c, r), r.from_ or "", r.to or "", r.markdown)), r.json)
 
 
 def scan(c, r: ScanFlags):
+    cli.show(job.run_scan(job.ScanRequest(*_image(c, r), r.channel, r.ami)), r.json)
+
+
+def _image(c, r) -> tuple:
+    """(Options, variant) of an sbom, diff or scan: --variant is required."""
     opts = scope_options(c, r)
-    result = cli.run(lambda: job.run_scan(job.ScanRequest(opts, _required(r.variant), r.channel, r.ami)))
-    cli.show(result, r.json)
-
-
-def _required(variant: str | None) -> str:
-    if not variant:
+    if not r.variant:
         raise SpecError("--variant: name the variant whose image this is")
-    return variant
+    return opts, r.variant
 
 
 def allowed_amis(c, r: AllowedAmisFlags):  # `doctor --consumer` runs the consumer account's checks
     opts = options(c, Scope(r.pipeline, profile=r.profile), announce=False)
-    result = cli.run(lambda: consumer.run_allowed_amis(consumer.AllowedAmisRequest(
-        opts, r.provider, r.max_days_since_created, r.max_days_since_deprecated)))  # bad days: exit 2 at parse
-    cli.show(result, r.json)
+    cli.show(consumer.run_allowed_amis(consumer.AllowedAmisRequest(
+        opts, r.provider, r.max_days_since_created, r.max_days_since_deprecated)), r.json)  # bad days: exit 2 at parse
