@@ -155,6 +155,7 @@ def _parse_tasks(program: Program, parse_tasks) -> None:
         raise _bad_value(program, exc) from None
     _check_list_values(program)
 
+
 def describe(program: Program, exc: ParseError, binary: str | None = None) -> str:
     """One line for a parse error: what was wrong, where, and the nearest valid spelling."""
     text = str(exc)
