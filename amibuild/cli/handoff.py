@@ -53,13 +53,11 @@ def rollout_settings(options: Any, *, stack: str | None, nodegroup: str | None, 
     if nodegroup and (not cluster or not name or "/" in name):
         raise SpecError(f"--nodegroup {nodegroup!r}: write CLUSTER/NAME, e.g. prod/ng-managed")
     parameter = channel_parameter(options, variant, channel)  # after the pure checks: it may ask AWS
-    if stack:
-        return job.RolloutSettings(options.profile, region, stack=stack, channel_parameter=parameter,
-                                   dry_run=dry_run, wait=wait, timeout=wait_for)
-    if not parameter:
+    if not stack and not parameter:
         raise SpecError("--nodegroup needs --variant (and --channel): a managed node group follows no parameter")
-    return job.RolloutSettings(options.profile, region, nodegroup=(cluster, name), channel_parameter=parameter,
-                               dry_run=dry_run, wait=wait, timeout=wait_for)
+    rolled = {"stack": stack} if stack else {"nodegroup": (cluster, name)}
+    return job.RolloutSettings(options.profile, region, **rolled, channel_parameter=parameter, dry_run=dry_run,
+                               wait=wait, timeout=wait_for)
 
 
 def deploy_settings(options: Any, *, stack: str | None, region: str | None, variant: str | None,
@@ -132,13 +130,8 @@ def node_access_from_flags(options: Any, *, role_arn: str, stack: str, region: s
         return job.create_node_access_entry(options.profile, role_arn=role_arn, stack=stack, region=region,
                                             cluster=cluster)
     role = role_arn or job.node_role(options.profile, stack, region)
-    return aws_auth_entry(role) + access_entry_hint(check_role_arn(role))
-
-
-def access_entry_hint(role_arn: str) -> str:
-    """The access-entry way, as comment lines after the aws-auth entry."""
-    return (
+    entry, arn = aws_auth_entry(role), check_role_arn(role)
+    return entry + (  # the access-entry way, as comment lines after the aws-auth entry
         "# Clusters with access entries (authentication mode API or API_AND_CONFIG_MAP) need no aws-auth\n"
-        f"# entry: `amibuild aws-auth --role-arn {role_arn} --access-entry --cluster CLUSTER` creates one, as does\n"
-        f"# aws eks create-access-entry --cluster-name CLUSTER --principal-arn {role_arn} --type {NODE_ACCESS_ENTRY_TYPE}\n"
-    )
+        f"# entry: `amibuild aws-auth --role-arn {arn} --access-entry --cluster CLUSTER` creates one, as does\n"
+        f"# aws eks create-access-entry --cluster-name CLUSTER --principal-arn {arn} --type {NODE_ACCESS_ENTRY_TYPE}\n")

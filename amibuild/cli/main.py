@@ -169,14 +169,8 @@ class AmibuildProgram(Program):
             except ValueError as exc:  # `--list-depth abc`: the same cast, in invoke's own flags
                 raise _bad_core_value(self, exc) from None
             self.parse_collection()
-            _redact_logs()  # invoke's --debug log echoes every argument, URLs with passwords included
-            try:
-                self.parse_tasks()
-            except ValueError as exc:  # a flag's value failed its cast (`--limit abc`): invoke lets it through
-                if getattr(self, "parser", None) is None:
-                    raise  # not the command line: the collection itself is broken
-                raise _bad_value(self, exc) from None
-            _check_list_values(self)
+            redact.install()  # invoke's --debug log echoes every argument, URLs with passwords included
+            _parse_tasks(self, self.parse_tasks)
             self.parse_cleanup()
             self.update_config()
             self.execute()
@@ -200,6 +194,18 @@ class AmibuildProgram(Program):
 
 
 # ------------------------------------------------------------------------------- parse errors
+
+
+def _parse_tasks(program: Program, parse_tasks) -> None:
+    """invoke's parse of the tasks' flags, with a value that failed its cast (`--limit abc`, which invoke
+    lets through) or a repeatable flag without one refused as a `ParseError`."""
+    try:
+        parse_tasks()
+    except ValueError as exc:
+        if getattr(program, "parser", None) is None:
+            raise  # not the command line: the collection itself is broken
+        raise _bad_value(program, exc) from None
+    _check_list_values(program)
 
 
 def describe(program: Program, exc: ParseError, binary: str | None = None) -> str:
@@ -252,14 +258,10 @@ NEAR_TIE = 0.9  # a runner-up within 10 % of the best match is named beside it
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-
     choices = list(choices)
-    # `--extra_pkg`: invoke spells every flag with dashes
-    candidates = [word.replace("_", "-"), word]
-    for candidate in candidates:
-        if candidate != word and candidate in choices:
-            return f"; did you mean {candidate}?"
-    asked = word.replace("_", "-")
+    asked = word.replace("_", "-")  # `--extra_pkg`: invoke spells every flag with dashes
+    if asked != word and asked in choices:
+        return f"; did you mean {asked}?"
     ratios = {name: difflib.SequenceMatcher(None, asked, name).ratio()
               for name in difflib.get_close_matches(asked, choices, n=2, cutoff=0.6)}
     # a second name only when it is nearly as close as the first: a tie, not a far runner-up
@@ -269,7 +271,6 @@ def _did_you_mean(word: str, choices: Iterable[str]) -> str:
 
 def _flag_in(text: str) -> str | None:
     """`--name` out of invoke's "Flag <Argument: name (n) [int]> needed value ..."."""
-
     match = re.search(r"<Argument: ([A-Za-z0-9_-]+)", text)
     return "--" + match.group(1).replace("_", "-").rstrip("-") if match else None
 
@@ -345,10 +346,6 @@ def _flag_values(program: Program) -> Iterable[tuple[str, str, str | None, Any]]
 # ------------------------------------------------------------------------------- plain `invoke` here
 
 
-def _redact_logs() -> None:
-    redact.install()
-
-
 def adopt_invoke_program(program: Program | None = None) -> None:
     """Give the `invoke` run that is importing this repository's tasks.py the same handling of
     command-line mistakes (one `amibuild: error:` line, exit 2) and closed pipes as `amibuild`.
@@ -369,16 +366,7 @@ def adopt_invoke_program(program: Program | None = None) -> None:
     def wrap(step, parses_tasks: bool = False):
         def wrapped() -> None:
             try:
-                if parses_tasks:
-                    try:
-                        step()
-                    except ValueError as exc:  # a flag's value failed its cast (`--limit abc`)
-                        if getattr(program, "parser", None) is None:
-                            raise  # not the command line: the collection itself is broken
-                        raise _bad_value(program, exc) from None
-                    _check_list_values(program)
-                else:
-                    step()
+                _parse_tasks(program, step) if parses_tasks else step()
             except ParseError as exc:
                 raise Exit(f"{ERROR}{describe(program, exc, binary)}", code=ExitCode.USAGE) from None
             except BrokenPipeError:
@@ -386,7 +374,7 @@ def adopt_invoke_program(program: Program | None = None) -> None:
                 raise Exit(code=ExitCode.OK) from None
         return wrapped
 
-    _redact_logs()  # before invoke parses (and, under --debug, logs) the tasks' arguments
+    redact.install()  # before invoke parses (and, under --debug, logs) the tasks' arguments
     program.parse_tasks = wrap(program.parse_tasks, parses_tasks=True)
     program.parse_cleanup = wrap(program.parse_cleanup)  # --help TASK, --list (| head)
     program.execute = wrap(program.execute)  # a task printing into a closed pipe

@@ -45,8 +45,6 @@ class Output:
     profile: str | None = flag("AWS profile (default: AWS_PROFILE / the standard chain)")
 
 
-
-
 @dataclass(frozen=True)
 class ChannelRequest:
     """The flags that name one variant's channels: publish, promote, rollback, history."""

@@ -8,14 +8,8 @@ from amibuild.cli import values
 from amibuild.cli.command import flag, like
 from amibuild.cli.requests_build import MARKDOWN_HELP, ChannelRequest
 
-DRY_RUN_CHANNEL = "Print what would be written, region by region (the plan the write carries out), and write nothing"
-
-
 NEW_CHANNEL = ("The channel is a new name: neither declared (a `channel` block, default_channel, recommended, "
                "candidate, stable) nor there yet for the variant; without it such a name is refused as a typo")
-
-
-FORCE = "Write even if another writer moved the channel since amibuild read it"
 
 
 @dataclass(frozen=True)
@@ -32,8 +26,9 @@ class Gate:
 class Write:
     """The flags every channel write shares."""
 
-    force: bool = flag(FORCE, False)
-    dry_run: bool = flag(DRY_RUN_CHANNEL, False)
+    force: bool = flag("Write even if another writer moved the channel since amibuild read it", False)
+    dry_run: bool = flag("Print what would be written, region by region (the plan the write carries out), and "
+                         "write nothing", False)
     markdown: bool = flag(MARKDOWN_HELP, False)
 
 

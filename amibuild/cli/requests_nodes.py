@@ -82,20 +82,14 @@ class AwsAuthRequest:
     cluster: str = flag("EKS cluster for --access-entry", "")
 
 
-REGION_HELP = "Region of the stack or cluster (default: AWS_REGION / the profile's region)"
-
-
-TIMEOUT_HELP = "Stop waiting after this long: seconds, or 30m, 2h (default 2h); the update itself goes on"
-
-
 @dataclass(frozen=True)
 class NodesRequest:
     """The flags rollout and nodegroup-deploy share."""
 
     variant: str | None = flag("Variant whose channel to roll to (with --stack, default: the SSM parameter the "
                                "stack names now)")
-    region: str | None = flag(REGION_HELP)
-    timeout: str | None = flag(TIMEOUT_HELP)
+    region: str | None = flag("Region of the stack or cluster (default: AWS_REGION / the profile's region)")
+    timeout: str | None = flag("Stop waiting after this long: seconds, or 30m, 2h (default 2h); the update itself goes on")
     pipeline: str | None = like(Selection, "pipeline")
     k8s: str | None = flag(K8S_HELP)
     profile: str | None = like(Output, "profile")

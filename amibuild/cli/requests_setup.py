@@ -1,5 +1,5 @@
 """The requests (flags) of the set-up and lifecycle tasks: sandbox, init, demo, doctor, prune,
-iam-policy, restore. Their bodies: `tasks_setup`, `tasks_lifecycle`."""
+iam-policy, restore. Their bodies: `tasks_setup`."""
 
 from dataclasses import dataclass
 from functools import partial

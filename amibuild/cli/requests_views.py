@@ -1,10 +1,11 @@
 """The requests (flags) of the fleet, karpenter, verify, sbom, diff, scan and allowed-amis tasks.
-Their bodies: `fleet_view`, `verify_view`, `inventory`, `guardrails`."""
+Their bodies: `tasks_views`."""
 
 from dataclasses import dataclass
 
 from amibuild.cli import values
 from amibuild.cli.command import JSON_HELP, K8S_HELP, flag, like
+from amibuild.cli.requests_build import Output
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class FleetRequest:
     verify: bool = flag("Check the signed provenance of every running image; mark each without valid provenance "
                         "from this pipeline (an image nobody built through it) and exit 1 naming them", False)
     pipeline: str | None = flag("Pipeline file (default: amibuild.hcl in the current folder or above)")
-    profile: str | None = flag("AWS profile (default: AWS_PROFILE / the standard chain)")
+    profile: str | None = like(Output, "profile")
 
 
 @dataclass(frozen=True)
@@ -54,13 +55,7 @@ class KarpenterRequest:
                                     "expression (use the EC2NodeClass's spec.kubelet.maxPods or podsPerCore)", "")
     json: bool = flag("Print the manifest as JSON instead of YAML", False)
     pipeline: str | None = like(FleetRequest, "pipeline")
-    profile: str | None = like(FleetRequest, "profile")
-
-
-PIPELINE_HELP = "Pipeline file (default: amibuild.hcl in the current folder or above)"
-
-
-PROFILE_HELP = "AWS profile (default: AWS_PROFILE / the standard chain)"
+    profile: str | None = like(Output, "profile")
 
 
 @dataclass(frozen=True)
@@ -74,8 +69,8 @@ class VerifyRequest:
     region: str | None = flag("Only this region (default: every target region of the pipeline)")
     k8s: str | None = flag(K8S_HELP)
     json: bool = flag("Print the same as JSON on stdout", False)
-    pipeline: str | None = flag(PIPELINE_HELP)
-    profile: str | None = flag(PROFILE_HELP)
+    pipeline: str | None = like(FleetRequest, "pipeline")
+    profile: str | None = like(Output, "profile")
 
 
 @dataclass(frozen=True)
@@ -84,8 +79,8 @@ class ImageRequest:
 
     variant: str | None = flag("Variant whose image this is (required)")
     k8s: str | None = flag(K8S_HELP)
-    pipeline: str | None = flag("Pipeline file (default: amibuild.hcl in the current folder or above)")
-    profile: str | None = flag("AWS profile (default: AWS_PROFILE / the standard chain)")
+    pipeline: str | None = like(FleetRequest, "pipeline")
+    profile: str | None = like(Output, "profile")
     json: bool = flag(JSON_HELP, False)
 
 
@@ -132,5 +127,5 @@ class AllowedAmisFlags:
     max_days_since_deprecated: int | None = flag("Also refuse images deprecated more than this many days ago "
                                                  "(DeprecationTimeCondition)", cast=_days)
     json: bool = flag("Print the criteria, the CLI commands and the CloudFormation template as JSON", False)
-    pipeline: str | None = flag(PIPELINE_HELP)
+    pipeline: str | None = like(FleetRequest, "pipeline")
     profile: str | None = flag("AWS profile of the build account (default: AWS_PROFILE / the standard chain)")

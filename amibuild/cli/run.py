@@ -3,8 +3,8 @@
 tasks.py wraps every task body in `run(...)`: an `AmibuildError` becomes one line on stderr
 (`amibuild: error: ...`) and its exit code (`amibuild.errors.ExitCode`: 2 for bad input, 1 for
 failures, 128 + the signal for interrupts); the traceback is shown only under `amibuild --debug`
-or `AMIBUILD_DEBUG=1`. A task's result says itself whether it failed: the task passes its
-`raise_for_status` through `run` once its output is printed, so the same words and codes apply.
+or `AMIBUILD_DEBUG=1`. A task's result says itself whether it failed: its `raise_for_status` runs
+in the task's `run` once its output is printed (`show`), so the same words and codes apply.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from invoke.exceptions import Exit
 from amibuild import redact, secrets
 from amibuild.errors import AmibuildError, EndpointUnreachable, ExitCode, Interrupted, NoCredentials
 from amibuild.jobs.signals import Signals
-from amibuild.views.summary import annotate
+from amibuild.views.summary import annotate, publish
 
 T = TypeVar("T")
 
@@ -50,8 +50,6 @@ _PENDING: list[str] = []
 
 def run(body: Callable[[], T]) -> T:
     """Run a task body; turn expected errors into a one-line message and an exit code."""
-
-
     redact.install()  # before any AWS call: `--debug` logs botocore's requests, headers included
     try:
         result = body()
@@ -91,23 +89,23 @@ def finish_channel(result: Any, signals: Any) -> None:
         what = f"channel {result.channel} of {result.variant} moved in every region ({moved})"
     else:
         what = f"channel {result.channel} of {result.variant} already held these images: nothing moved"
-
-    def stop() -> None:
-        raise Interrupted(f"interrupted by {signals.name} after the channel write finished: {what}",
-                          signals.exit_code, summary=True)
-
-    run(stop)
+    raise Interrupted(f"interrupted by {signals.name} after the channel write finished: {what}", signals.exit_code,
+                      summary=True)  # as every error of a task body: through the task's `run`
 
 
-def finish(result: Any) -> None:
-    """Exit as a task's result says: its `raise_for_status()` run through `run`."""
-    run(result.raise_for_status)
-
-
-def show(result: Any, json: bool) -> None:
-    """Print a result (its `to_dict()` as JSON with --json, else its `lines()`), then exit as it says."""
-    emit_json(result.to_dict()) if json else lines_out(result.lines())
-    finish(result)
+def show(result: Any, json: bool, *, markdown: bool = False, data: Callable | None = None,
+         lines: Callable | None = None, summary: Callable | None = None, finish: bool = True) -> None:
+    """Print a result: with --json its `to_dict()` (or ``data(result)``) as JSON, else, unless --markdown,
+    its `lines()` (or ``lines(result)``); then its Markdown ``summary(result)`` to $GITHUB_STEP_SUMMARY
+    (and with --markdown to stdout); then, with ``finish``, exit as its `raise_for_status()` says."""
+    if json:
+        emit_json(data(result) if data else result.to_dict())
+    elif not markdown:
+        lines_out(lines(result) if lines else result.lines())
+    if summary:
+        publish(summary(result), to_stdout=markdown)
+    if finish:
+        result.raise_for_status()  # an error: through the task's `run`, as any other
 
 
 def say(line: str) -> None:
@@ -122,6 +120,7 @@ def _flush_pending() -> None:
 
 
 def emit_json(data: Any) -> None:
+    _flush_pending()  # the notes about the run come before its result, as they do before a line on stderr
     print(secrets.mask(json.dumps(data, indent=2, sort_keys=True, default=str)))
 
 
@@ -130,13 +129,8 @@ def pending(note: str) -> None:
     _PENDING[:] = [note]
 
 
-def lines(items: Iterable[str]) -> None:
-    """Report lines on stderr (progress, notes)."""
-    for item in items:
-        say(item)
-
-
 def lines_out(items: Iterable[str]) -> None:
     """Result lines on stdout (the answer to the command)."""
+    _flush_pending()
     for item in items:
         print(secrets.mask(item), flush=True)  # a URL's user:password@ as user:***@, as say() and emit_json

@@ -23,7 +23,7 @@ from amibuild.cli.requests_build import (
     TestsRequest,
 )
 from amibuild.cli.target import platform
-from amibuild.cli.tasks_common import _NO_SIGNALS, Scope, _guard, _read_timeout, _target, config_number, options
+from amibuild.cli.tasks_common import Scope, _guard, _read_timeout, _target, config_number, options
 from amibuild.errors import SpecError
 from amibuild.imagetest import boot
 from amibuild.jobs import ami_test
@@ -37,29 +37,24 @@ from amibuild.views import report, summary
 
 
 def render(c, request: RenderRequest):
-    result = cli.run(lambda: prepare.render(options(c, request), cli.say, **_target()))
-    cli.lines(f"note: {n}" for n in result.notes)
-    if request.json:
-        cli.emit_json(result.to_dict())
-    else:
-        cli.lines_out(report.render_lines(result))
+    result = prepare.render(options(c, request), cli.say, **_target())
+    for note in result.notes:
+        cli.say(f"note: {note}")
+    cli.show(result, request.json, lines=report.render_lines, finish=False)
 
 
 def validate(c, request: RenderRequest):
-    result = cli.run(lambda: prepare.validate(options(c, request), cli.say, **_target()))
-    if request.json:
-        cli.emit_json({"packer_version": result.packer_version, "valid": result.checked,
-                       "directories": [str(d) for d in result.directories]})
-    else:
-        print(f"{len(result.checked)} variant(s) valid with packer {result.packer_version}: "
-              f"{', '.join(result.checked)}")
+    result = prepare.validate(options(c, request), cli.say, **_target())
+    cli.show(result, request.json, finish=False, data=lambda r: {
+        "packer_version": r.packer_version, "valid": r.checked, "directories": [str(d) for d in r.directories]},
+        lines=lambda r: [f"{len(r.checked)} variant(s) valid with packer {r.packer_version}: {', '.join(r.checked)}"])
 
 
 def build_ami(c, request: BuildRequest):
     opts = options(c, request)
     if request.allow_incomplete and not request.rehearse:
-        cli.run(lambda: _refuse("--allow-incomplete goes with --rehearse: it lets a variant whose rehearsal "
-                                "stopped at a step it cannot rehearse be built"))
+        raise SpecError("--allow-incomplete goes with --rehearse: it lets a variant whose rehearsal stopped at a "
+                        "step it cannot rehearse be built")
     read_timeout = _read_timeout(c)  # config amibuild.read_timeout: the channel requests' and SendCommand's
     job = build_job.BuildAmi(  # a bad config value: one line, exit 2 (the task runs inside cli.run)
         opts, channel=request.channel, publish=not request.no_publish, new_channel=request.new_channel,
@@ -69,19 +64,10 @@ def build_ami(c, request: BuildRequest):
         wait=not request.no_wait,
         stall_after=config_number(c, "stall_after", 10.0, values.duration),
         boot_test=_boot_test_settings(opts, request.boot_test, request.cluster, read_timeout), **_target(),
-        channel_guard=_guard(c, _NO_SIGNALS), read_timeout=read_timeout, verbose=request.verbose,
+        channel_guard=_guard(c), read_timeout=read_timeout, verbose=request.verbose,
         scan=request.scan)
-    run = cli.run(lambda: build_job.run(job, cli.say))
-    if request.json:
-        cli.emit_json(run.to_dict())
-    elif not request.markdown:
-        cli.lines_out(report.build_lines(run))
-    summary.publish(summary.build_markdown(run), to_stdout=request.markdown)
-    cli.finish(run)
-
-
-def _refuse(message: str):
-    raise SpecError(message)
+    run = build_job.run(job, cli.say)
+    cli.show(run, request.json, markdown=request.markdown, lines=report.build_lines, summary=summary.build_markdown)
 
 
 def _boot_test_settings(opts, boot_test: bool, cluster: str | None, read_timeout: float | None):
@@ -89,7 +75,6 @@ def _boot_test_settings(opts, boot_test: bool, cluster: str | None, read_timeout
     config `amibuild.read_timeout` for SendCommand / GetCommandInvocation, as test-ami takes it."""
     if not boot_test and not cluster:  # no boot test: none of its machinery is imported
         return None
-
     return cli.run(lambda: ami_test.boot_test_settings(opts, boot_test=boot_test, cluster=cluster,
                                                      read_timeout=read_timeout, poll=platform().poll_seconds))
 
@@ -97,45 +82,31 @@ def _boot_test_settings(opts, boot_test: bool, cluster: str | None, read_timeout
 def rehearse(c, request: RehearseRequest):
     job = rehearse_job.Rehearse(options(c, request), keep=request.keep, timeout=request.timeout,
                                 allow_incomplete=request.allow_incomplete)
-    result = cli.run(lambda: rehearse_job.run(job, cli.say))
-    if request.json:
-        cli.emit_json([r.to_dict() for r in result.reports])
-    elif not request.markdown:
-        cli.lines_out(line for r in result.reports for line in rehearse_report.lines(r))
-    summary.publish(summary.rehearse_markdown(result.reports), to_stdout=request.markdown)
-    cli.finish(result)
+    result = rehearse_job.run(job, cli.say)
+    cli.show(result, request.json, markdown=request.markdown, data=lambda x: [r.to_dict() for r in x.reports],
+             lines=lambda x: [line for r in x.reports for line in rehearse_report.lines(r)],
+             summary=lambda x: summary.rehearse_markdown(x.reports))
 
 
 def runs(c, request: RunsRequest):
-    records = cli.run(lambda: record.list_runs(options(c, Scope(build_dir=request.build_dir), announce=False).build_dir, request.limit))
-    if request.json:
-        cli.emit_json([r.to_dict() for r in records])
-    else:
-        print("\n".join(report.runs_lines(records)))
+    records = record.list_runs(options(c, Scope(build_dir=request.build_dir), announce=False).build_dir, request.limit)
+    cli.emit_json([r.to_dict() for r in records]) if request.json else print("\n".join(report.runs_lines(records)))
 
 
 def clean_run(c, request: CleanRunRequest):
     opts = options(c, Scope(request.pipeline, profile=request.profile, build_dir=request.build_dir))
-    result = cli.run(lambda: clean.run(clean.settings(opts, request.run_id, dry_run=request.dry_run)))
-    if request.json:
-        cli.emit_json(result.to_dict())
-    else:
-        for line in report.clean_lines(result):
-            print(line)
-    cli.finish(result)
+    result = clean.run(clean.settings(opts, request.run_id, dry_run=request.dry_run))
+    cli.show(result, request.json, lines=report.clean_lines)
 
 
 def matrix(c, request: MatrixRequest):
     value = cli.run(lambda: matrix_mod.matrix(load_pipeline(options(c, Scope(request.pipeline, request.variant)))))
     written = cli.run(lambda: matrix_mod.github_output(value)) if request.github else None
-    if request.json:
-        cli.emit_json(value)
-    else:
-        print(written or "\n".join(matrix_mod.table(value)))
+    cli.emit_json(value) if request.json else print(written or "\n".join(matrix_mod.table(value)))
 
 
 def tests(c, request: TestsRequest):
-    entries = cli.run(lambda: report.tests_listing(load_pipeline(options(c, Scope(request.pipeline, request.variant)))))
+    entries = report.tests_listing(load_pipeline(options(c, Scope(request.pipeline, request.variant))))
     cli.emit_json(entries) if request.json else cli.lines_out(report.tests_listing_lines(entries))
 
 
@@ -145,6 +116,5 @@ def test_ami(c, request: TestAmiRequest):
                            subnet_id=request.subnet, security_group_id=request.security_group,
                            instance_profile=request.instance_profile, instance_type=request.instance_type,
                            read_timeout=_read_timeout(c), timeout=request.timeout)  # config amibuild.read_timeout: SendCommand's too
-    result, record = cli.run(lambda: ami_test.run(job, say=cli.say, poll=platform().poll_seconds))
-    cli.emit_json(result.to_dict()) if request.json else cli.lines_out([*boot.report_lines(result), f"record: {record}"])
-    cli.finish(result)
+    result, record = ami_test.run(job, say=cli.say, poll=platform().poll_seconds)
+    cli.show(result, request.json, lines=lambda r: [*boot.report_lines(r), f"record: {record}"])

@@ -15,7 +15,7 @@ from amibuild.channels.plan import PublishPlan, parse_amis
 from amibuild.cli import values
 from amibuild.cli import run as cli
 from amibuild.cli.requests_channels import ChannelsRequest, HistoryRequest, PromoteRequest, PublishRequest, RollbackRequest
-from amibuild.cli.tasks_common import _channel_deadline, _guard, _read_timeout, channel_target, channel_variant, scope_options
+from amibuild.cli.tasks_common import _channel_deadline, _guard, _read_timeout, channel_variant, scope_options
 from amibuild.errors import SpecError
 from amibuild.jobs.image_inventory import promote_line
 from amibuild.pipeline.options import load_pipeline
@@ -32,50 +32,42 @@ def _plan_only(dry_run: bool, markdown: bool) -> None:
 def _channel_result(result, signals, *, json: bool, markdown: bool = False) -> None:
     """Print a channel write's result (or a dry run's plan), then exit as it says; a write's summary
     (a row per region: AMI before and after) goes to $GITHUB_STEP_SUMMARY, and with --markdown to stdout."""
-
     if isinstance(result, PublishPlan):  # --dry-run: nothing was written
-        cli.emit_json({"dry_run": True, **result.to_dict()}) if json else cli.lines_out(report.plan_lines(result))
-        cli.finish(result)
-        return
-    if json or not markdown:
-        cli.emit_json(result.to_dict()) if json else cli.lines_out(report.publish_lines(result))
-    summary.publish(summary.publish_markdown(result), to_stdout=markdown)
+        return cli.show(result, json, data=lambda plan: {"dry_run": True, **plan.to_dict()}, lines=report.plan_lines)
+    cli.show(result, json, markdown=markdown, lines=report.publish_lines, summary=summary.publish_markdown, finish=False)
     cli.finish_channel(result, signals)
 
 
-def publish(c, r: PublishRequest):
+def _write(c, r, write, *, gated: bool = True):
+    """A channel write (publish, promote, rollback) under held signals: (its result, the signals seen).
+    Its flags are checked first (--dry-run with --markdown; a gate's override and what-if time), then
+    the pipeline read; ``write(common)`` makes and runs the job's settings, ``common(run_id)`` giving
+    the fields every write's settings share."""
     def body(signals):
-
         _plan_only(r.dry_run, r.markdown)
-        override, when = check_reason(r.override_gate, r.reason), values.what_if_now(r.now, dry_run=r.dry_run)
+        gate = {"override_gate": check_reason(r.override_gate, r.reason), "new_channel": r.new_channel,
+                "now": values.what_if_now(r.now, dry_run=r.dry_run)} if gated else {}
         opts = scope_options(c, r)
         pipe, var = channel_variant(opts, r.variant)
-        return job.publish(job.PublishSettings(
-            profile=opts.profile, pipeline=pipe, variant=var, amis=parse_amis(list(r.ami)), channel=r.channel,
-            run_id=r.run_id, allow_foreign=r.allow_foreign, force=r.force, read_timeout=_read_timeout(c),
-            guard=_guard(c, signals, r.run_id), dry_run=r.dry_run, override_gate=override, now=when,
-            new_channel=r.new_channel, say=cli.say))
+        return write(lambda run_id=None: dict(
+            profile=opts.profile, pipeline=pipe, variant=var, force=r.force, read_timeout=_read_timeout(c),
+            guard=_guard(c, signals, run_id), dry_run=r.dry_run, say=cli.say, **gate))
+    return cli.run_channel(body)
 
-    _channel_result(*cli.run_channel(body), json=r.json, markdown=r.markdown)
+
+def publish(c, r: PublishRequest):
+    _channel_result(*_write(c, r, lambda common: job.publish(job.PublishSettings(
+        amis=parse_amis(list(r.ami)), channel=r.channel, run_id=r.run_id, allow_foreign=r.allow_foreign,
+        **common(r.run_id)))), json=r.json, markdown=r.markdown)
 
 
 def promote(c, r: PromoteRequest):
     if r.due:
         return _promote_due(c, r)
-
-    def body(signals):
-        if not r.from_ or not r.to:
-            raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
-        _plan_only(r.dry_run, r.markdown)
-        override, when = check_reason(r.override_gate, r.reason), values.what_if_now(r.now, dry_run=r.dry_run)
-        opts = scope_options(c, r)
-        pipe, var = channel_variant(opts, r.variant)
-        return job.promote(job.PromoteSettings(profile=opts.profile, pipeline=pipe, variant=var, source=r.from_,
-                                               target=r.to, force=r.force, read_timeout=_read_timeout(c),
-                                               guard=_guard(c, signals), dry_run=r.dry_run, override_gate=override,
-                                               now=when, new_channel=r.new_channel, say=cli.say))
-
-    result, signals = cli.run_channel(body)
+    if not r.from_ or not r.to:
+        raise SpecError("promote: give --from CHANNEL and --to CHANNEL, e.g. --from recommended --to stable")
+    result, signals = _write(c, r, lambda common: job.promote(job.PromoteSettings(source=r.from_, target=r.to,
+                                                                                   **common())))
     line = promote_line(scope_options(c, r), result)  # amibuild/jobs/image_inventory.py
     if line:
         cli.say(line)
@@ -94,32 +86,21 @@ def _promote_due(c, r: PromoteRequest):
                                guard=lambda: _guard(c, signals), say=cli.say, dry_run=r.dry_run, force=r.force)
 
     done, _ = cli.run_channel(body)
-    if r.json or not r.markdown:
-        cli.emit_json(done.to_list()) if r.json else cli.lines_out(done.lines())
-    summary.publish(summary.due_markdown(done.items), to_stdout=r.markdown)
-    cli.finish(done)
+    cli.show(done, r.json, markdown=r.markdown, data=lambda d: d.to_list(), summary=lambda d: summary.due_markdown(d.items))
 
 
 def rollback(c, r: RollbackRequest):
-    def body(signals):
-        _plan_only(r.dry_run, r.markdown)
-        opts = scope_options(c, r)
-        pipe, var = channel_variant(opts, r.variant)
-        return job.rollback(job.RollbackSettings(profile=opts.profile, pipeline=pipe, variant=var, channel=r.channel,
-                                                 to_version=r.to_version, force=r.force, read_timeout=_read_timeout(c),
-                                                 guard=_guard(c, signals), dry_run=r.dry_run, say=cli.say))
-
-    _channel_result(*cli.run_channel(body), json=r.json, markdown=r.markdown)
+    _channel_result(*_write(c, r, lambda common: job.rollback(job.RollbackSettings(
+        channel=r.channel, to_version=r.to_version, **common())), gated=False), json=r.json, markdown=r.markdown)
 
 
 def history(c, r: HistoryRequest):
-    def body():
-        aws, pipe, var = channel_target(scope_options(c, r), r.variant)
-        if r.channel:  # a typo would show an empty table and exit 0
-            known.require(aws, pipe, [var], known.Asked(r.channel), regions=(r.region,) if r.region else None)
-        return channel_status.history(aws, pipeline=pipe, variant=var, channel=r.channel, region=r.region)
-
-    entries = cli.run(body)
+    opts = scope_options(c, r)
+    pipe, var = channel_variant(opts, r.variant)
+    aws = Aws(profile=opts.profile, region=pipe.build_region)
+    if r.channel:  # a typo would show an empty table and exit 0
+        known.require(aws, pipe, [var], known.Asked(r.channel), regions=(r.region,) if r.region else None)
+    entries = channel_status.history(aws, pipeline=pipe, variant=var, channel=r.channel, region=r.region)
     cli.emit_json([e.to_dict() for e in entries]) if r.json else cli.lines_out(report.history_lines(entries))
 
 
@@ -132,10 +113,10 @@ def channels(c, r: ChannelsRequest):
         return aws, pipe
 
     if not r.check and not r.repair:
-        entries = cli.run(lambda: _listing(channel_status, gateway))
+        aws, pipe = gateway()
+        entries = channel_status.with_safeguards(aws, channel_status.channels(aws, pipeline=pipe))
         if r.markdown:
-            print(summary.channels_markdown(entries))
-            return
+            return cli.lines_out([summary.channels_markdown(entries)])
         cli.emit_json([e.to_dict() for e in entries]) if r.json else cli.lines_out(report.channel_lines(entries))
         return
 
@@ -145,16 +126,7 @@ def channels(c, r: ChannelsRequest):
         repaired = repair_mod.repair_all(aws, pipeline=pipe, splits=splits, guard=_guard(c, signals)) if r.repair else None
         return repair_mod.ChannelCheck(tuple(splits), None if repaired is None else tuple(repaired))
 
-    checked, signals = cli.run_channel(body) if r.repair else (cli.run(body), None)
-    if r.json:
-        cli.emit_json(checked.to_dict())
-    elif not (r.markdown and not r.repair):
-        cli.lines_out(checked.lines())
-    if not r.repair:
-        summary.publish(summary.channel_check_markdown(checked.splits), to_stdout=r.markdown)
-    cli.run(lambda: checked.raise_for_status(signals.name, signals.exit_code) if signals else checked.raise_for_status())
-
-
-def _listing(channel_status, gateway):
-    aws, pipe = gateway()
-    return channel_status.with_safeguards(aws, channel_status.channels(aws, pipeline=pipe))
+    checked, signals = cli.run_channel(body) if r.repair else (body(), None)
+    cli.show(checked, r.json, markdown=r.markdown and not r.repair, finish=False,
+             summary=None if r.repair else lambda x: summary.channel_check_markdown(x.splits))
+    checked.raise_for_status(signals.name, signals.exit_code) if signals else checked.raise_for_status()

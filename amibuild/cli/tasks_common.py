@@ -8,10 +8,9 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from amibuild.aws import Aws
 from amibuild.cli import run as cli
 from amibuild.cli import values
-from amibuild.cli.requests_build import BuildRequest, Output, Selection
+from amibuild.cli.requests_build import BuildRequest, Selection
 from amibuild.cli.target import platform
 from amibuild.errors import SpecError
 from amibuild.lease import LEASE_TTL, LEASE_WAIT, Guard
@@ -53,8 +52,6 @@ def options(c: Any, request: Selection | Scope, *, announce: bool = True) -> Opt
     stderr when ``announce``. A relative build folder from the config (default `build`) lies
     beside the pipeline file; --build-dir is taken as given.
     """
-    scope = request if isinstance(request, Scope) else None
-    output = request if isinstance(request, Output) else scope
     config = c.config.get("amibuild", {}) if hasattr(c, "config") else {}
     pipeline = request.pipeline or config.get("pipeline") or None
     if not pipeline:
@@ -65,14 +62,14 @@ def options(c: Any, request: Selection | Scope, *, announce: bool = True) -> Opt
             pipeline = os.path.relpath(found.path)
         elif announce:
             cli.pending(found.not_found_note())
-    build_dir = output.build_dir if output is not None else None
+    build_dir = getattr(request, "build_dir", None)  # a Scope's, or an `Output`'s flag
     if not build_dir:
         build_dir = str(config.get("build_dir") or "build")
         if pipeline and not os.path.isabs(build_dir):
             build_dir = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(pipeline)), build_dir))
-    profile = output.profile if output is not None else None
+    profile = getattr(request, "profile", None) or os.environ.get("AWS_PROFILE") or None
     return Options(pipeline_file=pipeline, overrides=overrides(request), build_dir=build_dir,
-                   packer=config.get("packer", "packer"), profile=profile or os.environ.get("AWS_PROFILE") or None,
+                   packer=config.get("packer", "packer"), profile=profile,
                    cache_dir=config.get("cache_dir") or None)
 
 
@@ -89,12 +86,6 @@ def channel_variant(options: Options, variant: str | None):
         raise SpecError("--variant: name the variant whose channel to change, e.g. --variant ceph")
     pipeline = load_pipeline(options)
     return pipeline, pipeline.variants[0]
-
-
-def channel_target(options: Options, variant: str | None):
-    """(Aws, Pipeline, Variant) for the reads of one variant's channels (history)."""
-    pipeline, chosen = channel_variant(options, variant)
-    return Aws(profile=options.profile, region=pipeline.build_region), pipeline, chosen
 
 
 def _target() -> dict:
@@ -140,7 +131,7 @@ def _seconds(c, key, default, what, *, positive=False):
     return value
 
 
-def _guard(c, signals, run_id=None):
+def _guard(c, signals=None, run_id=None):
     """The channel lease settings: how long to wait for a busy channel (config `amibuild.lease_wait`),
     how long a lease is good for (`amibuild.lease_ttl`), how long the write may wait on AWS in all
     (`amibuild.channel_deadline`, default 30 s), and the signals that stop a transaction before its
@@ -148,19 +139,14 @@ def _guard(c, signals, run_id=None):
     wait = _seconds(c, "lease_wait", LEASE_WAIT, "seconds to wait for a channel another writer holds, e.g. 30")
     ttl = _seconds(c, "lease_ttl", LEASE_TTL, "seconds a channel lease is good for, more than 0, e.g. 300",
                    positive=True)
-    return Guard(run_id=run_id or "", wait=wait, ttl=ttl, cancelled=signals.requested, deadline=_channel_deadline(c))
+    cancelled = {"cancelled": signals.requested} if signals else {}  # none held off: never cancelled
+    return Guard(run_id=run_id or "", wait=wait, ttl=ttl, deadline=_channel_deadline(c), **cancelled)
 
 
 def _channel_deadline(c) -> float | None:
     """Config `amibuild.channel_deadline`: seconds of waiting on AWS a channel write may spend; None: the default."""
     return _seconds(c, "channel_deadline", None, "seconds of waiting on AWS a channel write may spend, more than 0, "
                     "e.g. 30", positive=True)
-
-
-class _NO_SIGNALS:  # noqa: N801 - in place of `Signals` where a task holds none off
-    @staticmethod
-    def requested() -> bool:
-        return False
 
 
 def _read_timeout(c):
