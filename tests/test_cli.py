@@ -85,6 +85,31 @@ def test_decode_userdata_refuses_garbage_with_exit_2(tmp_path: Path) -> None:
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("binary", ["amibuild", "invoke"])
+def test_decode_userdata_help_and_a_mistyped_flag_where_its_source_goes(tmp_path: Path, binary: str) -> None:
+    """invoke hands a positional argument the next token, a flag included: `--help` read as SOURCE, and
+    `--file ud.txt` as SOURCE --file and an unknown task ud.txt."""
+    for asked in ("--help", "-h"):
+        shown = run_cli(tmp_path, "decode-userdata", asked, binary=binary)
+        assert shown.returncode == 0, shown.stderr
+        assert "decode-userdata [--options]" in shown.stdout and "--max-bytes" in shown.stdout
+    assert run_cli(tmp_path, "decode-userdata", "--help", binary="amibuild").stdout.startswith(
+        "Usage: amibuild decode-userdata [--options] SOURCE\n")
+    for argv, words in ((["--file", "ud.txt"], "unknown flag --file"), (["--jsn", "ud.txt"], "unknown flag --jsn; "
+                                                                                             "did you mean --json?"),
+                        (["ud.txt", "--jsn"], "unknown flag --jsn; did you mean --json?")):
+        refused = run_cli(tmp_path, "decode-userdata", *argv, binary=binary)
+        assert refused.returncode == 2, refused.stderr
+        (line,) = refused.stderr.strip().splitlines()
+        assert line.startswith(f"amibuild: error: decode-userdata: {words}"), line
+        assert line.endswith(f" (see `{binary} decode-userdata --help`)"), line
+    (tmp_path / "ud.txt").write_text(run_cli(tmp_path, "userdata", "--cluster", "prod", "--os", "al2").stdout)
+    for argv in (["ud.txt"], ["--source", "ud.txt"]):  # (`-`, stdin, needs a real process's stdin)
+        decoded = run_cli(tmp_path, "decode-userdata", *argv, binary=binary)
+        assert decoded.returncode == 0, decoded.stderr
+        assert "/etc/eks/bootstrap.sh prod" in decoded.stdout
+
+
 def test_every_task_that_reports_takes_json(tmp_path: Path) -> None:
     """Issue 6: reports are machine-readable. Tasks that print a document of their own kind
     (user data, YAML, a policy that is JSON already) or run a service are the exceptions."""

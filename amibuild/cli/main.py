@@ -133,12 +133,14 @@ class AmibuildProgram(Program):
             self.list_tasks()
 
     def print_task_help(self, name: str) -> None:
-        """A command's help, its usage line without invoke's `[--core-opts]`."""
+        """A command's help, its usage line without invoke's `[--core-opts]` and with its positional
+        argument (`decode-userdata [--options] SOURCE`)."""
         buffer = io.StringIO()
         with contextlib.redirect_stdout(buffer):
             super().print_task_help(name)
         text = buffer.getvalue().replace(f"{self.binary} [--core-opts] ", f"{self.binary} ", 1)
-        text = text.replace(" [other tasks here ...]", "", 1)
+        positional = "".join(f" {a.name.upper()}" for a in self.parser.contexts[name].positional_args)
+        text = text.replace(" [other tasks here ...]", positional, 1)
         print(text, end="")
 
     def update_config(self, merge: bool = True) -> None:
@@ -198,14 +200,35 @@ class AmibuildProgram(Program):
 
 def _parse_tasks(program: Program, parse_tasks) -> None:
     """invoke's parse of the tasks' flags, with a value that failed its cast (`--limit abc`, which invoke
-    lets through) or a repeatable flag without one refused as a `ParseError`."""
+    lets through), a repeatable flag without one, or a flag taken for a positional argument refused as
+    a `ParseError`; `TASK --help` shows the task's help even where the task takes a positional argument."""
     try:
         parse_tasks()
     except ValueError as exc:
         if getattr(program, "parser", None) is None:
             raise  # not the command line: the collection itself is broken
         raise _bad_value(program, exc) from None
+    except ParseError as exc:  # `decode-userdata --file x`: the flag became SOURCE, x an unknown task
+        flag = _flag_as_positional(getattr(exc, "context", None))
+        if flag:
+            raise ParseError(f"No idea what '{flag}' is!", exc.context) from None
+        raise
+    for context in program.tasks:
+        flag = _flag_as_positional(context)
+        if flag in ("--help", "-h"):
+            program.args.help.value = context.name  # what `--help TASK` sets: parse_cleanup prints it
+        elif flag:
+            raise ParseError(f"No idea what '{flag}' is!", context)
     _check_list_values(program)
+
+
+def _flag_as_positional(context: Any) -> str | None:
+    """A flag that invoke gave a task's positional argument (it hands a positional the next token,
+    whatever it is); "-" (stdin) is a value."""
+    for arg in getattr(context, "positional_args", ()):
+        if isinstance(arg.value, str) and arg.value.startswith("-") and arg.value != "-":
+            return arg.value
+    return None
 
 
 def describe(program: Program, exc: ParseError, binary: str | None = None) -> str:

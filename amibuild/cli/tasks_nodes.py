@@ -60,8 +60,6 @@ def decode_userdata(c, r: DecodeUserdataRequest):
 
 def _decoded(c, r: DecodeUserdataRequest):
     source = r.source
-    if source in ("--help", "-h"):  # invoke hands a required positional the flag itself
-        raise NotUserData("for this task's help run `amibuild --help decode-userdata`")
     if r.max_bytes < 0:
         raise NotUserData(f"--max-bytes {r.max_bytes}: a number of bytes, 1 or more")
     limit = r.max_bytes or userdata_decode.MAX_BYTES
