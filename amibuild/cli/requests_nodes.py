@@ -100,8 +100,8 @@ class NodesRequest:
 class RolloutRequest(NodesRequest):
     """`amibuild rollout`."""
 
-    stack: str | None = flag("Node group stack to roll (made from amibuild/handoff/templates/nodegroup.yaml or the "
-                             "classic EKS template)")
+    stack: str | None = flag("Node group stack to roll (made by `amibuild nodegroup-deploy`, or from the classic "
+                             "EKS node group template)")
     nodegroup: str | None = flag("EKS managed node group CLUSTER/NAME whose launch template names the image "
                                  "(instead of --stack)")
     channel: str | None = flag("Channel of the variant to roll to (default: recommended)")

@@ -98,8 +98,8 @@ class SbomFlags(ImageRequest):
 class DiffFlags(ImageRequest):
     """`amibuild diff`."""
 
-    from_: str | None = flag("The older image: a channel, an AMI id or a build-ami run id (--from)", name="from")
-    to: str | None = flag("The newer image: a channel, an AMI id or a build-ami run id (--to)")
+    from_: str | None = flag("The older image: a channel, an AMI id or a build-ami run id", name="from")
+    to: str | None = flag("The newer image: a channel, an AMI id or a build-ami run id")
     markdown: bool = flag("Print the same as Markdown (release notes, $GITHUB_STEP_SUMMARY)", False)
 
 

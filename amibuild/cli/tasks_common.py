@@ -83,7 +83,7 @@ def scope_options(c, request, *, announce: bool = True) -> Options:
 def channel_variant(options: Options, variant: str | None):
     """(Pipeline, Variant) for publish / promote / rollback / history of one variant."""
     if not variant:
-        raise SpecError("--variant: name the variant whose channel to change, e.g. --variant ceph")
+        raise SpecError("--variant: name the variant whose channel this is, e.g. --variant ceph")
     pipeline = load_pipeline(options)
     return pipeline, pipeline.variants[0]
 
