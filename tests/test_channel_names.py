@@ -118,6 +118,7 @@ def typo_cases(here: World, amis: dict) -> dict[str, list[str]]:
         "verify": ["verify", "--variant", "ceph", "--channel", "stabel"],
         "sbom": ["sbom", "--variant", "ceph", "--channel", "stabel"],
         "scan": ["scan", "--variant", "ceph", "--channel", "stabel"],
+        "test-ami": ["test-ami", "--variant", "ceph", "--channel", "stabel"],
         "diff --from": ["diff", "--variant", "ceph", "--from", "stabel", "--to", "recommended"],
         "diff --to": ["diff", "--variant", "ceph", "--from", "recommended", "--to", "stabel"],
     }
