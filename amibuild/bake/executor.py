@@ -487,10 +487,11 @@ class Executor:
             log.write(f"# amibuild: {cleanup}\n")
         return cleanup
 
-    def _wait_out(self, proc: subprocess.Popen) -> int:
-        """Wait for a Packer that was told to stop (SIGKILL after ``cleanup_timeout``); its exit code."""
+    def _wait_out(self, proc: subprocess.Popen, grace: float | None = None) -> int:
+        """Wait for a Packer that was told to stop (SIGKILL after ``grace``, by default ``cleanup_timeout``);
+        its exit code."""
         try:
-            return proc.wait(self.cleanup_timeout)
+            return proc.wait(self.cleanup_timeout if grace is None else grace)
         except subprocess.TimeoutExpired:
             _signal_group(proc, signal.SIGKILL)
             return proc.wait()
@@ -523,23 +524,13 @@ class Executor:
             stalled.append(f"{reason} (packer's output silent for {quiet:.0f}s)")
             self._unreachable.add(name)
             _signal_group(proc, signal.SIGTERM)
-            try:
-                proc.wait(self.STALL_GRACE)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
+            self._wait_out(proc, self.STALL_GRACE)
             return
 
     def _time_out(self, proc: subprocess.Popen, flag: threading.Event) -> None:
         flag.set()
         _signal_group(proc, signal.SIGTERM)
-
-        def kill_later() -> None:
-            try:
-                proc.wait(self.cleanup_timeout)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
-
-        threading.Thread(target=kill_later, daemon=True).start()
+        threading.Thread(target=self._wait_out, args=(proc,), daemon=True).start()  # SIGKILL after cleanup_timeout
 
     def _artifacts(self, item: PlanItem, stream: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
         """AMIs per region from stream and manifest (which must agree), checked against AWS."""
