@@ -26,8 +26,8 @@ from amibuild.aws import fan_out
 from amibuild.channels.publish import name_pattern, plain
 # the in-use facts and their classification live in one place, shared with `fleet`; these names
 # stay importable from here
-from amibuild.lifecycle.consumers import (DEFAULT_KEEP_VERSIONS, IN_USE_STATES, ChannelFact,  # noqa: F401
-                                          LaunchFacts, Uses, gather_uses, in_use)
+from amibuild.lifecycle.consumers import (DEFAULT_KEEP_VERSIONS, ChannelFact, LaunchFacts, Uses,  # noqa: F401
+                                          gather_uses, in_use)
 from amibuild.lifecycle.recoverable import NO_RULE, BinRule, Recovery, recovery, rule_from_gateway
 
 DELETABLE_STATES = frozenset({"available", "failed", "error", "invalid", "disabled"})
