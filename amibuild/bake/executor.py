@@ -540,9 +540,8 @@ class Executor:
         except OSError as exc:
             raise PackerOutputError(f"{manifest_path}: packer wrote no manifest ({exc.strerror})") from exc
         ours = {b.name: b.amis for b in builds if b.custom_data.get("amibuild_run_id") == self.plan.run_id}
-        amis: dict[str, str] = {}
-        for name in sorted(set(stream) | set(ours)):
-            amis.update(cross_check(stream, ours, name))
+        amis = {region: ami for name in sorted(set(stream) | set(ours))
+                for region, ami in cross_check(stream, ours, name).items()}
         missing = [r for r in self.plan.regions if r not in amis]
         if missing:
             raise PackerOutputError(f"packer made no AMI in {', '.join(missing)}")

@@ -311,9 +311,8 @@ def _as_list(value: Any, key: str, at: _At) -> list[Any]:
 
 
 def _commands(key: str, value: Any, at: _At) -> Part:
-    lines = []
-    for command in _as_list(value, key, at):
-        lines.append(shlex.join(str(word) for word in command) if isinstance(command, list) else str(command))
+    lines = [shlex.join(str(word) for word in command) if isinstance(command, list) else str(command)
+             for command in _as_list(value, key, at)]
     body = "\n".join(lines) + ("\n" if lines else "")
     at.charge(body, f"#cloud-config {key}")
     return Part(f"cloud-config/{key}", body, via=at.via, depth=at.depth)
