@@ -226,8 +226,8 @@ def check_cluster(name: str, label: str) -> str:
     return name
 
 
-def gates(value: Any, where: str) -> dict[str, Gate]:
-    """The top-level ``channel "NAME" { ... }`` blocks."""
+def gates(value: Any, where: str) -> Mapping[str, Gate]:
+    """The top-level ``channel "NAME" { ... }`` blocks, read-only."""
     out: dict[str, Gate] = {}
     for entry in value if isinstance(value, list) else [value]:
         if not isinstance(entry, dict) or len(entry) != 1 or not isinstance(next(iter(entry.values())), dict):
@@ -268,7 +268,7 @@ def gates(value: Any, where: str) -> dict[str, Gate]:
         if "scan" in body and "scanned" not in requires:
             raise SpecError(f'{at}: a scan block sets what `requires = ["scanned"]` refuses; add "scanned" to requires')
         out[name] = Gate(name, source, tuple(dict.fromkeys(requires)), soak, at, policy)
-    return out
+    return MappingProxyType(out)
 
 
 def merge_blocks(layers: Iterable[Iterable[TestBlock]]) -> tuple[TestBlock, ...]:
@@ -559,8 +559,3 @@ TAG_VALUES: Mapping[Verdict, str] = {Verdict.PASSED: "passed", Verdict.UNTESTABL
 def untestable(results: Iterable[CheckResult]) -> list[CheckResult]:
     """The checks that gave no result, "not tested" or "not testable here" (the report names them and why)."""
     return [r for r in results if r.verdict in (Verdict.UNTESTABLE, Verdict.NOT_TESTED)]
-
-
-def gate_map(gates_: Mapping[str, Gate]) -> Mapping[str, Gate]:
-
-    return MappingProxyType(dict(gates_))
