@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Iterable
 import difflib
 
+from amibuild.errors import SpecError
+
 CUTOFF = 0.6  # difflib's own default: close enough that the suggestion is usually the one meant
 
 
@@ -18,3 +20,11 @@ def suggest(word: str, choices: Iterable[str], *, cutoff: float = CUTOFF) -> str
 
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_fields(block: Iterable[str], known: Iterable[str], where: str, has: str = "") -> None:
+    """Refuse the first field of ``block`` not among ``known``: "WHERE: unknown field `KEY`", the near
+    miss, and ``has`` (what the block does have) after a "; " when given."""
+    for key in block:
+        if key not in known:
+            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, known)}" + (f"; {has}" if has else ""))

@@ -20,7 +20,7 @@ from amibuild.errors import SpecError
 from amibuild.inventory.scan import ScanPolicy, scan_policy
 from amibuild.pipeline import value_checks as checks, hygiene, iam_names, naming
 from amibuild.printable import printable
-from amibuild.suggest import suggest
+from amibuild.suggest import check_fields, suggest
 from types import MappingProxyType
 
 DEFAULT_TIMEOUT = 60.0
@@ -165,10 +165,7 @@ def test_blocks(value: Any, where: str) -> list[TestBlock]:
         at = f'{where}: test "{name}"'
         if not _NAME.fullmatch(str(name)):
             raise SpecError(f"{at}: test names are lowercase letters, digits, '-' and '_', at most 63 characters")
-        for key in body:
-            if key not in TEST_KEYS:
-                            raise SpecError(f"{at}: unknown field `{key}`{suggest(key, TEST_KEYS)}; a test has "
-                                f"{', '.join(TEST_KEYS)}")
+        check_fields(body, TEST_KEYS, at, f"a test has {', '.join(TEST_KEYS)}")
         enabled = body.get("enabled", True)
         if not isinstance(enabled, bool):
             raise SpecError(f"{at}: enabled must be true or false")
@@ -194,9 +191,7 @@ def boot_test_settings(value: Any, where: str) -> BootTestSettings:
     if len(blocks) != 1 or not isinstance(blocks[0], dict):
         raise SpecError(f"{where}: write one block: test {{ subnet_id = ..., security_group_id = ..., instance_profile = ... }}")
     body = blocks[0]
-    for key in body:
-        if key not in BOOT_TEST_KEYS:
-            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, BOOT_TEST_KEYS)}")
+    check_fields(body, BOOT_TEST_KEYS, where)
     values = {k: str(body.get(k, "")) for k in ("subnet_id", "security_group_id", "instance_type")}
     for key, text in values.items():
         checks.pattern(text, f"{where}.{key}", key)
@@ -240,10 +235,7 @@ def gates(value: Any, where: str) -> Mapping[str, Gate]:
             raise SpecError(f"{at}: {exc}") from None
         if name in out:
             raise SpecError(f"{at}: defined twice")
-        for key in body:
-            if key not in GATE_KEYS:
-                raise SpecError(f"{at}: unknown field `{key}`{suggest(key, GATE_KEYS)}; a channel gate has "
-                                f"{', '.join(GATE_KEYS)}")
+        check_fields(body, GATE_KEYS, at, f"a channel gate has {', '.join(GATE_KEYS)}")
         source = body.get("from", "")
         if not isinstance(source, str):
             raise SpecError(f"{at}: from must be a channel name in quotes")
