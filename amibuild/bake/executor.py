@@ -79,10 +79,8 @@ class RunState:
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class Executor:
@@ -158,10 +156,8 @@ class Executor:
             if self._finished.wait(interval):
                 return
             for lease in leases:
-                try:
+                with contextlib.suppress(AmibuildError):  # AWS unreachable: the next round tries again; expiry is the backstop
                     lease.renew()
-                except AmibuildError:
-                    pass  # AWS unreachable now: the next round tries again; expiry is the backstop
 
     def _wait(self, futures: dict[Future, "PlanItem"]) -> None:
         pending = set(futures)
@@ -307,10 +303,8 @@ class Executor:
         with self.state.lock:
             if lease in self._leases:
                 self._leases.remove(lease)
-        try:
+        with contextlib.suppress(AmibuildError):  # unreachable now; the lease expires on its own and the next run takes it over
             lease.release()
-        except AmibuildError:
-            pass  # unreachable now; the lease expires on its own and the next run takes it over
 
     # ------------------------------------------------------------------------------ leftovers
 
