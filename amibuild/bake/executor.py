@@ -109,12 +109,7 @@ class Executor:
         self.parallel = max(1, parallel)
         self.timeout = timeout
         self.cleanup_timeout = cleanup_timeout
-        self.lease_for = guards.lease_for
-        self.wait = guards.wait
-        self.lease_poll = guards.lease_poll
-        self.reuse = guards.reuse
-        self.leftovers_scope = guards.leftovers_scope
-        self.stall_after = guards.stall_after
+        self.guards = guards
         self.state = RunState()
         self._wake = threading.Event()  # set on interrupt: lease waits stop sleeping
         self._finished = threading.Event()  # set when every build ended: the lease renewer stops
@@ -200,7 +195,7 @@ class Executor:
                 self.progress.update(item.name, State.INTERRUPTED, "not started")
                 return
             lease = None
-            if self.lease_for is not None:
+            if self.guards.lease_for is not None:
                 taken = self._take_lease(item, outcome)
                 if isinstance(taken, _Stop):
                     outcome.status, outcome.error = BuildStatus.INTERRUPTED, taken.why
@@ -258,12 +253,12 @@ class Executor:
         a `_Stop` on Ctrl-C while waiting. `AmibuildError` when held elsewhere and not waiting.
         Each step is decided by `decide.lease_step` / `decide.reuse_after_lease`.
         """
-        assert self.lease_for is not None
-        lease = self.lease_for(item)
+        assert self.guards.lease_for is not None
+        lease = self.guards.lease_for(item)
         waited_for = None
         while True:
             holder = None if self.state.interrupted else lease.try_acquire()
-            step = lease_step(interrupted=self.state.interrupted, held_by=holder, wait=self.wait)
+            step = lease_step(interrupted=self.state.interrupted, held_by=holder, wait=self.guards.wait)
             if step is LeaseStep.INTERRUPTED:
                 return _Stop(f"interrupted while waiting for {waited_for}" if waited_for else "interrupted")
             if step is LeaseStep.TAKEN:
@@ -275,7 +270,7 @@ class Executor:
             if waited_for is None or waited_for.run_id != holder.run_id:
                 self.progress.update(item.name, State.QUEUED, f"waiting for {holder} building the same image")
             waited_for = holder
-            self._wake.wait(self.lease_poll)
+            self._wake.wait(self.guards.lease_poll)
         with self.state.lock:
             self._leases.append(lease)
         if lease.took_over is not None:
@@ -287,9 +282,9 @@ class Executor:
             outcome.lease = f"waited for {waited_for}"
         # checked with the lease held: nobody else can be building this image now
         waited_run = waited_for.run_id if waited_for is not None else None
-        if self.reuse is not None and should_look_for_reuse(waited_for_run=waited_run, force=self.plan.force):
+        if self.guards.reuse is not None and should_look_for_reuse(waited_for_run=waited_run, force=self.plan.force):
             try:
-                found = self.reuse(item)
+                found = self.guards.reuse(item)
             except BaseException:
                 self._release(lease)
                 raise
@@ -313,9 +308,9 @@ class Executor:
         saying what happened. ``look`` False (a second Ctrl-C: the user wants out now): no AWS calls,
         only what Packer announced is listed.
         """
-        if self.leftovers_scope is None:
+        if self.guards.leftovers_scope is None:
             return ""
-        scope = self.leftovers_scope(item)
+        scope = self.guards.leftovers_scope(item)
         seen = leftovers_mod.stream_resources(lines)
         self.progress.update(item.name, State.BUILDING, "looking for leftovers of this run")
         done = leftovers_mod.clean_up(self.aws, scope, seen, look=look, unreachable=item.name in self._unreachable)
@@ -472,9 +467,9 @@ class Executor:
         try:
             cleanup = self._clean_up(item, outcome, lines, look=not self.state.aborted)
         except Exception as exc:
-            if self.leftovers_scope is None:
+            if self.guards.leftovers_scope is None:
                 raise
-            done = leftovers_mod.unchecked(self.leftovers_scope(item), leftovers_mod.stream_resources(lines), _why(exc))
+            done = leftovers_mod.unchecked(self.guards.leftovers_scope(item), leftovers_mod.stream_resources(lines), _why(exc))
             outcome.left_behind += done.left_behind or ()
             cleanup = done.text
         if cleanup:
@@ -504,7 +499,7 @@ class Executor:
             except subprocess.TimeoutExpired:
                 pass
             quiet = time.monotonic() - last_line[0]
-            if quiet < self.stall_after or self.state.interrupted:
+            if quiet < self.guards.stall_after or self.state.interrupted:
                 failures = 0
                 continue
             reason = self.aws.ec2_reachable(region)
