@@ -1,4 +1,5 @@
-"""The one "did you mean" of amibuild's error lines: `suggest(word, choices)`.
+"""The one "did you mean" of amibuild's error lines: `suggest(word, choices)`, and `check_fields`, the
+"unknown field" refusal of a block's fields that uses it.
 
 A leaf beside `tags.py`, so every layer (the gateway's region check, the pipeline's field checks,
 the hand-off's channel names) words a near miss the same way. `difflib` is imported when a
