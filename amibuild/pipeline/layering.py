@@ -21,7 +21,7 @@ from amibuild.pipeline.model import (ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS
                                      Pipeline, _VARIANT_NAME, _VAR_NAME)
 from amibuild.pipeline.validation import (_as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant,
                                           known_regions)
-from amibuild.suggest import check_fields, suggest
+from amibuild.suggest import suggest
 
 
 class Setting(NamedTuple):
@@ -90,7 +90,7 @@ def load(
 
     where = str(source) if source else "flags"
     settings = _one_block(doc, "pipeline", where)
-    check_fields(settings, _PIPELINE_KEYS, f"{where}: pipeline")
+    _check_keys(settings, _PIPELINE_KEYS, f"{where}: pipeline")
     file_regions = tuple(_str_list(settings, "regions", where))
     regions = tuple(overrides.regions) or file_regions or (default_region,)
     pipeline_kwargs = dict(
@@ -340,6 +340,12 @@ def _check_name(name: str, where: str) -> None:
         )
 
 
+def _check_keys(block: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
+    for key in block:
+        if key not in allowed:
+            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, allowed)}")
+
+
 def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> Layer:
     """One block of the pipeline file as a layer of settings (paths made absolute)."""
     layer: dict[str, Setting] = {}
@@ -359,7 +365,7 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> La
             proxies = value if isinstance(value, list) else [value]
             if len(proxies) != 1 or not isinstance(proxies[0], dict):
                 raise SpecError(f"{where}: write one block: proxy {{ http = ..., https = ..., no_proxy = ... }}")
-            check_fields(proxies[0], ("http", "https", "no_proxy", "credentials_parameter"), f"{where}: proxy")
+            _check_keys(proxies[0], ("http", "https", "no_proxy", "credentials_parameter"), f"{where}: proxy")
             layer["proxy"] = Setting(proxies[0], f"{where}: proxy")
         elif key in DEFAULTS and key not in ("repos", "tests"):
             if key == "scripts" and source is not None and isinstance(value, list):
@@ -378,7 +384,7 @@ def _repos_from_blocks(value: Any, where: str) -> list[dict[str, str]]:
         (name, body), = entry.items()
         if not isinstance(body, dict):
             raise SpecError(f'{where}: repo "{name}" must be a block')
-        check_fields(body, ("baseurl", "gpgkey", "gpgcheck", "insecure"), f'{where}: repo "{name}"')
+        _check_keys(body, ("baseurl", "gpgkey", "gpgcheck", "insecure"), f'{where}: repo "{name}"')
         repos.append({"name": name, "baseurl": body.get("baseurl", ""), "gpgkey": body.get("gpgkey", ""),
                       **{key: body[key] for key in ("gpgcheck", "insecure") if key in body}})
     return repos
