@@ -301,10 +301,6 @@ LEASE_WAIT = 30.0  # how long a writer waits for a busy channel by default
 POLL = 0.5  # seconds between two looks at a busy lease
 
 
-def _never() -> bool:
-    return False
-
-
 @dataclass(frozen=True)
 class Guard:
     """How a channel write waits for, holds and gives up its lease, and when it must stop early.
@@ -317,7 +313,7 @@ class Guard:
     run_id: str = ""
     wait: float = LEASE_WAIT
     ttl: float = LEASE_TTL
-    cancelled: Callable[[], bool] = _never
+    cancelled: Callable[[], bool] = lambda: False
     owner: str = field(default_factory=lambda: default_owner())
     deadline: float | None = None  # seconds of waiting on AWS the operation may spend (None: `aws.deadline`'s 30)
 

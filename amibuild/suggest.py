@@ -1,4 +1,5 @@
-"""The one "did you mean" of amibuild's error lines: `suggest(word, choices)`.
+"""The one "did you mean" of amibuild's error lines: `suggest(word, choices)`, and `check_fields`, the
+"unknown field" refusal of a block's fields that uses it.
 
 A leaf beside `tags.py`, so every layer (the gateway's region check, the pipeline's field checks,
 the hand-off's channel names) words a near miss the same way. `difflib` is imported when a
@@ -10,6 +11,8 @@ from __future__ import annotations
 from typing import Iterable
 import difflib
 
+from amibuild.errors import SpecError
+
 CUTOFF = 0.6  # difflib's own default: close enough that the suggestion is usually the one meant
 
 
@@ -18,3 +21,11 @@ def suggest(word: str, choices: Iterable[str], *, cutoff: float = CUTOFF) -> str
 
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_fields(block: Iterable[str], known: Iterable[str], where: str, has: str = "") -> None:
+    """Refuse the first field of ``block`` not among ``known``: "WHERE: unknown field `KEY`", the near
+    miss, and ``has`` (what the block does have) after a "; " when given."""
+    for key in block:
+        if key not in known:
+            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, known)}" + (f"; {has}" if has else ""))

@@ -32,11 +32,8 @@ def verify_image(aws: Any, where: Where, images: Sequence[ImageFacts], predicate
         return []
     key_arn = pipeline_key(aws, where)
     public = {key_arn: aws.public_key(key_arn, where.region).der} if key_arn else {}
-    out = []
-    for key, body in found:
-        out.append(verify(body, pipeline_key=key_arn, public_keys=public, images=images, account=where.account,
-                          predicate_type=predicate_type, key=key))
-    return out
+    return [verify(body, pipeline_key=key_arn, public_keys=public, images=images, account=where.account,
+                   predicate_type=predicate_type, key=key) for key, body in found]
 
 
 def missing(images: Sequence[ImageFacts], kind: str) -> Verification:

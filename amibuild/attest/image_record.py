@@ -29,17 +29,12 @@ def record_digest(image_id: str, region: str, snapshot_ids: Iterable[str]) -> st
     return hashlib.sha256(canonical_json(image_record(image_id, region, snapshot_ids))).hexdigest()
 
 
+_PARTITIONS = (("cn-", "aws-cn"), ("us-gov-", "aws-us-gov"), ("us-iso-", "aws-iso"), ("us-isob-", "aws-iso-b"))
+
+
 def partition(region: str) -> str:
     """The AWS partition a region belongs to (aws, aws-cn, aws-us-gov, ...)."""
-    if region.startswith("cn-"):
-        return "aws-cn"
-    if region.startswith("us-gov-"):
-        return "aws-us-gov"
-    if region.startswith("us-iso-"):
-        return "aws-iso"
-    if region.startswith("us-isob-"):
-        return "aws-iso-b"
-    return "aws"
+    return next((name for prefix, name in _PARTITIONS if region.startswith(prefix)), "aws")
 
 
 def image_arn(region: str, account: str, image_id: str) -> str:

@@ -163,10 +163,8 @@ class Ec2Calls:
                         for page in pages for raw in page.get("Snapshots", [])}
 
         # the chunks go out at once: the bucket (20 a second, 100 at once), not a chain of round trips, sets the pace
-        found: dict[str, dict[str, str]] = {}
-        for part in fan_out(range(0, len(ids), 200), chunk).values():
-            found.update(part)
-        return found
+        return {snapshot: its_tags for part in fan_out(range(0, len(ids), 200), chunk).values()
+                for snapshot, its_tags in part.items()}
 
     def launch_templates(self, region: str) -> list[tuple[str, str, int, int]]:
         """(id, name, default version, latest version) of every launch template in the region."""

@@ -199,10 +199,8 @@ class SsmCalls:
                 answer = self.client("ssm", region).get_parameters(Names=batch)
             return {p["Name"]: p["Value"] for p in answer.get("Parameters", [])}
 
-        values: dict[str, str] = {}
-        for batch in fan_out(range(0, len(unique), 10), read).values():
-            values.update(batch)
-        return values
+        return {name: value for batch in fan_out(range(0, len(unique), 10), read).values()
+                for name, value in batch.items()}
 
     # leases
 

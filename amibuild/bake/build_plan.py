@@ -105,7 +105,8 @@ def plan_build(
     for item, directory in rendered:
         fp = item.fingerprint
         found = by_fingerprint.get(fp, {})
-        existing = {r: _newest(found[r]).image_id for r in regions if found.get(r)}
+        existing = {r: max(found[r], key=lambda i: (i.creation_date, i.image_id)).image_id  # the newest
+                    for r in regions if found.get(r)}
         if force:
             decision, reason, existing = BuildDecision.BUILD, "--force", {}
         elif len(existing) == len(regions):
@@ -125,10 +126,6 @@ def plan_build(
         items=tuple(items),
         force=force,
     )
-
-
-def _newest(images: list[Image]) -> Image:
-    return max(images, key=lambda i: (i.creation_date, i.image_id))
 
 
 def provenance_tags(item: PlanItem, plan: BuildPlan, *, version: str, git_commit: str | None) -> dict[str, str]:

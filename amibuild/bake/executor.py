@@ -79,10 +79,8 @@ class RunState:
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class Executor:
@@ -111,12 +109,7 @@ class Executor:
         self.parallel = max(1, parallel)
         self.timeout = timeout
         self.cleanup_timeout = cleanup_timeout
-        self.lease_for = guards.lease_for
-        self.wait = guards.wait
-        self.lease_poll = guards.lease_poll
-        self.reuse = guards.reuse
-        self.leftovers_scope = guards.leftovers_scope
-        self.stall_after = guards.stall_after
+        self.guards = guards
         self.state = RunState()
         self._wake = threading.Event()  # set on interrupt: lease waits stop sleeping
         self._finished = threading.Event()  # set when every build ended: the lease renewer stops
@@ -158,10 +151,8 @@ class Executor:
             if self._finished.wait(interval):
                 return
             for lease in leases:
-                try:
+                with contextlib.suppress(AmibuildError):  # AWS unreachable: the next round tries again; expiry is the backstop
                     lease.renew()
-                except AmibuildError:
-                    pass  # AWS unreachable now: the next round tries again; expiry is the backstop
 
     def _wait(self, futures: dict[Future, "PlanItem"]) -> None:
         pending = set(futures)
@@ -204,7 +195,7 @@ class Executor:
                 self.progress.update(item.name, State.INTERRUPTED, "not started")
                 return
             lease = None
-            if self.lease_for is not None:
+            if self.guards.lease_for is not None:
                 taken = self._take_lease(item, outcome)
                 if isinstance(taken, _Stop):
                     outcome.status, outcome.error = BuildStatus.INTERRUPTED, taken.why
@@ -262,12 +253,12 @@ class Executor:
         a `_Stop` on Ctrl-C while waiting. `AmibuildError` when held elsewhere and not waiting.
         Each step is decided by `decide.lease_step` / `decide.reuse_after_lease`.
         """
-        assert self.lease_for is not None
-        lease = self.lease_for(item)
+        assert self.guards.lease_for is not None
+        lease = self.guards.lease_for(item)
         waited_for = None
         while True:
             holder = None if self.state.interrupted else lease.try_acquire()
-            step = lease_step(interrupted=self.state.interrupted, held_by=holder, wait=self.wait)
+            step = lease_step(interrupted=self.state.interrupted, held_by=holder, wait=self.guards.wait)
             if step is LeaseStep.INTERRUPTED:
                 return _Stop(f"interrupted while waiting for {waited_for}" if waited_for else "interrupted")
             if step is LeaseStep.TAKEN:
@@ -279,7 +270,7 @@ class Executor:
             if waited_for is None or waited_for.run_id != holder.run_id:
                 self.progress.update(item.name, State.QUEUED, f"waiting for {holder} building the same image")
             waited_for = holder
-            self._wake.wait(self.lease_poll)
+            self._wake.wait(self.guards.lease_poll)
         with self.state.lock:
             self._leases.append(lease)
         if lease.took_over is not None:
@@ -291,9 +282,9 @@ class Executor:
             outcome.lease = f"waited for {waited_for}"
         # checked with the lease held: nobody else can be building this image now
         waited_run = waited_for.run_id if waited_for is not None else None
-        if self.reuse is not None and should_look_for_reuse(waited_for_run=waited_run, force=self.plan.force):
+        if self.guards.reuse is not None and should_look_for_reuse(waited_for_run=waited_run, force=self.plan.force):
             try:
-                found = self.reuse(item)
+                found = self.guards.reuse(item)
             except BaseException:
                 self._release(lease)
                 raise
@@ -307,10 +298,8 @@ class Executor:
         with self.state.lock:
             if lease in self._leases:
                 self._leases.remove(lease)
-        try:
+        with contextlib.suppress(AmibuildError):  # unreachable now; the lease expires on its own and the next run takes it over
             lease.release()
-        except AmibuildError:
-            pass  # unreachable now; the lease expires on its own and the next run takes it over
 
     # ------------------------------------------------------------------------------ leftovers
 
@@ -319,9 +308,9 @@ class Executor:
         saying what happened. ``look`` False (a second Ctrl-C: the user wants out now): no AWS calls,
         only what Packer announced is listed.
         """
-        if self.leftovers_scope is None:
+        if self.guards.leftovers_scope is None:
             return ""
-        scope = self.leftovers_scope(item)
+        scope = self.guards.leftovers_scope(item)
         seen = leftovers_mod.stream_resources(lines)
         self.progress.update(item.name, State.BUILDING, "looking for leftovers of this run")
         done = leftovers_mod.clean_up(self.aws, scope, seen, look=look, unreachable=item.name in self._unreachable)
@@ -478,19 +467,20 @@ class Executor:
         try:
             cleanup = self._clean_up(item, outcome, lines, look=not self.state.aborted)
         except Exception as exc:
-            if self.leftovers_scope is None:
+            if self.guards.leftovers_scope is None:
                 raise
-            done = leftovers_mod.unchecked(self.leftovers_scope(item), leftovers_mod.stream_resources(lines), _why(exc))
+            done = leftovers_mod.unchecked(self.guards.leftovers_scope(item), leftovers_mod.stream_resources(lines), _why(exc))
             outcome.left_behind += done.left_behind or ()
             cleanup = done.text
         if cleanup:
             log.write(f"# amibuild: {cleanup}\n")
         return cleanup
 
-    def _wait_out(self, proc: subprocess.Popen) -> int:
-        """Wait for a Packer that was told to stop (SIGKILL after ``cleanup_timeout``); its exit code."""
+    def _wait_out(self, proc: subprocess.Popen, grace: float | None = None) -> int:
+        """Wait for a Packer that was told to stop (SIGKILL after ``grace``, by default ``cleanup_timeout``);
+        its exit code."""
         try:
-            return proc.wait(self.cleanup_timeout)
+            return proc.wait(self.cleanup_timeout if grace is None else grace)
         except subprocess.TimeoutExpired:
             _signal_group(proc, signal.SIGKILL)
             return proc.wait()
@@ -509,7 +499,7 @@ class Executor:
             except subprocess.TimeoutExpired:
                 pass
             quiet = time.monotonic() - last_line[0]
-            if quiet < self.stall_after or self.state.interrupted:
+            if quiet < self.guards.stall_after or self.state.interrupted:
                 failures = 0
                 continue
             reason = self.aws.ec2_reachable(region)
@@ -523,23 +513,13 @@ class Executor:
             stalled.append(f"{reason} (packer's output silent for {quiet:.0f}s)")
             self._unreachable.add(name)
             _signal_group(proc, signal.SIGTERM)
-            try:
-                proc.wait(self.STALL_GRACE)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
+            self._wait_out(proc, self.STALL_GRACE)
             return
 
     def _time_out(self, proc: subprocess.Popen, flag: threading.Event) -> None:
         flag.set()
         _signal_group(proc, signal.SIGTERM)
-
-        def kill_later() -> None:
-            try:
-                proc.wait(self.cleanup_timeout)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
-
-        threading.Thread(target=kill_later, daemon=True).start()
+        threading.Thread(target=self._wait_out, args=(proc,), daemon=True).start()  # SIGKILL after cleanup_timeout
 
     def _artifacts(self, item: PlanItem, stream: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
         """AMIs per region from stream and manifest (which must agree), checked against AWS."""
@@ -549,9 +529,8 @@ class Executor:
         except OSError as exc:
             raise PackerOutputError(f"{manifest_path}: packer wrote no manifest ({exc.strerror})") from exc
         ours = {b.name: b.amis for b in builds if b.custom_data.get("amibuild_run_id") == self.plan.run_id}
-        amis: dict[str, str] = {}
-        for name in sorted(set(stream) | set(ours)):
-            amis.update(cross_check(stream, ours, name))
+        amis = {region: ami for name in sorted(set(stream) | set(ours))
+                for region, ami in cross_check(stream, ours, name).items()}
         missing = [r for r in self.plan.regions if r not in amis]
         if missing:
             raise PackerOutputError(f"packer made no AMI in {', '.join(missing)}")

@@ -273,7 +273,7 @@ def unchecked(scope: Scope, seen: StreamResources, why: str, *, unreachable: boo
     """AWS was not asked (``why``): what Packer announced is listed, each with its command."""
     made = announced(scope, seen)
     return CleanUp(
-        (f"could not look for leftovers ({why}); find them by tag {scope_tag(scope)} and AMI name "
+        (f"could not look for leftovers ({why}); find them by tag {tags.RUN_ID}={scope.run_id} and AMI name "
          f"{scope.ami_name_prefix}-*-{scope.run_id} in {', '.join(scope.regions)}"
          + (" and remove " + "; ".join(str(x) for x in made) if made else "")),
         left_behind=tuple(_left(x, f"not checked: {why}") for x in made),
@@ -282,7 +282,3 @@ def unchecked(scope: Scope, seen: StreamResources, why: str, *, unreachable: boo
 
 def _left(item: Leftover, why: str) -> dict:
     return {"kind": item.kind, "region": item.region, "id": item.id, "why": why, "command": item.command()}
-
-
-def scope_tag(scope: Scope) -> str:
-    return f"{tags.RUN_ID}={scope.run_id}"

@@ -166,8 +166,7 @@ def _error_message(text: str, target: str = "") -> str | None:
     if arrow:
         # "==> amazon-ebs.worker: first\n==> amazon-ebs.worker: second": keep the name once
         repeated = f"{arrow.group(1)}: "
-        rest = [_ARROW.sub("", line) for line in lines[1:]]
-        rest = [line[len(repeated):] if line.startswith(repeated) else line for line in rest]
+        rest = [_ARROW.sub("", line).removeprefix(repeated) for line in lines[1:]]
         return _one_line("\n".join([_ARROW.sub("", lines[0]), *rest]))
     message = _one_line(text)
     return f"{target}: {message}" if target else message

@@ -142,10 +142,8 @@ def _region(target: Target, found: evidence.Statements | None, facts: Facts, tod
     if target.image is None or found is None:
         return RegionCheck(**base, failures=(f"{target.ami} does not exist here (deregistered?)",), provenance="-",
                            test="-")
-    failures: list[str] = []
-    invalid = [v for v in (*found.provenance, *found.test) if not v.ok]
-    for v in invalid:
-        failures.append(f"{_kind(v)} statement {_name(v)} does not verify: {v.reason()}")
+    failures = [f"{_kind(v)} statement {_name(v)} does not verify: {v.reason()}"
+                for v in (*found.provenance, *found.test) if not v.ok]
     variant = facts.variant or variant_of(found)
     chosen = evidence.provenance_of(found, facts.pipeline, variant) if variant else None
     fingerprint = run_id = compared = ""

@@ -49,16 +49,12 @@ def homes_of(aws: Aws, pipeline: PipelineLike, variant: VariantLike, channels: S
     return {channel: read_home(aws, pipeline, variant, channel, template) for channel in channels}
 
 
-def first_write_places(pipeline: PipelineLike) -> list[str]:
-    """Where the first write of a channel also holds its lease: every region it knows. Two first
-    writes whose pipeline files list different regions would pick different homes; any two such
-    writers share a region (each writes every region of the channel it knows), so they meet there."""
-    return known_regions(pipeline)
-
-
 def write_places(pipeline: PipelineLike) -> list[str]:
     """Where every write of a channel holds its lease besides the home: every region it writes.
     Prune holds its own lease in every region it prunes and waits for any channel lease there
     (`amibuild.lifecycle.exclusive`): a prune whose pipeline file lists other regions than this
-    writer's meets it in every region both touch, the only regions where one endangers the other."""
+    writer's meets it in every region both touch, the only regions where one endangers the other.
+    A first write (no home recorded yet) needs no other places: two first writes whose pipeline files
+    list different regions would pick different homes, but any two such writers share a region (each
+    writes every region of the channel it knows), so they meet there."""
     return known_regions(pipeline)

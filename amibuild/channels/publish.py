@@ -24,18 +24,15 @@ from amibuild.aws import Aws, Image, Parameter, fan_out
 from amibuild.channels import gates, safeguard
 from amibuild.channels.home import lease_home
 # the plan and write names are part of this module's interface (callers import them from here)
-from amibuild.channels.plan import (IMAGE_DATA_TYPE,  # noqa: F401
-                                    _AMI_ID, _UNKNOWN, PublishAction, Provenance,
-                                    PublishPlan, PublishResult, RegionPlan, RegionResult, decide, description,
-                                    parameter_tags, parse_amis, plain, provenance_from_images, provenance_of,
-                                    recorded_regions)
-from amibuild.channels.write import READBACK_TIMEOUT, WRITE_INTERVAL, execute_publish, home_region, transact  # noqa: F401
+from amibuild.channels.plan import (IMAGE_DATA_TYPE, _AMI_ID, _UNKNOWN, PublishAction, Provenance,  # noqa: F401
+                                    PublishPlan, PublishResult, decide, description, parameter_tags, parse_amis, plain,
+                                    provenance_from_images, provenance_of, recorded_regions)
+from amibuild.channels.write import WRITE_INTERVAL, execute_publish, transact  # noqa: F401
 from amibuild.errors import GateRefused, PublishRefused, SpecError
 from amibuild.lease import Guard
 from amibuild.pipeline.protection import ProtectionSettings
-from amibuild.pipeline.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, TEMPLATE_FIELDS, PipelineLike,  # noqa: F401
-                                  VariantLike, check_channel, check_template, name_pattern, parameter_name,
-                                  template_of)
+from amibuild.pipeline.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, PipelineLike, VariantLike,  # noqa: F401
+                                      check_channel, name_pattern, parameter_name)
 
 
 # ------------------------------------------------------------------------------- gates

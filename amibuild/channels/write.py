@@ -25,7 +25,7 @@ from typing import Callable, Mapping, Sequence
 from amibuild import tags
 from amibuild.aws import Aws, Parameter, deadline, fan_out
 from amibuild.channels import safeguard
-from amibuild.channels.home import first_write_places, homes_of, known_regions, write_places
+from amibuild.channels.home import homes_of, known_regions, write_places
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
                                     RegionResult, description, parameter_tags, provenance_of)
 from amibuild.errors import AmibuildError, ChannelBusy, Interrupted, LeaseLost, PublishConflict, PublishFailed, \
@@ -107,14 +107,11 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
 
     def take(channel: str, wait: float) -> ChannelLease:
         lease_name = channel_lease_name(prefix, name, variant.name, channel)
-        home, written = homes[channel]
-        places = []
-        if not written:  # no home recorded yet: meet any other first writer in a region both know
-            places += first_write_places(pipeline)
-        places += write_places(pipeline)  # and meet a prune of other regions in every region both touch
+        home, _ = homes[channel]
+        # meet any other first writer, and a prune of other regions, in every region both touch
         return acquire_channel(
             aws, lease_name, home, operation=f"{operation} ({variant.name})", guard=replace(guard, wait=wait),
-            also=[(lease_name, region) for region in dict.fromkeys(places)])
+            also=[(lease_name, region) for region in write_places(pipeline)])
 
     def regain() -> list[ChannelLease]:
         got: list[ChannelLease] = []

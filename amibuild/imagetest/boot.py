@@ -275,9 +275,7 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
             notes.append(f"not tested: {len(gaps)} check(s) gave no result ({', '.join(g.name for g in gaps)}); "
                          "the image keeps an earlier verdict, else is tagged untested, which a channel requiring "
                          "tested does not take")
-    except Interrupted as exc:
-        interrupted = exc
-    except KeyboardInterrupt as exc:
+    except (Interrupted, KeyboardInterrupt) as exc:
         interrupted = exc
     except AmibuildError as exc:
         if _infrastructure(exc):  # nothing is known of the image: not tested, never failed

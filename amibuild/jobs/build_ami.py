@@ -204,7 +204,7 @@ def verdict(run: BuildRun) -> AmibuildError | None:
             f"published before the interrupt: {', '.join(published)} (every region){rest}"
             if published else f"nothing was published{rest if stuck else ''}") + (
             "; packer was killed before its cleanup finished" if run.aborted else "") + _left_behind(outcomes)
-            + _unrecorded(run))
+            + (f"; {run.record_error}{_made(outcomes)}" if run.record_error else ""))
         return Interrupted(text, run.exit_code or ExitCode.INTERRUPTED, summary=True)
     if run.record_error:
         return RecordNotWritten(f"{run.record_error}{_made(outcomes)}{_failed(outcomes)}{_left_behind(outcomes)}")
@@ -241,10 +241,6 @@ def _failed(outcomes) -> str:
 def _made(outcomes) -> str:
     amis = [f"{o.name} {r}={a}" for o in outcomes if o.status == BuildStatus.BUILT for r, a in sorted(o.amis.items())]
     return f"; AMIs made: {', '.join(amis)}" if amis else "; no AMI was made"
-
-
-def _unrecorded(run: BuildRun) -> str:
-    return f"; {run.record_error}{_made(run.outcomes or ())}" if run.record_error else ""
 
 
 # ------------------------------------------------------------------------------- the job

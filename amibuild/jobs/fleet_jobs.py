@@ -53,11 +53,10 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
     pipeline = load_pipeline(options)
     chosen = pipeline.variants[0]
     where = region or pipeline.build_region
-    if settings and settings.proxy and not settings.proxy_credentials_parameter and chosen.proxy.credentials_parameter:
-
-        # the variant's proxy { credentials_parameter }, for a proxy URL without credentials of its own
-        if not secrets.credentials(settings.proxy):
-            settings = replace(settings, proxy_credentials_parameter=chosen.proxy.credentials_parameter)
+    # the variant's proxy { credentials_parameter }, for a proxy URL without credentials of its own
+    if settings and settings.proxy and not settings.proxy_credentials_parameter and chosen.proxy.credentials_parameter \
+            and not secrets.credentials(settings.proxy):
+        settings = replace(settings, proxy_credentials_parameter=chosen.proxy.credentials_parameter)
     parameter = parameter_name(pipeline, chosen, channel)
     manifest = karpenter_mod.node_class(
         name=karpenter_mod.check_name(name or f"{chosen.name}-{channel}"), parameter=parameter, region=where,

@@ -240,10 +240,7 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
         _statement("ChannelsRead", ["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParameterHistory",
                                     "ssm:GetParametersByPath", "ssm:ListTagsForResource"], arn.channels),
         _channel_safeguards(arn, pipeline),
-        _statement("ChannelsWrite", ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameter"],
-                   arn.channels),
-        _statement("ChannelLeases", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
-                                      "ssm:GetParameterHistory"], arn.leases),
+        *_channel_writes(arn),
         # before building: the channel's parameters found by their tags, to refuse one grown beyond
         # the pipeline's regions (DescribeParameters, metadata only, cannot be scoped)
         _statement("ChannelsFind", ["ssm:DescribeParameters"]),
@@ -315,13 +312,8 @@ def _attest(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
     settings = pipeline.attestation
     statements = []
     if settings.kms_key:
-        if "alias/" in settings.kms_key:  # KMS authorizes on the key: an alias becomes a condition on any key
-            alias = settings.kms_key.split(":", 5)[-1] if _KMS_ARN.match(settings.kms_key) else settings.kms_key
-            statements.append(_statement("AttestationSign", ["kms:DescribeKey", "kms:Sign"], arn.any_kms_key,
-                                         {"ForAnyValue:StringEquals": {"kms:ResourceAliases": [alias]}}))
-        else:
-            statements.append(_statement("AttestationSign", ["kms:DescribeKey", "kms:Sign"],
-                                         arn.kms_keys([settings.kms_key])))
+        statements.append(_statement("AttestationSign", ["kms:DescribeKey", "kms:Sign"],
+                                     *_key_resources(arn, settings.kms_key)))
     bucket = settings.bucket or attest_store.default_bucket(arn.a)
     statements.append(_statement("AttestationStore", ["s3:PutObject"],
                                  [f"arn:{arn.p}:s3:::{bucket}/{attest_store.pipeline_prefix(pipeline.name)}*"]))
@@ -337,11 +329,7 @@ def _fingerprint_mac(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
                    for v in pipeline.variants)
     if not key or not carrying:
         return []
-    if "alias/" in key:
-        alias = key.split(":", 5)[-1] if _KMS_ARN.match(key) else key
-        return [_statement("FingerprintMac", ["kms:GenerateMac"], arn.any_kms_key,
-                           {"ForAnyValue:StringEquals": {"kms:ResourceAliases": [alias]}})]
-    return [_statement("FingerprintMac", ["kms:GenerateMac"], arn.kms_keys([key]))]
+    return [_statement("FingerprintMac", ["kms:GenerateMac"], *_key_resources(arn, key))]
 
 
 def _publish(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
@@ -352,12 +340,17 @@ def _publish(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | Non
         _statement("Ec2Describe", ["ec2:DescribeImages"]),
         _statement("ChannelsRead", ["ssm:GetParameter", "ssm:GetParameterHistory", "ssm:GetParametersByPath",
                                     "ssm:ListTagsForResource"], arn.channels),
-        _statement("ChannelsWrite", ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameter"],
-                   arn.channels),
-        _statement("ChannelLeases", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
-                                      "ssm:GetParameterHistory"], arn.leases),
+        *_channel_writes(arn),
         _channel_safeguards(arn, pipeline),
     ]
+
+
+def _channel_writes(arn: _Arns) -> list[dict[str, Any]]:
+    """A channel's write, and the lease every channel write holds (`amibuild.lease`)."""
+    return [_statement("ChannelsWrite", ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameter"],
+                       arn.channels),
+            _statement("ChannelLeases", ["ssm:PutParameter", "ssm:DeleteParameter", "ssm:GetParameter",
+                                          "ssm:GetParameterHistory"], arn.leases)]
 
 
 def _channel_safeguards(arn: _Arns, pipeline: Any) -> dict[str, Any]:

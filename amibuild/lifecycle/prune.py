@@ -26,8 +26,8 @@ from amibuild.aws import fan_out
 from amibuild.channels.publish import name_pattern, plain
 # the in-use facts and their classification live in one place, shared with `fleet`; these names
 # stay importable from here
-from amibuild.lifecycle.consumers import (DEFAULT_KEEP_VERSIONS, IN_USE_STATES, ChannelFact,  # noqa: F401
-                                          LaunchFacts, Uses, gather_uses, in_use)
+from amibuild.lifecycle.consumers import (DEFAULT_KEEP_VERSIONS, ChannelFact, LaunchFacts, Uses,  # noqa: F401
+                                          gather_uses, in_use)
 from amibuild.lifecycle.recoverable import NO_RULE, BinRule, Recovery, recovery, rule_from_gateway
 
 DELETABLE_STATES = frozenset({"available", "failed", "error", "invalid", "disabled"})
@@ -373,9 +373,7 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: in
     # the in-use facts come from the one gatherer `fleet` reads too (amibuild.lifecycle.consumers)
     uses = gather_uses(aws, pipeline.name, list(found), path, pattern,
                        {region: [i.image_id for i, _ in found[region][0]] for region in found})
-    snapshot_tags: dict[str, dict[str, str]] = {}
-    for region in found:
-        snapshot_tags.update(found[region][1])
+    snapshot_tags = {snapshot: its_tags for region in found for snapshot, its_tags in found[region][1].items()}
     using = in_use(uses, keep_versions)
     shared: dict[str, tuple[str, ...]] = {}
     if disable_after is not None:

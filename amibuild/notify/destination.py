@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amibuild.errors import SpecError
-from amibuild.suggest import suggest
+from amibuild.suggest import check_fields, suggest
 
 KEYS = ("bus", "sns_topic")
 
@@ -47,9 +47,7 @@ def event_target(value: Any, where: str, known_regions: frozenset[str]) -> Event
         raise SpecError(f'{where}: write one block: events {{ bus = "default" }} or '
                         'events { sns_topic = "arn:aws:sns:REGION:ACCOUNT:TOPIC" }')
     body = blocks[0]
-    for key in body:
-        if key not in KEYS:
-            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, KEYS)}; the block has bus or sns_topic")
+    check_fields(body, KEYS, where, "the block has bus or sns_topic")
     for key in KEYS:
         if key in body and (not isinstance(body[key], str) or not body[key]):
             raise SpecError(f"{where}.{key}: a non-empty string in quotes")

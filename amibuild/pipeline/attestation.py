@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amibuild.errors import SpecError
-from amibuild.suggest import suggest
+from amibuild.suggest import check_fields, suggest
 
 DEFAULT_KEY = "alias/amibuild"
 KEYS = ("kms_key", "bucket", "region")
@@ -38,9 +38,7 @@ def attestation_settings(value: Any, where: str, known_regions: frozenset[str]) 
         raise SpecError(f'{where}: write one block: attestation {{ kms_key = "{DEFAULT_KEY}", bucket = "...", '
                         'region = "..." }')
     body = blocks[0]
-    for key in body:
-        if key not in KEYS:
-            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, KEYS)}; the block has {', '.join(KEYS)}")
+    check_fields(body, KEYS, where, f"the block has {', '.join(KEYS)}")
     for key in KEYS:
         if key in body and not isinstance(body[key], str):
             raise SpecError(f"{where}.{key}: a string in quotes")

@@ -20,7 +20,7 @@ from amibuild.errors import SpecError
 from amibuild.inventory.scan import ScanPolicy, scan_policy
 from amibuild.pipeline import value_checks as checks, hygiene, iam_names, naming
 from amibuild.printable import printable
-from amibuild.suggest import suggest
+from amibuild.suggest import check_fields, suggest
 from types import MappingProxyType
 
 DEFAULT_TIMEOUT = 60.0
@@ -165,10 +165,7 @@ def test_blocks(value: Any, where: str) -> list[TestBlock]:
         at = f'{where}: test "{name}"'
         if not _NAME.fullmatch(str(name)):
             raise SpecError(f"{at}: test names are lowercase letters, digits, '-' and '_', at most 63 characters")
-        for key in body:
-            if key not in TEST_KEYS:
-                            raise SpecError(f"{at}: unknown field `{key}`{suggest(key, TEST_KEYS)}; a test has "
-                                f"{', '.join(TEST_KEYS)}")
+        check_fields(body, TEST_KEYS, at, f"a test has {', '.join(TEST_KEYS)}")
         enabled = body.get("enabled", True)
         if not isinstance(enabled, bool):
             raise SpecError(f"{at}: enabled must be true or false")
@@ -194,9 +191,7 @@ def boot_test_settings(value: Any, where: str) -> BootTestSettings:
     if len(blocks) != 1 or not isinstance(blocks[0], dict):
         raise SpecError(f"{where}: write one block: test {{ subnet_id = ..., security_group_id = ..., instance_profile = ... }}")
     body = blocks[0]
-    for key in body:
-        if key not in BOOT_TEST_KEYS:
-            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, BOOT_TEST_KEYS)}")
+    check_fields(body, BOOT_TEST_KEYS, where)
     values = {k: str(body.get(k, "")) for k in ("subnet_id", "security_group_id", "instance_type")}
     for key, text in values.items():
         checks.pattern(text, f"{where}.{key}", key)
@@ -226,8 +221,8 @@ def check_cluster(name: str, label: str) -> str:
     return name
 
 
-def gates(value: Any, where: str) -> dict[str, Gate]:
-    """The top-level ``channel "NAME" { ... }`` blocks."""
+def gates(value: Any, where: str) -> Mapping[str, Gate]:
+    """The top-level ``channel "NAME" { ... }`` blocks, read-only."""
     out: dict[str, Gate] = {}
     for entry in value if isinstance(value, list) else [value]:
         if not isinstance(entry, dict) or len(entry) != 1 or not isinstance(next(iter(entry.values())), dict):
@@ -240,10 +235,7 @@ def gates(value: Any, where: str) -> dict[str, Gate]:
             raise SpecError(f"{at}: {exc}") from None
         if name in out:
             raise SpecError(f"{at}: defined twice")
-        for key in body:
-            if key not in GATE_KEYS:
-                raise SpecError(f"{at}: unknown field `{key}`{suggest(key, GATE_KEYS)}; a channel gate has "
-                                f"{', '.join(GATE_KEYS)}")
+        check_fields(body, GATE_KEYS, at, f"a channel gate has {', '.join(GATE_KEYS)}")
         source = body.get("from", "")
         if not isinstance(source, str):
             raise SpecError(f"{at}: from must be a channel name in quotes")
@@ -268,7 +260,7 @@ def gates(value: Any, where: str) -> dict[str, Gate]:
         if "scan" in body and "scanned" not in requires:
             raise SpecError(f'{at}: a scan block sets what `requires = ["scanned"]` refuses; add "scanned" to requires')
         out[name] = Gate(name, source, tuple(dict.fromkeys(requires)), soak, at, policy)
-    return out
+    return MappingProxyType(out)
 
 
 def merge_blocks(layers: Iterable[Iterable[TestBlock]]) -> tuple[TestBlock, ...]:
@@ -559,8 +551,3 @@ TAG_VALUES: Mapping[Verdict, str] = {Verdict.PASSED: "passed", Verdict.UNTESTABL
 def untestable(results: Iterable[CheckResult]) -> list[CheckResult]:
     """The checks that gave no result, "not tested" or "not testable here" (the report names them and why)."""
     return [r for r in results if r.verdict in (Verdict.UNTESTABLE, Verdict.NOT_TESTED)]
-
-
-def gate_map(gates_: Mapping[str, Gate]) -> Mapping[str, Gate]:
-
-    return MappingProxyType(dict(gates_))

@@ -18,7 +18,7 @@ from amibuild.errors import SpecError, VarFileError
 from amibuild.notify.destination import EventTarget, event_target
 from amibuild.pipeline import attestation, value_checks as checks, files, imagetests, keys, naming, protection
 from amibuild.pipeline.model import (ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS, LAYERS, PIPELINE_FILE, Overrides,
-                                     Pipeline, Variant, _VARIANT_NAME, _VAR_NAME)
+                                     Pipeline, _VARIANT_NAME, _VAR_NAME)
 from amibuild.pipeline.validation import (_as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant,
                                           known_regions)
 from amibuild.suggest import suggest
@@ -106,7 +106,7 @@ def load(
         default_channel=_str(settings.get("default_channel", "recommended"), f"{where}: pipeline.default_channel"),
         fingerprint_key=checks.kms_key(_str(settings.get("fingerprint_key", DEFAULT_FINGERPRINT_KEY),
                                             f"{where}: pipeline.fingerprint_key"), f"{where}: pipeline.fingerprint_key"),
-        gates=imagetests.gate_map(imagetests.gates(doc.get("channel", []), where)),
+        gates=imagetests.gates(doc.get("channel", []), where),
         boot_test=imagetests.boot_test_settings(settings["test"], f"{where}: pipeline.test")
         if "test" in settings else imagetests.BootTestSettings(),
         attestation=attestation.attestation_settings(settings["attestation"], f"{where}: pipeline.attestation",
@@ -143,8 +143,9 @@ def load(
         by_kind = {"var-files": var_file_layers, "flags": flag_layers}  # the rest of LAYERS
         assert {*LAYERS[:2], *by_kind} == set(LAYERS), "a layer kind missing from LAYERS would be dropped"
         layers = [layer for kind in LAYERS[2:] for layer in by_kind[kind]]
-        variants.append(_build_variant(name, layers, root=source.parent if source else Path.cwd(),
-                                       start=chains.state(name)))
+        merged = chains.state(name).apply(layers)
+        variants.append(_validate_variant(name, dict(merged.values), dict(merged.origins),
+                                          root=source.parent if source else Path.cwd()))
         imagetests.check_set(variants[-1])  # a test block refused at load, before any AWS work
     if len(regions) > 1:
         for variant in variants:
@@ -447,8 +448,3 @@ def _repo_from_flag(item: str) -> dict[str, Any]:
     unsigned = key == "gpgcheck=false"
     return {"name": name, "baseurl": url, "gpgkey": "" if unsigned else key,
             **({"gpgcheck": False} if unsigned else {}), **({"insecure": True} if insecure else {})}
-
-
-def _build_variant(name: str, layers: Iterable[Layer], root: Path | None = None, start: Merged = Merged()) -> Variant:
-    merged = start.apply(layers)
-    return _validate_variant(name, dict(merged.values), dict(merged.origins), root=root or Path.cwd())

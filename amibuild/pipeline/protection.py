@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from amibuild.errors import SpecError
-from amibuild.suggest import suggest
+from amibuild.suggest import check_fields
 
 KEYS = ("cooldown",)
 MIN_DEPRECATE_AFTER = timedelta(days=1)
@@ -39,9 +39,7 @@ def protection_settings(value: Any, where: str) -> ProtectionSettings:
     if len(blocks) != 1 or not isinstance(blocks[0], dict):
         raise SpecError(f"{where}: write one block: protection {{ cooldown = true }}")
     body = blocks[0]
-    for key in body:
-        if key not in KEYS:
-            raise SpecError(f"{where}: unknown field `{key}`{suggest(key, KEYS)}; the block has cooldown")
+    check_fields(body, KEYS, where, "the block has cooldown")
     cooldown = body.get("cooldown", False)
     if not isinstance(cooldown, bool):
         raise SpecError(f"{where}.cooldown: {cooldown!r} is not a boolean; write cooldown = true or false")

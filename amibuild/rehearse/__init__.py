@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from amibuild.errors import RehearsalError
-from amibuild.render import PROVISION_SCRIPTS, Rendered
+from amibuild.render import PROVISION_SCRIPTS, Rendered, write_files
 from amibuild.rehearse import check_steps as checks
 from amibuild.rehearse.rehearsal_report import Finding, Report, build_report
 from amibuild.rehearse.steps import Step, StepError, parse_steps
@@ -64,7 +64,7 @@ def prepare(rendered: Rendered, env: Mapping[str, str] | None = None) -> Prepare
     """Write the variant's files and work out its steps; bad input raises StepError, leaving nothing."""
     root = Path(tempfile.mkdtemp(prefix="amibuild-rehearse-root-"))
     try:
-        _write(rendered, root)  # path.root: the rendered files, as `amibuild render` writes them
+        write_files(rendered, root)  # path.root: the rendered files, as `amibuild render` writes them
         return Prepared(rendered, root, plan(rendered, str(root), env))
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
@@ -102,15 +102,6 @@ def rehearse(rendered: Rendered, *, keep: bool = False, refuse: Iterable[str] = 
              env: Mapping[str, str] | None = None) -> Report:
     """Run the variant's chain in a throwaway copy of this machine and report what it did."""
     return run(prepare(rendered, env), keep=keep, refuse=refuse, timeout=timeout)
-
-
-def _write(rendered: Rendered, root: Path) -> None:
-    for name, text in rendered.files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        if name in rendered.executable:
-            path.chmod(0o755)
 
 
 def _display(script: str, root: str) -> str:

@@ -14,7 +14,7 @@ Why it is built this way: docs/dev/decisions.md.
 from __future__ import annotations
 
 from amibuild.render.assemble import credential_env, fingerprint, finish, render_build, render_variant
-from amibuild.render.disk import write
+from amibuild.render.disk import write, write_files
 from amibuild.render.render_model import (AWS_POLLING, COMMUNICATORS, HCL_FILE, RECORD_FILE, VARS_FILE, Build, PackerVariable,
                                    Provisioner, ProvisionerKind, Rendered, SourceAmi, SourceHow, Target,
                                    Transform)
@@ -38,5 +38,5 @@ __all__ = [
     "apply_packer_vars", "checks_script", "checks_step", "credential_env", "effective_no_proxy", "eks_name_filter", "eks_parameter",
     "fingerprint", "finish", "hide_secrets", "hygiene_step", "manifest_block", "provisioner_blocks", "provisioner_groups",
     "provisioning_steps", "render_build", "render_template", "render_upstream", "render_variant", "secret_variables",
-    "template_variables", "user_values", "write",
+    "template_variables", "user_values", "write", "write_files",
 ]

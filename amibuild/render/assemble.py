@@ -23,19 +23,10 @@ from amibuild.render.variables import apply_packer_vars, env_value, hide_secrets
 _BUILD_TIME_VARS = frozenset({"provenance_tags", "amibuild_run_id"})
 
 
-def render_variant(
-    pipeline: Pipeline,
-    variant: Variant,
-    *,
-    uses_plugins: bool,
-    target: Target,
-    sources: Mapping[str, SourceAmi],
-    upstream: Any = None,
-    upstream_binaries: Any = None,
-) -> Rendered:
-    """All files of one variant's real build for ``target``, their values and fingerprint. Pure."""
-    return finish(render_build(pipeline, variant, uses_plugins=uses_plugins, target=target, sources=sources,
-                               upstream=upstream, upstream_binaries=upstream_binaries))
+def render_variant(pipeline: Pipeline, variant: Variant, **build: Any) -> Rendered:
+    """All files of one variant's real build for ``target``, their values and fingerprint: `finish` of
+    `render_build`, which takes the keywords (uses_plugins, target, sources, upstream, upstream_binaries). Pure."""
+    return finish(render_build(pipeline, variant, **build))
 
 
 def render_build(

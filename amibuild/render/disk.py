@@ -18,12 +18,7 @@ def write(rendered: Rendered, out_dir: Path, record: Mapping[str, Any]) -> Path:
     final = out_dir / rendered.variant.name
     staging = Path(tempfile.mkdtemp(prefix=f".{rendered.variant.name}-", dir=out_dir))
     try:
-        for name, text in rendered.files.items():
-            path = staging / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            if name in rendered.executable:
-                path.chmod(0o755)
+        write_files(rendered, staging)
         (staging / RECORD_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         # keep build logs and records of earlier runs that live beside the rendered files
         if final.exists():
@@ -41,3 +36,13 @@ def write(rendered: Rendered, out_dir: Path, record: Mapping[str, Any]) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return final
+
+
+def write_files(rendered: Rendered, root: Path) -> None:
+    """Every file of `rendered` under `root`, its scripts executable."""
+    for name, text in rendered.files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if name in rendered.executable:
+            path.chmod(0o755)

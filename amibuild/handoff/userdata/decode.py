@@ -19,7 +19,7 @@ import re
 import shlex
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -179,24 +179,16 @@ def _sniff(data: bytes, at: _At, declared: str = "") -> list[Part]:
         return [Part("text/plain", text, via=at.via, depth=at.depth)]
     raw = _unbase64(start)
     if raw is not None:
-        here = at.peel("base64")
-        here.charge(raw, "base64")
-        return _sniff(raw, here)
-    quoted = _json_string(start, at)
+        return _inner(at.peel("base64"), raw, "base64")
+    quoted = _json_string(start)
     if quoted is not None:
         # What the AWS CLI prints for a string under --query (get-template's TemplateBody of a
         # YAML template, a launch template's UserData): one JSON string, quoted and escaped.
-        here = at.peel("JSON string")
-        encoded = quoted.encode()
-        here.charge(encoded, "a JSON string")
-        return _sniff(encoded, here)
+        return _inner(at.peel("JSON string"), quoted, "a JSON string")
     body = _template_body(start, at)
     if body is not None:
         # A whole `aws cloudformation get-template` answer: a YAML template comes back as text.
-        here = at.peel("TemplateBody")
-        encoded = body.encode()
-        here.charge(encoded, "TemplateBody")
-        return _sniff(encoded, here)
+        return _inner(at.peel("TemplateBody"), body, "TemplateBody")
     found = _template_user_data(start, at)
     if found is None:
         raise at.refuse("no MIME header, #cloud-config, #! script, NodeConfig, base64, gzip or UserData field")
@@ -207,10 +199,15 @@ def _sniff(data: bytes, at: _At, declared: str = "") -> list[Part]:
         here = at.peel(where)
         if unresolved:
             here = here.peel("CloudFormation references: " + " ".join(unresolved))
-        encoded = value.encode()
-        here.charge(encoded, where)
-        parts += _sniff(encoded, here)
+        parts += _inner(here, value, where)
     return parts
+
+
+def _inner(here: _At, held: bytes | str, what: str) -> list[Part]:
+    """The parts of what one peeled layer held, charged to the budget as `what`."""
+    data = held.encode() if isinstance(held, str) else held
+    here.charge(data, what)
+    return _sniff(data, here)
 
 
 def _text(data: bytes) -> str | None:
@@ -276,12 +273,8 @@ def _mime_leaf(message: email.message.Message, at: _At) -> list[Part]:
         parts = [_binary(payload, content_type, at) if text is None
                  else Part(content_type, text, via=at.via, depth=at.depth)]
     if name and len(parts) == 1 and not parts[0].path:
-        parts = [_with(parts[0], path=name)]
+        parts = [replace(parts[0], path=name)]
     return parts
-
-
-def _with(part: Part, **changes: Any) -> Part:
-    return Part(**{**part.__dict__, **changes})
 
 
 def _cloud_config(text: str, at: _At) -> list[Part]:
@@ -318,9 +311,8 @@ def _as_list(value: Any, key: str, at: _At) -> list[Any]:
 
 
 def _commands(key: str, value: Any, at: _At) -> Part:
-    lines = []
-    for command in _as_list(value, key, at):
-        lines.append(shlex.join(str(word) for word in command) if isinstance(command, list) else str(command))
+    lines = [shlex.join(str(word) for word in command) if isinstance(command, list) else str(command)
+             for command in _as_list(value, key, at)]
     body = "\n".join(lines) + ("\n" if lines else "")
     at.charge(body, f"#cloud-config {key}")
     return Part(f"cloud-config/{key}", body, via=at.via, depth=at.depth)
@@ -369,7 +361,7 @@ def _permissions(value: Any) -> str:
     return match.group(1).rjust(4, "0") if match else text
 
 
-def _json_string(text: str, at: _At) -> str | None:
+def _json_string(text: str) -> str | None:
     """The text of a document that is one JSON string, else None."""
     if not text.startswith('"'):
         return None
@@ -442,10 +434,10 @@ def _template_text(value: Any, refs: Mapping[str, str], left: list[str], at: _At
     """The text of a UserData value as the node gets it: references filled in from `refs`; one
     that is not there stays ${Name} and is added to `left`. Every value filled in is charged to
     the budget (one reference repeated can multiply a document)."""
-    def ref(name: str) -> str:
-        if name in refs:
-            at.charge(refs[name], f"reference {name}")
-            return refs[name]
+    def ref(name: str, known: Mapping[str, str] = refs) -> str:
+        if name in known:
+            at.charge(known[name], f"reference {name}")
+            return known[name]
         left.append(name)
         return "${" + name + "}"
 
@@ -461,17 +453,7 @@ def _template_text(value: Any, refs: Mapping[str, str], left: list[str], at: _At
             local = {**refs, **{str(k): _template_text(v, refs, left, at) for k, v in dict(variables or {}).items()}}
             body = _template_text(text, refs, left, at)
 
-            def fill(match: re.Match[str]) -> str:
-                if match.group(1) is None:
-                    return "${"
-                key = match.group(1)
-                if key in local:
-                    at.charge(local[key], f"reference {key}")
-                    return local[key]
-                left.append(key)
-                return match.group(0)
-
-            return _SUB.sub(fill, body)
+            return _SUB.sub(lambda match: "${" if match.group(1) is None else ref(match.group(1), local), body)
         if name == "Fn::Join" and isinstance(inner, list) and len(inner) == 2 and isinstance(inner[1], list):
             return str(inner[0]).join(_template_text(item, refs, left, at) for item in inner[1])
         if name == "Ref":
