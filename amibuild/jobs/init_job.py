@@ -44,7 +44,7 @@ class InitResult:
                f"{'added build/ to' if self.gitignore_changed else 'build/ already in'} {self.gitignore}"]
         if self.workflow is not None:
             out.append(f"wrote {self.workflow}: set the repository variables AMIBUILD_ROLE_ARN and AWS_REGION "
-                       "(docs/ci-github.md)")
+                       "(amibuild's docs: CI in your repository)")
         return [*out, *self.notes, "next: amibuild render (what Packer gets), then amibuild build-ami"]
 
     def to_dict(self) -> dict:
@@ -86,7 +86,7 @@ def run(request: InitRequest) -> InitResult:
     workflow = root / WORKFLOW if request.ci else None
     if workflow is not None and (workflow.exists() or workflow.is_symlink()):
         raise SpecError(f"{workflow}: already exists; amibuild init does not overwrite it (move it away, or compare "
-                        "it with docs/ci-github.md)")
+                        "it with what amibuild's docs show under CI in your repository)")
     # before writing anything: a broken install writes nothing
     text = "" if exists else pipeline_text(STARTER)
     ci_text = workflow_text(folder.relative_to(root).as_posix() or ".") if workflow is not None else ""
