@@ -21,7 +21,7 @@ import pytest
 from botocore.stub import Stubber
 
 from amibuild.cli import lifecycle as cli_lifecycle
-from amibuild.cli import values
+from amibuild import values
 from amibuild.lifecycle import prune
 from amibuild.pipeline import load
 from amibuild.aws import Aws, Image

@@ -11,8 +11,8 @@ from invoke.parser import ParserContext
 
 from amibuild.cli.command import RequestTask, flag_name, flags, parse
 from amibuild.cli.tasks import ns
-from amibuild.cli.requests_channels import RollbackRequest
-from amibuild.cli.requests_nodes import DeployRequest
+from amibuild.jobs.requests_channels import RollbackRequest
+from amibuild.jobs.requests_nodes import DeployRequest
 from amibuild.errors import SpecError
 
 # the flags each task had when stored: a flag lost from a Request (or a task dropped) fails here,
@@ -75,7 +75,13 @@ def test_every_task_body_is_found_where_the_table_says_and_takes_its_request() -
     for entry in TASKS:
         module = importlib.import_module(entry.body.__module__)
         body = getattr(module, entry.body.__name__)
-        assert list(inspect.signature(body).parameters)[:2] in (["c", "request"], ["c", "r"]), entry.name
+        takes = list(inspect.signature(body).parameters)[:2]
+        if entry.body.__module__.startswith("amibuild.jobs."):  # a job: its request, then its Env
+            assert takes in (["request", "env"], ["r", "env"]), entry.name
+            assert inspect.signature(body).parameters[takes[0]].annotation in (entry.request_type.__name__,
+                                                                                entry.request_type), entry.name
+        else:
+            assert takes in (["c", "request"], ["c", "r"]), entry.name
         assert body.__doc__ is None and entry.body.__doc__, entry.name  # the help lives in the table alone
 
 
@@ -97,8 +103,9 @@ def test_the_task_list_and_a_tasks_help_load_no_task_body() -> None:
              "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('amibuild', 'boto3', 'botocore', "
              "'jinja2', 'hcl2'))))\n")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
-    bodies = {"amibuild.cli." + m for m in ("tasks_build", "tasks_channels", "tasks_nodes", "tasks_setup",
-                                           "tasks_common", "tasks_views")}
-    assert "amibuild.cli.requests_build" in loaded and "amibuild.cli.tasks" in loaded, loaded
+    from amibuild.cli.tasks import TASKS
+
+    bodies = {entry.body.__module__ for entry in TASKS} | {"amibuild.cli.tasks_common"}  # the table names them
+    assert "amibuild.jobs.requests_build" in loaded and "amibuild.cli.tasks" in loaded, loaded
     assert not bodies & set(loaded), sorted(bodies & set(loaded))
     assert not [m for m in loaded if not m.startswith("amibuild")], loaded

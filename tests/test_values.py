@@ -1,4 +1,4 @@
-"""Numbers and durations from the command line: one parser (amibuild.cli.values) for every flag."""
+"""Numbers and durations from the command line: one parser (amibuild.values) for every flag."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from amibuild.cli import values
+from amibuild import values
 from amibuild.errors import SpecError
 
 

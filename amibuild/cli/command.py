@@ -22,35 +22,8 @@ from invoke.parser import Argument
 
 from amibuild.cli import run as cli
 from amibuild.errors import SpecError
-
-K8S_HELP = "Kubernetes version of the variant, if not the pipeline file's (it is part of the parameter name)"
-JSON_HELP = "Print the result as JSON on stdout"
-
-Cast = Callable[[Any, str], Any]  # (the flag's text, "--flag") -> its typed value; SpecError naming the flag
-
-
-def flag(help: str, default: Any = None, *, cast: Cast | None = None, repeat: bool = False,  # noqa: A002
-         name: str = "", required: str = "", positional: bool = False) -> Any:
-    """A request field that is a flag: its help, its default, the cast of its text, whether it
-    repeats (a tuple of every value given), its spelling when not the field's (`--from`), the
-    message when it must be given, and whether it may also be given bare (`decode-userdata FILE`)."""
-    metadata = {"help": help, "cast": cast, "repeat": repeat, "name": name, "required": required,
-                "positional": positional}
-    return dataclasses.field(default=() if repeat else default, metadata=metadata)
-
-
-def like(request_type: type, name: str, **changes: Any) -> Any:
-    """The same flag as ``request_type``'s field ``name``, for another request (``changes``: its
-    help, default or cast there)."""
-    field = request_type.__dataclass_fields__[name]
-    default = changes.pop("default", field.default)
-    return dataclasses.field(default=default, metadata={**field.metadata, **changes})
-
-
-def flags(request_type: type) -> list[dataclasses.Field]:
-    """The fields of a request that are flags, in declaration order."""
-    return [f for f in dataclasses.fields(request_type) if "help" in f.metadata]
-
+from amibuild.jobs.env import Env
+from amibuild.request import flags
 
 def flag_name(field: dataclasses.Field) -> str:
     """`--extra-pkg` for the field `extra_pkg`."""
@@ -106,16 +79,49 @@ class RequestTask(Task):
         return arguments
 
 
-def task(module: str, name: str, request_type: type, help: str, **task_kwargs: Any) -> RequestTask:  # noqa: A002
-    """The task ``name``: invoke's flag values become the frozen request, then
-    ``amibuild.cli.<module>.<name>(c, request)`` runs, its module imported only then."""
+def make_env(c: Any) -> Env:
+    """The job's `Env` from invoke's context: the config's `amibuild:` section, the program's prefix,
+    the pipeline file the program found, the platform AMIBUILD_TARGET names, and the cli's say."""
+    config = getattr(c, "config", None)
+    return Env(config=dict(config.get("amibuild", {}) or {}) if config is not None else {},
+               prefix=getattr(config, "prefix", "invoke"), found=getattr(config, "_amibuild_found", None),
+               platform=_platform, say=cli.say, pending=cli.pending)
+
+
+def _platform():
+    from amibuild.cli.target import platform  # deferred: jinja2 and the sandbox's platform, when a job asks
+
+    return platform()
+
+
+def task(module: str, name: str, request_type: type, help: str, *, signals: bool = False,  # noqa: A002
+         **task_kwargs: Any) -> RequestTask:
+    """The task ``name``: invoke's flag values become the frozen request, then the job runs.
+
+    ``module`` is where the body lives: ``jobs.X`` names a job, ``amibuild.jobs.X.<name>(request, env)``,
+    whose `Shown` (or result) the cli prints and whose verdict it exits with (``signals``: SIGINT, SIGTERM
+    and SIGHUP held while it runs, for a channel write); else ``amibuild.cli.<module>.<name>(c, request)``.
+    Either module is imported only when the task runs."""
     def task_body(c, **given):  # an error anywhere in the body: one line and its exit code (`cli.run`)
-        body = getattr(importlib.import_module(f"amibuild.cli.{module}"), name)
-        return cli.run(lambda: body(c, parse(request_type, given)))
+        if not module.startswith("jobs."):
+            body = getattr(importlib.import_module(f"amibuild.cli.{module}"), name)
+            return cli.run(lambda: body(c, parse(request_type, given)))
+        job = getattr(importlib.import_module(f"amibuild.{module}"), name)
+
+        def run(held=None):
+            request = parse(request_type, given)
+            env = make_env(c)
+            return request, job(request, env.with_signals(held) if held else env)
+
+        if signals:
+            (request, shown), _ = cli.run_channel(run)
+        else:
+            request, shown = cli.run(run)
+        cli.run(lambda: cli.show(shown, getattr(request, "json", False), markdown=getattr(request, "markdown", False)))
 
     task_body.__name__ = task_body.__qualname__ = name
     task_body.__doc__ = help
-    task_body.__module__ = f"amibuild.cli.{module}"
+    task_body.__module__ = f"amibuild.{module}" if module.startswith("jobs.") else f"amibuild.cli.{module}"
     # what introspection of the task sees: the context and one keyword per flag
     task_body.__signature__ = inspect.Signature(
         [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)]

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from amibuild.aws import Aws
 from amibuild.channels import known, publish
-from amibuild.cli import values
+from amibuild import values
 from amibuild.errors import SpecError
 from amibuild.handoff import handoff_jobs as job
 from amibuild.handoff import node_settings

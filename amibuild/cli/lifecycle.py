@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from amibuild.cli import values
+from amibuild import values
 from amibuild.errors import SpecError
 from amibuild.lifecycle.prune import DEFAULT_KEEP_VERSIONS
 from amibuild.lifecycle.prune_job import PruneSettings

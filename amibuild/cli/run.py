@@ -20,7 +20,8 @@ from invoke.exceptions import Exit
 
 from amibuild import redact, secrets
 from amibuild.errors import AmibuildError, EndpointUnreachable, ExitCode, Interrupted, NoCredentials
-from amibuild.jobs.signals import Signals
+from amibuild.jobs.shown import Shown
+from amibuild.jobs.signals import held
 from amibuild.views.summary import annotate, publish
 
 T = TypeVar("T")
@@ -67,37 +68,19 @@ def run(body: Callable[[], T]) -> T:
 
 
 def run_channel(body: Callable[[Any], T]) -> tuple[T, Any]:
-    """Run a task body that writes channels, with SIGINT / SIGTERM / SIGHUP held off (`jobs.signals`):
+    """Run a task body that writes channels, with SIGINT / SIGTERM / SIGHUP held off (`jobs.signals.held`):
     (its result, the `Signals` seen). An error after a signal exits with the signal's code."""
-    with Signals() as signals:
-        def guarded():
-            try:
-                return body(signals)
-            except AmibuildError as exc:
-                if not signals.requested():
-                    raise
-                raise Interrupted(f"interrupted by {signals.name}: {exc}", signals.exit_code, summary=True) from exc
-        return run(guarded), signals
-
-
-def finish_channel(result: Any, signals: Any) -> None:
-    """After a channel write that completed: exit 128 + signal, saying what moved, if a signal came."""
-    if not signals.requested():
-        return
-    if result.changed:
-        moved = ", ".join(f"{r.region}={r.ami}" for r in result.regions)
-        what = f"channel {result.channel} of {result.variant} moved in every region ({moved})"
-    else:
-        what = f"channel {result.channel} of {result.variant} already held these images: nothing moved"
-    raise Interrupted(f"interrupted by {signals.name} after the channel write finished: {what}", signals.exit_code,
-                      summary=True)  # as every error of a task body: through the task's `run`
+    return run(lambda: held(body))
 
 
 def show(result: Any, json: bool, *, markdown: bool = False, data: Callable | None = None,
          lines: Callable | None = None, summary: Callable | None = None, finish: bool = True) -> None:
     """Print a result: with --json its `to_dict()` (or ``data(result)``) as JSON, else, unless --markdown,
     its `lines()` (or ``lines(result)``); then its Markdown ``summary(result)`` to $GITHUB_STEP_SUMMARY
-    (and with --markdown to stdout); then, with ``finish``, exit as its `raise_for_status()` says."""
+    (and with --markdown to stdout); then, with ``finish``, exit as its `raise_for_status()` says.
+    A job's `Shown` carries all of these itself, its text and its notes after it too."""
+    if isinstance(result, Shown):
+        return _show(result, json, markdown)
     if json:
         emit_json(data(result) if data else result.to_dict())
     elif not markdown:
@@ -106,6 +89,24 @@ def show(result: Any, json: bool, *, markdown: bool = False, data: Callable | No
         publish(summary(result), to_stdout=markdown)
     if finish:
         result.raise_for_status()  # an error: through the task's `run`, as any other
+
+
+def _show(shown: Shown, json: bool, markdown: bool) -> None:
+    if json:
+        emit_json(shown.to_dict())
+    elif markdown and shown.summary:  # the summary in place of the lines
+        pass
+    elif shown.text is not None:
+        _flush_pending()
+        print(shown.text, end="", flush=True)  # a document (YAML, a policy): as it is, credentials and all
+    else:
+        lines_out(shown.report_lines())
+    text = shown.markdown()
+    if text is not None:
+        publish(text, to_stdout=markdown)
+    for note in shown.notes:
+        say(note)
+    shown.raise_for_status()
 
 
 def say(line: str) -> None:

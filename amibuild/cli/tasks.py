@@ -9,7 +9,7 @@ from typing import Any
 
 from invoke import Collection
 
-from amibuild.cli import requests_build, requests_channels, requests_nodes, requests_setup, requests_views
+from amibuild.jobs import requests_build, requests_channels, requests_nodes, requests_setup, requests_views
 from amibuild.cli.command import task
 
 TASKS = (
@@ -25,15 +25,15 @@ TASKS = (
          'List recent build runs and what each did.', shortflags=True),
     task('tasks_build', 'clean_run', requests_build.CleanRunRequest,
          'Remove what an unfinished build run left in AWS (never an image in use); say what it kept and why.', shortflags=True),
-    task('tasks_channels', 'publish', requests_channels.PublishRequest,
-         "Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none."),
-    task('tasks_channels', 'promote', requests_channels.PromoteRequest,
-         "Copy a channel's exact AMI, region by region, into another channel."),
-    task('tasks_channels', 'rollback', requests_channels.RollbackRequest,
-         'Put a channel back to an earlier AMI from its parameter history.'),
-    task('tasks_channels', 'history', requests_channels.HistoryRequest,
+    task('jobs.channel_commands', 'publish', requests_channels.PublishRequest,
+         "Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none.", signals=True),
+    task('jobs.channel_commands', 'promote', requests_channels.PromoteRequest,
+         "Copy a channel's exact AMI, region by region, into another channel.", signals=True),
+    task('jobs.channel_commands', 'rollback', requests_channels.RollbackRequest,
+         'Put a channel back to an earlier AMI from its parameter history.', signals=True),
+    task('jobs.channel_commands', 'history', requests_channels.HistoryRequest,
          "Show a variant's channel history: version, time, AMI, fingerprint, run id, who wrote it."),
-    task('tasks_channels', 'channels', requests_channels.ChannelsRequest,
+    task('jobs.channel_commands', 'channels', requests_channels.ChannelsRequest,
          'List every variant x channel x region: AMI, version, age; --check / --repair split channels.'),
     task('tasks_nodes', 'nodegroup_deploy', requests_nodes.DeployRequest,
          "Create or update a node group stack from amibuild's template, pointed at a channel's parameter."),

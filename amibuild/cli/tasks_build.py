@@ -2,7 +2,7 @@
 matrix, and the image tests (tests, test-ami).
 
 The bodies of the tasks `amibuild.cli.tasks` lists: each takes its frozen request
-(`amibuild.cli.requests_build`), calls into the package and prints.
+(`amibuild.jobs.requests_build`), calls into the package and prints.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 from functools import partial
 
 from amibuild.bake import prepare, record
-from amibuild.cli import values
+from amibuild import values
 from amibuild.cli import run as cli
-from amibuild.cli.requests_build import (
+from amibuild.jobs.requests_build import (
     BuildRequest,
     CleanRunRequest,
     MatrixRequest,

@@ -1,6 +1,6 @@
 """The hand-off tasks: user data (render, decode), aws-auth, rollout and nodegroup-deploy.
 
-The bodies of the tasks `amibuild.cli.tasks` lists; their requests: `amibuild.cli.requests_nodes`.
+The bodies of the tasks `amibuild.cli.tasks` lists; their requests: `amibuild.jobs.requests_nodes`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from amibuild import secrets
 from amibuild.cli import handoff
 from amibuild.cli import run as cli
-from amibuild.cli.requests_nodes import AwsAuthRequest, DecodeUserdataRequest, DeployRequest, RolloutRequest, UserdataRequest
+from amibuild.jobs.requests_nodes import AwsAuthRequest, DecodeUserdataRequest, DeployRequest, RolloutRequest, UserdataRequest
 from amibuild.cli.tasks_common import scope_options
 from amibuild.errors import NotUserData, UserDataTooBig
 from amibuild.handoff import handoff_jobs as job

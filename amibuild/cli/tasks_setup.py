@@ -1,7 +1,7 @@
 """The tasks that set a machine up, show the tool or look after the images: sandbox, init, demo,
 doctor, prune, restore and iam-policy.
 
-The bodies of the tasks `amibuild.cli.tasks` lists; their requests: `amibuild.cli.requests_setup`.
+The bodies of the tasks `amibuild.cli.tasks` lists; their requests: `amibuild.jobs.requests_setup`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from amibuild.cli import doctor as doctor_mod
 from amibuild.cli import lifecycle
 from amibuild.cli import run as cli
-from amibuild.cli.requests_setup import DemoRequest, DoctorRequest, IamPolicyRequest, InitFlags, PruneRequest, RestoreFlags, SandboxRequest
+from amibuild.jobs.requests_setup import DemoRequest, DoctorRequest, IamPolicyRequest, InitFlags, PruneRequest, RestoreFlags, SandboxRequest
 from amibuild.cli.tasks_common import Scope, _guard, options
 from amibuild.handoff import consumer
 from amibuild.jobs import init_job

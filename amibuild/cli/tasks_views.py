@@ -1,6 +1,6 @@
 """The view tasks: fleet, karpenter, verify, sbom, diff, scan and allowed-amis.
 
-The bodies of the tasks `amibuild.cli.tasks` lists; their requests: `amibuild.cli.requests_views`.
+The bodies of the tasks `amibuild.cli.tasks` lists; their requests: `amibuild.jobs.requests_views`.
 Each turns its flags into the call of its job (`amibuild.jobs.fleet_jobs`, `verify_job`,
 `image_inventory`; `amibuild.handoff.consumer`), prints the result and exits as it says.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from amibuild.channels import channel_verify as verify_mod
 from amibuild.cli import run as cli
-from amibuild.cli.requests_views import AllowedAmisFlags, DiffFlags, FleetRequest, KarpenterRequest, SbomFlags, ScanFlags, VerifyRequest
+from amibuild.jobs.requests_views import AllowedAmisFlags, DiffFlags, FleetRequest, KarpenterRequest, SbomFlags, ScanFlags, VerifyRequest
 from amibuild.cli.target import platform
 from amibuild.cli.tasks_common import Scope, options, scope_options
 from amibuild.errors import SpecError

@@ -13,9 +13,11 @@ import os
 import signal
 import threading
 from types import FrameType
-from typing import Any
+from typing import Any, Callable, TypeVar
 
-from amibuild.errors import ExitCode
+from amibuild.errors import AmibuildError, ExitCode, Interrupted
+
+T = TypeVar("T")
 
 CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -76,3 +78,28 @@ class Signals:
     def exit_code(self) -> int:
         """128 + the first signal's number: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP."""
         return ExitCode.for_signal(self.received[0]) if self.received else ExitCode.OK
+
+
+def held(body: Callable[[Signals], T]) -> tuple[T, Signals]:
+    """Run ``body(signals)`` with SIGINT / SIGTERM / SIGHUP held off: (its result, the `Signals` seen).
+    An error after a signal is an interruption by that signal (exit 128 + its number)."""
+    with Signals() as signals:
+        try:
+            return body(signals), signals
+        except AmibuildError as exc:
+            if not signals.requested():
+                raise
+            raise Interrupted(f"interrupted by {signals.name}: {exc}", signals.exit_code, summary=True) from exc
+
+
+def finish_channel(result: Any, signals: Signals | None) -> None:
+    """After a channel write that completed: exit 128 + signal, saying what moved, if a signal came."""
+    if signals is None or not signals.requested():
+        return
+    if result.changed:
+        moved = ", ".join(f"{r.region}={r.ami}" for r in result.regions)
+        what = f"channel {result.channel} of {result.variant} moved in every region ({moved})"
+    else:
+        what = f"channel {result.channel} of {result.variant} already held these images: nothing moved"
+    raise Interrupted(f"interrupted by {signals.name} after the channel write finished: {what}", signals.exit_code,
+                      summary=True)

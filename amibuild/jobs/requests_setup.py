@@ -4,9 +4,9 @@ iam-policy, restore. Their bodies: `tasks_setup`."""
 from dataclasses import dataclass
 from functools import partial
 
-from amibuild.cli import values
-from amibuild.cli.command import flag, like
-from amibuild.cli.requests_build import Output, Selection
+from amibuild import values
+from amibuild.request import flag, like
+from amibuild.jobs.requests_build import Output, Selection
 
 
 @dataclass(frozen=True)

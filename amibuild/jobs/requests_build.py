@@ -4,11 +4,8 @@
 from dataclasses import dataclass
 from functools import partial
 
-from amibuild.cli import values
-from amibuild.cli.command import JSON_HELP, K8S_HELP, flag, like
-
-MARKDOWN_HELP = "Print a Markdown summary on stdout (what is appended to $GITHUB_STEP_SUMMARY in GitHub Actions)"
-
+from amibuild import values
+from amibuild.request import JSON_HELP, K8S_HELP, MARKDOWN_HELP, flag, like
 
 @dataclass(frozen=True)
 class Selection:

@@ -3,8 +3,9 @@ nodegroup-deploy. Their bodies: `tasks_nodes`."""
 
 from dataclasses import dataclass
 
-from amibuild.cli.command import JSON_HELP, K8S_HELP, flag, like
-from amibuild.cli.requests_build import MARKDOWN_HELP, Output, Selection
+from amibuild.request import JSON_HELP, K8S_HELP, flag, like
+from amibuild.request import MARKDOWN_HELP
+from amibuild.jobs.requests_build import Output, Selection
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@ Their bodies: `tasks_views`."""
 
 from dataclasses import dataclass
 
-from amibuild.cli import values
-from amibuild.cli.command import JSON_HELP, K8S_HELP, flag, like
-from amibuild.cli.requests_build import Output
+from amibuild import values
+from amibuild.request import JSON_HELP, K8S_HELP, flag, like
+from amibuild.jobs.requests_build import Output
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,13 @@
 """The requests (flags) of the channel tasks: publish, promote, rollback, history, channels. Their
-bodies: `tasks_channels`."""
+bodies: `amibuild.jobs.channel_commands`."""
 
 from dataclasses import dataclass
 from functools import partial
 
-from amibuild.cli import values
-from amibuild.cli.command import flag, like
-from amibuild.cli.requests_build import MARKDOWN_HELP, ChannelRequest
+from amibuild import values
+from amibuild.request import flag, like
+from amibuild.request import MARKDOWN_HELP
+from amibuild.jobs.requests_build import ChannelRequest
 
 NEW_CHANNEL = ("The channel is a new name: neither declared (a `channel` block, default_channel, recommended, "
                "candidate, stable) nor there yet for the variant; without it such a name is refused as a typo")
