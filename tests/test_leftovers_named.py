@@ -140,14 +140,14 @@ def test_an_error_of_amibuilds_own_mid_build_removes_or_names_what_the_build_mad
 
     from amibuild.bake.outcome import BuildStatus
     from amibuild.jobs import build_ami as job
-    from amibuild.pipeline import Overrides
-    from amibuild.pipeline.options import Options
+    from amibuild.jobs.env import Env
+    from amibuild.jobs.requests_build import BuildRequest
     from amibuild.cli.target import platform
 
-    chosen = platform()
-    target, sandboxed = chosen.target, chosen.transform
-    options = Options(pipeline_file=str(workdir / "amibuild.hcl"), overrides=Overrides(variants=("ceph",)),
-                      build_dir=str(workdir / "build"), packer=os.environ["INVOKE_AMIBUILD_PACKER"])
+    request = BuildRequest(pipeline=str(workdir / "amibuild.hcl"), variant=("ceph",), build_dir=str(workdir / "build"),
+                           no_publish=True)
+    chosen = platform()  # the sandbox's, read before AWS_ENDPOINT_URL points at the proxy
+    job_env = Env(config={"packer": os.environ["INVOKE_AMIBUILD_PACKER"]}, platform=lambda: chosen)
     # raised once the instance is launched and tagged; Packer's StopInstances is held at the proxy, so
     # the instance is still there when the display breaks, however late its line is read (amibuild
     # stops Packer then; the held request is dropped after the run)
@@ -156,7 +156,7 @@ def test_an_error_of_amibuilds_own_mid_build_removes_or_names_what_the_build_mad
         env.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         proxy.pause(["StopInstances"])
         try:
-            run = job.run(job.BuildAmi(options, publish=False, target=target, transform=sandboxed), progress=display)
+            run = job.run(request, job_env, progress=display)
         finally:
             proxy.resume(drop=True)
     assert display.raised and display.launched

@@ -6,8 +6,8 @@ is looked up by name when the task runs.
     class RunsRequest:
         limit: int = flag("How many runs to show", 10, cast=values.count)
 
-    task("tasks_build", "runs", RunsRequest, "List recent build runs.")   # in amibuild.cli.tasks
-    def runs(c, request: RunsRequest): ...                                # in amibuild.cli.tasks_build
+    task("jobs.build_commands", "runs", RunsRequest, "List recent build runs.")   # in amibuild.cli.tasks
+    def runs(r: RunsRequest, env: Env) -> Shown: ...                              # in amibuild.jobs.build_commands
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The task table: every amibuild command, its request (the flags) and where its body lives.
 
 `amibuild --list` and `amibuild TASK --help` read only this table and the requests; a task's body
-module (`tasks_build`, `tasks_channels`, ...) and what it imports load when the task runs.
+module (`jobs.build_commands`, `tasks_nodes`, ...) and what it imports load when the task runs.
 Settings can also come from invoke's config (`amibuild.yaml`, `AMIBUILD_*`): see `ns.configure`.
 """
 
@@ -13,17 +13,17 @@ from amibuild.jobs import requests_build, requests_channels, requests_nodes, req
 from amibuild.cli.command import task
 
 TASKS = (
-    task('tasks_build', 'render', requests_build.RenderRequest,
+    task('jobs.build_commands', 'render', requests_build.RenderRequest,
          'Render Packer HCL2 for each variant into build/<variant>/.'),
-    task('tasks_build', 'validate', requests_build.RenderRequest,
+    task('jobs.build_commands', 'validate', requests_build.RenderRequest,
          'Render, then check every file: python-hcl2 parse, packer validate, packer fmt -check.'),
-    task('tasks_build', 'rehearse', requests_build.RehearseRequest,
+    task('jobs.build_commands', 'rehearse', requests_build.RehearseRequest,
          "Run each variant's provisioners here, in a throwaway copy of this machine, before any instance exists."),
-    task('tasks_build', 'build_ami', requests_build.BuildRequest,
+    task('jobs.build_ami', 'build_ami', requests_build.BuildRequest,
          'Render, validate and build the AMIs with Packer in parallel; skip what is unchanged.'),
-    task('tasks_build', 'runs', requests_build.RunsRequest,
+    task('jobs.build_commands', 'runs', requests_build.RunsRequest,
          'List recent build runs and what each did.', shortflags=True),
-    task('tasks_build', 'clean_run', requests_build.CleanRunRequest,
+    task('jobs.build_commands', 'clean_run', requests_build.CleanRunRequest,
          'Remove what an unfinished build run left in AWS (never an image in use); say what it kept and why.', shortflags=True),
     task('jobs.channel_commands', 'publish', requests_channels.PublishRequest,
          "Publish AMI ids built elsewhere to a variant's SSM channel, in every target region or none.", signals=True),
@@ -49,7 +49,7 @@ TASKS = (
          'Delete old images amibuild made: keep the newest N per variant and region and every image in use.'),
     task('tasks_setup', 'iam_policy', requests_setup.IamPolicyRequest,
          'Print a least-privilege IAM policy (JSON) for a task: build, publish, rollout, prune, fleet, test, verify, scan, all, or share.'),
-    task('tasks_build', 'matrix', requests_build.MatrixRequest,
+    task('jobs.build_commands', 'matrix', requests_build.MatrixRequest,
          'Print the variants as a CI matrix, so each runner builds one variant.'),
     task('tasks_setup', 'doctor', requests_setup.DoctorRequest,
          'Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix.'),
@@ -59,9 +59,9 @@ TASKS = (
          'Run the whole pipeline against the local emulator, printing each step (the README demo).'),
     task('tasks_setup', 'init', requests_setup.InitFlags,
          'Write a starter amibuild.hcl (one AL2023 variant with ceph-common) and ignore build/ in .gitignore.'),
-    task('tasks_build', 'tests', requests_build.TestsRequest,
+    task('jobs.build_commands', 'tests', requests_build.TestsRequest,
          "List the checks each variant's image must pass: built-in (per OS and flavor) and the pipeline file's."),
-    task('tasks_build', 'test_ami', requests_build.TestAmiRequest,
+    task('jobs.ami_test', 'test_ami', requests_build.TestAmiRequest,
          'Boot the image, run every check through SSM Run Command, terminate it; tag the image passed or failed.'),
     task('tasks_views', 'fleet', requests_views.FleetRequest,
          'Show every channel and every consumer of its images (stacks, node groups, instances) and how far behind.'),

@@ -3,7 +3,7 @@ image, sign the test statement and keep the record; and build-ami's --boot-test 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -16,6 +16,10 @@ from amibuild.errors import Interrupted, SpecError
 from amibuild.handoff import testnode
 from amibuild.imagetest import boot, kube
 from amibuild.imagetest.statements import says_something, test_statement
+from amibuild.jobs import env as envs
+from amibuild.jobs.env import Env, Scope
+from amibuild.jobs.requests_build import TestAmiRequest
+from amibuild.jobs.shown import Shown
 from amibuild.jobs.signals import Signals
 from amibuild.pipeline import Pipeline, iam_names, imagetests
 from amibuild.pipeline.naming import parameter_name
@@ -96,64 +100,43 @@ def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None,
     return replace(settings, nodes=kube.Nodes(settings.cluster))
 
 
-@dataclass(frozen=True)
-class TestAmi:
-    """What test-ami is asked: the variant (in `options`), the image (`ami`, a build's `run_id` or a `channel`) and
-    the boot test's settings over the pipeline's test { ... } block (None: the block's)."""
-
-    __test__ = False  # pytest: not a test class
-    options: Options
-    ami: str | None = None
-    run_id: str | None = None
-    channel: str | None = None
-    cluster: str | None = None
-    subnet_id: str | None = None
-    security_group_id: str | None = None
-    instance_profile: str | None = None
-    instance_type: str | None = None
-    read_timeout: float | None = None
-    timeout: float | None = None
-
-    def settings(self) -> dict[str, Any]:
-        """The boot-test settings this request gives (BootTestSettings.of keeps the block's for None)."""
-        return {"cluster": self.cluster, "subnet_id": self.subnet_id, "security_group_id": self.security_group_id,
-                "instance_profile": self.instance_profile, "instance_type": self.instance_type,
-                "read_timeout": self.read_timeout, "timeout": self.timeout}
-
-
 def record_path(build_dir: str, run_id: str, variant: str):
     return Path(build_dir) / "tests" / run_id / f"{variant}.json"
 
 
-def run(request: TestAmi, *, say: Any, poll: float | None = None):
-    """`amibuild test-ami`: the boot test of one variant's image; its result, with the record written.
-
-    SIGINT / SIGTERM / SIGHUP stop the test at its next poll, its instance terminated: `Interrupted`."""
+def test_ami(r: TestAmiRequest, env: Env) -> Shown:
+    opts = envs.options(env, Scope(r.pipeline, r.variant, profile=r.profile, build_dir=r.build_dir))
+    timeout, poll = envs.read_timeout(env), env.platform().poll_seconds  # config amibuild.read_timeout: SendCommand's too
+    # SIGINT / SIGTERM / SIGHUP stop the test at its next poll, its instance terminated: `Interrupted`
     with Signals(BOOT_TEST_SIGNALS) as stop:
         try:
-            return _run(request, say=say, stop=stop, poll=poll)
+            result, record = _run(r, opts, say=env.say, stop=stop, read_timeout=timeout, poll=poll)
         except BaseException:
             if stop.requested():
                 raise Interrupted("interrupted: the boot test stopped and its instance was terminated",
                                   stop.exit_code) from None
             raise
+    return Shown(result, lines=lambda x: [*boot.report_lines(x), f"record: {record}"])
 
 
-def _run(request: TestAmi, *, say: Any, stop: Signals, poll: float | None):
-    options = request.options
+def _run(r: TestAmiRequest, options: Options, *, say: Any, stop: Signals, read_timeout: float | None, poll: float | None):
+    """The boot test of one variant's image; its result, with the record written."""
     pipeline = load_pipeline(options)
     if len(pipeline.variants) != 1:
         raise SpecError("test-ami: name one variant with --variant")
     variant = pipeline.variants[0]
-    imagetests.check_cluster(request.cluster or "", "--cluster")
-    if request.instance_profile:
-        iam_names.instance_profile(request.instance_profile, "--instance-profile")
-    settings = boot.BootTestSettings.of(pipeline.boot_test, **request.settings(), poll=poll)
+    imagetests.check_cluster(r.cluster or "", "--cluster")
+    if r.instance_profile:
+        iam_names.instance_profile(r.instance_profile, "--instance-profile")
+    settings = boot.BootTestSettings.of(
+        pipeline.boot_test, cluster=r.cluster, subnet_id=r.subnet, security_group_id=r.security_group,
+        instance_profile=r.instance_profile, instance_type=r.instance_type, read_timeout=read_timeout, timeout=r.timeout,
+        poll=poll)
     # the cluster's API through the caller's kubeconfig: a missing client or kubeconfig is said before any AWS work
     nodes = kube.Nodes(settings.cluster) if settings.cluster else None
     user_data(None, pipeline, [variant], "")  # the variant's proxy refused (a password in it) before any AWS work
     aws = Aws(profile=options.profile, region=pipeline.build_region)
-    amis = find_amis(aws, pipeline, variant, ami=request.ami, run_id=request.run_id, channel=request.channel)
+    amis = find_amis(aws, pipeline, variant, ami=r.ami, run_id=r.run_id, channel=r.channel)
     settings = replace(settings, user_data=user_data(aws, pipeline, [variant], settings.cluster))
     test_run = new_run_id()
     result = boot.boot_test(aws, variant=variant, amis=amis, region=pipeline.build_region, run_id=test_run,

@@ -1,7 +1,8 @@
 """The build-ami job: prepare → plan (skip unchanged) → write → record → bake → publish → record.
 
-`run(request)` is the whole job, from its request (`BuildAmi`). `settings(request)` reads the
-pipeline file once (while `packer version` runs beside it) and refuses bad input before any AWS call.
+`build_ami(request, env)` is the command and `run` the whole job, from its request as the cli parsed
+it. `settings` reads the config and the pipeline file once (while `packer version` runs beside it)
+and refuses bad input before any AWS call.
 The result, `BuildRun`, is composed of frozen parts that flowed forward — the plan, each
 variant's `BuildOutcome` from the executor, each variant's `VariantPublished` from the publish
 step — and `verdict` (pure) says what it means: nothing wrong, or the error to exit with.
@@ -14,13 +15,19 @@ the run before anything is built, at the end it is an error naming the AMIs made
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from amibuild import __version__, tags
+from amibuild import __version__, tags, values
 from amibuild.aws import Aws, beside, fan_out
 from amibuild.aws.models import preload
+from amibuild.jobs import ami_test
+from amibuild.jobs import env as envs
 from amibuild.jobs.build_steps import planned_steps
+from amibuild.jobs.env import Env
+from amibuild.jobs.requests_build import BuildRequest
+from amibuild.jobs.shown import Shown
 from amibuild.attest.sign import attestor as attestor_for
 from amibuild.bake import record as records
 from amibuild.bake.decide import ready_images
@@ -45,63 +52,56 @@ from amibuild.pipeline.options import Options, load_pipeline
 from amibuild.rehearse.overlay import check_privileges
 from amibuild.rehearse.rehearse_job import rehearsal_check
 from amibuild.render import Target
+from amibuild.views import report, summary
 import subprocess
 
 Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
-class BuildAmi:
-    """What build-ami is asked: the pipeline and its overrides (`options`), where to publish, how to build."""
-
-    options: Options
-    channel: str | None = None  # None: the pipeline's default channel
-    publish: bool = True  # False: build only (--no-publish)
-    new_channel: bool = False  # --new-channel: the channel may be a name neither declared nor there yet
-    force: bool = False
-    dry_run: bool = False
-    parallel: int | None = None  # None: every variant, capped by max_parallel
-    max_parallel: int = 8
-    timeout: float | None = None
-    cleanup_timeout: float = 120.0
-    rehearse: bool = False
-    allow_incomplete: bool = False  # with rehearse: build a variant whose rehearsal stopped at a step it cannot rehearse
-    wait: bool = True
-    stall_after: float = 10.0
-    boot_test: Any = None  # imagetest.boot.BootTestSettings: boot each built image before publishing (--boot-test)
-    scan: bool = False  # --scan: each built image's SBOM through Inspector's ScanSbom before publishing
-    target: Target = Target()  # what the builds are rendered for (the platform's, `amibuild.jobs.platform`)
-    transform: Transform | None = None  # applied to each real build before it is written (the platform's)
-    # each channel write's lease wait and ttl and its deadline (config); the run fills in its id and signals
-    channel_guard: Guard = field(default_factory=Guard)
-    read_timeout: float | None = None  # seconds one channel request may wait for its answer (None: the gateway's)
-    verbose: bool = False  # progress: a line per Packer step, not only per phase (packer.log has them always)
-
-
-@dataclass(frozen=True)
 class BuildSettings:
-    """One run's request with what was settled before it starts: the pipeline file, packer, the channel."""
+    """One run's request with what was settled before it starts: the pipeline file, packer, the channel
+    (None: build only, --no-publish), the config's numbers, the boot test's settings (--boot-test), the
+    render target and each channel write's lease settings (the run fills in its id and signals)."""
 
-    request: BuildAmi
+    request: BuildRequest
+    options: Options
     pipeline: Pipeline
     packer: Packer
-    channel: str | None  # None: build only (--no-publish)
+    channel: str | None
+    max_parallel: int
+    stall_after: float
+    boot_test: Any  # imagetest.boot.BootTestSettings: boot each built image before publishing
+    target: Target  # what the builds are rendered for (the platform's, `amibuild.jobs.platform`)
+    transform: Transform | None  # applied to each real build before it is written (the platform's)
+    channel_guard: Guard
+    read_timeout: float | None  # seconds one channel request may wait for its answer (None: the gateway's)
+    cleanup_timeout: float = 120.0
 
-    @property
-    def options(self) -> Options:
-        return self.request.options
+
+def build_ami(r: BuildRequest, env: Env) -> Shown:
+    return Shown(run(r, env), lines=report.build_lines, summary=summary.build_markdown)
 
 
-def settings(request: BuildAmi) -> BuildSettings:
-    """The settings of one run: the pipeline file read once, the channel checked, packer found.
-
-    Bad input is refused here, before any AWS call.
-    """
-    options, channel, publish = request.options, request.channel, request.publish
+def settings(r: BuildRequest, env: Env) -> BuildSettings:
+    """The settings of one run: the flags and the config checked, the pipeline file read once, the
+    channel checked, packer found. Bad input is refused here, before any AWS call."""
+    options = envs.options(env, r)
+    if r.allow_incomplete and not r.rehearse:
+        raise SpecError("--allow-incomplete goes with --rehearse: it lets a variant whose rehearsal stopped at a "
+                        "step it cannot rehearse be built")
+    read_timeout = envs.read_timeout(env)  # the channel requests' and SendCommand's
+    numbers = dict(max_parallel=envs.config_number(env, "max_parallel", 8, partial(values.count, maximum=256)),
+                   stall_after=envs.config_number(env, "stall_after", 10.0, values.duration),
+                   boot_test=ami_test.boot_test_settings(
+                       options, boot_test=r.boot_test, cluster=r.cluster, read_timeout=read_timeout,
+                       poll=env.platform().poll_seconds if r.boot_test or r.cluster else None),
+                   **envs.target(env), channel_guard=envs.guard(env), read_timeout=read_timeout)
+    channel, publish = r.channel, not r.no_publish
     packer = Packer(options.packer)
     with asking_version(packer) as version:
         pipeline = load_pipeline(options)  # bad input is refused before anything else
-        if not publish and (channel or request.new_channel):
+        if not publish and (channel or r.new_channel):
             raise SpecError(f"{'--channel' if channel else '--new-channel'} names the channel to publish to, and "
                             "--no-publish publishes nothing: give one or the other")
         # botocore parses the EC2 and SSM models while packer answers; no request is sent
@@ -121,9 +121,9 @@ def settings(request: BuildAmi) -> BuildSettings:
                 f"{', '.join(pipeline.target_regions)}, leaving {', '.join(pipeline.narrowed_out)} on another "
                 "build; drop --region to build and publish every region, or pass --no-publish to build only")
         version()  # PackerNotFound before any AWS call
-    if request.rehearse:
+    if r.rehearse:
         check_privileges()  # --rehearse where it cannot run: refused before any AWS call
-    return BuildSettings(request, pipeline, packer, chosen)
+    return BuildSettings(r, options, pipeline, packer, chosen, **numbers)
 
 
 @dataclass(frozen=True)
@@ -246,40 +246,40 @@ def _made(outcomes) -> str:
 # ------------------------------------------------------------------------------- the job
 
 
-def run(request: BuildAmi, say: Say = lambda _: None, *, progress=None) -> BuildRun:
+def run(r: BuildRequest, env: Env, *, progress=None) -> BuildRun:
     """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → publish → record.
 
     Bad input is refused first (`settings`). An interrupted build publishes nothing. Each run works in
     its own folder, build/runs/<run id>/<variant>/, so concurrent runs never share files; ``wait``
     False (--no-wait): a variant whose build lease another run holds fails at once instead of waiting.
     """
-    return _run(settings(request), say, progress=progress)
+    return _run(settings(r, env), env.say, progress=progress)
 
 
 def _run(settings: BuildSettings, say: Say, *, progress) -> BuildRun:
     options, pipeline = settings.options, settings.pipeline
     aws = Aws(profile=options.profile)
-    if settings.request.read_timeout is not None:  # the publish step's channel requests, as publish's
-        aws.ssm_read_timeout = settings.request.read_timeout
+    if settings.read_timeout is not None:  # the publish step's channel requests, as publish's
+        aws.ssm_read_timeout = settings.read_timeout
     if not aws.has_credentials():
         raise NoCredentials("build-ami: no AWS credentials found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
                             "AWS_SECRET_ACCESS_KEY")
     if settings.channel:  # a typo would publish beside the channel meant (its gate walked around)
         known.require(aws, pipeline, pipeline.variants,
                       known.Asked(settings.channel, new_channel=settings.request.new_channel, can_create=True))
-    if settings.request.boot_test is not None and settings.request.boot_test.cluster:
+    if settings.boot_test is not None and settings.boot_test.cluster:
         # --boot-test --cluster C: the node group's user data for C (DescribeCluster), before anything is built
         from amibuild.handoff import testnode  # deferred: celpy and lark (the user data's CEL) only with --cluster
 
-        boot_test = settings.request.boot_test
+        boot_test = settings.boot_test
         boot_test = replace(boot_test, user_data=testnode.user_data(aws, pipeline.variants, region=pipeline.build_region,
                                                                     cluster=boot_test.cluster))
-        settings = replace(settings, request=replace(settings.request, boot_test=boot_test))
+        settings = replace(settings, boot_test=boot_test)
     # beside the render: the channel's look for growth (it needs only the parameter names)
     regions = pipeline.target_regions
     with beside(lambda: find_grown(aws, pipeline, settings.channel)) as grown:
         prepared = prepare(options, aws=aws, strict=True, packer=settings.packer, pipeline=pipeline,
-                           target=settings.request.target, transform=settings.request.transform)
+                           target=settings.target, transform=settings.transform)
         for line in support_warnings(pipeline):  # after every input check: bad input stays one line
             say(f"warning: {line}")
         existing = find_built_images(aws, regions, [r.fingerprint for r in prepared.rendered])
@@ -292,12 +292,12 @@ def _run(settings: BuildSettings, say: Say, *, progress) -> BuildRun:
                       existing, force=settings.request.force, run_id=run_id)
     if settings.request.dry_run:  # the publish the real run would make is part of the plan
         moves = preview_publish(aws, plan, settings.channel) if settings.channel else ()
-        return BuildRun(plan, None, None, publish_plan=moves, steps=planned_steps(settings.request))
+        return BuildRun(plan, None, None, publish_plan=moves, steps=planned_steps(settings))
     # only what will be built is written; `packer build` checks each template before it starts
     building = {item.name for item in plan.to_build}
     write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
                        prepared.packer_version, prepared.notes), options, say, out_dir)
-    parallel = settings.request.parallel or min(len(plan.items), settings.request.max_parallel)
+    parallel = settings.request.parallel or min(len(plan.items), settings.max_parallel)
     return execute_plan(plan, settings, aws, say, parallel=parallel, progress=progress)
 
 
@@ -393,8 +393,8 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
             plan, settings.packer, aws,
             provenance=lambda item: provenance_tags(item, plan, version=__version__, git_commit=commit),
             check=check, progress=progress, parallel=parallel, timeout=settings.request.timeout,
-            cleanup_timeout=settings.request.cleanup_timeout,
-            guards=guards(plan, aws, wait=settings.request.wait, stall_after=settings.request.stall_after),
+            cleanup_timeout=settings.cleanup_timeout,
+            guards=guards(plan, aws, wait=not settings.request.no_wait, stall_after=settings.stall_after),
         )
         outcomes = executor.build()
     finally:
@@ -423,9 +423,9 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     if settings.request.scan and attestor is not None and not interrupted:  # --scan: before anything is published
         from amibuild.jobs.image_inventory import scan_built  # deferred: cyclonedx-python-lib and cryptography only with --scan
         scans = scan_built(aws, attestor, plan, sboms, say)
-    if settings.request.boot_test is not None and not interrupted:  # --boot-test: before anything is published
+    if settings.boot_test is not None and not interrupted:  # --boot-test: before anything is published
         with Signals() as stop:  # a signal stops the tests at their next poll; each terminates its instance
-            outcomes, finished = boot_test_outcomes(aws, plan, outcomes, settings.request.boot_test,
+            outcomes, finished = boot_test_outcomes(aws, plan, outcomes, settings.boot_test,
                                                     cancelled=stop.requested, say=say, attestor=attestor)
         if not finished or stop.requested():
             interrupted, stopped_by, exit_code = True, stop.name, stop.exit_code
@@ -435,7 +435,7 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
         with Signals() as signals:
             try:
                 published = publish_build(aws, plan, outcomes, settings.channel, say, cancelled=signals.requested,
-                                          guard=settings.request.channel_guard)
+                                          guard=settings.channel_guard)
             except Exception as exc:  # the step as a whole (its first reads, a bug): the builds and the record stand
                 published = not_published(outcomes, settings.channel, exc)
             if not signals.requested():

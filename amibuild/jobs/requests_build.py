@@ -1,5 +1,5 @@
 """The requests (flags) of the build tasks, and the flag groups other requests share: `Selection`
-(the 14 selection and input flags), `Output` and `ChannelRequest`. Their bodies: `tasks_build`."""
+(the 14 selection and input flags), `Output` and `ChannelRequest`. Their jobs: `build_commands`, `build_ami`, `ami_test`."""
 
 from dataclasses import dataclass
 from functools import partial
