@@ -7,16 +7,16 @@ botocore's Stubber on the gateway's own client; the sandbox serves access entrie
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import yaml
 from botocore.stub import Stubber
 
 from amibuild.aws import Aws
-from amibuild.cli import handoff
 from amibuild.errors import SpecError
 from amibuild.handoff.cluster import cluster_facts, node_access
+from amibuild.jobs.env import Env
+from amibuild.jobs.node_commands import aws_auth
+from amibuild.jobs.requests_nodes import AwsAuthRequest
 
 ROLE = "arn:aws:iam::111122223333:role/platform/eks-nodes"
 REGION = "eu-west-1"
@@ -56,8 +56,7 @@ def test_create_access_entry_refused_names_the_action(aws: Aws) -> None:
 
 
 def test_aws_auth_prints_the_configmap_entry_and_offers_the_access_entry() -> None:
-    text = handoff.node_access_from_flags(SimpleNamespace(profile=None), role_arn=ROLE, stack="", region=REGION,
-                                          access_entry=False, cluster="")
+    text = aws_auth(AwsAuthRequest(role_arn=ROLE, stack="", region=REGION, access_entry=False, cluster=""), Env()).text
 
     entry = yaml.safe_load(text)
     assert entry == [{"rolearn": "arn:aws:iam::111122223333:role/eks-nodes",
@@ -77,7 +76,7 @@ def test_aws_auth_prints_the_configmap_entry_and_offers_the_access_entry() -> No
 def test_aws_auth_access_entry_flags_are_refused_before_any_aws_call(kwargs, words) -> None:
     args = {"role_arn": ROLE, "stack": "", "region": REGION, **kwargs}
     with pytest.raises(SpecError, match=words):
-        handoff.node_access_from_flags(SimpleNamespace(profile=None), **args)
+        aws_auth(AwsAuthRequest(**args), Env())
 
 
 @pytest.mark.parametrize("mode, first", [

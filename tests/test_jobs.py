@@ -523,27 +523,28 @@ def test_nodegroup_deploy_dry_run_sends_neither_create_nor_update(sandbox: Sandb
 
 def test_nodegroup_deploy_is_one_frozen_settings_value_made_from_the_flags_before_any_aws_call(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """cli/ turns the flags into `handoff.job.DeploySettings`; the stage's `job.deploy` takes only that.
-    Bad flags are refused while it is made: nothing listens at the endpoint, so an AWS call would fail."""
+    """The nodegroup-deploy job turns its request into `handoff.job.DeploySettings`; the stage's `job.deploy`
+    takes only that. Bad flags are refused while it is made: nothing listens at the endpoint, so an AWS
+    call would fail."""
     import dataclasses
 
-    from amibuild.cli import handoff
-    from amibuild.cli import tasks_common
     from amibuild.errors import SpecError
     from amibuild.handoff import handoff_jobs as job
+    from amibuild.jobs import env, node_commands
+    from amibuild.jobs.requests_nodes import DeployRequest
 
     (tmp_path / "amibuild.hcl").write_text(NODES_PIPELINE)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
-    opts = tasks_common.options(object(), tasks_common.Scope("amibuild.hcl", ("ceph",)))
+    opts = env.options(env.Env(), env.Scope("amibuild.hcl", ("ceph",)))
 
     def settings(**flags):
-        given = dict(stack="ng", region=None, variant="ceph", channel="stable",
-                     flags={"ClusterName": "prod", "VpcId": None}, subnets=["subnet-a,subnet-b"],
-                     parameters=["NodeInstanceType=m6i.large"], proxy="", no_proxy=[], service_cidr="")
-        return handoff.deploy_settings(opts, **{**given, **flags})
+        given = dict(stack="ng", region=None, variant="ceph", channel="stable", cluster="prod", vpc_id=None,
+                     subnet=("subnet-a,subnet-b",), parameter=("NodeInstanceType=m6i.large",), proxy="",
+                     no_proxy=(), service_cidr="")
+        return node_commands.deploy_settings(DeployRequest(**{**given, **flags}), opts)
 
-    made = settings(node_labels=["team=ml"], timeout="30m", dry_run=True)
+    made = settings(node_label=("team=ml",), timeout="30m", dry_run=True)
     assert isinstance(made, job.DeploySettings)
     assert dict(made.given) == {"ClusterName": "prod", "Subnets": "subnet-a,subnet-b", "NodeInstanceType": "m6i.large"}
     assert made.channel_parameter == "/amibuild/eks-workers/1.30/ceph/stable/image_id"
@@ -556,10 +557,10 @@ def test_nodegroup_deploy_is_one_frozen_settings_value_made_from_the_flags_befor
 
     for flags, words in [
         ({"stack": None}, "--stack NAME is required"),
-        ({"os_": "windows"}, "--os 'windows': choose one of al2, al2023"),
-        ({"parameters": ["HttpProxy=http://p:3128"]}, "--parameter HttpProxy: set it with --proxy"),
-        ({"parameters": ["ClusterName=other"]}, "ClusterName is set twice"),
-        ({"parameters": ["BootstrapArguments=--use-max-pods false"], "os_": "al2023"}, "al2023 nodes (nodeadm)"),
+        ({"os": "windows"}, "--os 'windows': choose one of al2, al2023"),
+        ({"parameter": ("HttpProxy=http://p:3128",)}, "--parameter HttpProxy: set it with --proxy"),
+        ({"parameter": ("ClusterName=other",)}, "ClusterName is set twice"),
+        ({"parameter": ("BootstrapArguments=--use-max-pods false",), "os": "al2023"}, "al2023 nodes (nodeadm)"),
         ({"timeout": "soon"}, "--timeout"),
         ({"channel": "stable", "variant": None}, "--channel stable needs --variant"),
     ]:

@@ -1,4 +1,4 @@
-"""The hand-off jobs, each one call taking one frozen settings value made by `amibuild.cli.handoff`
+"""The hand-off jobs, each one call taking one frozen settings value made by `amibuild.jobs.node_commands`
 from the flags (every flag checked there, before any AWS call):
 
 * `rollout(RolloutSettings)`: a stack or a managed node group to a channel's AMI;

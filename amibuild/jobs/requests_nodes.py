@@ -1,5 +1,5 @@
 """The requests (flags) of the node tasks: userdata, decode-userdata, aws-auth, rollout,
-nodegroup-deploy. Their bodies: `tasks_nodes`."""
+nodegroup-deploy. Their jobs: `node_commands`."""
 
 from dataclasses import dataclass
 
