@@ -21,11 +21,10 @@ STAND_IN = re.compile(r"(?<![a-z])stand-?ins?(?![a-z])", re.IGNORECASE)
 # The CLI modules that must name the sandbox, each for one reason; nothing else outside the annex.
 MAY_NAME_THE_SANDBOX = {
     "cli/target.py": "the one place AMIBUILD_TARGET=sandbox selects the emulator's platform",
-    "cli/tasks_setup.py": "the `sandbox` and `demo` tasks, which start the emulator",
+    "cli/tasks_sandbox.py": "the `sandbox` and `demo` tasks, which start the emulator",
     "cli/tasks.py": "puts the `sandbox` task in the task table",
     "cli/requests_setup.py": "the `sandbox` task's request (its flags)",
-    "cli/run.py": "the one hint, on missing credentials or an unreachable endpoint, to run `amibuild sandbox`",
-    "cli/doctor.py": "doctor's own hint to run `amibuild sandbox` when no credentials or endpoint answer",
+    "cli/run.py": "the one hint, on missing credentials or an unreachable endpoint (doctor's too), to run `amibuild sandbox`",
 }
 # The rehearsal plays yum, rpm, systemctl, ... with stand-ins of its own (rehearse/standins/): it may
 # say so, but never "sandbox".

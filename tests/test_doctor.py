@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from amibuild.cli import doctor
+from amibuild.cli.run import DOCTOR_HINTS
 from amibuild.jobs import doctor_job
 from amibuild.pipeline.options import Options
 from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "amibuild.hcl"
+EMULATOR = doctor_job.Hints(**DOCTOR_HINTS)  # the hints the cli gives doctor: run `amibuild sandbox`
 
 needs_packer = pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
 
@@ -91,7 +92,7 @@ def test_endpoint_check_reports_a_closed_port_in_seconds(monkeypatch: pytest.Mon
     url = f"http://127.0.0.1:{closed_port()}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", url)
     started = time.monotonic()
-    check = doctor.check_endpoints()
+    check = doctor_job.check_endpoints(hints=EMULATOR)
     assert time.monotonic() - started < doctor_job.CONNECT_TIMEOUT + 1
     assert not check.ok
     assert f"AWS_ENDPOINT_URL={url}" in check.message and "unreachable" in check.message
@@ -100,7 +101,7 @@ def test_endpoint_check_reports_a_closed_port_in_seconds(monkeypatch: pytest.Mon
 
 def test_endpoint_check_refuses_a_url_without_scheme(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL_EC2", "127.0.0.1:5000")
-    check = doctor.check_endpoints()
+    check = doctor_job.check_endpoints(hints=EMULATOR)
     assert not check.ok and "AWS_ENDPOINT_URL_EC2" in check.message and "http://" in check.message
 
 
@@ -134,13 +135,13 @@ def test_doctor_masks_a_password_in_an_endpoint_url(tmp_path: Path, json_output:
 
 
 def test_no_credentials_says_what_to_set() -> None:
-    aws, check = doctor.check_credentials(None)
+    aws, check = doctor_job.check_credentials(None, hints=EMULATOR)
     assert aws is not None and not check.ok
     assert "AWS_PROFILE" in check.message and "amibuild sandbox" in check.message
 
 
 def test_a_missing_profile_is_a_failed_check_not_a_crash() -> None:
-    aws, check = doctor.check_credentials("nope")
+    aws, check = doctor_job.check_credentials("nope", hints=EMULATOR)
     assert aws is None and not check.ok
     assert "nope" in check.message
 
@@ -156,7 +157,7 @@ def test_a_mistyped_region_fails_the_region_check_not_the_pipeline(
     (tmp_path / "amibuild.hcl").write_text('variant "plain" {\n}\n')  # no regions in the file
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("AWS_REGION", "us-wset-2")
-    results = {c.name: c for c in doctor.checks(Options(packer="/nonexistent/packer"))}
+    results = {c.name: c for c in doctor_job.checks(Options(packer="/nonexistent/packer"), hints=EMULATOR)}
     assert results["pipeline"].ok, results["pipeline"]
     assert not results["region"].ok
     assert "AWS_REGION=us-wset-2" in results["region"].message and "'us-west-2'" in results["region"].message

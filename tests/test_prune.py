@@ -20,12 +20,14 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from amibuild.cli import lifecycle as cli_lifecycle
 from amibuild import values
 from amibuild.lifecycle import prune
 from amibuild.pipeline import load
 from amibuild.aws import Aws, Image
 from amibuild.errors import SpecError
+from amibuild.jobs import setup_commands
+from amibuild.jobs.env import Env
+from amibuild.jobs.requests_setup import PruneRequest
 from amibuild.sandbox import seed_images
 from conftest import run_cli
 
@@ -157,9 +159,9 @@ def test_older_than_refuses_anything_else(text: str) -> None:
 
 def test_keep_below_one_is_refused_before_anything_is_read() -> None:
     with pytest.raises(SpecError, match="at least 1"):
-        cli_lifecycle.settings(object(), keep="0")
+        setup_commands.prune(PruneRequest(keep="0"), Env())
     with pytest.raises(SpecError, match="--keep 5"):
-        cli_lifecycle.settings(object(), keep=None)
+        setup_commands.prune(PruneRequest(keep=None), Env())
 
 
 def test_the_deprecation_time_is_a_whole_minute_in_the_future() -> None:

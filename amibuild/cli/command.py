@@ -81,15 +81,15 @@ class RequestTask(Task):
 
 def make_env(c: Any) -> Env:
     """The job's `Env` from invoke's context: the config's `amibuild:` section, the program's prefix,
-    the pipeline file the program found, the platform AMIBUILD_TARGET names, and the cli's say."""
+    the pipeline file the program found, the platform AMIBUILD_TARGET names, the cli's say and its hints."""
     config = getattr(c, "config", None)
     return Env(config=dict(config.get("amibuild", {}) or {}) if config is not None else {},
                prefix=getattr(config, "prefix", "invoke"), found=getattr(config, "_amibuild_found", None),
-               platform=_platform, say=cli.say, pending=cli.pending)
+               platform=_platform, say=cli.say, pending=cli.pending, hints=cli.DOCTOR_HINTS)
 
 
 def _platform():
-    from amibuild.cli.target import platform  # deferred: jinja2 and the sandbox's platform, when a job asks
+    from amibuild.cli.target import platform  # deferred: jinja2 and the emulator's platform, when a job asks
 
     return platform()
 

@@ -30,6 +30,8 @@ ERROR = "amibuild: error: "  # how every error line starts (the Program's own pa
 # What else to try, said here: the stages' errors name AWS's own settings only; the CLI has the emulator.
 HINTS = {NoCredentials: ", or run `amibuild sandbox` for the local emulator",
          EndpointUnreachable: ", or that `amibuild sandbox` is running"}
+# doctor's own (`amibuild.jobs.doctor_job.Hints`): after the missing credentials' advice, before "fix or unset"
+DOCTOR_HINTS = {"credentials": HINTS[NoCredentials], "endpoint": "start the emulator (`amibuild sandbox`) or "}
 
 
 def debugging() -> bool:

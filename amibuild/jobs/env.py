@@ -40,6 +40,7 @@ class Env:
     say: Callable[[str], None] = _quiet
     pending: Callable[[str], None] = _quiet
     signals: Any = None
+    hints: Mapping[str, str] = dataclasses.field(default_factory=dict)  # doctor's `doctor_job.Hints`, from the cli
 
     def with_signals(self, signals: Any) -> Env:
         return dataclasses.replace(self, signals=signals)

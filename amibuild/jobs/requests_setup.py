@@ -1,5 +1,5 @@
-"""The requests (flags) of the set-up and lifecycle tasks: sandbox, init, demo, doctor, prune,
-iam-policy, restore. Their bodies: `tasks_setup`."""
+"""The requests (flags) of the set-up and lifecycle tasks: init, doctor, prune, iam-policy, restore
+(their bodies: `amibuild.jobs.setup_commands`) and the local emulator's two (the cli's)."""
 
 from dataclasses import dataclass
 from functools import partial
@@ -11,7 +11,7 @@ from amibuild.jobs.requests_build import Output, Selection
 
 @dataclass(frozen=True)
 class SandboxRequest:
-    """`amibuild sandbox`."""
+    """The local AWS emulator's task."""
 
     port: int = flag("Port on 127.0.0.1 (default: a free one)", cast=partial(values.count, minimum=0, maximum=65535,
                                                                             example=4566))
@@ -52,7 +52,7 @@ class DoctorRequest:
 
 @dataclass(frozen=True)
 class PruneRequest:
-    """`amibuild prune` (its numbers and ages are checked in `amibuild.cli.lifecycle.settings`)."""
+    """`amibuild prune` (its numbers and ages are checked in `amibuild.jobs.setup_commands.prune`)."""
 
     keep: str | None = flag("Images to keep per variant and region, newest first (required, at least 1)")
     older_than: str | None = flag("Also keep every image younger than this: 90m, 12h, 30d, 2w (default: no age "

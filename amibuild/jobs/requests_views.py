@@ -1,5 +1,5 @@
 """The requests (flags) of the fleet, karpenter, verify, sbom, diff, scan and allowed-amis tasks.
-Their bodies: `tasks_views`."""
+Their bodies: `amibuild.jobs.view_commands`."""
 
 from dataclasses import dataclass
 

@@ -1,6 +1,6 @@
 """The prune job: gather the facts → plan (pure, `prune.plan_prune`) → unless a dry run, execute.
 
-`run` takes one frozen `PruneSettings`, made by `amibuild.cli.lifecycle` from the flags.
+`run` takes one frozen `PruneSettings`, made by `amibuild.jobs.setup_commands.prune` from the flags.
 """
 
 from __future__ import annotations
