@@ -259,7 +259,8 @@ def test_the_transform_comes_without_the_emulator_and_the_stand_in_runner() -> N
     import subprocess
     import sys
 
-    probe = ("import sys, amibuild.sandbox.transform as t, amibuild.cli.tasks_common as c; c._target(); "
+    probe = ("import sys, amibuild.sandbox.transform as t, amibuild.cli.command as c, amibuild.jobs.env as e; "
+             "e.target(c.make_env(None)); "
              "print(sorted(m for m in sys.modules if m.startswith(('amibuild.sandbox.', 'amibuild.imagetest.', "
              "'amibuild.rehearse'))))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)

@@ -1,7 +1,7 @@
 """The task table: every amibuild command, its request (the flags) and where its body lives.
 
-`amibuild --list` and `amibuild TASK --help` read only this table and the requests; a task's body
-module (`jobs.build_commands`, `tasks_nodes`, ...) and what it imports load when the task runs.
+`amibuild --list` and `amibuild TASK --help` read only this table and the requests; a task's job
+module (`jobs.build_commands`, `jobs.node_commands`, ...) and what it imports load when the task runs.
 Settings can also come from invoke's config (`amibuild.yaml`, `AMIBUILD_*`): see `ns.configure`.
 """
 
@@ -57,7 +57,7 @@ TASKS = (
          'Run the local AWS emulator in the foreground (prints `export` lines first).', shortflags=True),
     task('tasks_sandbox', 'demo', requests_setup.DemoRequest,
          'Run the whole pipeline against the local emulator, printing each step (the README demo).'),
-    task('jobs.setup_commands', 'init', requests_setup.InitFlags,
+    task('jobs.setup_commands', 'init', requests_setup.InitRequest,
          'Write a starter amibuild.hcl (one AL2023 variant with ceph-common) and ignore build/ in .gitignore.'),
     task('jobs.build_commands', 'tests', requests_build.TestsRequest,
          "List the checks each variant's image must pass: built-in (per OS and flavor) and the pipeline file's."),
@@ -69,15 +69,15 @@ TASKS = (
          'Print an EC2NodeClass that follows a channel: a promote becomes drift, Karpenter replaces the nodes.'),
     task('jobs.view_commands', 'verify', requests_views.VerifyRequest,
          "Check an image's signed statements (provenance, tests) in every region a channel holds; exit 1 naming what fails."),
-    task('jobs.view_commands', 'sbom', requests_views.SbomFlags,
+    task('jobs.view_commands', 'sbom', requests_views.SbomRequest,
          "Print an image's package list (its signed SBOM): CycloneDX, SPDX or a table."),
-    task('jobs.view_commands', 'diff', requests_views.DiffFlags,
+    task('jobs.view_commands', 'diff', requests_views.DiffRequest,
          'Compare two images of a variant: packages, kernel/kubelet/containerd/nodeadm, settings, vulnerabilities.'),
-    task('jobs.view_commands', 'scan', requests_views.ScanFlags,
+    task('jobs.view_commands', 'scan', requests_views.ScanRequest,
          "Scan an image's SBOM with Amazon Inspector (ScanSbom); keep the findings as a signed scan statement."),
-    task('jobs.view_commands', 'allowed_amis', requests_views.AllowedAmisFlags,
+    task('jobs.view_commands', 'allowed_amis', requests_views.AllowedAmisRequest,
          "Print the Allowed AMIs criteria that admit this pipeline's images, with the CLI and CloudFormation to apply them."),
-    task('jobs.setup_commands', 'restore', requests_setup.RestoreFlags,
+    task('jobs.setup_commands', 'restore', requests_setup.RestoreRequest,
          'Bring a deregistered image back from the Recycle Bin, with its snapshots and tags.'),
 )
 

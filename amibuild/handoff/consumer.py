@@ -41,16 +41,6 @@ def name_prefixes(pipeline: Any) -> list[str]:
 
 
 @dataclass(frozen=True)
-class AllowedAmisRequest:
-    """`amibuild allowed-amis`: the flags."""
-
-    options: Options
-    provider: str = ""  # the build account (default: the caller's account)
-    max_days_since_created: int | None = None
-    max_days_since_deprecated: int | None = None
-
-
-@dataclass(frozen=True)
 class AllowedAmisResult:
     provider: str
     regions: tuple[str, ...]
@@ -76,21 +66,22 @@ class AllowedAmisResult:
         return None
 
 
-def run_allowed_amis(request: AllowedAmisRequest, aws: Aws | None = None) -> AllowedAmisResult:
-    for flag, value in (("--max-days-since-created", request.max_days_since_created),
-                        ("--max-days-since-deprecated", request.max_days_since_deprecated)):
+def run_allowed_amis(opts: Options, provider: str = "", max_days_since_created: int | None = None,
+                     max_days_since_deprecated: int | None = None, aws: Aws | None = None) -> AllowedAmisResult:
+    """The criteria that admit the pipeline's images from ``provider`` (default: the caller's account)."""
+    for flag, value in (("--max-days-since-created", max_days_since_created),
+                        ("--max-days-since-deprecated", max_days_since_deprecated)):
         if value is not None and not 0 <= value <= 2147483647:
             raise SpecError(f"{flag} {value}: a number of days, 0 or more")
-    if request.provider and not _ACCOUNT.fullmatch(request.provider):
-        raise SpecError(f"--provider {request.provider!r}: the build account's 12-digit id")
-    pipeline = load_pipeline(request.options)
-    provider = request.provider
+    if provider and not _ACCOUNT.fullmatch(provider):
+        raise SpecError(f"--provider {provider!r}: the build account's 12-digit id")
+    pipeline = load_pipeline(opts)
     if not provider:
-        aws = aws or Aws(profile=request.options.profile, region=pipeline.build_region)
+        aws = aws or Aws(profile=opts.profile, region=pipeline.build_region)
         provider = aws.caller_identity(pipeline.build_region)["account"]
     criteria = allowed.pipeline_criteria(provider, name_prefixes(pipeline),
-                                         max_days_since_created=request.max_days_since_created,
-                                         max_days_since_deprecated=request.max_days_since_deprecated)
+                                         max_days_since_created=max_days_since_created,
+                                         max_days_since_deprecated=max_days_since_deprecated)
     return AllowedAmisResult(provider, pipeline.target_regions, criteria)
 
 

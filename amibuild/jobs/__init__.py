@@ -1,10 +1,9 @@
-"""Jobs that span stages: `build_ami` bakes (amibuild.bake) and then publishes (amibuild.channels);
-`fleet_jobs` read channels and their consumers (and the Karpenter hand-off); `verify_job` checks a channel's
-signed statements beside a render of today's file.
+"""The jobs: one per command, `command(request, env) -> Shown`.
 
-Each job is one function taking one frozen settings value, made once by `amibuild.cli` from the
-flags, the config and the pipeline file; it returns a frozen result that knows whether it failed
-(`raise_for_status()`). The jobs that belong to one stage live in it: `lifecycle.clean.run` (clean-run),
-`rehearse.job.run`, `channels.publish` (publish, promote, rollback), `handoff` (rollout,
-nodegroup-deploy), `lifecycle.prune`.
+A command's request (`requests_*`) is the frozen dataclass the cli parsed from its flags; `env.Env`
+carries what the cli knows besides (the config's settings, the pipeline file it found, the platform,
+how to say a line). The job calls into its stage and returns a `shown.Shown`: the result (`to_dict`,
+its lines, `raise_for_status`) and how to print it. `build_commands`, `build_ami`, `ami_test`,
+`channel_commands`, `node_commands`, `setup_commands` and `view_commands` hold the commands;
+`fleet_jobs`, `verify_job`, `image_inventory`, `init_job` and `doctor_job` the jobs that span stages.
 """

@@ -31,6 +31,7 @@ from amibuild.inventory import diff as diffs
 from amibuild.inventory import sbom
 from amibuild.inventory import scan as scans
 from amibuild.inventory.packages import Package
+from amibuild.jobs.requests_views import DiffRequest, SbomRequest, ScanRequest
 from amibuild.pipeline.naming import parameter_name
 from amibuild.pipeline.options import Options, load_pipeline
 from amibuild.pipeline.value_checks import AMI_ID_FLAG
@@ -138,17 +139,6 @@ def inventory(aws: Aws, reader: evidence.Reader, pipeline: Any, variant: Any, wh
 
 
 @dataclass(frozen=True)
-class SbomRequest:
-    """`amibuild sbom`: the flags."""
-
-    options: Options
-    variant: str
-    channel: str | None = None
-    ami: str | None = None
-    format: str = "cyclonedx"
-
-
-@dataclass(frozen=True)
 class SbomResult:
     inventory: Inventory
     format: str
@@ -175,14 +165,14 @@ def check_subject(channel: str | None, ami: str | None, command: str) -> str:
     return ami or str(channel)
 
 
-def run_sbom(request: SbomRequest, aws: Aws | None = None) -> SbomResult:
+def run_sbom(request: SbomRequest, opts: Options, aws: Aws | None = None) -> SbomResult:
     if request.format not in FORMATS:
         raise SpecError(f"--format {request.format!r}: one of {', '.join(FORMATS)}")
     label = check_subject(request.channel, request.ami, "sbom")
-    pipeline = load_pipeline(request.options)
-    variant = _variant(pipeline, request.variant)
-    aws = aws or Aws(profile=request.options.profile, region=pipeline.build_region)
-    where = locate(aws, request.options, pipeline, variant, label, "--ami" if request.ami else "--channel")
+    pipeline = load_pipeline(opts)
+    variant = _variant(pipeline, str(request.variant))
+    aws = aws or Aws(profile=opts.profile, region=pipeline.build_region)
+    where = locate(aws, opts, pipeline, variant, label, "--ami" if request.ami else "--channel")
     found = inventory(aws, evidence.Reader(aws, pipeline), pipeline, variant, where)
     if request.format == "cyclonedx":
         text = json.dumps(json.loads(found.document), indent=2)
@@ -195,17 +185,6 @@ def run_sbom(request: SbomRequest, aws: Aws | None = None) -> SbomResult:
 
 
 # ------------------------------------------------------------------------------- diff
-
-
-@dataclass(frozen=True)
-class DiffRequest:
-    """`amibuild diff`: the flags."""
-
-    options: Options
-    variant: str
-    source: str  # --from: a channel, an AMI id or a run id
-    target: str  # --to
-    markdown: bool = False
 
 
 @dataclass(frozen=True)
@@ -230,17 +209,17 @@ def side(found: Inventory) -> diffs.Side:
     return diffs.Side(found.where.label, found.where.image.image_id, found.packages, found.inputs, found.findings)
 
 
-def run_diff(request: DiffRequest, aws: Aws | None = None) -> DiffResult:
-    for flag, value in (("--from", request.source), ("--to", request.target)):
+def run_diff(request: DiffRequest, opts: Options, aws: Aws | None = None) -> DiffResult:
+    for flag, value in (("--from", request.from_), ("--to", request.to)):
         if not value:
             raise SpecError(f"diff: {flag} names an image: a channel, an AMI id or a build-ami run id")
-    pipeline = load_pipeline(request.options)
-    variant = _variant(pipeline, request.variant)
-    aws = aws or Aws(profile=request.options.profile, region=pipeline.build_region)
+    pipeline = load_pipeline(opts)
+    variant = _variant(pipeline, str(request.variant))
+    aws = aws or Aws(profile=opts.profile, region=pipeline.build_region)
     reader = evidence.Reader(aws, pipeline)
     # both names checked (a typo'd channel: exit 2) before either image's statements are read
-    before = locate(aws, request.options, pipeline, variant, request.source, "--from")
-    after = locate(aws, request.options, pipeline, variant, request.target, "--to")
+    before = locate(aws, opts, pipeline, variant, str(request.from_), "--from")
+    after = locate(aws, opts, pipeline, variant, str(request.to), "--to")
     old, new = (inventory(aws, reader, pipeline, variant, where) for where in (before, after))
     return DiffResult(diffs.diff(side(old), side(new)), request.markdown)
 
@@ -279,16 +258,6 @@ def promote_line(opts, result) -> str:
 
 class ScanRefused(AmibuildError):
     """An image's scan has findings its channel's `scan` policy refuses."""
-
-
-@dataclass(frozen=True)
-class ScanRequest:
-    """`amibuild scan`: the flags."""
-
-    options: Options
-    variant: str
-    channel: str | None = None
-    ami: str | None = None
 
 
 @dataclass(frozen=True)
@@ -369,12 +338,12 @@ class ScanResult:
                               + "; ".join(self.verdict.reasons()))
 
 
-def run_scan(request: ScanRequest, aws: Aws | None = None) -> ScanResult:
+def run_scan(request: ScanRequest, opts: Options, aws: Aws | None = None) -> ScanResult:
     label = check_subject(request.channel, request.ami, "scan")
-    pipeline = load_pipeline(request.options)
-    variant = _variant(pipeline, request.variant)
-    aws = aws or Aws(profile=request.options.profile, region=pipeline.build_region)
-    where = locate(aws, request.options, pipeline, variant, label, "--ami" if request.ami else "--channel")
+    pipeline = load_pipeline(opts)
+    variant = _variant(pipeline, str(request.variant))
+    aws = aws or Aws(profile=opts.profile, region=pipeline.build_region)
+    where = locate(aws, opts, pipeline, variant, label, "--ami" if request.ami else "--channel")
     reader = evidence.Reader(aws, pipeline)
     found = inventory(aws, reader, pipeline, variant, where)
     amis = {where.region: where.image.image_id}

@@ -13,21 +13,13 @@ from pathlib import Path
 
 from amibuild import __version__
 from amibuild.errors import PackageDataMissing, SpecError
+from amibuild.jobs.requests_setup import InitRequest
 from amibuild.locate import PIPELINE_FILE, find_pipeline, repository_root
 from amibuild.pipeline.shipped import STARTER, pipeline_text
 
 IGNORE_ENTRY = "/build/"
 CI_SYSTEMS = ("github",)
 WORKFLOW = Path(".github/workflows/amibuild.yml")
-
-
-@dataclass(frozen=True)
-class InitRequest:
-    """What `amibuild init` is asked to write, and where."""
-
-    folder: Path
-    ci: str = ""  # "github": also the workflow
-    here: bool = False  # write here even when a parent folder of the repository has a pipeline file
 
 
 @dataclass(frozen=True)
@@ -66,9 +58,9 @@ def workflow_text(pipeline_dir: str) -> str:
     return text.replace("@AMIBUILD_VERSION@", __version__).replace("@PIPELINE_DIR@", pipeline_dir)
 
 
-def run(request: InitRequest) -> InitResult:
-    """Write what `request` asks for; every refusal comes before anything is written."""
-    folder = request.folder.resolve()
+def run(request: InitRequest, folder: Path) -> InitResult:
+    """Write what `request` asks for in ``folder``; every refusal comes before anything is written."""
+    folder = folder.resolve()
     if request.ci and request.ci not in CI_SYSTEMS:
         raise SpecError(f"--ci {request.ci!r}: one of {', '.join(CI_SYSTEMS)}")
     pipeline = folder / PIPELINE_FILE

@@ -18,8 +18,8 @@ class SandboxRequest:
 
 
 @dataclass(frozen=True)
-class InitFlags:
-    """`amibuild init` (the job's own request is `amibuild.jobs.init_job.InitRequest`)."""
+class InitRequest:
+    """`amibuild init`."""
 
     json: bool = flag("Print what was written as JSON on stdout", False)
     ci: str = flag("Also write a CI workflow for this repository: github (.github/workflows/amibuild.yml at the "
@@ -93,8 +93,8 @@ class IamPolicyRequest:
 
 
 @dataclass(frozen=True)
-class RestoreFlags:
-    """`amibuild restore` (the job's own request is `amibuild.lifecycle.restore.RestoreRequest`)."""
+class RestoreRequest:
+    """`amibuild restore`."""
 
     ami: str = flag("The deregistered image to bring back (required), e.g. ami-0123456789abcdef0", "")
     region: str = flag("The region it was deregistered in (required)", "")

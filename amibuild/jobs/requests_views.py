@@ -85,7 +85,7 @@ class ImageRequest:
 
 
 @dataclass(frozen=True)
-class SbomFlags(ImageRequest):
+class SbomRequest(ImageRequest):
     """`amibuild sbom`."""
 
     channel: str | None = flag("Channel whose image (in the build region) to show, e.g. stable")
@@ -95,7 +95,7 @@ class SbomFlags(ImageRequest):
 
 
 @dataclass(frozen=True)
-class DiffFlags(ImageRequest):
+class DiffRequest(ImageRequest):
     """`amibuild diff`."""
 
     from_: str | None = flag("The older image: a channel, an AMI id or a build-ami run id", name="from")
@@ -104,7 +104,7 @@ class DiffFlags(ImageRequest):
 
 
 @dataclass(frozen=True)
-class ScanFlags(ImageRequest):
+class ScanRequest(ImageRequest):
     """`amibuild scan`."""
 
     channel: str | None = flag("Channel whose image to scan (its policy, if its block has `scan`, says pass or "
@@ -117,8 +117,8 @@ def _days(value, flag):
 
 
 @dataclass(frozen=True)
-class AllowedAmisFlags:
-    """`amibuild allowed-amis` (the job's own request is `amibuild.handoff.consumer.AllowedAmisRequest`)."""
+class AllowedAmisRequest:
+    """`amibuild allowed-amis`."""
 
     provider: str = flag("The build account's id, the image provider the criteria name (default: the caller's "
                          "account)", "")

@@ -14,7 +14,7 @@ from amibuild.errors import SpecError
 from amibuild.handoff import consumer
 from amibuild.jobs import doctor_job, init_job
 from amibuild.jobs.env import Env, Scope, guard, options
-from amibuild.jobs.requests_setup import DoctorRequest, IamPolicyRequest, InitFlags, PruneRequest, RestoreFlags
+from amibuild.jobs.requests_setup import DoctorRequest, IamPolicyRequest, InitRequest, PruneRequest, RestoreRequest
 from amibuild.jobs.shown import Shown
 from amibuild.lifecycle import iam, keyshare, prune_job
 from amibuild.lifecycle import prune as prune_mod
@@ -22,8 +22,8 @@ from amibuild.lifecycle import restore as restore_job
 from amibuild.pipeline.options import load_pipeline
 
 
-def init(r: InitFlags, env: Env) -> Shown:
-    return Shown(init_job.run(init_job.InitRequest(Path.cwd(), ci=r.ci, here=r.here)))
+def init(r: InitRequest, env: Env) -> Shown:
+    return Shown(init_job.run(r, Path.cwd()))
 
 
 def doctor(r: DoctorRequest, env: Env) -> Shown:
@@ -64,5 +64,5 @@ def iam_policy(r: IamPolicyRequest, env: Env) -> Shown:
     return Shown(policy, text=iam.to_json(policy), notes=tuple(f"note: {note}" for note in notes))
 
 
-def restore(r: RestoreFlags, env: Env) -> Shown:
-    return Shown(restore_job.run(restore_job.RestoreRequest(r.ami, r.region, r.profile)))
+def restore(r: RestoreRequest, env: Env) -> Shown:
+    return Shown(restore_job.run(r.ami, r.region, r.profile))

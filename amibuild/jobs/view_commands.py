@@ -14,10 +14,12 @@ from amibuild.handoff import karpenter as karpenter_mod
 from amibuild.jobs import image_inventory as job
 from amibuild.jobs.env import Env, Scope, options, scope_options
 from amibuild.jobs.fleet_jobs import fleet_view, karpenter_manifest
-from amibuild.jobs.requests_views import AllowedAmisFlags, DiffFlags, FleetRequest, KarpenterRequest, SbomFlags, ScanFlags, VerifyRequest
+from amibuild.jobs.requests_views import (AllowedAmisRequest, DiffRequest, FleetRequest, KarpenterRequest, SbomRequest,
+                                          ScanRequest, VerifyRequest)
 from amibuild.jobs.shown import Shown
 from amibuild.jobs.verify_job import verify_report
 from amibuild.lifecycle import fleet as fleet_mod
+from amibuild.pipeline.options import Options
 from amibuild.views import summary
 
 
@@ -61,27 +63,27 @@ def verify(r: VerifyRequest, env: Env) -> Shown:  # today's file is rendered for
                  lines=lambda x: verify_mod.lines(x) + ([f"  ({why_not})"] if why_not else []))
 
 
-def sbom(r: SbomFlags, env: Env) -> Shown:
-    return Shown(job.run_sbom(job.SbomRequest(*_image(r, env), r.channel, r.ami, r.format)))
+def sbom(r: SbomRequest, env: Env) -> Shown:
+    return Shown(job.run_sbom(r, _image(r, env)))
 
 
-def diff(r: DiffFlags, env: Env) -> Shown:
-    return Shown(job.run_diff(job.DiffRequest(*_image(r, env), r.from_ or "", r.to or "", r.markdown)))
+def diff(r: DiffRequest, env: Env) -> Shown:
+    return Shown(job.run_diff(r, _image(r, env)))
 
 
-def scan(r: ScanFlags, env: Env) -> Shown:
-    return Shown(job.run_scan(job.ScanRequest(*_image(r, env), r.channel, r.ami)))
+def scan(r: ScanRequest, env: Env) -> Shown:
+    return Shown(job.run_scan(r, _image(r, env)))
 
 
-def _image(r, env: Env) -> tuple:
-    """(Options, variant) of an sbom, diff or scan: --variant is required."""
+def _image(r: SbomRequest | DiffRequest | ScanRequest, env: Env) -> Options:
+    """The options of an sbom, diff or scan: --variant is required."""
     opts = scope_options(env, r)
     if not r.variant:
         raise SpecError("--variant: name the variant whose image this is")
-    return opts, r.variant
+    return opts
 
 
-def allowed_amis(r: AllowedAmisFlags, env: Env) -> Shown:  # `doctor --consumer` runs the consumer account's checks
+def allowed_amis(r: AllowedAmisRequest, env: Env) -> Shown:  # `doctor --consumer` runs the consumer account's checks
     opts = options(env, Scope(r.pipeline, profile=r.profile), announce=False)
-    return Shown(consumer.run_allowed_amis(consumer.AllowedAmisRequest(
-        opts, r.provider, r.max_days_since_created, r.max_days_since_deprecated)))  # bad days: exit 2 at parse
+    return Shown(consumer.run_allowed_amis(
+        opts, r.provider, r.max_days_since_created, r.max_days_since_deprecated))  # bad days: exit 2 at parse

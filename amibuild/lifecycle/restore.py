@@ -20,29 +20,22 @@ class RestoreFailed(AmibuildError):
     """The image, or one of its snapshots, could not be brought back."""
 
 
-@dataclass(frozen=True)
-class RestoreRequest:
-    """`amibuild restore`'s flags."""
-
-    ami: str
-    region: str
-    profile: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.ami and not self.region:
-            raise SpecError("restore: give --ami AMI and --region REGION (where it was deregistered), e.g. "
-                            "--ami ami-0123456789abcdef0 --region us-west-2")
-        if not self.ami:
-            raise SpecError("--ami: name the deregistered image to bring back, e.g. --ami ami-0123456789abcdef0; "
-                            "`aws ec2 list-images-in-recycle-bin` lists the images in the bin")
-        if not AMI_ID_FLAG.fullmatch(self.ami):
-            raise SpecError(f"--ami: {self.ami!r} is not an AMI id like ami-0123456789abcdef0; "
-                            "`aws ec2 list-images-in-recycle-bin` lists the images in the bin")
-        if not self.region:
-            raise SpecError("--region: name the region the image was deregistered in, e.g. --region us-west-2")
-        problem = regions.problem(self.region)
-        if problem:
-            raise SpecError(f"--region: {problem}")
+def check(ami: str, region: str) -> None:
+    """--ami and --region name a deregistered image and a region (exit 2 before AWS is asked)."""
+    if not ami and not region:
+        raise SpecError("restore: give --ami AMI and --region REGION (where it was deregistered), e.g. "
+                        "--ami ami-0123456789abcdef0 --region us-west-2")
+    if not ami:
+        raise SpecError("--ami: name the deregistered image to bring back, e.g. --ami ami-0123456789abcdef0; "
+                        "`aws ec2 list-images-in-recycle-bin` lists the images in the bin")
+    if not AMI_ID_FLAG.fullmatch(ami):
+        raise SpecError(f"--ami: {ami!r} is not an AMI id like ami-0123456789abcdef0; "
+                        "`aws ec2 list-images-in-recycle-bin` lists the images in the bin")
+    if not region:
+        raise SpecError("--region: name the region the image was deregistered in, e.g. --region us-west-2")
+    problem = regions.problem(region)
+    if problem:
+        raise SpecError(f"--region: {problem}")
 
 
 @dataclass(frozen=True)
@@ -81,9 +74,10 @@ class RestoreResult:
                                 "for good: the image cannot launch")
 
 
-def run(request: RestoreRequest, *, aws: Aws | None = None) -> RestoreResult:
-    aws = aws or Aws(profile=request.profile, region=request.region)
-    region, ami = request.region, request.ami
+def run(ami: str, region: str, profile: str | None = None, *, aws: Aws | None = None) -> RestoreResult:
+    """Bring ``ami`` back from ``region``'s Recycle Bin, with its snapshots."""
+    check(ami, region)
+    aws = aws or Aws(profile=profile, region=region)
     binned = {b.resource_id for b in aws.images_in_recycle_bin(region, [ami])}
     restored = ami in binned
     if restored:
