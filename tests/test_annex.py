@@ -22,8 +22,7 @@ STAND_IN = re.compile(r"(?<![a-z])stand-?ins?(?![a-z])", re.IGNORECASE)
 MAY_NAME_THE_SANDBOX = {
     "cli/target.py": "the one place AMIBUILD_TARGET=sandbox selects the emulator's platform",
     "cli/tasks_sandbox.py": "the `sandbox` and `demo` tasks, which start the emulator",
-    "cli/tasks.py": "puts the `sandbox` task in the task table",
-    "cli/requests_setup.py": "the `sandbox` task's request (its flags)",
+    "cli/tasks.py": "puts the `sandbox` and `demo` tasks, with their requests, in the task table",
     "cli/run.py": "the one hint, on missing credentials or an unreachable endpoint (doctor's too), to run `amibuild sandbox`",
 }
 # The rehearsal plays yum, rpm, systemctl, ... with stand-ins of its own (rehearse/standins/): it may

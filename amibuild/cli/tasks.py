@@ -5,12 +5,30 @@ module (`jobs.build_commands`, `jobs.node_commands`, ...) and what it imports lo
 Settings can also come from invoke's config (`amibuild.yaml`, `AMIBUILD_*`): see `ns.configure`.
 """
 
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from invoke import Collection
 
+from amibuild import values
 from amibuild.jobs import requests_build, requests_channels, requests_nodes, requests_setup, requests_views
 from amibuild.cli.command import task
+from amibuild.request import flag
+
+
+@dataclass(frozen=True)
+class SandboxRequest:
+    """`amibuild sandbox`."""
+
+    port: int = flag("Port on 127.0.0.1 (default: a free one)", cast=partial(values.count, minimum=0, maximum=65535,
+                                                                            example=4566))
+
+
+@dataclass(frozen=True)
+class DemoRequest:
+    """`amibuild demo`: no flags."""
+
 
 TASKS = (
     task('jobs.build_commands', 'render', requests_build.RenderRequest,
@@ -53,9 +71,9 @@ TASKS = (
          'Print the variants as a CI matrix, so each runner builds one variant.'),
     task('jobs.setup_commands', 'doctor', requests_setup.DoctorRequest,
          'Check packer, AWS credentials, region, endpoint and the pipeline file; say what to fix.'),
-    task('tasks_sandbox', 'sandbox', requests_setup.SandboxRequest,
+    task('tasks_sandbox', 'sandbox', SandboxRequest,
          'Run the local AWS emulator in the foreground (prints `export` lines first).', shortflags=True),
-    task('tasks_sandbox', 'demo', requests_setup.DemoRequest,
+    task('tasks_sandbox', 'demo', DemoRequest,
          'Run the whole pipeline against the local emulator, printing each step (the README demo).'),
     task('jobs.setup_commands', 'init', requests_setup.InitRequest,
          'Write a starter amibuild.hcl (one AL2023 variant with ceph-common) and ignore build/ in .gitignore.'),

@@ -1,20 +1,10 @@
 """The requests (flags) of the set-up and lifecycle tasks: init, doctor, prune, iam-policy, restore
-(their bodies: `amibuild.jobs.setup_commands`) and the local emulator's two (the cli's)."""
+(their bodies: `amibuild.jobs.setup_commands`)."""
 
 from dataclasses import dataclass
-from functools import partial
 
-from amibuild import values
 from amibuild.request import flag, like
 from amibuild.jobs.requests_build import Output, Selection
-
-
-@dataclass(frozen=True)
-class SandboxRequest:
-    """The local AWS emulator's task."""
-
-    port: int = flag("Port on 127.0.0.1 (default: a free one)", cast=partial(values.count, minimum=0, maximum=65535,
-                                                                            example=4566))
 
 
 @dataclass(frozen=True)
@@ -26,11 +16,6 @@ class InitRequest:
                    "repository root: nightly build-ami --boot-test, promote --due, channels --check)", "")
     here: bool = flag("Write the pipeline file here even though a parent folder of this repository has one "
                       "(commands run here then find this one)", False)
-
-
-@dataclass(frozen=True)
-class DemoRequest:
-    """`amibuild demo`: no flags."""
 
 
 @dataclass(frozen=True)
