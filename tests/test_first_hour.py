@@ -350,3 +350,32 @@ def test_userdata_cluster_with_every_flag_asks_aws_nothing(tmp_path: Path) -> No
                      env={"AWS_REGION": "us-west-2"})
     assert result.returncode == 0, result.stderr
     assert result.stderr == "" and "cidr: 10.100.0.0/16" in result.stdout
+
+
+def test_userdata_variant_takes_its_os_and_proxy_credentials_from_the_pipeline_file(tmp_path: Path) -> None:
+    """`userdata --variant V` writes the user data V's nodes need: bootstrap.sh for an AL2 variant,
+    nodeadm for AL2023, the variant's proxy credentials parameter with --proxy; a flag wins."""
+    (tmp_path / "amibuild.hcl").write_text(
+        'pipeline {\n  name = "ud"\n  regions = ["us-west-2"]\n}\n'
+        'defaults {\n  kubernetes_version = "1.31"\n}\n'
+        'variant "old" {\n  os = "al2"\n}\n'
+        'variant "new" {\n  os = "al2023"\n'
+        '  proxy {\n    https = "http://proxy.internal:3128"\n    credentials_parameter = "/ud/proxy-creds"\n  }\n}\n')
+    every = ("--cluster", "prod", "--api-server-endpoint", "https://example.eks.amazonaws.com", "--certificate-authority",
+             "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUMKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=",
+             "--service-cidr", "10.100.0.0/16", "--region", "us-west-2")
+    env = {"AWS_REGION": "us-west-2"}
+    old = run_cli(tmp_path, "userdata", *every, "--variant", "old", binary="amibuild", env=env)
+    assert old.returncode == 0, old.stderr
+    assert "/etc/eks/bootstrap.sh prod" in old.stdout and "NodeConfig" not in old.stdout
+    new = run_cli(tmp_path, "userdata", *every, "--variant", "new", "--proxy", "http://proxy.internal:3128",
+                  binary="amibuild", env=env)
+    assert new.returncode == 0, new.stderr
+    assert "kind: NodeConfig" in new.stdout and "/ud/proxy-creds" in new.stdout
+    without_proxy = run_cli(tmp_path, "userdata", *every, "--variant", "new", binary="amibuild", env=env)
+    assert without_proxy.returncode == 0 and "/ud/proxy-creds" not in without_proxy.stdout
+    flag_wins = run_cli(tmp_path, "userdata", *every, "--variant", "old", "--os", "al2023", binary="amibuild", env=env)
+    assert flag_wins.returncode == 0 and "kind: NodeConfig" in flag_wins.stdout
+    typo = run_cli(tmp_path, "userdata", *every, "--variant", "nwe", binary="amibuild", env=env)
+    assert typo.returncode == 2 and "nwe" in typo.stderr and "new" in typo.stderr, typo.stderr
+    assert typo.stdout == ""

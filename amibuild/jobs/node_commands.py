@@ -34,21 +34,24 @@ from amibuild.views import summary
 
 
 def userdata(r: UserdataRequest, env: Env) -> Shown:
-    found = job.userdata_cluster(cluster=r.cluster, os_=r.os, region=r.region,
+    chosen = load_pipeline(scope_options(env, r)).variants[0] if r.variant else None
+    node_os = r.os or (chosen.os if chosen else "") or "al2023"
+    credentials = r.proxy_credentials_parameter or (chosen.proxy.credentials_parameter if chosen and r.proxy else "")
+    found = job.userdata_cluster(cluster=r.cluster, os_=node_os, region=r.region,
                                  api_server_endpoint=r.api_server_endpoint,
                                  certificate_authority=r.certificate_authority, service_cidr=r.service_cidr,
                                  private_endpoint=r.private_endpoint, k8s_manifests=r.k8s_manifests)
     if found.note:
         env.say(f"{found.note}; going by the flags")
     cfg = userdata_render.config_from_flags(
-        cluster=r.cluster, os=r.os, proxy=r.proxy, no_proxy=r.no_proxy, service_cidr=found.service_cidr,
+        cluster=r.cluster, os=node_os, proxy=r.proxy, no_proxy=r.no_proxy, service_cidr=found.service_cidr,
         cluster_ip=r.cluster_ip, region=r.region or os.environ.get("AWS_REGION", ""), bypass=r.bypass,
         bootstrap_args=r.bootstrap_args, kubelet_flags=r.kubelet_flag,
         api_server_endpoint=found.endpoint, certificate_authority=found.certificate_authority,
         cfn_stack=r.cfn_stack, cfn_resource=r.cfn_resource, private_endpoint=found.private_endpoint,
         node_labels=r.node_label, taints=r.taint, max_pods=r.max_pods or None,
         max_pods_expression=r.max_pods_expression or None,
-        proxy_credentials_parameter=r.proxy_credentials_parameter,
+        proxy_credentials_parameter=credentials,
     )
     if r.k8s_manifests:
         return Shown(cfg, text=userdata_render.k8s_manifests(cfg, r.vpc_cidr))

@@ -13,7 +13,11 @@ class UserdataRequest:
     """`amibuild userdata`."""
 
     cluster: str = flag("EKS cluster name", "")
-    os: str = flag("Node operating system: al2023 (nodeadm, default) or al2 (bootstrap.sh)", "al2023")
+    variant: str | None = flag("Variant whose image the nodes run: its OS, and with --proxy its proxy "
+                               "{ credentials_parameter }, from the pipeline file (a flag wins)")
+    os: str = flag("Node operating system: al2023 (nodeadm) or al2 (bootstrap.sh) (default: the --variant's, "
+                   "else al2023)", "")
+    pipeline: str | None = like(Selection, "pipeline")
     proxy: str = flag("HTTP(S) proxy URL for yum/dnf, /etc/environment, containerd, docker and the kubelet", "")
     no_proxy: tuple[str, ...] = flag("Extra NO_PROXY entry: host, .domain, address or CIDR (repeatable, or "
                                      "comma-separated)", repeat=True)
