@@ -89,8 +89,8 @@ def run_allowed_amis(opts: Options, provider: str = "", max_days_since_created: 
 
 
 @dataclass(frozen=True)
-class ConsumerRequest:
-    """`amibuild doctor --consumer`: the flags (the consumer's credentials are `options.profile`)."""
+class ConsumerSettings:
+    """What `amibuild doctor --consumer` checks with (the consumer's credentials are `options.profile`)."""
 
     options: Options
     channel: str = ""  # default: the pipeline's default channel
@@ -207,7 +207,7 @@ def _settings(aws: Aws, region: str) -> tuple[allowed.Settings | None, str]:
                             str(raw.get("ManagedBy", "account"))), ""
 
 
-def run_consumer(request: ConsumerRequest, consumer: Aws | None = None, builder: Aws | None = None) -> ConsumerResult:
+def run_consumer(request: ConsumerSettings, consumer: Aws | None = None, builder: Aws | None = None) -> ConsumerResult:
     pipeline = load_pipeline(request.options)
     channel = request.channel or pipeline.default_channel
     consumer = consumer or Aws(profile=request.options.profile, region=pipeline.build_region)

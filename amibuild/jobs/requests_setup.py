@@ -21,7 +21,7 @@ class InitRequest:
 @dataclass(frozen=True)
 class DoctorRequest:
     """`amibuild doctor` (its checks are `amibuild.jobs.doctor_job.checks`; with --consumer,
-    `amibuild.handoff.consumer.ConsumerRequest`)."""
+    `amibuild.handoff.consumer.ConsumerSettings`)."""
 
     pipeline: str | None = like(Selection, "pipeline")
     profile: str | None = like(Output, "profile")

@@ -29,7 +29,7 @@ def init(r: InitRequest, env: Env) -> Shown:
 def doctor(r: DoctorRequest, env: Env) -> Shown:
     opts = options(env, Scope(r.pipeline, profile=r.profile), announce=False)
     if r.consumer:  # the consumer account's checks (run with its credentials)
-        return Shown(consumer.run_consumer(consumer.ConsumerRequest(opts, r.channel or "", r.build_profile or "")))
+        return Shown(consumer.run_consumer(consumer.ConsumerSettings(opts, r.channel or "", r.build_profile or "")))
     return Shown(doctor_job.checks(opts, hints=doctor_job.Hints(**env.hints)), data=lambda x: x.to_list())
 
 
@@ -55,7 +55,7 @@ def iam_policy(r: IamPolicyRequest, env: Env) -> Shown:
         keyshare.refuse_form(r.task_, r.form)
     opts = options(env, Scope(r.pipeline))
     if r.task_ == "share":  # not an IAM policy: what each key's policy (or grants) must give the consumer accounts
-        result = keyshare.run(keyshare.ShareRequest(opts, r.form or "policy", r.partition))
+        result = keyshare.run(keyshare.ShareSettings(opts, r.form or "policy", r.partition))
         return Shown(result, notes=tuple(f"note: {note}" for note in result.notes))
     loaded = load_pipeline(opts)
     policy = iam.policy(r.task_, loaded, stacks=r.stack, node_role_arn=r.node_role_arn, account=r.account,

@@ -85,8 +85,8 @@ def slr_grant_command(partition: str = "aws") -> str:
 
 
 @dataclass(frozen=True)
-class ShareRequest:
-    """`iam-policy --task share`'s flags."""
+class ShareSettings:
+    """What `iam-policy --task share` reads: the pipeline, the form of the answer, the partition."""
 
     options: Options
     form: str = "policy"  # --form: policy (key policy statements) or grants (CreateGrant calls)
@@ -117,7 +117,7 @@ def refuse_form(task: str, form: str) -> None:
                     f"shared images' keys); --task {task} prints an IAM policy document")
 
 
-def run(request: ShareRequest) -> ShareResult:
+def run(request: ShareSettings) -> ShareResult:
     """What each consumer account needs on each region's key (no AWS call)."""
     if request.form not in FORMS:
         raise SpecError(f"--form {request.form!r}: one of {', '.join(FORMS)}")
