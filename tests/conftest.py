@@ -221,11 +221,12 @@ def cli() -> Callable[..., CliResult]:
     return run_cli
 
 
-# `-n auto` (pyproject's addopts): one worker more than the CPUs. Each worker waits on its emulator and on
-# the subprocesses it starts for part of its time, so 2 CPUs run 3 workers best: measured on a quiet 2-CPU
-# machine, the whole suite took 492 s with 3 workers against 596-604 s with 2 (1987 tests, all green).
+# `-n auto` (pyproject's addopts): two workers more than the CPUs. Each worker waits on its emulator and
+# on the subprocesses it starts for part of its time; with 3 workers 2 CPUs were busy 1.7 of 2 on average.
+# Measured on a quiet 2-CPU machine, one day, 2029 tests: 604-612 s with 3 workers, 501 s with 4
+# (user+sys 968 s: both CPUs busy), 524 s with 5. Earlier, 492 s with 3 against 596-604 s with 2.
 def pytest_xdist_auto_num_workers(config) -> int:  # noqa: ANN001 - pytest's Config
-    return (os.cpu_count() or 1) + 1
+    return (os.cpu_count() or 1) + 2
 
 
 # The slowest test files of a run, summed over their tests' set-up, call and tear-down (on xdist the
