@@ -374,6 +374,11 @@ def test_userdata_variant_takes_its_os_and_proxy_credentials_from_the_pipeline_f
     assert "kind: NodeConfig" in new.stdout and "/ud/proxy-creds" in new.stdout
     without_proxy = run_cli(tmp_path, "userdata", *every, "--variant", "new", binary="amibuild", env=env)
     assert without_proxy.returncode == 0 and "/ud/proxy-creds" not in without_proxy.stdout
+    # a proxy URL with user:password of its own keeps them, as nodegroup-deploy and karpenter do
+    own = run_cli(tmp_path, "userdata", *every, "--variant", "new", "--proxy", "http://u:p@proxy.internal:3128",
+                  binary="amibuild", env=env)
+    assert own.returncode == 0, own.stderr
+    assert "/ud/proxy-creds" not in own.stdout and "u:p@proxy.internal" in own.stdout
     flag_wins = run_cli(tmp_path, "userdata", *every, "--variant", "old", "--os", "al2023", binary="amibuild", env=env)
     assert flag_wins.returncode == 0 and "kind: NodeConfig" in flag_wins.stdout
     typo = run_cli(tmp_path, "userdata", *every, "--variant", "nwe", binary="amibuild", env=env)

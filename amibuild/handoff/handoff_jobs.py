@@ -32,6 +32,7 @@ from amibuild.handoff.userdata import decode as ud
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
 from amibuild.handoff.userdata.render import check_role_arn, config_from_flags, render_userdata
 from amibuild.pipeline.options import default_region
+from amibuild.pipeline import proxy_credentials
 from amibuild.pipeline.proxy_credentials import POLICY_NAME as PROXY_CREDENTIALS_POLICY
 
 Say = Callable[[str], None]
@@ -117,10 +118,11 @@ def deploy(settings: DeploySettings, say: Say = lambda _: None) -> DeployResult:
     if origin is not None and origin.get("os") and origin.get("os") != node_os:
         say(f"stack {stack}: nodes move from {origin.get('os')} to {node_os} (the rolling update replaces them)")
     nodes = settings.asked.merge(previous)
-    # the variant's proxy { credentials_parameter }, for a proxy without user:password of its own
-    if settings.variant_credentials_parameter and settings.asked.proxy_credentials_parameter is None and nodes.proxy \
-            and not nodes.proxy_credentials_parameter and not secrets.credentials(nodes.proxy):
-        nodes = replace(nodes, proxy_credentials_parameter=settings.variant_credentials_parameter)
+    # the variant's proxy { credentials_parameter }, for a proxy without user:password of its own (unless the
+    # flag removed the stack's: `--proxy-credentials-parameter none`)
+    if settings.asked.proxy_credentials_parameter is None:
+        nodes = replace(nodes, proxy_credentials_parameter=proxy_credentials.for_proxy(
+            nodes.proxy, nodes.proxy_credentials_parameter, settings.variant_credentials_parameter))
     if nodes.proxy_credentials_parameter and secrets.credentials(nodes.proxy):
         raise SpecError(f"--proxy-credentials-parameter {nodes.proxy_credentials_parameter}: the nodes' proxy "
                         f"{secrets.mask(nodes.proxy)} carries credentials already; give --proxy without "

@@ -10,7 +10,6 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from amibuild import secrets
 from amibuild.aws import Aws
 from amibuild.channels import known
 from amibuild.channels import read as channel_read
@@ -19,6 +18,7 @@ from amibuild.handoff import consumer
 from amibuild.handoff import karpenter as karpenter_mod
 from amibuild.lifecycle import fleet as fleet_mod
 from amibuild.pipeline.naming import check_channel, parameter_name
+from amibuild.pipeline import proxy_credentials
 from amibuild.pipeline.options import load_pipeline
 from amibuild.suggest import suggest
 
@@ -53,10 +53,9 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
     pipeline = load_pipeline(options)
     chosen = pipeline.variants[0]
     where = region or pipeline.build_region
-    # the variant's proxy { credentials_parameter }, for a proxy URL without credentials of its own
-    if settings and settings.proxy and not settings.proxy_credentials_parameter and chosen.proxy.credentials_parameter \
-            and not secrets.credentials(settings.proxy):
-        settings = replace(settings, proxy_credentials_parameter=chosen.proxy.credentials_parameter)
+    if settings:  # the variant's proxy { credentials_parameter }, for a proxy URL without credentials of its own
+        settings = replace(settings, proxy_credentials_parameter=proxy_credentials.for_proxy(
+            settings.proxy, settings.proxy_credentials_parameter, chosen.proxy.credentials_parameter))
     parameter = parameter_name(pipeline, chosen, channel)
     manifest = karpenter_mod.node_class(
         name=karpenter_mod.check_name(name or f"{chosen.name}-{channel}"), parameter=parameter, region=where,

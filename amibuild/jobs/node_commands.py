@@ -29,6 +29,7 @@ from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
 from amibuild.jobs.env import Env, scope_options
 from amibuild.jobs.requests_nodes import AwsAuthRequest, DecodeUserdataRequest, DeployRequest, RolloutRequest, UserdataRequest
 from amibuild.jobs.shown import Shown
+from amibuild.pipeline import proxy_credentials
 from amibuild.pipeline.options import Options, load_pipeline
 from amibuild.views import summary
 
@@ -36,7 +37,8 @@ from amibuild.views import summary
 def userdata(r: UserdataRequest, env: Env) -> Shown:
     chosen = load_pipeline(scope_options(env, r)).variants[0] if r.variant else None
     node_os = r.os or (chosen.os if chosen else "") or "al2023"
-    credentials = r.proxy_credentials_parameter or (chosen.proxy.credentials_parameter if chosen and r.proxy else "")
+    credentials = proxy_credentials.for_proxy(r.proxy, r.proxy_credentials_parameter,
+                                              chosen.proxy.credentials_parameter if chosen else "")
     found = job.userdata_cluster(cluster=r.cluster, os_=node_os, region=r.region,
                                  api_server_endpoint=r.api_server_endpoint,
                                  certificate_authority=r.certificate_authority, service_cidr=r.service_cidr,

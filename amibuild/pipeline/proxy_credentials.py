@@ -7,8 +7,9 @@ boothook reads it with the instance role at boot and composes ``http://user:pass
 itself, so the secret is in neither the user data, the stack template nor its parameters.
 
 This module holds the rules both sides share: what a parameter name may be (`check_name`), and what
-the value may be (`VALUE_PATTERN`, which the boothook checks at boot), and the IAM statements the node
-role needs (`node_role_statements`). Pure: no AWS calls, no files.
+the value may be (`VALUE_PATTERN`, which the boothook checks at boot), when a variant's parameter
+applies to a hand-off's proxy (`for_proxy`), and the IAM statements the node role needs
+(`node_role_statements`). Pure: no AWS calls, no files.
 """
 
 from __future__ import annotations
@@ -58,6 +59,15 @@ def check_with_proxy(parameter: str, proxy_urls: tuple[str, ...], label: str, pr
     if with_credentials:
         raise SpecError(f"{label}: {proxy_label} {secrets.mask(with_credentials)} carries credentials already; "
                         f"give the URL without user:password@ (the nodes read them from {parameter})")
+
+
+def for_proxy(proxy: str, parameter: str, variant_parameter: str) -> str:
+    """The parameter the nodes read their proxy's user:password from: ``parameter`` when one is set,
+    else the variant's ``proxy { credentials_parameter }`` for a proxy URL without user:password of
+    its own, else none ("")."""
+    if parameter or not proxy or secrets.credentials(proxy):
+        return parameter
+    return variant_parameter
 
 
 def node_role_statements(parameter: str) -> list[dict[str, Any]]:
