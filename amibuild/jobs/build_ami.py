@@ -91,7 +91,8 @@ def settings(r: BuildRequest, env: Env) -> BuildSettings:
         raise SpecError("--allow-incomplete goes with --rehearse: it lets a variant whose rehearsal stopped at a "
                         "step it cannot rehearse be built")
     read_timeout = envs.read_timeout(env)  # the channel requests' and SendCommand's
-    numbers = dict(max_parallel=envs.config_number(env, "max_parallel", 8, partial(values.count, maximum=256)),
+    # what the config, the boot test's settings and the platform settle for the run
+    settled = dict(max_parallel=envs.config_number(env, "max_parallel", 8, partial(values.count, maximum=256)),
                    stall_after=envs.config_number(env, "stall_after", 10.0, values.duration),
                    boot_test=ami_test.boot_test_settings(
                        options, boot_test=r.boot_test, cluster=r.cluster, read_timeout=read_timeout,
@@ -123,7 +124,7 @@ def settings(r: BuildRequest, env: Env) -> BuildSettings:
         version()  # PackerNotFound before any AWS call
     if r.rehearse:
         check_privileges()  # --rehearse where it cannot run: refused before any AWS call
-    return BuildSettings(r, options, pipeline, packer, chosen, **numbers)
+    return BuildSettings(r, options, pipeline, packer, chosen, **settled)
 
 
 @dataclass(frozen=True)
