@@ -88,6 +88,29 @@ def install() -> None:
 
     KmsResponse.sign = sign
     KmsResponse.verify = verify
+    _private_key_on_first_use()
+
+
+class _KeyPairOnFirstUse:
+    """A key's private key, generated the first time it is used (Sign, Verify, GetPublicKey)."""
+
+    def __init__(self, generate: Any, key_spec: str) -> None:
+        self._generate, self._key_spec, self._key = generate, key_spec, None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._key is None:
+            self._key = self._generate(self._key_spec)
+        return getattr(self._key, name)
+
+
+def _private_key_on_first_use() -> None:
+    """moto 5.2 generates an RSA-2048 private key for every key it creates, symmetric and HMAC ones
+    too, which have none on AWS: about a tenth of a second each, and the emulator creates keys on
+    every reset. The key pair is made when first used instead; what AWS answers is unchanged."""
+    from moto.kms import models
+
+    generate = models.generate_private_key
+    models.generate_private_key = lambda key_spec: _KeyPairOnFirstUse(generate, key_spec)
 
 
 def _blob(value: Any, name: str, error: type[Exception]) -> bytes:

@@ -154,6 +154,10 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         from amibuild.sandbox.moto_check import check_internals  # deferred: after MOTO_AMIS_PATH is set
 
         parse_once()  # before moto's imports: they parse botocore's EC2 model several times
+        # moto's CloudFormation imports API Gateway, which imports jsonschema, whose IRI format check
+        # builds a grammar at import when rfc3987-syntax is installed (over a second of CPU). No call
+        # the emulator answers checks that format; without the module jsonschema leaves the check out.
+        sys.modules.setdefault("rfc3987_syntax", None)
         # imports moto.ec2.models (reading the file) and every other moto module used here; a moto
         # that moved what we patch or import fails now, naming it
         check_internals()
