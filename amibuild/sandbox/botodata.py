@@ -41,3 +41,14 @@ def parse_once() -> None:
 
     load_file._amibuild_shared = True  # type: ignore[attr-defined]
     JSONFileLoader.load_file = load_file  # type: ignore[method-assign]
+
+
+def one_session_for_eks() -> None:
+    """moto's EKS makes a new boto3 Session for every CreateCluster and CreateNodegroup (to read the
+    partitions a role ARN may name), and botocore registers its handlers anew for each: ~12 ms, on
+    every seed of a region. One Session, made here, answers them all (the same partitions)."""
+    import boto3
+    from moto.eks import utils
+
+    session = boto3.Session()
+    utils.Session = lambda: session  # type: ignore[assignment]

@@ -74,6 +74,7 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.kms.models", "KmsBackend.any_id_to_key_id"),  # kms_accounts.py: keys across accounts, policies, grants
     ("moto.kms.models", "KmsBackend.create_grant"),
     ("moto.kms.models", "kms_backends"),
+    ("moto.eks.utils", "Session"),  # botodata.py: one boto3 Session for EKS's role ARN check
     ("moto.kms.models", "generate_private_key"),  # kms_signing.py: the key pair made on first use
     ("moto.kms.exceptions", "AccessDeniedException"),
     ("moto.kms.exceptions", "NotFoundException"),

@@ -150,7 +150,7 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         amis_path.write_text(json.dumps([image.to_moto() for image in seed_images()]))
         # moto reads the file when its EC2 models are imported, and only checks the variable after.
         os.environ["MOTO_AMIS_PATH"] = str(amis_path)
-        from amibuild.sandbox.botodata import parse_once  # deferred: before moto is imported
+        from amibuild.sandbox.botodata import one_session_for_eks, parse_once  # deferred: before moto is imported
         from amibuild.sandbox.moto_check import check_internals  # deferred: after MOTO_AMIS_PATH is set
 
         parse_once()  # before moto's imports: they parse botocore's EC2 model several times
@@ -161,6 +161,7 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         # imports moto.ec2.models (reading the file) and every other moto module used here; a moto
         # that moved what we patch or import fails now, naming it
         check_internals()
+    one_session_for_eks()
     _model_stack_updates()
     _tag_stack_groups()  # after: it wraps the update _model_stack_updates installs
     _page_parameter_listings()
