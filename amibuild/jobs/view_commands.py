@@ -83,7 +83,6 @@ def _image(r: SbomRequest | DiffRequest | ScanRequest, env: Env) -> Options:
     return opts
 
 
-def allowed_amis(r: AllowedAmisRequest, env: Env) -> Shown:
-    """The Allowed AMIs criteria that admit the pipeline's images (days out of range: exit 2 before any AWS call)."""
+def allowed_amis(r: AllowedAmisRequest, env: Env) -> Shown:  # days out of range: exit 2 before any AWS call
     opts = options(env, Scope(r.pipeline, profile=r.profile), announce=False)
     return Shown(consumer.run_allowed_amis(opts, r.provider, r.max_days_since_created, r.max_days_since_deprecated))
