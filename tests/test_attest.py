@@ -181,6 +181,53 @@ def test_the_sandbox_seeds_the_signing_key_and_the_bucket_and_a_reset_keeps_them
     s3.head_bucket(Bucket=BUCKET)
 
 
+def test_two_first_uses_of_a_kms_key_at_once_make_one_key_pair():
+    """The emulator makes a KMS key's key pair on its first use. Builds sign in parallel, so two first
+    uses can come at once: they must get one pair, or a signature made with a replaced pair fails to
+    verify (seen as `amibuild demo`'s verify failing). The second use is held until it waits inside
+    the first's making, then both finish."""
+    import inspect
+    import sys
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from amibuild.sandbox.kms_signing import _KeyPairOnFirstUse
+
+    entered, release, made, got = threading.Event(), threading.Event(), [], {}
+
+    def generate(spec: str) -> SimpleNamespace:
+        made.append(spec)
+        entered.set()
+        assert release.wait(60)
+        return SimpleNamespace(name=f"pair {len(made)}")
+
+    pair = _KeyPairOnFirstUse(generate, "ECC_NIST_P256")
+    source, first_line = inspect.getsourcelines(_KeyPairOnFirstUse.__getattr__)
+    lock_lines = {first_line + n for n, text in enumerate(source) if "with self._lock" in text}
+
+    def waiting(thread: threading.Thread) -> bool:  # making a pair itself, or blocked on the pair's lock
+        frame = sys._current_frames().get(thread.ident)
+        if frame is not None and frame.f_code.co_name == "__getattr__" and frame.f_lineno in lock_lines:
+            return True
+        while frame is not None and frame.f_code.co_name != "generate":
+            frame = frame.f_back
+        return frame is not None
+
+    threads = {who: threading.Thread(target=lambda who=who: got.__setitem__(who, pair.name)) for who in ("a", "b")}
+    threads["a"].start()
+    assert entered.wait(60)  # the first use is making the pair
+    threads["b"].start()
+    deadline = time.monotonic() + 60
+    while not waiting(threads["b"]):  # until the second use waits where the question is decided
+        assert threads["b"].is_alive() and time.monotonic() < deadline
+        time.sleep(0.001)
+    release.set()
+    for thread in threads.values():
+        thread.join(60)
+    assert made == ["ECC_NIST_P256"] and got == {"a": "pair 1", "b": "pair 1"}
+
+
 def test_the_emulator_refuses_raw_messages_over_4096_bytes(sandbox):
     kms = _kms()
     kms.sign(KeyId="alias/amibuild", Message=b"x" * 4096, MessageType="RAW", SigningAlgorithm="ECDSA_SHA_256")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import threading
 from typing import Any, Iterable
 
 RAW_LIMIT = 4096
@@ -92,14 +93,19 @@ def install() -> None:
 
 
 class _KeyPairOnFirstUse:
-    """A key's private key, generated the first time it is used (Sign, Verify, GetPublicKey)."""
+    """A key's private key, generated the first time it is used (Sign, Verify, GetPublicKey). Once:
+    the emulator answers requests in threads, and two first uses at once (builds signing in parallel)
+    must not each make a key pair, one signing with a pair the other then replaces."""
 
     def __init__(self, generate: Any, key_spec: str) -> None:
         self._generate, self._key_spec, self._key = generate, key_spec, None
+        self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
         if self._key is None:
-            self._key = self._generate(self._key_spec)
+            with self._lock:
+                if self._key is None:
+                    self._key = self._generate(self._key_spec)
         return getattr(self._key, name)
 
 
