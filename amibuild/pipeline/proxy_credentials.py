@@ -66,7 +66,7 @@ def for_proxy(proxy: str, parameter: str, variant_parameter: str) -> str:
     else the variant's ``proxy { credentials_parameter }`` for a proxy URL without user:password of
     its own, else none ("")."""
     if parameter or not proxy or secrets.credentials(proxy):
-        return parameter
+        return parameter or ""
     return variant_parameter
 
 

@@ -18,6 +18,8 @@ import os
 import threading
 from typing import Any
 
+import boto3
+
 _SHARED = ("endpoints", "service-2")
 
 
@@ -47,7 +49,6 @@ def one_session_for_eks() -> None:
     """moto's EKS makes a new boto3 Session for every CreateCluster and CreateNodegroup (to read the
     partitions a role ARN may name), and botocore registers its handlers anew for each: ~12 ms, on
     every seed of a region. One Session, made here, answers them all (the same partitions)."""
-    import boto3
     from moto.eks import utils
 
     session = boto3.Session()

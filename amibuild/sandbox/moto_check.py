@@ -74,7 +74,6 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.kms.models", "KmsBackend.any_id_to_key_id"),  # kms_accounts.py: keys across accounts, policies, grants
     ("moto.kms.models", "KmsBackend.create_grant"),
     ("moto.kms.models", "kms_backends"),
-    ("moto.eks.utils", "Session"),  # botodata.py: one boto3 Session for EKS's role ARN check
     ("moto.kms.models", "generate_private_key"),  # kms_signing.py: the key pair made on first use
     ("moto.kms.exceptions", "AccessDeniedException"),
     ("moto.kms.exceptions", "NotFoundException"),
@@ -104,6 +103,7 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.moto_server.werkzeug_app", "MotoRequestHandler"),
     ("moto.moto_server.werkzeug_app", "create_backend_app"),
     ("moto.eks.models", "eks_backends"),  # eks_api.py: access entries and node group updates on moto's clusters
+    ("moto.eks.utils", "Session"),  # botodata.py: one boto3 Session for EKS's role ARN check
     ("moto.ec2.responses.instances", "InstanceResponse.describe_instances"),  # paging.py: pages of instances
     ("moto.ec2.models.instances", "InstanceBackend.get_reservations_by_instance_ids"),
     ("moto.ec2.exceptions", "InvalidParameterCombination"),
