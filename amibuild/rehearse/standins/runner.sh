@@ -50,7 +50,9 @@ upload() {  # step folder
                 # a path ending in / (or an existing folder) receives the file or folder inside it
                 local target=$dest
                 if [[ $dest == */ || -d $dest ]]; then target="${dest%/}/$(basename -- "$payload")"; fi
-                if [[ ! -d $(dirname -- "$target") ]]; then
+                local parent=${target%/*}  # dirname, without a process per upload
+                [[ $target == */* ]] || parent=.
+                if [[ ! -d ${parent:-/} ]]; then
                     printf 'scp: %s: No such file or directory\n' "$target" >&2
                     return 1
                 fi
@@ -86,7 +88,8 @@ for dir in "$here"/steps/*/; do
         *) ;;
     esac
     printf '%s %s %s\n' "$status" "$start" "$EPOCHREALTIME" >"$dir/result"
-    valid=$(cat "$dir/valid" 2>/dev/null || printf '0')
+    valid=0
+    [[ -r $dir/valid ]] && valid=$(<"$dir/valid")
     if [[ " $valid " != *" $status "* ]]; then
         break
     fi

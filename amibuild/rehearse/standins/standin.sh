@@ -20,7 +20,9 @@ export LC_ALL=C
 
 state=${AMIBUILD_REHEARSE_STATE:-/.amibuild-rehearse/state}
 tool=${0##*/}
-step=$(cat "$state/step" 2>/dev/null || printf '?')
+# State files are read by bash itself ($(<file)), not by a cat: every call of every stand-in reads one.
+step='?'
+[[ -r $state/step ]] && step=$(<"$state/step")
 
 # Files are laid down only inside the rehearsal copy, never when a stand-in runs anywhere else.
 in_copy() { [[ $state == /.amibuild-rehearse/* ]]; }
@@ -139,7 +141,8 @@ plain_version() {
 # name-version-release.arch as rpm -q prints it; a version the chain asked for is shown as asked.
 nvra() {
     local name=$1 version=$2 arch
-    arch=$(cat "$state/arch" 2>/dev/null || printf 'x86_64')
+    arch=x86_64
+    [[ -r $state/arch ]] && arch=$(<"$state/arch")
     [[ $arch == arm64 ]] && arch=aarch64
     version=$(plain_version "$version")
     printf '%s-%s.%s\n' "$name" "$version" "$arch"
@@ -226,7 +229,8 @@ rpm_line() {
     format=${format//%\{RELEASE\}/${version#*-}}
     # what the stand-in does not know, rpm's way: no epoch, no license ("(none)"); the variant's arch
     local arch
-    arch=$(cat "$state/arch" 2>/dev/null || printf 'x86_64')
+    arch=x86_64
+    [[ -r $state/arch ]] && arch=$(<"$state/arch")
     [[ $arch == arm64 ]] && arch=aarch64
     format=${format//%\{EPOCH\}/(none)}
     format=${format//%\{ARCH\}/$arch}
@@ -525,7 +529,8 @@ aws_tool() {
 # kernel the chain installed, if it did) in place of this machine's.
 uname_tool() {
     local arch real host_arch host_release release line
-    arch=$(cat "$state/arch" 2>/dev/null || printf 'x86_64')
+    arch=x86_64
+    [[ -r $state/arch ]] && arch=$(<"$state/arch")
     [[ $arch == arm64 ]] && arch=aarch64
     line=$(installed_line kernel)
     release="$(plain_version "${line#*$'\t'}").${arch}"
@@ -570,7 +575,7 @@ sudo_tool() {
     done
     # The build user keeps only CAP_SETUID/SETGID (see runner.sh): becoming root again is sudo's part.
     local become=()
-    if (($(id -u) != 0)); then
+    if ((EUID != 0)); then
         become=(setpriv --reuid=0 --regid=0 --init-groups --)
     fi
     if ((keep)); then
