@@ -19,14 +19,13 @@ import threading
 from typing import Any
 
 import boto3
+from botocore.loaders import JSONFileLoader
 
 _SHARED = ("endpoints", "service-2")
 
 
 def parse_once() -> None:
     """Share the parsed endpoints and service models between botocore loaders (idempotent)."""
-    from botocore.loaders import JSONFileLoader
-
     original = JSONFileLoader.load_file
     if getattr(original, "_amibuild_shared", False):
         return

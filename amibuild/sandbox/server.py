@@ -15,6 +15,8 @@ from typing import Any, Callable, Iterable
 
 from amibuild.errors import AmibuildError
 from amibuild.sandbox import SandboxError
+from amibuild.sandbox.botodata import one_session_for_eks, parse_once
+from amibuild.sandbox.moto_check import check_internals
 from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, _Seeder, seed_images
 from amibuild.sandbox.eks_cluster import model_eks_clusters, read_short_form_yaml
 from amibuild.sandbox.patches import _model_stack_updates, _page_parameter_listings, _read_one_resources_tags, _tag_stack_groups
@@ -150,9 +152,6 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         amis_path.write_text(json.dumps([image.to_moto() for image in seed_images()]))
         # moto reads the file when its EC2 models are imported, and only checks the variable after.
         os.environ["MOTO_AMIS_PATH"] = str(amis_path)
-        from amibuild.sandbox.botodata import one_session_for_eks, parse_once  # deferred: before moto is imported
-        from amibuild.sandbox.moto_check import check_internals  # deferred: after MOTO_AMIS_PATH is set
-
         parse_once()  # before moto's imports: they parse botocore's EC2 model several times
         # moto's CloudFormation imports API Gateway, which imports jsonschema, whose IRI format check
         # builds a grammar at import when rfc3987-syntax is installed (over a second of CPU). No call
