@@ -94,5 +94,6 @@ def run() -> Report:
         ],
         setup="test-ami: 3 runs after 1 warm-up, a subprocess each; build-ami --boot-test: one run, figures from its JSON",
         notes=[f"boot tests: {each}",
-               "each boot test rehearses its variant's chain on the stand-in: two CPUs shared by four rehearsals"],
+               "each check is a rehearsal on the stand-in, from its variant's chain result (kept by the image's "
+               "first command: the warm-up's here): two CPUs shared by four boot tests"],
     )

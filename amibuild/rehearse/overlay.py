@@ -6,7 +6,8 @@ under ``unshare --mount --net --pid --ipc --uts --fork``: a private mount namesp
 overlay whose upper layer is a temp folder, its own (empty) network namespace, then chroot. Every
 write of the chain lands in that upper layer; the host's files are never written. Afterwards the
 upper layer is read for what the chain wrote under /etc, the stand-ins' state for what it
-installed and enabled, and the temp folder is removed (``keep`` leaves it).
+installed and enabled, and the temp folder is removed (``keep`` leaves it). A kept run can become
+the ``base`` of later runs (`keep_as_base`): each starts from a copy of its upper layer.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ AMAZON_LINUX_FILES = {
 USERADD_FILES = tuple(f"etc/{name}{suffix}" for name in ("passwd", "group", "shadow", "gshadow", "subuid", "subgid")
                       for suffix in ("", "-")) + ("etc/.pwd.lock",)
 NEEDED = ("unshare", "chroot", "setpriv", "useradd")
+# what the stand-ins know of a base's chain (what it installed, enabled and pulled), carried into runs on it
+BASE_STATE = ("packages", "units", "images")
 IO = ".amibuild-rehearse"  # where the step folders appear inside the copy
 
 
@@ -121,17 +124,38 @@ def check_privileges() -> None:
 
 
 def run_steps(steps: Sequence[Step], *, arch: str, os_name: str = "al2", refuse: Iterable[str] = (), keep: bool = False,
-              timeout: float = 600.0, temp_dir: str | None = None) -> RawRun:
-    """Run the steps in a throwaway copy of this machine; see the module docstring."""
+              timeout: float = 600.0, temp_dir: str | None = None, base: Path | None = None) -> RawRun:
+    """Run the steps in a throwaway copy of this machine; see the module docstring. On a ``base``
+    (`keep_as_base`) the copy starts where that run's chain left it."""
     top = Path(tempfile.mkdtemp(prefix="amibuild-rehearse-", dir=temp_dir))
+    done = None
     try:
-        return _run(top, steps, arch=arch, os_name=os_name, refuse=refuse, keep=keep, timeout=timeout)
+        done = _run(top, steps, arch=arch, os_name=os_name, refuse=refuse, keep=keep, timeout=timeout, base=base)
+        return done
     finally:
-        if not keep:
+        if not keep or done is None:  # a run that raised is not kept either
             shutil.rmtree(top, ignore_errors=True)
 
 
-def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: Iterable[str], keep: bool, timeout: float) -> RawRun:
+def keep_as_base(top: Path, dest: Path) -> bool:
+    """Make the run kept in ``top`` (``run_steps(keep=True)``) a base for later runs, at ``dest`` on
+    the same file system: its upper layer and the stand-ins' state move there, the rest goes. False
+    when another made ``dest`` first (that one stays)."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    try:
+        (top / "upper").rename(staging / "upper")  # a rename keeps the overlay's whiteouts and xattrs
+        (top / "io" / "state").rename(staging / "state")
+        staging.rename(dest)
+        return True
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        return False
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: Iterable[str], keep: bool, timeout: float,
+         base: Path | None) -> RawRun:
     os.chmod(top, 0o755)  # the build user reads the uploads from inside
     for name in ("upper", "work", "merged", "io/state", "io/steps", "io/bin"):
         (top / name).mkdir(parents=True)
@@ -142,6 +166,9 @@ def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: I
     # stand-ins run as the build user as well as root: both write the state
     for name in ("calls", "gaps", "errors", "packages", "units", "step", "stood_in", "images"):
         (state / name).touch()
+    for name in BASE_STATE if base else ():
+        if (base / "state" / name).is_file():
+            shutil.copyfile(base / "state" / name, state / name)
     for path in state.iterdir():
         path.chmod(0o666)
     state.chmod(0o777)
@@ -150,7 +177,8 @@ def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: I
     (io / "standin.sh").chmod(0o755)
     for tool in PACKAGE_TOOLS[os_name] + STANDIN_TOOLS:
         (io / "bin" / tool).symlink_to(f"/{IO}/standin.sh")
-    _seed_upper(top / "upper", os_name)
+    if base is None:  # a base has its seeds, and the chain's edits of them
+        _seed_upper(top / "upper", os_name)
     # what is in the upper layer before any step: the chain wrote it only if it changed it afterwards
     setup = {str(p.relative_to(top / "upper")) for p in (top / "upper").rglob("*")} | set(USERADD_FILES)
     for step in steps:
@@ -160,7 +188,7 @@ def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: I
             path.chmod(path.stat().st_mode | stat.S_IROTH | stat.S_IRGRP | (stat.S_IXOTH | stat.S_IXGRP if path.is_dir() else 0))
 
     argv = ["unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--",
-            "bash", str(STANDINS / "enter.sh"), str(top)]
+            "bash", str(STANDINS / "enter.sh"), str(top), *([str(base / "upper")] if base else [])]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, text=True)
     timed_out = False

@@ -3,7 +3,8 @@
 The chain is rehearsed in a throwaway copy of this machine; each check becomes a step of its own,
 its exit status read from the step. Run as ``python -m amibuild.sandbox.image_standin ROOT`` it is the
 sandbox build's checks step: it prints each check's result, writes ``checks.json`` and exits 1 when
-a check or the chain failed.
+a check or the chain failed. SSM commands run on the chain's result, kept by the first one
+(`run_command`).
 
 Why it is built this way: docs/dev/decisions.md.
 """
@@ -16,6 +17,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -45,6 +47,10 @@ FIRST_BOOT_PATH = "/tmp/amibuild-first-boot.sh"
 FIRST_BOOT = """#!/usr/bin/env bash
 if [ ! -s /etc/machine-id ]; then tr -d '-' </proc/sys/kernel/random/uuid >/etc/machine-id; fi
 """
+# in a kept stand-in: the result of the image's chain, the base of every command's copy (`run_command`)
+BOOTED = "booted"
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
 
 
 @dataclass
@@ -125,32 +131,102 @@ def run(root: Path, scripts: Sequence[str] = (), *, in_place: Mapping[str, Seque
     run as root, each its own step; none: the step goes); then, when ``scripts`` are given, a first
     boot and each of ``scripts`` as root, each its own step."""
     overlay.check_privileges()
-    record = settings(root)
-    inputs = record["inputs"]
+    inputs = settings(root)["inputs"]
     holder = Path(tempfile.mkdtemp(prefix="amibuild-ssm-"))
     try:
-        steps: list[Step] = []
-        ours: list[int] = []  # the positions of the scripts' steps, in the order their results are given
-        for step in chain_steps(root):
-            stage = checks_step(step)
-            if not stage:
-                steps.append(step)
-                continue
-            for index, script in enumerate(in_place.get(stage, ()), start=1):
-                ours.append(len(steps))
-                # uploaded where Packer uploads a step's script (/tmp/script_*.sh), as the step it replaces was
-                remote = f"/tmp/script_{stage}-check-{index}.sh"
-                steps.append(_script_step(holder, f"{stage} check {index}", script, remote))
-        if scripts:
-            steps.append(dataclasses.replace(_script_step(holder, "first boot (stand-in)", FIRST_BOOT, FIRST_BOOT_PATH),
-                                             valid_exit_codes=(0,)))
-        for index, script in enumerate(scripts, start=1):
-            ours.append(len(steps))
-            steps.append(_script_step(holder, f"script {index}", script, COMMAND_PATH.format(index)))
-        steps = [dataclasses.replace(step, number=number) for number, step in enumerate(steps, start=1)]
+        steps, ours = _chain(root, holder, in_place)
+        more, after = _booted_steps(holder, scripts, at=len(steps))
+        steps, ours = _numbered(steps + more), ours + after
         raw = overlay.run_steps(steps, arch=inputs["arch"], os_name=inputs["os"], refuse=refuse, timeout=timeout)
     finally:
         shutil.rmtree(holder, ignore_errors=True)
+    return _outcome(raw, ours, timeout)
+
+
+def run_command(root: Path, script: str, *, timeout: float = 600.0) -> StandinRun:
+    """``script`` run as root on the image's stand-in after a first boot, as SSM Run Command runs it
+    on an instance: on the result of the image's chain (its checks steps gone), which the first
+    command makes and keeps in ``root`` (`BOOTED`) for the ones after it, as AWS keeps an image."""
+    overlay.check_privileges()
+    inputs = settings(root)["inputs"]
+    base, failed = _booted(root, inputs, timeout)
+    if failed is not None:
+        return failed
+    holder = Path(tempfile.mkdtemp(prefix="amibuild-ssm-"))
+    try:
+        steps, ours = _booted_steps(holder, [script], at=0)
+        raw = overlay.run_steps(_numbered(steps), arch=inputs["arch"], os_name=inputs["os"], timeout=timeout, base=base)
+    finally:
+        shutil.rmtree(holder, ignore_errors=True)
+    return _outcome(raw, ours, timeout)
+
+
+def _booted(root: Path, inputs: Mapping[str, Any], timeout: float) -> tuple[Path | None, StandinRun | None]:
+    """The kept result of the image's chain, made on first use: (its folder, None), or (None, what
+    running the chain gave) when the chain did not end well, in which case nothing is kept."""
+    kept = root / BOOTED
+    with _lock(root):
+        if kept.is_dir():
+            return kept, None
+        holder = Path(tempfile.mkdtemp(prefix="amibuild-ssm-"))
+        try:
+            steps, _ = _chain(root, holder, {})
+            raw = overlay.run_steps(_numbered(steps), arch=inputs["arch"], os_name=inputs["os"], timeout=timeout,
+                                    keep=True, temp_dir=str(root))
+        finally:
+            shutil.rmtree(holder, ignore_errors=True)
+        assert raw.kept is not None
+        done = _outcome(raw, [], timeout)
+        if not done.chain_ok or raw.timed_out or not all(r.ran for r in raw.results):
+            shutil.rmtree(raw.kept, ignore_errors=True)
+            if done.chain_ok:  # stopped before its end: the command never ran
+                done.scripts = [ScriptRun(None)]
+            return None, done
+        overlay.keep_as_base(raw.kept, kept)
+    return kept, None
+
+
+def _lock(root: Path) -> threading.Lock:
+    """One lock per stand-in: the emulator answers commands in threads, and one chain run is enough."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(str(root), threading.Lock())
+
+
+def _chain(root: Path, holder: Path, in_place: Mapping[str, Sequence[str]]) -> tuple[list[Step], list[int]]:
+    """The chain's steps, each checks step replaced by ``in_place[its stage]``, and the positions of
+    those scripts' steps."""
+    steps: list[Step] = []
+    ours: list[int] = []
+    for step in chain_steps(root):
+        stage = checks_step(step)
+        if not stage:
+            steps.append(step)
+            continue
+        for index, script in enumerate(in_place.get(stage, ()), start=1):
+            ours.append(len(steps))
+            # uploaded where Packer uploads a step's script (/tmp/script_*.sh), as the step it replaces was
+            remote = f"/tmp/script_{stage}-check-{index}.sh"
+            steps.append(_script_step(holder, f"{stage} check {index}", script, remote))
+    return steps, ours
+
+
+def _booted_steps(holder: Path, scripts: Sequence[str], *, at: int) -> tuple[list[Step], list[int]]:
+    """A first boot and ``scripts`` after it (none: no step), and the scripts' positions from ``at``."""
+    if not scripts:
+        return [], []
+    steps = [dataclasses.replace(_script_step(holder, "first boot (stand-in)", FIRST_BOOT, FIRST_BOOT_PATH),
+                                 valid_exit_codes=(0,))]
+    steps += [_script_step(holder, f"script {index}", script, COMMAND_PATH.format(index))
+              for index, script in enumerate(scripts, start=1)]
+    return steps, list(range(at + 1, at + len(steps)))
+
+
+def _numbered(steps: Sequence[Step]) -> list[Step]:
+    return [dataclasses.replace(step, number=number) for number, step in enumerate(steps, start=1)]
+
+
+def _outcome(raw: overlay.RawRun, ours: Sequence[int], timeout: float) -> StandinRun:
+    """What a run gave: the chain's steps (all but ``ours``) must end well, then each script's result."""
     notes = [f"stopped after {timeout:.0f}s"] if raw.timed_out else []
     gaps = {step for step, _ in raw.gaps}
     mine = set(ours)

@@ -110,7 +110,7 @@ def run_on_standin(fingerprint: str, image_id: str, script: str) -> Answer:
         return undeliverable(f"{image_id} has no stand-in here (not built by amibuild in this sandbox, or its "
                              "stand-in was removed): nothing can run on it")
     try:
-        done = standin.run(root, [script])
+        done = standin.run_command(root, script)
     except AmibuildError as exc:  # e.g. not root: no copy of this machine can be made
         return undeliverable(str(exc))
     if done.untestable:
