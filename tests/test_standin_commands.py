@@ -3,8 +3,8 @@
 The first command on an image rehearses its chain once and keeps the result (the overlay's upper
 layer and what the stand-ins recorded); every command after it starts from a copy of that result, so
 it sees what the chain wrote, removed and installed, and nothing an earlier command did. A chain that
-fails keeps nothing. Two first commands at once run the chain once. Root only: each run is a
-rehearsal in an overlay copy of this machine.
+fails keeps nothing. Two first commands at once run the chain once. A run on a kept result reports
+only its own changes under /etc. Root only: each run is a rehearsal in an overlay copy of this machine.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import pytest
 from amibuild import render as render_mod
 from amibuild.pipeline import Overrides, load
 from amibuild.rehearse import overlay
+from amibuild.rehearse.steps import Step
 from amibuild.render import SourceAmi, Target
 from amibuild.sandbox import image_standin as standin
 from amibuild.sandbox.transform import SandboxTarget, sandboxed
@@ -152,3 +153,29 @@ def test_two_first_commands_at_once_run_the_chain_once(tmp_path: Path, monkeypat
         thread.join(120)
     assert chains == ["a"]
     assert {who: (r.exit_status, r.output) for who, r in got.items()} == {"a": (0, "up\n"), "b": (0, "up\n")}
+
+
+def test_a_run_on_a_base_reports_only_its_own_writes_and_removals_under_etc(tmp_path: Path) -> None:
+    def step(number: int, script: str) -> Step:
+        path = tmp_path / f"step{number}.sh"
+        path.write_text(script)
+        return Step(number=number, provisioner=number, kind="shell", name=path.name, script=str(path),
+                    command=f"sudo -S bash '/tmp/{path.name}'", remote_path=f"/tmp/{path.name}")
+
+    chain = overlay.run_steps([step(1, "echo chain >/etc/amibuild-chain\nrm -f /etc/issue\n")], arch="x86_64",
+                              os_name="al2023", keep=True, temp_dir=str(tmp_path))
+    assert chain.kept is not None and "/etc/amibuild-chain" in chain.etc_written and "/etc/issue" in chain.etc_removed
+    assert overlay.keep_as_base(chain.kept, tmp_path / "base")
+    assert not chain.kept.exists() and sorted(p.name for p in (tmp_path / "base").iterdir()) == ["state", "upper"]
+    run = overlay.run_steps([step(1, "echo mine >/etc/amibuild-command\nrm -f /etc/hostname\ncat /etc/amibuild-chain\n"
+                                     "test ! -e /etc/issue\n")],
+                            arch="x86_64", os_name="al2023", base=tmp_path / "base")
+    assert run.results[0].exit_status == 0 and run.results[0].stdout == "chain\n", run.results[0]
+    assert run.etc_written == ["/etc/amibuild-command"]  # not the chain's file, nor the build user's files
+    assert run.etc_removed == ["/etc/hostname"]  # not the chain's /etc/issue
+    again = overlay.run_steps([step(1, "echo other >/etc/amibuild-chain\n")], arch="x86_64", os_name="al2023",
+                              keep=True, temp_dir=str(tmp_path))
+    assert again.kept is not None
+    assert not overlay.keep_as_base(again.kept, tmp_path / "base")  # the place is taken: the first base stays
+    assert (tmp_path / "base" / "upper" / "etc" / "amibuild-chain").read_text() == "chain\n"
+    assert not again.kept.exists() and [p.name for p in tmp_path.iterdir() if p.name.startswith(".base")] == []

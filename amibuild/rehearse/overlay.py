@@ -179,8 +179,10 @@ def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: I
         (io / "bin" / tool).symlink_to(f"/{IO}/standin.sh")
     if base is None:  # a base has its seeds, and the chain's edits of them
         _seed_upper(top / "upper", os_name)
-    # what is in the upper layer before any step: the chain wrote it only if it changed it afterwards
-    setup = {str(p.relative_to(top / "upper")) for p in (top / "upper").rglob("*")} | set(USERADD_FILES)
+    # what is in the upper layer before any step (a base's is copied in by enter.sh): the chain wrote
+    # it only if it changed it afterwards
+    uppers = [top / "upper", *([base / "upper"] if base else [])]
+    setup = {str(p.relative_to(upper)) for upper in uppers for p in upper.rglob("*")} | set(USERADD_FILES)
     for step in steps:
         _write_step(io / "steps" / f"{step.number:03d}", step)
     for path in io.rglob("*"):
@@ -319,8 +321,8 @@ def _result(folder: Path, step: Step) -> RawResult:
 def _etc_changes(upper: Path, since_ns: int, setup: set[str]) -> tuple[list[str], list[str]]:
     """Files under /etc the chain wrote or removed: read from the overlay's upper layer.
 
-    A file there that the set-up made (the seeds, the build user) counts only if it changed after
-    the set-up; any other file counts whatever its time (tar and cp -p keep old ones).
+    A file there that the set-up made (the seeds, the build user, a base's files) counts only if it
+    changed after the set-up; any other file counts whatever its time (tar and cp -p keep old ones).
     """
     written, removed = [], []
     etc = upper / "etc"
@@ -330,7 +332,8 @@ def _etc_changes(upper: Path, since_ns: int, setup: set[str]) -> tuple[list[str]
         info = path.lstat()
         relative = str(path.relative_to(upper))
         if stat.S_ISCHR(info.st_mode) and info.st_rdev == 0:
-            removed.append("/" + relative)  # an overlay whiteout: the chain deleted it
+            if relative not in setup or info.st_mtime_ns >= since_ns:
+                removed.append("/" + relative)  # an overlay whiteout: the chain deleted it (not its base)
         elif not stat.S_ISDIR(info.st_mode) and (relative not in setup or info.st_mtime_ns >= since_ns):
             written.append("/" + relative)
     return written, removed
