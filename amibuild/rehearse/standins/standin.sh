@@ -138,12 +138,18 @@ plain_version() {
     printf '%s' "$version"
 }
 
+# Sets the caller's local $arch to the variant's architecture as rpm and uname name it (arm64 is
+# aarch64), x86_64 when the state has none: read by bash itself, no process per call.
+rpm_arch() {
+    arch=x86_64
+    [[ -r $state/arch ]] && arch=$(<"$state/arch")
+    [[ $arch != arm64 ]] || arch=aarch64
+}
+
 # name-version-release.arch as rpm -q prints it; a version the chain asked for is shown as asked.
 nvra() {
     local name=$1 version=$2 arch
-    arch=x86_64
-    [[ -r $state/arch ]] && arch=$(<"$state/arch")
-    [[ $arch == arm64 ]] && arch=aarch64
+    rpm_arch
     version=$(plain_version "$version")
     printf '%s-%s.%s\n' "$name" "$version" "$arch"
 }
@@ -229,9 +235,7 @@ rpm_line() {
     format=${format//%\{RELEASE\}/${version#*-}}
     # what the stand-in does not know, rpm's way: no epoch, no license ("(none)"); the variant's arch
     local arch
-    arch=x86_64
-    [[ -r $state/arch ]] && arch=$(<"$state/arch")
-    [[ $arch == arm64 ]] && arch=aarch64
+    rpm_arch
     format=${format//%\{EPOCH\}/(none)}
     format=${format//%\{ARCH\}/$arch}
     format=${format//%\{LICENSE\}/(none)}
@@ -529,9 +533,7 @@ aws_tool() {
 # kernel the chain installed, if it did) in place of this machine's.
 uname_tool() {
     local arch real host_arch host_release release line
-    arch=x86_64
-    [[ -r $state/arch ]] && arch=$(<"$state/arch")
-    [[ $arch == arm64 ]] && arch=aarch64
+    rpm_arch
     line=$(installed_line kernel)
     release="$(plain_version "${line#*$'\t'}").${arch}"
     [[ -n $line ]] || release="5.10.210-201.852.amzn2.${arch}"
