@@ -177,12 +177,12 @@ def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: I
     (io / "standin.sh").chmod(0o755)
     for tool in PACKAGE_TOOLS[os_name] + STANDIN_TOOLS:
         (io / "bin" / tool).symlink_to(f"/{IO}/standin.sh")
-    if base is None:  # a base has its seeds, and the chain's edits of them
+    if base is None:
         _seed_upper(top / "upper", os_name)
-    # what is in the upper layer before any step (a base's is copied in by enter.sh): the chain wrote
-    # it only if it changed it afterwards
-    uppers = [top / "upper", *([base / "upper"] if base else [])]
-    setup = {str(p.relative_to(upper)) for upper in uppers for p in upper.rglob("*")} | set(USERADD_FILES)
+    else:  # its seeds and the chain's edits of them, whiteouts and overlay xattrs included
+        _copy_base(base / "upper", top / "upper")
+    # what is in the upper layer before any step: the chain wrote it only if it changed it afterwards
+    setup = {str(p.relative_to(top / "upper")) for p in (top / "upper").rglob("*")} | set(USERADD_FILES)
     for step in steps:
         _write_step(io / "steps" / f"{step.number:03d}", step)
     for path in io.rglob("*"):
@@ -190,7 +190,7 @@ def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: I
             path.chmod(path.stat().st_mode | stat.S_IROTH | stat.S_IRGRP | (stat.S_IXOTH | stat.S_IXGRP if path.is_dir() else 0))
 
     argv = ["unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--",
-            "bash", str(STANDINS / "enter.sh"), str(top), *([str(base / "upper")] if base else [])]
+            "bash", str(STANDINS / "enter.sh"), str(top)]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, text=True)
     timed_out = False
@@ -224,6 +224,16 @@ def _run(top: Path, steps: Sequence[Step], *, arch: str, os_name: str, refuse: I
         kept=top if keep else None,
         stood_in=_table(state / "stood_in", 2),
     )
+
+
+def _copy_base(source: Path, upper: Path) -> None:
+    """Copy a base's upper layer into a new one with ``cp -a``, which keeps the whiteouts (character
+    devices) and the overlay's xattrs that shutil does not. (Not a second lower layer: the kernel
+    refuses a lower layer inside another, and the base lies inside /.)"""
+    done = subprocess.run(["cp", "-a", "--", f"{source}/.", f"{upper}/"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RehearsalError(f"could not copy the base {source} into the rehearsal copy: "
+                             f"{_last(done.stderr) or f'cp exit {done.returncode}'}")
 
 
 def amazon_linux_folders() -> tuple[str, ...]:

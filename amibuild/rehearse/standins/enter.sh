@@ -7,16 +7,10 @@
 #   upper/ work/   the overlay's upper layer (every write of the chain lands here) and work dir
 #   merged/        where the copy is mounted
 #   io/            steps, stand-ins and state: bound to /.amibuild-rehearse inside the copy
-# $2, when given, is a kept run's upper layer: copied into the upper layer first, whiteouts and
-# overlay xattrs included, so the copy starts where that run left it. (Not a second lower layer: the
-# kernel refuses a lower layer inside another, and this one is inside /.)
 set -euo pipefail
 
 top=$1
 root="$top/merged"
-if [[ -n ${2:-} ]]; then
-    cp -a -- "$2/." "$top/upper/"
-fi
 
 # Nothing mounted here may propagate back to the host's mount table.
 mount --make-rprivate /
