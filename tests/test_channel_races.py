@@ -48,15 +48,18 @@ def proxy(sandbox, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
 class Cli:
     """One `invoke TASK ...` process; its stderr is read as it comes, so a test can wait for a line."""
 
+    started: list[Cli] = []  # every process a test started; `_no_process_outlives_its_test` ends them
+
     def __init__(self, workdir: Path, *args: str, lease_wait: float = 30, ignore_sigint: bool = False,
                  deadline: float | None = None, held: bool = False) -> None:
         env = {**os.environ, "INVOKE_AMIBUILD_LEASE_WAIT": str(lease_wait)}
         # None: the real default (30 s of waiting on AWS, `aws.deadline`).
         if deadline is not None:
             env["INVOKE_AMIBUILD_CHANNEL_DEADLINE"] = str(deadline)
-        # held: a writer whose write a gate holds while another process starts and runs. A hold is
-        # waiting on AWS, so on a loaded machine (a process taking 10 s to start) its request's read
-        # timeout (10 s) or its deadline (30 s) would end it, not the test's release: both generous.
+        # held: a writer whose write a gate holds while the test acts (starts another process, sends a
+        # signal). A hold is waiting on AWS, so on a loaded machine (a process taking 10 s to start, a
+        # test stalled) its request's read timeout (10 s) would end the hold and its retry would pass,
+        # or its deadline (30 s) would end it, not the test's release: both generous.
         if held:
             env["INVOKE_AMIBUILD_CHANNEL_DEADLINE"] = str(deadline or 600)
             env["INVOKE_AMIBUILD_READ_TIMEOUT"] = "300"
@@ -71,6 +74,7 @@ class Cli:
         self._seen = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        Cli.started.append(self)
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
@@ -95,6 +99,25 @@ class Cli:
         self._reader.join(timeout=10)
         self.proc.stderr.close()
         return code, out, "\n".join(self.lines)
+
+    def end(self) -> None:
+        """Kill the process if it still runs and close its pipes (a test that failed half way)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+        self._reader.join(timeout=10)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_process_outlives_its_test() -> Iterator[None]:
+    """A test that fails while its process runs ends it here: left to the garbage collector, it would
+    fail whichever later test the collector ran in, with a ResourceWarning."""
+    yield
+    while Cli.started:
+        Cli.started.pop().end()
 
 
 def held_write(proxy: FaultProxy, channel: str, region: str = "eu-west-1") -> Gate:
@@ -193,7 +216,7 @@ def test_a_signal_during_a_publish_lets_it_finish_in_every_region_and_says_so(pr
     new = build("fp9")
     gate = held_write(proxy, "recommended")
     cli = Cli(workdir, "publish", "--variant", "ceph", "--ami", ",".join(f"{r}={a}" for r, a in new.items()),
-              ignore_sigint=background)
+              ignore_sigint=background, held=True)
     assert gate.wait_held(1)
     for n, signum in enumerate(signals):
         cli.signal(signum)
@@ -211,7 +234,8 @@ def test_a_signal_during_a_publish_lets_it_finish_in_every_region_and_says_so(pr
 def test_a_signal_before_the_first_write_writes_nothing_and_says_so(proxy, workdir, channels):
     new = build("fp9")
     gate = proxy.gate([PUT], region="eu-west-1", name="_leases/channel/ceph/recommended")  # taking the lease (home: first region)
-    cli = Cli(workdir, "publish", "--variant", "ceph", "--ami", ",".join(f"{r}={a}" for r, a in new.items()))
+    cli = Cli(workdir, "publish", "--variant", "ceph", "--ami", ",".join(f"{r}={a}" for r, a in new.items()),
+              held=True)
     assert gate.wait_held(1)
     cli.signal(signal.SIGTERM)
     cli.wait_line("SIGTERM: ")
@@ -282,7 +306,7 @@ def test_build_ami_publishing_waits_for_a_held_lease_as_long_as_the_config_says(
 def test_a_signal_during_build_ami_publishing_finishes_the_channel_and_records_the_run(proxy, workdir, signals, code,
                                                                                      background):
     gate = held_write(proxy, "recommended")
-    building = _build_ami(workdir, ignore_sigint=background)
+    building = _build_ami(workdir, ignore_sigint=background, held=True)
     assert gate.wait_held(1, timeout=120), "build-ami never reached its eu-west-1 write"
     for n, signum in enumerate(signals):
         building.signal(signum)
