@@ -355,7 +355,9 @@ def test_interrupt_while_publishing_finishes_the_variants_in_flight_and_starts_n
     with FaultProxy(sandbox.endpoint) as proxy:
         # the channel writes (not the leases) wait until the test lets them go
         gate = proxy.gate(["AmazonSSM.PutParameter"], name="/image_id", count=None)
-        env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
+        # a held write must wait for the release, not time out (10 s) on a loaded machine and retry
+        env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint, "INVOKE_AMIBUILD_READ_TIMEOUT": "300",
+               "INVOKE_AMIBUILD_CHANNEL_DEADLINE": "600"}
         proc = subprocess.Popen([sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--json"],
                                 cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # publishing has started: the first writes of 4 variants at once are held

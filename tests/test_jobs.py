@@ -595,6 +595,9 @@ def test_a_record_that_cannot_be_written_at_the_end_names_the_amis_made(sandbox:
     (tmp_path / ".git").mkdir()
     with FaultProxy(sandbox.endpoint) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        # the held write must wait for the release, not time out (10 s) on a loaded machine and retry
+        monkeypatch.setenv("AMIBUILD_READ_TIMEOUT", "300")
+        monkeypatch.setenv("AMIBUILD_CHANNEL_DEADLINE", "600")
         gate = proxy.gate(["AmazonSSM.PutParameter"], region="us-west-2", name="1.35/ceph/recommended/image_id")
         proc = subprocess.Popen([os.sys.executable, "-m", "amibuild", "build-ami", "--json", "--build-dir",
                                  str(small_disk)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
