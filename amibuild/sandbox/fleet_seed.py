@@ -17,6 +17,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+import boto3
+
+from amibuild.aws import models
 from amibuild.sandbox.eks_cluster import SANDBOX_CLUSTER
 
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
@@ -65,9 +68,8 @@ def _template(parameter: str, capacity: int, subnets: Sequence[str]) -> str:
 
 
 def _clients(endpoint: str, region: str) -> dict[str, Any]:
-    import boto3
-
     session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=region)
+    models.share_loader(session)  # the process's parsed service models, as the gateway's sessions use
     return {name: session.client(name, endpoint_url=endpoint) for name in ("ec2", "cloudformation", "eks")}
 
 
@@ -108,8 +110,6 @@ def demo_seed(endpoint: str, region: str, *, stable: str, recommended: str, othe
     variant's recommended) are parameter names. Before the rollout: a second stack on ceph's
     `recommended`, a managed node group and two Karpenter nodes on the image `stable` held first,
     an instance of the other variant's image."""
-    import boto3
-
     ssm = boto3.client("ssm", region_name=region, endpoint_url=endpoint,
                        aws_access_key_id="testing", aws_secret_access_key="testing")
     history = [p["Value"] for page in ssm.get_paginator("get_parameter_history").paginate(Name=stable)
