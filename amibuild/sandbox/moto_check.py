@@ -52,6 +52,7 @@ def install_hint(prefix: str | Path | None = None, requirement: str | None = Non
 REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.core", "DEFAULT_ACCOUNT_ID"),  # the Recycle Bin's rules belong to the default account
     ("moto.backends", "list_of_moto_modules"),  # patches._list_services_once
+    ("moto.core.responses", "method_names_from_class"),  # patches._list_actions_once
     ("moto.ec2.models.tags", "TagBackend.describe_tags"),  # patches._read_one_resources_tags
     ("moto.ec2.utils", "EC2_PREFIX_TO_RESOURCE"),
     ("moto.ec2.utils", "get_prefix"),

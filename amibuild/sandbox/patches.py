@@ -213,3 +213,24 @@ def _list_services_once() -> None:
 
     services = tuple(backends.list_of_moto_modules())
     backends.list_of_moto_modules = lambda: services
+
+
+def _list_actions_once() -> None:
+    """Each moto response class's method names listed once per class, not on every request.
+
+    moto's `BaseResponse.call_action` asks `method_names_from_class` (an `inspect.getmembers` of the
+    class) whether the action exists, on every request: about a tenth of the emulator's CPU for a
+    simple call. The sandbox's patches add their methods before it serves, and nothing changes a
+    response class after.
+    """
+    from moto.core import responses
+
+    listed: dict[type, list[str]] = {}
+    names = responses.method_names_from_class
+
+    def method_names_from_class(clazz: type) -> list[str]:
+        if clazz not in listed:
+            listed[clazz] = names(clazz)
+        return listed[clazz]
+
+    responses.method_names_from_class = method_names_from_class

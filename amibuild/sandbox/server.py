@@ -19,8 +19,8 @@ from amibuild.sandbox.botodata import one_session_for_eks, parse_once
 from amibuild.sandbox.moto_check import check_internals
 from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, _Seeder, seed_images
 from amibuild.sandbox.eks_cluster import model_eks_clusters, read_short_form_yaml
-from amibuild.sandbox.patches import (_list_services_once, _model_stack_updates, _page_parameter_listings,
-                                      _read_one_resources_tags, _tag_stack_groups)
+from amibuild.sandbox.patches import (_list_actions_once, _list_services_once, _model_stack_updates,
+                                      _page_parameter_listings, _read_one_resources_tags, _tag_stack_groups)
 from amibuild.sandbox import (cross_account, clock as clock_mod, eks_api, image_states, inspector_api, kms_signing, kms_accounts,
                               kms_hmac, paging, recyclebin, runcommand, standins)
 from amibuild.sandbox.kubeapi import CONTROL as KUBE_CONTROL, PREFIX as KUBE_PREFIX, KubeApi
@@ -167,6 +167,7 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
     _page_parameter_listings()
     _read_one_resources_tags()  # an image's tags without a scan of the region's every tag
     _list_services_once()  # the dispatcher's list of moto's services, made once
+    _list_actions_once()  # each response class's actions, listed once
     clock = clock_mod.Clock()
     clock_mod.install(clock)  # SSM stamps its times from the emulator's clock, which a test can move
     recyclebin.use_clock(clock.now)  # protection cooldowns and the bin's retention follow it too
