@@ -51,7 +51,9 @@ def install_hint(prefix: str | Path | None = None, requirement: str | None = Non
 # (module, dotted attribute): imported or replaced by amibuild/sandbox/ (server.py, patches.py, seed.py, cluster.py, touched.py).
 REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.core", "DEFAULT_ACCOUNT_ID"),  # the Recycle Bin's rules belong to the default account
+    ("moto", "backends"),
     ("moto.backends", "list_of_moto_modules"),  # patches._list_services_once
+    ("moto.core", "responses"),
     ("moto.core.responses", "method_names_from_class"),  # patches._list_actions_once
     ("moto.ec2.models.tags", "TagBackend.describe_tags"),  # patches._read_one_resources_tags
     ("moto.ec2.utils", "EC2_PREFIX_TO_RESOURCE"),
