@@ -14,9 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-
-import celpy
-from celpy import celtypes
+from typing import Any
 
 from amibuild.errors import SpecError
 
@@ -49,6 +47,8 @@ def check_expression(text: str, flag: str = "--max-pods-expression") -> str:
         raise SpecError(f"{flag}: give a CEL expression, e.g. \"max_pods < 30 ? max_pods : 30\"")
     if len(text) > MAX_LENGTH or not text.isprintable() or not text.isascii():
         raise SpecError(f"{flag}: one line of at most {MAX_LENGTH} printable ASCII characters")
+    import celpy  # only with a max pods expression: celpy and its lark grammar take ~40 ms to import
+
     environment = celpy.Environment()
     try:
         tree = environment.compile(text)
@@ -58,7 +58,7 @@ def check_expression(text: str, flag: str = "--max-pods-expression") -> str:
     if unknown:
         raise SpecError(f"{flag} {text!r}: unknown variable {unknown[0]}; nodeadm gives {', '.join(VARIABLES)}")
     program = environment.program(tree)
-    values = {sample: _evaluate(program, sample, text, flag) for sample in SAMPLES}
+    values = {sample: _evaluate(celpy, program, sample, text, flag) for sample in SAMPLES}
     # Non-positive on a small type may be meant (the node falls back to the standard value there);
     # on every type it never is.
     if not any(0 < value <= _INT32_MAX for value in values.values()):
@@ -68,7 +68,10 @@ def check_expression(text: str, flag: str = "--max-pods-expression") -> str:
     return text
 
 
-def _evaluate(program: celpy.Runner, sample: Sample, text: str, flag: str) -> int:
+def _evaluate(celpy: Any, program: Any, sample: Sample, text: str, flag: str) -> int:
+    """``program`` (a `celpy.Runner`) evaluated over ``sample``'s variables, as a whole number.
+    ``celpy`` is the module, imported by `check_expression`."""
+    celtypes = celpy.celtypes
     activation = {"default_enis": celtypes.IntType(sample.default_enis),
                   "ips_per_eni": celtypes.IntType(sample.ips_per_eni),
                   "max_pods": celtypes.IntType(sample.max_pods)}
