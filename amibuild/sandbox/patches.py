@@ -206,8 +206,8 @@ def _list_services_once() -> None:
     """moto's service folders listed once, not on every request.
 
     moto's dispatcher asks `backends.list_of_moto_modules()` for each request's host, and that lists
-    moto's package folder and stats each of its ~190 entries every time (about 7 % of the emulator's
-    CPU in a build). The folder does not change while the emulator runs.
+    moto's package folder and stats each of its entries (174 in moto 5.2) every time: about 7 % of
+    the emulator's CPU in a build. The folder does not change while the emulator runs.
     """
     from moto import backends
 
