@@ -18,7 +18,7 @@ import pytest
 
 import test_channel_races
 from amibuild.lease import is_lease
-from test_channel_races import PUT, Cli
+from test_channel_races import PUT, Cli, _no_process_outlives_its_test  # noqa: F401 - its processes end with the test
 from test_prune import build_image
 from test_prune_race import CHANNEL, PIPELINE, ami_flag, registered
 
@@ -90,7 +90,7 @@ def test_prune_of_other_regions_waits_for_a_writer_half_way_in_a_region_both_tou
     # A's publish of the older build to candidate holds its leases; its write of the shared region is in flight
     gate = proxy.gate([PUT], region=shared, name="/candidate/image_id")
     publish = cli(a, "publish", "--variant", "ceph", "--channel", "candidate", "--ami",
-                  ami_flag({r: old[r] for r in A_REGIONS}))
+                  ami_flag({r: old[r] for r in A_REGIONS}), held=True)
     assert gate.wait_held(1), publish.lines
     pruning = cli(b, "prune", "--keep", "1", lease_wait=60)
     try:

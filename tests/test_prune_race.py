@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 import test_channel_races
-from test_channel_races import PUT, Cli
+from test_channel_races import PUT, Cli, _no_process_outlives_its_test  # noqa: F401 - its processes end with the test
 from test_prune import build_image
 
 REGIONS = ("us-west-2", "eu-west-1")
@@ -52,7 +52,7 @@ def test_prune_waits_for_a_publish_half_way_and_keeps_the_image_it_names(proxy, 
     assert code == 0, err
     # a publish of the older build to candidate, half way: us-west-2 written, eu-west-1 in flight
     gate = proxy.gate([PUT], region="eu-west-1", name="/candidate/image_id")
-    publish = Cli(workdir, "publish", "--variant", "ceph", "--channel", "candidate", "--ami", ami_flag(old))
+    publish = Cli(workdir, "publish", "--variant", "ceph", "--channel", "candidate", "--ami", ami_flag(old), held=True)
     assert gate.wait_held(1), publish.lines
     pruning = Cli(workdir, "prune", "--keep", "1", lease_wait=60)
     pruning.wait_line("prune: waiting for channel writers to finish")
