@@ -19,7 +19,8 @@ from amibuild.lease import is_lease
 from faultproxy import FaultProxy
 import test_channel_races
 from conftest import run_cli
-from test_channel_races import PUT, Cli, held_write, history_everywhere, leases_left
+from test_channel_races import (  # noqa: F401 - the fixture: its processes end with the test
+    PUT, Cli, held_write, history_everywhere, leases_left, _no_process_outlives_its_test)
 from test_publish import NAME, REGIONS, build, current
 
 # the same fixtures: a pipeline folder, the fault proxy, three channels published
@@ -85,7 +86,7 @@ def test_a_writer_resumed_while_the_next_one_is_mid_write_writes_nothing_and_the
     first.signal(signal.SIGSTOP)
     reads.release()
     mid = held_write(proxy, "recommended")  # the second writer's eu-west-1 put, in flight
-    second = Cli(workdir, "publish", "--variant", "ceph", "--ami", ami_flag(fresh))
+    second = Cli(workdir, "publish", "--variant", "ceph", "--ami", ami_flag(fresh), held=True)
     try:
         assert mid.wait_held(1), f"the second writer never reached its eu-west-1 write: {second.lines}"
     finally:

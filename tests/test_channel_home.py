@@ -20,7 +20,8 @@ from amibuild import tags
 from amibuild.channels.home import lease_home
 from amibuild.lease import is_lease
 from conftest import run_cli
-from test_channel_races import E2E_PIPELINE, Cli, held_write, needs_packer
+from test_channel_races import (  # noqa: F401 - the fixture: its processes end with the test
+    E2E_PIPELINE, Cli, held_write, needs_packer, _no_process_outlives_its_test)
 from test_publish import NAME, PIPELINE, build, current
 
 workdir, proxy = test_channel_races.workdir, test_channel_races.proxy
@@ -94,7 +95,8 @@ def test_folders_listing_the_regions_otherwise_or_adding_one_wait_for_the_same_l
     second, third = build("fp2"), build("fp3", regions=ALL)
 
     gate = held_write(proxy, "stable")  # the first folder's writer holds the lease, half way
-    writing = Cli(workdir, "publish", "--variant", "ceph", "--channel", "stable", "--ami", ami_flag(second))
+    writing = Cli(workdir, "publish", "--variant", "ceph", "--channel", "stable", "--ami", ami_flag(second),
+                  held=True)
     assert gate.wait_held(1), writing.lines
     try:
         for other, amis in ((reordered, second), (grown, third)):

@@ -9,7 +9,8 @@ import signal
 from pathlib import Path
 
 import test_channel_races
-from test_channel_races import Cli, held_write
+from test_channel_races import (  # noqa: F401 - the fixture: its processes end with the test
+    Cli, held_write, _no_process_outlives_its_test)
 from test_channel_repair import ami_flag, split_by_hand
 from test_publish import REGIONS, build, current
 
@@ -31,7 +32,7 @@ def two_splits(workdir: Path) -> dict[str, tuple[dict[str, str], dict[str, str]]
 def test_sigterm_during_repair_reports_the_channel_it_repaired_and_the_one_it_did_not_start(proxy, workdir) -> None:
     made = two_splits(workdir)
     gate = held_write(proxy, "recommended")  # the first channel's eu-west-1 write, in flight
-    repair = Cli(workdir, "channels", "--repair", "--json")
+    repair = Cli(workdir, "channels", "--repair", "--json", held=True)
     assert gate.wait_held(1), repair.lines
     repair.signal(signal.SIGTERM)
     repair.wait_line("SIGTERM: finishing the channel write in progress")
@@ -52,7 +53,7 @@ def test_sigterm_during_repair_reports_the_channel_it_repaired_and_the_one_it_di
 def test_sigterm_during_repair_prints_a_line_for_every_channel_in_order(proxy, workdir) -> None:
     made = two_splits(workdir)
     gate = held_write(proxy, "recommended")
-    repair = Cli(workdir, "channels", "--repair")
+    repair = Cli(workdir, "channels", "--repair", held=True)
     assert gate.wait_held(1), repair.lines
     repair.signal(signal.SIGTERM)
     repair.wait_line("SIGTERM: finishing the channel write in progress")
