@@ -17,6 +17,7 @@ import contextlib
 import io
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -48,6 +49,9 @@ _NODEADM_HOME = shared_dir("nodeadm")
 NODEADM = _NODEADM_HOME / "nodeadm" / "nodeadm" if _NODEADM_HOME else None  # the real nodeadm binary
 needs_nodeadm = pytest.mark.skipif(NODEADM is None or not NODEADM.is_file(),
                                    reason="../shared/nodeadm/nodeadm (the real nodeadm) is not here")
+# a rehearsal (and an image's stand-in, which is one) runs in an overlay copy of this machine
+needs_rehearsal = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                                     reason="a rehearsal needs root and util-linux's unshare")
 
 
 _PROXY_VARS = {"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "ALL_PROXY"}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import needs_rehearsal, run_cli
 
 from amibuild import hcl
 from amibuild import render as render_mod
@@ -32,8 +31,6 @@ from amibuild.sandbox import image_standin as standin
 from amibuild.sandbox.transform import SandboxTarget, sandboxed
 
 PROVISION = Path(__file__).resolve().parent.parent / "amibuild" / "render" / "provision"
-ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
-                               reason="rehearse needs root and util-linux's unshare")
 
 PIPELINE = """\
 pipeline {
@@ -210,7 +207,7 @@ def test_the_clean_up_leaves_no_trace_of_the_build_instance_and_an_empty_machine
 # ------------------------------------------------------------------------------ rehearsals
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_the_rehearsal_empties_the_machine_id_in_its_copy_and_keeps_this_machines(tmp_path: Path) -> None:
     mine = Path("/etc/machine-id").read_bytes() if Path("/etc/machine-id").exists() else None
     rendered = render_mod.finish(build_of(tmp_path))
@@ -242,7 +239,7 @@ def with_late_step(build: render_mod.Build) -> render_mod.Build:
                                             *build.late[at:]))
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_a_step_that_writes_etc_hostname_after_the_clean_up_fails_the_rehearsals_hygiene_step(tmp_path: Path) -> None:
     report = rehearse(render_mod.finish(with_late_step(build_of(tmp_path))))
     assert [(v.step.name.split(":")[0], v.status) for v in report.steps][-3:] == [
@@ -251,7 +248,7 @@ def test_a_step_that_writes_etc_hostname_after_the_clean_up_fails_the_rehearsals
     assert report.failure.exit_status == 1  # the step's exit status is the verdict
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_a_step_that_writes_etc_hostname_or_an_old_log_line_after_the_clean_up_fails_those_hygiene_checks(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(standin.STORE_ENV, str(tmp_path / "store"))
@@ -272,7 +269,7 @@ def test_a_step_that_writes_etc_hostname_or_an_old_log_line_after_the_clean_up_f
     assert not (tmp_path / "store").exists() or not any((tmp_path / "store").iterdir())  # a failed image is not kept
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_the_boot_test_fails_an_image_that_kept_the_build_instances_machine_id_and_passes_a_fresh_one(
         tmp_path: Path) -> None:
     if not Path("/etc/machine-id").is_file() or not Path("/etc/machine-id").read_text().strip():
@@ -298,7 +295,7 @@ def test_the_boot_test_fails_an_image_that_kept_the_build_instances_machine_id_a
     assert fresh.results[-1].exit_status == 0, fresh.results[-1].stdout + fresh.results[-1].stderr
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_the_boot_test_fails_an_image_that_kept_a_key_in_authorized_keys_and_passes_one_without(
         tmp_path: Path) -> None:
     variant = variants(tmp_path).variants[0]

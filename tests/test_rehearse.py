@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import needs_rehearsal, run_cli
 
 from amibuild import render as render_mod
 from amibuild.pipeline import Overrides, load
@@ -27,8 +27,6 @@ from amibuild.rehearse.rehearsal_report import FAILED, OK, STOOD_IN
 from amibuild.render import SourceAmi, Target
 
 ROOT = Path(__file__).resolve().parent.parent
-ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
-                               reason="rehearse needs root and util-linux's unshare")
 
 CEPH = """\
 pipeline {
@@ -64,7 +62,7 @@ def render(tmp_path: Path, text: str, **overrides):
             for v in pipeline.variants]
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_the_ceph_repo_and_proxy_chain_installs_ceph_common_and_writes_the_proxy_files(tmp_path: Path) -> None:
     (rendered,) = render(tmp_path, CEPH)
     report = rehearse(rendered, keep=True)
@@ -106,7 +104,7 @@ def snapshot(*tops: str, skip: tuple[str, ...] = ()) -> dict[str, tuple[int, int
     return seen
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_the_host_is_unchanged_by_a_chain_that_writes_and_deletes_everywhere(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "vandal.sh").write_text(
@@ -140,7 +138,7 @@ def test_the_host_is_unchanged_by_a_chain_that_writes_and_deletes_everywhere(
     assert list(scratch.iterdir()) == [], "the temp folders are removed"
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_an_unset_variable_under_set_u_fails_naming_the_script_and_line(tmp_path: Path) -> None:
     (tmp_path / "agent.sh").write_text(
         "#!/usr/bin/env bash\nset -u\necho \"installing agent for ${CLUSTER_NAME}\"\necho never\n")
@@ -154,7 +152,7 @@ def test_an_unset_variable_under_set_u_fails_naming_the_script_and_line(tmp_path
     assert not report.ok
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_a_typo_in_the_path_of_an_uploaded_file_fails_naming_the_script_and_line(tmp_path: Path) -> None:
     """A chain that uploads a file (as upstream's does) and a script that mistypes its path."""
     (tmp_path / "files").mkdir()
@@ -192,7 +190,7 @@ def test_a_typo_in_the_path_of_an_uploaded_file_fails_naming_the_script_and_line
 # ------------------------------------------------------------------------------------- the CLI
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_invoke_rehearse_prints_a_line_per_step_and_json(tmp_path: Path) -> None:
     (tmp_path / "amibuild.hcl").write_text(CEPH)
     result = run_cli(tmp_path, "rehearse", "--json")
@@ -207,7 +205,7 @@ def test_invoke_rehearse_prints_a_line_per_step_and_json(tmp_path: Path) -> None
     assert "would install: ceph-common" in text.stdout and "rehearsal passed" in text.stdout
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_invoke_rehearse_exits_1_when_a_package_install_fails(tmp_path: Path) -> None:
     (tmp_path / "amibuild.hcl").write_text(CEPH)
     result = run_cli(tmp_path, "rehearse", env={"AMIBUILD_REHEARSE_REFUSE": "ceph-common"})
@@ -304,7 +302,7 @@ def upstream_render(tmp_path: Path, ref: str):
                                      sources={r: SourceAmi("lookup") for r in pipeline.regions}, upstream=template)
 
 
-@ROOT_ONLY
+@needs_rehearsal
 @pytest.mark.parametrize("ref", sorted(CHAINS))
 def test_upstream_chain_rehearses_to_its_end_with_ceph_common_installed(tmp_path: Path, ref: str) -> None:
     """Every chain of the snapshots runs through: past install-worker.sh's credential check
@@ -345,7 +343,7 @@ sudo install -d /etc/security/limits.d
 """
 
 
-@ROOT_ONLY
+@needs_rehearsal
 @pytest.mark.parametrize("os_family", ["al2", "al2023"])
 def test_stand_ins_leave_what_chains_rely_on_the_docker_group_and_amazon_linux_folders(tmp_path: Path,
                                                                                       os_family: str) -> None:
@@ -378,7 +376,7 @@ aws ec2 describe-instances --filters Name=tag:role,Values=agent
 """
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_a_chain_that_stops_at_a_step_it_cannot_rehearse_exits_3_naming_it_unless_allowed(tmp_path: Path) -> None:
     (tmp_path / "lookup.sh").write_text(INCOMPLETE)
     (tmp_path / "amibuild.hcl").write_text(CEPH.replace(
@@ -417,7 +415,7 @@ variant "agent" {
 """
 
 
-@ROOT_ONLY
+@needs_rehearsal
 @pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
 def test_build_ami_rehearse_stops_only_the_variant_whose_install_fails(tmp_path: Path, sandbox) -> None:
     (tmp_path / "amibuild.hcl").write_text(TWO_VARIANTS)
@@ -442,7 +440,7 @@ def test_build_ami_rehearse_stops_only_the_variant_whose_install_fails(tmp_path:
     assert any("vendor-agent" in line for line in report["failure"]["output_tail"])
 
 
-@ROOT_ONLY
+@needs_rehearsal
 @pytest.mark.skipif(shutil.which("packer") is None, reason="packer is installed by .ci/run")
 def test_build_ami_rehearse_stops_an_incomplete_rehearsal_unless_allowed(tmp_path: Path, sandbox) -> None:
     (tmp_path / "lookup.sh").write_text(INCOMPLETE)
@@ -473,7 +471,7 @@ def test_build_ami_rehearse_stops_an_incomplete_rehearsal_unless_allowed(tmp_pat
     assert "(--allow-incomplete: building anyway)" in allowed.stderr
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_a_step_that_never_ends_fails_at_the_timeout_and_leaves_nothing_running(tmp_path: Path) -> None:
     # the spinning process carries a name of this test's own: rehearsals of other tests running at
     # the same time (other xdist workers) run their own /tmp/script_1.sh
@@ -498,7 +496,7 @@ def summary_rows(markdown: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in rows]
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_rehearse_appends_a_row_per_variant_to_the_step_summary_and_markdown_prints_it(tmp_path: Path) -> None:
     (tmp_path / "amibuild.hcl").write_text(TWO_VARIANTS)
     step_summary = tmp_path / "step-summary.md"
@@ -527,7 +525,7 @@ def test_rehearse_appends_a_row_per_variant_to_the_step_summary_and_markdown_pri
     assert step_summary.read_text() == text  # not set: nothing appended
 
 
-@ROOT_ONLY
+@needs_rehearsal
 def test_rehearse_summary_says_incomplete_and_names_the_step_it_could_not_rehearse(tmp_path: Path) -> None:
     (tmp_path / "lookup.sh").write_text(INCOMPLETE)
     (tmp_path / "amibuild.hcl").write_text(CEPH.replace(

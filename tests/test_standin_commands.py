@@ -9,8 +9,6 @@ only its own changes under /etc. Root only: each run is a rehearsal in an overla
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 import threading
 import time
@@ -25,9 +23,9 @@ from amibuild.rehearse.steps import Step
 from amibuild.render import SourceAmi, Target
 from amibuild.sandbox import image_standin as standin
 from amibuild.sandbox.transform import SandboxTarget, sandboxed
+from conftest import needs_rehearsal
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
-                                reason="the stand-in is a rehearsal: it needs root and util-linux's unshare")
+pytestmark = needs_rehearsal
 
 PIPELINE = """\
 pipeline {
