@@ -11,6 +11,7 @@ Why it is built this way: docs/dev/decisions.md.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -21,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from amibuild.errors import RehearsalUnavailable
 from amibuild.sandbox.standin_store import CHECKS_LIST, STANDIN_GAP
@@ -132,14 +133,11 @@ def run(root: Path, scripts: Sequence[str] = (), *, in_place: Mapping[str, Seque
     boot and each of ``scripts`` as root, each its own step."""
     overlay.check_privileges()
     inputs = settings(root)["inputs"]
-    holder = Path(tempfile.mkdtemp(prefix="amibuild-ssm-"))
-    try:
+    with _scripts_folder() as holder:
         steps, ours = _chain(root, holder, in_place)
         more, after = _booted_steps(holder, scripts, at=len(steps))
         steps, ours = _numbered(steps + more), ours + after
         raw = overlay.run_steps(steps, arch=inputs["arch"], os_name=inputs["os"], refuse=refuse, timeout=timeout)
-    finally:
-        shutil.rmtree(holder, ignore_errors=True)
     return _outcome(raw, ours, timeout)
 
 
@@ -152,12 +150,9 @@ def run_command(root: Path, script: str, *, timeout: float = 600.0) -> StandinRu
     base, failed = _booted(root, inputs, timeout)
     if failed is not None:
         return failed
-    holder = Path(tempfile.mkdtemp(prefix="amibuild-ssm-"))
-    try:
+    with _scripts_folder() as holder:
         steps, ours = _booted_steps(holder, [script], at=0)
         raw = overlay.run_steps(_numbered(steps), arch=inputs["arch"], os_name=inputs["os"], timeout=timeout, base=base)
-    finally:
-        shutil.rmtree(holder, ignore_errors=True)
     return _outcome(raw, ours, timeout)
 
 
@@ -168,13 +163,9 @@ def _booted(root: Path, inputs: Mapping[str, Any], timeout: float) -> tuple[Path
     with _lock(root):
         if kept.is_dir():
             return kept, None
-        holder = Path(tempfile.mkdtemp(prefix="amibuild-ssm-"))
-        try:
-            steps, _ = _chain(root, holder, {})
-            raw = overlay.run_steps(_numbered(steps), arch=inputs["arch"], os_name=inputs["os"], timeout=timeout,
-                                    keep=True, temp_dir=str(root))
-        finally:
-            shutil.rmtree(holder, ignore_errors=True)
+        steps, _ = _chain(root, None, {})  # its checks steps gone: no script to upload, no folder for them
+        raw = overlay.run_steps(_numbered(steps), arch=inputs["arch"], os_name=inputs["os"], timeout=timeout,
+                                keep=True, temp_dir=str(root))
         assert raw.kept is not None
         done = _outcome(raw, [], timeout)
         if not done.chain_ok or raw.timed_out or not all(r.ran for r in raw.results):
@@ -186,15 +177,22 @@ def _booted(root: Path, inputs: Mapping[str, Any], timeout: float) -> tuple[Path
     return kept, None
 
 
+@contextlib.contextmanager
+def _scripts_folder() -> Iterator[Path]:
+    """A temp folder for the scripts a run uploads (`_script_step`), removed after the run."""
+    with tempfile.TemporaryDirectory(prefix="amibuild-ssm-", ignore_cleanup_errors=True) as folder:
+        yield Path(folder)
+
+
 def _lock(root: Path) -> threading.Lock:
     """One lock per stand-in: the emulator answers commands in threads, and one chain run is enough."""
     with _LOCKS_GUARD:
         return _LOCKS.setdefault(str(root), threading.Lock())
 
 
-def _chain(root: Path, holder: Path, in_place: Mapping[str, Sequence[str]]) -> tuple[list[Step], list[int]]:
-    """The chain's steps, each checks step replaced by ``in_place[its stage]``, and the positions of
-    those scripts' steps."""
+def _chain(root: Path, holder: Path | None, in_place: Mapping[str, Sequence[str]]) -> tuple[list[Step], list[int]]:
+    """The chain's steps, each checks step replaced by ``in_place[its stage]`` (its scripts written to
+    ``holder``, which only a run with such scripts needs), and the positions of those scripts' steps."""
     steps: list[Step] = []
     ours: list[int] = []
     for step in chain_steps(root):
@@ -206,6 +204,7 @@ def _chain(root: Path, holder: Path, in_place: Mapping[str, Sequence[str]]) -> t
             ours.append(len(steps))
             # uploaded where Packer uploads a step's script (/tmp/script_*.sh), as the step it replaces was
             remote = f"/tmp/script_{stage}-check-{index}.sh"
+            assert holder is not None, "scripts in place of a checks step need a folder to be written to"
             steps.append(_script_step(holder, f"{stage} check {index}", script, remote))
     return steps, ours
 
