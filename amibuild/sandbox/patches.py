@@ -1,9 +1,11 @@
 """The emulator's patches to moto: CloudFormation stack updates modelled (`_model_stack_updates`), and
 a stack's Auto Scaling groups tagged with their stack (`_tag_stack_groups`), and DescribeParameters
-paged as AWS pages it (`_page_parameter_listings`)."""
+paged as AWS pages it (`_page_parameter_listings`); and lookups moto redoes on every request made
+once (`_list_services_once`, `_list_actions_once`)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 
@@ -225,12 +227,4 @@ def _list_actions_once() -> None:
     """
     from moto.core import responses
 
-    listed: dict[type, list[str]] = {}
-    names = responses.method_names_from_class
-
-    def method_names_from_class(clazz: type) -> list[str]:
-        if clazz not in listed:
-            listed[clazz] = names(clazz)
-        return listed[clazz]
-
-    responses.method_names_from_class = method_names_from_class
+    responses.method_names_from_class = functools.cache(responses.method_names_from_class)
