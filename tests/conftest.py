@@ -93,6 +93,25 @@ def sandbox(
     return sandbox_server
 
 
+_STARTED: list = []  # what `ends_with_the_test` was given, ended when the running test ends
+
+
+def ends_with_the_test(process):  # noqa: ANN001, ANN201 - any object with end()
+    """Have ``process`` (with an ``end()`` that kills and reaps it, e.g. test_channel_races' `Cli`)
+    ended when the running test ends, however it ends; returns it."""
+    _STARTED.append(process)
+    return process
+
+
+@pytest.fixture(autouse=True)
+def _no_process_outlives_its_test() -> Iterator[None]:
+    """A test that fails while its process runs ends it here: left to the garbage collector, it would
+    fail whichever later test the collector ran in, with a ResourceWarning."""
+    yield
+    while _STARTED:
+        _STARTED.pop().end()
+
+
 @contextlib.contextmanager
 def unlimited() -> Iterator[None]:
     """Writes that set a test up, made without the gateway's rate limiter: they take none of its tokens

@@ -19,8 +19,7 @@ from amibuild.lease import is_lease
 from faultproxy import FaultProxy
 import test_channel_races
 from conftest import run_cli
-from test_channel_races import (  # noqa: F401 - the fixture: its processes end with the test
-    PUT, Cli, held_write, history_everywhere, leases_left, _no_process_outlives_its_test)
+from test_channel_races import PUT, Cli, held_write, history_everywhere, leases_left
 from test_publish import NAME, REGIONS, build, current
 
 # the same fixtures: a pipeline folder, the fault proxy, three channels published

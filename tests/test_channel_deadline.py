@@ -18,8 +18,7 @@ from amibuild.aws.deadline import Deadline
 import test_channel_races
 from faultproxy import FaultProxy
 from test_channel_converge import ami_flag
-from test_channel_races import (  # noqa: F401 - the fixture: its processes end with the test
-    Cli, held_write, _no_process_outlives_its_test)
+from test_channel_races import Cli, held_write
 from test_publish import REGIONS, build, current
 
 workdir, proxy, channels = test_channel_races.workdir, test_channel_races.proxy, test_channel_races.channels

@@ -20,8 +20,7 @@ from amibuild import tags
 from amibuild.channels.home import lease_home
 from amibuild.lease import is_lease
 from conftest import run_cli
-from test_channel_races import (  # noqa: F401 - the fixture: its processes end with the test
-    E2E_PIPELINE, Cli, held_write, needs_packer, _no_process_outlives_its_test)
+from test_channel_races import E2E_PIPELINE, Cli, held_write, needs_packer
 from test_publish import NAME, PIPELINE, build, current
 
 workdir, proxy = test_channel_races.workdir, test_channel_races.proxy

@@ -23,7 +23,7 @@ import pytest
 
 from amibuild.pipeline import load
 from amibuild.lease import is_lease
-from conftest import unlimited
+from conftest import ends_with_the_test, unlimited
 from faultproxy import FaultProxy, Gate
 from test_publish import NAME, PIPELINE, REGIONS, build, current, do_publish, values, written
 
@@ -47,8 +47,6 @@ def proxy(sandbox, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
 
 class Cli:
     """One `invoke TASK ...` process; its stderr is read as it comes, so a test can wait for a line."""
-
-    started: list[Cli] = []  # every process a test started; `_no_process_outlives_its_test` ends them
 
     def __init__(self, workdir: Path, *args: str, lease_wait: float = 30, ignore_sigint: bool = False,
                  deadline: float | None = None, held: bool = False) -> None:
@@ -74,7 +72,7 @@ class Cli:
         self._seen = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        Cli.started.append(self)
+        ends_with_the_test(self)  # conftest: a test that fails half way leaves no process behind
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
@@ -109,15 +107,6 @@ class Cli:
         for pipe in (self.proc.stdout, self.proc.stderr):
             if pipe is not None:
                 pipe.close()
-
-
-@pytest.fixture(autouse=True)
-def _no_process_outlives_its_test() -> Iterator[None]:
-    """A test that fails while its process runs ends it here: left to the garbage collector, it would
-    fail whichever later test the collector ran in, with a ResourceWarning."""
-    yield
-    while Cli.started:
-        Cli.started.pop().end()
 
 
 def held_write(proxy: FaultProxy, channel: str, region: str = "eu-west-1") -> Gate:

@@ -9,8 +9,7 @@ import signal
 from pathlib import Path
 
 import test_channel_races
-from test_channel_races import (  # noqa: F401 - the fixture: its processes end with the test
-    Cli, held_write, _no_process_outlives_its_test)
+from test_channel_races import Cli, held_write
 from test_channel_repair import ami_flag, split_by_hand
 from test_publish import REGIONS, build, current
 

@@ -20,8 +20,7 @@ import test_channel_converge
 import test_channel_races
 from faultproxy import FaultProxy
 from test_channel_converge import ami_flag, wait_until
-from test_channel_races import (  # noqa: F401 - the fixture: its processes end with the test
-    PUT, Cli, held_write, history_everywhere, leases_left, _no_process_outlives_its_test)
+from test_channel_races import PUT, Cli, held_write, history_everywhere, leases_left
 from test_publish import NAME, REGIONS, build, current
 
 workdir, proxy, channels = test_channel_races.workdir, test_channel_races.proxy, test_channel_races.channels

@@ -20,8 +20,7 @@ from amibuild.aws.deadline import Deadline
 import test_channel_races
 from faultproxy import FaultProxy
 from test_channel_deadline import SSM
-from test_channel_races import (  # noqa: F401 - the fixture: its processes end with the test
-    Cli, _no_process_outlives_its_test)
+from test_channel_races import Cli
 from test_publish import current
 
 workdir, proxy, channels = test_channel_races.workdir, test_channel_races.proxy, test_channel_races.channels

@@ -18,7 +18,7 @@ import pytest
 
 import test_channel_races
 from amibuild.lease import is_lease
-from test_channel_races import PUT, Cli, _no_process_outlives_its_test  # noqa: F401 - its processes end with the test
+from test_channel_races import PUT, Cli
 from test_prune import build_image
 from test_prune_race import CHANNEL, PIPELINE, ami_flag, registered
 
@@ -32,22 +32,6 @@ OTHERS = {
     # B's first region in name order (us-east-1) is in neither A's regions nor the channel's home
     "b-us-east-1-us-west-2": ("us-east-1", "us-west-2", "us-west-2"),
 }
-
-
-@pytest.fixture
-def cli(proxy):
-    """`Cli` whose processes are ended when the test ends: a failed test leaves no writer running."""
-    started: list[Cli] = []
-
-    def start(*args, **kwargs) -> Cli:
-        started.append(Cli(*args, **kwargs))
-        return started[-1]
-
-    yield start
-    for process in started:
-        if process.proc.poll() is None:
-            process.proc.kill()
-            process.proc.wait(timeout=10)
 
 
 def folders(root: Path, build: str, copy: str) -> tuple[Path, Path]:
@@ -79,20 +63,20 @@ def channels_name_registered_images() -> dict[str, dict[str, str]]:
 
 
 @pytest.mark.parametrize("other", list(OTHERS), ids=list(OTHERS))
-def test_prune_of_other_regions_waits_for_a_writer_half_way_in_a_region_both_touch(proxy, cli, tmp_path, other):
+def test_prune_of_other_regions_waits_for_a_writer_half_way_in_a_region_both_touch(proxy, tmp_path, other):
     build, copy, shared = OTHERS[other]
     a, b = folders(tmp_path, build, copy)
     old, new = images(1), images(2)
     for channel in ("stable", "candidate"):  # written before: their lease lives at their home only
-        code, _, err = cli(a, "publish", "--variant", "ceph", "--channel", channel, "--ami",
+        code, _, err = Cli(a, "publish", "--variant", "ceph", "--channel", channel, "--ami",
                            ami_flag({r: new[r] for r in A_REGIONS})).finish()
         assert code == 0, err
     # A's publish of the older build to candidate holds its leases; its write of the shared region is in flight
     gate = proxy.gate([PUT], region=shared, name="/candidate/image_id")
-    publish = cli(a, "publish", "--variant", "ceph", "--channel", "candidate", "--ami",
+    publish = Cli(a, "publish", "--variant", "ceph", "--channel", "candidate", "--ami",
                   ami_flag({r: old[r] for r in A_REGIONS}), held=True)
     assert gate.wait_held(1), publish.lines
-    pruning = cli(b, "prune", "--keep", "1", lease_wait=60)
+    pruning = Cli(b, "prune", "--keep", "1", lease_wait=60)
     try:
         pruning.wait_line("prune: waiting for channel writers to finish", timeout=30)
     finally:
@@ -111,20 +95,20 @@ def test_prune_of_other_regions_waits_for_a_writer_half_way_in_a_region_both_tou
 
 
 @pytest.mark.parametrize("other", list(OTHERS), ids=list(OTHERS))
-def test_a_writer_of_other_regions_waits_while_prune_holds_its_lease_in_a_region_both_touch(proxy, cli, tmp_path, other):
+def test_a_writer_of_other_regions_waits_while_prune_holds_its_lease_in_a_region_both_touch(proxy, tmp_path, other):
     build, copy, shared = OTHERS[other]
     a, b = folders(tmp_path, build, copy)
     old, new = images(1), images(2)
-    code, _, err = cli(a, "publish", "--variant", "ceph", "--channel", "stable", "--ami",
+    code, _, err = Cli(a, "publish", "--variant", "ceph", "--channel", "stable", "--ami",
                        ami_flag({r: new[r] for r in A_REGIONS})).finish()
     assert code == 0, err
     stop = proxy.gate(["DeregisterImage"], region=shared, count=1)  # prune holds its leases, at a deregister
-    pruning = cli(b, "prune", "--keep", "1")
+    pruning = Cli(b, "prune", "--keep", "1")
     assert stop.wait_held(1), pruning.lines
     # the writer's first give-back of its channel lease: it found the prune lease (or, were it blind
     # to prune, it would be the release after its write)
     back_off = proxy.gate(["AmazonSSM.DeleteParameter"], name="_leases/channel/ceph/candidate", count=1)
-    publish = cli(a, "publish", "--variant", "ceph", "--channel", "candidate", "--ami",
+    publish = Cli(a, "publish", "--variant", "ceph", "--channel", "candidate", "--ami",
                   ami_flag({r: old[r] for r in A_REGIONS}), lease_wait=60)
     try:
         assert back_off.wait_held(1), publish.lines
@@ -143,22 +127,22 @@ def test_a_writer_of_other_regions_waits_while_prune_holds_its_lease_in_a_region
     assert {r: held[r][CHANNEL.format("stable")] for r in A_REGIONS} == {r: new[r] for r in A_REGIONS}
 
 
-def test_two_prunes_of_other_regions_exclude_each_other_in_the_region_both_touch(proxy, cli, tmp_path) -> None:
+def test_two_prunes_of_other_regions_exclude_each_other_in_the_region_both_touch(proxy, tmp_path) -> None:
     a, b = folders(tmp_path, "eu-west-1", "us-east-1")
     for n in (1, 2):
         images(n)
     stop = proxy.gate(["DeregisterImage"], count=1)  # A's prune holds its leases, at its first deregister
-    first = cli(a, "prune", "--keep", "1")
+    first = Cli(a, "prune", "--keep", "1")
     assert stop.wait_held(1), first.lines
     try:
-        code, _, err = cli(b, "prune", "--keep", "1", lease_wait=0.5).finish()
+        code, _, err = Cli(b, "prune", "--keep", "1", lease_wait=0.5).finish()
     finally:
         stop.release()
     assert code == 1, err
     assert "prune: another prune holds the lease in eu-west-1" in err and "nothing was deleted" in err, err
     assert proxy.count("DeregisterImage") == 1  # only A's, held
     assert first.finish()[0] == 0
-    code, _, err = cli(b, "prune", "--keep", "1").finish()  # once A is done, B prunes what is left of its regions
+    code, _, err = Cli(b, "prune", "--keep", "1").finish()  # once A is done, B prunes what is left of its regions
     assert code == 0, err
     for region in EVERY:
         kept = boto3.client("ec2", region_name=region).describe_images(Owners=["self"])["Images"]

@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 import test_channel_races
-from test_channel_races import PUT, Cli, _no_process_outlives_its_test  # noqa: F401 - its processes end with the test
+from test_channel_races import PUT, Cli
 from test_prune import build_image
 
 REGIONS = ("us-west-2", "eu-west-1")
