@@ -275,13 +275,6 @@ def merge_blocks(layers: Iterable[Iterable[TestBlock]]) -> tuple[TestBlock, ...]
 # ------------------------------------------------------------------------------- built-in checks
 
 
-class Flavor(enum.StrEnum):
-    STANDARD = "standard"
-    NVIDIA = "nvidia"
-    NEURON = "neuron"
-    GPU = "gpu"
-
-
 _ENVIRONMENT_SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID")
 
 
@@ -317,9 +310,9 @@ def builtin_checks(variant: Any) -> list[Check]:
     out.append(Check("no-credentials", f"test ! -e /etc/environment || ! grep -qE {shlex.quote(pattern)} /etc/environment",
                      what="no AWS key or URL password in /etc/environment"
                           + (" (the proxy URL's own credentials are baked on purpose)" if userinfo else "")))
-    if variant.flavor in (Flavor.NVIDIA, Flavor.GPU):
+    if variant.flavor in ("nvidia", "gpu"):
         out.append(Check("nvidia-driver", "nvidia-smi --help >/dev/null", what="the NVIDIA driver's nvidia-smi is present"))
-    elif variant.flavor == Flavor.NEURON:
+    elif variant.flavor == "neuron":
         out.append(Check("neuron-driver", "command -v neuron-ls >/dev/null || exit 127",
                          what="the Neuron tools (neuron-ls) are present"))
     out += [Check(name, command, what=what) for name, command, what in hygiene.upstream_level(variant.os, variant.flavor)]

@@ -29,7 +29,6 @@ _NAME = re.compile(r"/[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)*", re.ASCII)
 # /etc/environment sourced by bash (no quote, $, backtick, ~, space), in yum/dnf config, and in a systemd
 # drop-in once % is doubled. The boothook holds the value read at boot to this same pattern (bash ERE).
 VALUE_PATTERN = r"^[A-Za-z0-9._!*+,=%-]+:[A-Za-z0-9._!*+,=%:-]+$"
-VALUE_FORMAT = "user:password (letters, digits and . _ - ! * + , = %; percent-encode anything else)"
 # The inline policy on the node role of a node group stack, and what Karpenter's node role needs.
 POLICY_NAME = "read-proxy-credentials"
 STATEMENT_SID = "ReadProxyCredentials"
