@@ -253,10 +253,7 @@ class Pipeline:
     @property
     def target_regions(self) -> tuple[str, ...]:
         """Every region an image of this pipeline ends up in: build regions, then copies."""
-        seen: dict[str, None] = {}
-        for region in (*self.regions, *self.copy_to):
-            seen.setdefault(region, None)
-        return tuple(seen)
+        return tuple(dict.fromkeys((*self.regions, *self.copy_to)))
 
     @property
     def channel_regions(self) -> tuple[str, ...]:

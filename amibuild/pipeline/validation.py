@@ -3,7 +3,10 @@ typed readers (`_str`, `_int`, ...) the loader shares and `known_regions`."""
 
 from __future__ import annotations
 
+import functools
+import gzip
 import importlib.util
+import json
 import re
 from pathlib import Path
 from types import MappingProxyType
@@ -14,8 +17,6 @@ from amibuild.suggest import suggest
 from amibuild.pipeline import value_checks as checks, files, keys, naming, protection, proxy_credentials
 from amibuild.pipeline.model import (AL2_LAST_K8S, ARCHES, BASES, DEFAULT_FLAVOR, DEFAULTS, FLAVORS, OSES, VOLUME_TYPES, Proxy,
                                      Repo, Variant, _K8S, _K8S_PATCH, _RPM_NAME, _VAR_NAME)
-import gzip
-import json
 
 
 def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> None:
@@ -146,9 +147,9 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     upstream_src = _str(m["upstream"], at("upstream"))
     if upstream_src.startswith("-") or checks.has_control(upstream_src):
         raise SpecError(f"{at('upstream')}: upstream {upstream_src[:60]!r}: a path or git URL (not starting with '-')")
-    checks.text(_str(m["description"], at("description")), at("description"), "description",
-                limit=checks.AMI_DESCRIPTION_MAX)
-    checks.no_template(_str(m["description"], at("description")), at("description"), "description")
+    description = _str(m["description"], at("description"))
+    checks.text(description, at("description"), "description", limit=checks.AMI_DESCRIPTION_MAX)
+    checks.no_template(description, at("description"), "description")
 
     known = set(DEFAULTS)
     packer_vars = {k: v for k, v in m.items() if k not in known}
@@ -160,7 +161,7 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     return Variant(
         name=name,
         base=base,
-        upstream=_str(m["upstream"], at("upstream")),
+        upstream=upstream_src,
         upstream_ref=_str(m["upstream_ref"], at("upstream_ref")),
         os=os_,
         kubernetes_version=k8s,
@@ -178,7 +179,7 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
         repos=tuple(repos),
         proxy=proxy,
         scripts=tuple(scripts),
-        description=_str(m["description"], at("description")),
+        description=description,
         packer_vars=MappingProxyType({k: packer_vars[k] for k in sorted(packer_vars)}),
         origins=MappingProxyType(dict(origin)),
         flavor=flavor,
@@ -192,19 +193,14 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
 # ------------------------------------------------------------------------------- small helpers
 
 
+@functools.cache
 def known_regions() -> frozenset[str]:
     """Every region botocore knows, across partitions, read straight from its endpoints data
     (a tenth of the time a botocore session takes to answer the same question)."""
-    global _REGIONS
-    if _REGIONS is None:
-        # botocore's package found, not imported: its data file is all this needs
-        data = Path(importlib.util.find_spec("botocore").origin).parent / "data" / "endpoints.json"
-        raw = data.read_bytes() if data.exists() else gzip.decompress(data.with_suffix(".json.gz").read_bytes())
-        _REGIONS = frozenset(region for partition in json.loads(raw)["partitions"] for region in partition["regions"])
-    return _REGIONS
-
-
-_REGIONS: frozenset[str] | None = None
+    # botocore's package found, not imported: its data file is all this needs
+    data = Path(importlib.util.find_spec("botocore").origin).parent / "data" / "endpoints.json"
+    raw = data.read_bytes() if data.exists() else gzip.decompress(data.with_suffix(".json.gz").read_bytes())
+    return frozenset(region for partition in json.loads(raw)["partitions"] for region in partition["regions"])
 
 
 def _choice(value: Any, choices: Sequence[str], where: str) -> str:
@@ -215,7 +211,7 @@ def _choice(value: Any, choices: Sequence[str], where: str) -> str:
 
 
 def _str(value: Any, where: str) -> str:
-    if isinstance(value, bool) or isinstance(value, (list, dict)):
+    if isinstance(value, (bool, list, dict)):
         raise SpecError(f"{where}: expected a string, got {_kind(value)}")
     if isinstance(value, float):  # `1.30` unquoted would silently become "1.3"
         raise SpecError(f"{where}: {value!r} is a number here (unquoted, 1.30 reads as 1.3): write the value "
@@ -274,7 +270,7 @@ _HEREDOC = re.compile(r"<<-?([A-Za-z_][A-Za-z0-9_]*)\n(.*)\n[ \t]*\1", re.DOTALL
 def _shipped_key(name: str, gpgkey: str, root: Path, where: str) -> str:
     """The armored key of repo `name` when `gpgkey` gives it inline or names a local file (in the
     pipeline file's folder, as scripts are); "" when it is a URL the instance fetches, or none."""
-    if not gpgkey or gpgkey.lower().startswith(("http://", "https://")) or "://" in gpgkey:
+    if not gpgkey or "://" in gpgkey:
         return ""
     label = f"repo {name!r} gpgkey"
     heredoc = _HEREDOC.fullmatch(gpgkey.strip())

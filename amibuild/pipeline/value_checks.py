@@ -402,14 +402,8 @@ def literal_problem(raw: Any) -> str | None:
     `"${var.x}"` is refused there with "Variables not allowed". python-hcl2 turns both into text
     that would be rendered as a string, so they are found here and refused with the file's line.
     """
-    if isinstance(raw, dict):
-        for item in raw.values():
-            found = literal_problem(item)
-            if found is not None:
-                return found
-        return None
-    if isinstance(raw, list):
-        for item in raw:
+    if isinstance(raw, (dict, list)):
+        for item in raw.values() if isinstance(raw, dict) else raw:
             found = literal_problem(item)
             if found is not None:
                 return found
