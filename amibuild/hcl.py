@@ -181,7 +181,7 @@ def _body_lines(body: Iterable[Any], indent: str) -> list[str]:
         if isinstance(item, Attr):
             pending.append(item)
             continue
-        out += _attr_lines(pending, indent) if pending else []
+        out += _attr_lines(pending, indent)
         pending = []
         if item is BLANK:
             out.append("")
@@ -189,15 +189,11 @@ def _body_lines(body: Iterable[Any], indent: str) -> list[str]:
             out += _block_lines(item, indent)
         else:
             raise TypeError(f"unexpected HCL body item {item!r}")
-    if pending:
-        out += _attr_lines(pending, indent)
-    return out
+    return out + _attr_lines(pending, indent)
 
 
 def _block_lines(block: Block, indent: str) -> list[str]:
     head = " ".join([block.type, *(quote(label) for label in block.labels)])
-    if not block.body:
-        return [f"{indent}{head} {{", f"{indent}}}"]
     return [f"{indent}{head} {{", *_body_lines(block.body, indent + "  "), f"{indent}}}"]
 
 

@@ -15,6 +15,7 @@ Why it is built this way: docs/dev/decisions.md.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -124,10 +125,8 @@ def _read(folder: Path, name: str) -> str | None:
 def _prune(folder: Path) -> None:
     entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in entries[KEEP:]:
-        try:
+        with contextlib.suppress(OSError):
             old.unlink()
-        except OSError:
-            pass
 
 
 def _json_exact(value: Any) -> bool:

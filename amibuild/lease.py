@@ -182,30 +182,26 @@ class Lease:
     def try_acquire(self) -> Holder | None:
         """Take the lease: None when this lease now holds it, else the live holder."""
         with self._lock:
-            return self._try_acquire()
-
-    def _try_acquire(self) -> Holder | None:
-        for _ in range(3):  # released or taken over in between: look again a few times
-            value = self._new_value()
-            if self.store.put_parameter_if_absent(self.name, value, self.region,
-                                                  description=self.description) is not None:
-                self._hold(value)
-                return None
+            for _ in range(3):  # released or taken over in between: look again a few times
+                value = self._new_value()
+                if self.store.put_parameter_if_absent(self.name, value, self.region,
+                                                      description=self.description) is not None:
+                    self._hold(value)
+                    return None
+                current = self.store.find_parameter(self.name, self.region)
+                if current is None:
+                    continue  # released between our two calls
+                holder = parse_holder(current.value)
+                if holder.token == self.token:
+                    self._hold(current.value)  # ours already (a retry after a lost answer)
+                    return None
+                if not holder.expired(self.clock()) and not holder_gone(holder):
+                    return holder
+                self._take_over(current)
+                if self.held:
+                    return None
             current = self.store.find_parameter(self.name, self.region)
-            if current is None:
-                continue  # released between our two calls
-            holder = parse_holder(current.value)
-            if holder.token == self.token:
-                self._hold(current.value)  # ours already (a retry after a lost answer)
-                return None
-            expired = holder.expired(self.clock())
-            if not expired and not holder_gone(holder):
-                return holder
-            self._take_over(current)
-            if self.held:
-                return None
-        current = self.store.find_parameter(self.name, self.region)
-        return parse_holder(current.value) if current is not None else Holder("unknown", "unknown", 0.0)
+            return parse_holder(current.value) if current is not None else Holder("unknown", "unknown", 0.0)
 
     def _take_over(self, stale: Any) -> bool:
         """Overwrite `stale` (a parameter version whose holder expired or is gone). Of several takers
