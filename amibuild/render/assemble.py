@@ -123,7 +123,6 @@ def finish(build: Build, macs: Mapping[str, str] | None = None) -> Rendered:
     )
 
 
-
 def fingerprint(files: Mapping[str, str], values: Mapping[str, Any], macs: Mapping[str, str] | None = None,
                 *, hidden: tuple[str, ...] = ()) -> str:
     """sha256 over every file (name and text) and the resolved values (credentials masked), source

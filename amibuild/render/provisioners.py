@@ -42,6 +42,13 @@ def provisioning_steps(variant: Variant, values: Mapping[str, Any]) -> list[Step
 
 EXECUTE = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}'"
 
+
+def _shell(script: str) -> hcl.Block:
+    """A shell provisioner that runs ``script`` (a path beside the template) as root, with `EXECUTE`."""
+    block = hcl.Block("provisioner", ("shell",))
+    return block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{script}"])).attr("execute_command", EXECUTE)
+
+
 def provisioner_blocks(variant: Variant, values: Mapping[str, Any]) -> tuple[list[hcl.Block], dict[str, str]]:
     """Our provisioner blocks (in order) and the files they need shipped beside the template."""
     early, late, shipped = provisioner_groups(variant, values)
@@ -64,19 +71,14 @@ def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
         if not step.needed:
             continue
         shipped[f"scripts/{step.script}"] = _read_packaged(PROVISION_SCRIPTS / step.script)
-        block = hcl.Block("provisioner", ("shell",))
-        block.attr("script", hcl.template([hcl.Expr("path.root"), f"/scripts/{step.script}"]))
-        block.attr("execute_command", EXECUTE)
+        block = _shell(f"scripts/{step.script}")
         block.attr("environment_vars", [hcl.template([f"{name}=", hcl.Expr(expr)]) for name, expr in step.env])
         group = early if step.script in EARLY_STEPS else late
         group.append(Provisioner(ProvisionerKind.STEP, step.script, step.env, block))
     for index, script in enumerate(variant.scripts, start=1):
         name = f"scripts/user-{index:02d}-{script.name}"
         shipped[name] = _read(script)
-        block = hcl.Block("provisioner", ("shell",))
-        block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{name}"]))
-        block.attr("execute_command", EXECUTE)
-        late.append(Provisioner(ProvisionerKind.SCRIPT, Path(name).name, (), block))
+        late.append(Provisioner(ProvisionerKind.SCRIPT, Path(name).name, (), _shell(name)))
     checks = checks_step(variant)
     if checks is not None:  # the last step before clean-up, where upstream runs validate.sh
         block, script = checks
@@ -100,9 +102,7 @@ def cleanup_steps(variant: Variant, shipped: dict[str, str], *, keep_tmp: Any = 
     """The clean-up of the build instance and its checks (the build's last step), their files added
     to ``shipped``."""
     shipped[CLEANUP_SCRIPT] = _read_packaged(PROVISION_SCRIPTS / Path(CLEANUP_SCRIPT).name)
-    block = hcl.Block("provisioner", ("shell",))
-    block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{CLEANUP_SCRIPT}"]))
-    block.attr("execute_command", EXECUTE)
+    block = _shell(CLEANUP_SCRIPT)
     env: tuple[tuple[str, str], ...] = ()
     if keep_tmp is not None:
         expr = keep_tmp.text if isinstance(keep_tmp, hcl.Expr) else hcl.quote(str(keep_tmp))
@@ -127,10 +127,7 @@ def hygiene_step(variant: Variant) -> tuple[hcl.Block, str] | None:
     checks = imagetests.check_set(variant, stage=imagetests.HYGIENE).checks
     if not checks:
         return None
-    block = hcl.Block("provisioner", ("shell",))
-    block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{HYGIENE_SCRIPT}"]))
-    block.attr("execute_command", EXECUTE)
-    return block, imagetests.checks_script(checks)
+    return _shell(HYGIENE_SCRIPT), imagetests.checks_script(checks)
 
 
 INVENTORY_SCRIPT = "scripts/inventory.sh"
@@ -157,15 +154,11 @@ def checks_step(variant: Variant) -> tuple[hcl.Block, str] | None:
     """Stage 1: the provisioner that runs the variant's checks on the build instance, and its script."""
     if not variant.test_on_build:
         return None
-    block = hcl.Block("provisioner", ("shell",))
-    block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{CHECKS_SCRIPT}"]))
-    block.attr("execute_command", EXECUTE)
-    return block, checks_script(variant)
+    return _shell(CHECKS_SCRIPT), checks_script(variant)
 
 
 def checks_script(variant: Variant) -> str:
     return imagetests.checks_script(imagetests.check_set(variant).checks)
-
 
 
 def _read(path: Path) -> str:

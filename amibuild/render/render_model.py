@@ -109,7 +109,6 @@ class Rendered:
         }
 
 
-
 class ProvisionerKind(enum.StrEnum):
     STEP = "step"  # one of amibuild's scripts (proxy, repositories, packages)
     SCRIPT = "script"  # a script the pipeline names
@@ -129,7 +128,6 @@ class Provisioner:
     name: str
     env: tuple[tuple[str, str], ...]
     block: hcl.Block
-
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ def manifest_block(variant_name: str) -> hcl.Block:
     return block
 
 
-
 @lru_cache(maxsize=1)
 def _environment():
     env = jinja2.Environment(

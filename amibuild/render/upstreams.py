@@ -41,9 +41,6 @@ def load_upstreams(pipeline: Pipeline, cache_dir: str | None) -> dict[str, objec
 
 def upstream_binaries(pipeline: Pipeline, upstreams: dict[str, object], aws) -> dict[str, object]:
     """Variant -> the Kubernetes binaries its upstream build installs (pinned, or listed in S3)."""
-    if not upstreams:
-        return {}
-
     return {
         v.name: binaries.resolve(v, upstreams[v.name].variables, aws)  # type: ignore[attr-defined]
         for v in pipeline.variants if v.name in upstreams

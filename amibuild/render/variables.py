@@ -123,7 +123,6 @@ def _coerce(raw: Any, type_: str, where: str) -> Any:
     return str(raw).lower() if isinstance(raw, bool) else str(raw)
 
 
-
 # The only variables that may hold credentials (a proxy or repository URL with user:password@):
 # amibuild's own, which it marks sensitive and hands over in the environment. Anywhere else a
 # password would reach a file, so it is refused.

@@ -157,7 +157,6 @@ def _label(kind: str, raw: Mapping[str, Any], names: list[str]) -> str:
     return kind
 
 
-
 def _refs(value: Any, call: str) -> list[str]:
     """Names in ``{{user `x`}}`` (call="user") or ``{{env `X`}}`` (call="env") in a string."""
     if not isinstance(value, str):
@@ -184,7 +183,6 @@ def _credential_variables(defaults: Mapping[str, Any]) -> set[str]:
         dropped |= more
         grew = bool(more)
     return dropped
-
 
 
 class _Dropped(Exception):

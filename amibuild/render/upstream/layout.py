@@ -49,7 +49,6 @@ class UpstreamTemplate:
     proxy_at: int = 0  # where amibuild's proxy step goes: before anything reaches the network
 
 
-
 def detect(root: Path, os_family: str = "al2") -> tuple[str, Path, Path]:
     """(layout, template, variables-default file) for ``os_family`` in the checkout at ``root``."""
     root = Path(root)
@@ -101,7 +100,6 @@ def makefile_defaults(root: Path, k8s: str | None) -> dict[str, str]:
         if wanted >= tuple(int(p) for p in since.split(".")):
             out.update(_MAKE_DEFAULT.findall(body))
     return out
-
 
 
 def _read_object(path: Path) -> dict[str, Any]:
