@@ -33,11 +33,9 @@ def given(value: Any) -> bool:
 def count(value: Any, flag: str, *, minimum: int = 1, maximum: int = MAX_COUNT, example: int = 5) -> int:
     """A whole number of at least `minimum` (and at most `maximum`)."""
     text = str(value).strip()
-    if isinstance(value, bool) or not re.fullmatch(r"[+]?[0-9]+", text):
+    if isinstance(value, bool) or not re.fullmatch(r"[+]?[0-9]+", text) or int(text) < minimum:
         raise SpecError(f"{flag} {value!r}: a whole number of at least {minimum}, e.g. {flag} {example}")
     number = int(text)
-    if number < minimum:
-        raise SpecError(f"{flag} {value!r}: a whole number of at least {minimum}, e.g. {flag} {example}")
     if number > maximum:
         raise SpecError(f"{flag} {value!r}: at most {maximum}")
     return number
