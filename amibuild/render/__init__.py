@@ -15,28 +15,18 @@ from __future__ import annotations
 
 from amibuild.render.assemble import credential_env, fingerprint, finish, render_build, render_variant
 from amibuild.render.disk import write, write_files
-from amibuild.render.render_model import (AWS_POLLING, COMMUNICATORS, HCL_FILE, RECORD_FILE, VARS_FILE, Build, PackerVariable,
-                                   Provisioner, ProvisionerKind, Rendered, SourceAmi, SourceHow, Target,
-                                   Transform)
-from amibuild.render.provisioners import (CHECKS_SCRIPT, CLEANUP_SCRIPT, EARLY_STEPS, EXECUTE, HYGIENE_SCRIPT,
-                                          INVENTORY_FILE, INVENTORY_REMOTE, INVENTORY_SCRIPT,
-                                          PROVISION_SCRIPTS, Step, checks_script, checks_step, hygiene_step,
-                                          provisioner_blocks, provisioner_groups, provisioning_steps)
+from amibuild.render.render_model import (HCL_FILE, RECORD_FILE, VARS_FILE, Build, Provisioner, ProvisionerKind, Rendered,
+                                          SourceAmi, SourceHow, Target, Transform)
+from amibuild.render.provisioners import (CHECKS_SCRIPT, HYGIENE_SCRIPT, INVENTORY_FILE, INVENTORY_REMOTE, INVENTORY_SCRIPT,
+                                          PROVISION_SCRIPTS, checks_script, checks_step, provisioner_blocks)
 from amibuild.render.source import EKS_OWNER, eks_name_filter, eks_parameter
-from amibuild.render.template import TEMPLATES, manifest_block, render_template
-from amibuild.render.upstream_base import OWN_VARS, OWN_VARS_FILE, UPSTREAM_VARS, render_upstream
-from amibuild.render.variables import (NO_PROXY_ALWAYS, SECRET_VARS, apply_packer_vars, effective_no_proxy, hide_secrets,
-                                       secret_variables, template_variables, user_values)
+from amibuild.render.upstream_base import OWN_VARS_FILE
+from amibuild.render.variables import template_variables
 
 __all__ = [
-    "AWS_POLLING", "CHECKS_SCRIPT", "CLEANUP_SCRIPT", "COMMUNICATORS", "EARLY_STEPS", "EKS_OWNER", "EXECUTE", "HCL_FILE", "HYGIENE_SCRIPT",
-    "INVENTORY_FILE", "INVENTORY_REMOTE", "INVENTORY_SCRIPT",
-    "NO_PROXY_ALWAYS", "OWN_VARS", "OWN_VARS_FILE", "PROVISION_SCRIPTS", "RECORD_FILE", "SECRET_VARS", "TEMPLATES",
-    "UPSTREAM_VARS", "VARS_FILE",
-    "Build", "PackerVariable", "Provisioner", "ProvisionerKind", "Rendered", "SourceAmi", "SourceHow", "Step", "Target",
-    "Transform",
-    "apply_packer_vars", "checks_script", "checks_step", "credential_env", "effective_no_proxy", "eks_name_filter", "eks_parameter",
-    "fingerprint", "finish", "hide_secrets", "hygiene_step", "manifest_block", "provisioner_blocks", "provisioner_groups",
-    "provisioning_steps", "render_build", "render_template", "render_upstream", "render_variant", "secret_variables",
-    "template_variables", "user_values", "write", "write_files",
+    "CHECKS_SCRIPT", "EKS_OWNER", "HCL_FILE", "HYGIENE_SCRIPT", "INVENTORY_FILE", "INVENTORY_REMOTE", "INVENTORY_SCRIPT",
+    "OWN_VARS_FILE", "PROVISION_SCRIPTS", "RECORD_FILE", "VARS_FILE",
+    "Build", "Provisioner", "ProvisionerKind", "Rendered", "SourceAmi", "SourceHow", "Target", "Transform",
+    "checks_script", "checks_step", "credential_env", "eks_name_filter", "eks_parameter", "fingerprint", "finish",
+    "provisioner_blocks", "render_build", "render_variant", "template_variables", "write", "write_files",
 ]
