@@ -69,30 +69,26 @@ def node_userdata(os_family: str, cluster: str, settings: NodeSettings) -> str |
         if settings.kubelet_flags:
             raise SpecError("--kubelet-flag: Karpenter writes the bootstrap.sh call of AL2 nodes itself; set kubelet "
                             "settings in the EC2NodeClass's spec.kubelet, or use an al2023 variant")
-        return render._mime([("text/cloud-boothook", render._boothook(cfg))]) if settings.proxy else None
+        return render.multipart([("text/cloud-boothook", render._boothook(cfg))]) if settings.proxy else None
     # the NodeConfig pieces amibuild's own AL2023 user data is made of (kubelet settings, proxy
     # environment), without the cluster part Karpenter writes itself
     kubelet = KubeletSettings.parse(flags=settings.kubelet_flags)
+    parts: list[tuple[str, str]] = []
     spec: dict[str, Any] = {}
     if settings.proxy_credentials_parameter:
         # the proxy needs credentials only the boothook reads at boot: it writes the drop-ins nodeadm's
         # units and the services read, and the NodeConfig carries no proxy of its own
-        boothook = ("text/cloud-boothook", render._boothook(cfg, node_os="al2023"))
-        if kubelet:
-            spec["kubelet"] = kubelet.nodeadm_kubelet()
-        body = yaml.safe_dump({"apiVersion": NODEADM_API, "kind": "NodeConfig", "spec": spec}, sort_keys=False,
-                              default_flow_style=False, width=1 << 16)
-        return render._mime([boothook, *([("application/node.eks.aws", "---\n" + body)] if spec else [])])
-    if settings.proxy:
+        parts.append(("text/cloud-boothook", render._boothook(cfg, node_os="al2023")))
+    elif settings.proxy:
         entries = list(dict.fromkeys([*settings.vpc_cidrs, *render.no_proxy_entries(cfg)]))
         spec["instance"] = {"environment": proxy_environment(settings.proxy, entries)}
     if kubelet:
         spec["kubelet"] = kubelet.nodeadm_kubelet()
-    if not spec:
-        return None
-    document = {"apiVersion": NODEADM_API, "kind": "NodeConfig", "spec": spec}
-    body = yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=1 << 16)
-    return render._mime([("application/node.eks.aws", "---\n" + body)])
+    if spec:
+        document = {"apiVersion": NODEADM_API, "kind": "NodeConfig", "spec": spec}
+        body = yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=1 << 16)
+        parts.append(("application/node.eks.aws", "---\n" + body))
+    return render.multipart(parts) if parts else None
 
 
 def node_class(*, name: str, parameter: str, region: str, os_family: str, cluster: str, pipeline: str, variant: str,

@@ -19,42 +19,30 @@ from collections.abc import Sequence
 from email.message import EmailMessage
 from importlib import resources
 
-
 from amibuild.errors import SpecError
 from amibuild.handoff.userdata.config import (  # the settings, re-exported: callers import them from here
-    BOUNDARY, CLUSTER_ENDPOINT, CONFIGMAP, CfnSignal, DEFAULT_SERVICE_CIDRS, ENDPOINTS, IMDS, KUBELET_WAIT_SECONDS,
-    LOCAL_NO_PROXY, MAX_USERDATA, NODEADM_UNITS, NODE_GROUPS, NodeConfig, OSES, PROXIED_DAEMONSETS, config_from_flags,
-    endpoint_hosts, no_proxy_entries, redact, service_cidr_for, _split_args, check_proxy_url,
+    BOUNDARY, CfnSignal, DEFAULT_SERVICE_CIDRS, KUBELET_WAIT_SECONDS, LOCAL_NO_PROXY, MAX_USERDATA, NODEADM_UNITS,
+    NodeConfig, config_from_flags, no_proxy_entries, service_cidr_for, _split_args, check_proxy_url,
 )
 from amibuild.handoff.userdata.kubelet import nodeconfig_part, proxy_environment
+# the cluster-side pieces, importable from here too
+from amibuild.handoff.userdata.proxy_manifests import aws_auth_entry, check_role_arn, k8s_manifests
 from amibuild.pipeline import proxy_credentials
 
 __all__ = [
     "BOUNDARY",
-    "CLUSTER_ENDPOINT",
-    "CONFIGMAP",
     "CfnSignal",
     "DEFAULT_SERVICE_CIDRS",
-    "ENDPOINTS",
-    "IMDS",
-    "KUBELET_WAIT_SECONDS",
     "LOCAL_NO_PROXY",
-    "MAX_USERDATA",
-    "NODEADM_UNITS",
-    "NODE_GROUPS",
     "NodeConfig",
-    "OSES",
-    "PROXIED_DAEMONSETS",
     "aws_auth_entry",
     "bootstrap_argv",
     "check_proxy_url",
     "check_role_arn",
     "config_from_flags",
-    "endpoint_hosts",
     "k8s_manifests",
     "multipart",
     "no_proxy_entries",
-    "redact",
     "render_userdata",
     "service_cidr_for",
 ]
@@ -63,7 +51,6 @@ __all__ = [
 def _script(name: str) -> str:
     """A shell script shipped beside this module (package data in scripts/)."""
     return resources.files("amibuild.handoff.userdata").joinpath("scripts", name).read_text(encoding="utf-8")
-
 
 
 # ----------------------------------------------------------------------------------- rendering
@@ -80,7 +67,7 @@ def render_userdata(cfg: NodeConfig) -> str:
         parts.append(("application/node.eks.aws", _nodeadm_config(cfg)))
         if cfg.cfn_signal:
             parts.append(("text/x-shellscript", _al2023_signal_script(cfg)))
-    document = _mime(parts)
+    document = multipart(parts)
     size = len(document.encode())
     if size > MAX_USERDATA:
         raise SpecError(
@@ -92,10 +79,6 @@ def render_userdata(cfg: NodeConfig) -> str:
 
 def multipart(parts: Sequence[tuple[str, str]]) -> str:
     """A MIME multi-part document of (content type, body) parts, with amibuild's fixed boundary."""
-    return _mime(parts)
-
-
-def _mime(parts: Sequence[tuple[str, str]]) -> str:
     # the standard library's writer; each part's body goes as written, ending in one newline, with "\n" line
     # ends and no Content-Transfer-Encoding (set_content would pick base64 or quoted-printable for long lines)
     document = EmailMessage(policy=email.policy.default)
@@ -111,17 +94,6 @@ def _mime(parts: Sequence[tuple[str, str]]) -> str:
     return document.as_string()
 
 
-def _units(cfg: NodeConfig, node_os: str = "") -> tuple[str, ...]:
-    """Services restarted when already running (the drop-ins also go to `_dropin_units`)."""
-    return ("containerd", "docker", "kubelet") if (node_os or cfg.os) == "al2" else ("containerd", "kubelet")
-
-
-def _dropin_units(cfg: NodeConfig, node_os: str = "") -> tuple[str, ...]:
-    # nodeadm's units are one-shot steps of the boot that have not run yet when the boothook
-    # does: they get the environment, and restarting one would run that step again.
-    return _units(cfg, node_os) + (NODEADM_UNITS if (node_os or cfg.os) == "al2023" else ())
-
-
 # The boothook as cloud-init runs it (scripts/boothook.sh). @NAME@ marks a value put in shell-quoted by `_boothook`;
 # the lines marked #@CREDENTIALS are there only with a proxy credentials parameter (`_credentials_lines`).
 # AMIBUILD_ROOT is never set on a node; the tests point it at a scratch directory.
@@ -131,14 +103,19 @@ _BOOTHOOK = _script("boothook.sh")
 def _boothook(cfg: NodeConfig, node_os: str = "") -> str:
     """The proxy boothook; `node_os` for the units of an OS other than `cfg`'s (Karpenter's al2023 nodes,
     whose cluster details Karpenter writes, so `cfg` is an al2 one without them)."""
-    units = _units(cfg, node_os)
+    node_os = node_os or cfg.os
+    # services restarted when already running
+    units = ("containerd", "docker", "kubelet") if node_os == "al2" else ("containerd", "kubelet")
+    # nodeadm's units are one-shot steps of the boot that have not run yet when the boothook
+    # does: they get the environment, and restarting one would run that step again.
+    dropin_units = units + (NODEADM_UNITS if node_os == "al2023" else ())
     values = {
-        "UNIT_LIST": ", ".join(_dropin_units(cfg, node_os)),
+        "UNIT_LIST": ", ".join(dropin_units),
         "PROXY": shlex.quote(cfg.proxy),
         "PROXY_UNIT": shlex.quote(cfg.proxy.replace("%", "%%")),
         "NO_PROXY_REST": shlex.quote(",".join(no_proxy_entries(cfg))),
         "UNITS": " ".join(units),
-        "DROPIN_UNITS": " ".join(_dropin_units(cfg, node_os)),
+        "DROPIN_UNITS": " ".join(dropin_units),
         "CREDENTIALS_PARAMETER": shlex.quote(cfg.proxy_credentials_parameter) or "''",
         "CREDENTIALS_PATTERN": shlex.quote(proxy_credentials.VALUE_PATTERN),
     }
@@ -279,8 +256,3 @@ def _nodeadm_config(cfg: NodeConfig) -> str:
                            certificate_authority=cfg.certificate_authority, cidr=cfg.service_cidr or "",
                            kubelet=cfg.kubelet, environment=environment)
 
-
-# The cluster-side pieces (proxy_manifests.py), importable from here too.
-from amibuild.handoff.userdata.proxy_manifests import aws_auth_entry as aws_auth_entry  # noqa: E402
-from amibuild.handoff.userdata.proxy_manifests import check_role_arn as check_role_arn  # noqa: E402
-from amibuild.handoff.userdata.proxy_manifests import k8s_manifests as k8s_manifests  # noqa: E402
