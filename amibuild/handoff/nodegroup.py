@@ -175,9 +175,6 @@ def template_json(user_data: str | None = None, *, node_os: str = "al2", hidden:
     return body
 
 
-# ------------------------------------------------------------------------------- update policy
-
-
 # ------------------------------------------------------------------------------------- deploying
 
 
@@ -242,31 +239,24 @@ def parameter_changes(given: Mapping[str, str], previous: Mapping[str, str]) -> 
             for key in sorted(given) if given[key] is not None and previous.get(key, "") != given[key]]
 
 
-def stack_origin(aws: Any, name: str, region: str) -> Mapping[str, Any] | None:
-    """The stack template's ``Metadata.amibuild`` when amibuild's node group template made it, else None."""
+def check_ours(aws: Any, name: str, region: str) -> Mapping[str, Any]:
+    """The stack template's ``Metadata.amibuild`` when amibuild's node group template made it, else
+    `RolloutRefused` naming `amibuild rollout`."""
     try:
         template = parse_template(aws.stack_template(name, region), f"stack {name}'s template")
     except TemplateError:
-        return None
+        template = {}
     mark = template.get("Metadata", {}).get(OWN_METADATA) if isinstance(template.get("Metadata"), dict) else None
     if isinstance(mark, dict) and mark.get("template") == OWN_TEMPLATE:
         return mark
     # Stacks amibuild made before the template carried its mark: its own description, al2 nodes.
     if str(template.get("Description", "")).startswith(_OWN_DESCRIPTION):
         return {"template": OWN_TEMPLATE, "os": "al2"}
-    return None
-
-
-def check_ours(aws: Any, name: str, region: str) -> Mapping[str, Any]:
-    """`stack_origin`, or `RolloutRefused` naming `amibuild rollout` for a stack amibuild did not make."""
-    origin = stack_origin(aws, name, region)
-    if origin is None:
-        raise ro.RolloutRefused(
-            f"stack {name} in {region} was not made from amibuild's node group template (no Metadata.{OWN_METADATA}); "
-            f"nodegroup-deploy would replace its template and its resources: to move its nodes to a channel's AMI "
-            f"use `amibuild rollout --stack {name} --variant V --channel C`, which keeps the stack's own template"
-        )
-    return origin
+    raise ro.RolloutRefused(
+        f"stack {name} in {region} was not made from amibuild's node group template (no Metadata.{OWN_METADATA}); "
+        f"nodegroup-deploy would replace its template and its resources: to move its nodes to a channel's AMI "
+        f"use `amibuild rollout --stack {name} --variant V --channel C`, which keeps the stack's own template"
+    )
 
 
 @dataclass(frozen=True)
@@ -332,7 +322,7 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         say(f"stack {name}: creating in {region}")
         aws.create_stack(name, region, template_body=template_body, parameters=parameters,
                          capabilities=("CAPABILITY_IAM",), token=cfn.token("create"))
-        action, status = DeployAction.CREATED, "CREATE_IN_PROGRESS"
+        action, status, changed = DeployAction.CREATED, "CREATE_IN_PROGRESS", ()
         if wait:
             try:
                 status, events = cfn.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
@@ -365,14 +355,10 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
             status = cfn.execute_change_set(aws, name, region, made[0], say, wait=wait, poll=poll, timeout=timeout)
         except RolloutFailed as exc:
             return _failed(aws, name, region, exc, changed=changed)
-        if not wait:
-            return DeployResult(name, region, DeployAction.STARTED, status, changed=changed)
-        after = aws.describe_stack(name, region)
-        return DeployResult(name, region, action, status, dict(after.outputs) if after else {}, changed=changed)
     if not wait:
-        return DeployResult(name, region, DeployAction.STARTED, status)
+        return DeployResult(name, region, DeployAction.STARTED, status, changed=changed)
     after = aws.describe_stack(name, region)
-    return DeployResult(name, region, action, status, dict(after.outputs) if after else {})
+    return DeployResult(name, region, action, status, dict(after.outputs) if after else {}, changed=changed)
 
 
 def _failed(aws: Any, name: str, region: str, exc: RolloutFailed, changed: tuple[str, ...] = ()) -> DeployResult:

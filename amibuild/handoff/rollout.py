@@ -448,8 +448,3 @@ def _follow_update(aws: Aws, cluster: str, name: str, region: str, update_id: st
         raise RolloutFailed(f"node group {cluster}/{name}: update {update_id} still {waited.value} after {timeout:.0f} s; "
                             "EKS goes on without amibuild: run the same command again later to check")
     return waited.value
-
-
-# --------------------------------------------------------------------------- from task flags
-
-
