@@ -8,10 +8,8 @@ and say how nodes get access: `node_access` reads the cluster's authentication m
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Mapping
-
-from amibuild.errors import AmibuildError
 
 # EKS access entry type for the IAM role of self-managed Linux nodes (EKS adds the node groups).
 NODE_ACCESS_ENTRY_TYPE = "EC2_LINUX"
@@ -61,23 +59,6 @@ class NodeConfigFacts:
     service_cidr: str
     private_endpoint: bool
     note: str = ""  # why DescribeCluster was not used ("" when it was, or was not needed)
-
-
-def node_config_facts(aws: Any, cluster: str, region: str, *, endpoint: str, certificate_authority: str,
-                      service_cidr: str, private_endpoint: bool) -> NodeConfigFacts:
-    """`endpoint`, CA and service CIDR as given, what is missing read with DescribeCluster; when the
-    cluster cannot be read (no credentials, no answer, no right), the flags alone and a note why."""
-    given = NodeConfigFacts(endpoint, certificate_authority, service_cidr, private_endpoint)
-    if endpoint and certificate_authority and service_cidr:
-        return given
-    try:
-        facts = read_cluster(aws, cluster, region)
-    except AmibuildError as exc:
-        return replace(given, note=f"cluster {cluster}: not read with DescribeCluster ({exc})")
-    if facts is None:
-        return replace(given, note=f"cluster {cluster}: DescribeCluster found no such cluster in {region}")
-    return NodeConfigFacts(endpoint or facts.endpoint, certificate_authority or facts.certificate_authority,
-                           service_cidr or facts.service_cidr, private_endpoint or facts.private_endpoint)
 
 
 def node_access(cluster: str, mode: str, *, stack: str = "", role_arn: str = "") -> str:

@@ -13,7 +13,6 @@ from the flags (every flag checked there, before any AWS call):
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
@@ -22,14 +21,14 @@ from amibuild.aws import Aws
 from amibuild.errors import AccessDenied, AmibuildError, SpecError
 from amibuild.handoff import node_settings
 from amibuild.handoff.consumer import deploy_note
-from amibuild.handoff.cluster import (NODE_ACCESS_ENTRY_TYPE, ClusterFacts, NodeConfigFacts, node_access,
-                                     node_config_facts, read_cluster)
+from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, ClusterFacts, NodeConfigFacts, node_access, read_cluster
 from amibuild.handoff.nodegroup import (NODE_GROUP, PROXY_CREDENTIALS, DeployResult, check_ours, node_role_arn,
                                         stack_parameters, template_json)
 from amibuild.handoff.nodegroup import deploy as deploy_stack
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutRefused, RolloutResult, rollout_nodegroup, rollout_stack
 from amibuild.handoff.userdata import decode as ud
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
+from amibuild.handoff.userdata.config import split_args
 from amibuild.handoff.userdata.render import check_role_arn, config_from_flags, render_userdata
 from amibuild.pipeline.options import default_region
 from amibuild.pipeline import proxy_credentials
@@ -223,10 +222,7 @@ def bootstrap_on_al2023() -> SpecError:
 
 def bootstrap_words(text: str) -> list[str]:
     """--parameter BootstrapArguments as the words bootstrap.sh gets."""
-    try:
-        return shlex.split(text)
-    except ValueError as exc:
-        raise SpecError(f"--parameter BootstrapArguments {text!r}: {exc}") from None
+    return split_args(text, "--parameter BootstrapArguments")
 
 
 def _cluster_facts(aws: Aws, cluster: str, region: str) -> tuple[ClusterFacts | None, str]:
@@ -256,7 +252,8 @@ def stack_user_data(profile: str | None, *, stack: str, region: str | None, budg
 def userdata_cluster(*, cluster: str, os_: str, region: str, api_server_endpoint: str, certificate_authority: str,
                      service_cidr: str, private_endpoint: bool, k8s_manifests: bool = False) -> NodeConfigFacts:
     """`amibuild userdata --cluster C`: al2023's endpoint, CA and service CIDR as given, the
-    missing ones read with DescribeCluster, as nodegroup-deploy reads them."""
+    missing ones read with DescribeCluster, as nodegroup-deploy reads them; when the cluster cannot
+    be read (no credentials, no answer, no right), the flags alone and a note why."""
     given = NodeConfigFacts(api_server_endpoint, certificate_authority, service_cidr, private_endpoint)
     if not cluster or os_ != "al2023" or k8s_manifests:
         return given
@@ -264,11 +261,15 @@ def userdata_cluster(*, cluster: str, os_: str, region: str, api_server_endpoint
         return given  # config_from_flags names the pair
     try:
         aws, where = gateway(None, region or None)
+        if api_server_endpoint and certificate_authority and service_cidr:
+            return given
+        facts = read_cluster(aws, cluster, where)
     except AmibuildError as exc:
         return replace(given, note=f"cluster {cluster}: not read with DescribeCluster ({exc})")
-    return node_config_facts(aws, cluster, where, endpoint=api_server_endpoint,
-                             certificate_authority=certificate_authority, service_cidr=service_cidr,
-                             private_endpoint=private_endpoint)
+    if facts is None:
+        return replace(given, note=f"cluster {cluster}: DescribeCluster found no such cluster in {where}")
+    return NodeConfigFacts(api_server_endpoint or facts.endpoint, certificate_authority or facts.certificate_authority,
+                           service_cidr or facts.service_cidr, private_endpoint or facts.private_endpoint)
 
 
 def node_role(profile: str | None, stack: str, region: str | None) -> str:

@@ -172,7 +172,7 @@ def _check_config(cfg: NodeConfig) -> None:
     if cfg.certificate_authority:
         _check_certificate_authority(cfg.certificate_authority)
     _check_printable(cfg.bootstrap_args, "--bootstrap-args")
-    words = _split_args(cfg.bootstrap_args)
+    words = split_args(cfg.bootstrap_args)
     if cfg.os == "al2023":
         missing = [flag for flag, value in (
             ("--api-server-endpoint", cfg.api_server_endpoint),
@@ -262,11 +262,12 @@ def _check_certificate_authority(value: str) -> None:
         )
 
 
-def _split_args(text: str) -> list[str]:
+def split_args(text: str, flag: str = "--bootstrap-args") -> list[str]:
+    """bootstrap.sh's arguments as the words it gets (split as a shell would, nothing expanded)."""
     try:
-        return shlex.split(text, comments=False, posix=True)
+        return shlex.split(text)
     except ValueError as exc:
-        raise SpecError(f"--bootstrap-args {text!r}: {exc}") from None
+        raise SpecError(f"{flag} {text!r}: {exc}") from None
 
 
 def redact(url: str) -> str:

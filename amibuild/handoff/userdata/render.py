@@ -22,7 +22,7 @@ from importlib import resources
 from amibuild.errors import SpecError
 from amibuild.handoff.userdata.config import (  # the settings, re-exported: callers import them from here
     BOUNDARY, CfnSignal, DEFAULT_SERVICE_CIDRS, KUBELET_WAIT_SECONDS, LOCAL_NO_PROXY, MAX_USERDATA, NODEADM_UNITS,
-    NodeConfig, config_from_flags, no_proxy_entries, service_cidr_for, _split_args, check_proxy_url,
+    NodeConfig, config_from_flags, no_proxy_entries, service_cidr_for, split_args, check_proxy_url,
 )
 from amibuild.handoff.userdata.kubelet import nodeconfig_part, proxy_environment
 # the cluster-side pieces, importable from here too
@@ -158,7 +158,7 @@ def bootstrap_argv(cfg: NodeConfig) -> list[str]:
     if cfg.kubelet.max_pods is not None:
         # Else bootstrap.sh writes its own maxPods (from the instance type) into the kubelet config.
         argv += ["--use-max-pods", "false"]
-    return argv + _split_args(cfg.bootstrap_args)
+    return argv + split_args(cfg.bootstrap_args)
 
 
 def _shell_command(argv: Sequence[str]) -> str:
