@@ -10,9 +10,8 @@ Why it is built this way: docs/dev/decisions.md.
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from typing import Any
-
-from dataclasses import dataclass
 
 from amibuild import secrets
 from amibuild.errors import SpecError
@@ -36,22 +35,14 @@ exit 0
 """
 
 
-@dataclass(frozen=True)
-class NodeProxy:
-    """The proxy a variant's nodes get in their user data ("" url: none)."""
-
-    url: str = ""
-    no_proxy: tuple[str, ...] = ()
-    credentials_parameter: str = ""
-
-
-def node_proxy(variant: Any) -> NodeProxy:
-    """The variant's ``proxy { ... }`` as its nodes' user data carries it; SpecError naming the
-    variant for a URL with credentials of its own (they would be in the instance's user data)."""
+def node_proxy(variant: Any) -> dict[str, Any]:
+    """The variant's ``proxy { ... }`` as `NodeConfig` keywords for its nodes' user data ({}: no proxy);
+    SpecError naming the variant for a URL with credentials of its own (they would be in the
+    instance's user data)."""
     proxy = variant.proxy
     url = proxy.https or proxy.http
     if not url:
-        return NodeProxy()
+        return {}
     with_credentials = next((u for u in (proxy.https, proxy.http) if u and secrets.credentials(u)), "")
     if with_credentials:
         raise SpecError(
@@ -60,14 +51,15 @@ def node_proxy(variant: Any) -> NodeProxy:
             "URL without them and store user:password as an SSM SecureString named by proxy { credentials_parameter "
             "= \"/amibuild/proxy-creds\" }, which the node reads at boot")
     entries = tuple(e.strip() for e in proxy.no_proxy.split(",") if e.strip())
-    return NodeProxy(url, entries, proxy.credentials_parameter)
+    return {"proxy": url, "no_proxy": entries, "proxy_credentials_parameter": proxy.credentials_parameter}
 
 
 def boot_test_userdata(node_os: str, *, region: str, cluster: ClusterFacts | None = None,
-                       proxy: NodeProxy = NodeProxy()) -> str:
-    """The test instance's user data for a variant of ``node_os`` ("al2" or "al2023")."""
+                       proxy: Mapping[str, Any] | None = None) -> str:
+    """The test instance's user data for a variant of ``node_os`` ("al2" or "al2023"); `proxy` as
+    `node_proxy` gives it."""
     kubelet = KubeletSettings.parse(taints=[TEST_TAINT])
-    proxied = {"proxy": proxy.url, "no_proxy": proxy.no_proxy, "proxy_credentials_parameter": proxy.credentials_parameter}
+    proxied = proxy or {}
     if cluster is not None:
         return render_userdata(NodeConfig(
             cluster_name=cluster.name, os=node_os, region=region, service_cidr=cluster.service_cidr or None,
@@ -75,7 +67,7 @@ def boot_test_userdata(node_os: str, *, region: str, cluster: ClusterFacts | Non
             certificate_authority=cluster.certificate_authority if node_os == "al2023" else "",
             private_endpoint=cluster.private_endpoint, kubelet=kubelet, **proxied))
     if node_os == "al2":
-        if not proxy.url:
+        if not proxied:
             return _AL2_CHECK_ONLY
         # the node group's proxy boothook, and a script that starts nothing in place of bootstrap.sh's
         joined = render_userdata(NodeConfig(cluster_name=CHECK_ONLY_CLUSTER, os=node_os, region=region,
