@@ -89,17 +89,18 @@ class Asked:
                 return ()
             return tuple(items)
 
+        def single(value: str) -> str | None:
+            return None if not value else ("" if value == REMOVE else value)
+
         asked = cls(
-            proxy=None if not proxy else ("" if proxy == REMOVE else proxy),
+            proxy=single(proxy),
             no_proxy=listed(no_proxy, "--no-proxy", comma=True),
             kubelet_flags=listed(kubelet_flags, "--kubelet-flag"),
             labels=listed(labels, "--node-label"),
             taints=listed(taints, "--taint"),
-            max_pods=None if max_pods in (None, "") else ("" if str(max_pods) == REMOVE else str(max_pods)),
-            proxy_credentials_parameter=None if not proxy_credentials_parameter else (
-                "" if proxy_credentials_parameter == REMOVE else proxy_credentials_parameter),
-            max_pods_expression=None if not max_pods_expression else (
-                "" if max_pods_expression == REMOVE else max_pods_expression),
+            max_pods=single("" if max_pods is None else str(max_pods)),
+            proxy_credentials_parameter=single(proxy_credentials_parameter),
+            max_pods_expression=single(max_pods_expression),
         )
         if asked.proxy_credentials_parameter:
             proxy_credentials.check_name(asked.proxy_credentials_parameter, "--proxy-credentials-parameter")

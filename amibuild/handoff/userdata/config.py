@@ -12,7 +12,7 @@ import ipaddress
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -131,10 +131,8 @@ class NodeConfig:
         if self.kubelet_flags and self.kubelet.flags and self.kubelet_flags != self.kubelet.flags:
             raise SpecError("give kubelet flags once: as kubelet_flags or in kubelet")
         if self.kubelet_flags and not self.kubelet.flags:
-            merged = KubeletSettings.parse(flags=self.kubelet_flags)
-            object.__setattr__(self, "kubelet", KubeletSettings(
-                merged.flags, self.kubelet.labels, self.kubelet.taints, self.kubelet.max_pods,
-                self.kubelet.max_pods_expression))
+            flags = KubeletSettings.parse(flags=self.kubelet_flags).flags
+            object.__setattr__(self, "kubelet", replace(self.kubelet, flags=flags))
         object.__setattr__(self, "kubelet_flags", self.kubelet.flags)
         _check_config(self)
 

@@ -26,14 +26,12 @@ import yaml
 
 from amibuild.errors import NotUserData, UserDataTooBig
 from amibuild.handoff.cfn_parts import load_yaml
+from amibuild.handoff.userdata.config import _yaml
 from amibuild.handoff.userdata.limits import (MAX_BYTES, MAX_NESTING, Budget, mime_nesting, read_limited, shown_size,
                                              structure_nesting)
 
 __all__ = ["MAX_BYTES", "MAX_NESTING", "Budget", "NotUserData", "Part", "UserDataTooBig", "decode", "format_parts",
            "read_limited", "stack_references"]
-
-def _yaml(data: Any) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1 << 16)
 
 # ------------------------------------------------------------------------------------ decoding
 

@@ -88,8 +88,6 @@ def _evaluate(celpy: Any, program: Any, sample: Sample, text: str, flag: str) ->
                                                                           celtypes.DoubleType)):
         raise SpecError(f"{flag} {text!r}: gives {type(result).__name__.removesuffix('Type').lower()} "
                         f"{result!s}, not a whole number")
-    if isinstance(result, celtypes.DoubleType):
-        if not math.isfinite(result):
-            raise SpecError(f"{flag} {text!r}: gives {result} on {sample.instance_type}, not a whole number")
-        return int(result)
+    if isinstance(result, celtypes.DoubleType) and not math.isfinite(result):
+        raise SpecError(f"{flag} {text!r}: gives {result} on {sample.instance_type}, not a whole number")
     return int(result)
