@@ -11,7 +11,7 @@ pipeline's regions.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping
 
 from amibuild import tags
 from amibuild.aws import Aws, fan_out
@@ -33,20 +33,13 @@ def known_regions(pipeline: PipelineLike) -> list[str]:
 
 
 def read_home(aws: Aws, pipeline: PipelineLike, variant: VariantLike, channel: str,
-              template: str | None = None) -> tuple[str, bool]:
-    """Read the channel's tags in every region the pipeline knows (in parallel): its lease home, and
-    whether the channel exists anywhere there (False: this is its first write)."""
+              template: str | None = None) -> str:
+    """The channel's lease home, from its tags in every region the pipeline knows (read in parallel)."""
     name = parameter_name(pipeline, variant, channel, template)
     regions = known_regions(pipeline)
     exists = fan_out(regions, lambda r: aws.find_parameter(name, r) is not None)
     found = fan_out([r for r in regions if exists[r]], lambda r: aws.parameter_tags(name, r))
-    return lease_home(found, getattr(pipeline, "channel_regions", ()) or pipeline.target_regions), bool(found)
-
-
-def homes_of(aws: Aws, pipeline: PipelineLike, variant: VariantLike, channels: Sequence[str],
-             template: str | None = None) -> dict[str, tuple[str, bool]]:
-    """{channel: (lease home, written before)} for the channels a write touches."""
-    return {channel: read_home(aws, pipeline, variant, channel, template) for channel in channels}
+    return lease_home(found, getattr(pipeline, "channel_regions", ()) or pipeline.target_regions)
 
 
 def write_places(pipeline: PipelineLike) -> list[str]:

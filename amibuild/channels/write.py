@@ -25,7 +25,7 @@ from typing import Callable, Mapping, Sequence
 from amibuild import tags
 from amibuild.aws import Aws, Parameter, deadline, fan_out
 from amibuild.channels import safeguard
-from amibuild.channels.home import homes_of, known_regions, write_places
+from amibuild.channels.home import known_regions, read_home, write_places
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
                                     RegionResult, description, parameter_tags, provenance_of)
 from amibuild.errors import AmibuildError, ChannelBusy, Interrupted, LeaseLost, PublishConflict, PublishFailed, \
@@ -40,12 +40,6 @@ READBACK_TIMEOUT = 10.0  # how long a written version may take to become readabl
 
 _PUT_BACK = "; put back by amibuild"
 _TOKEN = re.compile(r", write ([0-9a-f]{12})\)?$")
-
-
-def home_region(pipeline: PipelineLike) -> str:
-    """Where the pipeline's prune lease lives: the first of the pipeline's channel regions in name
-    order (a channel's own lease lives where the channel records it: `amibuild.channels.home`)."""
-    return sorted(known_regions(pipeline))[0]
 
 
 @dataclass(frozen=True)
@@ -101,16 +95,15 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
     prefix, name = pipeline.ssm_prefix, pipeline.name
     # the operation's time waiting on AWS, from its first call (`aws.deadline`)
     limit = deadline.Deadline(guard.deadline or deadline.CHANNEL_DEADLINE)
-    with deadline.bound(limit):
-        homes = homes_of(aws, pipeline, variant, sorted(set(channels)), template)  # recorded on each channel
+    with deadline.bound(limit):  # each recorded on its channel
+        homes = {channel: read_home(aws, pipeline, variant, channel, template) for channel in sorted(set(channels))}
     wait_until = time.monotonic() + guard.wait
 
     def take(channel: str, wait: float) -> ChannelLease:
         lease_name = channel_lease_name(prefix, name, variant.name, channel)
-        home, _ = homes[channel]
         # meet any other first writer, and a prune of other regions, in every region both touch
         return acquire_channel(
-            aws, lease_name, home, operation=f"{operation} ({variant.name})", guard=replace(guard, wait=wait),
+            aws, lease_name, homes[channel], operation=f"{operation} ({variant.name})", guard=replace(guard, wait=wait),
             also=[(lease_name, region) for region in write_places(pipeline)])
 
     def regain() -> list[ChannelLease]:
@@ -182,8 +175,7 @@ def _prune_holder(aws: Aws, pipeline: PipelineLike) -> str | None:
     # in every region this writer writes: prune holds its lease in every region it prunes, so they
     # meet wherever both touch
     name = prune_lease_name(pipeline.ssm_prefix, pipeline.name)
-    regions = sorted({home_region(pipeline), *known_regions(pipeline)})
-    for current in fan_out(regions, lambda r: aws.find_parameter(name, r)).values():
+    for current in fan_out(sorted(known_regions(pipeline)), lambda r: aws.find_parameter(name, r)).values():
         holder = parse_holder(current.value) if current is not None else None
         if holder is not None and not holder.expired(time.time()) and not holder_gone(holder):
             return holder.describe()
@@ -242,7 +234,7 @@ def execute_publish(aws: Aws, plan: PublishPlan, *, force: bool = False,
     versions: dict[str, int] = {}
     failures: list[_RegionFailed] = []
     outcomes = fan_out([w.region for w in plan.writes],
-                       lambda region: _guarded(lambda r: _write(aws, plan, _region_plan(plan, r), force, turn), region))
+                       lambda region: _write(aws, plan, _region_plan(plan, region), force, turn))
     for region, outcome in outcomes.items():
         if isinstance(outcome, _RegionFailed):
             failures.append(outcome)
@@ -284,13 +276,7 @@ def _ours(aws: Aws, plan: PublishPlan, r: RegionPlan, version: int) -> bool:
 def _check_all(aws: Aws, plan: PublishPlan, versions: dict[str, int]) -> list[_RegionFailed]:
     """Read every region of the channel once more, the unchanged ones included: each must hold the
     intended AMI (and a written one, our version). A region that does not fails the transaction."""
-    def look(region: str) -> Parameter | None | AmibuildError:
-        try:
-            return aws.find_parameter(plan.parameter, region)
-        except AmibuildError as exc:
-            return exc
-
-    seen = fan_out([r.region for r in plan.regions], look)
+    seen = _read_all(aws, plan)
     failures = []
     for r in plan.regions:
         got = seen[r.region]
@@ -315,21 +301,18 @@ def _check_all(aws: Aws, plan: PublishPlan, versions: dict[str, int]) -> list[_R
     return failures
 
 
-def _guarded(work: Callable[[str], int], region: str) -> int | _RegionFailed:
-    try:
-        return work(region)
-    except _RegionFailed as failed:
-        return failed
-
-
 def _region_plan(plan: PublishPlan, region: str) -> RegionPlan:
     return next(r for r in plan.regions if r.region == region)
 
 
-def _write(aws: Aws, plan: PublishPlan, r: RegionPlan, force: bool, turn: Turn) -> int:
-    _still_available(aws, r)
-    version = _put_checked(aws, plan, r, force, turn)
-    _finish(aws, plan, r, version, turn)
+def _write(aws: Aws, plan: PublishPlan, r: RegionPlan, force: bool, turn: Turn) -> int | _RegionFailed:
+    """One region's write: the version written, or how it failed."""
+    try:
+        _still_available(aws, r)
+        version = _put_checked(aws, plan, r, force, turn)
+        _finish(aws, plan, r, version, turn)
+    except _RegionFailed as failed:
+        return failed
     return version
 
 
@@ -386,12 +369,11 @@ def _conflict(aws: Aws, plan: PublishPlan, r: RegionPlan, ours: int, turn: Turn)
     theirs = next((p for p in reversed(others) if p.description != r.description), None)
     if theirs is None:
         what = f"the parameter was deleted and re-created (we read version {r.previous_version}, wrote version {ours})"
-        undone = _put_back(aws, plan, r, ours, None, "a conflict", turn)
     else:
         what = (f"another writer set it to {theirs.value} (version {theirs.version}"
                 f"{', by ' + theirs.user if theirs.user and theirs.user != 'N/A' else ''}) "
                 f"after amibuild read version {r.previous_version} ({r.previous_ami or 'no value'})")
-        undone = _put_back(aws, plan, r, ours, theirs, "a conflict", turn)
+    undone = _put_back(aws, plan, r, ours, theirs, "a conflict", turn)  # theirs None: deleted again
     return PublishConflict(
         f"conflict on {name} in {r.region}: {what}; taking our {r.ami} (version {ours}) back out: {undone}. "
         f"Retry, or pass --force to write {r.ami} over {theirs.value if theirs else 'it'}"
@@ -461,18 +443,22 @@ def after_deadline(read: Callable[[], str]) -> str:
         return read()
 
 
+def _read_all(aws: Aws, plan: PublishPlan) -> dict[str, Parameter | None | AmibuildError]:
+    """Every region's channel parameter now (None: there is none), or the error reading it."""
+    def look(region: str) -> Parameter | None | AmibuildError:
+        try:
+            return aws.find_parameter(plan.parameter, region)
+        except AmibuildError as exc:
+            return exc
+
+    return fan_out([r.region for r in plan.regions], look)
+
+
 def converged(aws: Aws, plan: PublishPlan) -> str:
     """The verdict on a failed transaction, from reading every region of the channel now (never from
     what this writer put back): whole when every region holds an image of one build, else SPLIT,
     and in either case what each region holds."""
-    def look(region: str) -> str | None | AmibuildError:
-        try:
-            got = aws.find_parameter(plan.parameter, region)
-        except AmibuildError as exc:
-            return exc
-        return got.value if got is not None else None
-
-    now = fan_out([r.region for r in plan.regions], look)
+    now = {region: got.value if isinstance(got, Parameter) else got for region, got in _read_all(aws, plan).items()}
     unread = [r.region for r in plan.regions if isinstance(now[r.region], AmibuildError)]
     if unread:
         return (f"what {', '.join(unread)} {'hold' if len(unread) > 1 else 'holds'} is UNKNOWN (it could not be read back: "
