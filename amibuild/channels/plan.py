@@ -157,18 +157,12 @@ class PublishPlan:
     def writes(self) -> tuple[RegionPlan, ...]:
         return tuple(r for r in self.regions if r.action is PublishAction.WRITE)
 
-    def refused(self) -> PublishRefused | None:
-        """The error a write of this plan stops with before writing anything (None: it may go on)."""
-        if not self.refusals:
-            return None
-        return PublishRefused(f"{self.operation} {self.variant} to {self.channel} ({self.parameter}) refused, "
-                              f"nothing written: " + "; ".join(self.refusals))
-
     def raise_for_status(self) -> None:
-        """A dry run's verdict: refused as the write would be (a dry run writes nothing either way)."""
-        error = self.refused()
-        if error is not None:
-            raise error
+        """A refused plan's error, before anything is written; also a dry run's verdict (refused as the
+        write would be: a dry run writes nothing either way)."""
+        if self.refusals:
+            raise PublishRefused(f"{self.operation} {self.variant} to {self.channel} ({self.parameter}) refused, "
+                                 f"nothing written: " + "; ".join(self.refusals))
 
     def to_dict(self) -> dict[str, Any]:
         return plain(self)

@@ -179,14 +179,9 @@ def publish_variant(
                             gate_check=gate_checker(pipeline, channel, now=now, override=override_gate,
                                                     proofs=_proofs(aws, pipeline, variant)))
 
-    if dry_run:
-        return make_plan()
-
-    def work(cancelled: Callable[[], bool]) -> PublishResult:
-        return execute_publish(aws, make_plan(), force=force, cancelled=cancelled)
-
-    return transact(aws, pipeline=pipeline, variant=variant, channels=[channel], operation=f"publish to {channel}",
-                    guard=guard or Guard(run_id=run_id or ""), work=work, template=template)
+    return _write_or_plan(aws, make_plan, dry_run=dry_run, force=force, pipeline=pipeline, variant=variant,
+                          channels=[channel], operation=f"publish to {channel}",
+                          guard=guard or Guard(run_id=run_id or ""), template=template)
 
 
 def promote(
@@ -250,14 +245,8 @@ def promote(
                                                     now=now or gates.aws_time(h.answered_at for h in dated.values()),
                                                     source_history=histories, proofs=_proofs(aws, pipeline, variant)))
 
-    if dry_run:
-        return make_plan()
-
-    def work(cancelled: Callable[[], bool]) -> PublishResult:
-        return execute_publish(aws, make_plan(), force=force, cancelled=cancelled)
-
-    return transact(aws, pipeline=pipeline, variant=variant, channels=[source, target], operation=operation,
-                    guard=guard or Guard(), work=work, template=template)
+    return _write_or_plan(aws, make_plan, dry_run=dry_run, force=force, pipeline=pipeline, variant=variant,
+                          channels=[source, target], operation=operation, guard=guard or Guard(), template=template)
 
 
 def rollback(
@@ -292,14 +281,21 @@ def rollback(
             operation=operation, note=f"rolled back to version {target.version}", template=template,
         )
 
+    return _write_or_plan(aws, make_plan, dry_run=dry_run, force=force, pipeline=pipeline, variant=variant,
+                          channels=[channel], operation=f"roll back {channel}", guard=guard or Guard(),
+                          template=template)
+
+
+def _write_or_plan(aws: Aws, make_plan: Callable[[], PublishPlan], *, dry_run: bool, force: bool,
+                   pipeline: PipelineLike, variant: VariantLike, channels: Sequence[str], operation: str,
+                   guard: Guard, template: str | None) -> PublishResult | PublishPlan:
+    """A dry run's plan, read without the lease; else the plan made, and carried out, under the
+    channels' leases (`transact`)."""
     if dry_run:
         return make_plan()
-
-    def work(cancelled: Callable[[], bool]) -> PublishResult:
-        return execute_publish(aws, make_plan(), force=force, cancelled=cancelled)
-
-    return transact(aws, pipeline=pipeline, variant=variant, channels=[channel], operation=f"roll back {channel}",
-                    guard=guard or Guard(), work=work, template=template)
+    return transact(aws, pipeline=pipeline, variant=variant, channels=channels, operation=operation, guard=guard,
+                    work=lambda turn: execute_publish(aws, make_plan(), force=force, cancelled=turn),
+                    template=template)
 
 
 def rollback_versions(name: str, regions: Sequence[str], histories: Mapping[str, Sequence[Parameter]],
