@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
@@ -112,9 +113,7 @@ def runs_lines(listed: list) -> Iterable[str]:
         if record is None:
             yield f"{entry.path.stem}  UNREADABLE: {entry.problem} ({entry.path})"
             continue
-        counts: dict[str, int] = {}
-        for variant in record.get("variants", []):
-            counts[variant.get("status", "?")] = counts.get(variant.get("status", "?"), 0) + 1
+        counts = Counter(variant.get("status", "?") for variant in record.get("variants", []))
         summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         yield f"{record.get('run_id')}  {record.get('started', '')}  {summary}"
 
@@ -165,12 +164,10 @@ def table(header: tuple, rows: list) -> list[str]:
 
 
 def when(moment: Any) -> str:
-
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
 
 
 def age(moment: Any) -> str:
-
     if moment is None:
         return "-"
     seconds = max(0, int((datetime.now(timezone.utc) - moment).total_seconds()))

@@ -33,19 +33,12 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     return lines
 
 
-def append(markdown: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """Append to the file ``$GITHUB_STEP_SUMMARY`` names; its path, or None when it is not set."""
-    path = (environ if environ is not None else os.environ).get(SUMMARY_ENV, "")
-    if not path:
-        return None
-    with open(path, "a", encoding="utf-8") as out:
-        out.write(markdown.rstrip("\n") + "\n\n")
-    return path
-
-
 def publish(markdown: str, *, to_stdout: bool = False) -> None:
-    """Append to the step summary when running in GitHub Actions; print it too with `--markdown`."""
-    append(markdown)
+    """Append to the file ``$GITHUB_STEP_SUMMARY`` names (GitHub Actions sets it); print it too with `--markdown`."""
+    path = os.environ.get(SUMMARY_ENV, "")
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(markdown.rstrip("\n") + "\n\n")
     if to_stdout:
         print(markdown.rstrip("\n"), flush=True)
 
