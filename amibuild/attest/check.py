@@ -10,7 +10,7 @@ from amibuild.errors import AmibuildError
 from amibuild.attest import store
 from amibuild.attest.sign import Where
 from amibuild.attest.statement import KINDS, ImageFacts
-from amibuild.attest.verify import Failure, Problem, Verification, verify
+from amibuild.attest.verify import Verification, verify
 
 
 def pipeline_key(aws: Any, where: Where) -> str:
@@ -34,8 +34,3 @@ def verify_image(aws: Any, where: Where, images: Sequence[ImageFacts], predicate
     public = {key_arn: aws.public_key(key_arn, where.region).der} if key_arn else {}
     return [verify(body, pipeline_key=key_arn, public_keys=public, images=images, account=where.account,
                    predicate_type=predicate_type, key=key) for key, body in found]
-
-
-def missing(images: Sequence[ImageFacts], kind: str) -> Verification:
-    """The result when no statement of ``kind`` names the image."""
-    return Verification((Failure(Problem.MISSING, f"no {kind} statement about {images[0].image_id}"),))

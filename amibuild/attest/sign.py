@@ -33,10 +33,6 @@ class Where:
     bucket: str
     region: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kms_key": self.kms_key or None, "bucket": self.bucket, "region": self.region,
-                "prefix": store.pipeline_prefix(self.pipeline)}
-
 
 @dataclass(frozen=True)
 class Signer:

@@ -22,7 +22,6 @@ from amibuild.attest.statement import ImageFacts, StatementError, parse_statemen
 
 
 class Problem(str, enum.Enum):
-    MISSING = "missing"  # no statement of the kind asked names the image
     MALFORMED = "malformed"  # not a DSSE envelope, or its payload not an in-toto Statement
     UNSIGNED = "unsigned"  # no signature: the build had no usable key
     WRONG_KEY = "wrong key"  # signed, but not by the pipeline's key
