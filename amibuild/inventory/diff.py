@@ -9,9 +9,9 @@ vulnerabilities the newer image fixes and the ones it brings.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping, Sequence
 
-from amibuild.inventory.packages import Package, by_key, compare_evr
+from amibuild.inventory.packages import Package, by_key, compare_evr, evr_key
 
 # The packages whose versions make a node what it is, in the order a reviewer reads them.
 KEY_PACKAGES = {"kernel": ("kernel",), "kubelet": ("kubelet", "kubernetes-kubelet"),
@@ -103,16 +103,10 @@ def diff(old: Side, new: Side) -> ImageDiff:
     return ImageDiff(old, new, tuple(changes), _key_versions(old.packages, new.packages), settings, fixed, introduced)
 
 
-def _key_versions(old: Iterable[Package], new: Iterable[Package]) -> dict[str, tuple[str, str]]:
-    def newest(packages: Iterable[Package], names: tuple[str, ...]) -> str:
-        found = [p.evr for p in packages if p.name in names]
-        best = ""
-        for evr in found:
-            if not best or compare_evr(evr, best) > 0:
-                best = evr
-        return best
+def _key_versions(old: Sequence[Package], new: Sequence[Package]) -> dict[str, tuple[str, str]]:
+    def newest(packages: Sequence[Package], names: tuple[str, ...]) -> str:
+        return max((p.evr for p in packages if p.name in names), key=evr_key, default="")
 
-    old, new = list(old), list(new)
     return {what: (newest(old, names), newest(new, names)) for what, names in KEY_PACKAGES.items()}
 
 

@@ -58,8 +58,7 @@ def cyclonedx(packages: Iterable[Package], *, os_name: str, image: str = "", cre
             name=package.name, version=f"{package.version}-{package.release}", type=ComponentType.LIBRARY,
             purl=url, bom_ref=url.to_string(), properties=properties,
             licenses=[DisjunctiveLicense(name=package.license)] if package.license else None))
-    for component in components:
-        bom.components.add(component)
+    bom.components.update(components)
     if root is not None:  # the image holds every package: a complete dependency graph
         bom.register_dependency(root, components)
     return SPEC_VERSIONS[spec_version](bom).output_as_string(indent=None)

@@ -100,12 +100,8 @@ def batches(document: str, limit: int = MAX_COMPONENTS) -> list[dict[str, Any]]:
     components = data.get("components", [])
     if not components:
         return [data]
-    out = []
-    for start in range(0, len(components), limit):
-        part = {k: v for k, v in data.items() if k not in ("components", "dependencies")}
-        part["components"] = components[start:start + limit]
-        out.append(part)
-    return out
+    rest = {k: v for k, v in data.items() if k not in ("components", "dependencies")}
+    return [{**rest, "components": components[start:start + limit]} for start in range(0, len(components), limit)]
 
 
 def findings(answer: Mapping[str, Any]) -> list[Finding]:
