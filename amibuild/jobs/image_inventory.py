@@ -66,13 +66,6 @@ class Inventory:
     findings: tuple[str, ...] | None = None  # vulnerability ids of its newest valid scan (None: never scanned)
 
 
-def _variant(pipeline: Any, name: str) -> Any:
-    found = [v for v in pipeline.variants if v.name == name]
-    if not found:
-        raise SpecError(f"--variant {name}: not in the pipeline file (variants: {', '.join(v.name for v in pipeline.variants)})")
-    return found[0]
-
-
 def locate(aws: Aws, options: Options, pipeline: Any, variant: Any, label: str, flag: str) -> Located:
     """The image ``label`` names (a channel, an AMI id or a run id) in the pipeline's build region."""
     region = pipeline.build_region
@@ -152,9 +145,6 @@ class SbomResult:
     def lines(self) -> list[str]:
         return self.text.splitlines()
 
-    def raise_for_status(self) -> None:
-        return None
-
 
 def check_subject(channel: str | None, ami: str | None, command: str) -> str:
     """The one image a command names (exit 2 for none, both or a malformed AMI id)."""
@@ -165,13 +155,13 @@ def check_subject(channel: str | None, ami: str | None, command: str) -> str:
     return ami or str(channel)
 
 
-def run_sbom(request: SbomRequest, opts: Options, aws: Aws | None = None) -> SbomResult:
+def run_sbom(request: SbomRequest, opts: Options) -> SbomResult:
     if request.format not in FORMATS:
         raise SpecError(f"--format {request.format!r}: one of {', '.join(FORMATS)}")
     label = check_subject(request.channel, request.ami, "sbom")
     pipeline = load_pipeline(opts)
-    variant = _variant(pipeline, str(request.variant))
-    aws = aws or Aws(profile=opts.profile, region=pipeline.build_region)
+    variant = pipeline.variants[0]  # the one --variant names (the load refuses a name the file lacks)
+    aws = Aws(profile=opts.profile, region=pipeline.build_region)
     where = locate(aws, opts, pipeline, variant, label, "--ami" if request.ami else "--channel")
     found = inventory(aws, evidence.Reader(aws, pipeline), pipeline, variant, where)
     if request.format == "cyclonedx":
@@ -198,34 +188,26 @@ class DiffResult:
     def lines(self) -> list[str]:
         return diffs.markdown(self.result).splitlines() if self.markdown else diffs.lines(self.result)
 
-    def summary(self) -> str:
-        return self.result.summary()
-
-    def raise_for_status(self) -> None:
-        return None
-
 
 def side(found: Inventory) -> diffs.Side:
     return diffs.Side(found.where.label, found.where.image.image_id, found.packages, found.inputs, found.findings)
 
 
-def run_diff(request: DiffRequest, opts: Options, aws: Aws | None = None) -> DiffResult:
+def run_diff(request: DiffRequest, opts: Options) -> DiffResult:
     for flag, value in (("--from", request.from_), ("--to", request.to)):
         if not value:
             raise SpecError(f"diff: {flag} names an image: a channel, an AMI id or a build-ami run id")
     pipeline = load_pipeline(opts)
-    variant = _variant(pipeline, str(request.variant))
-    aws = aws or Aws(profile=opts.profile, region=pipeline.build_region)
-    reader = evidence.Reader(aws, pipeline)
+    variant = pipeline.variants[0]  # the one --variant names (the load refuses a name the file lacks)
+    aws = Aws(profile=opts.profile, region=pipeline.build_region)
     # both names checked (a typo'd channel: exit 2) before either image's statements are read
     before = locate(aws, opts, pipeline, variant, str(request.from_), "--from")
     after = locate(aws, opts, pipeline, variant, str(request.to), "--to")
-    old, new = (inventory(aws, reader, pipeline, variant, where) for where in (before, after))
-    return DiffResult(diffs.diff(side(old), side(new)), request.markdown)
+    return DiffResult(diff_images(aws, pipeline, variant, before, after), request.markdown)
 
 
 def diff_images(aws: Aws, pipeline: Any, variant: Any, old: Located, new: Located) -> diffs.ImageDiff:
-    """The diff of two located images (for `promote`'s one line)."""
+    """The diff of two located images (`diff`, and `promote`'s one line)."""
     reader = evidence.Reader(aws, pipeline)
     return diffs.diff(side(inventory(aws, reader, pipeline, variant, old)),
                       side(inventory(aws, reader, pipeline, variant, new)))
@@ -338,11 +320,11 @@ class ScanResult:
                               + "; ".join(self.verdict.reasons()))
 
 
-def run_scan(request: ScanRequest, opts: Options, aws: Aws | None = None) -> ScanResult:
+def run_scan(request: ScanRequest, opts: Options) -> ScanResult:
     label = check_subject(request.channel, request.ami, "scan")
     pipeline = load_pipeline(opts)
-    variant = _variant(pipeline, str(request.variant))
-    aws = aws or Aws(profile=opts.profile, region=pipeline.build_region)
+    variant = pipeline.variants[0]  # the one --variant names (the load refuses a name the file lacks)
+    aws = Aws(profile=opts.profile, region=pipeline.build_region)
     where = locate(aws, opts, pipeline, variant, label, "--ami" if request.ami else "--channel")
     reader = evidence.Reader(aws, pipeline)
     found = inventory(aws, reader, pipeline, variant, where)
