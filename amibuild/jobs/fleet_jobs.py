@@ -24,7 +24,7 @@ from amibuild.suggest import suggest
 
 
 def fleet_view(options: Any, *, variant: str | None = None, channel: str | None = None, region: str | None = None,
-               now: datetime | None = None, aws: Any = None, verify: bool = False) -> Any:
+               aws: Any = None, verify: bool = False) -> Any:
     """`amibuild fleet`: gather (read-only) → classify (→ with ``verify``, each image's provenance marked)."""
 
     if channel:
@@ -36,14 +36,14 @@ def fleet_view(options: Any, *, variant: str | None = None, channel: str | None 
     if channel:  # a typo would show an empty view and exit 0; any variant of the selection may hold it
         known.require(aws, pipeline, pipeline.variants, known.Asked(channel), every=False, regions=regions)
     facts = fleet_mod.gather(aws, pipeline, regions)
-    view = fleet_mod.classify(facts, now or datetime.now(timezone.utc), variant=variant, channel=channel, region=region)
+    view = fleet_mod.classify(facts, datetime.now(timezone.utc), variant=variant, channel=channel, region=region)
     return fleet_mod.mark(view, fleet_mod.provenance(aws, pipeline, facts, view)) if verify else view
 
 
 def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None, name: str | None = None,
                        role: str | None = None, instance_profile: str | None = None, cluster: str | None = None,
-                       discovery: str | None = None, region: str | None = None, settings: Any = None,
-                       aws: Any = None, say: Callable[[str], None] = lambda _: None) -> dict:
+                       discovery: str | None = None, region: str | None = None,
+                       settings: karpenter_mod.NodeSettings, say: Callable[[str], None]) -> dict:
     """`amibuild karpenter`: the node class (checked before any AWS call) → the channel exists there;
     a note about the image's admission in the region goes to ``say``."""
 
@@ -53,17 +53,16 @@ def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None
     pipeline = load_pipeline(options)
     chosen = pipeline.variants[0]
     where = region or pipeline.build_region
-    if settings:  # the variant's proxy { credentials_parameter }, for a proxy URL without credentials of its own
-        settings = replace(settings, proxy_credentials_parameter=proxy_credentials.for_proxy(
-            settings.proxy, settings.proxy_credentials_parameter, chosen.proxy.credentials_parameter))
+    # the region the nodes are in, and the variant's proxy { credentials_parameter } for a proxy URL without its own
+    settings = replace(settings, region=settings.region or where, proxy_credentials_parameter=proxy_credentials.for_proxy(
+        settings.proxy, settings.proxy_credentials_parameter, chosen.proxy.credentials_parameter))
     parameter = parameter_name(pipeline, chosen, channel)
     manifest = karpenter_mod.node_class(
         name=karpenter_mod.check_name(name or f"{chosen.name}-{channel}"), parameter=parameter, region=where,
         os_family=chosen.os, cluster=cluster or pipeline.name, pipeline=pipeline.name, variant=chosen.name,
         channel=channel, role=role or "", instance_profile=instance_profile or "", discovery=discovery or "",
-        settings=replace(settings, region=settings.region or where) if settings else karpenter_mod.NodeSettings(region=where))
-    if aws is None:
-        aws = Aws(profile=options.profile, region=pipeline.build_region)
+        settings=settings)
+    aws = Aws(profile=options.profile, region=pipeline.build_region)
     known.require(aws, pipeline, [chosen], known.Asked(channel), regions=(where,))
     found = aws.find_parameter(parameter, where)
     if found is None:
