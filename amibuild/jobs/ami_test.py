@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from amibuild import notify, tags
 from amibuild.attest import sign as attest_sign
@@ -73,12 +73,6 @@ def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, ru
     return found
 
 
-def user_data(aws: Any, pipeline: Pipeline, variants: Iterable[Any], cluster: str) -> dict[str, str]:
-    """{variant: its test instance's user data}: the node group's for ``cluster`` (DescribeCluster in the
-    build region), tainted; without a cluster, user data that is only checked (`amibuild.handoff.testnode`)."""
-    return testnode.user_data(aws, variants, region=pipeline.build_region, cluster=cluster)
-
-
 def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None,
                        read_timeout: float | None = None, poll: float | None = None) -> boot.BootTestSettings | None:
     """build-ami's --boot-test [--cluster C], checked before any AWS work: the pipeline's test { ... }
@@ -94,7 +88,8 @@ def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None,
     pipeline = load_pipeline(options)
     settings = boot.BootTestSettings.of(pipeline.boot_test, cluster=cluster, read_timeout=read_timeout,
                                         poll=poll)
-    checked = user_data(None, pipeline, pipeline.variants, "")  # no AWS call: a proxy with a password is refused here
+    # no AWS call: a proxy with a password is refused here
+    checked = testnode.user_data(None, pipeline.variants, region=pipeline.build_region, cluster="")
     if not settings.cluster:
         return replace(settings, user_data=checked)
     return replace(settings, nodes=kube.Nodes(settings.cluster))
@@ -134,10 +129,12 @@ def _run(r: TestAmiRequest, options: Options, *, say: Any, stop: Signals, read_t
         poll=poll)
     # the cluster's API through the caller's kubeconfig: a missing client or kubeconfig is said before any AWS work
     nodes = kube.Nodes(settings.cluster) if settings.cluster else None
-    user_data(None, pipeline, [variant], "")  # the variant's proxy refused (a password in it) before any AWS work
+    # the variant's proxy refused (a password in it) before any AWS work
+    testnode.user_data(None, [variant], region=pipeline.build_region, cluster="")
     aws = Aws(profile=options.profile, region=pipeline.build_region)
     amis = find_amis(aws, pipeline, variant, ami=r.ami, run_id=r.run_id, channel=r.channel)
-    settings = replace(settings, user_data=user_data(aws, pipeline, [variant], settings.cluster))
+    settings = replace(settings, user_data=testnode.user_data(aws, [variant], region=pipeline.build_region,
+                                                              cluster=settings.cluster))
     test_run = new_run_id()
     result = boot.boot_test(aws, variant=variant, amis=amis, region=pipeline.build_region, run_id=test_run,
                             settings=settings, cancelled=stop.requested, say=say, nodes=nodes)
