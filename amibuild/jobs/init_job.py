@@ -7,7 +7,7 @@ The starter and the workflow are package data (`amibuild/pipeline/starter.hcl`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -29,7 +29,6 @@ class InitResult:
     gitignore_changed: bool
     pipeline_written: bool = True
     workflow: Path | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
     def lines(self) -> list[str]:
         out = [f"wrote {self.pipeline}" if self.pipeline_written else f"kept {self.pipeline} as it is",
@@ -37,15 +36,12 @@ class InitResult:
         if self.workflow is not None:
             out.append(f"wrote {self.workflow}: set the repository variables AMIBUILD_ROLE_ARN and AWS_REGION "
                        "(amibuild's docs: CI in your repository)")
-        return [*out, *self.notes, "next: amibuild render (what Packer gets), then amibuild build-ami"]
+        return [*out, "next: amibuild render (what Packer gets), then amibuild build-ami"]
 
     def to_dict(self) -> dict:
         return {"pipeline": str(self.pipeline), "gitignore": str(self.gitignore),
                 "gitignore_changed": self.gitignore_changed, "pipeline_written": self.pipeline_written,
                 "workflow": str(self.workflow) if self.workflow else None}
-
-    def raise_for_status(self) -> None:
-        """Nothing to raise: init refuses (SpecError) before it writes anything."""
 
 
 def workflow_text(pipeline_dir: str) -> str:
