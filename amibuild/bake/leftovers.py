@@ -159,47 +159,35 @@ def remove(aws: Aws, leftovers: Sequence[Leftover], *, settle: float = 60.0) -> 
     failed: list[tuple[Leftover, str]] = []
     down: str | None = None
 
-    def attempt(item: Leftover, action) -> None:
+    def attempt(items: list[Leftover], delete, *args: object) -> None:
+        """``delete(*args)`` removes ``items`` in one call; each is then removed, or failed with why."""
         nonlocal down
         if down:
-            failed.append((item, down))
+            failed.extend((x, down) for x in items)
             return
         try:
-            action()
-            removed.append(item)
+            delete(*args)
+            removed.extend(items)
         except EndpointUnreachable as exc:
             down = str(exc)
-            failed.append((item, down))
+            failed.extend((x, down) for x in items)
         except AwsError as exc:
-            failed.append((item, str(exc)))
+            failed.extend((x, str(exc)) for x in items)
 
     by_kind = {k: [x for x in leftovers if x.kind == k] for k in KINDS}
     for region in sorted({x.region for x in by_kind["instance"]}):
         items = [x for x in by_kind["instance"] if x.region == region]
-        try:
-            if down:
-                raise EndpointUnreachable(down)
-            aws.terminate_instances(region, [x.id for x in items])
-            removed += items
-        except EndpointUnreachable as exc:
-            down = str(exc)
-            failed += [(x, down) for x in items]
-        except AwsError as exc:
-            failed += [(x, str(exc)) for x in items]
-    for item in by_kind["image"]:
-        attempt(item, lambda item=item: aws.deregister_image(item.region, item.id))
-    for item in by_kind["snapshot"]:
-        attempt(item, lambda item=item: aws.delete_snapshot(item.region, item.id))
-    for item in by_kind["volume"]:
-        attempt(item, lambda item=item: aws.delete_volume(item.region, item.id))
-    for item in by_kind["key-pair"]:
-        attempt(item, lambda item=item: aws.delete_key_pair(item.region, item.id))
+        attempt(items, aws.terminate_instances, region, [x.id for x in items])
+    for kind, delete in (("image", aws.deregister_image), ("snapshot", aws.delete_snapshot),
+                         ("volume", aws.delete_volume), ("key-pair", aws.delete_key_pair)):
+        for item in by_kind[kind]:
+            attempt([item], delete, item.region, item.id)
 
     def held(item: Leftover) -> tuple[Leftover, str] | None:
         """Delete the group: its failure, taken back, while a terminating instance still holds it
         (tried again); None once it is gone or failed for good."""
         before = len(failed)
-        attempt(item, lambda: aws.delete_security_group(item.region, item.id))
+        attempt([item], aws.delete_security_group, item.region, item.id)
         if len(failed) == before or down or "DependencyViolation" not in failed[-1][1]:
             return None
         return failed.pop()
