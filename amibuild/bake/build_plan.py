@@ -24,9 +24,6 @@ from amibuild.aws import Image
 from amibuild.render import Rendered
 from amibuild.pipeline import Pipeline
 
-FINGERPRINT_TAG = tags.FINGERPRINT  # kept only for bake/executor.py: use tags.FINGERPRINT
-
-
 class BuildDecision(enum.StrEnum):
     BUILD = "build"
     SKIP = "skip"

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping
 
-from amibuild import hcl, secrets
+from amibuild import hcl, secrets, tags
 from amibuild.aws import Aws
 from amibuild.errors import AmibuildError, PackerOutputError
 from amibuild.bake import leftovers as leftovers_mod
@@ -36,7 +36,7 @@ from amibuild.lease import Lease
 from amibuild.bake.packer import (Packer, cross_check, input_refusal, manifest_builds, parse_machine_readable,
                                    progress_step)
 from amibuild.bake.outcome import BuildOutcome, BuildStatus, WorkingOutcome
-from amibuild.bake.build_plan import FINGERPRINT_TAG, BuildPlan, BuildDecision, PlanItem
+from amibuild.bake.build_plan import BuildPlan, BuildDecision, PlanItem
 from amibuild.bake.progress import Progress, State
 from amibuild.bake.record import why_not_written
 
@@ -538,8 +538,8 @@ class Executor:
             found = self.aws.describe_images(region, image_ids=[ami])
             if not found or found[0].state != "available":
                 raise PackerOutputError(f"{ami} in {region} is not available after the build")
-            if found[0].tags.get(FINGERPRINT_TAG) != item.fingerprint:
-                raise PackerOutputError(f"{ami} in {region} lacks the fingerprint tag {FINGERPRINT_TAG}")
+            if found[0].tags.get(tags.FINGERPRINT) != item.fingerprint:
+                raise PackerOutputError(f"{ami} in {region} lacks the fingerprint tag {tags.FINGERPRINT}")
         return amis
 
 

@@ -52,15 +52,11 @@ VALIDATE_TIMEOUT = 300
 INIT_TIMEOUT = 900
 
 
-def _with_error(cls: type[PackerError], message: str, output: str) -> PackerError:
-    exc = cls(message)
-    exc.output = output  # type: ignore[attr-defined]  # Packer's full output, for --debug
-    return exc
-
-
 def _refused(cls: type[PackerError], command: str, directory: Path, proc) -> PackerError:
     reason = error_summary(proc.stdout) or f"exit status {proc.returncode}"
-    return _with_error(cls, f"{command} refused {directory}: {reason}", proc.stdout)
+    exc = cls(f"{command} refused {directory}: {reason}")
+    exc.output = proc.stdout  # type: ignore[attr-defined]  # Packer's full output, for --debug
+    return exc
 
 
 def _template_dir(directory: str | os.PathLike) -> Path:

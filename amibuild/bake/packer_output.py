@@ -317,7 +317,6 @@ class ManifestBuild:
     builder_type: str
     amis: dict[str, str]
     custom_data: dict[str, str]
-    build_time: int | None
     run_uuid: str
 
 
@@ -348,7 +347,6 @@ def manifest_builds(text: str) -> list[ManifestBuild]:
             builder_type=builder_type,
             amis=dict(sorted(amis.items())),
             custom_data={str(k): str(v) for k, v in (entry.get("custom_data") or {}).items()},
-            build_time=entry.get("build_time"),
             run_uuid=last,
         )
         if name in selected and selected[name].amis != build.amis:

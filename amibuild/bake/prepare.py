@@ -62,7 +62,7 @@ def packer_version(options: Options, packer=None) -> tuple[str, bool, str | None
         version = (packer or Packer(options.packer)).version()
     except PackerNotFound:
         return "unknown", True, "packer not found: rendered for Packer >= 1.7 (with required_plugins)"
-    return f"{version.major}.{version.minor}.{version.patch}", version.uses_plugins, None
+    return str(version), version.uses_plugins, None
 
 
 def resolve_sources(pipeline: Pipeline, aws, *, strict: bool = False) -> dict[str, dict[str, SourceAmi]]:
