@@ -31,7 +31,7 @@ from amibuild.rehearse.rehearsal_report import Finding, Report, build_report
 from amibuild.rehearse.steps import Step, StepError, parse_steps
 from amibuild.rehearse import overlay
 
-__all__ = ["rehearse", "prepare", "run", "check", "plan", "shellcheck", "Report", "Step", "StepError"]
+__all__ = ["rehearse", "prepare", "run", "plan", "shellcheck", "Report", "Step", "StepError"]
 
 
 def plan(rendered: Rendered, root: str, env: Mapping[str, str] | None = None) -> list[Step]:
@@ -69,13 +69,6 @@ def prepare(rendered: Rendered, env: Mapping[str, str] | None = None) -> Prepare
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-
-
-def check(rendered: Rendered, env: Mapping[str, str] | None = None) -> list[Step]:
-    """The variant's steps, refused as bad input (StepError) if one cannot be evaluated or run."""
-    prepared = prepare(rendered, env)
-    prepared.close()
-    return prepared.steps
 
 
 def run(prepared: Prepared, *, keep: bool = False, refuse: Iterable[str] = (), timeout: float = 600.0) -> Report:

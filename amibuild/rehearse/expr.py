@@ -12,6 +12,7 @@ HCL and stay as they are: Packer fills them at build time, and so does the rehea
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
 from dataclasses import dataclass, field
@@ -195,9 +196,6 @@ class _Parser:
         cond = self.binary(0)
         if not self._accept("?"):
             return cond
-        if self.skip:
-            self.conditional(); self._take(":"); self.conditional()  # noqa: E702
-            return None
         yes = self._branch(bool(cond))
         self._take(":")
         no = self._branch(not cond)
@@ -342,20 +340,19 @@ def _index(value: Any, key: Any) -> Any:
         raise ExprError(f"no element {key!r} in {value!r}") from None
 
 
+_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt, "<=": operator.le, ">=": operator.ge,
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "%": operator.mod,
+}
+
+
 def _apply(op: str, a: Any, b: Any) -> Any:
-    if op == "==":
-        return a == b
-    if op == "!=":
-        return a != b
     if op == "&&":
         return bool(a) and bool(b)
     if op == "||":
         return bool(a) or bool(b)
     try:
-        return {
-            "<": lambda: a < b, ">": lambda: a > b, "<=": lambda: a <= b, ">=": lambda: a >= b,
-            "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b, "%": lambda: a % b,
-        }[op]()
+        return _OPERATORS[op](a, b)
     except TypeError:
         raise ExprError(f"cannot apply {op} to {a!r} and {b!r}") from None
 
@@ -385,7 +382,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "dirname": os.path.dirname,
     "abspath": os.path.abspath,
     "jsonencode": lambda v: json.dumps(v, separators=(",", ":")),
-    "tostring": lambda v: _text(v),
+    "tostring": _text,
     "tonumber": lambda v: float(v) if "." in str(v) else int(v),
     "tolist": list,
     "toset": lambda v: sorted(set(v)),

@@ -105,7 +105,6 @@ class RawRun:
     etc_removed: list[str]
     timed_out: bool
     kept: Path | None
-    setup_error: str = ""
     notes: list[str] = field(default_factory=list)
     stood_in: list[tuple[str, str]] = field(default_factory=list)  # (step, what a stand-in did instead)
 
