@@ -94,11 +94,7 @@ class Session:
     def _prepare(self, client: Any) -> None:
         """Hooks on every client: the call count, the dead-endpoint cut-off, and the rate limiter
         (amibuild/aws/rates.py: a token per attempt from the bucket of this service, account and
-        region, shared by every thread; throttled answers retried while the deadline allows).
-        Once per client: a second call does nothing."""
-        if getattr(client.meta, "amibuild_prepared", False):
-            return
-        client.meta.amibuild_prepared = True
+        region, shared by every thread; throttled answers retried while the deadline allows)."""
         client.meta.events.register("before-call", self._count)
         client.meta.events.register_first("needs-retry", _give_up_on_dead_endpoint)
         credentials = self._session.get_credentials()

@@ -94,9 +94,7 @@ class SsmCalls:
                     Config(read_timeout=self.ssm_read_timeout,
                            retries={"mode": "adaptive", "max_attempts": self.ssm_write_attempts})
                 )
-                client = self._new_client("ssm", region_name=region, config=config)
-                self._prepare(client)
-                self._clients[key] = client
+                self._clients[key] = self._new_client("ssm", region_name=region, config=config)
             return deadline.wrap(self._clients[key])  # bounded inside a channel operation (`aws.deadline`)
 
     def find_parameter(self, name: str, region: str, *, version: int | None = None) -> Parameter | None:

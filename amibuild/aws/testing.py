@@ -72,10 +72,8 @@ class TestInstances:
         if not self.read_timeout:
             return self.aws.client("ssm", region)
         if region not in self._ssm:
-            client = self.aws._new_client("ssm", region_name=region, config=self.aws._config.merge(
+            self._ssm[region] = self.aws._new_client("ssm", region_name=region, config=self.aws._config.merge(
                 Config(read_timeout=self.read_timeout)))
-            self.aws._prepare(client)
-            self._ssm[region] = client
         return self._ssm[region]
 
     def run_instance(self, region: str, *, image_id: str, instance_type: str, tags: Mapping[str, str],
