@@ -173,7 +173,6 @@ class Limiter:
         self._rates = rates
         self._buckets: dict[tuple[str, str, str, str], TokenBucket] = {}
         self._lock = threading.Lock()
-        self.waited = 0.0  # seconds, all callers together: for benchmarks and tests
 
     def bucket_for(self, service: str, account: str, region: str, operation: str, *,
                    narrowed: bool = True) -> TokenBucket | None:
@@ -200,9 +199,6 @@ class Limiter:
         else:
             with bounded.queued():  # a channel operation's clock stands still while it queues for tokens
                 waited = found.acquire()
-        if waited:
-            with self._lock:
-                self.waited += waited
         meter = _METER.get()
         if meter is not None:
             meter.got_token(waited)
@@ -212,7 +208,6 @@ class Limiter:
         """Forget every bucket (tests that need a full budget)."""
         with self._lock:
             self._buckets.clear()
-            self.waited = 0.0
 
 
 LIMITER = Limiter()
@@ -235,14 +230,13 @@ def throttle_delay(attempts: int, started: float, *, now: float | None = None,
     return delay if delay < left else None
 
 
-def install(client: Any, *, account: str, on_throttle: Callable[[str, str, str], None] | None = None,
-            limiter: Limiter | None = None, patience: Callable[[], float] = lambda: THROTTLE_PATIENCE) -> None:
+def install(client: Any, *, account: str, on_throttle: Callable[[str, str, str], None],
+            patience: Callable[[], float]) -> None:
     """Hook a botocore client: every attempt waits for a token (``request-created``, before signing,
     so a long wait never ages the signature), and a throttled answer is retried while the deadline
     allows (``needs-retry``, ahead of botocore's own handler, which would give up after
     `max_attempts`)."""
 
-    limiter = limiter or LIMITER
     service = client.meta.service_model.service_name
     region = client.meta.region_name or ""
     codes = frozenset(ThrottledRetryableChecker._THROTTLED_ERROR_CODES)
@@ -253,7 +247,7 @@ def install(client: Any, *, account: str, on_throttle: Callable[[str, str, str],
 
     def take(request: Any, operation_name: str, **_: Any) -> None:
         context = getattr(request, "context", None) or {}
-        limiter.acquire(service, account, region, operation_name,
+        LIMITER.acquire(service, account, region, operation_name,
                         narrowed=context.get("amibuild:narrowed", True))
 
     def retry_throttled(response: Any = None, attempts: int = 0, operation: Any = None,
@@ -270,8 +264,7 @@ def install(client: Any, *, account: str, on_throttle: Callable[[str, str, str],
         meter = _METER.get()
         if meter is not None:
             meter.was_throttled()
-        if on_throttle is not None:
-            on_throttle(service, operation.name if operation is not None else "", region)
+        on_throttle(service, operation.name if operation is not None else "", region)
         return delay
 
     client.meta.events.register("before-parameter-build", mark)
