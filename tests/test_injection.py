@@ -18,8 +18,8 @@ from amibuild import hcl
 from amibuild.pipeline import Overrides, Pipeline, Proxy, Repo, Variant, load
 from amibuild.errors import SpecError
 from conftest import run_cli
-from amibuild.render import SourceAmi, Target, provisioner_blocks, render_build, template_variables, \
-    apply_packer_vars, write
+from amibuild.render import SourceAmi, Target, provisioner_blocks, render_build, template_variables, write
+from amibuild.render.variables import apply_packer_vars
 from amibuild.sandbox.transform import SandboxTarget, render_for_env, sandboxed
 
 ROOT = Path(__file__).resolve().parent.parent
