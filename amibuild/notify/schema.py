@@ -73,10 +73,13 @@ class _ChannelWrite(Protocol):
 
 
 def _detail(kind: str, *, pipeline: str, variant: str, channel: str, amis: Mapping[str, str],
-            versions: Mapping[str, Any] | None = None, run_id: str | None = None, **extra: Any) -> dict[str, Any]:
+            versions: Mapping[str, Any] | None = None, run_id: str | None = None, source: str | None = None,
+            **extra: Any) -> dict[str, Any]:
     detail = {"schema": SCHEMA_VERSION, "event": kind, "amibuild_version": __version__, "pipeline": pipeline,
               "variant": variant, "channel": channel, "regions": sorted(amis), "amis": dict(sorted(amis.items())),
               "versions": dict(versions or {}), "run_id": run_id, **extra}
+    if source is not None:
+        detail["from"] = source
     return secrets.mask(detail)  # a URL's user:password@ as user:***@, however deep
 
 
@@ -85,31 +88,27 @@ def channel_written(kind: str, result: _ChannelWrite, *, pipeline: str, run_id: 
     """``published`` / ``promoted`` / ``rolled-back``: what the channel held before and holds now, per region."""
     versions = {r.region: {"before": {"ami": r.previous_ami, "version": r.previous_version or None},
                            "after": {"ami": r.ami, "version": r.version}} for r in result.regions}
-    extra: dict[str, Any] = {"operation": result.operation, "parameter": result.parameter, "changed": result.changed}
-    if source is not None:
-        extra["from"] = source
     return Event(kind, _detail(kind, pipeline=pipeline, variant=result.variant, channel=result.channel,
                                amis={r.region: r.ami for r in result.regions}, versions=versions, run_id=run_id,
-                               **extra))
+                               operation=result.operation, parameter=result.parameter, changed=result.changed,
+                               source=source))
 
 
 def gate_refused(*, pipeline: str, variant: str, channel: str, operation: str, reason: str, gate: str = "",
                  missing: Iterable[str] = (), amis: Mapping[str, str] | None = None, run_id: str | None = None,
                  source: str | None = None) -> Event:
     """``gate-refused``: the image did not meet the channel's gate; nothing was written."""
-    extra: dict[str, Any] = {"operation": operation, "gate": gate, "missing": list(missing), "reason": reason}
-    if source is not None:
-        extra["from"] = source
     return Event("gate-refused", _detail("gate-refused", pipeline=pipeline, variant=variant, channel=channel,
-                                         amis=amis or {}, run_id=run_id, **extra))
+                                         amis=amis or {}, run_id=run_id, operation=operation, gate=gate,
+                                         missing=list(missing), reason=reason, source=source))
 
 
-def test_result(result: Mapping[str, Any], *, pipeline: str, test: str = "boot") -> Event:
+def test_result(result: Mapping[str, Any], *, pipeline: str) -> Event:
     """``test-result``: a boot test's (`BootTestResult.to_dict`) verdict and checks for one image."""
     amis = {result["region"]: result["image_id"]} if result.get("image_id") else {}
     checks = [{"name": c.get("name"), "result": c.get("result")} for c in result.get("checks", [])]
     return Event("test-result", _detail("test-result", pipeline=pipeline, variant=result.get("variant", ""),
-                                        channel="", amis=amis, run_id=result.get("run_id") or None, test=test,
+                                        channel="", amis=amis, run_id=result.get("run_id") or None, test="boot",
                                         result=result.get("result"), tag=result.get("tag"),
                                         error=result.get("error"), checks=checks))
 
