@@ -133,10 +133,10 @@ class Limit:
     days: bool = False
 
     @classmethod
-    def parse(cls, text: str, flag: str = "--check-behind") -> Limit:
+    def parse(cls, text: str) -> Limit:
         match = _LIMIT.fullmatch(str(text).strip())
         if not match:
-            raise SpecError(f"{flag} {text!r}: give a number of versions (e.g. 1) or of days (e.g. 14d)")
+            raise SpecError(f"--check-behind {text!r}: give a number of versions (e.g. 1) or of days (e.g. 14d)")
         return cls(int(match.group(1)), bool(match.group(2)))
 
     def exceeded_by(self, row: ConsumerRow) -> bool:
@@ -158,9 +158,9 @@ class FleetFacts:
     uses: Uses
 
 
-def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, template: str | None = None) -> FleetFacts:
+def gather(aws: Aws, pipeline: Any, regions: Sequence[str]) -> FleetFacts:
     """Read the pipeline's images and every channel and consumer, the regions in parallel. Read-only."""
-    path, pattern = name_pattern(pipeline, template)
+    path, pattern = name_pattern(pipeline)
     regions = list(dict.fromkeys(regions))
     filters = {"tag-key": [tags.FINGERPRINT], f"tag:{tags.PIPELINE}": [pipeline.name]}
     found = fan_out(regions, lambda region: [image for image, _ in aws.own_images(region, filters)])

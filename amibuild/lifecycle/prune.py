@@ -14,18 +14,17 @@ Why it is built this way: docs/dev/decisions.md.
 from __future__ import annotations
 
 import enum
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from amibuild.aws import Aws, Image
+from amibuild.aws import Aws, Image, fan_out
 from amibuild import tags
 from amibuild.errors import AmibuildError, NotFound, PruneFailed, SpecError
-from amibuild.aws import fan_out
 from amibuild.channels.publish import name_pattern, plain
-# the in-use facts and their classification live in one place, shared with `fleet`; these names
-# stay importable from here
+# the in-use facts live in `consumers`, shared with `fleet`; ChannelFact and LaunchFacts stay importable from here
 from amibuild.lifecycle.consumers import (DEFAULT_KEEP_VERSIONS, ChannelFact, LaunchFacts, Uses,  # noqa: F401
                                           gather_uses, in_use)
 from amibuild.lifecycle.recoverable import NO_RULE, BinRule, Recovery, recovery, rule_from_gateway
@@ -187,12 +186,9 @@ def plan_prune(
         raise SpecError(f"--keep {keep}: keep at least 1 image per variant and region")
     snapshot_tags = snapshot_tags or {}
     images = sorted(images, key=lambda i: (i.region, i.tags.get(tags.VARIANT, ""), _newest_first(i)))
-    groups: dict[tuple[str, str], list[Image]] = defaultdict(list)
-    for image in images:
-        groups[(image.region, image.tags.get(tags.VARIANT, ""))].append(image)
 
     decided: list[tuple[Image, list[str]]] = []
-    for group in groups.values():
+    for _, group in itertools.groupby(images, key=lambda i: (i.region, i.tags.get(tags.VARIANT, ""))):
         ranked = 0
         for image in group:
             reasons: list[str] = []
@@ -217,8 +213,9 @@ def plan_prune(
                 reasons.append(f"deregistration protection cooldown until {until}: a later prune deregisters it")
             decided.append((image, reasons))
 
-    recoveries = {image.image_id: _recovery(image, rules, snapshot_tags) for image, _ in decided
-                  if rules is not None}
+    recoveries = {image.image_id: recovery(rules.get(image.region, ()), image.tags,
+                                           [snapshot_tags.get(s, {}) for s in image.snapshot_ids])
+                  for image, _ in decided if rules is not None}
     # a snapshot backing a kept image stays, even when a deleted image names it too
     kept_snapshots = {s for image, reasons in decided if reasons for s in image.snapshot_ids}
     why_delete = f"not among the newest {keep}" + (f", older than {_age_text(older_than)}" if older_than else "") + \
@@ -290,12 +287,6 @@ def _kept(image: Image, reasons: list[str], common: dict[str, Any], in_use: Mapp
     return ImagePlan(**common, fate=Fate.KEEP, reasons=tuple(dict.fromkeys(reasons)))
 
 
-def _recovery(image: Image, rules: Mapping[str, Sequence[BinRule]] | None,
-              snapshot_tags: Mapping[str, Mapping[str, str]]) -> Recovery:
-    return recovery((rules or {}).get(image.region, ()), image.tags,
-                    [snapshot_tags.get(s, {}) for s in image.snapshot_ids])
-
-
 def _bins(decided: Sequence[tuple[Image, list[str]]], recoveries: Mapping[str, Recovery],
           rules: Mapping[str, Sequence[BinRule]]) -> tuple[RegionBin, ...]:
     out = []
@@ -346,14 +337,13 @@ class Facts:
 
 
 def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: int = DEFAULT_KEEP_VERSIONS,
-           variants: Sequence[str] = (), template: str | None = None, disable_after: timedelta | None = None,
-           now: datetime | None = None) -> Facts:
+           variants: Sequence[str] = (), disable_after: timedelta | None = None, now: datetime | None = None) -> Facts:
     """Read everything `plan_prune` needs, the regions in parallel. Read-only.
 
     Per region one DescribeImages page walk (disabled images included: AWS hides them otherwise),
     the snapshots' tags, the Recycle Bin's rules; with `disable_after`, the launch permission of
     each image old enough to be disabled that nothing uses."""
-    path, pattern = name_pattern(pipeline, template)
+    path, pattern = name_pattern(pipeline)
 
     def read(region: str) -> tuple[list[tuple[Image, str]], dict[str, dict[str, str]], tuple[BinRule, ...]]:
         filters = {"tag-key": [tags.FINGERPRINT], f"tag:{tags.PIPELINE}": [pipeline.name]}
@@ -547,9 +537,6 @@ def _verify(aws: Aws, region: str, outcomes: list[PruneOutcome]) -> list[PruneOu
     return [o if o.image_id not in still else
             replace(o, status=Done.FAILED, errors=(*o.errors, "still registered after DeregisterImage"))
             for o in outcomes]
-
-
-# ------------------------------------------------------------------------------- the command
 
 
 # ------------------------------------------------------------------------------- report
