@@ -135,7 +135,7 @@ class _Arns:
     def __init__(self, partition: str, account: str, pipeline: Any) -> None:
         self.p, self.a = partition, account
         self.channel_path = name_pattern(pipeline)[0].rstrip("/")
-        self.lease_roots = (lease_root(pipeline.ssm_prefix, pipeline.name),)
+        self.lease_root = lease_root(pipeline.ssm_prefix, pipeline.name)
 
     @property
     def channels(self) -> list[str]:
@@ -145,15 +145,13 @@ class _Arns:
 
     @property
     def leases(self) -> list[str]:
-        # every lease (amibuild.lease) lives under the pipeline's _leases folder, whatever the name
-        # template
-        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{root}/*" for root in self.lease_roots]
+        # every lease (amibuild.lease) lives under the pipeline's _leases folder, whatever the name template
+        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.lease_root}/*"]
 
     @property
     def lease_folders(self) -> list[str]:
         # GetParametersByPath is authorized on the path itself, the rest on the names below it
-        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{root}{tail}" for root in self.lease_roots
-                for tail in ("", "/*")]
+        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.lease_root}{tail}" for tail in ("", "/*")]
 
     @property
     def public_eks(self) -> list[str]:
@@ -364,8 +362,8 @@ def _channel_safeguards(arn: _Arns, pipeline: Any) -> dict[str, Any]:
                       {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}})
 
 
-def _consumers(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
-    """The reads of `amibuild.lifecycle.consumers`: every channel and everything that runs an image."""
+def _consumers(arn: _Arns, pipeline: Any, stacks: tuple[str, ...] = (), role: str | None = None) -> list[dict[str, Any]]:
+    """What fleet reads, and prune too (`amibuild.lifecycle.consumers`): every channel and everything that runs an image."""
     return [
         _statement("Ec2Describe", ["ec2:DescribeImages", "ec2:DescribeInstances",
                                    "ec2:DescribeLaunchTemplates", "ec2:DescribeLaunchTemplateVersions"]),
@@ -380,10 +378,6 @@ def _consumers(arn: _Arns, pipeline: Any) -> list[dict[str, Any]]:
         _statement("ChannelsReadByTag", ["ssm:GetParameterHistory"], [f"arn:{arn.p}:ssm:*:{arn.a}:parameter/*"],
                    {"StringEquals": {f"ssm:resourceTag/{tags.PIPELINE}": pipeline.name}}),
     ]
-
-
-def _fleet(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
-    return _consumers(arn, pipeline)
 
 
 def _prune(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
@@ -527,5 +521,5 @@ def notes(task: str, pipeline: Any, *, stacks: Sequence[str] = (), node_role_arn
     return out
 
 
-_STATEMENTS = {"build": _build, "publish": _publish, "rollout": _rollout, "prune": _prune, "fleet": _fleet,
+_STATEMENTS = {"build": _build, "publish": _publish, "rollout": _rollout, "prune": _prune, "fleet": _consumers,
                "test": _test, "verify": _verify, "scan": _scan}
