@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from amibuild.errors import SpecError
@@ -167,7 +167,7 @@ class Finding:
     account: str
     ok: bool
     missing: tuple[str, ...] = ()
-    via: tuple[str, ...] = field(default_factory=tuple)  # "key policy", "grant NAME"
+    via: tuple[str, ...] = ()  # "key policy", "grant NAME"
     problem: str = ""
 
     def line(self) -> str:
@@ -208,8 +208,7 @@ def decide(shared: SharedKey, facts: KeyFacts) -> list[Finding]:
 
 
 def _is_account(value: str, account: str) -> bool:
-    return value in (account, f"arn:aws:iam::{account}:root") or (
-        value.startswith("arn:aws") and value.endswith(f":iam::{account}:root"))
+    return value == account or (value.startswith("arn:aws") and value.endswith(f":iam::{account}:root"))
 
 
 def _listed(value: Any) -> list[Any]:
