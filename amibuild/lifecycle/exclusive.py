@@ -4,7 +4,7 @@ Prune deregisters; a channel write names an image. Run at once, prune could dere
 publish is about to name (both judged it on what they read a moment before). An image prune may
 deregister in region R is at risk only from a writer that writes R, so the two meet in every
 region both touch, the way two processes exclude each other with a flag each (each raises its own,
-then looks at the other's: at least one of the two sees the other):
+then looks at the other's: at least one of the two sees the other).
 
 Why it is built this way: docs/dev/decisions.md.
 """
@@ -34,13 +34,12 @@ def prune_regions(pipeline: Any, regions: Sequence[str] = ()) -> list[str]:
 
 def live_channel_leases(aws: Aws, pipeline: Any, regions: Sequence[str] = ()) -> list[str]:
     """Every channel lease of the pipeline someone holds now in `prune_regions`, described."""
-    prefix = pipeline.ssm_prefix.rstrip("/")
     # a writer holds its channel lease in every region it writes (`amibuild.channels.home.write_places`)
-    places = [(f"{lease_root(prefix, pipeline.name)}/channel", region) for region in prune_regions(pipeline, regions)]
+    root = f"{lease_root(pipeline.ssm_prefix, pipeline.name)}/channel"
     found = []
     now = time.time()
-    listed = fan_out(list(dict.fromkeys(places)), lambda place: aws.parameters_under(*place))
-    for (root, _), parameters in listed.items():
+    listed = fan_out(prune_regions(pipeline, regions), lambda region: aws.parameters_under(root, region))
+    for parameters in listed.values():
         for parameter in parameters:
             holder = parse_holder(parameter.value)
             if not holder.expired(now) and not holder_gone(holder):
