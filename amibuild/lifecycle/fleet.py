@@ -96,22 +96,18 @@ class FleetView:
         return {"pipeline": self.pipeline, "now": self.now.isoformat(),
                 "channels": [plain(c) for c in self.channels], "consumers": [c.to_dict() for c in self.consumers]}
 
-    def over(self, limit: Limit) -> tuple[ConsumerRow, ...]:
-        """The consumers further behind than `limit`: orphaned ones always (nothing to catch up with)."""
-        return tuple(c for c in self.consumers if c.standing is Standing.ORPHANED or limit.exceeded_by(c))
-
     def check(self, limit: Limit | None) -> None:
-        """Raise `FleetBehind` naming every consumer further behind than `limit`."""
+        """Raise `FleetBehind` naming every consumer further behind than `limit` (an orphaned one always:
+        it has nothing to catch up with)."""
         if limit is None:
             return
-        late = self.over(limit)
+        late = [c for c in self.consumers if c.standing is Standing.ORPHANED or limit.exceeded_by(c)]
         if late:
             names = "; ".join(f"{c.kind} {c.name} in {c.region} "
                               + (c.why if c.standing is Standing.ORPHANED else
                                  f"{c.behind_versions} version(s), {c.behind_days or 0:.1f} day(s) behind "
                                  f"{c.variant} {c.channel}") for c in late)
             raise FleetBehind(f"fleet: {len(late)} consumer(s) more than {limit} behind: {names}")
-
 
     def check_provenance(self) -> None:
         """Raise `Unverified` naming every consumer whose image has no valid provenance (after `mark`)."""
@@ -224,9 +220,9 @@ def classify(facts: FleetFacts, now: datetime, *, variant: str | None = None, ch
     rows = [_channel_row(c, now) for c in channels]
 
     found: list[ConsumerRow] = []
-    instances: dict[tuple[str, str, str], list[Consumer]] = defaultdict(list)
-    hints: dict[tuple[str, str, str], str] = {}
-    follows: dict[tuple[str, str, str], ChannelFact | None] = {}
+    # instances grouped by region, image and launcher (its name, and what moves it: one per name)
+    instances: dict[tuple[str, str, str, str], list[Consumer]] = defaultdict(list)
+    follows: dict[tuple[str, str, str, str], ChannelFact | None] = {}
     everything = consumers(facts.uses)
     # a template a group launches from is shown through that group (the version it launches);
     # a template nothing launches from is shown at its default version (what a new launch gets)
@@ -245,19 +241,17 @@ def classify(facts: FleetFacts, now: datetime, *, variant: str | None = None, ch
         if not ours:
             continue  # not an amibuild image of this pipeline: someone else's business
         if consumer.kind is Kind.INSTANCE:
-            label, mover = _group_of(consumer)
-            key = (consumer.region, consumer.image_id, label)
+            key = (consumer.region, consumer.image_id, *_group_of(consumer))
             instances[key].append(consumer)
-            hints[key] = mover
             follows[key] = followed  # a group its stack made: the stack's channel
             continue
         found.append(_row(consumer.kind.value, consumer.name, consumer.region, consumer.image_id, facts, channels,
                           followed, now, detail=consumer.detail, mover=consumer.kind.value, stack=consumer.stack))
-    for (where, image_id, label), members in instances.items():
+    for (where, image_id, label, mover), members in instances.items():
         ids = tuple(sorted(m.name for m in members))
         states = sorted({m.detail for m in members})
-        found.append(_row("instances", label, where, image_id, facts, channels, follows[(where, image_id, label)], now,
-                          detail=f"{len(ids)} {'/'.join(states)}", instances=ids, mover=hints[(where, image_id, label)]))
+        found.append(_row("instances", label, where, image_id, facts, channels, follows[(where, image_id, label, mover)],
+                          now, detail=f"{len(ids)} {'/'.join(states)}", instances=ids, mover=mover))
 
     def wanted(row: Any) -> bool:
         return ((variant is None or row.variant == variant) and (channel is None or row.channel == channel)
