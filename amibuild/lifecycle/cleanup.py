@@ -149,12 +149,9 @@ class UnknownRun(SpecError):
 
 def run_leases(aws: Aws, pipeline: Any, run_id: str, region: str) -> list[tuple[str, str, Holder]]:
     """The leases whose holder is this run: (region, name, holder)."""
-    found = []
-    for parameter in aws.parameters_under(lease_root(pipeline.ssm_prefix, pipeline.name), region):
-        holder = parse_holder(parameter.value)
-        if holder.run_id == run_id:
-            found.append((region, parameter.name, holder))
-    return found
+    listed = aws.parameters_under(lease_root(pipeline.ssm_prefix, pipeline.name), region)
+    holders = [(parameter.name, parse_holder(parameter.value)) for parameter in listed]
+    return [(region, name, holder) for name, holder in holders if holder.run_id == run_id]
 
 
 def gather(aws: Aws, pipeline: Any, run_id: str, lines: Iterable[str], *, recorded: bool = False,
