@@ -276,13 +276,11 @@ def _row(kind: str, name: str, region: str, image_id: str, facts: FleetFacts, ch
          mover: str = "", stack: str = "") -> ConsumerRow:
     image = facts.images.get(image_id)
     candidates = [followed] if followed is not None else [c for c in channels if c.region == region]
-    best: tuple[ChannelFact, tuple[int, int, float]] | None = None
     # the channel it is least behind: fewest moves, then the shortest time since the first move,
     # then by channel name, so the answer never depends on the order AWS listed them in
-    for c in sorted(candidates, key=lambda c: (c.channel or c.name, c.name)):
-        where = standing_in(c, image_id, now)
-        if where is not None and (best is None or (where[1], where[2]) < (best[1][1], best[1][2])):
-            best = (c, where)
+    ranked = sorted(candidates, key=lambda c: (c.channel or c.name, c.name))
+    held = [(c, where) for c in ranked if (where := standing_in(c, image_id, now)) is not None]
+    best = min(held, key=lambda found: found[1][1:], default=None)  # (moves, seconds): the first of equals
     image_tags = image.tags if image else {}
     base = dict(kind=kind, name=name, region=region, image_id=image_id, detail=detail, instances=instances,
                 k8s=image_tags.get(tags.KUBERNETES_VERSION, ""), variant=image_tags.get(tags.VARIANT, ""), stack=stack)
