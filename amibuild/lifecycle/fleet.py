@@ -81,9 +81,6 @@ class ConsumerRow:
     def unverified(self) -> bool:
         return bool(self.provenance) and self.provenance != VALID
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain(self)
-
 
 @dataclass(frozen=True)
 class FleetView:
@@ -94,7 +91,7 @@ class FleetView:
 
     def to_dict(self) -> dict[str, Any]:
         return {"pipeline": self.pipeline, "now": self.now.isoformat(),
-                "channels": [plain(c) for c in self.channels], "consumers": [c.to_dict() for c in self.consumers]}
+                "channels": [plain(c) for c in self.channels], "consumers": [plain(c) for c in self.consumers]}
 
     def check(self, limit: Limit | None) -> None:
         """Raise `FleetBehind` naming every consumer further behind than `limit` (an orphaned one always:
