@@ -39,7 +39,6 @@ class RunFacts:
     images: Mapping[str, Image | None]  # image id -> the image as read (None: gone meanwhile)
     uses: Uses  # what uses which image (prune's facts)
     leases: tuple[tuple[str, str, Holder], ...] = ()  # (region, name, holder) of the run's leases
-    recorded: bool = False  # a record or a folder of the run exists under build/runs/
     record_published: bool = False  # the run's record says a variant published
     temp_dirs: tuple[str, ...] = ()  # the run's Packer temp folders left on this machine
 
@@ -172,7 +171,7 @@ def gather(aws: Aws, pipeline: Any, run_id: str, lines: Iterable[str], *, record
         raise UnknownRun(f"--run-id: no run {run_id} is known: no record of it under build/runs/, and nothing "
                          "in AWS carries its id; `amibuild runs` lists the runs")
     return RunFacts(run_id, tuple(found), {x.id: images[x] for x in image_items}, uses, tuple(leases),
-                    recorded, record_published, tuple(temp_dirs))
+                    record_published, tuple(temp_dirs))
 
 
 # ------------------------------------------------------------------------------- execute
