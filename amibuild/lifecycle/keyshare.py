@@ -148,11 +148,8 @@ def run(request: ShareSettings) -> ShareResult:
 
 @dataclass(frozen=True)
 class KeyFacts:
-    """What was read about one key: DescribeKey, GetKeyPolicy and ListGrants; `problem` when unreadable."""
+    """What was read about one `SharedKey`: DescribeKey, GetKeyPolicy and ListGrants; `problem` when unreadable."""
 
-    region: str
-    key: str
-    arn: str = ""
     manager: str = ""  # CUSTOMER or AWS
     state: str = ""
     policy: Mapping[str, Any] | None = None

@@ -14,11 +14,10 @@ def gather(aws: Any, shared: SharedKey) -> KeyFacts:
     try:
         info = aws.describe_key(shared.key, shared.region)
         if info.manager == "AWS":
-            return KeyFacts(shared.region, shared.key, info.arn, info.manager, info.state)
-        return KeyFacts(shared.region, shared.key, info.arn, info.manager, info.state,
-                        aws.key_policy(info.arn, shared.region), aws.grants(info.arn, shared.region))
+            return KeyFacts(info.manager, info.state)
+        return KeyFacts(info.manager, info.state, aws.key_policy(info.arn, shared.region), aws.grants(info.arn, shared.region))
     except AwsError as exc:
-        return KeyFacts(shared.region, shared.key, problem=str(exc))
+        return KeyFacts(problem=str(exc))
 
 
 def check(aws: Any, pipeline: Any) -> list[Finding]:
