@@ -74,10 +74,10 @@ class RestoreResult:
                                 "for good: the image cannot launch")
 
 
-def run(ami: str, region: str, profile: str | None = None, *, aws: Aws | None = None) -> RestoreResult:
+def run(ami: str, region: str, profile: str | None = None) -> RestoreResult:
     """Bring ``ami`` back from ``region``'s Recycle Bin, with its snapshots."""
     check(ami, region)
-    aws = aws or Aws(profile=profile, region=region)
+    aws = Aws(profile=profile, region=region)
     binned = {b.resource_id for b in aws.images_in_recycle_bin(region, [ami])}
     restored = ami in binned
     if restored:
