@@ -10,22 +10,21 @@ errors into amibuild's at this boundary (`_mapped`). Callers get typed methods, 
 from __future__ import annotations
 
 from amibuild.aws.cfn import CfnCalls
-from amibuild.aws.ec2 import Ec2Calls, Image, _image
+from amibuild.aws.ec2 import Ec2Calls, Image
 from amibuild.aws.eks import EksCalls
 from amibuild.aws.events import EventCalls
 from amibuild.aws.error_map import _mapped
 from amibuild.aws.image_lifecycle import ImageLifecycleCalls
 from amibuild.aws.kms import KmsCalls
 from amibuild.aws.inspector import InspectorCalls
-from amibuild.aws.kms_mac import KmsMacCalls, Mac
+from amibuild.aws.kms_mac import KmsMacCalls
 from amibuild.aws.s3 import S3Calls
-from amibuild.aws.session import (CONNECT_ATTEMPTS, CONNECT_TIMEOUT, MAX_WORKERS, Session, _give_up_on_dead_endpoint,
-                                  beside, fan_out)
-from amibuild.aws.ssm import History, Parameter, SsmCalls, _parameter, answered_at
+from amibuild.aws.session import CONNECT_ATTEMPTS, Session, _give_up_on_dead_endpoint, beside, fan_out
+from amibuild.aws.ssm import Parameter, SsmCalls, answered_at
 
 __all__ = [
-    "Aws", "CONNECT_ATTEMPTS", "CONNECT_TIMEOUT", "History", "Image", "MAX_WORKERS", "Mac", "Parameter", "Session",
-    "_give_up_on_dead_endpoint", "_image", "_mapped", "_parameter", "answered_at", "beside", "fan_out",
+    "Aws", "CONNECT_ATTEMPTS", "Image", "Parameter", "_give_up_on_dead_endpoint", "_mapped", "answered_at", "beside",
+    "fan_out",
 ]
 
 

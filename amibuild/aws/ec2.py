@@ -29,9 +29,6 @@ class Image:
     deprecation_time: str = ""  # DeprecationTime, "" when none is set
 
 
-# An endpoint that does not answer is reported within seconds: a short connect timeout and
-
-
 def _image(raw: Mapping[str, Any], region: str) -> Image:
     return Image(
         image_id=raw["ImageId"],
