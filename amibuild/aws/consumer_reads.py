@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from amibuild.aws import Aws, _mapped, fan_out
+from amibuild.aws.ec2 import IDS_PER_FILTER, INSTANCE_PAGE
 
-INSTANCE_PAGE = 1000  # DescribeInstances' largest page
-FILTER_VALUES = 200  # EC2 takes at most 200 values per filter
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
 KARPENTER_NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
 ASG_NAME = "aws:autoscaling:groupName"
@@ -136,8 +135,8 @@ def instances_of(aws: Aws, region: str, image_ids: Sequence[str], states: Sequen
     """Instances in one of `states` running one of `image_ids`, filtered by AWS, pages of INSTANCE_PAGE."""
     ids = sorted(set(filter(None, image_ids)))
     found = []
-    for start in range(0, len(ids), FILTER_VALUES):
-        filters = [{"Name": "image-id", "Values": ids[start:start + FILTER_VALUES]},
+    for start in range(0, len(ids), IDS_PER_FILTER):
+        filters = [{"Name": "image-id", "Values": ids[start:start + IDS_PER_FILTER]},
                    {"Name": "instance-state-name", "Values": list(states)}]
         with _mapped("ec2:DescribeInstances", region):
             pages = aws.client("ec2", region).get_paginator("describe_instances").paginate(

@@ -67,9 +67,6 @@ class KmsCalls:
 
     def grants(self, key_arn: str, region: str) -> tuple[dict, ...]:
         """Every grant on the key (ListGrants, all pages)."""
-        found: list[dict] = []
         with _mapped(f"kms:ListGrants {key_arn}", region):
             pages = self.client("kms", region).get_paginator("list_grants").paginate(KeyId=key_arn)
-            for page in pages:
-                found.extend(page.get("Grants", []))
-        return tuple(found)
+            return tuple(grant for page in pages for grant in page.get("Grants", []))
