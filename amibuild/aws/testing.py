@@ -8,7 +8,7 @@ boot test itself (`amibuild.imagetest.boot`) decides what to do with them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from amibuild.aws import Aws, _mapped
 from amibuild.errors import AwsError
@@ -175,9 +175,6 @@ class TestInstances:
         with _mapped(f"ec2:DescribeImages {image_id}", region):
             images = self.aws.client("ec2", region).describe_images(ImageIds=[image_id]).get("Images", [])
         return next((t.get("Value", "") for i in images for t in i.get("Tags", []) if t.get("Key") == key), "")
-
-    def terminate(self, region: str, instance_ids: Sequence[str]) -> None:
-        self.aws.terminate_instances(region, instance_ids)
 
     def tag_image(self, region: str, image_id: str, tags: Mapping[str, str]) -> None:
         with _mapped(f"ec2:CreateTags {image_id}", region):

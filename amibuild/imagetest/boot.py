@@ -311,7 +311,7 @@ def _terminate(api: TestInstances, region: str, instance_id: str, notes: list[st
     if not instance_id:
         return True
     try:
-        api.terminate(region, [instance_id])
+        api.aws.terminate_instances(region, [instance_id])
         state = api.state(region, instance_id).state
     except AmibuildError as exc:
         notes.append(f"could not terminate {instance_id}: {exc}; remove it with `amibuild clean-run`")
