@@ -105,11 +105,6 @@ class _Lost(AmibuildError):
     """The instance or its SSM agent went away, or never came: says nothing about the image."""
 
 
-def _infrastructure(exc: AmibuildError) -> bool:
-    """An AWS call that failed (throttling, a timeout, a refusal) or an instance lost: no result."""
-    return isinstance(exc, (AwsError, _Lost))
-
-
 def _run_check(api: TestInstances, region: str, instance_id: str, check: imagetests.Check, *,
                settings: "BootTestSettings", run_id: str, variant: str, clock: Callable[[], float],
                sleep: Callable[[float], None], cancelled: Callable[[], bool]) -> tuple[imagetests.CheckResult, str]:
@@ -278,7 +273,7 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
     except (Interrupted, KeyboardInterrupt) as exc:
         interrupted = exc
     except AmibuildError as exc:
-        if _infrastructure(exc):  # nothing is known of the image: not tested, never failed
+        if isinstance(exc, (AwsError, _Lost)):  # an AWS call failed or the instance was lost: not tested, never failed
             checked = tuple(invocation.not_tested(n, f"not sent: {exc}") for n in names)
             result = BootTestResult(variant.name, region, image_id, run_id, imagetests.Verdict.NOT_TESTED, checked,
                                     instance_id, phases=dict(phases), error=f"not tested: {exc}", notes=tuple(notes))

@@ -174,11 +174,9 @@ class Nodes:
         failure is `ClusterUnreachable`, naming what was being done to which node where."""
         try:
             call()
-        except self._api_exception as exc:
-            if exc.status == 404:
-                return False
-            raise ClusterUnreachable(f"{doing} node {name} at {self.server}: {_short(exc)}") from exc
         except Exception as exc:
+            if isinstance(exc, self._api_exception) and exc.status == 404:
+                return False
             raise ClusterUnreachable(f"{doing} node {name} at {self.server}: {_short(exc)}") from exc
         return True
 
