@@ -8,6 +8,7 @@ vulnerabilities the newer image fixes and the ones it brings.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -56,10 +57,8 @@ class ImageDiff:
     introduced: tuple[str, ...] | None
 
     def counts(self) -> dict[str, int]:
-        out = {"added": 0, "removed": 0, "upgraded": 0, "downgraded": 0}
-        for change in self.packages:
-            out[change.kind] += 1
-        return out
+        kinds = Counter(change.kind for change in self.packages)
+        return {kind: kinds[kind] for kind in ("added", "removed", "upgraded", "downgraded")}
 
     def summary(self) -> str:
         """One line, for `promote`."""

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild.errors import SpecError
 
@@ -120,15 +120,11 @@ def findings(answer: Mapping[str, Any]) -> list[Finding]:
     return sorted(out, key=lambda f: (-_rank(f.severity), f.id, f.package))
 
 
-def _worst(ratings: Iterable[Mapping[str, Any]]) -> tuple[str, float | None]:
-    severity, score = "unknown", None
-    for rating in ratings:
-        level = str(rating.get("severity", "unknown")).lower()
-        if _rank(level) > _rank(severity):
-            severity = level
-        if isinstance(rating.get("score"), (int, float)):
-            score = max(score or 0.0, float(rating["score"]))
-    return severity, score
+def _worst(ratings: Sequence[Mapping[str, Any]]) -> tuple[str, float | None]:
+    """The highest severity ("unknown" when none ranks) and the highest score (None when none is a number)."""
+    severity = max(["unknown", *(str(r.get("severity", "unknown")).lower() for r in ratings)], key=_rank)
+    scores = [float(r["score"]) for r in ratings if isinstance(r.get("score"), (int, float))]
+    return severity, max(0.0, *scores) if scores else None
 
 
 def _rank(severity: str) -> int:
