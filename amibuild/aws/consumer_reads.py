@@ -87,9 +87,9 @@ def auto_scaling_groups(aws: Aws, region: str) -> AutoScalingGroups:
     return AutoScalingGroups(tuple(refs), stacks)
 
 
-def stack_images(aws: Aws, region: str, *, ssm_key: str = "NodeImageIdSSMParam",
-                 image_key: str = "NodeImageId") -> list[StackImage]:
-    """Every stack that names an image parameter (`ssm_key` or `image_key`), from DescribeStacks' pages."""
+def stack_images(aws: Aws, region: str) -> list[StackImage]:
+    """Every stack that names an image parameter (NodeImageIdSSMParam or NodeImageId), from DescribeStacks' pages."""
+    ssm_key, image_key = "NodeImageIdSSMParam", "NodeImageId"
     found = []
     with _mapped("cloudformation:DescribeStacks", region):
         for page in aws.client("cloudformation", region).get_paginator("describe_stacks").paginate():

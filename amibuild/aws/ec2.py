@@ -52,6 +52,7 @@ INSTANCE_PAGE = 1000
 
 
 IDS_PER_FILTER = 200  # EC2 takes up to 200 values in one filter
+LIVE_STATES = ("pending", "running", "stopping", "stopped")  # an instance's states before it is terminated
 
 
 class Ec2Calls:
@@ -193,12 +194,11 @@ class Ec2Calls:
             return {raw["LaunchConfigurationName"]: raw.get("ImageId", "")
                     for page in pages for raw in page.get("LaunchConfigurations", [])}
 
-    def instance_images(self, region: str,
-                        states: Sequence[str] = ("pending", "running", "stopping", "stopped")) -> list[tuple[str, str, str]]:
-        """(instance id, state, image id) of every instance in one of `states`."""
+    def instance_images(self, region: str) -> list[tuple[str, str, str]]:
+        """(instance id, state, image id) of every instance not terminated (or shutting down)."""
         with _mapped("ec2:DescribeInstances", region):
             pages = self.client("ec2", region).get_paginator("describe_instances").paginate(
-                Filters=[{"Name": "instance-state-name", "Values": list(states)}],
+                Filters=[{"Name": "instance-state-name", "Values": list(LIVE_STATES)}],
                 PaginationConfig={"PageSize": INSTANCE_PAGE},
             )
             return [(raw["InstanceId"], raw.get("State", {}).get("Name", ""), raw.get("ImageId", ""))
@@ -238,11 +238,10 @@ class Ec2Calls:
             return None  # it answered, even if with a refusal
         return None
 
-    def instances_tagged(self, region: str, tags: Mapping[str, str],
-                         states: Sequence[str] = ("pending", "running", "stopping", "stopped")) -> list[str]:
-        """Ids of instances carrying every tag in `tags`, in one of `states`."""
+    def instances_tagged(self, region: str, tags: Mapping[str, str]) -> list[str]:
+        """Ids of instances not terminated (or shutting down) carrying every tag in `tags`."""
         filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
-        filters.append({"Name": "instance-state-name", "Values": list(states)})
+        filters.append({"Name": "instance-state-name", "Values": list(LIVE_STATES)})
         with _mapped("ec2:DescribeInstances", region):
             pages = self.client("ec2", region).get_paginator("describe_instances").paginate(Filters=filters)
             return sorted(raw["InstanceId"] for page in pages for reservation in page.get("Reservations", [])

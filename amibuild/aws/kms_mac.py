@@ -7,8 +7,6 @@ from dataclasses import dataclass
 
 from amibuild.aws.error_map import _mapped
 
-MAC_ALGORITHM = "HMAC_SHA_256"  # what an HMAC_256 key takes
-
 
 @dataclass(frozen=True)
 class Mac:
@@ -22,9 +20,9 @@ class Mac:
 class KmsMacCalls:
     """KMS MAC calls; mixed into `amibuild.aws.Aws` (needs `Session`'s clients)."""
 
-    def generate_mac(self, key: str, message: bytes, region: str, algorithm: str = MAC_ALGORITHM) -> Mac:
-        """KMS GenerateMac of `message` (1 to 4096 bytes) with the HMAC key `key` (id, ARN or alias);
-        NotFound when the key or alias does not exist in `region`."""
+    def generate_mac(self, key: str, message: bytes, region: str) -> Mac:
+        """KMS GenerateMac (HMAC_SHA_256, what an HMAC_256 key takes) of `message` (1 to 4096 bytes) with
+        the HMAC key `key` (id, ARN or alias); NotFound when the key or alias does not exist in `region`."""
         with _mapped(f"kms:GenerateMac {key}", region):
-            answer = self.client("kms", region).generate_mac(KeyId=key, Message=message, MacAlgorithm=algorithm)
+            answer = self.client("kms", region).generate_mac(KeyId=key, Message=message, MacAlgorithm="HMAC_SHA_256")
         return Mac(str(answer["KeyId"]), str(answer["MacAlgorithm"]), bytes(answer["Mac"]))
