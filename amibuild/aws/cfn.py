@@ -14,12 +14,6 @@ from botocore.exceptions import ClientError
 class CfnCalls:
     """CloudFormation calls; mixed into `amibuild.aws.Aws` (needs `Session`'s clients)."""
 
-    @staticmethod
-    def _no_updates(exc: Any) -> bool:
-        """CloudFormation's refusal of an update that changes nothing (a ValidationError)."""
-        error = exc.response.get("Error", {})
-        return error.get("Code") == "ValidationError" and "No updates are to be performed" in str(error.get("Message"))
-
     def describe_stack(self, name: str, region: str) -> results.Stack | None:
         """The stack (status, parameters, outputs, capabilities); None when it does not exist."""
         try:
@@ -67,7 +61,8 @@ class CfnCalls:
                     Capabilities=list(capabilities), Description=description, **template,
                 )["Id"]
             except ClientError as exc:
-                if self._no_updates(exc):
+                error = exc.response.get("Error", {})  # a ValidationError refusing an update that changes nothing
+                if error.get("Code") == "ValidationError" and "No updates are to be performed" in str(error.get("Message")):
                     return None
                 raise
 
