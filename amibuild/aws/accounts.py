@@ -21,9 +21,7 @@ class SharedImage:
     state: str
     creation_date: str = ""
     deprecation_time: str = ""
-    public: bool = False
     kms_key_ids: tuple[str, ...] = ()  # the keys its EBS snapshots are encrypted with, where shown
-    image_allowed: bool | None = None  # ImageAllowed (only with Allowed AMIs enabled or in audit mode)
 
 
 def allowed_images_settings(aws: Aws, region: str) -> Mapping[str, Any]:
@@ -50,8 +48,7 @@ def shared_image(aws: Aws, region: str, image_id: str) -> SharedImage | None:
             keys = tuple(dict.fromkeys(m["Ebs"]["KmsKeyId"] for m in raw.get("BlockDeviceMappings", [])
                                        if (m.get("Ebs") or {}).get("KmsKeyId")))
             return SharedImage(image_id, str(raw.get("OwnerId", "")), raw.get("Name", ""), raw.get("State", ""),
-                               raw.get("CreationDate", ""), raw.get("DeprecationTime") or "",
-                               bool(raw.get("Public")), keys, raw.get("ImageAllowed"))
+                               raw.get("CreationDate", ""), raw.get("DeprecationTime") or "", keys)
     return None
 
 
