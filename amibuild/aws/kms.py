@@ -30,8 +30,6 @@ class KeyInfo:
 class PublicKey:
     arn: str
     der: bytes  # SubjectPublicKeyInfo, DER
-    key_spec: str
-    signing_algorithms: tuple[str, ...] = ()
 
 
 class KmsCalls:
@@ -56,8 +54,7 @@ class KmsCalls:
     def public_key(self, key_id: str, region: str) -> PublicKey:
         with _mapped(f"kms:GetPublicKey {key_id}", region):
             raw = self.client("kms", region).get_public_key(KeyId=key_id)
-        return PublicKey(arn=raw["KeyId"], der=raw["PublicKey"], key_spec=raw.get("KeySpec", ""),
-                         signing_algorithms=tuple(raw.get("SigningAlgorithms", [])))
+        return PublicKey(arn=raw["KeyId"], der=raw["PublicKey"])
 
     def key_policy(self, key_arn: str, region: str) -> dict:
         """The key's (default) key policy document; ``key_arn`` is a key id or ARN, not an alias."""
