@@ -30,6 +30,4 @@ __all__ = [
 
 class Aws(SsmCalls, S3Calls, KmsCalls, KmsMacCalls, Ec2Calls, ImageLifecycleCalls, CfnCalls, EksCalls, InspectorCalls,
           EventCalls, Session):
-    """Session, clients and typed calls. Thread-safe: builds and publishes fan out over regions.
-
-    One object; its calls are grouped per service in the modules beside this one."""
+    """`Session` with every service's typed calls (grouped per service in the modules beside this one)."""

@@ -35,7 +35,7 @@ def _give_up_on_dead_endpoint(attempts: int = 0, caught_exception: BaseException
 
 
 class Session:
-    """Session, clients and typed calls. Thread-safe: builds and publishes fan out over regions."""
+    """The boto3 session and its clients, one per service and region. Thread-safe: builds and publishes fan out over regions."""
 
     def __init__(self, *, profile: str | None = None, region: str | None = None, max_attempts: int = 3) -> None:
         models.wait_for_preload()  # the models a preload parses are shared, not parsed again here
