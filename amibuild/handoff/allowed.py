@@ -60,7 +60,6 @@ class Settings:
 
     state: str  # disabled, audit-mode, enabled
     criteria: tuple[Criterion, ...] = ()
-    managed_by: str = "account"
 
 
 @dataclass(frozen=True)
@@ -182,7 +181,7 @@ def handler(event, context):
 """
 
 
-def cloudformation(criteria: Sequence[Criterion], state: str = "audit-mode") -> dict[str, Any]:
+def cloudformation(criteria: Sequence[Criterion]) -> dict[str, Any]:
     """A template that applies the criteria in the region it is deployed to (CloudFormation has no
     resource type for Allowed AMIs: a custom resource calls the same two EC2 actions). Deploy it per
     consumer account and region, e.g. with a StackSet."""
@@ -190,7 +189,7 @@ def cloudformation(criteria: Sequence[Criterion], state: str = "audit-mode") -> 
     return {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": "Allowed AMIs criteria that admit amibuild's images",
-        "Parameters": {"State": {"Type": "String", "Default": state, "AllowedValues": ["audit-mode", "enabled"]}},
+        "Parameters": {"State": {"Type": "String", "Default": "audit-mode", "AllowedValues": ["audit-mode", "enabled"]}},
         "Resources": {
             "ApplyRole": {"Type": "AWS::IAM::Role", "Properties": {
                 "AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": [{

@@ -61,11 +61,10 @@ class NodeConfigFacts:
     note: str = ""  # why DescribeCluster was not used ("" when it was, or was not needed)
 
 
-def node_access(cluster: str, mode: str, *, stack: str = "", role_arn: str = "") -> str:
-    """What gives the nodes access to `cluster` under its authentication mode: one line with the command."""
-    who = f"--stack {stack}" if stack else f"--role-arn {role_arn}"
-    entry = f"amibuild aws-auth {who} --access-entry --cluster {cluster}"
-    config_map = f"amibuild aws-auth {who}"
+def node_access(cluster: str, mode: str, *, stack: str) -> str:
+    """What gives the nodes of `stack` access to `cluster` under its authentication mode: one line with the command."""
+    entry = f"amibuild aws-auth --stack {stack} --access-entry --cluster {cluster}"
+    config_map = f"amibuild aws-auth --stack {stack}"
     if mode == API:
         return f"{entry}   (cluster {cluster} authenticates with access entries only: API mode)"
     if mode == API_AND_CONFIG_MAP:

@@ -62,12 +62,9 @@ class AllowedAmisResult:
                 json.dumps(allowed.cloudformation(self.criteria), indent=2)]
         return out
 
-    def raise_for_status(self) -> None:
-        return None
-
 
 def run_allowed_amis(opts: Options, provider: str = "", max_days_since_created: int | None = None,
-                     max_days_since_deprecated: int | None = None, aws: Aws | None = None) -> AllowedAmisResult:
+                     max_days_since_deprecated: int | None = None) -> AllowedAmisResult:
     """The criteria that admit the pipeline's images from ``provider`` (default: the caller's account)."""
     for flag, value in (("--max-days-since-created", max_days_since_created),
                         ("--max-days-since-deprecated", max_days_since_deprecated)):
@@ -77,7 +74,7 @@ def run_allowed_amis(opts: Options, provider: str = "", max_days_since_created: 
         raise SpecError(f"--provider {provider!r}: the build account's 12-digit id")
     pipeline = load_pipeline(opts)
     if not provider:
-        aws = aws or Aws(profile=opts.profile, region=pipeline.build_region)
+        aws = Aws(profile=opts.profile, region=pipeline.build_region)
         provider = aws.caller_identity(pipeline.build_region)["account"]
     criteria = allowed.pipeline_criteria(provider, name_prefixes(pipeline),
                                          max_days_since_created=max_days_since_created,
@@ -203,16 +200,14 @@ def _settings(aws: Aws, region: str) -> tuple[allowed.Settings | None, str]:
     except AwsError as exc:
         return None, str(exc)
     return allowed.Settings(str(raw.get("State", "disabled")),
-                            tuple(allowed.criterion_from_api(c) for c in raw.get("ImageCriteria", [])),
-                            str(raw.get("ManagedBy", "account"))), ""
+                            tuple(allowed.criterion_from_api(c) for c in raw.get("ImageCriteria", []))), ""
 
 
-def run_consumer(request: ConsumerSettings, consumer: Aws | None = None, builder: Aws | None = None) -> ConsumerResult:
+def run_consumer(request: ConsumerSettings) -> ConsumerResult:
     pipeline = load_pipeline(request.options)
     channel = request.channel or pipeline.default_channel
-    consumer = consumer or Aws(profile=request.options.profile, region=pipeline.build_region)
-    builder = builder or (Aws(profile=request.build_profile, region=pipeline.build_region) if request.build_profile
-                          else consumer)
+    consumer = Aws(profile=request.options.profile, region=pipeline.build_region)
+    builder = Aws(profile=request.build_profile, region=pipeline.build_region) if request.build_profile else consumer
     # the channel is read from the build account: a typo is refused there before any other call
     known_channels.require(builder, pipeline, pipeline.variants, known_channels.Asked(channel), every=False)
     account = consumer.caller_identity(pipeline.build_region)["account"]

@@ -124,8 +124,7 @@ def decode(data: bytes, source: str = "<input>", references: Mapping[str, str] |
     return _sniff(data, at)
 
 
-def stack_references(parameters: Mapping[str, str], *, stack: str = "", region: str = "",
-                     stack_id: str = "") -> dict[str, str]:
+def stack_references(parameters: Mapping[str, str], *, stack: str = "", region: str = "") -> dict[str, str]:
     """What a stack's template references resolve to: its parameters and the pseudo parameters known."""
     out = dict(parameters)
     partition = "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
@@ -134,11 +133,6 @@ def stack_references(parameters: Mapping[str, str], *, stack: str = "", region: 
     if region:
         out.update({"AWS::Region": region, "AWS::Partition": partition,
                     "AWS::URLSuffix": "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"})
-    if stack_id:
-        out["AWS::StackId"] = stack_id
-        account = stack_id.split(":")[4] if stack_id.count(":") >= 5 else ""
-        if account:
-            out["AWS::AccountId"] = account
     return out
 
 
