@@ -60,10 +60,7 @@ def credentials_note(parameter: str) -> str:
 
 
 def node_userdata(os_family: str, cluster: str, settings: NodeSettings) -> str | None:
-    """The user data Karpenter merges for `os_family`, carrying `settings`; None when there is nothing.
-
-    The one call to switch when the node settings move to their own renderer.
-    """
+    """The user data Karpenter merges for `os_family`, carrying `settings`; None when there is nothing."""
     cfg = settings.config(cluster)
     if os_family == "al2":
         if settings.kubelet_flags:
@@ -162,20 +159,14 @@ def to_yaml(manifest: dict[str, Any]) -> str:
 
 def check_name(name: str) -> str:
     """A Kubernetes object name (RFC 1123 subdomain), as the manifest's metadata.name."""
-
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", name or ""):
         raise SpecError(f"--name {name!r}: lower-case letters, digits, '-' and '.', starting and ending with a "
                         "letter or digit, e.g. ceph-stable")
     return name
 
 
-
-
 def max_pods_expression_refused() -> SpecError:
-    """Why `karpenter --max-pods-expression` is refused: Karpenter writes its own NodeConfig with
-    `spec.kubelet.config.maxPods` (the pod capacity it schedules by, from the instance type or the
-    node class's `kubelet.maxPods` / `podsPerCore`), and nodeadm lets a fixed maxPods win over
-    `maxPodsExpression`: the expression would never take effect."""
+    """Why `karpenter --max-pods-expression` is refused: Karpenter's own fixed maxPods would win over it."""
     return SpecError("--max-pods-expression: Karpenter's own NodeConfig sets kubelet maxPods (the capacity it "
                      "schedules by), and nodeadm lets that fixed value win over the expression, so it would never "
                      "apply; set the EC2NodeClass's spec.kubelet.maxPods or podsPerCore instead")

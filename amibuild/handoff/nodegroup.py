@@ -72,7 +72,7 @@ NODE_GROUP = "NodeGroup"  # the Auto Scaling group's logical id: what cfn-signal
 LAUNCH_TEMPLATE = "NodeLaunchTemplate"
 NODE_ROLE = "NodeInstanceRole"  # the nodes' IAM role resource (a credentials parameter adds its policy)
 ROLE_OUTPUT = "NodeInstanceRole"  # the output naming the nodes' IAM role (for aws-auth)
-OWN_METADATA = "amibuild"  # Metadata key that marks a template as ours (see the module docstring)
+OWN_METADATA = "amibuild"  # Metadata key that marks a template as ours (`check_ours` reads it)
 OWN_TEMPLATE = "nodegroup"
 NODE_OSES = ("al2", "al2023")
 _OWN_DESCRIPTION = "amibuild: a self-managed Amazon EKS node group"
@@ -92,8 +92,6 @@ _PLACEHOLDER = re.compile(r"\$\{(?:([^${}]*)\})?")
 # How user data tells the stack it is up: cfn-signal on the node, or the API call it wraps.
 _SIGNALS = ("cfn-signal", "signal-resource")
 
-
-# ------------------------------------------------------------------------------------- reading
 
 def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
     """The template as a long-form dict (what the same template in JSON would give)."""
@@ -377,5 +375,3 @@ def node_role_arn(aws: Any, stack: str, region: str) -> str:
     if not role:
         raise ro.RolloutRefused(f"stack {stack} has no {ROLE_OUTPUT} output; give the role with --role-arn")
     return role
-
-

@@ -1,7 +1,5 @@
 """Roll node groups to a channel's AMI: a node group stack (CloudFormation) or an EKS managed node group.
 
-Converge, then check::
-
 Why it is built this way: docs/dev/decisions.md.
 """
 
@@ -33,9 +31,6 @@ class RolloutAction(enum.StrEnum):
     UPDATE_IMAGE_ID = "update image id"  # NodeImageId := the AMI (managed: a new launch template version)
     REFUSED = "refused"
     BLOCKED = "blocked"
-
-
-# ------------------------------------------------------------------------------------ data
 
 
 @dataclass(frozen=True)
@@ -348,7 +343,7 @@ def _instances_note(stack: StackView) -> str:
 def rollout_stack(aws: Aws, name: str, region: str, *, channel_parameter: str | None, say: Say,
                   dry_run: bool = False, wait: bool = True, poll: float = STACK_POLL,
                   timeout: float = DEFAULT_TIMEOUT) -> RolloutResult:
-    """Point stack `name` at the channel and roll its nodes; verify. See the module docstring."""
+    """Point stack `name` at the channel and roll its nodes; verify."""
     stack = read_stack(aws, name, region)
     if stack is None:
         raise RolloutRefused(f"stack {name} does not exist in {region}")

@@ -74,9 +74,6 @@ _ROLE_ARN = re.compile(
 )
 
 
-# ------------------------------------------------------------------------------- value objects
-
-
 @dataclass(frozen=True)
 class CfnSignal:
     """Tell a CloudFormation stack whether the node joined (its CreationPolicy waits for this)."""

@@ -33,8 +33,6 @@ from amibuild.handoff.userdata.limits import (MAX_BYTES, MAX_NESTING, Budget, mi
 __all__ = ["MAX_BYTES", "MAX_NESTING", "Budget", "NotUserData", "Part", "UserDataTooBig", "decode", "format_parts",
            "read_limited", "stack_references"]
 
-# ------------------------------------------------------------------------------------ decoding
-
 
 @dataclass(frozen=True)
 class Part:
@@ -380,7 +378,6 @@ def _template_body(text: str, at: _At) -> str | None:
 _INTRINSICS = ("Fn::Base64", "Fn::Sub", "Fn::Join")
 
 
-
 def _template_user_data(text: str, at: _At) -> list[tuple[str, str, tuple[str, ...]]] | None:
     """(where, text, references left unfilled) of each `UserData` field of a JSON/YAML document
     (EC2 or CloudFormation), or None if it is none. A document that is itself one intrinsic
@@ -444,7 +441,6 @@ def _template_text(value: Any, refs: Mapping[str, str], left: list[str], at: _At
                 else (inner, {})
             local = {**refs, **{str(k): _template_text(v, refs, left, at) for k, v in dict(variables or {}).items()}}
             body = _template_text(text, refs, left, at)
-
             return _SUB.sub(lambda match: "${" if match.group(1) is None else ref(match.group(1), local), body)
         if name == "Fn::Join" and isinstance(inner, list) and len(inner) == 2 and isinstance(inner[1], list):
             return str(inner[0]).join(_template_text(item, refs, left, at) for item in inner[1])

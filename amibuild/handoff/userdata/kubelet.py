@@ -92,8 +92,6 @@ class KubeletSettings:
                 raise SpecError(f"--kubelet-flag {name} and {_OWNED[name]} both set it: give it one way")
         return cls(checked, pairs, parsed_taints, pods, expression)
 
-    # ------------------------------------------------------------------------------ AL2023
-
     def nodeadm_kubelet(self) -> dict[str, Any]:
         """NodeConfig `spec.kubelet`: labels and taints as kubelet flags, max pods in the config."""
         out: dict[str, Any] = {}
@@ -105,8 +103,6 @@ class KubeletSettings:
         if flags:
             out["flags"] = flags
         return out
-
-    # --------------------------------------------------------------------------------- AL2
 
     def kubelet_args(self) -> list[str]:
         """Every kubelet flag, for bootstrap.sh's --kubelet-extra-args (AL2)."""
@@ -121,8 +117,6 @@ class KubeletSettings:
         if max_pods and self.max_pods is not None:
             out.append(f"--max-pods={self.max_pods}")
         return out
-
-    # ------------------------------------------------------------------------ stack memory
 
     def to_parameters(self) -> dict[str, str]:
         """The stack parameters that remember these settings (see `PARAMETERS`)."""

@@ -4,7 +4,7 @@ back what EC2 or a template holds, and print the cluster-side pieces a proxied n
 Everything here is a pure function of its arguments: no AWS calls, no files, no printing.
 
 Writing (`render_userdata`) gives a MIME multi-part document with a fixed boundary, so the same
-`NodeConfig` always gives the same text and a launch template only changes when the config does::
+`NodeConfig` always gives the same text and a launch template only changes when the config does.
 
 Why it is built this way: docs/dev/decisions.md.
 """
@@ -53,11 +53,8 @@ def _script(name: str) -> str:
     return resources.files("amibuild.handoff.userdata").joinpath("scripts", name).read_text(encoding="utf-8")
 
 
-# ----------------------------------------------------------------------------------- rendering
-
-
 def render_userdata(cfg: NodeConfig) -> str:
-    """The MIME multi-part user data for `cfg` (see the module docstring for its parts)."""
+    """The MIME multi-part user data for `cfg`."""
     parts: list[tuple[str, str]] = []
     if cfg.proxy:
         parts.append(("text/cloud-boothook", _boothook(cfg)))
@@ -138,7 +135,6 @@ def _credentials_lines(script: str, cfg: NodeConfig) -> str:
         elif keep or not inside:
             out.append(line)
     return "".join(out)
-
 
 
 def bootstrap_argv(cfg: NodeConfig) -> list[str]:
@@ -255,4 +251,3 @@ def _nodeadm_config(cfg: NodeConfig) -> str:
     return nodeconfig_part(cluster_name=cfg.cluster_name, api_server_endpoint=cfg.api_server_endpoint,
                            certificate_authority=cfg.certificate_authority, cidr=cfg.service_cidr or "",
                            kubelet=cfg.kubelet, environment=environment)
-
