@@ -27,7 +27,6 @@ from amibuild.handoff.nodegroup import (NODE_GROUP, PROXY_CREDENTIALS, DeployRes
 from amibuild.handoff.nodegroup import deploy as deploy_stack
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutRefused, RolloutResult, rollout_nodegroup, rollout_stack
 from amibuild.handoff.userdata import decode as ud
-from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
 from amibuild.handoff.userdata.config import split_args
 from amibuild.handoff.userdata.render import check_role_arn, config_from_flags, render_userdata
 from amibuild.pipeline.options import default_region
@@ -131,10 +130,8 @@ def deploy(settings: DeploySettings, say: Say = lambda _: None) -> DeployResult:
     if settings.private_endpoint and not nodes.proxy:
         raise SpecError("--private-endpoint goes with --proxy (the stack has no proxy)")
     bootstrap_args = given.get(node_settings.BOOTSTRAP, previous.get(node_settings.BOOTSTRAP, ""))
-    if node_os == "al2" and given.get(node_settings.BOOTSTRAP):  # the stack said al2: checked now
-        check_bootstrap_words(bootstrap_words(given[node_settings.BOOTSTRAP]), "--parameter BootstrapArguments")
     if node_os == "al2023":
-        if node_settings.BOOTSTRAP in given and given[node_settings.BOOTSTRAP]:
+        if given.get(node_settings.BOOTSTRAP):  # the flags did not say al2023: the stack or the default did
             raise bootstrap_on_al2023()
         # bootstrap.sh's arguments mean nothing to nodeadm: the update says it drops them.
         given[node_settings.BOOTSTRAP] = ""
