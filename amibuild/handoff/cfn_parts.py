@@ -6,8 +6,8 @@ loader reads each as its long form, so a YAML template gives the dict its JSON t
 
 Stack and node group statuses collapse to a few `StackState`s and an unknown one fails loudly. A
 change (rollout or deploy) is an UPDATE change set: `make_change_set` creates it and shows what it
-touches, `execute_change_set` runs it and `follow` prints the stack's events until it ends;
-`check_outcome` and `root_cause` say how it ended and why. Nothing here prints: lines go to `say`.
+touches, `execute_change_set` runs it and `follow` prints the stack's events until it ends, failing
+with the `root_cause` unless it ended ready. Nothing here prints: lines go to `say`.
 """
 
 from __future__ import annotations
@@ -237,9 +237,9 @@ def event_line(event: StackEvent) -> str:
             + (f"  {event.reason}" if event.reason else ""))
 
 
-def follow(aws: Aws, stack: str, region: str, *, since: str | None, say: Say, poll: float,
-           timeout: float) -> tuple[str, list[StackEvent]]:
-    """Print each new stack event until the stack reaches a final state: (status, events, oldest first)."""
+def follow(aws: Aws, stack: str, region: str, *, since: str | None, say: Say, poll: float, timeout: float) -> str:
+    """Print each new stack event until the stack reaches a final state: that status, or `RolloutFailed`
+    naming the root cause when it is not ready."""
     seen: list[StackEvent] = []
 
     def status() -> str:
@@ -259,7 +259,12 @@ def follow(aws: Aws, stack: str, region: str, *, since: str | None, say: Say, po
     if waited.timed_out:
         raise RolloutFailed(f"stack {stack} is still {waited.value} after {timeout:.0f} s; CloudFormation "
                             "goes on without amibuild: run the same command again later to check the result")
-    return waited.value, seen
+    state = stack_state(waited.value)
+    if state is not StackState.READY:
+        cause = root_cause(seen) or "no failed resource among its events"
+        undone = "; CloudFormation rolled the change back" if state is StackState.ROLLED_BACK else ""
+        raise RolloutFailed(f"stack {stack} ended {waited.value}: {cause}{undone}")
+    return waited.value
 
 
 def root_cause(events: Sequence[StackEvent]) -> str:
@@ -272,15 +277,6 @@ def root_cause(events: Sequence[StackEvent]) -> str:
     return f"{e.logical_id} ({e.resource_type}) {e.status}: {e.reason or 'no reason given'}"
 
 
-def check_outcome(stack: str, status: str, events: Sequence[StackEvent]) -> None:
-    state = stack_state(status)
-    if state is StackState.READY:
-        return
-    cause = root_cause(events) or "no failed resource among its events"
-    undone = "; CloudFormation rolled the change back" if state is StackState.ROLLED_BACK else ""
-    raise RolloutFailed(f"stack {stack} ended {status}: {cause}{undone}")
-
-
 def execute_change_set(aws: Aws, stack: str, region: str, change_set: str, say: Say, *, wait: bool, poll: float,
                        timeout: float) -> str:
     """Execute a change set made by `make_change_set`; with ``wait``, follow the events to a final state
@@ -290,7 +286,4 @@ def execute_change_set(aws: Aws, stack: str, region: str, change_set: str, say: 
     say(f"stack {stack}: executing change set {change_set}")
     if not wait:
         return "UPDATE_IN_PROGRESS"
-    status, events = follow(aws, stack, region, since=latest.event_id if latest else None, say=say, poll=poll,
-                            timeout=timeout)
-    check_outcome(stack, status, events)
-    return status
+    return follow(aws, stack, region, since=latest.event_id if latest else None, say=say, poll=poll, timeout=timeout)

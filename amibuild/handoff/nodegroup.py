@@ -323,8 +323,7 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         action, status, changed = DeployAction.CREATED, "CREATE_IN_PROGRESS", ()
         if wait:
             try:
-                status, events = cfn.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
-                cfn.check_outcome(name, status, events)
+                status = cfn.follow(aws, name, region, since=None, say=say, poll=poll, timeout=timeout)
             except RolloutFailed as exc:
                 return _failed(aws, name, region, exc)
     else:
