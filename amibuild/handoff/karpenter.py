@@ -19,7 +19,7 @@ import yaml
 from amibuild import tags
 from amibuild.errors import SpecError
 from amibuild.handoff.userdata import render
-from amibuild.handoff.userdata.kubelet import KubeletSettings, proxy_environment
+from amibuild.handoff.userdata.kubelet import KubeletSettings, nodeconfig_part, proxy_environment
 from amibuild.pipeline import iam_names, proxy_credentials
 from amibuild.pipeline.imagetests import check_cluster
 import re
@@ -27,7 +27,6 @@ import re
 API_VERSION = "karpenter.k8s.aws/v1"
 DISCOVERY_TAG = "karpenter.sh/discovery"
 FAMILIES = {"al2023": "AL2023", "al2": "AL2"}
-NODEADM_API = "node.eks.aws/v1alpha1"
 
 
 @dataclass(frozen=True)
@@ -82,9 +81,7 @@ def node_userdata(os_family: str, cluster: str, settings: NodeSettings) -> str |
     if kubelet:
         spec["kubelet"] = kubelet.nodeadm_kubelet()
     if spec:
-        document = {"apiVersion": NODEADM_API, "kind": "NodeConfig", "spec": spec}
-        body = yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=1 << 16)
-        parts.append(("application/node.eks.aws", "---\n" + body))
+        parts.append(("application/node.eks.aws", nodeconfig_part(spec)))
     return render.multipart(parts) if parts else None
 
 

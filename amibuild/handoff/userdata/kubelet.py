@@ -219,26 +219,8 @@ def _check_max_pods(value: str | int | None) -> int | None:
 # ------------------------------------------------------------------------------- the NodeConfig
 
 
-def nodeconfig_part(*, cluster_name: str, api_server_endpoint: str, certificate_authority: str, cidr: str,
-                    kubelet: KubeletSettings = KubeletSettings(),
-                    environment: Mapping[str, Mapping[str, str]] | None = None) -> str:
-    """The nodeadm NodeConfig document (the body of an `application/node.eks.aws` part).
-
-    `environment` becomes `spec.instance.environment`: the `default` key for every service, or a
-    systemd service's name for that service only (nodeadm reads it since AMI release v20251007).
-    """
-    spec: dict[str, Any] = {
-        "cluster": {
-            "name": cluster_name,
-            "apiServerEndpoint": api_server_endpoint,
-            "certificateAuthority": certificate_authority,
-            "cidr": cidr,
-        }
-    }
-    if environment:
-        spec["instance"] = {"environment": {unit: dict(values) for unit, values in environment.items()}}
-    if kubelet:
-        spec["kubelet"] = kubelet.nodeadm_kubelet()
+def nodeconfig_part(spec: Mapping[str, Any]) -> str:
+    """The nodeadm NodeConfig document with `spec` (the body of an `application/node.eks.aws` part)."""
     document = {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
     return "---\n" + yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=1 << 16)
 

@@ -18,6 +18,7 @@ import shlex
 from collections.abc import Sequence
 from email.message import EmailMessage
 from importlib import resources
+from typing import Any
 
 from amibuild.errors import SpecError
 from amibuild.handoff.userdata.config import (  # the settings, re-exported: callers import them from here
@@ -246,8 +247,16 @@ def _nodeadm_config(cfg: NodeConfig) -> str:
     # VPC CIDR is not known here; the boothook's drop-ins, read at boot, add it for each service.
     # With a credentials parameter the proxy needs credentials only the boothook reads at boot: the
     # NodeConfig carries no proxy then (nodeadm-config goes without it, or by the image's drop-ins).
-    environment = proxy_environment(cfg.proxy, no_proxy_entries(cfg)) \
-        if cfg.proxy and not cfg.proxy_credentials_parameter else None
-    return nodeconfig_part(cluster_name=cfg.cluster_name, api_server_endpoint=cfg.api_server_endpoint,
-                           certificate_authority=cfg.certificate_authority, cidr=cfg.service_cidr or "",
-                           kubelet=cfg.kubelet, environment=environment)
+    spec: dict[str, Any] = {
+        "cluster": {
+            "name": cfg.cluster_name,
+            "apiServerEndpoint": cfg.api_server_endpoint,
+            "certificateAuthority": cfg.certificate_authority,
+            "cidr": cfg.service_cidr or "",
+        }
+    }
+    if cfg.proxy and not cfg.proxy_credentials_parameter:
+        spec["instance"] = {"environment": proxy_environment(cfg.proxy, no_proxy_entries(cfg))}
+    if cfg.kubelet:
+        spec["kubelet"] = cfg.kubelet.nodeadm_kubelet()
+    return nodeconfig_part(spec)
