@@ -13,10 +13,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 from urllib.parse import urlsplit
-
-import yaml
 
 from amibuild.errors import SpecError
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
@@ -378,7 +375,3 @@ def _derived_bootstrap_options(cfg: NodeConfig) -> list[str]:
     if cfg.kubelet.max_pods is not None:
         options.append("--use-max-pods")
     return options
-
-
-def _yaml(data: Any) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1 << 16)

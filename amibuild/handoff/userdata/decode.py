@@ -26,7 +26,7 @@ import yaml
 
 from amibuild.errors import NotUserData, UserDataTooBig
 from amibuild.handoff.cfn_parts import load_yaml
-from amibuild.handoff.userdata.config import _yaml
+from amibuild.handoff.userdata.kubelet import yaml_text
 from amibuild.handoff.userdata.limits import (MAX_BYTES, MAX_NESTING, Budget, mime_nesting, read_limited, shown_size,
                                              structure_nesting)
 
@@ -280,7 +280,7 @@ def _cloud_config(text: str, at: _At) -> list[Part]:
         raise at.refuse("#cloud-config that is not a mapping")
     listed = ("bootcmd", "write_files", "runcmd")
     rest = {key: value for key, value in config.items() if key not in listed}
-    parts = [Part("text/cloud-config", _yaml(rest) if rest else "", via=at.via, depth=at.depth)]
+    parts = [Part("text/cloud-config", yaml_text(rest) if rest else "", via=at.via, depth=at.depth)]
     inner = at.deeper()
     # In the order cloud-init acts on them: bootcmd and write_files at init, runcmd at the end.
     if "bootcmd" in config:

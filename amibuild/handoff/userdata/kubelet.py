@@ -222,7 +222,12 @@ def _check_max_pods(value: str | int | None) -> int | None:
 def nodeconfig_part(spec: Mapping[str, Any]) -> str:
     """The nodeadm NodeConfig document with `spec` (the body of an `application/node.eks.aws` part)."""
     document = {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
-    return "---\n" + yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=1 << 16)
+    return "---\n" + yaml_text(document)
+
+
+def yaml_text(data: Any) -> str:
+    """`data` as block YAML, keys in their order and no line folded: how the user data writes YAML."""
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1 << 16)
 
 
 def proxy_environment(proxy: str, no_proxy: Sequence[str]) -> dict[str, dict[str, str]]:

@@ -9,8 +9,9 @@ import shlex
 from collections.abc import Sequence
 
 from amibuild.errors import SpecError
-from amibuild.handoff.userdata.config import (CONFIGMAP, NODE_GROUPS, PROXIED_DAEMONSETS, NodeConfig, _ROLE_ARN, _check_cidr, _yaml,
+from amibuild.handoff.userdata.config import (CONFIGMAP, NODE_GROUPS, PROXIED_DAEMONSETS, NodeConfig, _ROLE_ARN, _check_cidr,
                                              no_proxy_entries)
+from amibuild.handoff.userdata.kubelet import yaml_text
 
 
 def k8s_manifests(cfg: NodeConfig, vpc_cidr: str | Sequence[str]) -> str:
@@ -49,7 +50,7 @@ def k8s_manifests(cfg: NodeConfig, vpc_cidr: str | Sequence[str]) -> str:
         + " ".join(name for name, _ in PROXIED_DAEMONSETS),
         "#   kubectl -n kube-system rollout status daemonset " + PROXIED_DAEMONSETS[0][0],
         "---",
-        _yaml(configmap).rstrip("\n"),
+        yaml_text(configmap).rstrip("\n"),
     ]
     for daemonset, container in PROXIED_DAEMONSETS:
         patch = {"spec": {"template": {"spec": {"containers": [
@@ -65,7 +66,7 @@ def k8s_manifests(cfg: NodeConfig, vpc_cidr: str | Sequence[str]) -> str:
         out += [
             "---",
             f"# kubectl -n kube-system patch daemonset {daemonset} --type strategic --patch {shlex.quote(inline)}",
-            _yaml(document).rstrip("\n"),
+            yaml_text(document).rstrip("\n"),
         ]
     return "\n".join(out) + "\n"
 
@@ -100,4 +101,4 @@ def aws_auth_entry(role_arn: str) -> str:
     if match["path"]:
         head.append(f"# The role's path /{match['path']} is left out: aws-auth matches roles without it.")
     entry = [{"rolearn": bare, "username": "system:node:{{EC2PrivateDNSName}}", "groups": list(NODE_GROUPS)}]
-    return "\n".join(head) + "\n" + _yaml(entry)
+    return "\n".join(head) + "\n" + yaml_text(entry)
