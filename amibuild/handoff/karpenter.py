@@ -43,12 +43,6 @@ class NodeSettings:
     # be allowed to read it (`credentials_note`).
     proxy_credentials_parameter: str = ""
 
-    def config(self, cluster: str) -> render.NodeConfig:
-        """amibuild's checked node configuration (proxy URL, NO_PROXY entries, kubelet flags)."""
-        return render.NodeConfig(cluster_name=cluster, os="al2", proxy=self.proxy, no_proxy=self.no_proxy,
-                                 kubelet_flags=self.kubelet_flags, service_cidr=self.service_cidr,
-                                 region=self.region, proxy_credentials_parameter=self.proxy_credentials_parameter)
-
 
 def credentials_note(parameter: str) -> str:
     """What the node role needs for a credentials parameter, in the words of the node group stack's policy."""
@@ -60,7 +54,10 @@ def credentials_note(parameter: str) -> str:
 
 def node_userdata(os_family: str, cluster: str, settings: NodeSettings) -> str | None:
     """The user data Karpenter merges for `os_family`, carrying `settings`; None when there is nothing."""
-    cfg = settings.config(cluster)
+    # amibuild's checked node configuration (proxy URL, NO_PROXY entries, kubelet flags)
+    cfg = render.NodeConfig(cluster_name=cluster, os="al2", proxy=settings.proxy, no_proxy=settings.no_proxy,
+                            kubelet_flags=settings.kubelet_flags, service_cidr=settings.service_cidr,
+                            region=settings.region, proxy_credentials_parameter=settings.proxy_credentials_parameter)
     if os_family == "al2":
         if settings.kubelet_flags:
             raise SpecError("--kubelet-flag: Karpenter writes the bootstrap.sh call of AL2 nodes itself; set kubelet "
