@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from amibuild import errors as _errors
+from amibuild.errors import HclSyntaxError
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
 
@@ -216,10 +216,6 @@ def dumps(body: Iterable[Any], header: str = "") -> str:
 
 
 # ---------------------------------------------------------------------------------------- reading
-
-
-# in the one exception tree (`amibuild.errors`); its old name here is kept for callers
-HclSyntaxError = _errors.HclSyntaxError
 
 
 # python-hcl2 is not thread-safe: two parses at once in one process (an emulator serving
