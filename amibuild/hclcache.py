@@ -73,9 +73,8 @@ def loads(text: str, *, keep_quotes: bool = False, folder: Path | None = None) -
     if cached is not None:
         return json.loads(cached)
     doc = hcl.loads(text, keep_quotes=keep_quotes)  # a syntax error is raised as it is: nothing cached
-    encoded = json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":")) \
-        if _json_exact(doc) else None
-    if encoded is not None:
+    if _json_exact(doc):
+        encoded = json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         with _lock:
             _memory[name] = encoded
     return doc
