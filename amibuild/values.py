@@ -75,11 +75,11 @@ def optional_duration(value: Any, flag: str, **kwargs: Any) -> float | None:
 NOW_ENV = "AMIBUILD_NOW"  # a what-if time for a dry run's gates (replays, "what is due on Friday")
 
 
-def what_if_now(flag: str | None, *, dry_run: bool, env: dict | None = None) -> datetime | None:
+def what_if_now(flag: str | None, *, dry_run: bool) -> datetime | None:
     """--now, else $AMIBUILD_NOW: the what-if time a dry run's gates are judged at; None (AWS's clock)
     when neither is given. A write with one is refused (exit 2) before any AWS call: a clock that runs
     ahead, or a typed date, must not skip a soak."""
-    source, value = ("--now", flag) if flag else (NOW_ENV, (env if env is not None else os.environ).get(NOW_ENV, ""))
+    source, value = ("--now", flag) if flag else (NOW_ENV, os.environ.get(NOW_ENV, ""))
     if not value:
         return None
     if not dry_run:
