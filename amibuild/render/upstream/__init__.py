@@ -15,22 +15,7 @@ Why it is built this way: docs/dev/decisions.md.
 from __future__ import annotations
 
 from amibuild.render.upstream.fetch import fetch
-from amibuild.render.upstream.layout import LAYOUTS, UpstreamTemplate, detect, makefile_defaults
-from amibuild.render.upstream.convert import BLOCK_FIELDS, CREDENTIAL_ATTRS, LIST_FIELDS, LOCAL_PROVISIONERS, SCALAR_FIELDS, load
+from amibuild.render.upstream.convert import load
 from amibuild.render.upstream.document import hcl_document, order
 
-__all__ = [
-    "BLOCK_FIELDS",
-    "CREDENTIAL_ATTRS",
-    "LAYOUTS",
-    "LIST_FIELDS",
-    "LOCAL_PROVISIONERS",
-    "SCALAR_FIELDS",
-    "UpstreamTemplate",
-    "detect",
-    "fetch",
-    "hcl_document",
-    "load",
-    "makefile_defaults",
-    "order",
-]
+__all__ = ["fetch", "hcl_document", "load", "order"]
