@@ -3,7 +3,7 @@
 `fetch` gets a checkout (a local folder, or a git URL / local repository at a ref, cloned into a
 cache), `load` reads its JSON template in any layout the repository has had (2019 to today) and
 converts it, and `hcl_document` writes one ``.pkr.hcl`` text with amibuild's provisioners placed
-where they belong among upstream's (see `UpstreamTemplate.proxy_at` / `insert_at`)::
+where they belong among upstream's (see `UpstreamTemplate.insert_at`)::
 
     root layout       eks-worker-al2.json [+ eks-worker-al2-variables.json], scripts/, files/  (to 2024-01)
     templates layout  templates/<os>/template.json, variables-default.json, variables-<1.N>.json,

@@ -116,7 +116,6 @@ def load(root: Path, *, os_family: str = "al2", k8s: str | None = None) -> Upstr
         root=root,
         layout=layout,
         template=template_path,
-        builder=builder_name,
         variables=variables,
         dropped=tuple(sorted(dropped)),
         declarations=tuple(conv.declarations(sensitive)),
@@ -129,7 +128,6 @@ def load(root: Path, *, os_family: str = "al2", k8s: str | None = None) -> Upstr
         required=required,
         var_files=tuple(var_files),
         labels=tuple(labels),
-        proxy_at=0,
     )
 
 

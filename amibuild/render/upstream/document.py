@@ -26,10 +26,10 @@ def hcl_document(
 
     ``source_overrides`` maps a setting name to a value (Python value or hcl.Expr), an hcl.Block
     or a list of them; it replaces the attribute or blocks of that name, else is appended; None
-    removes the setting. ``early_provisioners`` go at ``t.proxy_at`` (first: before any upstream
-    step reaches the network), ``extra_provisioners`` at ``t.insert_at``, ``final_provisioners`` after
-    every upstream step. ``drop_remote_provisioners`` leaves out provisioners that need a
-    connection to the instance (for ``communicator = "none"`` builds against the emulator).
+    removes the setting. ``early_provisioners`` go first (before any upstream step reaches the
+    network), ``extra_provisioners`` at ``t.insert_at``, ``final_provisioners`` after every upstream
+    step. ``drop_remote_provisioners`` leaves out provisioners that need a connection to the
+    instance (for ``communicator = "none"`` builds against the emulator).
     """
     body: list[Any] = [packer_block] if packer_block is not None else []
     body += t.declarations
@@ -38,11 +38,10 @@ def hcl_document(
 
     target = f"amazon-ebs.{source_name}"
     kept: list[hcl.Block] = []
-    insert_at, proxy_at = t.insert_at, t.proxy_at
+    insert_at = t.insert_at
     for i, (block, remote) in enumerate(zip(t.provisioners, t.remote, strict=True)):
         if remote and drop_remote_provisioners:
             insert_at -= i < t.insert_at
-            proxy_at -= i < t.proxy_at
             continue
         items = [
             hcl.Attr("only", [target]) if isinstance(x, hcl.Attr) and x.key == "only" else x
@@ -50,10 +49,8 @@ def hcl_document(
         ]
         kept.append(hcl.Block(block.type, block.labels, items))
     kept[insert_at:insert_at] = list(extra_provisioners)
-    kept[proxy_at:proxy_at] = list(early_provisioners)  # proxy_at <= insert_at
-    kept += list(final_provisioners)
     sources = hcl.Attr("sources", [f"source.{target}"])
-    body.append(hcl.Block("build", (), [sources, *kept, *post_processors]))
+    body.append(hcl.Block("build", (), [sources, *early_provisioners, *kept, *final_provisioners, *post_processors]))
     return hcl.dumps(body, header=_header(t))
 
 
@@ -76,8 +73,7 @@ def order(t: UpstreamTemplate, early: Sequence[str] = (), extra: Sequence[str] =
     """The provisioner order on the instance, upstream's steps by label and ours as given."""
     steps = list(t.labels)
     steps[t.insert_at:t.insert_at] = list(extra)
-    steps[t.proxy_at:t.proxy_at] = list(early)
-    return steps + list(final)
+    return [*early, *steps, *final]
 
 
 def _header(t: UpstreamTemplate) -> str:

@@ -33,7 +33,6 @@ class UpstreamTemplate:
     root: Path
     layout: str  # "root" | "templates"
     template: Path  # the JSON template file
-    builder: str  # the amazon-ebs builder's name in the JSON template (for only/except)
     variables: dict[str, Any]  # name -> JSON default after the variable files (None = null)
     dropped: tuple[str, ...]  # credential variables removed
     declarations: tuple[hcl.Block, ...]  # `variable` blocks, then `locals` for derived defaults
@@ -46,7 +45,6 @@ class UpstreamTemplate:
     required: frozenset[str] = frozenset()  # null in the template and set by no variable file
     var_files: tuple[Path, ...] = ()  # the variable files applied, in order
     labels: tuple[str, ...] = ()  # per provisioner: a short name for the order shown by render
-    proxy_at: int = 0  # where amibuild's proxy step goes: before anything reaches the network
 
 
 def detect(root: Path, os_family: str = "al2") -> tuple[str, Path, Path]:
