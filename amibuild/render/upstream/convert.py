@@ -159,12 +159,8 @@ def _refs(value: Any, call: str) -> list[str]:
     """Names in ``{{user `x`}}`` (call="user") or ``{{env `X`}}`` (call="env") in a string."""
     if not isinstance(value, str):
         return []
-    found = []
-    for m in _GO_TEMPLATE.finditer(value):
-        c = _CALL.match(m.group(1))
-        if c and c.group(1) == call:
-            found.append(c.group(2))
-    return found
+    calls = (_CALL.match(m.group(1)) for m in _GO_TEMPLATE.finditer(value))
+    return [c.group(2) for c in calls if c and c.group(1) == call]
 
 
 def _credential_variables(defaults: Mapping[str, Any]) -> set[str]:
@@ -173,13 +169,8 @@ def _credential_variables(defaults: Mapping[str, Any]) -> set[str]:
         name for name, default in defaults.items()
         if _CREDENTIAL.search(name) or any(_CREDENTIAL.search(e) for e in _refs(default, "env"))
     }
-    grew = True
-    while grew:
-        more = {
-            n for n, d in defaults.items() if n not in dropped and set(_refs(d, "user")) & dropped
-        }
+    while more := {n for n, d in defaults.items() if n not in dropped and set(_refs(d, "user")) & dropped}:
         dropped |= more
-        grew = bool(more)
     return dropped
 
 
