@@ -43,10 +43,10 @@ def provisioning_steps(variant: Variant, values: Mapping[str, Any]) -> list[Step
 EXECUTE = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}'"
 
 
-def _shell(script: str) -> hcl.Block:
-    """A shell provisioner that runs ``script`` (a path beside the template) as root, with `EXECUTE`."""
+def _shell(script: str, execute: str = EXECUTE) -> hcl.Block:
+    """A shell provisioner that runs ``script`` (a path beside the template) as root, with ``execute``."""
     block = hcl.Block("provisioner", ("shell",))
-    return block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{script}"])).attr("execute_command", EXECUTE)
+    return block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{script}"])).attr("execute_command", execute)
 
 
 def provisioner_blocks(variant: Variant, values: Mapping[str, Any]) -> tuple[list[hcl.Block], dict[str, str]]:
@@ -138,9 +138,7 @@ INVENTORY_FILE = "inventory.tsv"  # beside the template: what build-ami reads af
 def inventory_steps() -> list[tuple[Provisioner, tuple[str, str]]]:
     """Stage 1's inventory: a step that lists every installed package into `INVENTORY_REMOTE` (its
     stdout, so that 1,500 lines stay out of Packer's log), then a download of it beside the template."""
-    script = hcl.Block("provisioner", ("shell",))
-    script.attr("script", hcl.template([hcl.Expr("path.root"), f"/{INVENTORY_SCRIPT}"]))
-    script.attr("execute_command", f"sudo -S env {{{{ .Vars }}}} bash -eu '{{{{ .Path }}}}' >{INVENTORY_REMOTE}")
+    script = _shell(INVENTORY_SCRIPT, f"{EXECUTE} >{INVENTORY_REMOTE}")
     fetch = hcl.Block("provisioner", ("file",))
     fetch.attr("direction", "download")
     fetch.attr("source", INVENTORY_REMOTE)
