@@ -43,9 +43,8 @@ def render_build(
     notes: list[str] = []
     overrides: dict[str, Any] = {}
     if variant.base == "upstream":
-        values, variables, overrides, early, late, shipped, extra_notes = render_upstream(
+        values, variables, overrides, early, late, shipped, notes = render_upstream(
             upstream, pipeline, variant, uses_plugins=uses_plugins, sources=sources, binaries=upstream_binaries)
-        notes += extra_notes
     else:
         variables = template_variables(variant, pipeline)
         values = apply_packer_vars(variables, variant, sources=sources)

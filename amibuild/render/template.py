@@ -49,9 +49,8 @@ def render_template(name: str, **context: Any) -> str:
         raise PackageDataMissing(f"{TEMPLATES / name}: amibuild's own template is missing; the installation is "
                                  "incomplete: reinstall amibuild") from exc
     except jinja2.TemplateError as exc:
-        where = f"{TEMPLATES / name}"
         line = getattr(exc, "lineno", None)
-        raise TemplateError(f"{where}{':' + str(line) if line else ''}: {exc}") from exc
+        raise TemplateError(f"{TEMPLATES / name}{':' + str(line) if line else ''}: {exc}") from exc
 
 
 def variable_block(var: PackerVariable) -> hcl.Block:
