@@ -1,11 +1,11 @@
 """Rehearse: run a rendered variant's provisioning chain here, in seconds, before any instance exists.
 
-    steps.py    rendered HCL -> the steps Packer would run on the instance (pure)
-    checks.py   the image's checks step as the rehearsal runs it (what the copy cannot answer said)
-    expr.py     the HCL2 expressions those steps use, evaluated as Packer would (pure)
-    overlay.py  runs the steps in a throwaway copy of this machine (overlay over /, no network)
-    report.py   per-step verdicts, first failure, what the chain would install/enable/write (pure)
-    standins/   enter.sh, runner.sh and the stand-ins for yum, rpm, systemctl, curl, aws, sudo, ...
+    steps.py              rendered HCL -> the steps Packer would run on the instance (pure)
+    check_steps.py        the image's checks step as the rehearsal runs it (what the copy cannot answer said)
+    expr.py               the HCL2 expressions those steps use, evaluated as Packer would (pure)
+    overlay.py            runs the steps in a throwaway copy of this machine (overlay over /, no network)
+    rehearsal_report.py   per-step verdicts, first failure, what the chain would install/enable/write (pure)
+    standins/             enter.sh, runner.sh and the stand-ins for yum, rpm, systemctl, curl, aws, sudo, ...
 
 `rehearse` takes a variant rendered for a REAL build (a transformed render gives its `real` one)
 and returns a `Report`. Bad input (a provisioner that cannot be evaluated, a
@@ -22,7 +22,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from amibuild.errors import RehearsalError
 from amibuild.render import PROVISION_SCRIPTS, Rendered, write_files
@@ -34,9 +34,9 @@ from amibuild.rehearse import overlay
 __all__ = ["rehearse", "prepare", "run", "plan", "shellcheck", "Report", "Step", "StepError"]
 
 
-def plan(rendered: Rendered, root: str, env: Mapping[str, str] | None = None) -> list[Step]:
+def plan(rendered: Rendered, root: str) -> list[Step]:
     """The steps of a rendered variant, with ``path.root`` at ``root``; every script checked to exist."""
-    steps = parse_steps(rendered.files, root, env=env, packer_env=rendered.secret_env)
+    steps = parse_steps(rendered.files, root, packer_env=rendered.secret_env)
     for step in steps:
         if step.kind == "shell" and step.script and not Path(step.script).is_file():
             raise StepError(f"step {step.number} ({step.name}): script {step.script} does not exist; "
@@ -60,12 +60,12 @@ class Prepared:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def prepare(rendered: Rendered, env: Mapping[str, str] | None = None) -> Prepared:
+def prepare(rendered: Rendered) -> Prepared:
     """Write the variant's files and work out its steps; bad input raises StepError, leaving nothing."""
     root = Path(tempfile.mkdtemp(prefix="amibuild-rehearse-root-"))
     try:
         write_files(rendered, root)  # path.root: the rendered files, as `amibuild render` writes them
-        return Prepared(rendered, root, plan(rendered, str(root), env))
+        return Prepared(rendered, root, plan(rendered, str(root)))
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
@@ -91,10 +91,9 @@ def run(prepared: Prepared, *, keep: bool = False, refuse: Iterable[str] = (), t
     return build_report(variant.name, raw, findings, time.monotonic() - started, names)
 
 
-def rehearse(rendered: Rendered, *, keep: bool = False, refuse: Iterable[str] = (), timeout: float = 600.0,
-             env: Mapping[str, str] | None = None) -> Report:
+def rehearse(rendered: Rendered, *, keep: bool = False, refuse: Iterable[str] = (), timeout: float = 600.0) -> Report:
     """Run the variant's chain in a throwaway copy of this machine and report what it did."""
-    return run(prepare(rendered, env), keep=keep, refuse=refuse, timeout=timeout)
+    return run(prepare(rendered), keep=keep, refuse=refuse, timeout=timeout)
 
 
 def _display(script: str, root: str) -> str:

@@ -30,7 +30,6 @@ class Scope:
     variables: Mapping[str, Any]
     locals: Mapping[str, Any]  # name -> raw python-hcl2 value
     root: str
-    env: Mapping[str, str] = field(default_factory=dict)
     _done: dict[str, Any] = field(default_factory=dict)
     _busy: set[str] = field(default_factory=set)
 
@@ -290,7 +289,7 @@ class _Parser:
                         continue
                     args.append(self.conditional())
                     self._accept(",")
-                return None if self.skip else _call(text, args, self.scope)
+                return None if self.skip else _call(text, args)
             return self._name(text)
         raise ExprError(f"cannot read {self.text!r} at {self.text[self.pos:]!r}")
 
@@ -389,9 +388,9 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
 }
 
 
-def _call(name: str, args: list[Any], scope: Scope) -> Any:
+def _call(name: str, args: list[Any]) -> Any:
     if name == "env":
-        return scope.env.get(str(args[0]), "")
+        return ""  # the rehearsal gives the template no environment: every env() is unset
     if name not in _FUNCTIONS:
         raise ExprError(f"function {name}() is not supported by the rehearsal")
     try:

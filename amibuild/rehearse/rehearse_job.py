@@ -61,8 +61,8 @@ class RehearseResult:
             raise RehearsalIncomplete(f"{'; '.join(incomplete)} (--allow-incomplete exits 0)")
 
 
-def refused_packages(env=os.environ) -> tuple[str, ...]:
-    return tuple(name.strip() for name in env.get(REFUSE_ENV, "").split(",") if name.strip())
+def refused_packages() -> tuple[str, ...]:
+    return tuple(name.strip() for name in os.environ.get(REFUSE_ENV, "").split(",") if name.strip())
 
 
 def real_build_renders(pipeline: Pipeline, options: Options) -> list[Rendered]:

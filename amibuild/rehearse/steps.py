@@ -79,8 +79,7 @@ def _packer_env_value(raw: str, default: Any) -> Any:
     return raw
 
 
-def parse_steps(files: Mapping[str, str], root: str, *, source_name: str = "",
-                env: Mapping[str, str] | None = None, packer_env: Mapping[str, str] | None = None) -> list[Step]:
+def parse_steps(files: Mapping[str, str], root: str, *, packer_env: Mapping[str, str] | None = None) -> list[Step]:
     """The steps of a rendered variant. ``files``: relative name -> text, as `Rendered.files`;
     ``root``: where those files are (``path.root``). ``packer_env``: the ``PKR_VAR_<name>`` values
     Packer would get (the sensitive ones never reach a file), read as Packer reads them: over a
@@ -111,11 +110,10 @@ def parse_steps(files: Mapping[str, str], root: str, *, source_name: str = "",
     variables.update(values)
     if len(builds) != 1:
         raise StepError(f"the rendered template has {len(builds)} build blocks; the rehearsal needs one")
-    scope = Scope(variables=variables, locals=locals_, root=root, env=dict(env or {}))
+    scope = Scope(variables=variables, locals=locals_, root=root)
     build = builds[0]
-    if not source_name:
-        sources = build.get("sources") or []
-        source_name = str(sources[0]).rsplit(".", 1)[-1] if sources else "worker"
+    sources = build.get("sources") or []
+    source_name = str(sources[0]).rsplit(".", 1)[-1] if sources else "worker"
     steps: list[Step] = []
     for index, item in enumerate(build.get("provisioner", [])):
         for kind, raw in item.items():
