@@ -241,15 +241,14 @@ def lines(report: Report) -> list[str]:
     out.append(f"would write under /etc: {', '.join(report.etc_written) if report.etc_written else 'nothing'}")
     if report.etc_removed:
         out.append(f"would remove under /etc: {', '.join(report.etc_removed)}")
-    for finding in report.findings:
-        if finding.origin != "upstream":
-            label = "error" if finding.origin == "amibuild" else "warning"
-            out.append(f"shellcheck {label} ({finding.origin}): {finding.text()}")
-    # upstream's scripts are not ours to fix: one line per script (every finding is in --json)
+    # upstream's scripts are not ours to fix: one line per script, after the others (every finding is in --json)
     upstream: dict[str, list[str]] = {}
     for finding in report.findings:
         if finding.origin == "upstream":
             upstream.setdefault(finding.script, []).append(finding.code or finding.severity)
+        else:
+            label = "error" if finding.origin == "amibuild" else "warning"
+            out.append(f"shellcheck {label} ({finding.origin}): {finding.text()}")
     for script, codes in upstream.items():
         counts = ", ".join(f"{code} x{codes.count(code)}" for code in dict.fromkeys(codes))
         out.append(f"shellcheck warning (upstream): {script}: {len(codes)} finding(s): {counts}")
