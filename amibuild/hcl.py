@@ -264,4 +264,3 @@ def unquote(value: Any) -> Any:
         return _STRING_ESCAPE.sub(
             lambda m: _SIMPLE_ESCAPES.get(m.group(1)) or chr(int(m.group(1)[1:], 16)), value[1:-1])
     return value
-

@@ -138,4 +138,3 @@ def shellcheck(steps: Iterable[Step], root: str) -> list[Finding]:
                                     int(m.group("line")), m.group("code") or "", m.group("severity"),
                                     m.group("message")))
     return findings
-

@@ -174,4 +174,3 @@ def _read_packaged(path: Path) -> str:
     except OSError as exc:
         raise PackageDataMissing(f"{path}: amibuild's own provisioner script is missing or unreadable "
                                  f"({exc.strerror}); the installation is incomplete: reinstall amibuild") from exc
-

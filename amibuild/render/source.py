@@ -27,4 +27,3 @@ def eks_name_filter(variant: Variant) -> str:
     if variant.flavor == "gpu":
         return f"amazon-eks-gpu-node-{k8s}-v*"
     return f"amazon-eks-arm64-node-{k8s}-v*" if variant.arch == "arm64" else f"amazon-eks-node-{k8s}-v*"
-

@@ -63,4 +63,3 @@ def variable_block(var: PackerVariable) -> hcl.Block:
 
 def indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line if line else line for line in text.splitlines())
-

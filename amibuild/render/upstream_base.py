@@ -183,4 +183,3 @@ def _gp3_defaults_for_packer_16(source: Sequence[Any]) -> dict[str, list[hcl.Blo
         if changed:
             out[key] = new_blocks
     return out
-

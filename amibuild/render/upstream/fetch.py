@@ -157,4 +157,3 @@ def _resolve(repo: Path, remote: _Remote, ref: str | None) -> str:
     raise UpstreamError(
         f"ref {ref!r} not found in upstream {remote.shown}: give a tag, branch or commit it holds"
     )
-

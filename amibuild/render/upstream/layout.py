@@ -125,5 +125,3 @@ def _amazon_ebs(doc: dict[str, Any], path: Path) -> tuple[str, dict[str, Any]]:
             "check the checkout and ref"
         )
     return str(ebs[0].get("name") or "amazon-ebs"), ebs[0]
-
-
