@@ -26,7 +26,7 @@ from amibuild import tags
 from amibuild.aws import Aws, Parameter, deadline, fan_out
 from amibuild.channels import safeguard
 from amibuild.channels.home import known_regions, read_home, write_places
-from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,  # noqa: F401
+from amibuild.channels.plan import (IMAGE_DATA_TYPE, Provenance, PublishPlan, PublishResult, RegionPlan,
                                     RegionResult, description, parameter_tags, provenance_of)
 from amibuild.errors import AmibuildError, ChannelBusy, Interrupted, LeaseLost, PublishConflict, PublishFailed, \
     PublishRefused
@@ -208,10 +208,9 @@ _PACER = _Pacer(WRITE_INTERVAL)
 class _RegionFailed(Exception):
     """A write in one region failed; `version` is ours when our PutParameter had landed."""
 
-    def __init__(self, region: str, error: AmibuildError, version: int | None, outside: bool = False) -> None:
+    def __init__(self, region: str, error: AmibuildError, version: int | None) -> None:
         super().__init__(str(error))
         self.region, self.error, self.version = region, error, version
-        self.outside = outside  # a region amibuild did not write holds another image: someone else moved it
 
 
 def execute_publish(aws: Aws, plan: PublishPlan, *, force: bool = False,
@@ -231,15 +230,10 @@ def execute_publish(aws: Aws, plan: PublishPlan, *, force: bool = False,
     # region points at it; a failure here stops the write with nothing written to SSM
     safeguard.apply(aws, plan.guards, turn.check)
     plan = with_token(plan, uuid.uuid4().hex[:12])
-    versions: dict[str, int] = {}
-    failures: list[_RegionFailed] = []
     outcomes = fan_out([w.region for w in plan.writes],
                        lambda region: _write(aws, plan, _region_plan(plan, region), force, turn))
-    for region, outcome in outcomes.items():
-        if isinstance(outcome, _RegionFailed):
-            failures.append(outcome)
-        else:
-            versions[region] = outcome
+    failures = [outcome for outcome in outcomes.values() if isinstance(outcome, _RegionFailed)]
+    versions = {region: outcome for region, outcome in outcomes.items() if not isinstance(outcome, _RegionFailed)}
     if not failures:
         failures = _check_all(aws, plan, versions)
     if failures:
@@ -296,8 +290,7 @@ def _check_all(aws: Aws, plan: PublishPlan, versions: dict[str, int]) -> list[_R
                 continue
         holds = f"{got.value} (version {got.version})" if got is not None else "nothing (deleted)"
         failures.append(_RegionFailed(r.region, PublishConflict(
-            f"read back after the write, {r.region} holds {holds}, not {r.ami}: another writer moved it"), ours,
-            outside=ours is None))
+            f"read back after the write, {r.region} holds {holds}, not {r.ami}: another writer moved it"), ours))
     return failures
 
 
@@ -465,15 +458,14 @@ def converged(aws: Aws, plan: PublishPlan) -> str:
                 f"{now[unread[0]]}); check with `amibuild channels --check` once AWS answers, and "
                 "`amibuild channels --repair` if it is split")
     holds = ", ".join(f"{r.region} holds {now[r.region] or 'nothing'}" for r in plan.regions)
-    values = {r.region: now[r.region] for r in plan.regions}
     before = all(now[r.region] == r.previous_ami for r in plan.regions)
-    if not any(values.values()):
+    if not any(now.values()):
         return "nothing is left half moved (the channel is published in no region, as before)"
-    build = _one_build(aws, values)
+    build = _one_build(aws, now)
     if build is None:
         return (f"{holds}; whether that is one build could not be told (its images could not be read); "
                 "check with `amibuild channels --check`, and `amibuild channels --repair` if it is split")
-    if not build and len(values) > 1:  # regions on different builds, or published in some and not in others
+    if not build and len(now) > 1:  # regions on different builds, or published in some and not in others
         as_before = " as it was before this write" if before else ""
         return (f"the channel is SPLIT across regions{as_before} ({holds}); `amibuild channels --repair` "
                 "brings it to one image, and so does the next write of it")
