@@ -13,7 +13,7 @@ version); a channel that trails today's file is not a failure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from amibuild import __version__
@@ -130,8 +130,7 @@ def check(facts: Facts, today: Mapping[str, Today] | None = None) -> VerifyRepor
     builds = {r.fingerprint for r in rows if r.fingerprint}
     if len(builds) > 1:  # a region pointed at another build (or by hand at another image of ours)
         held = ", ".join(f"{r.region}: {r.fingerprint[:12]} (run {r.run_id or '-'})" for r in rows if r.fingerprint)
-        rows = [RegionCheck(**{**r.__dict__, "failures": (*r.failures, f"the regions hold different builds ({held})")})
-                for r in rows]
+        rows = [replace(r, failures=(*r.failures, f"the regions hold different builds ({held})")) for r in rows]
     return VerifyReport(facts.subject, facts.pipeline, tuple(rows), facts.key_problem)
 
 

@@ -91,14 +91,13 @@ def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | Non
     source = {r: (histories[r] or [None])[-1] for r in regions}
     target = fan_out(regions, lambda r: aws.find_parameter(target_name, r))
     images = fan_out(regions, lambda r: aws.find_image(r, source[r].value) if source[r] is not None else None)
-    found = {r: images[r] for r in regions}
     proofs = None
     if {"tested", "scanned"} & set(gate.requires):
         # deferred: in-toto's protobuf and cryptography only when a gate reads signed statements
         from amibuild.channels import evidence
 
-        proofs = evidence.gather(reader or evidence.Reader(aws, pipeline), variant.name, found)
-    return DueFacts(variant.name, gate, source, dict(target), found, histories,
+        proofs = evidence.gather(reader or evidence.Reader(aws, pipeline), variant.name, images)
+    return DueFacts(variant.name, gate, source, dict(target), images, histories,
                     gates.aws_time(h.answered_at for h in dated.values()), proofs)
 
 
@@ -137,7 +136,11 @@ def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run
     publish_mod.check_what_if(now, dry_run)
     items: list[DueItem] = []
     ordered = [g for g in pipeline.gates.values() if g.source]
-    reader = _reader(aws, pipeline) if any("tested" in g.requires for g in ordered) else None
+    reader = None
+    if any("tested" in g.requires for g in ordered):  # one statement reader for every channel: the key read once
+        from amibuild.channels import evidence  # deferred: as in `gather`
+
+        reader = evidence.Reader(aws, pipeline)
     for variant in pipeline.variants:
         for gate in ordered:
             item = decide_one(gather(aws, pipeline, variant, gate, reader=reader), now)
@@ -161,13 +164,6 @@ def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run
                             region=pipeline.build_region, say=say)
             items.append(item)
     return DueRun(tuple(items), dry_run)
-
-
-def _reader(aws: Aws, pipeline: Any) -> Any:
-    """One statement reader for every channel: the key and its public key are read once."""
-    from amibuild.channels import evidence  # deferred: as in `gather`
-
-    return evidence.Reader(aws, pipeline)
 
 
 def lines(items: Sequence[DueItem]) -> list[str]:

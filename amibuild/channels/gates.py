@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import takewhile
 from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import tags
@@ -106,14 +107,8 @@ def aws_time(answers: Iterable[datetime | None]) -> datetime | None:
 def soaked_since(history: Sequence[Parameter], ami: str) -> datetime | None:
     """Since when ``ami`` has been the channel's value without a break (a rollback or another image
     in between resets it); None when it is not the channel's value now."""
-    if not history or history[-1].value != ami:
-        return None
-    since = history[-1].last_modified
-    for entry in reversed(history):
-        if entry.value != ami:
-            break
-        since = entry.last_modified
-    return since
+    unbroken = list(takewhile(lambda entry: entry.value == ami, reversed(history)))
+    return unbroken[-1].last_modified if unbroken else None
 
 
 def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | None,

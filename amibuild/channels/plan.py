@@ -259,11 +259,9 @@ def _refusal(region: str, ami: str, image: Image | None, variant: str, allow_for
 def provenance_from_images(images: Mapping[str, Image | None], *, fingerprint: str | None = None,
                            run_id: str | None = None) -> dict[str, Provenance]:
     """What to record per region: the given fingerprint / run id, else the image's own tags."""
-    result = {}
-    for region, image in images.items():
-        found = image.tags if image is not None else {}
-        result[region] = Provenance(run_id or found.get(tags.RUN_ID), fingerprint or found.get(tags.FINGERPRINT))
-    return result
+    own = {region: image.tags if image is not None else {} for region, image in images.items()}
+    return {region: Provenance(run_id or found.get(tags.RUN_ID), fingerprint or found.get(tags.FINGERPRINT))
+            for region, found in own.items()}
 
 
 # ------------------------------------------------------------------------------- results

@@ -25,7 +25,7 @@ from amibuild.channels import gates, safeguard
 from amibuild.channels.home import lease_home
 # the plan and write names are part of this module's interface (callers import them from here)
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, _AMI_ID, _UNKNOWN, PublishAction, Provenance,  # noqa: F401
-                                    PublishPlan, PublishResult, decide, description, parameter_tags, parse_amis, plain,
+                                    PublishPlan, PublishResult, decide, description, parse_amis, plain,
                                     provenance_from_images, provenance_of, recorded_regions)
 from amibuild.channels.write import WRITE_INTERVAL, execute_publish, transact  # noqa: F401
 from amibuild.errors import GateRefused, PublishRefused, SpecError

@@ -182,8 +182,7 @@ def _candidates(aws: Aws, pipeline: Any, split: Split) -> dict[str, dict[str, st
         found = [image for image, _ in aws.own_images(region, wanted) if image.state == "available"]
         return sorted(found, key=lambda i: i.creation_date)[-1].image_id if found else None
 
-    jobs = [(b, r) for b in builds for r in regions]
-    seen = fan_out(jobs, look) if jobs else {}
+    seen = fan_out([(b, r) for b in builds for r in regions], look)
     out: dict[str, dict[str, str]] = {}
     for (build, region), ami in seen.items():
         if ami:

@@ -114,15 +114,9 @@ def held(aws: Aws, pipeline: PipelineLike, variant: VariantLike, *, channel: str
         if ami:
             holders.setdefault((region, ami), []).append(channel)
     known = known or {}
-    images: dict[tuple[str, str], Image | None] = {}
-    to_read = []
-    for region, ami in holders:
-        image = known.get(region)
-        if image is not None and image.image_id == ami:
-            images[(region, ami)] = image
-        else:
-            to_read.append((region, ami))
-    images.update(aws.images_at(to_read))
+    images: dict[tuple[str, str], Image | None] = {(region, ami): image for region, ami in holders
+                                                   if (image := known.get(region)) is not None and image.image_id == ami}
+    images.update(aws.images_at([pair for pair in holders if pair not in images]))
     return images, holders
 
 
