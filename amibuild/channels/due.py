@@ -81,11 +81,10 @@ def decide_one(facts: DueFacts, now: datetime | None = None) -> DueItem:
     return DueItem(**base, action=DueAction.WAIT, ami=lead, detail="; ".join(decision.missing), due_at=decision.due_at)
 
 
-def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, template: str | None = None,
-           reader: Any = None) -> DueFacts:
+def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, reader: Any = None) -> DueFacts:
     regions = list(pipeline.target_regions)
-    source_name = publish_mod.parameter_name(pipeline, variant, gate.source, template)
-    target_name = publish_mod.parameter_name(pipeline, variant, gate.channel, template)
+    source_name = publish_mod.parameter_name(pipeline, variant, gate.source)
+    target_name = publish_mod.parameter_name(pipeline, variant, gate.channel)
     dated = fan_out(regions, lambda r: aws.dated_history(source_name, r))
     histories = {r: list(dated[r].versions) for r in regions}
     source = {r: (histories[r] or [None])[-1] for r in regions}

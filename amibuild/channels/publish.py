@@ -192,7 +192,6 @@ def promote(
     source: str,
     target: str,
     force: bool = False,
-    template: str | None = None,
     guard: Guard | None = None,
     dry_run: bool = False,
     override_gate: str = "",
@@ -210,7 +209,7 @@ def promote(
     check_channel(target)
     if source == target:
         raise SpecError(f"promote: --from and --to are both {source!r}; name two different channels")
-    source_name = parameter_name(pipeline, variant, source, template)
+    source_name = parameter_name(pipeline, variant, source)
     regions = pipeline.target_regions
     operation = f"promote {source} -> {target}"
 
@@ -240,13 +239,12 @@ def promote(
         # since is whether they still exist, which plan_publish checks.
         return plan_publish(aws, pipeline=pipeline, variant=variant, channel=target, amis=amis, allow_foreign=True,
                             provenance=provenance, operation=operation, note=f"promoted from {source}",
-                            template=template,
                             gate_check=gate_checker(pipeline, target, came_from=source, override=override_gate,
                                                     now=now or gates.aws_time(h.answered_at for h in dated.values()),
                                                     source_history=histories, proofs=_proofs(aws, pipeline, variant)))
 
     return _write_or_plan(aws, make_plan, dry_run=dry_run, force=force, pipeline=pipeline, variant=variant,
-                          channels=[source, target], operation=operation, guard=guard or Guard(), template=template)
+                          channels=[source, target], operation=operation, guard=guard or Guard())
 
 
 def rollback(
@@ -257,7 +255,6 @@ def rollback(
     channel: str,
     to_version: int | None = None,
     force: bool = False,
-    template: str | None = None,
     guard: Guard | None = None,
     dry_run: bool = False,
 ) -> PublishResult | PublishPlan:
@@ -266,7 +263,7 @@ def rollback(
     Versions are counted in the pipeline's first target region (as `history` shows them there) and
     chosen per region as `rollback_versions` says. The history is read under the channel's lease.
     """
-    name = parameter_name(pipeline, variant, channel, template)
+    name = parameter_name(pipeline, variant, channel)
     regions = pipeline.target_regions
 
     def make_plan() -> PublishPlan:
@@ -278,17 +275,16 @@ def rollback(
             aws, pipeline=pipeline, variant=variant, channel=channel,
             amis={r: p.value for r, p in chosen.items()}, allow_foreign=True,
             provenance={r: provenance_of(p.description) for r, p in chosen.items()},
-            operation=operation, note=f"rolled back to version {target.version}", template=template,
+            operation=operation, note=f"rolled back to version {target.version}",
         )
 
     return _write_or_plan(aws, make_plan, dry_run=dry_run, force=force, pipeline=pipeline, variant=variant,
-                          channels=[channel], operation=f"roll back {channel}", guard=guard or Guard(),
-                          template=template)
+                          channels=[channel], operation=f"roll back {channel}", guard=guard or Guard())
 
 
 def _write_or_plan(aws: Aws, make_plan: Callable[[], PublishPlan], *, dry_run: bool, force: bool,
                    pipeline: PipelineLike, variant: VariantLike, channels: Sequence[str], operation: str,
-                   guard: Guard, template: str | None) -> PublishResult | PublishPlan:
+                   guard: Guard, template: str | None = None) -> PublishResult | PublishPlan:
     """A dry run's plan, read without the lease; else the plan made, and carried out, under the
     channels' leases (`transact`)."""
     if dry_run:

@@ -71,21 +71,20 @@ def history(
     variant: VariantLike,
     channel: str | None = None,
     region: str | None = None,
-    template: str | None = None,
 ) -> list[HistoryEntry]:
     """Every version of the variant's channels (or one channel), per region, oldest first."""
     regions = (region,) if region else pipeline.target_regions
     if channel:
         names = [channel]
     else:
-        found = channels(aws, pipeline=pipeline, template=template, regions=regions)
+        found = channels(aws, pipeline=pipeline, regions=regions)
         names = sorted({e.channel for e in found if e.variant == variant.name and e.ami is not None
                         and e.k8s == variant.kubernetes_version})
     jobs = [(c, r) for c in names for r in regions]
 
     def read(job: tuple[str, str]) -> list[HistoryEntry]:
         chan, reg = job
-        name = parameter_name(pipeline, variant, chan, template)
+        name = parameter_name(pipeline, variant, chan)
         return [
             HistoryEntry(chan, reg, name, p.version, p.last_modified, p.value,
                          provenance_of(p.description).fingerprint, provenance_of(p.description).run_id,
@@ -101,7 +100,6 @@ def channels(
     aws: Aws,
     *,
     pipeline: PipelineLike,
-    template: str | None = None,
     regions: Sequence[str] | None = None,
     listed: Mapping[str, Sequence[Parameter]] | None = None,
 ) -> list[ChannelEntry]:
@@ -109,7 +107,7 @@ def channels(
 
     `listed`: every region's parameters under the prefix, already read (else read here)."""
     regions = tuple(regions or pipeline.target_regions)
-    path, pattern = name_pattern(pipeline, template)
+    path, pattern = name_pattern(pipeline)
     if listed is None:
         listed = fan_out(regions, lambda r: aws.parameters_under(path, r))
     found: dict[tuple[str, str, str], dict[str, Parameter]] = {}
