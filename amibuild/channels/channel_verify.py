@@ -115,8 +115,8 @@ def channel_targets(aws: Aws, pipeline: Any, variant: Any, channel: str, regions
 
 
 def gather(aws: Aws, pipeline: Any, targets: Sequence[Target], *, subject: str, variant: str = "",
-           requires_test: bool = False, reader: evidence.Reader | None = None) -> Facts:
-    reader = reader or evidence.Reader(aws, pipeline)
+           requires_test: bool = False) -> Facts:
+    reader = evidence.Reader(aws, pipeline)
     found = reader.read({t.region: t.image for t in targets})
     return Facts(subject, pipeline.name, variant, tuple(targets), found, requires_test, reader.keys()[2])
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from amibuild.aws import Aws, Image, fan_out
 from amibuild.errors import AmibuildError, PublishFailed
@@ -124,7 +124,7 @@ def now_utc() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def apply(aws: Aws, steps: Sequence[GuardStep], check: Any = None) -> None:
+def apply(aws: Aws, steps: Sequence[GuardStep], check: Callable[[str], None]) -> None:
     """Carry out the steps, each region's in order, the regions in parallel; ``check(what)`` (the writer's
     lease check) before each. Raises `PublishFailed` naming what was done and what was not."""
     if not steps:
@@ -135,8 +135,7 @@ def apply(aws: Aws, steps: Sequence[GuardStep], check: Any = None) -> None:
         done: list[str] = []
         for step in (s for s in steps if s.region == region):
             try:
-                if check is not None:
-                    check(f"{step.action.value} {step.image_id} in {region}")
+                check(f"{step.action.value} {step.image_id} in {region}")
                 _one(aws, step)
             except AmibuildError as exc:
                 exc.done = done  # type: ignore[attr-defined]
