@@ -67,11 +67,6 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
     }
 )
 
-# Fields that are amibuild settings and not Packer variables of the same name.
-NON_PACKER_FIELDS = frozenset(
-    {"base", "upstream", "upstream_ref", "os", "flavor", "extra_packages", "repos", "proxy", "scripts", "tests",
-     "test_on_build", "deprecate_after"}
-)
 ADDITIVE = frozenset({"extra_packages", "repos"})
 LAYERS = ("defaults", "pipeline file", "var-files", "flags")
 
@@ -81,9 +76,6 @@ _K8S = re.compile(r"^1\.([0-9]+)\Z")
 _K8S_PATCH = re.compile(r"^1\.([0-9]+)\.[0-9]+\Z")
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
 _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
-
-
-# ------------------------------------------------------------------------------- value objects
 
 
 @dataclass(frozen=True)

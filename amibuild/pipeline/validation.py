@@ -190,9 +190,6 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     )
 
 
-# ------------------------------------------------------------------------------- small helpers
-
-
 @functools.cache
 def known_regions() -> frozenset[str]:
     """Every region botocore knows, across partitions, read straight from its endpoints data
