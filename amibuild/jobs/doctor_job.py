@@ -19,14 +19,14 @@ from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError
 
-from amibuild import hcl
+from amibuild import PIPELINE_FILE, hcl
 from amibuild.aws import Aws
 from amibuild.bake.packer import INSTALL_HINT, Packer
 from amibuild.bake.prepare import support_warnings
 from amibuild.errors import AmibuildError, AwsError, PackerError, PackerNotFound, UsageError
 from amibuild.handoff.consumer import Check
 from amibuild.lifecycle import keyshare_check
-from amibuild.pipeline import PIPELINE_FILE, Pipeline, known_regions, load
+from amibuild.pipeline import Pipeline, known_regions, load
 from amibuild.pipeline.options import Options
 from amibuild.suggest import suggest
 

@@ -13,15 +13,13 @@ Why it is built this way: docs/dev/decisions.md.
 
 from __future__ import annotations
 
-from amibuild.pipeline.model import PIPELINE_FILE, Overrides, Pipeline, Proxy, Repo, Variant
+from amibuild.pipeline.model import Overrides, Pipeline, Proxy, Repo, Variant
 from amibuild.pipeline.validation import known_regions
-from amibuild.suggest import suggest  # re-exported: the render stage words its near misses with it
 from amibuild.pipeline.layering import check_names, load
 from amibuild.errors import SpecError
 
 __all__ = [
     "Overrides",
-    "PIPELINE_FILE",
     "Pipeline",
     "Proxy",
     "Repo",
@@ -29,6 +27,5 @@ __all__ = [
     "check_names",
     "known_regions",
     "load",
-    "suggest",
     "SpecError",
 ]

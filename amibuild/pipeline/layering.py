@@ -13,12 +13,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
-from amibuild import hcl, hclcache, secrets
+from amibuild import PIPELINE_FILE, hcl, hclcache, secrets
 from amibuild.errors import SpecError, VarFileError
 from amibuild.notify.destination import EventTarget, event_target
 from amibuild.pipeline import attestation, value_checks as checks, files, imagetests, keys, naming, protection
-from amibuild.pipeline.model import (ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS, LAYERS, PIPELINE_FILE, Overrides,
-                                     Pipeline, _VARIANT_NAME, _VAR_NAME)
+from amibuild.pipeline.model import (ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS, LAYERS, Overrides, Pipeline,
+                                     _VARIANT_NAME, _VAR_NAME)
 from amibuild.pipeline.validation import (_as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant,
                                           known_regions)
 from amibuild.suggest import suggest

@@ -17,8 +17,6 @@ from amibuild.notify.destination import EventTarget
 from amibuild.pipeline.attestation import AttestationSettings
 from amibuild.pipeline.protection import ProtectionSettings
 
-from amibuild import PIPELINE_FILE  # noqa: F401  (defined once, in the package root; re-exported)
-
 OSES = ("al2", "al2023")
 DEFAULT_FINGERPRINT_KEY = "alias/amibuild-fingerprint"
 ARCHES = ("x86_64", "arm64")

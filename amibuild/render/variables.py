@@ -9,10 +9,11 @@ from typing import Any, Mapping, Sequence
 
 from amibuild import secrets, tags
 from amibuild.errors import SpecError
-from amibuild.pipeline import Pipeline, Variant, suggest
+from amibuild.pipeline import Pipeline, Variant
 from amibuild.pipeline.keys import region_keys
 from amibuild.render.render_model import HCL_FILE, PackerVariable, SourceAmi
 from amibuild.render.source import EKS_OWNER, eks_name_filter
+from amibuild.suggest import suggest
 
 
 def template_variables(variant: Variant, pipeline: Pipeline) -> list[PackerVariable]:
