@@ -25,13 +25,10 @@ def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> No
         raise SpecError(f"{where}: pipeline.ssm_prefix {prefix!r} must start with '/' and not end with '/', e.g. \"/amibuild\"")
     if not re.match(r"^[A-Za-z0-9_./-]+\Z", prefix) or prefix.lower().startswith(("/aws", "/ssm")):
         raise SpecError(f"{where}: pipeline.ssm_prefix {prefix!r}: use letters, digits, '_', '.', '-' and '/', not under /aws or /ssm")
-    known = known_regions()
     for field_name in ("regions", "file_regions", "copy_to"):
+        label = "--region" if field_name == "regions" and from_flag else f"{where}: pipeline.{field_name.removeprefix('file_')}"
         for region in kw.get(field_name, ()):
-            if region not in known:
-                label = ("--region" if field_name == "regions" and from_flag else
-                         f"{where}: pipeline.{field_name.removeprefix('file_')}")
-                raise SpecError(f"{label}: unknown region {region!r}{suggest(region, known)}")
+            checks.region(region, label, known_regions())
     for key, check in (("parameter_template", naming.check_template), ("default_channel", naming.check_channel)):
         if kw[key] is not None:
             try:
@@ -39,8 +36,7 @@ def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> No
             except SpecError as exc:
                 raise SpecError(f"{where}: pipeline.{key}: {exc}") from None
     for account in kw["ami_users"]:
-        if not re.match(r"^[0-9]{12}\Z", account):
-            raise SpecError(f"{where}: pipeline.ami_users: {account!r} is not a 12-digit AWS account id")
+        checks.account(account, f"{where}: pipeline.ami_users")
 
 
 def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, root: Path) -> Variant:
@@ -89,7 +85,7 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
                 f"{at('extra_packages')}: package name {pkg!r} is not a valid RPM name "
                 "(letters, digits and ._+~^- only, no spaces or shell characters)"
             )
-    repos = []
+    repos: dict[str, Repo] = {}
     for raw in m.get("repos", ()):
         repo_name, gpgkey = str(raw.get("name", "")), str(raw.get("gpgkey", "") or "")
         insecure = _bool(raw["insecure"], at("repos")) if "insecure" in raw else False
@@ -98,9 +94,8 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
         checks.repo(repo.name, repo.baseurl, repo.gpgkey, at("repos"),
                     gpgcheck=_bool(raw["gpgcheck"], at("repos")) if "gpgcheck" in raw else None,
                     insecure=insecure, shipped_key=bool(repo.gpgkey_text))
-        if any(r.name == repo.name for r in repos):
-            repos = [r for r in repos if r.name != repo.name]  # a later layer redefines it
-        repos.append(repo)
+        repos.pop(repo.name, None)  # a later layer redefines it
+        repos[repo.name] = repo
     proxy_raw = m.get("proxy") or {}
     proxy = Proxy(**{k: _str(v, at("proxy")) for k, v in proxy_raw.items()})
     for label, url in (("http", proxy.http), ("https", proxy.https)):
@@ -151,13 +146,11 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     checks.text(description, at("description"), "description", limit=checks.AMI_DESCRIPTION_MAX)
     checks.no_template(description, at("description"), "description")
 
-    known = set(DEFAULTS)
-    packer_vars = {k: v for k, v in m.items() if k not in known}
-    regions = known_regions()
+    packer_vars = {k: v for k, v in m.items() if k not in DEFAULTS}
     for key, value in packer_vars.items():
         if not _VAR_NAME.match(key):
             raise SpecError(f"{origin[key]}: {key!r} is not a valid Packer variable name")
-        checks.packer_variable(key, value, origin[key], known_regions=regions)
+        checks.packer_variable(key, value, origin[key], known_regions=known_regions())
     return Variant(
         name=name,
         base=base,
@@ -176,7 +169,7 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
         associate_public_ip_address=_bool(m["associate_public_ip_address"], at("associate_public_ip_address")),
         source_ami=source_ami,
         extra_packages=packages,
-        repos=tuple(repos),
+        repos=tuple(repos.values()),
         proxy=proxy,
         scripts=tuple(scripts),
         description=description,
