@@ -265,11 +265,7 @@ def gates(value: Any, where: str) -> Mapping[str, Gate]:
 
 def merge_blocks(layers: Iterable[Iterable[TestBlock]]) -> tuple[TestBlock, ...]:
     """The test blocks of a variant's lineage, oldest first: a later block of a name replaces it."""
-    merged: dict[str, TestBlock] = {}
-    for layer in layers:
-        for block in layer:
-            merged[block.name] = block
-    return tuple(merged.values())
+    return tuple({block.name: block for layer in layers for block in layer}.values())
 
 
 # ------------------------------------------------------------------------------- built-in checks
@@ -392,14 +388,10 @@ def check_set(variant: Any, *, stage: str = "build") -> CheckSet:
             raise SpecError(f"{block.where}: command is missing (a shell command run as root; exit 0 is a pass); "
                             f"the built-in checks are {known}")
         checks.append(Check(block.name, block.command, block.timeout, builtin=False, what=f"your check: {block.command}"))
-    if stage == HYGIENE:
-        checks = [c for c in checks if c.after_cleanup]
-    elif stage == "build":
-        checks = [c for c in checks if not c.boot_only and not c.after_cleanup]
-    elif stage == "boot":
-        checks = [c for c in checks if not c.after_cleanup]
-    if stage != "all" and len(checks) > MAX_CHECKS:
-        raise SpecError(f"variant {variant.name}: {len(checks)} checks; at most {MAX_CHECKS}")
+    if stage != "all":
+        checks = [c for c in checks if stage in c.stages]
+        if len(checks) > MAX_CHECKS:
+            raise SpecError(f"variant {variant.name}: {len(checks)} checks; at most {MAX_CHECKS}")
     return CheckSet(tuple(checks), tuple(disabled))
 
 

@@ -147,13 +147,12 @@ def load(
         variants.append(_validate_variant(name, dict(merged.values), dict(merged.origins),
                                           root=source.parent if source else Path.cwd()))
         imagetests.check_set(variants[-1])  # a test block refused at load, before any AWS work
-    if len(regions) > 1:
-        for variant in variants:
-            if variant.source_ami:
-                raise SpecError(
-                    f"{variant.origins.get('source_ami', where)}: source_ami {variant.source_ami} exists in one region "
-                    f"only, but the pipeline builds in {', '.join(regions)}; build in one region and use copy_to"
-                )
+    for variant in variants:
+        if variant.source_ami and len(regions) > 1:
+            raise SpecError(
+                f"{variant.origins.get('source_ami', where)}: source_ami {variant.source_ami} exists in one region "
+                f"only, but the pipeline builds in {', '.join(regions)}; build in one region and use copy_to"
+            )
     for variant in variants:  # each region's key, and whether the accounts shared with can use it
         keys.check(variant, regions, pipeline_kwargs["copy_to"], pipeline_kwargs["ami_users"],
                    known_regions=known_regions(), where=where, file_regions=pipeline_kwargs["file_regions"])

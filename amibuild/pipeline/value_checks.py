@@ -223,7 +223,7 @@ def ssm_parameter_name(name: str, where: str) -> str:
     if levels > SSM_LEVELS_MAX:
         raise SpecError(f"{where}: SSM parameter name {_short(name)} has {levels} levels; SSM allows "
                         f"{SSM_LEVELS_MAX}: use fewer levels in ssm_prefix or parameter_template")
-    if name.lower().startswith(("/aws", "/ssm")) or name.lower().startswith(("aws", "ssm")):
+    if name.lower().startswith(("/aws", "/ssm")):
         raise SpecError(f"{where}: SSM parameter name {_short(name)}: names under /aws and /ssm are reserved by AWS")
     return name
 
@@ -410,11 +410,8 @@ def literal_problem(raw: Any) -> str | None:
         return None
     if not isinstance(raw, str):
         return None  # numbers, bools, null
-    if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
-        body = raw[1:-1]
-        if re.search(r"(?<!\$)\$\{|(?<!%)%\{", body):
-            return raw
-        return None
+    if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:  # a string: a literal unless it interpolates
+        return raw if re.search(r"(?<!\$)\$\{|(?<!%)%\{", raw[1:-1]) else None
     return raw  # a bare reference, a function call or an operation: python-hcl2 gave ${...} or a name
 
 
@@ -422,9 +419,6 @@ def line_of(text_: str, needle: str) -> int | None:
     """The first line of `text_` holding `needle` (stripped of the ${...} python-hcl2 adds)."""
     probe = needle[2:-1] if needle.startswith("${") and needle.endswith("}") else needle
     probe = probe.strip('"').splitlines()[0] if probe.strip('"') else probe
-    for number, line in enumerate(text_.splitlines(), start=1):
-        if probe and probe in line:
-            return number
-    return None
+    return next((number for number, line in enumerate(text_.splitlines(), start=1) if probe and probe in line), None)
 
 
