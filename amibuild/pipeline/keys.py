@@ -64,15 +64,9 @@ def region_keys(variant: Any, regions: Iterable[str], copy_to: Iterable[str]) ->
     if not variant.encrypted:
         return {}
     builds = tuple(dict.fromkeys(regions))
-    out = {}
-    for region in dict.fromkeys((*builds, *copy_to)):
-        if region in variant.region_kms_key_ids:
-            out[region] = variant.region_kms_key_ids[region]
-        elif region in builds:
-            out[region] = variant.kms_key_id
-        else:
-            out[region] = ""  # Packer leaves a copy to the copy region's default key
-    return out
+    # a copy region without an entry: "", Packer leaves that copy to the copy region's default key
+    return {region: variant.region_kms_key_ids.get(region, variant.kms_key_id if region in builds else "")
+            for region in dict.fromkeys((*builds, *copy_to))}
 
 
 def check(variant: Any, regions: Iterable[str], copy_to: Iterable[str], ami_users: Iterable[str], *,
