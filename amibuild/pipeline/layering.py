@@ -58,11 +58,6 @@ class Merged:
         return Merged(MappingProxyType(values), MappingProxyType(origins))
 
 
-def _defaults_layer() -> Layer:
-    """The built-in `DEFAULTS` as a layer like any other, each setting's origin "defaults"."""
-    return MappingProxyType({key: Setting(value, "defaults") for key, value in DEFAULTS.items()})
-
-
 def load(
     pipeline_file: str | Path | None,
     overrides: Overrides = Overrides(),
@@ -134,7 +129,8 @@ def load(
     # file, are merged once per variant block and shared along `extends` chains (`_Chains`); the
     # var-files and flags go on top of each variant's.
     assert LAYERS[:2] == ("defaults", "pipeline file"), "_Chains merges these two first"
-    base = Merged().apply([_defaults_layer(), _file_layer(defaults_block, f"{where}: defaults", source)])
+    defaults_layer: Layer = MappingProxyType({key: Setting(value, "defaults") for key, value in DEFAULTS.items()})
+    base = Merged().apply([defaults_layer, _file_layer(defaults_block, f"{where}: defaults", source)])
     chains = _Chains(variant_blocks, base, where, source)
     for name in variant_blocks:  # every block's fields and `extends`, selected or not: a typo is refused today
         chains.state(name)
