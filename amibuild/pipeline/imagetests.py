@@ -156,9 +156,8 @@ def format_seconds(value: float) -> str:
 
 def test_blocks(value: Any, where: str) -> list[TestBlock]:
     """The ``test "NAME" { ... }`` blocks of one variant block, checked."""
-    entries = value if isinstance(value, list) else [value]
     out: list[TestBlock] = []
-    for entry in entries:
+    for entry in value if isinstance(value, list) else [value]:
         if not isinstance(entry, dict) or len(entry) != 1 or not isinstance(next(iter(entry.values())), dict):
             raise SpecError(f'{where}: write test "NAME" {{ command = "...", timeout = "60s" }}')
         (name, body), = entry.items()
@@ -290,9 +289,8 @@ def builtin_checks(variant: Any) -> list[Check]:
     else:
         out.append(Check("bootstrap", "test -e /etc/eks/bootstrap.sh || exit 127; test -x /etc/eks/bootstrap.sh",
                          what="/etc/eks/bootstrap.sh is present and executable (AL2 node bootstrap)"))
-    for package in variant.extra_packages:
-        out.append(Check(f"package-{_slug(package)}", f"rpm -q {shlex.quote(package)}",
-                         what=f"extra package {package} is installed"))
+    out += [Check(f"package-{_slug(package)}", f"rpm -q {shlex.quote(package)}", what=f"extra package {package} is installed")
+            for package in variant.extra_packages]
     for repo in variant.repos:
         path = f"/etc/yum.repos.d/amibuild-{repo.name}.repo"
         out.append(Check(f"repo-{_slug(repo.name)}", f"test -s {shlex.quote(path)}",
