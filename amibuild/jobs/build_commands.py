@@ -22,12 +22,12 @@ def render(r: RenderRequest, env: Env) -> Shown:
     result = prepare.render(options(env, r), env.say, **target(env))
     for note in result.notes:
         env.say(f"note: {note}")
-    return Shown(result, lines=report.render_lines, has_status=False)
+    return Shown(result, lines=report.render_lines)
 
 
 def validate(r: RenderRequest, env: Env) -> Shown:
     result = prepare.validate(options(env, r), env.say, **target(env))
-    return Shown(result, has_status=False, data=lambda x: {
+    return Shown(result, data=lambda x: {
         "packer_version": x.packer_version, "valid": x.checked, "directories": [str(d) for d in x.directories]},
         lines=lambda x: [f"{len(x.checked)} variant(s) valid with packer {x.packer_version}: {', '.join(x.checked)}"])
 

@@ -96,7 +96,7 @@ def history(r: HistoryRequest, env: Env) -> Shown:
     if r.channel:  # a typo would show an empty table and exit 0
         known.require(aws, pipe, [var], known.Asked(r.channel), regions=(r.region,) if r.region else None)
     entries = channel_status.history(aws, pipeline=pipe, variant=var, channel=r.channel, region=r.region)
-    return Shown(entries, data=lambda x: [e.to_dict() for e in x], lines=report.history_lines, has_status=False)
+    return Shown(entries, data=lambda x: [e.to_dict() for e in x], lines=report.history_lines)
 
 
 def channels(r: ChannelsRequest, env: Env) -> Shown:  # the list; --check finds split ones, --repair mends them
@@ -110,7 +110,7 @@ def channels(r: ChannelsRequest, env: Env) -> Shown:  # the list; --check finds 
     if not r.check and not r.repair:
         aws, pipe = gateway()
         entries = channel_status.with_safeguards(aws, channel_status.channels(aws, pipeline=pipe))
-        return Shown(entries, data=lambda x: [e.to_dict() for e in x], has_status=False,
+        return Shown(entries, data=lambda x: [e.to_dict() for e in x],
                      lines=lambda x: [summary.channels_markdown(x)] if r.markdown else report.channel_lines(x))
 
     def body(signals=None):

@@ -14,7 +14,7 @@ from typing import Any, Callable
 class Shown:
     """``result`` and how it reads: ``data`` (for --json; default its `to_dict()`), ``lines`` (default its
     `lines()`) or ``text`` (printed as it is), a Markdown ``summary`` (or None), the ``notes`` said on
-    stderr after it, and its verdict (``status``; default its `raise_for_status()`, None: none)."""
+    stderr after it, and its verdict (``status``; default its `raise_for_status()`, if it has one)."""
 
     result: Any
     data: Callable[[Any], Any] | None = None
@@ -23,7 +23,6 @@ class Shown:
     summary: Callable[[Any], str] | None = None
     notes: tuple[str, ...] = ()
     status: Callable[[], None] | None = None
-    has_status: bool = True
 
     def to_dict(self) -> Any:
         return self.data(self.result) if self.data else self.result.to_dict()
@@ -37,5 +36,5 @@ class Shown:
     def raise_for_status(self) -> None:
         if self.status:
             self.status()
-        elif self.has_status and hasattr(self.result, "raise_for_status"):
+        elif hasattr(self.result, "raise_for_status"):
             self.result.raise_for_status()
