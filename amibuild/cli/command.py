@@ -23,6 +23,7 @@ from invoke.parser import Argument
 from amibuild.cli import run as cli
 from amibuild.errors import SpecError
 from amibuild.jobs.env import Env
+from amibuild.jobs.signals import held
 from amibuild.request import flags
 
 def flag_name(field: dataclasses.Field) -> str:
@@ -108,13 +109,13 @@ def task(module: str, name: str, request_type: type, help: str, *, signals: bool
             return cli.run(lambda: body(c, parse(request_type, given)))
         job = getattr(importlib.import_module(f"amibuild.{module}"), name)
 
-        def run(held=None):
+        def run(seen=None):  # seen: the `Signals` held while a channel write runs
             request = parse(request_type, given)
             env = make_env(c)
-            return request, job(request, env.with_signals(held) if held else env)
+            return request, job(request, env.with_signals(seen) if seen else env)
 
-        if signals:
-            (request, shown), _ = cli.run_channel(run)
+        if signals:  # an error after a signal exits with the signal's code (`jobs.signals.held`)
+            (request, shown), _ = cli.run(lambda: held(run))
         else:
             request, shown = cli.run(run)
         cli.run(lambda: cli.show(shown, getattr(request, "json", False), markdown=getattr(request, "markdown", False)))

@@ -1,6 +1,6 @@
-"""The one place where errors and results become messages and exit codes, and flags become `Options`.
+"""The one place where errors and results become messages and exit codes.
 
-tasks.py wraps every task body in `run(...)`: an `AmibuildError` becomes one line on stderr
+Every task body runs in `run(...)` (`amibuild.cli.command.task`): an `AmibuildError` becomes one line on stderr
 (`amibuild: error: ...`) and its exit code (`amibuild.errors.ExitCode`: 2 for bad input, 1 for
 failures, 128 + the signal for interrupts); the traceback is shown only under `amibuild --debug`
 or `AMIBUILD_DEBUG=1`. A task's result says itself whether it failed: its `raise_for_status` runs
@@ -21,7 +21,6 @@ from invoke.exceptions import Exit
 from amibuild import redact, secrets
 from amibuild.errors import AmibuildError, EndpointUnreachable, ExitCode, Interrupted, NoCredentials
 from amibuild.jobs.shown import Shown
-from amibuild.jobs.signals import held
 from amibuild.views.summary import annotate, publish
 
 T = TypeVar("T")
@@ -69,31 +68,10 @@ def run(body: Callable[[], T]) -> T:
         raise Exit(message(Interrupted(summary=True)), code=ExitCode.INTERRUPTED) from None
 
 
-def run_channel(body: Callable[[Any], T]) -> tuple[T, Any]:
-    """Run a task body that writes channels, with SIGINT / SIGTERM / SIGHUP held off (`jobs.signals.held`):
-    (its result, the `Signals` seen). An error after a signal exits with the signal's code."""
-    return run(lambda: held(body))
-
-
-def show(result: Any, json: bool, *, markdown: bool = False, data: Callable | None = None,
-         lines: Callable | None = None, summary: Callable | None = None, finish: bool = True) -> None:
-    """Print a result: with --json its `to_dict()` (or ``data(result)``) as JSON, else, unless --markdown,
-    its `lines()` (or ``lines(result)``); then its Markdown ``summary(result)`` to $GITHUB_STEP_SUMMARY
-    (and with --markdown to stdout); then, with ``finish``, exit as its `raise_for_status()` says.
-    A job's `Shown` carries all of these itself, its text and its notes after it too."""
-    if isinstance(result, Shown):
-        return _show(result, json, markdown)
-    if json:
-        emit_json(data(result) if data else result.to_dict())
-    elif not markdown:
-        lines_out(lines(result) if lines else result.lines())
-    if summary:
-        publish(summary(result), to_stdout=markdown)
-    if finish:
-        result.raise_for_status()  # an error: through the task's `run`, as any other
-
-
-def _show(shown: Shown, json: bool, markdown: bool) -> None:
+def show(shown: Shown, json: bool, *, markdown: bool = False) -> None:
+    """Print a job's `Shown`: with --json its data as JSON, else (unless --markdown and it has a summary)
+    its text or its lines; then its Markdown summary to $GITHUB_STEP_SUMMARY (and with --markdown to
+    stdout), then its notes; then exit as its verdict says."""
     if json:
         emit_json(shown.to_dict())
     elif markdown and shown.summary:  # the summary in place of the lines
