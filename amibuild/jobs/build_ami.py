@@ -76,7 +76,6 @@ class BuildSettings:
     transform: Transform | None  # applied to each real build before it is written (the platform's)
     channel_guard: Guard
     read_timeout: float | None  # seconds one channel request may wait for its answer (None: the gateway's)
-    cleanup_timeout: float = 120.0
 
 
 def build_ami(r: BuildRequest, env: Env) -> Shown:
@@ -244,15 +243,12 @@ def _made(outcomes) -> str:
     return f"; AMIs made: {', '.join(amis)}" if amis else "; no AMI was made"
 
 
-# ------------------------------------------------------------------------------- the job
-
-
 def run(r: BuildRequest, env: Env, *, progress=None) -> BuildRun:
     """render → validate → plan (skip unchanged) → packer build in parallel → artifacts → publish → record.
 
     Bad input is refused first (`settings`). An interrupted build publishes nothing. Each run works in
-    its own folder, build/runs/<run id>/<variant>/, so concurrent runs never share files; ``wait``
-    False (--no-wait): a variant whose build lease another run holds fails at once instead of waiting.
+    its own folder, build/runs/<run id>/<variant>/, so concurrent runs never share files; with
+    --no-wait a variant whose build lease another run holds fails at once instead of waiting.
     """
     return _run(settings(r, env), env.say, progress=progress)
 
@@ -272,10 +268,9 @@ def _run(settings: BuildSettings, say: Say, *, progress) -> BuildRun:
         # --boot-test --cluster C: the node group's user data for C (DescribeCluster), before anything is built
         from amibuild.handoff import testnode  # deferred: celpy and lark (the user data's CEL) only with --cluster
 
-        boot_test = settings.boot_test
-        boot_test = replace(boot_test, user_data=testnode.user_data(aws, pipeline.variants, region=pipeline.build_region,
-                                                                    cluster=boot_test.cluster))
-        settings = replace(settings, boot_test=boot_test)
+        user_data = testnode.user_data(aws, pipeline.variants, region=pipeline.build_region,
+                                       cluster=settings.boot_test.cluster)
+        settings = replace(settings, boot_test=replace(settings.boot_test, user_data=user_data))
     # beside the render: the channel's look for growth (it needs only the parameter names)
     regions = pipeline.target_regions
     with beside(lambda: find_grown(aws, pipeline, settings.channel)) as grown:
@@ -317,11 +312,8 @@ def find_built_images(aws, regions, fingerprints) -> dict:
     if not fingerprints:
         return {}
     values = sorted(set(fingerprints))
-
-    def lookup(region: str):
-        return aws.describe_images(region, owners=["self"], filters={f"tag:{tags.FINGERPRINT}": values})
-
-    return fan_out(regions, lookup)
+    return fan_out(regions, lambda region: aws.describe_images(region, owners=["self"],
+                                                               filters={f"tag:{tags.FINGERPRINT}": values}))
 
 
 def guards(plan: BuildPlan, aws: Aws, *, wait: bool, stall_after: float) -> BuildGuards:
@@ -394,7 +386,6 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
             plan, settings.packer, aws,
             provenance=lambda item: provenance_tags(item, plan, version=__version__, git_commit=commit),
             check=check, progress=progress, parallel=parallel, timeout=settings.request.timeout,
-            cleanup_timeout=settings.cleanup_timeout,
             guards=guards(plan, aws, wait=not settings.request.no_wait, stall_after=settings.stall_after),
         )
         outcomes = executor.build()
