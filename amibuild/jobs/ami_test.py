@@ -63,11 +63,8 @@ def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, ru
                     if copies:
                         found[other] = sorted(copies, key=lambda c: c[0].creation_date)[-1][0].image_id
         return found
-    found = {}
-    for other in pipeline.target_regions:
-        images = aws.own_images(other, {f"tag:{tags.RUN_ID}": [run_id], f"tag:{tags.VARIANT}": [variant.name]})
-        if images:
-            found[other] = images[0][0].image_id
+    found = {other: images[0][0].image_id for other in pipeline.target_regions
+             if (images := aws.own_images(other, {f"tag:{tags.RUN_ID}": [run_id], f"tag:{tags.VARIANT}": [variant.name]}))}
     if region not in found:
         raise SpecError(f"--run-id {run_id}: no image of variant {variant.name} from that run in {region}")
     return found
@@ -93,10 +90,6 @@ def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None,
     if not settings.cluster:
         return replace(settings, user_data=checked)
     return replace(settings, nodes=kube.Nodes(settings.cluster))
-
-
-def record_path(build_dir: str, run_id: str, variant: str):
-    return Path(build_dir) / "tests" / run_id / f"{variant}.json"
 
 
 def test_ami(r: TestAmiRequest, env: Env) -> Shown:
@@ -148,7 +141,7 @@ def _run(r: TestAmiRequest, options: Options, *, say: Any, stop: Signals, read_t
     if pipeline.events and not stop.requested():
         notify.send(aws, pipeline.events, [notify.schema.test_result(result.to_dict(), pipeline=pipeline.name)],
                     region=pipeline.build_region, say=say)
-    path = record_path(options.build_dir, test_run, variant.name)
+    path = Path(options.build_dir) / "tests" / test_run / f"{variant.name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(tested, indent=2) + "\n", encoding="utf-8")
     return result, path
