@@ -265,10 +265,7 @@ def _task_names(program: Program) -> list[str]:
     collection = getattr(program, "collection", None) or program.namespace
     if collection is None:
         return []
-    names = []
-    for primary, aliases in collection.task_names.items():
-        names += [primary, *aliases]
-    return names
+    return [name for primary, aliases in collection.task_names.items() for name in (primary, *aliases)]
 
 
 def _flags(context: Any) -> list[str]:
@@ -369,7 +366,7 @@ def _flag_values(program: Program) -> Iterable[tuple[str, str, str | None, Any]]
 # ------------------------------------------------------------------------------- plain `invoke` here
 
 
-def adopt_invoke_program(program: Program | None = None) -> None:
+def adopt_invoke_program() -> None:
     """Give the `invoke` run that is importing this repository's tasks.py the same handling of
     command-line mistakes (one `amibuild: error:` line, exit 2) and closed pipes as `amibuild`.
 
@@ -380,8 +377,8 @@ def adopt_invoke_program(program: Program | None = None) -> None:
     tasks' flags); a tasks.py loaded any other way (a test, `amibuild`) changes nothing. A mistake
     invoke rejects before it has read tasks.py keeps invoke's wording.
     """
-    if program is None:
-        from invoke.main import program  # invoke's own command: the instance `invoke` runs
+    from invoke.main import program  # invoke's own command: the instance `invoke` runs
+
     if isinstance(program, AmibuildProgram) or not program.argv or getattr(program, "parser", None) is not None:
         return
     binary = "invoke"
@@ -409,9 +406,6 @@ def _quiet_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
-
-
-# ------------------------------------------------------------------------------- entry point
 
 
 def program() -> AmibuildProgram:

@@ -1,7 +1,5 @@
-"""The two tasks that run the local AWS emulator, kept in the cli (the product never names it):
-sandbox (in the foreground) and demo (the whole pipeline against it, the README demo).
-
-The bodies of the tasks `amibuild.cli.tasks` lists, with their requests.
+"""The bodies of the two tasks that run the local AWS emulator, kept in the cli (the product never
+names it): sandbox (in the foreground) and demo (the whole pipeline against it, the README demo).
 """
 
 from __future__ import annotations
