@@ -175,8 +175,8 @@ def check_credentials(profile: str | None, *, hints: Hints = Hints()) -> tuple[A
     return aws, Check("credentials", True, f"found ({source})")
 
 
-def check_endpoints(timeout: float = CONNECT_TIMEOUT, *, hints: Hints = Hints()) -> Check:
-    """Each endpoint override accepts a TCP connection within `timeout` seconds."""
+def check_endpoints(*, hints: Hints = Hints()) -> Check:
+    """Each endpoint override accepts a TCP connection within `CONNECT_TIMEOUT` seconds."""
     overrides = sorted((k, v) for k, v in os.environ.items() if _ENDPOINT_VAR.match(k) and v)
     if not overrides:
         return Check("endpoint", True, "no AWS_ENDPOINT_URL override: AWS's own endpoints")
@@ -185,7 +185,7 @@ def check_endpoints(timeout: float = CONNECT_TIMEOUT, *, hints: Hints = Hints())
                                        "(AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true)")
     answered = []
     for name, url in overrides:
-        problem = _unreachable(url, timeout)
+        problem = _unreachable(url, CONNECT_TIMEOUT)
         if problem:
             return Check("endpoint", False, f"{name}={url}: {problem}; {hints.endpoint}fix or unset {name}")
         answered.append(f"{name}={url}")
