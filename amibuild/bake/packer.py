@@ -2,7 +2,7 @@
 `build_argv` (the build executor runs that argv itself so it can stream and cancel it).
 
 What the binary prints is read by the pure parsers of `amibuild.bake.packer_output`; they meet
-the wrapper only through plain values, and every one of their names is importable from here too.
+the wrapper only through plain values, and the names callers use are importable from here too.
 """
 
 from __future__ import annotations
@@ -13,20 +13,15 @@ import subprocess
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from amibuild.bake.packer_output import (AMI_BUILDER_IDS, AMI_BUILDER_TYPES, MIN_VERSION, BuildResult, MachineLine,
-                                         ManifestBuild, PackerVersion, blame, cross_check, error_summary, input_refusal,
-                                         manifest_builds, parse_line, parse_machine_readable, parse_manifest,
-                                         parse_version, progress_step)
+from amibuild.bake.packer_output import (MIN_VERSION, MachineLine, PackerVersion, blame, cross_check, error_summary,
+                                         input_refusal, manifest_builds, parse_line, parse_machine_readable,
+                                         parse_manifest, parse_version, progress_step)
 from amibuild.errors import PackerError, PackerNotFound, PackerValidateError
 
 __all__ = [
-    "AMI_BUILDER_IDS",
-    "AMI_BUILDER_TYPES",
     "INSTALL_HINT",
     "MIN_VERSION",
-    "BuildResult",
     "MachineLine",
-    "ManifestBuild",
     "Packer",
     "PackerVersion",
     "blame",
@@ -179,7 +174,7 @@ class Packer:
         *,
         var_files: Iterable[str | os.PathLike] = (),
         variables: Mapping[str, object] = {},  # noqa: B006  (read only)
-        only: str | Iterable[str] | None = None,
+        only: Iterable[str] | None = None,
     ) -> list[str]:
         """The argv of `packer build -machine-readable` for ``directory``.
 
@@ -189,8 +184,7 @@ class Packer:
         """
         argv = [self.path, "build", "-machine-readable", "-color=false"]
         if only is not None:
-            names = [only] if isinstance(only, str) else list(only)
-            argv.append(f"-only={','.join(names)}")
+            argv.append(f"-only={','.join(only)}")
         argv += _var_args(var_files, variables)
         argv.append(str(Path(directory).resolve()))
         return argv
