@@ -75,9 +75,8 @@ class BuildPlan:
         }
 
 
-def new_run_id(now: datetime | None = None) -> str:
-    now = now or datetime.now(timezone.utc)
-    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+def new_run_id() -> str:
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
 def plan_build(
@@ -85,12 +84,10 @@ def plan_build(
     rendered: Sequence[tuple[Rendered, Path]],
     images: Mapping[str, Iterable[Image]],
     *,
+    run_id: str,
     force: bool = False,
-    run_id: str | None = None,
-    now: datetime | None = None,
 ) -> BuildPlan:
     """Decide per variant; ``images`` maps each target region to amibuild's images there."""
-    now = now or datetime.now(timezone.utc)
     regions = pipeline.target_regions
     by_fingerprint: dict[str, dict[str, list[Image]]] = {}
     for region, found in images.items():
@@ -116,8 +113,8 @@ def plan_build(
             decision, reason = BuildDecision.BUILD, "no image with this fingerprint yet"
         items.append(PlanItem(item.variant.name, item, directory, decision, reason, existing))
     return BuildPlan(
-        run_id=run_id or new_run_id(now),
-        started=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        run_id=run_id,
+        started=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         pipeline=pipeline,
         regions=regions,
         items=tuple(items),
