@@ -135,8 +135,7 @@ class Executor:
         renewer.start()
         try:
             with ThreadPoolExecutor(max_workers=min(self.parallel, len(todo)), thread_name_prefix="packer") as pool:
-                futures: dict[Future, PlanItem] = {pool.submit(self._build_one, i, outcomes[i.name]): i for i in todo}
-                self._wait(futures)
+                self._wait([pool.submit(self._build_one, i, outcomes[i.name]) for i in todo])
         finally:
             self._finished.set()
             restore()
@@ -154,11 +153,11 @@ class Executor:
                 with contextlib.suppress(AmibuildError):  # AWS unreachable: the next round tries again; expiry is the backstop
                     lease.renew()
 
-    def _wait(self, futures: dict[Future, "PlanItem"]) -> None:
+    def _wait(self, futures: list[Future]) -> None:
         pending = set(futures)
         deadline: float | None = None
         while pending:
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            _, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
             if self.state.interrupted and deadline is None:
                 deadline = time.monotonic() + self.cleanup_timeout
             if deadline is not None and time.monotonic() > deadline and not self.state.aborted:
@@ -303,21 +302,27 @@ class Executor:
 
     # ------------------------------------------------------------------------------ leftovers
 
-    def _clean_up(self, item: PlanItem, outcome: WorkingOutcome, lines: list[str], *, look: bool = True) -> str:
+    def _clean_up(self, item: PlanItem, outcome: WorkingOutcome, lines: list[str], log: "_Log") -> str:
         """Find and remove this variant's leftovers of this run (`leftovers.clean_up`); a sentence
-        saying what happened. ``look`` False (a second Ctrl-C: the user wants out now): no AWS calls,
-        only what Packer announced is listed.
+        saying what happened, also written to the log. After a second Ctrl-C (the user wants out
+        now) no AWS calls: only what Packer announced is listed, as it is when the clean-up itself fails.
         """
         if self.guards.leftovers_scope is None:
             return ""
         scope = self.guards.leftovers_scope(item)
         seen = leftovers_mod.stream_resources(lines)
-        self.progress.update(item.name, State.BUILDING, "looking for leftovers of this run")
-        done = leftovers_mod.clean_up(self.aws, scope, seen, look=look, unreachable=item.name in self._unreachable)
-        if done.unreachable:
-            self._unreachable.add(item.name)
-        outcome.removed += done.removed or ()  # beside what was said before (Packer's temp files)
+        try:
+            self.progress.update(item.name, State.BUILDING, "looking for leftovers of this run")
+            done = leftovers_mod.clean_up(self.aws, scope, seen, look=not self.state.aborted,
+                                          unreachable=item.name in self._unreachable)
+            if done.unreachable:
+                self._unreachable.add(item.name)
+            outcome.removed += done.removed or ()  # beside what was said before (Packer's temp files)
+        except Exception as exc:
+            done = leftovers_mod.unchecked(scope, seen, _why(exc))
         outcome.left_behind += done.left_behind or ()
+        if done.text:
+            log.write(f"# amibuild: {done.text}\n")
         return done.text
 
     def _run_packer(self, item: PlanItem, outcome: WorkingOutcome) -> "dict[str, str] | _Stop":
@@ -432,7 +437,7 @@ class Executor:
                             interrupted=self.state.interrupted, timed_out=timed_out.is_set(),
                             stalled=stalled[0] if stalled else "", stopped=stopped[0] if stopped else "")
         end = packer_end(facts)
-        cleanup = self._clean_up_logged(item, outcome, lines, log) if end.needs_cleanup else ""
+        cleanup = self._clean_up(item, outcome, lines, log) if end.needs_cleanup else ""
         # a signal during the cleanup makes the variant interrupted too
         end = packer_end(replace(facts, interrupted=self.state.interrupted))
         suffix = f"; {cleanup}" if cleanup else ""
@@ -459,22 +464,8 @@ class Executor:
             return self._artifacts(item, result.artifacts)
         except Exception as exc:
             # the images are not this run's result (not published, not recorded as built): removed, or named
-            cleanup = self._clean_up_logged(item, outcome, lines, log)
+            cleanup = self._clean_up(item, outcome, lines, log)
             raise AmibuildError(f"{_why(exc)}{'; ' + cleanup if cleanup else ''}") from exc
-
-    def _clean_up_logged(self, item: PlanItem, outcome: WorkingOutcome, lines: list[str], log: "_Log") -> str:
-        """`_clean_up`, said in the log; an error of its own still names what Packer announced."""
-        try:
-            cleanup = self._clean_up(item, outcome, lines, look=not self.state.aborted)
-        except Exception as exc:
-            if self.guards.leftovers_scope is None:
-                raise
-            done = leftovers_mod.unchecked(self.guards.leftovers_scope(item), leftovers_mod.stream_resources(lines), _why(exc))
-            outcome.left_behind += done.left_behind or ()
-            cleanup = done.text
-        if cleanup:
-            log.write(f"# amibuild: {cleanup}\n")
-        return cleanup
 
     def _wait_out(self, proc: subprocess.Popen, grace: float | None = None) -> int:
         """Wait for a Packer that was told to stop (SIGKILL after ``grace``, by default ``cleanup_timeout``);
