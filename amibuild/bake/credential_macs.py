@@ -45,8 +45,7 @@ def gather(pipeline: Pipeline, builds: Iterable[Build], aws: Any, *, strict: boo
     """The MACs of every build's credential-carrying variables. `aws` None (offline): none. An
     error other than "no such key" is raised under `strict` (build-ami: a fingerprint that silently
     changed would rebuild or, worse, reuse), else it leaves the credentials out with a note."""
-    wanted = {b.variant.name: render_mod.credential_env(b) for b in builds}
-    wanted = {name: env for name, env in wanted.items() if env}
+    wanted = {b.variant.name: env for b in builds if (env := render_mod.credential_env(b))}
     key = pipeline.fingerprint_key
     if not wanted:
         return CredentialMacs()

@@ -133,7 +133,6 @@ class Prepared:
     notes: list[str]
 
 
-
 def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = False,
             packer=None, pipeline: Pipeline | None = None, target: Target = Target(),
             transform: Transform | None = None) -> Prepared:
@@ -160,12 +159,8 @@ def prepare(options: Options, *, aws=None, resolve: bool = True, strict: bool = 
 def support_warnings(pipeline: Pipeline, today=None) -> list[str]:
     """One line per variant whose Kubernetes version is past EKS standard or extended support."""
     today = today or date.today()
-    out = []
-    for variant in pipeline.variants:
-        warning = support_warning(variant.kubernetes_version, today)
-        if warning:
-            out.append(f"variant {variant.name}: {warning}")
-    return out
+    return [f"variant {variant.name}: {warning}" for variant in pipeline.variants
+            if (warning := support_warning(variant.kubernetes_version, today))]
 
 
 def write_all(prepared: Prepared, options: Options, say: Say, out_dir: Path | None = None) -> list[Path]:
