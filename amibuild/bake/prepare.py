@@ -8,7 +8,6 @@ nothing. `amibuild.jobs.build_ami` builds on `prepare` and `write_all`.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from amibuild.render.upstreams import load_upstreams, upstream_binaries
 
 Say = Callable[[str], None]
 
-__all__ = ["Options", "Prepared", "RenderResult", "Transform", "ValidateResult", "Say", "asking_version", "aws_if_available",
+__all__ = ["Options", "Prepared", "RenderResult", "Transform", "ValidateResult", "Say", "aws_if_available",
            "check_directories", "check_directory", "load_pipeline", "packer_version", "prepare", "render",
            "resolve_sources", "support_warnings", "validate", "write_all"]
 
@@ -210,8 +209,8 @@ def validate(options: Options, say: Say = lambda _: None, *, aws=None, target: T
              transform: Transform | None = None) -> ValidateResult:
     """Render, then check every file: python-hcl2 parses it, `packer validate`, `packer fmt -check`."""
     packer = Packer(options.packer)
-    with asking_version(packer) as version:
-        pipeline = load_pipeline(options)  # bad input first, while `packer version` runs
+    with beside(packer.version) as version:
+        pipeline = load_pipeline(options)  # bad input first, while `packer version` runs on another core
         version()  # PackerNotFound here, before anything is rendered
     result = render(options, say, aws=aws, packer=packer, pipeline=pipeline, target=target, transform=transform)
     origins = {r.variant.name: r.variant.origins for r in result.rendered}
@@ -277,13 +276,3 @@ def check_directory(packer: Packer, directory: Path, origins: Mapping[str, str] 
     unformatted = packer.fmt_check(directory)
     if unformatted:
         raise PackerValidateError(f"{directory}: not `packer fmt` clean: {', '.join(unformatted)}")
-
-
-def asking_version(packer: Packer) -> contextlib.AbstractContextManager[Callable[[], object]]:
-    """Start `packer version` in the background; the block calls what it yields for the answer.
-
-    `packer version` is a process of its own: it runs on another core while this one parses the
-    pipeline file, instead of after it. An error in the block (bad input) still comes first; a
-    missing packer is raised where the block asks.
-    """
-    return beside(packer.version)

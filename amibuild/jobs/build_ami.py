@@ -38,7 +38,7 @@ from amibuild.bake.packer import Packer
 from amibuild.bake.progress import Progress
 from amibuild.bake.provenance import file_digest, provenance_statements
 from amibuild.bake.build_plan import BuildPlan, PlanItem, new_run_id, plan_build, provenance_tags
-from amibuild.bake.prepare import Prepared, Transform, asking_version, prepare, support_warnings, write_all
+from amibuild.bake.prepare import Prepared, Transform, prepare, support_warnings, write_all
 from amibuild.channels import known, outgrown
 from amibuild.channels.from_build import PublishMove, VariantPublished, check_shared, preview_publish, publish_build
 from amibuild.channels.publish import check_channel
@@ -99,7 +99,7 @@ def settings(r: BuildRequest, env: Env) -> BuildSettings:
                    **envs.target(env), channel_guard=envs.guard(env), read_timeout=read_timeout)
     channel, publish = r.channel, not r.no_publish
     packer = Packer(options.packer)
-    with asking_version(packer) as version:
+    with beside(packer.version) as version:
         pipeline = load_pipeline(options)  # bad input is refused before anything else
         if not publish and (channel or r.new_channel):
             raise SpecError(f"{'--channel' if channel else '--new-channel'} names the channel to publish to, and "
