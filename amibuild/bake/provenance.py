@@ -6,14 +6,14 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from amibuild.attest import predicates
 from amibuild.attest.sign import Attestor, Stored
 from amibuild.attest.statement import PROVENANCE
 from amibuild.aws import fan_out
 from amibuild.bake.executor import BuildOutcome, BuildStatus
-from amibuild.bake.build_plan import BuildPlan, PlanItem
+from amibuild.bake.build_plan import BuildPlan
 
 
 def file_digest(path: Path | None) -> str | None:
@@ -24,20 +24,6 @@ def file_digest(path: Path | None) -> str | None:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None
-
-
-def provenance_of(item: PlanItem, plan: BuildPlan, outcome: BuildOutcome, *, version: str, git_commit: str | None,
-                  packer_version: str, pipeline_digest: str | None, account: str, finished: str,
-                  package_list_digest: str | None = None) -> dict[str, Any]:
-    """The SLSA predicate of one variant's build. Pure."""
-    rendered = item.rendered
-    return predicates.provenance(
-        amibuild_version=version, pipeline=plan.pipeline.name,
-        pipeline_file=str(plan.pipeline.source) if plan.pipeline.source else None, pipeline_digest=pipeline_digest,
-        git_commit=git_commit, variant=item.name, fingerprint=item.fingerprint, inputs=rendered.variant.settings(),
-        source_amis={r: s.image_id for r, s in rendered.sources.items()}, account=account,
-        packer_version=packer_version, run_id=plan.run_id, regions=plan.regions,
-        started=outcome.started or plan.started, finished=finished, package_list_digest=package_list_digest)
 
 
 def attestable(plan: BuildPlan, outcomes: Sequence[BuildOutcome]) -> list[BuildOutcome]:
@@ -55,15 +41,19 @@ def provenance_statements(attestor: Attestor, plan: BuildPlan, outcomes: Sequenc
     if not built:
         return {}
     items = {i.name: i for i in plan.items}
-    digest = pipeline_digest
 
     def one(name: str) -> Stored:
-        outcome = built[name]
+        """The SLSA predicate of one variant's build, signed and stored."""
+        item, outcome = items[name], built[name]
         finished = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        predicate = provenance_of(items[name], plan, outcome, version=version, git_commit=git_commit,
-                                  packer_version=packer_version, pipeline_digest=digest,
-                                  account=attestor.where.account, finished=finished,
-                                  package_list_digest=(package_lists or {}).get(name) or None)
+        predicate = predicates.provenance(
+            amibuild_version=version, pipeline=plan.pipeline.name,
+            pipeline_file=str(plan.pipeline.source) if plan.pipeline.source else None, pipeline_digest=pipeline_digest,
+            git_commit=git_commit, variant=name, fingerprint=item.fingerprint, inputs=item.rendered.variant.settings(),
+            source_amis={r: s.image_id for r, s in item.rendered.sources.items()}, account=attestor.where.account,
+            packer_version=packer_version, run_id=plan.run_id, regions=plan.regions,
+            started=outcome.started or plan.started, finished=finished,
+            package_list_digest=(package_lists or {}).get(name) or None)
         return attestor.make({r: outcome.amis[r] for r in plan.regions}, PROVENANCE, predicate, plan.run_id)
 
     return fan_out(sorted(built), one)
