@@ -81,10 +81,6 @@ def wants_live(stream: TextIO) -> bool:
     return tty and not os.environ.get("CI") and os.environ.get("TERM") != "dumb"
 
 
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 @dataclass
 class _Row:
     state: State = State.QUEUED
@@ -109,7 +105,7 @@ class Progress:
         stream: TextIO | None = None,
         live: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], datetime] = _utc_now,
+        wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
         verbose: bool = False,
     ) -> None:
         # Resolved at call time rather than as a default argument, so a replaced sys.stderr
