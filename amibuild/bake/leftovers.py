@@ -240,11 +240,9 @@ def clean_up(aws: Aws, scope: Scope, seen: StreamResources, *, look: bool = True
 
 def announced(scope: Scope, seen: StreamResources) -> list[Leftover]:
     """What Packer said it made (its instance, key pair, images, and security group by name)."""
-    made = [Leftover("instance", scope.region_of(b), i) for b, ids in seen.instances.items() for i in ids]
-    made += [Leftover("key-pair", scope.region_of(b), k) for b, ks in seen.key_pairs.items() for k in ks]
-    made += [Leftover("image", scope.region_of(b), a) for b, ams in seen.amis.items() for a in ams]
-    made += [Leftover("security-group", scope.region_of(b), g) for b, gs in seen.security_groups.items() for g in gs]
-    return made
+    kinds = (("instance", seen.instances), ("key-pair", seen.key_pairs), ("image", seen.amis),
+             ("security-group", seen.security_groups))
+    return [Leftover(kind, scope.region_of(b), x) for kind, by_build in kinds for b, ids in by_build.items() for x in ids]
 
 
 def already_gone(made: Sequence[Leftover], found: Sequence[Leftover]) -> list[Leftover]:
