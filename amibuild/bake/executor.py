@@ -196,10 +196,6 @@ class Executor:
             lease = None
             if self.guards.lease_for is not None:
                 taken = self._take_lease(item, outcome)
-                if isinstance(taken, _Stop):
-                    outcome.status, outcome.error = BuildStatus.INTERRUPTED, taken.why
-                    self.progress.update(item.name, State.INTERRUPTED, taken.why)
-                    return
                 if isinstance(taken, Reuse):
                     outcome.status, outcome.amis, outcome.log = BuildStatus.SKIPPED, dict(taken.amis), ""
                     outcome.reason = taken.reason
@@ -225,13 +221,12 @@ class Executor:
                             self._leases.remove(lease)  # nor renewed: a later run takes it over
                     else:
                         self._release(lease)
-            if isinstance(amis, _Stop):
-                outcome.status, outcome.error = BuildStatus.INTERRUPTED, amis.why
-                self.progress.update(item.name, State.INTERRUPTED, amis.why)
-                return
             outcome.amis = amis
             outcome.status = BuildStatus.BUILT
             self.progress.update(item.name, State.DONE, _amis_text(outcome.amis))
+        except _Stop as stop:
+            outcome.status, outcome.error = BuildStatus.INTERRUPTED, str(stop)
+            self.progress.update(item.name, State.INTERRUPTED, outcome.error)
         except AmibuildError as exc:
             outcome.status, outcome.error = BuildStatus.FAILED, str(exc)
             outcome.input_refused = exc.exit_code == 2
@@ -244,12 +239,12 @@ class Executor:
 
     # ------------------------------------------------------------------------------ the build lease
 
-    def _take_lease(self, item: PlanItem, outcome: WorkingOutcome) -> "Lease | Reuse | _Stop":
+    def _take_lease(self, item: PlanItem, outcome: WorkingOutcome) -> "Lease | Reuse":
         """Hold the variant's build lease, waiting for another run's build of the same inputs.
 
         The lease when it is ours and the variant is to be built; a `Reuse` when, once the lease
         was ours, the image existed after all (another run built it: the lease is given back);
-        a `_Stop` on Ctrl-C while waiting. `AmibuildError` when held elsewhere and not waiting.
+        `_Stop` on Ctrl-C while waiting. `AmibuildError` when held elsewhere and not waiting.
         Each step is decided by `decide.lease_step` / `decide.reuse_after_lease`.
         """
         assert self.guards.lease_for is not None
@@ -259,7 +254,7 @@ class Executor:
             holder = None if self.state.interrupted else lease.try_acquire()
             step = lease_step(interrupted=self.state.interrupted, held_by=holder, wait=self.guards.wait)
             if step is LeaseStep.INTERRUPTED:
-                return _Stop(f"interrupted while waiting for {waited_for}" if waited_for else "interrupted")
+                raise _Stop(f"interrupted while waiting for {waited_for}" if waited_for else "interrupted")
             if step is LeaseStep.TAKEN:
                 break
             if step is LeaseStep.BUSY:
@@ -325,7 +320,7 @@ class Executor:
             log.write(f"# amibuild: {done.text}\n")
         return done.text
 
-    def _run_packer(self, item: PlanItem, outcome: WorkingOutcome) -> "dict[str, str] | _Stop":
+    def _run_packer(self, item: PlanItem, outcome: WorkingOutcome) -> dict[str, str]:
         directory = item.directory
         provenance_file = directory / PROVENANCE_FILE
         log_path = directory / LOG_FILE
@@ -343,7 +338,7 @@ class Executor:
         finally:
             log.close()
 
-    def _run_logged(self, item: PlanItem, outcome: WorkingOutcome, log: "_Log") -> "dict[str, str] | _Stop":
+    def _run_logged(self, item: PlanItem, outcome: WorkingOutcome, log: "_Log") -> dict[str, str]:
         """One Packer process, its stream into ``log``, and what its end means.
 
         From the moment Packer starts, whatever goes wrong on amibuild's side (its log refused by a
@@ -364,7 +359,7 @@ class Executor:
                   f"# {' '.join(argv)}\n")
         with self.state.lock:
             if self.state.interrupted:
-                return _Stop("interrupted before packer started")
+                raise _Stop("interrupted before packer started")
             # Packer's own temporary files (its `packer-log*` log, its plugin sockets) go to a folder
             # named after the run and variant, so a Packer killed outright leaves them where amibuild
             # (and `clean-run`) finds and removes them; short, for the sockets' path limit
@@ -443,7 +438,7 @@ class Executor:
         suffix = f"; {cleanup}" if cleanup else ""
         error = result.first_error or f"exit code {code}"
         if end is PackerEnd.INTERRUPTED:
-            return _Stop(("interrupted; packer cancelled" if not self.state.aborted
+            raise _Stop(("interrupted; packer cancelled" if not self.state.aborted
                           else "interrupted; packer killed before its cleanup finished") + suffix)
         if end is PackerEnd.ENDPOINT_LOST:
             raise AmibuildError(f"endpoint lost: {stalled[0]}; packer stopped{suffix}")
@@ -564,11 +559,8 @@ def _why(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, AmibuildError) else f"{type(exc).__name__}: {exc}"
 
 
-@dataclass(frozen=True)
-class _Stop:
-    """The variant stopped because the run was interrupted; why, as its outcome says."""
-
-    why: str
+class _Stop(Exception):
+    """The variant stopped because the run was interrupted; the message says why, as its outcome does."""
 
 
 def _remove_temp_files(scratch: Path, outcome: BuildOutcome) -> None:
