@@ -48,8 +48,7 @@ _EXTRA_ARGS_UNSAFE = frozenset("'\"\\%`$")
 def check_bootstrap_words(words: Sequence[str], flag: str = "--bootstrap-args") -> dict[str, str]:
     """{option: value} of bootstrap.sh arguments, or SpecError naming the option that is wrong."""
     options: dict[str, str] = {}
-    index = 0
-    while index < len(words):
+    for index in range(0, len(words), 2):
         word = words[index]
         name, eq, _ = word.partition("=")
         if eq and name in OPTIONS:
@@ -71,5 +70,4 @@ def check_bootstrap_words(words: Sequence[str], flag: str = "--bootstrap-args") 
                                 "drop-in would mangle; give kubelet settings with --kubelet-flag, --node-label, "
                                 "--taint or --max-pods")
         options[word] = value
-        index += 2
     return options
