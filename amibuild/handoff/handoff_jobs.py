@@ -27,7 +27,6 @@ from amibuild.handoff.nodegroup import (NODE_GROUP, PROXY_CREDENTIALS, DeployRes
 from amibuild.handoff.nodegroup import deploy as deploy_stack
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutRefused, RolloutResult, rollout_nodegroup, rollout_stack
 from amibuild.handoff.userdata import decode as ud
-from amibuild.handoff.userdata.config import split_args
 from amibuild.handoff.userdata.render import check_role_arn, config_from_flags, render_userdata
 from amibuild.pipeline.options import default_region
 from amibuild.pipeline import proxy_credentials
@@ -215,11 +214,6 @@ def proxy_credentials_parameter(proxy: str, say: Say) -> tuple[str, str, dict[st
 def bootstrap_on_al2023() -> SpecError:
     return SpecError("--parameter BootstrapArguments is for al2's bootstrap.sh; al2023 nodes (nodeadm) do not read "
                      "it: give --kubelet-flag, --node-label, --taint or --max-pods")
-
-
-def bootstrap_words(text: str) -> list[str]:
-    """--parameter BootstrapArguments as the words bootstrap.sh gets."""
-    return split_args(text, "--parameter BootstrapArguments")
 
 
 def _cluster_facts(aws: Aws, cluster: str, region: str) -> tuple[ClusterFacts | None, str]:

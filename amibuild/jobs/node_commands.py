@@ -26,6 +26,7 @@ from amibuild.handoff.rollout import DEFAULT_TIMEOUT
 from amibuild.handoff.userdata import decode as userdata_decode
 from amibuild.handoff.userdata import render as userdata_render
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
+from amibuild.handoff.userdata.config import split_args
 from amibuild.jobs.env import Env, scope_options
 from amibuild.jobs.requests_nodes import AwsAuthRequest, DecodeUserdataRequest, DeployRequest, RolloutRequest, UserdataRequest
 from amibuild.jobs.shown import Shown
@@ -191,7 +192,8 @@ def deploy_settings(r: DeployRequest, opts: Options) -> job.DeploySettings:
     if given.get(node_settings.BOOTSTRAP) and (r.os or variant_os) == "al2023":
         raise job.bootstrap_on_al2023()
     if given.get(node_settings.BOOTSTRAP) and (r.os or variant_os) != "al2023":
-        check_bootstrap_words(job.bootstrap_words(given[node_settings.BOOTSTRAP]), "--parameter BootstrapArguments")
+        flag = "--parameter BootstrapArguments"
+        check_bootstrap_words(split_args(given[node_settings.BOOTSTRAP], flag), flag)
     return job.DeploySettings(
         opts.profile, r.region, r.stack, given=MappingProxyType(given), asked=asked, channel_parameter=parameter,
         os=r.os, variant_os=variant_os, private_endpoint=r.private_endpoint, api_server_endpoint=r.api_server_endpoint,
