@@ -13,10 +13,6 @@ from typing import Any, Mapping
 
 # EKS access entry type for the IAM role of self-managed Linux nodes (EKS adds the node groups).
 NODE_ACCESS_ENTRY_TYPE = "EC2_LINUX"
-# authenticationMode values, and what each lets nodes use.
-CONFIG_MAP = "CONFIG_MAP"
-API = "API"
-API_AND_CONFIG_MAP = "API_AND_CONFIG_MAP"
 
 
 @dataclass(frozen=True)
@@ -65,12 +61,12 @@ def node_access(cluster: str, mode: str, *, stack: str) -> str:
     """What gives the nodes of `stack` access to `cluster` under its authentication mode: one line with the command."""
     entry = f"amibuild aws-auth --stack {stack} --access-entry --cluster {cluster}"
     config_map = f"amibuild aws-auth --stack {stack}"
-    if mode == API:
+    if mode == "API":
         return f"{entry}   (cluster {cluster} authenticates with access entries only: API mode)"
-    if mode == API_AND_CONFIG_MAP:
+    if mode == "API_AND_CONFIG_MAP":
         return (f"{entry}   (cluster {cluster} takes access entries or aws-auth; access entries are the current "
                 f"way; `{config_map}` prints the aws-auth entry instead)")
-    if mode == CONFIG_MAP:
+    if mode == "CONFIG_MAP":
         return f"{config_map}   (cluster {cluster} reads only the aws-auth ConfigMap: CONFIG_MAP mode)"
     return (f"{config_map}   (the mapRoles entry; if cluster {cluster} uses access entries, add "
             f"--access-entry --cluster {cluster} instead)")
