@@ -10,7 +10,7 @@ maximum age, a maximum time since deprecation); the account's own images are alw
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from fnmatch import fnmatchcase
 from typing import Any, Iterable, Mapping, Sequence
@@ -79,7 +79,7 @@ class Admission:
 
     allowed: bool  # the criteria admit it (whatever the state)
     refused: bool  # the state is enabled and they do not: a launch would fail
-    reasons: tuple[str, ...] = field(default_factory=tuple)  # per criterion, what it lacks
+    reasons: tuple[str, ...] = ()  # per criterion, what it lacks
 
 
 def _when(text: str) -> datetime | None:
@@ -153,13 +153,10 @@ def cli_commands(criteria: Sequence[Criterion], regions: Sequence[str]) -> list[
     """The AWS CLI commands that apply ``criteria`` and enable them, per region. Replace swaps every
     criterion the account has: a consumer with criteria of its own adds ours to them."""
     body = json.dumps([c.to_api() for c in criteria], separators=(",", ":"))
-    out = []
-    for region in regions:
-        out.append(f"aws ec2 replace-image-criteria-in-allowed-images-settings --region {region} "
-                   f"--image-criteria '{body}'")
-        out.append(f"aws ec2 enable-allowed-images-settings --region {region} "
-                   "--allowed-images-settings-state audit-mode   # then: enabled")
-    return out
+    return [command for region in regions for command in (
+        f"aws ec2 replace-image-criteria-in-allowed-images-settings --region {region} --image-criteria '{body}'",
+        f"aws ec2 enable-allowed-images-settings --region {region} --allowed-images-settings-state audit-mode   # then: enabled",
+    )]
 
 
 _APPLY = """import boto3, cfnresponse
