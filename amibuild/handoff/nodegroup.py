@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-
 from amibuild.errors import RolloutFailed, SpecError, TemplateError
 from amibuild.handoff import cfn_parts as cfn
 from amibuild.handoff import rollout as ro
