@@ -27,11 +27,9 @@ import yaml
 from amibuild.errors import NotUserData, UserDataTooBig
 from amibuild.handoff.cfn_parts import load_yaml
 from amibuild.handoff.userdata.kubelet import yaml_text
-from amibuild.handoff.userdata.limits import (MAX_BYTES, MAX_NESTING, Budget, mime_nesting, read_limited, shown_size,
-                                             structure_nesting)
+from amibuild.handoff.userdata.limits import MAX_BYTES, Budget, mime_nesting, read_limited, shown_size, structure_nesting
 
-__all__ = ["MAX_BYTES", "MAX_NESTING", "Budget", "NotUserData", "Part", "UserDataTooBig", "decode", "format_parts",
-           "read_limited", "stack_references"]
+__all__ = ["MAX_BYTES", "Budget", "Part", "decode", "format_parts", "read_limited", "stack_references"]
 
 
 @dataclass(frozen=True)
