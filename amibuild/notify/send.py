@@ -12,12 +12,10 @@ from amibuild.notify.destination import EventTarget
 
 
 def send(aws: Any, target: EventTarget, events: Iterable[Event], *, region: str,
-         say: Callable[[str], None] = lambda _: None) -> tuple[str, ...]:
-    """Send each event; the warnings of those that failed (each also passed to ``say``).
-    ``aws``: the gateway (`amibuild.aws.Aws`); ``region``: the pipeline's build region, used for a bus name."""
-    warnings = []
-    if not target:
-        return ()
+         say: Callable[[str], None] = lambda _: None) -> None:
+    """Send each event to ``target`` (every caller sends only when the pipeline has one); a failed
+    one's warning goes to ``say``. ``aws``: the gateway (`amibuild.aws.Aws`); ``region``: the
+    pipeline's build region, used for a bus name."""
     where = target.region(region)
     for event in events:
         try:
@@ -30,6 +28,4 @@ def send(aws: Any, target: EventTarget, events: Iterable[Event], *, region: str,
                                                        "pipeline": str(event.detail.get("pipeline") or "-"),
                                                        "variant": str(event.detail.get("variant") or "-")})
         except AmibuildError as exc:  # the job is done: its event not arriving must not undo it
-            warnings.append(f"warning: {event.detail_type} event not sent to {target.describe()}: {exc}")
-            say(warnings[-1])
-    return tuple(warnings)
+            say(f"warning: {event.detail_type} event not sent to {target.describe()}: {exc}")
