@@ -36,14 +36,11 @@ def live_channel_leases(aws: Aws, pipeline: Any, regions: Sequence[str] = ()) ->
     """Every channel lease of the pipeline someone holds now in `prune_regions`, described."""
     # a writer holds its channel lease in every region it writes (`amibuild.channels.home.write_places`)
     root = f"{lease_root(pipeline.ssm_prefix, pipeline.name)}/channel"
-    found = []
     now = time.time()
     listed = fan_out(prune_regions(pipeline, regions), lambda region: aws.parameters_under(root, region))
-    for parameters in listed.values():
-        for parameter in parameters:
-            holder = parse_holder(parameter.value)
-            if not holder.expired(now) and not holder_gone(holder):
-                found.append(f"{holder.describe()} on {parameter.name.removeprefix(root + '/')}")
+    holders = [(p.name, parse_holder(p.value)) for parameters in listed.values() for p in parameters]
+    found = [f"{holder.describe()} on {name.removeprefix(root + '/')}" for name, holder in holders
+             if not holder.expired(now) and not holder_gone(holder)]
     return list(dict.fromkeys(found))  # a writer holds its lease in up to two regions: named once
 
 
@@ -91,8 +88,6 @@ def named_now(aws: Aws, pipeline: Any, region: str) -> set[str]:
     last look before a deregister."""
     path, _ = name_pattern(pipeline)
     values = {p.value for p in aws.parameters_under(path, region) if not is_lease(p.name)}
-    for name in aws.parameters_tagged(region, {tags.PIPELINE: [pipeline.name]}):
-        current = aws.find_parameter(name, region)
-        if current is not None:
-            values.add(current.value)
-    return values
+    tagged = aws.parameters_tagged(region, {tags.PIPELINE: [pipeline.name]})
+    current = [aws.find_parameter(name, region) for name in tagged]
+    return values | {p.value for p in current if p is not None}
