@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import re
 import shlex
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
@@ -336,8 +336,6 @@ def provenance(aws: Aws, pipeline: Any, facts: FleetFacts, view: FleetView) -> d
     """{(region, image id): "valid" or why not} for every image a consumer of the view runs. Read-only:
     DescribeImages for images not among the pipeline's, then the statements (`channels.evidence`)."""
     wanted = sorted({(r.region, r.image_id) for r in view.consumers})
-    if not wanted:
-        return {}
     reader = evidence.Reader(aws, pipeline)
 
     def one(key: tuple[str, str]) -> str:
@@ -394,8 +392,8 @@ def report_lines(view: FleetView) -> Iterable[str]:
             yield f"    roll it: {r.command}"
         if r.hint:
             yield f"    {r.hint}"
-    behind = sum(1 for r in view.consumers if r.standing is Standing.BEHIND)
-    orphaned = sum(1 for r in view.consumers if r.standing is Standing.ORPHANED)
+    standings = Counter(r.standing for r in view.consumers)
+    behind, orphaned = standings[Standing.BEHIND], standings[Standing.ORPHANED]
     unverified = sum(1 for r in view.consumers if r.unverified)
     yield (f"summary: {len(view.consumers)} consumer(s), {behind} behind, {orphaned} orphaned, "
            f"{len(view.consumers) - behind - orphaned} current"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -351,7 +351,7 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: in
             filters[f"tag:{tags.VARIANT}"] = list(variants)
         found = aws.own_images(region, filters, include_disabled=True)
         images = [image for image, _ in found]
-        snapshots = aws.snapshot_tags(region, [s for i in images for s in i.snapshot_ids]) if images else {}
+        snapshots = aws.snapshot_tags(region, [s for i in images for s in i.snapshot_ids])
         rules = tuple(rule_from_gateway(r) for kind in ("EC2_IMAGE", "EBS_SNAPSHOT")
                       for r in aws.retention_rules(region, kind))
         return found, snapshots, rules
@@ -368,10 +368,9 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: in
     shared: dict[str, tuple[str, ...]] = {}
     if disable_after is not None:
         moment = now or datetime.now(timezone.utc)
-        candidates = [i for i in images if i.state == "available" and i.image_id not in using
-                      and (created := created_at(i)) is not None and moment - created >= disable_after]
-        jobs = [(i.region, i.image_id) for i in candidates]
-        seen = fan_out(jobs, lambda job: aws.launch_permissions(*job)) if jobs else {}
+        jobs = [(i.region, i.image_id) for i in images if i.state == "available" and i.image_id not in using
+                and (created := created_at(i)) is not None and moment - created >= disable_after]
+        seen = fan_out(jobs, lambda job: aws.launch_permissions(*job))
         shared = {image_id: tuple(who) for (_, image_id), who in seen.items() if who}
     return Facts(images, using, snapshot_tags, deprecated, uses, {r: found[r][2] for r in found}, shared)
 
@@ -584,11 +583,11 @@ def report_lines(result: PruneResult) -> Iterable[str]:
         else:
             snaps = f" and {', '.join(outcome.snapshots_deleted)}" if outcome.snapshots_deleted else ""
             yield f"  {first}{outcome.status.value} {outcome.region} {outcome.image_id}{snaps}"
-    changed = sum(1 for o in result.outcomes if o.status in (Done.DELETED, Done.DEPRECATED))
+    counts = Counter(o.status for o in result.outcomes)
+    changed = counts[Done.DELETED] + counts[Done.DEPRECATED]
     when = f" (deprecation at {result.deprecate_at:%Y-%m-%d %H:%M} UTC)" if result.deprecate_at else ""
     more = "".join(f", {n} {word}" for word, n in (
-        ("disabled", sum(1 for o in result.outcomes if o.status is Done.DISABLED)),
-        ("waiting for a protection cooldown", sum(1 for o in result.outcomes if o.status is Done.WAITING))) if n)
+        ("disabled", counts[Done.DISABLED]), ("waiting for a protection cooldown", counts[Done.WAITING])) if n)
     yield (f"summary: {changed} {verb}d{when}{more}, {len(result.failed)} failed, {len(plan.kept)} kept")
 
 
