@@ -27,8 +27,6 @@ from amibuild.errors import AmibuildError, CleanupIncomplete, SpecError
 from amibuild.lease import Holder, holder_gone, lease_root, parse_holder
 from amibuild.lifecycle.prune import Uses, gather as gather_uses, in_use
 
-COMPLETE_STATES = frozenset({"available"})
-
 
 @dataclass(frozen=True)
 class RunFacts:
@@ -91,15 +89,10 @@ class TempLeftover:
         return f"temp folder {self.path}"
 
 
-def published_images(uses: Uses) -> set[str]:
-    """Every image any channel has named, in any version of its history."""
-    return {ami for channel in uses.channels for _, ami in channel.history}
-
-
 def decide(facts: RunFacts) -> list[Verdict]:
     """Per resource of the run: remove, or keep and why. Pure: facts in, verdicts out."""
     using = in_use(facts.uses)
-    published = published_images(facts.uses)
+    published = {ami for channel in facts.uses.channels for _, ami in channel.history}  # in any version
     run_images = [x for x in facts.found if x.kind == "image"]
     run_published = facts.record_published or any(x.id in published for x in run_images)
     verdicts: list[Verdict] = []
@@ -111,7 +104,7 @@ def decide(facts: RunFacts) -> list[Verdict]:
             why = "in use: " + "; ".join(using[item.id])
         elif run_published:
             why = f"run {facts.run_id} published: its images are prune's to judge (`amibuild prune`)"
-        elif image is not None and image.state in COMPLETE_STATES and image.tags.get(tags.FINGERPRINT):
+        elif image is not None and image.state == "available" and image.tags.get(tags.FINGERPRINT):
             why = ("a complete image (available, tagged with its fingerprint) of a finished build: "
                    "prune judges it (`amibuild prune`)")
         protection = image.protection if image is not None else "disabled"
@@ -165,7 +158,7 @@ def gather(aws: Aws, pipeline: Any, run_id: str, lines: Iterable[str], *, record
     scope = leftovers.Scope(run_id, None, None, tuple(pipeline.regions), tuple(pipeline.target_regions))
     found = leftovers.find(aws, scope, leftovers.stream_resources(lines))
     image_items = [x for x in found if x.kind == "image"]
-    images = fan_out(image_items, lambda x: aws.find_image(x.region, x.id)) if image_items else {}
+    images = fan_out(image_items, lambda x: aws.find_image(x.region, x.id))
     uses = gather_uses(aws, pipeline, tuple(pipeline.target_regions)).uses if image_items else Uses()
     if not found and not leases and not recorded and not temp_dirs:
         raise UnknownRun(f"--run-id: no run {run_id} is known: no record of it under build/runs/, and nothing "
