@@ -18,9 +18,8 @@ from amibuild.errors import SpecError
 from amibuild.pipeline.keys import region_keys
 from amibuild.pipeline.options import Options, load_pipeline
 
-USE_OPERATIONS = ("Decrypt", "DescribeKey", "GenerateDataKey", "GenerateDataKeyWithoutPlaintext",
-                  "ReEncryptFrom", "ReEncryptTo")
-OPERATIONS = (*USE_OPERATIONS, "CreateGrant")
+OPERATIONS = ("Decrypt", "DescribeKey", "GenerateDataKey", "GenerateDataKeyWithoutPlaintext", "ReEncryptFrom",
+              "ReEncryptTo", "CreateGrant")
 FORMS = ("policy", "grants")
 
 
@@ -180,15 +179,14 @@ class Finding:
 
 def decide(shared: SharedKey, facts: KeyFacts) -> list[Finding]:
     """One finding per consumer account: whether the key's policy and grants allow every operation."""
-    if facts.problem:
-        return [Finding(shared.region, shared.key, a, False, problem=facts.problem) for a in shared.accounts]
-    if facts.manager == "AWS":
-        why = ("an AWS-managed key: its policy cannot be changed, so no other account can use it; "
-               "use a customer managed key")
-        return [Finding(shared.region, shared.key, a, False, problem=why) for a in shared.accounts]
-    if facts.state and facts.state != "Enabled":
-        return [Finding(shared.region, shared.key, a, False, problem=f"the key is {facts.state}")
-                for a in shared.accounts]
+    problem = facts.problem
+    if not problem and facts.manager == "AWS":
+        problem = ("an AWS-managed key: its policy cannot be changed, so no other account can use it; "
+                   "use a customer managed key")
+    elif not problem and facts.state and facts.state != "Enabled":
+        problem = f"the key is {facts.state}"
+    if problem:
+        return [Finding(shared.region, shared.key, a, False, problem=problem) for a in shared.accounts]
     out = []
     for account in shared.accounts:
         by_policy = _policy_allows(facts.policy or {}, account)
