@@ -138,11 +138,7 @@ class PrunePlan:
 
 def created_at(image: Image) -> datetime | None:
     """When amibuild made the image: its ``amibuild:created`` tag, else EC2's CreationDate."""
-    for text in (image.tags.get(tags.CREATED, ""), image.creation_date):
-        moment = _moment(text)
-        if moment is not None:
-            return moment
-    return None
+    return _moment(image.tags.get(tags.CREATED, "")) or _moment(image.creation_date)
 
 
 def _moment(text: str) -> datetime | None:
@@ -267,23 +263,21 @@ def _kept(image: Image, reasons: list[str], common: dict[str, Any], in_use: Mapp
           deprecate_only: bool) -> ImagePlan:
     """A kept image: disabled as well when `disable_after` says so and nothing forbids it."""
     created = created_at(image)
-    if (disable_after is None or deprecate_only or created is None or now - created < disable_after
-            or image.protection.startswith(WAITING)):
-        return ImagePlan(**common, fate=Fate.KEEP, reasons=tuple(dict.fromkeys(reasons)))
-    age = _age_text(disable_after)
-    if image.state == "disabled":
-        reasons.append("disabled already")
-    elif in_use.get(image.image_id):
-        reasons.append("not disabled: in use")
-    elif image.state != "available":
-        reasons.append(f"not disabled: state {image.state}")
-    elif shared.get(image.image_id):
-        reasons.append(f"not disabled: shared with {', '.join(shared[image.image_id])} "
-                       "(DisableImage would remove its launch permissions)")
-    else:
-        return ImagePlan(**common, fate=Fate.DISABLE, reasons=tuple(dict.fromkeys(reasons)),
-                         steps=(f"disable: nothing uses it, it is older than {age} and shared with no one "
-                                f"(`aws ec2 enable-image --image-id {image.image_id}` undoes it)",))
+    if (disable_after is not None and not deprecate_only and created is not None and now - created >= disable_after
+            and not image.protection.startswith(WAITING)):
+        if image.state == "disabled":
+            reasons.append("disabled already")
+        elif in_use.get(image.image_id):
+            reasons.append("not disabled: in use")
+        elif image.state != "available":
+            reasons.append(f"not disabled: state {image.state}")
+        elif shared.get(image.image_id):
+            reasons.append(f"not disabled: shared with {', '.join(shared[image.image_id])} "
+                           "(DisableImage would remove its launch permissions)")
+        else:
+            return ImagePlan(**common, fate=Fate.DISABLE, reasons=tuple(dict.fromkeys(reasons)),
+                             steps=(f"disable: nothing uses it, it is older than {_age_text(disable_after)} and shared "
+                                    f"with no one (`aws ec2 enable-image --image-id {image.image_id}` undoes it)",))
     return ImagePlan(**common, fate=Fate.KEEP, reasons=tuple(dict.fromkeys(reasons)))
 
 
