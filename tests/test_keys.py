@@ -146,6 +146,16 @@ def test_share_task_prints_each_regions_key_policy_statements_for_every_consumer
     assert "AWSServiceRoleForAutoScaling --operations Decrypt" in done.stderr
 
 
+def test_share_task_in_another_partition_names_it_in_every_principal_and_the_auto_scaling_grant(tmp_path: Path) -> None:
+    done = amibuild(keyed(tmp_path), "iam-policy", "--task", "share", "--partition", "aws-cn")
+    assert done.returncode == 0, done.stderr
+    principals = [f"arn:aws-cn:iam::{a}:root" for a in CONSUMERS]
+    for entry in json.loads(done.stdout)["keys"]:
+        assert all(s["Principal"] == {"AWS": principals} for s in entry["key_policy_statements"])
+    assert "--grantee-principal arn:aws-cn:iam::CONSUMER_ACCOUNT:role/aws-service-role/" in done.stderr
+    assert "arn:aws:iam" not in done.stdout + done.stderr
+
+
 def test_share_task_grants_form_prints_one_create_grant_per_key_and_account(tmp_path: Path) -> None:
     done = amibuild(keyed(tmp_path), "iam-policy", "--task", "share", "--form", "grants")
     assert done.returncode == 0, done.stderr

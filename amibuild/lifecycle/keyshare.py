@@ -138,7 +138,7 @@ def run(request: ShareSettings) -> ShareResult:
     notes = ("no variant is encrypted with a KMS key: the shared images need no key rights",) if not keys else (
         "each consumer account's own principals also need an IAM policy allowing these actions on the key",
         "Auto Scaling (EKS node groups) launches through the consumer's service-linked role: run in the consumer "
-        f"account, per key: {slr_grant_command()}")
+        f"account, per key: {slr_grant_command(request.partition)}")
     return ShareResult(request.form, tuple(keys), notes)
 
 
