@@ -129,14 +129,10 @@ def _value_lines(value: Any, indent: str) -> list[str]:
         return [inline]
     if isinstance(value, Expr):  # an expression written over several lines, already indented
         return value.text.split("\n")
-    if isinstance(value, dict):
-        inner = indent + "  "
-        lines = ["{"]
-        lines += _attr_lines([Attr(str(k), v) for k, v in value.items()], inner)
-        lines.append(indent + "}")
-        return lines
-    # a list holding a map: one element per line
     inner = indent + "  "
+    if isinstance(value, dict):
+        return ["{", *_attr_lines([Attr(str(k), v) for k, v in value.items()], inner), indent + "}"]
+    # a list holding a map: one element per line
     lines = ["["]
     for item in value:
         sub = _value_lines(item, inner)

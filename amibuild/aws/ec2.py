@@ -80,23 +80,18 @@ class Ec2Calls:
                 raws = self.client("ec2", region).describe_images(ImageIds=[image_id], IncludeDisabled=True)["Images"]
         except NotFound:
             return None
-        found = [_image(raw, region) for raw in raws if raw.get("ImageId") == image_id]
-        return found[0] if found else None
+        return next((_image(raw, region) for raw in raws if raw.get("ImageId") == image_id), None)
 
     def find_images(self, region: str, image_ids: Sequence[str]) -> dict[str, Image]:
         """Images by id in one region, disabled ones included; an id that no longer exists is left out.
 
         An `image-id` filter, not ImageIds: one deregistered id would fail an ImageIds call as a whole
         (InvalidAMIID.NotFound). At most IDS_PER_FILTER ids a call, the values EC2 takes in one filter."""
-        found: dict[str, Image] = {}
         ids = sorted(set(image_ids))
-        for start in range(0, len(ids), IDS_PER_FILTER):
-            chunk = ids[start:start + IDS_PER_FILTER]
-            asked = set(chunk)
-            for image in self.describe_images(region, filters={"image-id": chunk}, include_disabled=True):
-                if image.image_id in asked:
-                    found[image.image_id] = image
-        return found
+        chunks = [ids[start:start + IDS_PER_FILTER] for start in range(0, len(ids), IDS_PER_FILTER)]
+        return {image.image_id: image for chunk in chunks
+                for image in self.describe_images(region, filters={"image-id": chunk}, include_disabled=True)
+                if image.image_id in chunk}
 
     def images_at(self, pairs: Iterable[tuple[str, str]], *,
                   each: Callable[[str, Callable[[], dict[str, Image]]], dict[str, Image] | None] = lambda _r, read: read(),

@@ -242,8 +242,7 @@ class SsmCalls:
         if current is None or current.value != value:
             return False
         try:
-            with _mapped(f"ssm:DeleteParameter {name}", region):
-                self._ssm_channels(region).delete_parameter(Name=name)
+            self.delete_parameter(name, region)
         except NotFound:
             return False
         return True

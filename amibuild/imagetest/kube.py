@@ -71,10 +71,8 @@ def node_facts(raw: Mapping[str, Any]) -> NodeFacts:
 def node_of(nodes: Iterable[NodeFacts], instance_id: str, private_dns: str = "") -> NodeFacts | None:
     """The Node of ``instance_id``: by provider id, else by the instance's private DNS name."""
     nodes = list(nodes)
-    for node in nodes:
-        if instance_id and node.provider_id.endswith(f"/{instance_id}"):
-            return node
-    return next((n for n in nodes if private_dns and n.name == private_dns), None)
+    by_id = next((n for n in nodes if instance_id and n.provider_id.endswith(f"/{instance_id}")), None)
+    return by_id or next((n for n in nodes if private_dns and n.name == private_dns), None)
 
 
 class NodeState(enum.StrEnum):
