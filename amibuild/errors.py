@@ -1,7 +1,7 @@
 """One exception tree for amibuild.
 
 Library code raises these and never prints or exits; ``amibuild.cli.run.run`` is the one place that
-turns them into a one-line message and an exit code::
+turns them into a one-line message and an exit code.
 
 Why it is built this way: docs/dev/decisions.md.
 """

@@ -276,9 +276,6 @@ def is_lease(name: str) -> bool:
     return f"/{LEASE_DIR}/" in name or name.endswith(f"/{LEASE_DIR}")
 
 
-# ------------------------------------------------------------------------------- waiting
-
-
 def wait_for(lease: Lease, *, wait: float, poll: float = 0.5, cancelled: Callable[[], bool] = lambda: False,
              sleep: Callable[[float], Any] = time.sleep) -> Holder | None:
     """Try to take `lease` until it is ours or `wait` seconds have passed: None when it is ours, else

@@ -18,7 +18,6 @@ CUTOFF = 0.6  # difflib's own default: close enough that the suggestion is usual
 
 def suggest(word: str, choices: Iterable[str], *, cutoff: float = CUTOFF) -> str:
     """" (did you mean 'x'?)" for the closest of ``choices``, or "" when none is close enough."""
-
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

@@ -30,7 +30,6 @@ class CfnCalls:
 
     def stack_template(self, name: str, region: str) -> str:
         """The stack's template as submitted, as text (botocore hands JSON bodies back parsed)."""
-
         with _mapped(f"cloudformation:GetTemplate {name}", region):
             body = self.client("cloudformation", region).get_template(StackName=name, TemplateStage="Original")
         text = body.get("TemplateBody", "")
@@ -52,7 +51,6 @@ class CfnCalls:
         None when CloudFormation refuses it at once for changing nothing; AWS itself usually
         accepts it and marks the change set FAILED instead (see `describe_change_set`).
         """
-
         template: dict[str, Any] = {"TemplateBody": template_body} if template_body else {"UsePreviousTemplate": True}
         with _mapped(f"cloudformation:CreateChangeSet {stack}", region):
             try:

@@ -236,7 +236,6 @@ def install(client: Any, *, account: str, on_throttle: Callable[[str, str, str],
     so a long wait never ages the signature), and a throttled answer is retried while the deadline
     allows (``needs-retry``, ahead of botocore's own handler, which would give up after
     `max_attempts`)."""
-
     service = client.meta.service_model.service_name
     region = client.meta.region_name or ""
     codes = frozenset(ThrottledRetryableChecker._THROTTLED_ERROR_CODES)

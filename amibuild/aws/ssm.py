@@ -82,7 +82,6 @@ class SsmCalls:
 
     def request_bound(self) -> float:
         """The longest one channel-client call can last, every retry and back-off included."""
-
         attempts = self.ssm_write_attempts
         return attempts * (CONNECT_TIMEOUT + self.ssm_read_timeout) + (attempts - 1) * self._BACKOFF_CAP
 
@@ -209,7 +208,6 @@ class SsmCalls:
         SSM refuses the second of two concurrent creates with ParameterAlreadyExists, which makes this
         the "take it if free" a lease (amibuild/lease.py) needs.
         """
-
         with _mapped(f"ssm:PutParameter {name}", region):
             try:
                 response = self._ssm_channels(region).put_parameter(

@@ -155,7 +155,6 @@ class TestInstances:
 
     def stored_output(self, region: str, bucket: str, key: str) -> StoredOutput | None:
         """The size and the end of one output object (None: the agent wrote none, e.g. no stderr)."""
-
         client = self.aws._s3(region)
         with _mapped(f"s3:HeadObject s3://{bucket}/{key}", region):
             try:

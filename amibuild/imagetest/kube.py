@@ -104,7 +104,6 @@ def pick_context(contexts: Sequence[Mapping[str, Any]], current: str, cluster: s
 
 def missing_client_hint(prefix: str | None = None) -> str:
     """How to add the Kubernetes client to this amibuild (pipx or pip)."""
-
     root = Path(prefix if prefix is not None else sys.prefix)
     if (root / "pipx_metadata.json").is_file() or ("pipx" in root.parts and "venvs" in root.parts):
         return f"pipx inject amibuild '{REQUIREMENT}' (or: pipx install --force 'amibuild[{EXTRA}]')"
