@@ -40,7 +40,7 @@ class Upload:
 
     source: str  # a path on this machine (upload) or on the instance (download)
     destination: str
-    how: str  # "file" | "contents" (folder ending in /) | "folder" | "download"
+    how: str  # "path" (a file or a folder) | "contents" (folder ending in /) | "download"
 
 
 @dataclass(frozen=True)
@@ -59,13 +59,6 @@ class Step:
     expect_disconnect: bool = False
     valid_exit_codes: tuple[int, ...] = (0,)
     notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "number": self.number, "kind": self.kind, "name": self.name, "script": self.script or None,
-            "command": self.command or None, "remote_path": self.remote_path or None,
-            "env": dict(self.env), "expect_disconnect": self.expect_disconnect, "notes": list(self.notes),
-        }
 
 
 def _packer_env_value(raw: str, default: Any) -> Any:
