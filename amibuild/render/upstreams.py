@@ -11,18 +11,13 @@ from amibuild.render import upstream
 from amibuild.render.upstream import binaries
 
 
-def cache_root(cache_dir: str | None) -> Path:
-    """Where upstream checkouts are cached: the setting, else $AMIBUILD_CACHE, else ~/.cache/amibuild."""
-    return Path(cache_dir or os.environ.get("AMIBUILD_CACHE") or Path.home() / ".cache" / "amibuild") / "upstream"
-
-
 def load_upstreams(pipeline: Pipeline, cache_dir: str | None) -> dict[str, object]:
     """Variant name -> its loaded upstream template (only the variants with the upstream base)."""
     needed = [v for v in pipeline.variants if v.base == "upstream"]
     if not needed:
         return {}
 
-    cache = cache_root(cache_dir)
+    cache = Path(cache_dir or os.environ.get("AMIBUILD_CACHE") or Path.home() / ".cache" / "amibuild") / "upstream"
     roots: dict[tuple[str, str], Path] = {}
     loaded: dict[tuple[Path, str, str], object] = {}
     out = {}

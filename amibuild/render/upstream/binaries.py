@@ -46,11 +46,6 @@ def newest(prefixes: Iterable[str], minor: str) -> str | None:
     return max(versions, key=_version_key, default=None)
 
 
-def newest_date(prefixes: Iterable[str]) -> str | None:
-    dates = [p for p in prefixes if _DATE.match(p)]
-    return max(dates, default=None)
-
-
 def bucket_of(variables: Mapping[str, Any], user: Mapping[str, Any]) -> tuple[str, str]:
     """(bucket, region) as the build will see them: the user's vars over upstream's defaults."""
     def pick(name: str, default: str) -> str:
@@ -101,7 +96,7 @@ def resolve(variant: Any, variables: Mapping[str, Any], aws: Any) -> Binaries:
         for candidate in versions if date else versions[:1]:
             dates = aws.list_eks_binaries(bucket, region, f"{candidate}/")
             if not date:
-                build_date = newest_date(dates)
+                build_date = max((d for d in dates if _DATE.match(d)), default=None)
             elif date in dates:  # a pinned date: the newest release built that day
                 version, build_date = candidate, date
                 break
