@@ -59,11 +59,11 @@ EARLY_STEPS = frozenset({"configure-proxy.sh"})  # must run before anything reac
 
 
 def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
-                       keep_tmp: Any = None) -> tuple[list[Provisioner], list[Provisioner], dict[str, str]]:
+                       keep_tmp: hcl.Expr | None = None) -> tuple[list[Provisioner], list[Provisioner], dict[str, str]]:
     """Our provisioners split in two: the steps that go before anything reaches the network (the
     proxy), and the rest (repositories, packages, user scripts, the checks, the cache cleanup, the
     clean-up, its hygiene checks last); and the files they ship. ``keep_tmp``: an HCL expression
-    (or text) naming what the clean-up leaves in /tmp for later steps (the upstream base's)."""
+    naming what the clean-up leaves in /tmp for later steps (the upstream base's)."""
     early: list[Provisioner] = []
     late: list[Provisioner] = []
     shipped: dict[str, str] = {}
@@ -98,15 +98,14 @@ def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
     return early, late, shipped
 
 
-def cleanup_steps(variant: Variant, shipped: dict[str, str], *, keep_tmp: Any = None) -> list[Provisioner]:
+def cleanup_steps(variant: Variant, shipped: dict[str, str], *, keep_tmp: hcl.Expr | None) -> list[Provisioner]:
     """The clean-up of the build instance and its checks (the build's last step), their files added
     to ``shipped``."""
     shipped[CLEANUP_SCRIPT] = _read_packaged(PROVISION_SCRIPTS / Path(CLEANUP_SCRIPT).name)
     block = _shell(CLEANUP_SCRIPT)
     env: tuple[tuple[str, str], ...] = ()
     if keep_tmp is not None:
-        expr = keep_tmp.text if isinstance(keep_tmp, hcl.Expr) else hcl.quote(str(keep_tmp))
-        env = (("AMIBUILD_KEEP_TMP", expr),)
+        env = (("AMIBUILD_KEEP_TMP", keep_tmp.text),)
         block.attr("environment_vars", [hcl.template([f"{name}=", hcl.Expr(e)]) for name, e in env])
     out = [Provisioner(ProvisionerKind.CLEANUP, Path(CLEANUP_SCRIPT).name, env, block)]
     hygiene = hygiene_step(variant)

@@ -156,14 +156,11 @@ def upstream_files(build: Build) -> dict[str, str]:
     return {HCL_FILE: text, OWN_VARS_FILE: own}
 
 
-_DEVICE_MAPPINGS = ("launch_block_device_mappings", "ami_block_device_mappings")
-
-
 def _gp3_defaults_for_packer_16(source: Sequence[Any]) -> dict[str, list[hcl.Block]]:
     """Block device mappings with throughput/iops set for gp3, which Packer 1.6 requires (it reads
     an unset throughput as 0 and refuses it); Packer >= 1.7 and AWS take these same defaults."""
     out: dict[str, list[hcl.Block]] = {}
-    for key in _DEVICE_MAPPINGS:
+    for key in ("launch_block_device_mappings", "ami_block_device_mappings"):
         blocks = [x for x in source if isinstance(x, hcl.Block) and x.type == key]
         changed = False
         new_blocks = []
