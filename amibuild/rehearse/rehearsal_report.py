@@ -1,7 +1,7 @@
 """What a rehearsal found, as data (`Report`) and as the lines `amibuild rehearse` prints. Pure.
 
 `build_report` turns the raw run (exit statuses, stand-in state, the overlay's /etc changes) into
-per-step verdicts:
+per-step verdicts (ok, stood in, FAILED, not rehearsable, skipped, not run).
 
 Why it is built this way: docs/dev/decisions.md.
 """
@@ -227,11 +227,9 @@ def lines(report: Report) -> list[str]:
         ended = f"exit {f.exit_status}" if f.exit_status is not None else "did not finish"
         out.append(f"first failure: {f.step} at {f.where()} ({ended})")
         out += [f"  | {line}" for line in f.output_tail]
-    for v in report.gaps:
-        out.append(f"not rehearsable: step {v.step.number} ({v.step.name}): {v.reason}; later steps were not run")
-    for v in report.steps:
-        if v.status == STOOD_IN:
-            out.append(f"stood in: step {v.step.number} ({v.step.name}): {v.reason}")
+    out += [f"not rehearsable: step {v.step.number} ({v.step.name}): {v.reason}; later steps were not run"
+            for v in report.gaps]
+    out += [f"stood in: step {v.step.number} ({v.step.name}): {v.reason}" for v in report.steps if v.status == STOOD_IN]
     packages = [f"{n} {v}" if v else n for n, v in report.packages]
     out.append(f"would install: {', '.join(packages) if packages else 'nothing'}")
     enabled = [u for u, s in report.units if s == "enabled"]
