@@ -68,8 +68,7 @@ def _override(body: list[Any], overrides: Mapping[str, Any]) -> list[Any]:
     return body
 
 
-def order(t: UpstreamTemplate, early: Sequence[str] = (), extra: Sequence[str] = (),
-          final: Sequence[str] = ()) -> list[str]:
+def order(t: UpstreamTemplate, early: Sequence[str], extra: Sequence[str], final: Sequence[str]) -> list[str]:
     """The provisioner order on the instance, upstream's steps by label and ours as given."""
     steps = list(t.labels)
     steps[t.insert_at:t.insert_at] = list(extra)
