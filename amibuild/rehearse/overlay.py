@@ -255,19 +255,17 @@ def _seed_upper(upper: Path, os_name: str) -> None:
     target = upper / sh.relative_to("/")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.symlink_to("bash")
-    # The package manager's configuration of Amazon Linux (2: yum.conf; 2023: dnf.conf, yum.conf a link
-    # to it), where this machine has none, so the chain's edits to it are rehearsed too.
-    conf = "etc/yum.conf" if os_name == "al2" else "etc/dnf/dnf.conf"
-    if not os.path.lexists("/" + conf):
-        (upper / conf).parent.mkdir(parents=True, exist_ok=True)
-        (upper / conf).write_text("[main]\ngpgcheck=1\ninstallonly_limit=3\nclean_requirements_on_remove=True\n")
     # The copy says it is the variant's Amazon Linux: chains branch on /etc/os-release and
     # /etc/system-release (upstream's validate.sh does).
     for name, text in OS_RELEASE[os_name].items():
         (upper / name).parent.mkdir(parents=True, exist_ok=True)
         (upper / name).write_text(text)
-    # Files of an Amazon Linux build instance that chains edit in place (abridged to what they edit).
-    for name, text in AMAZON_LINUX_FILES.items():
+    # Files of an Amazon Linux build instance that chains edit in place (abridged to what they edit),
+    # where this machine has none, so the chain's edits to them are rehearsed too: the package manager's
+    # configuration (2: yum.conf; 2023: dnf.conf, yum.conf a link to it) among them.
+    conf = "etc/yum.conf" if os_name == "al2" else "etc/dnf/dnf.conf"
+    package_conf = "[main]\ngpgcheck=1\ninstallonly_limit=3\nclean_requirements_on_remove=True\n"
+    for name, text in {conf: package_conf, **AMAZON_LINUX_FILES}.items():
         if not os.path.lexists("/" + name):
             (upper / name).parent.mkdir(parents=True, exist_ok=True)
             (upper / name).write_text(text)
