@@ -130,11 +130,6 @@ def shellcheck(steps: Iterable[Step], root: str) -> list[Finding]:
                               capture_output=True, text=True, timeout=120, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RehearsalError(f"shellcheck could not run: {exc}") from exc
-    findings = []
-    for line in done.stdout.splitlines():
-        m = _SHELLCHECK_LINE.match(line)
-        if m:
-            findings.append(Finding(origin(m.group("file"), root), _display(m.group("file"), root),
-                                    int(m.group("line")), m.group("code") or "", m.group("severity"),
-                                    m.group("message")))
-    return findings
+    matches = (_SHELLCHECK_LINE.match(line) for line in done.stdout.splitlines())
+    return [Finding(origin(m.group("file"), root), _display(m.group("file"), root), int(m.group("line")),
+                    m.group("code") or "", m.group("severity"), m.group("message")) for m in matches if m]
