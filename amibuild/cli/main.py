@@ -24,6 +24,7 @@ import sys
 from typing import Any, Iterable
 
 from invoke import Collection, Config, Program
+from invoke import main as invoke_main
 from invoke.exceptions import Exit, ParseError, UnexpectedExit
 from invoke.vendor import yaml
 
@@ -377,8 +378,7 @@ def adopt_invoke_program() -> None:
     tasks' flags); a tasks.py loaded any other way (a test, `amibuild`) changes nothing. A mistake
     invoke rejects before it has read tasks.py keeps invoke's wording.
     """
-    from invoke.main import program  # invoke's own command: the instance `invoke` runs
-
+    program = invoke_main.program  # invoke's own command: the instance `invoke` runs
     if isinstance(program, AmibuildProgram) or not program.argv or getattr(program, "parser", None) is not None:
         return
     binary = "invoke"

@@ -29,7 +29,7 @@ def hcl_document(
     removes the setting. ``early_provisioners`` go first (before any upstream step reaches the
     network), ``extra_provisioners`` at ``t.insert_at``, ``final_provisioners`` after every upstream
     step. ``drop_remote_provisioners`` leaves out provisioners that need a connection to the
-    instance (for ``communicator = "none"`` builds against the emulator).
+    instance (for builds with ``communicator = "none"``).
     """
     body: list[Any] = [packer_block] if packer_block is not None else []
     body += t.declarations
