@@ -90,3 +90,13 @@ def what_if_now(flag: str | None, *, dry_run: bool) -> datetime | None:
     except ValueError:
         raise SpecError(f"{source} {value!r}: an ISO 8601 time, e.g. 2026-12-04T12:00:00Z") from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def aws_time(text: str) -> datetime | None:
+    """An ISO 8601 time as AWS and amibuild write them (``...Z``, with or without fractions) as an aware
+    datetime, UTC where it names no zone; None for "" or text that is not one."""
+    try:
+        moment = datetime.fromisoformat((text or "").strip())
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)

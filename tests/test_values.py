@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -45,3 +45,20 @@ def test_counts_refuse_everything_else_naming_the_flag(text, minimum: int) -> No
 def test_optional_flags_left_out_are_none() -> None:
     assert values.optional_count(None, "--parallel") is None
     assert values.optional_duration("", "--timeout") is None
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("2025-01-01T00:00:00.000Z", datetime(2025, 1, 1, tzinfo=timezone.utc)),  # DescribeImages' DeprecationTime
+    ("2026-12-04T12:30:00Z", datetime(2026, 12, 4, 12, 30, tzinfo=timezone.utc)),
+    ("2026-12-04T12:30:00+02:00", datetime(2026, 12, 4, 10, 30, tzinfo=timezone.utc)),
+    ("2026-12-04T12:30:00", datetime(2026, 12, 4, 12, 30, tzinfo=timezone.utc)),  # no zone: UTC
+    (" 2026-12-04T12:30:00Z\n", datetime(2026, 12, 4, 12, 30, tzinfo=timezone.utc)),
+])
+def test_aws_times_are_aware_datetimes(text: str, expected: datetime) -> None:
+    moment = values.aws_time(text)
+    assert moment == expected and moment.tzinfo is not None
+
+
+@pytest.mark.parametrize("text", ["", "yesterday", "2026-13-01T00:00:00Z"])
+def test_unreadable_aws_times_are_none(text: str) -> None:
+    assert values.aws_time(text) is None

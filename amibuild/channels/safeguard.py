@@ -21,6 +21,7 @@ from amibuild.errors import AmibuildError, PublishFailed
 from amibuild.lease import is_lease
 from amibuild.pipeline.naming import PipelineLike, VariantLike, name_pattern
 from amibuild.pipeline.protection import ProtectionSettings
+from amibuild.values import aws_time
 
 SLACK = timedelta(days=1)  # a held image's deprecation time is moved when it falls more than this short
 
@@ -46,17 +47,6 @@ class GuardStep:
         return f"{self.region}: {self.action.value} {self.image_id} ({self.reason})"
 
 
-def parse_time(text: str) -> datetime | None:
-    """DescribeImages' DeprecationTime ("2025-01-01T00:00:00.000Z") as an aware datetime; None for ""."""
-    if not text:
-        return None
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-
-
 def needs_unprotect(image: Image) -> bool:
     """Whether a DeregisterImage of ``image`` would be refused for its protection (prune turns it off first).
     ``disabled-until T`` (a cooldown running) cannot be shortened: the image can go after T."""
@@ -78,7 +68,7 @@ def decide(held: Mapping[tuple[str, str], Image | None], holders: Mapping[tuple[
             steps.append(GuardStep(region, ami, GuardAction.PROTECT,
                                    f"{by}: deregistration protection {image.protection} -> {wanted}",
                                    cooldown=protection.cooldown))
-        current = parse_time(image.deprecation_time)
+        current = aws_time(image.deprecation_time)
         if target is not None and (current is None or current < target - SLACK):
             was = f"deprecation time {current:%Y-%m-%d %H:%M} UTC" if current else "no deprecation time"
             steps.append(GuardStep(region, ami, GuardAction.DEPRECATE,

@@ -15,6 +15,8 @@ from datetime import datetime, timedelta, timezone
 from fnmatch import fnmatchcase
 from typing import Any, Iterable, Mapping, Sequence
 
+from amibuild.values import aws_time
+
 
 @dataclass(frozen=True)
 class Criterion:
@@ -82,14 +84,6 @@ class Admission:
     reasons: tuple[str, ...] = ()  # per criterion, what it lacks
 
 
-def _when(text: str) -> datetime | None:
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-
-
 def lacks(criterion: Criterion, image: SeenImage, now: datetime) -> list[str]:
     """What ``criterion`` finds missing in ``image`` (empty: it admits the image)."""
     missing = []
@@ -99,11 +93,11 @@ def lacks(criterion: Criterion, image: SeenImage, now: datetime) -> list[str]:
     if criterion.names and not any(fnmatchcase(image.name, p) for p in criterion.names):
         missing.append(f"ImageNames {', '.join(criterion.names)} do not match {image.name!r}")
     if criterion.max_days_since_created is not None:
-        created = _when(image.creation_date)
+        created = aws_time(image.creation_date)
         if created is None or now - created > timedelta(days=criterion.max_days_since_created):
             missing.append(f"CreationDateCondition: created more than {criterion.max_days_since_created} d ago")
     if criterion.max_days_since_deprecated is not None and image.deprecation_time:
-        deprecated = _when(image.deprecation_time)
+        deprecated = aws_time(image.deprecation_time)
         if deprecated is not None and now - deprecated > timedelta(days=criterion.max_days_since_deprecated):
             missing.append(f"DeprecationTimeCondition: deprecated more than {criterion.max_days_since_deprecated} d ago")
     return missing

@@ -18,7 +18,7 @@ import re
 import shlex
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild import tags
@@ -28,6 +28,7 @@ from amibuild.channels import evidence
 from amibuild.channels.publish import name_pattern, plain
 from amibuild.errors import FleetBehind, SpecError, Unverified
 from amibuild.lifecycle.consumers import ChannelFact, Consumer, Kind, Uses, consumers, gather_uses
+from amibuild.values import aws_time
 
 
 VALID = "valid"
@@ -165,16 +166,6 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str]) -> FleetFacts:
 # ------------------------------------------------------------------------------- classify (pure)
 
 
-def _moment(text: str) -> datetime | None:
-    try:
-        moment = datetime.fromisoformat(text) if text else None
-    except ValueError:
-        return None
-    if moment is not None and moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment
-
-
 def _days(since: datetime | None, now: datetime) -> float | None:
     return None if since is None else round(max((now - since).total_seconds(), 0) / 86400, 2)
 
@@ -190,7 +181,7 @@ def standing_in(channel: ChannelFact, image_id: str, now: datetime) -> tuple[int
              if channel.history[n][1] != channel.history[n - 1][1]]
     seconds = 0.0
     if moves:
-        first = _moment(channel.times[moves[0]]) if moves[0] < len(channel.times) else None
+        first = aws_time(channel.times[moves[0]]) if moves[0] < len(channel.times) else None
         seconds = max((now - first).total_seconds(), 0.0) if first else 0.0
     return channel.history[last][0], len(moves), seconds
 
@@ -263,7 +254,7 @@ def classify(facts: FleetFacts, now: datetime, *, variant: str | None = None, ch
 
 def _channel_row(c: ChannelFact, now: datetime) -> ChannelRow:
     version, ami = c.history[-1]
-    modified = _moment(c.times[-1]) if c.times else None
+    modified = aws_time(c.times[-1]) if c.times else None
     return ChannelRow(c.variant or c.label, c.k8s, c.channel or c.name, c.region, c.name, ami, version, modified,
                       _days(modified, now))
 
