@@ -3,7 +3,7 @@
 Packer cleans up after itself when it is cancelled cleanly, but not always: a cancel while it
 copies the image to other regions leaves the copies (untagged: Packer tags at the very end) and
 their snapshots; a Packer killed outright, or cut off from its endpoint, leaves its instance, key
-pair and security group. amibuild therefore makes a run's resources findable on its own:
+pair and security group. amibuild therefore makes a run's resources findable on its own.
 
 Why it is built this way: docs/dev/decisions.md.
 """

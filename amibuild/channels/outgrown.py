@@ -4,7 +4,7 @@ A channel is written in every region it lives in or in none, and each of its par
 those regions (the tag `tags.CHANNEL_REGIONS`). A checkout of the pipeline whose file lists more
 regions may have grown the channel; a run of a file listing fewer can then never publish to it:
 `decide` refuses the write, but in build-ami only after the builds. `find_outgrown` asks first,
-in a few batched calls per region whatever the number of variants (no call per channel):
+in a few batched calls per region whatever the number of variants (no call per channel).
 
 Why it is built this way: docs/dev/decisions.md.
 """

@@ -8,7 +8,7 @@ then reads every region once more (the unchanged ones included). Any region that
 not hold the intended image fails the transaction, and `_unwind` puts back what this run wrote
 and says region by region what it did.
 
-A channel write converges or says plainly that it did not:
+A channel write converges or says plainly that it did not.
 
 Why it is built this way: docs/dev/decisions.md.
 """

@@ -2,7 +2,7 @@
 
 A channel write is one transaction over all its regions (`amibuild.channels.publish.transact`).
 Dying in the middle of one would leave regions on different images, so while channels are
-written SIGINT, SIGTERM and SIGHUP (each, and again) only set a flag here:
+written SIGINT, SIGTERM and SIGHUP (each, and again) only set a flag here.
 
 Why it is built this way: docs/dev/decisions.md.
 """

@@ -7,7 +7,7 @@ security groups, volumes, images and snapshots by name and tag), the images' own
 the run's leases, and the same in-use facts prune gathers (`amibuild.lifecycle.prune.gather`:
 every channel's history, launch templates, Auto Scaling groups, launch configurations, instances).
 
-`decide` (pure) says, per resource, remove or keep and why:
+`decide` (pure) says, per resource, remove or keep and why.
 
 Why it is built this way: docs/dev/decisions.md.
 """

@@ -4,7 +4,7 @@ One concept over ~500 lines: the task table of rights, each task's statements be
 that what one task may do is read against the rest.
 
 `policy(task, pipeline, ...)` returns an IAM policy document for one task or ``all`` of them (``all``
-without stacks and node role: rollout on every stack and no iam:PassRole, which `notes` says):
+without stacks and node role: rollout on every stack and no iam:PassRole, which `notes` says).
 
 Why it is built this way: docs/dev/decisions.md.
 """

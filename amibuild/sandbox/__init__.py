@@ -1,7 +1,7 @@
 """Local AWS emulator for the demo, `amibuild sandbox` and the test-suite.
 
 `Sandbox` runs moto's server in a child process (``python -m amibuild.sandbox serve``) bound to
-127.0.0.1 on a free port, seeded with what amibuild expects to find in a real account:
+127.0.0.1 on a free port, seeded with what amibuild expects to find in a real account.
 
 Why it is built this way: docs/dev/decisions.md.
 """

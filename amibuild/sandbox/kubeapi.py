@@ -5,7 +5,7 @@ instance whose user data joins the sandbox cluster (`SANDBOX_CLUSTER`, as amibui
 names it: the NodeConfig's ``spec.cluster.name`` on AL2023, bootstrap.sh's first word on AL2) is a
 Node named by its private DNS name, with ``spec.providerID`` ``aws:///AZ/INSTANCE_ID``, the taints of
 its kubelet's ``--register-with-taints`` and a Ready condition. A terminated instance's Node stays
-(NotReady, as a real one does until someone deletes it) until it is deleted::
+(NotReady, as a real one does until someone deletes it) until it is deleted.
 
 Why it is built this way: docs/dev/decisions.md.
 """

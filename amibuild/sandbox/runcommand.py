@@ -1,7 +1,7 @@
 """The emulator's SSM agent: DescribeInstanceInformation and Run Command on an image's stand-in.
 
 moto answers SendCommand with "Success" and no output for any command, and has no
-DescribeInstanceInformation. For the boot test the sandbox plays the instance's SSM agent:
+DescribeInstanceInformation. For the boot test the sandbox plays the instance's SSM agent.
 
 Why it is built this way: docs/dev/decisions.md.
 """

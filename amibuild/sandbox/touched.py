@@ -4,7 +4,7 @@ A full reset drops every moto backend and seeds all of `SEED_REGIONS` again (~0.
 tests change one or two regions, and many change none. The emulator's middleware notes each
 request here; `reset` then resets and reseeds just the regions written to.
 
-What counts as a change is decided from the request alone (`scope`), conservatively:
+What counts as a change is decided from the request alone (`scope`), conservatively.
 
 Why it is built this way: docs/dev/decisions.md.
 """

@@ -1,7 +1,7 @@
 """The sandbox build: a pure rewrite of a real build (`amibuild.render.Build`) for the local emulator.
 
 Render always produces the real build for the target its caller gives. Against the emulator there
-is no instance to connect to, so the sandbox owns the rewrite it needs, here:
+is no instance to connect to, so the sandbox owns the rewrite it needs.
 
 Why it is built this way: docs/dev/decisions.md.
 `platform` is what the CLI selects with AMIBUILD_TARGET=sandbox (`amibuild.cli.target`), handed in
