@@ -12,28 +12,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
-__all__ = [
-    "AutoScalingGroup",
-    "ChangeSet",
-    "LaunchTemplateRef",
-    "LaunchTemplateVersion",
-    "Nodegroup",
-    "NodegroupUpdate",
-    "ResourceChange",
-    "Stack",
-    "StackEvent",
-    "StackParameter",
-    "StackResource",
-    "parse_auto_scaling_group",
-    "parse_change_set",
-    "parse_launch_template_version",
-    "parse_nodegroup",
-    "parse_nodegroup_update",
-    "parse_stack",
-    "parse_stack_event",
-    "parse_stack_resource",
-]
-
 
 # ---------------------------------------------------------------------------------- stacks
 
