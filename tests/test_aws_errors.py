@@ -98,12 +98,12 @@ def test_connection_errors_are_tried_a_bounded_number_of_times(monkeypatch, call
 def test_the_dead_endpoint_hook_leaves_other_errors_to_the_retry_handler() -> None:
     from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
-    from amibuild.aws import CONNECT_ATTEMPTS, _give_up_on_dead_endpoint
+    from amibuild.aws import CONNECT_ATTEMPTS, give_up_on_dead_endpoint
 
     dead = EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
-    assert _give_up_on_dead_endpoint(attempts=CONNECT_ATTEMPTS - 1, caught_exception=dead) is None
+    assert give_up_on_dead_endpoint(attempts=CONNECT_ATTEMPTS - 1, caught_exception=dead) is None
     with pytest.raises(EndpointConnectionError):
-        _give_up_on_dead_endpoint(attempts=CONNECT_ATTEMPTS, caught_exception=dead)
+        give_up_on_dead_endpoint(attempts=CONNECT_ATTEMPTS, caught_exception=dead)
     slow = ReadTimeoutError(endpoint_url="http://127.0.0.1:1")
-    assert _give_up_on_dead_endpoint(attempts=5, caught_exception=slow) is None
-    assert _give_up_on_dead_endpoint(attempts=5, caught_exception=None) is None  # a throttled answer
+    assert give_up_on_dead_endpoint(attempts=5, caught_exception=slow) is None
+    assert give_up_on_dead_endpoint(attempts=5, caught_exception=None) is None  # a throttled answer

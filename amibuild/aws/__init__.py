@@ -4,7 +4,7 @@ It owns the boto3 session (standard credential chain, profile, region), caches o
 service and region, sets botocore's retry mode and short connect timeouts (an unreachable endpoint
 is reported in seconds, not after minutes of retries), honours endpoint overrides
 (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_<SERVICE>`; botocore reads them itself), and turns botocore's
-errors into amibuild's at this boundary (`_mapped`). Callers get typed methods, not raw clients.
+errors into amibuild's at this boundary (`mapped_errors`). Callers get typed methods, not raw clients.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from amibuild.aws.cfn import CfnCalls
 from amibuild.aws.ec2 import Ec2Calls, Image
 from amibuild.aws.eks import EksCalls
 from amibuild.aws.events import EventCalls
-from amibuild.aws.error_map import _mapped
+from amibuild.aws.error_map import mapped_errors
 from amibuild.aws.image_lifecycle import ImageLifecycleCalls
 from amibuild.aws.kms import KmsCalls
 from amibuild.aws.inspector import InspectorCalls
 from amibuild.aws.kms_mac import KmsMacCalls
 from amibuild.aws.s3 import S3Calls
-from amibuild.aws.session import CONNECT_ATTEMPTS, Session, _give_up_on_dead_endpoint, beside, fan_out
+from amibuild.aws.session import CONNECT_ATTEMPTS, Session, give_up_on_dead_endpoint, beside, fan_out
 from amibuild.aws.ssm import Parameter, SsmCalls, answered_at
 
 __all__ = [
-    "Aws", "CONNECT_ATTEMPTS", "Image", "Parameter", "_give_up_on_dead_endpoint", "_mapped", "answered_at", "beside",
+    "Aws", "CONNECT_ATTEMPTS", "Image", "Parameter", "give_up_on_dead_endpoint", "mapped_errors", "answered_at", "beside",
     "fan_out",
 ]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from amibuild.aws import Aws, _mapped
+from amibuild.aws import Aws, mapped_errors
 from amibuild.errors import AccessDenied, AwsError, NotFound
 from botocore.exceptions import ClientError
 
@@ -26,20 +26,20 @@ class SharedImage:
 
 def allowed_images_settings(aws: Aws, region: str) -> Mapping[str, Any]:
     """GetAllowedImagesSettings as AWS answers it (State, ImageCriteria, ManagedBy)."""
-    with _mapped("ec2:GetAllowedImagesSettings", region):
+    with mapped_errors("ec2:GetAllowedImagesSettings", region):
         return aws.client("ec2", region).get_allowed_images_settings()
 
 
 def block_public_access(aws: Aws, region: str) -> str:
     """GetImageBlockPublicAccessState: block-new-sharing or unblocked."""
-    with _mapped("ec2:GetImageBlockPublicAccessState", region):
+    with mapped_errors("ec2:GetImageBlockPublicAccessState", region):
         return str(aws.client("ec2", region).get_image_block_public_access_state()["ImageBlockPublicAccessState"])
 
 
 def shared_image(aws: Aws, region: str, image_id: str) -> SharedImage | None:
     """The image as the calling account sees it; None when it is not there for this account."""
     try:
-        with _mapped(f"ec2:DescribeImages {image_id}", region):
+        with mapped_errors(f"ec2:DescribeImages {image_id}", region):
             raws = aws.client("ec2", region).describe_images(ImageIds=[image_id])["Images"]
     except NotFound:
         return None
@@ -56,7 +56,7 @@ def key_usable(aws: Aws, key_id: str, region: str, grantee: str) -> str:
     """"" when the calling account may describe the key and create grants on it (CreateGrant with
     DryRun, which EC2 needs to launch from an image encrypted with it); else why not."""
     try:
-        with _mapped(f"kms:DescribeKey {key_id}", region):
+        with mapped_errors(f"kms:DescribeKey {key_id}", region):
             meta = aws.client("kms", region).describe_key(KeyId=key_id)["KeyMetadata"]
     except (AccessDenied, NotFound) as exc:
         return str(exc)
@@ -70,7 +70,7 @@ def key_usable(aws: Aws, key_id: str, region: str, grantee: str) -> str:
         if exc.response.get("Error", {}).get("Code") == "DryRunOperationException":
             return ""  # it would have succeeded
         try:
-            with _mapped(f"kms:CreateGrant {key_id} (DryRun)", region):
+            with mapped_errors(f"kms:CreateGrant {key_id} (DryRun)", region):
                 raise
         except AwsError as mapped:
             return str(mapped)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from amibuild.aws import Aws, _mapped, fan_out
+from amibuild.aws import Aws, mapped_errors, fan_out
 from amibuild.aws.ec2 import IDS_PER_FILTER, INSTANCE_PAGE
 
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
@@ -71,7 +71,7 @@ def auto_scaling_groups(aws: Aws, region: str) -> AutoScalingGroups:
     """Every Auto Scaling group's launch templates and stack, from DescribeAutoScalingGroups' pages."""
     refs: list[tuple[str, str, str, str]] = []
     stacks: dict[str, str] = {}
-    with _mapped("autoscaling:DescribeAutoScalingGroups", region):
+    with mapped_errors("autoscaling:DescribeAutoScalingGroups", region):
         pages = aws.client("autoscaling", region).get_paginator("describe_auto_scaling_groups").paginate()
         for page in pages:
             for group in page.get("AutoScalingGroups", []):
@@ -91,7 +91,7 @@ def stack_images(aws: Aws, region: str) -> list[StackImage]:
     """Every stack that names an image parameter (NodeImageIdSSMParam or NodeImageId), from DescribeStacks' pages."""
     ssm_key, image_key = "NodeImageIdSSMParam", "NodeImageId"
     found = []
-    with _mapped("cloudformation:DescribeStacks", region):
+    with mapped_errors("cloudformation:DescribeStacks", region):
         for page in aws.client("cloudformation", region).get_paginator("describe_stacks").paginate():
             for raw in page.get("Stacks", []):
                 params = {p["ParameterKey"]: p for p in raw.get("Parameters", [])}
@@ -108,15 +108,15 @@ def nodegroup_templates(aws: Aws, region: str) -> list[NodegroupTemplate]:
     """Managed node groups that launch from a launch template (the only ones that can run a custom AMI)."""
     eks = aws.client("eks", region)
     found = []
-    with _mapped("eks:ListClusters", region):
+    with mapped_errors("eks:ListClusters", region):
         clusters = [c for page in eks.get_paginator("list_clusters").paginate() for c in page.get("clusters", [])]
     def listed(cluster: str) -> list[tuple[str, str]]:
-        with _mapped(f"eks:ListNodegroups {cluster}", region):
+        with mapped_errors(f"eks:ListNodegroups {cluster}", region):
             return [(cluster, n) for page in eks.get_paginator("list_nodegroups").paginate(clusterName=cluster)
                     for n in page.get("nodegroups", [])]
 
     def described(group: tuple[str, str]) -> dict:
-        with _mapped(f"eks:DescribeNodegroup {group[0]}/{group[1]}", region):
+        with mapped_errors(f"eks:DescribeNodegroup {group[0]}/{group[1]}", region):
             return eks.describe_nodegroup(clusterName=group[0], nodegroupName=group[1])["nodegroup"]
 
     # EKS describes node groups one by one: those calls go out at once
@@ -138,7 +138,7 @@ def instances_of(aws: Aws, region: str, image_ids: Sequence[str], states: Sequen
     for start in range(0, len(ids), IDS_PER_FILTER):
         filters = [{"Name": "image-id", "Values": ids[start:start + IDS_PER_FILTER]},
                    {"Name": "instance-state-name", "Values": list(states)}]
-        with _mapped("ec2:DescribeInstances", region):
+        with mapped_errors("ec2:DescribeInstances", region):
             pages = aws.client("ec2", region).get_paginator("describe_instances").paginate(
                 Filters=filters, PaginationConfig={"PageSize": INSTANCE_PAGE})
             for page in pages:

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from amibuild.errors import AwsError, EndpointUnreachable, NotFound
 from amibuild.aws import handoff_results as results
-from amibuild.aws.error_map import _mapped
+from amibuild.aws.error_map import mapped_errors
 from amibuild.aws.session import fan_out
 from botocore.config import Config
 
@@ -67,7 +67,7 @@ class Ec2Calls:
             kwargs["Owners"] = list(owners)
         if filters:
             kwargs["Filters"] = [{"Name": k, "Values": list(v)} for k, v in filters.items()]
-        with _mapped("ec2:DescribeImages", region):
+        with mapped_errors("ec2:DescribeImages", region):
             pages = self.client("ec2", region).get_paginator("describe_images").paginate(**kwargs)
             return [_image(raw, region) for page in pages for raw in page.get("Images", [])]
 
@@ -76,7 +76,7 @@ class Ec2Calls:
     def find_image(self, region: str, image_id: str) -> Image | None:
         """One image by id, disabled ones included; None when it does not exist (or was deregistered)."""
         try:
-            with _mapped(f"ec2:DescribeImages {image_id}", region):
+            with mapped_errors(f"ec2:DescribeImages {image_id}", region):
                 raws = self.client("ec2", region).describe_images(ImageIds=[image_id], IncludeDisabled=True)["Images"]
         except NotFound:
             return None
@@ -106,13 +106,13 @@ class Ec2Calls:
 
     def image_launch_users(self, region: str, image_id: str) -> frozenset[str]:
         """Account ids allowed to launch the image (its launch permission)."""
-        with _mapped(f"ec2:DescribeImageAttribute {image_id}", region):
+        with mapped_errors(f"ec2:DescribeImageAttribute {image_id}", region):
             raw = self.client("ec2", region).describe_image_attribute(ImageId=image_id, Attribute="launchPermission")
         return frozenset(p["UserId"] for p in raw.get("LaunchPermissions", []) if p.get("UserId"))
 
     def snapshot_volume_users(self, region: str, snapshot_id: str) -> frozenset[str]:
         """Account ids allowed to create volumes from the snapshot (its createVolumePermission)."""
-        with _mapped(f"ec2:DescribeSnapshotAttribute {snapshot_id}", region):
+        with mapped_errors(f"ec2:DescribeSnapshotAttribute {snapshot_id}", region):
             raw = self.client("ec2", region).describe_snapshot_attribute(
                 SnapshotId=snapshot_id, Attribute="createVolumePermission"
             )
@@ -132,7 +132,7 @@ class Ec2Calls:
         disabled ones only with `include_disabled` (IncludeDisabled).
         """
         extra: dict[str, Any] = {"IncludeDisabled": True} if include_disabled else {}
-        with _mapped("ec2:DescribeImages", region):
+        with mapped_errors("ec2:DescribeImages", region):
             pages = self.client("ec2", region).get_paginator("describe_images").paginate(
                 Owners=["self"], Filters=[{"Name": k, "Values": list(v)} for k, v in filters.items()],
                 PaginationConfig={"PageSize": IMAGE_PAGE}, **extra,
@@ -148,7 +148,7 @@ class Ec2Calls:
         ids = sorted(set(snapshot_ids))
 
         def chunk(start: int) -> dict[str, dict[str, str]]:
-            with _mapped("ec2:DescribeSnapshots", region):
+            with mapped_errors("ec2:DescribeSnapshots", region):
                 pages = self.client("ec2", region).get_paginator("describe_snapshots").paginate(
                     OwnerIds=["self"], Filters=[{"Name": "snapshot-id", "Values": ids[start:start + 200]}]
                 )
@@ -161,7 +161,7 @@ class Ec2Calls:
 
     def launch_templates(self, region: str) -> list[tuple[str, str, int, int]]:
         """(id, name, default version, latest version) of every launch template in the region."""
-        with _mapped("ec2:DescribeLaunchTemplates", region):
+        with mapped_errors("ec2:DescribeLaunchTemplates", region):
             pages = self.client("ec2", region).get_paginator("describe_launch_templates").paginate()
             return [
                 (raw["LaunchTemplateId"], raw.get("LaunchTemplateName", ""), int(raw.get("DefaultVersionNumber", 0)),
@@ -175,7 +175,7 @@ class Ec2Calls:
         ``ResolveAlias`` makes EC2 answer the AMI id behind an ``resolve:ssm:...`` ImageId; a version
         without an ImageId is left out.
         """
-        with _mapped(f"ec2:DescribeLaunchTemplateVersions {template_id}", region):
+        with mapped_errors(f"ec2:DescribeLaunchTemplateVersions {template_id}", region):
             raws = self.client("ec2", region).describe_launch_template_versions(
                 LaunchTemplateId=template_id, Versions=list(dict.fromkeys(versions)), ResolveAlias=True
             ).get("LaunchTemplateVersions", [])
@@ -184,14 +184,14 @@ class Ec2Calls:
 
     def launch_configuration_images(self, region: str) -> dict[str, str]:
         """Launch configuration name -> ImageId (the older, immutable way an Auto Scaling group launches)."""
-        with _mapped("autoscaling:DescribeLaunchConfigurations", region):
+        with mapped_errors("autoscaling:DescribeLaunchConfigurations", region):
             pages = self.client("autoscaling", region).get_paginator("describe_launch_configurations").paginate()
             return {raw["LaunchConfigurationName"]: raw.get("ImageId", "")
                     for page in pages for raw in page.get("LaunchConfigurations", [])}
 
     def instance_images(self, region: str) -> list[tuple[str, str, str]]:
         """(instance id, state, image id) of every instance not terminated (or shutting down)."""
-        with _mapped("ec2:DescribeInstances", region):
+        with mapped_errors("ec2:DescribeInstances", region):
             pages = self.client("ec2", region).get_paginator("describe_instances").paginate(
                 Filters=[{"Name": "instance-state-name", "Values": list(LIVE_STATES)}],
                 PaginationConfig={"PageSize": INSTANCE_PAGE},
@@ -201,16 +201,16 @@ class Ec2Calls:
                     for raw in reservation.get("Instances", [])]
 
     def deregister_image(self, region: str, image_id: str) -> None:
-        with _mapped(f"ec2:DeregisterImage {image_id}", region):
+        with mapped_errors(f"ec2:DeregisterImage {image_id}", region):
             self.client("ec2", region).deregister_image(ImageId=image_id)
 
     def delete_snapshot(self, region: str, snapshot_id: str) -> None:
-        with _mapped(f"ec2:DeleteSnapshot {snapshot_id}", region):
+        with mapped_errors(f"ec2:DeleteSnapshot {snapshot_id}", region):
             self.client("ec2", region).delete_snapshot(SnapshotId=snapshot_id)
 
     def deprecate_image(self, region: str, image_id: str, at: datetime) -> None:
         """Set the image's deprecation time (EC2 refuses a time in the past and rounds to the minute)."""
-        with _mapped(f"ec2:EnableImageDeprecation {image_id}", region):
+        with mapped_errors(f"ec2:EnableImageDeprecation {image_id}", region):
             self.client("ec2", region).enable_image_deprecation(ImageId=image_id, DeprecateAt=at)
 
     # ---------------------------------------------------------------------------- build leftovers
@@ -225,7 +225,7 @@ class Ec2Calls:
                 self._clients[key] = self._new_client("ec2", region_name=region, config=config)
             client = self._clients[key]
         try:
-            with _mapped("ec2:DescribeInstances", region):
+            with mapped_errors("ec2:DescribeInstances", region):
                 client.describe_instances(MaxResults=5)
         except EndpointUnreachable as exc:
             return str(exc)
@@ -237,7 +237,7 @@ class Ec2Calls:
         """Ids of instances not terminated (or shutting down) carrying every tag in `tags`."""
         filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
         filters.append({"Name": "instance-state-name", "Values": list(LIVE_STATES)})
-        with _mapped("ec2:DescribeInstances", region):
+        with mapped_errors("ec2:DescribeInstances", region):
             pages = self.client("ec2", region).get_paginator("describe_instances").paginate(Filters=filters)
             return sorted(raw["InstanceId"] for page in pages for reservation in page.get("Reservations", [])
                           for raw in reservation.get("Instances", []))
@@ -246,7 +246,7 @@ class Ec2Calls:
         """Group id -> name of the security groups these instances use."""
         if not instance_ids:
             return {}
-        with _mapped("ec2:DescribeInstances", region):
+        with mapped_errors("ec2:DescribeInstances", region):
             pages = self.client("ec2", region).get_paginator("describe_instances").paginate(
                 Filters=[{"Name": "instance-id", "Values": list(instance_ids)}])
             return {g["GroupId"]: g.get("GroupName", "") for page in pages
@@ -254,50 +254,50 @@ class Ec2Calls:
                     for g in raw.get("SecurityGroups", [])}
 
     def terminate_instances(self, region: str, instance_ids: Sequence[str]) -> None:
-        with _mapped(f"ec2:TerminateInstances {' '.join(instance_ids)}", region):
+        with mapped_errors(f"ec2:TerminateInstances {' '.join(instance_ids)}", region):
             self.client("ec2", region).terminate_instances(InstanceIds=list(instance_ids))
 
     def key_pairs_named(self, region: str, names: Sequence[str]) -> list[str]:
         """Which of these key pair names exist (a filter, so a missing name does not fail the call)."""
         if not names:
             return []
-        with _mapped("ec2:DescribeKeyPairs", region):
+        with mapped_errors("ec2:DescribeKeyPairs", region):
             raw = self.client("ec2", region).describe_key_pairs(Filters=[{"Name": "key-name", "Values": list(names)}])
         return sorted(k["KeyName"] for k in raw.get("KeyPairs", []))
 
     def delete_key_pair(self, region: str, name: str) -> None:
-        with _mapped(f"ec2:DeleteKeyPair {name}", region):
+        with mapped_errors(f"ec2:DeleteKeyPair {name}", region):
             self.client("ec2", region).delete_key_pair(KeyName=name)
 
     def security_groups_named(self, region: str, names: Sequence[str]) -> dict[str, str]:
         """Group name -> id for those of `names` that exist."""
         if not names:
             return {}
-        with _mapped("ec2:DescribeSecurityGroups", region):
+        with mapped_errors("ec2:DescribeSecurityGroups", region):
             raw = self.client("ec2", region).describe_security_groups(
                 Filters=[{"Name": "group-name", "Values": list(names)}])
         return {g["GroupName"]: g["GroupId"] for g in raw.get("SecurityGroups", [])}
 
     def delete_security_group(self, region: str, group_id: str) -> None:
-        with _mapped(f"ec2:DeleteSecurityGroup {group_id}", region):
+        with mapped_errors(f"ec2:DeleteSecurityGroup {group_id}", region):
             self.client("ec2", region).delete_security_group(GroupId=group_id)
 
     def volumes_tagged(self, region: str, tags: Mapping[str, str]) -> list[str]:
         """Ids of volumes not attached to anything that carry every tag in `tags`."""
         filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
         filters.append({"Name": "status", "Values": ["available"]})
-        with _mapped("ec2:DescribeVolumes", region):
+        with mapped_errors("ec2:DescribeVolumes", region):
             pages = self.client("ec2", region).get_paginator("describe_volumes").paginate(Filters=filters)
             return sorted(v["VolumeId"] for page in pages for v in page.get("Volumes", []))
 
     def delete_volume(self, region: str, volume_id: str) -> None:
-        with _mapped(f"ec2:DeleteVolume {volume_id}", region):
+        with mapped_errors(f"ec2:DeleteVolume {volume_id}", region):
             self.client("ec2", region).delete_volume(VolumeId=volume_id)
 
     def snapshots_tagged(self, region: str, tags: Mapping[str, str]) -> list[str]:
         """Ids of this account's snapshots carrying every tag in `tags`."""
         filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
-        with _mapped("ec2:DescribeSnapshots", region):
+        with mapped_errors("ec2:DescribeSnapshots", region):
             pages = self.client("ec2", region).get_paginator("describe_snapshots").paginate(
                 OwnerIds=["self"], Filters=filters)
             return sorted(s["SnapshotId"] for page in pages for s in page.get("Snapshots", []))
@@ -305,7 +305,7 @@ class Ec2Calls:
     # ---------------------------------------------------------------------------- rollout (typed results from handoff_results.py)
 
     def auto_scaling_group(self, name: str, region: str) -> results.AutoScalingGroup | None:
-        with _mapped(f"autoscaling:DescribeAutoScalingGroups {name}", region):
+        with mapped_errors(f"autoscaling:DescribeAutoScalingGroups {name}", region):
             groups = self.client("autoscaling", region).describe_auto_scaling_groups(
                 AutoScalingGroupNames=[name]
             ).get("AutoScalingGroups", [])
@@ -314,7 +314,7 @@ class Ec2Calls:
     def launch_template_version(self, template_id: str, version: str, region: str) -> results.LaunchTemplateVersion | None:
         """One version of a launch template (a number, ``$Latest`` or ``$Default``); None when missing."""
         try:
-            with _mapped(f"ec2:DescribeLaunchTemplateVersions {template_id} {version}", region):
+            with mapped_errors(f"ec2:DescribeLaunchTemplateVersions {template_id} {version}", region):
                 versions = self.client("ec2", region).describe_launch_template_versions(
                     LaunchTemplateId=template_id, Versions=[str(version)]
                 ).get("LaunchTemplateVersions", [])
@@ -325,7 +325,7 @@ class Ec2Calls:
     def create_launch_template_version(self, template_id: str, region: str, *, source_version: str, image_id: str,
                                        description: str) -> int:
         """A new version copied from `source_version` with another ImageId; its number."""
-        with _mapped(f"ec2:CreateLaunchTemplateVersion {template_id}", region):
+        with mapped_errors(f"ec2:CreateLaunchTemplateVersion {template_id}", region):
             raw = self.client("ec2", region).create_launch_template_version(
                 LaunchTemplateId=template_id, SourceVersion=str(source_version), VersionDescription=description,
                 LaunchTemplateData={"ImageId": image_id},

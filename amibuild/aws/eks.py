@@ -6,7 +6,7 @@ from typing import Any
 
 from amibuild.errors import NotFound
 from amibuild.aws import handoff_results as results
-from amibuild.aws.error_map import _mapped
+from amibuild.aws.error_map import mapped_errors
 
 
 class EksCalls:
@@ -14,7 +14,7 @@ class EksCalls:
 
     def describe_nodegroup(self, cluster: str, name: str, region: str) -> results.Nodegroup | None:
         try:
-            with _mapped(f"eks:DescribeNodegroup {cluster}/{name}", region):
+            with mapped_errors(f"eks:DescribeNodegroup {cluster}/{name}", region):
                 raw = self.client("eks", region).describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
         except NotFound:
             return None
@@ -23,13 +23,13 @@ class EksCalls:
     def update_nodegroup_version(self, cluster: str, name: str, region: str, *, template_id: str,
                                  version: str) -> results.NodegroupUpdate:
         """Roll a managed node group to a launch template version; the update (id, status)."""
-        with _mapped(f"eks:UpdateNodegroupVersion {cluster}/{name}", region):
+        with mapped_errors(f"eks:UpdateNodegroupVersion {cluster}/{name}", region):
             return results.parse_nodegroup_update(self.client("eks", region).update_nodegroup_version(
                 clusterName=cluster, nodegroupName=name, launchTemplate={"id": template_id, "version": str(version)},
             )["update"])
 
     def describe_nodegroup_update(self, cluster: str, name: str, update_id: str, region: str) -> results.NodegroupUpdate:
-        with _mapped(f"eks:DescribeUpdate {update_id}", region):
+        with mapped_errors(f"eks:DescribeUpdate {update_id}", region):
             return results.parse_nodegroup_update(self.client("eks", region).describe_update(
                 name=cluster, nodegroupName=name, updateId=update_id
             )["update"])
@@ -37,7 +37,7 @@ class EksCalls:
     def describe_cluster(self, name: str, region: str) -> dict[str, Any] | None:
         """The EKS cluster (endpoint, CA, network, access config); None when it does not exist."""
         try:
-            with _mapped(f"eks:DescribeCluster {name}", region):
+            with mapped_errors(f"eks:DescribeCluster {name}", region):
                 return self.client("eks", region).describe_cluster(name=name)["cluster"]
         except NotFound:
             return None
@@ -45,7 +45,7 @@ class EksCalls:
     def create_access_entry(self, cluster: str, principal_arn: str, region: str, *, entry_type: str) -> bool:
         """Create an EKS access entry for `principal_arn`; False when one already exists."""
         client = self.client("eks", region)
-        with _mapped(f"eks:CreateAccessEntry {cluster}", region):
+        with mapped_errors(f"eks:CreateAccessEntry {cluster}", region):
             try:
                 client.create_access_entry(clusterName=cluster, principalArn=principal_arn, type=entry_type)
             except client.exceptions.ResourceInUseException:

@@ -1,4 +1,4 @@
-"""botocore's errors turned into amibuild's at the gateway boundary (`_mapped`), naming the action."""
+"""botocore's errors turned into amibuild's at the gateway boundary (`mapped_errors`), naming the action."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ _NOT_FOUND = {"ParameterNotFound", "InvalidAMIID.NotFound", "InvalidAMIID.Unavai
 
 
 @contextlib.contextmanager
-def _mapped(action: str, region: str | None = None) -> Iterator[None]:
+def mapped_errors(action: str, region: str | None = None) -> Iterator[None]:
     """Translate botocore exceptions raised inside into amibuild's, naming the action."""
     where = f" in {region}" if region else ""
     try:

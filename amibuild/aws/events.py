@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amibuild.aws.error_map import _mapped
+from amibuild.aws.error_map import mapped_errors
 from amibuild.errors import AwsError
 
 
@@ -13,7 +13,7 @@ class EventCalls:
                   resources: tuple[str, ...] = ()) -> str:
         """EventBridge PutEvents of one entry on ``bus`` (name or ARN); the event id. A refused entry
         (PutEvents answers 200 with FailedEntryCount) is an `AwsError` naming its error code."""
-        with _mapped(f"events:PutEvents {bus}", region):
+        with mapped_errors(f"events:PutEvents {bus}", region):
             answer = self.client("events", region).put_events(Entries=[{
                 "Source": source, "DetailType": detail_type, "Detail": detail, "EventBusName": bus,
                 "Resources": list(resources)}])
@@ -27,7 +27,7 @@ class EventCalls:
                         attributes: dict[str, str] | None = None) -> str:
         """SNS Publish of ``message`` to ``topic_arn`` (in ``region``, the ARN's); the message id.
         NotFound when the topic does not exist."""
-        with _mapped(f"sns:Publish {topic_arn}", region):
+        with mapped_errors(f"sns:Publish {topic_arn}", region):
             answer = self.client("sns", region).publish(
                 TopicArn=topic_arn, Subject=subject[:100], Message=message,
                 MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in (attributes or {}).items()})

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
-from amibuild.aws.error_map import _mapped
+from amibuild.aws.error_map import mapped_errors
 
 
 @dataclass(frozen=True)
@@ -34,32 +34,32 @@ class ImageLifecycleCalls:
     """Image protection, deprecation, disabling and the Recycle Bin; mixed into `amibuild.aws.Aws`."""
 
     def protect_image(self, region: str, image_id: str, *, cooldown: bool = False) -> None:
-        with _mapped(f"ec2:EnableImageDeregistrationProtection {image_id}", region):
+        with mapped_errors(f"ec2:EnableImageDeregistrationProtection {image_id}", region):
             self.client("ec2", region).enable_image_deregistration_protection(ImageId=image_id, WithCooldown=cooldown)
 
     def unprotect_image(self, region: str, image_id: str) -> None:
-        with _mapped(f"ec2:DisableImageDeregistrationProtection {image_id}", region):
+        with mapped_errors(f"ec2:DisableImageDeregistrationProtection {image_id}", region):
             self.client("ec2", region).disable_image_deregistration_protection(ImageId=image_id)
 
     def undeprecate_image(self, region: str, image_id: str) -> None:
-        with _mapped(f"ec2:DisableImageDeprecation {image_id}", region):
+        with mapped_errors(f"ec2:DisableImageDeprecation {image_id}", region):
             self.client("ec2", region).disable_image_deprecation(ImageId=image_id)
 
     def launch_permissions(self, region: str, image_id: str) -> tuple[str, ...]:
         """Whom the image's launch permission names: account ids, ``all`` (public), organization and OU ARNs."""
-        with _mapped(f"ec2:DescribeImageAttribute {image_id}", region):
+        with mapped_errors(f"ec2:DescribeImageAttribute {image_id}", region):
             raw = self.client("ec2", region).describe_image_attribute(ImageId=image_id, Attribute="launchPermission")
         return tuple(p.get("UserId") or p.get("Group") or p.get("OrganizationArn") or p.get("OrganizationalUnitArn")
                      for p in raw.get("LaunchPermissions", []) if any(p.values()))
 
     def disable_image(self, region: str, image_id: str) -> None:
-        with _mapped(f"ec2:DisableImage {image_id}", region):
+        with mapped_errors(f"ec2:DisableImage {image_id}", region):
             self.client("ec2", region).disable_image(ImageId=image_id)
 
     def retention_rules(self, region: str, resource_type: str) -> list[RetentionRule]:
         """Every Recycle Bin rule of ``resource_type`` in ``region``, with its tags."""
         client = self.client("rbin", region)
-        with _mapped(f"rbin:ListRules {resource_type}", region):
+        with mapped_errors(f"rbin:ListRules {resource_type}", region):
             listed = [r for page in client.get_paginator("list_rules").paginate(ResourceType=resource_type)
                       for r in page.get("Rules", [])]
             out = []
@@ -75,22 +75,22 @@ class ImageLifecycleCalls:
 
     def images_in_recycle_bin(self, region: str, image_ids: Sequence[str] = ()) -> list[Binned]:
         kwargs: dict[str, Any] = {"ImageIds": list(image_ids)} if image_ids else {}
-        with _mapped("ec2:ListImagesInRecycleBin", region):
+        with mapped_errors("ec2:ListImagesInRecycleBin", region):
             pages = self.client("ec2", region).get_paginator("list_images_in_recycle_bin").paginate(**kwargs)
             return [Binned(i["ImageId"], i.get("RecycleBinEnterTime"), i.get("RecycleBinExitTime"))
                     for page in pages for i in page.get("Images", [])]
 
     def snapshots_in_recycle_bin(self, region: str, snapshot_ids: Sequence[str] = ()) -> list[Binned]:
         kwargs: dict[str, Any] = {"SnapshotIds": list(snapshot_ids)} if snapshot_ids else {}
-        with _mapped("ec2:ListSnapshotsInRecycleBin", region):
+        with mapped_errors("ec2:ListSnapshotsInRecycleBin", region):
             pages = self.client("ec2", region).get_paginator("list_snapshots_in_recycle_bin").paginate(**kwargs)
             return [Binned(s["SnapshotId"], s.get("RecycleBinEnterTime"), s.get("RecycleBinExitTime"))
                     for page in pages for s in page.get("Snapshots", [])]
 
     def restore_image(self, region: str, image_id: str) -> None:
-        with _mapped(f"ec2:RestoreImageFromRecycleBin {image_id}", region):
+        with mapped_errors(f"ec2:RestoreImageFromRecycleBin {image_id}", region):
             self.client("ec2", region).restore_image_from_recycle_bin(ImageId=image_id)
 
     def restore_snapshot(self, region: str, snapshot_id: str) -> None:
-        with _mapped(f"ec2:RestoreSnapshotFromRecycleBin {snapshot_id}", region):
+        with mapped_errors(f"ec2:RestoreSnapshotFromRecycleBin {snapshot_id}", region):
             self.client("ec2", region).restore_snapshot_from_recycle_bin(SnapshotId=snapshot_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from amibuild.aws.error_map import _mapped
+from amibuild.aws.error_map import mapped_errors
 
 
 class InspectorCalls:
@@ -12,6 +12,6 @@ class InspectorCalls:
 
     def scan_sbom(self, document: Mapping[str, Any], region: str) -> dict[str, Any]:
         """ScanSbom of one CycloneDX 1.5 document (at most 2,000 components): its CycloneDX answer."""
-        with _mapped("inspector-scan:ScanSbom", region):
+        with mapped_errors("inspector-scan:ScanSbom", region):
             answer = self.client("inspector-scan", region).scan_sbom(sbom=dict(document), outputFormat="CYCLONE_DX_1_5")
         return dict(answer.get("sbom") or {})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amibuild.aws.error_map import _mapped
+from amibuild.aws.error_map import mapped_errors
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,6 @@ class KmsMacCalls:
     def generate_mac(self, key: str, message: bytes, region: str) -> Mac:
         """KMS GenerateMac (HMAC_SHA_256, what an HMAC_256 key takes) of `message` (1 to 4096 bytes) with
         the HMAC key `key` (id, ARN or alias); NotFound when the key or alias does not exist in `region`."""
-        with _mapped(f"kms:GenerateMac {key}", region):
+        with mapped_errors(f"kms:GenerateMac {key}", region):
             answer = self.client("kms", region).generate_mac(KeyId=key, Message=message, MacAlgorithm="HMAC_SHA_256")
         return Mac(str(answer["KeyId"]), str(answer["MacAlgorithm"]), bytes(answer["Mac"]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from amibuild.aws.error_map import _mapped
+from amibuild.aws.error_map import mapped_errors
 from botocore.config import Config
 
 
@@ -29,7 +29,7 @@ class S3Calls:
         "1.30.4/" gives ["2024-09-11", ...]. The EKS binaries bucket keeps ``<1.N.P>/<date>/bin/...``.
         """
         head = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
-        with _mapped(f"s3:ListObjectsV2 s3://{bucket}/{prefix}", region):
+        with mapped_errors(f"s3:ListObjectsV2 s3://{bucket}/{prefix}", region):
             pages = self._s3(region).get_paginator("list_objects_v2").paginate(
                 Bucket=bucket, Prefix=prefix, Delimiter="/"
             )
@@ -37,16 +37,16 @@ class S3Calls:
         return sorted({p[len(head):].rstrip("/") for p in found})
 
     def put_object(self, bucket: str, key: str, body: bytes, region: str, *, content_type: str = "application/json") -> None:
-        with _mapped(f"s3:PutObject s3://{bucket}/{key}", region):
+        with mapped_errors(f"s3:PutObject s3://{bucket}/{key}", region):
             self._s3(region).put_object(Bucket=bucket, Key=key, Body=body, ContentType=content_type)
 
     def get_object(self, bucket: str, key: str, region: str) -> bytes:
         """The object's bytes; NotFound when the bucket or the key does not exist."""
-        with _mapped(f"s3:GetObject s3://{bucket}/{key}", region):
+        with mapped_errors(f"s3:GetObject s3://{bucket}/{key}", region):
             return self._s3(region).get_object(Bucket=bucket, Key=key)["Body"].read()
 
     def list_keys(self, bucket: str, prefix: str, region: str) -> list[str]:
         """Every key under ``prefix`` (ListObjectsV2, all pages), sorted."""
-        with _mapped(f"s3:ListObjectsV2 s3://{bucket}/{prefix}", region):
+        with mapped_errors(f"s3:ListObjectsV2 s3://{bucket}/{prefix}", region):
             pages = self._s3(region).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
             return sorted(o["Key"] for page in pages for o in page.get("Contents", []))

@@ -19,14 +19,14 @@ from botocore.config import Config
 from amibuild import redact
 from amibuild.errors import UsageError
 from amibuild.aws import deadline, models, rates, regions
-from amibuild.aws.error_map import _mapped
+from amibuild.aws.error_map import mapped_errors
 
 
 CONNECT_TIMEOUT = 2
 CONNECT_ATTEMPTS = 2
 
 
-def _give_up_on_dead_endpoint(attempts: int = 0, caught_exception: BaseException | None = None, **_: Any) -> None:
+def give_up_on_dead_endpoint(attempts: int = 0, caught_exception: BaseException | None = None, **_: Any) -> None:
     """botocore `needs-retry` hook, run before the retry handler: stop retrying a connection error
     after CONNECT_ATTEMPTS by raising it (returning None would let the next handler retry)."""
     if isinstance(caught_exception, (bx.EndpointConnectionError, bx.ConnectTimeoutError,
@@ -96,7 +96,7 @@ class Session:
         (amibuild/aws/rates.py: a token per attempt from the bucket of this service, account and
         region, shared by every thread; throttled answers retried while the deadline allows)."""
         client.meta.events.register("before-call", self._count)
-        client.meta.events.register_first("needs-retry", _give_up_on_dead_endpoint)
+        client.meta.events.register_first("needs-retry", give_up_on_dead_endpoint)
         credentials = self._session.get_credentials()
         # AWS's buckets are per account; the access key stands for it (one key, one account) with no STS call
         rates.install(client, account=getattr(credentials, "access_key", None) or "",
@@ -113,7 +113,7 @@ class Session:
 
     def caller_identity(self, region: str) -> dict[str, str]:
         """Account and ARN of the credentials in use (sts:GetCallerIdentity)."""
-        with _mapped("sts:GetCallerIdentity", region):
+        with mapped_errors("sts:GetCallerIdentity", region):
             raw = self.client("sts", region).get_caller_identity()
         return {"account": raw["Account"], "arn": raw["Arn"]}
 

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 from amibuild.errors import NotFound
 from amibuild.aws import deadline
 from amibuild.aws.session import CONNECT_TIMEOUT, fan_out
-from amibuild.aws.error_map import _mapped
+from amibuild.aws.error_map import mapped_errors
 from botocore.exceptions import ClientError
 from botocore.config import Config
 
@@ -69,7 +69,7 @@ class SsmCalls:
     """SSM calls; mixed into `amibuild.aws.Aws` (needs `Session`'s clients)."""
 
     def get_parameter(self, name: str, region: str) -> str:
-        with _mapped(f"ssm:GetParameter {name}", region):
+        with mapped_errors(f"ssm:GetParameter {name}", region):
             return self.client("ssm", region).get_parameter(Name=name)["Parameter"]["Value"]
 
     # The channel methods below (reads included) use one client per region (`_ssm_channels`): PutParameter
@@ -100,7 +100,7 @@ class SsmCalls:
         """The parameter (its latest version, or `version`), or None when it does not exist."""
         selector = f"{name}:{version}" if version is not None else name
         try:
-            with _mapped(f"ssm:GetParameter {selector}", region):
+            with mapped_errors(f"ssm:GetParameter {selector}", region):
                 raw = self._ssm_channels(region).get_parameter(Name=selector)["Parameter"]
         except NotFound:
             return None
@@ -113,7 +113,7 @@ class SsmCalls:
     def dated_history(self, name: str, region: str) -> History:
         """Every version of a parameter (none when it does not exist), with the time AWS answered."""
         try:
-            with _mapped(f"ssm:GetParameterHistory {name}", region):
+            with mapped_errors(f"ssm:GetParameterHistory {name}", region):
                 pages = list(self._ssm_channels(region).get_paginator("get_parameter_history").paginate(Name=name))
         except NotFound as exc:
             return History((), answered_at(getattr(exc.__cause__, "response", None)))
@@ -123,7 +123,7 @@ class SsmCalls:
 
     def parameters_under(self, path: str, region: str) -> list[Parameter]:
         """Every parameter below `path` (recursive), latest versions."""
-        with _mapped(f"ssm:GetParametersByPath {path}", region):
+        with mapped_errors(f"ssm:GetParametersByPath {path}", region):
             pages = self._ssm_channels(region).get_paginator("get_parameters_by_path").paginate(
                 Path=path, Recursive=True
             )
@@ -134,7 +134,7 @@ class SsmCalls:
 
         ``DataType`` is always passed: an overwrite without it silently resets the type to ``text``.
         """
-        with _mapped(f"ssm:PutParameter {name}", region):
+        with mapped_errors(f"ssm:PutParameter {name}", region):
             response = self._ssm_channels(region).put_parameter(
                 Name=name,
                 Value=image_id,
@@ -147,19 +147,19 @@ class SsmCalls:
         return int(response["Version"])
 
     def delete_parameter(self, name: str, region: str) -> None:
-        with _mapped(f"ssm:DeleteParameter {name}", region):
+        with mapped_errors(f"ssm:DeleteParameter {name}", region):
             self._ssm_channels(region).delete_parameter(Name=name)
 
     def tag_parameter(self, name: str, region: str, tags: Mapping[str, str]) -> None:
         """Add or overwrite tags on a parameter (PutParameter cannot tag when overwriting)."""
-        with _mapped(f"ssm:AddTagsToResource {name}", region):
+        with mapped_errors(f"ssm:AddTagsToResource {name}", region):
             self._ssm_channels(region).add_tags_to_resource(
                 ResourceType="Parameter", ResourceId=name,
                 Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
             )
 
     def parameter_tags(self, name: str, region: str) -> dict[str, str]:
-        with _mapped(f"ssm:ListTagsForResource {name}", region):
+        with mapped_errors(f"ssm:ListTagsForResource {name}", region):
             raw = self._ssm_channels(region).list_tags_for_resource(ResourceType="Parameter", ResourceId=name)
         return {t["Key"]: t["Value"] for t in raw.get("TagList", [])}
 
@@ -178,7 +178,7 @@ class SsmCalls:
         names: dict[str, None] = {}
         for combination in itertools.product(*chunked):
             filters = [{"Key": f"tag:{key}", "Option": option, "Values": values} for key, option, values in combination]
-            with _mapped("ssm:DescribeParameters", region):
+            with mapped_errors("ssm:DescribeParameters", region):
                 pages = self._ssm_channels(region).get_paginator("describe_parameters").paginate(
                     ParameterFilters=filters, PaginationConfig={"PageSize": _FILTER_VALUES}  # 10 by default
                 )
@@ -192,7 +192,7 @@ class SsmCalls:
 
         def read(start: int) -> dict[str, str]:
             batch = unique[start:start + 10]
-            with _mapped(f"ssm:GetParameters {', '.join(batch)}", region):
+            with mapped_errors(f"ssm:GetParameters {', '.join(batch)}", region):
                 answer = self.client("ssm", region).get_parameters(Names=batch)
             return {p["Name"]: p["Value"] for p in answer.get("Parameters", [])}
 
@@ -208,7 +208,7 @@ class SsmCalls:
         SSM refuses the second of two concurrent creates with ParameterAlreadyExists, which makes this
         the "take it if free" a lease (amibuild/lease.py) needs.
         """
-        with _mapped(f"ssm:PutParameter {name}", region):
+        with mapped_errors(f"ssm:PutParameter {name}", region):
             try:
                 response = self._ssm_channels(region).put_parameter(
                     Name=name, Value=value, Type="String", Tier="Standard", Overwrite=False,
@@ -223,7 +223,7 @@ class SsmCalls:
     def overwrite_parameter(self, name: str, value: str, region: str, *, description: str = "") -> int:
         """Replace a String parameter's value (a lease renewal or take-over); the new version number,
         which tells a taker whether its put directly followed the version it read."""
-        with _mapped(f"ssm:PutParameter {name}", region):
+        with mapped_errors(f"ssm:PutParameter {name}", region):
             response = self._ssm_channels(region).put_parameter(
                 Name=name, Value=value, Type="String", Tier="Standard", Overwrite=True,
                 **({"Description": description} if description else {}),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from amibuild.aws import Aws, _mapped
+from amibuild.aws import Aws, mapped_errors
 from amibuild.errors import AwsError
 from botocore.exceptions import ClientError
 from botocore.config import Config
@@ -95,20 +95,20 @@ class TestInstances:
             spec["IamInstanceProfile"] = {"Name": instance_profile}
         if user_data:
             spec["UserData"] = user_data
-        with _mapped(f"ec2:RunInstances {image_id}", region):
+        with mapped_errors(f"ec2:RunInstances {image_id}", region):
             raw = self.aws.client("ec2", region).run_instances(**spec)
         return raw["Instances"][0]["InstanceId"]
 
     def state(self, region: str, instance_id: str) -> InstanceState:
         client = self.aws.client("ec2", region)
-        with _mapped(f"ec2:DescribeInstances {instance_id}", region):
+        with mapped_errors(f"ec2:DescribeInstances {instance_id}", region):
             reservations = client.describe_instances(InstanceIds=[instance_id]).get("Reservations", [])
         instances = [i for r in reservations for i in r.get("Instances", [])]
         state = instances[0]["State"]["Name"] if instances else "terminated"
         private_dns = str(instances[0].get("PrivateDnsName") or "") if instances else ""
         system = instance = ""
         if state == "running":
-            with _mapped(f"ec2:DescribeInstanceStatus {instance_id}", region):
+            with mapped_errors(f"ec2:DescribeInstanceStatus {instance_id}", region):
                 statuses = client.describe_instance_status(InstanceIds=[instance_id]).get("InstanceStatuses", [])
             if statuses:
                 system = statuses[0].get("SystemStatus", {}).get("Status", "")
@@ -117,7 +117,7 @@ class TestInstances:
 
     def ssm_online(self, region: str, instance_id: str) -> bool:
         """True when the instance's SSM agent has registered and answers (PingStatus Online)."""
-        with _mapped(f"ssm:DescribeInstanceInformation {instance_id}", region):
+        with mapped_errors(f"ssm:DescribeInstanceInformation {instance_id}", region):
             raw = self.aws.client("ssm", region).describe_instance_information(
                 Filters=[{"Key": "InstanceIds", "Values": [instance_id]}])
         return any(i.get("InstanceId") == instance_id and i.get("PingStatus") == "Online"
@@ -132,13 +132,13 @@ class TestInstances:
             TimeoutSeconds=max(30, timeout), Parameters={"commands": [script], "executionTimeout": [str(timeout)]})
         if output_bucket:
             spec.update(OutputS3BucketName=output_bucket, OutputS3KeyPrefix=output_prefix)
-        with _mapped(f"ssm:SendCommand AWS-RunShellScript {instance_id}", region):
+        with mapped_errors(f"ssm:SendCommand AWS-RunShellScript {instance_id}", region):
             raw = self._commands(region).send_command(**spec)
         return raw["Command"]["CommandId"]
 
     def invocation(self, region: str, command_id: str, instance_id: str) -> Invocation | None:
         try:
-            with _mapped(f"ssm:GetCommandInvocation {command_id}", region):
+            with mapped_errors(f"ssm:GetCommandInvocation {command_id}", region):
                 raw = self._commands(region).get_command_invocation(CommandId=command_id, InstanceId=instance_id)
         except AwsError as exc:
             if "InvocationDoesNotExist" in str(exc):  # not delivered yet
@@ -156,7 +156,7 @@ class TestInstances:
     def stored_output(self, region: str, bucket: str, key: str) -> StoredOutput | None:
         """The size and the end of one output object (None: the agent wrote none, e.g. no stderr)."""
         client = self.aws._s3(region)
-        with _mapped(f"s3:HeadObject s3://{bucket}/{key}", region):
+        with mapped_errors(f"s3:HeadObject s3://{bucket}/{key}", region):
             try:
                 size = int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
             except ClientError as exc:
@@ -165,17 +165,17 @@ class TestInstances:
                 raise
         if size == 0:
             return StoredOutput(0, "")
-        with _mapped(f"s3:GetObject s3://{bucket}/{key}", region):
+        with mapped_errors(f"s3:GetObject s3://{bucket}/{key}", region):
             body = client.get_object(Bucket=bucket, Key=key, Range=f"bytes=-{min(size, TAIL_BYTES)}")["Body"].read()
         return StoredOutput(size, body.decode("utf-8", errors="replace"))
 
     def image_tag(self, region: str, image_id: str, key: str) -> str:
         """The image's tag ``key`` ("" when it has none)."""
-        with _mapped(f"ec2:DescribeImages {image_id}", region):
+        with mapped_errors(f"ec2:DescribeImages {image_id}", region):
             images = self.aws.client("ec2", region).describe_images(ImageIds=[image_id]).get("Images", [])
         return next((t.get("Value", "") for i in images for t in i.get("Tags", []) if t.get("Key") == key), "")
 
     def tag_image(self, region: str, image_id: str, tags: Mapping[str, str]) -> None:
-        with _mapped(f"ec2:CreateTags {image_id}", region):
+        with mapped_errors(f"ec2:CreateTags {image_id}", region):
             self.aws.client("ec2", region).create_tags(
                 Resources=[image_id], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])

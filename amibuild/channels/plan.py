@@ -26,7 +26,7 @@ IMAGE_DATA_TYPE = "aws:ec2:image"
 
 
 _PROVENANCE = re.compile(r"\(run (?P<run>[^,()\s]+), fingerprint (?P<fp>[^,()\s]+)", re.ASCII)
-_UNKNOWN = "-"
+UNKNOWN_MARK = "-"
 
 
 # ------------------------------------------------------------------------------- provenance
@@ -48,7 +48,7 @@ def description(variant: str, channel: str, provenance: Provenance, note: str = 
     """``<variant> <channel> AMI, written by amibuild <version> (run <id>, fingerprint <fp>[, note])``."""
     extra = f", {note}" if note else ""
     return (f"{variant} {channel} AMI, written by amibuild {__version__} "
-            f"(run {provenance.run_id or _UNKNOWN}, fingerprint {provenance.fingerprint or _UNKNOWN}{extra})")
+            f"(run {provenance.run_id or UNKNOWN_MARK}, fingerprint {provenance.fingerprint or UNKNOWN_MARK}{extra})")
 
 
 def provenance_of(text: str) -> Provenance:
@@ -58,7 +58,7 @@ def provenance_of(text: str) -> Provenance:
         return Provenance()
 
     def known(value: str) -> str | None:
-        return None if value == _UNKNOWN else value
+        return None if value == UNKNOWN_MARK else value
 
     return Provenance(known(match.group("run")), known(match.group("fp")))
 
@@ -68,8 +68,8 @@ def parameter_tags(variant: str, channel: str, provenance: Provenance, pipeline:
     """The tags a channel's parameter carries. Pipeline, variant and channel let prune find every
     channel amibuild wrote by its tags, whatever name template named it."""
     found = {
-        tags.FINGERPRINT: provenance.fingerprint or _UNKNOWN,
-        tags.RUN_ID: provenance.run_id or _UNKNOWN,
+        tags.FINGERPRINT: provenance.fingerprint or UNKNOWN_MARK,
+        tags.RUN_ID: provenance.run_id or UNKNOWN_MARK,
         tags.VARIANT: variant,
         tags.CHANNEL: channel,
     }

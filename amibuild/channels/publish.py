@@ -24,13 +24,14 @@ from amibuild.aws import Aws, Image, Parameter, fan_out
 from amibuild.channels import gates, safeguard
 from amibuild.channels.home import lease_home
 # the plan and write names are part of this module's interface (callers import them from here)
-from amibuild.channels.plan import (IMAGE_DATA_TYPE, _AMI_ID, _UNKNOWN, PublishAction, Provenance,  # noqa: F401
+from amibuild.channels.plan import (IMAGE_DATA_TYPE, UNKNOWN_MARK, PublishAction, Provenance,  # noqa: F401
                                     PublishPlan, PublishResult, decide, description, parse_amis, plain,
                                     provenance_from_images, provenance_of, recorded_regions)
 from amibuild.channels.write import WRITE_INTERVAL, execute_publish, transact  # noqa: F401
 from amibuild.errors import GateRefused, PublishRefused, SpecError
 from amibuild.lease import Guard
 from amibuild.pipeline.protection import ProtectionSettings
+from amibuild.pipeline.value_checks import AMI_ID
 from amibuild.pipeline.naming import (DEFAULT_CHANNEL, DEFAULT_NAME_TEMPLATE, PipelineLike, VariantLike,  # noqa: F401
                                       check_channel, name_pattern, parameter_name)
 
@@ -110,7 +111,7 @@ def plan_publish(
         if what == "parameter":
             return aws.find_parameter(name, region)
         ami = amis.get(region, "")
-        return aws.find_image(region, ami) if _AMI_ID.match(ami) else None
+        return aws.find_image(region, ami) if AMI_ID.match(ami) else None
 
     state = fan_out([(r, what) for r in regions for what in ("parameter", "image")], read)
     images: dict[str, Image | None] = {r: state[(r, "image")] for r in regions}  # type: ignore[misc]
@@ -228,7 +229,7 @@ def promote(
         # which build each region holds, from the image's own tag (a description can be stale:
         # an overwrite that gives none keeps the previous one)
         found = fan_out(sorted(amis), lambda r: aws.find_image(r, amis[r]))
-        builds = {r: f"{image.tags[tags.FINGERPRINT][:12]} (run {image.tags.get(tags.RUN_ID, _UNKNOWN)})"
+        builds = {r: f"{image.tags[tags.FINGERPRINT][:12]} (run {image.tags.get(tags.RUN_ID, UNKNOWN_MARK)})"
                   for r, image in found.items() if image is not None and image.tags.get(tags.FINGERPRINT)}
         if len(set(builds.values())) > 1:  # copying a split channel would split the target too
             raise PublishRefused(
@@ -317,7 +318,7 @@ def rollback_versions(name: str, regions: Sequence[str], histories: Mapping[str,
         if not same:
             raise PublishRefused(
                 f"roll back {name} to version {target.version}: {region} has no version from the same build "
-                f"(run {target_prov.run_id or _UNKNOWN}, fingerprint {target_prov.fingerprint or _UNKNOWN}); "
+                f"(run {target_prov.run_id or UNKNOWN_MARK}, fingerprint {target_prov.fingerprint or UNKNOWN_MARK}); "
                 "publish the wanted images with `amibuild publish --ami ...` instead"
             )
         chosen[region] = same[-1]

@@ -62,7 +62,7 @@ def node_userdata(os_family: str, cluster: str, settings: NodeSettings) -> str |
         if settings.kubelet_flags:
             raise SpecError("--kubelet-flag: Karpenter writes the bootstrap.sh call of AL2 nodes itself; set kubelet "
                             "settings in the EC2NodeClass's spec.kubelet, or use an al2023 variant")
-        return render.multipart([("text/cloud-boothook", render._boothook(cfg))]) if settings.proxy else None
+        return render.multipart([("text/cloud-boothook", render.proxy_boothook(cfg))]) if settings.proxy else None
     # the NodeConfig pieces amibuild's own AL2023 user data is made of (kubelet settings, proxy
     # environment), without the cluster part Karpenter writes itself
     kubelet = KubeletSettings.parse(flags=settings.kubelet_flags)
@@ -71,7 +71,7 @@ def node_userdata(os_family: str, cluster: str, settings: NodeSettings) -> str |
     if settings.proxy_credentials_parameter:
         # the proxy needs credentials only the boothook reads at boot: it writes the drop-ins nodeadm's
         # units and the services read, and the NodeConfig carries no proxy of its own
-        parts.append(("text/cloud-boothook", render._boothook(cfg, node_os="al2023")))
+        parts.append(("text/cloud-boothook", render.proxy_boothook(cfg, node_os="al2023")))
     elif settings.proxy:
         entries = list(dict.fromkeys([*settings.vpc_cidrs, *render.no_proxy_entries(cfg)]))
         spec["instance"] = {"environment": proxy_environment(settings.proxy, entries)}

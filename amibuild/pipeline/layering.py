@@ -8,6 +8,7 @@ keeps each key's origin, the place an error names ("--extra-pkg", "--var volume_
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -17,11 +18,12 @@ from amibuild import PIPELINE_FILE, hcl, hclcache, secrets
 from amibuild.errors import SpecError, VarFileError
 from amibuild.notify.destination import EventTarget, event_target
 from amibuild.pipeline import attestation, value_checks as checks, files, imagetests, keys, naming, protection
-from amibuild.pipeline.model import (ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS, LAYERS, Overrides, Pipeline,
-                                     _VARIANT_NAME, _VAR_NAME)
-from amibuild.pipeline.validation import (_as_list, _bool, _str, _str_list, _str_map, _validate_pipeline, _validate_variant,
-                                          known_regions)
+from amibuild.pipeline.model import ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS, LAYERS, Overrides, Pipeline
+from amibuild.pipeline.validation import (VAR_NAME, bool_value, known_regions, list_value, str_list, str_map, str_value,
+                                          validate_pipeline, validate_variant)
 from amibuild.suggest import suggest
+
+_VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
 
 
 class Setting(NamedTuple):
@@ -49,7 +51,7 @@ class Merged:
         for layer in layers:
             for key, (value, where) in layer.items():
                 if key in ADDITIVE:
-                    values[key] = [*values.get(key, ()), *_as_list(value, where)]
+                    values[key] = [*values.get(key, ()), *list_value(value, where)]
                 elif key == "tests":  # a later block of the same name replaces the earlier one
                     values[key] = imagetests.merge_blocks([values.get(key, ()), value])
                 else:
@@ -86,20 +88,20 @@ def load(
     where = str(source) if source else "flags"
     settings = _one_block(doc, "pipeline", where)
     _check_keys(settings, _PIPELINE_KEYS, f"{where}: pipeline")
-    file_regions = tuple(_str_list(settings, "regions", where))
+    file_regions = tuple(str_list(settings, "regions", where))
     regions = tuple(overrides.regions) or file_regions or (default_region,)
     pipeline_kwargs = dict(
-        name=_str(settings.get("name", "amibuild"), f"{where}: pipeline.name"),
-        ssm_prefix=_str(settings.get("ssm_prefix", "/amibuild"), f"{where}: pipeline.ssm_prefix"),
+        name=str_value(settings.get("name", "amibuild"), f"{where}: pipeline.name"),
+        ssm_prefix=str_value(settings.get("ssm_prefix", "/amibuild"), f"{where}: pipeline.ssm_prefix"),
         regions=regions,
         file_regions=file_regions if overrides.regions else (),
-        copy_to=tuple(_str_list(settings, "copy_to", where)),
-        ami_users=tuple(_str_list(settings, "ami_users", where)),
-        tags=MappingProxyType(_str_map(settings.get("tags", {}), f"{where}: pipeline.tags")),
-        parameter_template=_str(settings["parameter_template"], f"{where}: pipeline.parameter_template")
+        copy_to=tuple(str_list(settings, "copy_to", where)),
+        ami_users=tuple(str_list(settings, "ami_users", where)),
+        tags=MappingProxyType(str_map(settings.get("tags", {}), f"{where}: pipeline.tags")),
+        parameter_template=str_value(settings["parameter_template"], f"{where}: pipeline.parameter_template")
         if "parameter_template" in settings else None,
-        default_channel=_str(settings.get("default_channel", "recommended"), f"{where}: pipeline.default_channel"),
-        fingerprint_key=checks.kms_key(_str(settings.get("fingerprint_key", DEFAULT_FINGERPRINT_KEY),
+        default_channel=str_value(settings.get("default_channel", "recommended"), f"{where}: pipeline.default_channel"),
+        fingerprint_key=checks.kms_key(str_value(settings.get("fingerprint_key", DEFAULT_FINGERPRINT_KEY),
                                             f"{where}: pipeline.fingerprint_key"), f"{where}: pipeline.fingerprint_key"),
         gates=imagetests.gates(doc.get("channel", []), where),
         boot_test=imagetests.boot_test_settings(settings["test"], f"{where}: pipeline.test")
@@ -112,7 +114,7 @@ def load(
         protection=protection.protection_settings(settings["protection"], f"{where}: pipeline.protection")
         if "protection" in settings else protection.ProtectionSettings(),
     )
-    _validate_pipeline(pipeline_kwargs, where, from_flag=bool(overrides.regions))
+    validate_pipeline(pipeline_kwargs, where, from_flag=bool(overrides.regions))
     checks.pipeline_name(pipeline_kwargs["name"], where)
     checks.tags(pipeline_kwargs["tags"], f"{where}: pipeline.tags")
 
@@ -140,7 +142,7 @@ def load(
         assert {*LAYERS[:2], *by_kind} == set(LAYERS), "a layer kind missing from LAYERS would be dropped"
         layers = [layer for kind in LAYERS[2:] for layer in by_kind[kind]]
         merged = chains.state(name).apply(layers)
-        variants.append(_validate_variant(name, dict(merged.values), dict(merged.origins),
+        variants.append(validate_variant(name, dict(merged.values), dict(merged.origins),
                                           root=source.parent if source else Path.cwd()))
         imagetests.check_set(variants[-1])  # a test block refused at load, before any AWS work
     for variant in variants:
@@ -154,8 +156,8 @@ def load(
                    known_regions=known_regions(), where=where, file_regions=pipeline_kwargs["file_regions"])
     for variant in variants:  # who may launch each image, and whether it carries credentials
         checks.sharing(variant, pipeline_kwargs["ami_users"], where=where,
-                       public=_bool(settings.get("public", False), f"{where}: pipeline.public"),
-                       allow_shared_credentials=_bool(settings.get("allow_shared_credentials", False),
+                       public=bool_value(settings.get("public", False), f"{where}: pipeline.public"),
+                       allow_shared_credentials=bool_value(settings.get("allow_shared_credentials", False),
                                                       f"{where}: pipeline.allow_shared_credentials"))
     pipeline = Pipeline(variants=tuple(variants), source=source, **pipeline_kwargs)
     check_names(pipeline, pipeline.default_channel, where)
@@ -320,7 +322,7 @@ def _select(variant_blocks: dict[str, Any], overrides: Overrides, where: str) ->
         # `enabled = false` leaves a variant out unless --variant names it (one that needs the
         # network to clone, say). It belongs to the block: a variant extending it is not disabled.
         enabled = [name for name, block in variant_blocks.items()
-                   if _bool(block.get("enabled", True), f'{where}: variant "{name}": enabled')]
+                   if bool_value(block.get("enabled", True), f'{where}: variant "{name}": enabled')]
         if not enabled:
             raise SpecError(f"{where}: every variant has `enabled = false`; name one with --variant "
                             f"({', '.join(variant_blocks)}) or enable one in the file")
@@ -426,7 +428,7 @@ def overrides_layers(o: Overrides) -> list[Layer]:
     for item in o.variables:
         key, sep, value = item.partition("=")
         key = key.strip()
-        if not sep or not _VAR_NAME.match(key):
+        if not sep or not VAR_NAME.match(key):
             raise SpecError(f"--var {item}: write KEY=VALUE, e.g. --var volume_size=40")
         variables[key] = Setting(value, f"--var {key}")
     return [MappingProxyType(flags), MappingProxyType(variables)]

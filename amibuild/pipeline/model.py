@@ -4,7 +4,6 @@ frozen value objects a load produces (`Pipeline`, `Variant`, `Repo`, `Proxy`) or
 from __future__ import annotations
 
 import base64
-import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -67,13 +66,6 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
 
 ADDITIVE = frozenset({"extra_packages", "repos"})
 LAYERS = ("defaults", "pipeline file", "var-files", "flags")
-
-_RPM_NAME = re.compile(r"^[A-Za-z0-9_+][A-Za-z0-9._+~^-]*\Z")
-_K8S = re.compile(r"^1\.([0-9]+)\Z")
-# the upstream base also takes a patch release (its binaries live under 1.N.P/<build date>/)
-_K8S_PATCH = re.compile(r"^1\.([0-9]+)\.[0-9]+\Z")
-_VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
-_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Validation of the merged settings into a `Variant` (and of the pipeline block), with the small
-typed readers (`_str`, `_int`, ...) the loader shares and `known_regions`."""
+typed readers (`str_value`, `int_value`, ...) the loader shares and `known_regions`."""
 
 from __future__ import annotations
 
@@ -16,10 +16,16 @@ from amibuild.errors import SpecError
 from amibuild.suggest import suggest
 from amibuild.pipeline import value_checks as checks, files, keys, naming, protection, proxy_credentials
 from amibuild.pipeline.model import (AL2_LAST_K8S, ARCHES, BASES, DEFAULT_FLAVOR, DEFAULTS, FLAVORS, OSES, VOLUME_TYPES, Proxy,
-                                     Repo, Variant, _K8S, _K8S_PATCH, _RPM_NAME, _VAR_NAME)
+                                     Repo, Variant)
+
+_RPM_NAME = re.compile(r"^[A-Za-z0-9_+][A-Za-z0-9._+~^-]*\Z")
+_K8S = re.compile(r"^1\.([0-9]+)\Z")
+# the upstream base also takes a patch release (its binaries live under 1.N.P/<build date>/)
+_K8S_PATCH = re.compile(r"^1\.([0-9]+)\.[0-9]+\Z")
+VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
 
 
-def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> None:
+def validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> None:
     prefix = kw["ssm_prefix"]
     if not prefix.startswith("/") or prefix.endswith("/") and prefix != "/" or "//" in prefix:
         raise SpecError(f"{where}: pipeline.ssm_prefix {prefix!r} must start with '/' and not end with '/', e.g. \"/amibuild\"")
@@ -39,14 +45,14 @@ def _validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> No
         checks.account(account, f"{where}: pipeline.ami_users")
 
 
-def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, root: Path) -> Variant:
+def validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, root: Path) -> Variant:
     def at(key: str) -> str:
         return origin.get(key, "defaults")
 
     base = _choice(m["base"], BASES, at("base"))
     os_ = _choice(m["os"], OSES, at("os"))
     arch = _choice(m["arch"], ARCHES, at("arch"))
-    k8s = _str(m["kubernetes_version"], at("kubernetes_version"))
+    k8s = str_value(m["kubernetes_version"], at("kubernetes_version"))
     match = _K8S.match(k8s) or (_K8S_PATCH.match(k8s) if base == "upstream" else None)
     if not match and base == "upstream":
         raise SpecError(f"{at('kubernetes_version')}: Kubernetes version {k8s!r} must look like 1.N or 1.N.P, "
@@ -78,7 +84,7 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
 
     checks.count(m.get("extra_packages", ()), checks.MAX_PACKAGES, at("extra_packages"), "extra packages")
     checks.count(m.get("repos", ()), checks.MAX_REPOS, at("repos"), "repositories")
-    packages = tuple(dict.fromkeys(_str(p, at("extra_packages")) for p in m.get("extra_packages", ())))
+    packages = tuple(dict.fromkeys(str_value(p, at("extra_packages")) for p in m.get("extra_packages", ())))
     for pkg in packages:
         if not _RPM_NAME.match(pkg):
             raise SpecError(
@@ -88,16 +94,16 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     repos: dict[str, Repo] = {}
     for raw in m.get("repos", ()):
         repo_name, gpgkey = str(raw.get("name", "")), str(raw.get("gpgkey", "") or "")
-        insecure = _bool(raw["insecure"], at("repos")) if "insecure" in raw else False
+        insecure = bool_value(raw["insecure"], at("repos")) if "insecure" in raw else False
         repo = Repo(repo_name, str(raw.get("baseurl", "")), gpgkey,
                     _shipped_key(repo_name, gpgkey, root, at("repos")), insecure)
         checks.repo(repo.name, repo.baseurl, repo.gpgkey, at("repos"),
-                    gpgcheck=_bool(raw["gpgcheck"], at("repos")) if "gpgcheck" in raw else None,
+                    gpgcheck=bool_value(raw["gpgcheck"], at("repos")) if "gpgcheck" in raw else None,
                     insecure=insecure, shipped_key=bool(repo.gpgkey_text))
         repos.pop(repo.name, None)  # a later layer redefines it
         repos[repo.name] = repo
     proxy_raw = m.get("proxy") or {}
-    proxy = Proxy(**{k: _str(v, at("proxy")) for k, v in proxy_raw.items()})
+    proxy = Proxy(**{k: str_value(v, at("proxy")) for k, v in proxy_raw.items()})
     for label, url in (("http", proxy.http), ("https", proxy.https)):
         if url:
             checks.url(url, at("proxy"), f"proxy.{label}")
@@ -105,14 +111,14 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
     proxy_credentials.check_with_proxy(proxy.credentials_parameter, (proxy.http, proxy.https),
                                        f"{at('proxy')}: proxy.credentials_parameter", "proxy.http / proxy.https")
     scripts = []
-    script_list = _as_list(m.get("scripts", ()), at("scripts"))
+    script_list = list_value(m.get("scripts", ()), at("scripts"))
     checks.count(script_list, checks.MAX_SCRIPTS, at("scripts"), "scripts")
     top = root.resolve()
     for script in script_list:
         # the scripts are uploaded and run with sudo: only files of the pipeline repository, with
         # symlinks followed, so `../../etc/shadow` or a link out of the folder cannot be shipped
         try:
-            path = files.resolve(top / _str(script, at("scripts")))
+            path = files.resolve(top / str_value(script, at("scripts")))
         except OSError:
             raise SpecError(f"{at('scripts')}: script {script} is a symlink loop; point it at a file") from None
         if not path.is_relative_to(top):
@@ -125,48 +131,48 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
             raise SpecError(f"{at('scripts')}: script {script} {why}; give a regular file")
         scripts.append(path)
 
-    volume_size = _int(m["volume_size"], at("volume_size"))
+    volume_size = int_value(m["volume_size"], at("volume_size"))
     if not 8 <= volume_size <= 16384:
         raise SpecError(f"{at('volume_size')}: volume_size {volume_size} must be between 8 and 16384 GiB")
-    source_ami = _str(m["source_ami"], at("source_ami"))
+    source_ami = str_value(m["source_ami"], at("source_ami"))
     if source_ami and not checks.AMI_ID.match(source_ami):
         raise SpecError(f"{at('source_ami')}: source_ami {source_ami!r} is not an AMI id (ami-0123456789abcdef0)")
 
-    encrypted = _bool(m["encrypted"], at("encrypted"))
-    kms_key_id = checks.pattern(_str(m["kms_key_id"], at("kms_key_id")), at("kms_key_id"), "kms_key_id")
+    encrypted = bool_value(m["encrypted"], at("encrypted"))
+    kms_key_id = checks.pattern(str_value(m["kms_key_id"], at("kms_key_id")), at("kms_key_id"), "kms_key_id")
     if kms_key_id and not encrypted:
         raise SpecError(f"{at('kms_key_id')}: kms_key_id is set but encrypted is false; set encrypted = true "
                         "or drop kms_key_id")
     for key in ("instance_type", "subnet_id", "security_group_id", "upstream_ref"):
-        checks.pattern(_str(m[key], at(key)), at(key), key)
-    upstream_src = _str(m["upstream"], at("upstream"))
+        checks.pattern(str_value(m[key], at(key)), at(key), key)
+    upstream_src = str_value(m["upstream"], at("upstream"))
     if upstream_src.startswith("-") or checks.has_control(upstream_src):
         raise SpecError(f"{at('upstream')}: upstream {upstream_src[:60]!r}: a path or git URL (not starting with '-')")
-    description = _str(m["description"], at("description"))
+    description = str_value(m["description"], at("description"))
     checks.text(description, at("description"), "description", limit=checks.AMI_DESCRIPTION_MAX)
     checks.no_template(description, at("description"), "description")
 
     packer_vars = {k: v for k, v in m.items() if k not in DEFAULTS}
     for key, value in packer_vars.items():
-        if not _VAR_NAME.match(key):
+        if not VAR_NAME.match(key):
             raise SpecError(f"{origin[key]}: {key!r} is not a valid Packer variable name")
         checks.packer_variable(key, value, origin[key], known_regions=known_regions())
     return Variant(
         name=name,
         base=base,
         upstream=upstream_src,
-        upstream_ref=_str(m["upstream_ref"], at("upstream_ref")),
+        upstream_ref=str_value(m["upstream_ref"], at("upstream_ref")),
         os=os_,
         kubernetes_version=k8s,
         arch=arch,
-        instance_type=_str(m["instance_type"], at("instance_type")),
+        instance_type=str_value(m["instance_type"], at("instance_type")),
         volume_size=volume_size,
         volume_type=_choice(m["volume_type"], VOLUME_TYPES, at("volume_type")),
         encrypted=encrypted,
         kms_key_id=kms_key_id,
-        subnet_id=_str(m["subnet_id"], at("subnet_id")),
-        security_group_id=_str(m["security_group_id"], at("security_group_id")),
-        associate_public_ip_address=_bool(m["associate_public_ip_address"], at("associate_public_ip_address")),
+        subnet_id=str_value(m["subnet_id"], at("subnet_id")),
+        security_group_id=str_value(m["security_group_id"], at("security_group_id")),
+        associate_public_ip_address=bool_value(m["associate_public_ip_address"], at("associate_public_ip_address")),
         source_ami=source_ami,
         extra_packages=packages,
         repos=tuple(repos.values()),
@@ -177,7 +183,7 @@ def _validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, r
         origins=MappingProxyType(dict(origin)),
         flavor=flavor,
         tests=tuple(m.get("tests", ())),
-        test_on_build=_bool(m["test_on_build"], at("test_on_build")),
+        test_on_build=bool_value(m["test_on_build"], at("test_on_build")),
         region_kms_key_ids=keys.parse_map(m.get("region_kms_key_ids"), at("region_kms_key_ids")),
         deprecate_after=protection.deprecate_after(m["deprecate_after"], at("deprecate_after")),
     )
@@ -194,13 +200,13 @@ def known_regions() -> frozenset[str]:
 
 
 def _choice(value: Any, choices: Sequence[str], where: str) -> str:
-    text = _str(value, where)
+    text = str_value(value, where)
     if text not in choices:
         raise SpecError(f"{where}: {text!r} is not supported; use one of {', '.join(choices)}{suggest(text, choices)}")
     return text
 
 
-def _str(value: Any, where: str) -> str:
+def str_value(value: Any, where: str) -> str:
     if isinstance(value, (bool, list, dict)):
         raise SpecError(f"{where}: expected a string, got {_kind(value)}")
     if isinstance(value, float):  # `1.30` unquoted would silently become "1.3"
@@ -209,7 +215,7 @@ def _str(value: Any, where: str) -> str:
     return "" if value is None else str(value)
 
 
-def _int(value: Any, where: str) -> int:
+def int_value(value: Any, where: str) -> int:
     if isinstance(value, bool):
         raise SpecError(f"{where}: expected a whole number, got {value!r}")
     try:
@@ -218,7 +224,7 @@ def _int(value: Any, where: str) -> int:
         raise SpecError(f"{where}: expected a whole number, got {value!r}") from None
 
 
-def _bool(value: Any, where: str) -> bool:
+def bool_value(value: Any, where: str) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -229,7 +235,7 @@ def _bool(value: Any, where: str) -> bool:
     raise SpecError(f"{where}: expected true or false, got {value!r}")
 
 
-def _as_list(value: Any, where: str) -> list[Any]:
+def list_value(value: Any, where: str) -> list[Any]:
     if isinstance(value, (list, tuple)):
         return list(value)
     if isinstance(value, str):  # a --var or var-file may give "a,b"
@@ -237,17 +243,17 @@ def _as_list(value: Any, where: str) -> list[Any]:
     raise SpecError(f"{where}: expected a list, got {_kind(value)}")
 
 
-def _str_list(block: Mapping[str, Any], key: str, where: str) -> list[str]:
+def str_list(block: Mapping[str, Any], key: str, where: str) -> list[str]:
     value = block.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise SpecError(f"{where}: pipeline.{key} must be a list of strings")
     return value
 
 
-def _str_map(value: Any, where: str) -> dict[str, str]:
+def str_map(value: Any, where: str) -> dict[str, str]:
     if not isinstance(value, dict):
         raise SpecError(f"{where}: expected a map of strings")
-    return {str(k): _str(v, f"{where}.{k}") for k, v in value.items()}
+    return {str(k): str_value(v, f"{where}.{k}") for k, v in value.items()}
 
 
 def _kind(value: Any) -> str:

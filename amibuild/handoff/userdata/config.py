@@ -65,7 +65,7 @@ _LOGICAL_ID = re.compile(r"^[A-Za-z0-9]{1,255}\Z")
 _NO_PROXY_ENTRY = re.compile(r"^[][A-Za-z0-9._*:/-]+\Z")
 # Characters that could end a value in the shell, /etc/environment or a systemd drop-in.
 _URL_UNSAFE = re.compile(r"[\s'\"`\\<>{}|^]", re.ASCII)
-_ROLE_ARN = re.compile(
+ROLE_ARN = re.compile(
     r"^arn:(?P<partition>aws(?:-[a-z]+)*):iam::(?P<account>[0-9]{12}):role/"
     r"(?P<path>(?:[\x21-\x2e\x30-\x7e]+/)*)(?P<name>[A-Za-z0-9_+=,.@-]{1,64})\Z"
 )
@@ -153,7 +153,7 @@ def _check_config(cfg: NodeConfig) -> None:
         if not _NO_PROXY_ENTRY.match(entry):
             raise SpecError(f"--no-proxy {entry!r}: give host names, .domains, addresses or CIDRs, one per entry")
     if cfg.service_cidr is not None:
-        _check_cidr(cfg.service_cidr, "--service-cidr")
+        check_cidr(cfg.service_cidr, "--service-cidr")
     unknown = [name for name in cfg.bypass if name not in ENDPOINTS]
     if unknown:
         raise SpecError(f"--bypass {unknown[0]!r}: choose from {', '.join(ENDPOINTS)} (or none)")
@@ -223,7 +223,7 @@ def check_proxy_url(value: str) -> str:
     return value
 
 
-def _check_cidr(value: str, flag: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+def check_cidr(value: str, flag: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     try:
         return ipaddress.ip_network(value, strict=True)
     except ValueError as exc:

@@ -9,7 +9,7 @@ import shlex
 from collections.abc import Sequence
 
 from amibuild.errors import SpecError
-from amibuild.handoff.userdata.config import (CONFIGMAP, NODE_GROUPS, PROXIED_DAEMONSETS, NodeConfig, _ROLE_ARN, _check_cidr,
+from amibuild.handoff.userdata.config import (CONFIGMAP, NODE_GROUPS, PROXIED_DAEMONSETS, NodeConfig, ROLE_ARN, check_cidr,
                                              no_proxy_entries)
 from amibuild.handoff.userdata.kubelet import yaml_text
 
@@ -27,7 +27,7 @@ def k8s_manifests(cfg: NodeConfig, vpc_cidr: str | Sequence[str]) -> str:
     if not cidrs:
         raise SpecError("--vpc-cidr is required with --k8s-manifests (aws ec2 describe-vpcs --vpc-ids VPC)")
     for cidr in cidrs:
-        _check_cidr(cidr, "--vpc-cidr")
+        check_cidr(cidr, "--vpc-cidr")
     configmap = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -72,7 +72,7 @@ def k8s_manifests(cfg: NodeConfig, vpc_cidr: str | Sequence[str]) -> str:
 
 
 def _role_match(role_arn: str) -> re.Match[str]:
-    match = _ROLE_ARN.match(role_arn)
+    match = ROLE_ARN.match(role_arn)
     if not match:
         hint = "arn:aws:iam::ACCOUNT:role/NAME"
         if ":instance-profile/" in role_arn:

@@ -58,7 +58,7 @@ def render_userdata(cfg: NodeConfig) -> str:
     """The MIME multi-part user data for `cfg`."""
     parts: list[tuple[str, str]] = []
     if cfg.proxy:
-        parts.append(("text/cloud-boothook", _boothook(cfg)))
+        parts.append(("text/cloud-boothook", proxy_boothook(cfg)))
     if cfg.os == "al2":
         parts.append(("text/x-shellscript", _bootstrap_script(cfg)))
     else:
@@ -92,13 +92,13 @@ def multipart(parts: Sequence[tuple[str, str]]) -> str:
     return document.as_string()
 
 
-# The boothook as cloud-init runs it (scripts/boothook.sh). @NAME@ marks a value put in shell-quoted by `_boothook`;
+# The boothook as cloud-init runs it (scripts/boothook.sh). @NAME@ marks a value put in shell-quoted by `proxy_boothook`;
 # the lines marked #@CREDENTIALS are there only with a proxy credentials parameter (`_credentials_lines`).
 # AMIBUILD_ROOT is never set on a node; the tests point it at a scratch directory.
 _BOOTHOOK = _script("boothook.sh")
 
 
-def _boothook(cfg: NodeConfig, node_os: str = "") -> str:
+def proxy_boothook(cfg: NodeConfig, node_os: str = "") -> str:
     """The proxy boothook; `node_os` for the units of an OS other than `cfg`'s (Karpenter's al2023 nodes,
     whose cluster details Karpenter writes, so `cfg` is an al2 one without them)."""
     node_os = node_os or cfg.os

@@ -11,8 +11,8 @@ from typing import Any, Mapping, Sequence
 
 from amibuild import hcl
 from amibuild.errors import UpstreamError
-from amibuild.render.upstream.layout import (UpstreamTemplate, _amazon_ebs, _object, _read_object, _var_files, detect,
-                                            makefile_defaults)
+from amibuild.render.upstream.layout import (UpstreamTemplate, amazon_ebs_builder, detect, json_object, makefile_defaults,
+                                            makefile_var_files, read_json_object)
 
 
 _ENV_ENTRY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
@@ -63,12 +63,12 @@ def load(root: Path, *, os_family: str = "al2", k8s: str | None = None) -> Upstr
     if not root.is_dir():
         raise UpstreamError(f"upstream checkout {root} is not a directory: fetch it first")
     layout, template_path, defaults_file = detect(root, os_family)
-    doc = _read_object(template_path)
-    defaults = dict(_object(doc.get("variables") or {}, template_path, "variables"))
-    var_files = _var_files(layout, defaults_file, k8s)
+    doc = read_json_object(template_path)
+    defaults = dict(json_object(doc.get("variables") or {}, template_path, "variables"))
+    var_files = makefile_var_files(layout, defaults_file, k8s)
     set_by_file: set[str] = set()
     for path in var_files:
-        layer = _read_object(path)
+        layer = read_json_object(path)
         defaults.update(layer)
         set_by_file.update(layer)  # null included: Packer counts a null from a var file as set
     from_make = {k: v for k, v in makefile_defaults(root, k8s).items() if k in defaults}
@@ -84,7 +84,7 @@ def load(root: Path, *, os_family: str = "al2", k8s: str | None = None) -> Upstr
         notes.append(f"from upstream's Makefile for Kubernetes {k8s}: {', '.join(sorted(from_make))}")
     sensitive = set(doc.get("sensitive-variables") or [])
 
-    builder_name, builder = _amazon_ebs(doc, template_path)
+    builder_name, builder = amazon_ebs_builder(doc, template_path)
     source = conv.body(builder, blocks=BLOCK_FIELDS, skip={"type", "name"}, notes=notes)
 
     provisioners: list[hcl.Block] = []
@@ -92,7 +92,7 @@ def load(root: Path, *, os_family: str = "al2", k8s: str | None = None) -> Upstr
     scripts: list[list[str]] = []
     labels: list[str] = []
     for index, raw in enumerate(doc.get("provisioners") or []):
-        raw = dict(_object(raw, template_path, f"provisioners[{index}]"))
+        raw = dict(json_object(raw, template_path, f"provisioners[{index}]"))
         kind = raw.get("type")
         if not isinstance(kind, str):
             raise UpstreamError(f"{template_path}: provisioners[{index}] has no type: fix it")
@@ -325,7 +325,7 @@ class _Converter:
             try:
                 if key in blocks:
                     for entry in item if isinstance(item, list) else [item]:
-                        entry = _object(entry, self.path, key)
+                        entry = json_object(entry, self.path, key)
                         inner = self.body(entry, blocks=blocks, skip=set(), notes=notes)
                         out.append(hcl.Block(key, (), inner))
                     continue

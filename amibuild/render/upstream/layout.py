@@ -14,7 +14,7 @@ from amibuild.errors import UpstreamError
 
 
 # os -> [(layout, template, variables file)], relative to the checkout root, newest layout first.
-# The templates layout also has per-minor files beside variables-default.json (see `_var_files`).
+# The templates layout also has per-minor files beside variables-default.json (see `makefile_var_files`).
 LAYOUTS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "al2": (
         ("templates", "templates/al2/template.json", "templates/al2/variables-default.json"),
@@ -65,7 +65,7 @@ def detect(root: Path, os_family: str = "al2") -> tuple[str, Path, Path]:
     raise UpstreamError(f"{root} holds no {wanted}: point at an awslabs/amazon-eks-ami checkout")
 
 
-def _var_files(layout: str, defaults_file: Path, k8s: str | None) -> list[Path]:
+def makefile_var_files(layout: str, defaults_file: Path, k8s: str | None) -> list[Path]:
     """The variable files upstream's Makefile passes with -var-file, in its order."""
     files = [defaults_file] if defaults_file.is_file() else []
     minor = ".".join(k8s.split(".")[:2]) if k8s else ""
@@ -100,23 +100,23 @@ def makefile_defaults(root: Path, k8s: str | None) -> dict[str, str]:
     return out
 
 
-def _read_object(path: Path) -> dict[str, Any]:
+def read_json_object(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UpstreamError(f"cannot read {path}: {exc.strerror}; check the checkout") from exc
     except ValueError as exc:
         raise UpstreamError(f"{path} is not valid JSON ({exc}): check the checkout") from exc
-    return _object(doc, path, "the file")
+    return json_object(doc, path, "the file")
 
 
-def _object(value: Any, path: Path, what: str) -> dict[str, Any]:
+def json_object(value: Any, path: Path, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UpstreamError(f"{path}: {what} is not a JSON object: check the checkout")
     return value
 
 
-def _amazon_ebs(doc: dict[str, Any], path: Path) -> tuple[str, dict[str, Any]]:
+def amazon_ebs_builder(doc: dict[str, Any], path: Path) -> tuple[str, dict[str, Any]]:
     builders = [b for b in doc.get("builders") or [] if isinstance(b, dict)]
     ebs = [b for b in builders if b.get("type") == "amazon-ebs"]
     if len(ebs) != 1:
