@@ -247,8 +247,9 @@ def test_isolated_env_leaves_no_credentials_and_sets_the_tripwire():
 
 def test_module_run_prints_exports_and_stops_cleanly_on_sigterm():
     repo = Path(__file__).resolve().parent.parent
+    # -X faulthandler: should it not stop, SIGABRT makes it print where each of its threads is
     proc = subprocess.Popen(
-        [sys.executable, "-m", "amibuild.sandbox"],
+        [sys.executable, "-X", "faulthandler", "-m", "amibuild.sandbox"],
         cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     lines = []
@@ -258,7 +259,12 @@ def test_module_run_prints_exports_and_stops_cleanly_on_sigterm():
             if line.startswith("# sandbox ready at"):
                 break
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=15)
+        try:
+            out, err = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate(timeout=15)
+            pytest.fail(f"still running 15 s after SIGTERM; where it was:\n{err[-8000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
