@@ -7,7 +7,7 @@ Three kinds of test:
 * against the local emulator over HTTP (the real CLI and the library): deploy, change sets,
   stack parameters after an update, the new launch template version and its image, the group's
   version, --dry-run, refusals with exit 2. These need the sandbox's model of stack updates
-  (`_model_stack_updates` in amibuild/sandbox/patches.py: previous parameter values as passed, the group
+  (`model_stack_updates` in amibuild/sandbox/patches.py: previous parameter values as passed, the group
   following its launch template version). It still never resolves an SSM parameter again and
   replaces no instance, so the rolls driven here change the parameter's name or pin NodeImageId,
   and one test shows rollout's honest failure in the same-name case;
@@ -391,7 +391,7 @@ class World:
         ssm = parameters_of(stack)["NodeImageIdSSMParam"]
         assert ssm.startswith("/"), (
             f"DescribeStacks shows NodeImageIdSSMParam as {ssm!r}, not the parameter name: this sandbox lacks "
-            "the CloudFormation update model (_model_stack_updates in amibuild/sandbox/patches.py)")
+            "the CloudFormation update model (model_stack_updates in amibuild/sandbox/patches.py)")
 
     def invoke(self, *args: str) -> CliResult:
         return run_cli(self.workdir, *args)

@@ -52,10 +52,10 @@ def install_hint(prefix: str | Path | None = None, requirement: str | None = Non
 REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.core", "DEFAULT_ACCOUNT_ID"),  # the Recycle Bin's rules belong to the default account
     ("moto", "backends"),
-    ("moto.backends", "list_of_moto_modules"),  # patches._list_services_once
+    ("moto.backends", "list_of_moto_modules"),  # patches.list_services_once
     ("moto.core", "responses"),
-    ("moto.core.responses", "method_names_from_class"),  # patches._list_actions_once
-    ("moto.ec2.models.tags", "TagBackend.describe_tags"),  # patches._read_one_resources_tags
+    ("moto.core.responses", "method_names_from_class"),  # patches.list_actions_once
+    ("moto.ec2.models.tags", "TagBackend.describe_tags"),  # patches.read_one_resources_tags
     ("moto.ec2.utils", "EC2_PREFIX_TO_RESOURCE"),
     ("moto.ec2.utils", "get_prefix"),
     ("moto.ec2.models.amis", "AmiBackend.deregister_image"),  # image lifecycle: protection, the bin
@@ -71,7 +71,7 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.cloudformation.parsing", "get_references_from_template"),
     ("moto.cloudformation.responses", "CloudFormationResponse._validate_different_update"),
     ("moto.autoscaling.models", "FakeAutoScalingGroup._set_launch_configuration"),
-    ("moto.autoscaling.models", "AutoScalingBackend.create_or_update_tags"),  # patches.py: _tag_stack_groups
+    ("moto.autoscaling.models", "AutoScalingBackend.create_or_update_tags"),  # patches.py: tag_stack_groups
     ("moto.kms.models", "KmsBackend.generate_mac"),  # kms_mac.py
     ("moto.kms.models", "KmsBackend.verify_mac"),
     ("moto.kms.models", "KmsBackend.get_key_id_from_alias"),
@@ -91,7 +91,7 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.ssm.models", "SimpleSystemManagerBackend.get_parameter"),
     ("moto.ssm.models", "SimpleSystemManagerBackend.send_command"),  # runcommand.py
     ("moto.ssm.responses", "SimpleSystemManagerResponse"),
-    ("moto.ssm.responses", "SimpleSystemManagerResponse.describe_parameters"),  # patches.py: _page_parameter_listings
+    ("moto.ssm.responses", "SimpleSystemManagerResponse.describe_parameters"),  # patches.py: page_parameter_listings
     ("moto.ssm.models", "SimpleSystemManagerBackend.describe_parameters"),
     ("moto.ssm.exceptions", "ValidationException"),
     ("moto.core.responses", "ActionResult"),
@@ -123,7 +123,7 @@ REQUIRED_INSTANCE: tuple[tuple[str, str, str], ...] = (
     ("moto.cloudformation.parsing", "ResourceMap", "_resource_json_map"),
     ("moto.cloudformation.parsing", "ResourceMap", "_account_id"),
     ("moto.cloudformation.parsing", "ResourceMap", "_region_name"),
-    ("moto.cloudformation.parsing", "ResourceMap", "_parsed_resources"),  # patches.py: _tag_stack_groups
+    ("moto.cloudformation.parsing", "ResourceMap", "_parsed_resources"),  # patches.py: tag_stack_groups
     ("moto.autoscaling.models", "FakeAutoScalingGroup", "instance_states"),
     ("moto.autoscaling.models", "FakeAutoScalingGroup", "autoscaling_backend"),
     ("moto.ssm.models", "SimpleSystemManagerBackend", "_parameters"),

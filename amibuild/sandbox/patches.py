@@ -1,7 +1,7 @@
-"""The emulator's patches to moto: CloudFormation stack updates modelled (`_model_stack_updates`), and
-a stack's Auto Scaling groups tagged with their stack (`_tag_stack_groups`), and DescribeParameters
-paged as AWS pages it (`_page_parameter_listings`); and lookups moto redoes on every request made
-once (`_list_services_once`, `_list_actions_once`)."""
+"""The emulator's patches to moto: CloudFormation stack updates modelled (`model_stack_updates`), and
+a stack's Auto Scaling groups tagged with their stack (`tag_stack_groups`), and DescribeParameters
+paged as AWS pages it (`page_parameter_listings`); and lookups moto redoes on every request made
+once (`list_services_once`, `list_actions_once`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 
 
-def _model_stack_updates() -> None:
+def model_stack_updates() -> None:
     """Make moto's CloudFormation stack updates behave as AWS's where amibuild's rollout needs it.
 
     moto 5.2.5 keeps a stack's parameters only as resolved values: DescribeStacks shows an SSM
@@ -99,7 +99,7 @@ STACK_ID_TAG = "aws:cloudformation:stack-id"
 LOGICAL_ID_TAG = "aws:cloudformation:logical-id"
 
 
-def _tag_stack_groups() -> None:
+def tag_stack_groups() -> None:
     """Tag each Auto Scaling group a stack makes with its stack, as CloudFormation does.
 
     AWS tags every resource of a stack that takes tags with ``aws:cloudformation:stack-name``,
@@ -134,7 +134,7 @@ def _tag_stack_groups() -> None:
         tag_groups(resource_map)
         return ready
 
-    original_update = ResourceMap.update  # `_model_stack_updates`'s, when it ran first
+    original_update = ResourceMap.update  # `model_stack_updates`'s, when it ran first
 
     def update(resource_map: Any, template: dict[str, Any], parameters: dict[str, Any] | None = None) -> None:
         original_update(resource_map, template, parameters)
@@ -147,7 +147,7 @@ def _tag_stack_groups() -> None:
 PARAMETER_PAGE_MAX = 50  # DescribeParameters' MaxResults: 1 to 50, 10 when not given (the SSM API reference)
 
 
-def _page_parameter_listings() -> None:
+def page_parameter_listings() -> None:
     """Answer DescribeParameters in pages of ``MaxResults``, as AWS does.
 
     moto 5.2.5 answers 10 parameters a page whatever MaxResults asks for, so a listing that asks
@@ -179,7 +179,7 @@ def _page_parameter_listings() -> None:
     SimpleSystemManagerResponse.describe_parameters = describe_parameters
 
 
-def _read_one_resources_tags() -> None:
+def read_one_resources_tags() -> None:
     """An EC2 resource's own tags read from its entry, not from a scan of every tag in the region.
 
     moto's `TaggedEC2Resource.get_tags` asks `describe_tags(resource-id=ID)`, which walks every
@@ -204,7 +204,7 @@ def _read_one_resources_tags() -> None:
     TagBackend.describe_tags = describe_tags
 
 
-def _list_services_once() -> None:
+def list_services_once() -> None:
     """moto's service folders listed once, not on every request.
 
     moto's dispatcher asks `backends.list_of_moto_modules()` for each request's host, and that lists
@@ -217,7 +217,7 @@ def _list_services_once() -> None:
     backends.list_of_moto_modules = lambda: services
 
 
-def _list_actions_once() -> None:
+def list_actions_once() -> None:
     """Each moto response class's method names listed once per class, not on every request.
 
     moto's `BaseResponse.call_action` asks `method_names_from_class` (an `inspect.getmembers` of the

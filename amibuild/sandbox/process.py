@@ -24,7 +24,7 @@ from typing import Any, Callable, TextIO
 
 from amibuild.sandbox import SandboxError
 from amibuild.sandbox.standin_store import STORE_ENV
-from amibuild.sandbox.seed import API_PREFIX, DEFAULT_REGION, LOOPBACK, SEED_REGIONS, TRIPWIRE_PROXY, _PORT_LINE, _PROXY_VARS, _check_kind
+from amibuild.sandbox.seed import API_PREFIX, DEFAULT_REGION, LOOPBACK, PORT_LINE, PROXY_VARS, SEED_REGIONS, TRIPWIRE_PROXY, check_kind
 from amibuild.sandbox.eks_cluster import sandbox_cluster
 
 
@@ -238,7 +238,7 @@ class Sandbox:
         `release` is the ``YYYYMMDD`` suffix; by default two weeks after the newest one known.
         The image is registered in every region of `SEED_REGIONS`; `reset()` takes it away.
         """
-        _check_kind(os, arch)
+        check_kind(os, arch)
         body = self._post("release", {"k8s": k8s, "os": os, "arch": arch, "release": release})
         return Release(body["image_id"], body["name"], body["parameter"], tuple(body["regions"]))
 
@@ -252,7 +252,7 @@ class Sandbox:
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)
             while True:
-                match = _PORT_LINE.search(buffer)
+                match = PORT_LINE.search(buffer)
                 if match:
                     return int(match.group(1))
                 remaining = deadline - time.monotonic()
@@ -338,7 +338,7 @@ def _child_env() -> dict[str, str]:
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("AWS_", "MOTO_"))
-        and key.upper() not in _PROXY_VARS
+        and key.upper() not in PROXY_VARS
     }
     env.update(safety_env())
     env.update(

@@ -1,5 +1,5 @@
 """What the sandbox seeds (pure data, shared by the parent and the emulator process) and the
-child-side `_Seeder` that writes it into moto's backends."""
+child-side `Seeder` that writes it into moto's backends."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ SANDBOX_SUBNETS = (("a", "10.42.0.0/24"), ("b", "10.42.1.0/24"))
 TRIPWIRE_PROXY = "http://127.0.0.1:9"  # discard port: a stray non-loopback call fails at once
 LOOPBACK = "127.0.0.1"
 API_PREFIX = "/amibuild-sandbox"
-_PORT_LINE = re.compile(rb"^AMIBUILD_SANDBOX_PORT=(\d+)$", re.MULTILINE)
-_PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "ALL_PROXY")
+PORT_LINE = re.compile(rb"^AMIBUILD_SANDBOX_PORT=(\d+)$", re.MULTILINE)
+PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "ALL_PROXY")
 _K8S_VERSION = re.compile(r"^[0-9]+\.[0-9]+\Z")
 _RELEASE_DATE = re.compile(r"^[0-9]{8}\Z")
 
@@ -96,7 +96,7 @@ class EksImage:
                         description=f"EKS Kubernetes Worker AMI with {base} image (k8s: {self.k8s})")
 
 
-def _check_kind(os_family: str, arch: str) -> None:
+def check_kind(os_family: str, arch: str) -> None:
     if os_family not in OS_FAMILIES:
         raise SandboxError(f"unknown os {os_family!r}: use one of {', '.join(OS_FAMILIES)}")
     if arch not in ARCHITECTURES:
@@ -105,7 +105,7 @@ def _check_kind(os_family: str, arch: str) -> None:
 
 def recommended_prefix(k8s: str, os: str, arch: str, flavor: str = "standard") -> str:  # noqa: A002
     """``/aws/service/eks/optimized-ami/<k8s>/<os path>/recommended`` for one image kind."""
-    _check_kind(os, arch)
+    check_kind(os, arch)
     if flavor != "standard" and arch not in FLAVOR_SEEDS[os].get(flavor, ()):
         raise SandboxError(f"no {os} {flavor} image for {arch}: flavors are "
                            f"{', '.join(['standard', *FLAVOR_SEEDS[os]])}")
@@ -138,7 +138,7 @@ def seed_images() -> list[EksImage]:
 # Child side: runs in the emulator process only.
 
 
-class _Seeder:
+class Seeder:
     """Seeds the in-process moto backends, and publishes newer images on request."""
 
     def __init__(self) -> None:
@@ -178,7 +178,7 @@ class _Seeder:
         from moto.ec2.models.amis import Ami
         from moto.ssm.models import ssm_backends
 
-        _check_kind(os_family, arch)
+        check_kind(os_family, arch)
         if not _K8S_VERSION.match(k8s):
             raise SandboxError(f"kubernetes version {k8s!r} is not like 1.30")
         known = [i.release for i in seed_images() + self.released

@@ -17,10 +17,10 @@ from amibuild.errors import AmibuildError
 from amibuild.sandbox import SandboxError
 from amibuild.sandbox.botodata import one_session_for_eks, parse_once
 from amibuild.sandbox.moto_check import check_internals
-from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, _Seeder, seed_images
+from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, Seeder, seed_images
 from amibuild.sandbox.eks_cluster import model_eks_clusters, read_short_form_yaml
-from amibuild.sandbox.patches import (_list_actions_once, _list_services_once, _model_stack_updates,
-                                      _page_parameter_listings, _read_one_resources_tags, _tag_stack_groups)
+from amibuild.sandbox.patches import (list_actions_once, list_services_once, model_stack_updates,
+                                      page_parameter_listings, read_one_resources_tags, tag_stack_groups)
 from amibuild.sandbox import (cross_account, clock as clock_mod, eks_api, image_states, inspector_api, kms_signing, kms_accounts,
                               kms_hmac, paging, recyclebin, runcommand, standins)
 from amibuild.sandbox.kubeapi import CONTROL as KUBE_CONTROL, PREFIX as KUBE_PREFIX, KubeApi
@@ -34,7 +34,7 @@ _StartResponse = Callable[..., Any]
 class _SandboxApp:
     """WSGI middleware: our control endpoints, everything else to moto."""
 
-    def __init__(self, moto_app: Any, seeder: _Seeder, clock: clock_mod.Clock | None = None) -> None:
+    def __init__(self, moto_app: Any, seeder: Seeder, clock: clock_mod.Clock | None = None) -> None:
         self.moto_app = moto_app
         self.seeder = seeder
         self.clock = clock or clock_mod.Clock()  # the time AWS answers with (`amibuild.sandbox.clock`)
@@ -162,12 +162,12 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
         # that moved what we patch or import fails now, naming it
         check_internals()
     one_session_for_eks()
-    _model_stack_updates()
-    _tag_stack_groups()  # after: it wraps the update _model_stack_updates installs
-    _page_parameter_listings()
-    _read_one_resources_tags()  # an image's tags without a scan of the region's every tag
-    _list_services_once()  # the dispatcher's list of moto's services, made once
-    _list_actions_once()  # each response class's actions, listed once
+    model_stack_updates()
+    tag_stack_groups()  # after: it wraps the update model_stack_updates installs
+    page_parameter_listings()
+    read_one_resources_tags()  # an image's tags without a scan of the region's every tag
+    list_services_once()  # the dispatcher's list of moto's services, made once
+    list_actions_once()  # each response class's actions, listed once
     clock = clock_mod.Clock()
     clock_mod.install(clock)  # SSM stamps its times from the emulator's clock, which a test can move
     recyclebin.use_clock(clock.now)  # protection cooldowns and the bin's retention follow it too
@@ -192,7 +192,7 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
     from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request in the log
-    seeder = _Seeder()
+    seeder = Seeder()
     app = _SandboxApp(DomainDispatcherApplication(create_backend_app), seeder, clock)
     # Bind first (a taken port fails fast), seed, then report the port: nobody knows it before.
     server = make_server(host, port, app, threaded=True,
