@@ -107,6 +107,19 @@ def test_function_level_imports_stay_few() -> None:
         "at the module's top, or defer only an optional extra or a heavy library on a rare path:\n" + "\n".join(found))
 
 
+def test_no_module_imports_a_private_name_of_another() -> None:
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "amibuild").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("amibuild"):
+                found += [f"{path.relative_to(ROOT)}:{node.lineno} {node.module}.{alias.name}"
+                          for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert not found, ("a name another module imports is part of its module's interface: name it without the "
+                       "underscore\n" + "\n".join(found))
+
+
 MODULE_LINES = 500  # a module over this many lines is listed, with why it is one concept, in LONG_MODULES
 LONG_MODULES = ROOT / "tests" / "data" / "long_modules.txt"
 DOCSTRING_LINES = 15  # a module's docstring says what it is; the rationale lives in docs/dev/decisions.md
