@@ -92,7 +92,7 @@ def what_if_now(flag: str | None, *, dry_run: bool) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
-def aws_time(text: str) -> datetime | None:
+def parse_iso_time(text: str) -> datetime | None:
     """An ISO 8601 time as AWS and amibuild write them (``...Z``, with or without fractions) as an aware
     datetime, UTC where it names no zone; None for "" or text that is not one."""
     try:

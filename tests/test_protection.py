@@ -20,7 +20,7 @@ from amibuild.channels import safeguard
 from amibuild.channels.safeguard import GuardAction
 from amibuild.pipeline.protection import ProtectionSettings
 from amibuild.sandbox import Sandbox, seed_images
-from amibuild.values import aws_time
+from amibuild.values import parse_iso_time
 from faultproxy import FaultProxy
 
 REGIONS = ("us-west-2", "eu-west-1")
@@ -212,7 +212,7 @@ def test_channels_lists_each_images_protection(sandbox, workdir, cli):
 
 
 def deprecation(region: str, ami: str) -> datetime | None:
-    return aws_time(described(region, ami).get("DeprecationTime", ""))
+    return parse_iso_time(described(region, ami).get("DeprecationTime", ""))
 
 
 def test_deprecate_after_sets_the_deprecation_time_at_publish_in_every_region(sandbox, tmp_path, cli):

@@ -214,7 +214,7 @@ def test_deprecate_only_leaves_an_image_deprecated_already_as_it_is(offline_aws)
         stub.add_response("describe_images", recorded["response"], expected_params={
             "Owners": ["self"], "Filters": [{"Name": k, "Values": v} for k, v in filters.items()], "MaxResults": 1000})
         found = offline_aws.own_images(REGION, filters)
-    deprecated = {i.image_id: when for i, text in found if (when := values.aws_time(text))}
+    deprecated = {i.image_id: when for i, text in found if (when := values.parse_iso_time(text))}
     assert deprecated == {"ami-0000000000000000a": datetime(2024, 2, 1, 12, tzinfo=timezone.utc)}
     images = [i for i, _ in found]
     plan = prune.plan_prune(images, {}, 1, None, NOW, snapshot_tags=own_snapshots(*images), deprecate_only=True,

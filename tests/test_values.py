@@ -55,10 +55,10 @@ def test_optional_flags_left_out_are_none() -> None:
     (" 2026-12-04T12:30:00Z\n", datetime(2026, 12, 4, 12, 30, tzinfo=timezone.utc)),
 ])
 def test_aws_times_are_aware_datetimes(text: str, expected: datetime) -> None:
-    moment = values.aws_time(text)
+    moment = values.parse_iso_time(text)
     assert moment == expected and moment.tzinfo is not None
 
 
 @pytest.mark.parametrize("text", ["", "yesterday", "2026-13-01T00:00:00Z"])
 def test_unreadable_aws_times_are_none(text: str) -> None:
-    assert values.aws_time(text) is None
+    assert values.parse_iso_time(text) is None

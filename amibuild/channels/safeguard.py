@@ -21,7 +21,7 @@ from amibuild.errors import AmibuildError, PublishFailed
 from amibuild.lease import is_lease
 from amibuild.pipeline.naming import PipelineLike, VariantLike, name_pattern
 from amibuild.pipeline.protection import ProtectionSettings
-from amibuild.values import aws_time
+from amibuild.values import parse_iso_time
 
 SLACK = timedelta(days=1)  # a held image's deprecation time is moved when it falls more than this short
 
@@ -68,7 +68,7 @@ def decide(held: Mapping[tuple[str, str], Image | None], holders: Mapping[tuple[
             steps.append(GuardStep(region, ami, GuardAction.PROTECT,
                                    f"{by}: deregistration protection {image.protection} -> {wanted}",
                                    cooldown=protection.cooldown))
-        current = aws_time(image.deprecation_time)
+        current = parse_iso_time(image.deprecation_time)
         if target is not None and (current is None or current < target - SLACK):
             was = f"deprecation time {current:%Y-%m-%d %H:%M} UTC" if current else "no deprecation time"
             steps.append(GuardStep(region, ami, GuardAction.DEPRECATE,

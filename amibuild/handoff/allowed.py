@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 from fnmatch import fnmatchcase
 from typing import Any, Iterable, Mapping, Sequence
 
-from amibuild.values import aws_time
+from amibuild.values import parse_iso_time
 
 
 @dataclass(frozen=True)
@@ -93,11 +93,11 @@ def lacks(criterion: Criterion, image: SeenImage, now: datetime) -> list[str]:
     if criterion.names and not any(fnmatchcase(image.name, p) for p in criterion.names):
         missing.append(f"ImageNames {', '.join(criterion.names)} do not match {image.name!r}")
     if criterion.max_days_since_created is not None:
-        created = aws_time(image.creation_date)
+        created = parse_iso_time(image.creation_date)
         if created is None or now - created > timedelta(days=criterion.max_days_since_created):
             missing.append(f"CreationDateCondition: created more than {criterion.max_days_since_created} d ago")
     if criterion.max_days_since_deprecated is not None and image.deprecation_time:
-        deprecated = aws_time(image.deprecation_time)
+        deprecated = parse_iso_time(image.deprecation_time)
         if deprecated is not None and now - deprecated > timedelta(days=criterion.max_days_since_deprecated):
             missing.append(f"DeprecationTimeCondition: deprecated more than {criterion.max_days_since_deprecated} d ago")
     return missing

@@ -28,7 +28,7 @@ from amibuild.channels import evidence
 from amibuild.channels.publish import name_pattern, plain
 from amibuild.errors import FleetBehind, SpecError, Unverified
 from amibuild.lifecycle.consumers import ChannelFact, Consumer, Kind, Uses, consumers, gather_uses
-from amibuild.values import aws_time
+from amibuild.values import parse_iso_time
 
 
 VALID = "valid"
@@ -181,7 +181,7 @@ def standing_in(channel: ChannelFact, image_id: str, now: datetime) -> tuple[int
              if channel.history[n][1] != channel.history[n - 1][1]]
     seconds = 0.0
     if moves:
-        first = aws_time(channel.times[moves[0]]) if moves[0] < len(channel.times) else None
+        first = parse_iso_time(channel.times[moves[0]]) if moves[0] < len(channel.times) else None
         seconds = max((now - first).total_seconds(), 0.0) if first else 0.0
     return channel.history[last][0], len(moves), seconds
 
@@ -254,7 +254,7 @@ def classify(facts: FleetFacts, now: datetime, *, variant: str | None = None, ch
 
 def _channel_row(c: ChannelFact, now: datetime) -> ChannelRow:
     version, ami = c.history[-1]
-    modified = aws_time(c.times[-1]) if c.times else None
+    modified = parse_iso_time(c.times[-1]) if c.times else None
     return ChannelRow(c.variant or c.label, c.k8s, c.channel or c.name, c.region, c.name, ami, version, modified,
                       _days(modified, now))
 

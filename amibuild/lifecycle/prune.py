@@ -28,7 +28,7 @@ from amibuild.channels.publish import name_pattern, plain
 from amibuild.lifecycle.consumers import (DEFAULT_KEEP_VERSIONS, ChannelFact, LaunchFacts, Uses,  # noqa: F401
                                           gather_uses, in_use)
 from amibuild.lifecycle.recoverable import NO_RULE, BinRule, Recovery, recovery, rule_from_gateway
-from amibuild.values import aws_time
+from amibuild.values import parse_iso_time
 
 DELETABLE_STATES = frozenset({"available", "failed", "error", "invalid", "disabled"})
 _COMPLETE = frozenset({"available", "disabled"})  # what counts towards the newest `keep`
@@ -139,7 +139,7 @@ class PrunePlan:
 
 def created_at(image: Image) -> datetime | None:
     """When amibuild made the image: its ``amibuild:created`` tag, else EC2's CreationDate."""
-    return aws_time(image.tags.get(tags.CREATED, "")) or aws_time(image.creation_date)
+    return parse_iso_time(image.tags.get(tags.CREATED, "")) or parse_iso_time(image.creation_date)
 
 
 def plan_prune(
@@ -345,7 +345,7 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: in
     found = fan_out(list(dict.fromkeys(regions)), read)
     images = tuple(i for region in found for i, _ in found[region][0])
     deprecated = {i.image_id: when for region in found for i, text in found[region][0]
-                  if (when := aws_time(text)) is not None}
+                  if (when := parse_iso_time(text)) is not None}
     # the in-use facts come from the one gatherer `fleet` reads too (amibuild.lifecycle.consumers)
     uses = gather_uses(aws, pipeline.name, list(found), path, pattern,
                        {region: [i.image_id for i, _ in found[region][0]] for region in found})
