@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from amibuild.aws import Aws, mapped_errors, fan_out
-from amibuild.aws.ec2 import IDS_PER_FILTER, INSTANCE_PAGE
+from amibuild.aws.ec2 import IDS_PER_FILTER, INSTANCE_PAGE, LIVE_STATES
 
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
 KARPENTER_NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
@@ -131,13 +131,13 @@ def nodegroup_templates(aws: Aws, region: str) -> list[NodegroupTemplate]:
     return found
 
 
-def instances_of(aws: Aws, region: str, image_ids: Sequence[str], states: Sequence[str]) -> list[InstanceImage]:
-    """Instances in one of `states` running one of `image_ids`, filtered by AWS, pages of INSTANCE_PAGE."""
+def instances_of(aws: Aws, region: str, image_ids: Sequence[str]) -> list[InstanceImage]:
+    """Instances not yet terminated (`LIVE_STATES`) running one of `image_ids`, filtered by AWS, pages of INSTANCE_PAGE."""
     ids = sorted(set(filter(None, image_ids)))
     found = []
     for start in range(0, len(ids), IDS_PER_FILTER):
         filters = [{"Name": "image-id", "Values": ids[start:start + IDS_PER_FILTER]},
-                   {"Name": "instance-state-name", "Values": list(states)}]
+                   {"Name": "instance-state-name", "Values": list(LIVE_STATES)}]
         with mapped_errors("ec2:DescribeInstances", region):
             pages = aws.client("ec2", region).get_paginator("describe_instances").paginate(
                 Filters=filters, PaginationConfig={"PageSize": INSTANCE_PAGE})

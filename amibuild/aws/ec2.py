@@ -150,13 +150,13 @@ class Ec2Calls:
         def chunk(start: int) -> dict[str, dict[str, str]]:
             with mapped_errors("ec2:DescribeSnapshots", region):
                 pages = self.client("ec2", region).get_paginator("describe_snapshots").paginate(
-                    OwnerIds=["self"], Filters=[{"Name": "snapshot-id", "Values": ids[start:start + 200]}]
+                    OwnerIds=["self"], Filters=[{"Name": "snapshot-id", "Values": ids[start:start + IDS_PER_FILTER]}]
                 )
                 return {raw["SnapshotId"]: {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
                         for page in pages for raw in page.get("Snapshots", [])}
 
         # the chunks go out at once: the bucket (20 a second, 100 at once), not a chain of round trips, sets the pace
-        return {snapshot: its_tags for part in fan_out(range(0, len(ids), 200), chunk).values()
+        return {snapshot: its_tags for part in fan_out(range(0, len(ids), IDS_PER_FILTER), chunk).values()
                 for snapshot, its_tags in part.items()}
 
     def launch_templates(self, region: str) -> list[tuple[str, str, int, int]]:

@@ -30,7 +30,6 @@ from amibuild.lease import is_lease
 from amibuild.channels.publish import plain
 
 DEFAULT_KEEP_VERSIONS = 3
-IN_USE_STATES = ("pending", "running", "stopping", "stopped")
 
 
 @dataclass(frozen=True)
@@ -264,7 +263,7 @@ def launch_facts(aws: Aws, region: str, image_ids: Sequence[str], channel_images
     images = fan_out(list(wanted), lambda tid: aws.launch_template_image_ids(region, tid, sorted(wanted[tid])))
     known = {*image_ids, *got["channels"], *(i for versions in images.values() for i in versions.values()),
              *(s.image_id or s.resolved for s in stacks)}
-    instances: list[InstanceImage] = instances_of(aws, region, sorted(known), IN_USE_STATES) if known else []
+    instances: list[InstanceImage] = instances_of(aws, region, sorted(known)) if known else []
     return LaunchFacts(region, templates, images, refs, got["configurations"],
                        tuple((i.instance_id, i.state, i.image_id) for i in instances),
                        {i.instance_id: dict(i.tags) for i in instances if i.tags}, stacks, groups,
