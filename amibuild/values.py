@@ -33,9 +33,9 @@ def given(value: Any) -> bool:
 def count(value: Any, flag: str, *, minimum: int = 1, maximum: int = MAX_COUNT, example: int = 5) -> int:
     """A whole number of at least `minimum` (and at most `maximum`)."""
     text = str(value).strip()
-    if isinstance(value, bool) or not re.fullmatch(r"[+]?[0-9]+", text) or int(text) < minimum:
+    number = None if isinstance(value, bool) or not re.fullmatch(r"[+]?[0-9]+", text) else int(text)
+    if number is None or number < minimum:
         raise SpecError(f"{flag} {value!r}: a whole number of at least {minimum}, e.g. {flag} {example}")
-    number = int(text)
     if number > maximum:
         raise SpecError(f"{flag} {value!r}: at most {maximum}")
     return number
@@ -85,11 +85,10 @@ def what_if_now(flag: str | None, *, dry_run: bool) -> datetime | None:
     if not dry_run:
         raise SpecError(f"{source} is for what-if plans only: drop it, or add --dry-run "
                         "(a write judges the soak on AWS's clock)")
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise SpecError(f"{source} {value!r}: an ISO 8601 time, e.g. 2026-12-04T12:00:00Z") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    parsed = parse_iso_time(value)
+    if parsed is None:
+        raise SpecError(f"{source} {value!r}: an ISO 8601 time, e.g. 2026-12-04T12:00:00Z")
+    return parsed
 
 
 def parse_iso_time(text: str) -> datetime | None:

@@ -30,6 +30,7 @@ from amibuild.lease import Guard
 from amibuild.errors import AmibuildError, GateRefused, PublishConflict, PublishFailed
 from amibuild.pipeline import Variant
 from amibuild.pipeline.naming import parameter_name
+from amibuild.values import parse_iso_time
 
 
 @dataclass(frozen=True)
@@ -193,12 +194,7 @@ def build_time(image: Image | None) -> datetime | None:
     image's own creation date; None when neither can be read."""
     if image is None:
         return None
-    for text in (image.tags.get(tags.CREATED, ""), image.creation_date):
-        try:
-            return datetime.fromisoformat(text)
-        except ValueError:
-            continue
-    return None
+    return parse_iso_time(image.tags.get(tags.CREATED, "")) or parse_iso_time(image.creation_date)
 
 
 def is_older(new: datetime | None, held: datetime | None) -> bool:
