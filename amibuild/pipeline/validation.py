@@ -143,8 +143,8 @@ def validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, ro
     if kms_key_id and not encrypted:
         raise SpecError(f"{at('kms_key_id')}: kms_key_id is set but encrypted is false; set encrypted = true "
                         "or drop kms_key_id")
-    for key in ("instance_type", "subnet_id", "security_group_id", "upstream_ref"):
-        checks.pattern(str_value(m[key], at(key)), at(key), key)
+    checked = {key: checks.pattern(str_value(m[key], at(key)), at(key), key)
+               for key in ("instance_type", "subnet_id", "security_group_id", "upstream_ref")}
     upstream_src = str_value(m["upstream"], at("upstream"))
     if upstream_src.startswith("-") or checks.has_control(upstream_src):
         raise SpecError(f"{at('upstream')}: upstream {upstream_src[:60]!r}: a path or git URL (not starting with '-')")
@@ -161,17 +161,17 @@ def validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, ro
         name=name,
         base=base,
         upstream=upstream_src,
-        upstream_ref=str_value(m["upstream_ref"], at("upstream_ref")),
+        upstream_ref=checked["upstream_ref"],
         os=os_,
         kubernetes_version=k8s,
         arch=arch,
-        instance_type=str_value(m["instance_type"], at("instance_type")),
+        instance_type=checked["instance_type"],
         volume_size=volume_size,
         volume_type=_choice(m["volume_type"], VOLUME_TYPES, at("volume_type")),
         encrypted=encrypted,
         kms_key_id=kms_key_id,
-        subnet_id=str_value(m["subnet_id"], at("subnet_id")),
-        security_group_id=str_value(m["security_group_id"], at("security_group_id")),
+        subnet_id=checked["subnet_id"],
+        security_group_id=checked["security_group_id"],
         associate_public_ip_address=bool_value(m["associate_public_ip_address"], at("associate_public_ip_address")),
         source_ami=source_ami,
         extra_packages=packages,
