@@ -12,6 +12,7 @@ with (never the local clock), or at a what-if time in a dry run. Each promote is
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
@@ -81,7 +82,14 @@ def decide_one(facts: DueFacts, now: datetime | None = None) -> DueItem:
     return DueItem(**base, action=DueAction.WAIT, ami=lead, detail="; ".join(decision.missing), due_at=decision.due_at)
 
 
-def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, reader: Any = None) -> DueFacts:
+_READ_STATEMENTS = frozenset({"tested", "scanned"})  # what a gate can require that the signed statements prove
+
+
+def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any,
+           proofs: Callable[[str, Mapping[str, Image | None]], Mapping[str, gates.Evidence | None]] | None = None
+           ) -> DueFacts:
+    """The facts `decide_one` judges; ``proofs`` (variant, images) reads what the signed statements prove,
+    given whenever a gate requires it."""
     regions = list(pipeline.target_regions)
     source_name = publish_mod.parameter_name(pipeline, variant, gate.source)
     target_name = publish_mod.parameter_name(pipeline, variant, gate.channel)
@@ -90,14 +98,9 @@ def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any, reader: Any = None)
     source = {r: (histories[r] or [None])[-1] for r in regions}
     target = fan_out(regions, lambda r: aws.find_parameter(target_name, r))
     images = fan_out(regions, lambda r: aws.find_image(r, source[r].value) if source[r] is not None else None)
-    proofs = None
-    if {"tested", "scanned"} & set(gate.requires):
-        # deferred: in-toto's protobuf and cryptography only when a gate reads signed statements
-        from amibuild.channels import evidence
-
-        proofs = evidence.gather(reader or evidence.Reader(aws, pipeline), variant.name, images)
+    found = proofs(variant.name, images) if proofs is not None and _READ_STATEMENTS & set(gate.requires) else None
     return DueFacts(variant.name, gate, source, dict(target), images, histories,
-                    gates.aws_time(h.answered_at for h in dated.values()), proofs)
+                    gates.aws_time(h.answered_at for h in dated.values()), found)
 
 
 @dataclass(frozen=True)
@@ -135,14 +138,15 @@ def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run
     publish_mod.check_what_if(now, dry_run)
     items: list[DueItem] = []
     ordered = [g for g in pipeline.gates.values() if g.source]
-    reader = None
-    if any("tested" in g.requires for g in ordered):  # one statement reader for every channel: the key read once
-        from amibuild.channels import evidence  # deferred: as in `gather`
+    proofs = None
+    if any(_READ_STATEMENTS & set(g.requires) for g in ordered):  # one statement reader for every channel: the key read once
+        # deferred: in-toto's protobuf and cryptography only when a gate reads signed statements
+        from amibuild.channels import evidence
 
-        reader = evidence.Reader(aws, pipeline)
+        proofs = functools.partial(evidence.gather, evidence.Reader(aws, pipeline))
     for variant in pipeline.variants:
         for gate in ordered:
-            item = decide_one(gather(aws, pipeline, variant, gate, reader=reader), now)
+            item = decide_one(gather(aws, pipeline, variant, gate, proofs), now)
             if item.action is DueAction.PROMOTE and not dry_run:
                 say(f"promoting {variant.name} {gate.source} -> {gate.channel} ({item.ami}) ...")
                 try:
