@@ -89,12 +89,16 @@ class _At:
     budget: Budget = field(default_factory=Budget, compare=False)
 
     def peel(self, layer: str) -> _At:
-        here = _At(self.source, (*self.via, layer), self.depth, self.refs, self.budget)
+        here = replace(self, via=(*self.via, layer))
         self.budget.reach(len(here.via), here, "encodings")
         return here
 
     def deeper(self) -> _At:
-        return _At(self.source, self.via, self.depth + 1, self.refs, self.budget)
+        return replace(self, depth=self.depth + 1)
+
+    def part(self, content_type: str, body: str, **where: str) -> Part:
+        """A `Part` found here."""
+        return Part(content_type, body, via=self.via, depth=self.depth, **where)
 
     def charge(self, data: bytes | str, what: str) -> None:
         self.budget.charge(len(data), self, what)
@@ -147,7 +151,7 @@ def _sniff(data: bytes, at: _At, declared: str = "") -> list[Part]:
     start = text.lstrip()
     if not start:
         if declared:
-            return [Part(declared, "", via=at.via, depth=at.depth)]
+            return [at.part(declared, "")]
         raise at.refuse("empty")
     if not declared and _MIME_HEAD.match(start):
         document = data.removeprefix(b"\xef\xbb\xbf").lstrip()
@@ -158,13 +162,11 @@ def _sniff(data: bytes, at: _At, declared: str = "") -> list[Part]:
         if start.startswith(prefix):
             if content_type == "text/cloud-config":
                 return _cloud_config(text, at)
-            return [Part(content_type, text, via=at.via, depth=at.depth)]
+            return [at.part(content_type, text)]
     if _NODECONFIG.search(text):
-        return [Part("application/node.eks.aws", text, via=at.via, depth=at.depth)]
-    if declared and declared not in _GZIP_TYPES:
-        return [Part(declared, text, via=at.via, depth=at.depth)]
+        return [at.part("application/node.eks.aws", text)]
     if declared:
-        return [Part("text/plain", text, via=at.via, depth=at.depth)]
+        return [at.part("text/plain" if declared in _GZIP_TYPES else declared, text)]
     raw = _unbase64(start)
     if raw is not None:
         return _inner(at.peel("base64"), raw, "base64")
@@ -206,7 +208,7 @@ def _text(data: bytes) -> str | None:
 
 
 def _binary(data: bytes, content_type: str, at: _At, **where: str) -> Part:
-    return Part(content_type, f"<{len(data)} bytes of binary data>", via=at.via, depth=at.depth, **where)
+    return at.part(content_type, f"<{len(data)} bytes of binary data>", **where)
 
 
 def _gunzip(data: bytes, at: _At, what: str = "") -> bytes:
@@ -258,8 +260,7 @@ def _mime_leaf(message: email.message.Message, at: _At) -> list[Part]:
         parts = _cloud_config(_text(payload) or "", at)
     else:
         text = _text(payload)
-        parts = [_binary(payload, content_type, at) if text is None
-                 else Part(content_type, text, via=at.via, depth=at.depth)]
+        parts = [_binary(payload, content_type, at) if text is None else at.part(content_type, text)]
     if name and len(parts) == 1 and not parts[0].path:
         parts = [replace(parts[0], path=name)]
     return parts
@@ -278,7 +279,7 @@ def _cloud_config(text: str, at: _At) -> list[Part]:
         raise at.refuse("#cloud-config that is not a mapping")
     listed = ("bootcmd", "write_files", "runcmd")
     rest = {key: value for key, value in config.items() if key not in listed}
-    parts = [Part("text/cloud-config", yaml_text(rest) if rest else "", via=at.via, depth=at.depth)]
+    parts = [at.part("text/cloud-config", yaml_text(rest) if rest else "")]
     inner = at.deeper()
     # In the order cloud-init acts on them: bootcmd and write_files at init, runcmd at the end.
     if "bootcmd" in config:
@@ -303,7 +304,7 @@ def _commands(key: str, value: Any, at: _At) -> Part:
              for command in _as_list(value, key, at)]
     body = "\n".join(lines) + ("\n" if lines else "")
     at.charge(body, f"#cloud-config {key}")
-    return Part(f"cloud-config/{key}", body, via=at.via, depth=at.depth)
+    return at.part(f"cloud-config/{key}", body)
 
 
 def _write_file(entry: Any, index: int, at: _At) -> Part:
@@ -327,16 +328,12 @@ def _write_file(entry: Any, index: int, at: _At) -> Part:
         else:
             raw = _gunzip(raw, here, f"write_files {path}: ")
         here = here.peel(layer)
-    where = {
-        "path": path,
-        "permissions": _permissions(entry.get("permissions")),
-        "owner": str(entry.get("owner") or ""),
-    }
+    where = {"path": path, "permissions": _permissions(entry.get("permissions")), "owner": str(entry.get("owner") or "")}
     text = _text(raw)
     if text is None:
         return _binary(raw, "application/octet-stream", here, **where)
     content_type = next((kind for prefix, kind in _PREFIX_TYPES if text.startswith(prefix)), "text/plain")
-    return Part(content_type, text, via=here.via, depth=here.depth, **where)
+    return here.part(content_type, text, **where)
 
 
 def _permissions(value: Any) -> str:
