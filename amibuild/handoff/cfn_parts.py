@@ -192,12 +192,10 @@ def token(kind: str) -> str:
 
 def change_lines(change_set: ChangeSet) -> tuple[str, ...]:
     """One line per resource a change set touches. Pure."""
-    lines = []
-    for rc in change_set.changes:
-        replacement = {"True": ", replaced", "Conditional": ", maybe replaced"}.get(rc.replacement, "")
-        lines.append(f"{rc.action} {rc.logical_id} ({rc.resource_type}){replacement}"
-                     + (f": {', '.join(rc.targets)}" if rc.targets else ""))
-    return tuple(lines) or ("CloudFormation lists no resource change",)
+    replaced = {"True": ", replaced", "Conditional": ", maybe replaced"}
+    lines = tuple(f"{rc.action} {rc.logical_id} ({rc.resource_type}){replaced.get(rc.replacement, '')}"
+                  + (f": {', '.join(rc.targets)}" if rc.targets else "") for rc in change_set.changes)
+    return lines or ("CloudFormation lists no resource change",)
 
 
 def make_change_set(aws: Aws, stack: str, region: str, parameters: Sequence[Mapping[str, Any]],

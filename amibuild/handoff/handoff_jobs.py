@@ -14,12 +14,13 @@ from the flags (every flag checked there, before any AWS call):
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping
+from typing import Mapping
 
 from amibuild import redact, secrets
 from amibuild.aws import Aws
 from amibuild.errors import AccessDenied, AmibuildError, SpecError
 from amibuild.handoff import node_settings
+from amibuild.handoff.cfn_parts import Say
 from amibuild.handoff.consumer import deploy_note
 from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, ClusterFacts, NodeConfigFacts, node_access, read_cluster
 from amibuild.handoff.nodegroup import (NODE_GROUP, PROXY_CREDENTIALS, DeployResult, check_ours, node_role_arn,
@@ -32,7 +33,6 @@ from amibuild.pipeline.options import default_region
 from amibuild.pipeline import proxy_credentials
 from amibuild.pipeline.proxy_credentials import POLICY_NAME as PROXY_CREDENTIALS_POLICY
 
-Say = Callable[[str], None]
 
 def gateway(profile: str | None, region: str | None) -> tuple[Aws, str]:
     """(Aws, region): `region`, else AWS_REGION / the profile's region, as the AWS CLI picks it."""

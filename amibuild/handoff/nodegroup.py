@@ -16,7 +16,7 @@ from importlib import resources
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from amibuild.errors import RolloutFailed, SpecError, TemplateError
 from amibuild.handoff import cfn_parts as cfn
@@ -293,7 +293,7 @@ class DeployResult:
 
 
 def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], template_body: str,
-           channel_parameter: str | None, say: Callable[[str], None], wait: bool = True,
+           channel_parameter: str | None, say: cfn.Say, wait: bool = True,
            poll: float = 5.0, timeout: float = 7200.0, dry_run: bool = False) -> DeployResult:
     """Create stack `name` from this template, or update it with a change set; follow its events.
 

@@ -215,9 +215,8 @@ def read_channel(aws: Aws, parameter: str, region: str) -> Channel:
 
 
 def _launch_use(ref: LaunchTemplateRef, version: LaunchTemplateVersion | None) -> LaunchTemplateUse:
-    if version is None:
-        return LaunchTemplateUse(ref.template_id, ref.version, None, None)
-    return LaunchTemplateUse(ref.template_id, ref.version, version.number, version.image_id)
+    return LaunchTemplateUse(ref.template_id, ref.version, version.number if version else None,
+                             version.image_id if version else None)
 
 
 @dataclass(frozen=True)
