@@ -170,10 +170,7 @@ def _check_label(text: str) -> tuple[str, str]:
     key, eq, value = text.partition("=")
     if not eq:
         raise SpecError(f"--node-label {text!r}: write KEY=VALUE, e.g. team=data")
-    _check_key(key, f"--node-label {text!r}")
-    if len(value) > 63 or not _VALUE.fullmatch(value):
-        raise SpecError(f"--node-label {text!r}: a label value is at most 63 letters, digits, '-', '_' "
-                        "or '.', starting and ending with a letter or digit (or empty)")
+    _check_key_value(key, value, f"--node-label {text!r}", "label")
     prefix, slash, _ = key.rpartition("/")
     if slash and (prefix.endswith("kubernetes.io") or prefix.endswith("k8s.io")):
         allowed = key in _ALLOWED_K8S_LABELS or any(
@@ -184,7 +181,7 @@ def _check_label(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _check_key(key: str, what: str) -> None:
+def _check_key_value(key: str, value: str, what: str, kind: str) -> None:
     prefix, slash, name = key.rpartition("/")
     ok = bool(name) and len(name) <= 63 and _NAME.fullmatch(name) is not None
     if slash:
@@ -192,6 +189,9 @@ def _check_key(key: str, what: str) -> None:
     if not ok:
         raise SpecError(f"{what}: the key must be NAME or PREFIX/NAME: NAME at most 63 letters, digits, "
                         "'-', '_' or '.', PREFIX a DNS name")
+    if len(value) > 63 or not _VALUE.fullmatch(value):
+        raise SpecError(f"{what}: a {kind} value is at most 63 letters, digits, '-', '_' or '.', "
+                        "starting and ending with a letter or digit (or empty)")
 
 
 def _check_taint(text: str) -> Taint:
@@ -200,10 +200,7 @@ def _check_taint(text: str) -> Taint:
         raise SpecError(f"--taint {text!r}: write KEY=VALUE:EFFECT (or KEY:EFFECT), EFFECT one of "
                         f"{', '.join(TAINT_EFFECTS)}")
     key, _, value = head.partition("=")
-    _check_key(key, f"--taint {text!r}")
-    if len(value) > 63 or not _VALUE.fullmatch(value):
-        raise SpecError(f"--taint {text!r}: a taint value is at most 63 letters, digits, '-', '_' or '.', "
-                        "starting and ending with a letter or digit (or empty)")
+    _check_key_value(key, value, f"--taint {text!r}", "taint")
     return Taint(key, value, effect)
 
 
