@@ -56,14 +56,13 @@ class RolloutSettings:
 
 def rollout(settings: RolloutSettings, say: Say = lambda _: None) -> RolloutResult:
     aws, region = gateway(settings.profile, settings.region)
-    limits = {"timeout": settings.timeout, "dry_run": settings.dry_run, "wait": settings.wait}
+    how = {"channel_parameter": settings.channel_parameter, "say": say, "timeout": settings.timeout,
+           "dry_run": settings.dry_run, "wait": settings.wait}
     if settings.stack:
-        return rollout_stack(aws, settings.stack, region, channel_parameter=settings.channel_parameter, say=say,
-                             **limits)
+        return rollout_stack(aws, settings.stack, region, **how)
     assert settings.nodegroup is not None and settings.channel_parameter
     cluster, name = settings.nodegroup
-    return rollout_nodegroup(aws, cluster, name, region, channel_parameter=settings.channel_parameter, say=say,
-                             **limits)
+    return rollout_nodegroup(aws, cluster, name, region, **how)
 
 
 # ------------------------------------------------------------------------------- nodegroup-deploy

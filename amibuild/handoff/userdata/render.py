@@ -196,10 +196,10 @@ def _bootstrap_script(cfg: NodeConfig) -> str:
         ]
     # With a credentials parameter, no proxy in /etc/environment means the boothook could not read them:
     # bootstrap.sh does not run without it (fail closed), and the stack hears FAILURE.
-    missing = ["echo \"amibuild: error: no proxy: the boothook could not read its credentials (see cloud-init's log)\" >&2"]
+    missing = "echo \"amibuild: error: no proxy: the boothook could not read its credentials (see cloud-init's log)\" >&2"
     needs_proxy = bool(cfg.proxy and cfg.proxy_credentials_parameter)
     if not cfg.cfn_signal:
-        guard = ["if [[ -z ${HTTPS_PROXY:-} ]]; then", f"    {missing[0]}", "    exit 1", "fi"] if needs_proxy else []
+        guard = ["if [[ -z ${HTTPS_PROXY:-} ]]; then", f"    {missing}", "    exit 1", "fi"] if needs_proxy else []
         return "\n".join([*head, *guard, bootstrap]) + "\n"
     signal = cfg.cfn_signal
     argv = ["/opt/aws/bin/cfn-signal", "--exit-code", "STATUS", "--stack", signal.stack,
@@ -208,7 +208,7 @@ def _bootstrap_script(cfg: NodeConfig) -> str:
         # with a credentials parameter, the proxy with its credentials exists only in what the boothook wrote
         argv += ["--https-proxy", "PROXYENV" if cfg.proxy_credentials_parameter else cfg.proxy]
     cfn = _shell_command(argv).replace("STATUS", '"$status"', 1).replace("PROXYENV", '"${HTTPS_PROXY:-}"', 1)
-    run = ["if [[ -z ${HTTPS_PROXY:-} ]]; then", f"    {missing[0]}", "    status=1", "else",
+    run = ["if [[ -z ${HTTPS_PROXY:-} ]]; then", f"    {missing}", "    status=1", "else",
            bootstrap + " || status=$?", "fi"] if needs_proxy else [bootstrap + " || status=$?"]
     return "\n".join([
         *head,
