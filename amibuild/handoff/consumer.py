@@ -29,11 +29,8 @@ def name_prefixes(pipeline: Any) -> list[str]:
     out = []
     for v in pipeline.variants:
         named = v.packer_vars.get("ami_name")
-        if named:
-            out.append(re.sub(r"\{\{[^}]*\}\}.*", "", str(named)).rstrip("-"))
-        else:
-            out.append(str(v.packer_vars.get("ami_name_prefix") or
-                           f"{pipeline.name}-{v.name}-{v.kubernetes_version}-{v.arch}"))
+        out.append(re.sub(r"\{\{[^}]*\}\}.*", "", str(named)).rstrip("-") if named else
+                   str(v.packer_vars.get("ami_name_prefix") or f"{pipeline.name}-{v.name}-{v.kubernetes_version}-{v.arch}"))
     return list(dict.fromkeys(out))
 
 

@@ -72,14 +72,12 @@ def _evaluate(celpy: Any, program: Any, sample: Sample, text: str, flag: str) ->
     """``program`` (a `celpy.Runner`) evaluated over ``sample``'s variables, as a whole number.
     ``celpy`` is the module, imported by `check_expression`."""
     celtypes = celpy.celtypes
-    activation = {"default_enis": celtypes.IntType(sample.default_enis),
-                  "ips_per_eni": celtypes.IntType(sample.ips_per_eni),
-                  "max_pods": celtypes.IntType(sample.max_pods)}
+    activation = {name: celtypes.IntType(getattr(sample, name)) for name in VARIABLES}
     try:
         result = program.evaluate(activation)
     except celpy.CELEvalError as exc:
-        raise SpecError(f"{flag} {text!r}: fails on {sample.instance_type}: {exc.args[0] if exc.args else exc}") from None
-    if isinstance(result, celpy.CELEvalError):  # celpy may return an error as the value
+        result = exc
+    if isinstance(result, celpy.CELEvalError):  # raised, or returned as the value (celpy does both)
         raise SpecError(f"{flag} {text!r}: fails on {sample.instance_type}: {result.args[0] if result.args else result}")
     # As nodeadm converts the result to CEL's int: a whole-number string and a double convert, a bool does not.
     if isinstance(result, celtypes.StringType) and re.fullmatch(r"[+-]?[0-9]{1,18}", str(result)):
