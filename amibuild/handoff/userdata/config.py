@@ -297,12 +297,7 @@ def config_from_flags(
     if bool(cfn_stack) != bool(cfn_resource):
         raise SpecError("--cfn-stack and --cfn-resource go together (the stack and its node group's logical ID)")
     chosen = [name for value in bypass for name in value.split(",") if name]
-    if chosen == ["none"]:
-        services: tuple[str, ...] = ()
-    elif chosen:
-        services = tuple(dict.fromkeys(chosen))
-    else:
-        services = tuple(ENDPOINTS)
+    services = () if chosen == ["none"] else tuple(dict.fromkeys(chosen or ENDPOINTS))
     return NodeConfig(
         cluster_name=cluster,
         os=os or "al2",
