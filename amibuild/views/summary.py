@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
@@ -104,10 +104,6 @@ def fleet_markdown(view: Any) -> str:
     return "\n".join(lines)
 
 
-def _amis(amis: Mapping[str, str]) -> str:
-    return "<br>".join(f"{region}: `{ami}`" for region, ami in sorted(amis.items())) or "-"
-
-
 def build_markdown(run: Any) -> str:
     """build-ami: one row per variant (status, AMI per region, fingerprint, duration, published, test)."""
     head = f"### amibuild build-ami {run.plan.run_id}"
@@ -131,7 +127,8 @@ def build_markdown(run: Any) -> str:
                           for k, v in (published.get("regions") or {}).items())
         channel = f"{published.get('channel', '')} {where}".strip() if published else ""
         test = (o.boot_test or {}).get("result")  # build-ami --boot-test's verdict: passed, failed, not tested
-        rows.append((o.name, str(o.status), _amis(o.amis), f"`{o.fingerprint}`" if o.fingerprint else "",
+        amis = "<br>".join(f"{region}: `{ami}`" for region, ami in sorted(o.amis.items())) or "-"
+        rows.append((o.name, str(o.status), amis, f"`{o.fingerprint}`" if o.fingerprint else "",
                      f"{o.seconds:.0f}s", (done.error if done else "") or channel or "-", test or "-",
                      o.error or o.reason))
     lines = [head, ""] + table(["variant", "status", "AMI per region", "fingerprint", "duration", "published",

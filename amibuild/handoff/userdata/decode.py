@@ -272,7 +272,7 @@ def _cloud_config(text: str, at: _At) -> list[Part]:
     try:
         config = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise at.refuse(f"#cloud-config that is not YAML ({_one_line(exc)})") from None
+        raise at.refuse(f"#cloud-config that is not YAML ({' '.join(str(exc).split())})") from None
     if config is None:
         config = {}
     if not isinstance(config, dict):
@@ -447,10 +447,6 @@ def _template_text(value: Any, refs: Mapping[str, str], left: list[str], at: _At
     if isinstance(value, dict) and "Value" in value:
         return _template_text(value["Value"], refs, left, at)
     return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
 
 
 # ------------------------------------------------------------------------------------ printing
