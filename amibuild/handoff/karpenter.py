@@ -97,10 +97,8 @@ def node_class(*, name: str, parameter: str, region: str, os_family: str, cluste
         iam_names.instance_profile(instance_profile, "--instance-profile")
     else:
         role = iam_names.role(f"KarpenterNodeRole-{cluster}", f"--cluster {cluster}: the default role")
-    if discovery:
-        iam_names.discovery(discovery, "--discovery")
-    else:
-        discovery = iam_names.discovery(cluster, f"--cluster {cluster}: the default --discovery value")
+    discovery = iam_names.discovery(discovery or cluster,
+                                    "--discovery" if discovery else f"--cluster {cluster}: the default --discovery value")
     selector = [{"tags": {DISCOVERY_TAG: discovery}}]
     spec: dict[str, Any] = {
         "amiFamily": FAMILIES[os_family],

@@ -70,9 +70,7 @@ def annotation(message: str, workspace: str | None = None) -> str | None:
 
 def annotate(message: str) -> None:
     """In GitHub Actions (``GITHUB_ACTIONS=true``), print the error as a workflow command on stderr."""
-    if os.environ.get("GITHUB_ACTIONS") != "true":
-        return
-    line = annotation(message)
+    line = annotation(message) if os.environ.get("GITHUB_ACTIONS") == "true" else None
     if line:
         print(line, file=sys.stderr, flush=True)
 
