@@ -245,10 +245,9 @@ def userdata_cluster(*, cluster: str, os_: str, region: str, api_server_endpoint
     missing ones read with DescribeCluster, as nodegroup-deploy reads them; when the cluster cannot
     be read (no credentials, no answer, no right), the flags alone and a note why."""
     given = NodeConfigFacts(api_server_endpoint, certificate_authority, service_cidr, private_endpoint)
-    if not cluster or os_ != "al2023" or k8s_manifests:
+    # (an endpoint without a CA, or the other way round: config_from_flags names the pair)
+    if not cluster or os_ != "al2023" or k8s_manifests or bool(api_server_endpoint) != bool(certificate_authority):
         return given
-    if bool(api_server_endpoint) != bool(certificate_authority):
-        return given  # config_from_flags names the pair
     try:
         aws, where = gateway(None, region or None)
         if api_server_endpoint and certificate_authority and service_cidr:

@@ -141,12 +141,9 @@ def assess(stack: StackView, channel: Channel | None) -> RolloutDecision:
     if problem:
         return RolloutDecision(RolloutAction.REFUSED, problem)
     ami, launch = channel.ami, stack.launch
-    if stack.pinned:
-        points = stack.parameters.get(IMAGE_ID, StackParameter("")).value == ami
-        name, value, action = IMAGE_ID, ami, RolloutAction.UPDATE_IMAGE_ID
-    else:
-        points = stack.parameters[SSM_PARAMETER].value == channel.parameter
-        name, value, action = SSM_PARAMETER, channel.parameter, RolloutAction.UPDATE_PARAMETER
+    name, value, action = ((IMAGE_ID, ami, RolloutAction.UPDATE_IMAGE_ID) if stack.pinned
+                           else (SSM_PARAMETER, channel.parameter, RolloutAction.UPDATE_PARAMETER))
+    points = stack.parameters.get(name, StackParameter("")).value == value  # the stack names that value already
     if launch.image == ami and points:
         return RolloutDecision(RolloutAction.ALREADY_CURRENT, f"{launch} has {ami}, the AMI of {channel.parameter}")
     if launch.image == ami:
