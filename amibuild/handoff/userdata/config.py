@@ -163,7 +163,9 @@ def _check_config(cfg: NodeConfig) -> None:
         _check_url(cfg.api_server_endpoint, "--api-server-endpoint", ("https",))
     if cfg.certificate_authority:
         _check_certificate_authority(cfg.certificate_authority)
-    _check_printable(cfg.bootstrap_args, "--bootstrap-args")
+    bad = next((ch for ch in cfg.bootstrap_args if not " " <= ch <= "~"), None)
+    if bad is not None:
+        raise SpecError(f"--bootstrap-args: {bad!r} is not a printable ASCII character")
     words = split_args(cfg.bootstrap_args)
     if cfg.os == "al2023":
         missing = [flag for flag, value in (
@@ -191,12 +193,6 @@ def _check_config(cfg: NodeConfig) -> None:
                 raise SpecError(
                     f"--bootstrap-args sets {option}, which amibuild already derives from its own flags"
                 )
-
-
-def _check_printable(value: str, flag: str) -> None:
-    bad = next((ch for ch in value if not " " <= ch <= "~"), None)
-    if bad is not None:
-        raise SpecError(f"{flag}: {bad!r} is not a printable ASCII character")
 
 
 def _check_url(value: str, flag: str, schemes: tuple[str, ...]) -> None:

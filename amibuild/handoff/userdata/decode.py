@@ -457,9 +457,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def format_parts(parts: Sequence[Part]) -> str:
     """Each part as a header line (type, path, mode, owner, depth, encodings) and its body."""
     out = []
-    total = len(parts)
     for number, part in enumerate(parts, 1):
-        head = [f"part {number}/{total}: {part.content_type}"]
+        head = [f"part {number}/{len(parts)}: {part.content_type}"]
         if part.path:
             head.append(f"path={shlex.quote(_visible(part.path))}")
         if part.permissions:
