@@ -56,11 +56,7 @@ def provenance_of(text: str) -> Provenance:
     match = _PROVENANCE.search(text or "")
     if not match:
         return Provenance()
-
-    def known(value: str) -> str | None:
-        return None if value == UNKNOWN_MARK else value
-
-    return Provenance(known(match.group("run")), known(match.group("fp")))
+    return Provenance(*(None if value == UNKNOWN_MARK else value for value in match.group("run", "fp")))
 
 
 def parameter_tags(variant: str, channel: str, provenance: Provenance, pipeline: str = "",

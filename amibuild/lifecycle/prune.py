@@ -346,7 +346,6 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: in
     images = tuple(i for region in found for i, _ in found[region][0])
     deprecated = {i.image_id: when for region in found for i, text in found[region][0]
                   if (when := parse_iso_time(text)) is not None}
-    # the in-use facts come from the one gatherer `fleet` reads too (amibuild.lifecycle.consumers)
     uses = gather_uses(aws, pipeline.name, list(found), path, pattern,
                        {region: [i.image_id for i, _ in found[region][0]] for region in found})
     snapshot_tags = {snapshot: its_tags for region in found for snapshot, its_tags in found[region][1].items()}
