@@ -77,10 +77,6 @@ class Split:
                 "regions": {h.region: {"ami": h.ami, "build": h.build} for h in self.holdings}}
 
 
-def _key(h: Holding) -> str:
-    return h.build or f"image {h.ami}"
-
-
 def find_splits(entries: Sequence[ChannelEntry], builds: Mapping[tuple[str, str], str | None],
                 variants: Mapping[tuple[str, str], str | None] | None = None) -> list[Split]:
     """Every channel whose regions disagree. Pure: the channel table, {(region, ami): fingerprint} and
@@ -95,7 +91,7 @@ def find_splits(entries: Sequence[ChannelEntry], builds: Mapping[tuple[str, str]
             continue  # not published anywhere: nothing to disagree about
         holdings = tuple(Holding(r.region, r.ami, builds.get((r.region, r.ami)) if r.ami else None, r.modified,
                                  variants.get((r.region, r.ami)) if r.ami else None) for r in rows)
-        if any(h.ami is None for h in holdings) or len({_key(h) for h in holdings}) > 1:
+        if any(h.ami is None for h in holdings) or len({h.build or f"image {h.ami}" for h in holdings}) > 1:
             splits.append(Split(variant, k8s, channel, next(r.parameter for r in rows if r.parameter), holdings))
     return splits
 

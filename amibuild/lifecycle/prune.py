@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -424,15 +424,11 @@ def execute_prune(aws: Aws, plan: PrunePlan, *, now: datetime | None = None,
     ``named(region)``: the images channels name there right now, read again right before each
     deregister; an image named there is kept after all (`Done.KEPT`)."""
     at = deprecation_time(now or datetime.now(timezone.utc)) if plan.deprecate_only else None
-    work: dict[str, list[ImagePlan]] = defaultdict(list)
-    for item in plan.to_change:
-        work[item.region].append(item)
 
     def region_run(region: str) -> list[PruneOutcome]:
-        outcomes = [_change(aws, item, at, named) for item in work[region]]
-        return _verify(aws, region, outcomes)
+        return _verify(aws, region, [_change(aws, item, at, named) for item in plan.to_change if item.region == region])
 
-    done = fan_out(sorted(work), region_run)
+    done = fan_out(sorted({item.region for item in plan.to_change}), region_run)
     order = {item.image_id: n for n, item in enumerate(plan.to_change)}
     outcomes = sorted((o for region in done for o in done[region]), key=lambda o: order[o.image_id])
     return PruneResult(plan, tuple(outcomes), at)
