@@ -285,9 +285,5 @@ def check_shared(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome]) ->
     users = plan.pipeline.ami_users
     if not users:
         return []
-    problems = []
-    for outcome in outcomes:
-        if outcome.status.has_image and outcome.amis:
-            report = read.check_sharing(aws, amis=outcome.amis, users=users)
-            problems += [f"{outcome.name}: {line}" for line in report.problems()]
-    return problems
+    return [f"{outcome.name}: {line}" for outcome in outcomes if outcome.status.has_image and outcome.amis
+            for line in read.check_sharing(aws, amis=outcome.amis, users=users).problems()]
