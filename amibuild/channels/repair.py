@@ -246,13 +246,10 @@ def repair_lines(done: Repaired) -> list[str]:
     if not done.choice.build:
         return [f"channel {done.split.channel} of {done.split.variant}: whole again, nothing written "
                 f"({done.choice.why})"]
-    lines = [f"channel {done.split.channel} of {done.split.variant}: repaired to build {_short(done.choice.build)} "
-             f"because {done.choice.why}"]
-    for r in done.result.regions:
-        moved = f"{r.previous_ami or 'nothing'} -> {r.ami} (version {r.version})" if r.action == "write" else \
-            f"{r.ami} already"
-        lines.append(f"  {r.region}: {moved}")
-    return lines
+    return [f"channel {done.split.channel} of {done.split.variant}: repaired to build {_short(done.choice.build)} "
+            f"because {done.choice.why}"] + [
+        f"  {r.region}: " + (f"{r.previous_ami or 'nothing'} -> {r.ami} (version {r.version})" if r.action == "write"
+                             else f"{r.ami} already") for r in done.result.regions]
 
 
 @dataclass(frozen=True)
