@@ -21,6 +21,7 @@ from amibuild.channels.safeguard import GuardStep
 from amibuild.errors import PublishRefused, SpecError
 from amibuild.pipeline import known_regions
 from amibuild.pipeline.value_checks import AMI_ID as _AMI_ID
+from amibuild.values import parse_iso_time
 
 IMAGE_DATA_TYPE = "aws:ec2:image"
 
@@ -57,6 +58,14 @@ def provenance_of(text: str) -> Provenance:
     if not match:
         return Provenance()
     return Provenance(*(None if value == UNKNOWN_MARK else value for value in match.group("run", "fp")))
+
+
+def build_time(image: Image | None) -> datetime | None:
+    """When an image's build was made: amibuild's created tag (the same in every region), else the
+    image's own creation date; None when neither can be read."""
+    if image is None:
+        return None
+    return parse_iso_time(image.tags.get(tags.CREATED, "")) or parse_iso_time(image.creation_date)
 
 
 def parameter_tags(variant: str, channel: str, provenance: Provenance, pipeline: str = "",
