@@ -323,8 +323,7 @@ class ChannelCheck:
     def to_dict(self) -> dict[str, Any]:
         outcomes = self.repaired or ()
         return {"split": [s.to_dict() for s in self.splits],
-                "repaired": [{"channel": o.split.channel, "variant": o.split.variant, "build": o.done.choice.build,
-                              "why": o.done.choice.why, "result": o.done.result.to_dict()}
+                "repaired": [{k: v for k, v in o.to_dict().items() if k in ("channel", "variant", "build", "why", "result")}
                              for o in outcomes if o.done is not None],
                 **({"channels": [o.to_dict() for o in outcomes]} if self.repaired is not None else {})}
 
