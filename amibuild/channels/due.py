@@ -172,10 +172,7 @@ def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run
 def lines(items: Sequence[DueItem]) -> list[str]:
     if not items:
         return ["no channel of this pipeline has a gate with `from`: nothing is ever due"]
-    out = []
-    for item in items:
-        when = f" (due {item.due_at:%Y-%m-%d %H:%M} UTC)" if item.due_at else ""
-        out.append(f"{item.variant} {item.source} -> {item.channel}: {item.action}{when}"
-                   + (f" {item.ami}" if item.ami and item.action is not DueAction.WAIT else "")
-                   + (f": {item.detail}" if item.detail else ""))
-    return out
+    return [f"{item.variant} {item.source} -> {item.channel}: {item.action}"
+            + (f" (due {item.due_at:%Y-%m-%d %H:%M} UTC)" if item.due_at else "")
+            + (f" {item.ami}" if item.ami and item.action is not DueAction.WAIT else "")
+            + (f": {item.detail}" if item.detail else "") for item in items]

@@ -110,8 +110,7 @@ def built_here(verification: Verification, pipeline: str, variant: str) -> bool:
 
 def provenance_of(found: Statements, pipeline: str, variant: str) -> Verification | None:
     """The newest valid provenance statement from this pipeline for this variant, or None."""
-    valid = [v for v in found.provenance if v.ok and built_here(v, pipeline, variant)]
-    return valid[-1] if valid else None
+    return next((v for v in reversed(found.provenance) if v.ok and built_here(v, pipeline, variant)), None)
 
 
 def verdict(verification: Verification) -> str:

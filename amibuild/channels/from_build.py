@@ -19,18 +19,18 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
-from amibuild import notify, tags
-from amibuild.aws import Aws, Image, Parameter
+from amibuild import notify
+from amibuild.aws import Aws, Parameter
 from amibuild.aws.session import fan_out
 
 from amibuild.bake.executor import BuildOutcome, BuildStatus
 from amibuild.bake.build_plan import BuildDecision, BuildPlan
 from amibuild.channels import publish, read
+from amibuild.channels.plan import build_time
 from amibuild.lease import Guard
 from amibuild.errors import AmibuildError, GateRefused, PublishConflict, PublishFailed
 from amibuild.pipeline import Variant
 from amibuild.pipeline.naming import parameter_name
-from amibuild.values import parse_iso_time
 
 
 @dataclass(frozen=True)
@@ -189,14 +189,6 @@ def _held(current: Mapping[str, Mapping[str, str]], item: VariantPublish) -> dic
 # ------------------------------------------------------------------------------- the dry run's publish plan
 
 
-def build_time(image: Image | None) -> datetime | None:
-    """When an image's build was made: amibuild's created tag (the same in every region), else the
-    image's own creation date; None when neither can be read."""
-    if image is None:
-        return None
-    return parse_iso_time(image.tags.get(tags.CREATED, "")) or parse_iso_time(image.creation_date)
-
-
 def is_older(new: datetime | None, held: datetime | None) -> bool:
     """A move to ``new`` goes back in time from ``held``. Pure; unknown times are not called older."""
     return new is not None and held is not None and new < held
@@ -285,9 +277,5 @@ def check_shared(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome]) ->
     users = plan.pipeline.ami_users
     if not users:
         return []
-    problems = []
-    for outcome in outcomes:
-        if outcome.status.has_image and outcome.amis:
-            report = read.check_sharing(aws, amis=outcome.amis, users=users)
-            problems += [f"{outcome.name}: {line}" for line in report.problems()]
-    return problems
+    return [f"{outcome.name}: {line}" for outcome in outcomes if outcome.status.has_image and outcome.amis
+            for line in read.check_sharing(aws, amis=outcome.amis, users=users).problems()]

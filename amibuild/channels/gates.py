@@ -127,14 +127,12 @@ def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | No
         missing.append(f"images enter only from channel {gate.source} (this is {road}: "
                        f"use `amibuild promote --from {gate.source} --to {gate.channel}`)")
     if "tested" in gate.requires:
-        bad = [_untested(region, image, (evidence or {}).get(region)) for region, image in sorted(images.items())]
-        bad = [b for b in bad if b]
+        bad = [b for region, image in sorted(images.items()) if (b := _untested(region, image, (evidence or {}).get(region)))]
         if bad:
             missing.append(f"requires tested: {'; '.join(bad)}")
     if "scanned" in gate.requires:
-        bad = [_unscanned(region, image, (evidence or {}).get(region), gate.scan, now)
-               for region, image in sorted(images.items())]
-        bad = [b for b in bad if b]
+        bad = [b for region, image in sorted(images.items())
+               if (b := _unscanned(region, image, (evidence or {}).get(region), gate.scan, now))]
         if bad:
             missing.append(f"requires scanned (below {gate.scan.max_severity}): {'; '.join(bad)}")
     if gate.soak and gate.source and came_from == gate.source:

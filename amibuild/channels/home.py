@@ -21,10 +21,9 @@ from amibuild.pipeline.naming import PipelineLike, VariantLike, parameter_name
 def lease_home(tags_by_region: Mapping[str, Mapping[str, str]], regions: Iterable[str]) -> str:
     """The channel's lease home from the tags its parameters carry ({region: tags}, regions where the
     channel does not exist left out), else the first of `regions` (the pipeline's) in name order."""
-    recorded = sorted({found[tags.LEASE_HOME] for found in tags_by_region.values() if found.get(tags.LEASE_HOME)})
-    if recorded:
-        return recorded[0]  # one value, unless two first writes raced: either way every writer picks the same
-    return sorted(regions)[0]
+    recorded = {found[tags.LEASE_HOME] for found in tags_by_region.values() if found.get(tags.LEASE_HOME)}
+    # one value, unless two first writes raced: either way every writer picks the same
+    return min(recorded) if recorded else sorted(regions)[0]
 
 
 def known_regions(pipeline: PipelineLike) -> list[str]:

@@ -21,6 +21,7 @@ from amibuild.channels.safeguard import GuardStep
 from amibuild.errors import PublishRefused, SpecError
 from amibuild.pipeline import known_regions
 from amibuild.pipeline.value_checks import AMI_ID as _AMI_ID
+from amibuild.values import parse_iso_time
 
 IMAGE_DATA_TYPE = "aws:ec2:image"
 
@@ -56,11 +57,15 @@ def provenance_of(text: str) -> Provenance:
     match = _PROVENANCE.search(text or "")
     if not match:
         return Provenance()
+    return Provenance(*(None if value == UNKNOWN_MARK else value for value in match.group("run", "fp")))
 
-    def known(value: str) -> str | None:
-        return None if value == UNKNOWN_MARK else value
 
-    return Provenance(known(match.group("run")), known(match.group("fp")))
+def build_time(image: Image | None) -> datetime | None:
+    """When an image's build was made: amibuild's created tag (the same in every region), else the
+    image's own creation date; None when neither can be read."""
+    if image is None:
+        return None
+    return parse_iso_time(image.tags.get(tags.CREATED, "")) or parse_iso_time(image.creation_date)
 
 
 def parameter_tags(variant: str, channel: str, provenance: Provenance, pipeline: str = "",

@@ -16,7 +16,7 @@ Why it is built this way: docs/dev/decisions.md.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Callable, Mapping, Sequence
 
 from amibuild import tags
@@ -143,7 +143,7 @@ def with_guards(aws: Aws, plan: PublishPlan, *, pipeline: PipelineLike, variant:
     found, holders = safeguard.held(aws, pipeline, variant, channel=plan.channel, amis=amis, regions=regions,
                                     template=template, known=images)
     steps = safeguard.decide(found, holders, protection=getattr(pipeline, "protection", ProtectionSettings()),
-                             deprecate_after=getattr(variant, "deprecate_after", None), now=safeguard.now_utc())
+                             deprecate_after=getattr(variant, "deprecate_after", None), now=datetime.now(timezone.utc))
     return replace(plan, guards=steps)
 
 

@@ -122,12 +122,10 @@ def channels(
         if not any(k[0] == variant.name for k in found):
             found[(variant.name, variant.kubernetes_version, DEFAULT_CHANNEL)] = {}
     rows = []
-    for key in sorted(found):
-        variant_name, k8s, chan = key
+    for (variant_name, k8s, chan), held in sorted(found.items()):
         for region in regions:
-            p = found[key].get(region)
-            name = p.name if p else ""
-            rows.append(ChannelEntry(variant_name, k8s, chan, region, name, p.value if p else None,
+            p = held.get(region)
+            rows.append(ChannelEntry(variant_name, k8s, chan, region, p.name if p else "", p.value if p else None,
                                      p.version if p else 0, p.last_modified if p else None))
     return rows
 

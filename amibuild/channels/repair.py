@@ -77,10 +77,6 @@ class Split:
                 "regions": {h.region: {"ami": h.ami, "build": h.build} for h in self.holdings}}
 
 
-def _key(h: Holding) -> str:
-    return h.build or f"image {h.ami}"
-
-
 def find_splits(entries: Sequence[ChannelEntry], builds: Mapping[tuple[str, str], str | None],
                 variants: Mapping[tuple[str, str], str | None] | None = None) -> list[Split]:
     """Every channel whose regions disagree. Pure: the channel table, {(region, ami): fingerprint} and
@@ -95,7 +91,7 @@ def find_splits(entries: Sequence[ChannelEntry], builds: Mapping[tuple[str, str]
             continue  # not published anywhere: nothing to disagree about
         holdings = tuple(Holding(r.region, r.ami, builds.get((r.region, r.ami)) if r.ami else None, r.modified,
                                  variants.get((r.region, r.ami)) if r.ami else None) for r in rows)
-        if any(h.ami is None for h in holdings) or len({_key(h) for h in holdings}) > 1:
+        if any(h.ami is None for h in holdings) or len({h.build or f"image {h.ami}" for h in holdings}) > 1:
             splits.append(Split(variant, k8s, channel, next(r.parameter for r in rows if r.parameter), holdings))
     return splits
 
@@ -250,13 +246,10 @@ def repair_lines(done: Repaired) -> list[str]:
     if not done.choice.build:
         return [f"channel {done.split.channel} of {done.split.variant}: whole again, nothing written "
                 f"({done.choice.why})"]
-    lines = [f"channel {done.split.channel} of {done.split.variant}: repaired to build {_short(done.choice.build)} "
-             f"because {done.choice.why}"]
-    for r in done.result.regions:
-        moved = f"{r.previous_ami or 'nothing'} -> {r.ami} (version {r.version})" if r.action == "write" else \
-            f"{r.ami} already"
-        lines.append(f"  {r.region}: {moved}")
-    return lines
+    return [f"channel {done.split.channel} of {done.split.variant}: repaired to build {_short(done.choice.build)} "
+            f"because {done.choice.why}"] + [
+        f"  {r.region}: " + (f"{r.previous_ami or 'nothing'} -> {r.ami} (version {r.version})" if r.action == "write"
+                             else f"{r.ami} already") for r in done.result.regions]
 
 
 @dataclass(frozen=True)
@@ -330,8 +323,7 @@ class ChannelCheck:
     def to_dict(self) -> dict[str, Any]:
         outcomes = self.repaired or ()
         return {"split": [s.to_dict() for s in self.splits],
-                "repaired": [{"channel": o.split.channel, "variant": o.split.variant, "build": o.done.choice.build,
-                              "why": o.done.choice.why, "result": o.done.result.to_dict()}
+                "repaired": [{k: v for k, v in o.to_dict().items() if k in ("channel", "variant", "build", "why", "result")}
                              for o in outcomes if o.done is not None],
                 **({"channels": [o.to_dict() for o in outcomes]} if self.repaired is not None else {})}
 

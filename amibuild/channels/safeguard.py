@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Callable, Mapping, Sequence
 
 from amibuild.aws import Aws, Image, fan_out
@@ -110,10 +110,6 @@ def held(aws: Aws, pipeline: PipelineLike, variant: VariantLike, *, channel: str
     return images, holders
 
 
-def now_utc() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 def apply(aws: Aws, steps: Sequence[GuardStep], check: Callable[[str], None]) -> None:
     """Carry out the steps, each region's in order, the regions in parallel; ``check(what)`` (the writer's
     lease check) before each. Raises `PublishFailed` naming what was done and what was not."""
@@ -121,23 +117,22 @@ def apply(aws: Aws, steps: Sequence[GuardStep], check: Callable[[str], None]) ->
         return
     regions = sorted({s.region for s in steps})
 
-    def run(region: str) -> list[str] | AmibuildError:
+    def run(region: str) -> tuple[list[str], AmibuildError | None]:
+        """The steps done in the region, and the error that stopped it (None: every step done)."""
         done: list[str] = []
         for step in (s for s in steps if s.region == region):
             try:
                 check(f"{step.action.value} {step.image_id} in {region}")
                 _one(aws, step)
             except AmibuildError as exc:
-                exc.done = done  # type: ignore[attr-defined]
-                return exc
+                return done, exc
             done.append(f"{step.action.value} {step.image_id}")
-        return done
+        return done, None
 
     outcomes = fan_out(regions, run)
-    failed = {r: o for r, o in outcomes.items() if isinstance(o, AmibuildError)}
+    failed = {r: error for r, (_, error) in outcomes.items() if error is not None}
     if failed:
-        done = [f"{r}: {d}" for r, o in sorted(outcomes.items())
-                for d in (getattr(o, "done", []) if isinstance(o, AmibuildError) else o)]
+        done = [f"{r}: {d}" for r, (steps_done, _) in sorted(outcomes.items()) for d in steps_done]
         raise PublishFailed(
             "the channel's images could not be safeguarded, so the channel was not written (nothing written to SSM): "
             + "; ".join(f"{r}: {e}" for r, e in sorted(failed.items()))

@@ -185,24 +185,18 @@ def _prune_holder(aws: Aws, pipeline: PipelineLike) -> str | None:
 # ------------------------------------------------------------------------------- execute
 
 
-class _Pacer:
-    """Spaces PutParameter calls `interval` seconds apart per region (a quota per account and region)."""
-
-    def __init__(self, interval: float) -> None:
-        self.interval = interval
-        self._next: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    def wait(self, region: str) -> None:
-        with self._lock:
-            now = time.monotonic()
-            at = max(now, self._next.get(region, 0.0))
-            self._next[region] = at + self.interval
-        if at > now:
-            time.sleep(at - now)
+_NEXT_PUT: dict[str, float] = {}  # region -> when its next PutParameter may go
+_NEXT_PUT_LOCK = threading.Lock()
 
 
-_PACER = _Pacer(WRITE_INTERVAL)
+def _pace(region: str) -> None:
+    """Spaces PutParameter calls `WRITE_INTERVAL` seconds apart per region (a quota per account and region)."""
+    with _NEXT_PUT_LOCK:
+        now = time.monotonic()
+        at = max(now, _NEXT_PUT.get(region, 0.0))
+        _NEXT_PUT[region] = at + WRITE_INTERVAL
+    if at > now:
+        time.sleep(at - now)
 
 
 class _RegionFailed(Exception):
@@ -325,7 +319,7 @@ def _put_checked(aws: Aws, plan: PublishPlan, r: RegionPlan, force: bool, turn: 
     """Put, and check nobody wrote between our read and our write. Raises `_RegionFailed`."""
     try:
         turn.check(f"writing {r.region}")
-        _PACER.wait(r.region)
+        _pace(r.region)
         turn.check(f"writing {r.region}")
         version = aws.put_image_parameter(plan.parameter, r.ami, r.region, description=r.description)
     except AmibuildError as exc:
@@ -524,7 +518,7 @@ def _put_back(aws: Aws, plan: PublishPlan, r: RegionPlan, ours: int, previous: P
     if not base:
         base = description(plan.variant, plan.channel, Provenance())
     text = f"{base}{_PUT_BACK} after {why}"[:1024]
-    _PACER.wait(region)
+    _pace(region)
     version = aws.put_image_parameter(name, previous.value, region, description=text)
     aws.tag_parameter(name, region, parameter_tags(plan.variant, plan.channel, provenance_of(base), plan.pipeline))
     if version != current.version + 1:

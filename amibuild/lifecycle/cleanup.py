@@ -142,8 +142,7 @@ class UnknownRun(SpecError):
 def run_leases(aws: Aws, pipeline: Any, run_id: str, region: str) -> list[tuple[str, str, Holder]]:
     """The leases whose holder is this run: (region, name, holder)."""
     listed = aws.parameters_under(lease_root(pipeline.ssm_prefix, pipeline.name), region)
-    holders = [(parameter.name, parse_holder(parameter.value)) for parameter in listed]
-    return [(region, name, holder) for name, holder in holders if holder.run_id == run_id]
+    return [(region, p.name, holder) for p in listed if (holder := parse_holder(p.value)).run_id == run_id]
 
 
 def gather(aws: Aws, pipeline: Any, run_id: str, lines: Iterable[str], *, recorded: bool = False,

@@ -38,9 +38,8 @@ def live_channel_leases(aws: Aws, pipeline: Any, regions: Sequence[str] = ()) ->
     root = f"{lease_root(pipeline.ssm_prefix, pipeline.name)}/channel"
     now = time.time()
     listed = fan_out(prune_regions(pipeline, regions), lambda region: aws.parameters_under(root, region))
-    holders = [(p.name, parse_holder(p.value)) for parameters in listed.values() for p in parameters]
-    found = [f"{holder.describe()} on {name.removeprefix(root + '/')}" for name, holder in holders
-             if not holder.expired(now) and not holder_gone(holder)]
+    found = [f"{holder.describe()} on {p.name.removeprefix(root + '/')}" for parameters in listed.values() for p in parameters
+             if not (holder := parse_holder(p.value)).expired(now) and not holder_gone(holder)]
     return list(dict.fromkeys(found))  # a writer holds its lease in up to two regions: named once
 
 

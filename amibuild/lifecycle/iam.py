@@ -117,11 +117,8 @@ def policy(
 
 def actions(document: Mapping[str, Any]) -> set[str]:
     """Every action a policy document allows."""
-    found: set[str] = set()
-    for statement in document["Statement"]:
-        listed = statement["Action"]
-        found.update([listed] if isinstance(listed, str) else listed)
-    return found
+    return {action for statement in document["Statement"]
+            for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])}
 
 
 def to_json(document: Mapping[str, Any]) -> str:
@@ -137,11 +134,10 @@ class _Arns:
         self.channel_path = name_pattern(pipeline)[0].rstrip("/")
         self.lease_root = lease_root(pipeline.ssm_prefix, pipeline.name)
 
+    # GetParametersByPath is authorized on the path itself, everything else on the names below it
     @property
     def channels(self) -> list[str]:
-        # GetParametersByPath is authorized on the path itself, everything else on the names below it
-        base = f"arn:{self.p}:ssm:*:{self.a}:parameter{self.channel_path}"
-        return [base, f"{base}/*"]
+        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.channel_path}{tail}" for tail in ("", "/*")]
 
     @property
     def leases(self) -> list[str]:
@@ -149,8 +145,7 @@ class _Arns:
         return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.lease_root}/*"]
 
     @property
-    def lease_folders(self) -> list[str]:
-        # GetParametersByPath is authorized on the path itself, the rest on the names below it
+    def lease_folders(self) -> list[str]:  # as `channels`: the folder itself and the names below it
         return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.lease_root}{tail}" for tail in ("", "/*")]
 
     @property

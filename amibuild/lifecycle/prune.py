@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from amibuild.aws import Aws, Image, fan_out
 from amibuild import tags
 from amibuild.errors import AmibuildError, NotFound, PruneFailed, SpecError
+from amibuild.channels.plan import build_time
 from amibuild.channels.publish import name_pattern, plain
 # the in-use facts live in `consumers`, shared with `fleet`; ChannelFact and LaunchFacts stay importable from here
 from amibuild.lifecycle.consumers import (DEFAULT_KEEP_VERSIONS, ChannelFact, LaunchFacts, Uses,  # noqa: F401
@@ -137,11 +138,6 @@ class PrunePlan:
         }
 
 
-def created_at(image: Image) -> datetime | None:
-    """When amibuild made the image: its ``amibuild:created`` tag, else EC2's CreationDate."""
-    return parse_iso_time(image.tags.get(tags.CREATED, "")) or parse_iso_time(image.creation_date)
-
-
 def plan_prune(
     images: Iterable[Image],
     in_use: Mapping[str, Sequence[str]],
@@ -180,7 +176,7 @@ def plan_prune(
         ranked = 0
         for image in group:
             reasons: list[str] = []
-            created = created_at(image)
+            created = build_time(image)
             if image.state in _COMPLETE and ranked < keep:
                 ranked += 1
                 reasons.append(f"newest {keep}")
@@ -213,7 +209,7 @@ def plan_prune(
         variant = image.tags.get(tags.VARIANT, "")
         found = recoveries.get(image.image_id)
         common = dict(image_id=image.image_id, region=image.region, variant=variant, name=image.name,
-                      created=created_at(image), state=image.state, protection=image.protection,
+                      created=build_time(image), state=image.state, protection=image.protection,
                       recovery=found.reason if found else "")
         if reasons:
             plans.append(_kept(image, reasons, common, in_use, shared, disable_after, now, deprecate_only))
@@ -254,7 +250,7 @@ def _kept(image: Image, reasons: list[str], common: dict[str, Any], in_use: Mapp
           shared: Mapping[str, Sequence[str]], disable_after: timedelta | None, now: datetime,
           deprecate_only: bool) -> ImagePlan:
     """A kept image: disabled as well when `disable_after` says so and nothing forbids it."""
-    created = created_at(image)
+    created = build_time(image)
     if (disable_after is not None and not deprecate_only and created is not None and now - created >= disable_after
             and not image.protection.startswith(WAITING)):
         if image.state == "disabled":
@@ -288,7 +284,7 @@ def _bins(decided: Sequence[tuple[Image, list[str]]], recoveries: Mapping[str, R
 
 
 def _newest_first(image: Image) -> tuple[float, str]:
-    created = created_at(image)
+    created = build_time(image)
     # unknown creation times sort last; they are kept anyway
     return (-created.timestamp() if created else float("inf"), image.image_id)
 
@@ -346,7 +342,6 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: in
     images = tuple(i for region in found for i, _ in found[region][0])
     deprecated = {i.image_id: when for region in found for i, text in found[region][0]
                   if (when := parse_iso_time(text)) is not None}
-    # the in-use facts come from the one gatherer `fleet` reads too (amibuild.lifecycle.consumers)
     uses = gather_uses(aws, pipeline.name, list(found), path, pattern,
                        {region: [i.image_id for i, _ in found[region][0]] for region in found})
     snapshot_tags = {snapshot: its_tags for region in found for snapshot, its_tags in found[region][1].items()}
@@ -355,7 +350,7 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: in
     if disable_after is not None:
         moment = now or datetime.now(timezone.utc)
         jobs = [(i.region, i.image_id) for i in images if i.state == "available" and i.image_id not in using
-                and (created := created_at(i)) is not None and moment - created >= disable_after]
+                and (created := build_time(i)) is not None and moment - created >= disable_after]
         seen = fan_out(jobs, lambda job: aws.launch_permissions(*job))
         shared = {image_id: tuple(who) for (_, image_id), who in seen.items() if who}
     return Facts(images, using, snapshot_tags, deprecated, uses, {r: found[r][2] for r in found}, shared)
@@ -425,15 +420,11 @@ def execute_prune(aws: Aws, plan: PrunePlan, *, now: datetime | None = None,
     ``named(region)``: the images channels name there right now, read again right before each
     deregister; an image named there is kept after all (`Done.KEPT`)."""
     at = deprecation_time(now or datetime.now(timezone.utc)) if plan.deprecate_only else None
-    work: dict[str, list[ImagePlan]] = defaultdict(list)
-    for item in plan.to_change:
-        work[item.region].append(item)
 
     def region_run(region: str) -> list[PruneOutcome]:
-        outcomes = [_change(aws, item, at, named) for item in work[region]]
-        return _verify(aws, region, outcomes)
+        return _verify(aws, region, [_change(aws, item, at, named) for item in plan.to_change if item.region == region])
 
-    done = fan_out(sorted(work), region_run)
+    done = fan_out(sorted({item.region for item in plan.to_change}), region_run)
     order = {item.image_id: n for n, item in enumerate(plan.to_change)}
     outcomes = sorted((o for region in done for o in done[region]), key=lambda o: order[o.image_id])
     return PruneResult(plan, tuple(outcomes), at)

@@ -49,9 +49,8 @@ class RestoreResult:
     image_tags: dict[str, str] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
-        head = (f"restored {self.ami} in {self.region} from the Recycle Bin" if self.image_restored
-                else f"{self.ami} in {self.region} is registered already")
-        out = [head]
+        out = [f"restored {self.ami} in {self.region} from the Recycle Bin" if self.image_restored
+               else f"{self.ami} in {self.region} is registered already"]
         out += [f"  snapshot {s}: restored" for s in self.snapshots_restored]
         out += [f"  snapshot {s}: present (not in the bin)" for s in self.snapshots_present]
         out += [f"  snapshot {s}: GONE (neither in the account nor in the bin): the image cannot launch"
