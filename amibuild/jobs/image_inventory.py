@@ -146,6 +146,12 @@ class SbomResult:
         return self.text.splitlines()
 
 
+def _loaded(opts: Options) -> tuple[Any, Any, Aws]:
+    """The pipeline, the one variant --variant names (the load refuses a name the file lacks), and its gateway."""
+    pipeline = load_pipeline(opts)
+    return pipeline, pipeline.variants[0], Aws(profile=opts.profile, region=pipeline.build_region)
+
+
 def check_subject(channel: str | None, ami: str | None, command: str) -> str:
     """The one image a command names (exit 2 for none, both or a malformed AMI id)."""
     if bool(channel) == bool(ami):
@@ -159,9 +165,7 @@ def run_sbom(request: SbomRequest, opts: Options) -> SbomResult:
     if request.format not in FORMATS:
         raise SpecError(f"--format {request.format!r}: one of {', '.join(FORMATS)}")
     label = check_subject(request.channel, request.ami, "sbom")
-    pipeline = load_pipeline(opts)
-    variant = pipeline.variants[0]  # the one --variant names (the load refuses a name the file lacks)
-    aws = Aws(profile=opts.profile, region=pipeline.build_region)
+    pipeline, variant, aws = _loaded(opts)
     where = locate(aws, opts, pipeline, variant, label, "--ami" if request.ami else "--channel")
     found = inventory(aws, evidence.Reader(aws, pipeline), pipeline, variant, where)
     if request.format == "cyclonedx":
@@ -197,9 +201,7 @@ def run_diff(request: DiffRequest, opts: Options) -> DiffResult:
     for flag, value in (("--from", request.from_), ("--to", request.to)):
         if not value:
             raise SpecError(f"diff: {flag} names an image: a channel, an AMI id or a build-ami run id")
-    pipeline = load_pipeline(opts)
-    variant = pipeline.variants[0]  # the one --variant names (the load refuses a name the file lacks)
-    aws = Aws(profile=opts.profile, region=pipeline.build_region)
+    pipeline, variant, aws = _loaded(opts)
     # both names checked (a typo'd channel: exit 2) before either image's statements are read
     before = locate(aws, opts, pipeline, variant, str(request.from_), "--from")
     after = locate(aws, opts, pipeline, variant, str(request.to), "--to")
@@ -322,9 +324,7 @@ class ScanResult:
 
 def run_scan(request: ScanRequest, opts: Options) -> ScanResult:
     label = check_subject(request.channel, request.ami, "scan")
-    pipeline = load_pipeline(opts)
-    variant = pipeline.variants[0]  # the one --variant names (the load refuses a name the file lacks)
-    aws = Aws(profile=opts.profile, region=pipeline.build_region)
+    pipeline, variant, aws = _loaded(opts)
     where = locate(aws, opts, pipeline, variant, label, "--ami" if request.ami else "--channel")
     reader = evidence.Reader(aws, pipeline)
     found = inventory(aws, reader, pipeline, variant, where)
