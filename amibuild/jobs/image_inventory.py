@@ -278,9 +278,7 @@ def scan_document(aws: Aws, attestor: Attestor, document: str, amis: Mapping[str
     """ScanSbom of the SBOM in batches (in the attestation region), the findings kept as a signed statement."""
     started = _now()
     parts = scans.batches(document)
-    found: list[scans.Finding] = []
-    for part in parts:
-        found += scans.findings(aws.scan_sbom(part, attestor.where.region))
+    found = [f for part in parts for f in scans.findings(aws.scan_sbom(part, attestor.where.region))]
     unique = tuple(sorted(set(found), key=lambda f: (-scans.SEVERITIES.index(f.severity) if f.severity in scans.SEVERITIES
                                                      else 1, f.id, f.package)))
     digest = hashlib.sha256(document.encode("utf-8")).hexdigest()
@@ -356,11 +354,10 @@ def scan_built(aws: Aws, attestor: Attestor, plan: Any, sboms: Mapping[str, Any]
             continue
         amis = {r: k.split("/images/")[1].split("/")[0] for r, k in zip(plan.regions, kept.keys, strict=True)}
         try:
-            out[name] = scan_document(aws, attestor, kept.document, amis, plan.run_id)
+            found = out[name] = scan_document(aws, attestor, kept.document, amis, plan.run_id)
         except AmibuildError as exc:
             say(f"warning: {name}: not scanned: {exc}")
             continue
-        found = out[name]
         say(f"{name}: scan: {len(found.findings)} finding(s)"
             + (f" ({', '.join(f'{f.id} {f.severity}' for f in found.findings)})" if found.findings else "")
             + f"; {found.stored.line()}")
