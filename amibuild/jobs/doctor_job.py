@@ -183,13 +183,11 @@ def check_endpoints(*, hints: Hints = Hints()) -> Check:
     if os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").lower() == "true":
         return Check("endpoint", True, f"{', '.join(k for k, _ in overrides)} set but ignored "
                                        "(AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true)")
-    answered = []
     for name, url in overrides:
         problem = _unreachable(url, CONNECT_TIMEOUT)
         if problem:
             return Check("endpoint", False, f"{name}={url}: {problem}; {hints.endpoint}fix or unset {name}")
-        answered.append(f"{name}={url}")
-    return Check("endpoint", True, f"{', '.join(answered)} accepts connections")
+    return Check("endpoint", True, f"{', '.join(f'{name}={url}' for name, url in overrides)} accepts connections")
 
 
 def check_identity(aws: Aws, region: str) -> Check:
