@@ -324,8 +324,7 @@ def run_scan(request: ScanRequest, opts: Options) -> ScanResult:
     label = check_subject(request.channel, request.ami, "scan")
     pipeline, variant, aws = _loaded(opts)
     where = locate(aws, opts, pipeline, variant, label, "--ami" if request.ami else "--channel")
-    reader = evidence.Reader(aws, pipeline)
-    found = inventory(aws, reader, pipeline, variant, where)
+    found = inventory(aws, evidence.Reader(aws, pipeline), pipeline, variant, where)
     amis = {where.region: where.image.image_id}
     if request.channel:  # the statement names the channel's image in every region that holds it
         for target in channel_targets(aws, pipeline, variant, request.channel, pipeline.target_regions):
