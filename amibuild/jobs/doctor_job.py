@@ -120,12 +120,11 @@ def check_pipeline(options: Options, default_region: str) -> tuple[Check, Pipeli
         pipeline = load(options.pipeline_file, options.overrides, default_region=default_region)
     except AmibuildError as exc:
         return Check("pipeline", False, str(exc)), None
-    names = ", ".join(v.name for v in pipeline.variants)
     if pipeline.source is None:
         message = (f"no {PIPELINE_FILE} in {Path.cwd()}; flags alone give one variant, `default` "
                    "(pass --pipeline FILE to use another)")
     else:
-        message = f"{pipeline.source}: {len(pipeline.variants)} variant(s): {names}"
+        message = f"{pipeline.source}: {len(pipeline.variants)} variant(s): {', '.join(v.name for v in pipeline.variants)}"
     return Check("pipeline", True, message), pipeline
 
 
