@@ -103,11 +103,12 @@ def task(module: str, name: str, request_type: type, help: str, *, signals: bool
     whose `Shown` (or result) the cli prints and whose verdict it exits with (``signals``: SIGINT, SIGTERM
     and SIGHUP held while it runs, for a channel write); else ``amibuild.cli.<module>.<name>(c, request)``.
     Either module is imported only when the task runs."""
+    home = f"amibuild.{module}" if module.startswith("jobs.") else f"amibuild.cli.{module}"
+
     def task_body(c, **given):  # an error anywhere in the body: one line and its exit code (`cli.run`)
+        job = getattr(importlib.import_module(home), name)
         if not module.startswith("jobs."):
-            body = getattr(importlib.import_module(f"amibuild.cli.{module}"), name)
-            return cli.run(lambda: body(c, parse(request_type, given)))
-        job = getattr(importlib.import_module(f"amibuild.{module}"), name)
+            return cli.run(lambda: job(c, parse(request_type, given)))
 
         def run(seen=None):  # seen: the `Signals` held while a channel write runs
             request = parse(request_type, given)
@@ -122,7 +123,7 @@ def task(module: str, name: str, request_type: type, help: str, *, signals: bool
 
     task_body.__name__ = task_body.__qualname__ = name
     task_body.__doc__ = help
-    task_body.__module__ = f"amibuild.{module}" if module.startswith("jobs.") else f"amibuild.cli.{module}"
+    task_body.__module__ = home
     # what introspection of the task sees: the context and one keyword per flag
     task_body.__signature__ = inspect.Signature(
         [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)]

@@ -346,15 +346,11 @@ def _flag_values(program: Program) -> Iterable[tuple[str, str, str | None, Any]]
             if token in contexts:
                 task = token
             continue
-        if task is None:
-            continue
         name, eq, inline = token.partition("=")
-        context = contexts[task]
-        if name not in context.flags:
+        flags = contexts[task].flags if task is not None else {}
+        if name not in flags or not flags[name].takes_value:
             continue
-        argument = context.flags[name]
-        if not argument.takes_value:
-            continue
+        argument = flags[name]
         if eq:
             yield task, name, inline, argument.kind
         elif i < len(tokens) and not (tokens[i].startswith("-") and tokens[i] != "-"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from amibuild import tags
 from amibuild.aws import Aws
@@ -178,9 +178,13 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
     interrupted: BaseException | None = None
     notes: list[str] = []
     node: list[kube.NodeFacts | None] = [None]
-    node_ready: list[float | None] = [None]
+    node_ready: float | None = None
     taint = kube.Taint.parse(kube.TEST_TAINT)
     untagged = [""]  # why the image says nothing (the cluster's API could not be read)
+
+    def ended(verdict: imagetests.Verdict, checked: Iterable[imagetests.CheckResult], error: str) -> BootTestResult:
+        return BootTestResult(variant.name, region, image_id, run_id, verdict, tuple(checked), instance_id,
+                              phases=dict(phases), error=error)
 
     def wait(what: str, ready: Callable[[], bool]) -> None:
         def looked() -> bool:
@@ -226,7 +230,6 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
         if settings.cluster:
             launched = phases.get("running", 0.0)
             private_dns = api.state(region, instance_id).private_dns
-            seen = [kube.NodeState.ABSENT]
 
             def joined() -> bool:
                 try:
@@ -234,11 +237,11 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
                 except kube.ClusterUnreachable as exc:
                     untagged[0] = f"the cluster's API could not be read: {exc}"
                     raise
-                seen[0] = kube.judge(node[0], taint)
-                if seen[0] is kube.NodeState.UNTAINTED:
+                seen = kube.judge(node[0], taint)
+                if seen is kube.NodeState.UNTAINTED:
                     raise AmibuildError(f"node {node[0].name} of {instance_id} is Ready without the taint {taint}: "
                                         "the user data did not reach the kubelet")
-                return seen[0] is kube.NodeState.READY
+                return seen is kube.NodeState.READY
 
             try:
                 wait("node ready", joined)
@@ -248,9 +251,9 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
                                     f"{settings.timeout:.0f}s") from None
                 raise _TimedOut(f"node {node[0].name} of {instance_id} was not Ready within {settings.timeout:.0f}s"
                                 + (f" ({node[0].reason})" if node[0].reason else "")) from None
-            node_ready[0] = phases["node ready"] - launched
+            node_ready = phases["node ready"] - launched
             say(f"{variant.name}: node {node[0].name} joined {settings.cluster}, Ready with {taint} after "
-                f"{node_ready[0]:.1f}s")
+                f"{node_ready:.1f}s")
         results: list[imagetests.CheckResult] = []
         stopped = ""  # an infrastructure failure that stopped the checks: the rest are not sent
         for check in checks:
@@ -262,9 +265,7 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
             results.append(done)
         phases["checks"] = clock() - started
         verdict = imagetests.overall(results)
-        error = f"not tested: {stopped}" if stopped else ""
-        result = BootTestResult(variant.name, region, image_id, run_id, verdict, tuple(results), instance_id,
-                                phases=dict(phases), error=error, notes=tuple(notes))
+        result = ended(verdict, results, f"not tested: {stopped}" if stopped else "")
         gaps = imagetests.untestable(results)
         if gaps and verdict == imagetests.Verdict.NOT_TESTED and not stopped:
             notes.append(f"not tested: {len(gaps)} check(s) gave no result ({', '.join(g.name for g in gaps)}); "
@@ -274,14 +275,11 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
         interrupted = exc
     except AmibuildError as exc:
         if isinstance(exc, (AwsError, _Lost)):  # an AWS call failed or the instance was lost: not tested, never failed
-            checked = tuple(invocation.not_tested(n, f"not sent: {exc}") for n in names)
-            result = BootTestResult(variant.name, region, image_id, run_id, imagetests.Verdict.NOT_TESTED, checked,
-                                    instance_id, phases=dict(phases), error=f"not tested: {exc}", notes=tuple(notes))
+            not_sent = (invocation.not_tested(n, f"not sent: {exc}") for n in names)
+            result = ended(imagetests.Verdict.NOT_TESTED, not_sent, f"not tested: {exc}")
         else:
-            result = BootTestResult(variant.name, region, image_id, run_id, imagetests.Verdict.FAILED,
-                                    tuple(imagetests.CheckResult(n, "boot", imagetests.Verdict.NOT_RUN, None, 0.0)
-                                          for n in names), instance_id, phases=dict(phases), error=str(exc),
-                                    notes=tuple(notes))
+            not_run = (imagetests.CheckResult(n, "boot", imagetests.Verdict.NOT_RUN, None, 0.0) for n in names)
+            result = ended(imagetests.Verdict.FAILED, not_run, str(exc))
     finally:
         terminated = _terminate(api, region, instance_id, notes)
         removed = _remove_node(nodes, node[0], notes) if terminated and node[0] is not None else False
@@ -291,7 +289,7 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
                           f"{'terminated' if terminated else 'NOT terminated'}{left}") from interrupted
     assert result is not None
     result = replace(result, terminated=terminated, seconds=clock() - started, notes=tuple(notes), started_at=started_at,
-                     cluster=settings.cluster, node=node[0].name if node[0] else "", node_ready_seconds=node_ready[0],
+                     cluster=settings.cluster, node=node[0].name if node[0] else "", node_ready_seconds=node_ready,
                      node_removed=removed)
     if untagged[0]:
         notes.append(f"the image is not tagged: {untagged[0]}; this says nothing about the image")

@@ -111,8 +111,7 @@ def _key_versions(old: Sequence[Package], new: Sequence[Package]) -> dict[str, t
 
 def lines(result: ImageDiff) -> list[str]:
     out = [f"{result.old.label} ({result.old.image}) -> {result.new.label} ({result.new.image})"]
-    for what, (o, n) in result.key_versions.items():
-        out.append(f"  {what:<10} {o or '-'}" + ("" if o == n else f" -> {n or '-'}"))
+    out += [f"  {what:<10} {o or '-'}" + ("" if o == n else f" -> {n or '-'}") for what, (o, n) in result.key_versions.items()]
     c = result.counts()
     out.append(f"  packages: {c['added']} added, {c['removed']} removed, {c['upgraded']} upgraded, "
                f"{c['downgraded']} downgraded")
@@ -121,8 +120,7 @@ def lines(result: ImageDiff) -> list[str]:
         out.append(f"    {sign} {change.name}.{change.arch} " + (
             change.new if change.kind == "added" else change.old if change.kind == "removed"
             else f"{change.old} -> {change.new}"))
-    for key, (o, n) in result.settings.items():
-        out.append(f"  setting {key}: {o!r} -> {n!r}")
+    out += [f"  setting {key}: {o!r} -> {n!r}" for key, (o, n) in result.settings.items()]
     if result.fixed is None:
         out.append("  vulnerabilities: not compared (scan both images: `amibuild scan`)")
     else:

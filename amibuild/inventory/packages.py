@@ -84,18 +84,14 @@ def rpmvercmp(a: str, b: str) -> int:
             if x != y:
                 return -1 if x == "~" else 1
             continue
-        if x == "^" or y == "^":
-            if x is None:
-                return -1
-            if y is None:
-                return 1
-            if x != y:
-                return -1 if x == "^" else 1
-            continue
         if x is None:
             return -1
         if y is None:
             return 1
+        if x == "^" or y == "^":
+            if x != y:
+                return -1 if x == "^" else 1
+            continue
         if x.isdigit() != y.isdigit():
             return 1 if x.isdigit() else -1
         if x.isdigit():

@@ -84,16 +84,14 @@ def packages_of(document: str | Mapping[str, Any]) -> tuple[Package, ...]:
 
 def spdx(packages: Iterable[Package], *, os_name: str, image: str, created: datetime) -> str:
     """An SPDX 2.3 JSON document of the same packages (the rpm purls as external references)."""
-    items = []
-    for index, package in enumerate(packages, start=1):
-        items.append({
-            "SPDXID": f"SPDXRef-Package-{index}", "name": package.name,
-            "versionInfo": package.evr, "downloadLocation": "NOASSERTION",
-            "licenseDeclared": "NOASSERTION", "licenseComments": package.license or "",
-            "supplier": "Organization: Amazon Web Services", "filesAnalyzed": False,
-            "externalRefs": [{"referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl",
-                              "referenceLocator": purl(package, os_name).to_string()}],
-        })
+    items = [{
+        "SPDXID": f"SPDXRef-Package-{index}", "name": package.name,
+        "versionInfo": package.evr, "downloadLocation": "NOASSERTION",
+        "licenseDeclared": "NOASSERTION", "licenseComments": package.license or "",
+        "supplier": "Organization: Amazon Web Services", "filesAnalyzed": False,
+        "externalRefs": [{"referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl",
+                          "referenceLocator": purl(package, os_name).to_string()}],
+    } for index, package in enumerate(packages, start=1)]
     document = {
         "spdxVersion": "SPDX-2.3", "dataLicense": "CC0-1.0", "SPDXID": "SPDXRef-DOCUMENT",
         "name": f"amibuild image {image}", "documentNamespace": f"https://amibuild.invalid/spdx/{image}",

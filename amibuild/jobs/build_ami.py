@@ -158,12 +158,10 @@ class BuildRun:
 
     def variant_dict(self, outcome: BuildOutcome) -> dict:
         done = self.publish_of(outcome.name)
-        provenance = self.statements.get(outcome.name)
+        kept = (("provenance", self.statements), ("sbom", self.sboms), ("scan", self.scans))
         return {**outcome.to_dict(), "published": done.published() if done else {},
                 "publish_error": done.error if done else outcome.boot_error,
-                **({"provenance": provenance.to_dict()} if provenance is not None else {}),
-                **({"sbom": self.sboms[outcome.name].to_dict()} if outcome.name in self.sboms else {}),
-                **({"scan": self.scans[outcome.name].to_dict()} if outcome.name in self.scans else {})}
+                **{key: made[outcome.name].to_dict() for key, made in kept if outcome.name in made}}
 
     def to_dict(self) -> dict:
         if self.outcomes is None:

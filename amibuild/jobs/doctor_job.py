@@ -120,12 +120,11 @@ def check_pipeline(options: Options, default_region: str) -> tuple[Check, Pipeli
         pipeline = load(options.pipeline_file, options.overrides, default_region=default_region)
     except AmibuildError as exc:
         return Check("pipeline", False, str(exc)), None
-    names = ", ".join(v.name for v in pipeline.variants)
     if pipeline.source is None:
         message = (f"no {PIPELINE_FILE} in {Path.cwd()}; flags alone give one variant, `default` "
                    "(pass --pipeline FILE to use another)")
     else:
-        message = f"{pipeline.source}: {len(pipeline.variants)} variant(s): {names}"
+        message = f"{pipeline.source}: {len(pipeline.variants)} variant(s): {', '.join(v.name for v in pipeline.variants)}"
     return Check("pipeline", True, message), pipeline
 
 
@@ -183,13 +182,11 @@ def check_endpoints(*, hints: Hints = Hints()) -> Check:
     if os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").lower() == "true":
         return Check("endpoint", True, f"{', '.join(k for k, _ in overrides)} set but ignored "
                                        "(AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true)")
-    answered = []
     for name, url in overrides:
         problem = _unreachable(url, CONNECT_TIMEOUT)
         if problem:
             return Check("endpoint", False, f"{name}={url}: {problem}; {hints.endpoint}fix or unset {name}")
-        answered.append(f"{name}={url}")
-    return Check("endpoint", True, f"{', '.join(answered)} accepts connections")
+    return Check("endpoint", True, f"{', '.join(f'{name}={url}' for name, url in overrides)} accepts connections")
 
 
 def check_identity(aws: Aws, region: str) -> Check:

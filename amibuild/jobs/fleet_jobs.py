@@ -31,8 +31,7 @@ def fleet_view(options: Any, *, variant: str | None = None, channel: str | None 
         check_channel(channel)
     pipeline = load_pipeline(options)
     regions = (region,) if region else pipeline.target_regions
-    if aws is None:
-        aws = Aws(profile=options.profile, region=pipeline.build_region)
+    aws = aws or Aws(profile=options.profile, region=pipeline.build_region)
     if channel:  # a typo would show an empty view and exit 0; any variant of the selection may hold it
         known.require(aws, pipeline, pipeline.variants, known.Asked(channel), every=False, regions=regions)
     facts = fleet_mod.gather(aws, pipeline, regions)

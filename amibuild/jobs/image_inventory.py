@@ -146,6 +146,12 @@ class SbomResult:
         return self.text.splitlines()
 
 
+def _loaded(opts: Options) -> tuple[Any, Any, Aws]:
+    """The pipeline, the one variant --variant names (the load refuses a name the file lacks), and its gateway."""
+    pipeline = load_pipeline(opts)
+    return pipeline, pipeline.variants[0], Aws(profile=opts.profile, region=pipeline.build_region)
+
+
 def check_subject(channel: str | None, ami: str | None, command: str) -> str:
     """The one image a command names (exit 2 for none, both or a malformed AMI id)."""
     if bool(channel) == bool(ami):
@@ -159,9 +165,7 @@ def run_sbom(request: SbomRequest, opts: Options) -> SbomResult:
     if request.format not in FORMATS:
         raise SpecError(f"--format {request.format!r}: one of {', '.join(FORMATS)}")
     label = check_subject(request.channel, request.ami, "sbom")
-    pipeline = load_pipeline(opts)
-    variant = pipeline.variants[0]  # the one --variant names (the load refuses a name the file lacks)
-    aws = Aws(profile=opts.profile, region=pipeline.build_region)
+    pipeline, variant, aws = _loaded(opts)
     where = locate(aws, opts, pipeline, variant, label, "--ami" if request.ami else "--channel")
     found = inventory(aws, evidence.Reader(aws, pipeline), pipeline, variant, where)
     if request.format == "cyclonedx":
@@ -197,9 +201,7 @@ def run_diff(request: DiffRequest, opts: Options) -> DiffResult:
     for flag, value in (("--from", request.from_), ("--to", request.to)):
         if not value:
             raise SpecError(f"diff: {flag} names an image: a channel, an AMI id or a build-ami run id")
-    pipeline = load_pipeline(opts)
-    variant = pipeline.variants[0]  # the one --variant names (the load refuses a name the file lacks)
-    aws = Aws(profile=opts.profile, region=pipeline.build_region)
+    pipeline, variant, aws = _loaded(opts)
     # both names checked (a typo'd channel: exit 2) before either image's statements are read
     before = locate(aws, opts, pipeline, variant, str(request.from_), "--from")
     after = locate(aws, opts, pipeline, variant, str(request.to), "--to")
@@ -276,9 +278,7 @@ def scan_document(aws: Aws, attestor: Attestor, document: str, amis: Mapping[str
     """ScanSbom of the SBOM in batches (in the attestation region), the findings kept as a signed statement."""
     started = _now()
     parts = scans.batches(document)
-    found: list[scans.Finding] = []
-    for part in parts:
-        found += scans.findings(aws.scan_sbom(part, attestor.where.region))
+    found = [f for part in parts for f in scans.findings(aws.scan_sbom(part, attestor.where.region))]
     unique = tuple(sorted(set(found), key=lambda f: (-scans.SEVERITIES.index(f.severity) if f.severity in scans.SEVERITIES
                                                      else 1, f.id, f.package)))
     digest = hashlib.sha256(document.encode("utf-8")).hexdigest()
@@ -322,12 +322,9 @@ class ScanResult:
 
 def run_scan(request: ScanRequest, opts: Options) -> ScanResult:
     label = check_subject(request.channel, request.ami, "scan")
-    pipeline = load_pipeline(opts)
-    variant = pipeline.variants[0]  # the one --variant names (the load refuses a name the file lacks)
-    aws = Aws(profile=opts.profile, region=pipeline.build_region)
+    pipeline, variant, aws = _loaded(opts)
     where = locate(aws, opts, pipeline, variant, label, "--ami" if request.ami else "--channel")
-    reader = evidence.Reader(aws, pipeline)
-    found = inventory(aws, reader, pipeline, variant, where)
+    found = inventory(aws, evidence.Reader(aws, pipeline), pipeline, variant, where)
     amis = {where.region: where.image.image_id}
     if request.channel:  # the statement names the channel's image in every region that holds it
         for target in channel_targets(aws, pipeline, variant, request.channel, pipeline.target_regions):
@@ -356,11 +353,10 @@ def scan_built(aws: Aws, attestor: Attestor, plan: Any, sboms: Mapping[str, Any]
             continue
         amis = {r: k.split("/images/")[1].split("/")[0] for r, k in zip(plan.regions, kept.keys, strict=True)}
         try:
-            out[name] = scan_document(aws, attestor, kept.document, amis, plan.run_id)
+            found = out[name] = scan_document(aws, attestor, kept.document, amis, plan.run_id)
         except AmibuildError as exc:
             say(f"warning: {name}: not scanned: {exc}")
             continue
-        found = out[name]
         say(f"{name}: scan: {len(found.findings)} finding(s)"
             + (f" ({', '.join(f'{f.id} {f.severity}' for f in found.findings)})" if found.findings else "")
             + f"; {found.stored.line()}")

@@ -58,13 +58,9 @@ class Signals:
             pass
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        first = not self.received
+        again = bool(self.received)
         self.received.append(signum)
-        name = signal.Signals(signum).name
-        if first:
-            self._say(f"amibuild: {name}: {self._first}")
-        else:
-            self._say(f"amibuild: {name} again: {self._again}")
+        self._say(f"amibuild: {signal.Signals(signum).name}{' again' if again else ''}: {self._again if again else self._first}")
 
     def requested(self) -> bool:
         """True once a signal came (the `Guard.cancelled` callback)."""
