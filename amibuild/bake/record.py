@@ -46,20 +46,19 @@ def write_atomic(path: Path, text: str) -> None:
 
     `RecordNotWritten` (naming the path and why) when the disk is full, read-only or refuses.
     """
+    temp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise RecordNotWritten(f"{path}: cannot write the run record ({why_not_written(exc)})") from exc
-    try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp, path)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
         raise RecordNotWritten(f"{path}: cannot write the run record ({why_not_written(exc)})") from exc
 
 

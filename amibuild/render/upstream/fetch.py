@@ -130,8 +130,7 @@ def _clone(remote: _Remote, dest: Path) -> None:
     except (_GitFailed, OSError) as exc:
         raise UpstreamError(f"cannot clone upstream {remote.shown}: {exc}; check the URL/path") from exc
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # gone once renamed
 
 
 def _resolve(repo: Path, remote: _Remote, ref: str | None) -> str:
