@@ -230,10 +230,9 @@ def clean_up(aws: Aws, scope: Scope, seen: StreamResources, *, look: bool = True
         return CleanUp(f"nothing left behind{'; ' + said if said else ''}",
                        removed=tuple(f"{x} (by packer)" for x in gone) if gone else None)
     removed, failed = remove(aws, found)
-    text = f"removed {len(removed)} leftover(s): {', '.join(str(x) for x in removed)}" if removed else ""
-    text += ("; " if text and said else "") + said
-    if failed:
-        text += ("; " if text else "") + "LEFT BEHIND: " + "; ".join(f"{x} ({x.command()})" for x, _ in failed)
+    text = "; ".join(part for part in (
+        f"removed {len(removed)} leftover(s): {', '.join(str(x) for x in removed)}" if removed else "", said,
+        "LEFT BEHIND: " + "; ".join(f"{x} ({x.command()})" for x, _ in failed) if failed else "") if part)
     return CleanUp(text, removed=tuple(f"{x} (by packer)" for x in gone) + tuple(str(x) for x in removed),
                    left_behind=tuple(_left(x, why) for x, why in failed))
 
