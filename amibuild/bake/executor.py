@@ -322,14 +322,12 @@ class Executor:
 
     def _run_packer(self, item: PlanItem, outcome: WorkingOutcome) -> dict[str, str]:
         directory = item.directory
-        provenance_file = directory / PROVENANCE_FILE
-        log_path = directory / LOG_FILE
         try:
-            provenance_file.write_text(hcl.dumps([
+            (directory / PROVENANCE_FILE).write_text(hcl.dumps([
                 hcl.Attr("provenance_tags", dict(self.provenance(item))),
                 hcl.Attr("amibuild_run_id", self.plan.run_id),
             ], header=f"Build-time values of run {self.plan.run_id}; not part of the fingerprint."))
-            log = _Log(log_path)
+            log = _Log(directory / LOG_FILE)
         except OSError as exc:  # before Packer started: nothing was made
             raise AmibuildError(f"{exc.filename or directory}: cannot write it ({why_not_written(exc)}); "
                                 "packer was not started") from exc
