@@ -68,16 +68,14 @@ def parse_version(text: str) -> PackerVersion:
     `packer -machine-readable version`; any trailing "out of date" notice is ignored."""
     for raw in text.splitlines():
         line = parse_line(raw)
-        if line is not None:
-            if line.type == "version" and line.data:
-                match = _VERSION_PATTERNS[1].match(line.data[0])
-                if match:
-                    return PackerVersion(*map(int, match.groups()))
+        if line is None:
+            match = next(filter(None, (pattern.match(raw) for pattern in _VERSION_PATTERNS)), None)
+        elif line.type == "version" and line.data:
+            match = _VERSION_PATTERNS[1].match(line.data[0])
+        else:
             continue
-        for pattern in _VERSION_PATTERNS:
-            match = pattern.match(raw)
-            if match:
-                return PackerVersion(*map(int, match.groups()))
+        if match:
+            return PackerVersion(*map(int, match.groups()))
     first = next((raw.strip() for raw in text.splitlines() if raw.strip()), "")
     raise PackerError(f"cannot read a Packer version from {first[:80]!r}")
 

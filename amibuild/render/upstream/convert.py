@@ -139,10 +139,8 @@ def _insert_at(scripts: list[list[str]]) -> int:
     validate step; without either: at the end."""
     installers = [i for i, names in enumerate(scripts) if any(_INSTALLER.search(n) for n in names)]
     start = installers[-1] + 1 if installers else 0
-    for i in range(start, len(scripts)):
-        if any(_FINISHER.search(n) for n in scripts[i]):
-            return i
-    return start if installers else len(scripts)
+    finishers = (i for i in range(start, len(scripts)) if any(_FINISHER.search(n) for n in scripts[i]))
+    return next(finishers, start if installers else len(scripts))
 
 
 def _label(kind: str, raw: Mapping[str, Any], names: list[str]) -> str:
