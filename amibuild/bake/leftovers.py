@@ -139,12 +139,9 @@ def find(aws: Aws, scope: Scope, seen: StreamResources) -> list[Leftover]:
         images = aws.describe_images(region, owners=["self"],
                                      filters={"name": [f"{scope.ami_name_prefix}-*-{scope.run_id}" if scope.ami_name_prefix
                                                        else f"*-{scope.run_id}"]})
-        snapshots: list[str] = []
-        for image in images:
-            found.append(Leftover("image", region, image.image_id))
-            snapshots += image.snapshot_ids
-        snapshots += aws.snapshots_tagged(region, run_tags)
-        found += [Leftover("snapshot", region, s) for s in sorted(set(snapshots))]
+        found += [Leftover("image", region, image.image_id) for image in images]
+        snapshots = {s for image in images for s in image.snapshot_ids} | set(aws.snapshots_tagged(region, run_tags))
+        found += [Leftover("snapshot", region, s) for s in sorted(snapshots)]
     return found
 
 
