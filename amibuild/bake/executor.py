@@ -477,11 +477,9 @@ class Executor:
         region = self.plan.pipeline.build_region
         failures = 0
         while True:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=1.0)
                 return
-            except subprocess.TimeoutExpired:
-                pass
             quiet = time.monotonic() - last_line[0]
             if quiet < self.guards.stall_after or self.state.interrupted:
                 failures = 0

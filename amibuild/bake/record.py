@@ -156,10 +156,7 @@ def packer_logs(build_dir: str | Path, run_id: str) -> list[str]:
     """Every line of the run's Packer logs still on disk (regular files only)."""
     lines: list[str] = []
     for log in sorted(run_directory(build_dir, run_id).glob("*/packer.log")):
-        if not is_regular(log):
-            continue
-        try:
-            lines += read_regular(log).splitlines()
-        except OSError:
-            continue
+        if is_regular(log):
+            with contextlib.suppress(OSError):
+                lines += read_regular(log).splitlines()
     return lines
