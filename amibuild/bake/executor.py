@@ -245,7 +245,6 @@ class Executor:
         The lease when it is ours and the variant is to be built; a `Reuse` when, once the lease
         was ours, the image existed after all (another run built it: the lease is given back);
         `_Stop` on Ctrl-C while waiting. `AmibuildError` when held elsewhere and not waiting.
-        Each step is decided by `decide.lease_step` / `decide.reuse_after_lease`.
         """
         assert self.guards.lease_for is not None
         lease = self.guards.lease_for(item)
