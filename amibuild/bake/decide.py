@@ -119,11 +119,6 @@ class ImageFact:
 
 def ready_images(regions: Sequence[str], found: Mapping[str, Sequence[ImageFact]]) -> dict[str, str] | None:
     """Region -> the newest available image, when every region has one; else None."""
-    amis = {}
-    for region in regions:
-        ready = sorted((i for i in found.get(region, []) if i.state == "available"),
-                       key=lambda i: (i.creation_date, i.image_id))
-        if not ready:
-            return None
-        amis[region] = ready[-1].image_id
-    return amis
+    newest = {region: max((i for i in found.get(region, []) if i.state == "available"),
+                          key=lambda i: (i.creation_date, i.image_id), default=None) for region in regions}
+    return None if None in newest.values() else {region: image.image_id for region, image in newest.items()}

@@ -245,7 +245,6 @@ class Executor:
         The lease when it is ours and the variant is to be built; a `Reuse` when, once the lease
         was ours, the image existed after all (another run built it: the lease is given back);
         `_Stop` on Ctrl-C while waiting. `AmibuildError` when held elsewhere and not waiting.
-        Each step is decided by `decide.lease_step` / `decide.reuse_after_lease`.
         """
         assert self.guards.lease_for is not None
         lease = self.guards.lease_for(item)
@@ -322,14 +321,12 @@ class Executor:
 
     def _run_packer(self, item: PlanItem, outcome: WorkingOutcome) -> dict[str, str]:
         directory = item.directory
-        provenance_file = directory / PROVENANCE_FILE
-        log_path = directory / LOG_FILE
         try:
-            provenance_file.write_text(hcl.dumps([
+            (directory / PROVENANCE_FILE).write_text(hcl.dumps([
                 hcl.Attr("provenance_tags", dict(self.provenance(item))),
                 hcl.Attr("amibuild_run_id", self.plan.run_id),
             ], header=f"Build-time values of run {self.plan.run_id}; not part of the fingerprint."))
-            log = _Log(log_path)
+            log = _Log(directory / LOG_FILE)
         except OSError as exc:  # before Packer started: nothing was made
             raise AmibuildError(f"{exc.filename or directory}: cannot write it ({why_not_written(exc)}); "
                                 "packer was not started") from exc
@@ -479,11 +476,9 @@ class Executor:
         region = self.plan.pipeline.build_region
         failures = 0
         while True:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=1.0)
                 return
-            except subprocess.TimeoutExpired:
-                pass
             quiet = time.monotonic() - last_line[0]
             if quiet < self.guards.stall_after or self.state.interrupted:
                 failures = 0

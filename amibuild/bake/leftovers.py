@@ -139,12 +139,9 @@ def find(aws: Aws, scope: Scope, seen: StreamResources) -> list[Leftover]:
         images = aws.describe_images(region, owners=["self"],
                                      filters={"name": [f"{scope.ami_name_prefix}-*-{scope.run_id}" if scope.ami_name_prefix
                                                        else f"*-{scope.run_id}"]})
-        snapshots: list[str] = []
-        for image in images:
-            found.append(Leftover("image", region, image.image_id))
-            snapshots += image.snapshot_ids
-        snapshots += aws.snapshots_tagged(region, run_tags)
-        found += [Leftover("snapshot", region, s) for s in sorted(set(snapshots))]
+        found += [Leftover("image", region, image.image_id) for image in images]
+        snapshots = {s for image in images for s in image.snapshot_ids} | set(aws.snapshots_tagged(region, run_tags))
+        found += [Leftover("snapshot", region, s) for s in sorted(snapshots)]
     return found
 
 
@@ -230,10 +227,9 @@ def clean_up(aws: Aws, scope: Scope, seen: StreamResources, *, look: bool = True
         return CleanUp(f"nothing left behind{'; ' + said if said else ''}",
                        removed=tuple(f"{x} (by packer)" for x in gone) if gone else None)
     removed, failed = remove(aws, found)
-    text = f"removed {len(removed)} leftover(s): {', '.join(str(x) for x in removed)}" if removed else ""
-    text += ("; " if text and said else "") + said
-    if failed:
-        text += ("; " if text else "") + "LEFT BEHIND: " + "; ".join(f"{x} ({x.command()})" for x, _ in failed)
+    text = "; ".join(part for part in (
+        f"removed {len(removed)} leftover(s): {', '.join(str(x) for x in removed)}" if removed else "", said,
+        "LEFT BEHIND: " + "; ".join(f"{x} ({x.command()})" for x, _ in failed) if failed else "") if part)
     return CleanUp(text, removed=tuple(f"{x} (by packer)" for x in gone) + tuple(str(x) for x in removed),
                    left_behind=tuple(_left(x, why) for x, why in failed))
 

@@ -92,7 +92,6 @@ class WorkingOutcome:
     left_behind: list[dict] = field(default_factory=list)
 
     def freeze(self) -> BuildOutcome:
-        return BuildOutcome(self.name, self.fingerprint, self.decision, self.reason, self.status, dict(self.amis),
-                            self.log, self.error, self.started, self.seconds, self.input_refused, self.lease,
-                            tuple(self.removed), tuple(self.left_behind))
+        return BuildOutcome(**{**vars(self), "amis": dict(self.amis), "removed": tuple(self.removed),
+                               "left_behind": tuple(self.left_behind)})
 

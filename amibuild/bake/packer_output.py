@@ -68,16 +68,14 @@ def parse_version(text: str) -> PackerVersion:
     `packer -machine-readable version`; any trailing "out of date" notice is ignored."""
     for raw in text.splitlines():
         line = parse_line(raw)
-        if line is not None:
-            if line.type == "version" and line.data:
-                match = _VERSION_PATTERNS[1].match(line.data[0])
-                if match:
-                    return PackerVersion(*map(int, match.groups()))
+        if line is None:
+            match = next(filter(None, (pattern.match(raw) for pattern in _VERSION_PATTERNS)), None)
+        elif line.type == "version" and line.data:
+            match = _VERSION_PATTERNS[1].match(line.data[0])
+        else:
             continue
-        for pattern in _VERSION_PATTERNS:
-            match = pattern.match(raw)
-            if match:
-                return PackerVersion(*map(int, match.groups()))
+        if match:
+            return PackerVersion(*map(int, match.groups()))
     first = next((raw.strip() for raw in text.splitlines() if raw.strip()), "")
     raise PackerError(f"cannot read a Packer version from {first[:80]!r}")
 
@@ -155,9 +153,6 @@ def _error_message(text: str, target: str = "") -> str | None:
     text = text.strip("\n")
     if not text or text.rstrip().endswith("had errors:") or text.startswith(_CANCEL):
         return None
-    if text.startswith("Error: "):  # an HCL diagnostic (template or variable problem)
-        message = error_summary(text)
-        return f"{target}: {message}" if target else message
     errored = _BUILD_ERRORED.match(text)
     if errored:
         return f"{errored.group(1)}: {_one_line(errored.group(2))}"
@@ -168,7 +163,8 @@ def _error_message(text: str, target: str = "") -> str | None:
         repeated = f"{arrow.group(1)}: "
         rest = [_ARROW.sub("", line).removeprefix(repeated) for line in lines[1:]]
         return _one_line("\n".join([_ARROW.sub("", lines[0]), *rest]))
-    message = _one_line(text)
+    # "Error: ...": an HCL diagnostic (template or variable problem)
+    message = error_summary(text) if text.startswith("Error: ") else _one_line(text)
     return f"{target}: {message}" if target else message
 
 
@@ -455,8 +451,7 @@ def blame(output: str, origins: Mapping[str, str]) -> tuple[str, str] | None:
         return None
     # only names with an underscore or a known attribute: a plain word ("os", "arch") in Packer's
     # prose must not blame a setting of that name
-    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", output)
-    for word in words:
+    for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", output):
         mapped = _ATTRIBUTE_SETTING.get(word.lower(), "")
         if "_" not in word and not mapped:
             continue

@@ -73,30 +73,23 @@ def resolve_sources(pipeline: Pipeline, aws, *, strict: bool = False) -> dict[st
     """
     needed = [v for v in pipeline.variants if not v.source_ami and v.base != "upstream"]
     names = sorted({render_mod.eks_parameter(v) for v in needed})
-    values: dict[str, dict[str, str]] = {}
-    failures: dict[str, AwsError] = {}
-    if aws is not None and names:
-        def read(region: str) -> dict[str, str] | AwsError:
-            try:
-                return aws.get_parameters(names, region)
-            except AwsError as exc:
-                if strict:
-                    raise
-                return exc
 
-        for region, answer in fan_out(pipeline.regions, read).items():
-            if isinstance(answer, AwsError):
-                failures[region] = answer
-            else:
-                values[region] = answer
+    def read(region: str) -> dict[str, str] | AwsError:
+        try:
+            return aws.get_parameters(names, region)
+        except AwsError as exc:
+            if strict:
+                raise
+            return exc
+
+    answers = fan_out(pipeline.regions, read) if aws is not None and names else {}
     return {
-        v.name: {r: _source(v, r, aws is not None, values.get(r), failures.get(r)) for r in pipeline.regions}
+        v.name: {r: _source(v, r, aws is not None, answers.get(r)) for r in pipeline.regions}
         for v in pipeline.variants
     }
 
 
-def _source(variant: Variant, region: str, access: bool, values: dict[str, str] | None,
-            failure: AwsError | None) -> SourceAmi:
+def _source(variant: Variant, region: str, access: bool, values: dict[str, str] | AwsError | None) -> SourceAmi:
     parameter = render_mod.eks_parameter(variant)
     if variant.source_ami:
         return SourceAmi(SourceHow.PINNED, variant.source_ami, note=f"source AMI pinned to {variant.source_ami}")
@@ -105,8 +98,8 @@ def _source(variant: Variant, region: str, access: bool, values: dict[str, str] 
     lookup = f"looked up at build time by image name ({render_mod.eks_name_filter(variant)}, owner {render_mod.EKS_OWNER})"
     if not access:
         return SourceAmi(SourceHow.LOOKUP, parameter=parameter, note=f"source AMI: no AWS access now; {lookup}")
-    if failure is not None or values is None:
-        return SourceAmi(SourceHow.LOOKUP, parameter=parameter, note=f"source AMI: could not read {parameter} ({failure}); {lookup}")
+    if values is None or isinstance(values, AwsError):  # the read failed (None: it was not made)
+        return SourceAmi(SourceHow.LOOKUP, parameter=parameter, note=f"source AMI: could not read {parameter} ({values}); {lookup}")
     if parameter not in values:
         raise SpecError(
             f"variant {variant.name}: AWS publishes no EKS-optimized {variant.os} {variant.arch} image for "

@@ -46,20 +46,19 @@ def write_atomic(path: Path, text: str) -> None:
 
     `RecordNotWritten` (naming the path and why) when the disk is full, read-only or refuses.
     """
+    temp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise RecordNotWritten(f"{path}: cannot write the run record ({why_not_written(exc)})") from exc
-    try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp, path)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
         raise RecordNotWritten(f"{path}: cannot write the run record ({why_not_written(exc)})") from exc
 
 
@@ -157,10 +156,7 @@ def packer_logs(build_dir: str | Path, run_id: str) -> list[str]:
     """Every line of the run's Packer logs still on disk (regular files only)."""
     lines: list[str] = []
     for log in sorted(run_directory(build_dir, run_id).glob("*/packer.log")):
-        if not is_regular(log):
-            continue
-        try:
-            lines += read_regular(log).splitlines()
-        except OSError:
-            continue
+        if is_regular(log):
+            with contextlib.suppress(OSError):
+                lines += read_regular(log).splitlines()
     return lines

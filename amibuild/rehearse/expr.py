@@ -223,12 +223,10 @@ class _Parser:
         return left
 
     def unary(self) -> Any:
-        if self._accept("!"):
-            value = self.unary()
-            return None if self.skip else not value
-        if self._accept("-"):
-            value = self.unary()
-            return None if self.skip else -value
+        for op, apply in (("!", operator.not_), ("-", operator.neg)):
+            if self._accept(op):
+                value = self.unary()
+                return None if self.skip else apply(value)
         return self.postfix()
 
     def postfix(self) -> Any:

@@ -9,7 +9,7 @@ Why it is built this way: docs/dev/decisions.md.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from amibuild.rehearse.overlay import RawRun
@@ -117,8 +117,7 @@ class Report:
             "etc_written": list(self.etc_written),
             "etc_removed": list(self.etc_removed),
             "stand_in_calls": self.calls,
-            "shellcheck": [{"origin": f.origin, "script": f.script, "line": f.line, "code": f.code,
-                            "severity": f.severity, "message": f.message} for f in self.findings],
+            "shellcheck": [asdict(f) for f in self.findings],
             "kept": self.kept,
             "notes": list(self.notes),
         }

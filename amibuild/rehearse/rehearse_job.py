@@ -8,6 +8,7 @@ takes the run's own render, and for a transformed build the real render it was m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -85,24 +86,17 @@ def run(request: Rehearse, say: Say = lambda _: None) -> RehearseResult:
     """Rehearse every selected variant; one `Report` each. Bad input is refused before any runs."""
     rendered = real_build_renders(load_pipeline(request.options), request.options)
     refuse, timeout = refused_packages(), request.timeout or DEFAULT_TIMEOUT
-    prepared = []
-    try:
+    # every prepared folder is removed whatever happens (a rehearsal removes its own; closing twice is harmless)
+    with contextlib.ExitStack() as cleanup:
+        prepared = []
         for item in rendered:  # every variant's steps evaluated (and scripts found) before any runs
             prepared.append(prepare(item))
+            cleanup.callback(prepared[-1].close)
         overlay.check_privileges()
-    except BaseException:
+        reports = []
         for item in prepared:
-            item.close()
-        raise
-    reports = []
-    for index, item in enumerate(prepared):
-        say(f"rehearsing {item.rendered.variant.name} ...")
-        try:
+            say(f"rehearsing {item.rendered.variant.name} ...")
             reports.append(run_one(item, keep=request.keep, refuse=refuse, timeout=timeout))
-        except BaseException:
-            for rest in prepared[index + 1:]:
-                rest.close()
-            raise
     return RehearseResult(tuple(reports), request.allow_incomplete)
 
 

@@ -179,15 +179,9 @@ def _file_step(number: int, index: int, body: Mapping[str, Any], notes: tuple[st
     if not destination or not sources:
         raise StepError(f"provisioner {index + 1} (file) needs a source and a destination")
     download = body.get("direction", "upload") == "download"
-    uploads = []
-    for source in sources:
-        if download:
-            how = "download"
-        elif source.endswith("/"):
-            how = "contents"
-        else:
-            how = "path"  # a file or a folder: the executor knows which
-        uploads.append(Upload(source, destination, how))
+    # "path": a file or a folder, the executor knows which
+    uploads = [Upload(source, destination, "download" if download else "contents" if source.endswith("/") else "path")
+               for source in sources]
     arrow = "<-" if download else "->"
     shown = ", ".join(_tail(s) for s in sources)
     return Step(number, index, "file", f"file: {shown} {arrow} {_tail(destination)}", uploads=tuple(uploads),

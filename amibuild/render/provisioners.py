@@ -43,10 +43,14 @@ def provisioning_steps(variant: Variant, values: Mapping[str, Any]) -> list[Step
 EXECUTE = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}'"
 
 
-def _shell(script: str, execute: str = EXECUTE) -> hcl.Block:
-    """A shell provisioner that runs ``script`` (a path beside the template) as root, with ``execute``."""
+def _shell(script: str, execute: str = EXECUTE, env: tuple[tuple[str, str], ...] = ()) -> hcl.Block:
+    """A shell provisioner that runs ``script`` (a path beside the template) as root, with ``execute``
+    and ``env`` (NAME -> HCL expression)."""
     block = hcl.Block("provisioner", ("shell",))
-    return block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{script}"])).attr("execute_command", execute)
+    block.attr("script", hcl.template([hcl.Expr("path.root"), f"/{script}"])).attr("execute_command", execute)
+    if env:
+        block.attr("environment_vars", [hcl.template([f"{name}=", hcl.Expr(expr)]) for name, expr in env])
+    return block
 
 
 def provisioner_blocks(variant: Variant, values: Mapping[str, Any]) -> tuple[list[hcl.Block], dict[str, str]]:
@@ -71,8 +75,7 @@ def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
         if not step.needed:
             continue
         shipped[f"scripts/{step.script}"] = _read_packaged(PROVISION_SCRIPTS / step.script)
-        block = _shell(f"scripts/{step.script}")
-        block.attr("environment_vars", [hcl.template([f"{name}=", hcl.Expr(expr)]) for name, expr in step.env])
+        block = _shell(f"scripts/{step.script}", env=step.env)
         group = early if step.script in EARLY_STEPS else late
         group.append(Provisioner(ProvisionerKind.STEP, step.script, step.env, block))
     for index, script in enumerate(variant.scripts, start=1):
@@ -102,12 +105,8 @@ def cleanup_steps(variant: Variant, shipped: dict[str, str], *, keep_tmp: hcl.Ex
     """The clean-up of the build instance and its checks (the build's last step), their files added
     to ``shipped``."""
     shipped[CLEANUP_SCRIPT] = _read_packaged(PROVISION_SCRIPTS / Path(CLEANUP_SCRIPT).name)
-    block = _shell(CLEANUP_SCRIPT)
-    env: tuple[tuple[str, str], ...] = ()
-    if keep_tmp is not None:
-        env = (("AMIBUILD_KEEP_TMP", keep_tmp.text),)
-        block.attr("environment_vars", [hcl.template([f"{name}=", hcl.Expr(e)]) for name, e in env])
-    out = [Provisioner(ProvisionerKind.CLEANUP, Path(CLEANUP_SCRIPT).name, env, block)]
+    env = (("AMIBUILD_KEEP_TMP", keep_tmp.text),) if keep_tmp is not None else ()
+    out = [Provisioner(ProvisionerKind.CLEANUP, Path(CLEANUP_SCRIPT).name, env, _shell(CLEANUP_SCRIPT, env=env))]
     hygiene = hygiene_step(variant)
     if hygiene is not None:  # the very last: nothing that runs after it can undo the clean-up unseen
         block, script = hygiene

@@ -60,10 +60,9 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
     ours = [var for var in template_variables(variant, pipeline) if var.name in OWN_VARS]
     # only what we set goes into the var file; upstream's own defaults stay in its variable blocks
     declared = template.variables
-    values: dict[str, Any] = {}
-    for name, (field_name, setting) in UPSTREAM_VARS.items():
-        if name in declared and (field_name is None or variant.origins.get(field_name, "defaults") != "defaults"):
-            values[name] = setting(variant, pipeline)
+    values: dict[str, Any] = {
+        name: setting(variant, pipeline) for name, (field_name, setting) in UPSTREAM_VARS.items()
+        if name in declared and (field_name is None or variant.origins.get(field_name, "defaults") != "defaults")}
     source = sources.get(pipeline.build_region)
     if source is not None and source.known and "source_ami_id" in declared:
         values["source_ami_id"] = source.image_id

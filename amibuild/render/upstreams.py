@@ -3,6 +3,7 @@ loaded once per (source, ref, os, Kubernetes minor), and the Kubernetes binaries
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -18,19 +19,13 @@ def load_upstreams(pipeline: Pipeline, cache_dir: str | None) -> dict[str, objec
         return {}
 
     cache = Path(cache_dir or os.environ.get("AMIBUILD_CACHE") or Path.home() / ".cache" / "amibuild") / "upstream"
-    roots: dict[tuple[str, str], Path] = {}
-    loaded: dict[tuple[Path, str, str], object] = {}
+    fetch, load = functools.cache(upstream.fetch), functools.cache(upstream.load)  # once per checkout, per template
     out = {}
     for variant in needed:
-        key = (variant.upstream, variant.upstream_ref)
-        if key not in roots:
-            roots[key] = upstream.fetch(variant.upstream, variant.upstream_ref or None, cache)
+        root = fetch(variant.upstream, variant.upstream_ref or None, cache)
         # the os picks the template, the Kubernetes minor its variables-1.N.json
         minor = ".".join(variant.kubernetes_version.split(".")[:2])
-        template_key = (roots[key], variant.os, minor)
-        if template_key not in loaded:
-            loaded[template_key] = upstream.load(roots[key], os_family=variant.os, k8s=minor)
-        out[variant.name] = loaded[template_key]
+        out[variant.name] = load(root, os_family=variant.os, k8s=minor)
     return out
 
 

@@ -3,6 +3,7 @@ the one-file document with amibuild's provisioners placed is `document` (`hcl_do
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -138,10 +139,8 @@ def _insert_at(scripts: list[list[str]]) -> int:
     validate step; without either: at the end."""
     installers = [i for i, names in enumerate(scripts) if any(_INSTALLER.search(n) for n in names)]
     start = installers[-1] + 1 if installers else 0
-    for i in range(start, len(scripts)):
-        if any(_FINISHER.search(n) for n in scripts[i]):
-            return i
-    return start if installers else len(scripts)
+    finishers = (i for i in range(start, len(scripts)) if any(_FINISHER.search(n) for n in scripts[i]))
+    return next(finishers, start if installers else len(scripts))
 
 
 def _label(kind: str, raw: Mapping[str, Any], names: list[str]) -> str:
@@ -257,20 +256,16 @@ class _Converter:
         if isinstance(raw, list):
             out = []
             for item in raw:
-                try:
+                with contextlib.suppress(_Dropped):
                     out.append(self.value(item))
-                except _Dropped:
-                    continue
             return out
         if isinstance(raw, dict):
             out_map = {}
             for key, item in raw.items():
                 if _GO_TEMPLATE.search(key):
                     raise UpstreamError(f"{self.path}: map key {key!r} holds a template: remove it")
-                try:
+                with contextlib.suppress(_Dropped):
                     out_map[key] = self.value(item)
-                except _Dropped:
-                    continue
             return out_map
         return raw
 
@@ -322,7 +317,7 @@ class _Converter:
                 if note not in notes:
                     notes.append(note)
                 continue
-            try:
+            with contextlib.suppress(_Dropped):
                 if key in blocks:
                     for entry in item if isinstance(item, list) else [item]:
                         entry = json_object(entry, self.path, key)
@@ -333,8 +328,6 @@ class _Converter:
                 if provisioner is not None:
                     value = self.local_path(provisioner, key, value, raw)
                 out.append(hcl.Attr(key, value))
-            except _Dropped:
-                continue
         return out
 
     def local_path(self, kind: str, key: str, value: Any, raw: Mapping[str, Any]) -> Any:

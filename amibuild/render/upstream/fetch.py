@@ -12,6 +12,7 @@ folder's name is a hash of the bare URL, so it does not derive from the secret e
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import re
@@ -130,8 +131,7 @@ def _clone(remote: _Remote, dest: Path) -> None:
     except (_GitFailed, OSError) as exc:
         raise UpstreamError(f"cannot clone upstream {remote.shown}: {exc}; check the URL/path") from exc
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # gone once renamed
 
 
 def _resolve(repo: Path, remote: _Remote, ref: str | None) -> str:
@@ -144,16 +144,12 @@ def _resolve(repo: Path, remote: _Remote, ref: str | None) -> str:
             except _GitFailed as exc:
                 raise UpstreamError(f"cannot fetch {remote.shown}: {exc}") from exc
             if ref:
-                try:  # a commit on no branch or tag
+                with contextlib.suppress(_GitFailed):  # a commit on no branch or tag
                     _git(repo, "fetch", "--quiet", "origin", ref, remote=remote)
                     candidates.append("FETCH_HEAD")
-                except _GitFailed:
-                    pass
         for candidate in candidates:
-            try:
+            with contextlib.suppress(_GitFailed):
                 return _git(repo, "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}")
-            except _GitFailed:
-                continue
     raise UpstreamError(
         f"ref {ref!r} not found in upstream {remote.shown}: give a tag, branch or commit it holds"
     )
