@@ -217,13 +217,8 @@ class Ec2Calls:
 
     def ec2_reachable(self, region: str) -> str | None:
         """None when the EC2 endpoint answers one cheap call at once, else why not (no retries)."""
-        key = ("ec2:probe", region)
-        with self._lock:
-            if key not in self._clients:
-                config = self._config.merge(Config(connect_timeout=3, read_timeout=5,
-                                                   retries={"mode": "standard", "total_max_attempts": 1}))
-                self._clients[key] = self._new_client("ec2", region_name=region, config=config)
-            client = self._clients[key]
+        client = self._own_client("ec2:probe", region, lambda: self._config.merge(Config(
+            connect_timeout=3, read_timeout=5, retries={"mode": "standard", "total_max_attempts": 1})))
         try:
             with mapped_errors("ec2:DescribeInstances", region):
                 client.describe_instances(MaxResults=5)

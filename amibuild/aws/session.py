@@ -85,11 +85,16 @@ class Session:
         return client
 
     def client(self, service: str, region: str) -> Any:
-        key = (service, region)
+        return deadline.wrap(self._own_client(service, region, lambda: self._config))  # bounded inside a channel operation (`aws.deadline`)
+
+    def _own_client(self, name: str, region: str, config: Callable[[], Config]) -> Any:
+        """The client cached as (``name``, region), made once with ``config()``; ``name`` is its service,
+        or "service:purpose" for a client with a config of its own ("ssm:channels")."""
+        key = (name, region)
         with self._lock:
             if key not in self._clients:
-                self._clients[key] = self._new_client(service, region_name=region, config=self._config)
-            return deadline.wrap(self._clients[key])  # bounded inside a channel operation (`aws.deadline`)
+                self._clients[key] = self._new_client(name.partition(":")[0], region_name=region, config=config())
+            return self._clients[key]
 
     def _prepare(self, client: Any) -> None:
         """Hooks on every client: the call count, the dead-endpoint cut-off, and the rate limiter

@@ -86,15 +86,9 @@ class SsmCalls:
         return attempts * (CONNECT_TIMEOUT + self.ssm_read_timeout) + (attempts - 1) * self._BACKOFF_CAP
 
     def _ssm_channels(self, region: str) -> Any:
-        key = ("ssm:channels", region)
-        with self._lock:
-            if key not in self._clients:
-                config = self._config.merge(
-                    Config(read_timeout=self.ssm_read_timeout,
-                           retries={"mode": "adaptive", "max_attempts": self.ssm_write_attempts})
-                )
-                self._clients[key] = self._new_client("ssm", region_name=region, config=config)
-            return deadline.wrap(self._clients[key])  # bounded inside a channel operation (`aws.deadline`)
+        client = self._own_client("ssm:channels", region, lambda: self._config.merge(Config(
+            read_timeout=self.ssm_read_timeout, retries={"mode": "adaptive", "max_attempts": self.ssm_write_attempts})))
+        return deadline.wrap(client)  # bounded inside a channel operation (`aws.deadline`)
 
     def find_parameter(self, name: str, region: str, *, version: int | None = None) -> Parameter | None:
         """The parameter (its latest version, or `version`), or None when it does not exist."""
