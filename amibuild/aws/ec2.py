@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from amibuild.errors import AwsError, EndpointUnreachable, NotFound
 from amibuild.aws import handoff_results as results
@@ -53,6 +53,11 @@ INSTANCE_PAGE = 1000
 
 IDS_PER_FILTER = 200  # EC2 takes up to 200 values in one filter
 LIVE_STATES = ("pending", "running", "stopping", "stopped")  # an instance's states before it is terminated
+
+
+def instances(pages: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    """The instances of DescribeInstances' pages, out of their reservations."""
+    return (raw for page in pages for reservation in page.get("Reservations", []) for raw in reservation.get("Instances", []))
 
 
 class Ec2Calls:
@@ -196,9 +201,7 @@ class Ec2Calls:
                 Filters=[{"Name": "instance-state-name", "Values": list(LIVE_STATES)}],
                 PaginationConfig={"PageSize": INSTANCE_PAGE},
             )
-            return [(raw["InstanceId"], raw.get("State", {}).get("Name", ""), raw.get("ImageId", ""))
-                    for page in pages for reservation in page.get("Reservations", [])
-                    for raw in reservation.get("Instances", [])]
+            return [(raw["InstanceId"], raw.get("State", {}).get("Name", ""), raw.get("ImageId", "")) for raw in instances(pages)]
 
     def deregister_image(self, region: str, image_id: str) -> None:
         with mapped_errors(f"ec2:DeregisterImage {image_id}", region):
@@ -234,8 +237,7 @@ class Ec2Calls:
         filters.append({"Name": "instance-state-name", "Values": list(LIVE_STATES)})
         with mapped_errors("ec2:DescribeInstances", region):
             pages = self.client("ec2", region).get_paginator("describe_instances").paginate(Filters=filters)
-            return sorted(raw["InstanceId"] for page in pages for reservation in page.get("Reservations", [])
-                          for raw in reservation.get("Instances", []))
+            return sorted(raw["InstanceId"] for raw in instances(pages))
 
     def instance_security_groups(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
         """Group id -> name of the security groups these instances use."""
@@ -244,9 +246,7 @@ class Ec2Calls:
         with mapped_errors("ec2:DescribeInstances", region):
             pages = self.client("ec2", region).get_paginator("describe_instances").paginate(
                 Filters=[{"Name": "instance-id", "Values": list(instance_ids)}])
-            return {g["GroupId"]: g.get("GroupName", "") for page in pages
-                    for reservation in page.get("Reservations", []) for raw in reservation.get("Instances", [])
-                    for g in raw.get("SecurityGroups", [])}
+            return {g["GroupId"]: g.get("GroupName", "") for raw in instances(pages) for g in raw.get("SecurityGroups", [])}
 
     def terminate_instances(self, region: str, instance_ids: Sequence[str]) -> None:
         with mapped_errors(f"ec2:TerminateInstances {' '.join(instance_ids)}", region):
