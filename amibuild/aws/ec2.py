@@ -72,6 +72,9 @@ class Ec2Calls:
             kwargs["Owners"] = list(owners)
         if filters:
             kwargs["Filters"] = [{"Name": k, "Values": list(v)} for k, v in filters.items()]
+        return self._images(region, **kwargs)
+
+    def _images(self, region: str, **kwargs: Any) -> list[Image]:
         with mapped_errors("ec2:DescribeImages", region):
             pages = self.client("ec2", region).get_paginator("describe_images").paginate(**kwargs)
             return [_image(raw, region) for page in pages for raw in page.get("Images", [])]
@@ -137,13 +140,9 @@ class Ec2Calls:
         disabled ones only with `include_disabled` (IncludeDisabled).
         """
         extra: dict[str, Any] = {"IncludeDisabled": True} if include_disabled else {}
-        with mapped_errors("ec2:DescribeImages", region):
-            pages = self.client("ec2", region).get_paginator("describe_images").paginate(
-                Owners=["self"], Filters=[{"Name": k, "Values": list(v)} for k, v in filters.items()],
-                PaginationConfig={"PageSize": IMAGE_PAGE}, **extra,
-            )
-            return [(_image(raw, region), raw.get("DeprecationTime", "") or "")
-                    for page in pages for raw in page.get("Images", [])]
+        images = self._images(region, Owners=["self"], Filters=[{"Name": k, "Values": list(v)} for k, v in filters.items()],
+                              PaginationConfig={"PageSize": IMAGE_PAGE}, **extra)
+        return [(image, image.deprecation_time) for image in images]
 
     def snapshot_tags(self, region: str, snapshot_ids: Sequence[str]) -> dict[str, dict[str, str]]:
         """Tags of this account's snapshots among `snapshot_ids`, by id; ids that do not exist are left out.

@@ -88,14 +88,9 @@ class TestInstances:
             "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
             "InstanceInitiatedShutdownBehavior": "terminate",
         }
-        if subnet_id:
-            spec["SubnetId"] = subnet_id
-        if security_group_id:
-            spec["SecurityGroupIds"] = [security_group_id]
-        if instance_profile:
-            spec["IamInstanceProfile"] = {"Name": instance_profile}
-        if user_data:
-            spec["UserData"] = user_data
+        optional = {"SubnetId": subnet_id, "SecurityGroupIds": security_group_id and [security_group_id],
+                    "IamInstanceProfile": instance_profile and {"Name": instance_profile}, "UserData": user_data}
+        spec.update((key, value) for key, value in optional.items() if value)
         with mapped_errors(f"ec2:RunInstances {image_id}", region):
             raw = self.aws.client("ec2", region).run_instances(**spec)
         return raw["Instances"][0]["InstanceId"]
