@@ -133,13 +133,12 @@ def fan_out(keys: Sequence[K], work: Callable[[K], V]) -> dict[K, V]:
 
     The gateway is thread-safe, and AWS calls spend their time waiting on the network (or for a
     token: the rate limiter, not the pool size, sets the pace). Each thread runs in a copy of the
-    caller's context, so an operation's `rates.Meter` (its deadline's clock) counts its calls too.
+    caller's context, so an operation's deadline goes with it and its `rates.Meter` counts its calls too.
     """
     keys = list(keys)
     if len(keys) <= 1:
         return {k: work(k) for k in keys}
     with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(keys)), thread_name_prefix="amibuild-aws") as pool:
-        # each worker runs in a copy of the caller's context: a channel operation's deadline goes with it
         futures = {k: pool.submit(contextvars.copy_context().run, work, k) for k in keys}
         return {k: futures[k].result() for k in keys}
 
