@@ -204,24 +204,22 @@ class SsmCalls:
         """
         with mapped_errors(f"ssm:PutParameter {name}", region):
             try:
-                response = self._ssm_channels(region).put_parameter(
-                    Name=name, Value=value, Type="String", Tier="Standard", Overwrite=False,
-                    **({"Description": description} if description else {}),
-                )
+                return self._put_string(name, value, region, description, overwrite=False)
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") == "ParameterAlreadyExists":
                     return None
                 raise
-        return int(response["Version"])
 
     def overwrite_parameter(self, name: str, value: str, region: str, *, description: str = "") -> int:
         """Replace a String parameter's value (a lease renewal or take-over); the new version number,
         which tells a taker whether its put directly followed the version it read."""
         with mapped_errors(f"ssm:PutParameter {name}", region):
-            response = self._ssm_channels(region).put_parameter(
-                Name=name, Value=value, Type="String", Tier="Standard", Overwrite=True,
-                **({"Description": description} if description else {}),
-            )
+            return self._put_string(name, value, region, description, overwrite=True)
+
+    def _put_string(self, name: str, value: str, region: str, description: str, *, overwrite: bool) -> int:
+        """PutParameter of a standard String (a lease's value); the version it made."""
+        response = self._ssm_channels(region).put_parameter(Name=name, Value=value, Type="String", Tier="Standard",
+                                                            Overwrite=overwrite, **({"Description": description} if description else {}))
         return int(response["Version"])
 
     def delete_parameter_if_value(self, name: str, value: str, region: str) -> bool:
