@@ -305,7 +305,7 @@ class Guard:
     wait: float = LEASE_WAIT
     ttl: float = LEASE_TTL
     cancelled: Callable[[], bool] = lambda: False
-    owner: str = field(default_factory=lambda: default_owner())
+    owner: str = field(default_factory=default_owner)
     deadline: float | None = None  # seconds of waiting on AWS the operation may spend (None: `aws.deadline`'s 30)
 
 
