@@ -13,6 +13,7 @@ errors into `SpecError`-like errors carrying file:line.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
@@ -147,26 +148,13 @@ def _attr_lines(attrs: list[Attr], indent: str) -> list[str]:
     """Attribute lines with ``=`` aligned across each run of single-line attributes."""
     rendered = [(_key(a.key), _value_lines(a.value, indent)) for a in attrs]
     out: list[str] = []
-    run: list[tuple[str, list[str]]] = []
-
-    def flush() -> None:
-        width = max(len(k) for k, _ in run)
+    for single, group in itertools.groupby(rendered, key=lambda item: len(item[1]) == 1):
+        run = list(group)
+        # hclwrite leaves a multi-line value out of alignment runs altogether
+        width = max(len(key) for key, _ in run) if single else 0
         for key, lines in run:
             out.append(f"{indent}{key.ljust(width)} = {lines[0]}")
             out.extend(lines[1:])
-        run.clear()
-
-    for key, lines in rendered:
-        if len(lines) > 1:
-            # hclwrite leaves a multi-line value out of alignment runs altogether
-            if run:
-                flush()
-            out.append(f"{indent}{key} = {lines[0]}")
-            out.extend(lines[1:])
-            continue
-        run.append((key, lines))
-    if run:
-        flush()
     return out
 
 

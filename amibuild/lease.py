@@ -239,9 +239,7 @@ class Lease:
         """Give the lease up; False when it was not (or no longer) ours."""
         with self._lock:
             value, self._value = self._value, None
-        if value is None:
-            return False
-        return self.store.delete_parameter_if_value(self.name, value, self.region)
+        return value is not None and self.store.delete_parameter_if_value(self.name, value, self.region)
 
 
 # ------------------------------------------------------------------------------- names
@@ -307,7 +305,7 @@ class Guard:
     wait: float = LEASE_WAIT
     ttl: float = LEASE_TTL
     cancelled: Callable[[], bool] = lambda: False
-    owner: str = field(default_factory=lambda: default_owner())
+    owner: str = field(default_factory=default_owner)
     deadline: float | None = None  # seconds of waiting on AWS the operation may spend (None: `aws.deadline`'s 30)
 
 
@@ -323,9 +321,8 @@ class ChannelLease:
         taker = next((x for x in (lease, *self.others) if x.took_over is not None), None)
         self.took_over = taker.took_over if taker is not None else None
         self.note = ""  # said to the user: whose stale lease was taken over
-        if taker is not None and taker.took_over is not None:
-            stale = taker.took_over
-            who = stale.describe() if Holder.from_value(stale.raw) else UNREADABLE
+        if self.took_over is not None:
+            who = self.took_over.describe() if Holder.from_value(self.took_over.raw) else UNREADABLE
             if taker.took_over_why == "expired":
                 self.note = f"took over the expired lease of {who}: that writer stopped without releasing it"
             else:  # not expired yet: its holder ran here and its process is gone (`holder_gone`)
@@ -350,8 +347,7 @@ class ChannelLease:
     def release(self) -> str:
         """Delete the lease(s) if still ours (in parallel: one per region it writes); a note when one
         is not (or could not be deleted)."""
-        notes = [n for n in _each([self.lease, *self.others], self._release) if n]
-        return "; ".join(str(n) for n in notes)
+        return "; ".join(str(n) for n in _each([self.lease, *self.others], self._release) if n)
 
     @staticmethod
     def _release(lease: Lease) -> str:

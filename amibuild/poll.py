@@ -37,12 +37,8 @@ def until(check: Callable[[], T], *, interval: float, timeout: float | None = No
           clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], object] = time.sleep) -> Waited[T]:
     """Call ``check`` until ``done(answer)`` (by default: the answer is truthy), every ``interval``
     seconds, for ``timeout`` seconds from now or until ``deadline`` (a time on ``clock``: one
-    deadline shared by several waits); exactly one of the two is given.
-
-    ``check`` is always called at least once, also with no time left. After an answer that is not
-    done, ``cancelled()`` True ends the wait (cancelled) and so does no time left on the deadline
-    (timed out); else it sleeps ``interval``, or what is left when that is less, and asks again.
-    """
+    deadline shared by several waits); exactly one of the two is given. ``check`` is always called
+    at least once, also with no time left."""
     if (timeout is None) == (deadline is None):
         raise TypeError("until: give a timeout or a deadline, not both nor neither")
     end = clock() + timeout if deadline is None else deadline

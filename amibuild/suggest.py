@@ -1,5 +1,5 @@
 """The one "did you mean" of amibuild's error lines: `suggest(word, choices)`, and `check_fields`, the
-"unknown field" refusal of a block's fields that uses it.
+"unknown field" refusal of a block's fields that uses it (with `one_block`, the body of a single block).
 
 A leaf beside `tags.py`, so every layer (the gateway's region check, the pipeline's field checks,
 the hand-off's channel names) words a near miss the same way. `difflib` is imported when a
@@ -8,7 +8,7 @@ suggestion is asked for, which is only on the way to an error.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 import difflib
 
 from amibuild.errors import SpecError
@@ -28,3 +28,11 @@ def check_fields(block: Iterable[str], known: Iterable[str], where: str, has: st
     for key in block:
         if key not in known:
             raise SpecError(f"{where}: unknown field `{key}`{suggest(key, known)}" + (f"; {has}" if has else ""))
+
+
+def one_block(value: Any, where: str, usage: str) -> dict[str, Any]:
+    """The body of a block written once (python-hcl2 gives a list of one); else "WHERE: write one block: USAGE"."""
+    blocks = value if isinstance(value, list) else [value]
+    if len(blocks) != 1 or not isinstance(blocks[0], dict):
+        raise SpecError(f"{where}: write one block: {usage}")
+    return blocks[0]

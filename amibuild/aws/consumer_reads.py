@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from amibuild.aws import Aws, mapped_errors, fan_out
-from amibuild.aws.ec2 import IDS_PER_FILTER, INSTANCE_PAGE, LIVE_STATES
+from amibuild.aws.ec2 import IDS_PER_FILTER, INSTANCE_PAGE, LIVE_STATES, instances
 
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
 KARPENTER_NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
@@ -141,10 +141,7 @@ def instances_of(aws: Aws, region: str, image_ids: Sequence[str]) -> list[Instan
         with mapped_errors("ec2:DescribeInstances", region):
             pages = aws.client("ec2", region).get_paginator("describe_instances").paginate(
                 Filters=filters, PaginationConfig={"PageSize": INSTANCE_PAGE})
-            for page in pages:
-                for reservation in page.get("Reservations", []):
-                    for raw in reservation.get("Instances", []):
-                        tags = {t["Key"]: t["Value"] for t in raw.get("Tags", []) if t["Key"] in GROUPING_TAGS}
-                        found.append(InstanceImage(raw["InstanceId"], raw.get("State", {}).get("Name", ""),
-                                                   raw.get("ImageId", ""), tags))
+            for raw in instances(pages):
+                tags = {t["Key"]: t["Value"] for t in raw.get("Tags", []) if t["Key"] in GROUPING_TAGS}
+                found.append(InstanceImage(raw["InstanceId"], raw.get("State", {}).get("Name", ""), raw.get("ImageId", ""), tags))
     return found

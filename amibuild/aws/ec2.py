@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from amibuild.errors import AwsError, EndpointUnreachable, NotFound
 from amibuild.aws import handoff_results as results
@@ -55,6 +55,11 @@ IDS_PER_FILTER = 200  # EC2 takes up to 200 values in one filter
 LIVE_STATES = ("pending", "running", "stopping", "stopped")  # an instance's states before it is terminated
 
 
+def instances(pages: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    """The instances of DescribeInstances' pages, out of their reservations."""
+    return (raw for page in pages for reservation in page.get("Reservations", []) for raw in reservation.get("Instances", []))
+
+
 class Ec2Calls:
     """EC2 and Auto Scaling calls; mixed into `amibuild.aws.Aws` (needs `Session`'s clients)."""
 
@@ -67,6 +72,9 @@ class Ec2Calls:
             kwargs["Owners"] = list(owners)
         if filters:
             kwargs["Filters"] = [{"Name": k, "Values": list(v)} for k, v in filters.items()]
+        return self._images(region, **kwargs)
+
+    def _images(self, region: str, **kwargs: Any) -> list[Image]:
         with mapped_errors("ec2:DescribeImages", region):
             pages = self.client("ec2", region).get_paginator("describe_images").paginate(**kwargs)
             return [_image(raw, region) for page in pages for raw in page.get("Images", [])]
@@ -132,13 +140,9 @@ class Ec2Calls:
         disabled ones only with `include_disabled` (IncludeDisabled).
         """
         extra: dict[str, Any] = {"IncludeDisabled": True} if include_disabled else {}
-        with mapped_errors("ec2:DescribeImages", region):
-            pages = self.client("ec2", region).get_paginator("describe_images").paginate(
-                Owners=["self"], Filters=[{"Name": k, "Values": list(v)} for k, v in filters.items()],
-                PaginationConfig={"PageSize": IMAGE_PAGE}, **extra,
-            )
-            return [(_image(raw, region), raw.get("DeprecationTime", "") or "")
-                    for page in pages for raw in page.get("Images", [])]
+        images = self._images(region, Owners=["self"], Filters=[{"Name": k, "Values": list(v)} for k, v in filters.items()],
+                              PaginationConfig={"PageSize": IMAGE_PAGE}, **extra)
+        return [(image, image.deprecation_time) for image in images]
 
     def snapshot_tags(self, region: str, snapshot_ids: Sequence[str]) -> dict[str, dict[str, str]]:
         """Tags of this account's snapshots among `snapshot_ids`, by id; ids that do not exist are left out.
@@ -196,9 +200,7 @@ class Ec2Calls:
                 Filters=[{"Name": "instance-state-name", "Values": list(LIVE_STATES)}],
                 PaginationConfig={"PageSize": INSTANCE_PAGE},
             )
-            return [(raw["InstanceId"], raw.get("State", {}).get("Name", ""), raw.get("ImageId", ""))
-                    for page in pages for reservation in page.get("Reservations", [])
-                    for raw in reservation.get("Instances", [])]
+            return [(raw["InstanceId"], raw.get("State", {}).get("Name", ""), raw.get("ImageId", "")) for raw in instances(pages)]
 
     def deregister_image(self, region: str, image_id: str) -> None:
         with mapped_errors(f"ec2:DeregisterImage {image_id}", region):
@@ -217,13 +219,8 @@ class Ec2Calls:
 
     def ec2_reachable(self, region: str) -> str | None:
         """None when the EC2 endpoint answers one cheap call at once, else why not (no retries)."""
-        key = ("ec2:probe", region)
-        with self._lock:
-            if key not in self._clients:
-                config = self._config.merge(Config(connect_timeout=3, read_timeout=5,
-                                                   retries={"mode": "standard", "total_max_attempts": 1}))
-                self._clients[key] = self._new_client("ec2", region_name=region, config=config)
-            client = self._clients[key]
+        client = self._own_client("ec2:probe", region, lambda: self._config.merge(Config(
+            connect_timeout=3, read_timeout=5, retries={"mode": "standard", "total_max_attempts": 1})))
         try:
             with mapped_errors("ec2:DescribeInstances", region):
                 client.describe_instances(MaxResults=5)
@@ -239,8 +236,7 @@ class Ec2Calls:
         filters.append({"Name": "instance-state-name", "Values": list(LIVE_STATES)})
         with mapped_errors("ec2:DescribeInstances", region):
             pages = self.client("ec2", region).get_paginator("describe_instances").paginate(Filters=filters)
-            return sorted(raw["InstanceId"] for page in pages for reservation in page.get("Reservations", [])
-                          for raw in reservation.get("Instances", []))
+            return sorted(raw["InstanceId"] for raw in instances(pages))
 
     def instance_security_groups(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
         """Group id -> name of the security groups these instances use."""
@@ -249,9 +245,7 @@ class Ec2Calls:
         with mapped_errors("ec2:DescribeInstances", region):
             pages = self.client("ec2", region).get_paginator("describe_instances").paginate(
                 Filters=[{"Name": "instance-id", "Values": list(instance_ids)}])
-            return {g["GroupId"]: g.get("GroupName", "") for page in pages
-                    for reservation in page.get("Reservations", []) for raw in reservation.get("Instances", [])
-                    for g in raw.get("SecurityGroups", [])}
+            return {g["GroupId"]: g.get("GroupName", "") for raw in instances(pages) for g in raw.get("SecurityGroups", [])}
 
     def terminate_instances(self, region: str, instance_ids: Sequence[str]) -> None:
         with mapped_errors(f"ec2:TerminateInstances {' '.join(instance_ids)}", region):

@@ -13,15 +13,13 @@ class S3Calls:
     """S3 calls; mixed into `amibuild.aws.Aws` (needs `Session`'s clients)."""
 
     def _s3(self, region: str) -> Any:
-        key = ("s3:listing", region)
-        with self._lock:
-            if key not in self._clients:
-                config = self._config
-                if os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
-                    # a local endpoint (the emulator on 127.0.0.1) has no per-bucket host names
-                    config = config.merge(Config(s3={"addressing_style": "path"}))
-                self._clients[key] = self._new_client("s3", region_name=region, config=config)  # counted there
-            return self._clients[key]
+        def config() -> Config:
+            if os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
+                # a local endpoint (the emulator on 127.0.0.1) has no per-bucket host names
+                return self._config.merge(Config(s3={"addressing_style": "path"}))
+            return self._config
+
+        return self._own_client("s3:listing", region, config)
 
     def list_eks_binaries(self, bucket: str, region: str, prefix: str) -> list[str]:
         """The "folders" right below ``prefix`` in ``bucket`` (ListObjectsV2 with a "/" delimiter),

@@ -85,11 +85,16 @@ class Session:
         return client
 
     def client(self, service: str, region: str) -> Any:
-        key = (service, region)
+        return deadline.wrap(self._own_client(service, region, lambda: self._config))  # bounded inside a channel operation (`aws.deadline`)
+
+    def _own_client(self, name: str, region: str, config: Callable[[], Config]) -> Any:
+        """The client cached as (``name``, region), made once with ``config()``; ``name`` is its service,
+        or "service:purpose" for a client with a config of its own ("ssm:channels")."""
+        key = (name, region)
         with self._lock:
             if key not in self._clients:
-                self._clients[key] = self._new_client(service, region_name=region, config=self._config)
-            return deadline.wrap(self._clients[key])  # bounded inside a channel operation (`aws.deadline`)
+                self._clients[key] = self._new_client(name.partition(":")[0], region_name=region, config=config())
+            return self._clients[key]
 
     def _prepare(self, client: Any) -> None:
         """Hooks on every client: the call count, the dead-endpoint cut-off, and the rate limiter
@@ -128,13 +133,12 @@ def fan_out(keys: Sequence[K], work: Callable[[K], V]) -> dict[K, V]:
 
     The gateway is thread-safe, and AWS calls spend their time waiting on the network (or for a
     token: the rate limiter, not the pool size, sets the pace). Each thread runs in a copy of the
-    caller's context, so an operation's `rates.Meter` (its deadline's clock) counts its calls too.
+    caller's context, so an operation's deadline goes with it and its `rates.Meter` counts its calls too.
     """
     keys = list(keys)
     if len(keys) <= 1:
         return {k: work(k) for k in keys}
     with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(keys)), thread_name_prefix="amibuild-aws") as pool:
-        # each worker runs in a copy of the caller's context: a channel operation's deadline goes with it
         futures = {k: pool.submit(contextvars.copy_context().run, work, k) for k in keys}
         return {k: futures[k].result() for k in keys}
 

@@ -86,15 +86,9 @@ class SsmCalls:
         return attempts * (CONNECT_TIMEOUT + self.ssm_read_timeout) + (attempts - 1) * self._BACKOFF_CAP
 
     def _ssm_channels(self, region: str) -> Any:
-        key = ("ssm:channels", region)
-        with self._lock:
-            if key not in self._clients:
-                config = self._config.merge(
-                    Config(read_timeout=self.ssm_read_timeout,
-                           retries={"mode": "adaptive", "max_attempts": self.ssm_write_attempts})
-                )
-                self._clients[key] = self._new_client("ssm", region_name=region, config=config)
-            return deadline.wrap(self._clients[key])  # bounded inside a channel operation (`aws.deadline`)
+        client = self._own_client("ssm:channels", region, lambda: self._config.merge(Config(
+            read_timeout=self.ssm_read_timeout, retries={"mode": "adaptive", "max_attempts": self.ssm_write_attempts})))
+        return deadline.wrap(client)  # bounded inside a channel operation (`aws.deadline`)
 
     def find_parameter(self, name: str, region: str, *, version: int | None = None) -> Parameter | None:
         """The parameter (its latest version, or `version`), or None when it does not exist."""
@@ -210,24 +204,22 @@ class SsmCalls:
         """
         with mapped_errors(f"ssm:PutParameter {name}", region):
             try:
-                response = self._ssm_channels(region).put_parameter(
-                    Name=name, Value=value, Type="String", Tier="Standard", Overwrite=False,
-                    **({"Description": description} if description else {}),
-                )
+                return self._put_string(name, value, region, description, overwrite=False)
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") == "ParameterAlreadyExists":
                     return None
                 raise
-        return int(response["Version"])
 
     def overwrite_parameter(self, name: str, value: str, region: str, *, description: str = "") -> int:
         """Replace a String parameter's value (a lease renewal or take-over); the new version number,
         which tells a taker whether its put directly followed the version it read."""
         with mapped_errors(f"ssm:PutParameter {name}", region):
-            response = self._ssm_channels(region).put_parameter(
-                Name=name, Value=value, Type="String", Tier="Standard", Overwrite=True,
-                **({"Description": description} if description else {}),
-            )
+            return self._put_string(name, value, region, description, overwrite=True)
+
+    def _put_string(self, name: str, value: str, region: str, description: str, *, overwrite: bool) -> int:
+        """PutParameter of a standard String (a lease's value); the version it made."""
+        response = self._ssm_channels(region).put_parameter(Name=name, Value=value, Type="String", Tier="Standard",
+                                                            Overwrite=overwrite, **({"Description": description} if description else {}))
         return int(response["Version"])
 
     def delete_parameter_if_value(self, name: str, value: str, region: str) -> bool:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from amibuild.aws import Aws, mapped_errors
+from amibuild.aws.ec2 import instances
 from amibuild.errors import AwsError
 from botocore.exceptions import ClientError
 from botocore.config import Config
@@ -87,14 +88,9 @@ class TestInstances:
             "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
             "InstanceInitiatedShutdownBehavior": "terminate",
         }
-        if subnet_id:
-            spec["SubnetId"] = subnet_id
-        if security_group_id:
-            spec["SecurityGroupIds"] = [security_group_id]
-        if instance_profile:
-            spec["IamInstanceProfile"] = {"Name": instance_profile}
-        if user_data:
-            spec["UserData"] = user_data
+        optional = {"SubnetId": subnet_id, "SecurityGroupIds": security_group_id and [security_group_id],
+                    "IamInstanceProfile": instance_profile and {"Name": instance_profile}, "UserData": user_data}
+        spec.update((key, value) for key, value in optional.items() if value)
         with mapped_errors(f"ec2:RunInstances {image_id}", region):
             raw = self.aws.client("ec2", region).run_instances(**spec)
         return raw["Instances"][0]["InstanceId"]
@@ -102,10 +98,9 @@ class TestInstances:
     def state(self, region: str, instance_id: str) -> InstanceState:
         client = self.aws.client("ec2", region)
         with mapped_errors(f"ec2:DescribeInstances {instance_id}", region):
-            reservations = client.describe_instances(InstanceIds=[instance_id]).get("Reservations", [])
-        instances = [i for r in reservations for i in r.get("Instances", [])]
-        state = instances[0]["State"]["Name"] if instances else "terminated"
-        private_dns = str(instances[0].get("PrivateDnsName") or "") if instances else ""
+            found = list(instances([client.describe_instances(InstanceIds=[instance_id])]))
+        state = found[0]["State"]["Name"] if found else "terminated"
+        private_dns = str(found[0].get("PrivateDnsName") or "") if found else ""
         system = instance = ""
         if state == "running":
             with mapped_errors(f"ec2:DescribeInstanceStatus {instance_id}", region):

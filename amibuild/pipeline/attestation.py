@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amibuild.errors import SpecError
-from amibuild.suggest import check_fields, suggest
+from amibuild.suggest import check_fields, one_block, suggest
 
 DEFAULT_KEY = "alias/amibuild"
 KEYS = ("kms_key", "bucket", "region")
@@ -33,11 +33,7 @@ class AttestationSettings:
 
 def attestation_settings(value: Any, where: str, known_regions: frozenset[str]) -> AttestationSettings:
     """The block's values, each checked; SpecError naming the field and what to write."""
-    blocks = value if isinstance(value, list) else [value]
-    if len(blocks) != 1 or not isinstance(blocks[0], dict):
-        raise SpecError(f'{where}: write one block: attestation {{ kms_key = "{DEFAULT_KEY}", bucket = "...", '
-                        'region = "..." }')
-    body = blocks[0]
+    body = one_block(value, where, f'attestation {{ kms_key = "{DEFAULT_KEY}", bucket = "...", region = "..." }}')
     check_fields(body, KEYS, where, f"the block has {', '.join(KEYS)}")
     for key in KEYS:
         if key in body and not isinstance(body[key], str):

@@ -26,16 +26,12 @@ def _none_of(*patterns: str, homes: tuple[str, ...] = ()) -> str:
     relative to each home of `_HOMES`."""
     lines = ["left=''"]
     if homes:
-        lines.append(_HOMES.rstrip("\n"))
-        lines.append("for home in $homes; do")
-        lines.append("    for path in " + " ".join(f'"$home"/{h}' for h in homes) + "; do")
-        lines.append('        if [ -e "$path" ] || [ -L "$path" ]; then left="$left $path"; fi')
-        lines.append("    done")
-        lines.append("done")
+        lines += [_HOMES.rstrip("\n"), "for home in $homes; do",
+                  "    for path in " + " ".join(f'"$home"/{h}' for h in homes) + "; do",
+                  '        if [ -e "$path" ] || [ -L "$path" ]; then left="$left $path"; fi', "    done", "done"]
     if patterns:
-        lines.append("for path in " + " ".join(patterns) + "; do")
-        lines.append('    if [ -e "$path" ] || [ -L "$path" ]; then left="$left $path"; fi')
-        lines.append("done")
+        lines += ["for path in " + " ".join(patterns) + "; do",
+                  '    if [ -e "$path" ] || [ -L "$path" ]; then left="$left $path"; fi', "done"]
     lines.append('if [ -n "$left" ]; then echo "left on the image by the build instance:$left"; exit 1; fi')
     return "\n".join(lines)
 

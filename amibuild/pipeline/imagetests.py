@@ -20,7 +20,7 @@ from amibuild.errors import SpecError
 from amibuild.inventory.scan import ScanPolicy, scan_policy
 from amibuild.pipeline import value_checks as checks, hygiene, iam_names, naming
 from amibuild.printable import printable
-from amibuild.suggest import check_fields, suggest
+from amibuild.suggest import check_fields, one_block, suggest
 from types import MappingProxyType
 
 DEFAULT_TIMEOUT = 60.0
@@ -186,10 +186,7 @@ def test_blocks(value: Any, where: str) -> list[TestBlock]:
 
 
 def boot_test_settings(value: Any, where: str) -> BootTestSettings:
-    blocks = value if isinstance(value, list) else [value]
-    if len(blocks) != 1 or not isinstance(blocks[0], dict):
-        raise SpecError(f"{where}: write one block: test {{ subnet_id = ..., security_group_id = ..., instance_profile = ... }}")
-    body = blocks[0]
+    body = one_block(value, where, "test { subnet_id = ..., security_group_id = ..., instance_profile = ... }")
     check_fields(body, BOOT_TEST_KEYS, where)
     values = {k: str(body.get(k, "")) for k in ("subnet_id", "security_group_id", "instance_type")}
     for key, text in values.items():

@@ -98,18 +98,16 @@ def check(variant: Any, regions: Iterable[str], copy_to: Iterable[str], ami_user
                             f"a KMS key works only in its own region: give a key of {region} "
                             f"({FIELD} = {{ \"{region}\" = \"arn:aws:kms:{region}:...\" }})")
     named = [r for r, k in keys.items() if k and not is_default_key(k)]
-    if named:
-        for region, key in keys.items():
-            if key:
-                continue
-            kind = "copy_to" if region not in regions else "build"
-            fix = (f"add \"{region}\" = \"arn:aws:kms:{region}:ACCOUNT:key/...\" to {FIELD}" if kind == "copy_to"
-                   else f"set kms_key_id, or add \"{region}\" to {FIELD}")
-            verb = "has" if len(named) == 1 else "have"
-            raise SpecError(f"{field_at if variant.region_kms_key_ids else kms_at}: encrypted {kind} region {region} "
-                            f"has no KMS key, while {', '.join(named)} {verb} one: Packer would encrypt the image in "
-                            f"{region} with that region's default aws/ebs key; {fix} (or \"{DEFAULT_EBS_ALIAS}\" to "
-                            "mean the default key)")
+    keyless = next((r for r, k in keys.items() if not k), None)
+    if named and keyless is not None:
+        kind = "copy_to" if keyless not in regions else "build"
+        fix = (f"add \"{keyless}\" = \"arn:aws:kms:{keyless}:ACCOUNT:key/...\" to {FIELD}" if kind == "copy_to"
+               else f"set kms_key_id, or add \"{keyless}\" to {FIELD}")
+        verb = "has" if len(named) == 1 else "have"
+        raise SpecError(f"{field_at if variant.region_kms_key_ids else kms_at}: encrypted {kind} region {keyless} "
+                        f"has no KMS key, while {', '.join(named)} {verb} one: Packer would encrypt the image in "
+                        f"{keyless} with that region's default aws/ebs key; {fix} (or \"{DEFAULT_EBS_ALIAS}\" to "
+                        "mean the default key)")
     if shared:
         default = [r for r, k in keys.items() if is_default_key(k)]
         if default:

@@ -21,7 +21,7 @@ from amibuild.pipeline import attestation, value_checks as checks, files, imaget
 from amibuild.pipeline.model import ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS, LAYERS, Overrides, Pipeline
 from amibuild.pipeline.validation import (VAR_NAME, bool_value, known_regions, list_value, str_list, str_map, str_value,
                                           validate_pipeline, validate_variant)
-from amibuild.suggest import suggest
+from amibuild.suggest import one_block, suggest
 
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
 
@@ -367,11 +367,9 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> La
         elif key == "repo":
             layer["repos"] = Setting(_repos_from_blocks(value, where), f"{where}: repo")
         elif key == "proxy":
-            proxies = value if isinstance(value, list) else [value]
-            if len(proxies) != 1 or not isinstance(proxies[0], dict):
-                raise SpecError(f"{where}: write one block: proxy {{ http = ..., https = ..., no_proxy = ... }}")
-            _check_keys(proxies[0], ("http", "https", "no_proxy", "credentials_parameter"), f"{where}: proxy")
-            layer["proxy"] = Setting(proxies[0], f"{where}: proxy")
+            proxy = one_block(value, where, "proxy { http = ..., https = ..., no_proxy = ... }")
+            _check_keys(proxy, ("http", "https", "no_proxy", "credentials_parameter"), f"{where}: proxy")
+            layer["proxy"] = Setting(proxy, f"{where}: proxy")
         elif key in DEFAULTS and key not in ("repos", "tests"):
             if key == "scripts" and source is not None and isinstance(value, list):
                 value = [str((source.parent / str(s))) for s in value]

@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from amibuild.errors import SpecError
-from amibuild.suggest import check_fields
+from amibuild.suggest import check_fields, one_block
 
 KEYS = ("cooldown",)
 MIN_DEPRECATE_AFTER = timedelta(days=1)
@@ -35,10 +35,7 @@ class ProtectionSettings:
 
 def protection_settings(value: Any, where: str) -> ProtectionSettings:
     """The ``protection { cooldown = true }`` block, checked."""
-    blocks = value if isinstance(value, list) else [value]
-    if len(blocks) != 1 or not isinstance(blocks[0], dict):
-        raise SpecError(f"{where}: write one block: protection {{ cooldown = true }}")
-    body = blocks[0]
+    body = one_block(value, where, "protection { cooldown = true }")
     check_fields(body, KEYS, where, "the block has cooldown")
     cooldown = body.get("cooldown", False)
     if not isinstance(cooldown, bool):

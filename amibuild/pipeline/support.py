@@ -46,11 +46,8 @@ CALENDAR: dict[str, Support] = {
 
 def newest_in_standard_support(today: date) -> str:
     """The newest version of the table still in standard support on `today`."""
-    def minor(version: str) -> tuple[int, ...]:
-        return tuple(int(p) for p in version.split("."))
-
     current = [v for v, s in CALENDAR.items() if s.released <= today < s.standard_until]
-    return max(current or CALENDAR, key=minor)
+    return max(current or CALENDAR, key=lambda version: tuple(int(p) for p in version.split(".")))
 
 
 def support_warning(version: str, today: date) -> str | None:

@@ -60,18 +60,12 @@ USER_TAGS_MAX = TAGS_PER_RESOURCE - 20
 _URL = re.compile(r"https?://[A-Za-z0-9._~:/?#\[\]@!$&()*+,=%-]+")  # fullmatch
 _NO_PROXY = re.compile(r"^[A-Za-z0-9.,:/*_\[\]-]+\Z")
 _ACCOUNT = re.compile(r"^[0-9]{12}\Z")
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+\Z")
-_SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}\Z")
-_SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}\Z")
 # a key id, key ARN, alias name or alias ARN, as amazon-ebs's kms_key_id takes them
 _KMS_KEY = re.compile(r"^(arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:(key|alias)/[A-Za-z0-9/_-]+|"
                       r"alias/[A-Za-z0-9/_-]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|"
                       r"mrk-[0-9a-f]{32})\Z")
-_PROFILE = re.compile(r"^[A-Za-z0-9+=,.@_-]{1,128}\Z")  # IAM instance profile names
-_SSH_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
 _OWNER = re.compile(r"^([0-9]{12}|self|amazon|aws-marketplace)\Z")
 _PIPELINE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
-_GIT_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # amazon-ebs's launch permission settings. EC2 takes one group, "all" (public); organisations and
 # OUs by ARN (ModifyImageAttribute, OrganizationArns / OrganizationalUnitArns).
@@ -129,14 +123,14 @@ def pattern(value: str, where: str, label: str) -> str:
 
 
 _PATTERNS = {
-    "instance_type": (_INSTANCE_TYPE, "m6i.large"),
-    "subnet_id": (_SUBNET, "subnet-0123456789abcdef0"),
-    "security_group_id": (_SECURITY_GROUP, "sg-0123456789abcdef0"),
+    "instance_type": (re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+\Z"), "m6i.large"),
+    "subnet_id": (re.compile(r"^subnet-[0-9a-f]{8,17}\Z"), "subnet-0123456789abcdef0"),
+    "security_group_id": (re.compile(r"^sg-[0-9a-f]{8,17}\Z"), "sg-0123456789abcdef0"),
     "kms_key_id": (_KMS_KEY, "alias/ebs-amis or a key id or ARN"),
-    "iam_instance_profile": (_PROFILE, "packer-build"),
-    "ssh_username": (_SSH_USER, "ec2-user"),
+    "iam_instance_profile": (re.compile(r"^[A-Za-z0-9+=,.@_-]{1,128}\Z"), "packer-build"),
+    "ssh_username": (re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z"), "ec2-user"),
     "ssh_interface": (re.compile(r"^(public_ip|private_ip|public_dns|private_dns|session_manager)\Z"), "private_ip"),
-    "upstream_ref": (_GIT_REF, "v20240227 or main (no leading '-')"),
+    "upstream_ref": (re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}\Z"), "v20240227 or main (no leading '-')"),
 }
 
 
