@@ -130,3 +130,26 @@ def test_the_nav_hook_files_an_unlisted_page_by_its_name(tmp_path: Path) -> None
     assert hook.on_config({"nav": nav, "docs_dir": str(docs)})["nav"] == [
         {"Home": "index.md"}, {"The sandbox": ["sandbox.md", "sandbox-events.md"]},
         {"Development": ["dev/testing.md", "dev/history.md"]}]
+
+
+def _whole_pipeline_examples() -> list:
+    """The docs' ```hcl examples of a pipeline file (a top-level block at the start of a line) meant to be
+    copied whole: not the ones showing alternatives (`# or`) or with a part left to the reader (`...`)."""
+    found = []
+    for page in sorted(DOCS.rglob("*.md")):
+        for number, match in enumerate(re.finditer(r"```hcl\n(.*?)```", page.read_text(encoding="utf-8"), re.S)):
+            text = match.group(1)
+            if re.search(r"^[a-z_]+( \"[^\"]*\")? *\{", text, re.M) and "# or" not in text and "..." not in text:
+                found.append(pytest.param(text, id=f"{page.relative_to(DOCS)}#{number}"))
+    return found
+
+
+@pytest.mark.parametrize("text", _whole_pipeline_examples())
+def test_a_whole_pipeline_example_in_the_docs_loads_as_written(tmp_path: Path, text: str) -> None:
+    from amibuild.pipeline import load
+    from amibuild.pipeline.shipped import STARTER, pipeline_text
+
+    if not re.search(r"^pipeline\s*\{", text, re.M):  # an excerpt: what the reader adds to `amibuild init`'s file
+        text = pipeline_text(STARTER) + "\n" + text
+    (tmp_path / "amibuild.hcl").write_text(text, encoding="utf-8")
+    assert load(tmp_path / "amibuild.hcl").variants  # a refusal raises SpecError naming the field

@@ -157,7 +157,7 @@ class AmibuildProgram(Program):
         # amibuild.yaml is read from the pipeline repository: beside the pipeline file found from
         # here upwards, else the current folder (a Program with a fixed namespace has no
         # collection folder for invoke to use). The task reads what was found from the config
-        # (`cli.run.options`): the pipeline file is looked up once per command.
+        # (`cli.command.make_env`): the pipeline file is looked up once per command.
         found = find_pipeline(os.getcwd())
         self.config._set(_amibuild_found=found)
         self.config.set_project_location(str(found.path.parent if found.path else os.getcwd()))

@@ -110,7 +110,7 @@ SETTINGS: dict[str, Any] = {
     # the task words the error; a number here makes invoke cast AMIBUILD_AMIBUILD_MAX_PARALLEL itself
     "max_parallel": None,
     # seconds a channel write waits for another writer's lease on the channel (default 30); None
-    # so that invoke passes INVOKE_AMIBUILD_LEASE_WAIT through as text and `_guard` words the error
+    # so that invoke passes INVOKE_AMIBUILD_LEASE_WAIT through as text and `jobs.env.guard` words the error
     "lease_wait": None,
     "lease_ttl": None,  # seconds a channel lease is good for (default 300)
     "read_timeout": None,  # seconds a channel write's request waits for its answer (default 10)

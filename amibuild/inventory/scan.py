@@ -16,6 +16,7 @@ from datetime import date, datetime
 from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild.errors import SpecError
+from amibuild.suggest import one_block
 
 MAX_COMPONENTS = 2000  # ScanSbom's limit: "passing 2000 components" fails with ValidationException
 SEVERITIES = ("info", "low", "medium", "high", "critical")  # CycloneDX's, lowest first ("none"/"unknown" below)
@@ -56,10 +57,7 @@ class Finding:
 
 def scan_policy(value: Any, where: str) -> ScanPolicy:
     """A channel block's ``scan { ... }``, checked."""
-    blocks = value if isinstance(value, list) else [value]
-    if len(blocks) != 1 or not isinstance(blocks[0], dict):
-        raise SpecError(f'{where}: write one block: scan {{ max_severity = "high" }}')
-    body = blocks[0]
+    body = one_block(value, where, 'scan { max_severity = "high" }')
     for key in body:
         if key not in SCAN_KEYS:
             raise SpecError(f"{where}: unknown field `{key}`; a scan block has {', '.join(SCAN_KEYS)}")
