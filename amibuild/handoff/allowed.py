@@ -176,7 +176,6 @@ def cloudformation(criteria: Sequence[Criterion]) -> dict[str, Any]:
     """A template that applies the criteria in the region it is deployed to (CloudFormation has no
     resource type for Allowed AMIs: a custom resource calls the same two EC2 actions). Deploy it per
     consumer account and region, e.g. with a StackSet."""
-    api = [c.to_api() for c in criteria]
     return {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": "Allowed AMIs criteria that admit amibuild's images",
@@ -194,6 +193,6 @@ def cloudformation(criteria: Sequence[Criterion]) -> dict[str, Any]:
                 "Role": {"Fn::GetAtt": ["ApplyRole", "Arn"]}, "Code": {"ZipFile": _APPLY}}},
             "AllowedImages": {"Type": "Custom::AllowedImagesSettings", "Properties": {
                 "ServiceToken": {"Fn::GetAtt": ["ApplyFunction", "Arn"]}, "State": {"Ref": "State"},
-                "ImageCriteria": api}},
+                "ImageCriteria": [c.to_api() for c in criteria]}},
         },
     }

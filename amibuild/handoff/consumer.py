@@ -71,8 +71,7 @@ def run_allowed_amis(opts: Options, provider: str = "", max_days_since_created: 
         raise SpecError(f"--provider {provider!r}: the build account's 12-digit id")
     pipeline = load_pipeline(opts)
     if not provider:
-        aws = Aws(profile=opts.profile, region=pipeline.build_region)
-        provider = aws.caller_identity(pipeline.build_region)["account"]
+        provider = Aws(profile=opts.profile, region=pipeline.build_region).caller_identity(pipeline.build_region)["account"]
     criteria = allowed.pipeline_criteria(provider, name_prefixes(pipeline),
                                          max_days_since_created=max_days_since_created,
                                          max_days_since_deprecated=max_days_since_deprecated)

@@ -176,8 +176,7 @@ def deploy(settings: DeploySettings, say: Say = lambda _: None) -> DeployResult:
             f"role's policy {PROXY_CREDENTIALS_POLICY} allows ssm:GetParameter on it and kms:Decrypt through SSM")
     if settings.dry_run or result.error:  # nothing sent, or the stack did not end well: no access to set up
         return result
-    mode = facts.authentication_mode if facts else ""
-    return replace(result, notes=(node_access(cluster, mode, stack=stack),))
+    return replace(result, notes=(node_access(cluster, facts.authentication_mode if facts else "", stack=stack),))
 
 
 # stands for the proxy's user:password while the user data is written; letters and digits only, so

@@ -99,13 +99,12 @@ def node_class(*, name: str, parameter: str, region: str, os_family: str, cluste
         role = iam_names.role(f"KarpenterNodeRole-{cluster}", f"--cluster {cluster}: the default role")
     discovery = iam_names.discovery(discovery or cluster,
                                     "--discovery" if discovery else f"--cluster {cluster}: the default --discovery value")
-    selector = [{"tags": {DISCOVERY_TAG: discovery}}]
     spec: dict[str, Any] = {
         "amiFamily": FAMILIES[os_family],
         "amiSelectorTerms": [{"ssmParameter": parameter}],
         **({"role": role} if role else {"instanceProfile": instance_profile}),
-        "subnetSelectorTerms": selector,
-        "securityGroupSelectorTerms": [{"tags": dict(term["tags"])} for term in selector],
+        "subnetSelectorTerms": [{"tags": {DISCOVERY_TAG: discovery}}],
+        "securityGroupSelectorTerms": [{"tags": {DISCOVERY_TAG: discovery}}],
         "metadataOptions": {"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled",
                             "httpPutResponseHopLimit": 1, "httpTokens": "required"},
         "tags": {tags.PIPELINE: pipeline, tags.VARIANT: variant, tags.CHANNEL: channel},

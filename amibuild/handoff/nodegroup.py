@@ -227,12 +227,9 @@ class DeployAction(enum.StrEnum):
 
 def parameter_changes(given: Mapping[str, str], previous: Mapping[str, str]) -> list[str]:
     """One line per given parameter whose value differs from the stack's (pure)."""
-    def shown(value: str | None) -> str:
-        return "(not set)" if value is None else repr(value)
-
     # A parameter the stack does not have yet, given empty, changes nothing the nodes see.
     return [f"{key}: (hidden, NoEcho)" if key in HIDDEN_PARAMETERS else
-            f"{key}: {shown(previous.get(key))} -> {given[key]!r}"
+            f"{key}: {'(not set)' if previous.get(key) is None else repr(previous[key])} -> {given[key]!r}"
             for key in sorted(given) if given[key] is not None and previous.get(key, "") != given[key]]
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amibuild.errors import SpecError
-from amibuild.suggest import check_fields, suggest
+from amibuild.suggest import check_fields, one_block, suggest
 
 KEYS = ("bus", "sns_topic")
 
@@ -42,11 +42,7 @@ class EventTarget:
 
 def event_target(value: Any, where: str, known_regions: frozenset[str]) -> EventTarget:
     """The block's one field, checked; SpecError naming the field and what to write."""
-    blocks = value if isinstance(value, list) else [value]
-    if len(blocks) != 1 or not isinstance(blocks[0], dict):
-        raise SpecError(f'{where}: write one block: events {{ bus = "default" }} or '
-                        'events { sns_topic = "arn:aws:sns:REGION:ACCOUNT:TOPIC" }')
-    body = blocks[0]
+    body = one_block(value, where, 'events { bus = "default" } or events { sns_topic = "arn:aws:sns:REGION:ACCOUNT:TOPIC" }')
     check_fields(body, KEYS, where, "the block has bus or sns_topic")
     for key in KEYS:
         if key in body and (not isinstance(body[key], str) or not body[key]):

@@ -5,10 +5,7 @@ When ``GITHUB_STEP_SUMMARY`` names a file (GitHub Actions sets it for every step
 a table per variant (status, AMI per region, fingerprint, duration, test result) or per consumer.
 `--markdown` prints the same summary on stdout, anywhere. An error that names a line of the
 pipeline file is also printed as a workflow command, ``::error file=amibuild.hcl,line=N::message``,
-so GitHub annotates that line (`annotation`).
-
-The renderers are pure (a result in, Markdown text out) and read results through the fields the
-result objects already carry, so a result that gains a field does not break them.
+so GitHub annotates that line (`annotation`). Like every view, the renderers are pure (see `amibuild.views`).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import ipaddress
 import re
 import shlex
@@ -224,10 +225,8 @@ def check_cidr(value: str, flag: str) -> ipaddress.IPv4Network | ipaddress.IPv6N
         return ipaddress.ip_network(value, strict=True)
     except ValueError as exc:
         hint = ""
-        try:
+        with contextlib.suppress(ValueError):
             hint = f"; did you mean {ipaddress.ip_network(value, strict=False)}?"
-        except ValueError:
-            pass
         raise SpecError(f"{flag} {value!r}: not a network in CIDR notation ({exc}){hint}") from None
 
 

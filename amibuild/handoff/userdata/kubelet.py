@@ -230,6 +230,5 @@ def yaml_text(data: Any) -> str:
 def proxy_environment(proxy: str, no_proxy: Sequence[str]) -> dict[str, dict[str, str]]:
     """`spec.instance.environment` for a proxy: both spellings of the three variables, every service."""
     joined = ",".join(no_proxy)
-    values = {"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "NO_PROXY": joined,
-              "http_proxy": proxy, "https_proxy": proxy, "no_proxy": joined}
-    return {"default": values}
+    return {"default": {"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "NO_PROXY": joined,
+                        "http_proxy": proxy, "https_proxy": proxy, "no_proxy": joined}}
