@@ -219,8 +219,7 @@ def classify(facts: FleetFacts, now: datetime, *, variant: str | None = None, ch
         followed = by_parameter.get((consumer.region, consumer.follows)) if consumer.follows else None
         if consumer.stack:
             followed = stack_follows.get((consumer.region, consumer.stack))
-        ours = consumer.image_id in facts.images or consumer.image_id in in_channel or followed is not None
-        if not ours:
+        if consumer.image_id not in facts.images and consumer.image_id not in in_channel and followed is None:
             continue  # not an amibuild image of this pipeline: someone else's business
         if consumer.kind is Kind.INSTANCE:
             key = (consumer.region, consumer.image_id, *_group_of(consumer))
