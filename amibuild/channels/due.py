@@ -2,7 +2,7 @@
 
 The command a scheduled CI job runs. For each variant and each channel with a gate that names
 ``from`` (`amibuild.pipeline.imagetests.Gate`), it reads the source channel (every region, with the
-build region's history for the soak), the target channel and the images, then `plan_due` decides
+build region's history for the soak), the target channel and the images, then `decide_one` decides
 (pure): promote, wait (what is missing, and when the soak is met), or nothing to do (the target
 holds the source's images already). The soak is judged at the time AWS answered the history read
 with (never the local clock), or at a what-if time in a dry run. Each promote is an ordinary

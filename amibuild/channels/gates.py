@@ -149,9 +149,8 @@ def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | No
                            "so how long the image has soaked is not known")
         elif now - since < needed:
             due_at = since + needed
-            left = due_at - now
             missing.append(f"soak {_human(needed)}: {ami} has been in {gate.source} for {_human(now - since)} "
-                           f"(since {since:%Y-%m-%d %H:%M} UTC); due at {due_at:%Y-%m-%d %H:%M} UTC, in {_human(left)}")
+                           f"(since {since:%Y-%m-%d %H:%M} UTC); due at {due_at:%Y-%m-%d %H:%M} UTC, in {_human(due_at - now)}")
     return GateDecision(gate.channel, gate.describe(), tuple(missing), due_at if len(missing) == 1 else None,
                         override)
 
@@ -194,9 +193,6 @@ def _human(delta: timedelta) -> str:
     days, rest = divmod(seconds, 86400)
     hours, rest = divmod(rest, 3600)
     minutes = rest // 60
-    parts = [f"{days}d"] if days else []
-    if hours:
-        parts.append(f"{hours}h")
-    if minutes and not days:
-        parts.append(f"{minutes}m")
+    # minutes only under a day
+    parts = [f"{n}{unit}" for n, unit in ((days, "d"), (hours, "h"), (0 if days else minutes, "m")) if n]
     return " ".join(parts) or f"{seconds}s"

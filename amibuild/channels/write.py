@@ -386,8 +386,7 @@ def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: 
             turn: Turn) -> AmibuildError:
     """Put back every region that still holds this run's write, to the value it held before the
     transaction; the error to raise says what failed, what was put back, and what every region holds."""
-    to_undo = dict(versions)
-    to_undo.update({f.region: f.version for f in failures if f.version is not None})
+    to_undo = {**versions, **{f.region: f.version for f in failures if f.version is not None}}
 
     def undo(region: str) -> str:
         r = _region_plan(plan, region)

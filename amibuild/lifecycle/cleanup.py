@@ -96,7 +96,6 @@ def decide(facts: RunFacts) -> list[Verdict]:
     run_images = [x for x in facts.found if x.kind == "image"]
     run_published = facts.record_published or any(x.id in published for x in run_images)
     verdicts: list[Verdict] = []
-    kept_images: set[str] = set()
     for item in run_images:
         image = facts.images.get(item.id)
         why = ""
@@ -109,25 +108,19 @@ def decide(facts: RunFacts) -> list[Verdict]:
                    "prune judges it (`amibuild prune`)")
         protection = image.protection if image is not None else "disabled"
         if not why and protection == "enabled-with-cooldown":
-            kept_images.add(item.id)
             verdicts.append(Verdict(item, False, "deregistration protection has a cooldown: turned off now, the image "
                                                  "can go in 24 h; run clean-run again then", unprotect=True))
             continue
         if not why and protection.startswith("disabled-until"):
             why = (f"deregistration protection cooldown until {protection.split(' ', 1)[-1]}: "
                    "run clean-run again then")
-        if why:
-            kept_images.add(item.id)
         verdicts.append(Verdict(item, not why, why, unprotect=not why and protection == "enabled"))
+    kept_images = {v.item.id for v in verdicts if not v.remove}  # only images' verdicts so far
     backing = {s: i for i, image in facts.images.items() if i in kept_images and image is not None
                for s in image.snapshot_ids}
-    for item in facts.found:
-        if item.kind == "image":
-            continue
-        if item.kind == "snapshot" and item.id in backing:
-            verdicts.append(Verdict(item, False, f"backs the kept image {backing[item.id]}"))
-        else:
-            verdicts.append(Verdict(item, True))
+    verdicts += [Verdict(item, False, f"backs the kept image {backing[item.id]}")
+                 if item.kind == "snapshot" and item.id in backing else Verdict(item, True)
+                 for item in facts.found if item.kind != "image"]
     order = {kind: n for n, kind in enumerate(leftovers.KINDS)}
     return sorted(verdicts, key=lambda v: (order[v.item.kind], v.item.region, v.item.id))
 

@@ -220,7 +220,7 @@ def channel_facts(aws: Aws, region: str, pipeline: str, path: str, pattern: re.P
     a changed ``parameter_template``, a second pipeline file) and those under today's template's path
     (written before channels were tagged)."""
     tagged = aws.parameters_tagged(region, {tags.PIPELINE: [pipeline]})
-    listed = [p.name for p in aws.parameters_under(path, region) if not is_lease(p.name)]
+    listed = [p.name for p in aws.parameters_under(path, region)]
     names = [name for name in dict.fromkeys([*listed, *tagged]) if not is_lease(name)]
     histories = fan_out(names, lambda name: aws.parameter_history(name, region))
     facts = []

@@ -134,9 +134,7 @@ class Limit:
         return cls(int(match.group(1)), bool(match.group(2)))
 
     def exceeded_by(self, row: ConsumerRow) -> bool:
-        if self.days:
-            return (row.behind_days or 0) > self.amount
-        return (row.behind_versions or 0) > self.amount
+        return ((row.behind_days if self.days else row.behind_versions) or 0) > self.amount
 
     def __str__(self) -> str:
         return f"{self.amount} day(s)" if self.days else f"{self.amount} version(s)"
@@ -164,10 +162,6 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str]) -> FleetFacts:
 
 
 # ------------------------------------------------------------------------------- classify (pure)
-
-
-def _days(since: datetime | None, now: datetime) -> float | None:
-    return None if since is None else round(max((now - since).total_seconds(), 0) / 86400, 2)
 
 
 def standing_in(channel: ChannelFact, image_id: str, now: datetime) -> tuple[int, int, float] | None:
@@ -225,8 +219,7 @@ def classify(facts: FleetFacts, now: datetime, *, variant: str | None = None, ch
         followed = by_parameter.get((consumer.region, consumer.follows)) if consumer.follows else None
         if consumer.stack:
             followed = stack_follows.get((consumer.region, consumer.stack))
-        ours = consumer.image_id in facts.images or consumer.image_id in in_channel or followed is not None
-        if not ours:
+        if consumer.image_id not in facts.images and consumer.image_id not in in_channel and followed is None:
             continue  # not an amibuild image of this pipeline: someone else's business
         if consumer.kind is Kind.INSTANCE:
             key = (consumer.region, consumer.image_id, *_group_of(consumer))
@@ -255,8 +248,8 @@ def classify(facts: FleetFacts, now: datetime, *, variant: str | None = None, ch
 def _channel_row(c: ChannelFact, now: datetime) -> ChannelRow:
     version, ami = c.history[-1]
     modified = parse_iso_time(c.times[-1]) if c.times else None
-    return ChannelRow(c.variant or c.label, c.k8s, c.channel or c.name, c.region, c.name, ami, version, modified,
-                      _days(modified, now))
+    age = None if modified is None else round(max((now - modified).total_seconds(), 0) / 86400, 2)
+    return ChannelRow(c.variant or c.label, c.k8s, c.channel or c.name, c.region, c.name, ami, version, modified, age)
 
 
 def _row(kind: str, name: str, region: str, image_id: str, facts: FleetFacts, channels: Sequence[ChannelFact],

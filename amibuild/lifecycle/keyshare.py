@@ -126,15 +126,11 @@ def run(request: ShareSettings) -> ShareResult:
     if not pipeline.ami_users:
         raise SpecError("iam-policy --task share: the pipeline shares no image (pipeline.ami_users is empty); "
                         "list the consumer accounts in pipeline.ami_users")
-    keys = []
-    for shared in shared_keys(pipeline):
-        entry: dict[str, Any] = {"region": shared.region, "key": shared.key, "accounts": list(shared.accounts),
-                                 "variants": list(shared.variants)}
-        if request.form == "grants":
-            entry["create_grant"] = grant_calls(shared, request.partition)
-        else:
-            entry["key_policy_statements"] = key_policy_statements(shared, request.partition)
-        keys.append(entry)
+    keys = [{"region": shared.region, "key": shared.key, "accounts": list(shared.accounts),
+             "variants": list(shared.variants),
+             **({"create_grant": grant_calls(shared, request.partition)} if request.form == "grants"
+                else {"key_policy_statements": key_policy_statements(shared, request.partition)})}
+            for shared in shared_keys(pipeline)]
     notes = ("no variant is encrypted with a KMS key: the shared images need no key rights",) if not keys else (
         "each consumer account's own principals also need an IAM policy allowing these actions on the key",
         "Auto Scaling (EKS node groups) launches through the consumer's service-linked role: run in the consumer "

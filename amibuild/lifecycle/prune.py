@@ -218,6 +218,11 @@ def plan_prune(
             plans.append(ImagePlan(**common, fate=Fate.DEPRECATE, reasons=(),
                                    steps=(f"set a deprecation time: {why_delete}",)))
             continue
+        if image.protection == COOLDOWN:
+            plans.append(ImagePlan(**common, fate=Fate.UNPROTECT, reasons=(), steps=(
+                "turn deregistration protection off: no channel holds it any more; its cooldown "
+                "(WithCooldown) keeps it 24 h, then a later prune deregisters it",)))
+            continue
         ours, stays = [], {}
         for snapshot in image.snapshot_ids:
             why = _snapshot_stays(snapshot, image, snapshot_tags, kept_snapshots)
@@ -227,14 +232,7 @@ def plan_prune(
                 stays[snapshot] = why
             else:
                 ours.append(snapshot)
-        steps = []
-        if image.protection == COOLDOWN:
-            steps.append("turn deregistration protection off: no channel holds it any more; its cooldown "
-                         "(WithCooldown) keeps it 24 h, then a later prune deregisters it")
-            plans.append(ImagePlan(**common, fate=Fate.UNPROTECT, reasons=(), steps=tuple(steps)))
-            continue
-        if image.protection == PROTECTED:
-            steps.append("turn deregistration protection off: no channel holds it any more")
+        steps = ["turn deregistration protection off: no channel holds it any more"] if image.protection == PROTECTED else []
         steps.append(f"deregister: {why_delete}" + (f" ({found.reason})" if found else ""))
         if ours:
             steps.append(f"delete snapshots {', '.join(ours)}: made by amibuild for it"
