@@ -13,8 +13,8 @@ instance: they are listed and passed over.
 
 from __future__ import annotations
 
+import contextlib
 import json
-
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -64,11 +64,10 @@ class Step:
 def _packer_env_value(raw: str, default: Any) -> Any:
     """A PKR_VAR_ value: a list variable's is an HCL (JSON) list, any other a string as is."""
     if isinstance(default, list) or raw.startswith("["):
-        try:
+        with contextlib.suppress(ValueError):
             value = json.loads(raw)
-        except ValueError:
-            return raw
-        return value if isinstance(value, list) else raw
+            if isinstance(value, list):
+                return value
     return raw
 
 

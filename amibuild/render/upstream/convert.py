@@ -180,8 +180,7 @@ class _Dropped(Exception):
 class _Converter:
     """JSON template values -> Python values / hcl.Expr, for one template."""
 
-    def __init__(self, path: Path, root: Path, variables: dict[str, Any], dropped: set[str],
-                 required: frozenset[str] = frozenset()):
+    def __init__(self, path: Path, root: Path, variables: dict[str, Any], dropped: set[str], required: frozenset[str]):
         self.path, self.root, self.template_dir = path, root, path.parent
         self.variables, self.dropped, self.required = variables, dropped, required
         # variables whose default refers to other variables: written as locals
