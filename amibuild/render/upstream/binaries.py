@@ -106,10 +106,6 @@ def resolve(variant: Any, variables: Mapping[str, Any], aws: Any) -> Binaries:
     if build_date is None:
         raise SpecError(f"{where_k8s}: s3://{bucket} ({region}) holds no build of Kubernetes {version}: "
                         "pick another version")
-    if date:
-        what = f"newest {minor} release built on {date}"
-    elif patch:
-        what = f"newest build of {version}"
-    else:
-        what = f"newest {minor} release"
+    what = (f"newest {minor} release built on {date}" if date
+            else f"newest build of {version}" if patch else f"newest {minor} release")
     return Binaries(version, build_date, "listed", f"Kubernetes binaries: {what} in s3://{bucket} is {version}/{build_date}")
