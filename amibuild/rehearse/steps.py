@@ -115,7 +115,7 @@ def parse_steps(files: Mapping[str, str], root: str, *, packer_env: Mapping[str,
                 raise StepError(f"provisioner {index + 1} ({kind}): {exc}") from exc
             if not _applies(body, source_name):
                 continue
-            steps += _steps(kind, index, body, source_name, len(steps))
+            steps += _steps(kind, index, body, source_name, len(steps) + 1)
     return steps
 
 
@@ -127,8 +127,7 @@ def _applies(body: Mapping[str, Any], source: str) -> bool:
     return not names & set(excluded)
 
 
-def _steps(kind: str, index: int, body: Mapping[str, Any], source: str, before: int) -> list[Step]:
-    number = before + 1
+def _steps(kind: str, index: int, body: Mapping[str, Any], source: str, number: int) -> list[Step]:
     notes = tuple(f"{key} = {body[key]} (not waited for in a rehearsal)"
                   for key in ("pause_before", "pause_after") if body.get(key))
     if kind in ("shell-local", "breakpoint"):

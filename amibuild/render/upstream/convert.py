@@ -149,7 +149,7 @@ def _label(kind: str, raw: Mapping[str, Any], names: list[str]) -> str:
     if kind == "file":
         return f"file {raw.get('direction', 'upload')}"
     if kind == "shell" and raw.get("inline"):
-        first = str((raw.get("inline") or [""])[0])
+        first = str(raw["inline"][0])
         return "inline: " + (first if len(first) <= 40 else first[:37] + "...")
     return kind
 
