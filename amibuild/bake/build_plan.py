@@ -97,8 +97,7 @@ def plan_build(
                 by_fingerprint.setdefault(fp, {}).setdefault(region, []).append(image)
     items = []
     for item, directory in rendered:
-        fp = item.fingerprint
-        found = by_fingerprint.get(fp, {})
+        found = by_fingerprint.get(item.fingerprint, {})
         existing = {r: max(found[r], key=lambda i: (i.creation_date, i.image_id)).image_id  # the newest
                     for r in regions if found.get(r)}
         if force:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from amibuild.attest import predicates
 from amibuild.attest.sign import Attestor, Stored
 from amibuild.attest.statement import PROVENANCE
 from amibuild.aws import fan_out
 from amibuild.bake.executor import BuildOutcome, BuildStatus
-from amibuild.bake.build_plan import BuildPlan
+from amibuild.bake.build_plan import BuildPlan, PlanItem
 
 
 def file_digest(path: Path | None) -> str | None:
@@ -26,9 +26,13 @@ def file_digest(path: Path | None) -> str | None:
         return None
 
 
-def attestable(plan: BuildPlan, outcomes: Sequence[BuildOutcome]) -> list[BuildOutcome]:
-    """The variants built in this run whose images exist in every target region. Pure."""
-    return [o for o in outcomes if o.status is BuildStatus.BUILT and set(plan.regions) <= set(o.amis)]
+def for_each_attestable(plan: BuildPlan, outcomes: Sequence[BuildOutcome],
+                        one: Callable[[PlanItem, BuildOutcome], Any]) -> Mapping[str, Any]:
+    """{variant: ``one(item, outcome)``}, the variants in parallel, for each variant built in this run
+    whose images exist in every target region."""
+    items = {i.name: i for i in plan.items}
+    built = {o.name: o for o in outcomes if o.status is BuildStatus.BUILT and set(plan.regions) <= set(o.amis)}
+    return fan_out(sorted(built), lambda name: one(items[name], built[name])) if built else {}
 
 
 def provenance_statements(attestor: Attestor, plan: BuildPlan, outcomes: Sequence[BuildOutcome], *, version: str,
@@ -37,23 +41,17 @@ def provenance_statements(attestor: Attestor, plan: BuildPlan, outcomes: Sequenc
     """{variant: its provenance statement, stored}, the variants in parallel. ``pipeline_digest``:
     `file_digest` of the pipeline file, taken when the run started; ``package_lists``: {variant: the
     hex SHA-256 of its stored SBOM}."""
-    built = {o.name: o for o in attestable(plan, outcomes)}
-    if not built:
-        return {}
-    items = {i.name: i for i in plan.items}
-
-    def one(name: str) -> Stored:
+    def one(item: PlanItem, outcome: BuildOutcome) -> Stored:
         """The SLSA predicate of one variant's build, signed and stored."""
-        item, outcome = items[name], built[name]
         finished = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         predicate = predicates.provenance(
             amibuild_version=version, pipeline=plan.pipeline.name,
             pipeline_file=str(plan.pipeline.source) if plan.pipeline.source else None, pipeline_digest=pipeline_digest,
-            git_commit=git_commit, variant=name, fingerprint=item.fingerprint, inputs=item.rendered.variant.settings(),
+            git_commit=git_commit, variant=item.name, fingerprint=item.fingerprint, inputs=item.rendered.variant.settings(),
             source_amis={r: s.image_id for r, s in item.rendered.sources.items()}, account=attestor.where.account,
             packer_version=packer_version, run_id=plan.run_id, regions=plan.regions,
             started=outcome.started or plan.started, finished=finished,
-            package_list_digest=(package_lists or {}).get(name) or None)
+            package_list_digest=(package_lists or {}).get(item.name) or None)
         return attestor.make({r: outcome.amis[r] for r in plan.regions}, PROVENANCE, predicate, plan.run_id)
 
-    return fan_out(sorted(built), one)
+    return for_each_attestable(plan, outcomes, one)

@@ -142,12 +142,11 @@ def list_runs(build_dir: str | Path, limit: int = 10) -> list[ListedRun]:
         try:
             data = json.loads(read_regular(path))
         except OSError as exc:
-            out.append(ListedRun(path, None, f"cannot read it ({exc.strerror or exc})"))
-            continue
+            problem = f"cannot read it ({exc.strerror or exc})"
         except ValueError as exc:
-            out.append(ListedRun(path, None, f"not JSON ({exc})"))
-            continue
-        problem = check_record(data)
+            problem = f"not JSON ({exc})"
+        else:
+            problem = check_record(data)
         out.append(ListedRun(path, None if problem else data, problem))
     return out
 

@@ -10,10 +10,9 @@ from typing import Any, Mapping, Sequence
 
 from amibuild.attest import store
 from amibuild.attest.sign import Where
-from amibuild.aws import fan_out
 from amibuild.bake.executor import BuildOutcome
-from amibuild.bake.build_plan import BuildPlan
-from amibuild.bake.provenance import attestable
+from amibuild.bake.build_plan import BuildPlan, PlanItem
+from amibuild.bake.provenance import for_each_attestable
 from amibuild.errors import AmibuildError
 from amibuild.inventory import sbom
 from amibuild.inventory.packages import parse_inventory
@@ -51,24 +50,20 @@ def document_of(text: str, *, os_name: str, image: str, created: datetime) -> tu
 
 def store_sboms(aws: Any, where: Where, plan: BuildPlan, outcomes: Sequence[BuildOutcome]) -> Mapping[str, SbomStored]:
     """{variant: its SBOM, stored under every region's AMI id}, for the variants built in this run."""
-    built = {o.name: o for o in attestable(plan, outcomes)}
-    items = {i.name: i for i in plan.items}
-
-    def one(name: str) -> SbomStored:
-        item, amis = items[name], built[name].amis
+    def one(item: PlanItem, outcome: BuildOutcome) -> SbomStored:
         path = item.directory / INVENTORY_FILE
         try:
             text = path.read_text(encoding="utf-8")
         except OSError:
             return SbomStored(error=f"stage 1 brought back no package list ({path} is missing)")
-        image = amis[plan.regions[0]]
+        image = outcome.amis[plan.regions[0]]
         try:
             document, count = document_of(text, os_name=item.rendered.variant.os, image=image,
                                           created=datetime.now(timezone.utc))
         except AmibuildError as exc:
             return SbomStored(error=f"{path}: {exc}")
         body = document.encode("utf-8")
-        keys = tuple(store.sbom_key(where.pipeline, amis[r], plan.run_id) for r in plan.regions)
+        keys = tuple(store.sbom_key(where.pipeline, outcome.amis[r], plan.run_id) for r in plan.regions)
         try:
             for key in keys:
                 aws.put_object(where.bucket, key, body, where.region)
@@ -76,4 +71,4 @@ def store_sboms(aws: Any, where: Where, plan: BuildPlan, outcomes: Sequence[Buil
             return SbomStored(error=f"not stored in s3://{where.bucket}: {exc}")
         return SbomStored(hashlib.sha256(body).hexdigest(), count, where.bucket, keys, document=document)
 
-    return fan_out(sorted(built), one) if built else {}
+    return for_each_attestable(plan, outcomes, one)

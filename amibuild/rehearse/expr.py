@@ -236,8 +236,7 @@ class _Parser:
                 key = self.conditional()
                 self._take("]")
                 value = None if self.skip else _index(value, key)
-            elif self._peek()[1] == ".":
-                self._take(".")
+            elif self._accept("."):
                 name = self._take()[1]
                 value = None if self.skip else _index(value, int(name) if name.isdigit() else name)
             else:
@@ -250,20 +249,17 @@ class _Parser:
             return float(text) if "." in text else int(text)
         if kind == "quote":
             return self._string()
-        if text == "(":
-            self._take()
+        if self._accept("("):
             value = self.conditional()
             self._take(")")
             return value
-        if text == "[":
-            self._take()
+        if self._accept("["):
             items = []
             while not self._accept("]"):
                 items.append(self.conditional())
                 self._accept(",")
             return items
-        if text == "{":
-            self._take()
+        if self._accept("{"):
             out = {}
             while not self._accept("}"):
                 key = self.conditional() if self._peek()[0] != "ident" else self._take()[1]

@@ -109,9 +109,7 @@ class Report:
                        "exit_status": v.exit_status, "seconds": round(v.seconds, 3), "reason": v.reason,
                        "expect_disconnect": v.step.expect_disconnect, "notes": list(v.step.notes)}
                       for v in self.steps],
-            "failure": None if self.failure is None else {
-                "step": self.failure.step, "script": self.failure.script, "line": self.failure.line,
-                "exit_status": self.failure.exit_status, "output_tail": list(self.failure.output_tail)},
+            "failure": None if self.failure is None else {**asdict(self.failure), "output_tail": list(self.failure.output_tail)},
             "packages": [{"name": n, "version": v or None} for n, v in self.packages],
             "units": [{"unit": u, "state": s} for u, s in self.units],
             "etc_written": list(self.etc_written),

@@ -109,14 +109,13 @@ def rehearsal_check(plan, check: Callable | None, say: Say = lambda _: None, *,
     incomplete one (a step it cannot rehearse, the rest never run), unless ``allow_incomplete``.
     """
     items = {item.directory.resolve(): item for item in plan.to_build}
-    renders = {item.name: real_render(item.rendered) for item in plan.to_build}
     refuse = refused_packages()
 
     def rehearse_then_check(packer, directory: Path) -> None:
         if check is not None:
             check(packer, directory)  # a template Packer refuses fails first, without a rehearsal
         item = items[Path(directory).resolve()]
-        report = run_rehearsal(renders[item.name], refuse=refuse)
+        report = run_rehearsal(real_render(item.rendered), refuse=refuse)
         record = Path(directory) / REPORT_FILE
         record.write_text(json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
         if not report.ok:

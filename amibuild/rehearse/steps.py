@@ -13,8 +13,8 @@ instance: they are listed and passed over.
 
 from __future__ import annotations
 
+import contextlib
 import json
-
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -64,11 +64,10 @@ class Step:
 def _packer_env_value(raw: str, default: Any) -> Any:
     """A PKR_VAR_ value: a list variable's is an HCL (JSON) list, any other a string as is."""
     if isinstance(default, list) or raw.startswith("["):
-        try:
+        with contextlib.suppress(ValueError):
             value = json.loads(raw)
-        except ValueError:
-            return raw
-        return value if isinstance(value, list) else raw
+            if isinstance(value, list):
+                return value
     return raw
 
 
@@ -116,7 +115,7 @@ def parse_steps(files: Mapping[str, str], root: str, *, packer_env: Mapping[str,
                 raise StepError(f"provisioner {index + 1} ({kind}): {exc}") from exc
             if not _applies(body, source_name):
                 continue
-            steps += _steps(kind, index, body, source_name, len(steps))
+            steps += _steps(kind, index, body, source_name, len(steps) + 1)
     return steps
 
 
@@ -128,8 +127,7 @@ def _applies(body: Mapping[str, Any], source: str) -> bool:
     return not names & set(excluded)
 
 
-def _steps(kind: str, index: int, body: Mapping[str, Any], source: str, before: int) -> list[Step]:
-    number = before + 1
+def _steps(kind: str, index: int, body: Mapping[str, Any], source: str, number: int) -> list[Step]:
     notes = tuple(f"{key} = {body[key]} (not waited for in a rehearsal)"
                   for key in ("pause_before", "pause_after") if body.get(key))
     if kind in ("shell-local", "breakpoint"):

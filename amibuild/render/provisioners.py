@@ -4,7 +4,6 @@ order, with the files they ship."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
@@ -18,26 +17,19 @@ from amibuild.render.render_model import Provisioner, ProvisionerKind
 PROVISION_SCRIPTS = Path(str(resources.files("amibuild.render") / "provision"))
 
 
-@dataclass(frozen=True)
-class Step:
-    """One of our provisioning steps: a script shipped into build/<variant>/scripts/."""
-
-    script: str  # file name under amibuild/render/provision/
-    env: tuple[tuple[str, str], ...]  # NAME -> HCL expression
-    needed: bool
-
-
-def provisioning_steps(variant: Variant, values: Mapping[str, Any]) -> list[Step]:
-    return [
-        Step("configure-proxy.sh", (
+def provisioning_steps(values: Mapping[str, Any]) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
+    """Our own steps the values call for, in order: each a script shipped into build/<variant>/scripts/
+    (a file under amibuild/render/provision/) and its environment (NAME -> HCL expression)."""
+    steps = [
+        ("configure-proxy.sh", (
             ("AMIBUILD_HTTP_PROXY", "var.http_proxy"),
             ("AMIBUILD_HTTPS_PROXY", "var.https_proxy"),
             ("AMIBUILD_NO_PROXY", "var.no_proxy"),
-        ), bool(values["http_proxy"] or values["https_proxy"])),
-        Step("add-repos.sh", (("AMIBUILD_REPOS", 'join("\\n", var.extra_repos)'),), bool(values["extra_repos"])),
-        Step("install-packages.sh", (("AMIBUILD_EXTRA_PACKAGES", 'join(" ", var.extra_packages)'),),
-             bool(values["extra_packages"])),
+        ), values["http_proxy"] or values["https_proxy"]),
+        ("add-repos.sh", (("AMIBUILD_REPOS", 'join("\\n", var.extra_repos)'),), values["extra_repos"]),
+        ("install-packages.sh", (("AMIBUILD_EXTRA_PACKAGES", 'join(" ", var.extra_packages)'),), values["extra_packages"]),
     ]
+    return [(script, env) for script, env, needed in steps if needed]
 
 
 EXECUTE = "sudo -S env {{ .Vars }} bash -eu '{{ .Path }}'"
@@ -71,13 +63,10 @@ def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
     early: list[Provisioner] = []
     late: list[Provisioner] = []
     shipped: dict[str, str] = {}
-    for step in provisioning_steps(variant, values):
-        if not step.needed:
-            continue
-        shipped[f"scripts/{step.script}"] = _read_packaged(PROVISION_SCRIPTS / step.script)
-        block = _shell(f"scripts/{step.script}", env=step.env)
-        group = early if step.script in EARLY_STEPS else late
-        group.append(Provisioner(ProvisionerKind.STEP, step.script, step.env, block))
+    for script, env in provisioning_steps(values):
+        shipped[f"scripts/{script}"] = _read_packaged(PROVISION_SCRIPTS / script)
+        group = early if script in EARLY_STEPS else late
+        group.append(Provisioner(ProvisionerKind.STEP, script, env, _shell(f"scripts/{script}", env=env)))
     for index, script in enumerate(variant.scripts, start=1):
         name = f"scripts/user-{index:02d}-{script.name}"
         shipped[name] = _read(script)
@@ -87,9 +76,7 @@ def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
         block, script = checks
         shipped[CHECKS_SCRIPT] = script
         late.append(Provisioner(ProvisionerKind.CHECKS, Path(CHECKS_SCRIPT).name, (), block))
-    for provisioner, (name, text) in inventory_steps():  # before the clean-up, which removes /tmp/amibuild-*
-        shipped[name] = text
-        late.append(provisioner)
+    late += inventory_steps(shipped)  # before the clean-up, which removes /tmp/amibuild-*
     if early or late:
         cleanup = hcl.Block("provisioner", ("shell",))
         cleanup.attr("inline", [
@@ -133,17 +120,18 @@ INVENTORY_REMOTE = "/tmp/amibuild-inventory.tsv"  # on the build instance, until
 INVENTORY_FILE = "inventory.tsv"  # beside the template: what build-ami reads after the build
 
 
-def inventory_steps() -> list[tuple[Provisioner, tuple[str, str]]]:
+def inventory_steps(shipped: dict[str, str]) -> list[Provisioner]:
     """Stage 1's inventory: a step that lists every installed package into `INVENTORY_REMOTE` (its
-    stdout, so that 1,500 lines stay out of Packer's log), then a download of it beside the template."""
+    stdout, so that 1,500 lines stay out of Packer's log), then a download of it beside the template;
+    its script added to ``shipped``."""
     script = _shell(INVENTORY_SCRIPT, f"{EXECUTE} >{INVENTORY_REMOTE}")
     fetch = hcl.Block("provisioner", ("file",))
     fetch.attr("direction", "download")
     fetch.attr("source", INVENTORY_REMOTE)
     fetch.attr("destination", hcl.template([hcl.Expr("path.root"), f"/{INVENTORY_FILE}"]))
-    text = (INVENTORY_SCRIPT, _read_packaged(PROVISION_SCRIPTS / Path(INVENTORY_SCRIPT).name))
-    return [(Provisioner(ProvisionerKind.INVENTORY, Path(INVENTORY_SCRIPT).name, (), script), text),
-            (Provisioner(ProvisionerKind.INVENTORY, INVENTORY_FILE, (), fetch), text)]
+    shipped[INVENTORY_SCRIPT] = _read_packaged(PROVISION_SCRIPTS / Path(INVENTORY_SCRIPT).name)
+    return [Provisioner(ProvisionerKind.INVENTORY, Path(INVENTORY_SCRIPT).name, (), script),
+            Provisioner(ProvisionerKind.INVENTORY, INVENTORY_FILE, (), fetch)]
 
 
 def checks_step(variant: Variant) -> tuple[hcl.Block, str] | None:

@@ -160,10 +160,9 @@ def _gp3_defaults_for_packer_16(source: Sequence[Any]) -> dict[str, list[hcl.Blo
     an unset throughput as 0 and refuses it); Packer >= 1.7 and AWS take these same defaults."""
     out: dict[str, list[hcl.Block]] = {}
     for key in ("launch_block_device_mappings", "ami_block_device_mappings"):
-        blocks = [x for x in source if isinstance(x, hcl.Block) and x.type == key]
         changed = False
         new_blocks = []
-        for block in blocks:
+        for block in (x for x in source if isinstance(x, hcl.Block) and x.type == key):
             attrs = {x.key: x.value for x in block.body if isinstance(x, hcl.Attr)}
             kind = attrs.get("volume_type")
             if kind is None or (kind != "gp3" and not isinstance(kind, hcl.Expr)):

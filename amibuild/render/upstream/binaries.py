@@ -82,13 +82,10 @@ def resolve(variant: Any, variables: Mapping[str, Any], aws: Any) -> Binaries:
             f"--k8s {example} --var kubernetes_build_date=YYYY-MM-DD"
         )
     try:
-        if patch:
-            versions = [k8s]
-        else:
-            versions = sorted(
-                (v for v in aws.list_eks_binaries(bucket, region, f"{minor}.") if newest([v], minor)),
-                key=_version_key, reverse=True,
-            )
+        versions = [k8s] if patch else sorted(
+            (v for v in aws.list_eks_binaries(bucket, region, f"{minor}.") if newest([v], minor)),
+            key=_version_key, reverse=True,
+        )
         if not versions:
             raise SpecError(f"{where_k8s}: s3://{bucket} ({region}) holds no Kubernetes {minor}.P binaries: "
                             "pick another version, or set binary_bucket_name / binary_bucket_region")
@@ -109,10 +106,6 @@ def resolve(variant: Any, variables: Mapping[str, Any], aws: Any) -> Binaries:
     if build_date is None:
         raise SpecError(f"{where_k8s}: s3://{bucket} ({region}) holds no build of Kubernetes {version}: "
                         "pick another version")
-    if date:
-        what = f"newest {minor} release built on {date}"
-    elif patch:
-        what = f"newest build of {version}"
-    else:
-        what = f"newest {minor} release"
+    what = (f"newest {minor} release built on {date}" if date
+            else f"newest build of {version}" if patch else f"newest {minor} release")
     return Binaries(version, build_date, "listed", f"Kubernetes binaries: {what} in s3://{bucket} is {version}/{build_date}")

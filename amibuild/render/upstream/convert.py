@@ -149,7 +149,7 @@ def _label(kind: str, raw: Mapping[str, Any], names: list[str]) -> str:
     if kind == "file":
         return f"file {raw.get('direction', 'upload')}"
     if kind == "shell" and raw.get("inline"):
-        first = str((raw.get("inline") or [""])[0])
+        first = str(raw["inline"][0])
         return "inline: " + (first if len(first) <= 40 else first[:37] + "...")
     return kind
 
@@ -180,8 +180,7 @@ class _Dropped(Exception):
 class _Converter:
     """JSON template values -> Python values / hcl.Expr, for one template."""
 
-    def __init__(self, path: Path, root: Path, variables: dict[str, Any], dropped: set[str],
-                 required: frozenset[str] = frozenset()):
+    def __init__(self, path: Path, root: Path, variables: dict[str, Any], dropped: set[str], required: frozenset[str]):
         self.path, self.root, self.template_dir = path, root, path.parent
         self.variables, self.dropped, self.required = variables, dropped, required
         # variables whose default refers to other variables: written as locals
