@@ -75,14 +75,9 @@ class Ec2Calls:
 
     def describe_images(self, region: str, *, image_ids: Sequence[str] = (), owners: Sequence[str] = (),
                         filters: Mapping[str, Sequence[str]] | None = None, include_disabled: bool = False) -> list[Image]:
-        kwargs: dict[str, Any] = {"IncludeDisabled": True} if include_disabled else {}
-        if image_ids:
-            kwargs["ImageIds"] = list(image_ids)
-        if owners:
-            kwargs["Owners"] = list(owners)
-        if filters:
-            kwargs["Filters"] = _filters(filters)
-        return self._images(region, **kwargs)
+        given = {"IncludeDisabled": include_disabled, "ImageIds": list(image_ids), "Owners": list(owners),
+                 "Filters": _filters(filters or {})}
+        return self._images(region, **{key: value for key, value in given.items() if value})
 
     def _images(self, region: str, **kwargs: Any) -> list[Image]:
         with mapped_errors("ec2:DescribeImages", region):
