@@ -60,24 +60,33 @@ def instances(pages: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]
     return (raw for page in pages for reservation in page.get("Reservations", []) for raw in reservation.get("Instances", []))
 
 
+def _filters(filters: Mapping[str, Iterable[str]]) -> list[dict[str, Any]]:
+    """EC2's ``Filters`` parameter: one {Name, Values} per filter name."""
+    return [{"Name": name, "Values": list(values)} for name, values in filters.items()]
+
+
+def _tagged(tags: Mapping[str, str]) -> dict[str, list[str]]:
+    """A ``tag:KEY`` filter per tag: the resource carries every one of `tags`."""
+    return {f"tag:{k}": [v] for k, v in tags.items()}
+
+
 class Ec2Calls:
     """EC2 and Auto Scaling calls; mixed into `amibuild.aws.Aws` (needs `Session`'s clients)."""
 
     def describe_images(self, region: str, *, image_ids: Sequence[str] = (), owners: Sequence[str] = (),
                         filters: Mapping[str, Sequence[str]] | None = None, include_disabled: bool = False) -> list[Image]:
-        kwargs: dict[str, Any] = {"IncludeDisabled": True} if include_disabled else {}
-        if image_ids:
-            kwargs["ImageIds"] = list(image_ids)
-        if owners:
-            kwargs["Owners"] = list(owners)
-        if filters:
-            kwargs["Filters"] = [{"Name": k, "Values": list(v)} for k, v in filters.items()]
-        return self._images(region, **kwargs)
+        given = {"IncludeDisabled": include_disabled, "ImageIds": list(image_ids), "Owners": list(owners),
+                 "Filters": _filters(filters or {})}
+        return self._images(region, **{key: value for key, value in given.items() if value})
 
     def _images(self, region: str, **kwargs: Any) -> list[Image]:
         with mapped_errors("ec2:DescribeImages", region):
             pages = self.client("ec2", region).get_paginator("describe_images").paginate(**kwargs)
             return [_image(raw, region) for page in pages for raw in page.get("Images", [])]
+
+    def _instances(self, region: str, **kwargs: Any) -> list[Mapping[str, Any]]:
+        with mapped_errors("ec2:DescribeInstances", region):
+            return list(instances(self.client("ec2", region).get_paginator("describe_instances").paginate(**kwargs)))
 
     # -- EC2 reads for publishing (amibuild/channels/publish.py) --------------------------
 
@@ -140,8 +149,8 @@ class Ec2Calls:
         disabled ones only with `include_disabled` (IncludeDisabled).
         """
         extra: dict[str, Any] = {"IncludeDisabled": True} if include_disabled else {}
-        images = self._images(region, Owners=["self"], Filters=[{"Name": k, "Values": list(v)} for k, v in filters.items()],
-                              PaginationConfig={"PageSize": IMAGE_PAGE}, **extra)
+        images = self._images(region, Owners=["self"], Filters=_filters(filters), PaginationConfig={"PageSize": IMAGE_PAGE},
+                              **extra)
         return [(image, image.deprecation_time) for image in images]
 
     def snapshot_tags(self, region: str, snapshot_ids: Sequence[str]) -> dict[str, dict[str, str]]:
@@ -154,8 +163,7 @@ class Ec2Calls:
         def chunk(start: int) -> dict[str, dict[str, str]]:
             with mapped_errors("ec2:DescribeSnapshots", region):
                 pages = self.client("ec2", region).get_paginator("describe_snapshots").paginate(
-                    OwnerIds=["self"], Filters=[{"Name": "snapshot-id", "Values": ids[start:start + IDS_PER_FILTER]}]
-                )
+                    OwnerIds=["self"], Filters=_filters({"snapshot-id": ids[start:start + IDS_PER_FILTER]}))
                 return {raw["SnapshotId"]: {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
                         for page in pages for raw in page.get("Snapshots", [])}
 
@@ -195,12 +203,9 @@ class Ec2Calls:
 
     def instance_images(self, region: str) -> list[tuple[str, str, str]]:
         """(instance id, state, image id) of every instance not terminated (or shutting down)."""
-        with mapped_errors("ec2:DescribeInstances", region):
-            pages = self.client("ec2", region).get_paginator("describe_instances").paginate(
-                Filters=[{"Name": "instance-state-name", "Values": list(LIVE_STATES)}],
-                PaginationConfig={"PageSize": INSTANCE_PAGE},
-            )
-            return [(raw["InstanceId"], raw.get("State", {}).get("Name", ""), raw.get("ImageId", "")) for raw in instances(pages)]
+        raws = self._instances(region, Filters=_filters({"instance-state-name": LIVE_STATES}),
+                               PaginationConfig={"PageSize": INSTANCE_PAGE})
+        return [(raw["InstanceId"], raw.get("State", {}).get("Name", ""), raw.get("ImageId", "")) for raw in raws]
 
     def deregister_image(self, region: str, image_id: str) -> None:
         with mapped_errors(f"ec2:DeregisterImage {image_id}", region):
@@ -232,20 +237,15 @@ class Ec2Calls:
 
     def instances_tagged(self, region: str, tags: Mapping[str, str]) -> list[str]:
         """Ids of instances not terminated (or shutting down) carrying every tag in `tags`."""
-        filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
-        filters.append({"Name": "instance-state-name", "Values": list(LIVE_STATES)})
-        with mapped_errors("ec2:DescribeInstances", region):
-            pages = self.client("ec2", region).get_paginator("describe_instances").paginate(Filters=filters)
-            return sorted(raw["InstanceId"] for raw in instances(pages))
+        filters = _filters({**_tagged(tags), "instance-state-name": LIVE_STATES})
+        return sorted(raw["InstanceId"] for raw in self._instances(region, Filters=filters))
 
     def instance_security_groups(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
         """Group id -> name of the security groups these instances use."""
         if not instance_ids:
             return {}
-        with mapped_errors("ec2:DescribeInstances", region):
-            pages = self.client("ec2", region).get_paginator("describe_instances").paginate(
-                Filters=[{"Name": "instance-id", "Values": list(instance_ids)}])
-            return {g["GroupId"]: g.get("GroupName", "") for raw in instances(pages) for g in raw.get("SecurityGroups", [])}
+        raws = self._instances(region, Filters=_filters({"instance-id": instance_ids}))
+        return {g["GroupId"]: g.get("GroupName", "") for raw in raws for g in raw.get("SecurityGroups", [])}
 
     def terminate_instances(self, region: str, instance_ids: Sequence[str]) -> None:
         with mapped_errors(f"ec2:TerminateInstances {' '.join(instance_ids)}", region):
@@ -256,7 +256,7 @@ class Ec2Calls:
         if not names:
             return []
         with mapped_errors("ec2:DescribeKeyPairs", region):
-            raw = self.client("ec2", region).describe_key_pairs(Filters=[{"Name": "key-name", "Values": list(names)}])
+            raw = self.client("ec2", region).describe_key_pairs(Filters=_filters({"key-name": names}))
         return sorted(k["KeyName"] for k in raw.get("KeyPairs", []))
 
     def delete_key_pair(self, region: str, name: str) -> None:
@@ -268,8 +268,7 @@ class Ec2Calls:
         if not names:
             return {}
         with mapped_errors("ec2:DescribeSecurityGroups", region):
-            raw = self.client("ec2", region).describe_security_groups(
-                Filters=[{"Name": "group-name", "Values": list(names)}])
+            raw = self.client("ec2", region).describe_security_groups(Filters=_filters({"group-name": names}))
         return {g["GroupName"]: g["GroupId"] for g in raw.get("SecurityGroups", [])}
 
     def delete_security_group(self, region: str, group_id: str) -> None:
@@ -278,10 +277,9 @@ class Ec2Calls:
 
     def volumes_tagged(self, region: str, tags: Mapping[str, str]) -> list[str]:
         """Ids of volumes not attached to anything that carry every tag in `tags`."""
-        filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
-        filters.append({"Name": "status", "Values": ["available"]})
         with mapped_errors("ec2:DescribeVolumes", region):
-            pages = self.client("ec2", region).get_paginator("describe_volumes").paginate(Filters=filters)
+            pages = self.client("ec2", region).get_paginator("describe_volumes").paginate(
+                Filters=_filters({**_tagged(tags), "status": ["available"]}))
             return sorted(v["VolumeId"] for page in pages for v in page.get("Volumes", []))
 
     def delete_volume(self, region: str, volume_id: str) -> None:
@@ -290,10 +288,9 @@ class Ec2Calls:
 
     def snapshots_tagged(self, region: str, tags: Mapping[str, str]) -> list[str]:
         """Ids of this account's snapshots carrying every tag in `tags`."""
-        filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
         with mapped_errors("ec2:DescribeSnapshots", region):
             pages = self.client("ec2", region).get_paginator("describe_snapshots").paginate(
-                OwnerIds=["self"], Filters=filters)
+                OwnerIds=["self"], Filters=_filters(_tagged(tags)))
             return sorted(s["SnapshotId"] for page in pages for s in page.get("Snapshots", []))
 
     # ---------------------------------------------------------------------------- rollout (typed results from handoff_results.py)

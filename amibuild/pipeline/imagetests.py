@@ -188,9 +188,7 @@ def test_blocks(value: Any, where: str) -> list[TestBlock]:
 def boot_test_settings(value: Any, where: str) -> BootTestSettings:
     body = one_block(value, where, "test { subnet_id = ..., security_group_id = ..., instance_profile = ... }")
     check_fields(body, BOOT_TEST_KEYS, where)
-    values = {k: str(body.get(k, "")) for k in ("subnet_id", "security_group_id", "instance_type")}
-    for key, text in values.items():
-        checks.pattern(text, f"{where}.{key}", key)
+    values = {k: checks.pattern(str(body.get(k, "")), f"{where}.{k}", k) for k in ("subnet_id", "security_group_id", "instance_type")}
     profile = str(body.get("instance_profile", ""))
     if profile:
         iam_names.instance_profile(profile, f"{where}.instance_profile")

@@ -38,9 +38,8 @@ def parse_map(value: Any, where: str) -> Mapping[str, str]:
     if value is None or value == "":
         return MappingProxyType({})
     if isinstance(value, str):
-        pairs = [p.strip() for p in value.split(",") if p.strip()]
         out = {}
-        for pair in pairs:
+        for pair in filter(None, (p.strip() for p in value.split(","))):
             region, sep, key = pair.partition("=")
             if not sep or not region.strip():
                 raise SpecError(f"{where}: write {FIELD} as a map, e.g. {FIELD} = {{ \"eu-west-1\" = "

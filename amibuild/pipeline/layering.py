@@ -123,14 +123,15 @@ def load(
         raise SpecError(f"{where}: defaults: `enabled` belongs in a variant block (enabled = false leaves that "
                         "variant out unless --variant names it)")
     variant_blocks = _variant_blocks(doc, where)
-    var_file_layers = _read_var_files(overrides.var_files)
-    flag_layers = overrides_layers(overrides)
-
-    names = _select(variant_blocks, overrides, where)
     # LAYERS orders the kinds of layer (lowest first). The first two, the defaults and the pipeline
     # file, are merged once per variant block and shared along `extends` chains (`_Chains`); the
     # var-files and flags go on top of each variant's.
     assert LAYERS[:2] == ("defaults", "pipeline file"), "_Chains merges these two first"
+    by_kind = {"var-files": _read_var_files(overrides.var_files), "flags": overrides_layers(overrides)}  # the rest of LAYERS
+    assert {*LAYERS[:2], *by_kind} == set(LAYERS), "a layer kind missing from LAYERS would be dropped"
+    later_layers = [layer for kind in LAYERS[2:] for layer in by_kind[kind]]
+
+    names = _select(variant_blocks, overrides, where)
     defaults_layer: Layer = MappingProxyType({key: Setting(value, "defaults") for key, value in DEFAULTS.items()})
     base = Merged().apply([defaults_layer, _file_layer(defaults_block, f"{where}: defaults", source)])
     chains = _Chains(variant_blocks, base, where, source)
@@ -138,10 +139,7 @@ def load(
         chains.state(name)
     variants = []
     for name in names:
-        by_kind = {"var-files": var_file_layers, "flags": flag_layers}  # the rest of LAYERS
-        assert {*LAYERS[:2], *by_kind} == set(LAYERS), "a layer kind missing from LAYERS would be dropped"
-        layers = [layer for kind in LAYERS[2:] for layer in by_kind[kind]]
-        merged = chains.state(name).apply(layers)
+        merged = chains.state(name).apply(later_layers)
         variants.append(validate_variant(name, dict(merged.values), dict(merged.origins),
                                           root=source.parent if source else Path.cwd()))
         imagetests.check_set(variants[-1])  # a test block refused at load, before any AWS work

@@ -117,13 +117,7 @@ def validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, ro
     for script in script_list:
         # the scripts are uploaded and run with sudo: only files of the pipeline repository, with
         # symlinks followed, so `../../etc/shadow` or a link out of the folder cannot be shipped
-        try:
-            path = files.resolve(top / str_value(script, at("scripts")))
-        except OSError:
-            raise SpecError(f"{at('scripts')}: script {script} is a symlink loop; point it at a file") from None
-        if not path.is_relative_to(top):
-            raise SpecError(f"{at('scripts')}: script {script} is outside {top}; keep provisioner scripts in "
-                            "the pipeline file's folder")
+        path = _inside(top, str_value(script, at("scripts")), f"{at('scripts')}: script {script}", "provisioner scripts")
         why = files.problem(path)
         if why == "no such file":
             raise SpecError(f"{at('scripts')}: script {script} not found")
@@ -260,6 +254,17 @@ def _kind(value: Any) -> str:
     return {bool: "a bool", list: "a list", dict: "a map"}.get(type(value), type(value).__name__)
 
 
+def _inside(top: Path, name: str, label: str, kept: str) -> Path:
+    """``top / name`` with symlinks followed; SpecError (naming ``label``) when it loops or leads out of ``top``."""
+    try:
+        path = files.resolve(top / name)
+    except OSError:
+        raise SpecError(f"{label} is a symlink loop; point it at a file") from None
+    if not path.is_relative_to(top):
+        raise SpecError(f"{label} is outside {top}; keep {kept} in the pipeline file's folder")
+    return path
+
+
 _HEREDOC = re.compile(r"<<-?([A-Za-z_][A-Za-z0-9_]*)\n(.*)\n[ \t]*\1", re.DOTALL)
 
 
@@ -274,13 +279,7 @@ def _shipped_key(name: str, gpgkey: str, root: Path, where: str) -> str:
         gpgkey = heredoc.group(2)
     if gpgkey.lstrip().startswith(checks.ARMORED_KEY_BEGIN):
         return checks.armored_key(gpgkey, where, f"{label} (inline)")
-    top = root.resolve()
-    try:
-        path = files.resolve(top / gpgkey)
-    except OSError:
-        raise SpecError(f"{where}: {label} {gpgkey} is a symlink loop; point it at a file") from None
-    if not path.is_relative_to(top):
-        raise SpecError(f"{where}: {label} {gpgkey} is outside {top}; keep keys in the pipeline file's folder")
+    path = _inside(root.resolve(), gpgkey, f"{where}: {label} {gpgkey}", "keys")
     why = files.problem(path)
     if why is not None:
         raise SpecError(f"{where}: {label} {gpgkey}: {why}; give an https:// URL, an inline key or a local file")

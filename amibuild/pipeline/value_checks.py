@@ -397,11 +397,8 @@ def literal_problem(raw: Any) -> str | None:
     that would be rendered as a string, so they are found here and refused with the file's line.
     """
     if isinstance(raw, (dict, list)):
-        for item in raw.values() if isinstance(raw, dict) else raw:
-            found = literal_problem(item)
-            if found is not None:
-                return found
-        return None
+        items = raw.values() if isinstance(raw, dict) else raw
+        return next((found for item in items if (found := literal_problem(item)) is not None), None)
     if not isinstance(raw, str):
         return None  # numbers, bools, null
     if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:  # a string: a literal unless it interpolates
