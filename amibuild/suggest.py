@@ -2,8 +2,7 @@
 "unknown field" refusal of a block's fields that uses it (with `one_block`, the body of a single block).
 
 A leaf beside `tags.py`, so every layer (the gateway's region check, the pipeline's field checks,
-the hand-off's channel names) words a near miss the same way. `difflib` is imported when a
-suggestion is asked for, which is only on the way to an error.
+the hand-off's channel names) words a near miss the same way.
 """
 
 from __future__ import annotations
