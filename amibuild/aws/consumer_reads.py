@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from amibuild.aws import Aws, mapped_errors, fan_out
-from amibuild.aws.ec2 import IDS_PER_FILTER, INSTANCE_PAGE, LIVE_STATES, instances
+from amibuild.aws.ec2 import IDS_PER_FILTER, INSTANCE_PAGE, LIVE_STATES, filter_list
 
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
 KARPENTER_NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
@@ -136,12 +136,8 @@ def instances_of(aws: Aws, region: str, image_ids: Sequence[str]) -> list[Instan
     ids = sorted(set(filter(None, image_ids)))
     found = []
     for start in range(0, len(ids), IDS_PER_FILTER):
-        filters = [{"Name": "image-id", "Values": ids[start:start + IDS_PER_FILTER]},
-                   {"Name": "instance-state-name", "Values": list(LIVE_STATES)}]
-        with mapped_errors("ec2:DescribeInstances", region):
-            pages = aws.client("ec2", region).get_paginator("describe_instances").paginate(
-                Filters=filters, PaginationConfig={"PageSize": INSTANCE_PAGE})
-            for raw in instances(pages):
-                tags = {t["Key"]: t["Value"] for t in raw.get("Tags", []) if t["Key"] in GROUPING_TAGS}
-                found.append(InstanceImage(raw["InstanceId"], raw.get("State", {}).get("Name", ""), raw.get("ImageId", ""), tags))
+        filters = filter_list({"image-id": ids[start:start + IDS_PER_FILTER], "instance-state-name": LIVE_STATES})
+        for raw in aws.instances_where(region, Filters=filters, PaginationConfig={"PageSize": INSTANCE_PAGE}):
+            tags = {t["Key"]: t["Value"] for t in raw.get("Tags", []) if t["Key"] in GROUPING_TAGS}
+            found.append(InstanceImage(raw["InstanceId"], raw.get("State", {}).get("Name", ""), raw.get("ImageId", ""), tags))
     return found

@@ -60,7 +60,7 @@ def instances(pages: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]
     return (raw for page in pages for reservation in page.get("Reservations", []) for raw in reservation.get("Instances", []))
 
 
-def _filters(filters: Mapping[str, Iterable[str]]) -> list[dict[str, Any]]:
+def filter_list(filters: Mapping[str, Iterable[str]]) -> list[dict[str, Any]]:
     """EC2's ``Filters`` parameter: one {Name, Values} per filter name."""
     return [{"Name": name, "Values": list(values)} for name, values in filters.items()]
 
@@ -76,7 +76,7 @@ class Ec2Calls:
     def describe_images(self, region: str, *, image_ids: Sequence[str] = (), owners: Sequence[str] = (),
                         filters: Mapping[str, Sequence[str]] | None = None, include_disabled: bool = False) -> list[Image]:
         given = {"IncludeDisabled": include_disabled, "ImageIds": list(image_ids), "Owners": list(owners),
-                 "Filters": _filters(filters or {})}
+                 "Filters": filter_list(filters or {})}
         return self._images(region, **{key: value for key, value in given.items() if value})
 
     def _images(self, region: str, **kwargs: Any) -> list[Image]:
@@ -84,7 +84,8 @@ class Ec2Calls:
             pages = self.client("ec2", region).get_paginator("describe_images").paginate(**kwargs)
             return [_image(raw, region) for page in pages for raw in page.get("Images", [])]
 
-    def _instances(self, region: str, **kwargs: Any) -> list[Mapping[str, Any]]:
+    def instances_where(self, region: str, **kwargs: Any) -> list[Mapping[str, Any]]:
+        """Every instance DescribeInstances answers with for these parameters, all pages read."""
         with mapped_errors("ec2:DescribeInstances", region):
             return list(instances(self.client("ec2", region).get_paginator("describe_instances").paginate(**kwargs)))
 
@@ -149,7 +150,7 @@ class Ec2Calls:
         disabled ones only with `include_disabled` (IncludeDisabled).
         """
         extra: dict[str, Any] = {"IncludeDisabled": True} if include_disabled else {}
-        images = self._images(region, Owners=["self"], Filters=_filters(filters), PaginationConfig={"PageSize": IMAGE_PAGE},
+        images = self._images(region, Owners=["self"], Filters=filter_list(filters), PaginationConfig={"PageSize": IMAGE_PAGE},
                               **extra)
         return [(image, image.deprecation_time) for image in images]
 
@@ -163,7 +164,7 @@ class Ec2Calls:
         def chunk(start: int) -> dict[str, dict[str, str]]:
             with mapped_errors("ec2:DescribeSnapshots", region):
                 pages = self.client("ec2", region).get_paginator("describe_snapshots").paginate(
-                    OwnerIds=["self"], Filters=_filters({"snapshot-id": ids[start:start + IDS_PER_FILTER]}))
+                    OwnerIds=["self"], Filters=filter_list({"snapshot-id": ids[start:start + IDS_PER_FILTER]}))
                 return {raw["SnapshotId"]: {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
                         for page in pages for raw in page.get("Snapshots", [])}
 
@@ -203,7 +204,7 @@ class Ec2Calls:
 
     def instance_images(self, region: str) -> list[tuple[str, str, str]]:
         """(instance id, state, image id) of every instance not terminated (or shutting down)."""
-        raws = self._instances(region, Filters=_filters({"instance-state-name": LIVE_STATES}),
+        raws = self.instances_where(region, Filters=filter_list({"instance-state-name": LIVE_STATES}),
                                PaginationConfig={"PageSize": INSTANCE_PAGE})
         return [(raw["InstanceId"], raw.get("State", {}).get("Name", ""), raw.get("ImageId", "")) for raw in raws]
 
@@ -237,14 +238,14 @@ class Ec2Calls:
 
     def instances_tagged(self, region: str, tags: Mapping[str, str]) -> list[str]:
         """Ids of instances not terminated (or shutting down) carrying every tag in `tags`."""
-        filters = _filters({**_tagged(tags), "instance-state-name": LIVE_STATES})
-        return sorted(raw["InstanceId"] for raw in self._instances(region, Filters=filters))
+        filters = filter_list({**_tagged(tags), "instance-state-name": LIVE_STATES})
+        return sorted(raw["InstanceId"] for raw in self.instances_where(region, Filters=filters))
 
     def instance_security_groups(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:
         """Group id -> name of the security groups these instances use."""
         if not instance_ids:
             return {}
-        raws = self._instances(region, Filters=_filters({"instance-id": instance_ids}))
+        raws = self.instances_where(region, Filters=filter_list({"instance-id": instance_ids}))
         return {g["GroupId"]: g.get("GroupName", "") for raw in raws for g in raw.get("SecurityGroups", [])}
 
     def terminate_instances(self, region: str, instance_ids: Sequence[str]) -> None:
@@ -256,7 +257,7 @@ class Ec2Calls:
         if not names:
             return []
         with mapped_errors("ec2:DescribeKeyPairs", region):
-            raw = self.client("ec2", region).describe_key_pairs(Filters=_filters({"key-name": names}))
+            raw = self.client("ec2", region).describe_key_pairs(Filters=filter_list({"key-name": names}))
         return sorted(k["KeyName"] for k in raw.get("KeyPairs", []))
 
     def delete_key_pair(self, region: str, name: str) -> None:
@@ -268,7 +269,7 @@ class Ec2Calls:
         if not names:
             return {}
         with mapped_errors("ec2:DescribeSecurityGroups", region):
-            raw = self.client("ec2", region).describe_security_groups(Filters=_filters({"group-name": names}))
+            raw = self.client("ec2", region).describe_security_groups(Filters=filter_list({"group-name": names}))
         return {g["GroupName"]: g["GroupId"] for g in raw.get("SecurityGroups", [])}
 
     def delete_security_group(self, region: str, group_id: str) -> None:
@@ -279,7 +280,7 @@ class Ec2Calls:
         """Ids of volumes not attached to anything that carry every tag in `tags`."""
         with mapped_errors("ec2:DescribeVolumes", region):
             pages = self.client("ec2", region).get_paginator("describe_volumes").paginate(
-                Filters=_filters({**_tagged(tags), "status": ["available"]}))
+                Filters=filter_list({**_tagged(tags), "status": ["available"]}))
             return sorted(v["VolumeId"] for page in pages for v in page.get("Volumes", []))
 
     def delete_volume(self, region: str, volume_id: str) -> None:
@@ -290,7 +291,7 @@ class Ec2Calls:
         """Ids of this account's snapshots carrying every tag in `tags`."""
         with mapped_errors("ec2:DescribeSnapshots", region):
             pages = self.client("ec2", region).get_paginator("describe_snapshots").paginate(
-                OwnerIds=["self"], Filters=_filters(_tagged(tags)))
+                OwnerIds=["self"], Filters=filter_list(_tagged(tags)))
             return sorted(s["SnapshotId"] for page in pages for s in page.get("Snapshots", []))
 
     # ---------------------------------------------------------------------------- rollout (typed results from handoff_results.py)
