@@ -58,9 +58,10 @@ class Signals:
             pass
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        again = bool(self.received)
+        first = not self.received
         self.received.append(signum)
-        self._say(f"amibuild: {signal.Signals(signum).name}{' again' if again else ''}: {self._again if again else self._first}")
+        name = signal.Signals(signum).name
+        self._say(f"amibuild: {name}: {self._first}" if first else f"amibuild: {name} again: {self._again}")
 
     def requested(self) -> bool:
         """True once a signal came (the `Guard.cancelled` callback)."""
