@@ -384,3 +384,47 @@ def test_userdata_variant_takes_its_os_and_proxy_credentials_from_the_pipeline_f
     typo = run_cli(tmp_path, "userdata", *every, "--variant", "nwe", binary="amibuild", env=env)
     assert typo.returncode == 2 and "nwe" in typo.stderr and "new" in typo.stderr, typo.stderr
     assert typo.stdout == ""
+
+
+# ------------------------------------------------------------------------------- one variant, no --variant
+
+
+def test_a_command_on_one_variant_takes_the_files_only_one_and_names_them_when_there_are_more(
+        tmp_path: Path, sandbox) -> None:
+    from test_fleet import make_image
+
+    (tmp_path / "amibuild.hcl").write_text(ROLLOUT_PIPELINE)  # one variant, ceph: `amibuild init` writes one too
+    first, second = make_image("ceph", 1), make_image("ceph", 2)
+    parameter = "/amibuild/fh/1.33/ceph/recommended/image_id"
+    for ami in (first, second):
+        published = run_cli(tmp_path, "publish", "--ami", f"us-west-2={ami}", binary="amibuild")
+        assert published.returncode == 0, published.stderr
+    ssm = boto3.client("ssm", region_name="us-west-2")
+    assert ssm.get_parameter(Name=parameter)["Parameter"]["Value"] == second
+
+    history = run_cli(tmp_path, "history", "--json", binary="amibuild")
+    assert history.returncode == 0, history.stderr
+    assert sorted((e["parameter"], e["version"], e["ami"]) for e in json.loads(history.stdout)) == [
+        (parameter, 1, first), (parameter, 2, second)]
+    node_class = run_cli(tmp_path, "karpenter", "--channel", "recommended", "--cluster", "prod", binary="amibuild")
+    assert node_class.returncode == 0, node_class.stderr
+    assert yaml.safe_load(node_class.stdout)["spec"]["amiSelectorTerms"] == [{"ssmParameter": parameter}]
+    rolled_back = run_cli(tmp_path, "rollback", "--channel", "recommended", binary="amibuild")
+    assert rolled_back.returncode == 0, rolled_back.stderr
+    assert ssm.get_parameter(Name=parameter)["Parameter"]["Value"] == first
+
+    # a second variant: which one is no longer plain, so each command names both and writes nothing
+    (tmp_path / "amibuild.hcl").write_text(ROLLOUT_PIPELINE + 'variant "gpu" {\n  kubernetes_version = "1.33"\n}\n')
+    before = ssm.get_parameter(Name=parameter)["Parameter"]["Version"]
+    for args, whose in [(["publish", "--ami", f"us-west-2={second}"], "whose channel this is"),
+                        (["rollback", "--channel", "recommended"], "whose channel this is"),
+                        (["history"], "whose channel this is"),
+                        (["karpenter", "--channel", "recommended"], "whose channel the node class follows"),
+                        (["sbom", "--channel", "recommended"], "whose image this is"),
+                        (["test-ami", "--channel", "recommended"], "whose image to test"),
+                        (["verify", "--channel", "recommended"], "whose channel this is")]:
+        refused = run_cli(tmp_path, *args, binary="amibuild")
+        assert refused.returncode == 2, (args, refused.stderr)
+        assert last_line(refused) == (f"amibuild: error: --variant: name the variant {whose}, one of ceph, gpu, "
+                                      "e.g. --variant ceph"), args
+    assert ssm.get_parameter(Name=parameter)["Parameter"]["Version"] == before

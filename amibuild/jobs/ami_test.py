@@ -109,10 +109,7 @@ def test_ami(r: TestAmiRequest, env: Env) -> Shown:
 
 def _run(r: TestAmiRequest, options: Options, *, say: Any, stop: Signals, read_timeout: float | None, poll: float | None):
     """The boot test of one variant's image; its result, with the record written."""
-    pipeline = load_pipeline(options)
-    if len(pipeline.variants) != 1:
-        raise SpecError("test-ami: name one variant with --variant")
-    variant = pipeline.variants[0]
+    pipeline, variant = envs.one_variant(options, "whose image to test")
     imagetests.check_cluster(r.cluster or "", "--cluster")
     if r.instance_profile:
         iam_names.instance_profile(r.instance_profile, "--instance-profile")

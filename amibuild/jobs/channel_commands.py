@@ -16,7 +16,7 @@ from amibuild.channels import repair as repair_mod
 from amibuild.channels.gates import check_reason
 from amibuild.channels.plan import PublishPlan, parse_amis
 from amibuild.errors import SpecError
-from amibuild.jobs.env import Env, channel_deadline, channel_variant, guard, read_timeout, scope_options
+from amibuild.jobs.env import Env, channel_deadline, guard, one_variant, read_timeout, scope_options
 from amibuild.jobs.requests_channels import ChannelsRequest, HistoryRequest, PromoteRequest, PublishRequest, RollbackRequest
 from amibuild.jobs.shown import Shown
 from amibuild.jobs.signals import finish_channel, held
@@ -44,7 +44,7 @@ def _write(r, env: Env, write, *, gated: bool = True):
     gate = {"override_gate": check_reason(r.override_gate, r.reason), "new_channel": r.new_channel,
             "now": values.what_if_now(r.now, dry_run=r.dry_run)} if gated else {}
     opts = scope_options(env, r)
-    pipe, var = channel_variant(opts, r.variant)
+    pipe, var = one_variant(opts, "whose channel this is")
     return write(lambda run_id=None: dict(
         profile=opts.profile, pipeline=pipe, variant=var, force=r.force, read_timeout=read_timeout(env),
         guard=guard(env, run_id), dry_run=r.dry_run, say=env.say, **gate))
@@ -91,7 +91,7 @@ def rollback(r: RollbackRequest, env: Env) -> Shown:
 
 def history(r: HistoryRequest, env: Env) -> Shown:
     opts = scope_options(env, r)
-    pipe, var = channel_variant(opts, r.variant)
+    pipe, var = one_variant(opts, "whose channel this is")
     aws = Aws(profile=opts.profile, region=pipe.build_region)
     if r.channel:  # a typo would show an empty table and exit 0
         known.require(aws, pipe, [var], known.Asked(r.channel), regions=(r.region,) if r.region else None)

@@ -106,11 +106,13 @@ def scope_options(env: Env, request: Any, *, announce: bool = True) -> Options:
                               getattr(request, "k8s", None), getattr(request, "profile", None)), announce=announce)
 
 
-def channel_variant(options: Options, variant: str | None):
-    """(Pipeline, Variant) for publish / promote / rollback / history of one variant."""
-    if not variant:
-        raise SpecError("--variant: name the variant whose channel this is, e.g. --variant ceph")
+def one_variant(options: Options, what: str):
+    """(Pipeline, Variant) of a command that acts on one variant: the one --variant names, else the
+    pipeline's only one; ``what`` says whose (exit 2 naming the variants when there are more)."""
     pipeline = load_pipeline(options)
+    if len(pipeline.variants) != 1:
+        names = [v.name for v in pipeline.variants]
+        raise SpecError(f"--variant: name the variant {what}, one of {', '.join(names)}, e.g. --variant {names[0]}")
     return pipeline, pipeline.variants[0]
 
 

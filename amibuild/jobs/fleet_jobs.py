@@ -16,6 +16,7 @@ from amibuild.channels import read as channel_read
 from amibuild.errors import SpecError
 from amibuild.handoff import consumer
 from amibuild.handoff import karpenter as karpenter_mod
+from amibuild.jobs.env import one_variant
 from amibuild.lifecycle import fleet as fleet_mod
 from amibuild.pipeline.naming import check_channel, parameter_name
 from amibuild.pipeline import proxy_credentials
@@ -39,18 +40,17 @@ def fleet_view(options: Any, *, variant: str | None = None, channel: str | None 
     return fleet_mod.mark(view, fleet_mod.provenance(aws, pipeline, facts, view)) if verify else view
 
 
-def karpenter_manifest(options: Any, *, variant: str | None, channel: str | None, name: str | None = None,
+def karpenter_manifest(options: Any, *, channel: str | None, name: str | None = None,
                        role: str | None = None, instance_profile: str | None = None, cluster: str | None = None,
                        discovery: str | None = None, region: str | None = None,
                        settings: karpenter_mod.NodeSettings, say: Callable[[str], None]) -> dict:
     """`amibuild karpenter`: the node class (checked before any AWS call) → the channel exists there;
     a note about the image's admission in the region goes to ``say``."""
 
-    if not variant or not channel:
-        raise SpecError("karpenter: give --variant VARIANT and --channel CHANNEL, e.g. --variant ceph --channel stable")
+    if not channel:
+        raise SpecError("karpenter: give --channel CHANNEL, the channel the node class follows, e.g. --channel stable")
     check_channel(channel)
-    pipeline = load_pipeline(options)
-    chosen = pipeline.variants[0]
+    pipeline, chosen = one_variant(options, "whose channel the node class follows")
     where = region or pipeline.build_region
     # the region the nodes are in, and the variant's proxy { credentials_parameter } for a proxy URL without its own
     settings = replace(settings, region=settings.region or where, proxy_credentials_parameter=proxy_credentials.for_proxy(

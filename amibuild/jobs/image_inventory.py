@@ -31,6 +31,7 @@ from amibuild.inventory import diff as diffs
 from amibuild.inventory import sbom
 from amibuild.inventory import scan as scans
 from amibuild.inventory.packages import Package
+from amibuild.jobs.env import one_variant
 from amibuild.jobs.requests_views import DiffRequest, SbomRequest, ScanRequest
 from amibuild.pipeline.naming import parameter_name
 from amibuild.pipeline.options import Options, load_pipeline
@@ -147,9 +148,9 @@ class SbomResult:
 
 
 def _loaded(opts: Options) -> tuple[Any, Any, Aws]:
-    """The pipeline, the one variant --variant names (the load refuses a name the file lacks), and its gateway."""
-    pipeline = load_pipeline(opts)
-    return pipeline, pipeline.variants[0], Aws(profile=opts.profile, region=pipeline.build_region)
+    """The pipeline, the one variant (`env.one_variant`), and its gateway."""
+    pipeline, variant = one_variant(opts, "whose image this is")
+    return pipeline, variant, Aws(profile=opts.profile, region=pipeline.build_region)
 
 
 def check_subject(channel: str | None, ami: str | None, command: str) -> str:

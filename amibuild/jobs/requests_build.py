@@ -47,7 +47,7 @@ class ChannelRequest:
     """The flags that name one variant's channels: publish, promote, rollback, history."""
 
     pipeline: str | None = like(Selection, "pipeline")
-    variant: str | None = flag("Variant whose channel this is (required)")
+    variant: str | None = flag("Variant whose channel this is (default: the pipeline's only variant)")
     k8s: str | None = flag(K8S_HELP)
     profile: str | None = like(Output, "profile")
     json: bool = flag(JSON_HELP, False)
@@ -156,8 +156,7 @@ class TestAmiRequest(Output):
     """`amibuild test-ami`."""
 
     __test__ = False  # pytest: not a test class
-    variant: str | None = flag("Variant whose image to test", required="test-ami: --variant: name the variant whose "
-                               "image to test, e.g. --variant ceph")
+    variant: str | None = flag("Variant whose image to test (default: the pipeline's only variant)")
     ami: str | None = flag("The image to boot, in the build region (its copies are tagged with the result too)")
     run_id: str | None = flag("Test the image a build run made of the variant")
     channel: str | None = flag("Test the image the variant's channel holds, e.g. recommended (in every region it "

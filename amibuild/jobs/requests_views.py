@@ -30,7 +30,8 @@ class FleetRequest:
 class KarpenterRequest:
     """`amibuild karpenter`."""
 
-    variant: str | None = flag("Variant whose channel the node class follows (required)")
+    variant: str | None = flag("Variant whose channel the node class follows (default: the pipeline's only "
+                                "variant)")
     channel: str | None = flag("Channel to follow, e.g. stable (required)")
     name: str | None = flag("The EC2NodeClass's name (default: VARIANT-CHANNEL)")
     role: str | None = flag("IAM role of the nodes (default: KarpenterNodeRole-CLUSTER, unless --instance-profile)")
@@ -77,7 +78,7 @@ class VerifyRequest:
 class ImageRequest:
     """The flags sbom, diff and scan share."""
 
-    variant: str | None = flag("Variant whose image this is (required)")
+    variant: str | None = flag("Variant whose image this is (default: the pipeline's only variant)")
     k8s: str | None = flag(K8S_HELP)
     pipeline: str | None = like(FleetRequest, "pipeline")
     profile: str | None = like(Output, "profile")

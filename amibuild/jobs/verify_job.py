@@ -17,6 +17,7 @@ from amibuild.channels import channel_verify as verify_mod
 from amibuild.channels import known
 from amibuild.channels.channel_verify import Target, Today
 from amibuild.errors import AmibuildError, SpecError
+from amibuild.jobs.env import one_variant
 from amibuild.jobs.platform import Platform
 from amibuild.pipeline.naming import check_channel
 from amibuild.pipeline.options import load_pipeline
@@ -42,7 +43,7 @@ def today_renders(options: Any, pipeline: Any, aws: Any, variants: list[str], *,
             for r in prepared.rendered}, ""
 
 
-def verify_report(options: Any, *, ami: str | None, variant: str | None, channel: str | None,
+def verify_report(options: Any, *, ami: str | None, channel: str | None,
                   region: str | None, platform: Callable[[], Platform], aws: Any = None) -> Any:
     """Targets → statements read and verified → (the report (pure check over the facts), why today's
     file was not rendered)."""
@@ -53,9 +54,7 @@ def verify_report(options: Any, *, ami: str | None, variant: str | None, channel
         raise SpecError(f"--ami {ami!r} is not an AMI id (ami- and 8 or 17 hex digits)")
     if channel:
         check_channel(channel)
-    pipeline = load_pipeline(options)
-    if channel and len(pipeline.variants) != 1:
-        raise SpecError("verify --channel: name one variant with --variant")
+    pipeline = one_variant(options, "whose channel this is")[0] if channel else load_pipeline(options)
     regions = list(pipeline.target_regions)
     if region and region not in regions:
         raise SpecError(f"--region {region}: not a target region of pipeline {pipeline.name} ({', '.join(regions)})")

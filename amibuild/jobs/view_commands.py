@@ -8,7 +8,6 @@ parsed it, the job's `Env`, and what it prints and exits with. Their jobs: `amib
 from __future__ import annotations
 
 from amibuild.channels import channel_verify as verify_mod
-from amibuild.errors import SpecError
 from amibuild.handoff import consumer
 from amibuild.handoff import karpenter as karpenter_mod
 from amibuild.jobs import image_inventory as job
@@ -19,7 +18,6 @@ from amibuild.jobs.requests_views import (AllowedAmisRequest, DiffRequest, Fleet
 from amibuild.jobs.shown import Shown
 from amibuild.jobs.verify_job import verify_report
 from amibuild.lifecycle import fleet as fleet_mod
-from amibuild.pipeline.options import Options
 from amibuild.views import summary
 
 
@@ -44,7 +42,7 @@ def karpenter(r: KarpenterRequest, env: Env) -> Shown:
         proxy=r.proxy, no_proxy=tuple(e for v in r.no_proxy for e in v.split(",") if e),
         kubelet_flags=r.kubelet_flag, vpc_cidrs=r.vpc_cidr, service_cidr=r.service_cidr or None,
         region=r.region or "", proxy_credentials_parameter=r.proxy_credentials_parameter)
-    manifest = karpenter_manifest(opts, variant=r.variant, channel=r.channel, name=r.name, role=r.role,
+    manifest = karpenter_manifest(opts, channel=r.channel, name=r.name, role=r.role,
                                   instance_profile=r.instance_profile, cluster=r.cluster, discovery=r.discovery,
                                   region=r.region, settings=settings, say=env.say)
     if not r.cluster:  # the default is a guess: say it, so a wrong one is seen before the nodes fail to join
@@ -57,30 +55,22 @@ def karpenter(r: KarpenterRequest, env: Env) -> Shown:
 
 
 def verify(r: VerifyRequest, env: Env) -> Shown:  # today's file is rendered for the platform AMIBUILD_TARGET names
-    report, why_not = verify_report(scope_options(env, r), ami=r.ami, variant=r.variant, channel=r.channel,
+    report, why_not = verify_report(scope_options(env, r), ami=r.ami, channel=r.channel,
                                     region=r.region, platform=env.platform)
     return Shown(report, data=lambda x: {**x.to_dict(), "today_not_rendered": why_not or None},
                  lines=lambda x: verify_mod.lines(x) + ([f"  ({why_not})"] if why_not else []))
 
 
 def sbom(r: SbomRequest, env: Env) -> Shown:
-    return Shown(job.run_sbom(r, _image(r, env)))
+    return Shown(job.run_sbom(r, scope_options(env, r)))
 
 
 def diff(r: DiffRequest, env: Env) -> Shown:
-    return Shown(job.run_diff(r, _image(r, env)))
+    return Shown(job.run_diff(r, scope_options(env, r)))
 
 
 def scan(r: ScanRequest, env: Env) -> Shown:
-    return Shown(job.run_scan(r, _image(r, env)))
-
-
-def _image(r: SbomRequest | DiffRequest | ScanRequest, env: Env) -> Options:
-    """The options of an sbom, diff or scan: --variant is required."""
-    opts = scope_options(env, r)
-    if not r.variant:
-        raise SpecError("--variant: name the variant whose image this is")
-    return opts
+    return Shown(job.run_scan(r, scope_options(env, r)))
 
 
 def allowed_amis(r: AllowedAmisRequest, env: Env) -> Shown:  # days out of range: exit 2 before any AWS call
