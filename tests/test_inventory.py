@@ -88,6 +88,9 @@ def test_diff_names_htop_added_and_the_key_versions() -> None:
     assert "1 added, 0 removed, 0 changed" in result.summary()
     assert "    + htop.x86_64 3.2.1-1.amzn2023.0.2" in image_diff.lines(result)
     assert "| htop.x86_64 | added | - | 3.2.1-1.amzn2023.0.2 |" in image_diff.markdown(result)
+    assert image_diff.lines(result)[0] == "stable (ami-1) -> recommended (ami-2)"
+    by_id = image_diff.diff(image_diff.Side("ami-1", "ami-1", ceph.packages), with_htop)
+    assert image_diff.lines(by_id)[0] == "ami-1 -> recommended (ami-2)"  # an AMI named by its id: said once
 
 
 def test_an_upgrade_and_a_removal_are_named_with_both_versions() -> None:

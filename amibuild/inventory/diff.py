@@ -109,8 +109,13 @@ def _key_versions(old: Sequence[Package], new: Sequence[Package]) -> dict[str, t
     return {what: (newest(old, names), newest(new, names)) for what, names in KEY_PACKAGES.items()}
 
 
+def named(label: str, ami: str) -> str:
+    """An image as the user named it, with its AMI id when the name is not the id: `stable (ami-...)`."""
+    return ami if label == ami else f"{label} ({ami})"
+
+
 def lines(result: ImageDiff) -> list[str]:
-    out = [f"{result.old.label} ({result.old.image}) -> {result.new.label} ({result.new.image})"]
+    out = [f"{named(result.old.label, result.old.image)} -> {named(result.new.label, result.new.image)}"]
     out += [f"  {what:<10} {o or '-'}" + ("" if o == n else f" -> {n or '-'}") for what, (o, n) in result.key_versions.items()]
     c = result.counts()
     out.append(f"  packages: {c['added']} added, {c['removed']} removed, {c['upgraded']} upgraded, "

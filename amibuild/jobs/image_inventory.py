@@ -108,10 +108,10 @@ def inventory(aws: Aws, reader: evidence.Reader, pipeline: Any, variant: Any, wh
     proof = evidence.provenance_of(found, pipeline.name, variant.name)
     ami = where.image.image_id
     if proof is None:
-        raise NoSbom(f"{where.label} ({ami}): {evidence.summarise(found, pipeline.name, variant.name).provenance}")
+        raise NoSbom(f"{diffs.named(where.label, ami)}: {evidence.summarise(found, pipeline.name, variant.name).provenance}")
     digest = signed_digest(proof.predicate)
     if not digest:
-        raise NoSbom(f"{where.label} ({ami}): its provenance records no package list (built before inventories, "
+        raise NoSbom(f"{diffs.named(where.label, ami)}: its provenance records no package list (built before inventories, "
                      "or stage 1 brought none back): rebuild it to get one")
     place = reader.where
     keys = store.sbom_keys(aws, place.bucket, place.region, pipeline.name, ami)
@@ -124,7 +124,7 @@ def inventory(aws: Aws, reader: evidence.Reader, pipeline: Any, variant: Any, wh
             scans_ = [v for v in found.scan if v.ok]
             ids = tuple(sorted({f.id for f in evidence.findings_of(scans_[-1])})) if scans_ else None
             return Inventory(where, text, key, sbom.packages_of(text), inputs, str(inputs.get("os") or variant.os), ids)
-    raise NoSbom(f"{where.label} ({ami}): no SBOM in s3://{place.bucket}/{store.image_prefix(pipeline.name, ami)}sbom/ "
+    raise NoSbom(f"{diffs.named(where.label, ami)}: no SBOM in s3://{place.bucket}/{store.image_prefix(pipeline.name, ami)}sbom/ "
                  f"has the digest its signed provenance records (sha256 {digest[:12]}): "
                  f"{'altered or removed' if keys else 'none is stored'}")
 
