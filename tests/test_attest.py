@@ -419,6 +419,16 @@ def test_predicates_read_back_what_they_wrote():
                                  inputs={"name": "v"}, source_amis={"us-west-2": "ami-1"}, account=ACCOUNT,
                                  packer_version="1.6.6", run_id="r", regions=["us-west-2"], started="s", finished="f")
     assert (predicates.fingerprint_of(made), predicates.pipeline_of(made)) == ("fp1", "p")
+    assert (predicates.variant_of(made), predicates.run_of(made), predicates.amibuild_version_of(made)) == \
+        ("v", "r", "0.1.0")
+    assert predicates.source_amis_of(made) == {"us-west-2": "ami-1"}
+    assert predicates.internal(made)["fingerprintInputs"] == {"name": "v"}
+    assert predicates.package_list_digest_of(made) == ""
+    listed = predicates.provenance(amibuild_version="0.1.0", pipeline="p", pipeline_file=None, pipeline_digest=None,
+                                   git_commit=None, variant="v", fingerprint="fp1", inputs={}, source_amis={},
+                                   account=ACCOUNT, packer_version="1.6.6", run_id="r", regions=[], started="",
+                                   finished="", package_list_digest="d" * 64)
+    assert predicates.package_list_digest_of(listed) == "d" * 64
     assert {"name": "pipeline-repository", "digest": {"gitCommit": "c0ffee"}} in \
         made["buildDefinition"]["resolvedDependencies"]
     assert made["runDetails"]["byproducts"] == []  # the package list's digest, once a build records one
@@ -430,3 +440,5 @@ def test_predicates_read_back_what_they_wrote():
     assert (tested["passedTests"], tested["failedTests"], tested["warnedTests"]) == (["a"], ["b"], ["c"])
     assert tested["checks"][1]["exitStatus"] == 3
     assert predicates.fingerprint_of({}) == predicates.pipeline_of({}) == predicates.verdict_of({}) == ""
+    assert predicates.variant_of({}) == predicates.run_of({}) == predicates.package_list_digest_of({}) == ""
+    assert predicates.source_amis_of({}) == {}

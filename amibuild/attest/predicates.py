@@ -1,4 +1,4 @@
-"""The predicates of amibuild's statements, as plain data. Pure.
+"""The predicates of amibuild's statements, as plain data, and the readers of their fields. Pure.
 
 `provenance`: a SLSA v1 provenance (https://slsa.dev/provenance/v1) of one variant's build.
 ``buildDefinition.externalParameters`` holds what the user chose (the pipeline file and its
@@ -88,20 +88,58 @@ def test(result: Mapping[str, Any], *, finished: str) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------- reading them back
+# Each reader gives "" (or an empty mapping) for a field the predicate lacks.
+
+
+def _at(predicate: Mapping[str, Any], *path: str) -> Mapping[str, Any]:
+    for key in path:
+        predicate = predicate.get(key) or {}
+    return predicate
+
+
+def external(provenance_predicate: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _at(provenance_predicate, "buildDefinition", "externalParameters")
+
+
+def internal(provenance_predicate: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _at(provenance_predicate, "buildDefinition", "internalParameters")
 
 
 def fingerprint_of(provenance_predicate: Mapping[str, Any]) -> str:
-    """The fingerprint a provenance statement records ("" when it has none)."""
-    return str(((provenance_predicate.get("buildDefinition") or {}).get("internalParameters") or {})
-               .get("fingerprint") or "")
+    return str(internal(provenance_predicate).get("fingerprint") or "")
 
 
 def pipeline_of(provenance_predicate: Mapping[str, Any]) -> str:
-    """The name of the pipeline a provenance statement says built the image ("" when none)."""
-    return str((((provenance_predicate.get("buildDefinition") or {}).get("externalParameters") or {})
-                .get("pipeline") or {}).get("name") or "")
+    return str((external(provenance_predicate).get("pipeline") or {}).get("name") or "")
+
+
+def variant_of(provenance_predicate: Mapping[str, Any]) -> str:
+    return str(external(provenance_predicate).get("variant") or "")
+
+
+def run_of(provenance_predicate: Mapping[str, Any]) -> str:
+    return str(_at(provenance_predicate, "runDetails", "metadata").get("invocationId") or "")
+
+
+def amibuild_version_of(provenance_predicate: Mapping[str, Any]) -> str:
+    return str(_at(provenance_predicate, "runDetails", "builder", "version").get("amibuild") or "")
+
+
+def source_amis_of(provenance_predicate: Mapping[str, Any]) -> dict[str, str]:
+    """{region: the source AMI the build started from}."""
+    return {d.get("annotations", {}).get("region"): d.get("annotations", {}).get("imageId")
+            for d in _at(provenance_predicate, "buildDefinition").get("resolvedDependencies", [])
+            if isinstance(d, Mapping) and d.get("name") == "source-ami"}
+
+
+def package_list_digest_of(provenance_predicate: Mapping[str, Any]) -> str:
+    """The sha256 of the image's package list (its SBOM) the statement signs."""
+    for item in _at(provenance_predicate, "runDetails").get("byproducts") or []:
+        if item.get("name") == PACKAGE_LIST:
+            return str((item.get("digest") or {}).get("sha256") or "")
+    return ""
 
 
 def verdict_of(test_predicate: Mapping[str, Any]) -> str:
-    """amibuild's verdict in a test statement ("passed", "failed", "not testable here", ...; "" when none)."""
+    """amibuild's verdict in a test statement ("passed", "failed", "not testable here", ...)."""
     return str(test_predicate.get("verdict") or "")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from amibuild import __version__
+from amibuild.attest import predicates
 from amibuild.aws import Aws, Image, fan_out
 from amibuild.channels import evidence
 from amibuild.channels.gates import PASSED
@@ -153,7 +154,7 @@ def _region(target: Target, found: evidence.Statements | None, facts: Facts, tod
         failures.append(f"provenance: {why}")
         provenance = why
     else:
-        fingerprint, run_id = _fingerprint(chosen), _run(chosen)
+        fingerprint, run_id = predicates.fingerprint_of(chosen.predicate), predicates.run_of(chosen.predicate)
         provenance = f"built by {facts.pipeline} {variant}, run {run_id or '-'}, fingerprint {fingerprint[:12] or '-'}"
         if variant in today:
             compared = _compare(chosen, today[variant], target.region)
@@ -181,40 +182,26 @@ def variant_of(found: evidence.Statements) -> str:
     """The variant the newest valid provenance statement names ("" when none is valid)."""
     for v in reversed(found.provenance):
         if v.ok:
-            return str(((v.predicate.get("buildDefinition") or {}).get("externalParameters") or {}).get("variant") or "")
+            return predicates.variant_of(v.predicate)
     return ""
-
-
-def _internal(v: Any) -> Mapping[str, Any]:
-    return (v.predicate.get("buildDefinition") or {}).get("internalParameters") or {}
-
-
-def _fingerprint(v: Any) -> str:
-    return str(_internal(v).get("fingerprint") or "")
-
-
-def _run(v: Any) -> str:
-    return str(((v.predicate.get("runDetails") or {}).get("metadata") or {}).get("invocationId") or "")
 
 
 def _compare(v: Any, today: Today, region: str) -> str:
     """How the signed build compares with a render of today's file."""
-    signed = _fingerprint(v)
+    signed = predicates.fingerprint_of(v.predicate)
     if signed == today.fingerprint:
         return "as today's render"
     diffs: list[str] = []
-    inputs = _internal(v).get("fingerprintInputs") or {}
+    inputs = predicates.internal(v.predicate).get("fingerprintInputs") or {}
     if isinstance(inputs, Mapping) and today.settings:
         for key in sorted(set(inputs) | set(today.settings)):
             if inputs.get(key) != today.settings.get(key):
                 diffs.append(f"{key}: {_short(inputs.get(key))} -> {_short(today.settings.get(key))}")
-    sources = {d.get("annotations", {}).get("region"): d.get("annotations", {}).get("imageId")
-               for d in (v.predicate.get("buildDefinition") or {}).get("resolvedDependencies", [])
-               if isinstance(d, Mapping) and d.get("name") == "source-ami"}
+    sources = predicates.source_amis_of(v.predicate)
     now_source = today.source_amis.get(region)
     if now_source and sources.get(region) and sources[region] != now_source:
         diffs.append(f"source AMI: {sources[region]} -> {now_source}")
-    built_with = (((v.predicate.get("runDetails") or {}).get("builder") or {}).get("version") or {}).get("amibuild")
+    built_with = predicates.amibuild_version_of(v.predicate)
     if built_with and built_with != __version__:
         diffs.append(f"amibuild: {built_with} -> {__version__}")
     head = f"differs from today's render ({signed[:12]} -> {today.fingerprint[:12]})"

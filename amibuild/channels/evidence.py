@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from amibuild.attest import sign, store
+from amibuild.attest import predicates, sign, store
 from amibuild.attest.statement import KINDS, PROVENANCE, SCAN, TEST, ImageFacts
 from amibuild.attest.verify import Verification, verify
 from amibuild.aws import Image, fan_out
@@ -104,8 +104,8 @@ def _read_key(aws: Any, where: sign.Where) -> tuple[str, Mapping[str, bytes], st
 
 def built_here(verification: Verification, pipeline: str, variant: str) -> bool:
     """Whether a verified provenance statement says this pipeline built this variant."""
-    params = ((verification.predicate.get("buildDefinition") or {}).get("externalParameters") or {})
-    return (params.get("pipeline") or {}).get("name") == pipeline and params.get("variant") == variant
+    given = verification.predicate
+    return predicates.pipeline_of(given) == pipeline and predicates.variant_of(given) == variant
 
 
 def provenance_of(found: Statements, pipeline: str, variant: str) -> Verification | None:
@@ -115,7 +115,7 @@ def provenance_of(found: Statements, pipeline: str, variant: str) -> Verificatio
 
 def verdict(verification: Verification) -> str:
     """A test statement's verdict in amibuild's words (passed, failed, not tested: ...)."""
-    given = str(verification.predicate.get("verdict") or "")
+    given = predicates.verdict_of(verification.predicate)
     return given or {"PASSED": PASSED, "FAILED": "failed"}.get(str(verification.predicate.get("result")), "")
 
 

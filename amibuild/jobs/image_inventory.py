@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from amibuild.attest import store
-from amibuild.attest.predicates import PACKAGE_LIST
+from amibuild.attest import predicates
 from amibuild.attest.sign import Attestor, Stored, attestor
 from amibuild.attest.statement import SCAN
 from amibuild.aws import Aws, Image
@@ -94,14 +94,6 @@ def locate(aws: Aws, options: Options, pipeline: Any, variant: Any, label: str, 
     return Located(label, region, image)
 
 
-def signed_digest(predicate: Mapping[str, Any]) -> str:
-    """The package list's digest a provenance predicate signs ("" when it has none). Pure."""
-    for item in (predicate.get("runDetails") or {}).get("byproducts") or []:
-        if item.get("name") == PACKAGE_LIST:
-            return str((item.get("digest") or {}).get("sha256") or "")
-    return ""
-
-
 def inventory(aws: Aws, reader: evidence.Reader, pipeline: Any, variant: Any, where: Located) -> Inventory:
     """The image's SBOM that its verified provenance signs (the newest such), read and parsed."""
     found = reader.about(where.image)
@@ -109,7 +101,7 @@ def inventory(aws: Aws, reader: evidence.Reader, pipeline: Any, variant: Any, wh
     ami = where.image.image_id
     if proof is None:
         raise NoSbom(f"{diffs.named(where.label, ami)}: {evidence.summarise(found, pipeline.name, variant.name).provenance}")
-    digest = signed_digest(proof.predicate)
+    digest = predicates.package_list_digest_of(proof.predicate)
     if not digest:
         raise NoSbom(f"{diffs.named(where.label, ami)}: its provenance records no package list (built before inventories, "
                      "or stage 1 brought none back): rebuild it to get one")
@@ -118,8 +110,7 @@ def inventory(aws: Aws, reader: evidence.Reader, pipeline: Any, variant: Any, wh
     for key in reversed(keys):
         body = aws.get_object(place.bucket, key, place.region)
         if hashlib.sha256(body).hexdigest() == digest:
-            internal = (proof.predicate.get("buildDefinition") or {}).get("internalParameters") or {}
-            inputs = dict(internal.get("fingerprintInputs") or {})
+            inputs = dict(predicates.internal(proof.predicate).get("fingerprintInputs") or {})
             text = body.decode("utf-8")
             scans_ = [v for v in found.scan if v.ok]
             ids = tuple(sorted({f.id for f in evidence.findings_of(scans_[-1])})) if scans_ else None
