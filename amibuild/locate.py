@@ -26,8 +26,8 @@ class Found:
         """The one line that says no file was found, where it looked, and what happens instead."""
         first, last = self.searched[0], self.searched[-1]
         span = str(first) if first == last else f"{first} and its parents up to {last}"
-        return (f"note: no {PIPELINE_FILE} in {span}; using the flags alone (one variant named `default`); "
-                f"`amibuild init` writes a starter file")
+        return (f"note: no {PIPELINE_FILE} in {span}; using the flags alone (the variants --variant names, else one "
+                "named `default`); `amibuild init` writes a starter file")
 
 
 def repository_root(folder: Path) -> Path | None:
