@@ -428,3 +428,12 @@ def test_a_command_on_one_variant_takes_the_files_only_one_and_names_them_when_t
         assert last_line(refused) == (f"amibuild: error: --variant: name the variant {whose}, one of ceph, gpu, "
                                       "e.g. --variant ceph"), args
     assert ssm.get_parameter(Name=parameter)["Parameter"]["Version"] == before
+
+
+def test_without_a_pipeline_file_the_note_says_what_the_flags_alone_make(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    named = run_cli(tmp_path, "render", "--variant", "a", "--variant", "b", binary="amibuild")
+    assert named.returncode == 0, named.stderr
+    assert (f"note: no amibuild.hcl in {tmp_path.resolve()}; using the flags alone (the variants --variant names, "
+            "else one named `default`); `amibuild init` writes a starter file") in named.stderr
+    assert sorted(p.name for p in (tmp_path / "build").iterdir() if not p.name.startswith(".")) == ["a", "b"]
