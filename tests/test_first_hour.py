@@ -422,7 +422,10 @@ def test_a_command_on_one_variant_takes_the_files_only_one_and_names_them_when_t
                         (["karpenter", "--channel", "recommended"], "whose channel the node class follows"),
                         (["sbom", "--channel", "recommended"], "whose image this is"),
                         (["test-ami", "--channel", "recommended"], "whose image to test"),
-                        (["verify", "--channel", "recommended"], "whose channel this is")]:
+                        (["verify", "--channel", "recommended"], "whose channel this is"),
+                        (["rollout", "--stack", "nodes", "--channel", "recommended"], "whose channel the nodes follow"),
+                        (["nodegroup-deploy", "--stack", "nodes", "--channel", "recommended"],
+                         "whose channel the nodes follow")]:
         refused = run_cli(tmp_path, *args, binary="amibuild")
         assert refused.returncode == 2, (args, refused.stderr)
         assert last_line(refused) == (f"amibuild: error: --variant: name the variant {whose}, one of ceph, gpu, "

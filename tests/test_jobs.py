@@ -562,10 +562,15 @@ def test_nodegroup_deploy_is_one_frozen_settings_value_made_from_the_flags_befor
         ({"parameter": ("ClusterName=other",)}, "ClusterName is set twice"),
         ({"parameter": ("BootstrapArguments=--use-max-pods false",), "os": "al2023"}, "al2023 nodes (nodeadm)"),
         ({"timeout": "soon"}, "--timeout"),
-        ({"channel": "stable", "variant": None}, "--channel stable needs --variant"),
     ]:
         with pytest.raises(SpecError, match=words.replace("(", r"\(").replace(")", r"\)")):
             settings(**flags)
+    # --channel without --variant: the pipeline's one variant (test_first_hour: a file of two names them);
+    # neither: the stack's own parameter is kept
+    alone = settings(variant=None)
+    assert (alone.channel_parameter, alone.variant_os) == ("/amibuild/eks-workers/1.30/ceph/stable/image_id", "al2")
+    neither = settings(variant=None, channel=None)
+    assert (neither.channel_parameter, neither.variant_os) == (None, "")
 
 
 # ------------------------------------------------------------------------------- a record that cannot be written

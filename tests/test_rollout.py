@@ -565,7 +565,9 @@ def test_rollout_refuses_what_it_cannot_roll_with_exit_2(world: World) -> None:
         # neither declared nor there: a typo, refused before the stack is read (issue 26)
         (["--stack", "ng-ceph", "--variant", "ceph", "--channel", "beta"], "--channel beta: no such channel"),
         (["--stack", "ng-ceph", "--nodegroup", "prod/x"], "give --stack NAME or --nodegroup CLUSTER/NAME"),
-        (["--stack", "ng-ceph", "--channel", "stable"], "--channel stable needs --variant"),
+        # the file's one variant is taken with --channel alone (test_first_hour: a file of two names them)
+        (["--stack", "ng-ceph", "--channel", "candidate"],
+         "channel parameter /amibuild/eks-workers/1.30/ceph/candidate/image_id has no value in us-west-2"),
         (["--nodegroup", "prod", "--variant", "ceph"], "write CLUSTER/NAME"),
         (["--stack", "ng-ceph", "--timeout", "soon"], "--timeout 'soon': seconds, or a number and s, m, h, d or w"),
     ]
@@ -627,7 +629,8 @@ def test_deploy_updates_only_what_it_is_given_and_refuses_missing_flags(world: W
     assert "stack ng-ceph (us-west-2): unchanged" in unchanged.stdout
 
     for args, words in [(["--stack", "new-one", "--variant", "ceph"], "needs --cluster, --control-plane-sg, --vpc-id"),
-                        ([*world.deploy_flags("new-one", channel=None)[1:]], "needs --variant (and --channel)"),
+                        ([*world.deploy_flags("new-one", channel=None)[1:]],
+                         "needs --channel (with --variant when the pipeline has more than one)"),
                         ([*world.deploy_flags("new-one", channel="candidate")[1:]], "candidate/image_id has no value"),
                         ([*world.deploy_flags("new-one", channel="beta")[1:]], "--channel beta: no such channel"),
                         (["--stack", "ng-ceph", "--no-proxy", "x.example"], "goes with --proxy (the stack has no proxy)"),

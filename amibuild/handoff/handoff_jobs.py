@@ -23,7 +23,7 @@ from amibuild.handoff import node_settings
 from amibuild.handoff.cfn_parts import Say
 from amibuild.handoff.consumer import deploy_note
 from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE, ClusterFacts, NodeConfigFacts, node_access, read_cluster
-from amibuild.handoff.nodegroup import (NODE_GROUP, PROXY_CREDENTIALS, DeployResult, check_ours, node_role_arn,
+from amibuild.handoff.nodegroup import (NEEDS_IMAGE, NODE_GROUP, PROXY_CREDENTIALS, DeployResult, check_ours, node_role_arn,
                                         stack_parameters, template_json)
 from amibuild.handoff.nodegroup import deploy as deploy_stack
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT, RolloutRefused, RolloutResult, rollout_nodegroup, rollout_stack
@@ -108,7 +108,7 @@ def deploy(settings: DeploySettings, say: Say = lambda _: None) -> DeployResult:
     if found is None:  # what a create lacks, said before DescribeCluster and the user data
         stack_parameters({"NodeGroupName": stack, **given}, None)
         if not settings.channel_parameter and not given.get("NodeImageId"):
-            raise SpecError("creating a node group stack needs --variant (and --channel), or --parameter NodeImageId=AMI")
+            raise SpecError(NEEDS_IMAGE)
     previous = {key: p.value for key, p in found.parameters.items()} if found else {}
     node_os = settings.os or settings.variant_os or str((origin or {}).get("os") or "") or DEFAULT_NODE_OS
     if origin is not None and origin.get("os") and origin.get("os") != node_os:

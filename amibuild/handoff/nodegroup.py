@@ -288,6 +288,10 @@ class DeployResult:
             out.append(f"  next: amibuild aws-auth --stack {self.stack}   (the mapRoles entry that lets these nodes join)")
         return out
 
+# what a new stack lacks without an image to run
+NEEDS_IMAGE = ("creating a node group stack needs --channel (with --variant when the pipeline has more than one), "
+               "or --parameter NodeImageId=AMI")
+
 
 def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], template_body: str,
            channel_parameter: str | None, say: cfn.Say, wait: bool = True,
@@ -308,7 +312,7 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
     found = aws.describe_stack(name, region)
     if found is None:
         if not given.get("NodeImageIdSSMParam") and not given.get("NodeImageId"):
-            raise SpecError("creating a node group stack needs --variant (and --channel), or --parameter NodeImageId=AMI")
+            raise SpecError(NEEDS_IMAGE)
         parameters = stack_parameters({"NodeGroupName": name, **given}, None)
         if dry_run:
             return DeployResult(name, region, DeployAction.WOULD_CREATE, "dry run: nothing sent", changed=tuple(

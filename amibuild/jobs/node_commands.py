@@ -27,7 +27,7 @@ from amibuild.handoff.userdata import decode as userdata_decode
 from amibuild.handoff.userdata import render as userdata_render
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
 from amibuild.handoff.userdata.config import split_args
-from amibuild.jobs.env import Env, scope_options
+from amibuild.jobs.env import Env, one_variant, scope_options
 from amibuild.jobs.requests_nodes import AwsAuthRequest, DecodeUserdataRequest, DeployRequest, RolloutRequest, UserdataRequest
 from amibuild.jobs.shown import Shown
 from amibuild.pipeline import proxy_credentials
@@ -119,16 +119,15 @@ def aws_auth(r: AwsAuthRequest, env: Env) -> Shown:  # the aws-auth entry, or th
 
 
 def _channel(opts: Options, r: RolloutRequest | DeployRequest):
-    """(the SSM parameter of the variant's channel (default recommended), the variant); (None, None) without --variant."""
-    if not r.variant:
-        if r.channel:
-            raise SpecError(f"--channel {r.channel} needs --variant: the parameter name comes from both")
+    """(the SSM parameter of the channel (default recommended) of the variant (`one_variant`), the
+    variant); (None, None) when neither --variant nor --channel is given."""
+    if not r.variant and not r.channel:
         return None, None
-    pipeline = load_pipeline(opts)
+    pipeline, variant = one_variant(opts, "whose channel the nodes follow")
     if r.channel:  # a typo would roll the nodes onto a channel nobody gates
-        known.require(Aws(profile=opts.profile, region=pipeline.build_region), pipeline, pipeline.variants[:1],
+        known.require(Aws(profile=opts.profile, region=pipeline.build_region), pipeline, [variant],
                       known.Asked(r.channel))
-    return publish.parameter_name(pipeline, pipeline.variants[0], r.channel or publish.DEFAULT_CHANNEL), pipeline.variants[0]
+    return publish.parameter_name(pipeline, variant, r.channel or publish.DEFAULT_CHANNEL), variant
 
 
 def _timeout(r: RolloutRequest | DeployRequest) -> float:
@@ -145,7 +144,8 @@ def rollout(r: RolloutRequest, env: Env) -> Shown:
         raise SpecError(f"--nodegroup {r.nodegroup!r}: write CLUSTER/NAME, e.g. prod/ng-managed")
     parameter, _ = _channel(opts, r)  # after the pure checks: it may ask AWS
     if not r.stack and not parameter:
-        raise SpecError("--nodegroup needs --variant (and --channel): a managed node group follows no parameter")
+        raise SpecError("--nodegroup needs --variant or --channel (default recommended): a managed node group "
+                        "follows no parameter")
     rolled = {"stack": r.stack} if r.stack else {"nodegroup": (cluster, name)}
     result = job.rollout(job.RolloutSettings(opts.profile, r.region, **rolled, channel_parameter=parameter,
                                              dry_run=r.dry_run, wait=not r.no_wait, timeout=wait_for), env.say)

@@ -91,8 +91,8 @@ class AwsAuthRequest:
 class NodesRequest:
     """The flags rollout and nodegroup-deploy share."""
 
-    variant: str | None = flag("Variant whose channel to roll to (with --stack, default: the SSM parameter the "
-                               "stack names now)")
+    variant: str | None = flag("Variant whose channel to roll to (default: the pipeline's only variant with "
+                               "--channel; with --stack and neither, the SSM parameter the stack names now)")
     region: str | None = flag("Region of the stack or cluster (default: AWS_REGION / the profile's region)")
     timeout: str | None = flag("Stop waiting after this long: seconds, or 30m, 2h (default 2h); the update itself goes on")
     pipeline: str | None = like(Selection, "pipeline")
@@ -122,7 +122,7 @@ class DeployRequest(NodesRequest):
     stack: str | None = flag("Stack to create or update (required)")
     cluster: str | None = flag("EKS cluster the nodes join (ClusterName; required to create)")
     variant: str | None = flag("Variant whose channel the nodes run: NodeImageIdSSMParam names that channel's "
-                               "parameter")
+                               "parameter (default: the pipeline's only variant with --channel)")
     channel: str | None = flag("Channel of the variant (default: recommended)")
     vpc_id: str | None = flag("VPC of the cluster (VpcId; required to create)")
     subnet: tuple[str, ...] = flag("Subnet for the nodes (Subnets; repeatable or comma-separated; required to "
