@@ -432,6 +432,13 @@ def test_a_command_on_one_variant_takes_the_files_only_one_and_names_them_when_t
                                       "e.g. --variant ceph"), args
     assert ssm.get_parameter(Name=parameter)["Parameter"]["Version"] == before
 
+    # a variant with `enabled = false` does not count, as for build-ami: the enabled one is taken
+    (tmp_path / "amibuild.hcl").write_text(
+        ROLLOUT_PIPELINE + 'variant "gpu" {\n  enabled = false\n  kubernetes_version = "1.33"\n}\n')
+    history = run_cli(tmp_path, "history", "--json", binary="amibuild")
+    assert history.returncode == 0, history.stderr
+    assert {e["parameter"] for e in json.loads(history.stdout)} == {parameter}
+
 
 def test_without_a_pipeline_file_the_note_says_what_the_flags_alone_make(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
