@@ -14,7 +14,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from amibuild.aws import Aws, fan_out, rates
+from amibuild.aws import Aws, deadline, fan_out, rates
 from amibuild.channels import publish
 from amibuild.errors import AwsError
 from amibuild.pipeline import load
@@ -89,25 +89,15 @@ def test_threads_share_one_bucket_and_keep_within_its_rate():
     assert limiter.bucket_for("ssm", "acct", "eu-west-1", "X") is not limiter.bucket_for("ssm", "acct", "us-west-2", "X")
 
 
-def test_a_deadlines_clock_starts_at_the_first_token_not_while_queued():
-    clock = FakeClock()
-    meter = rates.Meter(deadline=30, clock=clock)
-    clock.now += 50  # queued for 50 s before the first token: none of it counts
-    assert meter.remaining() == 30 and not meter.expired()
-    meter.got_token(waited=50)
-    assert meter.first_token_at == clock.now and meter.queued == 50
-    clock.now += 29
-    assert meter.remaining() == pytest.approx(1)
-    clock.now += 2
-    assert meter.expired()
-
-
 def test_throttling_is_retried_while_the_deadline_allows_and_not_after():
-    with rates.metered(deadline=5) as meter:
-        meter.got_token(0)
+    clock = FakeClock()
+    bounded = deadline.Deadline(5, clock=clock)
+    with deadline.bound(bounded):
+        bounded._busy(+1)  # a call is on the wire, as inside `Deadline.run`
         assert rates.throttle_delay(3, started=0, rng=lambda: 1.0) == pytest.approx(2.0)
-        meter.first_token_at = time.monotonic() - 4  # 1 s left: a 2 s back-off would pass the deadline
+        clock.now += 4  # 1 s left: a 2 s back-off would pass the deadline
         assert rates.throttle_delay(3, started=0, rng=lambda: 1.0) is None
+        bounded._busy(-1)
     # no deadline: a call keeps retrying for `patience` seconds after its first attempt
     now = time.monotonic()
     assert rates.throttle_delay(1, started=now - 10, now=now, patience=60, rng=lambda: 1.0) == pytest.approx(0.5)
@@ -117,8 +107,6 @@ def test_throttling_is_retried_while_the_deadline_allows_and_not_after():
 def test_a_channel_operations_deadline_stands_still_while_queued_and_bounds_throttle_retries():
     """The channel deadline (amibuild/aws/deadline.py) counts only time on the wire: a call queued
     at an empty bucket does not use it, and a throttled call is not retried past what it has left."""
-    from amibuild.aws import deadline
-
     clock = FakeClock()
     limiter = rates.Limiter(lambda service, op, narrowed=True: ("b", rates.Rate(1, 1)))
     bounded = deadline.Deadline(30, clock=clock)
@@ -137,10 +125,19 @@ def test_a_channel_operations_deadline_stands_still_while_queued_and_bounds_thro
         bounded._busy(-1)
 
 
-def test_fan_out_threads_count_on_the_callers_meter():
-    with rates.metered() as meter:
-        fan_out(range(5), lambda _: rates.LIMITER.acquire("sts", "acct-fan", "us-west-2", "GetCallerIdentity"))
-    assert meter.tokens == 5 and meter.first_token_at is not None
+def test_fan_out_threads_work_under_the_callers_deadline_and_queue_on_its_clock():
+    clock = FakeClock()
+    bounded = deadline.Deadline(30, clock=clock)
+    limiter = rates.Limiter(lambda service, op, narrowed=True: ("b", rates.Rate(1, 1)))
+    limiter._buckets[("sts", "acct-fan", "us-west-2", "b")] = rates.TokenBucket(
+        rates.Rate(1, 1), clock=clock, sleep=lambda s: None)
+    with deadline.bound(bounded):
+        bounded._busy(+1)  # the operation is on the wire
+        seen = fan_out(range(5), lambda _: (deadline.current(), limiter.acquire("sts", "acct-fan", "us-west-2", "X")))
+        assert {d for d, _ in seen.values()} == {bounded}
+        assert sorted(w for _, w in seen.values()) == pytest.approx([0, 1, 2, 3, 4])  # queued in turn
+        assert bounded._wire == 1  # each thread's queued wait stood the clock still and gave it back
+        bounded._busy(-1)
 
 
 # ------------------------------------------------------------------------------- the proxy's answers
@@ -174,10 +171,12 @@ def test_throttling_past_the_deadline_fails_naming_it(proxy):
     proxy.rate_limit(rates={("ssm", "ssm-get"): (0, 0)})  # every GetParameter throttled
     aws = Aws(region="us-west-2")
     start = time.monotonic()
-    with rates.metered(deadline=1.5) as meter, pytest.raises(AwsError, match="ThrottlingException"):
+    with deadline.bound(deadline.Deadline(1.5)), pytest.raises(AwsError) as failed:
         aws.get_parameter("/amibuild/x", "us-west-2")
+    assert str(failed.value) == ("ssm:GetParameter /amibuild/x in us-west-2: no answer from AWS within 1.5 s, the "
+                                 "deadline of this channel operation; amibuild gave up waiting")
     assert time.monotonic() - start < 10
-    assert meter.throttled >= 1 and len(aws.throttled) == meter.throttled
+    assert len(aws.throttled) >= 1  # throttled answers came, each retried while the deadline allowed
     assert proxy.count("AmazonSSM.GetParameter", "forwarded") == 0
 
 

@@ -2,19 +2,17 @@
 
 Every attempt of every client call takes a token from the matching bucket first (`Limiter.acquire`,
 installed on each client by `install`); a throttled answer is retried with capped, jittered back-off
-within the operation's deadline (`Meter`). The defaults table and its sources:
+within the operation's deadline (`deadline.current()`). The defaults table and its sources:
 docs/dev/decisions.md.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from amibuild.aws import deadline
 from botocore.retries.standard import ThrottledRetryableChecker
@@ -115,57 +113,6 @@ class TokenBucket:
         return wait
 
 
-class Meter:
-    """What one operation's calls did at the limiter, shared by its threads: when it got its first
-    token (its deadline's clock starts there), seconds spent queued for tokens, throttled answers."""
-
-    def __init__(self, deadline: float | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.deadline = deadline
-        self.first_token_at: float | None = None
-        self.queued = 0.0
-        self.tokens = 0
-        self.throttled = 0
-        self._clock = clock
-        self._lock = threading.Lock()
-
-    def got_token(self, waited: float) -> None:
-        with self._lock:
-            if self.first_token_at is None:
-                self.first_token_at = self._clock()
-            self.queued += waited
-            self.tokens += 1
-
-    def was_throttled(self) -> None:
-        with self._lock:
-            self.throttled += 1
-
-    def elapsed(self) -> float:
-        """Seconds since the first token (0 before it)."""
-        return 0.0 if self.first_token_at is None else self._clock() - self.first_token_at
-
-    def remaining(self) -> float | None:
-        """Seconds left of the deadline (None: no deadline); the whole deadline before the first token."""
-        return None if self.deadline is None else self.deadline - self.elapsed()
-
-    def expired(self) -> bool:
-        left = self.remaining()
-        return left is not None and left <= 0
-
-
-_METER: contextvars.ContextVar[Meter | None] = contextvars.ContextVar("amibuild_rate_meter", default=None)
-
-
-@contextlib.contextmanager
-def metered(deadline: float | None = None) -> Iterator[Meter]:
-    """Count the calls made inside (and in the threads `fan_out` starts from here) on one `Meter`."""
-    meter = Meter(deadline)
-    token = _METER.set(meter)
-    try:
-        yield meter
-    finally:
-        _METER.reset(token)
-
-
 class Limiter:
     """The process's buckets, one per (service, account, region, bucket name), made on first use."""
 
@@ -188,21 +135,15 @@ class Limiter:
             return found
 
     def acquire(self, service: str, account: str, region: str, operation: str, *, narrowed: bool = True) -> float:
-        """Wait for a token for one attempt of `operation`; the seconds waited. Records it on the
-        current `Meter`, if any."""
+        """Wait for a token for one attempt of `operation`; the seconds waited."""
         found = self.bucket_for(service, account, region, operation, narrowed=narrowed)
         bounded = deadline.current()
         if found is None:
-            waited = 0.0
-        elif bounded is None:
-            waited = found.acquire()
-        else:
-            with bounded.queued():  # a channel operation's clock stands still while it queues for tokens
-                waited = found.acquire()
-        meter = _METER.get()
-        if meter is not None:
-            meter.got_token(waited)
-        return waited
+            return 0.0
+        if bounded is None:
+            return found.acquire()
+        with bounded.queued():  # a channel operation's clock stands still while it queues for tokens
+            return found.acquire()
 
     def reset(self) -> None:
         """Forget every bucket (tests that need a full budget)."""
@@ -216,17 +157,12 @@ LIMITER = Limiter()
 def throttle_delay(attempts: int, started: float, *, now: float | None = None,
                    patience: float = THROTTLE_PATIENCE, rng: Callable[[], float] = random.random) -> float | None:
     """Seconds to wait before retrying a throttled attempt (the `attempts`-th), or None when the
-    retry would end past the operation's deadline (the current `Meter`), else past `patience`
+    retry would end past the operation's deadline (`deadline.current()`), else past `patience`
     seconds after the call's first attempt (`started`)."""
     now = time.monotonic() if now is None else now
     delay = rng() * min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(attempts, 16))
-    meter = _METER.get()
-    left = meter.remaining() if meter is not None else None
     bounded = deadline.current()
-    if bounded is not None:
-        left = bounded.remaining() if left is None else min(left, bounded.remaining())
-    if left is None:
-        left = patience - (now - started)
+    left = bounded.remaining() if bounded is not None else patience - (now - started)
     return delay if delay < left else None
 
 
@@ -260,9 +196,6 @@ def install(client: Any, *, account: str, on_throttle: Callable[[str, str, str],
         delay = throttle_delay(attempts, started, patience=patience())
         if delay is None:
             return None  # botocore's handler decides (it gives up once max_attempts are spent)
-        meter = _METER.get()
-        if meter is not None:
-            meter.was_throttled()
         on_throttle(service, operation.name if operation is not None else "", region)
         return delay
 

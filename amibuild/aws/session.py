@@ -133,7 +133,7 @@ def fan_out(keys: Sequence[K], work: Callable[[K], V]) -> dict[K, V]:
 
     The gateway is thread-safe, and AWS calls spend their time waiting on the network (or for a
     token: the rate limiter, not the pool size, sets the pace). Each thread runs in a copy of the
-    caller's context, so an operation's deadline goes with it and its `rates.Meter` counts its calls too.
+    caller's context, so an operation's deadline goes with it.
     """
     keys = list(keys)
     if len(keys) <= 1:
