@@ -4,7 +4,8 @@ import pytest
 
 from amibuild.errors import AwsError
 
-from amibuild.lifecycle.recoverable import BinRule, recovery, rule_from_api
+from amibuild.aws.image_lifecycle import retention_rule
+from amibuild.lifecycle.recoverable import BinRule, recovery, rule_from_gateway
 
 DAY = timedelta(days=1)
 TAGS = {"amibuild:pipeline": "p1"}
@@ -30,7 +31,8 @@ def test_not_recoverable_keeps_snapshots(rules, why):
 def test_exclude_tags_and_api_items():
     item = {"ResourceType": "EC2_IMAGE", "RetentionPeriod": {"RetentionPeriodValue": 3, "RetentionPeriodUnit": "DAYS"},
             "ExcludeResourceTags": [{"ResourceTagKey": "amibuild:pipeline", "ResourceTagValue": "p1"}]}
-    rule = rule_from_api(item)
+    rule = rule_from_gateway(retention_rule(item, "EC2_IMAGE"))
     assert rule.retention == 3 * DAY and not rule.covers(TAGS) and rule.covers({})
     with pytest.raises(AwsError, match="HOURS"):
-        rule_from_api({**item, "RetentionPeriod": {"RetentionPeriodValue": 3, "RetentionPeriodUnit": "HOURS"}})
+        retention_rule({**item, "RetentionPeriod": {"RetentionPeriodValue": 3, "RetentionPeriodUnit": "HOURS"}},
+                       "EC2_IMAGE")

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from amibuild.aws.error_map import mapped_errors
+from amibuild.errors import AwsError
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,22 @@ class RetentionRule:
     days: int
     tags: tuple[tuple[str, str], ...] = ()  # (key, value) of ResourceTags; () = every resource of the region
     exclude: tuple[tuple[str, str], ...] = ()
+
+
+def retention_rule(rule: Mapping[str, Any], resource_type: str) -> RetentionRule:
+    """One rbin GetRule answer. A retention unit other than DAYS (rbin's only one) is refused, not
+    read as days: prune would trust a retention it does not know."""
+    period = rule.get("RetentionPeriod", {})
+    unit = period.get("RetentionPeriodUnit", "DAYS")
+    if unit != "DAYS":
+        raise AwsError(f"Recycle Bin rule {rule.get('Identifier', '')}: retention unit {unit!r} is not one amibuild "
+                       "knows (DAYS)")
+
+    def pairs(key: str) -> tuple[tuple[str, str], ...]:
+        return tuple((t["ResourceTagKey"], t.get("ResourceTagValue", "")) for t in rule.get(key) or ())
+
+    return RetentionRule(rule.get("Identifier", ""), rule.get("ResourceType", resource_type),
+                         int(period.get("RetentionPeriodValue", 0)), pairs("ResourceTags"), pairs("ExcludeResourceTags"))
 
 
 @dataclass(frozen=True)
@@ -62,16 +79,8 @@ class ImageLifecycleCalls:
         with mapped_errors(f"rbin:ListRules {resource_type}", region):
             listed = [r for page in client.get_paginator("list_rules").paginate(ResourceType=resource_type)
                       for r in page.get("Rules", [])]
-            out = []
-            for summary in listed:
-                rule = client.get_rule(Identifier=summary["Identifier"])
-                out.append(RetentionRule(
-                    rule["Identifier"], rule.get("ResourceType", resource_type),
-                    int(rule.get("RetentionPeriod", {}).get("RetentionPeriodValue", 0)),
-                    tuple((t["ResourceTagKey"], t.get("ResourceTagValue", "")) for t in rule.get("ResourceTags", [])),
-                    tuple((t["ResourceTagKey"], t.get("ResourceTagValue", ""))
-                          for t in rule.get("ExcludeResourceTags", []))))
-        return out
+            answers = [client.get_rule(Identifier=summary["Identifier"]) for summary in listed]
+        return [retention_rule(rule, resource_type) for rule in answers]
 
     def images_in_recycle_bin(self, region: str, image_ids: Sequence[str] = ()) -> list[Binned]:
         kwargs: dict[str, Any] = {"ImageIds": list(image_ids)} if image_ids else {}

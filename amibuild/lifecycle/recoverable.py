@@ -12,10 +12,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from amibuild.errors import AwsError
-
-_UNIT = {"DAYS": 86400}
-
 NO_RULE = "no Recycle Bin rule covers this image or its snapshots"
 
 
@@ -54,29 +50,10 @@ class Recovery:
         return not self.recoverable
 
 
-def rule_from_api(item: Mapping) -> BinRule:
-    """A BinRule from one rbin ListRules/GetRule item; an unknown retention unit is refused loudly."""
-    period = item["RetentionPeriod"]
-    unit = period["RetentionPeriodUnit"]
-    if unit not in _UNIT:
-        raise AwsError(f"Recycle Bin retention unit {unit!r} is not one amibuild knows (DAYS)")
-    return BinRule(
-        resource_type=item["ResourceType"],
-        retention=timedelta(seconds=int(period["RetentionPeriodValue"]) * _UNIT[unit]),
-        resource_tags=_pairs(item, "ResourceTags"),
-        exclude_tags=_pairs(item, "ExcludeResourceTags"),
-        identifier=item.get("Identifier", ""),
-    )
-
-
 def rule_from_gateway(rule: Any) -> BinRule:
-    """A BinRule from the gateway's `RetentionRule` (rbin keeps retention in DAYS only)."""
+    """A BinRule from the gateway's `RetentionRule` (in days, rbin's only unit: the gateway refuses another)."""
     return BinRule(rule.resource_type, timedelta(days=rule.days), tuple(rule.tags), tuple(rule.exclude),
                    rule.identifier)
-
-
-def _pairs(item: Mapping, key: str) -> tuple[tuple[str, str], ...]:
-    return tuple((t["ResourceTagKey"], t.get("ResourceTagValue", "")) for t in item.get(key) or ())
 
 
 def recovery(rules: Sequence[BinRule], image_tags: Mapping[str, str],
