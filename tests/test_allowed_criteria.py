@@ -50,8 +50,8 @@ def test_a_deprecated_image_passes_the_deprecation_condition_only_within_its_day
 
 
 def test_the_cli_commands_carry_the_criteria_as_the_api_takes_them() -> None:
-    criterion = allowed.pipeline_criterion(BUILD, ["acct-ceph-1.33-x86_64", "acct-ceph-1.33-x86_64"],
-                                           max_days_since_created=180)
+    (criterion,) = allowed.pipeline_criteria(BUILD, ["acct-ceph-1.33-x86_64", "acct-ceph-1.33-x86_64"],
+                                             max_days_since_created=180)
     assert criterion.to_api() == {"ImageProviders": [BUILD], "ImageNames": ["acct-ceph-1.33-x86_64-*"],
                                   "CreationDateCondition": {"MaximumDaysSinceCreated": 180}}
     replace, enable = allowed.cli_commands([criterion], ["eu-west-1"])

@@ -121,13 +121,6 @@ def test_decide_keeps_a_held_image_from_its_deprecation_time(deprecation, after,
         assert steps[0].at == NOW + after
 
 
-def test_needs_unprotect_is_true_only_while_a_deregister_would_be_refused():
-    assert safeguard.needs_unprotect(_image("enabled"))
-    assert safeguard.needs_unprotect(_image("enabled-with-cooldown"))
-    assert not safeguard.needs_unprotect(_image("disabled"))
-    assert not safeguard.needs_unprotect(_image("disabled-until 2026-01-01T10:00:00.000Z"))
-
-
 # ------------------------------------------------------------------------------- against the emulator
 
 

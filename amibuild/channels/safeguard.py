@@ -47,12 +47,6 @@ class GuardStep:
         return f"{self.region}: {self.action.value} {self.image_id} ({self.reason})"
 
 
-def needs_unprotect(image: Image) -> bool:
-    """Whether a DeregisterImage of ``image`` would be refused for its protection (prune turns it off first).
-    ``disabled-until T`` (a cooldown running) cannot be shortened: the image can go after T."""
-    return image.protection in ("enabled", "enabled-with-cooldown")
-
-
 def decide(held: Mapping[tuple[str, str], Image | None], holders: Mapping[tuple[str, str], Sequence[str]], *,
            protection: ProtectionSettings, deprecate_after: timedelta | None, now: datetime) -> tuple[GuardStep, ...]:
     """The safeguard steps for every held image (pure). ``held``: (region, ami) -> the image (None: not

@@ -127,11 +127,6 @@ def name_patterns(prefixes: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(f"{p}-*" for p in prefixes))
 
 
-def pipeline_criterion(provider: str, prefixes: Sequence[str], *, max_days_since_created: int | None = None,
-                       max_days_since_deprecated: int | None = None) -> Criterion:
-    return Criterion((provider,), name_patterns(prefixes), max_days_since_created, max_days_since_deprecated)
-
-
 MAX_NAMES = 50  # ImageNames per criterion, as AWS limits them
 
 
