@@ -125,7 +125,7 @@ def test_unsigned_statements_and_an_untested_gated_channel_fail(sandbox: Sandbox
 
 
 @pytest.mark.parametrize("args, words", [
-    ((), "give --ami AMI, or --variant VARIANT --channel CHANNEL"),
+    ((), "give --ami AMI, or --channel CHANNEL [--variant VARIANT] [--region REGION]"),
     (("--ami", "ami-0123456789abcdef0", "--variant", "ceph", "--channel", "stable"), "give --ami AMI, or"),
     (("--ami", "ami-xyz"), "is not an AMI id"),
     (("--variant", "ceph", "--channel", "stable", "--region", "ap-south-1"), "--region ap-south-1: not a target region"),

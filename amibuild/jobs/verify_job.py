@@ -49,7 +49,7 @@ def verify_report(options: Any, *, ami: str | None, channel: str | None,
     file was not rendered)."""
 
     if bool(ami) == bool(channel):
-        raise SpecError("verify: give --ami AMI, or --variant VARIANT --channel CHANNEL [--region REGION]")
+        raise SpecError("verify: give --ami AMI, or --channel CHANNEL [--variant VARIANT] [--region REGION]")
     if ami and not AMI_ID_FLAG.fullmatch(ami):
         raise SpecError(f"--ami {ami!r} is not an AMI id (ami- and 8 or 17 hex digits)")
     if channel:
