@@ -169,14 +169,22 @@ def plan_prune(
     if keep < 1:
         raise SpecError(f"--keep {keep}: keep at least 1 image per variant and region")
     snapshot_tags = snapshot_tags or {}
-    images = sorted(images, key=lambda i: (i.region, i.tags.get(tags.VARIANT, ""), _newest_first(i)))
+    images = list(images)
+    built = {image.image_id: build_time(image) for image in images}  # read once: the sort, the ranking, the plan
+
+    def newest_first(image: Image) -> tuple[float, str]:
+        created = built[image.image_id]
+        # unknown creation times sort last; they are kept anyway
+        return (-created.timestamp() if created else float("inf"), image.image_id)
+
+    images.sort(key=lambda i: (i.region, i.tags.get(tags.VARIANT, ""), newest_first(i)))
 
     decided: list[tuple[Image, list[str]]] = []
     for _, group in itertools.groupby(images, key=lambda i: (i.region, i.tags.get(tags.VARIANT, ""))):
         ranked = 0
         for image in group:
             reasons: list[str] = []
-            created = build_time(image)
+            created = built[image.image_id]
             if image.state in _COMPLETE and ranked < keep:
                 ranked += 1
                 reasons.append(f"newest {keep}")
@@ -209,7 +217,7 @@ def plan_prune(
         variant = image.tags.get(tags.VARIANT, "")
         found = recoveries.get(image.image_id)
         common = dict(image_id=image.image_id, region=image.region, variant=variant, name=image.name,
-                      created=build_time(image), state=image.state, protection=image.protection,
+                      created=built[image.image_id], state=image.state, protection=image.protection,
                       recovery=found.reason if found else "")
         if reasons:
             plans.append(_kept(image, reasons, common, in_use, shared, disable_after, now, deprecate_only))
@@ -248,7 +256,7 @@ def _kept(image: Image, reasons: list[str], common: dict[str, Any], in_use: Mapp
           shared: Mapping[str, Sequence[str]], disable_after: timedelta | None, now: datetime,
           deprecate_only: bool) -> ImagePlan:
     """A kept image: disabled as well when `disable_after` says so and nothing forbids it."""
-    created = build_time(image)
+    created = common["created"]
     if (disable_after is not None and not deprecate_only and created is not None and now - created >= disable_after
             and not image.protection.startswith(WAITING)):
         if image.state == "disabled":
@@ -279,12 +287,6 @@ def _bins(decided: Sequence[tuple[Image, list[str]]], recoveries: Mapping[str, R
                                                                  default=None),
                              "; ".join(reasons) or "no images here", covering))
     return tuple(out)
-
-
-def _newest_first(image: Image) -> tuple[float, str]:
-    created = build_time(image)
-    # unknown creation times sort last; they are kept anyway
-    return (-created.timestamp() if created else float("inf"), image.image_id)
 
 
 def _snapshot_stays(snapshot: str, image: Image, snapshot_tags: Mapping[str, Mapping[str, str]],
