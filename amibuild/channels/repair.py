@@ -321,11 +321,11 @@ class ChannelCheck:
     repaired: tuple[RepairOutcome, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        outcomes = self.repaired or ()
+        outcomes = [o.to_dict() for o in self.repaired or ()]
         return {"split": [s.to_dict() for s in self.splits],
-                "repaired": [{k: v for k, v in o.to_dict().items() if k in ("channel", "variant", "build", "why", "result")}
-                             for o in outcomes if o.done is not None],
-                **({"channels": [o.to_dict() for o in outcomes]} if self.repaired is not None else {})}
+                "repaired": [{k: o[k] for k in ("channel", "variant", "build", "why", "result")}
+                             for o in outcomes if o["repaired"]],
+                **({"channels": outcomes} if self.repaired is not None else {})}
 
     def lines(self) -> list[str]:
         """A line per split channel; with --repair a line (or more) per channel, in the order handled, moved or not."""
