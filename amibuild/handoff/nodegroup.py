@@ -288,6 +288,7 @@ class DeployResult:
             out.append(f"  next: amibuild aws-auth --stack {self.stack}   (the mapRoles entry that lets these nodes join)")
         return out
 
+
 # what a new stack lacks without an image to run
 NEEDS_IMAGE = ("creating a node group stack needs --channel (with --variant when the pipeline has more than one), "
                "or --parameter NodeImageId=AMI")
