@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from fnmatch import fnmatchcase
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from amibuild.values import parse_iso_time
 
@@ -122,18 +122,13 @@ def admission(settings: Settings, image: SeenImage, account: str, now: datetime 
 # ------------------------------------------------------------------------- what admits a pipeline
 
 
-def name_patterns(prefixes: Iterable[str]) -> tuple[str, ...]:
-    """One ``PREFIX-*`` pattern per image name prefix (Packer appends ``-{{timestamp}}``)."""
-    return tuple(dict.fromkeys(f"{p}-*" for p in prefixes))
-
-
 MAX_NAMES = 50  # ImageNames per criterion, as AWS limits them
 
 
 def pipeline_criteria(provider: str, prefixes: Sequence[str], *, max_days_since_created: int | None = None,
                       max_days_since_deprecated: int | None = None) -> tuple[Criterion, ...]:
     """The criteria for every prefix: one per 50 name patterns (AWS's limit per criterion)."""
-    names = name_patterns(prefixes)
+    names = tuple(dict.fromkeys(f"{p}-*" for p in prefixes))  # PREFIX-*: Packer appends -{{timestamp}}
     chunks = [names[i:i + MAX_NAMES] for i in range(0, len(names), MAX_NAMES)] or [()]
     return tuple(Criterion((provider,), chunk, max_days_since_created, max_days_since_deprecated) for chunk in chunks)
 
