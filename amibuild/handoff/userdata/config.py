@@ -316,23 +316,15 @@ def config_from_flags(
 # ------------------------------------------------------------------------------------ NO_PROXY
 
 
-def _dns(region: str) -> str:
-    return "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
-
-
-def endpoint_hosts(region: str, services: Sequence[str]) -> tuple[str, ...]:
-    """The regional endpoint names that bypass the proxy for `services` (keys of `ENDPOINTS`)."""
-    return tuple(host.format(region=region, dns=_dns(region)) for name in services for host in ENDPOINTS[name])
-
-
 def no_proxy_entries(cfg: NodeConfig, vpc_cidrs: Sequence[str] = ()) -> tuple[str, ...]:
     """NO_PROXY in order, duplicates dropped; the node's user data adds the VPC CIDRs at boot."""
+    dns = "amazonaws.com.cn" if cfg.region.startswith("cn-") else "amazonaws.com"
     entries = [
         *vpc_cidrs,
         *cfg.service_cidrs,
         *LOCAL_NO_PROXY,
-        *([CLUSTER_ENDPOINT.format(region=cfg.region, dns=_dns(cfg.region))] if cfg.private_endpoint else []),
-        *endpoint_hosts(cfg.region, cfg.bypass),
+        *([CLUSTER_ENDPOINT.format(region=cfg.region, dns=dns)] if cfg.private_endpoint else []),
+        *(host.format(region=cfg.region, dns=dns) for name in cfg.bypass for host in ENDPOINTS[name]),
         *cfg.no_proxy,
     ]
     return tuple(dict.fromkeys(entries))
