@@ -19,7 +19,7 @@ import yaml
 from amibuild import tags
 from amibuild.errors import SpecError
 from amibuild.handoff.userdata import render
-from amibuild.handoff.userdata.kubelet import KubeletSettings, nodeconfig_part, proxy_environment
+from amibuild.handoff.userdata.kubelet import nodeconfig_part, proxy_environment
 from amibuild.pipeline import iam_names, proxy_credentials
 from amibuild.pipeline.imagetests import check_cluster
 import re
@@ -65,7 +65,6 @@ def node_userdata(os_family: str, cluster: str, settings: NodeSettings) -> str |
         return render.multipart([("text/cloud-boothook", render.proxy_boothook(cfg))]) if settings.proxy else None
     # the NodeConfig pieces amibuild's own AL2023 user data is made of (kubelet settings, proxy
     # environment), without the cluster part Karpenter writes itself
-    kubelet = KubeletSettings.parse(flags=settings.kubelet_flags)
     parts: list[tuple[str, str]] = []
     spec: dict[str, Any] = {}
     if settings.proxy_credentials_parameter:
@@ -73,10 +72,10 @@ def node_userdata(os_family: str, cluster: str, settings: NodeSettings) -> str |
         # units and the services read, and the NodeConfig carries no proxy of its own
         parts.append(("text/cloud-boothook", render.proxy_boothook(cfg, node_os="al2023")))
     elif settings.proxy:
-        entries = list(dict.fromkeys([*settings.vpc_cidrs, *render.no_proxy_entries(cfg)]))
+        entries = render.no_proxy_entries(cfg, settings.vpc_cidrs)
         spec["instance"] = {"environment": proxy_environment(settings.proxy, entries)}
-    if kubelet:
-        spec["kubelet"] = kubelet.nodeadm_kubelet()
+    if cfg.kubelet:
+        spec["kubelet"] = cfg.kubelet.nodeadm_kubelet()
     if spec:
         parts.append(("application/node.eks.aws", nodeconfig_part(spec)))
     return render.multipart(parts) if parts else None
