@@ -97,7 +97,6 @@ class _At:
         return replace(self, depth=self.depth + 1)
 
     def part(self, content_type: str, body: str, **where: str) -> Part:
-        """A `Part` found here."""
         return Part(content_type, body, via=self.via, depth=self.depth, **where)
 
     def charge(self, data: bytes | str, what: str) -> None:
