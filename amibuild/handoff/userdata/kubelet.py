@@ -95,7 +95,7 @@ class KubeletSettings:
     def nodeadm_kubelet(self) -> dict[str, Any]:
         """NodeConfig `spec.kubelet`: labels and taints as kubelet flags, max pods in the config."""
         out: dict[str, Any] = {}
-        flags = list(self.flags) + self._derived_flags(max_pods=False)
+        flags = self._flags()
         if self.max_pods is not None:
             out["config"] = {"maxPods": self.max_pods}
         if self.max_pods_expression:
@@ -106,16 +106,15 @@ class KubeletSettings:
 
     def kubelet_args(self) -> list[str]:
         """Every kubelet flag, for bootstrap.sh's --kubelet-extra-args (AL2)."""
-        return list(self.flags) + self._derived_flags(max_pods=True)
+        return self._flags() + ([f"--max-pods={self.max_pods}"] if self.max_pods is not None else [])
 
-    def _derived_flags(self, *, max_pods: bool) -> list[str]:
-        out = []
+    def _flags(self) -> list[str]:
+        """The flags given, then the labels and the taints as kubelet flags."""
+        out = list(self.flags)
         if self.labels:
             out.append("--node-labels=" + ",".join(f"{k}={v}" for k, v in self.labels))
         if self.taints:
             out.append("--register-with-taints=" + ",".join(str(t) for t in self.taints))
-        if max_pods and self.max_pods is not None:
-            out.append(f"--max-pods={self.max_pods}")
         return out
 
     def to_parameters(self) -> dict[str, str]:
