@@ -352,6 +352,16 @@ def test_userdata_cluster_with_every_flag_asks_aws_nothing(tmp_path: Path) -> No
     assert result.stderr == "" and "cidr: 10.100.0.0/16" in result.stdout
 
 
+def test_userdata_cluster_with_every_flag_needs_no_aws_set_up(tmp_path: Path) -> None:
+    """Nothing to read: a profile that does not exist is no reason for a note about DescribeCluster."""
+    ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUMKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="
+    result = run_cli(tmp_path, "userdata", "--cluster", "prod", "--os", "al2023", "--api-server-endpoint",
+                     "https://example.eks.amazonaws.com", "--certificate-authority", ca, "--service-cidr",
+                     "10.100.0.0/16", binary="amibuild", env={"AWS_PROFILE": "no-such-profile"})
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "" and "apiServerEndpoint: https://example.eks.amazonaws.com" in result.stdout
+
+
 def test_userdata_variant_takes_its_os_and_proxy_credentials_from_the_pipeline_file(tmp_path: Path) -> None:
     """`userdata --variant V` writes the user data V's nodes need: bootstrap.sh for an AL2 variant,
     nodeadm for AL2023, the variant's proxy credentials parameter with --proxy; a flag wins."""

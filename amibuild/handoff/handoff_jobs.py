@@ -247,10 +247,10 @@ def userdata_cluster(*, cluster: str, os_: str, region: str, api_server_endpoint
     # (an endpoint without a CA, or the other way round: config_from_flags names the pair)
     if not cluster or os_ != "al2023" or k8s_manifests or bool(api_server_endpoint) != bool(certificate_authority):
         return given
+    if api_server_endpoint and certificate_authority and service_cidr:  # nothing to read
+        return given
     try:
         aws, where = gateway(None, region or None)
-        if api_server_endpoint and certificate_authority and service_cidr:
-            return given
         facts = read_cluster(aws, cluster, where)
     except AmibuildError as exc:
         return replace(given, note=f"cluster {cluster}: not read with DescribeCluster ({exc})")
