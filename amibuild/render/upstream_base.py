@@ -138,8 +138,7 @@ def upstream_files(build: Build) -> dict[str, str]:
             hcl.Attr("delay_seconds", target.polling[0]), hcl.Attr("max_attempts", target.polling[1])])
     packer_block = None
     if build.uses_plugins:
-        packer_block = hcl.Block("packer")
-        packer_block.attr("required_version", ">= 1.7.0")
+        packer_block = hcl.Block("packer").attr("required_version", ">= 1.7.0")
         packer_block.block("required_plugins").attr("amazon", {"version": ">= 1.2.0", "source": "github.com/hashicorp/amazon"})
     text = upstream.hcl_document(
         build.upstream, source_name=pipeline.build_region, source_overrides=overrides,
