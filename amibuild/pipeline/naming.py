@@ -14,14 +14,8 @@ from amibuild.errors import SpecError
 from amibuild.pipeline.value_checks import ssm_parameter_name  # one rule for names, at load and at write
 
 DEFAULT_CHANNEL = "recommended"
-
-
 DEFAULT_NAME_TEMPLATE = "{prefix}/{pipeline}/{k8s}/{variant}/{channel}/image_id"
-
-
 TEMPLATE_FIELDS = ("prefix", "pipeline", "k8s", "variant", "os", "arch", "flavor", "channel")
-
-
 _CHANNEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 
 
