@@ -49,12 +49,10 @@ def parse_map(value: Any, where: str) -> Mapping[str, str]:
     if not isinstance(value, Mapping):
         raise SpecError(f"{where}: {FIELD} must be a map of region to KMS key, e.g. {FIELD} = "
                         "{ \"eu-west-1\" = \"arn:aws:kms:eu-west-1:111122223333:key/...\" }")
-    out = {}
     for region, key in value.items():
         if not isinstance(key, str):
             raise SpecError(f"{where}: {FIELD}[\"{region}\"] must be a string (a key ARN, id or alias)")
-        out[str(region)] = key
-    return MappingProxyType(dict(sorted(out.items())))
+    return MappingProxyType(dict(sorted({str(region): key for region, key in value.items()}.items())))
 
 
 def region_keys(variant: Any, regions: Iterable[str], copy_to: Iterable[str]) -> dict[str, str]:
