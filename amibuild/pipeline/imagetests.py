@@ -223,10 +223,7 @@ def gates(value: Any, where: str) -> Mapping[str, Gate]:
             raise SpecError(f'{where}: write channel "NAME" {{ from = "recommended", requires = ["tested"], soak = "72h" }}')
         (name, body), = entry.items()
         at = f'{where}: channel "{name}"'
-        try:
-            naming.check_channel(name)
-        except SpecError as exc:
-            raise SpecError(f"{at}: {exc}") from None
+        naming.check_channel(name, at)
         if name in out:
             raise SpecError(f"{at}: defined twice")
         check_fields(body, GATE_KEYS, at, f"a channel gate has {', '.join(GATE_KEYS)}")
@@ -234,10 +231,7 @@ def gates(value: Any, where: str) -> Mapping[str, Gate]:
         if not isinstance(source, str):
             raise SpecError(f"{at}: from must be a channel name in quotes")
         if source:
-            try:
-                naming.check_channel(source)
-            except SpecError as exc:
-                raise SpecError(f"{at}: from: {exc}") from None
+            naming.check_channel(source, f"{at}: from")
             if source == name:
                 raise SpecError(f"{at}: from names the channel itself; name the channel images come from")
         requires = body.get("requires", [])

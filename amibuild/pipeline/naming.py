@@ -54,9 +54,11 @@ def check_template(template: str) -> None:
         raise SpecError(f"parameter name template {template!r}: names under /aws and /ssm are reserved by AWS")
 
 
-def check_channel(channel: str) -> str:
+def check_channel(channel: str, where: str = "") -> str:
+    """``channel`` when it is a channel name, else SpecError (after ``where``, when given)."""
     if not _CHANNEL.match(channel or ""):
-        raise SpecError(f"channel {channel!r}: use letters, digits, '.', '_' and '-', e.g. recommended or stable")
+        prefix = f"{where}: " if where else ""
+        raise SpecError(f"{prefix}channel {channel!r}: use letters, digits, '.', '_' and '-', e.g. recommended or stable")
     return channel
 
 
