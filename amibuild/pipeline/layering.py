@@ -398,12 +398,10 @@ def _read_var_files(paths: Sequence[str]) -> list[Layer]:
             raise VarFileError(f"--var-file {name}: no such file; check the path")
         files.regular(Path(name), f"--var-file {name}", "var-file", VarFileError)
         doc = _read_hcl(Path(name), "var-file", VarFileError)
-        layer: dict[str, Setting] = {}
         for key, value in doc.items():
             if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and key not in DEFAULTS:
                 raise VarFileError(f"{name}: `{key}` is a block; a var-file holds only `name = value` lines")
-            layer[key] = Setting(value, f"{name}: {key}")
-        layers.append(MappingProxyType(layer))
+        layers.append(MappingProxyType({key: Setting(value, f"{name}: {key}") for key, value in doc.items()}))
     return layers
 
 
