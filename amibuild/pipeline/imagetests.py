@@ -137,8 +137,7 @@ class Gate:
 
 def seconds(value: Any, where: str, *, zero: bool = False) -> float:
     """Seconds from `90`, `90s`, `10m`, `2h`, `3d`, `1w`."""
-    text = str(value).strip()
-    match = _DURATION.fullmatch(text)
+    match = _DURATION.fullmatch(str(value).strip())
     if isinstance(value, bool) or not match:
         raise SpecError(f"{where}: {value!r} is not a duration; write seconds or a number and s, m, h, d or w, e.g. \"60s\"")
     result = float(match.group(1)) * _UNITS[match.group(2)]
@@ -383,8 +382,7 @@ def check_set(variant: Any, *, stage: str = "build") -> CheckSet:
 
 
 def _slug(text: str) -> str:
-    slug = re.sub(r"[^a-z0-9_-]+", "-", text.lower()).strip("-")
-    return slug[:50] or "x"
+    return re.sub(r"[^a-z0-9_-]+", "-", text.lower()).strip("-")[:50] or "x"
 
 
 # ------------------------------------------------------------------------------- the scripts and the verdicts

@@ -73,8 +73,7 @@ def parameter_name(pipeline: PipelineLike, variant: VariantLike, channel: str,
     template = template_of(pipeline, template)
     check_template(template)
     check_channel(channel)
-    name = template.format(**_fields(pipeline, variant, channel))
-    return ssm_parameter_name(name, f"template {template!r}")
+    return ssm_parameter_name(template.format(**_fields(pipeline, variant, channel)), f"template {template!r}")
 
 
 def _fields(pipeline: PipelineLike, variant: VariantLike, channel: str) -> dict[str, str]:
@@ -112,5 +111,4 @@ def name_pattern(pipeline: PipelineLike, template: str | None = None, *,
         else:
             regex += f"(?P<{name}>[^/]+)" if f"(?P<{name}>" not in regex else f"(?P={name})"
             open_field = True
-    path = root.rsplit("/", 1)[0] or "/"
-    return path, re.compile(rf"^{regex}\Z")
+    return root.rsplit("/", 1)[0] or "/", re.compile(rf"^{regex}\Z")
