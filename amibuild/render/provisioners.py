@@ -124,9 +124,7 @@ def inventory_steps(shipped: dict[str, str]) -> list[Provisioner]:
 
 def checks_step(variant: Variant) -> tuple[hcl.Block, str] | None:
     """Stage 1: the provisioner that runs the variant's checks on the build instance, and its script."""
-    if not variant.test_on_build:
-        return None
-    return _shell(CHECKS_SCRIPT), checks_script(variant)
+    return (_shell(CHECKS_SCRIPT), checks_script(variant)) if variant.test_on_build else None
 
 
 def checks_script(variant: Variant) -> str:
