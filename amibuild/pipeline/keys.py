@@ -94,7 +94,7 @@ def check(variant: Any, regions: Iterable[str], copy_to: Iterable[str], ami_user
             raise SpecError(f"{label}: key {key} belongs to {owner}, but it would encrypt the image in {region}; "
                             f"a KMS key works only in its own region: give a key of {region} "
                             f"({FIELD} = {{ \"{region}\" = \"arn:aws:kms:{region}:...\" }})")
-    named = [r for r, k in keys.items() if k and not is_default_key(k)]
+    named = [r for r, k in keys.items() if not is_default_key(k)]
     keyless = next((r for r, k in keys.items() if not k), None)
     if named and keyless is not None:
         kind = "copy_to" if keyless not in regions else "build"

@@ -370,7 +370,7 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> La
             layer["proxy"] = Setting(proxy, f"{where}: proxy")
         elif key in DEFAULTS and key not in ("repos", "tests"):
             if key == "scripts" and source is not None and isinstance(value, list):
-                value = [str((source.parent / str(s))) for s in value]
+                value = [str(source.parent / str(s)) for s in value]
             layer[key] = Setting(value, f"{where}: {key}")
         else:
             raise _unknown(key, _VARIANT_KEYS, where)
