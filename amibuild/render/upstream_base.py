@@ -77,7 +77,7 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
                         f"{', '.join(missing)}; pass --var {missing[0]}=... (or set it in the variant's vars)")
     early, provisioners, shipped = provisioner_groups(variant, values, keep_tmp=_working_dir(template))
     overrides: dict[str, Any] = {}
-    original = {getattr(item, "key", None): item.value for item in template.source if isinstance(item, hcl.Attr)}
+    original = {item.key: item.value for item in template.source if isinstance(item, hcl.Attr)}
     for key in ("tags", "snapshot_tags"):
         base = hcl.value(original[key], "  ") if key in original else "{}"
         overrides[key] = hcl.Expr(f"merge({base}, var.tags, var.provenance_tags)")
