@@ -18,14 +18,4 @@ from amibuild.pipeline.validation import known_regions
 from amibuild.pipeline.layering import check_names, load
 from amibuild.errors import SpecError
 
-__all__ = [
-    "Overrides",
-    "Pipeline",
-    "Proxy",
-    "Repo",
-    "Variant",
-    "check_names",
-    "known_regions",
-    "load",
-    "SpecError",
-]
+__all__ = ["Overrides", "Pipeline", "Proxy", "Repo", "Variant", "check_names", "known_regions", "load", "SpecError"]

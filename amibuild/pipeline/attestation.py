@@ -17,7 +17,7 @@ KEYS = ("kms_key", "bucket", "region")
 _ALIAS = re.compile(r"alias/[A-Za-z0-9/_-]{1,250}")
 _KEY_ID = re.compile(r"(mrk-[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 _KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:(key/" + _KEY_ID.pattern + r"|alias/[A-Za-z0-9/_-]{1,250})")
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # an S3 bucket name (fullmatch)
 _IP = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+")
 
 
@@ -46,7 +46,7 @@ def attestation_settings(value: Any, where: str, known_regions: frozenset[str]) 
         raise SpecError(f"{where}.kms_key {kms_key!r}: an AWS managed key cannot sign; name an asymmetric "
                         "ECC_NIST_P256 SIGN_VERIFY key of your own")
     bucket = body.get("bucket", "")
-    if bucket and (not _BUCKET.fullmatch(bucket) or ".." in bucket or _IP.fullmatch(bucket)):
+    if bucket and (not BUCKET.fullmatch(bucket) or ".." in bucket or _IP.fullmatch(bucket)):
         raise SpecError(f"{where}.bucket {bucket!r}: an S3 bucket name (3-63 lowercase letters, digits, '.' and '-', "
                         "starting and ending with a letter or digit); leave it out for amibuild-attestations-<account id>")
     region = body.get("region", "")

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 
 from amibuild.errors import SpecError
 from amibuild.inventory.scan import ScanPolicy, scan_policy
-from amibuild.pipeline import value_checks as checks, hygiene, iam_names, naming
+from amibuild.pipeline import attestation, value_checks as checks, hygiene, iam_names, naming
 from amibuild.printable import printable
 from amibuild.suggest import check_fields, one_block, suggest
 from types import MappingProxyType
@@ -32,8 +32,6 @@ _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 TEST_KEYS = ("command", "timeout", "enabled", "reason")
 BOOT_TEST_KEYS = ("subnet_id", "security_group_id", "instance_profile", "role", "instance_type", "timeout", "cluster",
                   "output_bucket")
-# an S3 bucket name (general purpose buckets): 3-63 lowercase letters, digits, '.' and '-'
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", re.ASCII)
 # An EKS cluster name (CreateCluster's rule): what a boot test's node joins (test { cluster }, --cluster)
 _CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}", re.ASCII)
 GATE_KEYS = ("from", "requires", "soak", "scan")
@@ -137,8 +135,7 @@ class Gate:
 
 def seconds(value: Any, where: str, *, zero: bool = False) -> float:
     """Seconds from `90`, `90s`, `10m`, `2h`, `3d`, `1w`."""
-    text = str(value).strip()
-    match = _DURATION.fullmatch(text)
+    match = _DURATION.fullmatch(str(value).strip())
     if isinstance(value, bool) or not match:
         raise SpecError(f"{where}: {value!r} is not a duration; write seconds or a number and s, m, h, d or w, e.g. \"60s\"")
     result = float(match.group(1)) * _UNITS[match.group(2)]
@@ -200,7 +197,7 @@ def boot_test_settings(value: Any, where: str) -> BootTestSettings:
         raise SpecError(f"{where}.role goes with instance_profile: it names the role that profile holds")
     cluster = check_cluster(str(body.get("cluster", "")), f"{where}.cluster")
     bucket = body.get("output_bucket", "")
-    if not isinstance(bucket, str) or (bucket and (not _BUCKET.fullmatch(bucket) or ".." in bucket)):
+    if not isinstance(bucket, str) or (bucket and (not attestation.BUCKET.fullmatch(bucket) or ".." in bucket)):
         raise SpecError(f"{where}.output_bucket {bucket!r}: the name of an S3 bucket (3-63 lowercase letters, digits, "
                         "'.' and '-'), not an s3:// URL; SSM writes each check's whole output there")
     return BootTestSettings(instance_profile=profile, timeout=timeout, role=role, cluster=cluster,
@@ -223,10 +220,7 @@ def gates(value: Any, where: str) -> Mapping[str, Gate]:
             raise SpecError(f'{where}: write channel "NAME" {{ from = "recommended", requires = ["tested"], soak = "72h" }}')
         (name, body), = entry.items()
         at = f'{where}: channel "{name}"'
-        try:
-            naming.check_channel(name)
-        except SpecError as exc:
-            raise SpecError(f"{at}: {exc}") from None
+        naming.check_channel(name, at)
         if name in out:
             raise SpecError(f"{at}: defined twice")
         check_fields(body, GATE_KEYS, at, f"a channel gate has {', '.join(GATE_KEYS)}")
@@ -234,10 +228,7 @@ def gates(value: Any, where: str) -> Mapping[str, Gate]:
         if not isinstance(source, str):
             raise SpecError(f"{at}: from must be a channel name in quotes")
         if source:
-            try:
-                naming.check_channel(source)
-            except SpecError as exc:
-                raise SpecError(f"{at}: from: {exc}") from None
+            naming.check_channel(source, f"{at}: from")
             if source == name:
                 raise SpecError(f"{at}: from names the channel itself; name the channel images come from")
         requires = body.get("requires", [])
@@ -293,9 +284,8 @@ def builtin_checks(variant: Any) -> list[Check]:
     if variant.proxy:
         out.append(Check("proxy", "grep -qE '^(HTTPS?_PROXY|https?_proxy)=' /etc/environment",
                          what="the proxy settings are in /etc/environment"))
-    secrets = "|".join(_ENVIRONMENT_SECRETS)
     userinfo = any("@" in (url.split("://", 1)[-1].split("/", 1)[0]) for url in (variant.proxy.http, variant.proxy.https))
-    pattern = f"^({secrets})=" + ("" if userinfo else "|://[^/@ ]+:[^/@ ]+@")
+    pattern = f"^({'|'.join(_ENVIRONMENT_SECRETS)})=" + ("" if userinfo else "|://[^/@ ]+:[^/@ ]+@")
     out.append(Check("no-credentials", f"test ! -e /etc/environment || ! grep -qE {shlex.quote(pattern)} /etc/environment",
                      what="no AWS key or URL password in /etc/environment"
                           + (" (the proxy URL's own credentials are baked on purpose)" if userinfo else "")))
@@ -329,12 +319,11 @@ def boot_checks(variant: Any) -> list[Check]:
     if variant.os == "al2023":
         return [Check("nodeadm-config", "command -v nodeadm >/dev/null || exit 127\nnodeadm config check",
                       boot_only=True, what="nodeadm accepts the instance's user data (nodeadm config check; boot test only)")]
-    options = " ".join(BOOTSTRAP_OPTIONS)
     return [Check("bootstrap-options",
                   "test -x /etc/eks/bootstrap.sh || exit 127\n"
                   "usage=$(/etc/eks/bootstrap.sh --help 2>&1)\n"
                   "missing=''\n"
-                  f"for option in {options}; do\n"
+                  f"for option in {' '.join(BOOTSTRAP_OPTIONS)}; do\n"
                   "    case $usage in *\"$option \"*) ;; *) missing=\"$missing $option\" ;; esac\n"
                   "done\n"
                   "if [ -n \"$missing\" ]; then echo \"bootstrap.sh does not take:$missing\"; exit 1; fi",
@@ -389,8 +378,7 @@ def check_set(variant: Any, *, stage: str = "build") -> CheckSet:
 
 
 def _slug(text: str) -> str:
-    slug = re.sub(r"[^a-z0-9_-]+", "-", text.lower()).strip("-")
-    return slug[:50] or "x"
+    return re.sub(r"[^a-z0-9_-]+", "-", text.lower()).strip("-")[:50] or "x"
 
 
 # ------------------------------------------------------------------------------- the scripts and the verdicts

@@ -49,12 +49,10 @@ def parse_map(value: Any, where: str) -> Mapping[str, str]:
     if not isinstance(value, Mapping):
         raise SpecError(f"{where}: {FIELD} must be a map of region to KMS key, e.g. {FIELD} = "
                         "{ \"eu-west-1\" = \"arn:aws:kms:eu-west-1:111122223333:key/...\" }")
-    out = {}
     for region, key in value.items():
         if not isinstance(key, str):
             raise SpecError(f"{where}: {FIELD}[\"{region}\"] must be a string (a key ARN, id or alias)")
-        out[str(region)] = key
-    return MappingProxyType(dict(sorted(out.items())))
+    return MappingProxyType(dict(sorted({str(region): key for region, key in value.items()}.items())))
 
 
 def region_keys(variant: Any, regions: Iterable[str], copy_to: Iterable[str]) -> dict[str, str]:
@@ -96,7 +94,7 @@ def check(variant: Any, regions: Iterable[str], copy_to: Iterable[str], ami_user
             raise SpecError(f"{label}: key {key} belongs to {owner}, but it would encrypt the image in {region}; "
                             f"a KMS key works only in its own region: give a key of {region} "
                             f"({FIELD} = {{ \"{region}\" = \"arn:aws:kms:{region}:...\" }})")
-    named = [r for r, k in keys.items() if k and not is_default_key(k)]
+    named = [r for r, k in keys.items() if not is_default_key(k)]
     keyless = next((r for r, k in keys.items() if not k), None)
     if named and keyless is not None:
         kind = "copy_to" if keyless not in regions else "build"

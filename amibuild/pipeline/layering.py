@@ -370,7 +370,7 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> La
             layer["proxy"] = Setting(proxy, f"{where}: proxy")
         elif key in DEFAULTS and key not in ("repos", "tests"):
             if key == "scripts" and source is not None and isinstance(value, list):
-                value = [str((source.parent / str(s))) for s in value]
+                value = [str(source.parent / str(s)) for s in value]
             layer[key] = Setting(value, f"{where}: {key}")
         else:
             raise _unknown(key, _VARIANT_KEYS, where)
@@ -398,12 +398,10 @@ def _read_var_files(paths: Sequence[str]) -> list[Layer]:
             raise VarFileError(f"--var-file {name}: no such file; check the path")
         files.regular(Path(name), f"--var-file {name}", "var-file", VarFileError)
         doc = _read_hcl(Path(name), "var-file", VarFileError)
-        layer: dict[str, Setting] = {}
         for key, value in doc.items():
             if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and key not in DEFAULTS:
                 raise VarFileError(f"{name}: `{key}` is a block; a var-file holds only `name = value` lines")
-            layer[key] = Setting(value, f"{name}: {key}")
-        layers.append(MappingProxyType(layer))
+        layers.append(MappingProxyType({key: Setting(value, f"{name}: {key}") for key, value in doc.items()}))
     return layers
 
 

@@ -25,18 +25,8 @@ GITHUB_MAX_JOBS = 256
 
 def matrix(pipeline: Pipeline) -> dict[str, list[dict[str, str]]]:
     """``{"include": [{"variant", "os", "arch", "kubernetes_version", "base"}, ...]}``, file order."""
-    return {
-        "include": [
-            {
-                "variant": v.name,
-                "os": v.os,
-                "arch": v.arch,
-                "kubernetes_version": v.kubernetes_version,
-                "base": v.base,
-            }
-            for v in pipeline.variants
-        ]
-    }
+    return {"include": [{"variant": v.name, "os": v.os, "arch": v.arch, "kubernetes_version": v.kubernetes_version,
+                         "base": v.base} for v in pipeline.variants]}
 
 
 def github_output(value: dict[str, Any], path: str | os.PathLike | None = None) -> str:

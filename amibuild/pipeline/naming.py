@@ -14,14 +14,8 @@ from amibuild.errors import SpecError
 from amibuild.pipeline.value_checks import ssm_parameter_name  # one rule for names, at load and at write
 
 DEFAULT_CHANNEL = "recommended"
-
-
 DEFAULT_NAME_TEMPLATE = "{prefix}/{pipeline}/{k8s}/{variant}/{channel}/image_id"
-
-
 TEMPLATE_FIELDS = ("prefix", "pipeline", "k8s", "variant", "os", "arch", "flavor", "channel")
-
-
 _CHANNEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 
 
@@ -60,9 +54,11 @@ def check_template(template: str) -> None:
         raise SpecError(f"parameter name template {template!r}: names under /aws and /ssm are reserved by AWS")
 
 
-def check_channel(channel: str) -> str:
+def check_channel(channel: str, where: str = "") -> str:
+    """``channel`` when it is a channel name, else SpecError (after ``where``, when given)."""
     if not _CHANNEL.match(channel or ""):
-        raise SpecError(f"channel {channel!r}: use letters, digits, '.', '_' and '-', e.g. recommended or stable")
+        prefix = f"{where}: " if where else ""
+        raise SpecError(f"{prefix}channel {channel!r}: use letters, digits, '.', '_' and '-', e.g. recommended or stable")
     return channel
 
 
@@ -77,8 +73,7 @@ def parameter_name(pipeline: PipelineLike, variant: VariantLike, channel: str,
     template = template_of(pipeline, template)
     check_template(template)
     check_channel(channel)
-    name = template.format(**_fields(pipeline, variant, channel))
-    return ssm_parameter_name(name, f"template {template!r}")
+    return ssm_parameter_name(template.format(**_fields(pipeline, variant, channel)), f"template {template!r}")
 
 
 def _fields(pipeline: PipelineLike, variant: VariantLike, channel: str) -> dict[str, str]:
@@ -116,5 +111,4 @@ def name_pattern(pipeline: PipelineLike, template: str | None = None, *,
         else:
             regex += f"(?P<{name}>[^/]+)" if f"(?P<{name}>" not in regex else f"(?P={name})"
             open_field = True
-    path = root.rsplit("/", 1)[0] or "/"
-    return path, re.compile(rf"^{regex}\Z")
+    return root.rsplit("/", 1)[0] or "/", re.compile(rf"^{regex}\Z")

@@ -47,8 +47,7 @@ def deprecate_after(value: Any, where: str) -> timedelta | None:
     """``"180d"`` (hours h, days d, weeks w) as a timedelta; "" or None: no deprecation time."""
     if value is None or value == "":
         return None
-    text = value.strip() if isinstance(value, str) else ""
-    match = _DURATION.fullmatch(text)
+    match = _DURATION.fullmatch(value.strip() if isinstance(value, str) else "")
     if not match:
         raise SpecError(f"{where}: {value!r} is not a duration; write a whole number of hours, days or weeks "
                         'in quotes, e.g. deprecate_after = "180d"')

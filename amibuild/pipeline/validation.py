@@ -102,8 +102,7 @@ def validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, ro
                     insecure=insecure, shipped_key=bool(repo.gpgkey_text))
         repos.pop(repo.name, None)  # a later layer redefines it
         repos[repo.name] = repo
-    proxy_raw = m.get("proxy") or {}
-    proxy = Proxy(**{k: str_value(v, at("proxy")) for k, v in proxy_raw.items()})
+    proxy = Proxy(**{k: str_value(v, at("proxy")) for k, v in (m.get("proxy") or {}).items()})
     for label, url in (("http", proxy.http), ("https", proxy.https)):
         if url:
             checks.url(url, at("proxy"), f"proxy.{label}")

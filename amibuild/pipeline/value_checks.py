@@ -284,7 +284,7 @@ def repo(name: str, baseurl: str, gpgkey: str, where: str, *, gpgcheck: bool | N
             url(gpgkey, where, f"repo {name!r} gpgkey")
         if gpgcheck is False:
             raise SpecError(f"{where}: repo {name!r} has a gpgkey and gpgcheck = false; drop one of them")
-        plain = [label for label, value in (("baseurl", baseurl), ("gpgkey", "" if shipped_key else gpgkey))
+        plain = [label for label, value in (("baseurl", baseurl), ("gpgkey", gpgkey))
                  if value.lower().startswith("http://")]
         if plain and not shipped_key and not insecure:
             raise SpecError(f"{where}: repo {name!r}: {' and '.join(plain)} {'is' if len(plain) == 1 else 'are'} "
@@ -377,7 +377,7 @@ def sharing(variant: Any, pipeline_users: Iterable[str], *, public: bool, allow_
     baked = [label for label, value in (
         ("proxy", [variant.proxy.http, variant.proxy.https]),
         ("repo", [[r.baseurl, r.gpgkey] for r in variant.repos]),
-        *((f"{k}", v) for k, v in variant.packer_vars.items() if k in ("http_proxy", "https_proxy", "extra_repos")),
+        *((k, v) for k, v in variant.packer_vars.items() if k in ("http_proxy", "https_proxy", "extra_repos")),
     ) if secrets.has_credentials(value)]
     if shared_with and baked and not allow_shared_credentials:
         raise SpecError(f"{shared_with[0]}: variant {variant.name} bakes credentials ({', '.join(baked)} URL with "

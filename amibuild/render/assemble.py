@@ -72,7 +72,7 @@ def finish(build: Build, macs: Mapping[str, str] | None = None) -> Rendered:
         templates = upstream_files(build)
     else:
         delay, attempts = target.polling or AWS_POLLING
-        text = render_template(
+        templates = {HCL_FILE: render_template(
             "eks-worker.pkr.hcl.j2",
             amibuild_version=__version__,
             variant=variant.name,
@@ -94,8 +94,7 @@ def finish(build: Build, macs: Mapping[str, str] | None = None) -> Rendered:
             polling_attempts=attempts,
             provisioners=[indent(hcl.dumps([p.block]).rstrip("\n"), "  ") for p in (*build.early, *build.late)],
             manifest=indent(hcl.dumps([manifest_block(variant.name)]).rstrip("\n"), "  "),
-        )
-        templates = {HCL_FILE: text}
+        )}
     notes = [*build.notes, *(s.note for s in build.sources.values() if s.note)]
     hidden = secret_variables(variant, build.values)
     secret_env = credential_env(build)
@@ -107,7 +106,6 @@ def finish(build: Build, macs: Mapping[str, str] | None = None) -> Rendered:
     var_text = hcl.dumps([hcl.Attr(k, v) for k, v in sorted(values.items())
                           if k not in _BUILD_TIME_VARS and k not in hidden], header=header)
     files = {**templates, VARS_FILE: var_text, **build.shipped, **build.extra_files}
-    executable = frozenset(name for name in build.shipped if name.endswith(".sh"))
     return Rendered(
         variant=variant,
         files=MappingProxyType(files),
@@ -115,7 +113,7 @@ def finish(build: Build, macs: Mapping[str, str] | None = None) -> Rendered:
         sources=MappingProxyType(dict(build.sources)),
         fingerprint=fingerprint(files, values, macs if secret_env else None, hidden=tuple(secret_env)),
         notes=tuple(secrets.mask(n) for n in notes),
-        executable=executable,
+        executable=frozenset(name for name in build.shipped if name.endswith(".sh")),
         secret_env=MappingProxyType(secret_env),
         packer_env=MappingProxyType(dict(build.packer_env)),
         real=build.real,

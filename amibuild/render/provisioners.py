@@ -78,8 +78,7 @@ def provisioner_groups(variant: Variant, values: Mapping[str, Any], *,
         late.append(Provisioner(ProvisionerKind.CHECKS, Path(CHECKS_SCRIPT).name, (), block))
     late += inventory_steps(shipped)  # before the clean-up, which removes /tmp/amibuild-*
     if early or late:
-        cleanup = hcl.Block("provisioner", ("shell",))
-        cleanup.attr("inline", [
+        cleanup = hcl.Block("provisioner", ("shell",)).attr("inline", [
             "sudo yum clean all 2>/dev/null || sudo dnf clean all",
             "sudo rm -rf /var/cache/yum /var/cache/dnf /tmp/amibuild-*",
         ])
@@ -94,25 +93,16 @@ def cleanup_steps(variant: Variant, shipped: dict[str, str], *, keep_tmp: hcl.Ex
     shipped[CLEANUP_SCRIPT] = _read_packaged(PROVISION_SCRIPTS / Path(CLEANUP_SCRIPT).name)
     env = (("AMIBUILD_KEEP_TMP", keep_tmp.text),) if keep_tmp is not None else ()
     out = [Provisioner(ProvisionerKind.CLEANUP, Path(CLEANUP_SCRIPT).name, env, _shell(CLEANUP_SCRIPT, env=env))]
-    hygiene = hygiene_step(variant)
-    if hygiene is not None:  # the very last: nothing that runs after it can undo the clean-up unseen
-        block, script = hygiene
-        shipped[HYGIENE_SCRIPT] = script
-        out.append(Provisioner(ProvisionerKind.HYGIENE, Path(HYGIENE_SCRIPT).name, (), block))
+    hygiene = imagetests.check_set(variant, stage=imagetests.HYGIENE).checks
+    if hygiene:  # the very last: nothing that runs after it can undo the clean-up unseen (none: all turned off)
+        shipped[HYGIENE_SCRIPT] = imagetests.checks_script(hygiene)
+        out.append(Provisioner(ProvisionerKind.HYGIENE, Path(HYGIENE_SCRIPT).name, (), _shell(HYGIENE_SCRIPT)))
     return out
 
 
 CHECKS_SCRIPT = "scripts/amibuild-checks.sh"
 CLEANUP_SCRIPT = "scripts/cleanup.sh"  # amibuild/render/provision/cleanup.sh
 HYGIENE_SCRIPT = "scripts/amibuild-hygiene.sh"
-
-
-def hygiene_step(variant: Variant) -> tuple[hcl.Block, str] | None:
-    """The provisioner that checks the clean-up on the build instance, and its script (None: all turned off)."""
-    checks = imagetests.check_set(variant, stage=imagetests.HYGIENE).checks
-    if not checks:
-        return None
-    return _shell(HYGIENE_SCRIPT), imagetests.checks_script(checks)
 
 
 INVENTORY_SCRIPT = "scripts/inventory.sh"
@@ -125,9 +115,7 @@ def inventory_steps(shipped: dict[str, str]) -> list[Provisioner]:
     stdout, so that 1,500 lines stay out of Packer's log), then a download of it beside the template;
     its script added to ``shipped``."""
     script = _shell(INVENTORY_SCRIPT, f"{EXECUTE} >{INVENTORY_REMOTE}")
-    fetch = hcl.Block("provisioner", ("file",))
-    fetch.attr("direction", "download")
-    fetch.attr("source", INVENTORY_REMOTE)
+    fetch = hcl.Block("provisioner", ("file",)).attr("direction", "download").attr("source", INVENTORY_REMOTE)
     fetch.attr("destination", hcl.template([hcl.Expr("path.root"), f"/{INVENTORY_FILE}"]))
     shipped[INVENTORY_SCRIPT] = _read_packaged(PROVISION_SCRIPTS / Path(INVENTORY_SCRIPT).name)
     return [Provisioner(ProvisionerKind.INVENTORY, Path(INVENTORY_SCRIPT).name, (), script),
@@ -136,9 +124,7 @@ def inventory_steps(shipped: dict[str, str]) -> list[Provisioner]:
 
 def checks_step(variant: Variant) -> tuple[hcl.Block, str] | None:
     """Stage 1: the provisioner that runs the variant's checks on the build instance, and its script."""
-    if not variant.test_on_build:
-        return None
-    return _shell(CHECKS_SCRIPT), checks_script(variant)
+    return (_shell(CHECKS_SCRIPT), checks_script(variant)) if variant.test_on_build else None
 
 
 def checks_script(variant: Variant) -> str:

@@ -20,11 +20,10 @@ TEMPLATES = Path(str(resources.files("amibuild.render") / "templates"))
 
 def manifest_block(variant_name: str) -> hcl.Block:
     """The manifest post-processor every build ends with; custom_data ties it to the run."""
-    block = hcl.Block("post-processor", ("manifest",))
-    block.attr("output", hcl.template([hcl.Expr("path.root"), "/manifest.json"]))
-    block.attr("strip_path", True)
-    block.attr("custom_data", {"variant": variant_name, "amibuild_run_id": hcl.Expr("var.amibuild_run_id")})
-    return block
+    return (hcl.Block("post-processor", ("manifest",))
+            .attr("output", hcl.template([hcl.Expr("path.root"), "/manifest.json"]))
+            .attr("strip_path", True)
+            .attr("custom_data", {"variant": variant_name, "amibuild_run_id": hcl.Expr("var.amibuild_run_id")}))
 
 
 @lru_cache(maxsize=1)
@@ -54,8 +53,7 @@ def render_template(name: str, **context: Any) -> str:
 
 
 def variable_block(var: PackerVariable) -> hcl.Block:
-    block = hcl.Block("variable", (var.name,))
-    block.attr("type", hcl.Expr(var.type)).attr("default", var.default)
+    block = hcl.Block("variable", (var.name,)).attr("type", hcl.Expr(var.type)).attr("default", var.default)
     if var.sensitive:
         block.attr("sensitive", True)
     return block

@@ -77,7 +77,7 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
                         f"{', '.join(missing)}; pass --var {missing[0]}=... (or set it in the variant's vars)")
     early, provisioners, shipped = provisioner_groups(variant, values, keep_tmp=_working_dir(template))
     overrides: dict[str, Any] = {}
-    original = {getattr(item, "key", None): item.value for item in template.source if isinstance(item, hcl.Attr)}
+    original = {item.key: item.value for item in template.source if isinstance(item, hcl.Attr)}
     for key in ("tags", "snapshot_tags"):
         base = hcl.value(original[key], "  ") if key in original else "{}"
         overrides[key] = hcl.Expr(f"merge({base}, var.tags, var.provenance_tags)")
@@ -138,8 +138,7 @@ def upstream_files(build: Build) -> dict[str, str]:
             hcl.Attr("delay_seconds", target.polling[0]), hcl.Attr("max_attempts", target.polling[1])])
     packer_block = None
     if build.uses_plugins:
-        packer_block = hcl.Block("packer")
-        packer_block.attr("required_version", ">= 1.7.0")
+        packer_block = hcl.Block("packer").attr("required_version", ">= 1.7.0")
         packer_block.block("required_plugins").attr("amazon", {"version": ">= 1.2.0", "source": "github.com/hashicorp/amazon"})
     text = upstream.hcl_document(
         build.upstream, source_name=pipeline.build_region, source_overrides=overrides,

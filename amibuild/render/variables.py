@@ -107,9 +107,8 @@ def _coerce(raw: Any, type_: str, where: str) -> Any:
         except ValueError:
             raise SpecError(f"{where}: expected a number, got {raw!r}") from None
     if type_ == "bool":
-        text = str(raw).lower()
-        if isinstance(raw, bool) or text in ("true", "false"):
-            return raw if isinstance(raw, bool) else text == "true"
+        if isinstance(raw, bool) or str(raw).lower() in ("true", "false"):
+            return str(raw).lower() == "true"
         raise SpecError(f"{where}: expected true or false, got {raw!r}")
     if type_.startswith("list"):
         if isinstance(raw, list):

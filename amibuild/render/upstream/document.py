@@ -43,10 +43,7 @@ def hcl_document(
         if remote and drop_remote_provisioners:
             insert_at -= i < t.insert_at
             continue
-        items = [
-            hcl.Attr("only", [target]) if isinstance(x, hcl.Attr) and x.key == "only" else x
-            for x in block.body
-        ]
+        items = [hcl.Attr("only", [target]) if isinstance(x, hcl.Attr) and x.key == "only" else x for x in block.body]
         kept.append(hcl.Block(block.type, block.labels, items))
     kept[insert_at:insert_at] = list(extra_provisioners)
     sources = hcl.Attr("sources", [f"source.{target}"])

@@ -117,8 +117,7 @@ def json_object(value: Any, path: Path, what: str) -> dict[str, Any]:
 
 
 def amazon_ebs_builder(doc: dict[str, Any], path: Path) -> tuple[str, dict[str, Any]]:
-    builders = [b for b in doc.get("builders") or [] if isinstance(b, dict)]
-    ebs = [b for b in builders if b.get("type") == "amazon-ebs"]
+    ebs = [b for b in doc.get("builders") or [] if isinstance(b, dict) and b.get("type") == "amazon-ebs"]
     if len(ebs) != 1:
         raise UpstreamError(
             f"{path} has {len(ebs)} amazon-ebs builders, amibuild needs exactly one: "
