@@ -136,6 +136,7 @@ def sign_defaults():
     ('attestation {\n kms_keys = "alias/x"\n}', "unknown field `kms_keys`"),
     ('attestation {\n kms_key = "amibuild"\n}', "pipeline.attestation.kms_key 'amibuild'"),
     ('attestation {\n kms_key = "alias/aws/ebs"\n}', "AWS managed key cannot sign"),
+    ('attestation {\n kms_key = "arn:aws:kms:us-west-2:111122223333:alias/aws/ebs"\n}', "AWS managed key cannot sign"),
     ('attestation {\n bucket = "My_Bucket"\n}', "pipeline.attestation.bucket 'My_Bucket'"),
     ('attestation {\n region = "us-wset-2"\n}', "unknown region 'us-wset-2'"),
     ('attestation {\n region = 3\n}', "pipeline.attestation.region: a string"),

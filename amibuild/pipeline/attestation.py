@@ -42,7 +42,7 @@ def attestation_settings(value: Any, where: str, known_regions: frozenset[str]) 
     if kms_key and not (_ALIAS.fullmatch(kms_key) or _KEY_ID.fullmatch(kms_key) or _KEY_ARN.fullmatch(kms_key)):
         raise SpecError(f"{where}.kms_key {kms_key!r}: a KMS key alias (alias/amibuild), key id or key ARN; "
                         '"" for none (statements unsigned)')
-    if kms_key.startswith("alias/aws/"):
+    if kms_key.startswith("alias/aws/") or ":alias/aws/" in kms_key:  # as an alias or as its ARN
         raise SpecError(f"{where}.kms_key {kms_key!r}: an AWS managed key cannot sign; name an asymmetric "
                         "ECC_NIST_P256 SIGN_VERIFY key of your own")
     bucket = body.get("bucket", "")
