@@ -210,7 +210,7 @@ class Pipeline:
     tags: Mapping[str, str]
     variants: tuple[Variant, ...]
     source: Path | None  # the pipeline file read, None when flags alone were used
-    # SSM channel parameters: name template (None: publish.DEFAULT_NAME_TEMPLATE) and the channel
+    # SSM channel parameters: name template (None: naming.DEFAULT_NAME_TEMPLATE) and the channel
     # build-ami publishes to
     parameter_template: str | None = None
     default_channel: str = "recommended"
