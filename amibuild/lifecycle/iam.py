@@ -131,36 +131,21 @@ def to_json(document: Mapping[str, Any]) -> str:
 class _Arns:
     def __init__(self, partition: str, account: str, pipeline: Any) -> None:
         self.p, self.a = partition, account
-        self.channel_path = name_pattern(pipeline)[0].rstrip("/")
-        self.lease_root = lease_root(pipeline.ssm_prefix, pipeline.name)
-
-    # GetParametersByPath is authorized on the path itself, everything else on the names below it
-    @property
-    def channels(self) -> list[str]:
-        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.channel_path}{tail}" for tail in ("", "/*")]
-
-    @property
-    def leases(self) -> list[str]:
+        parameter = f"arn:{partition}:ssm:*:{account}:parameter"
+        root = lease_root(pipeline.ssm_prefix, pipeline.name)
+        # GetParametersByPath is authorized on the path itself, everything else on the names below it
+        self.channels = [f"{parameter}{name_pattern(pipeline)[0].rstrip('/')}{tail}" for tail in ("", "/*")]
         # every lease (amibuild.lease) lives under the pipeline's _leases folder, whatever the name template
-        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.lease_root}/*"]
-
-    @property
-    def lease_folders(self) -> list[str]:  # as `channels`: the folder itself and the names below it
-        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.lease_root}{tail}" for tail in ("", "/*")]
-
-    @property
-    def public_eks(self) -> list[str]:
-        return [f"arn:{self.p}:ssm:*::parameter{PUBLIC_EKS_PARAMETERS}"]
+        self.leases = [f"{parameter}{root}/*"]
+        self.lease_folders = [f"{parameter}{root}{tail}" for tail in ("", "/*")]  # as `channels`
+        self.public_eks = [f"arn:{partition}:ssm:*::parameter{PUBLIC_EKS_PARAMETERS}"]
+        self.any_kms_key = [f"arn:{partition}:kms:*:{account}:key/*"]
 
     def stacks(self, names: Iterable[str]) -> list[str]:
         return [f"arn:{self.p}:cloudformation:*:{self.a}:stack/{name}/*" for name in names]
 
     def kms_keys(self, keys: Iterable[str]) -> list[str]:
         return [k if _KMS_ARN.match(k) else f"arn:{self.p}:kms:*:{self.a}:key/{k}" for k in keys]
-
-    @property
-    def any_kms_key(self) -> list[str]:
-        return [f"arn:{self.p}:kms:*:{self.a}:key/*"]
 
 
 def _statement(sid: str, actions: Iterable[str], resources: Sequence[str] | str = "*",
