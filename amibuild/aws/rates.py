@@ -129,10 +129,9 @@ class Limiter:
         name, rate = chosen
         key = (service, account, region, name)
         with self._lock:
-            found = self._buckets.get(key)
-            if found is None:
-                found = self._buckets[key] = TokenBucket(own_share(rate))
-            return found
+            if key not in self._buckets:
+                self._buckets[key] = TokenBucket(own_share(rate))
+            return self._buckets[key]
 
     def acquire(self, service: str, account: str, region: str, operation: str, *, narrowed: bool = True) -> float:
         """Wait for a token for one attempt of `operation`; the seconds waited."""

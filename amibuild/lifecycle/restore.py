@@ -77,8 +77,7 @@ def run(ami: str, region: str, profile: str | None = None) -> RestoreResult:
     """Bring ``ami`` back from ``region``'s Recycle Bin, with its snapshots."""
     check(ami, region)
     aws = Aws(profile=profile, region=region)
-    binned = {b.resource_id for b in aws.images_in_recycle_bin(region, [ami])}
-    restored = ami in binned
+    restored = any(b.resource_id == ami for b in aws.images_in_recycle_bin(region, [ami]))
     if restored:
         aws.restore_image(region, ami)
     image = aws.find_image(region, ami)
