@@ -114,8 +114,6 @@ class Session:
     def _count(self, model: Any, context: Mapping[str, Any], **_: Any) -> None:
         self.calls.append((model.service_model.service_name, model.name, context.get("client_region", "")))
 
-    # ---------------------------------------------------------------------------- STS
-
     def caller_identity(self, region: str) -> dict[str, str]:
         """Account and ARN of the credentials in use (sts:GetCallerIdentity)."""
         with mapped_errors("sts:GetCallerIdentity", region):
