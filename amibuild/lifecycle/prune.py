@@ -439,14 +439,13 @@ def _change(aws: Aws, item: ImagePlan, at: datetime | None,
         except AmibuildError as exc:
             return PruneOutcome(**base, status=Done.FAILED, errors=(f"not disabled: {exc}",))
         return PruneOutcome(**base, status=Done.DISABLED)
-    unprotected = False
-    if item.fate is Fate.UNPROTECT or (item.fate is Fate.DELETE and item.protection == PROTECTED):
+    unprotected = item.fate is Fate.UNPROTECT or (item.fate is Fate.DELETE and item.protection == PROTECTED)
+    if unprotected:
         try:
             aws.unprotect_image(item.region, item.image_id)
         except AmibuildError as exc:
             return PruneOutcome(**base, status=Done.FAILED,
                                 errors=(f"deregistration protection not turned off, not deregistered: {exc}",))
-        unprotected = True
     if item.fate is Fate.UNPROTECT:
         return PruneOutcome(**base, status=Done.WAITING, unprotected=True, notes=(_cooldown_note(aws, item),))
     if item.fate is Fate.DEPRECATE:
