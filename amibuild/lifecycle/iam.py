@@ -422,10 +422,6 @@ def _rollout(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | Non
 
 
 def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
-    run_tag = tags.RUN_ID
-    tagged_at_launch = {"Null": {f"aws:RequestTag/{run_tag}": "false"},
-                        "ForAllValues:StringLike": {"aws:TagKeys": ["amibuild:*", "Name"]}}
-    carries_run_tag = {"Null": {f"aws:ResourceTag/{run_tag}": "false"}}
     statements = [
         _statement("Ec2Describe", ["ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeInstanceStatus"]),
         # RunInstances authorizes on every resource it touches: what it launches from, unconditioned ...
@@ -435,19 +431,20 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
         # ... and what it makes, only with the run id tag from launch
         _statement("BootTestLaunchTagged", ["ec2:RunInstances"],
                    [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*", f"arn:{arn.p}:ec2:*:{arn.a}:volume/*"],
-                   tagged_at_launch),
+                   {"Null": {f"aws:RequestTag/{tags.RUN_ID}": "false"},
+                    "ForAllValues:StringLike": {"aws:TagKeys": ["amibuild:*", "Name"]}}),
         _statement("BootTestTagOnLaunch", ["ec2:CreateTags"],
                    [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*", f"arn:{arn.p}:ec2:*:{arn.a}:volume/*"],
                    {"StringEquals": {"ec2:CreateAction": "RunInstances"}}),
         _statement("BootTestTerminate", ["ec2:TerminateInstances"], [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*"],
-                   carries_run_tag),
+                   {"Null": {f"aws:ResourceTag/{tags.RUN_ID}": "false"}}),
         # the verdict on the pipeline's own images (amibuild:test, amibuild:tested-at, amibuild:test-run)
         _statement("BootTestResultTags", ["ec2:CreateTags"], [f"arn:{arn.p}:ec2:*::image/*"],
                    {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}}),
         _statement("BootTestSsmRead", ["ssm:DescribeInstanceInformation", "ssm:GetCommandInvocation"]),
         _statement("BootTestRunShellScript", ["ssm:SendCommand"], [f"arn:{arn.p}:ssm:*::document/AWS-RunShellScript"]),
         _statement("BootTestRunOnTestInstances", ["ssm:SendCommand"], [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*"],
-                   {"Null": {f"ssm:resourceTag/{run_tag}": "false"}}),
+                   {"Null": {f"ssm:resourceTag/{tags.RUN_ID}": "false"}}),
     ]
     settings = getattr(pipeline, "boot_test", None)
     # --cluster / test { cluster }: the cluster's endpoint, CA and service CIDR for the node's user data
