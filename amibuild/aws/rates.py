@@ -188,8 +188,7 @@ def install(client: Any, *, account: str, on_throttle: Callable[[str, str, str],
                         request_dict: Mapping[str, Any] | None = None, **_: Any) -> float | None:
         if response is None:
             return None
-        code = (response[1] or {}).get("Error", {}).get("Code")
-        if code not in codes:
+        if (response[1] or {}).get("Error", {}).get("Code") not in codes:
             return None
         started = (request_dict or {}).get("context", {}).get("amibuild:started", time.monotonic())
         delay = throttle_delay(attempts, started, patience=patience())

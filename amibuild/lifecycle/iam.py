@@ -454,8 +454,7 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
     if bucket:  # test { output_bucket }: each check's whole output, its size and end read back
         statements.append(_statement("BootTestOutputRead", ["s3:GetObject"],
                                      [f"arn:{arn.p}:s3:::{bucket}/amibuild/boot-test/*"]))
-    profile = getattr(settings, "instance_profile", "")
-    if profile:
+    if profile := getattr(settings, "instance_profile", ""):
         role_name = getattr(settings, "role", "") or profile
         statements.append(_statement("BootTestPassRole", ["iam:PassRole"], [f"arn:{arn.p}:iam::{arn.a}:role/{role_name}"],
                                      {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}))

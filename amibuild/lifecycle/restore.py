@@ -33,8 +33,7 @@ def check(ami: str, region: str) -> None:
                         "`aws ec2 list-images-in-recycle-bin` lists the images in the bin")
     if not region:
         raise SpecError("--region: name the region the image was deregistered in, e.g. --region us-west-2")
-    problem = regions.problem(region)
-    if problem:
+    if problem := regions.problem(region):
         raise SpecError(f"--region: {problem}")
 
 
