@@ -240,7 +240,8 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
     if aliases:
         statements.append(_statement("KmsForEncryptedImagesByAlias", kms, arn.any_kms_key,
                                      {**via_ec2, "ForAnyValue:StringEquals": {"kms:ResourceAliases": aliases}}))
-    return statements + _fingerprint_mac(arn, pipeline) + _attest(arn, pipeline)  # _attest: each built variant's provenance
+    statements += _fingerprint_mac(arn, pipeline)
+    return statements + _attest(arn, pipeline)  # each built variant's provenance statement
 
 
 def _key_resources(arn: _Arns, key: str) -> tuple[list[str], dict[str, Any] | None]:
