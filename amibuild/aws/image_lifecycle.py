@@ -26,8 +26,7 @@ def retention_rule(rule: Mapping[str, Any], resource_type: str) -> RetentionRule
     """One rbin GetRule answer. A retention unit other than DAYS (rbin's only one) is refused, not
     read as days: prune would trust a retention it does not know."""
     period = rule.get("RetentionPeriod", {})
-    unit = period.get("RetentionPeriodUnit", "DAYS")
-    if unit != "DAYS":
+    if (unit := period.get("RetentionPeriodUnit", "DAYS")) != "DAYS":
         raise AwsError(f"Recycle Bin rule {rule.get('Identifier', '')}: retention unit {unit!r} is not one amibuild "
                        "knows (DAYS)")
 

@@ -129,10 +129,9 @@ class Limiter:
         name, rate = chosen
         key = (service, account, region, name)
         with self._lock:
-            found = self._buckets.get(key)
-            if found is None:
-                found = self._buckets[key] = TokenBucket(own_share(rate))
-            return found
+            if key not in self._buckets:
+                self._buckets[key] = TokenBucket(own_share(rate))
+            return self._buckets[key]
 
     def acquire(self, service: str, account: str, region: str, operation: str, *, narrowed: bool = True) -> float:
         """Wait for a token for one attempt of `operation`; the seconds waited."""
@@ -189,8 +188,7 @@ def install(client: Any, *, account: str, on_throttle: Callable[[str, str, str],
                         request_dict: Mapping[str, Any] | None = None, **_: Any) -> float | None:
         if response is None:
             return None
-        code = (response[1] or {}).get("Error", {}).get("Code")
-        if code not in codes:
+        if (response[1] or {}).get("Error", {}).get("Code") not in codes:
             return None
         started = (request_dict or {}).get("context", {}).get("amibuild:started", time.monotonic())
         delay = throttle_delay(attempts, started, patience=patience())

@@ -77,8 +77,7 @@ class Session:
     def _new_client(self, service: str, region_name: str, config: Any) -> Any:
         """A botocore client; a region AWS does not have is bad input, refused before any call
         (with an endpoint override the typo would reach it and come back as an HTML 500)."""
-        wrong = regions.problem(region_name) if region_name else None
-        if wrong:
+        if region_name and (wrong := regions.problem(region_name)):
             raise UsageError(f"{service}: {wrong}; check --region or AWS_REGION")
         client = self._session.client(service, region_name=region_name, config=config)
         self._prepare(client)  # every client amibuild makes, whatever its config
@@ -113,8 +112,6 @@ class Session:
 
     def _count(self, model: Any, context: Mapping[str, Any], **_: Any) -> None:
         self.calls.append((model.service_model.service_name, model.name, context.get("client_region", "")))
-
-    # ---------------------------------------------------------------------------- STS
 
     def caller_identity(self, region: str) -> dict[str, str]:
         """Account and ARN of the credentials in use (sts:GetCallerIdentity)."""

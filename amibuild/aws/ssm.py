@@ -157,8 +157,6 @@ class SsmCalls:
             raw = self._ssm_channels(region).list_tags_for_resource(ResourceType="Parameter", ResourceId=name)
         return {t["Key"]: t["Value"] for t in raw.get("TagList", [])}
 
-    # -- parameter tags (amibuild/lifecycle/prune.py) ----------------------------------------------
-
     def parameters_tagged(self, region: str, tags: Mapping[str, Sequence[str]],
                           prefixes: Mapping[str, Sequence[str]] | None = None) -> list[str]:
         """Names of the parameters carrying every tag in `tags` with one of its values, and every tag

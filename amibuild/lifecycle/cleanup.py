@@ -132,16 +132,11 @@ class UnknownRun(SpecError):
     """No record, no resource and no lease carries this run id."""
 
 
-def run_leases(aws: Aws, pipeline: Any, run_id: str, region: str) -> list[tuple[str, str, Holder]]:
-    """The leases whose holder is this run: (region, name, holder)."""
-    listed = aws.parameters_under(lease_root(pipeline.ssm_prefix, pipeline.name), region)
-    return [(region, p.name, holder) for p in listed if (holder := parse_holder(p.value)).run_id == run_id]
-
-
 def gather(aws: Aws, pipeline: Any, run_id: str, lines: Iterable[str], *, recorded: bool = False,
            record_published: bool = False, temp_dirs: Sequence[str] = ()) -> RunFacts:
     """Read everything `decide` needs. Refuses (SpecError) a run that still holds a live lease."""
-    leases = run_leases(aws, pipeline, run_id, pipeline.build_region)
+    listed = aws.parameters_under(lease_root(pipeline.ssm_prefix, pipeline.name), pipeline.build_region)
+    leases = [(pipeline.build_region, p.name, holder) for p in listed if (holder := parse_holder(p.value)).run_id == run_id]
     now = time.time()
     for _region, _name, holder in leases:
         if not holder.expired(now) and not holder_gone(holder):

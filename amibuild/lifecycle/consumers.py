@@ -167,8 +167,7 @@ def consumers(uses: Uses) -> tuple[Consumer, ...]:
             found.append(Consumer(Kind.INSTANCE, instance_id, region, image_id, f"instance {instance_id} {state}",
                                   detail=state, tags=tags, stack=facts.group_stacks.get(tags.get(ASG_NAME, ""), "")))
         for stack in facts.stacks:
-            image = stack.image_id or stack.resolved
-            if image:
+            if image := stack.image_id or stack.resolved:
                 found.append(Consumer(Kind.STACK, stack.name, region, image, f"stack {stack.name} in {region}",
                                       follows="" if stack.image_id else stack.ssm_parameter, detail=stack.status))
         for group in facts.nodegroups:
@@ -176,8 +175,7 @@ def consumers(uses: Uses) -> tuple[Consumer, ...]:
             name, default, latest = templates.get(tid, ("", 0, 0))
             number = {"$Default": default, "$Latest": latest}.get(group.version) or (
                 int(group.version) if group.version.isdigit() else 0)
-            image = facts.template_images.get(tid, {}).get(number)
-            if image:
+            if image := facts.template_images.get(tid, {}).get(number):
                 who = f"{group.cluster}/{group.name}"
                 found.append(Consumer(Kind.NODEGROUP, who, region, image,
                                       f"managed node group {who} (launch template {tid} v{number}) in {region}",

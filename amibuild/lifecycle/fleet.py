@@ -276,17 +276,15 @@ def _row(kind: str, name: str, region: str, image_id: str, facts: FleetFacts, ch
         why = "its image is gone (deregistered)" if image is None else "its image is in no channel"
         return ConsumerRow(**base, standing=Standing.ORPHANED, why=why, hint=_hint(mover, None, stack))
     chan, (version, moves, seconds) = best
-    days = round(seconds / 86400, 2)
-    base.update(variant=chan.variant or base["variant"], channel=chan.channel or chan.name,
-                k8s=base["k8s"] or chan.k8s)
+    base.update(variant=chan.variant or base["variant"], channel=chan.channel or chan.name, k8s=base["k8s"] or chan.k8s,
+                version=version, behind_versions=moves, behind_days=round(seconds / 86400, 2))
     if image is None:
-        return ConsumerRow(**base, standing=Standing.ORPHANED, version=version, behind_versions=moves,
-                           behind_days=days, why="its image is gone (deregistered)",
+        return ConsumerRow(**base, standing=Standing.ORPHANED, why="its image is gone (deregistered)",
                            command=_command(*rolled_as, region, chan), hint=_hint(mover, chan, stack))
-    standing = Standing.BEHIND if moves else Standing.CURRENT
-    return ConsumerRow(**base, standing=standing, version=version, behind_versions=moves, behind_days=days,
-                       command=_command(*rolled_as, region, chan) if moves else "",
-                       hint=_hint(mover, chan, stack) if moves else "")
+    if not moves:
+        return ConsumerRow(**base, standing=Standing.CURRENT)
+    return ConsumerRow(**base, standing=Standing.BEHIND, command=_command(*rolled_as, region, chan),
+                       hint=_hint(mover, chan, stack))
 
 
 def _command(kind: str, name: str, region: str, chan: ChannelFact) -> str:

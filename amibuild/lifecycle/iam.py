@@ -131,36 +131,21 @@ def to_json(document: Mapping[str, Any]) -> str:
 class _Arns:
     def __init__(self, partition: str, account: str, pipeline: Any) -> None:
         self.p, self.a = partition, account
-        self.channel_path = name_pattern(pipeline)[0].rstrip("/")
-        self.lease_root = lease_root(pipeline.ssm_prefix, pipeline.name)
-
-    # GetParametersByPath is authorized on the path itself, everything else on the names below it
-    @property
-    def channels(self) -> list[str]:
-        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.channel_path}{tail}" for tail in ("", "/*")]
-
-    @property
-    def leases(self) -> list[str]:
+        parameter = f"arn:{partition}:ssm:*:{account}:parameter"
+        root = lease_root(pipeline.ssm_prefix, pipeline.name)
+        # GetParametersByPath is authorized on the path itself, everything else on the names below it
+        self.channels = [f"{parameter}{name_pattern(pipeline)[0].rstrip('/')}{tail}" for tail in ("", "/*")]
         # every lease (amibuild.lease) lives under the pipeline's _leases folder, whatever the name template
-        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.lease_root}/*"]
-
-    @property
-    def lease_folders(self) -> list[str]:  # as `channels`: the folder itself and the names below it
-        return [f"arn:{self.p}:ssm:*:{self.a}:parameter{self.lease_root}{tail}" for tail in ("", "/*")]
-
-    @property
-    def public_eks(self) -> list[str]:
-        return [f"arn:{self.p}:ssm:*::parameter{PUBLIC_EKS_PARAMETERS}"]
+        self.leases = [f"{parameter}{root}/*"]
+        self.lease_folders = [f"{parameter}{root}{tail}" for tail in ("", "/*")]  # as `channels`
+        self.public_eks = [f"arn:{partition}:ssm:*::parameter{PUBLIC_EKS_PARAMETERS}"]
+        self.any_kms_key = [f"arn:{partition}:kms:*:{account}:key/*"]
 
     def stacks(self, names: Iterable[str]) -> list[str]:
         return [f"arn:{self.p}:cloudformation:*:{self.a}:stack/{name}/*" for name in names]
 
     def kms_keys(self, keys: Iterable[str]) -> list[str]:
         return [k if _KMS_ARN.match(k) else f"arn:{self.p}:kms:*:{self.a}:key/{k}" for k in keys]
-
-    @property
-    def any_kms_key(self) -> list[str]:
-        return [f"arn:{self.p}:kms:*:{self.a}:key/*"]
 
 
 def _statement(sid: str, actions: Iterable[str], resources: Sequence[str] | str = "*",
@@ -438,10 +423,6 @@ def _rollout(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | Non
 
 
 def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) -> list[dict[str, Any]]:
-    run_tag = tags.RUN_ID
-    tagged_at_launch = {"Null": {f"aws:RequestTag/{run_tag}": "false"},
-                        "ForAllValues:StringLike": {"aws:TagKeys": ["amibuild:*", "Name"]}}
-    carries_run_tag = {"Null": {f"aws:ResourceTag/{run_tag}": "false"}}
     statements = [
         _statement("Ec2Describe", ["ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeInstanceStatus"]),
         # RunInstances authorizes on every resource it touches: what it launches from, unconditioned ...
@@ -451,19 +432,20 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
         # ... and what it makes, only with the run id tag from launch
         _statement("BootTestLaunchTagged", ["ec2:RunInstances"],
                    [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*", f"arn:{arn.p}:ec2:*:{arn.a}:volume/*"],
-                   tagged_at_launch),
+                   {"Null": {f"aws:RequestTag/{tags.RUN_ID}": "false"},
+                    "ForAllValues:StringLike": {"aws:TagKeys": ["amibuild:*", "Name"]}}),
         _statement("BootTestTagOnLaunch", ["ec2:CreateTags"],
                    [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*", f"arn:{arn.p}:ec2:*:{arn.a}:volume/*"],
                    {"StringEquals": {"ec2:CreateAction": "RunInstances"}}),
         _statement("BootTestTerminate", ["ec2:TerminateInstances"], [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*"],
-                   carries_run_tag),
+                   {"Null": {f"aws:ResourceTag/{tags.RUN_ID}": "false"}}),
         # the verdict on the pipeline's own images (amibuild:test, amibuild:tested-at, amibuild:test-run)
         _statement("BootTestResultTags", ["ec2:CreateTags"], [f"arn:{arn.p}:ec2:*::image/*"],
                    {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}}),
         _statement("BootTestSsmRead", ["ssm:DescribeInstanceInformation", "ssm:GetCommandInvocation"]),
         _statement("BootTestRunShellScript", ["ssm:SendCommand"], [f"arn:{arn.p}:ssm:*::document/AWS-RunShellScript"]),
         _statement("BootTestRunOnTestInstances", ["ssm:SendCommand"], [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*"],
-                   {"Null": {f"ssm:resourceTag/{run_tag}": "false"}}),
+                   {"Null": {f"ssm:resourceTag/{tags.RUN_ID}": "false"}}),
     ]
     settings = getattr(pipeline, "boot_test", None)
     # --cluster / test { cluster }: the cluster's endpoint, CA and service CIDR for the node's user data
@@ -473,8 +455,7 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
     if bucket:  # test { output_bucket }: each check's whole output, its size and end read back
         statements.append(_statement("BootTestOutputRead", ["s3:GetObject"],
                                      [f"arn:{arn.p}:s3:::{bucket}/amibuild/boot-test/*"]))
-    profile = getattr(settings, "instance_profile", "")
-    if profile:
+    if profile := getattr(settings, "instance_profile", ""):
         role_name = getattr(settings, "role", "") or profile
         statements.append(_statement("BootTestPassRole", ["iam:PassRole"], [f"arn:{arn.p}:iam::{arn.a}:role/{role_name}"],
                                      {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}))

@@ -214,42 +214,32 @@ def plan_prune(
         ", and nothing uses it"
     plans = []
     for image, reasons in decided:
-        variant = image.tags.get(tags.VARIANT, "")
         found = recoveries.get(image.image_id)
-        common = dict(image_id=image.image_id, region=image.region, variant=variant, name=image.name,
-                      created=built[image.image_id], state=image.state, protection=image.protection,
+        common = dict(image_id=image.image_id, region=image.region, variant=image.tags.get(tags.VARIANT, ""),
+                      name=image.name, created=built[image.image_id], state=image.state, protection=image.protection,
                       recovery=found.reason if found else "")
         if reasons:
             plans.append(_kept(image, reasons, common, in_use, shared, disable_after, now, deprecate_only))
-            continue
-        if deprecate_only:
+        elif deprecate_only:
             plans.append(ImagePlan(**common, fate=Fate.DEPRECATE, reasons=(),
                                    steps=(f"set a deprecation time: {why_delete}",)))
-            continue
-        if image.protection == COOLDOWN:
+        elif image.protection == COOLDOWN:
             plans.append(ImagePlan(**common, fate=Fate.UNPROTECT, reasons=(), steps=(
                 "turn deregistration protection off: no channel holds it any more; its cooldown "
                 "(WithCooldown) keeps it 24 h, then a later prune deregisters it",)))
-            continue
-        ours, stays = [], {}
-        for snapshot in image.snapshot_ids:
-            why = _snapshot_stays(snapshot, image, snapshot_tags, kept_snapshots)
-            if not why and found is not None and found.keep_snapshots():
-                why = f"{found.reason}: kept, so the image can be registered again from it"
-            if why:
-                stays[snapshot] = why
-            else:
-                ours.append(snapshot)
-        steps = ["turn deregistration protection off: no channel holds it any more"] if image.protection == PROTECTED else []
-        steps.append(f"deregister: {why_delete}" + (f" ({found.reason})" if found else ""))
-        if ours:
-            steps.append(f"delete snapshots {', '.join(ours)}: made by amibuild for it"
-                         + (f", and the Recycle Bin keeps them for {_age_text(found.retention)}" if found else ""))
-        plans.append(ImagePlan(**common, fate=Fate.DELETE, reasons=(), snapshots=tuple(ours),
-                               kept_snapshots=stays, steps=tuple(steps)))
-    bins = _bins(decided, recoveries, rules) if rules is not None else ()
-    return PrunePlan(pipeline, keep, older_than, keep_versions, deprecate_only, now, tuple(plans),
-                     disable_after, bins)
+        else:
+            stays = {snapshot: why for snapshot in image.snapshot_ids
+                     if (why := _snapshot_stays(snapshot, image, snapshot_tags, kept_snapshots, found))}
+            ours = [snapshot for snapshot in image.snapshot_ids if snapshot not in stays]
+            steps = ["turn deregistration protection off: no channel holds it any more"] if image.protection == PROTECTED else []
+            steps.append(f"deregister: {why_delete}" + (f" ({found.reason})" if found else ""))
+            if ours:
+                steps.append(f"delete snapshots {', '.join(ours)}: made by amibuild for it"
+                             + (f", and the Recycle Bin keeps them for {_age_text(found.retention)}" if found else ""))
+            plans.append(ImagePlan(**common, fate=Fate.DELETE, reasons=(), snapshots=tuple(ours),
+                                   kept_snapshots=stays, steps=tuple(steps)))
+    return PrunePlan(pipeline, keep, older_than, keep_versions, deprecate_only, now, tuple(plans), disable_after,
+                     _bins(decided, recoveries, rules) if rules is not None else ())
 
 
 def _kept(image: Image, reasons: list[str], common: dict[str, Any], in_use: Mapping[str, Sequence[str]],
@@ -290,7 +280,8 @@ def _bins(decided: Sequence[tuple[Image, list[str]]], recoveries: Mapping[str, R
 
 
 def _snapshot_stays(snapshot: str, image: Image, snapshot_tags: Mapping[str, Mapping[str, str]],
-                    kept: set[str]) -> str:
+                    kept: set[str], found: Recovery | None) -> str:
+    """Why a deleted image's snapshot stays ("": it is deleted with the image)."""
     if snapshot in kept:
         return "backs an image that is kept"
     mine = snapshot_tags.get(snapshot)
@@ -299,6 +290,8 @@ def _snapshot_stays(snapshot: str, image: Image, snapshot_tags: Mapping[str, Map
     for key in (tags.FINGERPRINT, tags.PIPELINE):
         if not mine.get(key) or mine.get(key) != image.tags.get(key):
             return f"does not carry the image's {key} tag: not made by amibuild"
+    if found is not None and found.keep_snapshots():
+        return f"{found.reason}: kept, so the image can be registered again from it"
     return ""
 
 
@@ -332,8 +325,7 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str], *, keep_versions: in
         if variants:
             filters[f"tag:{tags.VARIANT}"] = list(variants)
         found = aws.own_images(region, filters, include_disabled=True)
-        images = [image for image, _ in found]
-        snapshots = aws.snapshot_tags(region, [s for i in images for s in i.snapshot_ids])
+        snapshots = aws.snapshot_tags(region, [s for i, _ in found for s in i.snapshot_ids])
         rules = tuple(rule_from_gateway(r) for kind in ("EC2_IMAGE", "EBS_SNAPSHOT")
                       for r in aws.retention_rules(region, kind))
         return found, snapshots, rules
@@ -447,14 +439,13 @@ def _change(aws: Aws, item: ImagePlan, at: datetime | None,
         except AmibuildError as exc:
             return PruneOutcome(**base, status=Done.FAILED, errors=(f"not disabled: {exc}",))
         return PruneOutcome(**base, status=Done.DISABLED)
-    unprotected = False
-    if item.fate is Fate.UNPROTECT or (item.fate is Fate.DELETE and item.protection == PROTECTED):
+    unprotected = item.fate is Fate.UNPROTECT or (item.fate is Fate.DELETE and item.protection == PROTECTED)
+    if unprotected:
         try:
             aws.unprotect_image(item.region, item.image_id)
         except AmibuildError as exc:
             return PruneOutcome(**base, status=Done.FAILED,
                                 errors=(f"deregistration protection not turned off, not deregistered: {exc}",))
-        unprotected = True
     if item.fate is Fate.UNPROTECT:
         return PruneOutcome(**base, status=Done.WAITING, unprotected=True, notes=(_cooldown_note(aws, item),))
     if item.fate is Fate.DEPRECATE:
@@ -481,9 +472,8 @@ def _change(aws: Aws, item: ImagePlan, at: datetime | None,
             errors.append(f"deregistered, but snapshot {snapshot} not deleted: {exc}")
         else:
             deleted.append(snapshot)
-    status = Done.FAILED if errors else Done.DELETED
-    return PruneOutcome(**base, status=status, snapshots_deleted=tuple(deleted), errors=tuple(errors),
-                        unprotected=unprotected)
+    return PruneOutcome(**base, status=Done.FAILED if errors else Done.DELETED, snapshots_deleted=tuple(deleted),
+                        errors=tuple(errors), unprotected=unprotected)
 
 
 def _cooldown_note(aws: Aws, item: ImagePlan) -> str:

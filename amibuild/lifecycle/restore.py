@@ -33,8 +33,7 @@ def check(ami: str, region: str) -> None:
                         "`aws ec2 list-images-in-recycle-bin` lists the images in the bin")
     if not region:
         raise SpecError("--region: name the region the image was deregistered in, e.g. --region us-west-2")
-    problem = regions.problem(region)
-    if problem:
+    if problem := regions.problem(region):
         raise SpecError(f"--region: {problem}")
 
 
@@ -77,8 +76,7 @@ def run(ami: str, region: str, profile: str | None = None) -> RestoreResult:
     """Bring ``ami`` back from ``region``'s Recycle Bin, with its snapshots."""
     check(ami, region)
     aws = Aws(profile=profile, region=region)
-    binned = {b.resource_id for b in aws.images_in_recycle_bin(region, [ami])}
-    restored = ami in binned
+    restored = any(b.resource_id == ami for b in aws.images_in_recycle_bin(region, [ami]))
     if restored:
         aws.restore_image(region, ami)
     image = aws.find_image(region, ami)
