@@ -456,3 +456,16 @@ def test_test_policy_allows_exactly_what_test_ami_calls(tmp_path: Path, sandbox,
     named = {s["Sid"]: s for s in iam.policy("test", load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)["Statement"]}
     assert named["BootTestPassRole"]["Resource"] == [f"arn:aws:iam::{ACCOUNT_ID}:role/boot-test-node"]
     assert "assumed" not in run_cli(tmp_path, "iam-policy", "--task", "test").stderr
+
+
+def test_the_output_bucket_note_names_the_partition_asked_for(tmp_path: Path) -> None:
+    """The note on the test instance's role names the bucket's ARN in --partition, as the policy does."""
+    (tmp_path / "amibuild.hcl").write_text(CHANNELS_PIPELINE.replace(
+        'regions    = ["us-west-2"]', 'regions    = ["us-west-2"]\n  test {\n    output_bucket = "check-output"\n  }'))
+    china = run_cli(tmp_path, "iam-policy", "--task", "test", "--partition", "aws-cn", binary="amibuild")
+    assert china.returncode == 0, china.stderr
+    bucket = "arn:aws-cn:s3:::check-output/amibuild/boot-test/*"
+    assert f"s3:PutObject on {bucket}" in china.stderr and "arn:aws:s3" not in china.stderr
+    assert any(bucket in s["Resource"] for s in json.loads(china.stdout)["Statement"])
+    default = run_cli(tmp_path, "iam-policy", "--task", "test", binary="amibuild")
+    assert "s3:PutObject on arn:aws:s3:::check-output/amibuild/boot-test/*" in default.stderr

@@ -60,7 +60,7 @@ def iam_policy(r: IamPolicyRequest, env: Env) -> Shown:
     loaded = load_pipeline(opts)
     policy = iam.policy(r.task_, loaded, stacks=r.stack, node_role_arn=r.node_role_arn, account=r.account,
                         partition=r.partition)
-    notes = iam.notes(r.task_, loaded, stacks=r.stack, node_role_arn=r.node_role_arn)
+    notes = iam.notes(r.task_, loaded, stacks=r.stack, node_role_arn=r.node_role_arn, partition=r.partition)
     return Shown(policy, text=iam.to_json(policy), notes=tuple(f"note: {note}" for note in notes))
 
 

@@ -478,7 +478,8 @@ def _events(arn: _Arns, pipeline: Any, task: str) -> list[dict[str, Any]]:
     return [_statement("SendEvents", ["events:PutEvents"], [bus])]
 
 
-def notes(task: str, pipeline: Any, *, stacks: Sequence[str] = (), node_role_arn: str | None = None) -> list[str]:
+def notes(task: str, pipeline: Any, *, stacks: Sequence[str] = (), node_role_arn: str | None = None,
+          partition: str = "aws") -> list[str]:
     """What the policy for ``task`` assumes, for the user to check (printed on stderr, not in the document)."""
     settings = getattr(pipeline, "boot_test", None)
     profile = getattr(settings, "instance_profile", "")
@@ -488,7 +489,7 @@ def notes(task: str, pipeline: Any, *, stacks: Sequence[str] = (), node_role_arn
                    "which a rollout needs for the node role: give --stack NAME and --node-role-arn ARN to name them")
     bucket = getattr(settings, "output_bucket", "")
     if task in ("test", "all") and bucket:
-        out.append(f"the test instance's role needs s3:PutObject on arn:aws:s3:::{bucket}/amibuild/boot-test/* "
+        out.append(f"the test instance's role needs s3:PutObject on arn:{partition}:s3:::{bucket}/amibuild/boot-test/* "
                    "(the SSM agent writes each check's output there)")
     if task in ("test", "all") and profile and not getattr(settings, "role", ""):
         out.append(f"iam:PassRole is for the role named {profile}, assumed to be the one in instance profile {profile} "
