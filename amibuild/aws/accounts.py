@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from amibuild.aws import Aws, mapped_errors
 from amibuild.errors import AccessDenied, AwsError, NotFound
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ def key_usable(aws: Aws, key_id: str, region: str, grantee: str) -> str:
     if meta.get("KeyState") != "Enabled":
         return f"key {key_id} is {meta.get('KeyState')}"
 
+    action = f"kms:CreateGrant {key_id} (DryRun)"
     try:
         aws.client("kms", region).create_grant(KeyId=key_id, GranteePrincipal=grantee,
                                                Operations=["Decrypt", "CreateGrant"], DryRun=True)
@@ -70,8 +71,11 @@ def key_usable(aws: Aws, key_id: str, region: str, grantee: str) -> str:
         if exc.response.get("Error", {}).get("Code") == "DryRunOperationException":
             return ""  # it would have succeeded
         try:
-            with mapped_errors(f"kms:CreateGrant {key_id} (DryRun)", region):
+            with mapped_errors(action, region):
                 raise
         except AwsError as mapped:
             return str(mapped)
+    except BotoCoreError:  # no answer (no connection, a timeout): an error, as for DescribeKey above
+        with mapped_errors(action, region):
+            raise
     return ""
