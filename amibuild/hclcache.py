@@ -94,14 +94,13 @@ def remember(text: str, *, keep_quotes: bool = False, folder: Path) -> bool:
         encoded = _memory.get(name)
     if encoded is None:
         return False
-    path = folder / f"{name}.json"
     if _read(folder, name) == encoded:
         return True
     try:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
         tmp.write_text(json.dumps({"key": name, "doc": encoded}), encoding="utf-8")
-        os.replace(tmp, path)
+        os.replace(tmp, folder / f"{name}.json")
         _prune(folder)
     except OSError:
         return False

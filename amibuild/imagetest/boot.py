@@ -113,13 +113,6 @@ def _run_check(api: TestInstances, region: str, instance_id: str, check: imagete
     ``settings.output_bucket``: the whole output's size and end)."""
     began = clock()
     prefix = f"amibuild/boot-test/{run_id}/{check.name}"
-    try:
-        command_id = api.send_shell_script(region, instance_id, imagetests.check_command(check),
-                                           timeout=int(check.timeout) + 30,
-                                           comment=f"amibuild {variant} {check.name} {run_id}",
-                                           output_bucket=settings.output_bucket, output_prefix=prefix)
-    except AwsError as exc:
-        return invocation.not_tested(check.name, str(exc), clock() - began), str(exc)
     # the agent's own timeout (executionTimeout) ends the command first; past this, nothing answers
     limit = began + check.timeout + 30 + max(60.0, 3 * settings.poll)
 
@@ -129,6 +122,10 @@ def _run_check(api: TestInstances, region: str, instance_id: str, check: imagete
         return api.invocation(region, command_id, instance_id)
 
     try:
+        command_id = api.send_shell_script(region, instance_id, imagetests.check_command(check),
+                                           timeout=int(check.timeout) + 30,
+                                           comment=f"amibuild {variant} {check.name} {run_id}",
+                                           output_bucket=settings.output_bucket, output_prefix=prefix)
         waited = until(answer, done=lambda got: got is not None and got.done, deadline=limit,
                        interval=settings.poll, clock=clock, sleep=sleep)
     except AwsError as exc:

@@ -180,7 +180,6 @@ class Nodes:
 
 def _short(exc: BaseException) -> str:
     status = getattr(exc, "status", None)
-    reason = getattr(exc, "reason", None)
     if status is not None:
-        return f"HTTP {status} {reason or ''}".strip()
+        return f"HTTP {status} {getattr(exc, 'reason', None) or ''}".strip()
     return f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

@@ -115,17 +115,17 @@ def findings(answer: Mapping[str, Any]) -> list[Finding]:
         for affected in vuln.get("affects", []) or [{"ref": ""}]:
             ref = affected.get("ref", "")
             out.append(Finding(str(vuln.get("id", "")), severity, score, refs.get(ref, ref), fixed.get(ref, "")))
-    return sorted(out, key=lambda f: (-_rank(f.severity), f.id, f.package))
+    return sorted(out, key=lambda f: (-rank(f.severity), f.id, f.package))
 
 
 def _worst(ratings: Sequence[Mapping[str, Any]]) -> tuple[str, float | None]:
     """The highest severity ("unknown" when none ranks) and the highest score (None when none is a number)."""
-    severity = max(["unknown", *(str(r.get("severity", "unknown")).lower() for r in ratings)], key=_rank)
+    severity = max(["unknown", *(str(r.get("severity", "unknown")).lower() for r in ratings)], key=rank)
     scores = [float(r["score"]) for r in ratings if isinstance(r.get("score"), (int, float))]
     return severity, max(0.0, *scores) if scores else None
 
 
-def _rank(severity: str) -> int:
+def rank(severity: str) -> int:
     return SEVERITIES.index(severity) if severity in SEVERITIES else -1
 
 
@@ -154,7 +154,7 @@ def judge(found: Iterable[Finding], policy: ScanPolicy, today: date | datetime) 
     ignores = {i.id: i for i in policy.ignore}
     refused, ignored, expired, below = [], [], [], 0
     for finding in found:
-        if _rank(finding.severity) < _rank(policy.max_severity) and finding.severity != "unknown":
+        if rank(finding.severity) < rank(policy.max_severity) and finding.severity != "unknown":
             below += 1
             continue
         rule = ignores.get(finding.id)

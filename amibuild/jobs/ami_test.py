@@ -57,11 +57,9 @@ def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, ru
         fingerprint = image.tags.get(tags.FINGERPRINT, "")
         found = {region: ami}
         if fingerprint:
-            for other in pipeline.target_regions:
-                if other != region:
-                    copies = aws.own_images(other, {f"tag:{tags.FINGERPRINT}": [fingerprint]})
-                    if copies:
-                        found[other] = sorted(copies, key=lambda c: c[0].creation_date)[-1][0].image_id
+            found |= {other: sorted(copies, key=lambda c: c[0].creation_date)[-1][0].image_id
+                      for other in pipeline.target_regions
+                      if other != region and (copies := aws.own_images(other, {f"tag:{tags.FINGERPRINT}": [fingerprint]}))}
         return found
     found = {other: images[0][0].image_id for other in pipeline.target_regions
              if (images := aws.own_images(other, {f"tag:{tags.RUN_ID}": [run_id], f"tag:{tags.VARIANT}": [variant.name]}))}

@@ -271,8 +271,7 @@ def scan_document(aws: Aws, attestor: Attestor, document: str, amis: Mapping[str
     started = _now()
     parts = scans.batches(document)
     found = [f for part in parts for f in scans.findings(aws.scan_sbom(part, attestor.where.region))]
-    unique = tuple(sorted(set(found), key=lambda f: (-scans.SEVERITIES.index(f.severity) if f.severity in scans.SEVERITIES
-                                                     else 1, f.id, f.package)))
+    unique = tuple(sorted(set(found), key=lambda f: (-scans.rank(f.severity), f.id, f.package)))
     digest = hashlib.sha256(document.encode("utf-8")).hexdigest()
     predicate = scan_predicate(unique, sbom_digest=digest, started=started, finished=_now())
     return Scanned(dict(amis), unique, attestor.make(dict(amis), SCAN, predicate, run_id), len(parts))

@@ -185,13 +185,13 @@ def deploy_settings(r: DeployRequest, opts: Options) -> job.DeploySettings:
     if r.private_endpoint and not (asked.proxy or asked.proxy is None):
         raise SpecError("--private-endpoint goes with --proxy")
     parameter, chosen = _channel(opts, r)
-    # --os wins over the variant's, as a flag does over the pipeline file everywhere else.
     variant_os = chosen.os if chosen else ""
-    if asked.max_pods_expression and (r.os or variant_os) == "al2":
+    node_os = r.os or variant_os  # --os wins over the variant's, as a flag does over the pipeline file everywhere else
+    if asked.max_pods_expression and node_os == "al2":
         raise SpecError("--max-pods-expression is nodeadm's (al2023); al2's bootstrap.sh takes a fixed --max-pods N")
-    if given.get(node_settings.BOOTSTRAP) and (r.os or variant_os) == "al2023":
-        raise job.bootstrap_on_al2023()
-    if given.get(node_settings.BOOTSTRAP) and (r.os or variant_os) != "al2023":
+    if given.get(node_settings.BOOTSTRAP):
+        if node_os == "al2023":
+            raise job.bootstrap_on_al2023()
         flag = "--parameter BootstrapArguments"
         check_bootstrap_words(split_args(given[node_settings.BOOTSTRAP], flag), flag)
     return job.DeploySettings(

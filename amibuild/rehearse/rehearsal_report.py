@@ -55,6 +55,9 @@ class Failure:
     def where(self) -> str:
         return f"{self.script}:{self.line}" if self.line else self.script
 
+    def ended(self) -> str:
+        return f"exit {self.exit_status}" if self.exit_status is not None else "did not finish"
+
 
 @dataclass
 class Report:
@@ -221,8 +224,7 @@ def lines(report: Report) -> list[str]:
         out.append(f"  {v.step.number:>2}. {v.step.name:<{width}}  {timing}  {status}{extra}")
     if report.failure:
         f = report.failure
-        ended = f"exit {f.exit_status}" if f.exit_status is not None else "did not finish"
-        out.append(f"first failure: {f.step} at {f.where()} ({ended})")
+        out.append(f"first failure: {f.step} at {f.where()} ({f.ended()})")
         out += [f"  | {line}" for line in f.output_tail]
     out += [f"not rehearsable: step {v.step.number} ({v.step.name}): {v.reason}; later steps were not run"
             for v in report.gaps]

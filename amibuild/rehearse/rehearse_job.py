@@ -133,7 +133,6 @@ def failure_text(report) -> str:
     if report.failure is not None:
         f = report.failure
         last = next((line for line in reversed(f.output_tail) if line.strip()), "")
-        ended = f"exit {f.exit_status}" if f.exit_status is not None else "did not finish"
-        return f"step {f.step} at {f.where()} ({ended})" + (f": {last}" if last else "")
+        return f"step {f.step} at {f.where()} ({f.ended()})" + (f": {last}" if last else "")
     own = report.own_findings
     return f"amibuild's own scripts are not shellcheck-clean: {own[0].text()}" if own else "no failure"

@@ -194,9 +194,7 @@ def tests_listing_lines(entries: Iterable[dict[str, Any]]) -> list[str]:
                    + (f", {boot_only} in the boot test only" if boot_only else "")
                    + (f", {hygiene} of the clean-up (the build's last step)" if hygiene else ""))
         width = max((len(c["name"]) for c in checks), default=0)
-        for check in checks:
-            stages = "+".join(check["stages"])
-            out.append(f"  {check['name'].ljust(width)}  {check['origin']:<13}  {stages:<10}  {check['what']}")
-        for off in entry["disabled"]:
-            out.append(f"  {off['name'].ljust(width)}  turned off     {off['reason']} ({off['where']})")
+        out += [f"  {check['name'].ljust(width)}  {check['origin']:<13}  {'+'.join(check['stages']):<10}  {check['what']}"
+                for check in checks]
+        out += [f"  {off['name'].ljust(width)}  turned off     {off['reason']} ({off['where']})" for off in entry["disabled"]]
     return out

@@ -186,8 +186,7 @@ def rehearse_markdown(reports: Sequence[Any]) -> str:
     for report in reports:
         failure = report.failure
         if failure:
-            ended = f"exit {failure.exit_status}" if failure.exit_status is not None else "did not finish"
-            note = f"step {failure.step}: {failure.where()} {ended}"
+            note = f"step {failure.step}: {failure.where()} {failure.ended()}"
         elif not report.ok:
             note = "shellcheck: " + "; ".join(f.text() for f in report.own_findings)
         else:
