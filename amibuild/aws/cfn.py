@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping, Sequence
+
+from botocore.exceptions import ClientError
 
 from amibuild.errors import NotFound
 from amibuild.aws import handoff_results as results
 from amibuild.aws.error_map import mapped_errors
-import json
-from botocore.exceptions import ClientError
 
 
 class CfnCalls:

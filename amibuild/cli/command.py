@@ -26,6 +26,7 @@ from amibuild.jobs.env import Env
 from amibuild.jobs.signals import held
 from amibuild.request import flags
 
+
 def flag_name(field: dataclasses.Field) -> str:
     """`--extra-pkg` for the field `extra_pkg`."""
     return "--" + (field.metadata["name"] or field.name.replace("_", "-"))

@@ -11,6 +11,7 @@ Why it is built this way: docs/dev/decisions.md.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,6 @@ from amibuild.handoff.userdata import render
 from amibuild.handoff.userdata.kubelet import nodeconfig_part, proxy_environment
 from amibuild.pipeline import iam_names, proxy_credentials
 from amibuild.pipeline.imagetests import check_cluster
-import re
 
 API_VERSION = "karpenter.k8s.aws/v1"
 DISCOVERY_TAG = "karpenter.sh/discovery"

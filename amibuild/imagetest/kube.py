@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import enum
 import json
+import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild.errors import AmibuildError, MissingExtra, SpecError
-import sys
-from pathlib import Path
-import os
 
 EXTRA = "cluster"  # pip install 'amibuild[cluster]'
 REQUIREMENT = "kubernetes>=31,<37"

@@ -14,6 +14,7 @@ the run before anything is built, at the end it is an error naming the AMIs made
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -53,7 +54,6 @@ from amibuild.rehearse.overlay import check_privileges
 from amibuild.rehearse.rehearse_job import rehearsal_check
 from amibuild.render import Target
 from amibuild.views import report, summary
-import subprocess
 
 Say = Callable[[str], None]
 

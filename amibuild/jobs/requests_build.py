@@ -7,6 +7,7 @@ from functools import partial
 from amibuild import values
 from amibuild.request import JSON_HELP, K8S_HELP, MARKDOWN_HELP, flag, like
 
+
 @dataclass(frozen=True)
 class Selection:
     """The 14 selection and input flags render, validate, rehearse and build-ami share."""

@@ -14,6 +14,7 @@ import enum
 import re
 import shlex
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from amibuild.errors import SpecError
@@ -21,7 +22,6 @@ from amibuild.inventory.scan import ScanPolicy, scan_policy
 from amibuild.pipeline import attestation, value_checks as checks, hygiene, iam_names, naming
 from amibuild.printable import printable
 from amibuild.suggest import check_fields, one_block, suggest
-from types import MappingProxyType
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 3600.0
