@@ -309,9 +309,9 @@ def find_built_images(aws, regions, fingerprints) -> dict:
     """amibuild's images with any of these fingerprints: one DescribeImages per region, in parallel."""
     if not fingerprints:
         return {}
-    values = sorted(set(fingerprints))
+    wanted = sorted(set(fingerprints))
     return fan_out(regions, lambda region: aws.describe_images(region, owners=["self"],
-                                                               filters={f"tag:{tags.FINGERPRINT}": values}))
+                                                               filters={f"tag:{tags.FINGERPRINT}": wanted}))
 
 
 def guards(plan: BuildPlan, aws: Aws, *, wait: bool, stall_after: float) -> BuildGuards:

@@ -28,12 +28,12 @@ def today_renders(options: Any, pipeline: Any, aws: Any, variants: list[str], *,
                   platform: Callable[[], Platform]) -> tuple[dict[str, Any], str]:
     """({variant: `Today`}, why not) from a render of today's pipeline file, for the variants asked,
     rendered as build-ami renders them here (for the platform ``platform()`` names, asked only then)."""
-    known = [v for v in variants if any(x.name == v for x in pipeline.variants)]
-    if not known:
+    named = [v for v in variants if any(x.name == v for x in pipeline.variants)]
+    if not named:
         return {}, ""
     chosen_platform = platform()
     try:
-        chosen = replace(pipeline, variants=tuple(v for v in pipeline.variants if v.name in known))
+        chosen = replace(pipeline, variants=tuple(v for v in pipeline.variants if v.name in named))
         prepared = prepare.prepare(options, aws=aws, pipeline=chosen, target=chosen_platform.target,
                                    transform=chosen_platform.transform)
     except AmibuildError as exc:
