@@ -98,16 +98,9 @@ class _Row:
 class Progress:
     """Thread-safe progress display for a fixed set of variants; see the module docstring."""
 
-    def __init__(
-        self,
-        names: Sequence[str],
-        *,
-        stream: TextIO | None = None,
-        live: bool | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-        verbose: bool = False,
-    ) -> None:
+    def __init__(self, names: Sequence[str], *, stream: TextIO | None = None, live: bool | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc), verbose: bool = False) -> None:
         # Resolved at call time rather than as a default argument, so a replaced sys.stderr
         # (pytest's capture, rich's own redirection) is honoured.
         self._stream = stream if stream is not None else sys.stderr
