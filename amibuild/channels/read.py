@@ -163,9 +163,6 @@ class SharingReport:
                                  f"{', '.join(users)}")
         return lines
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain(self)
-
 
 def check_sharing(aws: Aws, *, amis: Mapping[str, str], users: Sequence[str]) -> SharingReport:
     """Check that every account in `users` may launch each image and read its snapshots, per region."""
