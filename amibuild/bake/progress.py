@@ -42,10 +42,9 @@ class State(str, Enum):
 
     @property
     def final(self) -> bool:
-        return self in _FINAL
+        return self in (State.DONE, State.SKIPPED, State.FAILED, State.INTERRUPTED)
 
 
-_FINAL = frozenset({State.DONE, State.SKIPPED, State.FAILED, State.INTERRUPTED})
 _STATE_WIDTH = max(len(s.value) for s in State)
 
 # Live mode: (symbol, style) per state; BUILDING and COPYING get a spinner instead of a symbol.

@@ -92,7 +92,6 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
     """
     held: list[ChannelLease] = []
     notes: list[str] = []
-    prefix, name = pipeline.ssm_prefix, pipeline.name
     # the operation's time waiting on AWS, from its first call (`aws.deadline`)
     limit = deadline.Deadline(guard.deadline or deadline.CHANNEL_DEADLINE)
     with deadline.bound(limit):  # each recorded on its channel
@@ -100,7 +99,7 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
     wait_until = time.monotonic() + guard.wait
 
     def take(channel: str, wait: float) -> ChannelLease:
-        lease_name = channel_lease_name(prefix, name, variant.name, channel)
+        lease_name = channel_lease_name(pipeline.ssm_prefix, pipeline.name, variant.name, channel)
         # meet any other first writer, and a prune of other regions, in every region both touch
         return acquire_channel(
             aws, lease_name, homes[channel], operation=f"{operation} ({variant.name})", guard=replace(guard, wait=wait),
