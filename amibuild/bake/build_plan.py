@@ -61,17 +61,9 @@ class BuildPlan:
             "run_id": self.run_id,
             "regions": list(self.regions),
             "force": self.force,
-            "variants": [
-                {
-                    "name": i.name,
-                    "decision": i.decision.value,
-                    "reason": i.reason,
-                    "fingerprint": i.fingerprint,
-                    "amis": dict(i.existing),
-                    "directory": str(i.directory),
-                }
-                for i in self.items
-            ],
+            "variants": [{"name": i.name, "decision": i.decision.value, "reason": i.reason,
+                          "fingerprint": i.fingerprint, "amis": dict(i.existing), "directory": str(i.directory)}
+                         for i in self.items],
         }
 
 
@@ -79,14 +71,8 @@ def new_run_id() -> str:
     return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def plan_build(
-    pipeline: Pipeline,
-    rendered: Sequence[tuple[Rendered, Path]],
-    images: Mapping[str, Iterable[Image]],
-    *,
-    run_id: str,
-    force: bool = False,
-) -> BuildPlan:
+def plan_build(pipeline: Pipeline, rendered: Sequence[tuple[Rendered, Path]], images: Mapping[str, Iterable[Image]],
+               *, run_id: str, force: bool = False) -> BuildPlan:
     """Decide per variant; ``images`` maps each target region to amibuild's images there."""
     regions = pipeline.target_regions
     by_fingerprint: dict[str, dict[str, list[Image]]] = {}
@@ -111,14 +97,8 @@ def plan_build(
         else:
             decision, reason = BuildDecision.BUILD, "no image with this fingerprint yet"
         items.append(PlanItem(item.variant.name, item, directory, decision, reason, existing))
-    return BuildPlan(
-        run_id=run_id,
-        started=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        pipeline=pipeline,
-        regions=regions,
-        items=tuple(items),
-        force=force,
-    )
+    return BuildPlan(run_id=run_id, started=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                     pipeline=pipeline, regions=regions, items=tuple(items), force=force)
 
 
 def provenance_tags(item: PlanItem, plan: BuildPlan, *, version: str, git_commit: str | None) -> dict[str, str]:

@@ -86,20 +86,10 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 class Executor:
     """Runs a `BuildPlan`'s BUILD items with Packer; SKIP items are reported as reused."""
 
-    def __init__(
-        self,
-        plan: BuildPlan,
-        packer: Packer,
-        aws: Aws,
-        *,
-        provenance: Callable[[PlanItem], Mapping[str, str]],
-        progress: Progress,
-        check: Callable[[Packer, Path], None] | None = None,
-        parallel: int,
-        timeout: float | None = None,
-        cleanup_timeout: float = 120.0,
-        guards: BuildGuards = BuildGuards(),
-    ) -> None:
+    def __init__(self, plan: BuildPlan, packer: Packer, aws: Aws, *,
+                 provenance: Callable[[PlanItem], Mapping[str, str]], progress: Progress,
+                 check: Callable[[Packer, Path], None] | None = None, parallel: int, timeout: float | None = None,
+                 cleanup_timeout: float = 120.0, guards: BuildGuards = BuildGuards()) -> None:
         self.plan = plan
         self.packer = packer
         self.aws = aws
@@ -363,11 +353,9 @@ class Executor:
             scratch = Path(tempfile.mkdtemp(prefix=f"{temp_prefix(self.plan.run_id)}{item.name[:16]}-"))
             proc = subprocess.Popen(
                 argv, cwd=directory, env={**self.packer.env, **item.rendered.packer_env, **item.rendered.secret_env,
-                         "TMPDIR": str(scratch)},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
-                start_new_session=True,
-            )
+                                          "TMPDIR": str(scratch)},
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                bufsize=1, start_new_session=True)
             self.state.processes[item.name] = proc
 
         def stop(why: str) -> None:

@@ -18,23 +18,9 @@ from amibuild.bake.packer_output import (MIN_VERSION, MachineLine, PackerVersion
                                          parse_manifest, parse_version, progress_step)
 from amibuild.errors import PackerError, PackerNotFound, PackerValidateError
 
-__all__ = [
-    "INSTALL_HINT",
-    "MIN_VERSION",
-    "MachineLine",
-    "Packer",
-    "PackerVersion",
-    "blame",
-    "cross_check",
-    "error_summary",
-    "input_refusal",
-    "manifest_builds",
-    "parse_line",
-    "parse_machine_readable",
-    "parse_manifest",
-    "parse_version",
-    "progress_step",
-]
+__all__ = ["INSTALL_HINT", "MIN_VERSION", "MachineLine", "Packer", "PackerVersion", "blame", "cross_check",
+           "error_summary", "input_refusal", "manifest_builds", "parse_line", "parse_machine_readable",
+           "parse_manifest", "parse_version", "progress_step"]
 
 INSTALL_HINT = (
     "install it with `apt-get install -y packer` (Debian/Ubuntu) or from HashiCorp's release "
@@ -95,21 +81,12 @@ class Packer:
             raise PackerNotFound(f"packer not found ({self.binary!r}); {INSTALL_HINT}")
         return found
 
-    def _run(
-        self, args: list[str], *, cwd: Path | None = None, timeout: float
-    ) -> subprocess.CompletedProcess[str]:
+    def _run(self, args: list[str], *, cwd: Path | None = None, timeout: float) -> subprocess.CompletedProcess[str]:
         argv = [self.path, *args]
         try:
-            return subprocess.run(
-                argv,
-                cwd=cwd,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,  # Packer splits diagnostics across both; keep their order
-                text=True,
-                timeout=timeout,
-            )
+            return subprocess.run(argv, cwd=cwd, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT,  # Packer splits diagnostics across both; keep their order
+                                  text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             raise PackerError(f"`packer {args[0]}` did not finish within {timeout:g}s") from exc
         except OSError as exc:
@@ -124,9 +101,7 @@ class Packer:
                 raise _refused(PackerError, "packer version", Path(self.path), proc)
             version = parse_version(proc.stdout)
             if version < MIN_VERSION:
-                raise PackerNotFound(
-                    f"packer {version} at {self.path} is older than {MIN_VERSION}; {INSTALL_HINT}"
-                )
+                raise PackerNotFound(f"packer {version} at {self.path} is older than {MIN_VERSION}; {INSTALL_HINT}")
             self._version = version
         return self._version
 

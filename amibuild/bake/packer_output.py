@@ -20,18 +20,9 @@ from typing import Iterable, Mapping
 from amibuild.errors import PackerError, PackerInputRefused, PackerOutputError
 
 # Artifacts whose id is a list of region:ami pairs. ebsvolume is left out: its ids are volumes.
-AMI_BUILDER_IDS = frozenset(
-    {
-        "mitchellh.amazonebs",
-        "mitchellh.amazon.ebssurrogate",
-        "mitchellh.amazon.instance",
-        "mitchellh.amazon.chroot",
-        "packer.post-processor.amazon-import",
-    }
-)
-AMI_BUILDER_TYPES = frozenset(
-    {"amazon-ebs", "amazon-ebssurrogate", "amazon-instance", "amazon-chroot"}
-)
+AMI_BUILDER_IDS = frozenset({"mitchellh.amazonebs", "mitchellh.amazon.ebssurrogate", "mitchellh.amazon.instance",
+                             "mitchellh.amazon.chroot", "packer.post-processor.amazon-import"})
+AMI_BUILDER_TYPES = frozenset({"amazon-ebs", "amazon-ebssurrogate", "amazon-instance", "amazon-chroot"})
 
 
 # --------------------------------------------------------------------------------------- version
@@ -247,29 +238,19 @@ def parse_machine_readable(lines: Iterable[str]) -> BuildResult:
         merged = artifacts.setdefault(target, {})
         for region, ami in amis.items():
             if merged.get(region, ami) != ami:
-                raise PackerOutputError(
-                    f"{target} reported two AMIs for {region}: {merged[region]} and {ami}"
-                )
+                raise PackerOutputError(f"{target} reported two AMIs for {region}: {merged[region]} and {ami}")
             merged[region] = ami
-    return BuildResult(
-        artifacts={t: dict(sorted(a.items())) for t, a in artifacts.items()},
-        errors=errors,
-        build_errors=build_errors,
-        error_count=error_count,
-        cancelled=cancelled,
-        failed_step=failed_step,
-        unparsed=unparsed,
-    )
+    return BuildResult(artifacts={t: dict(sorted(a.items())) for t, a in artifacts.items()}, errors=errors,
+                       build_errors=build_errors, error_count=error_count, cancelled=cancelled,
+                       failed_step=failed_step, unparsed=unparsed)
 
 
 _STEP = re.compile(r"^==> [A-Za-z0-9_.-]+: (.+)\Z", re.DOTALL)
 _STEP_REWRITES = (
     (re.compile(r"^Copying/Encrypting AMI .* to other regions"), "Copying AMI to other regions"),
     (re.compile(r"^Creating AMI .* from instance"), "Creating AMI"),
-    (
-        re.compile(r"^Authorizing access to port .* temporary security group"),
-        "Authorizing access to the temporary security group",
-    ),
+    (re.compile(r"^Authorizing access to port .* temporary security group"),
+     "Authorizing access to the temporary security group"),
 )
 # Said once cleanup starts after a provisioner failed; the failed step is the one before it.
 _STEP_FAILED = "Provisioning step had errors"
@@ -333,23 +314,14 @@ def manifest_builds(text: str) -> list[ManifestBuild]:
             continue
         builder_type = str(entry.get("builder_type", ""))
         name = f"{builder_type}.{entry.get('name', '')}"
-        amis = (
-            _parse_ami_list(entry.get("artifact_id") or "", f"manifest build {name}")
-            if builder_type in AMI_BUILDER_TYPES
-            else {}
-        )
-        build = ManifestBuild(
-            name=name,
-            builder_type=builder_type,
-            amis=dict(sorted(amis.items())),
-            custom_data={str(k): str(v) for k, v in (entry.get("custom_data") or {}).items()},
-            run_uuid=last,
-        )
+        amis = (_parse_ami_list(entry.get("artifact_id") or "", f"manifest build {name}")
+                if builder_type in AMI_BUILDER_TYPES else {})
+        build = ManifestBuild(name, builder_type, amis=dict(sorted(amis.items())),
+                              custom_data={str(k): str(v) for k, v in (entry.get("custom_data") or {}).items()},
+                              run_uuid=last)
         if name in selected and selected[name].amis != build.amis:
-            raise PackerOutputError(
-                f"manifest run {last} lists {name} twice with different AMIs: "
-                f"{selected[name].amis} and {build.amis}"
-            )
+            raise PackerOutputError(f"manifest run {last} lists {name} twice with different AMIs: "
+                                    f"{selected[name].amis} and {build.amis}")
         selected[name] = build
     return list(selected.values())
 
@@ -359,11 +331,8 @@ def parse_manifest(text: str) -> dict[str, dict[str, str]]:
     return {b.name: b.amis for b in manifest_builds(text) if b.builder_type in AMI_BUILDER_TYPES}
 
 
-def cross_check(
-    stream: Mapping[str, Mapping[str, str]],
-    manifest: Mapping[str, Mapping[str, str]],
-    name: str | None = None,
-) -> dict[str, str]:
+def cross_check(stream: Mapping[str, Mapping[str, str]], manifest: Mapping[str, Mapping[str, str]],
+                name: str | None = None) -> dict[str, str]:
     """The {region: ami} of one build once stream and manifest agree on it.
 
     ``name`` picks the build when there are several; with one build it may be left out.
@@ -374,9 +343,7 @@ def cross_check(
         if not names:
             raise PackerOutputError("packer reported no AMI, in its output or in its manifest")
         if len(names) > 1:
-            raise PackerOutputError(
-                f"packer reported several builds ({', '.join(names)}); name the one to check"
-            )
+            raise PackerOutputError(f"packer reported several builds ({', '.join(names)}); name the one to check")
         name = names[0]
     got, recorded = dict(stream.get(name) or {}), dict(manifest.get(name) or {})
     if not got:
@@ -385,11 +352,9 @@ def cross_check(
         raise PackerOutputError(f"packer manifest's last run has no AMI for {name}")
     for region in sorted(set(got) | set(recorded)):
         if got.get(region) != recorded.get(region):
-            raise PackerOutputError(
-                f"packer output and manifest disagree for {name} in {region}: "
-                f"{got.get(region, 'no AMI')} (output) "
-                f"vs {recorded.get(region, 'no AMI')} (manifest)"
-            )
+            raise PackerOutputError(f"packer output and manifest disagree for {name} in {region}: "
+                                    f"{got.get(region, 'no AMI')} (output) vs {recorded.get(region, 'no AMI')} "
+                                    "(manifest)")
     return dict(sorted(got.items()))
 
 

@@ -43,16 +43,10 @@ class RenderResult:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {
-            "packer_version": self.packer_version,
-            "notes": list(self.notes),
-            "variants": [
-                {"name": r.variant.name, "directory": str(d), "fingerprint": r.fingerprint,
-                 "source_amis": {region: s.image_id or None for region, s in r.sources.items()},
-                 "notes": list(r.notes)}
-                for r, d in zip(self.rendered, self.directories, strict=True)
-            ],
-        }
+        return {"packer_version": self.packer_version, "notes": list(self.notes),
+                "variants": [{"name": r.variant.name, "directory": str(d), "fingerprint": r.fingerprint,
+                              "source_amis": {region: s.image_id or None for region, s in r.sources.items()},
+                              "notes": list(r.notes)} for r, d in zip(self.rendered, self.directories, strict=True)]}
 
 
 def packer_version(options: Options, packer=None) -> tuple[str, bool, str | None]:
@@ -83,10 +77,8 @@ def resolve_sources(pipeline: Pipeline, aws, *, strict: bool = False) -> dict[st
             return exc
 
     answers = fan_out(pipeline.regions, read) if aws is not None and names else {}
-    return {
-        v.name: {r: _source(v, r, aws is not None, answers.get(r)) for r in pipeline.regions}
-        for v in pipeline.variants
-    }
+    return {v.name: {r: _source(v, r, aws is not None, answers.get(r)) for r in pipeline.regions}
+            for v in pipeline.variants}
 
 
 def _source(variant: Variant, region: str, access: bool, values: dict[str, str] | AwsError | None) -> SourceAmi:
@@ -101,10 +93,9 @@ def _source(variant: Variant, region: str, access: bool, values: dict[str, str] 
     if values is None or isinstance(values, AwsError):  # the read failed (None: it was not made)
         return SourceAmi(SourceHow.LOOKUP, parameter=parameter, note=f"source AMI: could not read {parameter} ({values}); {lookup}")
     if parameter not in values:
-        raise SpecError(
-            f"variant {variant.name}: AWS publishes no EKS-optimized {variant.os} {variant.arch} image for "
-            f"Kubernetes {variant.kubernetes_version} in {region} ({parameter} not found); pick another version"
-        )
+        raise SpecError(f"variant {variant.name}: AWS publishes no EKS-optimized {variant.os} {variant.arch} image for "
+                        f"Kubernetes {variant.kubernetes_version} in {region} ({parameter} not found); "
+                        "pick another version")
     image_id = values[parameter]
     return SourceAmi(SourceHow.RESOLVED, image_id, parameter, note=f"source AMI {image_id} from {parameter} in {region}")
 

@@ -42,10 +42,9 @@ class State(str, Enum):
 
     @property
     def final(self) -> bool:
-        return self in _FINAL
+        return self in (State.DONE, State.SKIPPED, State.FAILED, State.INTERRUPTED)
 
 
-_FINAL = frozenset({State.DONE, State.SKIPPED, State.FAILED, State.INTERRUPTED})
 _STATE_WIDTH = max(len(s.value) for s in State)
 
 # Live mode: (symbol, style) per state; BUILDING and COPYING get a spinner instead of a symbol.
@@ -98,16 +97,9 @@ class _Row:
 class Progress:
     """Thread-safe progress display for a fixed set of variants; see the module docstring."""
 
-    def __init__(
-        self,
-        names: Sequence[str],
-        *,
-        stream: TextIO | None = None,
-        live: bool | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-        verbose: bool = False,
-    ) -> None:
+    def __init__(self, names: Sequence[str], *, stream: TextIO | None = None, live: bool | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc), verbose: bool = False) -> None:
         # Resolved at call time rather than as a default argument, so a replaced sys.stderr
         # (pytest's capture, rich's own redirection) is honoured.
         self._stream = stream if stream is not None else sys.stderr

@@ -180,10 +180,7 @@ def _name(v: Any) -> str:
 
 def variant_of(found: evidence.Statements) -> str:
     """The variant the newest valid provenance statement names ("" when none is valid)."""
-    for v in reversed(found.provenance):
-        if v.ok:
-            return predicates.variant_of(v.predicate)
-    return ""
+    return next((predicates.variant_of(v.predicate) for v in reversed(found.provenance) if v.ok), "")
 
 
 def _compare(v: Any, today: Today, region: str) -> str:
@@ -191,12 +188,10 @@ def _compare(v: Any, today: Today, region: str) -> str:
     signed = predicates.fingerprint_of(v.predicate)
     if signed == today.fingerprint:
         return "as today's render"
-    diffs: list[str] = []
     inputs = predicates.internal(v.predicate).get("fingerprintInputs") or {}
-    if isinstance(inputs, Mapping) and today.settings:
-        for key in sorted(set(inputs) | set(today.settings)):
-            if inputs.get(key) != today.settings.get(key):
-                diffs.append(f"{key}: {_short(inputs.get(key))} -> {_short(today.settings.get(key))}")
+    keys = sorted(set(inputs) | set(today.settings)) if isinstance(inputs, Mapping) and today.settings else []
+    diffs = [f"{key}: {_short(inputs.get(key))} -> {_short(today.settings.get(key))}" for key in keys
+             if inputs.get(key) != today.settings.get(key)]
     sources = predicates.source_amis_of(v.predicate)
     now_source = today.source_amis.get(region)
     if now_source and sources.get(region) and sources[region] != now_source:

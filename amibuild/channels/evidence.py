@@ -39,11 +39,6 @@ class Statements:
     key_problem: str = ""  # why the pipeline's key could not be read ("" when it was)
     scan: tuple[Verification, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"region": self.region, "image_id": self.image_id,
-                "provenance": [v.to_dict() for v in self.provenance], "test": [v.to_dict() for v in self.test],
-                "key_problem": self.key_problem or None}
-
 
 @dataclass
 class Reader:

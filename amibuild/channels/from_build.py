@@ -20,9 +20,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 from amibuild import notify
-from amibuild.aws import Aws, Parameter
-from amibuild.aws.session import fan_out
-
+from amibuild.aws import Aws, Parameter, fan_out
 from amibuild.bake.executor import BuildOutcome, BuildStatus
 from amibuild.bake.build_plan import BuildDecision, BuildPlan
 from amibuild.channels import publish, read

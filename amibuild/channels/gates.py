@@ -57,10 +57,6 @@ class GateDecision:
             return f"gate overridden: {self.overridden}"
         return ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"channel": self.channel, "gate": self.gate, "met": self.met, "missing": list(self.missing),
-                "due_at": self.due_at.isoformat() if self.due_at else None, "overridden": self.overridden or None}
-
 
 @dataclass(frozen=True)
 class Evidence:
@@ -76,12 +72,6 @@ class Evidence:
     test_problem: str = ""
     scan: tuple[Finding, ...] | None = None  # the newest valid scan statement's findings (None: none valid)
     scan_problem: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"provenance": self.provenance or "valid", "test": self.test or None,
-                "test_problem": self.test_problem or None,
-                "scan": None if self.scan is None else [f.to_dict() for f in self.scan],
-                "scan_problem": self.scan_problem or None}
 
 
 def check_reason(override: bool, reason: str | None) -> str:

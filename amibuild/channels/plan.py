@@ -173,24 +173,10 @@ class PublishPlan:
         return plain(self)
 
 
-def decide(
-    *,
-    operation: str,
-    parameter: str,
-    variant: str,
-    channel: str,
-    required_regions: Sequence[str],
-    amis: Mapping[str, str],
-    current: Mapping[str, Parameter | None],
-    images: Mapping[str, Image | None],
-    provenance: Mapping[str, Provenance],
-    allow_foreign: bool = False,
-    expected_fingerprint: str | None = None,
-    note: str = "",
-    pipeline: str = "",
-    channel_regions: Iterable[str] = (),
-    home: str = "",
-) -> PublishPlan:
+def decide(*, operation: str, parameter: str, variant: str, channel: str, required_regions: Sequence[str],
+           amis: Mapping[str, str], current: Mapping[str, Parameter | None], images: Mapping[str, Image | None],
+           provenance: Mapping[str, Provenance], allow_foreign: bool = False, expected_fingerprint: str | None = None,
+           note: str = "", pipeline: str = "", channel_regions: Iterable[str] = (), home: str = "") -> PublishPlan:
     """Per region: write, unchanged, or refused with the reason. Pure: state in, plan out.
 
     ``channel_regions``: every region the channel is recorded in (`recorded_regions`); a write that

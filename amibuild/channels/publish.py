@@ -83,22 +83,11 @@ def check_what_if(now: datetime | None, dry_run: bool) -> None:
 # ------------------------------------------------------------------------------- publish
 
 
-def plan_publish(
-    aws: Aws,
-    *,
-    pipeline: PipelineLike,
-    variant: VariantLike,
-    channel: str = DEFAULT_CHANNEL,
-    amis: Mapping[str, str],
-    fingerprint: str | None = None,
-    run_id: str | None = None,
-    allow_foreign: bool = False,
-    provenance: Mapping[str, Provenance] | None = None,
-    operation: str = "publish",
-    note: str = "",
-    template: str | None = None,
-    gate_check: Callable[[Mapping[str, Image | None]], str] | None = None,
-) -> PublishPlan:
+def plan_publish(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channel: str = DEFAULT_CHANNEL,
+                 amis: Mapping[str, str], fingerprint: str | None = None, run_id: str | None = None,
+                 allow_foreign: bool = False, provenance: Mapping[str, Provenance] | None = None,
+                 operation: str = "publish", note: str = "", template: str | None = None,
+                 gate_check: Callable[[Mapping[str, Image | None]], str] | None = None) -> PublishPlan:
     """Read the channel and the images in every region (read-only, in parallel), then `decide`.
 
     ``gate_check`` (see `gate_checker`) gets the images before anything is decided: it raises
@@ -147,23 +136,11 @@ def with_guards(aws: Aws, plan: PublishPlan, *, pipeline: PipelineLike, variant:
     return replace(plan, guards=steps)
 
 
-def publish_variant(
-    aws: Aws,
-    *,
-    pipeline: PipelineLike,
-    variant: VariantLike,
-    amis: Mapping[str, str],
-    channel: str = DEFAULT_CHANNEL,
-    fingerprint: str | None = None,
-    run_id: str | None = None,
-    allow_foreign: bool = False,
-    force: bool = False,
-    template: str | None = None,
-    guard: Guard | None = None,
-    dry_run: bool = False,
-    override_gate: str = "",
-    now: datetime | None = None,
-) -> PublishResult | PublishPlan:
+def publish_variant(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, amis: Mapping[str, str],
+                    channel: str = DEFAULT_CHANNEL, fingerprint: str | None = None, run_id: str | None = None,
+                    allow_foreign: bool = False, force: bool = False, template: str | None = None,
+                    guard: Guard | None = None, dry_run: bool = False, override_gate: str = "",
+                    now: datetime | None = None) -> PublishResult | PublishPlan:
     """Point `channel` of `variant` at `amis` ({region: ami}) in every target region, or nowhere.
 
     `fingerprint` / `run_id` default to the images' ``amibuild:fingerprint`` / ``amibuild:run-id``
@@ -185,19 +162,9 @@ def publish_variant(
                           guard=guard or Guard(run_id=run_id or ""), template=template)
 
 
-def promote(
-    aws: Aws,
-    *,
-    pipeline: PipelineLike,
-    variant: VariantLike,
-    source: str,
-    target: str,
-    force: bool = False,
-    guard: Guard | None = None,
-    dry_run: bool = False,
-    override_gate: str = "",
-    now: datetime | None = None,
-) -> PublishResult | PublishPlan:
+def promote(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, source: str, target: str, force: bool = False,
+            guard: Guard | None = None, dry_run: bool = False, override_gate: str = "",
+            now: datetime | None = None) -> PublishResult | PublishPlan:
     """Copy, region by region, the exact AMI of channel `source` into channel `target`.
 
     Both channels' leases are held: the source is not read while another writer is half way
@@ -220,10 +187,8 @@ def promote(
         latest = {r: (histories[r] or [None])[-1] for r in regions}
         missing = [r for r in regions if latest[r] is None]
         if missing:
-            raise PublishRefused(
-                f"{operation} for {variant.name}: channel {source} ({source_name}) does not exist in "
-                f"{', '.join(missing)}; publish it there first"
-            )
+            raise PublishRefused(f"{operation} for {variant.name}: channel {source} ({source_name}) does not exist in "
+                                 f"{', '.join(missing)}; publish it there first")
         amis = {r: p.value for r, p in latest.items() if p is not None}
         provenance = {r: provenance_of(p.description) for r, p in latest.items() if p is not None}
         # which build each region holds, from the image's own tag (a description can be stale:
@@ -248,17 +213,8 @@ def promote(
                           channels=[source, target], operation=operation, guard=guard or Guard())
 
 
-def rollback(
-    aws: Aws,
-    *,
-    pipeline: PipelineLike,
-    variant: VariantLike,
-    channel: str,
-    to_version: int | None = None,
-    force: bool = False,
-    guard: Guard | None = None,
-    dry_run: bool = False,
-) -> PublishResult | PublishPlan:
+def rollback(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channel: str, to_version: int | None = None,
+             force: bool = False, guard: Guard | None = None, dry_run: bool = False) -> PublishResult | PublishPlan:
     """Put `channel` back to an earlier value from the parameter's own history.
 
     Versions are counted in the pipeline's first target region (as `history` shows them there) and
@@ -271,13 +227,11 @@ def rollback(
         histories = fan_out(regions, lambda r: aws.parameter_history(name, r))
         chosen = rollback_versions(name, regions, histories, to_version)
         target = chosen[regions[0]]
-        operation = f"roll back to version {target.version}"
-        return plan_publish(
-            aws, pipeline=pipeline, variant=variant, channel=channel,
-            amis={r: p.value for r, p in chosen.items()}, allow_foreign=True,
-            provenance={r: provenance_of(p.description) for r, p in chosen.items()},
-            operation=operation, note=f"rolled back to version {target.version}",
-        )
+        return plan_publish(aws, pipeline=pipeline, variant=variant, channel=channel,
+                            amis={r: p.value for r, p in chosen.items()}, allow_foreign=True,
+                            provenance={r: provenance_of(p.description) for r, p in chosen.items()},
+                            operation=f"roll back to version {target.version}",
+                            note=f"rolled back to version {target.version}")
 
     return _write_or_plan(aws, make_plan, dry_run=dry_run, force=force, pipeline=pipeline, variant=variant,
                           channels=[channel], operation=f"roll back {channel}", guard=guard or Guard())
@@ -316,11 +270,10 @@ def rollback_versions(name: str, regions: Sequence[str], histories: Mapping[str,
         else:
             same = [p for p in histories[region] if p.version == target.version]
         if not same:
-            raise PublishRefused(
-                f"roll back {name} to version {target.version}: {region} has no version from the same build "
-                f"(run {target_prov.run_id or UNKNOWN_MARK}, fingerprint {target_prov.fingerprint or UNKNOWN_MARK}); "
-                "publish the wanted images with `amibuild publish --ami ...` instead"
-            )
+            raise PublishRefused(f"roll back {name} to version {target.version}: {region} has no version from the same "
+                                 f"build (run {target_prov.run_id or UNKNOWN_MARK}, fingerprint "
+                                 f"{target_prov.fingerprint or UNKNOWN_MARK}); "
+                                 "publish the wanted images with `amibuild publish --ami ...` instead")
         chosen[region] = same[-1]
     return chosen
 
@@ -330,10 +283,8 @@ def _rollback_target(name: str, region: str, history: list[Parameter], to_versio
         for entry in history:
             if entry.version == to_version:
                 return entry
-        raise SpecError(
-            f"--to-version {to_version}: {name} in {region} has versions "
-            f"{history[0].version}..{history[-1].version}; see `amibuild history`"
-        )
+        raise SpecError(f"--to-version {to_version}: {name} in {region} has versions "
+                        f"{history[0].version}..{history[-1].version}; see `amibuild history`")
     current = history[-1]
     for entry in reversed(history):
         if entry.value != current.value:

@@ -12,15 +12,8 @@ from typing import Any, Mapping, Sequence
 
 from amibuild.aws import Aws, Parameter, fan_out
 from amibuild.lease import is_lease
-from amibuild.channels.publish import (
-    DEFAULT_CHANNEL,
-    PipelineLike,
-    VariantLike,
-    name_pattern,
-    parameter_name,
-    plain,
-    provenance_of,
-)
+from amibuild.channels.publish import (DEFAULT_CHANNEL, PipelineLike, VariantLike, name_pattern, parameter_name, plain,
+                                       provenance_of)
 
 # ------------------------------------------------------------------------------- reading
 
@@ -64,14 +57,8 @@ class ChannelEntry:
         return plain(self)
 
 
-def history(
-    aws: Aws,
-    *,
-    pipeline: PipelineLike,
-    variant: VariantLike,
-    channel: str | None = None,
-    region: str | None = None,
-) -> list[HistoryEntry]:
+def history(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channel: str | None = None,
+            region: str | None = None) -> list[HistoryEntry]:
     """Every version of the variant's channels (or one channel), per region, oldest first."""
     regions = (region,) if region else pipeline.target_regions
     if channel:
@@ -96,13 +83,8 @@ def history(
     return [entry for job in jobs for entry in results[job]]
 
 
-def channels(
-    aws: Aws,
-    *,
-    pipeline: PipelineLike,
-    regions: Sequence[str] | None = None,
-    listed: Mapping[str, Sequence[Parameter]] | None = None,
-) -> list[ChannelEntry]:
+def channels(aws: Aws, *, pipeline: PipelineLike, regions: Sequence[str] | None = None,
+             listed: Mapping[str, Sequence[Parameter]] | None = None) -> list[ChannelEntry]:
     """Every variant x channel x region under the pipeline's prefix, with a row where one is missing.
 
     `listed`: every region's parameters under the prefix, already read (else read here)."""
@@ -180,9 +162,6 @@ class SharingReport:
                     lines.append(f"{gap.region}: {gap.ami} snapshot {snapshot} volume permission missing for "
                                  f"{', '.join(users)}")
         return lines
-
-    def to_dict(self) -> dict[str, Any]:
-        return plain(self)
 
 
 def check_sharing(aws: Aws, *, amis: Mapping[str, str], users: Sequence[str]) -> SharingReport:

@@ -92,7 +92,6 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
     """
     held: list[ChannelLease] = []
     notes: list[str] = []
-    prefix, name = pipeline.ssm_prefix, pipeline.name
     # the operation's time waiting on AWS, from its first call (`aws.deadline`)
     limit = deadline.Deadline(guard.deadline or deadline.CHANNEL_DEADLINE)
     with deadline.bound(limit):  # each recorded on its channel
@@ -100,7 +99,7 @@ def transact(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channels
     wait_until = time.monotonic() + guard.wait
 
     def take(channel: str, wait: float) -> ChannelLease:
-        lease_name = channel_lease_name(prefix, name, variant.name, channel)
+        lease_name = channel_lease_name(pipeline.ssm_prefix, pipeline.name, variant.name, channel)
         # meet any other first writer, and a prune of other regions, in every region both touch
         return acquire_channel(
             aws, lease_name, homes[channel], operation=f"{operation} ({variant.name})", guard=replace(guard, wait=wait),
@@ -232,15 +231,10 @@ def execute_publish(aws: Aws, plan: PublishPlan, *, force: bool = False,
         failures = _check_all(aws, plan, versions)
     if failures:
         raise _unwind(aws, plan, versions, failures, turn)
-    return PublishResult(
-        plan.operation, plan.parameter, plan.variant, plan.channel,
-        tuple(
-            RegionResult(r.region, r.ami, r.action, r.previous_ami, r.previous_version,
-                         versions.get(r.region, r.previous_version))
-            for r in plan.regions
-        ),
-        guarded=plan.guards,
-    )
+    return PublishResult(plan.operation, plan.parameter, plan.variant, plan.channel,
+                         tuple(RegionResult(r.region, r.ami, r.action, r.previous_ami, r.previous_version,
+                                            versions.get(r.region, r.previous_version)) for r in plan.regions),
+                         guarded=plan.guards)
 
 
 def with_token(plan: PublishPlan, token: str) -> PublishPlan:
@@ -371,15 +365,11 @@ def _read_back(aws: Aws, name: str, region: str, version: int, ami: str) -> None
     got = until(lambda: aws.find_parameter(name, region, version=version), done=lambda got: got is not None,
                 timeout=READBACK_TIMEOUT, interval=0.5).value
     if got is None:
-        raise PublishFailed(
-            f"{name} in {region}: version {version} cannot be read back after {READBACK_TIMEOUT:.0f} s; "
-            f"AWS may have refused {ami} as {IMAGE_DATA_TYPE}"
-        )
+        raise PublishFailed(f"{name} in {region}: version {version} cannot be read back after {READBACK_TIMEOUT:.0f} s; "
+                            f"AWS may have refused {ami} as {IMAGE_DATA_TYPE}")
     if got.value != ami or got.data_type != IMAGE_DATA_TYPE:
-        raise PublishFailed(
-            f"{name} in {region}: read back version {version} holds {got.value} ({got.data_type}), "
-            f"not {ami} ({IMAGE_DATA_TYPE})"
-        )
+        raise PublishFailed(f"{name} in {region}: read back version {version} holds {got.value} ({got.data_type}), "
+                            f"not {ami} ({IMAGE_DATA_TYPE})")
 
 
 def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: list[_RegionFailed],
