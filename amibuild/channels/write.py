@@ -402,9 +402,11 @@ def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: 
     if put_back:
         summary += f". Put back: {put_back}"
     if any(isinstance(f.error, LeaseLost) for f in failures):
-        return LeaseLost(summary)
-    conflict = any(isinstance(f.error, PublishConflict) for f in failures)
-    error = PublishConflict(summary) if conflict else PublishFailed(summary)
+        error: PublishFailed | PublishConflict = LeaseLost(summary)
+    elif any(isinstance(f.error, PublishConflict) for f in failures):
+        error = PublishConflict(summary)
+    else:
+        error = PublishFailed(summary)
     error.stuck_regions = tuple(sorted(stuck))
     return error
 
