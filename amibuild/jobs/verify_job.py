@@ -54,7 +54,9 @@ def verify_report(options: Any, *, ami: str | None, channel: str | None,
         raise SpecError(f"--ami {ami!r} is not an AMI id (ami- and 8 or 17 hex digits)")
     if channel:
         check_channel(channel)
-    pipeline = one_variant(options, "whose channel this is")[0] if channel else load_pipeline(options)
+        pipeline, chosen = one_variant(options, "whose channel this is")
+    else:
+        pipeline, chosen = load_pipeline(options), None
     regions = list(pipeline.target_regions)
     if region and region not in regions:
         raise SpecError(f"--region {region}: not a target region of pipeline {pipeline.name} ({', '.join(regions)})")
@@ -67,7 +69,6 @@ def verify_report(options: Any, *, ami: str | None, channel: str | None,
         variants = sorted({verify_mod.variant_of(f) for f in facts.found.values() if f is not None} - {""})
         today, why_not = today_renders(options, pipeline, aws, variants, platform=platform)
         return verify_mod.check(facts, today), why_not
-    chosen = pipeline.variants[0]
     # a typo'd channel is refused with did-you-mean (exit 2), as every task that names one does
     known.require(aws, pipeline, [chosen], known.Asked(channel), regions=[region] if region else None)
     gate = pipeline.gates.get(channel)
