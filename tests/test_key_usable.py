@@ -11,7 +11,7 @@ import pytest
 from faultproxy import FaultProxy
 
 from amibuild.aws import Aws
-from amibuild.aws.accounts import key_usable
+from amibuild.aws.accounts import account_root, key_usable
 from amibuild.errors import EndpointUnreachable
 
 REGION = "us-west-2"
@@ -51,3 +51,13 @@ def test_no_answer_to_the_dry_run_grant_is_an_amibuild_error(sandbox, monkeypatc
     assert "answer" not in got, got
     assert isinstance(got["error"], EndpointUnreachable), repr(got["error"])
     assert "kms:CreateGrant" in str(got["error"]) and "(DryRun)" in str(got["error"])
+
+
+@pytest.mark.parametrize(("caller", "root"), [
+    ("arn:aws:sts::123456789012:assumed-role/platform/ci", "arn:aws:iam::123456789012:root"),
+    ("arn:aws-cn:iam::210987654321:user/ops", "arn:aws-cn:iam::210987654321:root"),
+    ("arn:aws-us-gov:sts::111122223333:assumed-role/r/s", "arn:aws-us-gov:iam::111122223333:root"),
+])
+def test_the_grantee_is_the_callers_account_root_in_the_callers_partition(caller: str, root: str) -> None:
+    # doctor --consumer asks CreateGrant (DryRun) for this principal: in aws-cn, arn:aws:... names no one
+    assert account_root(caller) == root

@@ -52,6 +52,12 @@ def shared_image(aws: Aws, region: str, image_id: str) -> SharedImage | None:
     return None
 
 
+def account_root(caller_arn: str) -> str:
+    """The account's root principal, in the partition of the caller's ARN (GetCallerIdentity's `Arn`)."""
+    _arn, partition, _service, _region, account, _rest = caller_arn.split(":", 5)
+    return f"arn:{partition}:iam::{account}:root"
+
+
 def key_usable(aws: Aws, key_id: str, region: str, grantee: str) -> str:
     """"" when the calling account may describe the key and create grants on it (CreateGrant with
     DryRun, which EC2 needs to launch from an image encrypted with it); else why not."""

@@ -206,7 +206,8 @@ def run_consumer(request: ConsumerSettings) -> ConsumerResult:
     builder = Aws(profile=request.build_profile, region=pipeline.build_region) if request.build_profile else consumer
     # the channel is read from the build account: a typo is refused there before any other call
     known_channels.require(builder, pipeline, pipeline.variants, known_channels.Asked(channel), every=False)
-    account = consumer.caller_identity(pipeline.build_region)["account"]
+    identity = consumer.caller_identity(pipeline.build_region)
+    account, grantee = identity["account"], reads.account_root(identity["arn"])
     owner = builder.caller_identity(pipeline.build_region)["account"] if builder is not consumer else ""
     facts = []
     for region in pipeline.channel_regions:
@@ -240,7 +241,7 @@ def run_consumer(request: ConsumerSettings) -> ConsumerResult:
             if key_region(key) == region and ":key/" in key:  # an alias or bare id names the consumer's own keys
                 wanted.add(key)
             for key in sorted(wanted):
-                keys[key] = reads.key_usable(consumer, key, region, f"arn:aws:iam::{account}:root")
+                keys[key] = reads.key_usable(consumer, key, region, grantee)
         facts.append(RegionFacts(region, settings, settings_error, block, block_error, images, seen, known, users, keys))
     return ConsumerResult(account, tuple(decide(account, facts)))
 
