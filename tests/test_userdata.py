@@ -24,6 +24,7 @@ from amibuild.handoff.userdata import render as userdata
 from amibuild.handoff.userdata import decode as userdata_decode
 from amibuild.errors import SpecError, UsageError
 from amibuild.errors import NotUserData
+from amibuild.handoff.userdata.kubelet import KubeletSettings
 from amibuild.handoff.userdata.render import CfnSignal, NodeConfig
 from amibuild.handoff.userdata.decode import Part
 
@@ -796,3 +797,30 @@ if __name__ == "__main__":
     for name, make in RECORDED.items():
         (DATA / name).write_text(userdata.render_userdata(make()))
         print(f"wrote {DATA / name}", file=sys.stderr)
+
+
+@pytest.mark.parametrize(("kubelet", "flags", "message"), [
+    (KubeletSettings.parse(max_pods=20), ("--max-pods=3",), "--kubelet-flag --max-pods and --max-pods both set it"),
+    (KubeletSettings.parse(labels=["team=data"]), ("--node-labels=a=b",),
+     "--kubelet-flag --node-labels and --node-label both set it"),
+    (KubeletSettings.parse(max_pods_expression="default_enis * 10"), ("--max-pods=3",),
+     "--kubelet-flag --max-pods and --max-pods-expression both set max pods"),
+])
+def test_kubelet_flags_merged_into_kubelet_settings_are_checked_with_them(kubelet, flags, message) -> None:
+    # the same combination given as flags alone is refused by KubeletSettings.parse; merged, it is too
+    with pytest.raises(SpecError, match=message):
+        al2023_config(kubelet=kubelet, kubelet_flags=flags)
+
+
+def test_kubelet_flags_merged_into_kubelet_settings_keep_the_settings() -> None:
+    cfg = al2023_config(kubelet=KubeletSettings.parse(labels=["team=data"], max_pods=20),
+                        kubelet_flags=("--image-gc-high-threshold=80",))
+    assert cfg.kubelet == KubeletSettings.parse(flags=["--image-gc-high-threshold=80"], labels=["team=data"],
+                                                max_pods=20)
+    assert cfg.kubelet_flags == ("--image-gc-high-threshold=80",)
+
+
+def test_a_max_pods_kubelet_flag_and_a_max_pods_expression_are_refused_together() -> None:
+    # kubelet flags win over its config file, so nodeadm's maxPods from the expression would be ignored
+    with pytest.raises(SpecError, match="--kubelet-flag --max-pods and --max-pods-expression both set max pods"):
+        KubeletSettings.parse(flags=["--max-pods=3"], max_pods_expression="default_enis * 10")

@@ -13,7 +13,7 @@ import ipaddress
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from amibuild.errors import SpecError
@@ -126,8 +126,7 @@ class NodeConfig:
         if self.kubelet_flags and self.kubelet.flags and self.kubelet_flags != self.kubelet.flags:
             raise SpecError("give kubelet flags once: as kubelet_flags or in kubelet")
         if self.kubelet_flags and not self.kubelet.flags:
-            flags = KubeletSettings.parse(flags=self.kubelet_flags).flags
-            object.__setattr__(self, "kubelet", replace(self.kubelet, flags=flags))
+            object.__setattr__(self, "kubelet", self.kubelet.with_flags(self.kubelet_flags))
         object.__setattr__(self, "kubelet_flags", self.kubelet.flags)
         _check_config(self)
 

@@ -85,12 +85,21 @@ class KubeletSettings:
         if expression and pods is not None:
             raise SpecError("--max-pods and --max-pods-expression both set max pods, and nodeadm lets the fixed "
                             "value win: give one")
+        if expression and "--max-pods" in names:
+            raise SpecError("--kubelet-flag --max-pods and --max-pods-expression both set max pods, and the kubelet "
+                            "lets the flag win: give one")
         given = {"--node-labels": bool(pairs), "--register-with-taints": bool(parsed_taints),
                  "--max-pods": pods is not None}
         for name in names:
             if name in _OWNED and given[name]:
                 raise SpecError(f"--kubelet-flag {name} and {_OWNED[name]} both set it: give it one way")
         return cls(checked, pairs, parsed_taints, pods, expression)
+
+    def with_flags(self, flags: Iterable[str]) -> KubeletSettings:
+        """These settings with ``flags`` as their kubelet flags, all checked together as `parse` checks them."""
+        return KubeletSettings.parse(flags=flags, labels=[f"{k}={v}" for k, v in self.labels],
+                                     taints=[str(t) for t in self.taints], max_pods=self.max_pods,
+                                     max_pods_expression=self.max_pods_expression or None)
 
     def nodeadm_kubelet(self) -> dict[str, Any]:
         """NodeConfig `spec.kubelet`: labels and taints as kubelet flags, max pods in the config."""
