@@ -90,3 +90,14 @@ def test_doctor_consumers_rows_from_recorded_facts() -> None:
     assert rows[("allowed-amis eu-west-1", True)] == "enabled: admits ami-1"
     assert "enable-image-block-public-access" in rows[("block-public-access eu-west-1", False)]
     assert rows[("image ceph/stable eu-west-1", True)] == "ami-1 visible (available)"
+
+
+def test_the_cloudformation_template_passes_cfn_lint_and_names_no_partition() -> None:
+    # deployed per consumer account and region, e.g. by a StackSet: aws-cn and aws-us-gov included
+    from cfnlint.api import ManualArgs, lint
+
+    criteria = allowed.pipeline_criteria(BUILD, ["acct-ceph-1.33-x86_64"], max_days_since_created=180)
+    text = json.dumps(allowed.cloudformation(criteria))
+    for regions in (["eu-west-1"], ["cn-north-1"], ["us-gov-west-1"]):
+        assert [(m.rule.id, m.message) for m in lint(text, config=ManualArgs(regions=regions))] == [], regions
+    assert "arn:aws:" not in text  # every ARN takes ${AWS::Partition}

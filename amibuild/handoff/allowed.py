@@ -174,7 +174,7 @@ def cloudformation(criteria: Sequence[Criterion]) -> dict[str, Any]:
             "ApplyRole": {"Type": "AWS::IAM::Role", "Properties": {
                 "AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": [{
                     "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]},
-                "ManagedPolicyArns": ["arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"],
+                "ManagedPolicyArns": [{"Fn::Sub": "arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"}],
                 "Policies": [{"PolicyName": "allowed-amis", "PolicyDocument": {"Version": "2012-10-17", "Statement": [{
                     "Effect": "Allow", "Resource": "*",
                     "Action": ["ec2:ReplaceImageCriteriaInAllowedImagesSettings", "ec2:EnableAllowedImagesSettings"]}]}}]}},
