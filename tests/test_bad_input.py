@@ -6,8 +6,9 @@ The cases are data: tests/data/bad_input.yaml, one entry per input."""
 from __future__ import annotations
 
 import os
-import shutil
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -136,3 +137,25 @@ def test_a_packer_refusal_of_a_value_the_user_gave_is_exit_2_naming_its_flag(wor
     message = result.stderr.strip().splitlines()[-1]
     assert message.startswith("amibuild: error: --var volume_type: Packer refuses the value of volume_type")
     assert "IOPS" in message
+
+
+@pytest.mark.skipif(shutil.which("packer") is None, reason="packer is not installed")
+def test_a_temp_folder_too_long_for_packers_plugin_sockets_is_refused_before_anything(
+        workdir: Path, aws_through_proxy: FaultProxy, tmp_path_factory: pytest.TempPathFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Packer puts its plugin sockets in TMPDIR, in amibuild's folder of the run there: past the
+    system's socket path limit every build would crash ("bind: invalid argument")."""
+    long_temp = tmp_path_factory.mktemp("t") / ("t" * 60)
+    long_temp.mkdir()
+    before = sorted(p.name for p in workdir.iterdir())
+    # what a process started with this TMPDIR finds (tempfile reads TMPDIR once, and this one is in-process)
+    monkeypatch.setattr(tempfile, "tempdir", str(long_temp))
+    result = run_cli(workdir, "build-ami", "--variant", "ceph", env={"TMPDIR": str(long_temp)})
+    assert result.returncode == 2, result.stderr + result.stdout
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1, message
+    assert message.startswith(f"amibuild: error: TMPDIR {long_temp}: too long for Packer's plugin sockets")
+    assert "set TMPDIR to a folder of at most" in message and "e.g. /tmp" in message
+    assert sorted(p.name for p in workdir.iterdir()) == before, "something was written"
+    assert list(long_temp.iterdir()) == []
+    assert writes(aws_through_proxy) == [], "an AWS write was made"

@@ -22,6 +22,7 @@ import test_build_e2e
 from test_build_e2e import REGIONS, ROOT, builds, summary
 
 from amibuild import tags
+from amibuild.bake.packer import temp_prefix
 
 workdir = test_build_e2e.workdir  # the same fixture: a pipeline folder and a packer wrapper that logs its calls
 
@@ -171,7 +172,7 @@ def test_endpoint_loss_stops_the_build_within_30s_and_lists_what_is_left(workdir
     # Packer's own temp folder (its packer-log* among them) is gone with it
     import tempfile
 
-    assert not list(Path(tempfile.gettempdir()).glob(f"amibuild-{json.loads(out)['run_id']}-*"))
+    assert not list(Path(tempfile.gettempdir()).glob(f"{temp_prefix(json.loads(out)['run_id'])}*"))
     # the dead run's lease was left to expire; the next run sees its process is gone and takes it over
     assert "left to expire" in ceph["lease"], ceph
     (name, held), = leases().items()

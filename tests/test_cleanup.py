@@ -16,6 +16,7 @@ import pytest
 from amibuild import tags
 from amibuild.aws import Image
 from amibuild.bake.leftovers import Leftover
+from amibuild.bake.packer import temp_prefix
 from amibuild.lease import Holder
 from amibuild.lifecycle import cleanup
 from amibuild.lifecycle.prune import ChannelFact, LaunchFacts, Uses
@@ -193,9 +194,9 @@ def test_decide_keeps_the_snapshot_of_a_kept_image_and_removes_the_scaffolding()
 def test_clean_run_removes_the_runs_packer_temp_folder_left_on_this_machine(sandbox, workdir) -> None:
     import tempfile
 
-    folder = Path(tempfile.mkdtemp(prefix=f"amibuild-{RUN}-ceph-"))
+    folder = Path(tempfile.mkdtemp(prefix=temp_prefix(RUN)))
     (folder / "packer-log123456").write_text("a killed Packer's log\n")
-    other = Path(tempfile.mkdtemp(prefix=f"amibuild-{OTHER}-ceph-"))
+    other = Path(tempfile.mkdtemp(prefix=temp_prefix(OTHER)))
     try:
         listed = run_cli(workdir, "clean-run", "--run-id", RUN, "--dry-run")
         assert listed.returncode == 0, listed.stderr

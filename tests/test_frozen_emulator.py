@@ -22,6 +22,7 @@ from typing import Iterator
 import boto3
 import pytest
 
+from amibuild.bake.packer import temp_prefix
 from amibuild.sandbox import Sandbox
 from faultproxy import FaultProxy
 from test_build_e2e import PIPELINE, ROOT
@@ -108,7 +109,7 @@ def test_a_frozen_emulator_ends_the_build_within_30s_naming_every_leftover(own_e
                                                                 Recursive=True)["Parameters"]]
         assert leases and all(name in listed for name in leases), (leases, sorted(listed))
         # Packer's temp folder (its packer-log* files) is gone
-        assert not list(Path(tempfile.gettempdir()).glob(f"amibuild-{run_id}-*"))
+        assert not list(Path(tempfile.gettempdir()).glob(f"{temp_prefix(run_id)}*"))
 
         # the next build: the dead run's lease is taken over because its process is gone, not "expired"
         again = subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "build-ami", "--json",

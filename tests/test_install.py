@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -130,7 +131,8 @@ def test_the_installed_command_works_in_a_folder_holding_only_a_pipeline_file(in
     assert sorted(p.name for p in tmp_path.iterdir()) == ["amibuild.hcl", "build"]
 
 
-def test_sandbox_needs_the_extra_then_starts_and_the_demo_runs(installed: Path, tmp_path: Path) -> None:
+def test_sandbox_needs_the_extra_then_starts_and_the_demo_runs(installed: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     amibuild = installed / "bin" / "amibuild"
     refused = run([amibuild, "sandbox"], cwd=tmp_path)
     assert refused.returncode == 2, refused.stderr
@@ -157,9 +159,17 @@ def test_sandbox_needs_the_extra_then_starts_and_the_demo_runs(installed: Path, 
         server.stderr.close()
     assert code == 0, stderr
 
-    demo = run([amibuild, "demo"], cwd=tmp_path, timeout=600)
+    # the demo keeps its folder for the user to look at (it says where): here, in a temp folder of the
+    # test's own (short, as Packer's plugin sockets need), removed after it
+    temp = Path(tempfile.mkdtemp(prefix="demo-"))
+    monkeypatch.setenv("TMPDIR", str(temp))
+    try:
+        demo = run([amibuild, "demo"], cwd=tmp_path, timeout=600)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "$ amibuild build-ami --extra-pkg ceph-common" in demo.stdout
     assert "# demo finished" in demo.stdout
+    assert f"files are in {temp}{os.sep}amibuild-demo-" in demo.stdout
     for name in ENABLED:
         assert f"/{name}/recommended/image_id" in demo.stdout, name

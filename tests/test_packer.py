@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from amibuild.errors import PackerError, PackerNotFound, PackerOutputError, PackerValidateError
-from amibuild.bake.packer import blame
+from amibuild.errors import PackerError, PackerNotFound, PackerOutputError, PackerValidateError, UsageError
+from amibuild.bake.packer import SOCKET_NAME_MAX, SOCKET_PATH_MAX, blame, check_temp_room, temp_prefix
 from amibuild.bake.packer import (
     MIN_VERSION,
     MachineLine,
@@ -597,3 +597,21 @@ def test_an_attribute_packer_names_is_blamed_on_the_setting_that_fills_it() -> N
     output = "* encrypt_boot must be true when kms_key_id is set"
     assert blame(output, {"encrypted": "amibuild.hcl: defaults: encrypted"}) == (
         "encrypted", "amibuild.hcl: defaults: encrypted")
+
+
+@pytest.mark.parametrize("temp_dir, fits", [
+    ("/tmp", True),
+    ("/var/folders/zz/zyxvpxvq6csfxvn_n0000000000000/T", True),  # macOS's per-user TMPDIR
+    ("/" + "t" * 60, False),
+])
+def test_the_temp_folder_must_leave_room_for_packers_plugin_sockets(temp_dir: str, fits: bool) -> None:
+    run_id = "20261207T211356Z-94790f"
+    # the longest socket path a build can make: <temp>/<the run's folder, mkdtemp's 8 characters>/<socket>
+    longest = len(f"{temp_dir}/{temp_prefix(run_id)}12345678/") + SOCKET_NAME_MAX
+    assert temp_prefix(run_id) == "amibuild-94790f-"
+    assert (longest <= SOCKET_PATH_MAX) is fits
+    if fits:
+        check_temp_room(temp_dir)
+    else:
+        with pytest.raises(UsageError, match=f"TMPDIR {temp_dir}: too long"):
+            check_temp_room(temp_dir)

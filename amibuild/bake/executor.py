@@ -34,7 +34,7 @@ from amibuild.bake.decide import (LeaseStep, PackerEnd, PackerFacts, Reuse, leas
                                   reuse_after_lease, should_look_for_reuse)
 from amibuild.lease import Lease
 from amibuild.bake.packer import (Packer, cross_check, input_refusal, manifest_builds, parse_machine_readable,
-                                   progress_step)
+                                   progress_step, temp_prefix)
 from amibuild.bake.outcome import BuildOutcome, BuildStatus, WorkingOutcome
 from amibuild.bake.build_plan import BuildPlan, BuildDecision, PlanItem
 from amibuild.bake.progress import Progress, State
@@ -348,9 +348,9 @@ class Executor:
             if self.state.interrupted:
                 raise _Stop("interrupted before packer started")
             # Packer's own temporary files (its `packer-log*` log, its plugin sockets) go to a folder
-            # named after the run and variant, so a Packer killed outright leaves them where amibuild
-            # (and `clean-run`) finds and removes them; short, for the sockets' path limit
-            scratch = Path(tempfile.mkdtemp(prefix=f"{temp_prefix(self.plan.run_id)}{item.name[:16]}-"))
+            # named after the run, so a Packer killed outright leaves them where amibuild (and `clean-run`)
+            # finds and removes them; short, for the sockets' path limit (`check_temp_room`)
+            scratch = Path(tempfile.mkdtemp(prefix=temp_prefix(self.plan.run_id)))
             proc = subprocess.Popen(
                 argv, cwd=directory, env={**self.packer.env, **item.rendered.packer_env, **item.rendered.secret_env,
                                           "TMPDIR": str(scratch)},
@@ -564,11 +564,6 @@ def _remove_temp_files(scratch: Path, outcome: BuildOutcome) -> None:
             outcome.removed.append(f"temp file {path}")
     with contextlib.suppress(OSError):
         scratch.rmdir()
-
-
-def temp_prefix(run_id: str) -> str:
-    """How the temporary folders of one run's Packer processes are named (in the system's temp folder)."""
-    return f"amibuild-{run_id}-"
 
 
 def _amis_text(amis: Mapping[str, str]) -> str:

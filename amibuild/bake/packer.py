@@ -10,17 +10,18 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from amibuild.bake.packer_output import (MIN_VERSION, MachineLine, PackerVersion, blame, cross_check, error_summary,
                                          input_refusal, manifest_builds, parse_line, parse_machine_readable,
                                          parse_manifest, parse_version, progress_step)
-from amibuild.errors import PackerError, PackerNotFound, PackerValidateError
+from amibuild.errors import PackerError, PackerNotFound, PackerValidateError, UsageError
 
-__all__ = ["INSTALL_HINT", "MIN_VERSION", "MachineLine", "Packer", "PackerVersion", "blame", "cross_check",
-           "error_summary", "input_refusal", "manifest_builds", "parse_line", "parse_machine_readable",
-           "parse_manifest", "parse_version", "progress_step"]
+__all__ = ["INSTALL_HINT", "MIN_VERSION", "MachineLine", "Packer", "PackerVersion", "blame", "check_temp_room",
+           "cross_check", "error_summary", "input_refusal", "manifest_builds", "parse_line", "parse_machine_readable",
+           "parse_manifest", "parse_version", "progress_step", "temp_prefix"]
 
 INSTALL_HINT = (
     "install it with `apt-get install -y packer` (Debian/Ubuntu) or from HashiCorp's release "
@@ -31,6 +32,28 @@ INSTALL_HINT = (
 VERSION_TIMEOUT = 60
 VALIDATE_TIMEOUT = 300
 INIT_TIMEOUT = 900
+# A unix socket's path: at most 107 bytes on Linux, 103 on macOS and the BSDs (sun_path, less its NUL).
+# Packer puts its plugin sockets in TMPDIR, named packer-plugin (1.6) or plugin (go-plugin) and up to 10 digits.
+SOCKET_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+SOCKET_NAME_MAX = len("packer-plugin") + 10
+
+
+def temp_prefix(run_id: str) -> str:
+    """How the temporary folders of one run's Packer processes are named in the system's temp folder:
+    by the run id's random part, short for the plugin sockets' path limit."""
+    return f"amibuild-{run_id.rpartition('-')[2]}-"
+
+
+def check_temp_room(temp_dir: str) -> None:
+    """Refuse a temp folder (TMPDIR) whose path leaves no room for Packer's plugin sockets in a run's
+    folder there: Packer would crash on every build ("bind: invalid argument")."""
+    folder = os.path.join(temp_dir, temp_prefix("000000") + "x" * 8)  # mkdtemp adds 8 characters
+    longest = len(os.path.join(folder, "")) + SOCKET_NAME_MAX
+    if longest > SOCKET_PATH_MAX:
+        most = SOCKET_PATH_MAX - (longest - len(temp_dir))
+        raise UsageError(f"TMPDIR {temp_dir}: too long for Packer's plugin sockets in amibuild's folder there "
+                         f"({longest} characters, over this system's {SOCKET_PATH_MAX}); set TMPDIR to a folder of "
+                         f"at most {most} characters, e.g. /tmp")
 
 
 def _refused(cls: type[PackerError], command: str, directory: Path, proc) -> PackerError:

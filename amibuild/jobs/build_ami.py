@@ -15,6 +15,7 @@ the run before anything is built, at the end it is an error naming the AMIs made
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -35,7 +36,7 @@ from amibuild.bake.decide import ready_images
 from amibuild.bake.executor import BuildGuards, BuildOutcome, BuildStatus, Executor
 from amibuild.lease import Guard, Lease, build_lease_name
 from amibuild.bake.leftovers import Scope
-from amibuild.bake.packer import Packer
+from amibuild.bake.packer import Packer, check_temp_room
 from amibuild.bake.progress import Progress
 from amibuild.bake.provenance import file_digest, provenance_statements
 from amibuild.bake.build_plan import BuildPlan, PlanItem, new_run_id, plan_build, provenance_tags
@@ -121,6 +122,7 @@ def settings(r: BuildRequest, env: Env) -> BuildSettings:
                 f"{', '.join(pipeline.target_regions)}, leaving {', '.join(pipeline.narrowed_out)} on another "
                 "build; drop --region to build and publish every region, or pass --no-publish to build only")
         version()  # PackerNotFound before any AWS call
+        check_temp_room(tempfile.gettempdir())  # where the builds' Packer processes keep their sockets
     if r.rehearse:
         check_privileges()  # --rehearse where it cannot run: refused before any AWS call
     return BuildSettings(r, options, pipeline, packer, chosen, **settled)

@@ -18,7 +18,7 @@ from pathlib import Path
 from amibuild.aws import Aws
 from amibuild.bake import leftovers
 from amibuild.bake import record as records
-from amibuild.bake.executor import temp_prefix
+from amibuild.bake.packer import temp_prefix
 from amibuild.errors import NoCredentials, SpecError
 from amibuild.lifecycle import cleanup
 from amibuild.pipeline import Pipeline

@@ -71,7 +71,7 @@ def steps(network: dict) -> list[tuple[str, list[str]]]:
     ]
 
 
-def run_demo(out: TextIO = sys.stdout, *, keep: bool = False,
+def run_demo(out: TextIO = sys.stdout, *,
              runner: Callable[[Sequence[str], dict, Path], int] | None = None) -> None:
     # deferred: the emulator's module only when the demo runs (`amibuild --list` stays light)
     from amibuild.sandbox import Sandbox
