@@ -101,3 +101,26 @@ def test_the_cloudformation_template_passes_cfn_lint_and_names_no_partition() ->
     for regions in (["eu-west-1"], ["cn-north-1"], ["us-gov-west-1"]):
         assert [(m.rule.id, m.message) for m in lint(text, config=ManualArgs(regions=regions))] == [], regions
     assert "arn:aws:" not in text  # every ARN takes ${AWS::Partition}
+
+
+@pytest.mark.parametrize("permission", [
+    "all",  # public
+    "arn:aws:organizations::123456789012:organization/o-abc123example",
+    "arn:aws:organizations::123456789012:ou/o-abc123example/ou-ab12-cdef3456",
+])
+def test_doctor_consumer_does_not_call_an_image_shared_with_everyone_or_an_organisation_unshared(permission) -> None:
+    from amibuild.aws.accounts import SharedImage
+    from amibuild.handoff.consumer import RegionFacts, decide
+
+    # the launch permission names no account: the consumer may still be covered (public, or in the organisation)
+    seen = SharedImage("ami-1", BUILD, IMAGE.name, "available")
+    facts = RegionFacts("eu-west-1", settings("disabled"), block_public="block-new-sharing",
+                        images={"ceph/stable": "ami-1"}, seen={"ami-1": seen}, known={"ami-1": IMAGE},
+                        launch_users={"ami-1": frozenset({permission})})
+    rows = {(r.name, r.ok): r.message for r in decide(CONSUMER, [facts])}
+    assert rows[("image ceph/stable eu-west-1", True)] == "ami-1 visible (available)"
+    unseen = RegionFacts("eu-west-1", settings("disabled"), block_public="block-new-sharing",
+                         images={"ceph/stable": "ami-1"}, seen={"ami-1": None}, known={"ami-1": IMAGE},
+                         launch_users={"ami-1": frozenset({permission})})
+    rows = {(r.name, r.ok): r.message for r in decide(CONSUMER, [unseen])}
+    assert "is not visible from account 210987654321" in rows[("image ceph/stable eu-west-1", False)]

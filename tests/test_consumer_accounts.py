@@ -199,3 +199,17 @@ def test_the_emulator_refuses_criteria_beyond_awss_limits_and_keys_the_policy_do
     with pytest.raises(ClientError) as refused:
         consumer.run_instances(ImageId=other, MinCount=1, MaxCount=1)
     assert refused.value.response["Error"]["Code"] == "AuthFailure"
+
+
+def test_doctor_consumer_passes_an_image_shared_publicly_rather_than_by_account(shared) -> None:
+    build = boto3.client("ec2", region_name=REGION)
+    build.modify_image_attribute(ImageId=shared["ami"], LaunchPermission={
+        "Remove": [{"UserId": CONSUMER}], "Add": [{"Group": "all"}]})
+    shared["ec2"].enable_image_block_public_access(ImageBlockPublicAccessState="block-new-sharing")
+    assert shared["ec2"].describe_images(ImageIds=[shared["ami"]])["Images"]  # the consumer sees it
+    done = amibuild("doctor", "--consumer", "--profile", "consumer", "--build-profile", "build", "--json")
+    rows = {r["name"]: r for r in json.loads(done.stdout)["checks"]}
+    assert rows[f"image ceph/recommended {REGION}"] == {
+        "name": f"image ceph/recommended {REGION}", "ok": True, "message": f"{shared['ami']} visible (available)",
+        "warn": False}, rows
+    assert done.returncode == 0, done.stdout + done.stderr

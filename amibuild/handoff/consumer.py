@@ -117,7 +117,8 @@ class RegionFacts:
     images: Mapping[str, str] = field(default_factory=dict)  # label (variant/channel) -> AMI id ("" none)
     seen: Mapping[str, reads.SharedImage | None] = field(default_factory=dict)  # AMI -> as the consumer sees it
     known: Mapping[str, allowed.SeenImage] = field(default_factory=dict)  # AMI -> as the build account sees it
-    launch_users: Mapping[str, frozenset[str] | None] = field(default_factory=dict)  # AMI -> launch permission
+    # AMI -> whom its launch permission names: account ids, "all", organisation and OU ARNs
+    launch_users: Mapping[str, frozenset[str] | None] = field(default_factory=dict)
     keys: Mapping[str, str] = field(default_factory=dict)  # key id -> "" usable, else why not
 
 
@@ -157,7 +158,8 @@ def decide(account: str, facts: Sequence[RegionFacts]) -> list[Check]:
                 else:
                     rows.append(Check(f"allowed-amis {r}", True, f"{f.settings.state}: admits {ami}"))
             users = f.launch_users.get(ami)
-            if users is not None and account not in users and "all" not in users:
+            # shared publicly or with an organisation or OU: whether that covers the account, visibility says
+            if users is not None and account not in users and not any(u == "all" or u.startswith("arn:") for u in users):
                 rows.append(Check(name, False, f"{ami} is not shared with account {account}: add it to the pipeline's "
                                              "ami_users and publish again"))
             elif seen is None:
@@ -233,7 +235,7 @@ def run_consumer(request: ConsumerSettings) -> ConsumerResult:
                 if image is not None:
                     known[ami] = allowed.SeenImage(ami, owner, image.name, image.creation_date, image.deprecation_time)
                 try:
-                    users[ami] = builder.image_launch_users(region, ami)
+                    users[ami] = frozenset(builder.launch_permissions(region, ami))
                 except AwsError:  # not readable (or gone): judged by what the consumer sees
                     users[ami] = None
             wanted = set(seen[ami].kms_key_ids if seen[ami] else ())
