@@ -354,3 +354,20 @@ def test_the_demo_seed_gives_two_stacks_a_managed_node_group_and_instances_of_th
     assert {r["image_id"] for r in instances} == {old, new, arm}
     (karpenter,) = [r for r in instances if r["name"].startswith("karpenter")]
     assert (karpenter["image_id"], len(karpenter["instances"]), karpenter["standing"]) == (old, 2, "behind")
+
+
+def test_a_disabled_image_is_not_reported_gone_and_its_consumers_stand_in_its_channel(workdir, sandbox, capsys) -> None:
+    # DescribeImages hides a disabled image unless IncludeDisabled: it still exists and its instances still run
+    old, new = make_image("ceph", 1), make_image("ceph", 2)
+    ec2 = boto3.client("ec2", region_name=REGION)
+    publish(capsys, "ceph", old)
+    ec2.run_instances(ImageId=old, MinCount=1, MaxCount=1, InstanceType="m5.large")
+    publish(capsys, "ceph", new)
+    ec2.disable_image(ImageId=old)
+    assert ec2.describe_images(ImageIds=[old], IncludeDisabled=True)["Images"][0]["State"] == "disabled"
+
+    rows = {(r["kind"], r["image_id"]): r for r in fleet_json(capsys)["consumers"]}
+    row = rows[("instances", old)]
+    assert (row["variant"], row["channel"], row["version"], row["behind_versions"], row["standing"]) == \
+        ("ceph", "recommended", 1, 1, "behind"), row
+    assert "deregistered" not in row["why"]

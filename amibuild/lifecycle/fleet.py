@@ -155,7 +155,8 @@ def gather(aws: Aws, pipeline: Any, regions: Sequence[str]) -> FleetFacts:
     path, pattern = name_pattern(pipeline)
     regions = list(dict.fromkeys(regions))
     filters = {"tag-key": [tags.FINGERPRINT], f"tag:{tags.PIPELINE}": [pipeline.name]}
-    found = fan_out(regions, lambda region: [image for image, _ in aws.own_images(region, filters)])
+    # disabled ones too: DescribeImages hides them otherwise, and their instances still run
+    found = fan_out(regions, lambda region: [image for image, _ in aws.own_images(region, filters, include_disabled=True)])
     uses = gather_uses(aws, pipeline.name, regions, path, pattern,
                        {region: [i.image_id for i in found[region]] for region in regions})
     return FleetFacts(pipeline.name, {i.image_id: i for region in regions for i in found[region]}, uses)
