@@ -477,3 +477,29 @@ def test_prune_keeps_the_images_of_channels_written_under_two_parameter_template
     assert deleted == {built[3].ami, built[4].ami}  # built[5] is the newest
     images, _ = own_images_and_snapshots()
     assert {built[0].ami, built[1].ami, built[2].ami, built[5].ami} <= images
+
+
+def test_the_check_that_deregistered_images_are_gone_asks_no_more_ids_a_call_than_a_filter_takes(
+        workdir: Path, eight_builds, monkeypatch: pytest.MonkeyPatch) -> None:
+    # EC2 takes IDS_PER_FILTER values in one filter: a prune of more images than that in a region must not
+    # turn its deletions into failures ("could not check that it is gone") by asking for all at once
+    from botocore.exceptions import ClientError
+    from amibuild.aws import ec2 as ec2_calls
+
+    monkeypatch.setattr(ec2_calls, "IDS_PER_FILTER", 2)
+    aws = Aws(region=REGION)
+
+    def as_ec2_limits(params, **_) -> None:
+        if any(len(f["Values"]) > 2 for f in params.get("Filters", [])):
+            raise ClientError({"Error": {"Code": "InvalidParameterValue", "Message": "too many filter values"}},
+                              "DescribeImages")
+
+    aws.client("ec2", REGION).meta.events.register("provide-client-params.ec2.DescribeImages", as_ec2_limits)
+    facts = prune.gather(aws, load(workdir / "amibuild.hcl"), [REGION])
+    plan = prune.plan_prune(facts.images, facts.in_use, 2, None, datetime.now(timezone.utc),
+                            snapshot_tags=facts.snapshot_tags, rules=facts.rules)
+    result = prune.execute_prune(aws, plan)
+    built = eight_builds["built"]
+    assert [(o.image_id, o.status, o.errors) for o in result.outcomes] == [
+        (built[n - 1].ami, prune.Done.DELETED, ()) for n in (6, 5, 4, 2)]
+    assert not {built[n - 1].ami for n in (6, 5, 4, 2)} & own_images_and_snapshots()[0]

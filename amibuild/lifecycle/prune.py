@@ -493,9 +493,8 @@ def _verify(aws: Aws, region: str, outcomes: list[PruneOutcome]) -> list[PruneOu
     if not claimed:
         return outcomes
     try:
-        still = {i.image_id for i in aws.describe_images(region, owners=["self"], filters={"image-id": claimed},
-                                                         include_disabled=True)
-                 if i.state != "deregistered"}
+        # find_images: the ids in calls of at most the values one filter takes (a prune may delete more)
+        still = {i.image_id for i in aws.find_images(region, claimed).values() if i.state != "deregistered"}
     except AmibuildError as exc:
         return [o if o.status is not Done.DELETED else
                 replace(o, status=Done.FAILED, errors=(*o.errors, f"could not check that it is gone: {exc}"))
