@@ -222,3 +222,23 @@ def test_a_create_grant_statement_for_aws_resources_only_does_not_let_a_consumer
         consumer.create_grant(KeyId=key, GranteePrincipal=f"arn:aws:iam::{CONSUMERS[0]}:root", Operations=["Decrypt"],
                               DryRun=True)
     assert code(refused) == "DryRunOperationException"
+
+
+def test_a_key_policy_statement_for_everyone_under_a_condition_is_not_taken_as_the_consumers_right(keys) -> None:
+    # the shape of AWS's own EBS key policies: every principal, but only calls from the build account (or
+    # from a consumer only for AWS resources): whether the condition holds for a consumer is not judged here
+    work = keys["dir"]
+    kms = boto3.client("kms", region_name="us-west-2")
+    policy = json.loads(kms.get_key_policy(KeyId=keys["us-west-2"])["Policy"])
+    policy["Statement"] += [
+        {"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": ["kms:Decrypt", "kms:DescribeKey", "kms:ReEncrypt*",
+                                                                  "kms:GenerateDataKey*", "kms:CreateGrant"],
+         "Resource": "*", "Condition": {"StringEquals": {"kms:CallerAccount": BUILD}}},
+        {"Effect": "Allow", "Principal": {"AWS": [f"arn:aws:iam::{a}:root" for a in CONSUMERS]},
+         "Action": "kms:CreateGrant", "Resource": "*", "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}}}]
+    kms.put_key_policy(KeyId=keys["us-west-2"], Policy=json.dumps(policy))
+    returncode, rows = key_share(work)
+    west = [r for r in rows if r["message"].startswith(f"us-west-2 key {keys['us-west-2']}: ")]
+    assert len(west) == 2 and not any(r["ok"] for r in west), west
+    assert all("lacks kms:Decrypt, kms:DescribeKey" in r["message"] and "kms:CreateGrant" in r["message"] for r in west)
+    assert returncode == 1

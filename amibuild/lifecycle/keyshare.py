@@ -185,14 +185,17 @@ def decide(shared: SharedKey, facts: KeyFacts) -> list[Finding]:
         return [Finding(shared.region, shared.key, a, False, problem=problem) for a in shared.accounts]
     out = []
     for account in shared.accounts:
-        by_policy = _policy_allows(facts.policy or {}, account)
+        by_policy, unjudged = _policy_allows(facts.policy or {}, account)
         by_grants: dict[str, str] = {}
         for grant in facts.grants:
             if _is_account(grant.get("GranteePrincipal", ""), account):
                 for op in grant.get("Operations", ()):
                     by_grants.setdefault(op, f"grant {grant.get('Name') or grant.get('GrantId', '')}".strip())
         missing = tuple(op for op in OPERATIONS if op not in by_policy and op not in by_grants)
-        via = tuple(dict.fromkeys([*(["key policy"] if by_policy & set(OPERATIONS) else []),
+        policy_via = ["key policy"] if by_policy - unjudged else []
+        if unjudged & by_policy:  # allowed only under a condition on something else than the calling account
+            policy_via.append("key policy, under a condition amibuild cannot judge")
+        via = tuple(dict.fromkeys([*policy_via,
                                    *(by_grants[op] for op in OPERATIONS if op in by_grants and op not in by_policy)]))
         out.append(Finding(shared.region, shared.key, account, not missing, missing, via))
     return out
@@ -206,9 +209,11 @@ def _listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def _policy_allows(policy: Mapping[str, Any], account: str) -> set[str]:
-    """The OPERATIONS the policy's unconditional-principal statements allow the account (Deny wins)."""
+def _policy_allows(policy: Mapping[str, Any], account: str) -> tuple[set[str], set[str]]:
+    """The OPERATIONS the policy's statements for the account (or every principal) allow it, Deny winning;
+    and those of them allowed only under a condition `_condition_holds` cannot judge."""
     allowed: set[str] = set()
+    unjudged: set[str] = set()
     denied: set[str] = set()
     for statement in _listed(policy.get("Statement", [])):
         if not isinstance(statement, Mapping):
@@ -219,6 +224,32 @@ def _policy_allows(policy: Mapping[str, Any], account: str) -> set[str]:
             continue
         ops = {op for op in OPERATIONS for action in _listed(statement.get("Action", []))
                if fnmatch.fnmatchcase(f"kms:{op}".lower(), str(action).lower())}
-        (denied if statement.get("Effect") == "Deny" else allowed).update(ops)
-    return allowed - denied
+        if statement.get("Effect") == "Deny":
+            denied.update(ops)
+            continue
+        holds = _condition_holds(statement.get("Condition"), account)
+        if holds is not False:
+            (allowed if holds else unjudged).update(ops)
+    return (allowed | unjudged) - denied, unjudged - allowed
+
+
+def _condition_holds(condition: Any, account: str) -> bool | None:
+    """Whether an Allow's Condition holds for the consumer account's own calls: False when it names other
+    calling accounts (kms:CallerAccount, aws:PrincipalAccount) or keeps to grants for AWS resources (the
+    consumer creates its grants itself); None when it tests anything else; True when there is none."""
+    if not condition:
+        return True
+    holds: bool | None = True
+    for operator, block in (condition.items() if isinstance(condition, Mapping) else [("", None)]):
+        test = str(operator).removeprefix("ForAnyValue:").removesuffix("IfExists")
+        for key, values in (block.items() if isinstance(block, Mapping) else [("", None)]):
+            key, values = str(key).lower(), [str(v) for v in _listed(values)]
+            if key == "kms:grantisforawsresource" and test == "Bool" and "true" in (v.lower() for v in values):
+                return False
+            if key in ("kms:calleraccount", "aws:principalaccount") and test in ("StringEquals", "StringLike"):
+                if not any(fnmatch.fnmatchcase(account, v) if test == "StringLike" else account == v for v in values):
+                    return False
+            else:
+                holds = None
+    return holds
 
