@@ -21,7 +21,7 @@ from amibuild.errors import NotUserData, SpecError, UserDataTooBig
 from amibuild.handoff import handoff_jobs as job
 from amibuild.handoff import node_settings
 from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE
-from amibuild.handoff.nodegroup import NODE_OSES, parse_parameters
+from amibuild.handoff.nodegroup import NODE_OSES, check_stack_name, parse_parameters
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT
 from amibuild.handoff.userdata import decode as userdata_decode
 from amibuild.handoff.userdata import render as userdata_render
@@ -162,6 +162,7 @@ def deploy_settings(r: DeployRequest, opts: Options) -> job.DeploySettings:
     --variant its channel's parameter and its OS."""
     if not r.stack:
         raise SpecError("nodegroup-deploy: --stack NAME is required")
+    check_stack_name(r.stack)  # before DescribeStacks: a create would send it to CreateStack
     wait_for = _timeout(r)
     if r.os and r.os not in NODE_OSES:
         raise SpecError(f"--os {r.os!r}: choose one of {', '.join(NODE_OSES)}")
