@@ -30,7 +30,7 @@ from amibuild.handoff.userdata.config import split_args
 from amibuild.jobs.env import Env, one_variant, scope_options
 from amibuild.jobs.requests_nodes import AwsAuthRequest, DecodeUserdataRequest, DeployRequest, RolloutRequest, UserdataRequest
 from amibuild.jobs.shown import Shown
-from amibuild.pipeline import proxy_credentials
+from amibuild.pipeline import imagetests, proxy_credentials
 from amibuild.pipeline.options import Options, load_pipeline
 from amibuild.views import summary
 
@@ -105,6 +105,7 @@ def aws_auth(r: AwsAuthRequest, env: Env) -> Shown:  # the aws-auth entry, or th
         raise SpecError("--access-entry needs --cluster NAME: the cluster to create the entry in")
     if r.role_arn:
         userdata_render.check_role_arn(r.role_arn)  # refuse a bad ARN before any AWS call
+    imagetests.check_cluster(r.cluster or "", "--cluster")
     profile = scope_options(env, r, announce=False).profile
     if r.access_entry:
         text = job.create_node_access_entry(profile, role_arn=r.role_arn, stack=r.stack, region=r.region,
@@ -176,6 +177,7 @@ def deploy_settings(r: DeployRequest, opts: Options) -> job.DeploySettings:
     for key, value in named.items():
         if value and key in given:
             raise SpecError(f"{key} is set twice: by its own flag and by --parameter")
+    imagetests.check_cluster(r.cluster or "", "--cluster")  # al2 nodes without settings get it only in ClusterName
     given.update({key: value for key, value in named.items() if value})
     asked = node_settings.Asked.parse(proxy=r.proxy, no_proxy=r.no_proxy, kubelet_flags=r.kubelet_flag,
                                       labels=r.node_label, taints=r.taint, max_pods=r.max_pods or None,
