@@ -95,3 +95,19 @@ def test_our_provisioner_scripts_are_covered(tmp_path: Path) -> None:
     assert "scripts/install-packages.sh" in rendered.files
     changed = {**rendered.files, "scripts/install-packages.sh": rendered.files["scripts/install-packages.sh"] + "\n"}
     assert render.fingerprint(changed, rendered.values) != rendered.fingerprint
+
+
+@pytest.mark.parametrize("twice", [dict(overrides=Overrides(regions=("us-west-2", "us-west-2"))),
+                                   dict(text=BASE_PIPELINE.replace('regions = ["us-west-2"]', 'regions = ["us-west-2", "us-west-2"]'))],
+                         ids=["--region twice", "pipeline.regions twice"])
+def test_a_build_region_named_twice_is_one_build_region(tmp_path: Path, twice: dict) -> None:
+    """`--region us-west-2 --region us-west-2` rendered two `source "amazon-ebs" "us-west-2"` blocks,
+    which packer validate refuses (exit 1, after render had written them), under another fingerprint."""
+    assert fingerprint(tmp_path, **twice) == fingerprint(tmp_path)
+    path = tmp_path / "amibuild.hcl"
+    path.write_text(twice.get("text", BASE_PIPELINE))
+    pipeline = load(path, twice.get("overrides", Overrides()))
+    assert pipeline.regions == ("us-west-2",)
+    rendered = render.render_variant(pipeline, pipeline.variants[0], uses_plugins=False, target=Target(),
+                                     sources={"us-west-2": SOURCE})
+    assert rendered.files["amibuild.pkr.hcl"].count('source "amazon-ebs" "us-west-2"') == 1

@@ -69,6 +69,21 @@ def test_parse_errors_are_one_line_with_exit_2_and_write_nothing(tmp_path: Path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["amibuild.hcl"]
 
 
+@pytest.mark.parametrize("args, word", [
+    (["runs", "matrix"], "'matrix'"),
+    (["iam-policy", "--task", "fleet", "--task", "matrix"], "'matrix'"),
+], ids=["two-tasks", "a-flag-twice-then-a-task"])
+def test_a_second_command_on_one_line_is_bad_input_and_nothing_runs(tmp_path: Path, args, word) -> None:
+    """invoke runs every task named on the line: `amibuild runs matrix` ran both, and `iam-policy --task
+    fleet --task matrix` printed a policy, then ran matrix. One command per line; a stray word is refused."""
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    result = run_cli(tmp_path, *args, binary="amibuild")
+    line = one_error_line(result)
+    assert word in line and "one command at a time" in line, line
+    assert result.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["amibuild.hcl"]
+
+
 def test_version_list_and_task_help(tmp_path: Path) -> None:
     from amibuild import __version__
 

@@ -220,6 +220,8 @@ def _parse_tasks(program: Program, parse_tasks) -> None:
             program.args.help.value = context.name  # what `--help TASK` sets: parse_cleanup prints it
         elif flag:
             raise ParseError(f"No idea what '{flag}' is!", context)
+    if len(program.tasks) > 1:  # invoke would run each task named on the line, one after the other
+        raise ParseError(f"No idea what '{program.tasks[1].name}' is!", program.tasks[0])
     _check_list_values(program)
 
 
@@ -245,6 +247,8 @@ def describe(program: Program, exc: ParseError, binary: str | None = None) -> st
             flags = _flags(exc.context) if task else _flags(program.initial_context)
             return f"{where}unknown flag {token}{_did_you_mean(token, flags)} (see {help_hint})"
         names = _task_names(program)
+        if task and token in names:  # a second command: invoke would run it after the first
+            return f"{where}unexpected argument {token!r}: one command at a time (see {help_hint})"
         if task:
             # invoke reads any word after a task as the next task
             return (f"{where}unexpected argument {token!r}{_did_you_mean(token, names)}; "

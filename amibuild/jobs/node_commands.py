@@ -21,7 +21,7 @@ from amibuild.errors import NotUserData, SpecError, UserDataTooBig
 from amibuild.handoff import handoff_jobs as job
 from amibuild.handoff import node_settings
 from amibuild.handoff.cluster import NODE_ACCESS_ENTRY_TYPE
-from amibuild.handoff.nodegroup import NODE_OSES, parse_parameters
+from amibuild.handoff.nodegroup import NODE_OSES, check_stack_name, parse_parameters
 from amibuild.handoff.rollout import DEFAULT_TIMEOUT
 from amibuild.handoff.userdata import decode as userdata_decode
 from amibuild.handoff.userdata import render as userdata_render
@@ -30,7 +30,7 @@ from amibuild.handoff.userdata.config import split_args
 from amibuild.jobs.env import Env, one_variant, scope_options
 from amibuild.jobs.requests_nodes import AwsAuthRequest, DecodeUserdataRequest, DeployRequest, RolloutRequest, UserdataRequest
 from amibuild.jobs.shown import Shown
-from amibuild.pipeline import proxy_credentials
+from amibuild.pipeline import imagetests, proxy_credentials
 from amibuild.pipeline.options import Options, load_pipeline
 from amibuild.views import summary
 
@@ -105,6 +105,7 @@ def aws_auth(r: AwsAuthRequest, env: Env) -> Shown:  # the aws-auth entry, or th
         raise SpecError("--access-entry needs --cluster NAME: the cluster to create the entry in")
     if r.role_arn:
         userdata_render.check_role_arn(r.role_arn)  # refuse a bad ARN before any AWS call
+    imagetests.check_cluster(r.cluster or "", "--cluster")
     profile = scope_options(env, r, announce=False).profile
     if r.access_entry:
         text = job.create_node_access_entry(profile, role_arn=r.role_arn, stack=r.stack, region=r.region,
@@ -162,6 +163,7 @@ def deploy_settings(r: DeployRequest, opts: Options) -> job.DeploySettings:
     --variant its channel's parameter and its OS."""
     if not r.stack:
         raise SpecError("nodegroup-deploy: --stack NAME is required")
+    check_stack_name(r.stack)  # before DescribeStacks: a create would send it to CreateStack
     wait_for = _timeout(r)
     if r.os and r.os not in NODE_OSES:
         raise SpecError(f"--os {r.os!r}: choose one of {', '.join(NODE_OSES)}")
@@ -175,6 +177,7 @@ def deploy_settings(r: DeployRequest, opts: Options) -> job.DeploySettings:
     for key, value in named.items():
         if value and key in given:
             raise SpecError(f"{key} is set twice: by its own flag and by --parameter")
+    imagetests.check_cluster(r.cluster or "", "--cluster")  # al2 nodes without settings get it only in ClusterName
     given.update({key: value for key, value in named.items() if value})
     asked = node_settings.Asked.parse(proxy=r.proxy, no_proxy=r.no_proxy, kubelet_flags=r.kubelet_flag,
                                       labels=r.node_label, taints=r.taint, max_pods=r.max_pods or None,

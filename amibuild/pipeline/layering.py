@@ -88,8 +88,9 @@ def load(
     where = str(source) if source else "flags"
     settings = _one_block(doc, "pipeline", where)
     _check_keys(settings, _PIPELINE_KEYS, f"{where}: pipeline")
-    file_regions = tuple(str_list(settings, "regions", where))
-    regions = tuple(overrides.regions) or file_regions or (default_region,)
+    # a region named twice is one region (two builds there would be two Packer sources of one name)
+    file_regions = tuple(dict.fromkeys(str_list(settings, "regions", where)))
+    regions = tuple(dict.fromkeys(overrides.regions)) or file_regions or (default_region,)
     pipeline_kwargs = dict(
         name=str_value(settings.get("name", "amibuild"), f"{where}: pipeline.name"),
         ssm_prefix=str_value(settings.get("ssm_prefix", "/amibuild"), f"{where}: pipeline.ssm_prefix"),
