@@ -22,6 +22,7 @@ from amibuild.errors import RolloutFailed, SpecError, TemplateError
 from amibuild.handoff import cfn_parts as cfn
 from amibuild.handoff import rollout as ro
 from amibuild.handoff.cfn_parts import parse_template
+from amibuild.handoff.userdata.config import STACK_NAME
 from amibuild.pipeline import proxy_credentials
 
 TEMPLATE_PATH = Path(str(resources.files("amibuild.handoff") / "templates" / "nodegroup.yaml"))
@@ -84,8 +85,6 @@ REQUIRED_ON_CREATE = {
     "VpcId": "--vpc-id",
     "Subnets": "--subnet",
 }
-# A stack's name as CloudFormation takes it in CreateStack (the nodes' cfn-signal names it too).
-_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}\Z")
 
 # "${" and, when it closes before another "$", "{" or "}", the name it holds: in ${a:-${b}} the
 # outer "${" is matched alone, so every "${" is seen once whatever the nesting.
@@ -179,7 +178,7 @@ def template_json(user_data: str | None = None, *, node_os: str = "al2", hidden:
 
 def check_stack_name(name: str) -> str:
     """``name`` when CloudFormation can create a stack of that name, else SpecError naming --stack."""
-    if not _STACK_NAME.match(name):
+    if not STACK_NAME.match(name):
         raise SpecError(f"--stack {name!r}: a stack name is 1-128 letters, digits and hyphens, starting with a letter")
     return name
 

@@ -61,7 +61,8 @@ NODE_GROUPS = ("system:bootstrappers", "system:nodes")
 MAX_USERDATA = 16384  # bytes EC2 accepts, before base64
 _CLUSTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}\Z")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}\Z")
-_STACK = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}\Z")
+# a CloudFormation stack name, as CreateStack takes it
+STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}\Z")
 _LOGICAL_ID = re.compile(r"^[A-Za-z0-9]{1,255}\Z")
 _NO_PROXY_ENTRY = re.compile(r"^[][A-Za-z0-9._*:/-]+\Z")
 # Characters that could end a value in the shell, /etc/environment or a systemd drop-in.
@@ -81,7 +82,7 @@ class CfnSignal:
     region: str
 
     def __post_init__(self) -> None:
-        if not _STACK.match(self.stack):
+        if not STACK_NAME.match(self.stack):
             raise SpecError(
                 f"--cfn-stack {self.stack!r}: a stack name is letters, digits and hyphens, starting with a letter"
             )
