@@ -50,6 +50,7 @@ def test_init_in_a_subfolder_of_a_repository_with_a_pipeline_file_refuses_and_na
     insisted = run_cli(sub, "init", "--here", binary="amibuild")
     assert insisted.returncode == 0, insisted.stderr
     assert (sub / "amibuild.hcl").is_file() and (sub / ".gitignore").read_text() == "/build/\n"
+    assert f"added /build/ to {sub / '.gitignore'}" in insisted.stdout  # what it wrote, as it wrote it
 
 
 def test_init_ci_refuses_an_unknown_system_and_an_existing_workflow_writing_nothing(tmp_path: Path) -> None:

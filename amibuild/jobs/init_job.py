@@ -32,7 +32,7 @@ class InitResult:
 
     def lines(self) -> list[str]:
         out = [f"wrote {self.pipeline}" if self.pipeline_written else f"kept {self.pipeline} as it is",
-               f"{'added build/ to' if self.gitignore_changed else 'build/ already in'} {self.gitignore}"]
+               f"{f'added {IGNORE_ENTRY} to' if self.gitignore_changed else 'build/ already ignored in'} {self.gitignore}"]
         if self.workflow is not None:
             out.append(f"wrote {self.workflow}: set the repository variables AMIBUILD_ROLE_ARN and AWS_REGION "
                        "(amibuild's docs: CI in your repository)")
