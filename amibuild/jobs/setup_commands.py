@@ -27,6 +27,10 @@ def init(r: InitRequest, env: Env) -> Shown:
 
 
 def doctor(r: DoctorRequest, env: Env) -> Shown:
+    given = [name for name, value in (("--channel", r.channel), ("--build-profile", r.build_profile)) if value]
+    if given and not r.consumer:
+        raise SpecError(f"{' and '.join(given)} {'go' if len(given) > 1 else 'goes'} with --consumer: the consumer "
+                        "account's checks read them")
     opts = options(env, Scope(r.pipeline, profile=r.profile), announce=False)
     if r.consumer:  # the consumer account's checks (run with its credentials)
         return Shown(consumer.run_consumer(consumer.ConsumerSettings(opts, r.channel or "", r.build_profile or "")))
