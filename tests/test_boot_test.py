@@ -218,6 +218,30 @@ def test_nothing_proven_is_never_a_pass():
     assert not_tested.shown == "not tested: agent gone"
 
 
+def test_turning_off_a_check_the_variant_does_not_have_says_it_turns_nothing_off(tmp_path: Path):
+    # a typo (kubelett), or another OS's check (nodeadm on AL2, from defaults): listed, and the note says so
+    (tmp_path / "amibuild.hcl").write_text(
+        'defaults {\n test "nodeadm" {\n  enabled = false\n  reason = "al2023 only"\n }\n}\n'
+        'variant "ceph" {\n test "kubelett" {\n  enabled = false\n  reason = "no kubelet here"\n }\n'
+        ' test "mine" {\n  command = "true"\n  enabled = false\n }\n}\n'
+        'variant "old" {\n os = "al2"\n kubernetes_version = "1.30"\n}\n')
+    pipeline = load(tmp_path / "amibuild.hcl")
+    ceph, old = (imagetests.check_set(v) for v in pipeline.variants)
+    assert "kubelet" in [c.name for c in ceph.checks]  # still on
+    notes = {d.name: d.note for d in (*ceph.disabled, *old.disabled)}
+    assert notes["kubelett"] == "variant ceph has no check of that name, so this turns nothing off (did you mean 'kubelet'?)"
+    assert notes["nodeadm"] == "variant old has no check of that name, so this turns nothing off"
+    assert notes["mine"] == ""  # the variant's own check, turned off: it is there to turn off
+    shown = amibuild(tmp_path, "tests", "--variant", "ceph")
+    assert shown.returncode == 0, shown.stderr
+    assert ('  kubelett ' in shown.stdout and "; warning: variant ceph has no check of that name, so this turns nothing "
+            "off (did you mean 'kubelet'?)" in shown.stdout)
+    rendered = amibuild(tmp_path, "render", "--variant", "ceph")
+    assert rendered.returncode == 0, rendered.stderr
+    assert ("note: test 'kubelett' (amibuild.hcl: variant \"ceph\": test \"kubelett\"): variant ceph has no check of "
+            "that name, so this turns nothing off (did you mean 'kubelet'?)") in rendered.stdout + rendered.stderr
+
+
 def test_amibuild_tests_lists_what_will_run_and_what_is_turned_off(tmp_path: Path):
     (tmp_path / "amibuild.hcl").write_text(
         'variant "ceph" {\n extra_packages = ["ceph-common"]\n test "containerd" {\n  enabled = false\n'

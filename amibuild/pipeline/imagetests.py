@@ -81,9 +81,10 @@ class Disabled:
     name: str
     reason: str
     where: str
+    note: str = ""  # a block that turns off a check this variant does not have (a typo, or another OS's)
 
     def to_dict(self) -> dict[str, str]:
-        return {"name": self.name, "reason": self.reason, "where": self.where}
+        return {"name": self.name, "reason": self.reason, "where": self.where, **({"note": self.note} if self.note else {})}
 
 
 @dataclass(frozen=True)
@@ -363,7 +364,9 @@ def check_set(variant: Any, *, stage: str = "build") -> CheckSet:
         if block.name in builtin_names:
             continue
         if not block.enabled:
-            disabled.append(Disabled(block.name, block.reason or "turned off in the pipeline file", block.where))
+            note = "" if block.command.strip() else (f"variant {variant.name} has no check of that name, so this turns "
+                                                     f"nothing off{suggest(block.name, builtin_names)}")
+            disabled.append(Disabled(block.name, block.reason or "turned off in the pipeline file", block.where, note))
             continue
         if not block.command.strip():
             known = ", ".join(sorted(builtin_names))

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from amibuild import __version__
 from amibuild import hcl, secrets, tags
-from amibuild.pipeline import Pipeline, Variant
+from amibuild.pipeline import Pipeline, Variant, imagetests
 from amibuild.pipeline.protection import packer_duration
 from amibuild.render.render_model import AWS_POLLING, HCL_FILE, VARS_FILE, Build, Rendered, SourceAmi, Target
 from amibuild.render.provisioners import provisioner_groups
@@ -95,7 +95,9 @@ def finish(build: Build, macs: Mapping[str, str] | None = None) -> Rendered:
             provisioners=[indent(hcl.dumps([p.block]).rstrip("\n"), "  ") for p in (*build.early, *build.late)],
             manifest=indent(hcl.dumps([manifest_block(variant.name)]).rstrip("\n"), "  "),
         )}
-    notes = [*build.notes, *(s.note for s in build.sources.values() if s.note)]
+    notes = [*build.notes, *(s.note for s in build.sources.values() if s.note),
+             *(f"test {off.name!r} ({off.where}): {off.note}"
+               for off in imagetests.check_set(variant, stage="all").disabled if off.note)]
     hidden = secret_variables(variant, build.values)
     secret_env = credential_env(build)
     values = secrets.mask(dict(build.values))  # from here on, what is written and fingerprinted

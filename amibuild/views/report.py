@@ -196,5 +196,6 @@ def tests_listing_lines(entries: Iterable[dict[str, Any]]) -> list[str]:
         width = max((len(c["name"]) for c in checks), default=0)
         out += [f"  {check['name'].ljust(width)}  {check['origin']:<13}  {'+'.join(check['stages']):<10}  {check['what']}"
                 for check in checks]
-        out += [f"  {off['name'].ljust(width)}  turned off     {off['reason']} ({off['where']})" for off in entry["disabled"]]
+        out += [f"  {off['name'].ljust(width)}  turned off     {off['reason']} ({off['where']})"
+                + (f"; warning: {off['note']}" if off.get("note") else "") for off in entry["disabled"]]
     return out
