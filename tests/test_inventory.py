@@ -189,3 +189,18 @@ def test_purls_follow_the_package_url_spec_for_rpm() -> None:
     assert purl(package, "al2023").to_string() == (
         "pkg:rpm/amazon/openssl-libs@3.0.8-1.amzn2023.0.1?arch=aarch64&distro=amazon-2023&epoch=1")
     assert purl(package, "al2").qualifiers["distro"] == "amazon-2"
+
+
+def test_an_ignores_until_is_judged_on_the_utc_day_whatever_zone_the_time_is_given_in() -> None:
+    """`until` is a day on AWS's clock (UTC): 23:30 on the until day at UTC-5 is already the next day
+    there, so the ignore has passed; 01:00 the next day at UTC+14 is still the until day in UTC."""
+    from datetime import timedelta, timezone as tz
+
+    found = [scan.Finding("AMIBUILD-SANDBOX-0001", "high", 7.8, "pkg:rpm/amazon/htop@3.2.1-1")]
+    policy = scan.scan_policy({"ignore": [{"id": "AMIBUILD-SANDBOX-0001", "reason": "r", "until": "2027-03-01"}]}, "scan")
+
+    west = scan.judge(found, policy, datetime(2027, 3, 1, 23, 30, tzinfo=tz(timedelta(hours=-5))))
+    east = scan.judge(found, policy, datetime(2027, 3, 2, 1, 0, tzinfo=tz(timedelta(hours=14))))
+
+    assert not west.passes and "ignored until 2027-03-01, which has passed" in west.reasons()[0]
+    assert east.passes and east.ignored

@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+import boto3
 import pytest
 
 from amibuild.attest import store
@@ -117,3 +118,57 @@ def test_the_scan_policy_allows_scan_sbom_and_reading_and_writing_the_pipelines_
     assert store_["Resource"] == ["arn:aws:s3:::amibuild-attestations-123456789012/amibuild/scn/*"]
     # a gate that requires scanned reads the statements on publish and promote
     assert "s3:GetObject" in iam.actions(iam.policy("publish", pipeline, account="123456789012"))
+
+
+def _signed_sbom_build(pipeline: str, amis: dict, sbom_document: str) -> None:
+    """A build's signed provenance of ``amis`` whose package list is ``sbom_document``, stored beside it."""
+    import hashlib
+
+    from amibuild import __version__
+    from amibuild.attest import predicates, sign
+    from amibuild.attest.statement import PROVENANCE
+    from amibuild.aws import Aws
+    from tests import statements
+
+    aws = Aws(region="us-west-2")
+    place = statements.where(pipeline)
+    digest = hashlib.sha256(sbom_document.encode()).hexdigest()
+    run = f"run-{digest[:6]}"
+    for ami in amis.values():
+        aws.put_object(place.bucket, store.sbom_key(pipeline, ami, run), sbom_document.encode(), place.region)
+    predicate = predicates.provenance(
+        amibuild_version=__version__, pipeline=pipeline, pipeline_file="amibuild.hcl", pipeline_digest=None,
+        git_commit=None, variant="ceph", fingerprint=digest, inputs={"os": "al2023"}, source_amis={},
+        account=statements.ACCOUNT, packer_version="1.6.6", run_id=run, regions=sorted(amis), started="", finished="",
+        package_list_digest=digest)
+    made = sign.Attestor(aws, place, sign.signer(aws, place)).make(amis, PROVENANCE, predicate, run)
+    assert made.signed and not made.error, made
+
+
+def test_a_scan_of_a_channel_names_only_the_images_of_the_build_whose_sbom_was_scanned(tmp_path, sandbox):
+    """The channel holds one build in the build region and another build in a second region: the scan
+    read the first one's signed SBOM, so its statement names that build's images only, never the other
+    region's image, whose packages nobody scanned (it would pass a `scanned` gate on another image's findings)."""
+    from amibuild.inventory.packages import parse_inventory
+    from amibuild.inventory.sbom import cyclonedx
+    from tests import statements
+
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE.replace('regions = ["us-west-2"]', 'regions = ["us-west-2", "eu-west-1"]')
+                                           % "")
+    clean = cyclonedx(parse_inventory("bash\t(none)\t5.2.15\t1.amzn2023\tx86_64\tamazonlinux\tGPLv3+\n"), os_name="al2023")
+    htop = cyclonedx(parse_inventory("htop\t(none)\t3.2.1\t1.amzn2023\tx86_64\tamazonlinux\tGPLv2+\n"), os_name="al2023")
+    first = statements.images("ceph", ["us-west-2", "eu-west-1"], pipeline="scn")
+    other = statements.images("ceph", ["eu-west-1"], pipeline="scn")
+    _signed_sbom_build("scn", first, clean)
+    _signed_sbom_build("scn", other, htop)
+    for region, ami in (("us-west-2", first["us-west-2"]), ("eu-west-1", other["eu-west-1"])):
+        boto3.client("ssm", region_name=region).put_parameter(
+            Name="/amibuild/scn/1.35/ceph/candidate/image_id", Value=ami, Type="String", DataType="aws:ec2:image")
+
+    scanned = run_cli(tmp_path, "scan", "--variant", "ceph", "--channel", "candidate", "--json")
+
+    assert scanned.returncode == 0, scanned.stderr
+    out = json.loads(scanned.stdout)
+    assert out["findings"] == []  # the build region's image: its own SBOM, clean
+    assert out["amis"] == {"us-west-2": first["us-west-2"]}
+    assert not any(k.startswith(store.image_prefix("scn", other["eu-west-1"])) for k in out["statement"]["keys"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild.errors import SpecError
@@ -149,7 +149,10 @@ class ScanVerdict:
 
 
 def judge(found: Iterable[Finding], policy: ScanPolicy, today: date | datetime) -> ScanVerdict:
-    """Which findings refuse the image under ``policy`` on ``today`` (given, never read here)."""
+    """Which findings refuse the image under ``policy`` on ``today`` (given, never read here); a time
+    with a zone is taken on AWS's clock (UTC), whose day an ``until`` names."""
+    if isinstance(today, datetime) and today.tzinfo is not None:
+        today = today.astimezone(timezone.utc)
     day = today.date() if isinstance(today, datetime) else today
     ignores = {i.id: i for i in policy.ignore}
     refused, ignored, expired, below = [], [], [], 0

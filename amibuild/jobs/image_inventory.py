@@ -13,14 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from amibuild.attest import store
 from amibuild.attest import predicates
 from amibuild.attest.sign import Attestor, Stored, attestor
-from amibuild.attest.statement import SCAN
+from amibuild.attest.statement import SCAN, ImageFacts
 from amibuild.aws import Aws, Image
 from amibuild.bake import record as records
 from amibuild.bake.build_plan import new_run_id
@@ -65,6 +65,12 @@ class Inventory:
     inputs: Mapping[str, Any]  # the fingerprint's inputs, as signed
     os_name: str
     findings: tuple[str, ...] | None = None  # vulnerability ids of its newest valid scan (None: never scanned)
+    built: Mapping[str, str] = field(default_factory=dict)  # {image ARN: record digest} the provenance names
+
+    def of_this_build(self, image: Image, account: str) -> bool:
+        """Whether ``image`` is one the signed provenance names, as it is today: the same packages."""
+        facts = ImageFacts(image.image_id, image.region, tuple(image.snapshot_ids))
+        return self.built.get(facts.arn(account)) == facts.digest
 
 
 def locate(aws: Aws, options: Options, pipeline: Any, variant: Any, label: str, flag: str) -> Located:
@@ -114,7 +120,9 @@ def inventory(aws: Aws, reader: evidence.Reader, pipeline: Any, variant: Any, wh
             text = body.decode("utf-8")
             scans_ = [v for v in found.scan if v.ok]
             ids = tuple(sorted({f.id for f in evidence.findings_of(scans_[-1])})) if scans_ else None
-            return Inventory(where, text, key, sbom.packages_of(text), inputs, str(inputs.get("os") or variant.os), ids)
+            built = {str(s.get("name")): str((s.get("digest") or {}).get("sha256")) for s in proof.statement["subject"]}
+            return Inventory(where, text, key, sbom.packages_of(text), inputs, str(inputs.get("os") or variant.os), ids,
+                             built)
     raise NoSbom(f"{diffs.named(where.label, ami)}: no SBOM in s3://{place.bucket}/{store.image_prefix(pipeline.name, ami)}sbom/ "
                  f"has the digest its signed provenance records (sha256 {digest[:12]}): "
                  f"{'altered or removed' if keys else 'none is stored'}")
@@ -315,11 +323,13 @@ def run_scan(request: ScanRequest, opts: Options) -> ScanResult:
     label = check_subject(request.channel, request.ami, "scan")
     pipeline, variant, aws = _loaded(opts)
     where = locate(aws, opts, pipeline, variant, label, "--ami" if request.ami else "--channel")
-    found = inventory(aws, evidence.Reader(aws, pipeline), pipeline, variant, where)
+    reader = evidence.Reader(aws, pipeline)
+    found = inventory(aws, reader, pipeline, variant, where)
     amis = {where.region: where.image.image_id}
-    if request.channel:  # the statement names the channel's image in every region that holds it
+    if request.channel:  # the statement names the channel's image in every region that holds this build (its SBOM)
         for target in channel_targets(aws, pipeline, variant, request.channel, pipeline.target_regions):
-            if target.image is not None and target.region not in amis:
+            if target.image is not None and target.region not in amis and found.of_this_build(target.image,
+                                                                                              reader.where.account):
                 amis[target.region] = target.ami
     who = attestor(aws, pipeline, say=lambda _: None)
     if who is None:
