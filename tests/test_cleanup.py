@@ -210,3 +210,40 @@ def test_clean_run_removes_the_runs_packer_temp_folder_left_on_this_machine(sand
 
         shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(other, ignore_errors=True)
+
+
+def test_clean_run_keeps_a_disabled_complete_image_and_its_run_tagged_snapshot(sandbox, workdir) -> None:
+    # A disabled image is still registered but hidden from DescribeImages without IncludeDisabled: its
+    # snapshot (tagged with the run id as Packer's snapshot_tags do) was found alone and targeted, and
+    # AWS refuses to delete a registered image's snapshot.
+    made = bake(RUN)
+    west = boto3.client("ec2", region_name="us-west-2")
+    snapshot = west.describe_images(ImageIds=[made["us-west-2"]])["Images"][0]["BlockDeviceMappings"][0]["Ebs"]["SnapshotId"]
+    west.create_tags(Resources=[snapshot], Tags=[{"Key": tags.RUN_ID, "Value": RUN}, {"Key": tags.VARIANT, "Value": "ceph"}])
+    west.disable_image(ImageId=made["us-west-2"])
+    result = run_cli(workdir, "clean-run", "--run-id", RUN)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"kept  image {made['us-west-2']} in us-west-2: a complete image (disabled" in result.stdout
+    assert f"kept  snapshot {snapshot} in us-west-2: backs the kept image {made['us-west-2']}" in result.stdout
+    assert west.describe_snapshots(SnapshotIds=[snapshot])["Snapshots"]
+    assert west.describe_images(ImageIds=[made["us-west-2"]], IncludeDisabled=True)["Images"][0]["State"] == "disabled"
+
+
+def test_clean_run_removes_a_disabled_partial_copy_and_then_its_snapshot(sandbox, workdir) -> None:
+    made = bake(RUN, tagged=False)  # the eu-west-1 copy is untagged: partial
+    europe = boto3.client("ec2", region_name="eu-west-1")
+    snapshot = europe.describe_images(ImageIds=[made["eu-west-1"]])["Images"][0]["BlockDeviceMappings"][0]["Ebs"]["SnapshotId"]
+    europe.disable_image(ImageId=made["eu-west-1"])
+    result = run_cli(workdir, "clean-run", "--run-id", RUN)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"removed  image {made['eu-west-1']} in eu-west-1" in result.stdout
+    assert f"removed  snapshot {snapshot} in eu-west-1" in result.stdout
+    assert not europe.describe_images(ImageIds=[made["eu-west-1"]], IncludeDisabled=True)["Images"]
+
+
+def test_decide_keeps_a_disabled_complete_image_and_says_it_is_disabled() -> None:
+    image = _image("ami-1", "us-west-2", state="disabled", snapshot="snap-1")
+    found = (Leftover("image", "us-west-2", "ami-1"), Leftover("snapshot", "us-west-2", "snap-1"))
+    verdicts = cleanup.decide(cleanup.RunFacts(RUN, found, {"ami-1": image}, Uses()))
+    assert [(v.item.id, v.remove) for v in verdicts] == [("ami-1", False), ("snap-1", False)]
+    assert verdicts[0].why.startswith("a complete image (disabled, tagged with its fingerprint)")

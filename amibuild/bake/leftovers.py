@@ -136,7 +136,9 @@ def find(aws: Aws, scope: Scope, seen: StreamResources) -> list[Leftover]:
         found += [Leftover("security-group", region, gid) for gid in sorted(groups)]
         found += [Leftover("volume", region, v) for v in aws.volumes_tagged(region, run_tags)]
     for region in scope.regions:
-        images = aws.describe_images(region, owners=["self"],
+        # disabled images too: still registered, hidden from DescribeImages without IncludeDisabled, and
+        # their snapshots (tagged with the run) cannot go while they are
+        images = aws.describe_images(region, owners=["self"], include_disabled=True,
                                      filters={"name": [f"{scope.ami_name_prefix}-*-{scope.run_id}" if scope.ami_name_prefix
                                                        else f"*-{scope.run_id}"]})
         found += [Leftover("image", region, image.image_id) for image in images]

@@ -354,11 +354,17 @@ def _conflict(aws: Aws, plan: PublishPlan, r: RegionPlan, ours: int, turn: Turn)
         what = (f"another writer set it to {theirs.value} (version {theirs.version}"
                 f"{', by ' + theirs.user if theirs.user and theirs.user != 'N/A' else ''}) "
                 f"after amibuild read version {r.previous_version} ({r.previous_ami or 'no value'})")
-    undone = _put_back(aws, plan, r, ours, theirs, "a conflict", turn)  # theirs None: deleted again
-    return PublishConflict(
+    stuck: tuple[str, ...] = ()
+    try:
+        undone = _put_back(aws, plan, r, ours, theirs, "a conflict", turn)  # theirs None: deleted again
+    except LeaseLost as exc:  # another writer holds the channel now: ours stays, and the error says so as data
+        undone, stuck = f"{r.region}: could NOT be put back ({exc}); it holds {r.ami}", (r.region,)
+    conflict = PublishConflict(
         f"conflict on {name} in {r.region}: {what}; taking our {r.ami} (version {ours}) back out: {undone}. "
         f"Retry, or pass --force to write {r.ami} over {theirs.value if theirs else 'it'}"
     )
+    conflict.stuck_regions = stuck
+    return conflict
 
 
 def _read_back(aws: Aws, name: str, region: str, version: int, ami: str) -> None:
@@ -393,7 +399,8 @@ def _unwind(aws: Aws, plan: PublishPlan, versions: Mapping[str, int], failures: 
             stuck.append(region)
             return f"{region}: could NOT be put back ({exc}); it holds {r.ami}"
 
-    stuck: list[str] = []  # regions left holding our write: the error says so as data, not only as text
+    # regions left holding our write: the error says so as data, not only as text (a conflict's own put-back included)
+    stuck: list[str] = [f.region for f in failures if f.version is None and getattr(f.error, "stuck_regions", ())]
     notes = fan_out(sorted(to_undo), undo)
     failed = "; ".join(f"{f.region}: {f.error}" for f in failures)
     put_back = "; ".join(notes[region] for region in sorted(notes))
@@ -482,7 +489,8 @@ def _one_build(aws: Aws, values: Mapping[str, str | None]) -> str | None:
 
 def _put_back(aws: Aws, plan: PublishPlan, r: RegionPlan, ours: int, previous: Parameter | None, why: str,
               turn: Turn) -> str:
-    """Replace our write by `previous` (None: delete), only while the region still holds our write."""
+    """Replace our write by `previous` (None: delete), only while the region still holds our write.
+    Raises `LeaseLost` when the lease is lost and cannot be taken again: the region keeps our write."""
     name, region = plan.parameter, r.region
     current = aws.find_parameter(name, region)
     mine = current is not None and (current.version == ours or
@@ -490,10 +498,7 @@ def _put_back(aws: Aws, plan: PublishPlan, r: RegionPlan, ours: int, previous: P
     if current is None or not mine:
         moved = f"version {current.version}: {current.value}" if current else "deleted"
         return f"{region}: left as is, another writer has moved it on since ({moved})"
-    try:
-        turn.check_to_undo(f"putting {region} back")
-    except LeaseLost as exc:
-        return f"{region}: could NOT be put back ({exc}); it holds {r.ami}"
+    turn.check_to_undo(f"putting {region} back")  # LeaseLost: the caller says the region holds our write
     if turn.regained:  # the lease was lost and taken again: read once more under it
         current = aws.find_parameter(name, region)
         if current is None or not (current.version == ours or

@@ -103,8 +103,8 @@ def decide(facts: RunFacts) -> list[Verdict]:
             why = "in use: " + "; ".join(using[item.id])
         elif run_published:
             why = f"run {facts.run_id} published: its images are prune's to judge (`amibuild prune`)"
-        elif image is not None and image.state == "available" and image.tags.get(tags.FINGERPRINT):
-            why = ("a complete image (available, tagged with its fingerprint) of a finished build: "
+        elif image is not None and image.state in ("available", "disabled") and image.tags.get(tags.FINGERPRINT):
+            why = (f"a complete image ({image.state}, tagged with its fingerprint) of a finished build: "
                    "prune judges it (`amibuild prune`)")
         protection = image.protection if image is not None else "disabled"
         if not why and protection == "enabled-with-cooldown":
