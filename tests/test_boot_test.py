@@ -218,6 +218,16 @@ def test_nothing_proven_is_never_a_pass():
     assert not_tested.shown == "not tested: agent gone"
 
 
+def test_a_timeout_below_a_second_or_between_seconds_is_rounded_up_never_to_no_timeout(tmp_path: Path):
+    # GNU timeout takes 0 as "no timeout": a check of 0.5s must not run forever
+    mine = {c.name: c for c in imagetests.check_set(variant(
+        tmp_path, ' test "quick" {\n  command = "true"\n  timeout = "0.5s"\n }\n'
+                  ' test "slow" {\n  command = "true"\n  timeout = "1.5s"\n }')).checks}
+    script = imagetests.checks_script([mine["quick"], mine["slow"]])
+    assert "run_check quick 1 " in script and "run_check slow 2 " in script
+    assert "timeout --kill-after=5 1 bash" in imagetests.check_command(mine["quick"])
+
+
 def test_turning_off_a_check_the_variant_does_not_have_says_it_turns_nothing_off(tmp_path: Path):
     # a typo (kubelett), or another OS's check (nodeadm on AL2, from defaults): listed, and the note says so
     (tmp_path / "amibuild.hcl").write_text(

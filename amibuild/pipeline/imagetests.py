@@ -11,6 +11,7 @@ Why it is built this way: docs/dev/decisions.md.
 from __future__ import annotations
 
 import enum
+import math
 import re
 import shlex
 from dataclasses import dataclass
@@ -421,9 +422,9 @@ def checks_script(checks: Iterable[Check]) -> str:
         "    if [ \"$status\" -ne 0 ]; then failed=1; fi",
         "}",
     ]
-    for index, check in enumerate(checks, start=1):
+    for index, check in enumerate(checks, start=1):  # whole seconds, rounded up: `timeout 0` would never time out
         lines += _heredoc(f"\"$work/{index}\"", check.command, f"AMIBUILD_CHECK_{index}_END")
-        lines.append(f"run_check {shlex.quote(check.name)} {int(check.timeout)} \"$work/{index}\"")
+        lines.append(f"run_check {shlex.quote(check.name)} {math.ceil(check.timeout)} \"$work/{index}\"")
     lines += ['exit "$failed"', ""]
     return "\n".join(lines)
 
@@ -439,7 +440,7 @@ def check_command(check: Check) -> str:
         "trap 'rm -rf \"$work\"' EXIT",
         *_heredoc('"$work/check"', check.command, "AMIBUILD_CHECK_END"),
         "if command -v timeout >/dev/null 2>&1; then",
-        f"    timeout --kill-after=5 {int(check.timeout)} bash \"$work/check\" </dev/null",
+        f"    timeout --kill-after=5 {math.ceil(check.timeout)} bash \"$work/check\" </dev/null",
         "else",
         "    bash \"$work/check\" </dev/null",
         "fi",
