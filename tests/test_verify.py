@@ -12,8 +12,11 @@ from pathlib import Path
 import boto3
 import pytest
 
+from amibuild.attest import sign
+from amibuild.attest.statement import SCAN
 from amibuild.aws import Aws
 from amibuild.channels import publish
+from amibuild.jobs import image_inventory
 from amibuild.lifecycle import iam
 from amibuild.pipeline import load
 from amibuild.sandbox import Sandbox
@@ -113,6 +116,30 @@ def test_an_altered_statement_fails(sandbox: Sandbox, workdir: Path, cli):
     assert "does not verify" in altered and "altered after signing" in altered
     assert by_region["eu-west-1"]["test"] == "not tested"  # the altered "passed" counts for nothing
     assert "its signed test statement says failed" in " ".join(by_region["us-west-2"]["failures"])
+
+
+def test_an_altered_scan_statement_fails_and_a_good_one_is_counted(sandbox: Sandbox, workdir: Path, cli):
+    # every stored statement about the image verifies: the scan's as well as the provenance and the test
+    amis = published(workdir)
+    aws = Aws(region="us-west-2")
+    place = statements.where("vfy")
+    predicate = image_inventory.scan_predicate([], sbom_digest="0" * 64, started="", finished="")
+    done = sign.Attestor(aws, place, sign.signer(aws, place)).make(amis, SCAN, predicate, "scan-run")
+    assert not done.error, done.error
+    good = verify(cli, workdir, "--variant", "ceph", "--channel", "recommended", "--json")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert all(r["statements"] == 3 for r in json.loads(good.stdout)["regions"])  # provenance, test, scan
+    s3 = boto3.client("s3", region_name="us-west-2")
+    prefix = f"amibuild/vfy/images/{amis['eu-west-1']}/scan/"
+    (key,) = [o["Key"] for o in s3.list_objects_v2(Bucket=statements.BUCKET, Prefix=prefix)["Contents"]]
+    envelope = json.loads(s3.get_object(Bucket=statements.BUCKET, Key=key)["Body"].read())
+    envelope["payload"] = base64.b64encode(base64.b64decode(envelope["payload"]) + b" ").decode()
+    s3.put_object(Bucket=statements.BUCKET, Key=key, Body=json.dumps(envelope).encode())
+    got = verify(cli, workdir, "--variant", "ceph", "--channel", "recommended", "--json")
+    assert got.returncode == 1
+    by_region = {r["region"]: r for r in json.loads(got.stdout)["regions"]}
+    assert any(f.startswith("scan statement scan-run does not verify") for f in by_region["eu-west-1"]["failures"])
+    assert by_region["us-west-2"]["ok"]
 
 
 def test_unsigned_statements_and_an_untested_gated_channel_fail(sandbox: Sandbox, workdir: Path, cli):

@@ -143,7 +143,7 @@ def _region(target: Target, found: evidence.Statements | None, facts: Facts, tod
         return RegionCheck(**base, failures=(f"{target.ami} does not exist here (deregistered?)",), provenance="-",
                            test="-")
     failures = [f"{_kind(v)} statement {_name(v)} does not verify: {v.reason()}"
-                for v in (*found.provenance, *found.test) if not v.ok]
+                for v in (*found.provenance, *found.test, *found.scan) if not v.ok]
     variant = facts.variant or variant_of(found)
     chosen = evidence.provenance_of(found, facts.pipeline, variant) if variant else None
     fingerprint = run_id = compared = ""
@@ -167,11 +167,11 @@ def _region(target: Target, found: evidence.Statements | None, facts: Facts, tod
     shown = f"{verdict} (run {test.predicate.get('run') or '-'})" if test and verdict else "not tested"
     return RegionCheck(**base, failures=tuple(failures), provenance=provenance, test=shown, variant=variant,
                        fingerprint=fingerprint, run_id=run_id, today=compared,
-                       statements=len(found.provenance) + len(found.test))
+                       statements=len(found.provenance) + len(found.test) + len(found.scan))
 
 
 def _kind(v: Any) -> str:
-    return "provenance" if "provenance" in (v.key or "").split("/") else "test"
+    return next((kind for kind in ("provenance", "scan") if kind in (v.key or "").split("/")), "test")
 
 
 def _name(v: Any) -> str:
