@@ -144,6 +144,21 @@ def test_rollback_versions_refuse_what_cannot_be_rolled_back(histories, to_versi
         rollback_versions(NAME, ["us-west-2", "eu-west-1"], histories, to_version)
 
 
+def test_rollback_skips_a_write_that_was_put_back_it_never_held_the_channel() -> None:
+    # r2's transaction failed in another region: its write here (version 3) was put back to r1's image (version 4)
+    put_back = version("us-west-2", 4, "ami-0000000a", "r1")
+    put_back = Parameter(NAME, "us-west-2", put_back.value, 4, put_back.data_type,
+                         description=put_back.description + "; put back by amibuild after a failed write elsewhere")
+    west = [version("us-west-2", 1, "ami-0000000z", "r0"), version("us-west-2", 2, "ami-0000000a", "r1"),
+            version("us-west-2", 3, "ami-0000000b", "r2"), put_back]
+    eu = [version("eu-west-1", 1, "ami-0000001z", "r0"), version("eu-west-1", 2, "ami-0000001a", "r1")]
+    chosen = rollback_versions(NAME, ["us-west-2", "eu-west-1"], {"us-west-2": west, "eu-west-1": eu}, None)
+    assert {r: p.value for r, p in chosen.items()} == {"us-west-2": "ami-0000000z", "eu-west-1": "ami-0000001z"}
+    # asked for by number, it is still taken: the user named it
+    asked = rollback_versions(NAME, ["us-west-2"], {"us-west-2": west}, 3)
+    assert asked["us-west-2"].value == "ami-0000000b"
+
+
 def test_rollback_to_a_version_not_written_by_amibuild_takes_the_same_number() -> None:
     hand = {"us-west-2": [version("us-west-2", 1, "ami-0000000a", None), version("us-west-2", 2, "ami-0000000b", "r2")],
             "eu-west-1": [version("eu-west-1", 1, "ami-0000001a", None), version("eu-west-1", 2, "ami-0000001b", "r2")]}

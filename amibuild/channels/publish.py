@@ -15,6 +15,7 @@ Why it is built this way: docs/dev/decisions.md.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Callable, Mapping, Sequence
@@ -27,7 +28,7 @@ from amibuild.channels.home import lease_home
 from amibuild.channels.plan import (IMAGE_DATA_TYPE, UNKNOWN_MARK, PublishAction, Provenance,  # noqa: F401
                                     PublishPlan, PublishResult, decide, description, parse_amis, plain,
                                     provenance_from_images, provenance_of, recorded_regions)
-from amibuild.channels.write import WRITE_INTERVAL, execute_publish, transact  # noqa: F401
+from amibuild.channels.write import PUT_BACK, WRITE_INTERVAL, execute_publish, transact  # noqa: F401
 from amibuild.errors import GateRefused, PublishRefused, SpecError
 from amibuild.lease import Guard
 from amibuild.pipeline.protection import ProtectionSettings
@@ -286,7 +287,9 @@ def _rollback_target(name: str, region: str, history: list[Parameter], to_versio
         raise SpecError(f"--to-version {to_version}: {name} in {region} has versions "
                         f"{history[0].version}..{history[-1].version}; see `amibuild history`")
     current = history[-1]
+    # a write amibuild put back (a transaction failed in another region) never held the channel: not a target
+    undone = {entry.version for entry, after in itertools.pairwise(history) if PUT_BACK in (after.description or "")}
     for entry in reversed(history):
-        if entry.value != current.value:
+        if entry.value != current.value and entry.version not in undone:
             return entry
     raise PublishRefused(f"roll back {name}: every version in {region} holds {current.value}; nothing earlier to go back to")

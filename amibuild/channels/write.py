@@ -38,7 +38,7 @@ from amibuild.poll import until
 WRITE_INTERVAL = 0.34  # seconds between two PutParameter calls in one region (about 3 per second)
 READBACK_TIMEOUT = 10.0  # how long a written version may take to become readable
 
-_PUT_BACK = "; put back by amibuild"
+PUT_BACK = "; put back by amibuild"  # in the description of a version that undid a write
 _TOKEN = re.compile(r", write ([0-9a-f]{12})\)?$")
 
 
@@ -510,10 +510,10 @@ def _put_back(aws: Aws, plan: PublishPlan, r: RegionPlan, ours: int, previous: P
         return f"{region}: deleted again (it did not exist before)"
     if current.value == previous.value:
         return f"{region}: holds {previous.value} already"
-    base = _TOKEN.sub(")", (previous.description or "").split(_PUT_BACK)[0])
+    base = _TOKEN.sub(")", (previous.description or "").split(PUT_BACK)[0])
     if not base:
         base = description(plan.variant, plan.channel, Provenance())
-    text = f"{base}{_PUT_BACK} after {why}"[:1024]
+    text = f"{base}{PUT_BACK} after {why}"[:1024]
     _pace(region)
     version = aws.put_image_parameter(name, previous.value, region, description=text)
     aws.tag_parameter(name, region, parameter_tags(plan.variant, plan.channel, provenance_of(base), plan.pipeline))
