@@ -15,16 +15,17 @@ import shutil
 import subprocess
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import boto3
 import pytest
 
-from amibuild.aws import Parameter
+from amibuild.aws import Image, Parameter
 from amibuild.bake import record
 from amibuild.bake.decide import (ImageFact, LeaseStep, PackerEnd, PackerFacts, lease_step, packer_end, ready_images,
                                   reuse_after_lease, should_look_for_reuse)
 from amibuild.bake.executor import BuildOutcome, BuildStatus
-from amibuild.bake.build_plan import BuildDecision, BuildPlan
+from amibuild.bake.build_plan import BuildDecision, BuildPlan, plan_build
 from amibuild.channels.from_build import VariantPublished
 from amibuild.channels.plan import Provenance, description
 from amibuild.channels.publish import rollback_versions
@@ -100,6 +101,34 @@ def test_ready_images_takes_the_newest_available_and_needs_every_region() -> Non
     assert ready_images(["us-west-2", "eu-west-1"], found) == {"us-west-2": "ami-00000002", "eu-west-1": "ami-00000004"}
     assert ready_images(["us-west-2", "eu-west-1", "ap-south-1"], found) is None
     assert ready_images(["us-west-2"], {"us-west-2": [ImageFact("ami-00000003", "pending", "x")]}) is None
+
+
+def image(ami: str, region: str, run: str, created: str, fingerprint: str = "fp1") -> Image:
+    return Image(ami, region, f"x-{run}", "available", {"amibuild:run-id": run, "amibuild:fingerprint": fingerprint},
+                 created)
+
+
+# run r1 is in both regions; run r2 (newer, same fingerprint: --force) only reached us-west-2
+TWO_RUNS = {"us-west-2": [image("ami-00000011", "us-west-2", "r1", "2026-01-01T00:00:00Z"),
+                          image("ami-00000012", "us-west-2", "r2", "2026-02-01T00:00:00Z")],
+            "eu-west-1": [image("ami-00000021", "eu-west-1", "r1", "2026-01-01T01:00:00Z")]}
+
+
+def test_ready_images_are_one_runs_in_every_region_never_a_mix_of_runs() -> None:
+    assert ready_images(["us-west-2", "eu-west-1"], TWO_RUNS) == {"us-west-2": "ami-00000011", "eu-west-1": "ami-00000021"}
+    mixed = {"us-west-2": TWO_RUNS["us-west-2"][1:], "eu-west-1": TWO_RUNS["eu-west-1"]}  # r2 here, r1 there
+    assert ready_images(["us-west-2", "eu-west-1"], mixed) is None
+
+
+def test_a_plan_builds_again_when_no_one_run_has_the_fingerprint_in_every_region() -> None:
+    pipeline = SimpleNamespace(target_regions=("us-west-2", "eu-west-1"))
+    rendered = [(SimpleNamespace(variant=SimpleNamespace(name="ceph"), fingerprint="fp1"), Path("build/ceph"))]
+    whole = plan_build(pipeline, rendered, TWO_RUNS, run_id="r3").items[0]
+    assert whole.decision is BuildDecision.SKIP and whole.existing == {"us-west-2": "ami-00000011", "eu-west-1": "ami-00000021"}
+    mixed = plan_build(pipeline, rendered, {"us-west-2": TWO_RUNS["us-west-2"][1:], "eu-west-1": TWO_RUNS["eu-west-1"]},
+                       run_id="r3").items[0]
+    assert mixed.decision is BuildDecision.BUILD and mixed.existing == {}
+    assert mixed.reason.startswith("images with this fingerprint are in every region, but no one run's are")
 
 
 # ------------------------------------------------------------------------------- rollback's target

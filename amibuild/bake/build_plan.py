@@ -23,6 +23,8 @@ from amibuild import tags
 from amibuild.aws import Image
 from amibuild.render import Rendered
 from amibuild.pipeline import Pipeline
+from amibuild.bake.decide import ready_images
+
 
 class BuildDecision(enum.StrEnum):
     BUILD = "build"
@@ -84,16 +86,19 @@ def plan_build(pipeline: Pipeline, rendered: Sequence[tuple[Rendered, Path]], im
     items = []
     for item, directory in rendered:
         found = by_fingerprint.get(item.fingerprint, {})
-        existing = {r: max(found[r], key=lambda i: (i.creation_date, i.image_id)).image_id  # the newest
-                    for r in regions if found.get(r)}
+        ready = ready_images(regions, found)  # one run's images, in every region
+        existing: dict[str, str] = {}
         if force:
-            decision, reason, existing = BuildDecision.BUILD, "--force", {}
-        elif len(existing) == len(regions):
-            decision, reason = BuildDecision.SKIP, "up to date: an available image with this fingerprint exists in every region"
-        elif existing:
-            missing = [r for r in regions if r not in existing]
+            decision, reason = BuildDecision.BUILD, "--force"
+        elif ready is not None:
+            decision, reason, existing = (BuildDecision.SKIP, "up to date: an available image with this fingerprint "
+                                          "exists in every region", ready)
+        elif all(found.get(r) for r in regions):
+            decision, reason = BuildDecision.BUILD, ("images with this fingerprint are in every region, but no one "
+                                                     "run's are: built again, one build for every region")
+        elif found:
+            missing = [r for r in regions if not found.get(r)]
             decision, reason = BuildDecision.BUILD, f"image with this fingerprint missing in {', '.join(missing)}"
-            existing = {}
         else:
             decision, reason = BuildDecision.BUILD, "no image with this fingerprint yet"
         items.append(PlanItem(item.variant.name, item, directory, decision, reason, existing))

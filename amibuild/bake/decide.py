@@ -16,6 +16,8 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from amibuild import tags
+
 
 class PackerEnd(enum.StrEnum):
     """What one `packer build` process's end means."""
@@ -118,7 +120,19 @@ class ImageFact:
 
 
 def ready_images(regions: Sequence[str], found: Mapping[str, Sequence[ImageFact]]) -> dict[str, str] | None:
-    """Region -> the newest available image, when every region has one; else None."""
-    newest = {region: max((i for i in found.get(region, []) if i.state == "available"),
-                          key=lambda i: (i.creation_date, i.image_id), default=None) for region in regions}
-    return None if None in newest.values() else {region: image.image_id for region, image in newest.items()}
+    """Region -> an available image of one build run (its `amibuild:run-id` tag) in every region, the newest
+    run that has one everywhere (its newest image in each); None when no run does. Two runs of one
+    fingerprint are two builds (packages resolved at build time): a channel holds one build in every region."""
+    runs: dict[str, dict[str, ImageFact]] = {}
+    for region in regions:
+        for image in found.get(region, []):
+            if image.state == "available":
+                held = runs.setdefault(getattr(image, "tags", {}).get(tags.RUN_ID, ""), {})
+                if region not in held or (image.creation_date, image.image_id) > (held[region].creation_date,
+                                                                                  held[region].image_id):
+                    held[region] = image
+    whole = [held for held in runs.values() if len(held) == len(regions)]
+    if not whole:
+        return None
+    newest = max(whole, key=lambda held: max((i.creation_date, i.image_id) for i in held.values()))
+    return {region: newest[region].image_id for region in regions}
