@@ -380,6 +380,24 @@ def test_a_cluster_api_that_cannot_be_read_terminates_the_instance_and_leaves_th
     assert "amibuild:test" not in {t["Key"] for t in image.get("Tags", [])}
 
 
+def test_a_cluster_api_that_cannot_be_read_signs_no_test_statement(tmp_path: Path, sandbox):
+    # the statement is what a tested gate reads: a "failed" one would speak for an image nothing was learnt about
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    ami = foreign_image("bc-ceph-unsigned")
+    dead = tmp_path / "kubeconfig"
+    dead.write_text(sandbox.kubeconfig.read_text().replace(sandbox.endpoint, "http://127.0.0.1:9"))
+    done = run_cli(tmp_path, "test-ami", "--variant", "ceph", "--ami", ami, "--cluster", SANDBOX_CLUSTER, "--json",
+                   env={"KUBECONFIG": str(dead)}, binary="amibuild")
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    assert result["says_nothing"].startswith("the cluster's API could not be read")
+    assert "statement" not in result and "statement signed" not in done.stderr
+    s3 = boto3.client("s3", region_name=REGION)
+    stored = [o["Key"] for b in s3.list_buckets()["Buckets"]
+              for o in s3.list_objects_v2(Bucket=b["Name"]).get("Contents", []) if f"/images/{ami}/test/" in o["Key"]]
+    assert stored == []
+
+
 def test_ctrl_c_while_waiting_for_the_node_terminates_the_instance(tmp_path: Path, sandbox):
     import signal
 

@@ -62,6 +62,7 @@ class BootTestResult:
     node: str = ""  # the Node the instance registered as (--cluster)
     node_ready_seconds: float | None = None  # from launch until that Node was Ready with the test taint
     node_removed: bool = False
+    says_nothing: str = ""  # why the test says nothing about the image (its instance launched all the same)
 
     @property
     def failed(self) -> bool:
@@ -94,7 +95,7 @@ class BootTestResult:
                 "untestable": [c.name for c in imagetests.untestable(self.checks)],
                 "cluster": self.cluster or None, "node": self.node or None,
                 "node_ready_seconds": None if self.node_ready_seconds is None else round(self.node_ready_seconds, 2),
-                "node_removed": self.node_removed}
+                "node_removed": self.node_removed, "says_nothing": self.says_nothing or None}
 
 
 class _TimedOut(AmibuildError):
@@ -290,7 +291,7 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
                      node_removed=removed)
     if untagged[0]:
         notes.append(f"the image is not tagged: {untagged[0]}; this says nothing about the image")
-        return replace(result, notes=tuple(notes))
+        return replace(result, notes=tuple(notes), says_nothing=untagged[0])
     if not result.instance_id:  # RunInstances refused (rights, subnet, capacity): nothing is known of the image
         notes.append("the image is not tagged: no instance started, so this says nothing about the image")
         return replace(result, notes=tuple(notes))

@@ -13,9 +13,10 @@ from amibuild.attest.statement import TEST
 
 
 def says_something(result: Mapping[str, Any]) -> bool:
-    """Whether a boot test's result is worth a statement: an instance was launched from the image
-    (when none started, nothing is known of the image, and no statement is made)."""
-    return bool(result.get("instance_id"))
+    """Whether a boot test's result is worth a statement: an instance was launched from the image, and
+    the test did not end on what says nothing about it (the cluster's API unreadable, `says_nothing`);
+    otherwise nothing is known of the image, and no statement is made."""
+    return bool(result.get("instance_id")) and not result.get("says_nothing")
 
 
 def test_statement(attestor: Attestor, result: Mapping[str, Any], amis: Mapping[str, str]) -> Stored:
