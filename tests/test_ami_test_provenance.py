@@ -158,3 +158,25 @@ def test_the_choice_of_images_is_a_pure_function_of_the_signed_provenance_and_th
     kept, left = named_by_provenance(amis, "us-west-2", built=None, why="unsigned", images=today, account=account)
     assert kept == {"us-west-2": "ami-1"} and len(left) == 3
     assert all("the tested image ami-1 has no valid signed provenance: unsigned" in line for line in left)
+
+
+def test_run_id_names_no_image_that_only_carries_the_run_s_tags(tmp_path: Path, sandbox):
+    """--run-id finds the run's images by their run-id and variant tags; one with the tags copied by
+    hand, that the booted image's signed provenance does not name, is left out."""
+    from tests import statements
+
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    fingerprint = uuid.uuid4().hex
+    built = statements.images("ceph", ["us-west-2", "us-east-1"], fingerprint=fingerprint, pipeline="tap")
+    statements.provenance("tap", "ceph", built, fingerprint=fingerprint)
+    copied = statements.images("ceph", ["eu-west-1"], fingerprint=fingerprint, pipeline="tap")  # the run's tags, by hand
+
+    done = run_cli(tmp_path, "test-ami", "--variant", "ceph", "--run-id", f"run-{fingerprint[:6]}", "--json",
+                   binary="amibuild")
+
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert sorted(out["tagged"]) == sorted(f"{r}:{a}" for r, a in built.items())
+    assert _test_tag("eu-west-1", copied["eu-west-1"]) is None
+    left = [n for n in out["notes"] if copied["eu-west-1"] in n]
+    assert len(left) == 1 and "eu-west-1" in left[0] and "not named by the signed provenance" in left[0], out["notes"]
