@@ -46,7 +46,11 @@ class Call:
 
     @property
     def action(self) -> str:
-        return f"{self.service}:{self.operation}"
+        return f"{self.service}:{_IAM_NAMES.get((self.service, self.operation), self.operation)}"
+
+
+# operations whose IAM action has another name (S3 authorizes listing a bucket's keys as s3:ListBucket)
+_IAM_NAMES = {("s3", "ListObjectsV2"): "ListBucket", ("s3", "ListObjects"): "ListBucket"}
 
 
 class Recorder(FaultProxy):

@@ -108,6 +108,18 @@ def provenance_of(found: Statements, pipeline: str, variant: str) -> Verificatio
     return next((v for v in reversed(found.provenance) if v.ok and built_here(v, pipeline, variant)), None)
 
 
+def built_by(verification: Verification) -> dict[str, str]:
+    """{image ARN: record digest} of every image a verified provenance statement names (its subjects)."""
+    return {str(s.get("name")): str((s.get("digest") or {}).get("sha256")) for s in verification.statement["subject"]}
+
+
+def names(built: Mapping[str, str], image: Image, account: str) -> bool:
+    """Whether ``built`` (`built_by` of a signed provenance) names ``image`` as it is today: the same
+    image ARN and the same record digest (id, region, snapshot ids). Pure."""
+    facts = ImageFacts(image.image_id, image.region, tuple(image.snapshot_ids))
+    return built.get(facts.arn(account)) == facts.digest
+
+
 def verdict(verification: Verification) -> str:
     """A test statement's verdict in amibuild's words (passed, failed, not tested: ...)."""
     given = predicates.verdict_of(verification.predicate)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from amibuild import notify, tags
 from amibuild.attest import sign as attest_sign
-from amibuild.aws import Aws
+from amibuild.aws import Aws, Image, fan_out
 from amibuild.bake.build_plan import new_run_id
-from amibuild.channels import known
-from amibuild.errors import Interrupted, SpecError
+from amibuild.channels import evidence, known
+from amibuild.errors import AmibuildError, Interrupted, SpecError
 from amibuild.handoff import testnode
 from amibuild.imagetest import boot, kube
 from amibuild.imagetest.statements import says_something, test_statement
@@ -68,6 +68,53 @@ def find_amis(aws: Any, pipeline: Pipeline, variant: Any, *, ami: str | None, ru
     return found
 
 
+def named_by_provenance(amis: Mapping[str, str], region: str, *, built: Mapping[str, str] | None, why: str,
+                        images: Mapping[str, Image | None], account: str) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Of ``amis`` ({region: ami} `find_amis` found), the images the boot test of ``amis[region]`` may
+    name (its tags and signed statement): that one, and each other region's image that its signed
+    provenance names as it is today (``built``: `evidence.built_by`; None when it has none valid,
+    ``why``); and a line for each image left out, saying why. ``images``: DescribeImages of each now. Pure."""
+    kept, left = {region: amis[region]}, []
+    for other, ami in sorted(amis.items()):
+        if other == region:
+            continue
+        image = images.get(other)
+        if built is None:
+            reason = f"the tested image {amis[region]} has no valid signed provenance: {why}"
+        elif image is None:
+            reason = "it does not exist"
+        elif not evidence.names(built, image, account):
+            reason = (f"not named by the signed provenance of the tested image {amis[region]} "
+                      "(another build, or changed since it was signed)")
+        else:
+            kept[other] = ami
+            continue
+        left.append(f"{ami} in {other} left out (not tagged, not in the test statement): {reason}")
+    return kept, tuple(left)
+
+
+def provenance_facts(aws: Any, pipeline: Pipeline, variant: Any,
+                     amis: Mapping[str, str]) -> tuple[Mapping[str, str] | None, str, dict[str, Image | None], str]:
+    """What `named_by_provenance` decides on: the images a valid signed provenance of the build region's
+    image names (from this pipeline, for this variant; None and why when there is none), DescribeImages
+    of every image in ``amis``, and the pipeline's account (the same reading as `scan --channel`'s)."""
+    region = pipeline.build_region
+    images = fan_out(sorted(amis), lambda r: aws.find_image(r, amis[r]))
+    booted = images[region]
+    if booted is None:
+        return None, f"{amis[region]} does not exist in {region}", images, ""
+    reader = evidence.Reader(aws, pipeline)
+    try:
+        found = reader.about(booted)
+        account = reader.where.account
+    except AmibuildError as exc:
+        return None, f"its statements could not be read: {exc}", images, ""
+    proof = evidence.provenance_of(found, pipeline.name, variant.name)
+    if proof is None:
+        return None, evidence.summarise(found, pipeline.name, variant.name).provenance, images, account
+    return evidence.built_by(proof), "", images, account
+
+
 def boot_test_settings(options: Any, *, boot_test: bool, cluster: str | None,
                        read_timeout: float | None = None, poll: float | None = None) -> boot.BootTestSettings | None:
     """build-ami's --boot-test [--cluster C], checked before any AWS work: the pipeline's test { ... }
@@ -121,14 +168,22 @@ def _run(r: TestAmiRequest, options: Options, *, say: Any, stop: Signals, read_t
     testnode.user_data(None, [variant], region=pipeline.build_region, cluster="")
     aws = Aws(profile=options.profile, region=pipeline.build_region)
     amis = find_amis(aws, pipeline, variant, ami=r.ami, run_id=r.run_id, channel=r.channel)
+    attestor = attest_sign.attestor(aws, pipeline, say)
+    left_out: tuple[str, ...] = ()
+    if attestor is not None and attestor.signer.usable and len(amis) > 1:
+        # the pipeline signs: another region's image is named (tagged, in the statement) only when the booted
+        # image's signed provenance names it; without a key nothing signed vouches for it and no gate takes it
+        built, why, images, account = provenance_facts(aws, pipeline, variant, amis)
+        amis, left_out = named_by_provenance(amis, pipeline.build_region, built=built, why=why, images=images,
+                                             account=account)
     settings = replace(settings, user_data=testnode.user_data(aws, [variant], region=pipeline.build_region,
                                                               cluster=settings.cluster))
     test_run = new_run_id()
     result = boot.boot_test(aws, variant=variant, amis=amis, region=pipeline.build_region, run_id=test_run,
                             settings=settings, cancelled=stop.requested, say=say, nodes=nodes)
+    result = replace(result, notes=(*left_out, *result.notes))
     tested = result.to_dict()
     if not stop.requested() and says_something(tested):  # the test statement, about the image in every region
-        attestor = attest_sign.attestor(aws, pipeline, say)
         if attestor is not None:
             stored = test_statement(attestor, tested, amis)
             say(stored.line())

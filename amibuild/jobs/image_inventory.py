@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 from amibuild.attest import store
 from amibuild.attest import predicates
 from amibuild.attest.sign import Attestor, Stored, attestor
-from amibuild.attest.statement import SCAN, ImageFacts
+from amibuild.attest.statement import SCAN
 from amibuild.aws import Aws, Image
 from amibuild.bake import record as records
 from amibuild.bake.build_plan import new_run_id
@@ -69,8 +69,7 @@ class Inventory:
 
     def of_this_build(self, image: Image, account: str) -> bool:
         """Whether ``image`` is one the signed provenance names, as it is today: the same packages."""
-        facts = ImageFacts(image.image_id, image.region, tuple(image.snapshot_ids))
-        return self.built.get(facts.arn(account)) == facts.digest
+        return evidence.names(self.built, image, account)
 
 
 def locate(aws: Aws, options: Options, pipeline: Any, variant: Any, label: str, flag: str) -> Located:
@@ -120,9 +119,8 @@ def inventory(aws: Aws, reader: evidence.Reader, pipeline: Any, variant: Any, wh
             text = body.decode("utf-8")
             scans_ = [v for v in found.scan if v.ok]
             ids = tuple(sorted({f.id for f in evidence.findings_of(scans_[-1])})) if scans_ else None
-            built = {str(s.get("name")): str((s.get("digest") or {}).get("sha256")) for s in proof.statement["subject"]}
             return Inventory(where, text, key, sbom.packages_of(text), inputs, str(inputs.get("os") or variant.os), ids,
-                             built)
+                             evidence.built_by(proof))
     raise NoSbom(f"{diffs.named(where.label, ami)}: no SBOM in s3://{place.bucket}/{store.image_prefix(pipeline.name, ami)}sbom/ "
                  f"has the digest its signed provenance records (sha256 {digest[:12]}): "
                  f"{'altered or removed' if keys else 'none is stored'}")

@@ -459,7 +459,8 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
         role_name = getattr(settings, "role", "") or profile
         statements.append(_statement("BootTestPassRole", ["iam:PassRole"], [f"arn:{arn.p}:iam::{arn.a}:role/{role_name}"],
                                      {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}))
-    return statements + _attest(arn, pipeline)  # the test statement
+    # the booted image's signed provenance, read as verify reads it: another region's image is named only when it names it
+    return statements + _attest_verify(arn, pipeline) + _attest(arn, pipeline)  # and the test statement
 
 
 # the tasks that send amibuild's events (amibuild.notify): build-ami publishes and boot-tests, publish
