@@ -442,6 +442,12 @@ def test_test_policy_allows_exactly_what_test_ami_calls(tmp_path: Path, sandbox,
     recorder.forget()
     tested = run_cli(tmp_path, "test-ami", "--variant", "ceph", "--ami", ami, env=through(recorder))
     assert tested.returncode == 0, tested.stderr
+    # and what a channel holds (--channel reads it): the same policy
+    amis = json.loads(built.stdout)["variants"][0]["amis"]
+    published = run_cli(tmp_path, "publish", "--variant", "ceph", "--ami", ",".join(f"{r}={a}" for r, a in amis.items()))
+    assert published.returncode == 0, published.stderr
+    by_channel = run_cli(tmp_path, "test-ami", "--variant", "ceph", "--channel", "recommended", env=through(recorder))
+    assert by_channel.returncode == 0, by_channel.stderr
     document = iam.policy("test", load(tmp_path / "amibuild.hcl"), account=ACCOUNT_ID)
     assert_policy_matches_calls("test", document, recorder)
     statements = {s["Sid"]: s for s in document["Statement"]}

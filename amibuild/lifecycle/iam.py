@@ -443,6 +443,7 @@ def _test(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None) 
         _statement("BootTestResultTags", ["ec2:CreateTags"], [f"arn:{arn.p}:ec2:*::image/*"],
                    {"StringEquals": {f"aws:ResourceTag/{tags.PIPELINE}": pipeline.name}}),
         _statement("BootTestSsmRead", ["ssm:DescribeInstanceInformation", "ssm:GetCommandInvocation"]),
+        _statement("ChannelsRead", ["ssm:GetParameter"], arn.channels),  # test-ami --channel
         _statement("BootTestRunShellScript", ["ssm:SendCommand"], [f"arn:{arn.p}:ssm:*::document/AWS-RunShellScript"]),
         _statement("BootTestRunOnTestInstances", ["ssm:SendCommand"], [f"arn:{arn.p}:ec2:*:{arn.a}:instance/*"],
                    {"Null": {f"ssm:resourceTag/{tags.RUN_ID}": "false"}}),
