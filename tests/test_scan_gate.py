@@ -172,3 +172,9 @@ def test_a_scan_of_a_channel_names_only_the_images_of_the_build_whose_sbom_was_s
     assert out["findings"] == []  # the build region's image: its own SBOM, clean
     assert out["amis"] == {"us-west-2": first["us-west-2"]}
     assert not any(k.startswith(store.image_prefix("scn", other["eu-west-1"])) for k in out["statement"]["keys"])
+    # and it says so: the region's image, and why it is not in the statement
+    (line,) = out["left_out"]
+    assert line.startswith(f"{other['eu-west-1']} in eu-west-1 left out (not in the scan statement): not named by the "
+                           f"signed provenance of the scanned image {first['us-west-2']}")
+    shown = run_cli(tmp_path, "scan", "--variant", "ceph", "--channel", "candidate")
+    assert f"  note: {line}" in shown.stdout

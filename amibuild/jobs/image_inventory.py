@@ -294,14 +294,16 @@ class ScanResult:
     scanned: Scanned
     policy: scans.ScanPolicy | None  # the channel's `scan` block, when it has one
     verdict: scans.ScanVerdict | None
+    left_out: tuple[str, ...] = ()  # the channel's images in other regions the statement does not name, and why
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "variant": self.variant, **self.scanned.to_dict(),
                 "policy": None if self.policy is None else {"max_severity": self.policy.max_severity},
-                "refused": None if self.verdict is None else self.verdict.reasons()}
+                "refused": None if self.verdict is None else self.verdict.reasons(), "left_out": list(self.left_out)}
 
     def lines(self) -> list[str]:
         out = [f"scan {self.variant} {self.label}: " + ", ".join(f"{r} {a}" for r, a in sorted(self.scanned.amis.items()))]
+        out += [f"  note: {line}" for line in self.left_out]
         out += self.scanned.lines()
         if self.verdict is not None and self.policy is not None:
             out.append(f"  scan policy (refuses {self.policy.max_severity} and above): "
@@ -324,11 +326,16 @@ def run_scan(request: ScanRequest, opts: Options) -> ScanResult:
     reader = evidence.Reader(aws, pipeline)
     found = inventory(aws, reader, pipeline, variant, where)
     amis = {where.region: where.image.image_id}
+    left_out: list[str] = []
     if request.channel:  # the statement names the channel's image in every region that holds this build (its SBOM)
         for target in channel_targets(aws, pipeline, variant, request.channel, pipeline.target_regions):
-            if target.image is not None and target.region not in amis and found.of_this_build(target.image,
-                                                                                              reader.where.account):
+            if target.image is None or target.region in amis:
+                continue
+            if found.of_this_build(target.image, reader.where.account):
                 amis[target.region] = target.ami
+            else:
+                left_out.append(f"{target.ami} in {target.region} left out (not in the scan statement): not named by the "
+                                f"signed provenance of the scanned image {where.image.image_id} (another build)")
     who = attestor(aws, pipeline, say=lambda _: None)
     if who is None:
         raise AmibuildError("scan: the findings cannot be kept as a statement: the attestation settings cannot be read")
@@ -340,7 +347,7 @@ def run_scan(request: ScanRequest, opts: Options) -> ScanResult:
         # an ignore's `until` is read on AWS's clock (the channel's history answer), never this machine's
         now = aws.dated_history(parameter_name(pipeline, variant, str(request.channel)), pipeline.build_region).answered_at
         verdict = scans.judge(done.findings, policy, now or datetime.max)
-    return ScanResult(label, variant.name, done, policy, verdict)
+    return ScanResult(label, variant.name, done, policy, verdict, tuple(left_out))
 
 
 def scan_built(aws: Aws, attestor: Attestor, plan: Any, sboms: Mapping[str, Any], say: Any) -> dict[str, Any]:
