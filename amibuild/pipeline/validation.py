@@ -23,6 +23,7 @@ _K8S = re.compile(r"^1\.([0-9]+)\Z")
 # the upstream base also takes a patch release (its binaries live under 1.N.P/<build date>/)
 _K8S_PATCH = re.compile(r"^1\.([0-9]+)\.[0-9]+\Z")
 VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
+MAX_STANDARD_GIB = 1024  # the largest magnetic (volume_type "standard") EBS volume
 
 
 def validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> None:
@@ -150,6 +151,12 @@ def validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, ro
         if not VAR_NAME.match(key):
             raise SpecError(f"{origin[key]}: {key!r} is not a valid Packer variable name")
         checks.packer_variable(key, value, origin[key], known_regions=known_regions())
+    volume_type = _choice(m["volume_type"], VOLUME_TYPES, at("volume_type"))
+    if volume_type == "standard" and volume_size > MAX_STANDARD_GIB:
+        # EBS volume types: a magnetic volume holds 1 GiB to 1 TiB; RunInstances refuses more, after render
+        raise SpecError(f"{at('volume_size')}: volume_size {volume_size} GiB is more than a standard (magnetic) "
+                        f"volume holds ({MAX_STANDARD_GIB} GiB); give at most {MAX_STANDARD_GIB}, or use "
+                        f"volume_type = \"gp3\" ({at('volume_type')})")
     return Variant(
         name=name,
         base=base,
@@ -160,7 +167,7 @@ def validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, ro
         arch=arch,
         instance_type=checked["instance_type"],
         volume_size=volume_size,
-        volume_type=_choice(m["volume_type"], VOLUME_TYPES, at("volume_type")),
+        volume_type=volume_type,
         encrypted=encrypted,
         kms_key_id=kms_key_id,
         subnet_id=checked["subnet_id"],
