@@ -67,9 +67,11 @@ def region_keys(variant: Any, regions: Iterable[str], copy_to: Iterable[str]) ->
 
 
 def check(variant: Any, regions: Iterable[str], copy_to: Iterable[str], ami_users: Iterable[str], *,
-          known_regions: frozenset[str], where: str, file_regions: Iterable[str] = ()) -> None:
+          known_regions: frozenset[str], where: str, file_regions: Iterable[str] = (),
+          partitions: Mapping[str, str] = MappingProxyType({})) -> None:
     """Refuse (SpecError, exit 2) a key map that cannot work, naming the region and the field.
-    ``file_regions``: the file's build regions when --region narrowed this run's."""
+    ``file_regions``: the file's build regions when --region narrowed this run's; ``partitions``: each
+    region's partition (aws, aws-cn, ...), which a key ARN names too."""
     regions, copy_to, shared = tuple(regions), tuple(copy_to), tuple(ami_users)
     field_at = variant.origins.get(FIELD, f"{where}: variant \"{variant.name}\": {FIELD}")
     kms_at = variant.origins.get("kms_key_id", f"{where}: variant \"{variant.name}\": kms_key_id")
@@ -88,6 +90,12 @@ def check(variant: Any, regions: Iterable[str], copy_to: Iterable[str], ami_user
                             f"arn:aws:kms:{region}:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab")
     keys = region_keys(variant, regions, copy_to)
     for region, key in keys.items():
+        match = _ARN.match(key)
+        partition = partitions.get(region)
+        if match and partition and match.group(1) != partition:
+            label = f"{field_at}[\"{region}\"]" if region in variant.region_kms_key_ids else kms_at
+            raise SpecError(f"{label}: key {key} is an ARN of the {match.group(1)} partition, but {region} is in "
+                            f"{partition}: write it arn:{partition}:kms:{key.split(':', 3)[3]}")
         owner = key_region(key)
         if owner and owner != region:
             label = f"{field_at}[\"{region}\"]" if region in variant.region_kms_key_ids else kms_at

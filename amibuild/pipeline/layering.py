@@ -19,8 +19,8 @@ from amibuild.errors import SpecError, VarFileError
 from amibuild.notify.destination import EventTarget, event_target
 from amibuild.pipeline import attestation, value_checks as checks, files, imagetests, keys, naming, protection
 from amibuild.pipeline.model import ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS, LAYERS, Overrides, Pipeline
-from amibuild.pipeline.validation import (VAR_NAME, bool_value, known_regions, list_value, str_list, str_map, str_value,
-                                          validate_pipeline, validate_variant)
+from amibuild.pipeline.validation import (VAR_NAME, bool_value, known_regions, list_value, region_partitions, str_list,
+                                          str_map, str_value, validate_pipeline, validate_variant)
 from amibuild.suggest import one_block, suggest
 
 _VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
@@ -152,7 +152,8 @@ def load(
             )
     for variant in variants:  # each region's key, and whether the accounts shared with can use it
         keys.check(variant, regions, pipeline_kwargs["copy_to"], pipeline_kwargs["ami_users"],
-                   known_regions=known_regions(), where=where, file_regions=pipeline_kwargs["file_regions"])
+                   known_regions=known_regions(), where=where, file_regions=pipeline_kwargs["file_regions"],
+                   partitions=region_partitions())
     for variant in variants:  # who may launch each image, and whether it carries credentials
         checks.sharing(variant, pipeline_kwargs["ami_users"], where=where,
                        public=bool_value(settings.get("public", False), f"{where}: pipeline.public"),

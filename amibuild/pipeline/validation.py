@@ -36,6 +36,16 @@ def validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> Non
         label = "--region" if field_name == "regions" and from_flag else f"{where}: pipeline.{field_name.removeprefix('file_')}"
         for region in kw.get(field_name, ()):
             checks.region(region, label, known_regions())
+    # one partition: EC2 copies images and KMS keys work only within the partition of the build region
+    first = next(iter(kw.get("regions", ())), None)
+    for field_name in ("regions", "copy_to"):  # not file_regions: --region may build elsewhere than the file says
+        label = "--region" if field_name == "regions" and from_flag else f"{where}: pipeline.{field_name}"
+        for region in kw.get(field_name, ()):
+            theirs, ours = region_partitions()[region], region_partitions()[first]
+            if theirs != ours:
+                raise SpecError(f"{label}: {region} is in the {theirs} partition, but the pipeline builds in {first} "
+                                f"({ours}); an image cannot be copied between partitions: give {region} a pipeline "
+                                "file of its own")
     for key, check in (("parameter_template", naming.check_template), ("default_channel", naming.check_channel)):
         if kw[key] is not None:
             try:
@@ -193,10 +203,17 @@ def validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, ro
 def known_regions() -> frozenset[str]:
     """Every region botocore knows, across partitions, read straight from its endpoints data
     (a tenth of the time a botocore session takes to answer the same question)."""
+    return frozenset(region_partitions())
+
+
+@functools.cache
+def region_partitions() -> Mapping[str, str]:
+    """Each region botocore knows -> its partition (aws, aws-cn, aws-us-gov, ...), from its endpoints data."""
     # botocore's package found, not imported: its data file is all this needs
     data = Path(importlib.util.find_spec("botocore").origin).parent / "data" / "endpoints.json"
     raw = data.read_bytes() if data.exists() else gzip.decompress(data.with_suffix(".json.gz").read_bytes())
-    return frozenset(region for partition in json.loads(raw)["partitions"] for region in partition["regions"])
+    return MappingProxyType({region: partition["partition"] for partition in json.loads(raw)["partitions"]
+                             for region in partition["regions"]})
 
 
 def _choice(value: Any, choices: Sequence[str], where: str) -> str:
