@@ -46,6 +46,9 @@ def test_image_arns_name_the_partition_region_and_account():
     assert record.image_arn("eu-west-1", ACCOUNT, "ami-1") == f"arn:aws:ec2:eu-west-1:{ACCOUNT}:image/ami-1"
     assert record.image_arn("cn-north-1", ACCOUNT, "ami-1").startswith("arn:aws-cn:ec2:cn-north-1:")
     assert record.image_arn("us-gov-west-1", ACCOUNT, "ami-1").startswith("arn:aws-us-gov:")
+    # every partition botocore knows, the newer ones too (European Sovereign Cloud, ISO-E, ISO-F)
+    assert record.image_arn("eusc-de-east-1", ACCOUNT, "ami-1").startswith("arn:aws-eusc:ec2:eusc-de-east-1:")
+    assert record.image_arn("us-isof-south-1", ACCOUNT, "ami-1").startswith("arn:aws-iso-f:")
 
 
 def test_pae_is_the_dsse_v1_encoding():

@@ -14,6 +14,8 @@ import hashlib
 import json
 from typing import Any, Iterable
 
+from amibuild.pipeline.validation import region_partitions
+
 
 def canonical_json(value: Any) -> bytes:
     """``value`` as canonical JSON: sorted keys, no whitespace, UTF-8 (not ASCII-escaped)."""
@@ -29,12 +31,9 @@ def record_digest(image_id: str, region: str, snapshot_ids: Iterable[str]) -> st
     return hashlib.sha256(canonical_json(image_record(image_id, region, snapshot_ids))).hexdigest()
 
 
-_PARTITIONS = (("cn-", "aws-cn"), ("us-gov-", "aws-us-gov"), ("us-iso-", "aws-iso"), ("us-isob-", "aws-iso-b"))
-
-
 def partition(region: str) -> str:
-    """The AWS partition a region belongs to (aws, aws-cn, aws-us-gov, ...)."""
-    return next((name for prefix, name in _PARTITIONS if region.startswith(prefix)), "aws")
+    """The AWS partition a region belongs to (aws, aws-cn, aws-us-gov, aws-eusc, ...), from botocore's data."""
+    return region_partitions().get(region, "aws")
 
 
 def image_arn(region: str, account: str, image_id: str) -> str:
