@@ -209,13 +209,15 @@ class Lease:
         put back the value their put replaced, so the winner's value stands."""
         value = self._new_value()
         version = self.store.overwrite_parameter(self.name, value, self.region, description=self.description)
-        if version == stale.version + 1:
+        replaced = next((p for p in self.store.parameter_history(self.name, self.region)
+                         if p.version == version - 1), None)
+        # the version number alone does not prove it: the stale lease may have been given back and taken
+        # afresh meanwhile (versions count from 1 again), so the version replaced must be the stale value
+        if version == stale.version + 1 and replaced is not None and replaced.value == stale.value:
             self._hold(value)
             self.took_over = parse_holder(stale.value)
             self.took_over_why = "expired" if self.took_over.expired(self.clock()) else "gone"
             return True
-        replaced = next((p for p in self.store.parameter_history(self.name, self.region)
-                         if p.version == version - 1), None)
         current = self.store.find_parameter(self.name, self.region)
         if replaced is not None and current is not None and current.version == version:
             self.store.overwrite_parameter(self.name, replaced.value, self.region, description=self.description)
