@@ -126,7 +126,7 @@ class Lease:
 
     def __init__(self, store: LeaseStore, name: str, region: str, *, run_id: str, owner: str | None = None,
                  operation: str = "", ttl: float = DEFAULT_TTL, clock: Callable[[], float] = time.time,
-                 description: str = "") -> None:
+                 description: str = "", monotonic: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.name = name
         self.region = region
@@ -135,12 +135,14 @@ class Lease:
         self.operation = operation
         self.ttl = ttl
         self.clock = clock
+        self.monotonic = monotonic
         self.description = (description or f"amibuild lease held by run {run_id}")[:1024]
         self.token = uuid.uuid4().hex  # tells this lease's own value from any other, even of the same run
         self.took_over: Holder | None = None  # the stale holder this lease replaced, if any
         self.took_over_why = ""  # "expired" or "gone" (its process on this machine no longer exists)
         self._value: str | None = None
-        self._since = 0.0  # monotonic time of the last take or renewal
+        self._since = 0.0  # monotonic time the held value's expiry was set at (its take or renewal)
+        self._made: dict[str, float] = {}  # value -> monotonic time its expiry was set at
         self._lock = threading.Lock()
 
     @property
@@ -154,7 +156,7 @@ class Lease:
     def remaining(self) -> float:
         """Seconds left before others may take the lease over, on our own monotonic clock (which
         runs on while the process is stopped: a SIGSTOPped holder finds its lease run out)."""
-        return self.ttl - (time.monotonic() - self._since) if self.held else 0.0
+        return self.ttl - (self.monotonic() - self._since) if self.held else 0.0
 
     def ensure(self, margin: float) -> bool:
         """Make sure the lease is still ours for at least `margin` more seconds, renewing it when
@@ -172,12 +174,20 @@ class Lease:
         return self.renew()
 
     def _new_value(self) -> str:
-        return Holder(self.owner, self.run_id, round(self.clock() + self.ttl, 3), self.operation,
-                      self.token).to_value()
+        started = self.monotonic()
+        value = Holder(self.owner, self.run_id, round(self.clock() + self.ttl, 3), self.operation,
+                       self.token).to_value()
+        self._made[value] = started
+        while len(self._made) > 8:  # a waiter makes a value a try: the latest few are the ones a put can have left
+            del self._made[next(iter(self._made))]
+        return value
 
     def _hold(self, value: str) -> None:
+        # counted from when its expiry was set, not from when the put answered (a throttled put is retried
+        # for a while): others may take the lease over at the expiry the value says
         self._value = value
-        self._since = time.monotonic()
+        self._since = self._made.get(value, self.monotonic())
+        self._made.clear()
 
     def try_acquire(self) -> Holder | None:
         """Take the lease: None when this lease now holds it, else the live holder."""
@@ -209,13 +219,15 @@ class Lease:
         put back the value their put replaced, so the winner's value stands."""
         value = self._new_value()
         version = self.store.overwrite_parameter(self.name, value, self.region, description=self.description)
-        if version == stale.version + 1:
+        replaced = next((p for p in self.store.parameter_history(self.name, self.region)
+                         if p.version == version - 1), None)
+        # the version number alone does not prove it: the stale lease may have been given back and taken
+        # afresh meanwhile (versions count from 1 again), so the version replaced must be the stale value
+        if version == stale.version + 1 and replaced is not None and replaced.value == stale.value:
             self._hold(value)
             self.took_over = parse_holder(stale.value)
             self.took_over_why = "expired" if self.took_over.expired(self.clock()) else "gone"
             return True
-        replaced = next((p for p in self.store.parameter_history(self.name, self.region)
-                         if p.version == version - 1), None)
         current = self.store.find_parameter(self.name, self.region)
         if replaced is not None and current is not None and current.version == version:
             self.store.overwrite_parameter(self.name, replaced.value, self.region, description=self.description)

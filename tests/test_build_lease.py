@@ -73,6 +73,35 @@ def test_renew_pushes_the_expiry_and_fails_once_taken_over(aws: Aws) -> None:
     assert mine.renew() is False and not mine.held
 
 
+class SlowPuts:
+    """The gateway, whose lease puts take ``seconds`` (throttled and retried) on the test's clock."""
+
+    def __init__(self, aws: Aws, clock: Clock, seconds: float) -> None:
+        self.aws, self.clock, self.seconds = aws, clock, seconds
+
+    def __getattr__(self, name: str):
+        return getattr(self.aws, name)
+
+    def put_parameter_if_absent(self, *args, **kwargs):
+        self.clock.now += self.seconds
+        return self.aws.put_parameter_if_absent(*args, **kwargs)
+
+    def overwrite_parameter(self, *args, **kwargs):
+        self.clock.now += self.seconds
+        return self.aws.overwrite_parameter(*args, **kwargs)
+
+
+def test_a_holder_counts_its_lease_from_when_it_wrote_the_expiry_not_from_when_the_put_answered(aws: Aws) -> None:
+    clock = Clock()
+    mine = Lease(SlowPuts(aws, clock, 100), NAME, REGION, run_id="run-a", owner="tester run-a", ttl=300,
+                 clock=clock, monotonic=clock)
+    assert mine.try_acquire() is None
+    others_see = parse_holder(aws.find_parameter(NAME, REGION).value).expires - clock.now  # 200 s left for others
+    assert mine.remaining() == pytest.approx(others_see)
+    assert mine.renew() is True  # the new expiry too is set 100 s before the put answers
+    assert mine.remaining() == pytest.approx(parse_holder(aws.find_parameter(NAME, REGION).value).expires - clock.now)
+
+
 def test_a_value_that_is_not_a_lease_counts_as_expired() -> None:
     holder = parse_holder("not json")
     assert holder.expired(0.0) and holder.run_id == "unknown"

@@ -132,6 +132,17 @@ def test_only_a_soak_left_says_when_it_is_due():
     assert untested.due_at is None  # a test result does not come by waiting
 
 
+def test_the_soak_says_its_times_in_utc_whatever_zone_the_history_dates_come_in():
+    # botocore gives LastModifiedDate in the machine's local zone (tzlocal); the same instants here at UTC+2
+    local = timezone(timedelta(hours=2))
+    soaking = gates.decide(STABLE, images={"us-west-2": image()}, came_from="recommended",
+                           evidence={"us-west-2": proof("passed")},
+                           source_history={"us-west-2": [version("ami-0123456789abcdef0", 1, T0.astimezone(local))]},
+                           now=T0 + timedelta(hours=1))
+    assert "(since 2026-12-01 12:00 UTC); due at 2026-12-04 12:00 UTC, in 2d 23h" in soaking.missing[0]
+    assert soaking.due_at == T0 + timedelta(hours=72) and soaking.due_at.utcoffset() == timedelta(0)
+
+
 def test_an_override_passes_an_unmet_gate_and_says_why_in_the_history_note():
     decision = gates.decide(STABLE, images={"us-west-2": image()}, came_from=None, now=T0, override="CVE fix",
                             evidence={"us-west-2": proof(None)})

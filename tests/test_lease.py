@@ -70,6 +70,22 @@ def test_of_two_writers_taking_over_one_expired_lease_only_the_first_holds_it(sa
         lease_mod.acquire_channel(aws, NAME, REGION, operation="publish", guard=Guard(owner="y", wait=0))
 
 
+def test_a_take_over_of_a_lease_deleted_and_taken_afresh_meanwhile_does_not_hold_it_too(sandbox) -> None:
+    aws = Aws(region=REGION)
+    ssm = boto3.client("ssm", region_name=REGION)
+    dead = holder("dead", expires_in=-60).to_value()
+    ssm.put_parameter(Name=NAME, Value=dead, Type="String")
+    stale = aws.find_parameter(NAME, REGION)  # the taker reads version 1, expired
+    assert aws.delete_parameter_if_value(NAME, dead, REGION)  # its holder gives it back late
+    fresh = lease_mod.acquire_channel(aws, NAME, REGION, operation="publish", guard=Guard(owner="w", wait=0))
+    assert fresh.took_over is None  # created afresh: version 1 again
+    taker = Lease(aws, NAME, REGION, run_id="run-x", owner="x", operation="publish", ttl=300)
+    assert taker._take_over(stale) is False  # its put (version 2) replaced w's live lease, not the stale one
+    assert not taker.held
+    assert lease_value()["owner"] == "w"
+    assert fresh.release() == ""
+
+
 def test_a_lease_that_is_not_amibuilds_json_counts_as_stale_and_is_taken_over(sandbox) -> None:
     boto3.client("ssm", region_name=REGION).put_parameter(Name=NAME, Value="garbage", Type="String")
     taken = lease_mod.acquire_channel(Aws(region=REGION), NAME, REGION, operation="publish", guard=Guard(owner="z", wait=0))

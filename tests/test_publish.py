@@ -388,6 +388,20 @@ def test_history_lists_every_version_with_ami_fingerprint_run_id_and_writer(sand
     assert entries[0].to_dict()["modified"].startswith("20")
 
 
+def test_history_of_every_channel_lists_them_when_the_name_template_has_no_k8s(sandbox, tmp_path: Path):
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE.replace(
+        'copy_to    = ["eu-west-1"]', 'copy_to    = ["eu-west-1"]\n  parameter_template = "{prefix}/{pipeline}/{variant}/{channel}"'))
+    pipeline = load(tmp_path / "amibuild.hcl")
+    ceph = next(v for v in pipeline.variants if v.name == "ceph")
+    amis = build("fp1")
+    do_publish(pipeline, ceph, amis, run_id="run-1")
+    publish.promote(gateway(), pipeline=pipeline, variant=ceph, source="recommended", target="stable")
+    entries = channel_status.history(gateway(), pipeline=pipeline, variant=ceph, region="us-west-2")
+    assert [(e.channel, e.parameter, e.version, e.ami) for e in entries] == [
+        ("recommended", "/amibuild/eks-workers/ceph/recommended", 1, amis["us-west-2"]),
+        ("stable", "/amibuild/eks-workers/ceph/stable", 1, amis["us-west-2"])]
+
+
 def test_channels_lists_every_variant_channel_and_region(sandbox, pipeline, ceph):
     amis = build("fp1")
     do_publish(pipeline, ceph, amis)

@@ -16,7 +16,7 @@ Why it is built this way: docs/dev/decisions.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from itertools import takewhile
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -131,6 +131,8 @@ def decide(gate: Any, *, images: Mapping[str, Image | None], came_from: str | No
         absent = sorted(r for r, s in starts.items() if s is None) or ([] if starts else ["every region"])
         ami = ", ".join(sorted({image.image_id for image in images.values() if image})) or "the image"
         since = None if absent else max(s for s in starts.values() if s is not None)
+        if since is not None and since.tzinfo is not None:  # botocore dates it in the local zone; said as UTC
+            since = since.astimezone(timezone.utc)
         needed = timedelta(seconds=gate.soak)
         if since is None:
             missing.append(f"soak: {ami} is not in {gate.source} now ({', '.join(absent)})")

@@ -66,7 +66,7 @@ def history(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channel: 
     else:
         found = channels(aws, pipeline=pipeline, regions=regions)
         names = sorted({e.channel for e in found if e.variant == variant.name and e.ami is not None
-                        and e.k8s == variant.kubernetes_version})
+                        and e.k8s in ("", variant.kubernetes_version)})  # "": the template names no {k8s}
     jobs = [(c, r) for c in names for r in regions]
 
     def read(job: tuple[str, str]) -> list[HistoryEntry]:
