@@ -224,6 +224,35 @@ def test_raw_lines_are_kept_aside():
     assert result.unparsed == ["panic: boom"]
 
 
+# recorded from Packer 1.6.6 (`null` builder, a shell-local provisioner that echoes to stdout and to
+# stderr, exit 0): a provisioner's stderr comes out as `ui,error` lines of a build that succeeded
+PROVISIONER_STDERR = [
+    "1796681053,,ui,say,==> null.worker: Running local shell script: /tmp/packer-shell2199319393\n",
+    "1796681053,,ui,message,    null.worker: to stdout%!(PACKER_COMMA) yes\n",
+    "1796681053,,ui,error,==> null.worker: to stderr%!(PACKER_COMMA) warning\n",
+    "1796681053,,ui,say,Build 'null.worker' finished after 8 milliseconds 675 microseconds.\n",
+    "1796681053,,ui,say,\\n==> Wait completed after 8 milliseconds 840 microseconds\n",
+    "1796681053,,ui,say,\\n==> Builds finished. The artifacts of successful builds are:\n",
+    "1796681053,null.worker,artifact-count,1\n",
+    "1796681053,null.worker,artifact,0,builder-id,fnoeding.null\n",
+    "1796681053,null.worker,artifact,0,id,Null\n",
+    "1796681053,null.worker,artifact,0,end\n",
+]
+
+
+def test_provisioner_stderr_of_a_build_that_finished_is_not_an_error():
+    result = parse_machine_readable(PROVISIONER_STDERR)
+    assert result.errors == [] and result.first_error is None
+    assert result.failed_step is None
+
+
+def test_provisioner_stderr_of_a_build_that_never_finished_is_kept():
+    # no "finished" line (Packer killed outright): nothing says the build went well
+    result = parse_machine_readable(PROVISIONER_STDERR[:3])
+    assert result.errors == ["null.worker: to stderr, warning"]
+    assert result.failed_step == "Running local shell script"
+
+
 # --------------------------------------------------------------------------------- progress_step
 
 

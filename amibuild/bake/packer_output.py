@@ -130,6 +130,8 @@ class BuildResult:
 
 
 _BUILD_ERRORED = re.compile(r"^Build '([^']+)' errored after [^:]*: (.*)\Z", re.DOTALL)
+_BUILD_FINISHED = re.compile(r"^Build '([^']+)' finished after ")
+_TARGETED = re.compile(r"^==> ([A-Za-z0-9_.-]+): ")  # a build's own error line, not Packer's summary (-->)
 _ARROW = re.compile(r"^(?:==>|-->) ")
 _ARROW_TARGET = re.compile(r"^(?:==>|-->) ([A-Za-z0-9_.-]+): ")
 _CANCEL = ("Cancelling build after receiving", "Cleanly cancelled builds after being interrupted")
@@ -178,19 +180,23 @@ def parse_machine_readable(lines: Iterable[str]) -> BuildResult:
     Packer prints an artifact once per post-processor that keeps it (1.6.6 with a manifest
     post-processor prints the same AMIs as artifact 0 and 1); identical copies merge, copies that
     disagree raise `PackerOutputError`.
+
+    A ``==> <build>: ...`` error line is a step's error or a line a provisioner wrote to stderr
+    (Packer prints both alike); it counts unless Packer then says that build finished.
     """
     artifact_fields: dict[tuple[str, str], dict[str, str]] = {}
-    errors: list[str] = []
+    # in stream order: (error message or None, the build whose "finished" withdraws it, step then)
+    events: list[tuple[str | None, str | None, str | None]] = []
+    finished: set[str] = set()
     build_errors: dict[str, str] = {}
     error_count: int | None = None
     cancelled = False
     step: str | None = None
-    failed_step: str | None = None
     unparsed: list[str] = []
 
-    def add_error(message: str | None) -> None:
-        if message and message not in errors:
-            errors.append(message)
+    def add_error(message: str | None, build: str | None = None, at: str | None = None) -> None:
+        if message:
+            events.append((message, build, at))
 
     for raw in lines:
         line = parse_line(raw)
@@ -218,17 +224,22 @@ def parse_machine_readable(lines: Iterable[str]) -> BuildResult:
             kind, text = line.data[0], line.data[1]
             if text.strip("\n").startswith(_CANCEL):
                 cancelled = True
-                failed_step = failed_step or step
+                events.append((None, None, step))
             if kind == "error":
-                message = _error_message(text)
-                if message:
-                    failed_step = failed_step or step
-                add_error(message)
+                targeted = _TARGETED.match(text)
+                add_error(_error_message(text), targeted.group(1) if targeted else None, step)
             elif kind == "say":
+                done = _BUILD_FINISHED.match(text)
+                if done:
+                    finished.add(done.group(1))
                 current = _step(text)
                 if current and current.startswith(_STEP_FAILED):
-                    failed_step = failed_step or step
+                    events.append((None, None, step))
                 step = current or step
+
+    kept = [(message, at) for message, build, at in events if build is None or build not in finished]
+    errors = list(dict.fromkeys(message for message, _ in kept if message))
+    failed_step = next((at for _, at in kept if at), None)
 
     artifacts: dict[str, dict[str, str]] = {}
     for (target, index), fields in artifact_fields.items():
