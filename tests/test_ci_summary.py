@@ -201,3 +201,15 @@ def test_rehearse_summary_rows_say_each_verdict_and_why() -> None:
         ["linted", "failed", "0", "2s", "shellcheck: scripts/proxy.sh:7: warning SC2086: Double quote to prevent globbing"],
         ["users", "passed", "0", "2s", "-"],  # a user's script's findings are warnings, not failures
     ]
+
+
+def test_channels_summary_says_when_each_was_written_in_utc_whatever_the_zone_botocore_gave() -> None:
+    """botocore dates LastModifiedDate in the machine's zone; the summary, like `channels --history`, says UTC."""
+    from datetime import datetime, timedelta, timezone
+    from types import SimpleNamespace
+
+    written = datetime(2026, 12, 4, 23, 16, tzinfo=timezone(timedelta(hours=-5)))  # 2026-12-05 04:16 UTC
+    entry = SimpleNamespace(variant="ceph", channel="stable", region="us-west-2", ami="ami-0123456789abcdef0",
+                            version=3, modified=written)
+    assert rows_of(summary.channels_markdown([entry]), "### amibuild channels") == [
+        ["ceph", "stable", "us-west-2", "`ami-0123456789abcdef0`", "3", "2026-12-05 04:16"]]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from datetime import timezone
 from typing import Any, Iterable, Sequence
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -156,7 +157,8 @@ def rollout_markdown(result: Any) -> str:
 
 def channels_markdown(entries: Sequence[Any]) -> str:
     rows = [(e.variant, e.channel, e.region, f"`{e.ami}`" if e.ami else "missing", e.version or "-",
-             e.modified.strftime("%Y-%m-%d %H:%M") if e.modified else "-") for e in entries]
+             # botocore dates it in the local zone; said in UTC, as everywhere else
+             e.modified.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M") if e.modified else "-") for e in entries]
     return "\n".join(["### amibuild channels", ""]
                      + table(["variant", "channel", "region", "AMI", "version", "written"], rows))
 
