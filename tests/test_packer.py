@@ -23,6 +23,7 @@ from amibuild.bake.packer import (
     PackerVersion,
     cross_check,
     error_summary,
+    escape_field,
     manifest_builds,
     parse_line,
     parse_machine_readable,
@@ -107,6 +108,12 @@ def test_parse_line_splits_data_fields_on_real_commas_only():
     )
     parsed = parse_line(line)
     assert parsed.data == ("0", "id", "eu-west-1:ami-1,us-east-1:ami-2")
+
+
+def test_escape_field_writes_a_value_as_packer_does_and_parse_line_reads_it_back():
+    text = "pa,ss\nword\r"
+    assert escape_field(text) == "pa%!(PACKER_COMMA)ss\\nword\\r"
+    assert parse_line(f"1,,ui,say,{escape_field(text)}").data == ("say", text)
 
 
 def test_parse_line_keeps_an_empty_data_field():

@@ -135,3 +135,39 @@ def test_a_password_in_proxy_and_repo_urls_is_written_and_printed_nowhere(sandbo
     assert f"user:{PASSWORD}@proxy.local:3128" in user_data
     assert "user data still carries them" in deployed.stderr
     assert "NoEcho parameter ProxyCredentials" in deployed.stderr
+
+
+def test_a_password_packer_prints_with_its_commas_escaped_is_masked_in_packer_log(tmp_path: Path) -> None:
+    """Packer escapes "," as %!(PACKER_COMMA) on its machine-readable stream: a password with a comma
+    (a legal userinfo character) reaches packer.log in that form, and is masked in it too."""
+    import io
+    import os
+    from types import SimpleNamespace
+
+    from amibuild.bake.build_plan import BuildDecision
+    from amibuild.bake.executor import Executor
+    from amibuild.bake.packer import Packer
+    from amibuild.bake.progress import Progress
+
+    password = "S3cret,Pass"
+    fake = tmp_path / "packer"
+    fake.write_text("#!/bin/sh\n"
+                    "if [ \"$1\" = version ]; then echo 'Packer v1.6.6'; exit 0; fi\n"
+                    "echo '1796000023,,ui,message,    amazon-ebs.worker: proxy password S3cret%!(PACKER_COMMA)Pass'\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    directory = tmp_path / "v"
+    directory.mkdir()
+    item = SimpleNamespace(name="v", fingerprint="0" * 64, decision=BuildDecision.BUILD, reason="new", existing={},
+                           directory=directory,
+                           rendered=SimpleNamespace(secret_env={"PKR_VAR_http_proxy": f"http://user:{password}@proxy:3128"},
+                                                    packer_env={}, variant=SimpleNamespace(origins={})))
+    plan = SimpleNamespace(items=(item,), to_build=(item,), run_id="20261204T221600Z-abc123", regions=("us-west-2",),
+                           force=False, pipeline=SimpleNamespace(build_region="us-west-2"))
+    packer = Packer(str(fake), env={"PATH": os.environ["PATH"]})
+    with Progress(["v"], stream=io.StringIO(), live=False) as progress:
+        outcome, = Executor(plan, packer, None, provenance=lambda _: {}, progress=progress, parallel=1).build()
+    assert outcome.status == "failed"
+    log = (directory / "packer.log").read_text()
+    assert "proxy password ***" in log, log
+    assert "S3cret" not in log, log

@@ -33,8 +33,8 @@ from amibuild.bake import leftovers as leftovers_mod
 from amibuild.bake.decide import (LeaseStep, PackerEnd, PackerFacts, Reuse, lease_step, packer_end,
                                   reuse_after_lease, should_look_for_reuse)
 from amibuild.lease import Lease
-from amibuild.bake.packer import (Packer, cross_check, input_refusal, manifest_builds, parse_machine_readable,
-                                   progress_step, temp_prefix)
+from amibuild.bake.packer import (Packer, cross_check, escape_field, input_refusal, manifest_builds,
+                                   parse_machine_readable, progress_step, temp_prefix)
 from amibuild.bake.outcome import BuildOutcome, BuildStatus, WorkingOutcome
 from amibuild.bake.build_plan import BuildPlan, BuildDecision, PlanItem
 from amibuild.bake.progress import Progress, State
@@ -342,6 +342,8 @@ class Executor:
         last_line = [time.monotonic()]
         known = secrets.Known()
         known.add(list(item.rendered.secret_env.values()))
+        # as the stream carries them: a comma in a password comes out as %!(PACKER_COMMA)
+        known.secrets |= {escape_field(secret) for secret in known.secrets}
         log.write(f"# amibuild run {self.plan.run_id} variant {item.name} started {outcome.started}\n"
                   f"# {' '.join(argv)}\n")
         with self.state.lock:

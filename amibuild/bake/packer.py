@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from amibuild.bake.packer_output import (MIN_VERSION, MachineLine, PackerVersion, blame, cross_check, error_summary,
-                                         input_refusal, manifest_builds, parse_line, parse_machine_readable,
+                                         escape_field, input_refusal, manifest_builds, parse_line, parse_machine_readable,
                                          parse_manifest, parse_version, progress_step)
 from amibuild.errors import PackerError, PackerNotFound, PackerValidateError, UsageError
 
 __all__ = ["INSTALL_HINT", "MIN_VERSION", "MachineLine", "Packer", "PackerVersion", "blame", "check_temp_room",
-           "cross_check", "error_summary", "input_refusal", "manifest_builds", "parse_line", "parse_machine_readable",
+           "cross_check", "error_summary", "escape_field", "input_refusal", "manifest_builds", "parse_line", "parse_machine_readable",
            "parse_manifest", "parse_version", "progress_step", "temp_prefix"]
 
 INSTALL_HINT = (

@@ -83,6 +83,11 @@ def _unescape(field_: str) -> str:
     return field_.replace("\\n", "\n").replace("\\r", "\r").replace(_COMMA, ",")
 
 
+def escape_field(text: str) -> str:
+    """``text`` as Packer writes it in a machine-readable data field (what `parse_line` undoes)."""
+    return text.replace(",", _COMMA).replace("\r", "\\r").replace("\n", "\\n")
+
+
 @dataclass(frozen=True)
 class MachineLine:
     """One `-machine-readable` line: ``timestamp,target,type,data...``, data unescaped."""
