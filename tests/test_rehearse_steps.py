@@ -186,6 +186,46 @@ def test_expressions(text: str, want) -> None:
     assert expr.evaluate(text, scope) == want
 
 
+# What `packer console` (1.6.6) answers for each, with var.f = "false", var.t = "true", var.n = "10"
+@pytest.mark.parametrize("text, want", [
+    ('${var.f ? "yes" : "no"}', "no"),
+    ('${"1" ? "yes" : "no"}', "yes"),
+    ('${!var.f}', True),
+    ('${var.f && true}', False),
+    ('${var.f || var.t}', True),
+    ('${"1" + "2"}', 3),
+    ('${"5" * 2}', 10),
+    ('${-"3"}', -3),
+    ('${"1e3" + 0}', 1000),
+    ('${"10" < "9"}', False),
+    ('${var.n < "9"}', False),
+    ('${var.n >= 10}', True),
+    ('${5 % -3}', 2),
+    ('${-5 % 3}', -2),
+    ('${-5.5 % 2}', -1.5),
+    ('${true == 1}', False),
+    ('${var.n == 10}', False),
+    ('${1 == 1.0}', True),
+    ('${["a"] == ["a"]}', True),
+    ('${null == null}', True),
+    ('n=${"7" % 2}', "n=1"),
+])
+def test_operators_convert_their_operands_as_packer_does(text: str, want) -> None:
+    scope = expr.Scope(variables={"f": "false", "t": "true", "n": "10"}, locals={}, root="/r")
+    got = expr.evaluate(text, scope)
+    assert got == want and type(got) is type(want)
+
+
+@pytest.mark.parametrize("text", [
+    '${"x" ? 1 : 2}', '${null ? 1 : 2}', '${true || "x"}', '${"" + 0}', '${"a" < "b"}', '${1 < true}',
+    '${1 / 0}', '${5 % 0}', '${-"x"}', '${!"yes"}',
+])
+def test_operands_packer_refuses_or_that_have_no_useful_value_are_refused_by_name(text: str) -> None:
+    scope = expr.Scope(variables={}, locals={}, root="/r")
+    with pytest.raises(expr.ExprError):
+        expr.evaluate(text, scope)
+
+
 def test_the_report_names_a_gap_not_a_failure_and_stops_there() -> None:
     files = {"a.pkr.hcl": """
 build {

@@ -12,6 +12,7 @@ HCL and stay as they are: Packer fills them at build time, and so does the rehea
 from __future__ import annotations
 
 import json
+import math
 import operator
 import os
 import re
@@ -195,10 +196,11 @@ class _Parser:
         cond = self.binary(0)
         if not self._accept("?"):
             return cond
-        yes = self._branch(bool(cond))
+        truth = False if self.skip else _bool(cond, "the condition")
+        yes = self._branch(truth)
         self._take(":")
-        no = self._branch(not cond)
-        return yes if cond else no
+        no = self._branch(not truth)
+        return yes if truth else no
 
     def _branch(self, taken: bool) -> Any:
         if taken:
@@ -223,7 +225,7 @@ class _Parser:
         return left
 
     def unary(self) -> Any:
-        for op, apply in (("!", operator.not_), ("-", operator.neg)):
+        for op, apply in (("!", lambda v: not _bool(v, "the operand of !")), ("-", lambda v: -_number(v, "-"))):
             if self._accept(op):
                 value = self.unary()
                 return None if self.skip else apply(value)
@@ -334,20 +336,69 @@ def _index(value: Any, key: Any) -> Any:
 
 
 _OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
-    "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt, "<=": operator.le, ">=": operator.ge,
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "%": operator.mod,
+    "<": operator.lt, ">": operator.gt, "<=": operator.le, ">=": operator.ge,
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
 }
 
 
 def _apply(op: str, a: Any, b: Any) -> Any:
-    if op == "&&":
-        return bool(a) and bool(b)
-    if op == "||":
-        return bool(a) or bool(b)
-    try:
-        return _OPERATORS[op](a, b)
-    except TypeError:
-        raise ExprError(f"cannot apply {op} to {a!r} and {b!r}") from None
+    """``a op b`` as HCL computes it: logic on bools, arithmetic and ordering on numbers, each operand
+    converted as HCL converts it ("false" is false, "10" is 10); equality never converts."""
+    if op in ("&&", "||"):
+        left, right = _bool(a, f"the left operand of {op}"), _bool(b, f"the right operand of {op}")
+        return (left and right) if op == "&&" else (left or right)
+    if op in ("==", "!="):
+        return _equal(a, b) == (op == "==")
+    x, y = _number(a, op), _number(b, op)
+    if op in ("/", "%") and y == 0:
+        raise ExprError(f"{a!r} {op} {b!r}: division by zero")
+    if op == "%":  # the remainder takes the dividend's sign, as Go's (cty's) does, not the divisor's
+        rest = math.fmod(x, y)
+        return int(rest) if isinstance(x, int) and isinstance(y, int) else rest
+    return _OPERATORS[op](x, y)
+
+
+_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+
+
+def _bool(value: Any, what: str) -> bool:
+    """A bool as HCL converts one: true/false, or the strings "true"/"false"/"1"/"0"."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value in ("true", "false", "1", "0"):
+        return value in ("true", "1")
+    raise ExprError(f"{what} must be a bool, not {value!r}")
+
+
+def _number(value: Any, op: str) -> int | float:
+    """A number as HCL converts one: a number, or a string that spells one ("10", "-2.5", "1e3")."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _NUMBER.match(value):
+        number = float(value)
+        return int(number) if number.is_integer() else number
+    raise ExprError(f"the operands of {op} must be numbers, not {value!r}")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return type(value).__name__
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """HCL's ==: values of different types are never equal (true != 1, "1" != 1)."""
+    if _kind(a) != _kind(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    return a == b
 
 
 def _format(spec: str, *args: Any) -> str:
