@@ -226,6 +226,21 @@ def test_operands_packer_refuses_or_that_have_no_useful_value_are_refused_by_nam
         expr.evaluate(text, scope)
 
 
+@pytest.mark.parametrize("text, want", [
+    ('${var.l["1"]}', "y"), ('${var.m[1]}', "one"), ('${var.l[1.0]}', "y"), ('${var.m.a.0}', "x"),
+])
+def test_indexes_convert_as_packer_converts_them(text: str, want: str) -> None:
+    scope = expr.Scope(variables={"l": ["x", "y"], "m": {"1": "one", "a": ["x"]}}, locals={}, root="/r")
+    assert expr.evaluate(text, scope) == want
+
+
+@pytest.mark.parametrize("text", ['${var.l[-1]}', '${var.l[0.5]}', '${var.l[2]}', '${var.s[0]}', '${var.m.b}'])
+def test_an_index_packer_refuses_is_refused_not_read_from_the_end_or_a_string(text: str) -> None:
+    scope = expr.Scope(variables={"l": ["x", "y"], "s": "abc", "m": {"a": 1}}, locals={}, root="/r")
+    with pytest.raises(expr.ExprError, match="no element"):
+        expr.evaluate(text, scope)
+
+
 def test_the_report_names_a_gap_not_a_failure_and_stops_there() -> None:
     files = {"a.pkr.hcl": """
 build {

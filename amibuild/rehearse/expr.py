@@ -11,6 +11,7 @@ HCL and stay as they are: Packer fills them at build time, and so does the rehea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import operator
@@ -329,10 +330,16 @@ class _Parser:
 
 
 def _index(value: Any, key: Any) -> Any:
-    try:
-        return value[key]
-    except (KeyError, IndexError, TypeError):
-        raise ExprError(f"no element {key!r} in {value!r}") from None
+    """``value[key]`` as HCL indexes: a list by a whole number from 0 (a string spelling one
+    converts), a map by a string (a number or bool converts); nothing else."""
+    if isinstance(value, list) and not isinstance(key, (bool, list, dict)) and key is not None:
+        with contextlib.suppress(ExprError):
+            number = _number(key, "[]")
+            if float(number).is_integer() and 0 <= number < len(value):
+                return value[int(number)]
+    elif isinstance(value, dict) and not isinstance(key, (list, dict)) and key is not None and _text(key) in value:
+        return value[_text(key)]
+    raise ExprError(f"no element {key!r} in {value!r}")
 
 
 _OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
