@@ -260,3 +260,16 @@ def test_a_bad_protection_block_exits_2_naming_the_field(sandbox, tmp_path, cli,
     done = cli(tmp_path, "channels")
     assert done.returncode == 2
     assert "pipeline.protection" in done.stderr
+
+
+@pytest.mark.parametrize("answer, word", [
+    ("enabled-without-cooldown", "enabled"), ("enabled", "enabled"), ("enabled-with-cooldown", "enabled-with-cooldown"),
+    ("disabled-until 2026-12-08T10:00:00.000Z", "disabled-until 2026-12-08T10:00:00.000Z"), (None, "disabled"),
+])
+def test_describe_images_protection_is_read_in_amibuilds_words_however_aws_spells_it(answer, word) -> None:
+    # AWS's own example of EnableImageDeregistrationProtection answers "enabled-without-cooldown": an image
+    # so protected must read as protected (prune turns it off first; publish does not turn it on again)
+    from amibuild.aws.ec2 import _image
+
+    raw = {"ImageId": "ami-0123456789abcdef0", **({"DeregistrationProtection": answer} if answer else {})}
+    assert _image(raw, "us-west-2").protection == word

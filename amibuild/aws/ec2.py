@@ -30,6 +30,7 @@ class Image:
 
 
 def _image(raw: Mapping[str, Any], region: str) -> Image:
+    protection = raw.get("DeregistrationProtection") or "disabled"
     return Image(
         image_id=raw["ImageId"],
         region=region,
@@ -40,7 +41,8 @@ def _image(raw: Mapping[str, Any], region: str) -> Image:
         snapshot_ids=tuple(
             m["Ebs"]["SnapshotId"] for m in raw.get("BlockDeviceMappings", []) if m.get("Ebs", {}).get("SnapshotId")
         ),
-        protection=raw.get("DeregistrationProtection") or "disabled",
+        # protection without a cooldown may read "enabled-without-cooldown": amibuild's word for it is "enabled"
+        protection="enabled" if protection == "enabled-without-cooldown" else protection,
         deprecation_time=raw.get("DeprecationTime") or "",
     )
 
