@@ -36,3 +36,19 @@ def test_exclude_tags_and_api_items():
     with pytest.raises(AwsError, match="HOURS"):
         retention_rule({**item, "RetentionPeriod": {"RetentionPeriodValue": 3, "RetentionPeriodUnit": "HOURS"}},
                        "EC2_IMAGE")
+
+
+def test_a_pending_rule_keeps_nothing_yet_so_the_snapshots_stay():
+    """rbin's first rule in a region takes up to 30 minutes to become active (GetRule's Status is
+    "pending" until then): a deleted snapshot it would cover is gone for good, not in the bin."""
+    image = {"ResourceType": "EC2_IMAGE", "RetentionPeriod": {"RetentionPeriodValue": 7, "RetentionPeriodUnit": "DAYS"},
+             "Status": "available", "Identifier": "rule-image"}
+    snapshot = {**image, "ResourceType": "EBS_SNAPSHOT", "Status": "pending", "Identifier": "rule-snap"}
+    rules = [rule_from_gateway(retention_rule(item, item["ResourceType"])) for item in (image, snapshot)]
+
+    got = recovery(rules, TAGS, TAGS)
+
+    assert not got.recoverable and got.keep_snapshots()
+    assert "rule-snap" in got.reason and "pending" in got.reason
+    assert recovery([rule_from_gateway(retention_rule({**snapshot, "Status": "available"}, "EBS_SNAPSHOT")),
+                     rules[0]], TAGS, TAGS).recoverable

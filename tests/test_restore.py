@@ -9,6 +9,7 @@ from pathlib import Path
 import boto3
 import pytest
 
+from amibuild.lifecycle.restore import RestoreFailed, RestoreResult
 from conftest import run_cli
 from faultproxy import FaultProxy
 from test_channel_repair import ami_flag, split_by_hand
@@ -79,3 +80,14 @@ def test_bad_restore_input_exits_2_before_any_aws_call(tmp_path: Path, args, wor
         assert proxy.log == []
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().startswith("amibuild: error: ") and words in result.stderr
+
+
+def test_a_registered_image_whose_snapshot_is_gone_is_not_said_to_be_back() -> None:
+    registered = RestoreResult("ami-0123456789abcdef0", "us-west-2", image_restored=False, missing=("snap-1",))
+    with pytest.raises(RestoreFailed) as failed:
+        registered.raise_for_status()
+    assert "is back" not in str(failed.value) and "is registered" in str(failed.value)
+    assert "snap-1" in str(failed.value) and "cannot launch" in str(failed.value)
+    restored = RestoreResult("ami-0123456789abcdef0", "us-west-2", image_restored=True, missing=("snap-1",))
+    with pytest.raises(RestoreFailed, match="ami-0123456789abcdef0 is back, but its snapshot"):
+        restored.raise_for_status()

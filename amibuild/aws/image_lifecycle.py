@@ -20,6 +20,7 @@ class RetentionRule:
     days: int
     tags: tuple[tuple[str, str], ...] = ()  # (key, value) of ResourceTags; () = every resource of the region
     exclude: tuple[tuple[str, str], ...] = ()
+    status: str = "available"  # GetRule's Status: "pending" until the rule is active (it retains nothing yet)
 
 
 def retention_rule(rule: Mapping[str, Any], resource_type: str) -> RetentionRule:
@@ -34,7 +35,8 @@ def retention_rule(rule: Mapping[str, Any], resource_type: str) -> RetentionRule
         return tuple((t["ResourceTagKey"], t.get("ResourceTagValue", "")) for t in rule.get(key) or ())
 
     return RetentionRule(rule.get("Identifier", ""), rule.get("ResourceType", resource_type),
-                         int(period.get("RetentionPeriodValue", 0)), pairs("ResourceTags"), pairs("ExcludeResourceTags"))
+                         int(period.get("RetentionPeriodValue", 0)), pairs("ResourceTags"), pairs("ExcludeResourceTags"),
+                         rule.get("Status") or "available")
 
 
 @dataclass(frozen=True)

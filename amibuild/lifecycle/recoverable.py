@@ -24,6 +24,7 @@ class BinRule:
     resource_tags: tuple[tuple[str, str], ...] = ()  # empty: covers every resource of the type
     exclude_tags: tuple[tuple[str, str], ...] = ()
     identifier: str = ""
+    status: str = "available"  # rbin's Status: a "pending" rule is not active yet and retains nothing
 
     def covers(self, tags: Mapping[str, str]) -> bool:
         if any(_hit(tags, k, v) for k, v in self.exclude_tags):
@@ -53,13 +54,25 @@ class Recovery:
 def rule_from_gateway(rule: Any) -> BinRule:
     """A BinRule from the gateway's `RetentionRule` (in days, rbin's only unit: the gateway refuses another)."""
     return BinRule(rule.resource_type, timedelta(days=rule.days), tuple(rule.tags), tuple(rule.exclude),
-                   rule.identifier)
+                   rule.identifier, rule.status)
 
 
 def recovery(rules: Sequence[BinRule], image_tags: Mapping[str, str],
              snapshot_tags: Mapping[str, str] | Sequence[Mapping[str, str]]) -> Recovery:
     """Recoverable for the shorter of the longest covering image rule and, per snapshot, the longest
-    snapshot rule. ``snapshot_tags``: one snapshot's tags, or one mapping per snapshot."""
+    snapshot rule. ``snapshot_tags``: one snapshot's tags, or one mapping per snapshot. Only active rules
+    count: a rule rbin still shows as pending (a region's first rule, for up to 30 minutes) keeps nothing."""
+    active = [r for r in rules if r.status == "available"]
+    found = _recovery(active, image_tags, snapshot_tags)
+    if not found.recoverable and len(active) < len(rules) and _recovery(rules, image_tags, snapshot_tags).recoverable:
+        waiting = ", ".join(r.identifier or r.resource_type for r in rules if r.status != "available")
+        return Recovery(False, None, f"the Recycle Bin rule(s) {waiting} that would keep it are not active yet "
+                                     f"({', '.join(sorted({r.status for r in rules if r.status != 'available'}))})")
+    return found
+
+
+def _recovery(rules: Sequence[BinRule], image_tags: Mapping[str, str],
+              snapshot_tags: Mapping[str, str] | Sequence[Mapping[str, str]]) -> Recovery:
     snapshots = [snapshot_tags] if isinstance(snapshot_tags, Mapping) else list(snapshot_tags)
     image = [r.retention for r in rules if r.resource_type == "EC2_IMAGE" and r.covers(image_tags)]
     per_snapshot = [[r.retention for r in rules if r.resource_type == "EBS_SNAPSHOT" and r.covers(tags)]

@@ -68,7 +68,8 @@ class RestoreResult:
 
     def raise_for_status(self) -> None:
         if self.missing:
-            raise RestoreFailed(f"restore: {self.ami} is back, but its snapshot(s) {', '.join(self.missing)} are gone "
+            state = "is back" if self.image_restored else "is registered"
+            raise RestoreFailed(f"restore: {self.ami} {state}, but its snapshot(s) {', '.join(self.missing)} are gone "
                                 "for good: the image cannot launch")
 
 
