@@ -902,3 +902,21 @@ def test_managed_nodegroup_dry_run_changes_nothing_and_refusals_exit_2(world: Wo
         refused = world.invoke("rollout", *args)
         assert refused.returncode == 2, (args, refused.stderr)
         assert words in last_line(refused), refused.stderr
+
+
+def test_a_group_naming_a_launch_template_version_that_is_gone_is_refused_by_name(world: World) -> None:
+    """EC2 answers a version or template that does not exist with InvalidLaunchTemplateId.VersionNotFound /
+    .NotFound: the gateway reads that as no such version, so rollout refuses (exit 2) naming it."""
+    world.publish(world.build())
+    world.deploy("ng-ceph")
+    template = outputs_of("ng-ceph")["NodeLaunchTemplate"]
+    assert world.aws.launch_template_version(template, "7", REGION) is None
+    assert world.aws.launch_template_version("lt-0123456789abcdef0", "1", REGION) is None
+    boto3.client("autoscaling", region_name=REGION).update_auto_scaling_group(
+        AutoScalingGroupName=outputs_of("ng-ceph")["NodeAutoScalingGroup"],
+        LaunchTemplate={"LaunchTemplateId": template, "Version": "7"})
+
+    result = world.invoke("rollout", "--stack", "ng-ceph", "--variant", "ceph", "--channel", "recommended")
+
+    assert result.returncode == 2, result.stderr
+    assert f"stack ng-ceph in {REGION}: launch template {template} version 7 does not exist" in last_line(result)
