@@ -290,6 +290,14 @@ def test_assess_nodegroup_decides_on_the_launch_template_image() -> None:
     assert rollout.assess_nodegroup(group(), channel(ami=None)).action is RolloutAction.REFUSED
 
 
+def test_a_node_group_whose_launch_template_version_is_gone_is_refused_as_gone_not_as_without_image() -> None:
+    gone = NodegroupView("prod", "ng-managed", REGION, "ACTIVE", LaunchTemplateUse("lt-1", "5", None, None), "CUSTOM")
+    decision = rollout.assess_nodegroup(gone, channel())
+    assert decision.action is RolloutAction.REFUSED
+    assert "launch template lt-1 version 5 does not exist" in decision.reason, decision.reason
+    assert "sets no ImageId" not in decision.reason
+
+
 def test_root_cause_is_the_first_failure_that_is_not_a_cancellation() -> None:
     events = [results.parse_stack_event(raw) for raw in [
         {"LogicalResourceId": "NodeSecurityGroup", "ResourceType": "AWS::EC2::SecurityGroup",
