@@ -172,6 +172,16 @@ def test_decode_reads_sub_text_as_the_node_gets_it_and_names_references_it_canno
     assert not any(layer.startswith("CloudFormation references") for layer in filled[0].via)
 
 
+@pytest.mark.parametrize(("region", "partition", "suffix"), [
+    ("us-west-2", "aws", "amazonaws.com"), ("cn-north-1", "aws-cn", "amazonaws.com.cn"),
+    ("us-gov-west-1", "aws-us-gov", "amazonaws.com"), ("us-iso-east-1", "aws-iso", "c2s.ic.gov"),
+    ("us-isob-east-1", "aws-iso-b", "sc2s.sgov.gov"), ("eusc-de-east-1", "aws-eusc", "amazonaws.eu"),
+])
+def test_decode_fills_partition_and_url_suffix_as_cloudformation_does_in_that_region(region, partition, suffix) -> None:
+    filled = userdata_decode.stack_references({}, stack="ng", region=region)
+    assert (filled["AWS::Partition"], filled["AWS::URLSuffix"]) == (partition, suffix)
+
+
 def test_decode_reads_a_bare_user_data_value_as_query_prints_it() -> None:
     from amibuild.handoff import nodegroup
 

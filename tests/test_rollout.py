@@ -290,6 +290,14 @@ def test_assess_nodegroup_decides_on_the_launch_template_image() -> None:
     assert rollout.assess_nodegroup(group(), channel(ami=None)).action is RolloutAction.REFUSED
 
 
+def test_a_node_group_whose_launch_template_version_is_gone_is_refused_as_gone_not_as_without_image() -> None:
+    gone = NodegroupView("prod", "ng-managed", REGION, "ACTIVE", LaunchTemplateUse("lt-1", "5", None, None), "CUSTOM")
+    decision = rollout.assess_nodegroup(gone, channel())
+    assert decision.action is RolloutAction.REFUSED
+    assert "launch template lt-1 version 5 does not exist" in decision.reason, decision.reason
+    assert "sets no ImageId" not in decision.reason
+
+
 def test_root_cause_is_the_first_failure_that_is_not_a_cancellation() -> None:
     events = [results.parse_stack_event(raw) for raw in [
         {"LogicalResourceId": "NodeSecurityGroup", "ResourceType": "AWS::EC2::SecurityGroup",
@@ -902,3 +910,21 @@ def test_managed_nodegroup_dry_run_changes_nothing_and_refusals_exit_2(world: Wo
         refused = world.invoke("rollout", *args)
         assert refused.returncode == 2, (args, refused.stderr)
         assert words in last_line(refused), refused.stderr
+
+
+def test_a_group_naming_a_launch_template_version_that_is_gone_is_refused_by_name(world: World) -> None:
+    """EC2 answers a version or template that does not exist with InvalidLaunchTemplateId.VersionNotFound /
+    .NotFound: the gateway reads that as no such version, so rollout refuses (exit 2) naming it."""
+    world.publish(world.build())
+    world.deploy("ng-ceph")
+    template = outputs_of("ng-ceph")["NodeLaunchTemplate"]
+    assert world.aws.launch_template_version(template, "7", REGION) is None
+    assert world.aws.launch_template_version("lt-0123456789abcdef0", "1", REGION) is None
+    boto3.client("autoscaling", region_name=REGION).update_auto_scaling_group(
+        AutoScalingGroupName=outputs_of("ng-ceph")["NodeAutoScalingGroup"],
+        LaunchTemplate={"LaunchTemplateId": template, "Version": "7"})
+
+    result = world.invoke("rollout", "--stack", "ng-ceph", "--variant", "ceph", "--channel", "recommended")
+
+    assert result.returncode == 2, result.stderr
+    assert f"stack ng-ceph in {REGION}: launch template {template} version 7 does not exist" in last_line(result)

@@ -18,7 +18,10 @@ _DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Un
 _NOT_FOUND = {"ParameterNotFound", "InvalidAMIID.NotFound", "InvalidAMIID.Unavailable",
               "InvalidAMIID.Malformed", "ValidationError", "ResourceNotFoundException",
               "ParameterVersionNotFound", "InvalidSnapshot.NotFound", "NoSuchBucket",
-              "NoSuchKey", "NotFoundException"}  # KMS: no such key or alias
+              "NoSuchKey", "NotFoundException",  # KMS: no such key or alias
+              # EC2: a launch template, or a version of one, that does not exist
+              "InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateId.VersionNotFound",
+              "InvalidLaunchTemplateName.NotFoundException"}
 
 
 @contextlib.contextmanager

@@ -180,6 +180,8 @@ def assess_nodegroup(group: NodegroupView, channel: Channel) -> RolloutDecision:
     if group.launch is None:
         return RolloutDecision(RolloutAction.REFUSED, f"{where} uses no launch template (EKS picks its AMI, {group.ami_type}): "
                                "amibuild's AMIs need a node group whose launch template names the image")
+    if group.launch.number is None:
+        return RolloutDecision(RolloutAction.REFUSED, f"{where}: {group.launch} does not exist")
     if group.launch.image is None:
         return RolloutDecision(RolloutAction.REFUSED, f"{where}: {group.launch} sets no ImageId, so EKS picks the AMI "
                                f"({group.ami_type}); a node group cannot switch to a custom AMI in place")

@@ -207,13 +207,25 @@ def known_regions() -> frozenset[str]:
 
 
 @functools.cache
-def region_partitions() -> Mapping[str, str]:
-    """Each region botocore knows -> its partition (aws, aws-cn, aws-us-gov, ...), from its endpoints data."""
+def _partitions() -> tuple[Mapping[str, Any], ...]:
+    """The partitions of botocore's endpoints data (name, dnsSuffix, regions ...)."""
     # botocore's package found, not imported: its data file is all this needs
     data = Path(importlib.util.find_spec("botocore").origin).parent / "data" / "endpoints.json"
     raw = data.read_bytes() if data.exists() else gzip.decompress(data.with_suffix(".json.gz").read_bytes())
-    return MappingProxyType({region: partition["partition"] for partition in json.loads(raw)["partitions"]
+    return tuple(json.loads(raw)["partitions"])
+
+
+@functools.cache
+def region_partitions() -> Mapping[str, str]:
+    """Each region botocore knows -> its partition (aws, aws-cn, aws-us-gov, ...), from its endpoints data."""
+    return MappingProxyType({region: partition["partition"] for partition in _partitions()
                              for region in partition["regions"]})
+
+
+@functools.cache
+def partition_dns_suffixes() -> Mapping[str, str]:
+    """Each partition -> its DNS suffix (amazonaws.com, amazonaws.com.cn, c2s.ic.gov, ...): AWS::URLSuffix there."""
+    return MappingProxyType({partition["partition"]: partition["dnsSuffix"] for partition in _partitions()})
 
 
 def _choice(value: Any, choices: Sequence[str], where: str) -> str:

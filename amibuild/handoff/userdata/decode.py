@@ -28,6 +28,7 @@ from amibuild.errors import NotUserData, UserDataTooBig
 from amibuild.handoff.cfn_parts import load_yaml
 from amibuild.handoff.userdata.kubelet import yaml_text
 from amibuild.handoff.userdata.limits import MAX_BYTES, Budget, mime_nesting, read_limited, shown_size, structure_nesting
+from amibuild.pipeline.validation import partition_dns_suffixes, region_partitions
 
 __all__ = ["MAX_BYTES", "Budget", "Part", "decode", "format_parts", "read_limited", "stack_references"]
 
@@ -126,12 +127,12 @@ def decode(data: bytes, source: str = "<input>", references: Mapping[str, str] |
 def stack_references(parameters: Mapping[str, str], *, stack: str = "", region: str = "") -> dict[str, str]:
     """What a stack's template references resolve to: its parameters and the pseudo parameters known."""
     out = dict(parameters)
-    partition = "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+    partition = region_partitions().get(region, "aws")
     if stack:
         out["AWS::StackName"] = stack
     if region:
         out.update({"AWS::Region": region, "AWS::Partition": partition,
-                    "AWS::URLSuffix": "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"})
+                    "AWS::URLSuffix": partition_dns_suffixes().get(partition, "amazonaws.com")})
     return out
 
 
