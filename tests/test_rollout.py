@@ -554,6 +554,22 @@ def test_rollout_of_a_stack_that_pins_an_image_sets_node_image_id(world: World) 
     assert calls.count("CreateChangeSet") == 1 and calls.count("ExecuteChangeSet") == 1
 
 
+def test_deploy_with_a_channel_on_a_stack_that_pins_an_image_clears_the_pin(world: World) -> None:
+    # NodeImageId overrides NodeImageIdSSMParam: kept, the stack would say "updated" and its nodes stay pinned
+    first, second = world.build(), world.build()
+    world.publish(first)
+    world.deploy("pinned", NodeImageId=first)
+    world.publish(second)
+    given = {"ClusterName": "prod", "VpcId": world.vpc, "Subnets": ",".join(world.subnets),
+             "ClusterControlPlaneSecurityGroup": world.plane}
+    result = nodegroup.deploy(world.aws, "pinned", REGION, given=given, template_body=nodegroup.template_json(),
+                              channel_parameter=RECOMMENDED, say=quiet, poll=0)
+    assert result.action is nodegroup.DeployAction.UPDATED
+    assert f"NodeImageId: {first!r} -> ''" in result.changed
+    assert parameters_of("pinned")["NodeImageId"] == ""
+    assert launch_images("pinned")[-1] == (2, second)  # the channel's image, as the template resolves it
+
+
 def test_rollout_refuses_what_it_cannot_roll_with_exit_2(world: World) -> None:
     world.publish(world.build())
     world.deploy("ng-ceph")

@@ -342,6 +342,9 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
                                     "repair or delete it")
         check_ours(aws, name, region)
         previous = {key: p.value for key, p in found.parameters.items()}
+        if channel_parameter and previous.get("NodeImageId") and "NodeImageId" not in given:
+            # a pinned image overrides the channel's parameter (the template's rule): following the channel clears it
+            given = {**given, "NodeImageId": ""}
         parameters = stack_parameters(given, list(previous))
         changed = tuple(parameter_changes(given, previous))
         kept = sorted(key for key in set(previous) & PARAMETERS if given.get(key, previous[key]) == previous[key])
