@@ -104,3 +104,34 @@ def test_a_config_file_given_with_config_is_checked_too_and_an_empty_one_is_fine
     fine = run_cli(workdir, "--config", "settings.yaml", "runs", "--json", binary="amibuild")
     assert fine.returncode == 0, fine.stderr
     assert fine.stdout.strip() == "[]" and fine.stderr == ""
+
+
+@pytest.mark.parametrize("text,words", [
+    ("amibuild:\n  pipeline: [amibuild.hcl]\n", "amibuild.pipeline: expected text"),
+    ("amibuild:\n  pipeline: true\n", "amibuild.pipeline: expected text"),
+    ("amibuild:\n  packer: [packer, x]\n", "amibuild.packer: expected text"),
+    ("amibuild:\n  build_dir: {a: b}\n", "amibuild.build_dir: expected text"),
+    ("amibuild:\n  build_dir: [a, b]\n", "amibuild.build_dir: expected text"),
+    ("amibuild:\n  cache_dir: [x]\n", "amibuild.cache_dir: expected text"),
+    ("amibuild:\n  max_parallel: [4]\n", "amibuild.max_parallel: expected a number"),
+    ("amibuild:\n  lease_wait: true\n", "amibuild.lease_wait: expected a number"),
+    ("amibuild:\n  read_timeout: {s: 3}\n", "amibuild.read_timeout: expected a number"),
+])
+def test_a_setting_of_the_wrong_type_is_one_line_naming_it(tmp_path: Path, text, words) -> None:
+    """`pipeline: [a.hcl]` or `packer: [x]` was a traceback, `build_dir: [a, b]` a folder named "['a', 'b']",
+    `lease_wait: true` one second: each is refused naming the file and the setting, exit 2."""
+    workdir = _workdir(tmp_path)
+    (workdir / "amibuild.yaml").write_text(text)
+    result = run_cli(workdir, "build-ami", "--dry-run", binary="amibuild")
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"amibuild: error: {workdir / 'amibuild.yaml'}: {words}"), line
+    assert sorted(p.name for p in workdir.iterdir()) == ["amibuild.hcl", "amibuild.yaml"]
+
+
+def test_a_number_where_a_path_is_expected_is_read_as_its_text(tmp_path: Path) -> None:
+    workdir = _workdir(tmp_path)
+    (workdir / "amibuild.yaml").write_text("amibuild:\n  build_dir: 5\n")
+    result = run_cli(workdir, "render", binary="amibuild")
+    assert result.returncode == 0, result.stderr
+    assert (workdir / "5" / "ceph" / "amibuild.pkr.hcl").is_file()

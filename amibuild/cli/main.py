@@ -32,7 +32,7 @@ from amibuild import __version__, redact
 from amibuild.locate import find_pipeline
 from amibuild.cli.run import ERROR
 from amibuild.cli import tasks
-from amibuild.cli.tasks import SETTINGS
+from amibuild.cli.tasks import PATH_SETTINGS, SETTINGS
 from amibuild.errors import ExitCode
 from amibuild.suggest import suggest
 
@@ -62,7 +62,24 @@ def checked_file(path: str, data: Any) -> dict[str, Any]:
         if key not in SETTINGS:
             raise refuse(f"amibuild.{key}: unknown setting{suggest(str(key), SETTINGS)}; the settings are "
                          f"{', '.join(SETTINGS)}")
-    return data
+    typed = {key: _typed(key, value, refuse) for key, value in section.items()}
+    return {**data, "amibuild": typed}
+
+
+def _typed(key: str, value: Any, refuse: Any) -> Any:
+    """A setting's value as the program reads it: a path is text (a number, `build_dir: 5`, as its
+    text), a number a number or its text; a list, a mapping or true/false is refused naming the key."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if value is None or isinstance(value, str):
+        return value
+    if key in PATH_SETTINGS:
+        if number:
+            return str(value)
+        raise refuse(f"amibuild.{key}: expected text (a path), got {type(value).__name__} {value!r}; "
+                     f"e.g. `{key}: {SETTINGS[key] or 'PATH'}`")
+    if number:
+        return value
+    raise refuse(f"amibuild.{key}: expected a number, got {type(value).__name__} {value!r}")
 
 
 class AmibuildConfig(Config):

@@ -118,5 +118,8 @@ SETTINGS: dict[str, Any] = {
     "stall_after": None,  # seconds of silence from Packer before build-ami checks the endpoint is alive
 }
 
+# the settings that are paths (a number there, `build_dir: 5`, is read as its text); the others are numbers
+PATH_SETTINGS = ("pipeline", "build_dir", "packer", "cache_dir")
+
 ns = Collection(*TASKS)
 ns.configure({"amibuild": dict(SETTINGS)})
