@@ -135,3 +135,30 @@ def test_a_number_where_a_path_is_expected_is_read_as_its_text(tmp_path: Path) -
     result = run_cli(workdir, "render", binary="amibuild")
     assert result.returncode == 0, result.stderr
     assert (workdir / "5" / "ceph" / "amibuild.pkr.hcl").is_file()
+
+
+@pytest.mark.parametrize("name,words", [
+    ("nope.yaml", "no such file"),
+    ("settings.toml", "not a configuration file amibuild reads"),
+    ("folder.yaml", "not a file"),
+])
+def test_a_config_file_given_with_config_that_cannot_be_read_is_refused(tmp_path: Path, name, words) -> None:
+    """`--config nope.yaml` (a typo) was ignored without a word, the build run with the defaults;
+    `--config settings.toml` or a folder was a traceback. Each is one line naming the file, exit 2."""
+    workdir = _workdir(tmp_path)
+    if name == "settings.toml":
+        (workdir / name).write_text("[amibuild]\nbuild_dir = 'out'\n")
+    elif name == "folder.yaml":
+        (workdir / name).mkdir()
+    before = sorted(p.name for p in workdir.iterdir())
+    result = run_cli(workdir, "--config", name, "build-ami", "--dry-run", binary="amibuild")
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"amibuild: error: --config {name}: {words}"), line
+    assert sorted(p.name for p in workdir.iterdir()) == before
+
+
+def test_a_config_file_named_by_amibuild_runtime_config_that_is_not_there_is_refused(tmp_path: Path) -> None:
+    result = run_cli(_workdir(tmp_path), "runs", binary="amibuild", env={"AMIBUILD_RUNTIME_CONFIG": "nope.json"})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == "amibuild: error: AMIBUILD_RUNTIME_CONFIG=nope.json: no such file"

@@ -107,6 +107,23 @@ class AmibuildConfig(Config):
             raise Exit(f"{ERROR}{path}: not valid JSON: {exc}; fix or remove the file", code=ExitCode.USAGE) from None
         return checked_file(str(path), data)
 
+    def load_runtime(self, merge: bool = True) -> None:
+        """The file --config names, which must be there: invoke skips a runtime file it cannot find
+        (a typo'd name ran with the defaults) and raises a traceback for any other suffix or a folder."""
+        path = self._runtime_path
+        if path is not None:
+            where = os.path.expanduser(str(path))
+            suffix = os.path.splitext(where)[1].lstrip(".")
+            problem = ("no such file" if not os.path.lexists(where)
+                       else "not a file" if not os.path.isfile(where)
+                       else f"not a configuration file amibuild reads (.{suffix}): use .yaml, .yml or .json"
+                       if suffix not in self._file_suffixes
+                       else "cannot be read (permission denied)" if not os.access(where, os.R_OK) else "")
+            if problem:  # named as given: --config, or invoke's AMIBUILD_RUNTIME_CONFIG
+                source = "AMIBUILD_RUNTIME_CONFIG=" if path == os.environ.get("AMIBUILD_RUNTIME_CONFIG") else "--config "
+                raise Exit(f"{ERROR}{source}{path}: {problem}", code=ExitCode.USAGE)
+        super().load_runtime(merge=merge)
+
     def load_shell_env(self) -> None:
         super().load_shell_env()
         # invoke spells amibuild.build_dir as AMIBUILD_AMIBUILD_BUILD_DIR under this prefix; the
