@@ -107,3 +107,64 @@ def test_the_dead_endpoint_hook_leaves_other_errors_to_the_retry_handler() -> No
     slow = ReadTimeoutError(endpoint_url="http://127.0.0.1:1")
     assert give_up_on_dead_endpoint(attempts=5, caught_exception=slow) is None
     assert give_up_on_dead_endpoint(attempts=5, caught_exception=None) is None  # a throttled answer
+
+
+_SSO_CONFIG = """\
+[profile legacy]
+sso_start_url = https://example.awsapps.com/start
+sso_region = us-east-1
+sso_account_id = 123456789012
+sso_role_name = Admin
+
+[profile session]
+sso_session = corp
+sso_account_id = 123456789012
+sso_role_name = Admin
+
+[sso-session corp]
+sso_start_url = https://corp.awsapps.com/start
+sso_region = us-east-1
+"""
+
+
+def _sso_profiles(monkeypatch, tmp_path, cached: tuple[str, ...]) -> None:
+    """The two SSO profile forms, with an expired token in the SSO cache for each of ``cached``
+    (the legacy start URL, or the session's name)."""
+    import hashlib
+    import json
+
+    home = tmp_path / "home"
+    cache = home / ".aws" / "sso" / "cache"
+    cache.mkdir(parents=True)
+    (home / ".aws" / "config").write_text(_SSO_CONFIG)
+    for key in cached:
+        (cache / f"{hashlib.sha1(key.encode()).hexdigest()}.json").write_text(json.dumps(
+            {"startUrl": "https://example.awsapps.com/start", "region": "us-east-1", "accessToken": "x",
+             "expiresAt": "2020-01-01T00:00:00Z"}))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(home / ".aws" / "config"))
+    # botocore reads ~/.aws/sso/cache once, when it is imported
+    from botocore import credentials, tokens
+
+    monkeypatch.setattr(credentials.SSOProvider, "_SSO_TOKEN_CACHE_DIR", str(cache))
+    monkeypatch.setattr(tokens.SSOTokenProvider, "_SSO_TOKEN_CACHE_DIR", str(cache))
+
+
+@pytest.mark.parametrize("profile", ["legacy", "session"])
+def test_an_expired_sso_login_is_an_expired_token(monkeypatch, tmp_path, profile) -> None:
+    """botocore says so before any call, in its own exceptions (UnauthorizedSSOTokenError for a
+    legacy profile, TokenRetrievalError for an sso-session one): the same line and exit 2 as AWS's
+    ExpiredToken, not an AWS failure (exit 1)."""
+    _sso_profiles(monkeypatch, tmp_path, ("https://example.awsapps.com/start", "corp"))
+    with pytest.raises(errors.ExpiredToken) as caught:
+        Aws(profile=profile, region="us-west-2").get_parameter("/x", "us-west-2")
+    assert caught.value.exit_code == 2
+    assert "expired" in str(caught.value) and "aws sso login" in str(caught.value)
+    assert "in us-west-2" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_an_sso_profile_never_logged_in_has_no_credentials(monkeypatch, tmp_path) -> None:
+    _sso_profiles(monkeypatch, tmp_path, ())
+    with pytest.raises(errors.NoCredentials) as caught:
+        Aws(profile="session", region="us-west-2").get_parameter("/x", "us-west-2")
+    assert caught.value.exit_code == 2
+    assert "aws sso login" in str(caught.value) and "\n" not in str(caught.value)

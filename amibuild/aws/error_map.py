@@ -62,6 +62,11 @@ def mapped_errors(action: str, region: str | None = None) -> Iterator[None]:
         if code in _NOT_FOUND:
             raise NotFound(f"{action}{where}: {message}") from exc
         raise AwsError(f"{action}{where}: {code}: {message}") from exc
+    except (bx.UnauthorizedSSOTokenError, bx.TokenRetrievalError) as exc:  # an SSO login that has run out
+        raise ExpiredToken(f"{action}{where}: the AWS credentials have expired; refresh them (e.g. `aws sso login`)") from exc
+    except bx.SSOTokenLoadError as exc:  # an SSO profile that was never logged in (no token in the cache)
+        raise NoCredentials(f"{action}{where}: no AWS SSO login for this profile ({_one_line(str(exc))}); "
+                            "run `aws sso login`") from exc
     except (bx.UnknownRegionError, bx.InvalidRegionError, bx.NoRegionError) as exc:
         raise UsageError(f"{action}{where}: {_one_line(str(exc))}; check --region or AWS_REGION") from exc
     except bx.BotoCoreError as exc:
