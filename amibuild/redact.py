@@ -39,6 +39,9 @@ _BARE = re.compile(
     |(\b(?:authorization|x-amz-security-token)\s*:\s*)[^\r\n'"]+
     """
 )
+# the same fields in an XML answer: STS's AssumeRole (a profile with role_arn), AssumeRoleWithWebIdentity,
+# GetSessionToken, whose body botocore logs before the gateway has seen the credentials in it
+_XML = re.compile(r"(?i)(<(secretaccesskey|sessiontoken)>)[^<]*(?=</\2>)")
 # The node group stack's NoEcho parameter (amibuild.handoff.nodegroup.PROXY_CREDENTIALS): its value
 # in a request or in an answer that echoes it (the emulator's DescribeChangeSet does), XML or a dict.
 _NO_ECHO = re.compile(
@@ -67,6 +70,7 @@ def redact(text: str) -> str:
     text = secrets.mask(text)  # user:password@ in any URL (a proxy, a repository, a git remote)
     text = _QUOTED.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}{m.group(2)}", text)
     text = _BARE.sub(lambda m: f"{m.group(1) or m.group(2)}{REDACTED}", text)
+    text = _XML.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
     text = _NO_ECHO.sub(lambda m: (m.group(1) or m.group(4) or "") + REDACTED if not m.group(2)
                         else f"{m.group(2)}{m.group(3)}{REDACTED}{m.group(3)}", text)
     for secret in sorted(_secrets, key=len, reverse=True):

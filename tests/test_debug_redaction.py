@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,10 @@ def test_amibuild_debug_output_never_holds_them_either(workdir: Path, args: list
     "https://bucket.s3.amazonaws.com/k?X-Amz-Credential=AKIAEXAMPLE%2F20250101&X-Amz-Security-Token=FromAProfile12345"
     "&X-Amz-Signature=abcdef0123456789",
     "{'aws_secret_access_key': 'FromAProfile12345', \"SessionToken\": \"FromAProfile12345\"}",
+    # STS's answer to AssumeRole (a profile with role_arn), as botocore logs its body
+    "Response body:\nb'<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>ASIAEXAMPLE</AccessKeyId>"
+    "<SecretAccessKey>FromAProfile12345</SecretAccessKey><SessionToken>FromAProfile12345</SessionToken>"
+    "<Expiration>2026-01-01T00:00:00Z</Expiration></Credentials></AssumeRoleResult></AssumeRoleResponse>'",
 ])
 def test_headers_query_strings_and_fields_are_redacted_by_name(line: str) -> None:
     """Values amibuild was never told about (a token from a profile) are caught by their names."""
@@ -105,3 +110,20 @@ def test_the_filter_rewrites_a_record_with_arguments(caplog: pytest.LogCaptureFi
     assert redact.Redact().filter(record) is True
     assert "KnownSecretValue987" not in record.getMessage()
     assert "Other-Value-123" not in record.getMessage()
+
+
+def test_debug_output_never_holds_the_credentials_an_assumed_role_got(workdir: Path, tmp_path: Path) -> None:
+    """A profile with role_arn: botocore logs STS's AssumeRole answer, the role's secret key and
+    session token in XML, before amibuild has seen them."""
+    (tmp_path / "config").write_text("[profile base]\nregion = us-west-2\n\n[profile builder]\n"
+                                     "role_arn = arn:aws:iam::123456789012:role/builder\nsource_profile = base\n")
+    (tmp_path / "credentials").write_text("[base]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\n"
+                                          f"aws_secret_access_key = {SECRET}\n")
+    result = run(workdir, "--debug", "channels", env={"AWS_PROFILE": "builder", "AWS_CONFIG_FILE": str(tmp_path / "config"),
+                                                      "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "credentials")})
+    output = result.stdout + result.stderr
+    assert "<AssumeRoleResponse" in output, output[-2000:]  # the control: the role was assumed, its answer logged
+    assert result.returncode == 0, output[-2000:]
+    for field in ("SecretAccessKey", "SessionToken"):
+        assert f"<{field}>{redact.REDACTED}</{field}>" in output
+        assert not re.search(f"<{field}>(?!{re.escape(redact.REDACTED)}<)", output), field
