@@ -168,3 +168,21 @@ def test_an_sso_profile_never_logged_in_has_no_credentials(monkeypatch, tmp_path
         Aws(profile="session", region="us-west-2").get_parameter("/x", "us-west-2")
     assert caught.value.exit_code == 2
     assert "aws sso login" in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("profile,words", [
+    ("broken", 'The source_profile "missing" referenced in the profile "broken" does not exist'),
+    ("partial", "Partial credentials found in config-file, missing: aws_secret_access_key"),
+])
+def test_a_profile_written_wrong_is_bad_input_naming_it(monkeypatch, tmp_path, profile, words) -> None:
+    """As a profile that does not exist (exit 2): a role profile whose source_profile does not exist, a
+    key id without its secret key. They were an AWS failure, exit 1."""
+    (tmp_path / "config").write_text(
+        "[profile broken]\nrole_arn = arn:aws:iam::123456789012:role/builder\nsource_profile = missing\n\n"
+        "[profile partial]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    with pytest.raises(errors.UsageError) as caught:
+        Aws(profile=profile, region="us-west-2").get_parameter("/x", "us-west-2")
+    assert caught.value.exit_code == 2
+    assert words in str(caught.value) and "~/.aws/config" in str(caught.value)
+    assert "\n" not in str(caught.value)

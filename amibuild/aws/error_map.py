@@ -67,6 +67,9 @@ def mapped_errors(action: str, region: str | None = None) -> Iterator[None]:
     except bx.SSOTokenLoadError as exc:  # an SSO profile that was never logged in (no token in the cache)
         raise NoCredentials(f"{action}{where}: no AWS SSO login for this profile ({_one_line(str(exc))}); "
                             "run `aws sso login`") from exc
+    except (bx.InvalidConfigError, bx.PartialCredentialsError) as exc:  # the profile is written wrong
+        raise UsageError(f"{action}{where}: {_one_line(str(exc)).rstrip('.')}; check the profile in ~/.aws/config "
+                         "(and ~/.aws/credentials) or the AWS_* credential variables") from exc
     except (bx.UnknownRegionError, bx.InvalidRegionError, bx.NoRegionError) as exc:
         raise UsageError(f"{action}{where}: {_one_line(str(exc))}; check --region or AWS_REGION") from exc
     except bx.BotoCoreError as exc:
