@@ -86,7 +86,7 @@ TASKS = (
     task('jobs.view_commands', 'karpenter', requests_views.KarpenterRequest,
          'Print an EC2NodeClass that follows a channel: a promote becomes drift, Karpenter replaces the nodes.'),
     task('jobs.view_commands', 'verify', requests_views.VerifyRequest,
-         "Check an image's signed statements (provenance, tests) in every region a channel holds; exit 1 naming what fails."),
+         "Check an image's signed statements (provenance, tests, scans) in every region a channel holds; exit 1 naming what fails."),
     task('jobs.view_commands', 'sbom', requests_views.SbomRequest,
          "Print an image's package list (its signed SBOM): CycloneDX, SPDX or a table."),
     task('jobs.view_commands', 'diff', requests_views.DiffRequest,
