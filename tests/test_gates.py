@@ -143,6 +143,15 @@ def test_the_soak_says_its_times_in_utc_whatever_zone_the_history_dates_come_in(
     assert soaking.due_at == T0 + timedelta(hours=72) and soaking.due_at.utcoffset() == timedelta(0)
 
 
+def test_the_gateway_gives_a_parameters_date_in_utc_whatever_zone_botocore_dated_it_in():
+    # every reader of a channel's dates (gates, fleet, history, the CI summary) gets the same instant in UTC
+    from amibuild.aws.ssm import _parameter
+
+    local = T0.astimezone(timezone(timedelta(hours=2)))
+    read = _parameter({"Name": "/p", "Value": "ami-1", "Version": 1, "LastModifiedDate": local}, "us-west-2")
+    assert read.last_modified == T0 and read.last_modified.utcoffset() == timedelta(0)
+
+
 def test_an_override_passes_an_unmet_gate_and_says_why_in_the_history_note():
     decision = gates.decide(STABLE, images={"us-west-2": image()}, came_from=None, now=T0, override="CVE fix",
                             evidence={"us-west-2": proof(None)})

@@ -53,13 +53,14 @@ def answered_at(response: Mapping[str, Any] | None) -> datetime | None:
 
 
 def _parameter(raw: Mapping[str, Any], region: str) -> Parameter:
+    modified = raw.get("LastModifiedDate")  # botocore dates it in this machine's zone: amibuild says UTC
     return Parameter(
         name=raw["Name"],
         region=region,
         value=raw.get("Value", ""),
         version=int(raw.get("Version", 0)),
         data_type=raw.get("DataType", "text"),
-        last_modified=raw.get("LastModifiedDate"),
+        last_modified=modified.astimezone(timezone.utc) if isinstance(modified, datetime) and modified.tzinfo else modified,
         description=raw.get("Description", "") or "",
         user=raw.get("LastModifiedUser", "") or "",
     )
