@@ -13,7 +13,7 @@ The executor (`amibuild.bake.executor`) does the I/O and acts on these answers.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from amibuild import tags
@@ -117,6 +117,7 @@ class ImageFact:
     image_id: str
     state: str
     creation_date: str
+    tags: Mapping[str, str] = field(default_factory=dict)  # its amibuild:run-id tells one build from another
 
 
 def ready_images(regions: Sequence[str], found: Mapping[str, Sequence[ImageFact]]) -> dict[str, str] | None:
@@ -127,7 +128,7 @@ def ready_images(regions: Sequence[str], found: Mapping[str, Sequence[ImageFact]
     for region in regions:
         for image in found.get(region, []):
             if image.state == "available":
-                held = runs.setdefault(getattr(image, "tags", {}).get(tags.RUN_ID, ""), {})
+                held = runs.setdefault(image.tags.get(tags.RUN_ID, ""), {})
                 if region not in held or (image.creation_date, image.image_id) > (held[region].creation_date,
                                                                                   held[region].image_id):
                     held[region] = image

@@ -37,11 +37,12 @@ def validate_pipeline(kw: dict[str, Any], where: str, *, from_flag: bool) -> Non
         for region in kw.get(field_name, ()):
             checks.region(region, label, known_regions())
     # one partition: EC2 copies images and KMS keys work only within the partition of the build region
-    first = next(iter(kw.get("regions", ())), None)
+    first = kw["regions"][0]
+    ours = region_partitions()[first]
     for field_name in ("regions", "copy_to"):  # not file_regions: --region may build elsewhere than the file says
         label = "--region" if field_name == "regions" and from_flag else f"{where}: pipeline.{field_name}"
         for region in kw.get(field_name, ()):
-            theirs, ours = region_partitions()[region], region_partitions()[first]
+            theirs = region_partitions()[region]
             if theirs != ours:
                 raise SpecError(f"{label}: {region} is in the {theirs} partition, but the pipeline builds in {first} "
                                 f"({ours}); an image cannot be copied between partitions: give {region} a pipeline "
