@@ -15,7 +15,7 @@ import boto3
 
 from amibuild import __version__
 from amibuild.attest import predicates, sign
-from amibuild.attest.statement import PROVENANCE, TEST
+from amibuild.attest.statement import PROVENANCE, SCAN, TEST
 from amibuild.aws import Aws
 from amibuild.sandbox import seed_images
 
@@ -76,6 +76,18 @@ def sign_test(pipeline: str, amis: Mapping[str, str], verdict: str, *, kms_key: 
                           else 1, "seconds": 0.1}]}
     predicate = predicates.test(result, finished=datetime.now(timezone.utc).isoformat())
     done = sign.Attestor(aws, place, sign.signer(aws, place)).make(amis, TEST, predicate, run)
+    assert not done.error, done.error
+    return done
+
+
+def sign_scan(pipeline: str, amis: Mapping[str, str], findings: Sequence[Mapping[str, object]], *,
+              kms_key: str = "alias/amibuild") -> sign.Stored:
+    """The scan statement `amibuild scan` makes about ``amis``, with the findings given (`Finding.to_dict()`)."""
+    aws = Aws(region="us-west-2")
+    place = where(pipeline, kms_key)
+    predicate = {"scanner": {"uri": "https://inspector-scan.amazonaws.com/scan/sbom", "result": []},
+                 "findings": [dict(f) for f in findings]}
+    done = sign.Attestor(aws, place, sign.signer(aws, place)).make(amis, SCAN, predicate, f"scan-{uuid.uuid4().hex[:8]}")
     assert not done.error, done.error
     return done
 

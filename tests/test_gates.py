@@ -454,3 +454,33 @@ def test_an_override_with_a_reason_passes_a_foreign_image_and_keeps_the_reason(s
                     target="stable", override_gate="vendor image, checked by hand")
     ((value, description),) = channel_values("ceph", "stable")
     assert value == amis["us-west-2"] and "gate overridden: vendor image, checked by hand" in description
+
+
+SCANNED = PIPELINE + """
+channel "scanned" {
+  requires = ["scanned"]
+  scan {
+    max_severity = "high"
+    ignore = [{ id = "CVE-2024-1234", reason = "not reachable on nodes", until = "2099-01-01" }]
+  }
+}
+"""
+
+
+def test_a_direct_publish_into_a_scanned_gate_judges_an_ignore_on_aws_clock(sandbox: Sandbox, tmp_path: Path):
+    """Before, a publish (or build-ami's) had no time to judge an ignore's `until` by, and refused every
+    image with an ignored finding: `AWS gave no time with its answers`."""
+    (tmp_path / "amibuild.hcl").write_text(SCANNED)
+    pipeline = load(tmp_path / "amibuild.hcl")
+    aws, ceph = Aws(region="us-west-2"), variant_of(pipeline, "ceph")
+    amis = build("ceph", None)
+    statements.sign_scan("eks-workers", amis, [{"id": "CVE-2024-1234", "severity": "high", "score": 7.5,
+                                                "package": "pkg:rpm/amazon/htop@1.0.0-1.amzn2", "fixed_in": None}])
+    publish.publish_variant(aws, pipeline=pipeline, variant=ceph, amis=amis, channel="scanned")
+    assert [v for v, _ in channel_values("ceph", "scanned", "eu-west-1")] == [amis["eu-west-1"]]
+    other = build("plain", None)
+    statements.sign_scan("eks-workers", other, [{"id": "CVE-2024-9999", "severity": "critical", "score": 9.8,
+                                                 "package": "pkg:rpm/amazon/x@1-1", "fixed_in": None}])
+    with pytest.raises(GateRefused, match="CVE-2024-9999 \\(critical 9.8\\)"):
+        publish.publish_variant(aws, pipeline=pipeline, variant=variant_of(pipeline, "plain"), amis=other,
+                                channel="scanned")

@@ -151,11 +151,17 @@ def publish_variant(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, a
     ``now``: a what-if time for a dry run's gate (a write with one is refused).
     """
     check_what_if(now, dry_run)
+    gate = getattr(pipeline, "gates", {}).get(channel)
 
     def make_plan() -> PublishPlan:
+        when = now
+        if when is None and gate is not None and "scanned" in gate.requires and gate.scan.ignore:
+            # an ignore's `until` is judged on AWS's clock: the time the channel's history read answered with
+            when = aws.dated_history(parameter_name(pipeline, variant, channel, template),
+                                     pipeline.target_regions[0]).answered_at
         return plan_publish(aws, pipeline=pipeline, variant=variant, channel=channel, amis=amis,
                             fingerprint=fingerprint, run_id=run_id, allow_foreign=allow_foreign, template=template,
-                            gate_check=gate_checker(pipeline, channel, now=now, override=override_gate,
+                            gate_check=gate_checker(pipeline, channel, now=when, override=override_gate,
                                                     proofs=_proofs(aws, pipeline, variant)))
 
     return _write_or_plan(aws, make_plan, dry_run=dry_run, force=force, pipeline=pipeline, variant=variant,
