@@ -204,3 +204,17 @@ def test_an_ignores_until_is_judged_on_the_utc_day_whatever_zone_the_time_is_giv
 
     assert not west.passes and "ignored until 2027-03-01, which has passed" in west.reasons()[0]
     assert east.passes and east.ignored
+
+
+def test_a_finding_rated_none_is_below_every_severity_not_unknown() -> None:
+    """CycloneDX's `none` (a CVSS score of 0.0) is a rating: before, it was read as `unknown`, which
+    every scan policy refuses."""
+    answer = {"components": [{"bom-ref": "c1", "purl": "pkg:rpm/amazon/bash@5.2.15-1"}], "vulnerabilities": [
+        {"id": "CVE-2024-0002", "ratings": [{"severity": "none", "score": 0.0}], "affects": [{"ref": "c1"}]},
+        {"id": "CVE-2024-0003", "ratings": [], "affects": [{"ref": "c1"}]}]}
+    found = scan.findings(answer)
+    assert [(f.id, f.severity) for f in found] == [("CVE-2024-0002", "none"), ("CVE-2024-0003", "unknown")]
+    verdict = scan.judge(found, scan.scan_policy({"max_severity": "info"}, "scan"), NOW)
+    assert [f.id for f in verdict.refused] == ["CVE-2024-0003"] and verdict.below == 1
+    odd = scan.findings({"vulnerabilities": [{"id": "CVE-2024-0004", "ratings": [{"severity": "untriaged"}]}]})
+    assert [f.severity for f in odd] == ["unknown"]  # a word CycloneDX does not have is no rating

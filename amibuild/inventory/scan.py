@@ -119,8 +119,10 @@ def findings(answer: Mapping[str, Any]) -> list[Finding]:
 
 
 def _worst(ratings: Sequence[Mapping[str, Any]]) -> tuple[str, float | None]:
-    """The highest severity ("unknown" when none ranks) and the highest score (None when none is a number)."""
-    severity = max(["unknown", *(str(r.get("severity", "unknown")).lower() for r in ratings)], key=rank)
+    """The highest severity ("unknown" when no rating gives one; a rating of "none" stays "none") and the
+    highest score (None when none is a number)."""
+    named = [str(r.get("severity", "")).lower() for r in ratings]
+    severity = max([*(s if s in (*SEVERITIES, "none") else "unknown" for s in named), "unknown"], key=rank)
     scores = [float(r["score"]) for r in ratings if isinstance(r.get("score"), (int, float))]
     return severity, max(0.0, *scores) if scores else None
 
