@@ -409,6 +409,20 @@ def test_a_key_disabled_after_the_run_started_leaves_its_statements_unsigned_not
     assert [r.problems for r in check.verify_image(aws, where, [image], TEST)] == [{Problem.UNSIGNED}]
 
 
+def test_a_disabled_key_gives_no_public_key_so_nothing_it_signed_verifies(sandbox):
+    """As KMS: GetPublicKey of a disabled key is DisabledException (the emulator gave the key before),
+    and GetPublicKey answers the key's ARN as KeyId."""
+    aws, image, where = Aws(region="us-west-2"), _image("us-west-2"), _where()
+    who = sign.signer(aws, where)
+    assert _kms().get_public_key(KeyId="alias/amibuild")["KeyId"] == who.key_arn
+    assert sign.attest(aws, where, who, [image], TEST, {"result": "PASSED"}, "r7").signed
+    _kms().disable_key(KeyId=who.key_arn.rsplit("/", 1)[-1])
+    with pytest.raises(ClientError) as caught:
+        _kms().get_public_key(KeyId=who.key_arn)
+    assert caught.value.response["Error"]["Code"] == "DisabledException"
+    assert [r.problems for r in check.verify_image(aws, where, [image], TEST)] == [{Problem.WRONG_KEY}]
+
+
 def test_a_missing_bucket_is_said_and_nothing_is_signed_in_vain(sandbox):
     aws = Aws(region="us-west-2")
     where = sign.Where("att", ACCOUNT, "alias/amibuild", "no-such-statements-bucket", "us-west-2")

@@ -7,7 +7,8 @@ the sandbox seeds.
   as KMS answers; Verify checks a DIGEST signature the same way, so it agrees with an offline check
   over the message (cryptography, the public key from GetPublicKey);
 - a MessageType other than RAW or DIGEST is refused, and so is a disabled key (DisabledException) or
-  one pending deletion (KMSInvalidStateException), as KMS refuses them.
+  one pending deletion (KMSInvalidStateException), as KMS refuses them; GetPublicKey too (moto gave
+  the public key of such a key), and it answers the key's ARN as ``KeyId``, as KMS does.
 
 `seed` creates what a pipeline's statements need by default: the key ``alias/amibuild``
 (ECC_NIST_P256, SIGN_VERIFY) in every region it is given, and the bucket
@@ -34,6 +35,14 @@ def install() -> None:
     from moto.kms.exceptions import ValidationException
     from moto.kms.responses import KmsResponse
 
+    def _enabled(self: Any) -> Any:
+        key = self.kms_backend.describe_key(self._get_param("KeyId"))
+        if key.key_state == "Disabled":
+            raise JsonRESTError("DisabledException", f"{key.arn} is disabled.")
+        if key.key_state != "Enabled":
+            raise JsonRESTError("KMSInvalidStateException", f"{key.arn} is pending deletion.")
+        return key
+
     def _inputs(self: Any) -> tuple[Any, bytes, str, str]:
         key_id = self._get_param("KeyId")
         algorithm = self._get_param("SigningAlgorithm")
@@ -49,11 +58,7 @@ def install() -> None:
         if message_type == "RAW" and len(message) > RAW_LIMIT:
             raise ValidationException("1 validation error detected: Value at 'message' failed to satisfy constraint: "
                                       f"Member must have length less than or equal to {RAW_LIMIT}")
-        key = self.kms_backend.describe_key(key_id)
-        if key.key_state == "Disabled":
-            raise JsonRESTError("DisabledException", f"{key.arn} is disabled.")
-        if key.key_state != "Enabled":
-            raise JsonRESTError("KMSInvalidStateException", f"{key.arn} is pending deletion.")
+        key = _enabled(self)
         if key.key_usage != "SIGN_VERIFY":
             raise ValidationException(f"1 validation error detected: Value '{key.id}' at 'KeyId' failed to satisfy "
                                       "constraint: Member must point to a key with usage: 'SIGN_VERIFY'")
@@ -87,8 +92,16 @@ def install() -> None:
             raise JsonRESTError("KMSInvalidSignatureException", "")
         return json.dumps({"KeyId": key.arn, "SignatureValid": True, "SigningAlgorithm": algorithm})
 
+    def get_public_key(self: Any) -> str:
+        self._validate_key_id(self._get_param("KeyId"))
+        key = _enabled(self)
+        return json.dumps({"KeyId": key.arn, "PublicKey": base64.b64encode(key.private_key.public_key()).decode("ascii"),
+                           "KeySpec": key.key_spec, "CustomerMasterKeySpec": key.key_spec, "KeyUsage": key.key_usage,
+                           "SigningAlgorithms": key.signing_algorithms, "EncryptionAlgorithms": key.encryption_algorithms})
+
     KmsResponse.sign = sign
     KmsResponse.verify = verify
+    KmsResponse.get_public_key = get_public_key
     _private_key_on_first_use()
 
 
