@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Protocol, Sequence
 
 from amibuild.errors import AmibuildError, ChannelBusy, Interrupted, LeaseLost
-from amibuild.poll import until
+from amibuild.poll import settled, until
 
 DEFAULT_TTL = 900.0  # seconds; a build renews it every third of it while it works
 
@@ -432,4 +432,4 @@ def _each(items: Sequence[Any], work: Callable[[Any], Any]) -> list[Any]:
     with ThreadPoolExecutor(max_workers=min(16, len(items)), thread_name_prefix="amibuild-lease") as pool:
         # each in a copy of the caller's context: a channel operation's deadline goes with it
         futures = [pool.submit(contextvars.copy_context().run, one, item) for item in items]
-        return [future.result() for future in futures]
+        return [settled(future) for future in futures]

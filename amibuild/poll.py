@@ -1,4 +1,5 @@
-"""The one polling loop: ask until the answer is done, the deadline passes or a signal says stop.
+"""The one polling loop: ask until the answer is done, the deadline passes or a signal says stop;
+and `settled`, the main thread's wait for work in another thread.
 
 `until` calls ``check`` and hands its answer to ``done``; while not done it asks ``cancelled``, then
 looks at the deadline, then sleeps ``interval`` seconds (no further than the deadline) and asks
@@ -12,6 +13,7 @@ Why it is built this way: docs/dev/decisions.md.
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable, Generic, TypeVar
 
@@ -52,3 +54,15 @@ def until(check: Callable[[], T], *, interval: float, timeout: float | None = No
         if left <= 0:
             return Waited(value)
         sleep(min(interval, left))
+
+
+def settled(future: Future[T]) -> T:
+    """``future.result()``, waking every half second: CPython runs signal handlers in the main thread
+    only, and a signal the kernel hands to a worker thread would leave a main thread asleep on the
+    future until the work ends (a Ctrl-C unheard for a whole channel write or boot test)."""
+    while True:
+        try:
+            return future.result(timeout=0.5)
+        except TimeoutError:
+            if future.done():  # the work's own TimeoutError
+                raise

@@ -1,10 +1,18 @@
-"""amibuild.poll.until: the one polling loop, on a fake clock whose sleep moves it (nothing really sleeps)."""
+"""amibuild.poll.until: the one polling loop, on a fake clock whose sleep moves it (nothing really sleeps);
+and `settled`, the main thread's wait for a worker, which must let a signal's handler run."""
 
 from __future__ import annotations
 
+import signal
+import sys
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import pytest
 
-from amibuild.poll import Waited, until
+from amibuild.aws import beside, fan_out
+from amibuild.jobs.signals import Signals
+from amibuild.poll import Waited, settled, until
 
 
 class FakeTime:
@@ -118,3 +126,47 @@ def test_what_the_check_raises_goes_through() -> None:
 def test_exactly_one_of_timeout_and_deadline(limits) -> None:
     with pytest.raises(TypeError):
         until(lambda: True, interval=1, **limits)
+
+
+def _main_thread_waits() -> bool:
+    """The main thread waits on a future's result: asleep on it (or about to be)."""
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    return (frame is not None and frame.f_code.co_name == "wait" and frame.f_back is not None
+            and frame.f_back.f_code.co_name == "result")
+
+
+def _signal_a_worker(signals: Signals) -> bool:
+    """In a worker thread, once the main thread waits for it: SIGINT to this thread, as the kernel may
+    hand a process's signal to any of its threads; True once the handler (which runs in the main thread
+    only) has recorded it."""
+    assert until(_main_thread_waits, interval=0.01, timeout=20).done
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+    return until(signals.requested, interval=0.02, timeout=20).done
+
+
+@pytest.mark.parametrize("wait", ["fan_out", "beside", "settled"])
+def test_a_signal_delivered_to_a_worker_is_heard_while_the_main_thread_waits_for_it(wait, capfd) -> None:
+    # before: the main thread slept on the future until the worker gave up (a Ctrl-C unheard for a
+    # whole channel write in about 1 run in 30 of the real process)
+    assert threading.current_thread() is threading.main_thread()
+    with Signals() as signals:
+        if wait == "fan_out":
+            heard = fan_out(["worker", "other"], lambda k: _signal_a_worker(signals) if k == "worker" else True)["worker"]
+        elif wait == "beside":
+            with beside(lambda: _signal_a_worker(signals)) as answer:
+                heard = answer()
+        else:
+            with ThreadPoolExecutor(1) as pool:
+                heard = settled(pool.submit(_signal_a_worker, signals))
+    assert heard and signals.name == "SIGINT"
+    assert "amibuild: SIGINT: finishing the channel write in progress" in capfd.readouterr().err
+
+
+def test_settled_gives_the_work_s_answer_and_its_own_timeout_error() -> None:
+    done: Future[int] = Future()
+    done.set_result(7)
+    assert settled(done) == 7
+    failed: Future[int] = Future()
+    failed.set_exception(TimeoutError("the work's own"))
+    with pytest.raises(TimeoutError, match="the work's own"):
+        settled(failed)

@@ -20,6 +20,7 @@ from amibuild import redact
 from amibuild.errors import UsageError
 from amibuild.aws import deadline, models, rates, regions
 from amibuild.aws.error_map import mapped_errors
+from amibuild.poll import settled
 
 
 CONNECT_TIMEOUT = 2
@@ -137,7 +138,7 @@ def fan_out(keys: Sequence[K], work: Callable[[K], V]) -> dict[K, V]:
         return {k: work(k) for k in keys}
     with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(keys)), thread_name_prefix="amibuild-aws") as pool:
         futures = {k: pool.submit(contextvars.copy_context().run, work, k) for k in keys}
-        return {k: futures[k].result() for k in keys}
+        return {k: settled(futures[k]) for k in keys}
 
 
 @contextlib.contextmanager
@@ -148,5 +149,5 @@ def beside(work: Callable[[], V]) -> Iterator[Callable[[], V]]:
     """
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amibuild-beside") as pool:
         started = pool.submit(contextvars.copy_context().run, work)
-        yield started.result
+        yield lambda: settled(started)
 

@@ -25,6 +25,7 @@ from amibuild.errors import AmibuildError, AwsError, OutputNotWritten, PackerNot
 from amibuild.pipeline import Pipeline, Variant
 from amibuild.pipeline.options import Options, load_pipeline
 from amibuild.pipeline.support import support_warning
+from amibuild.poll import settled
 from amibuild.render import Rendered, SourceAmi, SourceHow, Target, Transform
 from amibuild.render.upstreams import load_upstreams, upstream_binaries
 
@@ -225,7 +226,7 @@ def check_directories(packer: Packer, directories: list[Path],
 
     with ThreadPoolExecutor(max_workers=min(CHECK_PARALLEL, len(directories) or 1),
                             thread_name_prefix="check") as pool:
-        answers = list(pool.map(check, directories))
+        answers = list(map(settled, [pool.submit(check, d) for d in directories]))
     for directory, answer in zip(directories, answers, strict=True):
         if answer is None:
             valid(directory)

@@ -29,6 +29,7 @@ from amibuild.lease import Guard
 from amibuild.errors import AmibuildError, GateRefused, PublishConflict, PublishFailed
 from amibuild.pipeline import Variant
 from amibuild.pipeline.naming import parameter_name
+from amibuild.poll import settled
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ def publish_build(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome], c
     # (the caller holds them off): each variant asks `cancelled` before it starts.
     with ThreadPoolExecutor(max_workers=PUBLISH_PARALLEL) as pool:
         futures = [pool.submit(publish_one, item) for item in items]
-        return {done.name: done for done in (future.result() for future in futures)}
+        return {done.name: done for done in map(settled, futures)}
 
 
 def _held(current: Mapping[str, Mapping[str, str]], item: VariantPublish) -> dict[str, str]:

@@ -19,6 +19,7 @@ from amibuild.bake.executor import BuildOutcome, BuildStatus
 from amibuild.errors import Interrupted
 from amibuild.imagetest import boot
 from amibuild.imagetest.statements import says_something, test_statement
+from amibuild.poll import settled
 
 BOOT_PARALLEL = 8
 
@@ -64,5 +65,5 @@ def boot_test_outcomes(aws: Any, plan: Any, outcomes: Sequence[BuildOutcome], se
 
     built = sum(1 for o in outcomes if o.status is BuildStatus.BUILT)
     with ThreadPoolExecutor(max_workers=max(1, min(BOOT_PARALLEL, built))) as pool:
-        tested = tuple(pool.map(one, outcomes))
+        tested = tuple(map(settled, [pool.submit(one, o) for o in outcomes]))
     return tested, not interrupted[0]
