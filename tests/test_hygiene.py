@@ -193,7 +193,7 @@ def test_the_clean_up_leaves_no_trace_of_the_build_instance_and_an_empty_machine
                           env={"PATH": f"{bindir}:/usr/bin:/bin", "AMIBUILD_ROOT": str(root), "SUDO_USER": "builder",
                                "AMIBUILD_KEEP_TMP": "/tmp/worker"}, check=False)
     assert done.returncode == 0, done.stderr
-    assert (root / "etc/machine-id").read_text() == ""  # there, empty: what systemd takes for a first boot
+    assert (root / "etc/machine-id").read_text() == ""  # there, empty: systemd writes a new id at boot
     assert (root / "var/lib/amibuild/build-machine-id.sha256").read_text().strip() == hashlib.sha256(
         b"3d1219c7c4c5404aaa1f6d2a48adfda4\n").hexdigest()
     assert (root / "var/lib/amibuild/cleanup-at").read_text().strip().isdigit()
@@ -202,6 +202,42 @@ def test_the_clean_up_leaves_no_trace_of_the_build_instance_and_an_empty_machine
                     "tmp/worker/version-info.json", "var/lib/amibuild/build-machine-id.sha256",
                     "var/lib/amibuild/cleanup-at", "var/lib/cloud/scripts/keep", "var/log/audit/audit.log"]
     assert (root / "var/log/audit/audit.log").read_text() == ""
+
+
+# journalctl opens the journal of the local machine only (SD_JOURNAL_LOCAL_ONLY): the folder
+# /var/log/journal/<id> whose name is /etc/machine-id's. With that file empty, it vacuums nothing there.
+JOURNALCTL = """#!/bin/bash
+id=$(cat "$AMIBUILD_ROOT/etc/machine-id")
+for arg; do
+    case $arg in
+        --rotate) mv "$AMIBUILD_ROOT/var/log/journal/$LIVE/system.journal" \\
+                     "$AMIBUILD_ROOT/var/log/journal/$LIVE/system@rotated.journal"
+                  touch "$AMIBUILD_ROOT/var/log/journal/$LIVE/system.journal" ;;
+        --vacuum-size=*) [ -n "$id" ] && rm -f "$AMIBUILD_ROOT/var/log/journal/$id"/*@*.journal ;;
+    esac
+done
+exit 0
+"""
+
+
+def test_the_clean_up_vacuums_the_persistent_journal_before_it_empties_the_machine_id(tmp_path: Path) -> None:
+    root, bindir, live = tmp_path / "root", tmp_path / "bin", "3d1219c7c4c5404aaa1f6d2a48adfda4"
+    fake_instance(root)
+    (root / "var/log/audit/audit.log").unlink()
+    journal = root / "var/log/journal" / live
+    journal.mkdir(parents=True)
+    for name in ("system.journal", "system@0001-0002.journal", "user-1000@0003-0004.journal"):
+        (journal / name).write_text("the build's log")
+    bindir.mkdir()
+    for name, text in (("systemctl", "#!/bin/sh\nexit 0\n"), ("journalctl", JOURNALCTL)):
+        (bindir / name).write_text(text)
+        (bindir / name).chmod(0o755)
+    done = subprocess.run(["bash", str(PROVISION / "cleanup.sh")], capture_output=True, text=True, timeout=30,
+                          env={"PATH": f"{bindir}:/usr/bin:/bin", "AMIBUILD_ROOT": str(root), "LIVE": live},
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in journal.iterdir()) == ["system.journal"]  # written since the rotation only
+    assert (root / "etc/machine-id").read_text() == ""
 
 
 # ------------------------------------------------------------------------------ rehearsals

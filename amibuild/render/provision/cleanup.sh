@@ -14,18 +14,6 @@ root=${AMIBUILD_ROOT:-}
 state="$root/var/lib/amibuild"
 mkdir -p "$state"
 
-# The machine-id: emptied, not removed. An empty file is what systemd takes for a first boot: it
-# writes a new id then, so no two nodes share the build instance's (journald, DHCP client ids).
-# Only a hash of the old one stays, for the boot test to tell the new id from it.
-if [[ -s "$root"/etc/machine-id ]]; then
-    sha256sum <"$root"/etc/machine-id | cut -d' ' -f1 >"$state/build-machine-id.sha256"
-fi
-truncate -s 0 "$root"/etc/machine-id
-# an older copy D-Bus keeps of its own (a link to /etc/machine-id on Amazon Linux)
-if [[ -f "$root"/var/lib/dbus/machine-id && ! -L "$root"/var/lib/dbus/machine-id ]]; then
-    rm -f "$root"/var/lib/dbus/machine-id
-fi
-
 # SSH: the host keys (sshd makes new ones at first boot), and the keys and shell history of root
 # and the build users (Packer's temporary key among them).
 rm -f "$root"/etc/ssh/ssh_host_*
@@ -78,6 +66,20 @@ if [[ -d "$root"/var/log/journal ]]; then
         # no journald writing to them: the files go
         find "$root"/var/log/journal -mindepth 1 -delete
     fi
+fi
+
+# The machine-id: emptied, not removed (as upstream does). systemd writes a new id at boot for an
+# empty file, so no two nodes share the build instance's (journald, DHCP client ids); unlike a missing
+# file or "uninitialized", it is no first boot, so unit presets are not applied again.
+# Only a hash of the old one stays, for the boot test to tell the new id from it. After the journal's
+# vacuum: journalctl finds the persistent journal by this id, and skips it once the file is empty.
+if [[ -s "$root"/etc/machine-id ]]; then
+    sha256sum <"$root"/etc/machine-id | cut -d' ' -f1 >"$state/build-machine-id.sha256"
+fi
+truncate -s 0 "$root"/etc/machine-id
+# an older copy D-Bus keeps of its own (a link to /etc/machine-id on Amazon Linux)
+if [[ -f "$root"/var/lib/dbus/machine-id && ! -L "$root"/var/lib/dbus/machine-id ]]; then
+    rm -f "$root"/var/lib/dbus/machine-id
 fi
 
 # /tmp: all of it but what a later step still needs and the private folders of running services
