@@ -41,6 +41,17 @@ def test_the_inventory_reads_every_field_and_refuses_a_line_it_does_not_print() 
         parse_inventory("a\tb\tc\n")
 
 
+def test_the_signing_keys_rpm_lists_are_no_packages_of_the_image() -> None:
+    keys = ("gpg-pubkey\t(none)\td832c631\t5515a5b9\t(none)\t\tpubkey\n"
+            "gpg-pubkey\t(none)\tf3a6a3c1\t6123ab00\t(none)\t\tpubkey\n")
+    with_keys = parse_inventory(BASE + keys)
+    assert with_keys == parse_inventory(BASE)
+    assert "none" not in cyclonedx(with_keys, os_name="al2023")  # no purl with arch=(none)
+    one_more_key = image_diff.diff(image_diff.Side("a", "ami-1", parse_inventory(BASE + keys.splitlines(True)[0])),
+                                   image_diff.Side("b", "ami-2", with_keys))
+    assert one_more_key.packages == ()
+
+
 @pytest.mark.parametrize(("a", "b", "want"), [
     ("1.0", "1.0", 0), ("1.0", "2.0", -1), ("2.0.1", "2.0", 1), ("1.0a", "1.0", 1), ("1.0~rc1", "1.0", -1),
     ("1.0^git1", "1.0", 1), ("1.0^git1", "1.0.1", -1), ("5.5p1", "5.5p10", -1), ("10", "9", 1), ("1.a", "1.1", -1),

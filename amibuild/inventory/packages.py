@@ -54,6 +54,8 @@ def parse_inventory(text: str) -> tuple[Package, ...]:
             raise InventoryUnreadable(f"inventory line {number}: {len(fields)} fields, expected {len(FIELDS)} "
                                       f"({', '.join(FIELDS)})")
         name, epoch, version, release, arch, repo, license_ = fields
+        if name == "gpg-pubkey" and arch == "(none)":  # rpm's entry for an imported signing key, no package
+            continue
         if not name or not version:
             raise InventoryUnreadable(f"inventory line {number}: no name or version")
         if epoch in ("", "(none)"):
