@@ -14,6 +14,7 @@ import json
 import shutil
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -238,6 +239,24 @@ def test_the_clean_up_vacuums_the_persistent_journal_before_it_empties_the_machi
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in journal.iterdir()) == ["system.journal"]  # written since the rotation only
     assert (root / "etc/machine-id").read_text() == ""
+
+
+@pytest.mark.skipif(shutil.which("utmpdump") is None, reason="no util-linux utmpdump")
+@pytest.mark.parametrize("zone, after, passes", [("Asia/Tokyo", 60, True), ("America/Los_Angeles", -3600, False)])
+def test_the_log_check_reads_wtmps_utc_times_as_utc_in_any_time_zone(tmp_path: Path, zone: str, after: int,
+                                                                      passes: bool) -> None:
+    (_, command, _), = [c for c in hygiene.after_cleanup() if c[0] == "clean-logs"]
+    stamp = 1733213341  # 2024-12-03T08:09:01Z
+    (tmp_path / "var/lib/amibuild").mkdir(parents=True)
+    (tmp_path / "var/lib/amibuild/cleanup-at").write_text(f"{stamp}\n")
+    (tmp_path / "var/log").mkdir(parents=True)
+    at = datetime.fromtimestamp(stamp + after, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    line = f"[7] [01234] [ts/0] [ec2-user] [pts/0       ] [10.0.0.1            ] [10.0.0.1       ] [{at},000000+00:00]\n"
+    (tmp_path / "var/log/wtmp").write_bytes(subprocess.run(["utmpdump", "-r"], input=line.encode(), capture_output=True,
+                                                           check=True).stdout)
+    done = subprocess.run(["bash", "-c", command.replace("/var/", f"{tmp_path}/var/")], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "TZ": zone}, timeout=30, check=False)
+    assert (done.returncode == 0) is passes, done.stdout + done.stderr
 
 
 # ------------------------------------------------------------------------------ rehearsals

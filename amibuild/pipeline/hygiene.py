@@ -60,7 +60,8 @@ for log in /var/log/audit/audit.log.* /var/log/secure-* /var/log/messages-*; do
 done
 for log in /var/log/wtmp /var/log/btmp; do
     [ -s "$log" ] || continue
-    first=$(utmpdump "$log" 2>/dev/null | head -n 1 | sed -n 's/.*\[\([0-9][0-9-]*T[0-9:]*\)[^]]*\] *$/\1/p')
+    # utmpdump prints UTC with its offset ([2024-12-03T08:09:01,123456+00:00]): kept, or date reads local time
+    first=$(utmpdump "$log" 2>/dev/null | head -n 1 | sed -n 's/.*\[\([0-9][0-9-]*T[0-9:]*\)[,.0-9]*\([^]]*\)\] *$/\1\2/p')
     at=$(date -d "$first" +%s 2>/dev/null) || at=0
     [ "$at" -ge "$stamp" ] || old="$old $log"
 done
