@@ -116,6 +116,22 @@ def test_clean_run_removes_a_partial_copy_of_an_unfinished_run_and_keeps_the_com
     assert registered(other) == {r: True for r in REGIONS}  # another run: untouched
 
 
+def test_clean_run_dry_run_lists_the_protection_it_would_turn_off_before_the_deregister(sandbox, workdir) -> None:
+    made = bake(RUN, tagged=False)
+    ec2 = boto3.client("ec2", region_name="eu-west-1")
+    ec2.enable_image_deregistration_protection(ImageId=made["eu-west-1"])
+    listed = run_cli(workdir, "clean-run", "--run-id", RUN, "--dry-run")
+    assert listed.returncode == 0, listed.stderr
+    assert (f"would turn deregistration protection off  image {made['eu-west-1']} in eu-west-1  (aws ec2 "
+            f"disable-image-deregistration-protection --image-id {made['eu-west-1']} --region eu-west-1)") in listed.stdout
+    as_data = json.loads(run_cli(workdir, "clean-run", "--run-id", RUN, "--dry-run", "--json").stdout)
+    assert as_data["unprotect"] == [{"kind": "image", "region": "eu-west-1", "id": made["eu-west-1"]}]
+    assert ec2.describe_images(ImageIds=[made["eu-west-1"]])["Images"][0]["DeregistrationProtection"] == "enabled"
+    done = run_cli(workdir, "clean-run", "--run-id", RUN)
+    assert done.returncode == 0, done.stderr
+    assert registered(made) == {"us-west-2": True, "eu-west-1": False}
+
+
 def test_clean_run_of_an_unknown_run_id_exits_2_and_touches_nothing(sandbox, workdir) -> None:
     other = bake(OTHER)
     result = run_cli(workdir, "clean-run", "--run-id", RUN)

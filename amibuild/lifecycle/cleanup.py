@@ -169,6 +169,7 @@ class CleanupResult:
     leases: list[LeaseLeftover] = field(default_factory=list)
     temp_dirs: list[TempLeftover] = field(default_factory=list)
     dry_run: bool = False
+    unprotect: list[Leftover] = field(default_factory=list)  # images whose deregistration protection goes off
 
     def raise_for_status(self) -> None:
         if self.failed:
@@ -182,6 +183,7 @@ class CleanupResult:
             "kept": [{"kind": x.kind, "region": x.region, "id": x.id, "why": why} for x, why in self.kept],
             "leases": [{"region": x.region, "name": x.name, "holder": str(x.holder)} for x in self.leases],
             "temp_dirs": [x.path for x in self.temp_dirs],
+            "unprotect": [{"kind": x.kind, "region": x.region, "id": x.id} for x in self.unprotect],
             "removed": [str(x) for x in self.removed],
             "left_behind": [{"kind": x.kind, "region": x.region, "id": x.id, "why": why, "command": x.command()}
                             for x, why in self.failed],
@@ -194,16 +196,17 @@ def execute(aws: Aws, facts: RunFacts, verdicts: Sequence[Verdict], *, dry_run: 
     result = CleanupResult(facts.run_id, list(facts.found), dry_run=dry_run,
                            kept=[(v.item, v.why) for v in verdicts if not v.remove],
                            leases=[LeaseLeftover(r, n, h) for r, n, h in facts.leases],
-                           temp_dirs=[TempLeftover(p) for p in facts.temp_dirs])
+                           temp_dirs=[TempLeftover(p) for p in facts.temp_dirs],
+                           unprotect=[v.item for v in verdicts if v.unprotect])
     if dry_run:
         return result
     refused: set[str] = set()
-    for verdict in (v for v in verdicts if v.unprotect):
+    for item in result.unprotect:
         try:
-            aws.unprotect_image(verdict.item.region, verdict.item.id)
+            aws.unprotect_image(item.region, item.id)
         except AmibuildError as exc:
-            refused.add(verdict.item.id)
-            result.failed.append((verdict.item, f"deregistration protection not turned off: {exc}"))
+            refused.add(item.id)
+            result.failed.append((item, f"deregistration protection not turned off: {exc}"))
     result.removed, failed = leftovers.remove(aws, [v.item for v in verdicts if v.remove and v.item.id not in refused])
     result.failed += failed
     for lease in result.leases:

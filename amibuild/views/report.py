@@ -82,6 +82,9 @@ def clean_lines(result: Any) -> Iterable[str]:
         yield f"run {result.run_id}: nothing left behind"
     if result.dry_run:
         kept = {item for item, _ in result.kept}
+        for item in result.unprotect:
+            yield (f"would turn deregistration protection off  {item}  (aws ec2 disable-image-deregistration-protection "
+                   f"--image-id {item.id} --region {item.region})")
         for item in result.found:
             if item not in kept:
                 yield f"found  {item}  ({item.command()})"
