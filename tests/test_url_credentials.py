@@ -137,6 +137,18 @@ def test_a_password_in_proxy_and_repo_urls_is_written_and_printed_nowhere(sandbo
     assert "NoEcho parameter ProxyCredentials" in deployed.stderr
 
 
+def test_a_dry_run_create_names_the_proxy_credentials_parameter_but_never_prints_the_password(sandbox, tmp_path):
+    from conftest import run_cli
+    from test_today_nodes import fake_build, network
+
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    planned = run_cli(tmp_path, "nodegroup-deploy", "--stack", "ng-sec", "--cluster", SANDBOX_CLUSTER, *network(sandbox),
+                      "--parameter", f"NodeImageId={fake_build('v')}", "--proxy", PROXY, "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    assert "would set ProxyCredentials: (hidden, NoEcho)" in planned.stdout
+    assert PASSWORD not in planned.stdout + planned.stderr
+
+
 def test_a_password_packer_prints_with_its_commas_escaped_is_masked_in_packer_log(tmp_path: Path) -> None:
     """Packer escapes "," as %!(PACKER_COMMA) on its machine-readable stream: a password with a comma
     (a legal userinfo character) reaches packer.log in that form, and is masked in it too."""

@@ -325,6 +325,7 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         parameters = stack_parameters({"NodeGroupName": name, **given}, None)
         if dry_run:
             return DeployResult(name, region, DeployAction.WOULD_CREATE, "dry run: nothing sent", changed=tuple(
+                f"{p['ParameterKey']}: (hidden, NoEcho)" if p["ParameterKey"] in HIDDEN_PARAMETERS else
                 f"{p['ParameterKey']}: (new) -> {p['ParameterValue']!r}" for p in parameters))
         say(f"stack {name}: creating in {region}")
         aws.create_stack(name, region, template_body=template_body, parameters=parameters,
