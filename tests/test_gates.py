@@ -329,6 +329,46 @@ def test_the_cli_soak_follows_aws_clock_and_now_only_plans(sandbox: Sandbox, pip
     assert bad.returncode == 2 and "--now 'next tuesday': an ISO 8601 time" in bad.stderr
 
 
+CHAIN = """
+pipeline {
+  name    = "eks-workers"
+  regions = ["us-west-2"]
+  copy_to = ["eu-west-1"]
+}
+channel "recommended" {
+  from     = "candidate"
+  requires = ["tested"]
+}
+channel "stable" {
+  from     = "recommended"
+  requires = ["tested"]
+  soak     = "72h"
+}
+variant "ceph" {
+}
+"""
+
+
+def test_a_due_dry_run_judges_a_channel_after_the_promotion_into_its_source_as_the_real_run_does(
+        sandbox: Sandbox, tmp_path: Path):
+    (tmp_path / "amibuild.hcl").write_text(CHAIN)
+    chain, aws = load(tmp_path / "amibuild.hcl"), Aws(region="us-west-2")
+    ceph = chain.variants[0]
+    publish.publish_variant(aws, pipeline=chain, variant=ceph, amis=build("ceph"), channel="candidate")
+    publish.promote(aws, pipeline=chain, variant=ceph, source="candidate", target="recommended")
+    sandbox.advance_clock(FOUR_DAYS)  # recommended's image has soaked: stable may take it...
+    publish.publish_variant(aws, pipeline=chain, variant=ceph, amis=build("ceph"), channel="candidate")
+
+    planned = due.promote_due(aws, chain, dry_run=True)
+    done = due.promote_due(aws, chain)  # ...but recommended takes the new one first: stable's soak starts again
+
+    assert [(i.channel, i.action) for i in done] == [("recommended", due.DueAction.PROMOTED),
+                                                    ("stable", due.DueAction.WAIT)]
+    assert [(i.channel, i.action, i.ami) for i in planned] == [
+        ("recommended", due.DueAction.PROMOTE, done[0].ami), ("stable", due.DueAction.WAIT, done[1].ami)]
+    assert planned[1].due_at is not None and abs(planned[1].due_at - done[1].due_at) < timedelta(minutes=5)
+
+
 WRITES_WITH_NOW = [
     ("promote", "--variant", "ceph", "--from", "recommended", "--to", "stable"),
     ("promote", "--due"),

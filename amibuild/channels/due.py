@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
@@ -86,15 +86,17 @@ _READ_STATEMENTS = frozenset({"tested", "scanned"})  # what a gate can require t
 
 
 def gather(aws: Aws, pipeline: Any, variant: Any, gate: Any,
-           proofs: Callable[[str, Mapping[str, Image | None]], Mapping[str, gates.Evidence | None]] | None = None
-           ) -> DueFacts:
+           proofs: Callable[[str, Mapping[str, Image | None]], Mapping[str, gates.Evidence | None]] | None = None,
+           moved: Mapping[str, Parameter] | None = None) -> DueFacts:
     """The facts `decide_one` judges; ``proofs`` (variant, images) reads what the signed statements prove,
-    given whenever a gate requires it."""
+    given whenever a gate requires it; ``moved``: a dry run's promotion into the source, as if written."""
     regions = list(pipeline.target_regions)
     source_name = publish_mod.parameter_name(pipeline, variant, gate.source)
     target_name = publish_mod.parameter_name(pipeline, variant, gate.channel)
     dated = fan_out(regions, lambda r: aws.dated_history(source_name, r))
     histories = {r: list(dated[r].versions) for r in regions}
+    for r, p in (moved or {}).items():
+        histories[r].append(replace(p, version=histories[r][-1].version + 1 if histories[r] else 1))
     source = {r: (histories[r] or [None])[-1] for r in regions}
     target = fan_out(regions, lambda r: aws.find_parameter(target_name, r))
     images = fan_out(regions, lambda r: aws.find_image(r, source[r].value) if source[r] is not None else None)
@@ -144,9 +146,14 @@ def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run
         from amibuild.channels import evidence
 
         proofs = functools.partial(evidence.gather, evidence.Reader(aws, pipeline))
+    planned: dict[tuple[str, str], dict[str, Parameter]] = {}  # a dry run's promotions: what each would write
     for variant in pipeline.variants:
         for gate in ordered:
-            item = decide_one(gather(aws, pipeline, variant, gate, proofs), now)
+            facts = gather(aws, pipeline, variant, gate, proofs, planned.get((variant.name, gate.source)))
+            item = decide_one(facts, now)
+            if item.action is DueAction.PROMOTE and dry_run:  # the real run reads a later gate's source after it
+                planned[(variant.name, gate.channel)] = {r: replace(p, last_modified=now or facts.answered_at)
+                                                         for r, p in facts.source.items() if p is not None}
             if item.action is DueAction.PROMOTE and not dry_run:
                 say(f"promoting {variant.name} {gate.source} -> {gate.channel} ({item.ami}) ...")
                 try:
