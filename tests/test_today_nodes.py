@@ -219,6 +219,23 @@ def test_proxy_update_keeps_bootstrap_arguments_and_says_what_changed(sandbox, t
     assert parameters_of("ng-proxy")["BootstrapArguments"] == "--use-max-pods false"
 
 
+def test_a_dry_run_of_a_deploy_that_changes_nothing_says_unchanged_and_one_that_changes_the_template_says_so(
+        sandbox, tmp_path) -> None:
+    ceph_channel(tmp_path)
+    args = ("nodegroup-deploy", "--stack", "ng-same", "--cluster", SANDBOX_CLUSTER, *network(sandbox), "--variant", "ceph")
+    assert run_cli(tmp_path, *args).returncode == 0
+
+    planned = run_cli(tmp_path, *args, "--dry-run")
+    done = run_cli(tmp_path, *args)
+
+    assert planned.returncode == 0 and done.returncode == 0, planned.stderr + done.stderr
+    assert "stack ng-same (us-west-2): unchanged (CREATE_COMPLETE; dry run: nothing sent)" in planned.stdout
+    assert "stack ng-same (us-west-2): unchanged (" in done.stdout
+    moved = run_cli(tmp_path, *args, "--os", "al2023", "--dry-run")
+    assert "would update" in moved.stdout and "would set the template:" in moved.stdout, moved.stdout
+    assert "stack ng-same (us-west-2): updated (" in run_cli(tmp_path, *args, "--os", "al2023").stdout
+
+
 def _no_proxy_of(stack: str) -> str:
     hook = next(p.body for p in user_data_parts(stack) if p.content_type == "text/cloud-boothook")
     return next(line for line in hook.splitlines() if line.startswith("no_proxy_rest="))

@@ -349,9 +349,11 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         parameters = stack_parameters(given, list(previous))
         changed = tuple(parameter_changes(given, previous))
         kept = sorted(key for key in set(previous) & PARAMETERS if given.get(key, previous[key]) == previous[key])
-        if dry_run:
-            return DeployResult(name, region, DeployAction.WOULD_UPDATE, f"{found.status}; dry run: nothing sent",
-                                changed=changed, kept=tuple(kept))
+        if dry_run:  # CloudFormation updates nothing when neither a parameter nor the template changes
+            same = parse_template(aws.stack_template(name, region), f"stack {name}'s template") == json.loads(template_body)
+            action = DeployAction.UNCHANGED if same and not changed else DeployAction.WOULD_UPDATE
+            return DeployResult(name, region, action, f"{found.status}; dry run: nothing sent", kept=tuple(kept),
+                                changed=changed if same else (*changed, "the template: the stack's -> this deploy's"))
         for line in changed:
             say(f"stack {name}: changing {line}")
         if kept:
