@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,8 @@ from amibuild import render
 from amibuild.pipeline import Overrides, load
 from amibuild.bake.executor import BuildOutcome, BuildStatus
 from amibuild.bake.build_plan import BuildDecision, BuildPlan, PlanItem
-from amibuild.channels.from_build import channel_reads, plan_build_publish
+from amibuild.aws import Parameter
+from amibuild.channels.from_build import channel_reads, plan_build_publish, plan_moves
 from amibuild.render import SourceAmi, Target
 
 PIPELINE = """\
@@ -93,3 +95,15 @@ def test_an_interrupted_variant_publishes_nothing(plan: BuildPlan) -> None:
                                                       status=BuildStatus.INTERRUPTED, amis=amis("new"))
                for o in outcomes(plan)]
     assert [p.name for p in plan_build_publish(plan, stopped, "recommended", {})] == ["same", "moved"]
+
+
+def test_a_dry_run_shows_a_reused_variant_unchanged_exactly_when_the_real_publish_skips_it(plan: BuildPlan) -> None:
+    plan = replace(plan, items=tuple(replace(i, existing=amis(i.name)) if i.decision is BuildDecision.SKIP else i
+                                     for i in plan.items))
+    # the channel names the reused images everywhere, written once without DataType (SSM then says text)
+    held = {r: {parameter("same"): amis("same")[r]} for r in REGIONS}
+    current = {(parameter("same"), r): Parameter(parameter("same"), r, amis("same")[r], 3, "text") for r in REGIONS}
+    real = {p.name: p.unchanged for p in plan_build_publish(plan, outcomes(plan), "recommended", held)}
+    moves = {m.variant: m for m in plan_moves(plan, "recommended", current, {})}
+    assert real["same"] is True
+    assert [(r.unchanged, r.version) for r in moves["same"].regions] == [(True, 3), (True, 3)]

@@ -245,12 +245,16 @@ def plan_moves(plan: BuildPlan, channel: str, current: Mapping[tuple[str, str], 
     for item in plan.items:
         parameter = parameter_name(plan.pipeline, item.rendered.variant, channel)
         reused = item.decision is BuildDecision.SKIP
+        # as `plan_build_publish`: a channel naming the reused images everywhere is not published at all
+        skipped = reused and all((p := current.get((parameter, r))) is not None and p.value == ami
+                                 for r, ami in item.existing.items())
         regions = []
         for region in plan.regions:
             now = current.get((parameter, region))
             new = item.existing.get(region) if reused else None
             held, version = (now.value, now.version) if now is not None else (None, 0)
-            same = new is not None and now is not None and held == new and now.data_type == publish.IMAGE_DATA_TYPE
+            same = new is not None and now is not None and held == new and (
+                skipped or now.data_type == publish.IMAGE_DATA_TYPE)
             older = bool(reused and held and not same and is_older(times.get((region, new or "")),
                                                                     times.get((region, held))))
             regions.append(RegionMove(region, held, version, new, version if same else version + 1, same, older))
