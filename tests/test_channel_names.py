@@ -317,3 +317,17 @@ def test_build_ami_dry_run_shows_every_step_its_flags_ask_for_and_refuses_a_flag
     alone = run_cli(tmp_path, "build-ami", "--dry-run", "--allow-incomplete")
     assert alone.returncode == 2 and "--allow-incomplete goes with --rehearse" in alone.stderr, alone.stderr
     assert alone.stdout == ""
+
+
+def test_build_ami_dry_run_to_a_channel_gated_from_another_says_refused_and_exits_as_the_build_would(
+        sandbox, tmp_path):
+    from conftest import run_cli
+
+    (tmp_path / "amibuild.hcl").write_text(E2E + 'channel "stable" {\n  from = "recommended"\n}\n')
+    text = run_cli(tmp_path, "build-ami", "--channel", "stable", "--dry-run")
+    assert text.returncode == 1, text.stderr
+    assert ("publish to stable (/amibuild/e2e/1.35/ceph/stable/image_id): REFUSED: channel stable is gated "
+            "(from recommended): images enter only from channel recommended") in text.stdout, text.stdout
+    assert "would not be published" in text.stderr
+    plan = json.loads(run_cli(tmp_path, "build-ami", "--channel", "stable", "--dry-run", "--json").stdout)
+    assert plan["publish"][0]["refused"].startswith("channel stable is gated (from recommended)")

@@ -23,7 +23,7 @@ from amibuild import notify
 from amibuild.aws import Aws, Parameter, fan_out
 from amibuild.bake.executor import BuildOutcome, BuildStatus
 from amibuild.bake.build_plan import BuildDecision, BuildPlan
-from amibuild.channels import publish, read
+from amibuild.channels import gates, publish, read
 from amibuild.channels.plan import build_time
 from amibuild.lease import Guard
 from amibuild.errors import AmibuildError, GateRefused, PublishConflict, PublishFailed
@@ -225,6 +225,7 @@ class PublishMove:
     channel: str
     parameter: str
     regions: tuple[RegionMove, ...]
+    refused: str = ""  # the publish is refused whatever the images: why
 
     @property
     def older(self) -> tuple[str, ...]:
@@ -232,7 +233,7 @@ class PublishMove:
 
     def to_dict(self) -> dict[str, Any]:
         return {"variant": self.variant, "channel": self.channel, "parameter": self.parameter,
-                "regions": [r.to_dict() for r in self.regions], "older": list(self.older)}
+                "regions": [r.to_dict() for r in self.regions], "older": list(self.older), "refused": self.refused}
 
 
 def plan_moves(plan: BuildPlan, channel: str, current: Mapping[tuple[str, str], Parameter | None],
@@ -272,7 +273,13 @@ def preview_publish(aws: Aws, plan: BuildPlan, channel: str) -> tuple[PublishMov
              for r, ami in item.existing.items()
              if (held := current.get((names[item.name], r))) is not None and held.value != ami
              for pair in ((r, ami), (r, held.value))}
-    return plan_moves(plan, channel, current, built_times(aws, pairs))
+    moves = plan_moves(plan, channel, current, built_times(aws, pairs))
+    gate = plan.pipeline.gates.get(channel)
+    if gate is None or not gate.source:
+        return moves
+    # a build's images never come from the gate's source channel: its publish is refused, as the real run's is
+    refused = gates.decide(gate, images={}, came_from=None, now=None).refusal()
+    return tuple(replace(move, refused=refused) for move in moves)
 
 
 def check_shared(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome]) -> list[str]:

@@ -193,6 +193,9 @@ def verdict(run: BuildRun) -> AmibuildError | None:
     failed or unpublished variant is `BuildFailed` (exit 1).
     """
     outcomes = run.outcomes or ()
+    refused = [m.variant for m in run.publish_plan if m.refused] if run.outcomes is None else []
+    if refused:  # a dry run exits as the run would: a variant built and not published fails it
+        return BuildFailed(f"{len(refused)} variant(s) would not be published: {', '.join(refused)} (see the plan)")
     if run.interrupted:
         published = [o.name for o in outcomes if run.publish_of(o.name) and run.publish_of(o.name).ok]
         others = [o.name for o in outcomes if o.name not in published]

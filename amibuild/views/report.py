@@ -54,6 +54,9 @@ def build_lines(run: Any) -> Iterable[str]:
 
 def move_lines(move: Any) -> Iterable[str]:
     """A variant's publish in a build-ami dry run: region, previous -> new, the version it would make."""
+    if move.refused:
+        yield f"        publish to {move.channel} ({move.parameter}): REFUSED: {move.refused}"
+        return
     yield f"        publish to {move.channel} ({move.parameter}):"
     for r in move.regions:
         new = r.new or "(the image this run builds)"
