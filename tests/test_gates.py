@@ -369,6 +369,25 @@ def test_a_due_dry_run_judges_a_channel_after_the_promotion_into_its_source_as_t
     assert planned[1].due_at is not None and abs(planned[1].due_at - done[1].due_at) < timedelta(minutes=5)
 
 
+def test_a_due_dry_run_says_a_promotion_from_a_split_channel_fails_as_the_real_run_does(sandbox: Sandbox, tmp_path: Path):
+    (tmp_path / "amibuild.hcl").write_text(CHAIN)
+    chain, aws = load(tmp_path / "amibuild.hcl"), Aws(region="us-west-2")
+    ceph = chain.variants[0]
+    publish.publish_variant(aws, pipeline=chain, variant=ceph, amis=build("ceph"), channel="candidate")
+    other = build("ceph")  # another build, put into one region of candidate by hand: the channel is split
+    boto3.client("ssm", region_name="eu-west-1").put_parameter(
+        Name="/amibuild/eks-workers/1.35/ceph/candidate/image_id", Value=other["eu-west-1"], Type="String",
+        DataType="aws:ec2:image", Overwrite=True)
+
+    planned = due.promote_due(aws, chain, dry_run=True)
+    done = due.promote_due(aws, chain)
+
+    assert [(i.channel, i.action) for i in done] == [("recommended", due.DueAction.FAILED), ("stable", due.DueAction.WAIT)]
+    assert "channel candidate is split across regions" in done[0].detail
+    assert [(i.channel, i.action, i.detail) for i in planned] == [(i.channel, i.action, i.detail) for i in done]
+    assert channel_values("ceph", "recommended") == []
+
+
 WRITES_WITH_NOW = [
     ("promote", "--variant", "ceph", "--from", "recommended", "--to", "stable"),
     ("promote", "--due"),

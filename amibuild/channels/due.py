@@ -77,6 +77,10 @@ def decide_one(facts: DueFacts, now: datetime | None = None) -> DueItem:
         return DueItem(**base, action=DueAction.CURRENT, ami=lead, detail=f"{gate.channel} holds {lead} already")
     decision = gates.decide(gate, images=facts.images, came_from=gate.source, source_history=facts.history,
                             now=now or facts.answered_at, evidence=facts.evidence)
+    split = publish_mod.split_refusal(f"promote {gate.source} -> {gate.channel}", facts.variant, gate.source,
+                                      facts.images) if decision.met else ""
+    if split:  # the promote would refuse it: the dry run says so, and the real run does not try
+        return DueItem(**base, action=DueAction.FAILED, ami=lead, detail=split)
     if decision.met:
         return DueItem(**base, action=DueAction.PROMOTE, ami=lead, detail=f"gate met ({decision.gate})")
     return DueItem(**base, action=DueAction.WAIT, ami=lead, detail="; ".join(decision.missing), due_at=decision.due_at)

@@ -200,14 +200,9 @@ def promote(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, source: s
         provenance = {r: provenance_of(p.description) for r, p in latest.items() if p is not None}
         # which build each region holds, from the image's own tag (a description can be stale:
         # an overwrite that gives none keeps the previous one)
-        found = fan_out(sorted(amis), lambda r: aws.find_image(r, amis[r]))
-        builds = {r: f"{image.tags[tags.FINGERPRINT][:12]} (run {image.tags.get(tags.RUN_ID, UNKNOWN_MARK)})"
-                  for r, image in found.items() if image is not None and image.tags.get(tags.FINGERPRINT)}
-        if len(set(builds.values())) > 1:  # copying a split channel would split the target too
-            raise PublishRefused(
-                f"{operation} for {variant.name}: channel {source} is split across regions ("
-                + ", ".join(f"{r} holds build {b}" for r, b in sorted(builds.items()))
-                + "); nothing written. Repair it first with `amibuild channels --repair`")
+        split = split_refusal(operation, variant.name, source, fan_out(sorted(amis), lambda r: aws.find_image(r, amis[r])))
+        if split:
+            raise PublishRefused(split)
         # The source channel's images were checked when they were published; what can have changed
         # since is whether they still exist, which plan_publish checks.
         return plan_publish(aws, pipeline=pipeline, variant=variant, channel=target, amis=amis, allow_foreign=True,
@@ -218,6 +213,18 @@ def promote(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, source: s
 
     return _write_or_plan(aws, make_plan, dry_run=dry_run, force=force, pipeline=pipeline, variant=variant,
                           channels=[source, target], operation=operation, guard=guard or Guard())
+
+
+def split_refusal(operation: str, variant: str, source: str, images: Mapping[str, Image | None]) -> str:
+    """Why a promote refuses ``source``: its regions hold images of different builds ("" when one). Pure."""
+    builds = {r: f"{image.tags[tags.FINGERPRINT][:12]} (run {image.tags.get(tags.RUN_ID, UNKNOWN_MARK)})"
+              for r, image in images.items() if image is not None and image.tags.get(tags.FINGERPRINT)}
+    if len(set(builds.values())) <= 1:
+        return ""
+    # copying a split channel would split the target too
+    return (f"{operation} for {variant}: channel {source} is split across regions ("
+            + ", ".join(f"{r} holds build {b}" for r, b in sorted(builds.items()))
+            + "); nothing written. Repair it first with `amibuild channels --repair`")
 
 
 def rollback(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, channel: str, to_version: int | None = None,
