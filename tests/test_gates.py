@@ -388,6 +388,27 @@ def test_a_due_dry_run_says_a_promotion_from_a_split_channel_fails_as_the_real_r
     assert channel_values("ceph", "recommended") == []
 
 
+def test_a_due_dry_run_lists_each_regions_write_and_safeguard_of_the_promotion(sandbox: Sandbox, tmp_path: Path, cli):
+    (tmp_path / "amibuild.hcl").write_text(CHAIN)
+    chain, aws = load(tmp_path / "amibuild.hcl"), Aws(region="us-west-2")
+    amis = build("ceph")
+    publish.publish_variant(aws, pipeline=chain, variant=chain.variants[0], amis=amis, channel="candidate")
+    for region, ami in amis.items():  # protection turned off by hand: the promotion turns it on again
+        boto3.client("ec2", region_name=region).disable_image_deregistration_protection(ImageId=ami)
+
+    planned = cli(tmp_path, "promote", "--due", "--dry-run")
+    as_data = json.loads(cli(tmp_path, "promote", "--due", "--dry-run", "--json").stdout)
+
+    assert planned.returncode == 0, planned.stderr
+    for region, ami in amis.items():
+        assert f"  {region}: (new) -> {ami}  would write version 1" in planned.stdout, planned.stdout
+        assert f"would safeguard {region}: protect {ami}" in planned.stdout
+    assert {g["region"] for g in as_data[0]["plan"]["guards"]} == set(REGIONS)
+    assert channel_values("ceph", "recommended") == []
+    done = cli(tmp_path, "promote", "--due")
+    assert done.returncode == 0 and all(s in done.stdout for s in ("recommended: promoted", "stable: waits"))
+
+
 WRITES_WITH_NOW = [
     ("promote", "--variant", "ceph", "--from", "recommended", "--to", "stable"),
     ("promote", "--due"),

@@ -43,10 +43,12 @@ class DueItem:
     ami: str = ""
     detail: str = ""
     due_at: datetime | None = None
+    plan: Any = None  # a dry run's promotion: the promote's own plan (every region's write, its safeguards)
 
     def to_dict(self) -> dict[str, Any]:
         return {"variant": self.variant, "channel": self.channel, "from": self.source, "action": str(self.action),
-                "ami": self.ami or None, "detail": self.detail, "due_at": self.due_at.isoformat() if self.due_at else None}
+                "ami": self.ami or None, "detail": self.detail, "due_at": self.due_at.isoformat() if self.due_at else None,
+                "plan": self.plan.to_dict() if self.plan is not None else None}
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,12 @@ def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run
         for gate in ordered:
             facts = gather(aws, pipeline, variant, gate, proofs, planned.get((variant.name, gate.source)))
             item = decide_one(facts, now)
+            if item.action is DueAction.PROMOTE and dry_run and (variant.name, gate.source) not in planned:
+                try:  # what the promote would write, region by region, as `promote --dry-run` shows it
+                    item = replace(item, plan=publish_mod.promote(aws, pipeline=pipeline, variant=variant, now=now,
+                                                                  source=gate.source, target=gate.channel, dry_run=True))
+                except AmibuildError as exc:
+                    item = replace(item, action=DueAction.FAILED, detail=str(exc))
             if item.action is DueAction.PROMOTE and dry_run:  # the real run reads a later gate's source after it
                 planned[(variant.name, gate.channel)] = {r: replace(p, last_modified=now or facts.answered_at)
                                                          for r, p in facts.source.items() if p is not None}

@@ -151,6 +151,14 @@ def plan_lines(plan: Any) -> Iterable[str]:
         yield f"  would safeguard {step.describe()}"
 
 
+def due_lines(run: Any) -> Iterable[str]:
+    """`promote --due`: a line per gated channel, then the plan of each promotion a dry run would make."""
+    yield from run.lines()
+    for item in run:
+        if item.plan is not None:
+            yield from (f"  {line}" for line in plan_lines(item.plan))
+
+
 def history_lines(entries: list) -> Iterable[str]:
     rows = [(e.channel, e.region, str(e.version), when(e.modified), e.ami, e.fingerprint or "-", e.run_id or "-",
              e.user or "-") for e in entries]
