@@ -331,3 +331,18 @@ def test_build_ami_dry_run_to_a_channel_gated_from_another_says_refused_and_exit
     assert "would not be published" in text.stderr
     plan = json.loads(run_cli(tmp_path, "build-ami", "--channel", "stable", "--dry-run", "--json").stdout)
     assert plan["publish"][0]["refused"].startswith("channel stable is gated (from recommended)")
+
+
+@needs_packer
+def test_build_ami_dry_run_to_a_channel_requiring_tested_says_refused_unless_the_run_boot_tests(sandbox, tmp_path):
+    from conftest import run_cli
+
+    (tmp_path / "amibuild.hcl").write_text(E2E + 'channel "candidate" {\n  requires = ["tested"]\n}\n')
+    planned = run_cli(tmp_path, "build-ami", "--channel", "candidate", "--dry-run")
+    assert planned.returncode == 1, planned.stderr
+    assert "REFUSED: channel candidate is gated (tested): requires tested: eu-west-1: the image: no signed test " \
+           "statement (run `amibuild test-ami` or build with --boot-test)" in planned.stdout, planned.stdout
+    tested = run_cli(tmp_path, "build-ami", "--channel", "candidate", "--boot-test", "--dry-run")
+    assert tested.returncode == 0 and "REFUSED" not in tested.stdout, tested.stdout + tested.stderr
+    built = run_cli(tmp_path, "build-ami", "--channel", "candidate")
+    assert built.returncode == 1 and "NOT published: channel candidate is gated (tested): requires tested" in built.stdout

@@ -263,7 +263,8 @@ def plan_moves(plan: BuildPlan, channel: str, current: Mapping[tuple[str, str], 
     return tuple(moves)
 
 
-def preview_publish(aws: Aws, plan: BuildPlan, channel: str) -> tuple[PublishMove, ...]:
+def preview_publish(aws: Aws, plan: BuildPlan, channel: str, *, tested: bool = False,
+                    scanned: bool = False) -> tuple[PublishMove, ...]:
     """A dry run's publish plan: read the channel in every region and the images' build times, then
     `plan_moves`. Reads only."""
     names = {i.name: parameter_name(plan.pipeline, i.rendered.variant, channel) for i in plan.items}
@@ -275,11 +276,19 @@ def preview_publish(aws: Aws, plan: BuildPlan, channel: str) -> tuple[PublishMov
              for pair in ((r, ami), (r, held.value))}
     moves = plan_moves(plan, channel, current, built_times(aws, pairs))
     gate = plan.pipeline.gates.get(channel)
-    if gate is None or not gate.source:
+    if gate is None:
         return moves
-    # a build's images never come from the gate's source channel: its publish is refused, as the real run's is
-    refused = gates.decide(gate, images={}, came_from=None, now=None).refusal()
-    return tuple(replace(move, refused=refused) for move in moves)
+    # What the gate refuses whatever the images turn out to be: a build's never come from the gate's
+    # source channel, and an image this run builds has only the statements this run signs.
+    signed = gates.Evidence(test=gates.PASSED if tested else "", scan=() if scanned else None)
+    built = {i.name for i in plan.items if i.decision is not BuildDecision.SKIP}
+
+    def refusal(move: PublishMove) -> str:
+        new = {r.region: None for r in move.regions} if move.variant in built else {}
+        decision = gates.decide(gate, images=new, came_from=None, now=None, evidence=dict.fromkeys(new, signed))
+        return "" if decision.met else decision.refusal()
+
+    return tuple(replace(move, refused=refusal(move)) for move in moves)
 
 
 def check_shared(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome]) -> list[str]:

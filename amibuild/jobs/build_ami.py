@@ -290,7 +290,8 @@ def _run(settings: BuildSettings, say: Say, *, progress) -> BuildRun:
     plan = plan_build(prepared.pipeline, [(r, out_dir / r.variant.name) for r in prepared.rendered],
                       existing, force=settings.request.force, run_id=run_id)
     if settings.request.dry_run:  # the publish the real run would make is part of the plan
-        moves = preview_publish(aws, plan, settings.channel) if settings.channel else ()
+        moves = preview_publish(aws, plan, settings.channel, tested=settings.boot_test is not None,
+                                scanned=settings.request.scan) if settings.channel else ()
         return BuildRun(plan, None, None, publish_plan=moves, steps=planned_steps(settings))
     # only what will be built is written; `packer build` checks each template before it starts
     building = {item.name for item in plan.to_build}
