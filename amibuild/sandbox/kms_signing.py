@@ -6,9 +6,8 @@ the sandbox seeds.
   digest whose length is not the algorithm's (32 bytes for *_SHA_256) is a ValidationException,
   as KMS answers; Verify checks a DIGEST signature the same way, so it agrees with an offline check
   over the message (cryptography, the public key from GetPublicKey);
-- a MessageType other than RAW or DIGEST is refused, and so is a disabled key (DisabledException) or
-  one pending deletion (KMSInvalidStateException), as KMS refuses them; GetPublicKey too (moto gave
-  the public key of such a key), and it answers the key's ARN as ``KeyId``, as KMS does.
+- another MessageType is refused, and Sign, Verify and GetPublicKey refuse a disabled key
+  (DisabledException) or one pending deletion (KMSInvalidStateException) and name the key's ARN, as KMS does.
 
 `seed` creates what a pipeline's statements need by default: the key ``alias/amibuild``
 (ECC_NIST_P256, SIGN_VERIFY) in every region it is given, and the bucket
