@@ -331,6 +331,9 @@ def test_build_ami_dry_run_to_a_channel_gated_from_another_says_refused_and_exit
     assert "would not be published" in text.stderr
     plan = json.loads(run_cli(tmp_path, "build-ami", "--channel", "stable", "--dry-run", "--json").stdout)
     assert plan["publish"][0]["refused"].startswith("channel stable is gated (from recommended)")
+    # build-ami has no --override-gate: the advice names the command that has
+    assert plan["publish"][0]["refused"].endswith(
+        'meet the gate, or publish the images afterwards with `amibuild publish --override-gate --reason "..."`')
 
 
 @needs_packer
@@ -346,3 +349,5 @@ def test_build_ami_dry_run_to_a_channel_requiring_tested_says_refused_unless_the
     assert tested.returncode == 0 and "REFUSED" not in tested.stdout, tested.stdout + tested.stderr
     built = run_cli(tmp_path, "build-ami", "--channel", "candidate")
     assert built.returncode == 1 and "NOT published: channel candidate is gated (tested): requires tested" in built.stdout
+    assert "publish the images afterwards with `amibuild publish --override-gate" in built.stdout, built.stdout
+    assert "meet the gate or pass --override-gate" not in built.stdout + built.stderr

@@ -112,6 +112,10 @@ PUBLISH_PARALLEL = 4
 NOT_STARTED = "not published: interrupted before its turn"
 
 
+# what a build refused by a channel's gate can do instead: build-ami has no --override-gate
+AFTER_BUILD = 'meet the gate, or publish the images afterwards with `amibuild publish --override-gate --reason "..."`'
+
+
 def publish_build(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome], channel: str,
                   say: Callable[[str], None], *, cancelled: Callable[[], bool] = lambda: False,
                   guard: Guard | None = None) -> dict[str, VariantPublished]:
@@ -152,13 +156,15 @@ def publish_build(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome], c
                                              channel=channel, fingerprint=item.fingerprint, run_id=item.run_id,
                                              guard=replace(guard or Guard(), run_id=plan.run_id, cancelled=cancelled))
         except AmibuildError as exc:
-            say(f"{item.name}: not published: {exc}")
-            if isinstance(exc, GateRefused) and plan.pipeline.events:
+            refused = isinstance(exc, GateRefused)
+            why = gates.GateDecision(channel, exc.gate, exc.missing).refusal(AFTER_BUILD) if refused else str(exc)
+            say(f"{item.name}: not published: {why}")
+            if refused and plan.pipeline.events:
                 _send(notify.schema.gate_refused(
                     pipeline=plan.pipeline.name, variant=item.name, channel=channel, operation="publish",
-                    reason=str(exc), gate=exc.gate, missing=exc.missing, amis=exc.amis, run_id=item.run_id))
+                    reason=why, gate=exc.gate, missing=exc.missing, amis=exc.amis, run_id=item.run_id))
             stuck = exc.stuck_regions if isinstance(exc, (PublishFailed, PublishConflict)) else ()
-            return VariantPublished(item.name, channel, item.parameter, error=str(exc), stuck_regions=tuple(stuck))
+            return VariantPublished(item.name, channel, item.parameter, error=why, stuck_regions=tuple(stuck))
         say(f"{item.name}: published to {channel} ({result.parameter}): "
             + ", ".join(f"{r.region}={r.ami}" for r in result.regions))
         if plan.pipeline.events:
@@ -286,7 +292,7 @@ def preview_publish(aws: Aws, plan: BuildPlan, channel: str, *, tested: bool = F
     def refusal(move: PublishMove) -> str:
         new = {r.region: None for r in move.regions} if move.variant in built else {}
         decision = gates.decide(gate, images=new, came_from=None, now=None, evidence=dict.fromkeys(new, signed))
-        return "" if decision.met else decision.refusal()
+        return "" if decision.met else decision.refusal(AFTER_BUILD)
 
     return tuple(replace(move, refused=refusal(move)) for move in moves)
 

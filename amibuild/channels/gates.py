@@ -47,9 +47,8 @@ class GateDecision:
     def passes(self) -> bool:
         return self.met or bool(self.overridden)
 
-    def refusal(self) -> str:
-        return (f"channel {self.channel} is gated ({self.gate}): {'; '.join(self.missing)}; "
-                "meet the gate or pass --override-gate --reason \"...\"")
+    def refusal(self, advice: str = 'meet the gate or pass --override-gate --reason "..."') -> str:
+        return f"channel {self.channel} is gated ({self.gate}): {'; '.join(self.missing)}; {advice}"
 
     def note(self) -> str:
         """What goes into the channel's history with the write."""
