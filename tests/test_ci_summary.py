@@ -149,6 +149,8 @@ def test_promote_due_summary_has_a_row_per_gated_channel_with_when_it_is_due() -
     assert f"| ceph | stable | recommended | {DueAction.WAIT} | `ami-0123456789abcdef0` | 2026-12-04 22:16 UTC | soak 3d |" in lines
     assert f"| ceph-arm | stable | recommended | {DueAction.PROMOTED} | `ami-0fedcba9876543210` | - | gate met |" in lines
     assert "no gated channel" in summary.due_markdown([])
+    # a dry run's summary says so: its "promote" rows were not written
+    assert summary.due_markdown([], dry_run=True).splitlines()[0] == "### amibuild promote --due (dry run: nothing written)"
 
 
 def test_publish_and_rollback_summaries_have_a_row_per_region_with_the_ami_before_and_after(

@@ -314,8 +314,12 @@ def test_the_cli_soak_follows_aws_clock_and_now_only_plans(sandbox: Sandbox, pip
     waits = cli(tmp_path, "promote", "--due")
     assert waits.returncode == 0, waits.stderr
     assert "ceph recommended -> stable: waits (due " in waits.stdout
-    what_if = cli(tmp_path, "promote", "--due", "--dry-run", "--json", "--now", later().isoformat())
+    step_summary = tmp_path / "summary.md"
+    what_if = cli(tmp_path, "promote", "--due", "--dry-run", "--json", "--now", later().isoformat(),
+                  env={"GITHUB_STEP_SUMMARY": str(step_summary)})
     assert what_if.returncode == 0, what_if.stderr
+    # CI's summary of a dry run says so: its "promote" rows were not written
+    assert step_summary.read_text().startswith("### amibuild promote --due (dry run: nothing written)\n")
     assert {(i["variant"], i["action"]) for i in json.loads(what_if.stdout)} == {("ceph", "promote"), ("plain", "waits")}
     assert channel_values("ceph", "stable") == []  # a what-if plan writes nothing
 

@@ -81,7 +81,7 @@ def _promote_due(r: PromoteRequest, env: Env) -> Shown:
     pipe = load_pipeline(opts)
     done = due.promote_due(Aws(profile=opts.profile, region=pipe.build_region), pipe, now=when,
                            guard=lambda: guard(env), say=env.say, dry_run=r.dry_run, force=r.force)
-    return Shown(done, data=lambda d: d.to_list(), lines=report.due_lines, summary=lambda d: summary.due_markdown(d.items))
+    return Shown(done, data=lambda d: d.to_list(), lines=report.due_lines, summary=lambda d: summary.due_markdown(d.items, d.dry_run))
 
 
 def rollback(r: RollbackRequest, env: Env) -> Shown:

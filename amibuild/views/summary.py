@@ -163,11 +163,11 @@ def channels_markdown(entries: Sequence[Any]) -> str:
                      + table(["variant", "channel", "region", "AMI", "version", "written"], rows))
 
 
-def due_markdown(items: Sequence[Any]) -> str:
+def due_markdown(items: Sequence[Any], dry_run: bool = False) -> str:
     """`promote --due`: one row per variant x gated channel: promoted, waiting (until when) or failed."""
     rows = [(i.variant, i.channel, i.source, str(i.action), f"`{i.ami}`" if i.ami else "-",
              i.due_at.strftime("%Y-%m-%d %H:%M UTC") if i.due_at else "-", i.detail) for i in items]
-    return "\n".join(["### amibuild promote --due", ""]
+    return "\n".join([f"### amibuild promote --due{' (dry run: nothing written)' if dry_run else ''}", ""]
                      + (table(["variant", "channel", "from", "action", "AMI", "due", "detail"], rows) if rows
                         else ["no gated channel (a pipeline `channel` block with `from`)"]))
 
