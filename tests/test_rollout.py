@@ -816,6 +816,25 @@ def test_no_wait_returns_once_the_change_set_executes(offline_aws: Aws) -> None:
     assert "run the same command again later" in result.lines()[1]
 
 
+@pytest.mark.parametrize("deleted", [True, False])
+def test_a_change_set_still_being_made_at_the_timeout_is_deleted_or_named_not_left_silently(
+        offline_aws: Aws, monkeypatch: pytest.MonkeyPatch, deleted: bool) -> None:
+    monkeypatch.setattr(cfn, "CHANGE_SET_TIMEOUT", 0.0)
+    calls = recorded("aws_update_rolls")[:2]  # CreateChangeSet, then one DescribeChangeSet: CREATE_IN_PROGRESS
+    assert [c["operation"] for c in calls] == ["create_change_set", "describe_change_set"]
+    delete = {"service": "cloudformation", "operation": "delete_change_set",
+              "expected": {"StackName": "ng-ceph", "ChangeSetName": ANY}, "response": {}}
+    if not deleted:
+        delete = {**delete, "error": {"code": "InvalidChangeSetStatus", "message": "change set is being created"}}
+    said = ("it was deleted, the stack is unchanged" if deleted else
+            "it is left behind .*: aws cloudformation delete-change-set --stack-name ng-ceph --change-set-name "
+            f"amibuild-rollout-[0-9a-f-]+ --region {REGION}")
+    with replayed(offline_aws, recorded("aws_stack_before") + calls + [delete]), \
+            pytest.raises(RolloutFailed, match="still CREATE_IN_PROGRESS after 0 s; " + said):
+        rollout.rollout_stack(offline_aws, "ng-ceph", REGION, channel_parameter=STABLE, say=quiet, poll=0,
+                              dry_run=True)
+
+
 def test_following_gives_up_after_the_timeout_and_says_the_update_goes_on(offline_aws: Aws) -> None:
     calls = recorded("aws_update_rolls")
     first_look = [c["operation"] for c in calls].index("execute_change_set") + 3  # one status, one page of events

@@ -209,12 +209,17 @@ def make_change_set(aws: Aws, stack: str, region: str, parameters: Sequence[Mapp
     if created is None:
         say(f"stack {stack}: CloudFormation reports no updates to perform")
         return None
-    waited = until(lambda: aws.describe_change_set(stack, region, name), timeout=CHANGE_SET_TIMEOUT, interval=poll,
-                   done=lambda described: described.status not in ("CREATE_PENDING", "CREATE_IN_PROGRESS"))
+    try:
+        waited = until(lambda: aws.describe_change_set(stack, region, name), timeout=CHANGE_SET_TIMEOUT,
+                       interval=poll, done=lambda described: described.status not in ("CREATE_PENDING",
+                                                                                      "CREATE_IN_PROGRESS"))
+    except AmibuildError as exc:
+        raise RolloutFailed(f"stack {stack}: change set {name} could not be read: {exc}; "
+                            + _given_up(aws, stack, region, name)) from exc
     described = waited.value
     if waited.timed_out:
         raise RolloutFailed(f"stack {stack}: change set {name} still {described.status} after "
-                            f"{CHANGE_SET_TIMEOUT:.0f} s")
+                            f"{CHANGE_SET_TIMEOUT:.0f} s; " + _given_up(aws, stack, region, name))
     if described.status != "CREATE_COMPLETE":
         reason = described.reason or described.status
         aws.delete_change_set(stack, region, name)
@@ -227,6 +232,16 @@ def make_change_set(aws: Aws, stack: str, region: str, parameters: Sequence[Mapp
     for line in lines:
         say(f"  {line}")
     return name, lines
+
+
+def _given_up(aws: Aws, stack: str, region: str, name: str) -> str:
+    """Delete a change set amibuild gives up on (it changed nothing yet); what became of it, in words."""
+    try:
+        aws.delete_change_set(stack, region, name)
+    except AmibuildError as exc:
+        return (f"it is left behind ({exc}): aws cloudformation delete-change-set --stack-name {stack} "
+                f"--change-set-name {name} --region {region}")
+    return "it was deleted, the stack is unchanged"
 
 
 def event_line(event: StackEvent) -> str:
