@@ -302,7 +302,23 @@ def test_build_ami_dry_run_shows_every_step_its_flags_ask_for_and_refuses_a_flag
 
     (tmp_path / "amibuild.hcl").write_text(E2E)
     plain = json.loads(run_cli(tmp_path, "build-ami", "--dry-run", "--json").stdout)["steps"]
-    assert plain == ["packer build, up to 8 at a time"]
+    # the writes beside Packer's are in the plan: the statements, and the safeguards before the channel write
+    assert plain == ["packer build, up to 8 at a time",
+                     "store each built image's SBOM and provenance statement in the attestation bucket "
+                     "(amibuild-attestations-ACCOUNT), signed with alias/amibuild",
+                     "before each write to channel recommended: deregistration protection on for the image it will hold"]
+    (tmp_path / "amibuild.hcl").write_text(
+        E2E.replace('variant "ceph" {\n', 'variant "ceph" {\n  deprecate_after = "180d"\n').replace(
+            '  copy_to = ["eu-west-1"]\n', '  copy_to = ["eu-west-1"]\n  protection {\n    cooldown = true\n  }\n'
+            '  attestation {\n    bucket  = "my-statements"\n    kms_key = ""\n  }\n'))
+    guarded = json.loads(run_cli(tmp_path, "build-ami", "--dry-run", "--json", "--channel", "candidate",
+                                 "--new-channel").stdout)["steps"]
+    assert guarded[1:] == [
+        "store each built image's SBOM and provenance statement in s3://my-statements, unsigned (the attestation "
+        "block names no kms_key)",
+        "before each write to channel candidate: deregistration protection on for the image it will hold (with "
+        "cooldown), and its deprecation time moved to deprecate_after from now (ceph)"]
+    (tmp_path / "amibuild.hcl").write_text(E2E)
     flagged = run_cli(tmp_path, "build-ami", "--dry-run", "--json", "--rehearse", "--allow-incomplete", "--no-wait",
                       "--parallel", "2", "--timeout", "90m", "--boot-test")
     assert flagged.returncode == 0, flagged.stderr
@@ -310,7 +326,7 @@ def test_build_ami_dry_run_shows_every_step_its_flags_ask_for_and_refuses_a_flag
     assert steps[0].startswith("rehearse each variant") and "--allow-incomplete" in steps[0]
     assert steps[1] == ("packer build, up to 2 at a time, each within 5400 s; "
                         "a variant another run is building fails at once (--no-wait)")
-    assert steps[2].startswith("boot test each built image before it is published")
+    assert steps[3].startswith("boot test each built image before it is published")
     text = run_cli(tmp_path, "build-ami", "--dry-run", "--boot-test")
     assert "  step  boot test each built image" in text.stdout, text.stdout
     # a flag that only means something beside another is refused alone, not dropped

@@ -292,7 +292,7 @@ def _run(settings: BuildSettings, say: Say, *, progress) -> BuildRun:
     if settings.request.dry_run:  # the publish the real run would make is part of the plan
         moves = preview_publish(aws, plan, settings.channel, tested=settings.boot_test is not None,
                                 scanned=settings.request.scan) if settings.channel else ()
-        return BuildRun(plan, None, None, publish_plan=moves, steps=planned_steps(settings))
+        return BuildRun(plan, None, None, publish_plan=moves, steps=planned_steps(settings, plan))
     # only what will be built is written; `packer build` checks each template before it starts
     building = {item.name for item in plan.to_build}
     write_all(Prepared(prepared.pipeline, [r for r in prepared.rendered if r.variant.name in building],
