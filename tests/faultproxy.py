@@ -340,6 +340,11 @@ class FaultProxy:
         if fault is not None:
             outcome, status, code, message = fault
             self._record(op, region, outcome, name)
+            if service == "ec2":  # EC2 answers in XML
+                xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'
+                       f'<Message>{message}</Message></Error></Errors><RequestID>faultproxy</RequestID></Response>')
+                self._reply(request, status, [("Content-Type", "text/xml;charset=UTF-8")], xml.encode())
+                return
             payload = json.dumps({"__type": code, "message": message}).encode()
             self._reply(request, status, [("Content-Type", "application/x-amz-json-1.1"),
                                           ("x-amzn-ErrorType", code)], payload)

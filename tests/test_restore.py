@@ -91,3 +91,23 @@ def test_a_registered_image_whose_snapshot_is_gone_is_not_said_to_be_back() -> N
     restored = RestoreResult("ami-0123456789abcdef0", "us-west-2", image_restored=True, missing=("snap-1",))
     with pytest.raises(RestoreFailed, match="ami-0123456789abcdef0 is back, but its snapshot"):
         restored.raise_for_status()
+
+
+def test_a_snapshot_restore_refused_after_the_image_came_back_says_the_image_is_back(workdir, sandbox) -> None:
+    region_rules("eu-west-1")
+    lost = build("fp1")["eu-west-1"]
+    ec2 = boto3.client("ec2", region_name="eu-west-1")
+    snapshot = ec2.describe_images(ImageIds=[lost])["Images"][0]["BlockDeviceMappings"][0]["Ebs"]["SnapshotId"]
+    ec2.deregister_image(ImageId=lost)
+    ec2.delete_snapshot(SnapshotId=snapshot)
+
+    with FaultProxy(sandbox.endpoint) as proxy:
+        proxy.fail("eu-west-1", ["RestoreSnapshotFromRecycleBin"], code="UnauthorizedOperation",
+                   message="injected: explicit deny")
+        result = run_cli(workdir, "restore", "--ami", lost, "--region", "eu-west-1",
+                         env={"AWS_ENDPOINT_URL": proxy.endpoint})
+
+    assert result.returncode == 1, result.stderr
+    line = result.stderr.strip()
+    assert "\n" not in line and f"{lost} is back" in line and snapshot in line and "restore again" in line
+    assert ec2.describe_images(ImageIds=[lost])["Images"][0]["State"] == "available"

@@ -88,7 +88,12 @@ def run(ami: str, region: str, profile: str | None = None) -> RestoreResult:
     in_bin = {b.resource_id for b in aws.snapshots_in_recycle_bin(region, snapshots)} if snapshots else set()
     for snapshot in snapshots:
         if snapshot in in_bin:
-            aws.restore_snapshot(region, snapshot)
+            try:
+                aws.restore_snapshot(region, snapshot)
+            except AmibuildError as exc:  # the image may be back already: say so, or the user thinks nothing changed
+                state = "is back" if restored else "is registered"
+                raise RestoreFailed(f"restore: {ami} {state}, but its snapshot {snapshot} is still in the Recycle Bin "
+                                    f"({exc}): the image cannot launch until it is; restore again") from exc
     present = set(aws.snapshot_tags(region, [s for s in snapshots if s not in in_bin])) if snapshots else set()
     return RestoreResult(ami, region, restored, tuple(s for s in snapshots if s in in_bin),
                          tuple(s for s in snapshots if s in present),
