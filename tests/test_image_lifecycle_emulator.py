@@ -78,6 +78,17 @@ def test_deprecation_is_rounded_to_the_minute_and_refused_in_the_past(sandbox) -
     assert "DeprecationTime" not in ec2.describe_images(ImageIds=[ami])["Images"][0]
 
 
+def test_a_public_image_deprecates_at_most_two_years_after_its_creation(sandbox) -> None:
+    ec2 = boto3.client("ec2", region_name=REGION)
+    ami, _ = image(ec2)
+    far = datetime.now(timezone.utc) + timedelta(days=3 * 365)
+    ec2.enable_image_deprecation(ImageId=ami, DeprecateAt=far)  # private: up to 10 years ahead
+    ec2.modify_image_attribute(ImageId=ami, LaunchPermission={"Add": [{"Group": "all"}]})
+
+    assert code(lambda: ec2.enable_image_deprecation(ImageId=ami, DeprecateAt=far)) == "InvalidParameterValue"
+    ec2.enable_image_deprecation(ImageId=ami, DeprecateAt=datetime.now(timezone.utc) + timedelta(days=365))
+
+
 def test_a_disabled_image_is_hidden_unless_asked_for_and_is_made_private(sandbox) -> None:
     ec2 = boto3.client("ec2", region_name=REGION)
     ami, _ = image(ec2)

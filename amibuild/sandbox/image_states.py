@@ -14,6 +14,7 @@ from amibuild.sandbox import recyclebin
 
 COOLDOWN = timedelta(hours=24)
 _MAX_AHEAD = timedelta(days=3650)
+_MAX_AHEAD_PUBLIC = timedelta(days=730)  # EnableImageDeprecation: a public image's limit counts from its creation
 
 
 def _iso(when: datetime) -> str:
@@ -129,6 +130,13 @@ def install() -> None:
             raise EC2ClientError("InvalidParameterValue",
                                  f"Value ({raw}) for parameter DeprecateAt is invalid. The time must be in the future "
                                  "and at most 10 years from now.")
+        created = ami.creation_date if isinstance(ami.creation_date, datetime) else \
+            datetime.fromisoformat(str(ami.creation_date).replace("Z", "+00:00"))
+        created = created if created.tzinfo else created.replace(tzinfo=timezone.utc)
+        if ami.is_public and at > created + _MAX_AHEAD_PUBLIC:
+            raise EC2ClientError("InvalidParameterValue",
+                                 f"Value ({raw}) for parameter DeprecateAt is invalid. A public image's deprecation "
+                                 "time must be at most 2 years after its creation date.")
         ami._amibuild_deprecation = _iso(at)
         return ActionResult({"Return": "true"})
 
