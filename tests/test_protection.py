@@ -121,6 +121,15 @@ def test_decide_keeps_a_held_image_from_its_deprecation_time(deprecation, after,
         assert steps[0].at == NOW + after
 
 
+def test_the_deprecation_time_is_whole_minutes_so_the_longest_deprecate_after_stays_within_ec2s_limit():
+    # EC2 keeps a deprecation time to the nearest minute and takes at most 10 years: now + 3650 d with
+    # 30 s or more rounded up past it
+    late = NOW.replace(hour=9, minute=41, second=45, microsecond=500)
+    (step,) = safeguard.decide({KEY: _image("enabled", "")}, {KEY: ["stable"]}, protection=ProtectionSettings(),
+                               deprecate_after=timedelta(days=3650), now=late)
+    assert step.at == late.replace(second=0, microsecond=0) + timedelta(days=3650)
+
+
 # ------------------------------------------------------------------------------- against the emulator
 
 

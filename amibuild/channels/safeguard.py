@@ -53,7 +53,8 @@ def decide(held: Mapping[tuple[str, str], Image | None], holders: Mapping[tuple[
     found, left to the write's own checks); ``holders``: (region, ami) -> the channels holding it."""
     steps: list[GuardStep] = []
     wanted = protection.wanted
-    target = now + deprecate_after if deprecate_after else None
+    # whole minutes, as EC2 keeps it (it rounds to the nearest): 3650d stays within its 10-year limit
+    target = (now + deprecate_after).replace(second=0, microsecond=0) if deprecate_after else None
     for (region, ami), image in sorted(held.items()):
         if image is None:
             continue
