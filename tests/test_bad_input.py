@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from amibuild import hcl
+from amibuild.bake.build_plan import new_run_id
+from amibuild.pipeline import value_checks as checks
 from faultproxy import FaultProxy
 from conftest import run_cli
 
@@ -126,6 +128,10 @@ def test_good_input_renders_through_the_same_command(workdir: Path) -> None:
     values = hcl.loads((workdir / "build" / "plain" / "amibuild.auto.pkrvars.hcl").read_text())
     assert values["volume_size"] == 40
     assert values["extra_packages"] == ["htop"]
+
+
+def test_the_ami_name_check_counts_the_run_id_build_ami_appends() -> None:
+    assert len(checks.RUN_ID_SUFFIX) == len(f"-{new_run_id()}")
 
 
 @pytest.mark.skipif(shutil.which("packer") is None, reason="packer is not installed")

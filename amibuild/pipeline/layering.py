@@ -183,8 +183,9 @@ def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
             raise SpecError(f"{where}: pipeline.parameter_template / ssm_prefix: {exc}") from None
         if "ami_name_prefix" not in variant.packer_vars:  # a --var ami_name_prefix is checked on its own
             # the AMI name both bases render: see render.template_variables and UPSTREAM_VARS
-            checks.ami_name(f"{pipeline.name}-{variant.name}-{variant.kubernetes_version}-{variant.arch}"
-                            "-{{timestamp}}", f"{where}: pipeline.name + variant {variant.name!r}")
+            checks.ami_name(f"{pipeline.name}-{variant.name}-{variant.kubernetes_version}-{variant.arch}-{{{{timestamp}}}}"
+                            + ("" if variant.base == "upstream" else checks.RUN_ID_SUFFIX),
+                            f"{where}: pipeline.name + variant {variant.name!r}")
 
 
 _TOP_BLOCKS = ("pipeline", "defaults", "variant", "channel")

@@ -47,6 +47,8 @@ AMI_ID_FLAG = re.compile(r"ami-[0-9a-f]{8}(?:[0-9a-f]{9})?", re.ASCII)  # verify
 _AMI_NAME = re.compile(r"^[A-Za-z0-9()\[\] ./\-'@_]+\Z")
 AMI_DESCRIPTION_MAX = 255
 TIMESTAMP_CHARS = 10  # Packer's {{timestamp}}: Unix seconds, ten digits until 2286
+# what amibuild's own template appends in a build: "-" and the run id (bake.build_plan.new_run_id)
+RUN_ID_SUFFIX = "-20250101T000000Z-000000"
 
 # EC2 tag restrictions (Tag your Amazon EC2 resources): at most 50 tags per resource, keys up to
 # 128 characters and values up to 256 (UTF-8), the `aws:` prefix is reserved.
@@ -198,7 +200,7 @@ def ami_name(value: str, where: str, label: str = "AMI name") -> str:
     """An AMI name as EC2 will see it (Packer's {{timestamp}} counted as ten digits)."""
     shown = value.replace("{{timestamp}}", "0" * TIMESTAMP_CHARS)
     if not AMI_NAME_MIN <= len(shown) <= AMI_NAME_MAX:
-        raise SpecError(f"{where}: {label} {_short(shown)} is {len(shown)} characters with the timestamp; EC2 "
+        raise SpecError(f"{where}: {label} {_short(shown)} is {len(shown)} characters as built; EC2 "
                         f"allows {AMI_NAME_MIN} to {AMI_NAME_MAX}: shorten the pipeline or variant name")
     if not _AMI_NAME.match(shown):
         raise SpecError(f"{where}: {label} {_short(shown)}: EC2 allows letters, digits, spaces and ( ) [ ] . / - ' @ _")
@@ -344,7 +346,7 @@ def packer_variable(name: str, value: Any, where: str, *, known_regions: Iterabl
         if isinstance(value, Mapping):
             tags({str(k): str(v) for k, v in value.items()}, where)
     elif name == "ami_name_prefix":
-        ami_name(f"{value}-{{{{timestamp}}}}", where, "ami_name_prefix + timestamp")
+        ami_name(f"{value}-{{{{timestamp}}}}{RUN_ID_SUFFIX}", where, "ami_name_prefix + timestamp + run id")
     elif name == "ami_name":
         ami_name(str(value), where, "ami_name")
     elif name == "ami_description":
