@@ -169,7 +169,7 @@ source "amazon-ebs" "us-east-1" {
   region                      = "us-east-1"
   ami_name                    = local.ami_name
   ami_description             = var.ami_description
-  ami_regions                 = [for r in var.ami_regions : r if r != "us-east-1"]
+  ami_regions                 = [for r in var.ami_regions : r if contains(["us-east-1", "eu-west-1"], r) == false]
   ami_users                   = var.ami_users
   snapshot_users              = var.ami_users
   instance_type               = var.instance_type
@@ -214,7 +214,7 @@ source "amazon-ebs" "eu-west-1" {
   region                      = "eu-west-1"
   ami_name                    = local.ami_name
   ami_description             = var.ami_description
-  ami_regions                 = [for r in var.ami_regions : r if r != "eu-west-1"]
+  ami_regions                 = []
   ami_users                   = var.ami_users
   snapshot_users              = var.ami_users
   instance_type               = var.instance_type
