@@ -51,7 +51,9 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType(
         "region_kms_key_ids": MappingProxyType({}),  # region -> key for that region's image (amibuild.pipeline.keys)
         "subnet_id": "",
         "security_group_id": "",
-        "associate_public_ip_address": False,
+        # None: unset, the subnet's own default (an explicit false makes the amazon plugin launch without a
+        # public IP in a default-VPC subnet it picks: no SSH from outside AWS)
+        "associate_public_ip_address": None,
         "source_ami": "",
         "extra_packages": (),
         "repos": (),
@@ -132,7 +134,7 @@ class Variant:
     kms_key_id: str
     subnet_id: str
     security_group_id: str
-    associate_public_ip_address: bool
+    associate_public_ip_address: bool | None
     source_ami: str
     extra_packages: tuple[str, ...]
     repos: tuple[Repo, ...]

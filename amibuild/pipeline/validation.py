@@ -183,7 +183,8 @@ def validate_variant(name: str, m: dict[str, Any], origin: dict[str, str], *, ro
         kms_key_id=kms_key_id,
         subnet_id=checked["subnet_id"],
         security_group_id=checked["security_group_id"],
-        associate_public_ip_address=bool_value(m["associate_public_ip_address"], at("associate_public_ip_address")),
+        associate_public_ip_address=None if m["associate_public_ip_address"] is None else
+        bool_value(m["associate_public_ip_address"], at("associate_public_ip_address")),
         source_ami=source_ami,
         extra_packages=packages,
         repos=tuple(repos.values()),

@@ -36,7 +36,8 @@ UPSTREAM_VARS: dict[str, tuple[str | None, Any]] = {
     "subnet_id": ("subnet_id", lambda v, p: v.subnet_id),
     "security_group_id": ("security_group_id", lambda v, p: v.security_group_id),
     "associate_public_ip_address": ("associate_public_ip_address",
-                                    lambda v, p: str(v.associate_public_ip_address).lower()),
+                                    lambda v, p: "" if v.associate_public_ip_address is None
+                                    else str(v.associate_public_ip_address).lower()),
     "volume_type": ("volume_type", lambda v, p: v.volume_type),
     "volume_size": ("volume_size", lambda v, p: str(v.volume_size)),
     "launch_block_device_mappings_volume_size": ("volume_size", lambda v, p: str(v.volume_size)),

@@ -30,7 +30,7 @@ def template_variables(variant: Variant, pipeline: Pipeline) -> list[PackerVaria
         PackerVariable("kms_key_id", "string", v.kms_key_id),
         PackerVariable("subnet_id", "string", v.subnet_id),
         PackerVariable("security_group_id", "string", v.security_group_id),
-        PackerVariable("associate_public_ip_address", "bool", v.associate_public_ip_address),
+        PackerVariable("associate_public_ip_address", "string", _tristate(v.associate_public_ip_address)),
         PackerVariable("iam_instance_profile", "string", ""),
         PackerVariable("ssh_username", "string", "ec2-user"),
         PackerVariable("ssh_interface", "string", ""),
@@ -151,3 +151,8 @@ def hide_secrets(variables: Sequence[PackerVariable], hidden: Sequence[str]) -> 
 def env_value(value: Any) -> str:
     """A value as Packer reads PKR_VAR_<name>: a string as is, a list as an HCL (JSON) list."""
     return json.dumps(list(value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _tristate(value: bool | None) -> str:
+    """"true" / "false", or "" for unset (the template passes null to Packer)."""
+    return "" if value is None else str(value).lower()

@@ -50,8 +50,8 @@ variable "security_group_id" {
 }
 
 variable "associate_public_ip_address" {
-  type    = bool
-  default = false
+  type    = string
+  default = ""
 }
 
 variable "iam_instance_profile" {
@@ -176,7 +176,7 @@ source "amazon-ebs" "us-west-2" {
   instance_type               = var.instance_type
   subnet_id                   = var.subnet_id == "" ? null : var.subnet_id
   security_group_id           = var.security_group_id == "" ? null : var.security_group_id
-  associate_public_ip_address = var.associate_public_ip_address
+  associate_public_ip_address = var.associate_public_ip_address == "" ? null : var.associate_public_ip_address == "true"
   iam_instance_profile        = var.iam_instance_profile == "" ? null : var.iam_instance_profile
   encrypt_boot                = var.encrypted
   kms_key_id                  = var.kms_key_id == "" ? null : var.kms_key_id
