@@ -244,10 +244,19 @@ def parameter_changes(given: Mapping[str, str], previous: Mapping[str, str]) -> 
 def check_ours(aws: Any, name: str, region: str) -> Mapping[str, Any]:
     """The stack template's ``Metadata.amibuild`` when amibuild's node group template made it, else
     `RolloutRefused` naming `amibuild rollout`."""
+    return own_mark(read_template(aws, name, region), name, region)
+
+
+def read_template(aws: Any, name: str, region: str) -> Mapping[str, Any]:
+    """The stack's template, parsed ({} when it is not one amibuild can read)."""
     try:
-        template = parse_template(aws.stack_template(name, region), f"stack {name}'s template")
+        return parse_template(aws.stack_template(name, region), f"stack {name}'s template")
     except TemplateError:
-        template = {}
+        return {}
+
+
+def own_mark(template: Mapping[str, Any], name: str, region: str) -> Mapping[str, Any]:
+    """`check_ours` over a template already read. Pure."""
     mark = template.get("Metadata", {}).get(OWN_METADATA) if isinstance(template.get("Metadata"), dict) else None
     if isinstance(mark, dict) and mark.get("template") == OWN_TEMPLATE:
         return mark
@@ -341,7 +350,8 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         if state not in (cfn.StackState.READY, cfn.StackState.ROLLED_BACK):
             raise ro.RolloutBlocked(f"stack {name} in {region} is {found.status}: wait until it ends, or "
                                     "repair or delete it")
-        check_ours(aws, name, region)
+        current = read_template(aws, name, region)
+        own_mark(current, name, region)
         previous = {key: p.value for key, p in found.parameters.items()}
         if channel_parameter and previous.get("NodeImageId") and "NodeImageId" not in given:
             # a pinned image overrides the channel's parameter (the template's rule): following the channel clears it
@@ -350,7 +360,7 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
         changed = tuple(parameter_changes(given, previous))
         kept = sorted(key for key in set(previous) & PARAMETERS if given.get(key, previous[key]) == previous[key])
         if dry_run:  # CloudFormation updates nothing when neither a parameter nor the template changes
-            same = parse_template(aws.stack_template(name, region), f"stack {name}'s template") == json.loads(template_body)
+            same = current == json.loads(template_body)
             action = DeployAction.UNCHANGED if same and not changed else DeployAction.WOULD_UPDATE
             return DeployResult(name, region, action, f"{found.status}; dry run: nothing sent", kept=tuple(kept),
                                 changed=changed if same else (*changed, "the template: the stack's -> this deploy's"))
