@@ -13,7 +13,7 @@ from amibuild.pipeline.keys import region_keys
 from amibuild.render.render_model import HCL_FILE, ProvisionerKind, SourceAmi
 from amibuild.render.provisioners import provisioner_groups
 from amibuild.render.template import manifest_block, variable_block
-from amibuild.render.variables import hide_secrets, secret_variables, template_variables, user_values
+from amibuild.render.variables import hide_secrets, secret_variables, template_variables, tristate, user_values
 from amibuild.render import upstream
 
 if TYPE_CHECKING:
@@ -36,8 +36,7 @@ UPSTREAM_VARS: dict[str, tuple[str | None, Any]] = {
     "subnet_id": ("subnet_id", lambda v, p: v.subnet_id),
     "security_group_id": ("security_group_id", lambda v, p: v.security_group_id),
     "associate_public_ip_address": ("associate_public_ip_address",
-                                    lambda v, p: "" if v.associate_public_ip_address is None
-                                    else str(v.associate_public_ip_address).lower()),
+                                    lambda v, p: tristate(v.associate_public_ip_address)),
     "volume_type": ("volume_type", lambda v, p: v.volume_type),
     "volume_size": ("volume_size", lambda v, p: str(v.volume_size)),
     "launch_block_device_mappings_volume_size": ("volume_size", lambda v, p: str(v.volume_size)),

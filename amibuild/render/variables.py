@@ -30,7 +30,7 @@ def template_variables(variant: Variant, pipeline: Pipeline) -> list[PackerVaria
         PackerVariable("kms_key_id", "string", v.kms_key_id),
         PackerVariable("subnet_id", "string", v.subnet_id),
         PackerVariable("security_group_id", "string", v.security_group_id),
-        PackerVariable("associate_public_ip_address", "string", _tristate(v.associate_public_ip_address)),
+        PackerVariable("associate_public_ip_address", "string", tristate(v.associate_public_ip_address)),
         PackerVariable("iam_instance_profile", "string", ""),
         PackerVariable("ssh_username", "string", "ec2-user"),
         PackerVariable("ssh_interface", "string", ""),
@@ -153,6 +153,6 @@ def env_value(value: Any) -> str:
     return json.dumps(list(value)) if isinstance(value, (list, tuple)) else str(value)
 
 
-def _tristate(value: bool | None) -> str:
+def tristate(value: bool | None) -> str:
     """"true" / "false", or "" for unset (the template passes null to Packer)."""
     return "" if value is None else str(value).lower()
