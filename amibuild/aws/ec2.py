@@ -124,12 +124,6 @@ class Ec2Calls:
         found = fan_out(sorted(by_region), lambda r: each(r, lambda: self.find_images(r, by_region[r])))
         return {(r, a): (found.get(r) or {}).get(a) for r, amis in by_region.items() for a in amis}
 
-    def image_launch_users(self, region: str, image_id: str) -> frozenset[str]:
-        """Account ids allowed to launch the image (its launch permission)."""
-        with mapped_errors(f"ec2:DescribeImageAttribute {image_id}", region):
-            raw = self.client("ec2", region).describe_image_attribute(ImageId=image_id, Attribute="launchPermission")
-        return frozenset(p["UserId"] for p in raw.get("LaunchPermissions", []) if p.get("UserId"))
-
     def snapshot_volume_users(self, region: str, snapshot_id: str) -> frozenset[str]:
         """Account ids allowed to create volumes from the snapshot (its createVolumePermission)."""
         with mapped_errors(f"ec2:DescribeSnapshotAttribute {snapshot_id}", region):

@@ -173,7 +173,7 @@ def check_sharing(aws: Aws, *, amis: Mapping[str, str], users: Sequence[str]) ->
         image = aws.find_image(region, ami)
         if image is None:
             return SharingGap(region, ami, wanted, {})
-        launch = aws.image_launch_users(region, ami)
+        launch = aws.launch_permissions(region, ami)  # account ids among them
         snapshots = {s: tuple(u for u in wanted if u not in aws.snapshot_volume_users(region, s))
                      for s in image.snapshot_ids}
         return SharingGap(region, ami, tuple(u for u in wanted if u not in launch), snapshots)
