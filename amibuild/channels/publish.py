@@ -156,9 +156,7 @@ def publish_variant(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, a
     def make_plan() -> PublishPlan:
         when = now
         if when is None and gate is not None and "scanned" in gate.requires and gate.scan.ignore:
-            # an ignore's `until` is judged on AWS's clock: the time the channel's history read answered with
-            when = aws.dated_history(parameter_name(pipeline, variant, channel, template),
-                                     pipeline.target_regions[0]).answered_at
+            when = aws_clock(aws, pipeline, variant, channel, template)
         return plan_publish(aws, pipeline=pipeline, variant=variant, channel=channel, amis=amis,
                             fingerprint=fingerprint, run_id=run_id, allow_foreign=allow_foreign, template=template,
                             gate_check=gate_checker(pipeline, channel, now=when, override=override_gate,
@@ -213,6 +211,13 @@ def promote(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, source: s
 
     return _write_or_plan(aws, make_plan, dry_run=dry_run, force=force, pipeline=pipeline, variant=variant,
                           channels=[source, target], operation=operation, guard=guard or Guard())
+
+
+def aws_clock(aws: Aws, pipeline: PipelineLike, variant: VariantLike, channel: str,
+              template: str | None = None) -> datetime | None:
+    """AWS's time now: the Date of its answer to a read of the channel's history in the build region. A
+    scan ignore's `until` is judged on it, never on this machine's clock."""
+    return aws.dated_history(parameter_name(pipeline, variant, channel, template), pipeline.target_regions[0]).answered_at
 
 
 def split_refusal(operation: str, variant: str, source: str, images: Mapping[str, Image | None]) -> str:

@@ -24,7 +24,7 @@ from amibuild.attest.statement import SCAN
 from amibuild.aws import Aws, Image
 from amibuild.bake import record as records
 from amibuild.bake.build_plan import new_run_id
-from amibuild.channels import evidence, known
+from amibuild.channels import evidence, known, publish
 from amibuild.channels.channel_verify import channel_targets
 from amibuild.errors import AmibuildError, SpecError
 from amibuild.inventory import diff as diffs
@@ -344,8 +344,7 @@ def run_scan(request: ScanRequest, opts: Options) -> ScanResult:
     policy = gate.scan if gate is not None and "scanned" in gate.requires else None
     verdict = None
     if policy is not None:
-        # an ignore's `until` is read on AWS's clock (the channel's history answer), never this machine's
-        now = aws.dated_history(parameter_name(pipeline, variant, str(request.channel)), pipeline.build_region).answered_at
+        now = publish.aws_clock(aws, pipeline, variant, str(request.channel))
         verdict = scans.judge(done.findings, policy, now or datetime.max)
     return ScanResult(label, variant.name, done, policy, verdict, tuple(left_out))
 
