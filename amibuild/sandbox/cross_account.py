@@ -22,6 +22,8 @@ from datetime import datetime, timedelta, timezone
 from fnmatch import fnmatchcase
 from typing import Any
 
+from amibuild.values import parse_iso_time
+
 MAX_CRITERIA = 10
 MAX_PROVIDERS = 200
 MAX_NAMES = 50
@@ -52,12 +54,12 @@ def _criterion_admits(criterion: dict[str, Any], ami: Any, now: datetime) -> boo
         return False
     created = (criterion.get("CreationDateCondition") or {}).get("MaximumDaysSinceCreated")
     if created is not None:
-        when = _parse(getattr(ami, "creation_date", ""))
+        when = parse_iso_time(str(getattr(ami, "creation_date", "")))
         if when is None or now - when > timedelta(days=int(created)):
             return False
     deprecated = (criterion.get("DeprecationTimeCondition") or {}).get("MaximumDaysSinceDeprecated")
     if deprecated is not None:
-        when = _parse(getattr(ami, "deprecation_time", None) or "")
+        when = parse_iso_time(str(getattr(ami, "deprecation_time", None) or ""))
         if when is not None and now - when > timedelta(days=int(deprecated)):
             return False
     return True
@@ -69,14 +71,6 @@ def admits(backend: Any, ami: Any, now: datetime | None = None) -> bool:
         return True
     now = now or datetime.now(timezone.utc)
     return any(_criterion_admits(c, ami, now) for c in settings_of(backend)["criteria"])
-
-
-def _parse(text: str) -> datetime | None:
-    try:
-        when = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 def shared_with(ami: Any, account: str) -> bool:

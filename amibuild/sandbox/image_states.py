@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from amibuild.sandbox import recyclebin
+from amibuild.values import parse_iso_time
 
 COOLDOWN = timedelta(hours=24)
 _MAX_AHEAD = timedelta(days=3650)
@@ -130,10 +131,8 @@ def install() -> None:
             raise EC2ClientError("InvalidParameterValue",
                                  f"Value ({raw}) for parameter DeprecateAt is invalid. The time must be in the future "
                                  "and at most 10 years from now.")
-        created = ami.creation_date if isinstance(ami.creation_date, datetime) else \
-            datetime.fromisoformat(str(ami.creation_date).replace("Z", "+00:00"))
-        created = created if created.tzinfo else created.replace(tzinfo=timezone.utc)
-        if ami.is_public and at > created + _MAX_AHEAD_PUBLIC:
+        created = parse_iso_time(str(ami.creation_date))
+        if ami.is_public and created is not None and at > created + _MAX_AHEAD_PUBLIC:
             raise EC2ClientError("InvalidParameterValue",
                                  f"Value ({raw}) for parameter DeprecateAt is invalid. A public image's deprecation "
                                  "time must be at most 2 years after its creation date.")
