@@ -326,6 +326,10 @@ def test_kms_is_allowed_on_the_named_key_and_an_alias_becomes_a_condition(tmp_pa
     assert alias["Condition"]["ForAnyValue:StringEquals"] == {"kms:ResourceAliases": ["alias/ebs-images"]}
     assert all(s["Condition"]["StringLike"] == {"kms:ViaService": "ec2.*.amazonaws.com"} for s in (alias,
                by_sid["KmsForEncryptedImages"]))
+    # in China EC2's name is ec2.REGION.amazonaws.com.cn: a condition on amazonaws.com would match no call
+    china = {s["Sid"]: s for s in iam.policy("build", load(path), partition="aws-cn")["Statement"]}
+    assert all(china[sid]["Condition"]["StringLike"] == {"kms:ViaService": "ec2.*.amazonaws.com.cn"}
+               for sid in ("KmsForEncryptedImages", "KmsForEncryptedImagesByAlias"))
 
 
 def test_ssm_is_scoped_to_the_pipelines_channels_and_the_public_eks_parameters(pipeline) -> None:

@@ -20,6 +20,7 @@ from amibuild.attest import store as attest_store
 from amibuild.errors import SpecError
 from amibuild.lease import lease_root
 from amibuild.channels.publish import name_pattern
+from amibuild.pipeline.validation import partition_dns_suffixes
 
 TASKS = ("build", "publish", "rollout", "prune", "fleet", "test", "verify", "scan")
 PUBLIC_EKS_PARAMETERS = "/aws/service/eks/optimized-ami/*"
@@ -131,6 +132,7 @@ def to_json(document: Mapping[str, Any]) -> str:
 class _Arns:
     def __init__(self, partition: str, account: str, pipeline: Any) -> None:
         self.p, self.a = partition, account
+        self.dns = partition_dns_suffixes().get(partition, "amazonaws.com")  # services' names: ec2.REGION.<dns>
         parameter = f"arn:{partition}:ssm:*:{account}:parameter"
         root = lease_root(pipeline.ssm_prefix, pipeline.name)
         # GetParametersByPath is authorized on the path itself, everything else on the names below it
@@ -234,7 +236,7 @@ def _build(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | None)
     key_ids = [k for k in keys if "alias/" not in k]
     kms = ["kms:CreateGrant", "kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext",
            "kms:ReEncryptFrom", "kms:ReEncryptTo"]
-    via_ec2 = {"StringLike": {"kms:ViaService": "ec2.*.amazonaws.com"}}
+    via_ec2 = {"StringLike": {"kms:ViaService": f"ec2.*.{arn.dns}"}}
     if key_ids:
         statements.append(_statement("KmsForEncryptedImages", kms, arn.kms_keys(key_ids), via_ec2))
     if aliases:
