@@ -116,3 +116,20 @@ def test_render_case_passes_packer_validate_and_fmt(case_dir: Path, monkeypatch:
             hcl.loads(item.files[render.HCL_FILE])
             continue
         check_directory(packer, directory)
+
+
+def test_a_build_time_lookup_asks_for_the_images_of_the_eks_account_of_each_build_region(tmp_path: Path) -> None:
+    """EKS publishes its images in opt-in, China and GovCloud regions from accounts of their own: a
+    lookup owned by the usual account finds no image there, and the build fails at its first step."""
+    from amibuild.bake.prepare import resolve_sources
+
+    (tmp_path / "amibuild.hcl").write_text('pipeline {\n  name = "far"\n  regions = ["ap-east-1", "us-west-2"]\n}\n'
+                                           'variant "a" {}\n')
+    pipeline = load(tmp_path / "amibuild.hcl")
+    variables = {v.name: v.default for v in render.template_variables(pipeline.variants[0], pipeline)}
+    assert variables["source_ami_owners"] == ["602401143452", "800184023465"]
+    notes = {region: source.note for region, source in resolve_sources(pipeline, None)["a"].items()}
+    assert "owner 800184023465)" in notes["ap-east-1"] and "owner 602401143452)" in notes["us-west-2"]
+    china = load(tmp_path / "amibuild.hcl", Overrides(regions=("cn-north-1",)))
+    assert {v.name: v.default for v in render.template_variables(china.variants[0], china)}[
+        "source_ami_owners"] == ["918309763551"]

@@ -88,7 +88,8 @@ def _source(variant: Variant, region: str, access: bool, values: dict[str, str] 
         return SourceAmi(SourceHow.PINNED, variant.source_ami, note=f"source AMI pinned to {variant.source_ami}")
     if variant.base == "upstream":
         return SourceAmi(SourceHow.LOOKUP, note="upstream base: the upstream template finds its own source AMI")
-    lookup = f"looked up at build time by image name ({render_mod.eks_name_filter(variant)}, owner {render_mod.EKS_OWNER})"
+    lookup = (f"looked up at build time by image name ({render_mod.eks_name_filter(variant)}, "
+              f"owner {', '.join(render_mod.eks_owners([region]))})")
     if not access:
         return SourceAmi(SourceHow.LOOKUP, parameter=parameter, note=f"source AMI: no AWS access now; {lookup}")
     if values is None or isinstance(values, AwsError):  # the read failed (None: it was not made)

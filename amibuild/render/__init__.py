@@ -19,14 +19,14 @@ from amibuild.render.render_model import (HCL_FILE, RECORD_FILE, VARS_FILE, Buil
                                           SourceAmi, SourceHow, Target, Transform)
 from amibuild.render.provisioners import (CHECKS_SCRIPT, HYGIENE_SCRIPT, INVENTORY_FILE, INVENTORY_REMOTE, INVENTORY_SCRIPT,
                                           PROVISION_SCRIPTS, checks_script, checks_step, provisioner_blocks)
-from amibuild.render.source import EKS_OWNER, eks_name_filter, eks_parameter
+from amibuild.render.source import eks_name_filter, eks_owners, eks_parameter
 from amibuild.render.upstream_base import OWN_VARS_FILE
 from amibuild.render.variables import template_variables
 
 __all__ = [
-    "CHECKS_SCRIPT", "EKS_OWNER", "HCL_FILE", "HYGIENE_SCRIPT", "INVENTORY_FILE", "INVENTORY_REMOTE", "INVENTORY_SCRIPT",
+    "CHECKS_SCRIPT", "HCL_FILE", "HYGIENE_SCRIPT", "INVENTORY_FILE", "INVENTORY_REMOTE", "INVENTORY_SCRIPT",
     "OWN_VARS_FILE", "PROVISION_SCRIPTS", "RECORD_FILE", "VARS_FILE",
     "Build", "Provisioner", "ProvisionerKind", "Rendered", "SourceAmi", "SourceHow", "Target", "Transform",
-    "checks_script", "checks_step", "credential_env", "eks_name_filter", "eks_parameter", "fingerprint", "finish",
+    "checks_script", "checks_step", "credential_env", "eks_name_filter", "eks_owners", "eks_parameter", "fingerprint", "finish",
     "provisioner_blocks", "render_build", "render_variant", "template_variables", "write", "write_files",
 ]

@@ -3,9 +3,27 @@ a build-time lookup, and the account that publishes it."""
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from amibuild.pipeline import Variant
 
-EKS_OWNER = "602401143452"  # the account that publishes the EKS-optimized AMIs
+EKS_OWNER = "602401143452"  # the account that publishes the EKS-optimized AMIs in most regions
+# Opt-in, China and GovCloud regions have a publishing account of their own: the one AWS documents
+# as the region's EKS add-on image registry ("Amazon container image registries for Amazon EKS add-ons").
+REGION_OWNERS = {
+    "af-south-1": "877085696533", "ap-east-1": "800184023465", "ap-east-2": "533267051163",
+    "ap-south-2": "900889452093", "ap-southeast-3": "296578399912", "ap-southeast-4": "491585149902",
+    "ap-southeast-5": "151610086707", "ap-southeast-6": "333609536671", "ap-southeast-7": "121268973566",
+    "ca-west-1": "761377655185", "cn-north-1": "918309763551", "cn-northwest-1": "961992271922",
+    "eu-central-2": "900612956339", "eu-south-1": "590381155156", "eu-south-2": "455263428931",
+    "il-central-1": "066635153087", "me-central-1": "759879836304", "me-south-1": "558608220178",
+    "mx-central-1": "730335286997", "us-gov-east-1": "151742754352", "us-gov-west-1": "013241004608",
+}
+
+
+def eks_owners(regions: Iterable[str]) -> list[str]:
+    """The accounts that publish the EKS-optimized AMIs in `regions` (a build-time lookup's owners)."""
+    return sorted({REGION_OWNERS.get(region, EKS_OWNER) for region in regions})
 
 
 def eks_parameter(variant: Variant) -> str:

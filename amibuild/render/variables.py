@@ -12,7 +12,7 @@ from amibuild.errors import SpecError
 from amibuild.pipeline import Pipeline, Variant
 from amibuild.pipeline.keys import region_keys
 from amibuild.render.render_model import HCL_FILE, PackerVariable, SourceAmi
-from amibuild.render.source import EKS_OWNER, eks_name_filter
+from amibuild.render.source import eks_name_filter, eks_owners
 from amibuild.suggest import suggest
 
 
@@ -36,7 +36,7 @@ def template_variables(variant: Variant, pipeline: Pipeline) -> list[PackerVaria
         PackerVariable("ssh_interface", "string", ""),
         PackerVariable("source_amis", "map(string)", {}),  # build region -> source AMI, when known
         PackerVariable("source_ami_filter_name", "string", eks_name_filter(v)),
-        PackerVariable("source_ami_owners", "list(string)", [EKS_OWNER]),
+        PackerVariable("source_ami_owners", "list(string)", eks_owners(pipeline.regions)),
         PackerVariable("ami_name_prefix", "string", f"{pipeline.name}-{v.name}-{v.kubernetes_version}-{v.arch}"),
         PackerVariable(
             "ami_description",
