@@ -463,6 +463,11 @@ BAD_CONFIGS = [
         id="service cidr junk",
     ),
     pytest.param(
+        lambda: al2_config(service_cidr="10.100.0.0/29"),
+        "--service-cidr '10.100.0.0/29': an EKS service range is /12 to /24",
+        id="service cidr too small for the cluster DNS address",
+    ),
+    pytest.param(
         lambda: userdata.config_from_flags(cluster=""),
         "--cluster is required",
         id="cluster missing",

@@ -154,7 +154,11 @@ def _check_config(cfg: NodeConfig) -> None:
         if not _NO_PROXY_ENTRY.match(entry):
             raise SpecError(f"--no-proxy {entry!r}: give host names, .domains, addresses or CIDRs, one per entry")
     if cfg.service_cidr is not None:
-        check_cidr(cfg.service_cidr, "--service-cidr")
+        service = check_cidr(cfg.service_cidr, "--service-cidr")
+        # EKS takes /12 to /24; the cluster DNS address (the tenth) is outside anything smaller
+        if service.version == 4 and not 12 <= service.prefixlen <= 24:
+            raise SpecError(f"--service-cidr {cfg.service_cidr!r}: an EKS service range is /12 to /24 "
+                            "(aws eks describe-cluster --query cluster.kubernetesNetworkConfig.serviceIpv4Cidr)")
     unknown = [name for name in cfg.bypass if name not in ENDPOINTS]
     if unknown:
         raise SpecError(f"--bypass {unknown[0]!r}: choose from {', '.join(ENDPOINTS)} (or none)")
