@@ -175,6 +175,8 @@ BAD = [
     (["--variant", "ceph"], "--channel CHANNEL"),
     (["--variant", "ceph", "--channel", "stable", "--name", "Ceph_Stable"], "--name 'Ceph_Stable'"),
     (["--variant", "ceph", "--channel", "stable", "--role", "r", "--instance-profile", "p"], "give one of them"),
+    (["--variant", "ceph", "--channel", "stable", "--proxy", "http://proxy:3128", "--vpc-cidr", "10.42.0.1/16"],
+     "--vpc-cidr '10.42.0.1/16': not a network in CIDR notation"),
 ]
 
 
