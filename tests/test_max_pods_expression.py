@@ -95,6 +95,17 @@ def test_the_stack_parameters_remember_the_expression() -> None:
         KubeletSettings.from_parameters({"MaxPods": "3", "MaxPodsExpression": "max_pods"})
 
 
+def test_removing_one_way_to_size_pods_keeps_the_other_the_stack_has() -> None:
+    from amibuild.handoff.node_settings import Asked
+
+    fixed = Asked.parse(max_pods_expression="none").merge({"MaxPods": "40"}).kubelet
+    expression = Asked.parse(max_pods="none").merge({"MaxPodsExpression": EXPRESSION}).kubelet
+
+    assert (fixed.max_pods, fixed.max_pods_expression) == (40, "")
+    assert (expression.max_pods, expression.max_pods_expression) == (None, EXPRESSION)
+    assert Asked.parse(max_pods="30").merge({"MaxPodsExpression": EXPRESSION}).kubelet.max_pods_expression == ""
+
+
 @needs_nodeadm
 def test_a_node_group_stack_keeps_the_expression_and_a_fixed_value_replaces_it(sandbox, tmp_path) -> None:
     from amibuild.sandbox import SANDBOX_CLUSTER, seed_images

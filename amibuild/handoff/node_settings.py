@@ -119,9 +119,10 @@ class Asked:
             labels=[f"{k}={v}" for k, v in old.labels] if self.labels is None else self.labels,
             taints=[str(t) for t in old.taints] if self.taints is None else self.taints,
             # one way to size pods: a new fixed value drops the stack's expression, and the other way round
-            max_pods=(old.max_pods if self.max_pods_expression is None else None) if self.max_pods is None
+            # (removing one with `none` leaves the other as it is)
+            max_pods=(None if self.max_pods_expression else old.max_pods) if self.max_pods is None
             else (self.max_pods or None),
-            max_pods_expression=(old.max_pods_expression if self.max_pods is None else None)
+            max_pods_expression=(None if self.max_pods else old.max_pods_expression)
             if self.max_pods_expression is None else (self.max_pods_expression or None),
         )
         proxy = before.proxy if self.proxy is None else self.proxy
