@@ -159,6 +159,7 @@ def test_option_table_is_the_one_of_the_real_bootstrap_sh(archive: str) -> None:
     pytest.param(["--node-label", "a=b c"], "--node-label", id="label with a space"),
     pytest.param(["--node-label", "team"], "--node-label", id="label without value"),
     pytest.param(["--node-label", "node-role.kubernetes.io/worker=x"], "--node-label", id="restricted label"),
+    pytest.param(["--node-label", "k8s.io/team=x"], "--node-label", id="restricted k8s.io label"),
     pytest.param(["--taint", "k=v:Never"], "--taint", id="taint effect"),
     pytest.param(["--taint", "k=v'x:NoSchedule"], "--taint", id="taint with a quote"),
     pytest.param(["--max-pods", "lots"], "--max-pods", id="max pods"),
@@ -183,3 +184,12 @@ def test_values_the_kubelet_would_not_get_as_given_are_refused_naming_the_flag(a
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and named in lines[0], result.stderr
+
+
+def test_labels_the_kubelet_takes_are_accepted_as_its_own_rule_reads_them() -> None:
+    # kubernetes.io / k8s.io means the namespace itself or a subdomain of it; the kubelet's allowed list
+    # has the deprecated beta labels too
+    labels = ["myk8s.io/team=a", "example-kubernetes.io/tier=b", "beta.kubernetes.io/arch=amd64",
+              "failure-domain.beta.kubernetes.io/zone=eu-west-1a", "team.node.kubernetes.io/pool=c"]
+
+    assert len(KubeletSettings.parse(labels=labels).labels) == len(labels)

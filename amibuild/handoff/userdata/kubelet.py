@@ -35,10 +35,13 @@ _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _PREFIX = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
-# The kubelet refuses to start with a kubernetes.io / k8s.io label outside these (NodeRestriction).
+# The kubelet refuses to start with a kubernetes.io / k8s.io label outside these (NodeRestriction;
+# k8s.io/kubelet's well_known_labels.go, the deprecated beta ones included).
 _ALLOWED_K8S_LABELS = frozenset({
     "kubernetes.io/hostname", "kubernetes.io/arch", "kubernetes.io/os",
     "topology.kubernetes.io/region", "topology.kubernetes.io/zone", "node.kubernetes.io/instance-type",
+    "beta.kubernetes.io/arch", "beta.kubernetes.io/os", "beta.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone",
 })
 _ALLOWED_K8S_PREFIXES = ("kubelet.kubernetes.io", "node.kubernetes.io")
 
@@ -180,7 +183,7 @@ def _check_label(text: str) -> tuple[str, str]:
         raise SpecError(f"--node-label {text!r}: write KEY=VALUE, e.g. team=data")
     _check_key_value(key, value, f"--node-label {text!r}", "label")
     prefix, slash, _ = key.rpartition("/")
-    if slash and (prefix.endswith("kubernetes.io") or prefix.endswith("k8s.io")):
+    if slash and any(prefix == ns or prefix.endswith("." + ns) for ns in ("kubernetes.io", "k8s.io")):
         allowed = key in _ALLOWED_K8S_LABELS or any(
             prefix == p or prefix.endswith("." + p) for p in _ALLOWED_K8S_PREFIXES)
         if not allowed:
