@@ -161,6 +161,8 @@ def test_option_table_is_the_one_of_the_real_bootstrap_sh(archive: str) -> None:
     pytest.param(["--node-label", "node-role.kubernetes.io/worker=x"], "--node-label", id="restricted label"),
     pytest.param(["--node-label", "k8s.io/team=x"], "--node-label", id="restricted k8s.io label"),
     pytest.param(["--taint", "k=v:Never"], "--taint", id="taint effect"),
+    pytest.param(["--taint", "k=a:NoSchedule", "--taint", "k=b:NoSchedule"], "--taint k with NoSchedule is given twice",
+                 id="taint key and effect twice"),
     pytest.param(["--taint", "k=v'x:NoSchedule"], "--taint", id="taint with a quote"),
     pytest.param(["--max-pods", "lots"], "--max-pods", id="max pods"),
     pytest.param(["--os", "al2", "--bootstrap-args", "--use-max-pods=false"], "--use-max-pods=false",

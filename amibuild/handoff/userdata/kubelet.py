@@ -83,6 +83,10 @@ class KubeletSettings:
         if dup:
             raise SpecError(f"--node-label {dup} is given twice")
         parsed_taints = tuple(_check_taint(taint) for taint in taints)
+        pairs_of = [(t.key, t.effect) for t in parsed_taints]
+        same = next((pair for pair in pairs_of if pairs_of.count(pair) > 1), None)
+        if same:  # the API server refuses to register a node with two such taints
+            raise SpecError(f"--taint {same[0]} with {same[1]} is given twice: one taint per key and effect")
         pods = _check_max_pods(max_pods)
         expression = check_expression(max_pods_expression) if max_pods_expression else ""
         if expression and pods is not None:
