@@ -384,11 +384,13 @@ def test_no_proxy_holds_vpc_service_metadata_local_and_regional_endpoints():
     )
 
 
-def test_no_proxy_uses_the_china_partition_suffix_in_china_regions():
-    entries = userdata.no_proxy_entries(al2_config(region="cn-north-1", cfn_signal=None))
+@pytest.mark.parametrize("region, suffix", [("cn-north-1", "amazonaws.com.cn"), ("us-iso-east-1", "c2s.ic.gov"),
+                                           ("us-isob-east-1", "sc2s.sgov.gov"), ("eusc-de-east-1", "amazonaws.eu")])
+def test_no_proxy_uses_the_partition_suffix_of_the_region(region, suffix):
+    entries = userdata.no_proxy_entries(al2_config(region=region, cfn_signal=None))
 
-    assert "dkr.ecr.cn-north-1.amazonaws.com.cn" in entries
-    assert "sts.cn-north-1.amazonaws.com.cn" in entries
+    assert f"dkr.ecr.{region}.{suffix}" in entries
+    assert f"sts.{region}.{suffix}" in entries
 
 
 def test_given_service_cidr_replaces_both_defaults_and_extra_entries_come_last():

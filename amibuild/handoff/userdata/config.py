@@ -20,6 +20,7 @@ from amibuild.errors import SpecError
 from amibuild.handoff.userdata.bootstrap_sh import check_bootstrap_words
 from amibuild.handoff.userdata.kubelet import KubeletSettings
 from amibuild.pipeline import proxy_credentials
+from amibuild.pipeline.validation import partition_dns_suffixes, region_partitions
 
 OSES = ("al2", "al2023")
 BOUNDARY = "==AMIBUILD-USERDATA=="
@@ -60,7 +61,7 @@ PROXIED_DAEMONSETS = (("aws-node", "aws-node"), ("kube-proxy", "kube-proxy"))
 NODE_GROUPS = ("system:bootstrappers", "system:nodes")
 MAX_USERDATA = 16384  # bytes EC2 accepts, before base64
 _CLUSTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}\Z")
-_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}\Z")
+_REGION = re.compile(r"^[a-z]{2,4}(-[a-z]+)+-[0-9]{1,2}\Z")  # eu-west-1, us-isob-east-1, eusc-de-east-1
 # a CloudFormation stack name, as CreateStack takes it
 STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}\Z")
 _LOGICAL_ID = re.compile(r"^[A-Za-z0-9]{1,255}\Z")
@@ -322,7 +323,8 @@ def config_from_flags(
 
 def no_proxy_entries(cfg: NodeConfig, vpc_cidrs: Sequence[str] = ()) -> tuple[str, ...]:
     """NO_PROXY in order, duplicates dropped; the node's user data adds the VPC CIDRs at boot."""
-    dns = "amazonaws.com.cn" if cfg.region.startswith("cn-") else "amazonaws.com"
+    partition = region_partitions().get(cfg.region, "aws-cn" if cfg.region.startswith("cn-") else "aws")
+    dns = partition_dns_suffixes().get(partition, "amazonaws.com")  # c2s.ic.gov in us-iso-east-1, ...
     entries = [
         *vpc_cidrs,
         *cfg.service_cidrs,
