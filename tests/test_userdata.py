@@ -500,6 +500,11 @@ BAD_CONFIGS = [
         id="no-proxy entry",
     ),
     pytest.param(
+        lambda: al2_config(proxy="", no_proxy=("git.corp",)),
+        "--no-proxy: .*there is no proxy: give --proxy",
+        id="no-proxy without a proxy",
+    ),
+    pytest.param(
         lambda: al2_config(bypass=("lambda",)),
         "--bypass 'lambda'",
         id="bypass unknown",

@@ -151,6 +151,8 @@ def _check_config(cfg: NodeConfig) -> None:
         _check_url(cfg.proxy, "--proxy", ("http", "https"))
     proxy_credentials.check_with_proxy(cfg.proxy_credentials_parameter, (cfg.proxy,),
                                        "--proxy-credentials-parameter", "--proxy")
+    if cfg.no_proxy and not cfg.proxy:
+        raise SpecError("--no-proxy: lists what bypasses the proxy, but there is no proxy: give --proxy")
     for entry in cfg.no_proxy:
         if not _NO_PROXY_ENTRY.match(entry):
             raise SpecError(f"--no-proxy {entry!r}: give host names, .domains, addresses or CIDRs, one per entry")
