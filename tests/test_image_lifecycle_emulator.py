@@ -7,6 +7,7 @@ which restore with their ids and tags.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 
 import boto3
@@ -14,6 +15,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from amibuild.aws import Aws
+from faultproxy import FaultProxy
+from test_build_guard import until
 
 REGION = "us-east-1"
 
@@ -149,3 +152,19 @@ def test_recycle_bin_refuses_bad_rules_and_unknown_ones_as_aws_does(sandbox) -> 
     assert rbin.list_rules(ResourceType="EC2_IMAGE")["Rules"] == []
     rbin.delete_rule(Identifier=made["Identifier"])
     assert rbin.list_rules(ResourceType="EBS_SNAPSHOT")["Rules"] == []
+
+
+def test_a_rule_deleted_between_the_listing_and_its_read_is_no_longer_a_rule(sandbox, monkeypatch) -> None:
+    """ListRules names a rule, it is deleted, then GetRule answers ResourceNotFoundException: the
+    rule has gone, so it keeps nothing, and prune's gather goes on without it."""
+    direct = boto3.client("rbin", region_name=REGION, endpoint_url=sandbox.endpoint)
+    period = {"RetentionPeriodValue": 7, "RetentionPeriodUnit": "DAYS"}
+    gone, kept = (direct.create_rule(ResourceType="EC2_IMAGE", RetentionPeriod=period)["Identifier"] for _ in "ab")
+    with FaultProxy(sandbox.endpoint) as proxy, ThreadPoolExecutor(1) as pool:
+        proxy.pause([""], after_forward=True)  # rbin is REST: no operation name on the wire
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        listing = pool.submit(Aws(region=REGION).retention_rules, REGION, "EC2_IMAGE")
+        until(lambda: proxy.paused() == 1, "ListRules answered, its answer held")
+        direct.delete_rule(Identifier=gone)
+        proxy.resume()
+        assert [r.identifier for r in listing.result(timeout=30)] == [kept]

@@ -80,8 +80,16 @@ class ImageLifecycleCalls:
         with mapped_errors(f"rbin:ListRules {resource_type}", region):
             listed = [r for page in client.get_paginator("list_rules").paginate(ResourceType=resource_type)
                       for r in page.get("Rules", [])]
-            answers = [client.get_rule(Identifier=summary["Identifier"]) for summary in listed]
+            answers = [answer for summary in listed if (answer := self._rule(client, summary["Identifier"]))]
         return [retention_rule(rule, resource_type) for rule in answers]
+
+    @staticmethod
+    def _rule(client: Any, identifier: str) -> Mapping[str, Any] | None:
+        """GetRule; None for a rule deleted since the listing (it keeps nothing now)."""
+        try:
+            return client.get_rule(Identifier=identifier)
+        except client.exceptions.ResourceNotFoundException:
+            return None
 
     def images_in_recycle_bin(self, region: str, image_ids: Sequence[str] = ()) -> list[Binned]:
         kwargs: dict[str, Any] = {"ImageIds": list(image_ids)} if image_ids else {}
