@@ -503,3 +503,29 @@ def test_the_check_that_deregistered_images_are_gone_asks_no_more_ids_a_call_tha
     assert [(o.image_id, o.status, o.errors) for o in result.outcomes] == [
         (built[n - 1].ami, prune.Done.DELETED, ()) for n in (6, 5, 4, 2)]
     assert not {built[n - 1].ami for n in (6, 5, 4, 2)} & own_images_and_snapshots()[0]
+
+
+def test_a_launch_template_deleted_between_its_listing_and_its_versions_read_launches_nothing(
+        sandbox, workdir: Path, monkeypatch) -> None:
+    """Karpenter deletes its launch templates at any time: one gone after DescribeLaunchTemplates named
+    it (DescribeLaunchTemplateVersions: InvalidLaunchTemplateId.NotFound) no longer fails the gather."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from faultproxy import FaultProxy
+    from test_build_guard import until
+
+    kept, dropped = build_image(1), build_image(2)
+    direct = boto3.client("ec2", region_name=REGION, endpoint_url=sandbox.endpoint)
+    karpenter, stays = (direct.create_launch_template(LaunchTemplateName=name, LaunchTemplateData={
+        "ImageId": b.ami})["LaunchTemplate"]["LaunchTemplateId"] for name, b in (("karpenter", dropped), ("lt", kept)))
+    with FaultProxy(sandbox.endpoint) as proxy, ThreadPoolExecutor(1) as pool:
+        proxy.pause(["DescribeLaunchTemplates"], after_forward=True)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        gathering = pool.submit(prune.gather, Aws(region=REGION), load(workdir / "amibuild.hcl"), [REGION])
+        until(lambda: proxy.paused() == 1, "DescribeLaunchTemplates answered, its answer held")
+        direct.delete_launch_template(LaunchTemplateId=karpenter)
+        proxy.resume()
+        facts = gathering.result(timeout=60)
+    assert facts.in_use[kept.ami] == (f"launch template {stays} (lt) v1 default version in us-west-2",
+                                      f"launch template {stays} (lt) v1 latest version in us-west-2")
+    assert dropped.ami not in facts.in_use

@@ -182,12 +182,19 @@ class Ec2Calls:
         """Version number -> ImageId for `versions` ("$Default", "$Latest" or numbers) of one template.
 
         ``ResolveAlias`` makes EC2 answer the AMI id behind an ``resolve:ssm:...`` ImageId; a version
-        without an ImageId is left out.
+        without an ImageId is left out; a template deleted since it was listed (Karpenter's come and
+        go) launches nothing: {}.
         """
+        client = self.client("ec2", region)
         with mapped_errors(f"ec2:DescribeLaunchTemplateVersions {template_id}", region):
-            raws = self.client("ec2", region).describe_launch_template_versions(
-                LaunchTemplateId=template_id, Versions=list(dict.fromkeys(versions)), ResolveAlias=True
-            ).get("LaunchTemplateVersions", [])
+            try:
+                raws = client.describe_launch_template_versions(
+                    LaunchTemplateId=template_id, Versions=list(dict.fromkeys(versions)), ResolveAlias=True
+                ).get("LaunchTemplateVersions", [])
+            except client.exceptions.ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "InvalidLaunchTemplateId.NotFound":
+                    raise
+                return {}
         return {int(raw["VersionNumber"]): raw["LaunchTemplateData"]["ImageId"]
                 for raw in raws if raw.get("LaunchTemplateData", {}).get("ImageId")}
 
