@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -509,8 +510,6 @@ def test_a_launch_template_deleted_between_its_listing_and_its_versions_read_lau
         sandbox, workdir: Path, monkeypatch) -> None:
     """Karpenter deletes its launch templates at any time: one gone after DescribeLaunchTemplates named
     it (DescribeLaunchTemplateVersions: InvalidLaunchTemplateId.NotFound) no longer fails the gather."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from faultproxy import FaultProxy
     from test_build_guard import until
 
@@ -529,3 +528,34 @@ def test_a_launch_template_deleted_between_its_listing_and_its_versions_read_lau
     assert facts.in_use[kept.ami] == (f"launch template {stays} (lt) v1 default version in us-west-2",
                                       f"launch template {stays} (lt) v1 latest version in us-west-2")
     assert dropped.ami not in facts.in_use
+
+
+def test_a_node_group_deleted_between_its_listing_and_its_read_launches_nothing(sandbox, monkeypatch) -> None:
+    """ListNodegroups names a node group, it finishes deleting, DescribeNodegroup answers
+    ResourceNotFoundException: the gather goes on without it, not stops."""
+    from faultproxy import FaultProxy
+    from amibuild.aws.consumer_reads import nodegroup_templates
+
+    ec2 = boto3.client("ec2", region_name=REGION)
+    eks = boto3.client("eks", region_name=REGION, endpoint_url=sandbox.endpoint)
+    subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
+    eks.create_cluster(name="prod", roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={"subnetIds": [subnet]})
+    template = ec2.create_launch_template(LaunchTemplateName="mng", LaunchTemplateData={
+        "ImageId": build_image(1).ami})["LaunchTemplate"]["LaunchTemplateId"]
+    for name in ("going", "staying"):
+        eks.create_nodegroup(clusterName="prod", nodegroupName=name, subnets=[subnet], nodeRole="arn:aws:iam::123456789012:role/n",
+                             launchTemplate={"id": template, "version": "1"})
+    with FaultProxy(sandbox.endpoint) as proxy, ThreadPoolExecutor(1) as pool:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        clusters = eks.list_clusters()["clusters"]  # the sandbox's seeded one too
+        groups = sum(len(eks.list_nodegroups(clusterName=c)["nodegroups"]) for c in clusters)
+        gate = proxy.gate([""])  # EKS is REST: no operation name on the wire; ListClusters first
+        reading = pool.submit(nodegroup_templates, Aws(region=REGION), REGION)
+        for held, count in ((1, len(clusters)), (len(clusters), groups)):  # every ListNodegroups, every DescribeNodegroup
+            assert gate.wait_held(held)
+            gate, before = proxy.gate([""], count=count), gate
+            before.release()
+        assert gate.wait_held(groups)
+        eks.delete_nodegroup(clusterName="prod", nodegroupName="going")
+        proxy.clear()
+        assert [(g.name, g.template_id) for g in reading.result(timeout=30)] == [("staying", template)]

@@ -8,6 +8,7 @@ instances. Instances are read filtered by the image ids asked about, in pages of
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -110,14 +111,18 @@ def nodegroup_templates(aws: Aws, region: str) -> list[NodegroupTemplate]:
     found = []
     with mapped_errors("eks:ListClusters", region):
         clusters = [c for page in eks.get_paginator("list_clusters").paginate() for c in page.get("clusters", [])]
+    gone = contextlib.suppress(eks.exceptions.ResourceNotFoundException)  # deleted since listed: launches nothing
+
     def listed(cluster: str) -> list[tuple[str, str]]:
-        with mapped_errors(f"eks:ListNodegroups {cluster}", region):
+        with mapped_errors(f"eks:ListNodegroups {cluster}", region), gone:
             return [(cluster, n) for page in eks.get_paginator("list_nodegroups").paginate(clusterName=cluster)
                     for n in page.get("nodegroups", [])]
+        return []
 
     def described(group: tuple[str, str]) -> dict:
-        with mapped_errors(f"eks:DescribeNodegroup {group[0]}/{group[1]}", region):
+        with mapped_errors(f"eks:DescribeNodegroup {group[0]}/{group[1]}", region), gone:
             return eks.describe_nodegroup(clusterName=group[0], nodegroupName=group[1])["nodegroup"]
+        return {}
 
     # EKS describes node groups one by one: those calls go out at once
     names = [group for groups in fan_out(clusters, listed).values() for group in groups]
