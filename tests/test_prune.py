@@ -559,3 +559,17 @@ def test_a_node_group_deleted_between_its_listing_and_its_read_launches_nothing(
         eks.delete_nodegroup(clusterName="prod", nodegroupName="going")
         proxy.clear()
         assert [(g.name, g.template_id) for g in reading.result(timeout=30)] == [("staying", template)]
+
+
+def test_a_prune_lease_that_cannot_be_released_is_a_warning_after_the_report_of_what_was_deleted(
+        workdir: Path, eight_builds, sandbox) -> None:
+    """The images are gone once the work is done: a refused DeleteParameter of the prune lease must
+    not hide which (nor fail the prune): the lease expires by itself."""
+    from faultproxy import FaultProxy
+
+    with FaultProxy(sandbox.endpoint) as proxy:
+        proxy.fail(REGION, ["AmazonSSM.DeleteParameter"], name="/_leases/prune")
+        result = run_cli(workdir, "prune", "--keep", "2", env={**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint})
+    assert result.returncode == 0, result.stderr
+    assert "summary: 4 deleted, 0 failed, 4 kept" in result.stdout
+    assert "/_leases/prune in us-west-2 could not be released" in result.stderr and "expires by itself" in result.stderr

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from amibuild.aws import Aws, fan_out
 from amibuild.channels.home import known_regions
-from amibuild.errors import ChannelBusy
+from amibuild.errors import AmibuildError, ChannelBusy
 from amibuild.lease import Guard, Lease, holder_gone, is_lease, lease_root, parse_holder, prune_lease_name, wait_for
 from amibuild.pipeline.naming import name_pattern
 from amibuild.poll import until
@@ -77,9 +77,13 @@ def under_prune_lease(aws: Aws, pipeline: Any, work: Callable[[], T], *, guard: 
             raise ChannelBusy(f"prune: channel writers are still at work after {guard.wait:.0f} s "
                               f"({'; '.join(waited.value)}); nothing was deleted. Retry when they are done")
         return work()
-    finally:
+    finally:  # the work is done by now: a lease not given back must not hide what it did
         for lease in reversed(taken):
-            lease.release()
+            try:
+                lease.release()
+            except AmibuildError as exc:
+                say(f"warning: the prune lease {lease.name} in {lease.region} could not be released ({exc}); "
+                    "it expires by itself")
 
 
 def named_now(aws: Aws, pipeline: Any, region: str) -> set[str]:
