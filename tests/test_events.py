@@ -204,6 +204,29 @@ def test_prune_sends_one_event_per_deregistered_image(sandbox: Sandbox, tmp_path
     assert detail["channel"] == "" and isinstance(detail["snapshots_deleted"], list)
 
 
+def test_prune_sends_the_event_of_an_image_it_deregistered_whose_snapshot_it_could_not_delete(
+        sandbox: Sandbox, tmp_path: Path):
+    write_pipeline(tmp_path, 'bus = "default"')
+    url = bus_to_queue()
+    ec2 = boto3.client("ec2", region_name=REGION)
+    made = [image(f"fp-{n}") for n in (1, 2)]
+    for n, ami in enumerate(made, 1):  # the Recycle Bin keeps image and snapshots: prune deletes the snapshots too
+        snapshot = ec2.describe_images(ImageIds=[ami])["Images"][0]["BlockDeviceMappings"][0]["Ebs"]["SnapshotId"]
+        ec2.create_tags(Resources=[snapshot], Tags=[{"Key": "amibuild:fingerprint", "Value": f"fp-{n}"},
+                                                    {"Key": "amibuild:pipeline", "Value": "eks-workers"}])
+    for kind in ("EC2_IMAGE", "EBS_SNAPSHOT"):
+        boto3.client("rbin", region_name=REGION).create_rule(
+            ResourceType=kind, RetentionPeriod={"RetentionPeriodValue": 7, "RetentionPeriodUnit": "DAYS"})
+    with FaultProxy(sandbox.endpoint) as faults:
+        faults.fail(REGION, ["DeleteSnapshot"], code="IncorrectState", message="injected by FaultProxy")
+        done = run_cli(tmp_path, "prune", "--keep", "1", env={"AWS_ENDPOINT_URL": faults.endpoint})
+    assert done.returncode == 1 and "deregistered, but snapshot" in done.stderr, done.stdout + done.stderr
+    left = {i["ImageId"] for i in ec2.describe_images(Filters=[{"Name": "image-id", "Values": made}])["Images"]}
+    events = received(url)
+    assert [e["detail"]["amis"] for e in events] == [{REGION: ami} for ami in made if ami not in left] and len(left) == 1
+    assert check_schema(events[0], "amibuild Image Deregistered", "deregistered")["snapshots_deleted"] == []
+
+
 @pytest.mark.parametrize("body, complaint", [
     ('bus = "default"\n sns_topic = "arn:aws:sns:us-west-2:123456789012:t"', "give bus or sns_topic, not both"),
     ("", "give bus or sns_topic, not neither"),

@@ -372,6 +372,7 @@ class PruneOutcome:
     errors: tuple[str, ...] = ()  # the image's own failure and any snapshot's
     unprotected: bool = False  # deregistration protection was turned off first
     notes: tuple[str, ...] = ()  # e.g. when a cooldown lets it go
+    deregistered: bool = False  # DeregisterImage done (FAILED too, when a snapshot was not deleted)
 
 
 @dataclass(frozen=True)
@@ -473,7 +474,7 @@ def _change(aws: Aws, item: ImagePlan, at: datetime | None,
         else:
             deleted.append(snapshot)
     return PruneOutcome(**base, status=Done.FAILED if errors else Done.DELETED, snapshots_deleted=tuple(deleted),
-                        errors=tuple(errors), unprotected=unprotected)
+                        errors=tuple(errors), unprotected=unprotected, deregistered=True)
 
 
 def _cooldown_note(aws: Aws, item: ImagePlan) -> str:
@@ -500,7 +501,7 @@ def _verify(aws: Aws, region: str, outcomes: list[PruneOutcome]) -> list[PruneOu
                 replace(o, status=Done.FAILED, errors=(*o.errors, f"could not check that it is gone: {exc}"))
                 for o in outcomes]
     return [o if o.image_id not in still else
-            replace(o, status=Done.FAILED, errors=(*o.errors, "still registered after DeregisterImage"))
+            replace(o, status=Done.FAILED, errors=(*o.errors, "still registered after DeregisterImage"), deregistered=False)
             for o in outcomes]
 
 

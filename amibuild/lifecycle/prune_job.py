@@ -13,7 +13,7 @@ from amibuild import notify
 from amibuild.aws import Aws
 from amibuild.lease import Guard
 from amibuild.lifecycle import exclusive
-from amibuild.lifecycle.prune import DEFAULT_KEEP_VERSIONS, Done, PruneResult, execute_prune, gather, plan_prune
+from amibuild.lifecycle.prune import DEFAULT_KEEP_VERSIONS, PruneResult, execute_prune, gather, plan_prune
 from amibuild.pipeline import Pipeline
 
 
@@ -62,9 +62,9 @@ def run(settings: PruneSettings, *, now: datetime | None = None, aws: Aws | None
 
 
 def deregistered_events(result: PruneResult, pipeline: str) -> list[notify.Event]:
-    """One event per image prune deregistered (a dry run's result has none)."""
+    """One event per image prune deregistered, a snapshot of it not deleted or not (a dry run's result has none)."""
     names = {(i.region, i.image_id): i.name for i in result.plan.images}
     return [notify.schema.deregistered({"image_id": o.image_id, "region": o.region, "variant": o.variant,
                                         "snapshots_deleted": o.snapshots_deleted},
                                        pipeline=pipeline, name=names.get((o.region, o.image_id), ""))
-            for o in result.outcomes or () if o.status is Done.DELETED]
+            for o in result.outcomes or () if o.deregistered]
