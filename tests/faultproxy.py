@@ -182,6 +182,11 @@ class FaultProxy:
         with self._lock:
             self._failures.append(_Failure(region, frozenset(ops), status, code, message, times, name))
 
+    def answer(self, region: str, ops: Iterable[str], body: Mapping[str, object], *, times: int = 1) -> None:
+        """Answer the next `times` matching requests in `region` with HTTP 200 and the JSON `body`, as
+        the service would answer (e.g. PutEvents' FailedEntryCount for an entry it did not take)."""
+        self.fail(region, ops, times=times, status=200, code="", message=json.dumps(body))
+
     def hold(self, ops: Iterable[str], count: int, timeout: float = 20.0, *, body_has: str = "") -> None:
         """Hold the next `count` matching requests (whose body contains `body_has`) until all have
         arrived, then release them at once."""
@@ -340,6 +345,9 @@ class FaultProxy:
         if fault is not None:
             outcome, status, code, message = fault
             self._record(op, region, outcome, name)
+            if status == 200:  # `answer`: the service's own answer, made up here
+                self._reply(request, 200, [("Content-Type", "application/x-amz-json-1.1")], message.encode())
+                return
             if service == "ec2":  # EC2 answers in XML
                 xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'
                        f'<Message>{message}</Message></Error></Errors><RequestID>faultproxy</RequestID></Response>')

@@ -188,6 +188,30 @@ def test_a_put_events_call_failing_at_the_fault_proxy_is_a_warning_and_the_publi
     assert received(url) == []
 
 
+def test_an_entry_put_events_did_not_take_for_throttling_is_sent_again_and_a_refused_one_is_a_warning(
+        sandbox: Sandbox, tmp_path: Path):
+    """PutEvents answers 200 with FailedEntryCount for an entry it did not take; botocore retries only
+    a call that failed as a whole, so a throttled entry would be lost without amibuild's retry."""
+    write_pipeline(tmp_path, 'bus = "default"')
+    url = bus_to_queue()
+    refused = {"FailedEntryCount": 1, "Entries": [{"ErrorCode": "ThrottlingException", "ErrorMessage": "Rate exceeded"}]}
+    with FaultProxy(sandbox.endpoint) as faults:
+        faults.answer(REGION, ["AWSEvents.PutEvents"], refused, times=2)
+        done = run_cli(tmp_path, "publish", "--variant", "ceph", "--ami", f"{REGION}={image()}",
+                       env={"AWS_ENDPOINT_URL": faults.endpoint})
+        assert faults.count("AWSEvents.PutEvents", "forwarded") == 1  # the third attempt
+        refused["Entries"][0].update(ErrorCode="MalformedDetail", ErrorMessage="Detail is malformed.")
+        faults.answer(REGION, ["AWSEvents.PutEvents"], refused, times=1)
+        again = run_cli(tmp_path, "publish", "--variant", "ceph", "--ami", f"{REGION}={image('fp2')}",
+                        env={"AWS_ENDPOINT_URL": faults.endpoint})
+        assert faults.count("AWSEvents.PutEvents", "forwarded") == 1  # not sent again
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    assert again.returncode == 0, again.stderr
+    assert "event not sent to EventBridge bus default: events:PutEvents default in us-west-2: entry refused " \
+           "(MalformedDetail: Detail is malformed.)" in again.stderr
+    assert [e["detail-type"] for e in received(url)] == ["amibuild Channel Published"]
+
+
 def test_prune_sends_one_event_per_deregistered_image(sandbox: Sandbox, tmp_path: Path):
     write_pipeline(tmp_path, 'bus = "default"')
     url = bus_to_queue()
