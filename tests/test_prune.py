@@ -573,3 +573,18 @@ def test_a_prune_lease_that_cannot_be_released_is_a_warning_after_the_report_of_
     assert result.returncode == 0, result.stderr
     assert "summary: 4 deleted, 0 failed, 4 kept" in result.stdout
     assert "/_leases/prune in us-west-2 could not be released" in result.stderr and "expires by itself" in result.stderr
+
+
+def test_a_snapshot_another_image_uses_is_left_and_said_not_a_failure(workdir: Path, eight_builds, sandbox) -> None:
+    """An image registered elsewhere from one of ours backs itself with our snapshot: EC2 refuses its
+    deletion (InvalidSnapshot.InUse). What prune deregistered is done, the snapshot stays, and it says why."""
+    from faultproxy import FaultProxy
+
+    with FaultProxy(sandbox.endpoint) as proxy:
+        proxy.fail(REGION, ["DeleteSnapshot"], code="InvalidSnapshot.InUse",
+                   message="The snapshot is currently in use by ami-0123456789abcdef0")
+        result = run_cli(workdir, "prune", "--keep", "2", env={**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint})
+        refused = proxy.count("DeleteSnapshot", "failed")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert refused and "summary: 4 deleted, 0 failed, 4 kept" in result.stdout
+    assert result.stdout.count("left: another image uses it (EC2 refused: InvalidSnapshot.InUse)") == refused

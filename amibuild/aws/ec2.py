@@ -215,9 +215,18 @@ class Ec2Calls:
         with mapped_errors(f"ec2:DeregisterImage {image_id}", region):
             self.client("ec2", region).deregister_image(ImageId=image_id)
 
-    def delete_snapshot(self, region: str, snapshot_id: str) -> None:
+    def delete_snapshot(self, region: str, snapshot_id: str) -> bool:
+        """Delete the snapshot; False when EC2 refuses because an image uses it (InvalidSnapshot.InUse):
+        one registered from it elsewhere, which a deregistered image's snapshot can still back."""
+        client = self.client("ec2", region)
         with mapped_errors(f"ec2:DeleteSnapshot {snapshot_id}", region):
-            self.client("ec2", region).delete_snapshot(SnapshotId=snapshot_id)
+            try:
+                client.delete_snapshot(SnapshotId=snapshot_id)
+            except client.exceptions.ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "InvalidSnapshot.InUse":
+                    raise
+                return False
+        return True
 
     def deprecate_image(self, region: str, image_id: str, at: datetime) -> None:
         """Set the image's deprecation time (EC2 refuses a time in the past and rounds to the minute)."""

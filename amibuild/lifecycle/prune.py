@@ -463,18 +463,19 @@ def _change(aws: Aws, item: ImagePlan, at: datetime | None,
     except AmibuildError as exc:
         # its snapshots back a registered image: deleting them would fail, and they are needed
         return PruneOutcome(**base, status=Done.FAILED, errors=(f"not deregistered: {exc}",), unprotected=unprotected)
-    deleted, errors = [], []
+    deleted, errors, notes = [], [], []
     for snapshot in item.snapshots:
         try:
-            aws.delete_snapshot(item.region, snapshot)
+            if aws.delete_snapshot(item.region, snapshot):
+                deleted.append(snapshot)
+            else:
+                notes.append(f"snapshot {snapshot} left: another image uses it (EC2 refused: InvalidSnapshot.InUse)")
         except NotFound:
             deleted.append(snapshot)
         except AmibuildError as exc:
             errors.append(f"deregistered, but snapshot {snapshot} not deleted: {exc}")
-        else:
-            deleted.append(snapshot)
     return PruneOutcome(**base, status=Done.FAILED if errors else Done.DELETED, snapshots_deleted=tuple(deleted),
-                        errors=tuple(errors), unprotected=unprotected, deregistered=True)
+                        errors=tuple(errors), unprotected=unprotected, notes=tuple(notes), deregistered=True)
 
 
 def _cooldown_note(aws: Aws, item: ImagePlan) -> str:
@@ -549,7 +550,8 @@ def report_lines(result: PruneResult) -> Iterable[str]:
             yield f"  waiting {outcome.region} {outcome.image_id}: {' / '.join(outcome.notes)}"
         else:
             snaps = f" and {', '.join(outcome.snapshots_deleted)}" if outcome.snapshots_deleted else ""
-            yield f"  {first}{outcome.status.value} {outcome.region} {outcome.image_id}{snaps}"
+            left = f"; {' / '.join(outcome.notes)}" if outcome.notes else ""
+            yield f"  {first}{outcome.status.value} {outcome.region} {outcome.image_id}{snaps}{left}"
     counts = Counter(o.status for o in result.outcomes)
     changed = counts[Done.DELETED] + counts[Done.DEPRECATED]
     when = f" (deprecation at {result.deprecate_at:%Y-%m-%d %H:%M} UTC)" if result.deprecate_at else ""
