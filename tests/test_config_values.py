@@ -80,11 +80,12 @@ def test_a_config_file_value_is_refused_the_same_way(tmp_path: Path) -> None:
     ("amibuild.yaml", "amibuild: 5\n", "amibuild: expected a mapping of settings"),
     ("amibuild.yaml", "- build_dir\n", "expected a mapping with an `amibuild:` section"),
     ("amibuild.json", '{"amibuild": ', "not valid JSON"),
+    ("amibuild.yaml", "# r\xe9glages\namibuild: {}\n", "not valid YAML: 'utf-8' codec can't decode byte 0xe9"),
 ])
 def test_a_config_file_that_is_not_amibuild_settings_is_one_line_naming_it(tmp_path: Path, name, text, words) -> None:
     """A typo'd setting would be ignored, and a broken file was a traceback: both are bad input."""
     workdir = _workdir(tmp_path)
-    (workdir / name).write_text(text)
+    (workdir / name).write_bytes(text.encode("latin-1"))  # a file saved in Latin-1 was a traceback too
     result = run_cli(workdir, "build-ami", "--dry-run", binary="amibuild")
     assert result.returncode == 2, result.stderr
     (line,) = result.stderr.strip().splitlines()

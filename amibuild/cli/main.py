@@ -90,7 +90,7 @@ class AmibuildConfig(Config):
     def _load_yaml(self, path: Any) -> Any:
         try:
             data = super()._load_yaml(path)
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:  # a file saved in Latin-1 is no YAML either
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
