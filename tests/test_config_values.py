@@ -141,6 +141,7 @@ def test_a_number_where_a_path_is_expected_is_read_as_its_text(tmp_path: Path) -
 @pytest.mark.parametrize("name,words", [
     ("nope.yaml", "no such file"),
     ("settings.toml", "not a configuration file amibuild reads"),
+    ("settings.py", "not a configuration file amibuild reads (.py)"),  # invoke would import (run) it
     ("folder.yaml", "not a file"),
 ])
 def test_a_config_file_given_with_config_that_cannot_be_read_is_refused(tmp_path: Path, name, words) -> None:
@@ -149,6 +150,8 @@ def test_a_config_file_given_with_config_that_cannot_be_read_is_refused(tmp_path
     workdir = _workdir(tmp_path)
     if name == "settings.toml":
         (workdir / name).write_text("[amibuild]\nbuild_dir = 'out'\n")
+    elif name == "settings.py":
+        (workdir / name).write_text("open('ran', 'w')\n")
     elif name == "folder.yaml":
         (workdir / name).mkdir()
     before = sorted(p.name for p in workdir.iterdir())
@@ -163,3 +166,12 @@ def test_a_config_file_named_by_amibuild_runtime_config_that_is_not_there_is_ref
     result = run_cli(_workdir(tmp_path), "runs", binary="amibuild", env={"AMIBUILD_RUNTIME_CONFIG": "nope.json"})
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == "amibuild: error: AMIBUILD_RUNTIME_CONFIG=nope.json: no such file"
+
+
+def test_an_amibuild_py_beside_the_pipeline_file_is_no_configuration_and_never_run(tmp_path: Path) -> None:
+    """invoke imports `amibuild.py` (a user's own script of that name) as configuration: running it."""
+    workdir = _workdir(tmp_path)
+    (workdir / "amibuild.py").write_text("open('ran', 'w')\n")
+    result = run_cli(workdir, "runs", "--json", binary="amibuild")
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr
+    assert not (workdir / "ran").exists()

@@ -100,6 +100,10 @@ class AmibuildConfig(Config):
 
     _load_yml = _load_yaml
 
+    def load_base_conf_files(self) -> None:  # first thing read (Program's config is not lazy)
+        self._set(_file_suffixes=("yaml", "yml", "json"))  # never invoke's "py": it imports (runs) amibuild.py
+        super().load_base_conf_files()
+
     def _load_json(self, path: Any) -> Any:
         try:
             data = super()._load_json(path)
