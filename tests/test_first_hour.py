@@ -65,6 +65,19 @@ def test_init_ci_refuses_an_unknown_system_and_an_existing_workflow_writing_noth
     assert sorted(p.name for p in tmp_path.iterdir()) == [".git", ".github"] and workflow.read_text() == "mine\n"
 
 
+def test_init_ci_where_a_file_takes_the_workflows_folder_refuses_naming_it_writing_nothing(tmp_path: Path) -> None:
+    """A file `.github` made init write the pipeline file and .gitignore, then fail naming the folder."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".github").write_text("not a folder\n")
+    sub = tmp_path / "images"
+    sub.mkdir()
+    refused = run_cli(sub, "init", "--ci", "github", binary="amibuild")
+    assert refused.returncode == 2, refused.stderr
+    assert last_line(refused).startswith(f"amibuild: error: {tmp_path / '.github'}: is a file, where the workflow's "
+                                         f"folder {tmp_path / '.github' / 'workflows'} goes")
+    assert list(sub.iterdir()) == [] and (tmp_path / ".github").read_text() == "not a folder\n"
+
+
 def written_workflow(folder: Path, *args: str, root: Path | None = None) -> dict:
     """`amibuild init --ci github` in `folder`; the workflow it wrote at the repository `root`."""
     result = run_cli(folder, "init", "--ci", "github", "--json", *args, binary="amibuild")

@@ -75,6 +75,10 @@ def run(request: InitRequest, folder: Path) -> InitResult:
     if workflow is not None and (workflow.exists() or workflow.is_symlink()):
         raise SpecError(f"{workflow}: already exists; amibuild init does not overwrite it (move it away, or compare "
                         "it with what amibuild's docs show under CI in your repository)")
+    for place in (workflow.parent.parent, workflow.parent) if workflow is not None else ():
+        if (place.exists() or place.is_symlink()) and not place.is_dir():
+            raise SpecError(f"{place}: is a file, where the workflow's folder {root / WORKFLOW.parent} goes; move "
+                            "it away and run init again")
     # before writing anything: a broken install writes nothing
     text = "" if exists else pipeline_text(STARTER)
     ci_text = workflow_text(folder.relative_to(root).as_posix() or ".") if workflow is not None else ""
