@@ -98,6 +98,9 @@ def test_annotation_paths_are_relative_to_the_workspace_and_values_escaped() -> 
     assert line == "::error file=ci/amibuild.hcl,line=12::/work/repo/ci/amibuild.hcl:12: bad value 100%25%0Asecond line"
     assert summary.annotation("variant \"a\": arch: 'sparc' is not supported") is None
     assert summary.cell("a|b\nc") == "a\\|b c"
+    assert summary.cell("packer: <nil>; token=<redacted>") == "packer: &lt;nil>; token=&lt;redacted>"
+    assert summary.cell("us-west-2: `ami-1`<br>us-east-1: `ami-2` in `<x>`") == \
+        "us-west-2: `ami-1`<br>us-east-1: `ami-2` in `<x>`"  # our line breaks, and code spans, as they are
 
 
 def test_promote_rollout_fleet_and_channels_summaries(step_summary: Path, sandbox, capsys) -> None:

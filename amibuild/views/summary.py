@@ -20,8 +20,10 @@ SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 
 def cell(value: Any) -> str:
-    """A value as one Markdown table cell: no newlines, pipes escaped."""
+    """A value as one Markdown table cell: no newlines, pipes escaped, and outside `code` no `<tag>` (GitHub
+    would drop `<nil>` or `<redacted>` from an error as HTML) but the `<br>` our cells join lines with."""
     text = "" if value is None else str(value)
+    text = "`".join(p if i % 2 else re.sub(r"<(?!br>)", "&lt;", p) for i, p in enumerate(text.split("`")))
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ").strip() or " "
 
 
