@@ -107,6 +107,14 @@ def test_init_ci_github_installs_this_version_as_a_package_never_a_checkout(tmp_
     (tmp_path / "amibuild.hcl").unlink()
     assert written_workflow(sub, root=tmp_path)["defaults"]["run"]["working-directory"] == "images"
 
+    # a folder name YAML would misread unquoted (` #` starts a comment, `: ` a mapping)
+    odd = tmp_path / 'eks #2: "x"'
+    odd.mkdir()
+    (tmp_path / ".github" / "workflows" / "amibuild.yml").unlink()
+    workflow = written_workflow(odd, root=tmp_path)
+    assert workflow["defaults"]["run"]["working-directory"] == odd.name
+    assert workflow["jobs"]["nightly"]["steps"][-1]["with"]["path"] == f"{odd.name}/build/runs/"
+
 
 def actionlint(path: Path) -> list[str] | None:
     """actionlint's findings on `path` ([] clean), or None when no actionlint is installed: the

@@ -7,6 +7,7 @@ The starter and the workflow are package data (`amibuild/pipeline/starter.hcl`,
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -51,7 +52,8 @@ def workflow_text(pipeline_dir: str) -> str:
     except OSError as exc:
         raise PackageDataMissing(f"amibuild/jobs/templates/github-workflow.yml is missing ({exc.strerror}); the "
                                  "installation is incomplete: reinstall amibuild") from exc
-    return text.replace("@AMIBUILD_VERSION@", __version__).replace("@PIPELINE_DIR@", pipeline_dir)
+    quoted = json.dumps(pipeline_dir)[1:-1]  # inside YAML's double quotes: `images #2` is no comment
+    return text.replace("@AMIBUILD_VERSION@", __version__).replace("@PIPELINE_DIR@", quoted)
 
 
 def run(request: InitRequest, folder: Path) -> InitResult:
