@@ -110,6 +110,19 @@ def test_sbom_and_diff_refuse_bad_flags_with_exit_2(tmp_path: Path, args, says, 
     assert result.returncode == 2 and says in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("text, says", [("[]\n", "a JSON list, not an object"),
+                                         ('{"variants": {"ceph": 1}}', "variants is not a list of objects")])
+def test_a_run_id_whose_record_is_no_run_record_is_refused_naming_it(tmp_path: Path, text, says) -> None:
+    """It was a traceback (AttributeError); no AWS call comes before the record is read."""
+    (tmp_path / "amibuild.hcl").write_text(PIPELINE)
+    record = tmp_path / "build" / "runs" / "20261201T000000Z-abcdef.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(text)
+    result = run_cli(tmp_path, "diff", "--from", record.stem, "--to", "ami-12345678", binary="amibuild")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == f"amibuild: error: --from {record.stem}: build/runs/{record.name}: not a run record ({says})"
+
+
 def test_sbom_of_a_typo_channel_is_refused_with_did_you_mean(tmp_path: Path, sandbox):
     (tmp_path / "amibuild.hcl").write_text(PIPELINE)
     result = run_cli(tmp_path, "sbom", "--variant", "ceph", "--channel", "stabel")

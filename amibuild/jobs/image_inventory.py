@@ -83,6 +83,8 @@ def locate(aws: Aws, options: Options, pipeline: Any, variant: Any, label: str, 
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raise SpecError(f"{flag} {label}: no run record at {path}") from None
+        if problem := records.check_record(record):
+            raise SpecError(f"{flag} {label}: {path}: {problem}")
         amis = next((v.get("amis") or {} for v in record.get("variants", []) if v.get("name") == variant.name), {})
         if region not in amis:
             raise SpecError(f"{flag} {label}: the run built no image of {variant.name} in {region}")
