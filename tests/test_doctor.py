@@ -146,6 +146,27 @@ def test_a_missing_profile_is_a_failed_check_not_a_crash() -> None:
     assert "nope" in check.message
 
 
+@pytest.mark.parametrize("config, profile, says", [
+    ("[profile p]\nrole_arn = arn:aws:iam::123456789012:role/x\nsource_profile = gone\n", "p",
+     'The source_profile "gone" referenced in the profile "p" does not exist; fix profile p in ~/.aws/config'),
+    ("[default]\ncredential_process = /nonexistent/amibuild-creds\n", None,
+     "[Errno 2] No such file or directory: '/nonexistent/amibuild-creds'; fix profile default in"),
+    ("[default\nregion = us-west-2\n", None, "Unable to parse config file: {config}; fix that file"),
+])
+def test_a_broken_profile_or_config_file_says_what_is_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            config: str, profile: str | None, says: str) -> None:
+    """A broken profile said "none found; set AWS_PROFILE ...", a file botocore cannot parse "or create
+    it with `aws configure`": neither what to fix."""
+    path = tmp_path / "config"
+    path.write_text(config)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(path))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    _, check = doctor_job.check_credentials(profile, hints=EMULATOR)
+    assert not check.ok and check.message.startswith(says.format(config=path)), check.message
+
+
 def test_no_region_anywhere_says_where_builds_would_go() -> None:
     check = doctor_job.check_region(None, "", "", None)
     assert not check.ok and "us-west-2" in check.message and "AWS_REGION" in check.message

@@ -25,6 +25,7 @@ from amibuild.poll import settled
 
 CONNECT_TIMEOUT = 2
 CONNECT_ATTEMPTS = 2
+NO_CREDENTIALS = "none found"  # what `credentials_problem` says when the chain finds nothing
 
 
 def give_up_on_dead_endpoint(attempts: int = 0, caught_exception: BaseException | None = None, **_: Any) -> None:
@@ -70,10 +71,16 @@ class Session:
 
     def has_credentials(self) -> bool:
         """True when the credential chain finds something, without calling AWS."""
+        return not self.credentials_problem()
+
+    def credentials_problem(self) -> str:
+        """"" when the credential chain finds something (no AWS call); else `NO_CREDENTIALS`, or what is
+        wrong with a broken profile (a source_profile or sso-session that does not exist, a
+        credential_process that cannot run)."""
         try:
-            return self._session.get_credentials() is not None
-        except Exception:  # a broken profile counts as none here; calls will say why
-            return False
+            return "" if self._session.get_credentials() is not None else NO_CREDENTIALS
+        except Exception as exc:
+            return (str(exc) or type(exc).__name__).rstrip(".")
 
     def _new_client(self, service: str, region_name: str, config: Any) -> Any:
         """A botocore client; a region AWS does not have is bad input, refused before any call

@@ -21,6 +21,7 @@ from botocore.exceptions import BotoCoreError
 
 from amibuild import PIPELINE_FILE, hcl
 from amibuild.aws import Aws
+from amibuild.aws.session import NO_CREDENTIALS
 from amibuild.bake.packer import INSTALL_HINT, Packer
 from amibuild.bake.prepare import support_warnings
 from amibuild.errors import AmibuildError, AwsError, PackerError, PackerNotFound, UsageError
@@ -33,7 +34,7 @@ from amibuild.suggest import suggest
 CONNECT_TIMEOUT = 2.0  # seconds; a local emulator answers in milliseconds, a dead port at once
 FALLBACK_REGION = "us-west-2"  # what options.default_region() falls back to when nothing is set
 _ENDPOINT_VAR = re.compile(r"^AWS_ENDPOINT_URL(?:_[A-Z0-9_]+)?\Z")
-_NO_CREDENTIALS = ("none found; set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (run `aws sso login` "
+_NO_CREDENTIALS = (f"{NO_CREDENTIALS}; set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (run `aws sso login` "
                    "for an SSO profile)")
 
 
@@ -160,11 +161,17 @@ def check_region(pipeline: Pipeline | None, env_name: str, env_region: str, prof
 def check_credentials(profile: str | None, *, hints: Hints = Hints()) -> tuple[Aws | None, Check]:
     try:
         aws = Aws(profile=profile, max_attempts=2)
-    except (UsageError, BotoCoreError) as exc:  # the gateway refuses a profile that does not exist
+    except UsageError as exc:  # the gateway refuses a profile that does not exist
         return None, Check("credentials", False, f"{exc}, or create it with "
                                                  f"`aws configure --profile {profile or 'NAME'}`")
-    if not aws.has_credentials():
+    except BotoCoreError as exc:  # a config or credentials file botocore cannot parse
+        return None, Check("credentials", False, f"{exc}; fix that file")
+    problem = aws.credentials_problem()
+    if problem == NO_CREDENTIALS:
         return aws, Check("credentials", False, _NO_CREDENTIALS + hints.credentials)
+    if problem:  # a broken profile: say what botocore found wrong, not "none found"
+        return aws, Check("credentials", False, f"{problem}; fix profile {profile or os.environ.get('AWS_PROFILE') or 'default'} "
+                                                "in ~/.aws/config (or AWS_CONFIG_FILE)")
     if os.environ.get("AWS_ACCESS_KEY_ID"):
         source = "AWS_ACCESS_KEY_ID in the environment"
     elif profile:
