@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from amibuild.cli import run as cli_run
+from amibuild.jobs.shown import Shown
 from amibuild.sandbox.fleet_seed import FleetSeed
 from amibuild.views import summary
 from conftest import run_cli
@@ -101,6 +103,17 @@ def test_annotation_paths_are_relative_to_the_workspace_and_values_escaped() -> 
     assert summary.cell("packer: <nil>; token=<redacted>") == "packer: &lt;nil>; token=&lt;redacted>"
     assert summary.cell("us-west-2: `ami-1`<br>us-east-1: `ami-2` in `<x>`") == \
         "us-west-2: `ami-1`<br>us-east-1: `ami-2` in `<x>`"  # our line breaks, and code spans, as they are
+
+
+def test_a_step_summary_file_that_cannot_be_written_is_a_warning_not_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """It was an OSError traceback, exit 1, after the command's work (a publish, a build) was done."""
+    path = tmp_path / "gone" / "summary.md"  # e.g. `docker run -e GITHUB_STEP_SUMMARY` without the mount
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(path))
+    cli_run.show(Shown([], lines=lambda _: ["done"], summary=lambda _: "### done"), False, markdown=True)
+    out, err = capsys.readouterr()
+    assert out == "### done\n"
+    assert err == f"warning: job summary not written: GITHUB_STEP_SUMMARY={path}: No such file or directory\n"
 
 
 def test_promote_rollout_fleet_and_channels_summaries(step_summary: Path, sandbox, capsys) -> None:

@@ -82,8 +82,8 @@ def show(shown: Shown, json: bool, *, markdown: bool = False) -> None:
     else:
         lines_out(shown.report_lines())
     text = shown.markdown()
-    if text is not None:
-        publish(text, to_stdout=markdown)
+    if text is not None and (problem := publish(text, to_stdout=markdown)):
+        say(f"warning: {problem}")
     for note in shown.notes:
         say(note)
     shown.raise_for_status()

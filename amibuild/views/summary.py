@@ -33,14 +33,19 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     return lines
 
 
-def publish(markdown: str, *, to_stdout: bool = False) -> None:
-    """Append to the file ``$GITHUB_STEP_SUMMARY`` names (GitHub Actions sets it); print it too with `--markdown`."""
-    path = os.environ.get(SUMMARY_ENV, "")
+def publish(markdown: str, *, to_stdout: bool = False) -> str:
+    """Append to the file ``$GITHUB_STEP_SUMMARY`` names (GitHub Actions sets it); print it too with `--markdown`.
+    Returns "" or why that file could not be written (a warning: the command's work is done by now)."""
+    path, problem = os.environ.get(SUMMARY_ENV, ""), ""
     if path:
-        with open(path, "a", encoding="utf-8") as out:
-            out.write(markdown.rstrip("\n") + "\n\n")
+        try:
+            with open(path, "a", encoding="utf-8") as out:
+                out.write(markdown.rstrip("\n") + "\n\n")
+        except OSError as exc:  # e.g. a `docker run -e GITHUB_STEP_SUMMARY` step without the file mounted
+            problem = f"job summary not written: {SUMMARY_ENV}={path}: {exc.strerror or exc}"
     if to_stdout:
         print(markdown.rstrip("\n"), flush=True)
+    return problem
 
 
 # ------------------------------------------------------------------------------- annotations
