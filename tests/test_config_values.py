@@ -93,6 +93,16 @@ def test_a_config_file_that_is_not_amibuild_settings_is_one_line_naming_it(tmp_p
     assert sorted(p.name for p in workdir.iterdir()) == sorted(["amibuild.hcl", name])
 
 
+@pytest.mark.parametrize("name", ["amibuild.yaml", "amibuild.json"])
+def test_a_config_file_that_cannot_be_read_is_one_line_naming_it(tmp_path: Path, name: str) -> None:
+    """An unreadable one (a folder here; for people, an /etc/amibuild.yaml only root may read) was a traceback."""
+    workdir = _workdir(tmp_path)
+    (workdir / name).mkdir()
+    result = run_cli(workdir, "runs", binary="amibuild")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == f"amibuild: error: {workdir / name}: cannot be read (Is a directory); fix or remove the file"
+
+
 def test_a_config_file_given_with_config_is_checked_too_and_an_empty_one_is_fine(tmp_path: Path) -> None:
     workdir = _workdir(tmp_path)
     (workdir / "settings.yaml").write_text("amibuild:\n  lease_wiat: 3\n")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import io
 import os
 import re
@@ -82,6 +83,14 @@ def _typed(key: str, value: Any, refuse: Any) -> Any:
     raise refuse(f"amibuild.{key}: expected a number, got {type(value).__name__} {value!r}")
 
 
+def _refuse_unreadable(path: Any, exc: OSError) -> None:
+    """An unreadable file (e.g. an /etc/amibuild.yaml only root may read) is one line, exit 2; one
+    that is not there is left to invoke, which looks for each name and skips those."""
+    if exc.errno != errno.ENOENT:
+        raise Exit(f"{ERROR}{path}: cannot be read ({exc.strerror or exc}); fix or remove the file",
+                   code=ExitCode.USAGE) from None
+
+
 class AmibuildConfig(Config):
     """invoke's configuration with amibuild's own file names and environment prefix, its files checked."""
 
@@ -96,6 +105,9 @@ class AmibuildConfig(Config):
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             raise Exit(f"{ERROR}{path}: not valid YAML: {problem}{where}; fix or remove the file",
                        code=ExitCode.USAGE) from None
+        except OSError as exc:
+            _refuse_unreadable(path, exc)
+            raise
         return checked_file(str(path), data)
 
     _load_yml = _load_yaml
@@ -109,6 +121,9 @@ class AmibuildConfig(Config):
             data = super()._load_json(path)
         except ValueError as exc:
             raise Exit(f"{ERROR}{path}: not valid JSON: {exc}; fix or remove the file", code=ExitCode.USAGE) from None
+        except OSError as exc:
+            _refuse_unreadable(path, exc)
+            raise
         return checked_file(str(path), data)
 
     def load_runtime(self, merge: bool = True) -> None:
