@@ -260,6 +260,40 @@ def test_provisioner_stderr_of_a_build_that_never_finished_is_kept():
     assert result.failed_step == "Running local shell script"
 
 
+
+# a provisioner's stderr (here an xtrace line) comes out as `ui,error,==> <build>:` lines, before the failure
+STDERR = "1796000023,,ui,error,==> amazon-ebs.worker: + yum install -y kernel-devel\n"
+STEP = "1796000023,,ui,say,==> amazon-ebs.worker: "
+
+
+def with_stderr_first(name: str, after: str) -> list[str]:
+    lines = recorded(name)
+    at = next(n for n, line in enumerate(lines) if after in line) + 1
+    return lines[:at] + [STDERR] + lines[at:]
+
+
+def test_a_failed_build_is_reported_by_packers_verdict_not_by_the_stderr_before_it():
+    result = parse_machine_readable(with_stderr_first("build-shell-local-fails.out", "Running local shell script"))
+    assert result.first_error == f"{WORKER}: Script exited with non-zero exit status: 1.Allowed exit codes are: [0]"
+    assert result.failed_step == "Running local shell script"
+    copy = [STEP + "Provisioning with shell script: /tmp/x\n", STDERR, STEP + "Creating AMI x-1 from instance i-1\n",
+            STEP + "Copying/Encrypting AMI (ami-1) to other regions...\n",
+            "1,,ui,error,==> amazon-ebs.worker: Error Copying AMI (ami-1) to region (eu-west-1): boom\n",
+            STEP + "Terminating the source AWS instance...\n",
+            "1,,ui,error,Build 'amazon-ebs.worker' errored after 3 seconds: Error Copying AMI (ami-1) to region "
+            "(eu-west-1): boom\n", "1,amazon-ebs.worker,error,Error Copying AMI (ami-1) to region (eu-west-1): boom\n"]
+    result = parse_machine_readable(copy)
+    assert result.first_error == f"{WORKER}: Error Copying AMI (ami-1) to region (eu-west-1): boom"
+    assert result.failed_step == "Copying AMI to other regions"
+
+
+def test_a_cancel_names_the_step_it_came_in_not_the_step_of_earlier_stderr():
+    lines = with_stderr_first("build-cancelled.out", "Prevalidating AMI Name")
+    cancel = next(n for n, line in enumerate(lines) if "Cancelling build" in line)
+    # killed before its cleanup finished (--timeout's SIGKILL): no "finished" withdraws the stderr line
+    assert parse_machine_readable(lines[:cancel + 2]).failed_step == "Running local shell script"
+
+
 # --------------------------------------------------------------------------------- progress_step
 
 

@@ -131,7 +131,10 @@ class BuildResult:
 
     @property
     def first_error(self) -> str | None:
-        return self.errors[0] if self.errors else None
+        """Packer's verdict on a failed build when it gave one: a provisioner's stderr comes out as
+        ``==> <build>:`` error lines too, before it."""
+        verdict = next(iter(self.build_errors.items()), None)
+        return f"{verdict[0]}: {verdict[1]}" if verdict else next(iter(self.errors), None)
 
 
 _BUILD_ERRORED = re.compile(r"^Build '([^']+)' errored after [^:]*: (.*)\Z", re.DOTALL)
@@ -242,9 +245,13 @@ def parse_machine_readable(lines: Iterable[str]) -> BuildResult:
                     events.append((None, None, step))
                 step = current or step
 
-    kept = [(message, at) for message, build, at in events if build is None or build not in finished]
-    errors = list(dict.fromkeys(message for message, _ in kept if message))
-    failed_step = next((at for _, at in kept if at), None)
+    kept = [(message, build, at) for message, build, at in events if build is None or build not in finished]
+    errors = list(dict.fromkeys(message for message, _, _ in kept if message))
+    # where a provisioner failed or a cancel came, else where a build's step printed Packer's verdict
+    # on it, else the first error (a provisioner's stderr before the failure is no failure of its own)
+    verdicts = {f"{build}: {message}" for build, message in build_errors.items()}
+    failed_step = next((at for message, build, at in kept if at and (message is None or build and message in verdicts)),
+                       next((at for _, _, at in kept if at), None))
 
     artifacts: dict[str, dict[str, str]] = {}
     for (target, index), fields in artifact_fields.items():
