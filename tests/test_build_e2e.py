@@ -189,6 +189,26 @@ def test_interrupt_cancels_packer_cleans_up_and_exits_130(workdir: Path, sandbox
         assert our_parameters(region) == []
 
 
+def test_a_signal_after_the_build_is_recorded_with_the_images_built(workdir: Path, monkeypatch) -> None:
+    import amibuild.bake.sboms as sboms
+
+    store = sboms.store_sboms
+
+    def signalled(*args, **kwargs):  # Ctrl-C while the built images' SBOMs are stored
+        os.kill(os.getpid(), signal.SIGINT)
+        return store(*args, **kwargs)
+
+    monkeypatch.setattr(sboms, "store_sboms", signalled)
+    result = build_ami(workdir, "--json", "--variant", "ceph")
+    assert result.returncode == 130, result.stderr
+    (record,) = (workdir / "build" / "runs").glob("*.json")
+    data = json.loads(record.read_text())
+    assert (data["state"], data["interrupted"], data["signal"]) == ("finished", True, "SIGINT")
+    (ceph,) = data["variants"]
+    assert ceph["status"] == "built" and set(ceph["amis"]) == set(REGIONS) and not ceph.get("published")
+    assert our_parameters("us-west-2") == []
+
+
 def test_emulator_down_gives_a_clear_error_within_seconds(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -369,6 +369,10 @@ def _record(plan: BuildPlan, commit: str | None, *, state: str, outcomes=(), pub
     }
 
 
+STORING = ("storing the SBOMs and statements of the images built, then stopping; nothing is published",
+           "still storing the SBOMs and statements of the images built")
+
+
 def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *, parallel: int,
                  progress=None) -> BuildRun:
     options = settings.options
@@ -405,16 +409,20 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     if attestor is not None and not interrupted:
         from amibuild.bake.sboms import store_sboms  # deferred: cyclonedx-python-lib only when something was built
 
-        # each built variant's SBOM, stored beside its statements; its digest goes into the provenance
-        sboms = dict(store_sboms(aws, attestor.where, plan, outcomes))
-        for name, kept in sorted(sboms.items()):
-            say(f"{'warning: ' if kept.error else ''}{name}: {kept.line()}")
-        # each built variant's provenance, signed and stored before its boot test and its publish
-        statements = dict(provenance_statements(attestor, plan, outcomes, version=__version__, git_commit=commit,
-                                                packer_version=str(settings.packer.version()), pipeline_digest=digest,
-                                                package_lists={n: k.digest for n, k in sboms.items()}))
-        for name, stored in sorted(statements.items()):
-            say(f"{'warning: ' if stored.error else ''}{name}: {stored.line()}")
+        # a signal lets these few writes end, then the run stops and is recorded with its images
+        with Signals(STORING) as stop:
+            # each built variant's SBOM, stored beside its statements; its digest goes into the provenance
+            sboms = dict(store_sboms(aws, attestor.where, plan, outcomes))
+            for name, kept in sorted(sboms.items()):
+                say(f"{'warning: ' if kept.error else ''}{name}: {kept.line()}")
+            # each built variant's provenance, signed and stored before its boot test and its publish
+            statements = dict(provenance_statements(attestor, plan, outcomes, version=__version__, git_commit=commit,
+                                                    packer_version=str(settings.packer.version()), pipeline_digest=digest,
+                                                    package_lists={n: k.digest for n, k in sboms.items()}))
+            for name, stored in sorted(statements.items()):
+                say(f"{'warning: ' if stored.error else ''}{name}: {stored.line()}")
+        if stop.requested():
+            interrupted, stopped_by, exit_code = True, stop.name, stop.exit_code
     scans: dict[str, Any] = {}
     if settings.request.scan and attestor is not None and not interrupted:  # --scan: before anything is published
         from amibuild.jobs.image_inventory import scan_built  # deferred: cyclonedx-python-lib and cryptography only with --scan
