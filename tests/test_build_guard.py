@@ -216,6 +216,7 @@ def test_packer_killed_while_its_instance_runs_leaves_nothing_behind(workdir: Pa
     assert proc.returncode == 1, err
     ceph = summary(subprocess.CompletedProcess([], 0, out))["ceph"]
     assert ceph["status"] == "failed" and ceph["left_behind"] == [], ceph
+    assert ceph["error"].startswith("packer failed: killed by signal 9; "), ceph  # not "exit code -9"
     removed = " ".join(ceph["leftovers_removed"])
     assert "instance i-" in removed and "key-pair amibuild-" in removed and "security-group sg-" in removed, removed
     west = boto3.client("ec2", region_name="us-west-2")

@@ -423,7 +423,7 @@ class Executor:
         # a signal during the cleanup makes the variant interrupted too
         end = packer_end(replace(facts, interrupted=self.state.interrupted))
         suffix = f"; {cleanup}" if cleanup else ""
-        error = result.first_error or f"exit code {code}"
+        error = result.first_error or (f"killed by signal {-code}" if code < 0 else f"exit code {code}")
         if end is PackerEnd.INTERRUPTED:
             raise _Stop(("interrupted; packer cancelled" if not self.state.aborted
                           else "interrupted; packer killed before its cleanup finished") + suffix)
