@@ -170,3 +170,20 @@ def test_settled_gives_the_work_s_answer_and_its_own_timeout_error() -> None:
     failed.set_exception(TimeoutError("the work's own"))
     with pytest.raises(TimeoutError, match="the work's own"):
         settled(failed)
+
+
+def test_a_hang_up_nohup_ignores_stays_ignored_while_channels_are_written() -> None:
+    """`nohup amibuild build-ami &`: logging out must not stop its channel writes; without nohup a
+    hang-up is held like SIGINT and SIGTERM."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with Signals() as signals:
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            signal.raise_signal(signal.SIGHUP)
+        assert not signals.requested()
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        with Signals() as signals:
+            signal.raise_signal(signal.SIGHUP)
+        assert signals.name == "SIGHUP"
+    finally:
+        signal.signal(signal.SIGHUP, before)

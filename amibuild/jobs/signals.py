@@ -40,7 +40,10 @@ class Signals:
     def __enter__(self) -> Signals:
         if threading.current_thread() is threading.main_thread():
             for signum in CAUGHT:
-                self._previous[signum] = signal.signal(signum, self._handle)
+                # an ignored SIGHUP is `nohup`'s: the user asked to outlive a hang-up (an ignored SIGINT
+                # is only a shell's background job, and `kill -INT` still asks to stop)
+                if signum != signal.SIGHUP or signal.getsignal(signum) is not signal.SIG_IGN:
+                    self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
