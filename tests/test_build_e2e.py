@@ -161,7 +161,8 @@ def test_a_failing_variant_does_not_stop_the_other_and_rerun_rebuilds_only_it(wo
     assert builds(workdir) == ["arm", "arm", "ceph"]
 
 
-def test_interrupt_cancels_packer_cleans_up_and_exits_130(workdir: Path, sandbox) -> None:
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["sigint", "sigterm"])
+def test_interrupt_cancels_packer_cleans_up_and_exits_128_plus_the_signal(workdir: Path, sandbox, signum, code) -> None:
     from faultproxy import FaultProxy
 
     with FaultProxy(sandbox.endpoint) as proxy:
@@ -173,11 +174,12 @@ def test_interrupt_cancels_packer_cleans_up_and_exits_130(workdir: Path, sandbox
         if not launched.wait_held(2, timeout=90):
             proc.kill()
             pytest.fail("packer never reached the instance launch")
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         launched.release()
         out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
-    assert "nothing was published" in err
+    assert proc.returncode == code, err
+    assert f"interrupted by {signal.Signals(signum).name}: nothing was published" in err
+    assert json.loads(next((workdir / "build" / "runs").glob("*.json")).read_text())["signal"] == signal.Signals(signum).name
     assert {v["status"] for v in json.loads(out)["variants"]} <= {"interrupted", "built"}
     assert "interrupted" in {v["status"] for v in json.loads(out)["variants"]}
     for region in REGIONS:

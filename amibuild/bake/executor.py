@@ -67,6 +67,7 @@ class RunState:
     """Shared between the worker threads and the signal handler."""
 
     interrupted: bool = False
+    signum: int = 0  # the signal that interrupted the run (0: none)
     aborted: bool = False  # second Ctrl-C: stopped waiting for Packer to clean up
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -160,14 +161,16 @@ class Executor:
 
         def handler(signum: int, frame: object) -> None:
             if not self.state.interrupted:
-                self.state.interrupted = True
+                self.state.interrupted, self.state.signum = True, signum
                 self._wake.set()
                 self.state.signal_all(signal.SIGTERM)
             else:
                 self.state.aborted = True
                 self.state.signal_all(signal.SIGKILL)
 
-        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        # a hang-up too, unless `nohup` ignores it: Packer, in its own session, would not hear it
+        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                    if s != signal.SIGHUP or signal.getsignal(s) is not signal.SIG_IGN}
 
         def restore() -> None:
             for signum, old in previous.items():

@@ -14,6 +14,7 @@ the run before anything is built, at the end it is an error naming the AMIs made
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -402,8 +403,9 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
             progress.close()
     sharing: list[str] = []
     published: dict[str, VariantPublished] = {}
-    interrupted = executor.state.interrupted
-    stopped_by, exit_code = "", ExitCode.INTERRUPTED
+    interrupted, signum = executor.state.interrupted, executor.state.signum
+    stopped_by, exit_code = (signal.Signals(signum).name, ExitCode.for_signal(signum)) if signum else \
+        ("", ExitCode.INTERRUPTED)
     statements: dict[str, Any] = {}
     sboms: dict[str, Any] = {}
     if attestor is not None and not interrupted:
