@@ -191,17 +191,23 @@ def test_interrupt_cancels_packer_cleans_up_and_exits_128_plus_the_signal(workdi
         assert our_parameters(region) == []
 
 
-def test_a_signal_after_the_build_is_recorded_with_the_images_built(workdir: Path, monkeypatch) -> None:
-    import amibuild.bake.sboms as sboms
+@pytest.mark.parametrize("module, step, flags", [
+    ("amibuild.bake.sboms", "store_sboms", ()),  # while the built images' SBOMs are stored
+    ("amibuild.jobs.image_inventory", "scan_document", ("--scan",)),  # while they are scanned
+], ids=["storing", "scanning"])
+def test_a_signal_after_the_build_is_recorded_with_the_images_built(workdir: Path, monkeypatch, module, step,
+                                                                    flags) -> None:
+    import importlib
 
-    store = sboms.store_sboms
+    where = importlib.import_module(module)
+    work = getattr(where, step)
 
-    def signalled(*args, **kwargs):  # Ctrl-C while the built images' SBOMs are stored
+    def signalled(*args, **kwargs):  # Ctrl-C in that step
         os.kill(os.getpid(), signal.SIGINT)
-        return store(*args, **kwargs)
+        return work(*args, **kwargs)
 
-    monkeypatch.setattr(sboms, "store_sboms", signalled)
-    result = build_ami(workdir, "--json", "--variant", "ceph")
+    monkeypatch.setattr(where, step, signalled)
+    result = build_ami(workdir, "--json", "--variant", "ceph", *flags)
     assert result.returncode == 130, result.stderr
     (record,) = (workdir / "build" / "runs").glob("*.json")
     data = json.loads(record.read_text())

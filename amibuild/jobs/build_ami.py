@@ -370,6 +370,8 @@ def _record(plan: BuildPlan, commit: str | None, *, state: str, outcomes=(), pub
     }
 
 
+SCANNING = ("finishing the scan under way, then stopping; nothing is published",
+            "still finishing the scan under way")
 STORING = ("storing the SBOMs and statements of the images built, then stopping; nothing is published",
            "still storing the SBOMs and statements of the images built")
 
@@ -428,7 +430,10 @@ def execute_plan(plan: BuildPlan, settings: BuildSettings, aws: Aws, say: Say, *
     scans: dict[str, Any] = {}
     if settings.request.scan and attestor is not None and not interrupted:  # --scan: before anything is published
         from amibuild.jobs.image_inventory import scan_built  # deferred: cyclonedx-python-lib and cryptography only with --scan
-        scans = scan_built(aws, attestor, plan, sboms, say)
+        with Signals(SCANNING) as stop:  # the scan under way ends, its statement stored; the rest are not started
+            scans = scan_built(aws, attestor, plan, sboms, say, cancelled=stop.requested)
+        if stop.requested():
+            interrupted, stopped_by, exit_code = True, stop.name, stop.exit_code
     if settings.boot_test is not None and not interrupted:  # --boot-test: before anything is published
         with Signals() as stop:  # a signal stops the tests at their next poll; each terminates its instance
             outcomes, finished = boot_test_outcomes(aws, plan, outcomes, settings.boot_test,

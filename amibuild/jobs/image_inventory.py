@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from amibuild.attest import store
 from amibuild.attest import predicates
@@ -351,10 +351,14 @@ def run_scan(request: ScanRequest, opts: Options) -> ScanResult:
     return ScanResult(label, variant.name, done, policy, verdict, tuple(left_out))
 
 
-def scan_built(aws: Aws, attestor: Attestor, plan: Any, sboms: Mapping[str, Any], say: Any) -> dict[str, Any]:
-    """--scan: each built variant's stored SBOM through ScanSbom, its findings a signed scan statement."""
+def scan_built(aws: Aws, attestor: Attestor, plan: Any, sboms: Mapping[str, Any], say: Any,
+               cancelled: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+    """--scan: each built variant's stored SBOM through ScanSbom, its findings a signed scan statement;
+    once `cancelled` says so, no further variant is scanned."""
     out: dict[str, Any] = {}
     for name, kept in sorted(sboms.items()):
+        if cancelled():
+            break
         if kept.error:
             say(f"warning: {name}: not scanned: it has no SBOM ({kept.error})")
             continue
