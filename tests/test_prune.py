@@ -588,3 +588,42 @@ def test_a_snapshot_another_image_uses_is_left_and_said_not_a_failure(workdir: P
     assert result.returncode == 0, result.stdout + result.stderr
     assert refused and "summary: 4 deleted, 0 failed, 4 kept" in result.stdout
     assert result.stdout.count("left: another image uses it (EC2 refused: InvalidSnapshot.InUse)") == refused
+
+
+def test_a_signal_mid_prune_finishes_the_image_under_way_and_begins_no_other(workdir: Path, eight_builds,
+                                                                             sandbox) -> None:
+    """A Ctrl-C between DeregisterImage and DeleteSnapshot would leave a snapshot no later prune finds
+    (its image is gone): the image under way is finished, the rest are not begun, the report says so."""
+    import signal
+    import subprocess
+    import sys
+
+    from faultproxy import FaultProxy
+
+    with FaultProxy(sandbox.endpoint) as proxy:
+        gate = proxy.gate(["DeregisterImage"], count=1)
+        proc = subprocess.Popen([sys.executable, "-m", "invoke", "-r", str(ROOT), "prune", "--keep", "2"], cwd=workdir,
+                                env={**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert gate.wait_held(1), "prune never reached its first DeregisterImage"
+            proc.send_signal(signal.SIGINT)
+            assert proc.stderr is not None
+            for line in proc.stderr:  # the handler has run: what it holds off is set
+                if "amibuild: SIGINT: finishing each image under way" in line:
+                    break
+            gate.release()
+            out, err = proc.communicate(timeout=120)
+        finally:
+            gate.release()
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, err
+    assert "summary: 1 deleted, 3 not started, 0 failed, 4 kept" in out
+    assert err.strip().splitlines()[-1] == "amibuild: interrupted by SIGINT: 1 image(s) finished, 3 not started " \
+                                           "(prune again for them)"
+    ec2 = boto3.client("ec2", region_name=REGION)
+    gone = [b for b in eight_builds["built"] if not ec2.describe_images(ImageIds=[b.ami])["Images"]]
+    assert len(gone) == 1 and f"deleted us-west-2 {gone[0].ami} and {gone[0].snapshot}" in out
+    assert gone[0].snapshot not in {s["SnapshotId"] for s in ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"]}
+    assert out.count("  not started us-west-2 ami-") == 3

@@ -23,7 +23,7 @@ from invoke.parser import Argument
 from amibuild.cli import run as cli
 from amibuild.errors import SpecError
 from amibuild.jobs.env import Env
-from amibuild.jobs.signals import held
+from amibuild.jobs.signals import CHANNEL_WRITE, held
 from amibuild.request import flags
 
 
@@ -96,13 +96,14 @@ def _platform():
     return platform()
 
 
-def task(module: str, name: str, request_type: type, help: str, *, signals: bool = False,  # noqa: A002
+def task(module: str, name: str, request_type: type, help: str, *, signals: bool | tuple[str, str] = False,  # noqa: A002
          **task_kwargs: Any) -> RequestTask:
     """The task ``name``: invoke's flag values become the frozen request, then the job runs.
 
     ``module`` is where the body lives: ``jobs.X`` names a job, ``amibuild.jobs.X.<name>(request, env)``,
     whose `Shown` (or result) the cli prints and whose verdict it exits with (``signals``: SIGINT, SIGTERM
-    and SIGHUP held while it runs, for a channel write); else ``amibuild.cli.<module>.<name>(c, request)``.
+    and SIGHUP held while it runs, for a channel write, or saying these words); else
+    ``amibuild.cli.<module>.<name>(c, request)``.
     Either module is imported only when the task runs."""
     home = f"amibuild.{module}" if module.startswith("jobs.") else f"amibuild.cli.{module}"
 
@@ -117,7 +118,8 @@ def task(module: str, name: str, request_type: type, help: str, *, signals: bool
             return request, job(request, env.with_signals(seen) if seen else env)
 
         if signals:  # an error after a signal exits with the signal's code (`jobs.signals.held`)
-            (request, shown), _ = cli.run(lambda: held(run))
+            says = signals if isinstance(signals, tuple) else CHANNEL_WRITE
+            (request, shown), _ = cli.run(lambda: held(run, says))
         else:
             request, shown = cli.run(run)
         cli.run(lambda: cli.show(shown, getattr(request, "json", False), markdown=getattr(request, "markdown", False)))

@@ -14,6 +14,7 @@ from invoke import Collection
 from amibuild import values
 from amibuild.jobs import requests_build, requests_channels, requests_nodes, requests_setup, requests_views
 from amibuild.cli.command import task
+from amibuild.jobs.signals import PRUNING
 from amibuild.request import flag
 
 
@@ -64,7 +65,8 @@ TASKS = (
     task('jobs.node_commands', 'aws_auth', requests_nodes.AwsAuthRequest,
          "Print the aws-auth mapRoles entry for the nodes' role, or create its EKS access entry."),
     task('jobs.setup_commands', 'prune', requests_setup.PruneRequest,
-         'Delete old images amibuild made: keep the newest N per variant and region and every image in use.'),
+         'Delete old images amibuild made: keep the newest N per variant and region and every image in use.',
+         signals=PRUNING),
     task('jobs.setup_commands', 'iam_policy', requests_setup.IamPolicyRequest,
          'Print a least-privilege IAM policy (JSON) for a task: build, publish, rollout, prune, fleet, test, verify, scan, all, or share.'),
     task('jobs.build_commands', 'matrix', requests_build.MatrixRequest,

@@ -10,12 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from amibuild import values
-from amibuild.errors import SpecError
+from amibuild.errors import Interrupted, SpecError
 from amibuild.handoff import consumer
 from amibuild.jobs import doctor_job, init_job
 from amibuild.jobs.env import Env, Scope, guard, options
 from amibuild.jobs.requests_setup import DoctorRequest, IamPolicyRequest, InitRequest, PruneRequest, RestoreRequest
 from amibuild.jobs.shown import Shown
+from amibuild.jobs.signals import Signals
 from amibuild.lifecycle import iam, keyshare, prune_job
 from amibuild.lifecycle import prune as prune_mod
 from amibuild.lifecycle import restore as restore_job
@@ -51,7 +52,20 @@ def prune(r: PruneRequest, env: Env) -> Shown:  # every flag checked before the 
                         "then disable in a later run")
     settings = prune_job.PruneSettings(opts.profile, load_pipeline(opts), keep, age, versions, r.dry_run, r.deprecate_only,
                                        r.variant, r.region, disable)
-    return Shown(prune_job.run(settings, guard=guard(env), say=env.say), lines=prune_mod.report_lines)
+    result = prune_job.run(settings, guard=guard(env), say=env.say)
+    return Shown(result, lines=prune_mod.report_lines, status=lambda: finish_prune(result, env.signals))
+
+
+def finish_prune(result: prune_mod.PruneResult, signals: Signals | None) -> None:
+    """After a prune: exit 128 + the signal if one came (its report shows what was done), else its verdict."""
+    if signals is None or not signals.requested():
+        return result.raise_for_status()
+    outcomes = result.outcomes or ()
+    waiting = sum(o.status is prune_mod.Done.NOT_STARTED for o in outcomes)
+    what = (f"{len(outcomes) - waiting} image(s) finished, {waiting} not started (prune again for them)"
+            if outcomes else "nothing was changed")
+    failed = f"; {len(result.failed)} failed (see above)" if result.failed else ""
+    raise Interrupted(f"interrupted by {signals.name}: {what}{failed}", signals.exit_code, summary=True)
 
 
 def iam_policy(r: IamPolicyRequest, env: Env) -> Shown:

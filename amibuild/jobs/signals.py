@@ -80,10 +80,14 @@ class Signals:
         return ExitCode.for_signal(self.received[0]) if self.received else ExitCode.OK
 
 
-def held(body: Callable[[Signals], T]) -> tuple[T, Signals]:
+PRUNING = ("finishing each image under way (deregistered with its snapshots), starting no other; then stopping",
+           "still finishing the images under way, so that no snapshot is left without its image")
+
+
+def held(body: Callable[[Signals], T], says: tuple[str, str] = CHANNEL_WRITE) -> tuple[T, Signals]:
     """Run ``body(signals)`` with SIGINT / SIGTERM / SIGHUP held off: (its result, the `Signals` seen).
     An error after a signal is an interruption by that signal (exit 128 + its number)."""
-    with Signals() as signals:
+    with Signals(says) as signals:
         try:
             return body(signals), signals
         except AmibuildError as exc:

@@ -358,6 +358,7 @@ class Done(enum.StrEnum):
     KEPT = "kept"  # a channel named it when prune came to deregister it
     DISABLED = "disabled"
     WAITING = "waiting"  # protection off, its cooldown running: a later prune deregisters it
+    NOT_STARTED = "not started"  # a signal came first: the images under way were finished, no other begun
 
 
 @dataclass(frozen=True)
@@ -407,15 +408,19 @@ def deprecation_time(now: datetime) -> datetime:
 
 
 def execute_prune(aws: Aws, plan: PrunePlan, *, now: datetime | None = None,
-                  named: Callable[[str], set[str]] | None = None) -> PruneResult:
+                  named: Callable[[str], set[str]] | None = None,
+                  cancelled: Callable[[], bool] = lambda: False) -> PruneResult:
     """Carry out the plan: per region (in parallel) image by image; a failure does not stop the rest.
 
     ``named(region)``: the images channels name there right now, read again right before each
-    deregister; an image named there is kept after all (`Done.KEPT`)."""
+    deregister; an image named there is kept after all (`Done.KEPT`). Once ``cancelled()`` says so,
+    each image under way is finished (deregistered with its snapshots) and no other begun."""
     at = deprecation_time(now or datetime.now(timezone.utc)) if plan.deprecate_only else None
 
     def region_run(region: str) -> list[PruneOutcome]:
-        return _verify(aws, region, [_change(aws, item, at, named) for item in plan.to_change if item.region == region])
+        return _verify(aws, region, [
+            PruneOutcome(item.image_id, item.region, item.variant, Done.NOT_STARTED) if cancelled()
+            else _change(aws, item, at, named) for item in plan.to_change if item.region == region])
 
     done = fan_out(sorted({item.region for item in plan.to_change}), region_run)
     order = {item.image_id: n for n, item in enumerate(plan.to_change)}
@@ -556,7 +561,8 @@ def report_lines(result: PruneResult) -> Iterable[str]:
     changed = counts[Done.DELETED] + counts[Done.DEPRECATED]
     when = f" (deprecation at {result.deprecate_at:%Y-%m-%d %H:%M} UTC)" if result.deprecate_at else ""
     more = "".join(f", {n} {word}" for word, n in (
-        ("disabled", counts[Done.DISABLED]), ("waiting for a protection cooldown", counts[Done.WAITING])) if n)
+        ("disabled", counts[Done.DISABLED]), ("waiting for a protection cooldown", counts[Done.WAITING]),
+        ("not started", counts[Done.NOT_STARTED])) if n)
     yield (f"summary: {changed} {verb}d{when}{more}, {len(result.failed)} failed, {len(plan.kept)} kept")
 
 

@@ -52,10 +52,11 @@ def run(settings: PruneSettings, *, now: datetime | None = None, aws: Aws | None
         return PruneResult(decide(), None)
     # decided and carried out under the prune lease, once no channel writer is half way; each
     # deregister re-reads the region's channels right before it (`exclusive.named_now`)
+    guard = guard or Guard()
     result = exclusive.under_prune_lease(
-        aws, pipeline, lambda: execute_prune(aws, decide(), now=now,
+        aws, pipeline, lambda: execute_prune(aws, decide(), now=now, cancelled=guard.cancelled,
                                              named=lambda region: exclusive.named_now(aws, pipeline, region)),
-        guard=guard or Guard(), say=say, regions=targets)
+        guard=guard, say=say, regions=targets)
     if pipeline.events:
         notify.send(aws, pipeline.events, deregistered_events(result, pipeline.name), region=pipeline.build_region, say=say)
     return result
