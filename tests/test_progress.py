@@ -172,7 +172,10 @@ def test_default_mode_is_plain_on_a_dumb_terminal(monkeypatch):
         assert not progress.live
 
 
-def test_default_mode_is_live_on_a_terminal_outside_ci(no_ci):
+def test_default_mode_is_live_on_a_terminal_outside_ci(no_ci, monkeypatch):
+    with Progress(["ceph"], stream=FakeTty()) as progress:
+        assert progress.live
+    monkeypatch.setenv("CI", "false")  # said outright: not CI
     with Progress(["ceph"], stream=FakeTty()) as progress:
         assert progress.live
 

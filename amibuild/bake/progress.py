@@ -77,7 +77,8 @@ def wants_live(stream: TextIO) -> bool:
         tty = bool(stream.isatty())
     except (AttributeError, ValueError):  # no isatty, or a closed stream
         tty = False
-    return tty and not os.environ.get("CI") and os.environ.get("TERM") != "dumb"
+    ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")  # CI=false: a user saying not CI
+    return tty and not ci and os.environ.get("TERM") != "dumb"
 
 
 @dataclass
