@@ -225,3 +225,20 @@ def test_packer_killed_while_its_instance_runs_leaves_nothing_behind(workdir: Pa
     assert not [k for k in west.describe_key_pairs()["KeyPairs"] if k["KeyName"].startswith("amibuild-")]
     assert not [g for g in west.describe_security_groups()["SecurityGroups"] if g["GroupName"].startswith("packer")]
     assert leases() == {}
+
+
+def test_a_variant_an_interrupt_kept_from_starting_names_no_packer_log() -> None:
+    """Packer never ran for it: a log path would send the user to a file that does not exist."""
+    from types import SimpleNamespace
+
+    from amibuild.bake.executor import Executor
+    from amibuild.bake.outcome import BuildStatus, WorkingOutcome
+
+    said = []
+    executor = Executor(None, None, None, provenance=None, parallel=1,
+                        progress=SimpleNamespace(update=lambda *line: said.append(line)))
+    executor.state.interrupted = True
+    outcome = WorkingOutcome("ceph", "fp", None, "", log="/w/build/runs/r/ceph/packer.log")
+    executor._build_one(SimpleNamespace(name="ceph"), outcome)
+    assert (outcome.status, outcome.log) == (BuildStatus.INTERRUPTED, "")
+    assert said[-1][2] == "not started"

@@ -183,7 +183,7 @@ class Executor:
         outcome.started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
             if self.state.interrupted:
-                outcome.status = BuildStatus.INTERRUPTED
+                outcome.status, outcome.log = BuildStatus.INTERRUPTED, ""  # no packer.log: Packer never ran
                 self.progress.update(item.name, State.INTERRUPTED, "not started")
                 return
             lease = None
