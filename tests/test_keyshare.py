@@ -70,3 +70,18 @@ def test_a_deny_wins_whatever_its_condition() -> None:
             "Condition": {"StringEquals": {"aws:PrincipalOrgID": "o-abc1234567"}}}
     found = finding(allow(CONSUMER), deny)
     assert not found.ok and found.missing == ("CreateGrant",)
+
+
+def test_not_action_and_not_principal_statements_count_for_everything_they_do_not_name() -> None:
+    """A Deny of every action but Decrypt, or of every principal but the build account, takes the
+    consumer's operations away; an Allow with NotAction gives all it does not name."""
+    everyone = {"Effect": "Deny", "Principal": {"AWS": "*"}, "NotAction": "kms:Decrypt", "Resource": "*"}
+    assert finding(allow(CONSUMER), everyone).missing == ("DescribeKey", "GenerateDataKey", "GenerateDataKeyWithoutPlaintext",
+                                                          "ReEncryptFrom", "ReEncryptTo", "CreateGrant")
+    others = {"Effect": "Deny", "NotPrincipal": {"AWS": f"arn:aws:iam::{BUILD}:root"}, "Action": "kms:*",
+              "Resource": "*"}
+    assert not finding(allow(CONSUMER), others).ok
+    spared = {**others, "NotPrincipal": {"AWS": [f"arn:aws:iam::{BUILD}:root", CONSUMER]}}
+    assert finding(allow(CONSUMER), spared).ok
+    assert finding({"Effect": "Allow", "Principal": {"AWS": CONSUMER}, "NotAction": "kms:ScheduleKeyDeletion",
+                    "Resource": "*"}).ok

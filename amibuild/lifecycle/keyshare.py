@@ -218,12 +218,16 @@ def _policy_allows(policy: Mapping[str, Any], account: str) -> tuple[set[str], s
     for statement in _listed(policy.get("Statement", [])):
         if not isinstance(statement, Mapping):
             continue
-        who = statement.get("Principal", {})
+        # NotPrincipal: everyone but those named; NotAction: every action but those named
+        named = "NotPrincipal" not in statement
+        who = statement.get("Principal" if named else "NotPrincipal", {})
         names = _listed(who.get("AWS", [])) if isinstance(who, Mapping) else _listed(who)
-        if not any(n == "*" or _is_account(str(n), account) for n in names):
+        if any(n == "*" or _is_account(str(n), account) for n in names) is not named:
             continue
-        ops = {op for op in OPERATIONS for action in _listed(statement.get("Action", []))
+        ops = {op for op in OPERATIONS for action in _listed(statement.get("Action", statement.get("NotAction", [])))
                if fnmatch.fnmatchcase(f"kms:{op}".lower(), str(action).lower())}
+        if "NotAction" in statement:
+            ops = set(OPERATIONS) - ops
         if statement.get("Effect") == "Deny":
             denied.update(ops)
             continue
