@@ -19,9 +19,9 @@ from pathlib import Path
 import boto3
 import pytest
 
-from amibuild.aws.testing import OUTPUT_LIMIT, Invocation, StoredOutput
-from amibuild.imagetest import invocation
-from amibuild.pipeline import imagetests
+from amibuild.aws.testing import OUTPUT_LIMIT, InstanceState, Invocation, StoredOutput
+from amibuild.imagetest import boot, invocation
+from amibuild.pipeline import imagetests, load
 from amibuild.printable import printable
 from conftest import run_cli
 from faultproxy import FaultProxy
@@ -284,3 +284,41 @@ def test_build_ami_boot_test_takes_the_configured_read_timeout_and_a_held_send_c
     assert not variant.get("published"), variant
     assert image_tag(variant["amis"][REGION]) == "untested"  # a fresh image: no earlier verdict to keep
     assert tested["statement"]["signed"]  # the signed test statement says "not tested", too
+
+
+class _Impaired:
+    """The boot test's calls, of an instance whose EC2 status checks say ``system`` / ``instance``."""
+
+    def __init__(self, aws, read_timeout: float = 0.0, *, system: str = "ok", instance: str = "ok"):
+        self.aws, self.system, self.instance, self.tagged = self, system, instance, {}
+
+    def run_instance(self, region, **_):
+        return "i-1"
+
+    def state(self, region, instance_id):
+        return InstanceState(instance_id, "running", self.system, self.instance)
+
+    def terminate_instances(self, region, ids):
+        self.system = self.instance = ""
+
+    def image_tag(self, region, ami, key):
+        return "passed"  # an earlier verdict
+
+    def tag_image(self, region, ami, values):
+        self.tagged[ami] = values
+
+
+@pytest.mark.parametrize("system, instance, verdict", [
+    ("impaired", "impaired", "not tested"),  # AWS's host (system status): says nothing of the image
+    ("impaired", "ok", "not tested"),
+    ("ok", "impaired", "failed"),  # the instance's own software (instance status): the image's fault
+])
+def test_an_impaired_system_status_is_aws_s_host_not_the_image(tmp_path: Path, monkeypatch, system, instance, verdict):
+    (tmp_path / "amibuild.hcl").write_text('variant "v" {\n}\n')
+    variant = load(tmp_path / "amibuild.hcl").variants[0]
+    api = _Impaired(None, system=system, instance=instance)
+    monkeypatch.setattr(boot, "TestInstances", lambda aws, read_timeout=0.0: api)
+    result = boot.boot_test(None, variant=variant, amis={REGION: "ami-1"}, region=REGION, run_id="r",
+                            settings=boot.BootTestSettings(poll=0.0), sleep=lambda _: None)
+    assert result.verdict == verdict, result.error
+    assert api.tagged == ({} if verdict == "not tested" else {"ami-1": api.tagged["ami-1"]})  # keeps its passed tag

@@ -215,9 +215,10 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
 
         def status_ok() -> bool:
             state = api.state(region, instance_id)
-            if "impaired" in (state.system_status, state.instance_status):
-                raise AmibuildError(f"EC2 status checks of {instance_id}: system {state.system_status}, "
-                                    f"instance {state.instance_status}")
+            if state.system_status == "impaired":  # AWS's host (power, network, hardware): not the image
+                raise _Lost(f"EC2 system status check of {instance_id}: impaired (the AWS host it runs on)")
+            if state.instance_status == "impaired":
+                raise AmibuildError(f"EC2 instance status check of {instance_id}: impaired (its own software)")
             return state.system_status == "ok" and state.instance_status == "ok"
 
         wait("status checks", status_ok)
