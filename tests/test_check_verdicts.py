@@ -195,6 +195,14 @@ def test_the_shipped_scripts_know_nothing_of_the_sandbox_and_exit_127_there_is_a
         assert subprocess.run(["sh", str(tmp_path / "one.sh")], capture_output=True, timeout=60).returncode == code
 
 
+def test_a_check_exiting_194_fails_and_never_asks_the_ssm_agent_to_reboot(tmp_path: Path):
+    """SSM's agent takes exit 194 from AWS-RunShellScript as "reboot the instance and run it again":
+    a failing check must not reboot the test instance into a loop that ends "not tested"."""
+    (tmp_path / "one.sh").write_text(imagetests.check_command(imagetests.Check("r", "echo down; exit 194", builtin=False)))
+    ran = subprocess.run(["sh", str(tmp_path / "one.sh")], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 1 and "down" in ran.stdout and "194" in ran.stderr
+
+
 def ssm(status: str, code: int, details: str = "", stdout: str = "", stderr: str = "") -> Invocation:
     return Invocation("c-1", "i-1", status, code, stdout, stderr, details or status)
 

@@ -431,8 +431,9 @@ def checks_script(checks: Iterable[Check]) -> str:
 
 def check_command(check: Check) -> str:
     """Stage 2: the one command an SSM invocation (AWS-RunShellScript) runs for ``check``: the check
-    in its own bash, with its timeout, stdin closed. The command's exit status is the check's, and
-    that (SSM's ResponseCode) is the verdict; its output is data. POSIX sh, as the agent runs it."""
+    in its own bash, with its timeout, stdin closed. The command's exit status is the check's (194, the
+    agent's reboot request, becomes 1), and that (SSM's ResponseCode) is the verdict; its output is
+    data. POSIX sh, as the agent runs it."""
     return "\n".join([
         f"# amibuild check {check.name}: exit 0 is a pass",
         _PATH,
@@ -445,6 +446,8 @@ def check_command(check: Check) -> str:
         "    bash \"$work/check\" </dev/null",
         "fi",
         'status=$?',
+        # SSM's agent takes 194 as "reboot the instance and run the command again": a failure here
+        'if [ "$status" -eq 194 ]; then echo "amibuild: the check exited 194 (the SSM agent\'s reboot code): exit 1" >&2; status=1; fi',
         'exit "$status"',
         "",
     ])
