@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import boto3
 import pytest
@@ -23,6 +24,7 @@ from amibuild.aws.testing import OUTPUT_LIMIT, InstanceState, Invocation, Stored
 from amibuild.imagetest import boot, invocation
 from amibuild.pipeline import imagetests, load
 from amibuild.printable import printable
+from amibuild.sandbox import runcommand
 from conftest import run_cli
 from faultproxy import FaultProxy
 
@@ -238,6 +240,17 @@ def test_the_output_is_head_only_without_s3_and_sized_with_it():
     sized = invocation.judge("big", ssm("Success", 0, stdout=head), stored, 1.0)
     assert sized.output_size == 30000 and not sized.head_only and sized.output.endswith("END")
     assert invocation.judge("short", ssm("Success", 0, stdout="ok"), invocation.Output("ok", ""), 1.0).head_only is False
+
+
+def test_stderr_is_cut_at_8000_characters_by_ssm_and_by_the_emulator(monkeypatch):
+    """GetCommandInvocation keeps the first 24,000 characters of stdout but 8,000 of stderr."""
+    cut = "e" * 8000
+    assert invocation.judge("err", ssm("Failed", 1, stderr=cut), invocation.Output("", cut), 1.0).head_only
+    monkeypatch.setattr(runcommand, "run_on_standin", lambda *_: runcommand.Answer("Failed", "Failed", 1, "o", "e" * 9000))
+    ec2 = SimpleNamespace(get_instance=lambda _: SimpleNamespace(image_id="ami-1"), tags={})
+    sent = {"InstanceId": "i-1", "Status": "InProgress"}
+    runcommand._run(ec2, SimpleNamespace(output_s3_bucket_name="", invocations=[sent], status=""), sent, "exit 1")
+    assert len(sent["StandardErrorContent"]) == 8000 and sent["StandardOutputContent"] == "o"
 
 
 def test_overall_passes_only_when_every_check_passed_and_not_tested_never_tags_failed():

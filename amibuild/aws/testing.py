@@ -16,8 +16,9 @@ from amibuild.errors import AwsError
 from botocore.exceptions import ClientError
 from botocore.config import Config
 
-# SSM keeps the first 24,000 characters of a command's output (GetCommandInvocation), and no size.
+# SSM keeps the first 24,000 characters of a command's stdout and 8,000 of its stderr (GetCommandInvocation), and no size.
 OUTPUT_LIMIT = 24000
+ERROR_LIMIT = 8000
 # where the agent writes AWS-RunShellScript's whole output with OutputS3BucketName, below the key prefix
 # and <command id>/<instance id>/
 OUTPUT_FOLDER = "awsrunShellScript/0.awsrunShellScript"
@@ -42,7 +43,7 @@ class Invocation:
     status: str  # Pending | InProgress | Delayed | Success | Cancelled | TimedOut | Failed | Cancelling
     response_code: int  # the command's exit status; -1 when it never gave one
     stdout: str  # the first OUTPUT_LIMIT characters
-    stderr: str
+    stderr: str  # the first ERROR_LIMIT characters
     status_details: str = ""  # ... | DeliveryTimedOut | ExecutionTimedOut | Undeliverable | Terminated
 
     @property

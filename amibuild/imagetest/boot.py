@@ -352,7 +352,7 @@ def report_lines(result: BootTestResult) -> list[str]:
     width = max((len(c.name) for c in result.checks), default=0)
     for check in result.checks:
         size = (f"  output {check.output_size} bytes" if check.output_size is not None else
-                "  output: head only (the first 24,000 characters SSM keeps)" if check.head_only else "")
+                "  output: head only (what SSM keeps: 24,000 characters of stdout, 8,000 of stderr)" if check.head_only else "")
         out.append(f"  {check.name.ljust(width)}  {check.stage:<5}  {check.verdict:<17}  {check.seconds:6.2f}s{size}")
         if check.reason:
             out.append(f"      {printable(check.reason)}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amibuild.aws.testing import OUTPUT_LIMIT, Invocation, StoredOutput
+from amibuild.aws.testing import ERROR_LIMIT, OUTPUT_LIMIT, Invocation, StoredOutput
 from amibuild.pipeline import imagetests
 from amibuild.printable import printable
 
@@ -40,7 +40,7 @@ class Output:
             parts = [s.tail for s in (self.stored_stdout, self.stored_stderr) if s is not None and s.tail]
             size = sum(s.size for s in (self.stored_stdout, self.stored_stderr) if s is not None)
             return "\n".join(p.rstrip("\n") for p in parts), size, False
-        head_only = len(self.stdout) >= OUTPUT_LIMIT or len(self.stderr) >= OUTPUT_LIMIT
+        head_only = len(self.stdout) >= OUTPUT_LIMIT or len(self.stderr) >= ERROR_LIMIT
         return "\n".join(p.rstrip("\n") for p in (self.stdout, self.stderr) if p), None, head_only
 
 

@@ -474,7 +474,7 @@ class CheckResult:
     output: str = ""  # what was read of the output: data, never the verdict
     reason: str = ""  # why it is not tested (an infrastructure failure), or how it failed besides its exit
     output_size: int | None = None  # bytes of stdout and stderr, when known (from S3)
-    head_only: bool = False  # `output` is the head SSM kept (OUTPUT_LIMIT characters), not the whole
+    head_only: bool = False  # `output` is the head SSM kept (24,000 characters of stdout, 8,000 of stderr), not the whole
 
     @property
     def tail(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-OUTPUT_LIMIT = 24000
+OUTPUT_LIMIT, ERROR_LIMIT = 24000, 8000  # what GetCommandInvocation keeps of stdout, of stderr
 FINGERPRINT_TAG = "amibuild:fingerprint"
 PLUGIN_FOLDER = "awsrunShellScript/0.awsrunShellScript"  # the agent's folder of AWS-RunShellScript's one step
 
@@ -79,7 +79,7 @@ def _run(ec2: Any, command: Any, invocation: dict[str, Any], script: str) -> Non
                             answer.stdout, answer.stderr)
     invocation.update(Status=answer.status, StatusDetails=answer.details, ResponseCode=answer.code,
                       StandardOutputContent=answer.stdout[:OUTPUT_LIMIT],
-                      StandardErrorContent=answer.stderr[:OUTPUT_LIMIT],
+                      StandardErrorContent=answer.stderr[:ERROR_LIMIT],
                       StandardOutputUrl=urls.get("stdout", ""), StandardErrorUrl=urls.get("stderr", ""))
     if all(i["Status"] != "InProgress" for i in command.invocations):
         command.status = "Success" if all(i["Status"] == "Success" for i in command.invocations) else "Failed"
