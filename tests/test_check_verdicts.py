@@ -18,9 +18,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import boto3
+from botocore.stub import Stubber
 import pytest
 
-from amibuild.aws.testing import OUTPUT_LIMIT, InstanceState, Invocation, StoredOutput
+from amibuild.aws.testing import OUTPUT_LIMIT, InstanceState, Invocation, StoredOutput, TestInstances
 from amibuild.imagetest import boot, invocation
 from amibuild.pipeline import imagetests, load
 from amibuild.printable import printable
@@ -203,6 +204,16 @@ def test_a_check_exiting_194_fails_and_never_asks_the_ssm_agent_to_reboot(tmp_pa
     (tmp_path / "one.sh").write_text(imagetests.check_command(imagetests.Check("r", "echo down; exit 194", builtin=False)))
     ran = subprocess.run(["sh", str(tmp_path / "one.sh")], capture_output=True, text=True, timeout=60)
     assert ran.returncode == 1 and "down" in ran.stdout and "194" in ran.stderr
+
+
+def test_an_instance_ec2_does_not_show_yet_right_after_run_instances_is_pending_not_an_error():
+    """EC2 is eventually consistent: DescribeInstances may answer InvalidInstanceID.NotFound for an
+    instance RunInstances just launched (botocore's instance_running waiter retries on it)."""
+    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url="http://127.0.0.1:9", aws_access_key_id="x",
+                       aws_secret_access_key="x")
+    with Stubber(ec2) as stub:
+        stub.add_client_error("describe_instances", "InvalidInstanceID.NotFound", "The instance ID 'i-1' does not exist")
+        assert TestInstances(SimpleNamespace(client=lambda *_: ec2)).state(REGION, "i-1").state == "pending"
 
 
 def ssm(status: str, code: int, details: str = "", stdout: str = "", stderr: str = "") -> Invocation:

@@ -99,7 +99,12 @@ class TestInstances:
     def state(self, region: str, instance_id: str) -> InstanceState:
         client = self.aws.client("ec2", region)
         with mapped_errors(f"ec2:DescribeInstances {instance_id}", region):
-            found = list(instances([client.describe_instances(InstanceIds=[instance_id])]))
+            try:
+                found = list(instances([client.describe_instances(InstanceIds=[instance_id])]))
+            except ClientError as exc:  # EC2 is eventually consistent: one just launched may not show yet
+                if exc.response.get("Error", {}).get("Code") != "InvalidInstanceID.NotFound":
+                    raise
+                return InstanceState(instance_id, "pending")
         state = found[0]["State"]["Name"] if found else "terminated"
         private_dns = str(found[0].get("PrivateDnsName") or "") if found else ""
         system = instance = ""
