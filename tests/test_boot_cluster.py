@@ -183,6 +183,13 @@ def test_the_test_node_is_found_by_provider_id_or_private_dns_name_and_judged():
     assert kube.judge(bare, taint) is kube.NodeState.UNTAINTED
 
 
+def test_what_the_test_node_s_kubelet_writes_in_its_ready_condition_is_shown_escaped():
+    """The Ready condition's reason and message come from the kubelet of the image under test; they
+    end up in the boot test's error, which `amibuild: error: ...` prints as it is."""
+    said = kube.node_facts(node("n", "aws:///z/i-1", ready="False", reason="KubeletNotReady\x1b]0;owned\x07\x1b[2J"))
+    assert "\x1b" not in said.reason and said.reason == "KubeletNotReady\\x1b]0;owned\\x07\\x1b[2J"
+
+
 def test_the_kubeconfig_context_is_the_clusters_else_the_current_one():
     contexts = [{"name": "dev", "context": {"cluster": "dev"}},
                 {"name": "arn:aws:eks:us-west-2:111122223333:cluster/prod", "context": {"cluster": "x"}},

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from amibuild.errors import AmibuildError, MissingExtra, SpecError
+from amibuild.printable import printable
 
 EXTRA = "cluster"  # pip install 'amibuild[cluster]'
 REQUIREMENT = "kubernetes>=31,<37"
@@ -61,7 +62,8 @@ class NodeFacts:
 def node_facts(raw: Mapping[str, Any]) -> NodeFacts:
     spec = raw.get("spec") or {}
     ready = next((c for c in (raw.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
-    reason = ": ".join(p for p in (str(ready.get("reason") or ""), str(ready.get("message") or "")) if p)
+    # written by the kubelet of the image under test, and said in the boot test's error line: shown escaped
+    reason = printable(": ".join(p for p in (str(ready.get("reason") or ""), str(ready.get("message") or "")) if p))
     return NodeFacts(name=str((raw.get("metadata") or {}).get("name", "")), provider_id=str(spec.get("providerID") or ""),
                      ready=str(ready.get("status") or ""), reason=reason,
                      taints=tuple(Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", "")))
