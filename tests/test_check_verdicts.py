@@ -321,13 +321,18 @@ def test_build_ami_boot_test_takes_the_configured_read_timeout_and_a_held_send_c
 class _Impaired:
     """The boot test's calls, of an instance whose EC2 status checks say ``system`` / ``instance``."""
 
-    def __init__(self, aws, read_timeout: float = 0.0, *, system: str = "ok", instance: str = "ok"):
+    def __init__(self, aws, read_timeout: float = 0.0, *, system: str = "ok", instance: str = "ok",
+                 later: str = "running"):
         self.aws, self.system, self.instance, self.tagged = self, system, instance, {}
+        self.looks, self.later = 0, later  # `later`: its state from the second look on
 
     def run_instance(self, region, **_):
         return "i-1"
 
     def state(self, region, instance_id):
+        self.looks += 1
+        if self.looks > 1 and self.later != "running":  # no status checks for an instance not running
+            return InstanceState(instance_id, self.later)
         return InstanceState(instance_id, "running", self.system, self.instance)
 
     def terminate_instances(self, region, ids):
@@ -354,3 +359,17 @@ def test_an_impaired_system_status_is_aws_s_host_not_the_image(tmp_path: Path, m
                             settings=boot.BootTestSettings(poll=0.0), sleep=lambda _: None)
     assert result.verdict == verdict, result.error
     assert api.tagged == ({} if verdict == "not tested" else {"ami-1": api.tagged["ami-1"]})  # keeps its passed tag
+
+
+def test_an_instance_that_stops_during_its_status_checks_ends_the_test_at_once(tmp_path: Path, monkeypatch):
+    """Stopped or terminated while EC2's status checks were awaited: its checks never come; the test ends
+    at the next look, as it does before `running`, instead of waiting out its whole timeout."""
+    (tmp_path / "amibuild.hcl").write_text('variant "v" {\n}\n')
+    variant = load(tmp_path / "amibuild.hcl").variants[0]
+    api = _Impaired(None, system="initializing", instance="initializing", later="stopped")
+    monkeypatch.setattr(boot, "TestInstances", lambda aws, read_timeout=0.0: api)
+    result = boot.boot_test(None, variant=variant, amis={REGION: "ami-1"}, region=REGION, run_id="r",
+                            settings=boot.BootTestSettings(poll=0.0, timeout=3600), sleep=lambda _: None,
+                            clock=iter(range(0, 10**6, 60)).__next__)
+    assert result.verdict == "not tested", result.error
+    assert "is stopped during its status checks" in result.error and api.looks < 5  # not 60 looks to the timeout

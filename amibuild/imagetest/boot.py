@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from amibuild import tags
 from amibuild.aws import Aws
-from amibuild.aws.testing import TestInstances
+from amibuild.aws.testing import InstanceState, TestInstances
 from amibuild.errors import AmibuildError, AwsError, BootTestFailed, Interrupted
 from amibuild.imagetest import invocation, kube
 from amibuild.printable import printable
@@ -205,16 +205,16 @@ def boot_test(aws: Aws, *, variant: Any, amis: Mapping[str, str], region: str, r
                   "Name": f"amibuild boot test {variant.name} {run_id}"})
         say(f"{variant.name}: boot test instance {instance_id} from {image_id} in {region}")
 
-        def running() -> bool:
+        def seen(when: str) -> InstanceState:  # one that stops or goes gives no status checks, no results
             state = api.state(region, instance_id)
             if state.state in ("shutting-down", "terminated", "stopped", "stopping"):
-                raise _Lost(f"the instance {instance_id} is {state.state} before its checks ran")
-            return state.state == "running"
+                raise _Lost(f"the instance {instance_id} is {state.state} {when}")
+            return state
 
-        wait("running", running)
+        wait("running", lambda: seen("before its checks ran").state == "running")
 
         def status_ok() -> bool:
-            state = api.state(region, instance_id)
+            state = seen("during its status checks")
             if state.system_status == "impaired":  # AWS's host (power, network, hardware): not the image
                 raise _Lost(f"EC2 system status check of {instance_id}: impaired (the AWS host it runs on)")
             if state.instance_status == "impaired":
