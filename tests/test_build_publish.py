@@ -107,3 +107,12 @@ def test_a_dry_run_shows_a_reused_variant_unchanged_exactly_when_the_real_publis
     moves = {m.variant: m for m in plan_moves(plan, "recommended", current, {})}
     assert real["same"] is True
     assert [(r.unchanged, r.version) for r in moves["same"].regions] == [(True, 3), (True, 3)]
+
+
+def test_a_dry_run_says_a_publish_over_a_parameter_of_another_data_type_is_refused(plan: BuildPlan) -> None:
+    """As the real run's plan refuses it (SSM cannot change a parameter to aws:ec2:image)."""
+    current = {(parameter(name), r): Parameter(parameter(name), r, "ami-held", 3, "text" if name == "moved" else
+                                                 "aws:ec2:image") for name in ("new", "moved") for r in REGIONS}
+    moves = {m.variant: m for m in plan_moves(plan, "recommended", current, {})}
+    assert moves["moved"].refused.startswith("us-west-2: the parameter has data type text")
+    assert (moves["new"].refused, moves["same"].refused) == ("", "")

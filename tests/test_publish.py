@@ -314,6 +314,23 @@ def test_a_region_that_already_held_the_image_is_checked_again_and_a_move_there_
     assert values("recommended", "us-west-2") == [old["us-west-2"], new["us-west-2"], old["us-west-2"]]
 
 
+def test_a_channel_parameter_of_another_data_type_is_refused_before_anything_is_written(sandbox, pipeline, ceph):
+    """SSM cannot change a parameter to aws:ec2:image: the dry run and the write both refuse, naming the
+    region, where the write used to fail at its put and unwind the regions it had written."""
+    old, new = build("fp1"), build("fp2")
+    do_publish(pipeline, ceph, old)
+    ssm = boto3.client("ssm", region_name="eu-west-1")
+    ssm.delete_parameter(Name=NAME.format(channel="recommended"))  # someone made it a text parameter there
+    ssm.put_parameter(Name=NAME.format(channel="recommended"), Value=old["eu-west-1"], Type="String", DataType="text")
+    refused = "eu-west-1: the parameter has data type text.*delete it there"
+    with pytest.raises(PublishRefused, match=refused):
+        do_publish(pipeline, ceph, new, dry_run=True).raise_for_status()
+    with pytest.raises(PublishRefused, match=refused):
+        do_publish(pipeline, ceph, new)
+    assert (values("recommended", "us-west-2"), values("recommended", "eu-west-1")) == (
+        [old["us-west-2"]], [old["eu-west-1"]])
+
+
 # ------------------------------------------------------------------------------- promote, rollback, history
 
 

@@ -332,3 +332,17 @@ def test_describe_parameters_pages_by_max_results_as_aws_does(sandbox):
     with pytest.raises(botocore.exceptions.ClientError) as refused:
         ssm.describe_parameters(ParameterFilters=scope, MaxResults=51)
     assert refused.value.response["Error"]["Code"] == "ValidationException"
+
+
+def test_an_overwrite_never_changes_a_parameter_to_or_from_the_image_data_type(sandbox):
+    """SSM refuses it ("You can't change a parameter to or from" aws:ec2:image); moto 5.2.5 took it."""
+    ssm = boto3.client("ssm", region_name="eu-central-1")
+    ssm.put_parameter(Name="/typed/text", Value="ami-0123456789abcdef0", Type="String", DataType="text")
+    ssm.put_parameter(Name="/typed/image", Value="ami-0123456789abcdef0", Type="String", DataType="aws:ec2:image")
+    for name, other in (("/typed/text", "aws:ec2:image"), ("/typed/image", "text")):
+        with pytest.raises(botocore.exceptions.ClientError) as refused:
+            ssm.put_parameter(Name=name, Value="ami-0fedcba9876543210", Type="String", DataType=other, Overwrite=True)
+        assert refused.value.response["Error"]["Code"] == "ValidationException"
+        assert ssm.get_parameter(Name=name)["Parameter"]["Version"] == 1
+    ssm.put_parameter(Name="/typed/image", Value="ami-0fedcba9876543210", Type="String", DataType="aws:ec2:image",
+                      Overwrite=True)  # the same data type: a new version, as before

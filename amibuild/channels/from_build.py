@@ -24,7 +24,7 @@ from amibuild.aws import Aws, Parameter, fan_out
 from amibuild.bake.executor import BuildOutcome, BuildStatus
 from amibuild.bake.build_plan import BuildDecision, BuildPlan
 from amibuild.channels import gates, publish, read
-from amibuild.channels.plan import build_time
+from amibuild.channels.plan import build_time, typed_refusal
 from amibuild.lease import Guard
 from amibuild.errors import AmibuildError, GateRefused, PublishConflict, PublishFailed
 from amibuild.pipeline import Variant
@@ -265,7 +265,9 @@ def plan_moves(plan: BuildPlan, channel: str, current: Mapping[tuple[str, str], 
             older = bool(reused and held and not same and is_older(times.get((region, new or "")),
                                                                     times.get((region, held))))
             regions.append(RegionMove(region, held, version, new, version if same else version + 1, same, older))
-        moves.append(PublishMove(item.name, channel, parameter, tuple(regions)))
+        typed = "; ".join(why for r in regions if not r.unchanged
+                          and (why := typed_refusal(r.region, current.get((parameter, r.region)))))
+        moves.append(PublishMove(item.name, channel, parameter, tuple(regions), typed))
     return tuple(moves)
 
 
@@ -294,7 +296,7 @@ def preview_publish(aws: Aws, plan: BuildPlan, channel: str, *, tested: bool = F
         decision = gates.decide(gate, images=new, came_from=None, now=None, evidence=dict.fromkeys(new, signed))
         return "" if decision.met else decision.refusal(AFTER_BUILD)
 
-    return tuple(replace(move, refused=refusal(move)) for move in moves)
+    return tuple(replace(move, refused=move.refused or refusal(move)) for move in moves)
 
 
 def check_shared(aws: Aws, plan: BuildPlan, outcomes: Sequence[BuildOutcome]) -> list[str]:

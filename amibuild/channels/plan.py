@@ -197,18 +197,14 @@ def decide(*, operation: str, parameter: str, variant: str, channel: str, requir
             refusal = (f"channel {channel} is also written in {', '.join(outside)}, which this write does "
                        f"not cover (it writes {', '.join(regions)}); write every region of the channel or none "
                        "(drop --region), or delete the channel's parameter where it is to be retired")
+        refusal = refusal or typed_refusal(region, now)
         if refusal:
             plans.append(RegionPlan(region, ami, PublishAction.REFUSED, refusal, **previous))
-        elif now is not None and now.value == ami and now.data_type == IMAGE_DATA_TYPE:
+        elif now is not None and now.value == ami:
             plans.append(RegionPlan(region, ami, PublishAction.UNCHANGED, f"{region}: already {ami} (version {now.version})",
                                     **previous))
         else:
-            if now is None:
-                why = f"{region}: new parameter → {ami}"
-            elif now.value == ami:
-                why = f"{region}: {ami}, data type {now.data_type} → {IMAGE_DATA_TYPE}"
-            else:
-                why = f"{region}: {now.value} (version {now.version}) → {ami}"
+            why = f"{region}: {now.value} (version {now.version}) → {ami}" if now else f"{region}: new parameter → {ami}"
             plans.append(RegionPlan(region, ami, PublishAction.WRITE, why, description=desc,
                                     tags=parameter_tags(variant, channel, prov, pipeline, regions, home), **previous))
     fingerprints = {p.fingerprint for r, p in provenance.items() if r in amis and p.fingerprint}
@@ -221,6 +217,15 @@ def decide(*, operation: str, parameter: str, variant: str, channel: str, requir
                             p.previous_ami, p.previous_version)
                  for p in plans]
     return PublishPlan(operation, parameter, variant, channel, tuple(plans), pipeline)
+
+
+def typed_refusal(region: str, now: Parameter | None) -> str:
+    """Why the channel's parameter in `region` cannot be written ("" when it can): SSM refuses to
+    change a parameter's data type to or from ``aws:ec2:image``. Pure."""
+    if now is None or now.data_type == IMAGE_DATA_TYPE:
+        return ""
+    return (f"{region}: the parameter has data type {now.data_type}, and SSM cannot change a parameter to "
+            f"{IMAGE_DATA_TYPE}; delete it there (the next write creates it anew)")
 
 
 def _refusal(region: str, ami: str, image: Image | None, variant: str, allow_foreign: bool,

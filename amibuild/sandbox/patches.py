@@ -179,6 +179,31 @@ def page_parameter_listings() -> None:
     SimpleSystemManagerResponse.describe_parameters = describe_parameters
 
 
+def keep_image_data_types() -> None:
+    """Refuse an overwrite that changes a parameter's data type to or from ``aws:ec2:image``.
+
+    SSM's user guide (Parameter data types): "You can't change a parameter to or from either of these
+    data types" (``aws:ec2:image``, ``aws:ssm:integration``). moto 5.2.5 takes the new data type, so a
+    channel written as ``text`` by someone else was turned into an image parameter here and nowhere
+    else. Refused with ValidationException; an overwrite that gives no DataType stays moto's.
+    """
+    from moto.ssm.exceptions import ValidationException
+    from moto.ssm.responses import SimpleSystemManagerResponse
+
+    put = SimpleSystemManagerResponse.put_parameter
+
+    def put_parameter(self: Any) -> Any:
+        name, wanted = self._get_param("Name"), self._get_param("DataType")
+        versions = self.ssm_backend._parameters.get(name) if wanted and self._get_param("Overwrite") else None
+        held = versions[-1].data_type if versions else wanted
+        if held != wanted and "aws:ec2:image" in (held, wanted):
+            raise ValidationException(f"Parameter {name} has data type {held}: a parameter's data type can't be "
+                                      f"changed to or from aws:ec2:image (to {wanted})")
+        return put(self)
+
+    SimpleSystemManagerResponse.put_parameter = put_parameter
+
+
 def read_one_resources_tags() -> None:
     """An EC2 resource's own tags read from its entry, not from a scan of every tag in the region.
 

@@ -19,7 +19,7 @@ from amibuild.sandbox.botodata import one_session_for_eks, parse_once
 from amibuild.sandbox.moto_check import check_internals
 from amibuild.sandbox.seed import API_PREFIX, LOOPBACK, SEED_REGIONS, Seeder, seed_images
 from amibuild.sandbox.eks_cluster import model_eks_clusters, read_short_form_yaml
-from amibuild.sandbox.patches import (list_actions_once, list_services_once, model_stack_updates,
+from amibuild.sandbox.patches import (keep_image_data_types, list_actions_once, list_services_once, model_stack_updates,
                                       page_parameter_listings, read_one_resources_tags, tag_stack_groups)
 from amibuild.sandbox import (cross_account, clock as clock_mod, eks_api, image_states, inspector_api, kms_signing, kms_accounts,
                               kms_hmac, paging, recyclebin, runcommand, standins)
@@ -165,6 +165,7 @@ def _serve(host: str, port: int, watch_stdin: bool) -> None:
     model_stack_updates()
     tag_stack_groups()  # after: it wraps the update model_stack_updates installs
     page_parameter_listings()
+    keep_image_data_types()  # an overwrite never changes a parameter to or from aws:ec2:image, as on AWS
     read_one_resources_tags()  # an image's tags without a scan of the region's every tag
     list_services_once()  # the dispatcher's list of moto's services, made once
     list_actions_once()  # each response class's actions, listed once
