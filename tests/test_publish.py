@@ -436,6 +436,17 @@ def test_channels_lists_every_variant_channel_and_region(sandbox, pipeline, ceph
 
 # ------------------------------------------------------------------------------- concurrency, throttling
 
+def test_a_too_many_updates_answer_is_retried_as_a_throttled_one(proxy, pipeline, ceph):
+    """SSM answers TooManyUpdates while another update of the parameter is under way (nothing written), and
+    botocore does not retry it: the channel's put failed the write (put back elsewhere), the lease's its writer."""
+    amis = build("fp1")
+    proxy.fail("eu-west-1", code="TooManyUpdates", message="", times=1, name="/image_id")
+    proxy.fail("us-west-2", code="TooManyUpdates", message="", times=1, name="_leases/channel")
+    do_publish(pipeline, ceph, amis)
+    assert [values("recommended", r) for r in REGIONS] == [[amis[r]] for r in REGIONS]
+    assert proxy.count("AmazonSSM.PutParameter", "failed") == 2
+
+
 def test_publishing_through_30_percent_throttling_writes_everything_once(proxy, pipeline, ceph):
     a, b = build("fp1"), build("fp2")
     proxy.throttle(0.3)

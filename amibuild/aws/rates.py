@@ -173,7 +173,9 @@ def install(client: Any, *, account: str, on_throttle: Callable[[str, str, str],
     `max_attempts`)."""
     service = client.meta.service_model.service_name
     region = client.meta.region_name or ""
-    codes = frozenset(ThrottledRetryableChecker._THROTTLED_ERROR_CODES)
+    # and SSM's TooManyUpdates (another update of the same parameter under way: nothing written, as when
+    # throttled), which botocore does not retry: a lease two writers create at once, a tag right after a put
+    codes = frozenset({*ThrottledRetryableChecker._THROTTLED_ERROR_CODES, "TooManyUpdates"})
 
     def mark(params: Mapping[str, Any], context: dict, **_: Any) -> None:
         context["amibuild:narrowed"] = narrowed(params)
