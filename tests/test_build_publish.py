@@ -116,3 +116,14 @@ def test_a_dry_run_says_a_publish_over_a_parameter_of_another_data_type_is_refus
     moves = {m.variant: m for m in plan_moves(plan, "recommended", current, {})}
     assert moves["moved"].refused.startswith("us-west-2: the parameter has data type text")
     assert (moves["new"].refused, moves["same"].refused) == ("", "")
+
+
+def test_a_dry_run_says_a_publish_that_would_delete_a_labelled_oldest_version_is_refused(plan: BuildPlan) -> None:
+    """As the real run's plan refuses it (SSM keeps 100 versions and will not delete a labelled one)."""
+    current = {(parameter(name), r): Parameter(parameter(name), r, "ami-held", 100, "aws:ec2:image")
+               for name in ("new", "moved") for r in REGIONS}
+    oldest = {(parameter("moved"), "eu-west-1"): Parameter(parameter("moved"), "eu-west-1", "ami-first", 1,
+                                                           "aws:ec2:image", labels=("known-good",))}
+    moves = {m.variant: m for m in plan_moves(plan, "recommended", current, {}, oldest)}
+    assert moves["moved"].refused.startswith("eu-west-1: the parameter keeps SSM's 100 versions, and its oldest")
+    assert moves["new"].refused == ""

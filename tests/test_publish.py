@@ -331,6 +331,23 @@ def test_a_channel_parameter_of_another_data_type_is_refused_before_anything_is_
         [old["us-west-2"]], [old["eu-west-1"]])
 
 
+def test_a_channel_whose_oldest_kept_version_has_a_label_is_refused_before_anything_is_written(sandbox, pipeline, ceph):
+    """SSM keeps 100 versions and refuses a put that would delete a labelled oldest one
+    (ParameterMaxVersionLimitExceeded): the write moved the other region and back, the dry run said it would write."""
+    old, new = build("fp1"), build("fp2")
+    do_publish(pipeline, ceph, old)
+    ssm, name = boto3.client("ssm", region_name="eu-west-1"), NAME.format(channel="recommended")
+    ssm.label_parameter_version(Name=name, ParameterVersion=1, Labels=["known-good"])
+    for _ in range(99):
+        ssm.put_parameter(Name=name, Value=old["eu-west-1"], Type="String", DataType="aws:ec2:image", Overwrite=True)
+    refused = r"eu-west-1: the parameter keeps SSM's 100 versions, and its oldest \(version 1\) has the label known-good"
+    with pytest.raises(PublishRefused, match=refused):
+        do_publish(pipeline, ceph, new, dry_run=True).raise_for_status()
+    with pytest.raises(PublishRefused, match=refused):
+        do_publish(pipeline, ceph, new)
+    assert values("recommended", "us-west-2") == [old["us-west-2"]]
+
+
 # ------------------------------------------------------------------------------- promote, rollback, history
 
 

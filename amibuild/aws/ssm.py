@@ -31,6 +31,7 @@ class Parameter:
     last_modified: datetime | None = None
     description: str = ""  # only in history (GetParameter does not return it)
     user: str = ""  # LastModifiedUser, only in history
+    labels: tuple[str, ...] = ()  # only in history
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ def _parameter(raw: Mapping[str, Any], region: str) -> Parameter:
         last_modified=modified.astimezone(timezone.utc) if isinstance(modified, datetime) and modified.tzinfo else modified,
         description=raw.get("Description", "") or "",
         user=raw.get("LastModifiedUser", "") or "",
+        labels=tuple(raw.get("Labels") or ()),
     )
 
 

@@ -24,7 +24,7 @@ from amibuild.aws import Aws, Parameter, fan_out
 from amibuild.bake.executor import BuildOutcome, BuildStatus
 from amibuild.bake.build_plan import BuildDecision, BuildPlan
 from amibuild.channels import gates, publish, read
-from amibuild.channels.plan import build_time, typed_refusal
+from amibuild.channels.plan import MAX_VERSIONS, build_time, labelled_refusal, typed_refusal
 from amibuild.lease import Guard
 from amibuild.errors import AmibuildError, GateRefused, PublishConflict, PublishFailed
 from amibuild.pipeline import Variant
@@ -243,11 +243,13 @@ class PublishMove:
 
 
 def plan_moves(plan: BuildPlan, channel: str, current: Mapping[tuple[str, str], Parameter | None],
-               times: Mapping[tuple[str, str], datetime | None]) -> tuple[PublishMove, ...]:
+               times: Mapping[tuple[str, str], datetime | None],
+               oldest: Mapping[tuple[str, str], Parameter] | None = None) -> tuple[PublishMove, ...]:
     """Per variant of the plan, what its publish would write where. Pure.
 
     ``current``: (parameter, region) -> the channel's parameter now; ``times``: (region, AMI) -> build
-    time, for the reused images and those the channel holds (`build_time`)."""
+    time, for the reused images and those the channel holds (`build_time`); ``oldest``: (parameter,
+    region) -> the oldest version of a parameter that keeps SSM's 100 already (`labelled_refusal`)."""
     moves = []
     for item in plan.items:
         parameter = parameter_name(plan.pipeline, item.rendered.variant, channel)
@@ -265,9 +267,10 @@ def plan_moves(plan: BuildPlan, channel: str, current: Mapping[tuple[str, str], 
             older = bool(reused and held and not same and is_older(times.get((region, new or "")),
                                                                     times.get((region, held))))
             regions.append(RegionMove(region, held, version, new, version if same else version + 1, same, older))
-        typed = "; ".join(why for r in regions if not r.unchanged
-                          and (why := typed_refusal(r.region, current.get((parameter, r.region)))))
-        moves.append(PublishMove(item.name, channel, parameter, tuple(regions), typed))
+        refused = "; ".join(why for r in regions if not r.unchanged and (
+            why := typed_refusal(r.region, current.get((parameter, r.region)))
+            or labelled_refusal(r.region, (oldest or {}).get((parameter, r.region)))))
+        moves.append(PublishMove(item.name, channel, parameter, tuple(regions), refused))
     return tuple(moves)
 
 
@@ -282,7 +285,9 @@ def preview_publish(aws: Aws, plan: BuildPlan, channel: str, *, tested: bool = F
              for r, ami in item.existing.items()
              if (held := current.get((names[item.name], r))) is not None and held.value != ami
              for pair in ((r, ami), (r, held.value))}
-    moves = plan_moves(plan, channel, current, built_times(aws, pairs))
+    full = [job for job, p in current.items() if p is not None and p.version >= MAX_VERSIONS]
+    oldest = {job: found[0] for job, found in fan_out(full, lambda job: aws.parameter_history(*job)).items() if found}
+    moves = plan_moves(plan, channel, current, built_times(aws, pairs), oldest)
     gate = plan.pipeline.gates.get(channel)
     if gate is None:
         return moves

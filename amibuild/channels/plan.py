@@ -24,6 +24,7 @@ from amibuild.pipeline.value_checks import AMI_ID as _AMI_ID
 from amibuild.values import parse_iso_time
 
 IMAGE_DATA_TYPE = "aws:ec2:image"
+MAX_VERSIONS = 100  # SSM keeps a parameter's latest 100 versions: a put past them deletes the oldest
 
 
 _PROVENANCE = re.compile(r"\(run (?P<run>[^,()\s]+), fingerprint (?P<fp>[^,()\s]+)", re.ASCII)
@@ -176,12 +177,14 @@ class PublishPlan:
 def decide(*, operation: str, parameter: str, variant: str, channel: str, required_regions: Sequence[str],
            amis: Mapping[str, str], current: Mapping[str, Parameter | None], images: Mapping[str, Image | None],
            provenance: Mapping[str, Provenance], allow_foreign: bool = False, expected_fingerprint: str | None = None,
-           note: str = "", pipeline: str = "", channel_regions: Iterable[str] = (), home: str = "") -> PublishPlan:
+           note: str = "", pipeline: str = "", channel_regions: Iterable[str] = (), home: str = "",
+           oldest: Mapping[str, Parameter] | None = None) -> PublishPlan:
     """Per region: write, unchanged, or refused with the reason. Pure: state in, plan out.
 
     ``channel_regions``: every region the channel is recorded in (`recorded_regions`); a write that
     does not cover them all is refused in every region: a channel is written everywhere or not at all.
-    ``home``: the channel's lease home, recorded in every region written.
+    ``home``: the channel's lease home, recorded in every region written. ``oldest``: the oldest version
+    where the channel keeps `MAX_VERSIONS` already (SSM refuses a put that would delete a labelled one).
     """
     regions = list(dict.fromkeys([*required_regions, *sorted(amis)]))
     outside = sorted(set(channel_regions) - set(regions))
@@ -198,6 +201,7 @@ def decide(*, operation: str, parameter: str, variant: str, channel: str, requir
                        f"not cover (it writes {', '.join(regions)}); write every region of the channel or none "
                        "(drop --region), or delete the channel's parameter where it is to be retired")
         refusal = refusal or typed_refusal(region, now)
+        refusal = refusal or labelled_refusal(region, (oldest or {}).get(region))
         if refusal:
             plans.append(RegionPlan(region, ami, PublishAction.REFUSED, refusal, **previous))
         elif now is not None and now.value == ami:
@@ -226,6 +230,16 @@ def typed_refusal(region: str, now: Parameter | None) -> str:
         return ""
     return (f"{region}: the parameter has data type {now.data_type}, and SSM cannot change a parameter to "
             f"{IMAGE_DATA_TYPE}; delete it there (the next write creates it anew)")
+
+
+def labelled_refusal(region: str, oldest: Parameter | None) -> str:
+    """Why a put in `region` is refused ("" when it is not): the parameter keeps `MAX_VERSIONS` and
+    `oldest`, the version the put would delete, has a label. Pure."""
+    if oldest is None or not oldest.labels:
+        return ""
+    return (f"{region}: the parameter keeps SSM's {MAX_VERSIONS} versions, and its oldest (version {oldest.version}) "
+            f"has the label {', '.join(oldest.labels)}: SSM refuses a new version until the label is moved to "
+            "another version (`aws ssm label-parameter-version`)")
 
 
 def _refusal(region: str, ami: str, image: Image | None, variant: str, allow_foreign: bool,

@@ -25,7 +25,7 @@ from amibuild.aws import Aws, Image, Parameter, fan_out
 from amibuild.channels import gates, safeguard
 from amibuild.channels.home import lease_home
 # the plan and write names are part of this module's interface (callers import them from here)
-from amibuild.channels.plan import (IMAGE_DATA_TYPE, UNKNOWN_MARK, PublishAction, Provenance,  # noqa: F401
+from amibuild.channels.plan import (IMAGE_DATA_TYPE, MAX_VERSIONS, UNKNOWN_MARK, PublishAction, Provenance,  # noqa: F401
                                     PublishPlan, PublishResult, decide, description, parse_amis, plain,
                                     provenance_from_images, provenance_of, recorded_regions)
 from amibuild.channels.write import PUT_BACK, WRITE_INTERVAL, execute_publish, transact  # noqa: F401
@@ -111,6 +111,9 @@ def plan_publish(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, chan
     home = lease_home(tagged, getattr(pipeline, "channel_regions", ()) or pipeline.target_regions)
     if provenance is None:
         provenance = provenance_from_images(images, fingerprint=fingerprint, run_id=run_id)
+    # where a put would delete the oldest version: SSM refuses it when that one has a label
+    full = [r for r in regions if current[r] is not None and current[r].version >= MAX_VERSIONS]
+    oldest = {r: history[0] for r, history in fan_out(full, lambda r: aws.parameter_history(name, r)).items() if history}
     if gate_check is not None:
         note = ", ".join(n for n in (note, gate_check(images)) if n)
     plan = decide(
@@ -120,6 +123,7 @@ def plan_publish(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, chan
         allow_foreign=allow_foreign, expected_fingerprint=fingerprint, note=note, pipeline=pipeline.name,
         # a brand-new channel (nothing recorded yet) lives in every region of the pipeline file
         channel_regions=recorded_regions(tagged) | set(getattr(pipeline, "channel_regions", ())), home=home,
+        oldest=oldest,
     )
     return plan if plan.refusals else with_guards(aws, plan, pipeline=pipeline, variant=variant, regions=regions,
                                                   images=images, template=template)
