@@ -18,7 +18,7 @@ import pytest
 from amibuild.aws import Aws, Image, Parameter
 from amibuild.channels import due, gates, publish
 from amibuild.channels.gates import Evidence
-from amibuild.errors import GateRefused, SpecError
+from amibuild.errors import GateRefused, PublishFailed, SpecError
 from amibuild.pipeline import imagetests, load
 from amibuild.sandbox import Sandbox
 from tests import statements
@@ -390,6 +390,24 @@ def test_a_due_dry_run_says_a_promotion_from_a_split_channel_fails_as_the_real_r
     assert "channel candidate is split across regions" in done[0].detail
     assert [(i.channel, i.action, i.detail) for i in planned] == [(i.channel, i.action, i.detail) for i in done]
     assert channel_values("ceph", "recommended") == []
+
+
+def test_a_due_dry_run_says_a_promotion_whose_write_is_refused_fails_as_the_real_run_does(sandbox: Sandbox, tmp_path: Path):
+    (tmp_path / "amibuild.hcl").write_text(CHAIN)
+    chain, aws = load(tmp_path / "amibuild.hcl"), Aws(region="us-west-2")
+    amis = build("ceph")
+    publish.publish_variant(aws, pipeline=chain, variant=chain.variants[0], amis=amis, channel="candidate")
+    boto3.client("ssm", region_name="eu-west-1").put_parameter(  # made by hand as text: SSM cannot make it an image
+        Name="/amibuild/eks-workers/1.35/ceph/recommended/image_id", Value=amis["eu-west-1"], Type="String")
+
+    planned = due.promote_due(aws, chain, dry_run=True)
+    done = due.promote_due(aws, chain)
+
+    assert [(i.channel, i.action) for i in done] == [("recommended", due.DueAction.FAILED), ("stable", due.DueAction.WAIT)]
+    assert "eu-west-1: the parameter has data type text" in done[0].detail
+    assert [(i.channel, i.action, i.detail) for i in planned] == [(i.channel, i.action, i.detail) for i in done]
+    with pytest.raises(PublishFailed):
+        planned.raise_for_status()  # the dry run's exit status is the real run's
 
 
 def test_a_due_dry_run_lists_each_regions_write_and_safeguard_of_the_promotion(sandbox: Sandbox, tmp_path: Path, cli):

@@ -159,8 +159,10 @@ def promote_due(aws: Aws, pipeline: Any, *, now: datetime | None = None, dry_run
             item = decide_one(facts, now)
             if item.action is DueAction.PROMOTE and dry_run and (variant.name, gate.source) not in planned:
                 try:  # what the promote would write, region by region, as `promote --dry-run` shows it
-                    item = replace(item, plan=publish_mod.promote(aws, pipeline=pipeline, variant=variant, now=now,
-                                                                  source=gate.source, target=gate.channel, dry_run=True))
+                    promotion = publish_mod.promote(aws, pipeline=pipeline, variant=variant, now=now,
+                                                    source=gate.source, target=gate.channel, dry_run=True)
+                    promotion.raise_for_status()  # a write refused in a region: the real run fails so
+                    item = replace(item, plan=promotion)
                 except AmibuildError as exc:
                     item = replace(item, action=DueAction.FAILED, detail=str(exc))
             if item.action is DueAction.PROMOTE and dry_run:  # the real run reads a later gate's source after it
