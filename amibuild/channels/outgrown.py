@@ -20,6 +20,7 @@ from amibuild.aws import Aws, fan_out
 from amibuild.errors import PublishRefused
 
 _ANY_REGION = tuple(string.ascii_lowercase)  # every region name begins with a letter
+FIT_MAX = 512  # fitting sets asked for (11 calls a region); a run of more regions reads the suspects' tags instead
 
 
 def fitting(regions: Sequence[str], region: str) -> list[str]:
@@ -30,16 +31,19 @@ def fitting(regions: Sequence[str], region: str) -> list[str]:
             for extra in itertools.combinations(others, n)]
 
 
-def outgrown(wanted: Sequence[str], recording: Mapping[str, Sequence[str]], fit: Mapping[str, Sequence[str]],
-             recorded: Mapping[str, Mapping[str, str]]) -> dict[str, tuple[str, ...]]:
+def outgrown(wanted: Sequence[str], recording: Mapping[str, Sequence[str]], fit: Mapping[str, Sequence[str]] | None,
+             recorded: Mapping[str, Mapping[str, str]], regions: Sequence[str] = ()) -> dict[str, tuple[str, ...]]:
     """{parameter: every region it records} for each of `wanted` (this run's channel parameters) that
     records regions in some region (`recording`: region -> names) not matched by a fitting set there
-    (`fit`: region -> names). ``recorded``: the tags read for those parameters (parameter -> tags).
-    Pure."""
+    (`fit`: region -> names; None: not asked, the regions recorded are judged against the run's
+    `regions` once read). ``recorded``: the tags read for those parameters (parameter -> tags). Pure."""
     names = set(wanted)
     grown = sorted({name for region, found in recording.items() for name in found
-                    if name in names and name not in set(fit.get(region, ()))})
-    return {name: tuple(sorted(recorded.get(name, {}).get(tags.CHANNEL_REGIONS, "").split())) for name in grown}
+                    if name in names and (fit is None or name not in set(fit.get(region, ())))})
+    found = {name: tuple(sorted(recorded.get(name, {}).get(tags.CHANNEL_REGIONS, "").split())) for name in grown}
+    if fit is None and recorded:
+        return {name: where for name, where in found.items() if not set(where) <= set(regions)}
+    return found
 
 
 def find_outgrown(aws: Aws, pipeline: str, channel: str, parameters: Sequence[str],
@@ -55,13 +59,15 @@ def find_outgrown(aws: Aws, pipeline: str, channel: str, parameters: Sequence[st
             return aws.parameters_tagged(region, chosen, prefixes={tags.CHANNEL_REGIONS: _ANY_REGION})
         return aws.parameters_tagged(region, {**chosen, tags.CHANNEL_REGIONS: fitting(regions, region)})
 
-    seen = fan_out([(r, which) for r in regions for which in ("recording", "fit")], look)
+    # the fitting sets double with each region: past FIT_MAX each suspect's tags are read instead
+    asked = ("recording",) if 2 ** (len(set(regions)) - 1) > FIT_MAX else ("recording", "fit")
+    seen = fan_out([(r, which) for r in regions for which in asked], look)
     recording = {r: seen[(r, "recording")] for r in regions}
-    fit = {r: seen[(r, "fit")] for r in regions}
+    fit = {r: seen[(r, "fit")] for r in regions} if "fit" in asked else None
     suspects = outgrown(parameters, recording, fit, {})
     where = {name: next(r for r in regions if name in recording[r]) for name in suspects}
     recorded = fan_out(sorted(suspects), lambda name: aws.parameter_tags(name, where[name]))
-    return outgrown(parameters, recording, fit, recorded)
+    return outgrown(parameters, recording, fit, recorded, regions)
 
 
 def refusal(channel: str, grown: Mapping[str, Sequence[str]], regions: Sequence[str]) -> PublishRefused | None:
