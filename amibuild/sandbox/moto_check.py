@@ -92,6 +92,7 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("moto.ssm.models", "SimpleSystemManagerBackend.send_command"),  # runcommand.py
     ("moto.ssm.responses", "SimpleSystemManagerResponse"),
     ("moto.ssm.responses", "SimpleSystemManagerResponse.describe_parameters"),  # patches.py: page_parameter_listings
+    ("moto.ssm.responses", "SimpleSystemManagerResponse.put_parameter"),  # patches.py: keep_image_data_types
     ("moto.ssm.models", "SimpleSystemManagerBackend.describe_parameters"),
     ("moto.ssm.exceptions", "ValidationException"),
     ("moto.core.responses", "ActionResult"),
