@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from amibuild import PIPELINE_FILE, hcl, hclcache, secrets
 from amibuild.errors import SpecError, VarFileError
+from amibuild.lease import build_lease_name, channel_lease_name
 from amibuild.notify.destination import EventTarget, event_target
 from amibuild.pipeline import attestation, value_checks as checks, files, imagetests, keys, naming, protection
 from amibuild.pipeline.model import ADDITIVE, DEFAULT_FINGERPRINT_KEY, DEFAULTS, LAYERS, Overrides, Pipeline
@@ -181,6 +182,11 @@ def check_names(pipeline: Pipeline, channel: str, where: str = "flags") -> None:
             naming.parameter_name(pipeline, variant, channel)  # SSM's rules, checks.ssm_parameter_name
         except SpecError as exc:
             raise SpecError(f"{where}: pipeline.parameter_template / ssm_prefix: {exc}") from None
+        # the leases live under ssm_prefix whatever the template: a short template can hide a deep prefix
+        for lease in (channel_lease_name(pipeline.ssm_prefix, pipeline.name, variant.name, channel),
+                      build_lease_name(pipeline.ssm_prefix, pipeline.name, variant.name, "0" * 32)):
+            checks.ssm_parameter_name(lease, f"{where}: pipeline.ssm_prefix (amibuild's leases live under it)",
+                                      "ssm_prefix")
         if "ami_name_prefix" not in variant.packer_vars:  # a --var ami_name_prefix is checked on its own
             # the AMI name both bases render: see render.template_variables and UPSTREAM_VARS
             checks.ami_name(f"{pipeline.name}-{variant.name}-{variant.kubernetes_version}-{variant.arch}-{{{{timestamp}}}}"

@@ -207,18 +207,18 @@ def ami_name(value: str, where: str, label: str = "AMI name") -> str:
     return value
 
 
-def ssm_parameter_name(name: str, where: str) -> str:
-    """A full SSM parameter name as amibuild would write it."""
+def ssm_parameter_name(name: str, where: str, made_of: str = "ssm_prefix or parameter_template") -> str:
+    """A full SSM parameter name as amibuild would write it (`made_of`: the settings that make it)."""
     if len(name) > SSM_NAME_MAX:
         raise SpecError(f"{where}: SSM parameter name {_short(name)} is {len(name)} characters; SSM allows "
-                        f"{SSM_NAME_MAX}: shorten ssm_prefix or parameter_template")
+                        f"{SSM_NAME_MAX}: shorten {made_of}")
     if not _SSM_NAME.match(name):
         raise SpecError(f"{where}: SSM parameter name {_short(name)} is not valid: SSM allows letters, digits, "
                         "'_', '.', '-' and '/' between non-empty levels")
     levels = name.count("/")
     if levels > SSM_LEVELS_MAX:
         raise SpecError(f"{where}: SSM parameter name {_short(name)} has {levels} levels; SSM allows "
-                        f"{SSM_LEVELS_MAX}: use fewer levels in ssm_prefix or parameter_template")
+                        f"{SSM_LEVELS_MAX}: use fewer levels in {made_of}")
     if name.lower().startswith(("/aws", "/ssm")):
         raise SpecError(f"{where}: SSM parameter name {_short(name)}: names under /aws and /ssm are reserved by AWS")
     return name
