@@ -165,6 +165,7 @@ def _rest_operation(service: str, method: str, path: str, headers=()) -> str:
     plain = urllib.parse.unquote(parts.path)
     given = set(urllib.parse.parse_qs(parts.query, keep_blank_values=True)) | {f"header:{h.lower()}" for h in headers}
     for route_method, pattern, name, keys in _rest_routes(service):
-        if route_method == method and pattern.match(plain) and keys <= given:
+        # a label holding "/" (EKS's principal ARN) comes percent-encoded: match it before decoding too
+        if route_method == method and (pattern.match(parts.path) or pattern.match(plain)) and keys <= given:
             return name
     return ""

@@ -33,7 +33,7 @@ def test_create_access_entry_sends_an_ec2_linux_entry_for_the_role_with_its_path
     with Stubber(aws.client("eks", REGION)) as stub:
         stub.add_response("create_access_entry", {"accessEntry": {"principalArn": ROLE, "type": "EC2_LINUX"}},
                           {"clusterName": "prod", "principalArn": ROLE, "type": "EC2_LINUX"})
-        assert aws.create_access_entry("prod", ROLE, REGION, entry_type="EC2_LINUX") is True
+        assert aws.create_access_entry("prod", ROLE, REGION, entry_type="EC2_LINUX") == ""
         stub.assert_no_pending_responses()
 
 
@@ -42,7 +42,9 @@ def test_create_access_entry_is_idempotent_when_the_entry_exists(aws: Aws) -> No
         stub.add_client_error("create_access_entry", service_error_code="ResourceInUseException",
                               service_message="The specified access entry resource is already in use on this cluster.",
                               http_status_code=409)
-        assert aws.create_access_entry("prod", ROLE, REGION, entry_type="EC2_LINUX") is False
+        stub.add_response("describe_access_entry", {"accessEntry": {"principalArn": ROLE, "type": "EC2_LINUX"}},
+                          {"clusterName": "prod", "principalArn": ROLE})
+        assert aws.create_access_entry("prod", ROLE, REGION, entry_type="EC2_LINUX") == "EC2_LINUX"
 
 
 def test_create_access_entry_refused_names_the_action(aws: Aws) -> None:
@@ -101,3 +103,21 @@ def test_cluster_facts_read_describe_cluster_with_aws_defaults_for_what_is_missi
     assert facts.authentication_mode == ""
     assert cluster_facts({"resourcesVpcConfig": {"endpointPrivateAccess": True},
                           "accessConfig": {"authenticationMode": "API"}}).authentication_mode == "API"
+
+
+def test_an_existing_entry_of_another_type_is_not_taken_for_the_nodes_entry(sandbox) -> None:
+    import boto3
+
+    from amibuild.errors import RolloutRefused
+    from amibuild.sandbox.eks_cluster import SANDBOX_CLUSTER
+
+    role, region = "arn:aws:iam::123456789012:role/eks-nodes", "us-west-2"
+    request = AwsAuthRequest(role_arn=role, stack="", region=region, access_entry=True, cluster=SANDBOX_CLUSTER)
+    eks = boto3.client("eks", region_name=region)
+    eks.create_access_entry(clusterName=SANDBOX_CLUSTER, principalArn=role, type="STANDARD")  # no node groups
+    # EKS cannot change an entry's type: nodes of this role would never join through it
+    with pytest.raises(RolloutRefused, match="type STANDARD, not EC2_LINUX.*delete-access-entry"):
+        aws_auth(request, Env())
+    eks.delete_access_entry(clusterName=SANDBOX_CLUSTER, principalArn=role)
+    eks.create_access_entry(clusterName=SANDBOX_CLUSTER, principalArn=role, type="EC2_LINUX")
+    assert "already there (type EC2_LINUX)" in aws_auth(request, Env()).text

@@ -42,12 +42,14 @@ class EksCalls:
         except NotFound:
             return None
 
-    def create_access_entry(self, cluster: str, principal_arn: str, region: str, *, entry_type: str) -> bool:
-        """Create an EKS access entry for `principal_arn`; False when one already exists."""
+    def create_access_entry(self, cluster: str, principal_arn: str, region: str, *, entry_type: str) -> str:
+        """Create an EKS access entry for `principal_arn`: "" when created, else the type of the one there."""
         client = self.client("eks", region)
         with mapped_errors(f"eks:CreateAccessEntry {cluster}", region):
             try:
                 client.create_access_entry(clusterName=cluster, principalArn=principal_arn, type=entry_type)
+                return ""
             except client.exceptions.ResourceInUseException:
-                return False
-        return True
+                pass
+        with mapped_errors(f"eks:DescribeAccessEntry {cluster}", region):
+            return client.describe_access_entry(clusterName=cluster, principalArn=principal_arn)["accessEntry"]["type"]

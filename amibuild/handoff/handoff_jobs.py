@@ -272,6 +272,10 @@ def create_node_access_entry(profile: str | None, *, role_arn: str, stack: str, 
     is not there: the line that says which."""
     aws, region = gateway(profile, region)
     arn = check_role_arn(role_arn or node_role_arn(aws, stack, region))
-    created = aws.create_access_entry(cluster, arn, region, entry_type=NODE_ACCESS_ENTRY_TYPE)
-    what = "created" if created else "already there"
+    there = aws.create_access_entry(cluster, arn, region, entry_type=NODE_ACCESS_ENTRY_TYPE)
+    if there and there != NODE_ACCESS_ENTRY_TYPE:  # EKS cannot change an entry's type
+        raise RolloutRefused(f"cluster {cluster} ({region}) has an access entry for {arn} of type {there}, not "
+                             f"{NODE_ACCESS_ENTRY_TYPE}: nodes cannot join with it. Delete it (aws eks delete-access-entry "
+                             f"--cluster-name {cluster} --principal-arn {arn} --region {region}) and run this again")
+    what = "already there" if there else "created"
     return f"access entry for {arn} in cluster {cluster} ({region}): {what} (type {NODE_ACCESS_ENTRY_TYPE})\n"

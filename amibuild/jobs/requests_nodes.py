@@ -83,7 +83,7 @@ class AwsAuthRequest:
     region: str | None = flag("Region of the stack (default: AWS_REGION / the profile's region)")
     profile: str | None = like(Output, "profile")
     access_entry: bool = flag("Create the EKS access entry (type EC2_LINUX) for the role in --cluster instead "
-                              "(eks:CreateAccessEntry; nothing happens when it exists)", False)
+                              "(eks:CreateAccessEntry; nothing happens when an EC2_LINUX one exists)", False)
     cluster: str = flag("EKS cluster for --access-entry", "")
 
 

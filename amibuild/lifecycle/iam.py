@@ -416,9 +416,9 @@ def _rollout(arn: _Arns, pipeline: Any, stacks: tuple[str, ...], role: str | Non
         _statement("Nodegroups", ["eks:DescribeNodegroup", "eks:UpdateNodegroupVersion", "eks:DescribeUpdate"],
                    [f"arn:{arn.p}:eks:*:{arn.a}:cluster/*", f"arn:{arn.p}:eks:*:{arn.a}:nodegroup/*/*/*"]),
         # nodegroup-deploy reads the cluster (al2023 NodeConfig, endpoint access for NO_PROXY,
-        # authentication mode); `aws-auth --access-entry` gives the node role access
-        _statement("NodeClusterAccess", ["eks:DescribeCluster", "eks:CreateAccessEntry"],
-                   [f"arn:{arn.p}:eks:*:{arn.a}:cluster/*"]),
+        # authentication mode); `aws-auth --access-entry` gives the node role access (or reads the type of its entry)
+        _statement("NodeClusterAccess", ["eks:DescribeCluster", "eks:CreateAccessEntry", "eks:DescribeAccessEntry"],
+                   [f"arn:{arn.p}:eks:*:{arn.a}:cluster/*", f"arn:{arn.p}:eks:*:{arn.a}:access-entry/*"]),
     ] + ([_statement("PassNodeRole", ["iam:PassRole"], [role],
                       {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "eks.amazonaws.com"]}})]
          if role else [])
