@@ -41,7 +41,7 @@ from amibuild.handoff import rollout
 from amibuild.pipeline import Pipeline, load
 from amibuild.aws import Aws
 from amibuild.aws import handoff_results as results
-from amibuild.errors import AmibuildError, RolloutFailed, SpecError
+from amibuild.errors import AmibuildError, Interrupted, RolloutFailed, SpecError
 from amibuild.handoff.cfn_parts import StackState
 from amibuild.handoff.rollout import (RolloutAction, Channel, RolloutDecision, LaunchTemplateUse, NodegroupView,
                                       StackParameter, StackView)
@@ -963,3 +963,50 @@ def test_a_group_naming_a_launch_template_version_that_is_gone_is_refused_by_nam
 
     assert result.returncode == 2, result.stderr
     assert f"stack ng-ceph in {REGION}: launch template {template} version 7 does not exist" in last_line(result)
+
+
+class Interrupting:
+    """The world's gateway, with Ctrl-C arriving during one chosen call (KeyboardInterrupt, as SIGINT raises)."""
+
+    def __init__(self, aws: Aws, method: str) -> None:
+        self._aws, self._method = aws, method
+
+    def __getattr__(self, name: str) -> Any:
+        if name != self._method:
+            return getattr(self._aws, name)
+
+        def interrupted(*args: Any, **kwargs: Any) -> Any:
+            raise KeyboardInterrupt
+        return interrupted
+
+
+@pytest.mark.parametrize("method", ["describe_change_set", "stack_events_since"])
+def test_ctrl_c_deletes_a_change_set_not_yet_executed_and_says_an_executed_one_goes_on(
+        world: World, method: str) -> None:
+    first, second = world.build(), world.build()
+    world.publish(first)
+    world.deploy("ng-ceph")
+    world.publish(second)
+    world.promote()
+
+    with pytest.raises(Interrupted) as caught:
+        rollout.rollout_stack(Interrupting(world.aws, method), "ng-ceph", REGION, channel_parameter=STABLE, say=quiet,
+                              poll=0)
+
+    assert caught.value.exit_code == 130
+    if method == "describe_change_set":  # the change set was never executed
+        assert change_sets("ng-ceph") == []
+        assert "was not executed; it was deleted, the stack is unchanged" in str(caught.value)
+        assert parameters_of("ng-ceph")["NodeImageIdSSMParam"] == RECOMMENDED
+    else:
+        assert "CloudFormation goes on without amibuild" in str(caught.value)
+
+
+def test_ctrl_c_while_following_a_managed_nodegroup_update_says_eks_goes_on(world: World) -> None:
+    managed_nodegroup(world)
+    world.publish(world.build())
+    world.promote()
+    with pytest.raises(Interrupted, match="ng-managed's update .*; EKS goes on without amibuild") as caught:
+        rollout.rollout_nodegroup(Interrupting(world.aws, "describe_nodegroup_update"), "prod", "ng-managed", REGION,
+                                  channel_parameter=STABLE, say=quiet, poll=0)
+    assert caught.value.exit_code == 130

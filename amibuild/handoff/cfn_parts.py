@@ -22,7 +22,7 @@ from cfn_tools.yaml_loader import CfnYamlLoader, multi_constructor
 
 from amibuild.aws import Aws
 from amibuild.aws.handoff_results import ChangeSet, StackEvent
-from amibuild.errors import AmibuildError, RolloutFailed, TemplateError
+from amibuild.errors import AmibuildError, Interrupted, RolloutFailed, TemplateError
 from amibuild.poll import until
 
 Say = Callable[[str], None]
@@ -216,6 +216,9 @@ def make_change_set(aws: Aws, stack: str, region: str, parameters: Sequence[Mapp
     except AmibuildError as exc:
         raise RolloutFailed(f"stack {stack}: change set {name} could not be read: {exc}; "
                             + _given_up(aws, stack, region, name)) from exc
+    except KeyboardInterrupt:  # Ctrl-C
+        raise Interrupted(f"interrupted: stack {stack}'s change set {name} was not executed; "
+                          + _given_up(aws, stack, region, name), summary=True) from None
     described = waited.value
     if waited.timed_out:
         raise RolloutFailed(f"stack {stack}: change set {name} still {described.status} after "
@@ -267,11 +270,14 @@ def follow(aws: Aws, stack: str, region: str, *, since: str | None, say: Say, po
         since, seen = (new[-1].event_id if new else since), seen + new
         return found.status
 
-    waited = until(status, done=lambda status: stack_state(status) is not StackState.BUSY, timeout=timeout,
-                   interval=poll)
+    goes_on = "CloudFormation goes on without amibuild: run the same command again later to check the result"
+    try:
+        waited = until(status, done=lambda status: stack_state(status) is not StackState.BUSY, timeout=timeout,
+                       interval=poll)
+    except KeyboardInterrupt:  # Ctrl-C
+        raise Interrupted(f"interrupted while following stack {stack}; {goes_on}", summary=True) from None
     if waited.timed_out:
-        raise RolloutFailed(f"stack {stack} is still {waited.value} after {timeout:.0f} s; CloudFormation "
-                            "goes on without amibuild: run the same command again later to check the result")
+        raise RolloutFailed(f"stack {stack} is still {waited.value} after {timeout:.0f} s; {goes_on}")
     state = stack_state(waited.value)
     if state is not StackState.READY:
         cause = root_cause(seen) or "no failed resource among its events"

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 from amibuild.aws import Aws
 from amibuild.aws.handoff_results import (AutoScalingGroup, LaunchTemplateRef, LaunchTemplateVersion, Stack,
                                           StackParameter, StackResource)
-from amibuild.errors import AmibuildError, NotFound, RolloutBlocked, RolloutFailed, RolloutRefused
+from amibuild.errors import AmibuildError, Interrupted, NotFound, RolloutBlocked, RolloutFailed, RolloutRefused
 from amibuild.handoff.cfn_parts import (Say, StackState, execute_change_set, make_change_set, nodegroup_state,
                                   parse_template, stack_state, update_policy_line)
 from amibuild.poll import until
@@ -436,8 +436,13 @@ def _follow_update(aws: Aws, cluster: str, name: str, region: str, update_id: st
                                 f"{errors or 'no error given'}")
         return update.status
 
-    waited = until(current, done=lambda status: status == "Successful", timeout=timeout, interval=poll)
+    goes_on = "EKS goes on without amibuild: run the same command again later to check"
+    try:
+        waited = until(current, done=lambda status: status == "Successful", timeout=timeout, interval=poll)
+    except KeyboardInterrupt:  # Ctrl-C
+        raise Interrupted(f"interrupted while following node group {cluster}/{name}'s update {update_id}; {goes_on}",
+                          summary=True) from None
     if waited.timed_out:
         raise RolloutFailed(f"node group {cluster}/{name}: update {update_id} still {waited.value} after {timeout:.0f} s; "
-                            "EKS goes on without amibuild: run the same command again later to check")
+                            + goes_on)
     return waited.value
