@@ -1010,3 +1010,17 @@ def test_ctrl_c_while_following_a_managed_nodegroup_update_says_eks_goes_on(worl
         rollout.rollout_nodegroup(Interrupting(world.aws, "describe_nodegroup_update"), "prod", "ng-managed", REGION,
                                   channel_parameter=STABLE, say=quiet, poll=0)
     assert caught.value.exit_code == 130
+
+
+@pytest.mark.parametrize("execution", ["OBSOLETE", "UNAVAILABLE"])
+def test_a_change_set_another_update_made_unexecutable_is_deleted_and_not_shown_as_what_would_happen(
+        offline_aws: Aws, execution: str) -> None:
+    calls = recorded("aws_update_rolls")
+    complete = next(i for i, c in enumerate(calls) if c["response"].get("Status") == "CREATE_COMPLETE")
+    calls[complete]["response"]["ExecutionStatus"] = execution  # the stack was updated meanwhile, or is being
+    delete = {"service": "cloudformation", "operation": "delete_change_set",
+              "expected": {"StackName": "ng-ceph", "ChangeSetName": ANY}, "response": {}}
+    with replayed(offline_aws, recorded("aws_stack_before") + calls[:complete + 1] + [delete]), \
+            pytest.raises(RolloutFailed, match=f"cannot be executed \\(ExecutionStatus {execution}\\)"):
+        rollout.rollout_stack(offline_aws, "ng-ceph", REGION, channel_parameter=STABLE, say=quiet, poll=0,
+                              dry_run=True)

@@ -94,6 +94,7 @@ class ChangeSet:
     status: str  # CREATE_PENDING, CREATE_IN_PROGRESS, CREATE_COMPLETE, FAILED, ...
     reason: str
     changes: tuple[ResourceChange, ...] = ()
+    execution_status: str = ""  # AVAILABLE once it can be executed; UNAVAILABLE, OBSOLETE, EXECUTE_* otherwise
 
 
 def parse_change_set(raw: Mapping[str, Any]) -> ChangeSet:
@@ -105,7 +106,7 @@ def parse_change_set(raw: Mapping[str, Any]) -> ChangeSet:
         changes.append(ResourceChange(rc.get("Action", "?"), rc.get("LogicalResourceId", "?"),
                                       rc.get("ResourceType", "?"), rc.get("Replacement", ""), tuple(targets)))
     return ChangeSet(raw.get("ChangeSetName", ""), raw.get("Status", ""), raw.get("StatusReason") or "",
-                     tuple(changes))
+                     tuple(changes), raw.get("ExecutionStatus", ""))
 
 
 # ------------------------------------------------------------------- groups and templates

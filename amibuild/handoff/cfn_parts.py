@@ -230,6 +230,11 @@ def make_change_set(aws: Aws, stack: str, region: str, parameters: Sequence[Mapp
             say(f"stack {stack}: CloudFormation reports no changes ({reason})")
             return None
         raise RolloutFailed(f"stack {stack}: change set {name} failed: {reason}")
+    if described.execution_status not in ("", "AVAILABLE"):  # the stack was updated meanwhile, or is being
+        aws.delete_change_set(stack, region, name)
+        raise RolloutFailed(f"stack {stack}: change set {name} cannot be executed (ExecutionStatus "
+                            f"{described.execution_status}): another update of the stack came first; it was "
+                            "deleted: run the same command again once the stack is ready")
     lines = change_lines(described)
     say(f"stack {stack}: change set {name}:")
     for line in lines:
