@@ -1024,3 +1024,19 @@ def test_a_change_set_another_update_made_unexecutable_is_deleted_and_not_shown_
             pytest.raises(RolloutFailed, match=f"cannot be executed \\(ExecutionStatus {execution}\\)"):
         rollout.rollout_stack(offline_aws, "ng-ceph", REGION, channel_parameter=STABLE, say=quiet, poll=0,
                               dry_run=True)
+
+
+def test_deploy_dry_run_says_the_update_would_resolve_the_moved_channel_again(world: World) -> None:
+    first, second = world.build(), world.build()
+    world.publish(first)
+    world.deploy("ng-ceph")  # the flags below, the same template
+    world.publish(second)  # only the channel's value moves
+
+    dry = world.invoke(*world.deploy_flags("ng-ceph"), "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    document = json.loads(dry.stdout)
+    assert document["action"] == "would update", document
+    assert f"NodeImageIdSSMParam: {RECOMMENDED} moved from {first} to {second}" in " ".join(document["changed"])
+    assert launch_images("ng-ceph") == [(1, first)]
+    done = world.invoke(*world.deploy_flags("ng-ceph"), "--json")  # what the dry run said
+    assert (json.loads(done.stdout)["action"], launch_images("ng-ceph")) == ("updated", [(1, first), (2, second)])

@@ -322,8 +322,9 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
     Once the create or update is sent, a stack that does not end well is a `DeployAction.FAILED`
     result (its `raise_for_status` raises), not an exception: what was sent is in the result.
     """
-    if channel_parameter:
-        problem = ro.channel_problem(ro.read_channel(aws, channel_parameter, region))
+    channel = ro.read_channel(aws, channel_parameter, region) if channel_parameter else None
+    if channel is not None:
+        problem = ro.channel_problem(channel)
         if problem:
             raise ro.RolloutRefused(problem)
         given = {**given, "NodeImageIdSSMParam": channel_parameter}
@@ -358,6 +359,12 @@ def deploy(aws: Any, name: str, region: str, *, given: Mapping[str, str], templa
             given = {**given, "NodeImageId": ""}
         parameters = stack_parameters(given, list(previous))
         changed = tuple(parameter_changes(given, previous))
+        ssm = found.parameters.get("NodeImageIdSSMParam")
+        if (channel and ssm and ssm.value == channel.parameter and ssm.resolved not in (None, channel.ami)
+                and not given.get("NodeImageId")):  # (a pinned image overrides the parameter)
+            # the same parameter name, a new value: the update resolves it again (the nodes are replaced)
+            changed += (f"NodeImageIdSSMParam: {channel.parameter} moved from {ssm.resolved} to {channel.ami} "
+                        "(CloudFormation resolves it again)",)
         kept = sorted(key for key in set(previous) & PARAMETERS if given.get(key, previous[key]) == previous[key])
         if dry_run:  # CloudFormation updates nothing when neither a parameter nor the template changes
             same = current == json.loads(template_body)
