@@ -91,6 +91,13 @@ def what_if_now(flag: str | None, *, dry_run: bool) -> datetime | None:
     return parsed
 
 
+def wildcard_match(text: str, pattern: str) -> bool:
+    """AWS's name wildcards: ``*`` any run of characters, ``?`` one; nothing else is special (fnmatch's
+    ``[...]`` would be: AMI names may hold brackets)."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, text, re.DOTALL) is not None
+
+
 def parse_iso_time(text: str) -> datetime | None:
     """An ISO 8601 time as AWS and amibuild write them (``...Z``, with or without fractions) as an aware
     datetime, UTC where it names no zone; None for "" or text that is not one."""

@@ -34,6 +34,15 @@ def test_an_image_is_admitted_when_any_criterion_holds_in_full(criteria, admitte
     assert says in "; ".join(verdict.reasons)
 
 
+def test_image_names_know_only_aws_s_wildcards_and_brackets_are_letters() -> None:
+    """ImageNames take * and ? only: an AMI name may hold brackets, which fnmatch would read as a class."""
+    bracketed = allowed.SeenImage("ami-3", BUILD, "eks [prod] 1.33", "2026-11-20T00:00:00.000Z")
+    for pattern, admitted in (("eks [prod] *", True), ("eks [prod] 1.3?", True), ("eks [dorp] *", False),
+                              ("eks p *", False)):
+        verdict = allowed.admission(settings("enabled", {"ImageNames": [pattern]}), bracketed, CONSUMER, NOW)
+        assert verdict.allowed is admitted, pattern
+
+
 def test_audit_mode_and_disabled_refuse_nothing_and_own_images_are_always_allowed() -> None:
     for state in ("audit-mode", "disabled"):
         verdict = allowed.admission(settings(state, {"ImageProviders": ["111111111111"]}), IMAGE, CONSUMER, NOW)

@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from fnmatch import fnmatchcase
 from typing import Any, Mapping, Sequence
 
-from amibuild.values import parse_iso_time
+from amibuild.values import parse_iso_time, wildcard_match
 
 
 @dataclass(frozen=True)
@@ -90,7 +89,7 @@ def lacks(criterion: Criterion, image: SeenImage, now: datetime) -> list[str]:
     if criterion.providers and image.owner not in criterion.providers:
         missing.append(f"ImageProviders {', '.join(criterion.providers)} do not name the provider account "
                        f"{image.owner}")
-    if criterion.names and not any(fnmatchcase(image.name, p) for p in criterion.names):
+    if criterion.names and not any(wildcard_match(image.name, p) for p in criterion.names):
         missing.append(f"ImageNames {', '.join(criterion.names)} do not match {image.name!r}")
     if criterion.max_days_since_created is not None:
         created = parse_iso_time(image.creation_date)

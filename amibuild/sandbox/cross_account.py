@@ -19,10 +19,9 @@ from __future__ import annotations
 import re
 import threading
 from datetime import datetime, timedelta, timezone
-from fnmatch import fnmatchcase
 from typing import Any
 
-from amibuild.values import parse_iso_time
+from amibuild.values import parse_iso_time, wildcard_match
 
 MAX_CRITERIA = 10
 MAX_PROVIDERS = 200
@@ -50,7 +49,7 @@ def _criterion_admits(criterion: dict[str, Any], ami: Any, now: datetime) -> boo
         if not any(p == owner or (p == "amazon" and (alias == "amazon" or owner in _AMAZON_OWNERS)) for p in providers):
             return False
     names = criterion.get("ImageNames") or []
-    if names and not any(fnmatchcase(ami.name or "", pattern) for pattern in names):
+    if names and not any(wildcard_match(ami.name or "", pattern) for pattern in names):
         return False
     created = (criterion.get("CreationDateCondition") or {}).get("MaximumDaysSinceCreated")
     if created is not None:
