@@ -360,3 +360,16 @@ build {
     # line 2 of the uploaded file is the first inline command (line 1 is Packer's shebang)
     assert rep.failure.script == "inline command 1 (grubby2 --update-kernel=ALL)"
     assert rep.failure.output_tail == ("out", "bad thing")
+
+
+@pytest.mark.parametrize("text, want", [('${tonumber("1e3")}', 1000), ('${tonumber("2.5")}', 2.5), ('${tonumber(7)}', 7),
+                                        ('${tonumber(null) == null}', True)])
+def test_tonumber_converts_as_packer_does(text: str, want) -> None:
+    got = expr.evaluate(text, expr.Scope(variables={}, locals={}, root="/r"))
+    assert got == want and type(got) is type(want)
+
+
+@pytest.mark.parametrize("text", ['${tonumber(true)}', '${tonumber(" 5")}', '${tonumber("1_000")}', '${tonumber("x")}'])
+def test_tonumber_refuses_what_packer_refuses(text: str) -> None:
+    with pytest.raises(expr.ExprError, match="tonumber"):
+        expr.evaluate(text, expr.Scope(variables={}, locals={}, root="/r"))

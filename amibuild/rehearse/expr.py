@@ -434,7 +434,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "abspath": os.path.abspath,
     "jsonencode": lambda v: json.dumps(v, separators=(",", ":")),
     "tostring": _text,
-    "tonumber": lambda v: float(v) if "." in str(v) else int(v),
+    "tonumber": lambda v: None if v is None else _number(v, "tonumber()"),  # as cty: "1e3" yes, true no
     "tolist": list,
     "toset": lambda v: sorted(set(v)),
 }
