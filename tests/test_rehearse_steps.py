@@ -373,3 +373,11 @@ def test_tonumber_converts_as_packer_does(text: str, want) -> None:
 def test_tonumber_refuses_what_packer_refuses(text: str) -> None:
     with pytest.raises(expr.ExprError, match="tonumber"):
         expr.evaluate(text, expr.Scope(variables={}, locals={}, root="/r"))
+
+
+@pytest.mark.parametrize("text, want", [
+    ('${replace(var.v, "/\\\\.[0-9]+$/", "")}', "1.29"), ('${replace("a-b-c", "/(\\\\w)-/", "$1+")}', "a+b+c"),
+    ('${replace("ab", "/(?P<x>a)/", "[$${x}$2$$]")}', "[a$]b"), ('${replace("a/b", "/", "-")}', "a-b"),
+])
+def test_replace_reads_a_pattern_between_slashes_as_a_regular_expression_as_packer_does(text: str, want: str) -> None:
+    assert expr.evaluate(text, expr.Scope(variables={"v": "1.29.3"}, locals={}, root="/r")) == want

@@ -413,6 +413,25 @@ def _format(spec: str, *args: Any) -> str:
     return re.sub(r"%[sdv%]", lambda m: "%" if m.group(0) == "%%" else _text(next(values)), spec)
 
 
+def _replace(text: str, old: str, new: str) -> str:
+    """replace(): a ``/pattern/`` is a regular expression, ``$1`` / ``${name}`` in ``new`` its groups
+    (Go's Expand: ``$$`` is "$", a group that does not exist is "")."""
+    if len(old) < 2 or old[0] != "/" or old[-1] != "/":
+        return text.replace(old, new)
+    try:
+        pattern = re.compile(old[1:-1])
+    except re.error as exc:
+        raise ExprError(f"replace(): {old} is not a regular expression the rehearsal reads: {exc}") from None
+
+    def group(m: re.Match[str], name: str) -> str:
+        with contextlib.suppress(IndexError):
+            return m.group(int(name) if name.isdigit() else name) or ""
+        return ""
+
+    expand = re.compile(r"\$(?:\{(\w+)\}|(\w+)|\$)")
+    return pattern.sub(lambda m: expand.sub(lambda g: group(m, g[1] or g[2]) if g[0] != "$$" else "$", new), text)
+
+
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "join": lambda sep, *lists: sep.join(_text(x) for lst in lists for x in lst),
     "split": lambda sep, text: text.split(sep),
@@ -422,7 +441,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "lower": lambda s: s.lower(),
     "upper": lambda s: s.upper(),
     "trimspace": lambda s: s.strip(),
-    "replace": lambda s, old, new: s.replace(old, new),
+    "replace": _replace,
     "format": _format,
     "length": len,
     "contains": lambda items, x: x in items,
