@@ -381,3 +381,10 @@ def test_tonumber_refuses_what_packer_refuses(text: str) -> None:
 ])
 def test_replace_reads_a_pattern_between_slashes_as_a_regular_expression_as_packer_does(text: str, want: str) -> None:
     assert expr.evaluate(text, expr.Scope(variables={"v": "1.29.3"}, locals={}, root="/r")) == want
+
+
+@pytest.mark.parametrize("text", ['${format("%03d", 5)}', '${format("%.1f", 2)}', '${format("%q", "x")}',
+                                  '${format("%s")}', '${format("%s", "a", "b")}', '${format("%d", "x")}'])
+def test_format_refuses_by_name_what_it_would_get_wrong(text: str) -> None:
+    with pytest.raises(expr.ExprError, match="format"):
+        expr.evaluate(text, expr.Scope(variables={}, locals={}, root="/r"))

@@ -409,8 +409,22 @@ def _equal(a: Any, b: Any) -> bool:
 
 
 def _format(spec: str, *args: Any) -> str:
-    values = iter(args)
-    return re.sub(r"%[sdv%]", lambda m: "%" if m.group(0) == "%%" else _text(next(values)), spec)
+    """format() with %s, %d, %v and %%; any other verb (flags, width...) is refused, not copied, and
+    so are too few or too many arguments, as Packer refuses them."""
+    values = list(args)
+
+    def verb(m: re.Match[str]) -> str:
+        if m[0] == "%%":
+            return "%"
+        if m[0] not in ("%s", "%d", "%v") or not values:
+            raise ExprError(f"format({spec!r}): {m[0]} is not supported, or has no argument left")
+        value = values.pop(0)
+        return _text(_number(value, "%d") if m[0] == "%d" else value)
+
+    text = re.sub(r"%[^A-Za-z%]*[A-Za-z%]", verb, spec)
+    if values:
+        raise ExprError(f"format({spec!r}): too many arguments")
+    return text
 
 
 def _replace(text: str, old: str, new: str) -> str:
