@@ -168,3 +168,17 @@ def test_the_build_policy_lets_an_upstream_pipeline_list_the_binaries_bucket_and
     s3 = [s for s in layered if any(a.startswith("s3:") for a in s["Action"])]
     assert [(s["Action"], s["Resource"]) for s in s3] == [
         (["s3:PutObject"], ["arn:aws:s3:::amibuild-attestations-*/amibuild/amibuild/*"])]
+
+
+@pytest.mark.parametrize("region, owner", [("cn-northwest-1", "141808717104"), ("us-gov-west-1", "045324592363"),
+                                           ("us-west-2", None)])
+def test_the_source_ami_owner_follows_the_build_region_as_upstreams_makefile_sets_it(region: str, owner) -> None:
+    pipeline = pipeline_model.load(None, pipeline_model.Overrides(
+        base="upstream", upstream=str(DATA / "templates-layout"), os="al2", kubernetes_version="1.30.4", regions=(region,),
+        variables=("kubernetes_build_date=2024-09-11", "ami_name=abc")))
+    v = pipeline.variants[0]
+    template = load(Path(v.upstream), os_family=v.os, k8s=v.kubernetes_version)
+    rendered = render_mod.render_variant(
+        pipeline, v, uses_plugins=True, target=Target(), sources={region: render_mod.SourceAmi("lookup")},
+        upstream=template, upstream_binaries=binaries.resolve(v, template.variables, None))
+    assert hcl.loads(rendered.files[render_mod.VARS_FILE]).get("source_ami_owners") == owner

@@ -41,6 +41,9 @@ UPSTREAM_VARS: dict[str, tuple[str | None, Any]] = {
     "volume_size": ("volume_size", lambda v, p: str(v.volume_size)),
     "launch_block_device_mappings_volume_size": ("volume_size", lambda v, p: str(v.volume_size)),
 }
+# upstream's Makefile (`source_ami_owners ?=` by aws_region): Amazon Linux's publishing account in
+# the regions where it is not the template's default one
+AMAZON_LINUX_OWNERS = {"cn-northwest-1": "141808717104", "us-gov-west-1": "045324592363", "us-gov-east-1": "045324592363"}
 # amibuild's own variables, declared beside the converted upstream template
 OWN_VARS = ("tags", "provenance_tags", "amibuild_run_id", "extra_packages", "extra_repos",
             "http_proxy", "https_proxy", "no_proxy")
@@ -63,6 +66,8 @@ def render_upstream(template: Any, pipeline: Pipeline, variant: Variant, *, uses
     values: dict[str, Any] = {
         name: setting(variant, pipeline) for name, (field_name, setting) in UPSTREAM_VARS.items()
         if name in declared and (field_name is None or variant.origins.get(field_name, "defaults") != "defaults")}
+    if pipeline.build_region in AMAZON_LINUX_OWNERS and "source_ami_owners" in declared:
+        values["source_ami_owners"] = AMAZON_LINUX_OWNERS[pipeline.build_region]
     source = sources.get(pipeline.build_region)
     if source is not None and source.known and "source_ami_id" in declared:
         values["source_ami_id"] = source.image_id
