@@ -20,7 +20,7 @@ PROVISION = TESTS.parent / "amibuild" / "render" / "provision"
 STAND_IN = TESTS / "fakebin" / "stand-in"
 BASH = shutil.which("bash") or "/bin/bash"
 # The only external commands the scripts run apart from the stand-ins.
-COREUTILS = ("mkdir", "sleep", "base64")
+COREUTILS = ("mkdir", "sleep", "base64", "chmod")
 DEFAULT_COMMANDS = ("yum", "rpm", "systemctl")
 
 
@@ -547,6 +547,17 @@ def test_proxy_doubles_percent_for_systemd_and_keeps_credentials_out_of_output(h
     assert f"HTTPS_PROXY={proxy}\n" in files["etc/environment"]
     assert 'Environment="HTTPS_PROXY=http://builder:s3cr%%40t@proxy.corp:3128"' in files[dropin("docker")]
     assert "s3cr" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("proxy, mode", [("http://builder:s3cret@proxy.corp:3128", 0o600), (HTTP, 0o644)])
+def test_proxy_with_credentials_writes_them_only_into_files_root_alone_reads(host: Host, proxy: str, mode: int) -> None:
+    for name in ("etc/dnf/dnf.conf", "etc/environment"):
+        host.write(name, "[main]\n" if "dnf" in name else "LANG=C\n").chmod(0o644)
+
+    assert host.run("configure-proxy.sh", {"AMIBUILD_HTTPS_PROXY": proxy}).returncode == 0
+
+    for name in ("etc/dnf/dnf.conf", "etc/environment", *(dropin(unit) for unit in UNITS)):
+        assert proxy in host.files()[name].replace("%%", "%") and (host.root / name).stat().st_mode & 0o777 == mode, name
 
 
 def test_proxy_skips_daemon_reload_without_systemctl(host: Host) -> None:

@@ -70,6 +70,13 @@ for var in AMIBUILD_HTTP_PROXY AMIBUILD_HTTPS_PROXY; do
     fi
 done
 
+# A proxy URL with user:password@ in it: every file it goes into is made root's alone before it is
+# written (mode 600, as the user data's boothook does), not left readable by every user of a node.
+userinfo_re='^[A-Za-z]+://[^/]*@'
+private=0
+if [[ $want_http =~ $userinfo_re || $want_https =~ $userinfo_re ]]; then private=1; fi
+protect() { if (( private )); then : >>"$1"; chmod 600 "$1"; fi; }
+
 # One proxy given serves both kinds of traffic: containerd and the kubelet pull over https.
 if [[ -z $want_https ]]; then want_https=$want_http; fi
 if [[ -z $want_http ]]; then want_http=$want_https; fi
@@ -130,6 +137,7 @@ set_main_option() {
     if (( ! placed )); then
         out+=("[main]" "${key}=${value}")
     fi
+    protect "$file"
     printf '%s\n' "${out[@]}" >"$file"
 }
 
@@ -153,6 +161,7 @@ else
     mkdir -p -- "${root}/etc"
 fi
 env_lines+=("${settings[@]}")
+protect "$env_file"
 printf '%s\n' "${env_lines[@]}" >"$env_file"
 log "set proxy variables in ${env_file}"
 
@@ -168,6 +177,7 @@ dropin+=("EnvironmentFile=-${vpc_env}")
 for unit in containerd docker kubelet nodeadm-config nodeadm-run; do
     dir="${root}/etc/systemd/system/${unit}.service.d"
     mkdir -p -- "$dir"
+    protect "${dir}/http-proxy.conf"
     printf '%s\n' "${dropin[@]}" >"${dir}/http-proxy.conf"
     log "wrote ${dir}/http-proxy.conf"
 done
