@@ -199,6 +199,15 @@ def test_add_repos_twice_leaves_the_same_files(host: Host) -> None:
     assert host.files() == first
 
 
+@pytest.mark.parametrize("baseurl, mode", [("https://builder:s3cret@mirror.corp/el9/$basearch", 0o600),
+                                           ("https://mirror.corp/el9/$basearch", 0o644)])
+def test_add_repos_with_credentials_in_the_url_writes_a_file_root_alone_reads(host: Host, baseurl: str, mode: int) -> None:
+    assert host.run("add-repos.sh", {"AMIBUILD_REPOS": f"mirror|{baseurl}|"}).returncode == 0
+
+    path = host.root / REPO_DIR / "amibuild-mirror.repo"
+    assert f"baseurl={baseurl}\n" in path.read_text() and path.stat().st_mode & 0o777 == mode
+
+
 def test_add_repos_does_nothing_without_repos(host: Host) -> None:
     for value in ("", " \n\t\n"):
         result = host.run("add-repos.sh", {"AMIBUILD_REPOS": value})

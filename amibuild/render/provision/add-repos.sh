@@ -39,6 +39,7 @@ if [[ -n $root && $root != /* ]]; then
 fi
 
 name_re='^[A-Za-z0-9][A-Za-z0-9._-]*$'
+userinfo_re='^[A-Za-z]+://[^/]*@'
 
 # An http(s) URL with a host part and nothing that could break out of a repo file line or a
 # shell word. `$` stays allowed: yum expands $releasever and $basearch in baseurl itself.
@@ -130,6 +131,11 @@ for i in "${!names[@]}"; do
         lines+=("gpgcheck=1" "gpgkey=${gpgkey}")
     else
         lines+=("gpgcheck=0")
+    fi
+    # user:password@ in a URL: the file is made root's alone (mode 600) before they are written
+    if [[ $baseurl =~ $userinfo_re || $gpgkey =~ $userinfo_re ]]; then
+        : >>"$file"
+        chmod 600 "$file"
     fi
     printf '%s\n' "${lines[@]}" >"$file"
     log "wrote ${file}"
