@@ -459,8 +459,9 @@ PROXY_SETTINGS = [
     f"https_proxy={HTTPS}",
     f"no_proxy={BAKED_NO_PROXY}",
 ]
-# nodeadm-config runs before cloud-init: only the image can give it the proxy on the first boot.
-UNITS = ("containerd", "docker", "kubelet", "nodeadm-config", "nodeadm-run")
+# nodeadm-config runs before cloud-init: only the image can give it the proxy on the first boot. AL2's
+# kubelet requires sandbox-image.service, whose `aws ecr get-login-password` must reach ECR through it.
+UNITS = ("containerd", "docker", "kubelet", "sandbox-image", "nodeadm-config", "nodeadm-run")
 VPC_ENV = "EnvironmentFile=-/run/amibuild/proxy-vpc.env\n"
 BOOT_FILES = ("etc/amibuild/proxy-vpc-cidr.sh", "etc/systemd/system/amibuild-proxy-vpc.service")
 

@@ -9,7 +9,8 @@
 #
 # With both proxies empty nothing is touched. Otherwise the script sets proxy= in the [main]
 # section of yum.conf / dnf.conf (whichever exist), the six proxy variables in /etc/environment,
-# and systemd drop-ins for containerd, docker, kubelet and nodeadm's two units (nodeadm-config
+# and systemd drop-ins for containerd, docker, kubelet, AL2's sandbox-image (the kubelet requires
+# it; its `aws ecr get-login-password` needs the proxy) and nodeadm's two units (nodeadm-config
 # runs before cloud-init, so user data comes too late for it on the first boot), then reloads
 # systemd so later provisioners (image pulls, say) already go through the proxy. One proxy given
 # serves both http:// and https:// traffic. NO_PROXY always holds the instance metadata service,
@@ -174,7 +175,7 @@ for setting in "${settings[@]}"; do
     dropin+=("Environment=\"${setting//%/%%}\"")
 done
 dropin+=("EnvironmentFile=-${vpc_env}")
-for unit in containerd docker kubelet nodeadm-config nodeadm-run; do
+for unit in containerd docker kubelet sandbox-image nodeadm-config nodeadm-run; do
     dir="${root}/etc/systemd/system/${unit}.service.d"
     mkdir -p -- "$dir"
     protect "${dir}/http-proxy.conf"
