@@ -331,7 +331,7 @@ def test_boothook_sets_proxy_for_yum_environment_and_units_with_vpc_cidrs_from_i
         f"LANG=en_US.UTF-8\nHTTP_PROXY={proxy}\nHTTPS_PROXY={proxy}\nNO_PROXY={no_proxy}\n"
         f"http_proxy={proxy}\nhttps_proxy={proxy}\nno_proxy={no_proxy}\n"
     )
-    for unit in ("containerd", "docker", "kubelet"):
+    for unit in ("containerd", "docker", "kubelet", "sandbox-image"):  # sandbox-image: its ECR login, not restarted
         dropin = node.read(f"etc/systemd/system/{unit}.service.d/http-proxy.conf")
         assert 'Environment="HTTPS_PROXY=http://user:p%%40ss@proxy.corp.example:8080"\n' in dropin
         assert f'Environment="NO_PROXY={no_proxy}"\n' in dropin

@@ -104,9 +104,10 @@ def proxy_boothook(cfg: NodeConfig, node_os: str = "") -> str:
     node_os = node_os or cfg.os
     # services restarted when already running
     units = ("containerd", "docker", "kubelet") if node_os == "al2" else ("containerd", "kubelet")
-    # nodeadm's units are one-shot steps of the boot that have not run yet when the boothook
-    # does: they get the environment, and restarting one would run that step again.
-    dropin_units = units + (NODEADM_UNITS if node_os == "al2023" else ())
+    # nodeadm's units, and AL2's sandbox-image (the kubelet requires it; its `aws ecr
+    # get-login-password` needs the proxy), are one-shot steps of the boot that have not run yet
+    # when the boothook does: they get the environment, and restarting one would run that step again.
+    dropin_units = units + (NODEADM_UNITS if node_os == "al2023" else ("sandbox-image",))
     values = {
         "UNIT_LIST": ", ".join(dropin_units),
         "PROXY": shlex.quote(cfg.proxy),
