@@ -437,8 +437,8 @@ HTTP = "http://proxy.corp:3128"
 HTTPS = "http://proxy.corp:3129"
 NO_PROXY = "localhost,127.0.0.1,169.254.169.254,.internal,10.0.0.0/16"
 # What the image gets: the entries given, then the ones always bypassed that were not among them.
-BAKED_NO_PROXY = NO_PROXY + ",169.254.170.2"
-ALWAYS_NO_PROXY = "169.254.169.254,169.254.170.2,localhost,127.0.0.1,.internal"
+BAKED_NO_PROXY = NO_PROXY + ",169.254.170.2,169.254.170.23"
+ALWAYS_NO_PROXY = "169.254.169.254,169.254.170.2,169.254.170.23,localhost,127.0.0.1,.internal"
 PROXIES = {"AMIBUILD_HTTP_PROXY": HTTP, "AMIBUILD_HTTPS_PROXY": HTTPS, "AMIBUILD_NO_PROXY": NO_PROXY}
 YUM_CONF = (
     "[main]\n"

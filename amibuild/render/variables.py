@@ -61,9 +61,10 @@ def template_variables(variant: Variant, pipeline: Pipeline) -> list[PackerVaria
     ]
 
 
-# Always bypassed by a baked-in proxy: loopback, the instance metadata service and the ECS/EKS
-# Pod Identity agent address, and the VPC-internal DNS names.
-NO_PROXY_ALWAYS = ("localhost", "127.0.0.1", "169.254.169.254", "169.254.170.2", ".internal")
+# Always bypassed by a baked-in proxy: loopback, the instance metadata service, the EKS Pod Identity
+# agent (169.254.170.23) and the ECS-style container credentials address (169.254.170.2), and the
+# VPC-internal DNS names.
+NO_PROXY_ALWAYS = ("localhost", "127.0.0.1", "169.254.169.254", "169.254.170.2", "169.254.170.23", ".internal")
 
 
 def effective_no_proxy(user: str) -> str:

@@ -84,11 +84,11 @@ if [[ -z $want_http ]]; then want_http=$want_https; fi
 
 # Host names, *.wildcards, .domains, IPv4/IPv6 addresses and CIDRs, optional :port. Empty items
 # (a trailing comma, say) and repeats are dropped so the list written out is canonical. The
-# always-bypassed entries come last: metadata (169.254.169.254), the Pod Identity agent
-# (169.254.170.2), loopback and EC2's private names (.internal).
+# always-bypassed entries come last: metadata (169.254.169.254), container credentials
+# (169.254.170.2) and the EKS Pod Identity agent (169.254.170.23), loopback and EC2's private names (.internal).
 no_proxy_entry_re='^[][A-Za-z0-9._*:/-]+$'
 bypass=""
-rest="${want_no_proxy},169.254.169.254,169.254.170.2,localhost,127.0.0.1,.internal"
+rest="${want_no_proxy},169.254.169.254,169.254.170.2,169.254.170.23,localhost,127.0.0.1,.internal"
 while [[ -n $rest ]]; do
     entry="${rest%%,*}"
     if [[ $rest == *,* ]]; then rest="${rest#*,}"; else rest=""; fi

@@ -149,7 +149,7 @@ variable "https_proxy" {
 
 variable "no_proxy" {
   type    = string
-  default = "10.0.0.0/8,.corp.example,localhost,127.0.0.1,169.254.169.254,169.254.170.2,.internal"
+  default = "10.0.0.0/8,.corp.example,localhost,127.0.0.1,169.254.169.254,169.254.170.2,169.254.170.23,.internal"
 }
 
 locals {
