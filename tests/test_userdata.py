@@ -836,3 +836,19 @@ def test_a_max_pods_kubelet_flag_and_a_max_pods_expression_are_refused_together(
     # kubelet flags win over its config file, so nodeadm's maxPods from the expression would be ignored
     with pytest.raises(SpecError, match="--kubelet-flag --max-pods and --max-pods-expression both set max pods"):
         KubeletSettings.parse(flags=["--max-pods=3"], max_pods_expression="default_enis * 10")
+
+
+def test_a_proxy_password_with_shell_characters_reaches_bootstrap_sh_as_written(tmp_path):
+    """The boothook writes the proxy into /etc/environment; the AL2 script exports it for bootstrap.sh.
+    `source` ran that file: `$b` was unbound under `set -u` and `&` started a command, so the node
+    never joined. It is read as data now."""
+    proxy = "http://u:a$b&c;d(e)@proxy.corp.example:3128"
+    node = Node(tmp_path)
+    cfg = al2_config(proxy=proxy)
+    assert node.run(boothook(cfg), active="containerd").returncode == 0
+    script = shell_of(userdata_decode.decode(userdata.render_userdata(cfg).encode())[1])
+    head = script.split("status=0", 1)[0].replace("/etc/environment", str(node.root / "etc" / "environment"))
+    run = subprocess.run([BASH, "-c", head + 'printf "%s|%s\\n" "$HTTPS_PROXY" "${LANG-unset}"'],
+                         env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=20, check=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == f"{proxy}|unset\n"

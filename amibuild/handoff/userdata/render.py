@@ -185,14 +185,16 @@ def _bootstrap_script(cfg: NodeConfig) -> str:
     if cfg.proxy:
         # bootstrap.sh runs `aws eks describe-cluster` and `aws ec2 ...`: without the proxy
         # environment the boothook wrote, those calls would go direct and fail behind a proxy.
+        # Read as data, never run: a password in the URL may hold $, & or ; (which `source` would expand
+        # or run). With a credentials parameter the boothook may have written nothing: the guard below says so.
+        read_env = ["while IFS= read -r line || [[ -n $line ]]; do",
+                    "    case ${line%%=*} in HTTP_PROXY|HTTPS_PROXY|NO_PROXY|http_proxy|https_proxy|no_proxy) "
+                    "export \"${line?}\" ;; esac",
+                    "done </etc/environment"]
         head += [
             "# Export the proxy settings the boothook wrote to bootstrap.sh and the AWS CLI it runs.",
-            "set -a",
-            "# shellcheck source=/dev/null",
-            # (with a credentials parameter the boothook may have written nothing: the guard below says so)
-            "source /etc/environment" if not cfg.proxy_credentials_parameter else
-            "if [[ -f /etc/environment ]]; then source /etc/environment; fi",
-            "set +a",
+            *(read_env if not cfg.proxy_credentials_parameter else
+              ["if [[ -f /etc/environment ]]; then", *("    " + line for line in read_env), "fi"]),
             "",
         ]
     # With a credentials parameter, no proxy in /etc/environment means the boothook could not read them:
