@@ -263,3 +263,20 @@ def test_decide_keeps_a_disabled_complete_image_and_says_it_is_disabled() -> Non
     verdicts = cleanup.decide(cleanup.RunFacts(RUN, found, {"ami-1": image}, Uses()))
     assert [(v.item.id, v.remove) for v in verdicts] == [("ami-1", False), ("snap-1", False)]
     assert verdicts[0].why.startswith("a complete image (disabled, tagged with its fingerprint)")
+
+
+def test_clean_run_says_a_snapshot_another_image_uses_was_left_behind_not_removed(sandbox, workdir) -> None:
+    import os
+
+    from faultproxy import FaultProxy
+
+    made = bake(RUN, tagged=False)  # the eu-west-1 copy is partial: it and its snapshot go
+    europe = boto3.client("ec2", region_name="eu-west-1")
+    snapshot = europe.describe_images(ImageIds=[made["eu-west-1"]])["Images"][0]["BlockDeviceMappings"][0]["Ebs"]["SnapshotId"]
+    with FaultProxy(sandbox.endpoint) as proxy:  # an image registered from it elsewhere: EC2 keeps it
+        proxy.fail("eu-west-1", ["DeleteSnapshot"], code="InvalidSnapshot.InUse",
+                   message=f"The snapshot {snapshot} is currently in use by ami-0123456789abcdef0")
+        result = run_cli(workdir, "clean-run", "--run-id", RUN, env={**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint})
+    assert europe.describe_snapshots(SnapshotIds=[snapshot])["Snapshots"]
+    assert f"removed  snapshot {snapshot}" not in result.stdout
+    assert f"snapshot {snapshot} in eu-west-1" in result.stdout and "InvalidSnapshot.InUse" in result.stdout

@@ -165,7 +165,9 @@ def remove(aws: Aws, leftovers: Sequence[Leftover], *, settle: float = 60.0) -> 
             failed.extend((x, down) for x in items)
             return
         try:
-            delete(*args)
+            if delete(*args) is False:  # delete_snapshot: EC2 refused, an image still uses the snapshot
+                failed.extend((x, "another image uses it (EC2 refused: InvalidSnapshot.InUse)") for x in items)
+                return
             removed.extend(items)
         except EndpointUnreachable as exc:
             down = str(exc)
