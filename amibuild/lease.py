@@ -239,7 +239,8 @@ class Lease:
             if self._value is None:
                 return False
             current = self.store.find_parameter(self.name, self.region)
-            if current is None or current.value != self._value:
+            # another value of ours (a renewal whose put landed but whose answer was lost) is still ours
+            if current is None or (current.value != self._value and parse_holder(current.value).token != self.token):
                 self._value = None
                 return False
             value = self._new_value()
@@ -251,7 +252,11 @@ class Lease:
         """Give the lease up; False when it was not (or no longer) ours."""
         with self._lock:
             value, self._value = self._value, None
-        return value is not None and self.store.delete_parameter_if_value(self.name, value, self.region)
+        if value is None or self.store.delete_parameter_if_value(self.name, value, self.region):
+            return value is not None
+        current = self.store.find_parameter(self.name, self.region)  # ours still: a renewal's put whose answer was lost
+        return (current is not None and parse_holder(current.value).token == self.token
+                and self.store.delete_parameter_if_value(self.name, current.value, self.region))
 
 
 # ------------------------------------------------------------------------------- names

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from amibuild.aws import Aws
+from amibuild.errors import EndpointUnreachable
 from amibuild.lease import Lease, build_lease_name, parse_holder
 
 NAME = "/amibuild/e2e/_leases/build/ceph/0123456789abcdef"
@@ -131,3 +132,30 @@ def test_a_lease_of_a_dead_process_on_this_machine_is_taken_over_before_its_expi
     assert lease(aws, "run-next", clock).try_acquire() is None  # not waited out for 15 minutes
     other = Lease(aws, NAME + "x", REGION, run_id="run-next", owner="tester", clock=clock)
     assert other.try_acquire() is not None, "a holder on another machine is judged by expiry alone"
+
+
+class LostAnswer(SlowPuts):
+    """The gateway, whose overwrites land in SSM but whose answers are lost (an error reaches the caller)."""
+
+    def overwrite_parameter(self, *args, **kwargs):
+        super().overwrite_parameter(*args, **kwargs)
+        raise EndpointUnreachable("ssm:PutParameter: the answer was lost")
+
+
+def test_a_renewal_whose_answer_was_lost_still_holds_the_lease_and_releases_it(aws: Aws) -> None:
+    clock = Clock()
+    mine = lease(aws, "run-a", clock)
+    assert mine.try_acquire() is None
+    mine.store, clock.now = LostAnswer(aws, clock, 0), clock.now + 20
+    with pytest.raises(EndpointUnreachable):
+        mine.renew()  # the renewer thread tries again next round
+    mine.store, clock.now = aws, clock.now + 20
+    assert mine.renew() is True and mine.held  # the value in SSM is its own: not taken over
+    assert mine.release() is True and aws.find_parameter(NAME, REGION) is None
+    # the build ends right after such a renewal: its release still gives the lease back
+    assert mine.try_acquire() is None
+    mine.store, clock.now = LostAnswer(aws, clock, 0), clock.now + 20
+    with pytest.raises(EndpointUnreachable):
+        mine.renew()
+    mine.store = aws
+    assert mine.release() is True and aws.find_parameter(NAME, REGION) is None
