@@ -156,3 +156,13 @@ def test_clean_run_refuses_a_run_that_still_holds_its_build_lease(sandbox, tmp_p
     result = run_cli(tmp_path, "clean-run", "--run-id", RUN)
     assert result.returncode == 2
     assert f"run {RUN} is still building" in result.stderr
+
+
+def test_a_killed_packers_group_is_found_on_its_terminated_instance_when_its_log_is_gone(sandbox) -> None:
+    # Packer killed while it waited for its instance to terminate: the instance is shutting down (or
+    # terminated), its temporary group and key pair are still there, and the run's logs are gone
+    mine = _leave_behind(RUN, "ceph", SCOPE.ami_name_prefix)
+    boto3.client("ec2", region_name="us-west-2").terminate_instances(InstanceIds=[mine["instance"]])
+    found = leftovers.find(Aws(region="us-west-2"), SCOPE, leftovers.stream_resources([]))
+    assert Leftover("security-group", "us-west-2", mine["group"]) in found
+    assert Leftover("instance", "us-west-2", mine["instance"]) not in found  # on its way already

@@ -248,9 +248,9 @@ class Ec2Calls:
             return None  # it answered, even if with a refusal
         return None
 
-    def instances_tagged(self, region: str, tags: Mapping[str, str]) -> list[str]:
-        """Ids of instances not terminated (or shutting down) carrying every tag in `tags`."""
-        filters = filter_list({**_tagged(tags), "instance-state-name": LIVE_STATES})
+    def instances_tagged(self, region: str, tags: Mapping[str, str], states: Sequence[str] = LIVE_STATES) -> list[str]:
+        """Ids of instances in `states` (by default: not terminated or shutting down) carrying every tag in `tags`."""
+        filters = filter_list({**_tagged(tags), "instance-state-name": list(states)})
         return sorted(raw["InstanceId"] for raw in self.instances_where(region, Filters=filters))
 
     def instance_security_groups(self, region: str, instance_ids: Sequence[str]) -> dict[str, str]:

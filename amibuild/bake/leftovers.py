@@ -127,12 +127,14 @@ def find(aws: Aws, scope: Scope, seen: StreamResources) -> list[Leftover]:
         own = key_pair_name(scope.run_id, scope.variant, region) if scope.variant else f"amibuild-{scope.run_id}-*"
         names = [own] + [k for b in builds for k in seen.key_pairs.get(b, [])]
         found += [Leftover("key-pair", region, k) for k in aws.key_pairs_named(region, sorted(set(names)))]
-        groups = set(aws.security_groups_named(
-            region, sorted({g for b in builds for g in seen.security_groups.get(b, [])})).values())
-        # the temporary group of an instance found by tag, for when Packer's output is gone; only
-        # Packer's own temporary groups, never a group the pipeline names (security_group_id)
-        groups |= {gid for gid, name in aws.instance_security_groups(region, sorted(instances)).items()
-                   if name.startswith(PACKER_GROUP_PREFIX)}
+        # the temporary groups of the instances found by tag (and of those shutting down: Packer killed while
+        # it waited for its instance to go), for when Packer's output is gone; only Packer's own temporary
+        # groups, never a group the pipeline names (security_group_id); those that still exist
+        ending = aws.instances_tagged(region, run_tags, states=("shutting-down", "terminated"))
+        used = aws.instance_security_groups(region, sorted(instances | set(ending))).values()
+        groups = set(aws.security_groups_named(region, sorted(
+            {g for b in builds for g in seen.security_groups.get(b, [])} | {n for n in used if n.startswith(PACKER_GROUP_PREFIX)}
+        )).values())
         found += [Leftover("security-group", region, gid) for gid in sorted(groups)]
         found += [Leftover("volume", region, v) for v in aws.volumes_tagged(region, run_tags)]
     for region in scope.regions:
