@@ -56,13 +56,14 @@ class Holder:
     operation: str = ""
     token: str = ""
     raw: str = ""  # the parameter's value, to delete it only if unchanged
+    machine: str = ""  # the holder's boot and pid namespace (`MACHINE`): "" when not recorded
 
     def expired(self, now: float) -> bool:
         return now >= self.expires
 
     def to_value(self) -> str:
-        return json.dumps({"owner": self.owner, "run_id": self.run_id, "operation": self.operation,
-                           "token": self.token, "expires": _utc(self.expires).isoformat()}, sort_keys=True)
+        return json.dumps({"owner": self.owner, "run_id": self.run_id, "operation": self.operation, "token": self.token,
+                           "expires": _utc(self.expires).isoformat(), "machine": self.machine}, sort_keys=True)
 
     @classmethod
     def from_value(cls, text: str) -> Holder | None:
@@ -76,7 +77,7 @@ class Holder:
                 when = datetime.fromisoformat(str(expires))
                 epoch = (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
             return cls(str(raw["owner"]), str(raw.get("run_id", "")), epoch, str(raw.get("operation", "")),
-                       str(raw.get("token", "")), text)
+                       str(raw.get("token", "")), text, str(raw.get("machine", "")))
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
             return None
 
@@ -98,11 +99,24 @@ def parse_holder(raw: str) -> Holder:
     return Holder.from_value(raw) or Holder(UNREADABLE, "unknown", 0.0, raw=raw)
 
 
+def _machine() -> str:
+    """This boot of this machine and this process's pid namespace: containers on one host may share its
+    host name, never their pids. "" where /proc does not tell."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            return f"{boot.read().strip()}:{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return ""
+
+
+MACHINE = _machine()
+
+
 def holder_gone(holder: Holder) -> bool:
-    """True when the holder ran on this machine and its process no longer exists: a crashed run
-    whose lease need not be waited out. Holders on other machines are judged by expiry alone."""
+    """True when the holder ran on this machine, in this pid namespace, and its process no longer exists:
+    a crashed run whose lease need not be waited out. Other holders are judged by expiry alone."""
     host, _, pid = holder.owner.rpartition(" pid ")
-    if not pid.isdigit() or host.rpartition("@")[2] != socket.gethostname():
+    if not pid.isdigit() or host.rpartition("@")[2] != socket.gethostname() or holder.machine != MACHINE:
         return False
     try:
         os.kill(int(pid), 0)
@@ -176,7 +190,7 @@ class Lease:
     def _new_value(self) -> str:
         started = self.monotonic()
         value = Holder(self.owner, self.run_id, round(self.clock() + self.ttl, 3), self.operation,
-                       self.token).to_value()
+                       self.token, machine=MACHINE).to_value()
         self._made[value] = started
         while len(self._made) > 8:  # a waiter makes a value a try: the latest few are the ones a put can have left
             del self._made[next(iter(self._made))]

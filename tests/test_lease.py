@@ -102,12 +102,27 @@ def test_a_lease_of_a_dead_writer_process_on_this_machine_is_taken_over_before_i
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     owner = f"ci@{socket.gethostname()} pid {int(gone.stdout)}"  # that process has exited
     boto3.client("ssm", region_name=REGION).put_parameter(
-        Name=NAME, Value=Holder(owner, "run-crashed", holder("x", expires_in=300).expires, "publish", "t").to_value(),
-        Type="String")
+        Name=NAME, Value=Holder(owner, "run-crashed", holder("x", expires_in=300).expires, "publish", "t",
+                                machine=lease_mod.MACHINE).to_value(), Type="String")
     taken = lease_mod.acquire_channel(Aws(region=REGION), NAME, REGION, operation="promote", guard=Guard(owner="z", wait=0))
     assert f"took over the lease of {owner} (publish, run run-crashed" in taken.note
     assert "process on this machine is gone" in taken.note
     assert taken.release() == ""
+
+
+def test_a_live_lease_of_a_container_sharing_this_hosts_name_is_not_taken_over(sandbox) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    # a CI job in a container with the host's network (and name) but its own pids: its pid means nothing here
+    pid = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout)
+    live = Holder(f"ci@{socket.gethostname()} pid {pid}", "run-live", holder("x", expires_in=300).expires, "publish", "t")
+    value = json.dumps({**json.loads(live.to_value()), "machine": "the same boot:4026532999"})
+    boto3.client("ssm", region_name=REGION).put_parameter(Name=NAME, Value=value, Type="String")
+    with pytest.raises(ChannelBusy):
+        lease_mod.acquire_channel(Aws(region=REGION), NAME, REGION, operation="promote", guard=Guard(owner="z", wait=0))
+    assert lease_value()["run_id"] == "run-live"
 
 
 def test_a_channel_lease_taken_over_while_held_is_not_deleted_and_says_by_whom(sandbox) -> None:
