@@ -242,10 +242,15 @@ class Lease:
             self.took_over = parse_holder(stale.value)
             self.took_over_why = "expired" if self.took_over.expired(self.clock()) else "gone"
             return True
+        self._put_back(version, replaced)
+        return False
+
+    def _put_back(self, version: int, replaced: Any) -> None:
+        """Our put (`version`) did not follow the version we read: put back the value it replaced
+        (`replaced`, that version - 1), unless someone wrote after us."""
         current = self.store.find_parameter(self.name, self.region)
         if replaced is not None and current is not None and current.version == version:
             self.store.overwrite_parameter(self.name, replaced.value, self.region, description=self.description)
-        return False
 
     def renew(self) -> bool:
         """Push the expiry out again; False when the lease is no longer ours (taken over meanwhile)."""
@@ -258,7 +263,12 @@ class Lease:
                 self._value = None
                 return False
             value = self._new_value()
-            self.store.overwrite_parameter(self.name, value, self.region, description=self.description)
+            version = self.store.overwrite_parameter(self.name, value, self.region, description=self.description)
+            if version != current.version + 1:  # another put came between our read and ours (a take-over): it stands
+                self._put_back(version, next((p for p in self.store.parameter_history(self.name, self.region)
+                                              if p.version == version - 1), None))
+                self._value = None
+                return False
             self._hold(value)
             return True
 

@@ -159,3 +159,29 @@ def test_a_renewal_whose_answer_was_lost_still_holds_the_lease_and_releases_it(a
         mine.renew()
     mine.store = aws
     assert mine.release() is True and aws.find_parameter(NAME, REGION) is None
+
+
+class TakenOverMidRenewal(SlowPuts):
+    """The gateway, where another run takes the lease over between a renewal's read and its put."""
+
+    def __init__(self, aws: Aws, taker: Lease) -> None:
+        super().__init__(aws, Clock(), 0)
+        self.taker = taker
+
+    def overwrite_parameter(self, *args, **kwargs):
+        if self.taker is not None:  # it judged the lease expired on its own clock
+            assert self.taker.try_acquire() is None
+            self.taker = None
+        return self.aws.overwrite_parameter(*args, **kwargs)
+
+
+def test_a_renewal_racing_a_take_over_leaves_one_holder(aws: Aws) -> None:
+    clock, theirs = Clock(), Clock(1_800_000_000.0 + 61)  # the taker's clock is a minute ahead
+    mine = lease(aws, "run-a", clock)
+    assert mine.try_acquire() is None
+    taker = lease(aws, "run-b", theirs)
+    mine.store = TakenOverMidRenewal(aws, taker)
+    renewed = mine.renew()
+    holder = parse_holder(aws.find_parameter(NAME, REGION).value)
+    assert [renewed, taker.held].count(True) == 1, "both think they hold the lease"
+    assert holder.token == (mine if renewed else taker).token
