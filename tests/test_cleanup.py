@@ -280,3 +280,28 @@ def test_clean_run_says_a_snapshot_another_image_uses_was_left_behind_not_remove
     assert europe.describe_snapshots(SnapshotIds=[snapshot])["Snapshots"]
     assert f"removed  snapshot {snapshot}" not in result.stdout
     assert f"snapshot {snapshot} in eu-west-1" in result.stdout and "InvalidSnapshot.InUse" in result.stdout
+
+
+def test_clean_run_says_it_kept_a_lease_another_run_took_over_meanwhile(sandbox, workdir) -> None:
+    import os
+
+    from faultproxy import FaultProxy
+    from test_channel_races import Cli
+
+    ssm = boto3.client("ssm", region_name="us-west-2")
+    name = "/amibuild/e2e/_leases/build/ceph/" + "ab" * 16
+    ssm.put_parameter(Name=name, Type="String", Value=Holder("ci@gone pid 1", RUN, 1.0).to_value())
+    with FaultProxy(sandbox.endpoint) as proxy:  # clean-run's last look before its delete
+        gate = proxy.gate(["AmazonSSM.GetParameter"], name=name)
+        os.environ["AWS_ENDPOINT_URL"] = proxy.endpoint
+        try:
+            cleaning = Cli(workdir, "clean-run", "--run-id", RUN)
+        finally:
+            os.environ["AWS_ENDPOINT_URL"] = sandbox.endpoint
+        assert gate.wait_held(1), cleaning.lines
+        ssm.put_parameter(Name=name, Type="String", Overwrite=True, Value=Holder("ci@busy pid 2", OTHER, 4.0e9).to_value())
+        gate.release()
+        code, out, err = cleaning.finish()
+    assert code == 0, err
+    assert f"kept  lease {name} in us-west-2: " in out, out
+    assert OTHER in ssm.get_parameter(Name=name)["Parameter"]["Value"]

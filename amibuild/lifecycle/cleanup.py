@@ -213,6 +213,8 @@ def execute(aws: Aws, facts: RunFacts, verdicts: Sequence[Verdict], *, dry_run: 
         try:
             if aws.delete_parameter_if_value(lease.name, lease.holder.raw, lease.region):
                 result.removed.append(lease)
+            else:  # taken over (or given back) since it was read: another run's now, or gone
+                result.kept.append((lease, "changed since it was read (taken over or given back): left as it is"))
         except AmibuildError as exc:  # a lease left expires by itself; say so and go on
             result.failed.append((lease, f"{exc}; it expires by itself"))
     for folder in result.temp_dirs:
