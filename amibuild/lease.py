@@ -264,11 +264,13 @@ class Lease:
                 return False
             value = self._new_value()
             version = self.store.overwrite_parameter(self.name, value, self.region, description=self.description)
-            if version != current.version + 1:  # another put came between our read and ours (a take-over): it stands
-                self._put_back(version, next((p for p in self.store.parameter_history(self.name, self.region)
-                                              if p.version == version - 1), None))
-                self._value = None
-                return False
+            if version != current.version + 1:  # a put came between our read and ours: a take-over stands,
+                between = next((p for p in self.store.parameter_history(self.name, self.region)
+                                if p.version == version - 1), None)
+                if between is None or parse_holder(between.value).token != self.token:  # not our own retried put
+                    self._put_back(version, between)
+                    self._value = None
+                    return False
             self._hold(value)
             return True
 

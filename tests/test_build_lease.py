@@ -185,3 +185,22 @@ def test_a_renewal_racing_a_take_over_leaves_one_holder(aws: Aws) -> None:
     holder = parse_holder(aws.find_parameter(NAME, REGION).value)
     assert [renewed, taker.held].count(True) == 1, "both think they hold the lease"
     assert holder.token == (mine if renewed else taker).token
+
+
+class RetriedPut(SlowPuts):
+    """The gateway, whose overwrite lands twice (botocore retried a put whose first answer was lost)."""
+
+    def overwrite_parameter(self, *args, **kwargs):
+        self.aws.overwrite_parameter(*args, **kwargs)
+        return self.aws.overwrite_parameter(*args, **kwargs)
+
+
+def test_a_renewal_that_botocore_sent_twice_is_still_the_holders(aws: Aws) -> None:
+    """Its put came twice, two versions on: the version between is its own, no take-over."""
+    clock = Clock()
+    mine = lease(aws, "run-a", clock)
+    assert mine.try_acquire() is None
+    mine.store, clock.now = RetriedPut(aws, clock, 0), clock.now + 20
+    assert mine.renew() is True and mine.held
+    mine.store = aws
+    assert mine.release() is True and aws.find_parameter(NAME, REGION) is None
