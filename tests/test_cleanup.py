@@ -305,3 +305,16 @@ def test_clean_run_says_it_kept_a_lease_another_run_took_over_meanwhile(sandbox,
     assert code == 0, err
     assert f"kept  lease {name} in us-west-2: " in out, out
     assert OTHER in ssm.get_parameter(Name=name)["Parameter"]["Value"]
+
+
+def test_clean_run_says_the_protection_it_turned_off_when_the_deregister_then_fails(sandbox, workdir) -> None:
+    from faultproxy import FaultProxy
+
+    made = bake(RUN, tagged=False)
+    boto3.client("ec2", region_name="eu-west-1").enable_image_deregistration_protection(ImageId=made["eu-west-1"])
+    with FaultProxy(sandbox.endpoint) as proxy:
+        proxy.fail("eu-west-1", ["DeregisterImage"], code="UnauthorizedOperation", message="injected by FaultProxy")
+        done = run_cli(workdir, "clean-run", "--run-id", RUN, env={"AWS_ENDPOINT_URL": proxy.endpoint})
+    assert done.returncode == 1
+    assert (f"its deregistration protection is off now (aws ec2 enable-image-deregistration-protection --image-id "
+            f"{made['eu-west-1']} --region eu-west-1 puts it back)") in done.stdout + done.stderr

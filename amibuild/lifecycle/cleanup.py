@@ -208,7 +208,10 @@ def execute(aws: Aws, facts: RunFacts, verdicts: Sequence[Verdict], *, dry_run: 
             refused.add(item.id)
             result.failed.append((item, f"deregistration protection not turned off: {exc}"))
     result.removed, failed = leftovers.remove(aws, [v.item for v in verdicts if v.remove and v.item.id not in refused])
-    result.failed += failed
+    off = {x.id for x in result.unprotect} - refused  # its protection turned off, and it is still there: say so
+    result.failed += [(x, f"{why}; its deregistration protection is off now (aws ec2 enable-image-deregistration-"
+                          f"protection --image-id {x.id} --region {x.region} puts it back)" if x.id in off else why)
+                      for x, why in failed]
     for lease in result.leases:
         try:
             if aws.delete_parameter_if_value(lease.name, lease.holder.raw, lease.region):
