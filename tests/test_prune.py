@@ -627,3 +627,24 @@ def test_a_signal_mid_prune_finishes_the_image_under_way_and_begins_no_other(wor
     assert len(gone) == 1 and f"deleted us-west-2 {gone[0].ami} and {gone[0].snapshot}" in out
     assert gone[0].snapshot not in {s["SnapshotId"] for s in ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"]}
     assert out.count("  not started us-west-2 ami-") == 3
+
+
+def test_the_prune_lease_is_renewed_while_prune_works(workdir: Path, monkeypatch) -> None:
+    """A prune longer than its lease's ttl must not let channel writers (or another prune) judge the
+    lease expired while it deregisters: it is renewed every third of its ttl until the work ends."""
+    from amibuild.lease import Guard, prune_lease_name
+    from amibuild.lifecycle import exclusive
+    from amibuild.poll import until
+
+    monkeypatch.setattr(exclusive, "PRUNE_TTL", 1.5, raising=False)
+    ssm = boto3.client("ssm", region_name=REGION)
+    pipeline = load(workdir / "amibuild.hcl")
+    name = prune_lease_name(pipeline.ssm_prefix, pipeline.name)
+
+    def work() -> bool:  # a long prune: it ends once the lease has been renewed twice
+        first = ssm.get_parameter(Name=name)["Parameter"]["Version"]
+        return until(lambda: ssm.get_parameter(Name=name)["Parameter"]["Version"] >= first + 2,
+                     timeout=30, interval=0.1).done
+
+    assert exclusive.under_prune_lease(Aws(region=REGION), pipeline, work, guard=Guard(ttl=1.5), regions=[REGION])
+    assert ssm.get_parameters_by_path(Path="/amibuild/prune-e2e/_leases", Recursive=True)["Parameters"] == []

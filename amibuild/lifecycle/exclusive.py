@@ -11,6 +11,8 @@ Why it is built this way: docs/dev/decisions.md.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -43,6 +45,9 @@ def live_channel_leases(aws: Aws, pipeline: Any, regions: Sequence[str] = ()) ->
     return list(dict.fromkeys(found))  # a writer holds its lease in up to two regions: named once
 
 
+PRUNE_TTL = 900.0  # seconds a prune lease is good for, renewed every third of it while prune works
+
+
 def under_prune_lease(aws: Aws, pipeline: Any, work: Callable[[], T], *, guard: Guard,
                       say: Callable[[str], None] = lambda _: None, regions: Sequence[str] = ()) -> T:
     """Run `work` holding the prune lease in every region of `prune_regions` (`regions`: those it
@@ -53,7 +58,7 @@ def under_prune_lease(aws: Aws, pipeline: Any, work: Callable[[], T], *, guard: 
         deadline = time.monotonic() + guard.wait
         for region in places:
             lease = Lease(aws, prune_lease_name(pipeline.ssm_prefix, pipeline.name), region,
-                          run_id=guard.run_id, owner=guard.owner, operation="prune", ttl=max(guard.ttl, 900.0),
+                          run_id=guard.run_id, owner=guard.owner, operation="prune", ttl=max(guard.ttl, PRUNE_TTL),
                           description="amibuild prune lease: channel writers wait while it is held")
             theirs = wait_for(lease, wait=max(0.0, deadline - time.monotonic()), poll=POLL, cancelled=guard.cancelled)
             if theirs is not None:
@@ -76,7 +81,21 @@ def under_prune_lease(aws: Aws, pipeline: Any, work: Callable[[], T], *, guard: 
         if not waited.done:
             raise ChannelBusy(f"prune: channel writers are still at work after {guard.wait:.0f} s "
                               f"({'; '.join(waited.value)}); nothing was deleted. Retry when they are done")
-        return work()
+        done = threading.Event()  # renewed while the work runs: a long prune must not look expired
+
+        def renew() -> None:
+            while not done.wait(min(lease.ttl for lease in taken) / 3):
+                for lease in taken:
+                    with contextlib.suppress(AmibuildError):  # AWS unreachable: the next round tries again
+                        lease.renew()
+
+        renewer = threading.Thread(target=renew, name="prune-lease-renewer", daemon=True)
+        renewer.start()
+        try:
+            return work()
+        finally:
+            done.set()
+            renewer.join()
     finally:  # the work is done by now: a lease not given back must not hide what it did
         for lease in reversed(taken):
             try:
