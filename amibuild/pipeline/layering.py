@@ -198,6 +198,8 @@ _TOP_BLOCKS = ("pipeline", "defaults", "variant", "channel")
 _PIPELINE_KEYS = {"name", "ssm_prefix", "regions", "copy_to", "ami_users", "tags", "parameter_template",
                   "default_channel", "public", "allow_shared_credentials", "test", "attestation", "fingerprint_key",
                   "events", "protection"}
+_PROXY_KEYS = ("http", "https", "no_proxy", "credentials_parameter")
+_REPO_KEYS = ("baseurl", "gpgkey", "gpgcheck", "insecure")
 _VARIANT_KEYS = set(DEFAULTS) - {"repos", "proxy", "tests"} | {"repo", "proxy", "vars", "extends", "enabled", "test"}
 
 
@@ -368,6 +370,7 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> La
             if not isinstance(value, dict):
                 raise SpecError(f"{where}: `vars` must be a map: vars = {{ name = value }}")
             for var, var_value in value.items():
+                _check_block_setting(str(var), var_value, f"{where}: vars.{var}")
                 layer[str(var)] = Setting(var_value, f"{where}: vars.{var}")
         elif key == "test":
             layer["tests"] = Setting(imagetests.test_blocks(value, where), f"{where}: test")
@@ -375,7 +378,7 @@ def _file_layer(block: Mapping[str, Any], where: str, source: Path | None) -> La
             layer["repos"] = Setting(_repos_from_blocks(value, where), f"{where}: repo")
         elif key == "proxy":
             proxy = one_block(value, where, "proxy { http = ..., https = ..., no_proxy = ... }")
-            _check_keys(proxy, ("http", "https", "no_proxy", "credentials_parameter"), f"{where}: proxy")
+            _check_keys(proxy, _PROXY_KEYS, f"{where}: proxy")
             layer["proxy"] = Setting(proxy, f"{where}: proxy")
         elif key in DEFAULTS and key not in ("repos", "tests"):
             if key == "scripts" and source is not None and isinstance(value, list):
@@ -394,7 +397,7 @@ def _repos_from_blocks(value: Any, where: str) -> list[dict[str, str]]:
         (name, body), = entry.items()
         if not isinstance(body, dict):
             raise SpecError(f'{where}: repo "{name}" must be a block')
-        _check_keys(body, ("baseurl", "gpgkey", "gpgcheck", "insecure"), f'{where}: repo "{name}"')
+        _check_keys(body, _REPO_KEYS, f'{where}: repo "{name}"')
         repos.append({"name": name, "baseurl": body.get("baseurl", ""), "gpgkey": body.get("gpgkey", ""),
                       **{key: body[key] for key in ("gpgcheck", "insecure") if key in body}})
     return repos
@@ -410,8 +413,25 @@ def _read_var_files(paths: Sequence[str]) -> list[Layer]:
         for key, value in doc.items():
             if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and key not in DEFAULTS:
                 raise VarFileError(f"{name}: `{key}` is a block; a var-file holds only `name = value` lines")
+            _check_block_setting(key, value, f"{name}: {key}")
         layers.append(MappingProxyType({key: Setting(value, f"{name}: {key}") for key, value in doc.items()}))
     return layers
+
+
+# The settings the pipeline file gives as blocks: `vars`, a var-file or --var may give them only in the shape those load to.
+_BLOCK_SETTINGS = {"proxy": "a proxy { http = ... } block in the pipeline file (or --var http_proxy=URL)",
+                   "repos": 'repo "NAME" { ... } blocks in the pipeline file (or --extra-repo NAME=URL|GPGKEY)',
+                   "tests": 'test "NAME" { ... } blocks in the pipeline file'}
+
+
+def _check_block_setting(key: str, value: Any, where: str) -> None:
+    if key == "proxy" and isinstance(value, dict) and set(value) <= {*_PROXY_KEYS}:
+        return
+    if key == "repos" and isinstance(value, list) and all(
+            isinstance(r, dict) and set(r) <= {"name", *_REPO_KEYS} for r in value):
+        return
+    if key in _BLOCK_SETTINGS:
+        raise SpecError(f"{where}: `{key}` is written as {_BLOCK_SETTINGS[key]}")
 
 
 # The flags that set one variant field, each with its spelling (errors name it: "--k8s 1.30").
@@ -433,6 +453,7 @@ def overrides_layers(o: Overrides) -> list[Layer]:
         key = key.strip()
         if not sep or not VAR_NAME.match(key):
             raise SpecError(f"--var {item}: write KEY=VALUE, e.g. --var volume_size=40")
+        _check_block_setting(key, value, f"--var {key}")
         variables[key] = Setting(value, f"--var {key}")
     return [MappingProxyType(flags), MappingProxyType(variables)]
 
