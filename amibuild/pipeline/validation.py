@@ -19,9 +19,9 @@ from amibuild.pipeline.model import (AL2_LAST_K8S, ARCHES, BASES, DEFAULT_FLAVOR
                                      Repo, Variant)
 
 _RPM_NAME = re.compile(r"^[A-Za-z0-9_+][A-Za-z0-9._+~^-]*\Z")
-_K8S = re.compile(r"^1\.([0-9]+)\Z")
+_K8S = re.compile(r"^1\.(0|[1-9][0-9]*)\Z")  # no leading zero: "1.030" names no EKS image
 # the upstream base also takes a patch release (its binaries live under 1.N.P/<build date>/)
-_K8S_PATCH = re.compile(r"^1\.([0-9]+)\.[0-9]+\Z")
+_K8S_PATCH = re.compile(r"^1\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\Z")
 VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*\Z")
 MAX_STANDARD_GIB = 1024  # the largest magnetic (volume_type "standard") EBS volume
 
