@@ -43,7 +43,7 @@ def parse_map(value: Any, where: str) -> Mapping[str, str]:
             region, sep, key = pair.partition("=")
             if not sep or not region.strip():
                 raise SpecError(f"{where}: write {FIELD} as a map, e.g. {FIELD} = {{ \"eu-west-1\" = "
-                                "\"arn:aws:kms:eu-west-1:111122223333:key/...\" }} (or REGION=KEY,... with --var)")
+                                "\"arn:aws:kms:eu-west-1:111122223333:key/...\" } (or REGION=KEY,... with --var)")
             out[region.strip()] = key.strip()
         value = out
     if not isinstance(value, Mapping):
