@@ -124,6 +124,9 @@ def load(
     if "enabled" in defaults_block:
         raise SpecError(f"{where}: defaults: `enabled` belongs in a variant block (enabled = false leaves that "
                         "variant out unless --variant names it)")
+    if "extends" in defaults_block:  # _file_layer skips it: every variant starts from the defaults already
+        raise SpecError(f"{where}: defaults: `extends` belongs in a variant block (extends = \"OTHER_VARIANT\"); "
+                        "every variant starts from the defaults")
     variant_blocks = _variant_blocks(doc, where)
     # LAYERS orders the kinds of layer (lowest first). The first two, the defaults and the pipeline
     # file, are merged once per variant block and shared along `extends` chains (`_Chains`); the
