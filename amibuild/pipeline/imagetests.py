@@ -187,6 +187,9 @@ def test_blocks(value: Any, where: str) -> list[TestBlock]:
 def boot_test_settings(value: Any, where: str) -> BootTestSettings:
     body = one_block(value, where, "test { subnet_id = ..., security_group_id = ..., instance_profile = ... }")
     check_fields(body, BOOT_TEST_KEYS, where)
+    for key in ("subnet_id", "security_group_id", "instance_type", "instance_profile", "role", "cluster"):
+        if not isinstance(body.get(key, ""), str):  # `cluster = true` would name a cluster "True"
+            raise SpecError(f"{where}.{key}: expected a name in quotes, got {body[key]!r}")
     values = {k: checks.pattern(str(body.get(k, "")), f"{where}.{k}", k) for k in ("subnet_id", "security_group_id", "instance_type")}
     profile = str(body.get("instance_profile", ""))
     if profile:
