@@ -401,6 +401,8 @@ def _repos_from_blocks(value: Any, where: str) -> list[dict[str, str]]:
         if not isinstance(body, dict):
             raise SpecError(f'{where}: repo "{name}" must be a block')
         _check_keys(body, _REPO_KEYS, f'{where}: repo "{name}"')
+        if any(repo["name"] == name for repo in repos):  # a later layer may redefine it, one block may not
+            raise SpecError(f'{where}: repo "{name}" is defined twice in one block; merge them')
         repos.append({"name": name, "baseurl": body.get("baseurl", ""), "gpgkey": body.get("gpgkey", ""),
                       **{key: body[key] for key in ("gpgcheck", "insecure") if key in body}})
     return repos
