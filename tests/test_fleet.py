@@ -371,3 +371,24 @@ def test_a_disabled_image_is_not_reported_gone_and_its_consumers_stand_in_its_ch
     assert (row["variant"], row["channel"], row["version"], row["behind_versions"], row["standing"]) == \
         ("ceph", "recommended", 1, 1, "behind"), row
     assert "deregistered" not in row["why"]
+
+
+def test_a_mixed_instances_group_is_one_row_per_image_however_many_overrides_name_a_template(workdir, sandbox,
+                                                                                             capsys) -> None:
+    # AWS's pattern for Graviton beside x86: each arm64 instance type's override names the arm64 template
+    x86, arm = make_image("ceph", 1), make_image("ceph-arm", 2)
+    publish(capsys, "ceph", x86)
+    publish(capsys, "ceph-arm", arm)
+    ec2 = boto3.client("ec2", region_name=REGION)
+    ids = {ami: ec2.create_launch_template(LaunchTemplateName=f"lt-{n}", LaunchTemplateData={"ImageId": ami})[
+        "LaunchTemplate"]["LaunchTemplateId"] for n, ami in enumerate((x86, arm))}
+    arm_spec = {"LaunchTemplateId": ids[arm], "Version": "$Default"}
+    boto3.client("autoscaling", region_name=REGION).create_auto_scaling_group(
+        AutoScalingGroupName="mixed", MinSize=0, MaxSize=2, DesiredCapacity=0, AvailabilityZones=[f"{REGION}a"],
+        MixedInstancesPolicy={"LaunchTemplate": {
+            "LaunchTemplateSpecification": {"LaunchTemplateId": ids[x86], "Version": "$Default"},
+            "Overrides": [{"InstanceType": "m5.large"}, {"InstanceType": "m6g.large", "LaunchTemplateSpecification": arm_spec},
+                          {"InstanceType": "c6g.large", "LaunchTemplateSpecification": arm_spec}]}})
+
+    rows = [(r["kind"], r["name"], r["image_id"]) for r in fleet_json(capsys)["consumers"]]
+    assert sorted(rows) == sorted([("auto-scaling-group", "mixed", x86), ("auto-scaling-group", "mixed", arm)])

@@ -139,8 +139,8 @@ def consumers(uses: Uses) -> tuple[Consumer, ...]:
         wanted: dict[str, dict[str, list[tuple[Kind, str, str]]]] = {
             tid: {"$Default": [(Kind.LAUNCH_TEMPLATE, tid, "default version")],
                   "$Latest": [(Kind.LAUNCH_TEMPLATE, tid, "latest version")]} for tid in templates}
-        for group, tid, name, version in facts.group_refs:
-            tid = tid or by_name.get(name, "")
+        # a mixed instances policy's overrides may name one template many times (one per instance type)
+        for group, tid, version in dict.fromkeys((g, t or by_name.get(n, ""), v) for g, t, n, v in facts.group_refs):
             if tid in wanted:
                 wanted[tid].setdefault(version, []).append(
                     (Kind.AUTO_SCALING_GROUP, group, f"used by Auto Scaling group {group}"))
