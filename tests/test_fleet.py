@@ -392,3 +392,20 @@ def test_a_mixed_instances_group_is_one_row_per_image_however_many_overrides_nam
 
     rows = [(r["kind"], r["name"], r["image_id"]) for r in fleet_json(capsys)["consumers"]]
     assert sorted(rows) == sorted([("auto-scaling-group", "mixed", x86), ("auto-scaling-group", "mixed", arm)])
+
+
+def test_an_image_older_than_a_trimmed_channel_history_is_not_said_never_held() -> None:
+    """SSM keeps a parameter's last 100 versions: a stack still on an image the channel may have held
+    before them is orphaned (how far behind is unknown), but not "never held"."""
+    kept = tuple((n, _image(2 + n % 2).image_id) for n in range(6, 106))
+    stable = ChannelFact(REGION, PARAM.format(variant="ceph", channel="stable"), "channel stable of ceph", kept,
+                         ("2026-02-01T00:00:00+00:00",) * 100, "ceph", "stable", "1.33")
+    stack = StackImage("ng", REGION, "UPDATE_COMPLETE", stable.name, _image(1).image_id)
+    launches = LaunchFacts(REGION, stacks=(stack,), instances=(("i-1", "running", _image(1).image_id),))
+    facts = fleet.FleetFacts("p", {i.image_id: i for i in map(_image, (1, 2, 3))}, Uses((stable,), (launches,)))
+    rows = {r.kind: r for r in fleet.classify(facts, NOW).consumers}
+    assert {kind: (r.standing, r.why) for kind, r in rows.items()} == {
+        "stack": (fleet.Standing.ORPHANED, "runs an image not in its channel's kept history (versions 6-105: "
+                                           "SSM keeps a parameter's last 100)"),
+        "instances": (fleet.Standing.ORPHANED, "its image is in no channel's kept history (SSM keeps a parameter's "
+                                               "last 100 versions)")}

@@ -271,10 +271,15 @@ def _row(kind: str, name: str, region: str, image_id: str, facts: FleetFacts, ch
     if followed is not None and best is None:
         # a stack following a channel whose history never held its image: it resolved before amibuild wrote
         base.update(variant=followed.variant or base["variant"], channel=followed.channel or followed.name)
-        return ConsumerRow(**base, standing=Standing.ORPHANED, why="runs an image its channel never held",
-                           command=_command(*rolled_as, region, followed))
+        # SSM keeps a parameter's last 100 versions: one that starts after version 1 lost its oldest
+        first, last = followed.history[0][0], followed.history[-1][0]
+        why = (f"runs an image not in its channel's kept history (versions {first}-{last}: SSM keeps a parameter's "
+               "last 100)") if first > 1 else "runs an image its channel never held"
+        return ConsumerRow(**base, standing=Standing.ORPHANED, why=why, command=_command(*rolled_as, region, followed))
     if best is None:
-        why = "its image is gone (deregistered)" if image is None else "its image is in no channel"
+        trimmed = any(c.history[0][0] > 1 for c in candidates)
+        why = "its image is gone (deregistered)" if image is None else "its image is in no channel" + (
+            "'s kept history (SSM keeps a parameter's last 100 versions)" if trimmed else "")
         return ConsumerRow(**base, standing=Standing.ORPHANED, why=why, hint=_hint(mover, None, stack))
     chan, (version, moves, seconds) = best
     base.update(variant=chan.variant or base["variant"], channel=chan.channel or chan.name, k8s=base["k8s"] or chan.k8s,
