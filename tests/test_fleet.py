@@ -409,3 +409,12 @@ def test_an_image_older_than_a_trimmed_channel_history_is_not_said_never_held() 
                                            "SSM keeps a parameter's last 100)"),
         "instances": (fleet.Standing.ORPHANED, "its image is in no channel's kept history (SSM keeps a parameter's "
                                                "last 100 versions)")}
+
+
+def test_a_stack_whose_create_rolled_back_runs_nothing_and_is_not_shown_behind() -> None:
+    # ROLLBACK_COMPLETE: the create failed and CloudFormation deleted what it made; it can only be deleted
+    stable = PARAM.format(variant="ceph", channel="stable")
+    stacks = (StackImage("ng-failed", REGION, "ROLLBACK_COMPLETE", stable, _image(1).image_id),
+              StackImage("ng", REGION, "UPDATE_ROLLBACK_COMPLETE", stable, _image(1).image_id))
+    view = fleet.classify(_facts(LaunchFacts(REGION, stacks=stacks), [_image(n) for n in (1, 2, 3)]), NOW)
+    assert [(r.kind, r.name, r.standing) for r in view.consumers] == [("stack", "ng", fleet.Standing.BEHIND)]

@@ -217,6 +217,8 @@ def classify(facts: FleetFacts, now: datetime, *, variant: str | None = None, ch
         if consumer.kind is Kind.LAUNCH_TEMPLATE and ((consumer.region, consumer.template) in launched
                                                       or not consumer.detail.startswith("default version")):
             continue
+        if consumer.kind is Kind.STACK and consumer.detail == "ROLLBACK_COMPLETE":
+            continue  # its create failed and CloudFormation deleted what it made: it runs nothing, can only be deleted
         followed = by_parameter.get((consumer.region, consumer.follows)) if consumer.follows else None
         if consumer.stack:
             followed = stack_follows.get((consumer.region, consumer.stack))
