@@ -274,12 +274,12 @@ def _row(kind: str, name: str, region: str, image_id: str, facts: FleetFacts, ch
         # a stack following a channel whose history never held its image: it resolved before amibuild wrote
         base.update(variant=followed.variant or base["variant"], channel=followed.channel or followed.name)
         # SSM keeps a parameter's last 100 versions: one that starts after version 1 lost its oldest
-        first, last = followed.history[0][0], followed.history[-1][0]
+        first, last = (followed.history[0][0], followed.history[-1][0]) if followed.history else (1, 1)
         why = (f"runs an image not in its channel's kept history (versions {first}-{last}: SSM keeps a parameter's "
                "last 100)") if first > 1 else "runs an image its channel never held"
         return ConsumerRow(**base, standing=Standing.ORPHANED, why=why, command=_command(*rolled_as, region, followed))
     if best is None:
-        trimmed = any(c.history[0][0] > 1 for c in candidates)
+        trimmed = any(c.history and c.history[0][0] > 1 for c in candidates)
         why = "its image is gone (deregistered)" if image is None else "its image is in no channel" + (
             "'s kept history (SSM keeps a parameter's last 100 versions)" if trimmed else "")
         return ConsumerRow(**base, standing=Standing.ORPHANED, why=why, hint=_hint(mover, None, stack))
