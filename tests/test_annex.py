@@ -14,8 +14,9 @@ from amibuild.render import Target
 
 PACKAGE = Path(__file__).resolve().parent.parent / "amibuild"
 # "sandbox", "sandboxes", "sandboxed", "stand-in(s)", "standin(s)" as words of code, names
-# (AMIBUILD_SANDBOX_X, in_sandbox) and prose alike; "standing" is another word.
-NAMES_IT = re.compile(r"(?<![a-z])(sandbox(?:e[sd])?|stand-?ins?)(?![a-z])", re.IGNORECASE)
+# (AMIBUILD_SANDBOX_X, in_sandbox) and prose alike; "standing" is another word, and so is AL2's
+# sandbox-image.service (the EKS AMI's unit that pulls the pause image).
+NAMES_IT = re.compile(r"(?<![a-z])(sandbox(?:e[sd])?(?!-image(?![a-z]))|stand-?ins?)(?![a-z])", re.IGNORECASE)
 STAND_IN = re.compile(r"(?<![a-z])stand-?ins?(?![a-z])", re.IGNORECASE)
 
 # The CLI modules that must name the sandbox, each for one reason; nothing else outside the annex.
@@ -54,7 +55,9 @@ def test_the_word_check_catches_the_names_it_is_for() -> None:
     said = ["in_sandbox(os.environ)", "AMIBUILD_SANDBOX_IMAGES", "the sandbox's stand-in", "sandboxed", "STANDIN_GAP",
             "the standins/ folder", "amibuild.sandbox.transform"]
     assert all(NAMES_IT.search(s) for s in said)
-    assert not any(NAMES_IT.search(s) for s in ["Standing.ORPHANED", "r.standing", "outstanding", "sandboxing"[:0]])
+    assert not any(NAMES_IT.search(s) for s in ["Standing.ORPHANED", "r.standing", "outstanding", "sandboxing"[:0],
+                                                "sandbox-image.service"])
+    assert NAMES_IT.search("the sandbox-images folder") and NAMES_IT.search("sandbox images")
 
 
 def test_only_the_cli_imports_the_sandbox() -> None:
