@@ -20,7 +20,7 @@ import yaml
 from amibuild import tags
 from amibuild.errors import SpecError
 from amibuild.handoff.userdata import render
-from amibuild.handoff.userdata.config import check_cidr
+from amibuild.handoff.userdata.config import vpc_cidrs
 from amibuild.handoff.userdata.kubelet import nodeconfig_part, proxy_environment
 from amibuild.pipeline import iam_names, proxy_credentials
 from amibuild.pipeline.imagetests import check_cluster
@@ -55,8 +55,7 @@ def credentials_note(parameter: str) -> str:
 
 def node_userdata(os_family: str, cluster: str, settings: NodeSettings) -> str | None:
     """The user data Karpenter merges for `os_family`, carrying `settings`; None when there is nothing."""
-    vpc_cidrs = [check_cidr(cidr.strip(), "--vpc-cidr").with_prefixlen
-                 for value in settings.vpc_cidrs for cidr in value.split(",") if cidr.strip()]
+    cidrs = vpc_cidrs(settings.vpc_cidrs)
     # amibuild's checked node configuration (proxy URL, NO_PROXY entries, kubelet flags)
     cfg = render.NodeConfig(cluster_name=cluster, os="al2", proxy=settings.proxy, no_proxy=settings.no_proxy,
                             kubelet_flags=settings.kubelet_flags, service_cidr=settings.service_cidr,
@@ -75,7 +74,7 @@ def node_userdata(os_family: str, cluster: str, settings: NodeSettings) -> str |
         # units and the services read, and the NodeConfig carries no proxy of its own
         parts.append(("text/cloud-boothook", render.proxy_boothook(cfg, node_os="al2023")))
     elif settings.proxy:
-        entries = render.no_proxy_entries(cfg, vpc_cidrs)
+        entries = render.no_proxy_entries(cfg, cidrs)
         spec["instance"] = {"environment": proxy_environment(settings.proxy, entries)}
     if cfg.kubelet:
         spec["kubelet"] = cfg.kubelet.nodeadm_kubelet()

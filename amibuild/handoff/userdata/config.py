@@ -237,6 +237,15 @@ def check_cidr(value: str, flag: str) -> ipaddress.IPv4Network | ipaddress.IPv6N
         raise SpecError(f"{flag} {value!r}: not a network in CIDR notation ({exc}){hint}") from None
 
 
+def vpc_cidrs(given: str | Sequence[str]) -> list[str]:
+    """--vpc-cidr's values (repeated, comma-separated, or both), each checked as a CIDR."""
+    raw = given.split(",") if isinstance(given, str) else [part for value in given for part in value.split(",")]
+    cidrs = [entry.strip() for entry in raw if entry.strip()]
+    for cidr in cidrs:
+        check_cidr(cidr, "--vpc-cidr")
+    return cidrs
+
+
 def _check_region(value: str, flag: str, why: str = "") -> None:
     if not value:
         raise SpecError(f"{flag} is required{why}")

@@ -9,8 +9,8 @@ import shlex
 from collections.abc import Sequence
 
 from amibuild.errors import SpecError
-from amibuild.handoff.userdata.config import (CONFIGMAP, NODE_GROUPS, PROXIED_DAEMONSETS, NodeConfig, ROLE_ARN, check_cidr,
-                                             no_proxy_entries)
+from amibuild.handoff.userdata.config import (CONFIGMAP, NODE_GROUPS, PROXIED_DAEMONSETS, NodeConfig, ROLE_ARN,
+                                             no_proxy_entries, vpc_cidrs)
 from amibuild.handoff.userdata.kubelet import yaml_text
 
 
@@ -22,12 +22,9 @@ def k8s_manifests(cfg: NodeConfig, vpc_cidr: str | Sequence[str]) -> str:
     """
     if not cfg.proxy:
         raise SpecError("--k8s-manifests needs --proxy: the manifests carry the proxy settings")
-    raw = vpc_cidr.split(",") if isinstance(vpc_cidr, str) else list(vpc_cidr)
-    cidrs = [entry.strip() for entry in raw if entry.strip()]
+    cidrs = vpc_cidrs(vpc_cidr)
     if not cidrs:
         raise SpecError("--vpc-cidr is required with --k8s-manifests (aws ec2 describe-vpcs --vpc-ids VPC)")
-    for cidr in cidrs:
-        check_cidr(cidr, "--vpc-cidr")
     configmap = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
