@@ -24,7 +24,7 @@ from amibuild.aws import Aws, Parameter, fan_out
 from amibuild.bake.executor import BuildOutcome, BuildStatus
 from amibuild.bake.build_plan import BuildDecision, BuildPlan
 from amibuild.channels import gates, publish, read
-from amibuild.channels.plan import MAX_VERSIONS, build_time, labelled_refusal, typed_refusal
+from amibuild.channels.plan import build_time, put_refusal
 from amibuild.lease import Guard
 from amibuild.errors import AmibuildError, GateRefused, PublishConflict, PublishFailed
 from amibuild.pipeline import Variant
@@ -267,9 +267,8 @@ def plan_moves(plan: BuildPlan, channel: str, current: Mapping[tuple[str, str], 
             older = bool(reused and held and not same and is_older(times.get((region, new or "")),
                                                                     times.get((region, held))))
             regions.append(RegionMove(region, held, version, new, version if same else version + 1, same, older))
-        refused = "; ".join(why for r in regions if not r.unchanged and (
-            why := typed_refusal(r.region, current.get((parameter, r.region)))
-            or labelled_refusal(r.region, (oldest or {}).get((parameter, r.region)))))
+        refused = "; ".join(why for r in regions if not r.unchanged and (why := put_refusal(
+            r.region, current.get((parameter, r.region)), (oldest or {}).get((parameter, r.region)))))
         moves.append(PublishMove(item.name, channel, parameter, tuple(regions), refused))
     return tuple(moves)
 
@@ -285,9 +284,7 @@ def preview_publish(aws: Aws, plan: BuildPlan, channel: str, *, tested: bool = F
              for r, ami in item.existing.items()
              if (held := current.get((names[item.name], r))) is not None and held.value != ami
              for pair in ((r, ami), (r, held.value))}
-    full = [job for job, p in current.items() if p is not None and p.version >= MAX_VERSIONS]
-    oldest = {job: found[0] for job, found in fan_out(full, lambda job: aws.parameter_history(*job)).items() if found}
-    moves = plan_moves(plan, channel, current, built_times(aws, pairs), oldest)
+    moves = plan_moves(plan, channel, current, built_times(aws, pairs), publish.oldest_kept(aws, current))
     gate = plan.pipeline.gates.get(channel)
     if gate is None:
         return moves

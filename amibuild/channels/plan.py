@@ -200,8 +200,7 @@ def decide(*, operation: str, parameter: str, variant: str, channel: str, requir
             refusal = (f"channel {channel} is also written in {', '.join(outside)}, which this write does "
                        f"not cover (it writes {', '.join(regions)}); write every region of the channel or none "
                        "(drop --region), or delete the channel's parameter where it is to be retired")
-        refusal = refusal or typed_refusal(region, now)
-        refusal = refusal or labelled_refusal(region, (oldest or {}).get(region))
+        refusal = refusal or put_refusal(region, now, (oldest or {}).get(region))
         if refusal:
             plans.append(RegionPlan(region, ami, PublishAction.REFUSED, refusal, **previous))
         elif now is not None and now.value == ami:
@@ -221,6 +220,12 @@ def decide(*, operation: str, parameter: str, variant: str, channel: str, requir
                             p.previous_ami, p.previous_version)
                  for p in plans]
     return PublishPlan(operation, parameter, variant, channel, tuple(plans), pipeline)
+
+
+def put_refusal(region: str, now: Parameter | None, oldest: Parameter | None) -> str:
+    """Why SSM would refuse a put of the channel's parameter in `region` ("" when it would not): its data
+    type (`typed_refusal`), or a labelled oldest version the put would delete (`labelled_refusal`). Pure."""
+    return typed_refusal(region, now) or labelled_refusal(region, oldest)
 
 
 def typed_refusal(region: str, now: Parameter | None) -> str:

@@ -111,9 +111,7 @@ def plan_publish(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, chan
     home = lease_home(tagged, getattr(pipeline, "channel_regions", ()) or pipeline.target_regions)
     if provenance is None:
         provenance = provenance_from_images(images, fingerprint=fingerprint, run_id=run_id)
-    # where a put would delete the oldest version: SSM refuses it when that one has a label
-    full = [r for r in regions if current[r] is not None and current[r].version >= MAX_VERSIONS]
-    oldest = {r: history[0] for r, history in fan_out(full, lambda r: aws.parameter_history(name, r)).items() if history}
+    oldest = {region: kept for (_, region), kept in oldest_kept(aws, {(name, r): current[r] for r in regions}).items()}
     if gate_check is not None:
         note = ", ".join(n for n in (note, gate_check(images)) if n)
     plan = decide(
@@ -127,6 +125,14 @@ def plan_publish(aws: Aws, *, pipeline: PipelineLike, variant: VariantLike, chan
     )
     return plan if plan.refusals else with_guards(aws, plan, pipeline=pipeline, variant=variant, regions=regions,
                                                   images=images, template=template)
+
+
+def oldest_kept(aws: Aws, current: Mapping[tuple[str, str], Parameter | None]) -> dict[tuple[str, str], Parameter]:
+    """(parameter, region) -> its oldest version, for each parameter in `current` that keeps SSM's
+    `MAX_VERSIONS` already: the one a put would delete, which SSM refuses to when it has a label."""
+    full = [job for job, now in current.items() if now is not None and now.version >= MAX_VERSIONS]
+    return {job: history[0] for job, history in fan_out(full, lambda job: aws.parameter_history(*job)).items()
+            if history}
 
 
 def with_guards(aws: Aws, plan: PublishPlan, *, pipeline: PipelineLike, variant: VariantLike, regions: Sequence[str],
