@@ -1,5 +1,6 @@
 """The one polling loop: ask until the answer is done, the deadline passes or a signal says stop;
-and `settled`, the main thread's wait for work in another thread.
+`settled`, the main thread's wait for work in another thread; and `stop_signals`, the signals a run
+stops on.
 
 `until` calls ``check`` and hands its answer to ``done``; while not done it asks ``cancelled``, then
 looks at the deadline, then sleeps ``interval`` seconds (no further than the deadline) and asks
@@ -12,6 +13,7 @@ Why it is built this way: docs/dev/decisions.md.
 
 from __future__ import annotations
 
+import signal
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -66,3 +68,11 @@ def settled(future: Future[T]) -> T:
         except TimeoutError:
             if future.done():  # the work's own TimeoutError
                 raise
+
+
+def stop_signals() -> tuple[int, ...]:
+    """SIGINT, SIGTERM and SIGHUP, the signals a run stops on, to be handled now; SIGHUP not when it is
+    ignored: that is `nohup`, a user asking the run to outlive a hang-up (an ignored SIGINT is only a
+    shell's background job, and `kill -INT` still asks to stop)."""
+    return tuple(s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                 if s != signal.SIGHUP or signal.getsignal(s) is not signal.SIG_IGN)

@@ -33,6 +33,7 @@ from amibuild.bake import leftovers as leftovers_mod
 from amibuild.bake.decide import (LeaseStep, PackerEnd, PackerFacts, Reuse, lease_step, packer_end,
                                   reuse_after_lease, should_look_for_reuse)
 from amibuild.lease import Lease
+from amibuild.poll import stop_signals
 from amibuild.bake.packer import (Packer, cross_check, escape_field, input_refusal, manifest_builds,
                                    parse_machine_readable, progress_step, temp_prefix)
 from amibuild.bake.outcome import BuildOutcome, BuildStatus, WorkingOutcome
@@ -168,9 +169,8 @@ class Executor:
                 self.state.aborted = True
                 self.state.signal_all(signal.SIGKILL)
 
-        # a hang-up too, unless `nohup` ignores it: Packer, in its own session, would not hear it
-        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-                    if s != signal.SIGHUP or signal.getsignal(s) is not signal.SIG_IGN}
+        # a hang-up too (unless `nohup` ignores it): Packer, in its own session, would not hear it
+        previous = {s: signal.signal(s, handler) for s in stop_signals()}
 
         def restore() -> None:
             for signum, old in previous.items():

@@ -16,10 +16,10 @@ from types import FrameType
 from typing import Any, Callable, TypeVar
 
 from amibuild.errors import AmibuildError, ExitCode, Interrupted
+from amibuild.poll import stop_signals
 
 T = TypeVar("T")
 
-CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 CHANNEL_WRITE = ("finishing the channel write in progress (it completes or is put back), starting no other; "
                  "then stopping",
@@ -27,7 +27,7 @@ CHANNEL_WRITE = ("finishing the channel write in progress (it completes or is pu
 
 
 class Signals:
-    """Context manager: while active, the signals in `CAUGHT` are recorded instead of acted on.
+    """Context manager: while active, the signals in `stop_signals` are recorded instead of acted on.
 
     ``says``: (the line after the first signal, the line after each later one), each shown after
     "amibuild: SIGNAME: " / "amibuild: SIGNAME again: "; a channel write's by default."""
@@ -39,11 +39,8 @@ class Signals:
 
     def __enter__(self) -> Signals:
         if threading.current_thread() is threading.main_thread():
-            for signum in CAUGHT:
-                # an ignored SIGHUP is `nohup`'s: the user asked to outlive a hang-up (an ignored SIGINT
-                # is only a shell's background job, and `kill -INT` still asks to stop)
-                if signum != signal.SIGHUP or signal.getsignal(signum) is not signal.SIG_IGN:
-                    self._previous[signum] = signal.signal(signum, self._handle)
+            for signum in stop_signals():
+                self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
