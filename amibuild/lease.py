@@ -15,6 +15,7 @@ Why it is built this way: docs/dev/decisions.md.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import getpass
 import json
@@ -26,7 +27,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from amibuild.errors import AmibuildError, ChannelBusy, Interrupted, LeaseLost
 from amibuild.poll import settled, until
@@ -315,6 +316,31 @@ def is_lease(name: str) -> bool:
     """True for any lease amibuild writes (build, channel, prune): what every reader that lists
     parameters skips."""
     return f"/{LEASE_DIR}/" in name or name.endswith(f"/{LEASE_DIR}")
+
+
+@contextlib.contextmanager
+def kept_alive(held: Callable[[], Sequence[Lease]]) -> Iterator[None]:
+    """While the block runs, renew the leases `held()` names every third of their shortest ttl (of a
+    minute when none is held yet): a build or a prune can outlast its lease. A renewal AWS does not
+    answer is tried again the next round; expiry is the backstop."""
+    done = threading.Event()
+
+    def renew() -> None:
+        while True:
+            leases = [lease for lease in held() if lease.held]
+            if done.wait(min((lease.ttl for lease in leases), default=60.0) / 3):
+                return
+            for lease in leases:
+                with contextlib.suppress(AmibuildError):
+                    lease.renew()
+
+    renewer = threading.Thread(target=renew, name="lease-renewer", daemon=True)
+    renewer.start()
+    try:
+        yield
+    finally:
+        done.set()
+        renewer.join()
 
 
 def wait_for(lease: Lease, *, wait: float, poll: float = 0.5, cancelled: Callable[[], bool] = lambda: False,

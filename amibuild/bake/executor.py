@@ -32,7 +32,7 @@ from amibuild.errors import AmibuildError, PackerOutputError
 from amibuild.bake import leftovers as leftovers_mod
 from amibuild.bake.decide import (LeaseStep, PackerEnd, PackerFacts, Reuse, lease_step, packer_end,
                                   reuse_after_lease, should_look_for_reuse)
-from amibuild.lease import Lease
+from amibuild.lease import Lease, kept_alive
 from amibuild.poll import stop_signals
 from amibuild.bake.packer import (Packer, cross_check, escape_field, input_refusal, manifest_builds,
                                    parse_machine_readable, progress_step, temp_prefix)
@@ -104,7 +104,6 @@ class Executor:
         self.guards = guards
         self.state = RunState()
         self._wake = threading.Event()  # set on interrupt: lease waits stop sleeping
-        self._finished = threading.Event()  # set when every build ended: the lease renewer stops
         self._leases: list[Lease] = []
         self._unreachable: set[str] = set()  # variants whose build found the endpoint gone
 
@@ -123,27 +122,18 @@ class Executor:
         if not todo:
             return tuple(o.freeze() for o in outcomes.values())
         restore = self._install_signal_handlers()
-        renewer = threading.Thread(target=self._renew_leases, name="lease-renewer", daemon=True)
-        renewer.start()
         try:
-            with ThreadPoolExecutor(max_workers=min(self.parallel, len(todo)), thread_name_prefix="packer") as pool:
+            with kept_alive(self._held_leases), \
+                    ThreadPoolExecutor(max_workers=min(self.parallel, len(todo)), thread_name_prefix="packer") as pool:
                 self._wait([pool.submit(self._build_one, i, outcomes[i.name]) for i in todo])
         finally:
-            self._finished.set()
             restore()
         return tuple(o.freeze() for o in outcomes.values())
 
-    def _renew_leases(self) -> None:
-        """Keep every held lease alive while its build runs (a build can outlast the lease's ttl)."""
-        while not self._finished.is_set():
-            with self.state.lock:
-                leases = [lease for lease in self._leases if lease.held]
-            interval = min((lease.ttl for lease in leases), default=60.0) / 3
-            if self._finished.wait(interval):
-                return
-            for lease in leases:
-                with contextlib.suppress(AmibuildError):  # AWS unreachable: the next round tries again; expiry is the backstop
-                    lease.renew()
+    def _held_leases(self) -> list[Lease]:
+        """The build leases taken so far (each renewed while its build runs: `kept_alive`)."""
+        with self.state.lock:
+            return list(self._leases)
 
     def _wait(self, futures: list[Future]) -> None:
         pending = set(futures)

@@ -11,15 +11,14 @@ Why it is built this way: docs/dev/decisions.md.
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
 from typing import Any, Callable, Sequence, TypeVar
 
 from amibuild.aws import Aws, fan_out
 from amibuild.channels.home import known_regions
 from amibuild.errors import AmibuildError, ChannelBusy
-from amibuild.lease import Guard, Lease, holder_gone, is_lease, lease_root, parse_holder, prune_lease_name, wait_for
+from amibuild.lease import (Guard, Lease, holder_gone, is_lease, kept_alive, lease_root, parse_holder, prune_lease_name,
+                            wait_for)
 from amibuild.pipeline.naming import name_pattern
 from amibuild.poll import until
 from amibuild import tags
@@ -81,21 +80,8 @@ def under_prune_lease(aws: Aws, pipeline: Any, work: Callable[[], T], *, guard: 
         if not waited.done:
             raise ChannelBusy(f"prune: channel writers are still at work after {guard.wait:.0f} s "
                               f"({'; '.join(waited.value)}); nothing was deleted. Retry when they are done")
-        done = threading.Event()  # renewed while the work runs: a long prune must not look expired
-
-        def renew() -> None:
-            while not done.wait(min(lease.ttl for lease in taken) / 3):
-                for lease in taken:
-                    with contextlib.suppress(AmibuildError):  # AWS unreachable: the next round tries again
-                        lease.renew()
-
-        renewer = threading.Thread(target=renew, name="prune-lease-renewer", daemon=True)
-        renewer.start()
-        try:
+        with kept_alive(lambda: taken):  # a long prune must not look expired
             return work()
-        finally:
-            done.set()
-            renewer.join()
     finally:  # the work is done by now: a lease not given back must not hide what it did
         for lease in reversed(taken):
             try:
