@@ -260,7 +260,7 @@ class Lease:
                 return False
             current = self.store.find_parameter(self.name, self.region)
             # another value of ours (a renewal whose put landed but whose answer was lost) is still ours
-            if current is None or (current.value != self._value and parse_holder(current.value).token != self.token):
+            if current is None or not self._own(current.value):
                 self._value = None
                 return False
             value = self._new_value()
@@ -268,7 +268,7 @@ class Lease:
             if version != current.version + 1:  # a put came between our read and ours: a take-over stands,
                 between = next((p for p in self.store.parameter_history(self.name, self.region)
                                 if p.version == version - 1), None)
-                if between is None or parse_holder(between.value).token != self.token:  # not our own retried put
+                if between is None or not self._own(between.value):  # not our own retried put
                     self._put_back(version, between)
                     self._value = None
                     return False
@@ -282,8 +282,12 @@ class Lease:
         if value is None or self.store.delete_parameter_if_value(self.name, value, self.region):
             return value is not None
         current = self.store.find_parameter(self.name, self.region)  # ours still: a renewal's put whose answer was lost
-        return (current is not None and parse_holder(current.value).token == self.token
+        return (current is not None and self._own(current.value)
                 and self.store.delete_parameter_if_value(self.name, current.value, self.region))
+
+    def _own(self, value: str) -> bool:
+        """Whether `value` is one this lease wrote (any of its values: each carries its token)."""
+        return parse_holder(value).token == self.token
 
 
 # ------------------------------------------------------------------------------- names
